@@ -1,0 +1,126 @@
+"""Speed and peak memory of certa's paired token-weighted BCa bootstrap against scipy, in one run.
+
+Each case runs in its own subprocess (fresh interpreter), so its peak resident set size
+(``resource.getrusage(RUSAGE_SELF).ru_maxrss``) is an honest per-case figure; "baseline" is the same
+process doing everything except the bootstrap call (interpreter + numpy + scipy + data).
+
+    PYTHONPATH=. python3 bench/paired_bootstrap.py                 # n = 10 000 windows, B = 10 000
+    PYTHONPATH=. python3 bench/paired_bootstrap.py --n 2000 --replicates 2000 --repeats 5
+
+Data: d_i ~ N(0.01, 0.1) + Exp(0.02) (per-window Δ log-loss), t_i ~ U{64..2047} tokens, seed 20261121.
+Timing: the median of ``--repeats`` calls inside the subprocess, each with a fresh
+``np.random.default_rng(1)``. The scipy reference is ``scipy.stats.bootstrap((d, t), weighted_mean,
+paired=True, vectorized=True, method='BCa', batch=500)``; "scipy same blocks" uses
+``batch=resample_block_rows(n)`` and so draws certa's index stream (its CI must equal certa's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CASES = {
+    "baseline": "imports, data, no bootstrap",
+    "certa": "certa uniform BCa (prefetch thread)",
+    "certa-1thread": "certa uniform BCa, prefetch=False",
+    "certa-token-weighted": "certa token_weighted BCa (InvarLock scheme)",
+    "scipy-batch500": "scipy.stats.bootstrap BCa, batch=500",
+    "scipy-sameblocks": "scipy.stats.bootstrap BCa, batch=resample_block_rows(n)",
+}
+
+
+def _data(n: int):
+    import numpy as np
+
+    g = np.random.default_rng(20261121)
+    d = g.normal(0.01, 0.1, n) + g.exponential(0.02, n)
+    t = g.integers(64, 2048, n).astype(np.float64)
+    return d, t
+
+
+def run_case(case: str, n: int, replicates: int, repeats: int) -> dict:
+    """Run one case in this process and return its figures (called in the subprocess)."""
+    import resource
+
+    import numpy as np
+    from scipy import stats
+
+    from engine.stats.bootstrap import resample_block_rows, weighted_mean_bootstrap_ci
+
+    d, t = _data(n)
+
+    def weighted_mean(d, t, axis=-1):
+        return (t * d).sum(axis) / t.sum(axis)
+
+    def call():
+        rng = np.random.default_rng(1)
+        if case == "baseline":
+            return None
+        if case.startswith("certa"):
+            ci = weighted_mean_bootstrap_ci(
+                d, t, rng=rng, replicates=replicates,
+                scheme="token_weighted" if case == "certa-token-weighted" else "uniform",
+                prefetch=case != "certa-1thread")
+            return ci.low, ci.high
+        batch = 500 if case == "scipy-batch500" else resample_block_rows(n)
+        res = stats.bootstrap((d, t), weighted_mean, paired=True, vectorized=True, method="BCa",
+                              n_resamples=replicates, batch=batch, rng=rng)
+        return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+    times, ci = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        ci = call()
+        times.append(time.perf_counter() - start)
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return {"case": case, "seconds": statistics.median(times), "min_seconds": min(times),
+            "peak_rss_mib": peak_kib / 1024.0, "ci": ci}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=10_000, help="paired windows")
+    parser.add_argument("--replicates", type=int, default=10_000, help="bootstrap replicates B")
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls per case (median reported)")
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of " + ", ".join(CASES))
+    parser.add_argument("--case", help=argparse.SUPPRESS)  # internal: run one case and print JSON
+    args = parser.parse_args()
+
+    if args.case:
+        print(json.dumps(run_case(args.case, args.n, args.replicates, args.repeats)))
+        return
+
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    results = {}
+    for case in args.cases.split(","):
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--case", case, "--n", str(args.n),
+                               "--replicates", str(args.replicates), "--repeats", str(args.repeats)],
+                              capture_output=True, text=True, env=env, check=True)
+        results[case] = json.loads(proc.stdout.strip().splitlines()[-1])
+
+    print(f"paired token-weighted BCa bootstrap: n = {args.n} windows, B = {args.replicates} replicates, "
+          f"median of {args.repeats} calls, one subprocess per case ({os.cpu_count()} CPUs)")
+    print(f"{'case':<22} {'seconds':>8} {'peak RSS MiB':>13}  CI")
+    for case, r in results.items():
+        ci = "" if r["ci"] is None else f"[{r['ci'][0]:.8f}, {r['ci'][1]:.8f}]"
+        print(f"{case:<22} {r['seconds']:8.3f} {r['peak_rss_mib']:13.1f}  {ci}   ({CASES[case]})")
+    ref = results.get("scipy-batch500")
+    if ref:
+        for case in ("certa", "certa-1thread", "certa-token-weighted"):
+            if case in results:
+                print(f"speed-up {case} vs scipy batch=500: {ref['seconds'] / results[case]['seconds']:.1f}x")
+    if "certa" in results and "scipy-sameblocks" in results:
+        a, b = results["certa"]["ci"], results["scipy-sameblocks"]["ci"]
+        diff = max(abs(a[0] - b[0]), abs(a[1] - b[1]))
+        print(f"certa vs scipy with the same index blocks: max |CI difference| = {diff:.3g}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,425 @@
+"""The ``certa`` command: a thin shell over ``engine`` and ``ledger``.
+
+Exit codes: 0 success / PASS / intact / reproduced; 1 FAIL / tampered / diverged; 2 invalid spec, input or
+usage (nothing recorded); 3 aborted by a profile rule (the attempt is recorded, no certificate).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+
+from engine import CertaError, ProfileAbort, load_plan, run
+from engine.audit import replay as replay_run
+from engine.audit import verify as verify_ledger
+from engine.jsondiff import flatten, json_diff
+from engine.stages import REGISTRY
+from ledger import DEFAULT_LEDGER_FILE, Ledger
+
+EXIT_OK, EXIT_FAIL, EXIT_INVALID, EXIT_ABORTED = 0, 1, 2, 3
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def _fail(ctx_json: bool, error: CertaError) -> None:
+    if ctx_json:
+        payload = {"ok": False, "error": {"type": type(error).__name__, "message": str(error),
+                                          "exit_code": error.exit_code}}
+        if isinstance(error, ProfileAbort):
+            payload["run_id"] = error.run_id
+            payload["rule"] = error.rule
+        _emit_json(payload)
+    click.echo(f"error: {error}", err=True)
+    sys.exit(error.exit_code)
+
+
+def certa_command(func: Callable[..., int | None]) -> Callable[..., None]:
+    """Add --json and --ledger, map CertaError to its exit code, and exit with the command's code."""
+
+    @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+    @click.option("--ledger", "ledger_url", envvar="CERTA_LEDGER", default=DEFAULT_LEDGER_FILE, show_default=True,
+                  help="Ledger: a SQLite file path or a SQLAlchemy URL (postgresql+psycopg://...). Env: CERTA_LEDGER.")
+    @functools.wraps(func)
+    def wrapper(*args: Any, as_json: bool, ledger_url: str, **kwargs: Any) -> None:
+        try:
+            code = func(*args, as_json=as_json, ledger_url=ledger_url, **kwargs)
+        except CertaError as error:
+            _fail(as_json, error)
+        sys.exit(code or 0)
+
+    return wrapper
+
+
+def _open(ledger_url: str, *, create: bool = False) -> Ledger:
+    return Ledger.open(ledger_url, create=create)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="certa")
+def main() -> None:
+    """certa: YAML run specs in, statistical certificates out, every run in a tamper-evident ledger.
+
+    \b
+    Quick start:
+      certa validate specs/paired-ratio/spec.yaml
+      certa run specs/paired-ratio/spec.yaml
+      certa list
+      certa verify
+      certa replay RUN_ID
+    """
+
+
+@main.command()
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@certa_command
+def validate(spec: Path, as_json: bool, ledger_url: str) -> int:
+    """Validate SPEC against the schemas without running it. Exit 0 valid, 2 invalid.
+
+    \b
+    Example:
+      certa validate specs/paired-ratio/spec.yaml
+    """
+    plan = load_plan(spec)
+    if as_json:
+        _emit_json({"ok": True, "name": plan.name, "knobs_hash": plan.knobs_hash, "spec_sha256": plan.spec_sha256,
+                    "stages": [{"id": s.id, "use": s.use, "version": s.version} for s in plan.stages]})
+    else:
+        click.echo(f"{spec}: valid ({len(plan.stages)} stage(s), {len(plan.gates)} gate(s)); "
+                   f"knobs_hash {plan.knobs_hash}")
+    return EXIT_OK
+
+
+def _parse_input_overrides(values: tuple[str, ...]) -> dict[str, Path]:
+    overrides = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name or not path:
+            raise click.BadParameter(f"expected NAME=PATH, got {value!r}", param_hint="--input")
+        overrides[name] = Path(path).expanduser().resolve()
+    return overrides
+
+
+@main.command("run")
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--input", "input_overrides", multiple=True, metavar="NAME=PATH",
+              help="Read input NAME from PATH instead of the spec's path (may be outside the spec's folder).")
+@click.option("--no-record", is_flag=True, help="Run without writing to the ledger (the run id is not kept).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the certificate JSON to this file.")
+@certa_command
+def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, output: Path | None, as_json: bool,
+                ledger_url: str) -> int:
+    """Run SPEC, record it in the ledger and print the verdict.
+
+    Exit 0 PASS, 1 FAIL, 2 invalid spec or input (nothing recorded), 3 aborted by a profile rule
+    (the attempt and its reason are recorded, no certificate).
+
+    \b
+    Examples:
+      certa run specs/paired-ratio/spec.yaml
+      certa run spec.yaml --input subject=/data/eval/subject.csv --json
+    """
+    overrides = _parse_input_overrides(input_overrides)
+    load_plan(spec)  # validate before opening (and perhaps creating) the ledger
+    notify = None if as_json else (lambda message: click.echo(message, err=True))
+    if no_record:
+        result = run(spec, input_paths=overrides, notify=notify)
+    else:
+        with _open(ledger_url, create=True) as ledger:
+            result = run(spec, ledger=ledger, input_paths=overrides, notify=notify)
+    if output is not None:
+        output.write_text(json.dumps(result.certificate, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if as_json:
+        _emit_json({"ok": True, "run_id": None if no_record else result.run_id, "verdict": result.verdict,
+                    "certificate_sha256": result.content_sha256, "knobs_hash": result.knobs_hash})
+    else:
+        click.echo(_summary(result.certificate))
+        if not no_record:
+            click.echo(f"recorded run {result.run_id} in {ledger_url}")
+    return EXIT_OK if result.verdict == "PASS" else EXIT_FAIL
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}" if math.isfinite(value) else str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+    return json.dumps(value, sort_keys=True) if isinstance(value, dict) else str(value)
+
+
+def _summary(certificate: Mapping[str, Any]) -> str:
+    content = certificate["content"]
+    lines = [
+        f"{content['spec']['name']}: {content['verdict']}",
+        f"  run {certificate['issued']['run_id']}  issued {certificate['issued']['time_utc']}  "
+        f"profile {content['spec']['profile']}",
+        f"  content_sha256 {certificate['content_sha256']}",
+        f"  knobs_hash     {content['knobs_hash']}",
+    ]
+    for item in content["inputs"]:
+        lines.append(f"  input {item['name']}: {item['rows']} rows, sha256 {item['sha256'][:16]}…")
+    stage_uses = {s["id"]: s["use"] for s in content["knobs"]["stages"]}
+    for stage_id, outputs in content["stages"].items():
+        stage_type = REGISTRY.get(stage_uses.get(stage_id, ""))
+        lines.append(f"  stage {stage_id} ({stage_uses.get(stage_id)})")
+        if stage_type is not None and stage_type.render_markdown is not None:
+            lines.extend("    " + line for line in stage_type.render_markdown(outputs).splitlines())
+        elif "primary_metric" in outputs:
+            pm = outputs["primary_metric"]
+            lines.append(f"    ratio_vs_baseline {_fmt(pm.get('ratio_vs_baseline'))}  "
+                         f"{_fmt(pm.get('confidence_level'))} CI {_fmt(pm.get('display_ci'))}")
+    for gate in content["gates"]:
+        mark = "PASS" if gate["passed"] else "FAIL"
+        lines.append(f"  gate {gate['id']}: {mark}  {gate['metric']} = {_fmt(gate['value'])}  ({gate['reason']})")
+    if not content["gates"]:
+        lines.append("  (no gates: the verdict is PASS by default)")
+    return "\n".join(lines)
+
+
+@main.command()
+@click.argument("run_id", required=False)
+@click.option("--expect-head", metavar="SEQ:HASH",
+              help="A head printed earlier by 'certa head' and kept outside the database; verify that the "
+                   "ledger still contains it unchanged (detects truncation and a rewritten chain).")
+@certa_command
+def verify(run_id: str | None, expect_head: str | None, as_json: bool, ledger_url: str) -> int:
+    """Re-check the ledger: hash chain, certificates, stored inputs, method identities.
+
+    Exit 0 intact, 1 tampered (the first broken entry is named).
+
+    \b
+    Examples:
+      certa verify
+      certa verify 3f2a9c01 --json
+      certa verify --expect-head 1042:9b1f...e0
+    """
+    head = None
+    if expect_head:
+        seq, sep, digest = expect_head.partition(":")
+        if not sep or not seq.isdigit() or len(digest) != 64:
+            raise click.BadParameter("expected SEQ:HASH as printed by 'certa head'", param_hint="--expect-head")
+        head = (int(seq), digest)
+    with _open(ledger_url) as ledger:
+        report = verify_ledger(ledger, run_id=run_id, expect_head=head)
+    if as_json:
+        _emit_json({"ok": report.intact, "intact": report.intact, "entries_checked": report.entries_checked,
+                    "certificates_checked": report.certificates_checked, "blobs_checked": report.blobs_checked,
+                    "head": f"{report.head[0]}:{report.head[1]}",
+                    "problems": [{"where": p.where, "message": p.message, "seq": p.seq, "run_id": p.run_id}
+                                 for p in report.problems]})
+    elif report.intact:
+        click.echo(f"intact: {report.entries_checked} entries, {report.certificates_checked} certificate(s), "
+                   f"{report.blobs_checked} stored input(s) checked; head {report.head[0]}:{report.head[1]}")
+    else:
+        first = report.first_broken
+        click.echo(f"TAMPERED: first broken: {first.where}: {first.message}")
+        for problem in report.problems[1:20]:
+            click.echo(f"  also: {problem.where}: {problem.message}")
+        if len(report.problems) > 20:
+            click.echo(f"  ... and {len(report.problems) - 20} more")
+    return EXIT_OK if report.intact else EXIT_FAIL
+
+
+@main.command()
+@click.argument("run_id")
+@certa_command
+def replay(run_id: str, as_json: bool, ledger_url: str) -> int:
+    """Re-execute a stored run from the ledger alone and compare certificates.
+
+    Exit 0 REPRODUCED (same content_sha256), 1 DIVERGED (with a field-by-field diff). The replay is recorded.
+
+    \b
+    Example:
+      certa replay 3f2a9c01
+    """
+    notify = None if as_json else (lambda message: click.echo(message, err=True))
+    with _open(ledger_url) as ledger:
+        result = replay_run(ledger, run_id, notify=notify)
+    outcome = "REPRODUCED" if result.reproduced else "DIVERGED"
+    if as_json:
+        _emit_json({"ok": result.reproduced, "run_id": result.run_id, "outcome": outcome,
+                    "recorded_sha256": result.recorded_sha256, "replayed_sha256": result.replayed_sha256,
+                    "note": result.note,
+                    "changes": [{"path": c.path, "recorded": c.before, "replayed": c.after} for c in result.changes]})
+    else:
+        click.echo(f"{outcome}: run {result.run_id}: {result.note}")
+        for change in result.changes[:50]:
+            click.echo(f"  {change.path}: recorded {_fmt(change.before)} -> replayed {_fmt(change.after)}")
+    return EXIT_OK if result.reproduced else EXIT_FAIL
+
+
+@main.command()
+@click.argument("run_id")
+@certa_command
+def show(run_id: str, as_json: bool, ledger_url: str) -> int:
+    """Show a run: its certificate summary (--json prints the whole certificate).
+
+    \b
+    Example:
+      certa show 3f2a9c01
+    """
+    with _open(ledger_url) as ledger:
+        row = ledger.run(run_id)
+        if row.status == "aborted":
+            abort = next(e.data() for e in ledger.entries(run_id=row.run_id, kinds=["abort"]))
+            if as_json:
+                _emit_json({"run_id": row.run_id, "status": "aborted", "abort": abort})
+            else:
+                click.echo(f"{row.name}: ABORTED (profile {row.profile}) run {row.run_id}\n  {abort['reason']}")
+            return EXIT_OK
+        certificate = ledger.certificate(row.run_id)
+    if as_json:
+        _emit_json(certificate)
+    else:
+        click.echo(_summary(certificate))
+    return EXIT_OK
+
+
+@main.command("list")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Newest runs to show.")
+@certa_command
+def list_command(limit: int, as_json: bool, ledger_url: str) -> int:
+    """List recorded runs, newest first.
+
+    \b
+    Example:
+      certa list --limit 10
+    """
+    with _open(ledger_url) as ledger:
+        rows = ledger.runs(limit=limit)
+    if as_json:
+        _emit_json([{"run_id": r.run_id, "name": r.name, "status": r.status, "verdict": r.verdict,
+                     "profile": r.profile, "recorded_at": r.recorded_at, "knobs_hash": r.knobs_hash,
+                     "certificate_sha256": r.certificate_sha256} for r in rows])
+        return EXIT_OK
+    if not rows:
+        click.echo("no runs recorded yet")
+    for r in rows:
+        click.echo(f"{r.run_id[:12]}  {r.recorded_at[:19]}  {(r.verdict or r.status.upper()):<8} {r.profile:<8} {r.name}")
+    return EXIT_OK
+
+
+@main.command()
+@click.argument("run_id")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="File to write the certificate JSON to.")
+@certa_command
+def export(run_id: str, output: Path, as_json: bool, ledger_url: str) -> int:
+    """Write a run's certificate to a JSON file.
+
+    \b
+    Example:
+      certa export 3f2a9c01 -o cert.json
+    """
+    with _open(ledger_url) as ledger:
+        certificate = ledger.certificate(run_id)
+    output.write_text(json.dumps(certificate, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if as_json:
+        _emit_json({"ok": True, "run_id": certificate["issued"]["run_id"], "path": str(output),
+                    "certificate_sha256": certificate["content_sha256"]})
+    else:
+        click.echo(f"wrote {output} (content_sha256 {certificate['content_sha256']})")
+    return EXIT_OK
+
+
+@main.command()
+@click.argument("run_a")
+@click.argument("run_b")
+@click.option("--only-changed", is_flag=True, help="List only the fields that differ (default shows a count of equal ones too).")
+@certa_command
+def diff(run_a: str, run_b: str, only_changed: bool, as_json: bool, ledger_url: str) -> int:
+    """Compare two runs' certificates field by field.
+
+    \b
+    Example:
+      certa diff 3f2a9c01 77b0e4d2 --only-changed
+    """
+    with _open(ledger_url) as ledger:
+        a, b = ledger.certificate(run_a), ledger.certificate(run_b)
+    changes = json_diff(a["content"], b["content"])
+    if as_json:
+        _emit_json({"run_a": a["issued"]["run_id"], "run_b": b["issued"]["run_id"],
+                    "same_content": a["content_sha256"] == b["content_sha256"],
+                    "changes": [{"path": c.path, "a": c.before, "b": c.after} for c in changes]})
+        return EXIT_OK
+    click.echo(f"{a['issued']['run_id'][:12]} vs {b['issued']['run_id'][:12]}: "
+               f"{'identical content' if not changes else f'{len(changes)} field(s) differ'}")
+    for change in changes:
+        click.echo(f"  {change.path}: {_fmt(change.before)} -> {_fmt(change.after)}")
+    if not only_changed and changes:
+        click.echo(f"  ({len(flatten(a['content'])) - len(changes)} field(s) equal)")
+    return EXIT_OK
+
+
+@main.command()
+@certa_command
+def head(as_json: bool, ledger_url: str) -> int:
+    """Print the ledger's chain head (SEQ:HASH). Keep it outside the database; check later with
+    'certa verify --expect-head SEQ:HASH'.
+
+    \b
+    Example:
+      certa head >> audit/heads.txt
+    """
+    with _open(ledger_url) as ledger:
+        seq, digest = ledger.head()
+    if as_json:
+        _emit_json({"seq": seq, "entry_hash": digest, "head": f"{seq}:{digest}"})
+    else:
+        click.echo(f"{seq}:{digest}")
+    return EXIT_OK
+
+
+@main.command()
+@click.argument("run_id")
+@click.option("--by", "reviewer", required=True, help="Who reviews (name or e-mail).")
+@click.option("--decision", type=click.Choice(["approved", "rejected", "comment"]), required=True,
+              help="The review decision.")
+@click.option("--note", default="", help="Free-text comment.")
+@certa_command
+def review(run_id: str, reviewer: str, decision: str, note: str, as_json: bool, ledger_url: str) -> int:
+    """Append a review of a run to the ledger (runs are never edited; reviews are added).
+
+    \b
+    Example:
+      certa review 3f2a9c01 --by alice@example.org --decision approved --note "matches the model card"
+    """
+    with _open(ledger_url) as ledger:
+        full = ledger.resolve_run_id(run_id)
+        seq = ledger.record_note(full, "review", {"reviewer": reviewer, "decision": decision, "note": note})
+    if as_json:
+        _emit_json({"ok": True, "run_id": full, "entry": seq})
+    else:
+        click.echo(f"recorded review of {full} as entry {seq}")
+    return EXIT_OK
+
+
+@main.command()
+@certa_command
+def stages(as_json: bool, ledger_url: str) -> int:
+    """List the registered stage types.
+
+    \b
+    Example:
+      certa stages
+    """
+    if as_json:
+        _emit_json([{"name": s.name, "version": s.version, "inputs": list(s.input_knobs), "summary": s.summary}
+                    for s in sorted(REGISTRY.values(), key=lambda s: s.name)])
+    else:
+        for s in sorted(REGISTRY.values(), key=lambda s: s.name):
+            click.echo(f"{s.name:<24} v{s.version:<8} {s.summary}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Audit operations over a ledger: ``verify`` (integrity plus method identities) and ``replay``.
+
+``verify`` re-checks the hash chain, the stored inputs and the runs index (``ledger.verify``), and every
+certificate's schema, ``content_sha256`` and the method identities its stage types declare (for example
+``display_ci == exp(ci)`` for paired ratios). ``replay`` re-executes a stored run from the ledger alone
+(spec text, stored input bytes, captured tables, seed) and compares the new ``content_sha256`` with the
+recorded one; the replay is itself recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ledger import Ledger, VerifyReport, verify_ledger
+
+from .canonical import canonical_sha256
+from .certificate import certificate_problems
+from .errors import LedgerError
+from .interpreter import Notify, AbortedExecution, execute, load_tables
+from .jsondiff import FieldChange, json_diff
+from .spec import load_plan
+from .stages import REGISTRY
+from .tables import Table, parse_table
+
+__all__ = ["check_certificate", "verify", "replay", "ReplayResult"]
+
+
+def check_certificate(certificate: Mapping[str, Any]) -> list[str]:
+    """Problems with one stored certificate: schema, hash, and each stage type's method identities."""
+    problems = certificate_problems(certificate)
+    content = certificate.get("content")
+    if not isinstance(content, Mapping):
+        return problems
+    stage_uses = {s.get("id"): s.get("use") for s in content.get("knobs", {}).get("stages", [])}
+    for stage_id, outputs in content.get("stages", {}).items():
+        stage_type = REGISTRY.get(stage_uses.get(stage_id, ""))
+        if stage_type is None:
+            problems.append(f"stage '{stage_id}' uses unknown stage type {stage_uses.get(stage_id)!r}")
+        elif stage_type.audit_checks is not None:
+            problems.extend(f"stage '{stage_id}': {p}" for p in stage_type.audit_checks(outputs))
+    return problems
+
+
+def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int, str] | None = None) -> VerifyReport:
+    """Verify the whole ledger (see module docstring)."""
+    full = ledger.resolve_run_id(run_id) if run_id else None
+    return verify_ledger(ledger, check_certificate=check_certificate, expect_head=expect_head, run_id=full)
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    run_id: str
+    reproduced: bool
+    recorded_sha256: str
+    replayed_sha256: str | None
+    changes: tuple[FieldChange, ...]
+    note: str
+    entry_seq: int
+
+
+def _stored_table(ledger: Ledger, record: Mapping[str, Any]) -> Table:
+    return parse_table(record["name"], ledger.blob(record["sha256"]), record["format"])
+
+
+def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None) -> ReplayResult:
+    """Re-execute a stored run from the ledger alone and compare certificates; records the replay."""
+    full = ledger.resolve_run_id(run_id)
+    row = ledger.run(full)
+    if row.status != "completed":
+        raise LedgerError(f"run {full} was {row.status}: it has no certificate to reproduce")
+    recorded = ledger.certificate(full)
+    run_record: Mapping[str, Any] = {}
+    tables: dict[str, Table] = {}
+    captured: dict[str, dict[str, Table]] = {}
+    for entry in ledger.entries(run_id=full, kinds=["run", "input", "captured"]):
+        data = entry.data()
+        if entry.kind == "run":
+            run_record = data
+        elif entry.kind == "input":
+            tables[data["name"]] = _stored_table(ledger, data)
+        else:
+            captured.setdefault(data["stage"], {})[data["name"]] = _stored_table(ledger, data)
+    plan = load_plan(run_record["spec_text"])
+    replayed_sha: str | None
+    try:
+        execution = execute(plan, load_tables(plan, inputs=tables), ledger=ledger, captured=captured, notify=notify)
+    except AbortedExecution as aborted:
+        replayed_sha, changes, note = None, (), f"the replay was aborted by a profile rule: {aborted.abort}"
+    else:
+        replayed_sha = canonical_sha256(execution.content)
+        changes = tuple(json_diff(recorded["content"], execution.content))
+        note = "same content_sha256" if replayed_sha == recorded["content_sha256"] else f"{len(changes)} field(s) differ"
+    reproduced = replayed_sha == recorded["content_sha256"]
+    seq = ledger.record_note(full, "replay", {
+        "outcome": "REPRODUCED" if reproduced else "DIVERGED", "recorded_sha256": recorded["content_sha256"],
+        "replayed_sha256": replayed_sha, "note": note,
+        "changes": [{"path": c.path, "recorded": c.before, "replayed": c.after} for c in changes[:200]],
+    })
+    return ReplayResult(run_id=full, reproduced=reproduced, recorded_sha256=recorded["content_sha256"],
+                        replayed_sha256=replayed_sha, changes=changes, note=note, entry_seq=seq)

@@ -1,0 +1,86 @@
+"""The certificate: deterministic ``content``, its ``content_sha256``, and the ``issued`` block.
+
+``content`` holds nothing that depends on the clock, the host or the user, so the same spec, inputs and
+seed give the same ``content_sha256`` (SHA-256 of the RFC 8785 canonical JSON of ``content``) in any
+process on the same library versions, which ``content.versions`` records. ``issued`` (run id, UTC time,
+user, host) sits outside the hash.
+"""
+
+from __future__ import annotations
+
+import getpass
+import platform
+import socket
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+import scipy
+from jsonschema import Draft202012Validator
+
+from schemas import load_schema
+
+from .canonical import canonical_sha256, to_jsonable
+from .errors import CertaError
+
+__all__ = ["CERTIFICATE_FORMAT", "library_versions", "seal", "validate_certificate", "certificate_problems"]
+
+CERTIFICATE_FORMAT = 1
+
+
+def library_versions() -> dict[str, str]:
+    """Versions that can change a certificate's numbers: certa, Python, numpy, scipy."""
+    return {
+        "certa": metadata.version("certa"),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+    }
+
+
+def _who() -> tuple[str, str]:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return user, socket.gethostname()
+
+
+def certificate_problems(certificate: Mapping[str, Any]) -> list[str]:
+    """Schema violations and a ``content_sha256`` mismatch, as messages (empty when sound)."""
+    validator = Draft202012Validator(load_schema("certificate.schema.json"))
+    problems = [f"schema: {'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
+                for e in validator.iter_errors(certificate)]
+    if isinstance(certificate.get("content"), Mapping):
+        actual = canonical_sha256(certificate["content"])
+        if actual != certificate.get("content_sha256"):
+            problems.append(f"content_sha256 {certificate.get('content_sha256')} does not match content ({actual})")
+    return problems
+
+
+def validate_certificate(certificate: Mapping[str, Any]) -> None:
+    """Raise ``CertaError`` if the certificate violates its schema or its hash."""
+    problems = certificate_problems(certificate)
+    if problems:
+        raise CertaError("certificate is not valid (a certa bug; please report it): " + "; ".join(problems[:5]))
+
+
+def seal(content: Mapping[str, Any], run_id: str) -> dict[str, Any]:
+    """The full certificate for ``content``: adds ``content_sha256`` and ``issued``, then validates it."""
+    plain = to_jsonable(content)
+    user, host = _who()
+    certificate = {
+        "certificate_format": CERTIFICATE_FORMAT,
+        "content": plain,
+        "content_sha256": canonical_sha256(plain),
+        "issued": {
+            "run_id": run_id,
+            "time_utc": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+            "user": user,
+            "host": host,
+        },
+    }
+    validate_certificate(certificate)
+    return certificate

@@ -1,0 +1,88 @@
+"""Errors certa raises, each mapped to one documented exit code of the ``certa`` command.
+
+::
+
+    CertaError                      (exit 2 unless stated)
+    ├── SpecError                   the run spec is not valid: file, line, column and key path are named
+    ├── InputError                  an input table is missing, unreadable, mis-pinned or malformed
+    ├── StageError                  a stage's data cannot support its method (e.g. fewer than 2 pairs)
+    ├── ProfileAbort        exit 3  a profile rule (ci / release floors, pairing) stopped the run; recorded
+    ├── LedgerError                 the ledger cannot be opened or written, or a run id is unknown
+    │   └── LedgerIntegrityError exit 1  verify found an edited, deleted or reordered entry
+    └── ReplayDivergence    exit 1  a replay produced a different certificate
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "CertaError",
+    "SpecError",
+    "InputError",
+    "StageError",
+    "ProfileAbort",
+    "LedgerError",
+    "LedgerIntegrityError",
+    "ReplayDivergence",
+]
+
+
+class CertaError(Exception):
+    """Base class: every certa error carries the exit code the CLI returns for it."""
+
+    exit_code: ClassVar[int] = 2
+
+
+class SpecError(CertaError):
+    """The run spec is not valid; nothing was run and nothing was recorded."""
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 column: int | None = None, path: str | None = None) -> None:
+        self.file, self.line, self.column, self.path = file, line, column, path
+        where = file or "<spec>"
+        if line is not None:
+            where += f":{line}"
+            if column is not None:
+                where += f":{column}"
+        prefix = f"{where}: " + (f"{path}: " if path else "")
+        super().__init__(prefix + message)
+        self.detail = message
+
+
+class InputError(CertaError):
+    """An input table is missing, unreadable, does not match its pinned SHA-256, or is malformed."""
+
+
+class StageError(CertaError):
+    """A stage's data cannot support its method (the message says what to change)."""
+
+
+class ProfileAbort(CertaError):
+    """A profile rule stopped the run; the attempt and the reason are recorded, no certificate is issued."""
+
+    exit_code: ClassVar[int] = 3
+
+    def __init__(self, message: str, *, rule: str = "profile", stage_id: str | None = None,
+                 decisions: tuple = ()) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.stage_id = stage_id
+        self.decisions = decisions  # the aborting stage's decisions (engine.stages.Decision), recorded too
+        self.run_id: str | None = None
+
+
+class LedgerError(CertaError):
+    """The ledger cannot be opened or written, or a run id is unknown."""
+
+
+class LedgerIntegrityError(LedgerError):
+    """``verify`` found an entry, certificate or input that was edited, deleted or reordered."""
+
+    exit_code: ClassVar[int] = 1
+
+
+class ReplayDivergence(CertaError):
+    """A replay produced a certificate whose content differs from the recorded one."""
+
+    exit_code: ClassVar[int] = 1

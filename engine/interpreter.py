@@ -1,0 +1,221 @@
+"""The interpreter: a resolved ``Plan`` and its tables in, certificate content and decisions out.
+
+``run`` is the Python API that mirrors ``certa run``: load and validate the spec, load and hash the
+inputs, execute the stages in order with their own seeded streams, evaluate the gates, seal the
+certificate and, when a ledger is given, record everything in one transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .canonical import to_jsonable
+from .certificate import CERTIFICATE_FORMAT, library_versions, seal
+from .errors import InputError, ProfileAbort, SpecError, StageError
+from .gates import GateResult, evaluate_gate
+from .seeds import DERIVATION, stage_generator, stage_seed_record
+from .spec import Plan, load_plan
+from .stages import REGISTRY, Decision, StageContext
+from .stages.base import LedgerReader
+from .tables import Table, format_for_path, parse_table, table_from_columns
+
+__all__ = ["run", "execute", "load_tables", "new_run_id", "RunResult", "Execution", "StageDecision", "AbortedExecution"]
+
+Columns = Mapping[str, Sequence[Any] | np.ndarray]
+Notify = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class StageDecision:
+    """A decision together with the stage that made it (``stage`` is None for gate decisions)."""
+
+    stage: str | None
+    decision: Decision
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Everything a run produced before it is sealed and recorded."""
+
+    plan: Plan
+    tables: Mapping[str, Table]
+    content: Mapping[str, Any]
+    decisions: tuple[StageDecision, ...]
+    captured: Mapping[str, Mapping[str, Table]]
+    gates: tuple[GateResult, ...]
+
+    @property
+    def verdict(self) -> str:
+        return str(self.content["verdict"])
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The outcome of ``engine.run``: ``run_id``, ``verdict`` (PASS/FAIL) and the ``certificate`` dict."""
+
+    run_id: str
+    verdict: str
+    certificate: dict[str, Any]
+    decisions: tuple[StageDecision, ...] = field(repr=False, default=())
+
+    @property
+    def content_sha256(self) -> str:
+        return str(self.certificate["content_sha256"])
+
+    @property
+    def knobs_hash(self) -> str:
+        return str(self.certificate["content"]["knobs_hash"])
+
+
+class AbortedExecution(Exception):
+    """A ProfileAbort raised inside ``execute``, with the decisions made before it."""
+
+    def __init__(self, abort: ProfileAbort, decisions: list[StageDecision]) -> None:
+        super().__init__(str(abort))
+        self.abort = abort
+        self.decisions = decisions
+
+
+def load_tables(plan: Plan, *, inputs: Mapping[str, Columns | Table] | None = None,
+                input_paths: Mapping[str, str | Path] | None = None) -> dict[str, Table]:
+    """Load every declared input: in-memory ``inputs`` first, then ``input_paths``, then the spec's paths.
+
+    A pinned ``sha256`` is checked whatever the source. Unknown names in ``inputs``/``input_paths`` are
+    a ``SpecError``.
+    """
+    inputs = dict(inputs or {})
+    input_paths = dict(input_paths or {})
+    for name in list(inputs) + list(input_paths):
+        if name not in plan.inputs:
+            raise SpecError(f"input '{name}' is not declared in the spec (declared: "
+                            f"{', '.join(sorted(plan.inputs)) or 'none'})", file=plan.source, path=f"inputs.{name}")
+    tables: dict[str, Table] = {}
+    for name, declared in plan.inputs.items():
+        if name in inputs:
+            given = inputs[name]
+            table = given if isinstance(given, Table) else table_from_columns(name, given)
+            if table.name != name:
+                table = Table(name=name, columns=table.columns, sha256=table.sha256, fmt=table.fmt, raw=table.raw)
+        else:
+            path = Path(input_paths.get(name, declared.path))
+            try:
+                raw = path.read_bytes()
+            except OSError as exc:
+                raise InputError(f"input '{name}': cannot read {path}: {exc.strerror}") from None
+            table = parse_table(name, raw, declared.fmt or format_for_path(path))
+        if declared.sha256 is not None and declared.sha256 != table.sha256:
+            raise InputError(f"input '{name}': SHA-256 is {table.sha256} but the spec pins {declared.sha256}; "
+                             "the data changed since the spec was written: check it, then update the pin")
+        tables[name] = table
+    return tables
+
+
+def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | None = None,
+            captured: Mapping[str, Mapping[str, Table]] | None = None,
+            notify: Notify | None = None) -> Execution:
+    """Run the plan's stages and gates on loaded tables; nothing is recorded.
+
+    ``captured`` (a replay) hands each stage the tables it captured in the original run.
+    Raises ``AbortedExecution`` wrapping a ``ProfileAbort``.
+    """
+    outputs: dict[str, Mapping[str, Any]] = {}
+    decisions: list[StageDecision] = []
+    captured_out: dict[str, Mapping[str, Table]] = {}
+    seeds: dict[str, Any] = {}
+    for index, stage in enumerate(plan.stages, start=1):
+        stage_type = REGISTRY[stage.use]
+        if notify:
+            notify(f"[{index}/{len(plan.stages)}] stage '{stage.id}' ({stage.use} v{stage.version})")
+        seeds[stage.id] = stage_seed_record(plan.seed, stage.id)
+        ctx = StageContext(
+            stage_id=stage.id, knobs=stage.knobs, tables=tables, rng=stage_generator(plan.seed, stage.id),
+            profile=plan.profile, upstream=dict(outputs),
+            seed={**seeds[stage.id], "knobs_hash": plan.knobs_hash},
+            ledger=ledger, captured=(captured or {}).get(stage.id),
+        )
+        try:
+            result = stage_type.run(ctx)
+        except ProfileAbort as abort:
+            abort.stage_id = abort.stage_id or stage.id
+            decisions.extend(StageDecision(stage.id, d) for d in abort.decisions)
+            raise AbortedExecution(abort, decisions) from None
+        except StageError as exc:
+            raise StageError(f"stage '{stage.id}' ({stage.use}): {exc}") from None
+        outputs[stage.id] = to_jsonable(result.outputs)
+        decisions.extend(StageDecision(stage.id, d) for d in result.decisions)
+        if result.captured:
+            captured_out[stage.id] = dict(result.captured)
+
+    gate_results = tuple(evaluate_gate(gate, outputs) for gate in plan.gates)
+    for gate in gate_results:
+        decisions.append(StageDecision(None, Decision("gate", {
+            "id": gate.id, "metric": gate.metric, "value": gate.value, "threshold": dict(gate.threshold),
+            "passed": gate.passed, "reason": gate.reason})))
+    content: dict[str, Any] = {
+        "certa_format": CERTIFICATE_FORMAT,
+        "spec": {"name": plan.name, "description": plan.description, "sha256": plan.spec_sha256,
+                 "profile": plan.profile},
+        "knobs_hash": plan.knobs_hash,
+        "knobs": plan.knobs,
+        "seed": {"root": str(plan.seed), "derivation": DERIVATION, "stages": seeds},
+        "inputs": [{"name": t.name, "sha256": t.sha256, "rows": t.n_rows, "format": t.fmt,
+                    "columns": list(t.columns)} for t in tables.values()],
+        "stages": outputs,
+        "gates": [{"id": g.id, "metric": g.metric, "value": g.value, "threshold": dict(g.threshold),
+                   "passed": g.passed, "reason": g.reason} for g in gate_results],
+        "verdict": "PASS" if all(g.passed for g in gate_results) else "FAIL",
+        "versions": library_versions(),
+    }
+    if captured_out:
+        content["captured"] = [{"stage": sid, "name": name, "sha256": t.sha256, "rows": t.n_rows}
+                               for sid, group in captured_out.items() for name, t in group.items()]
+    return Execution(plan=plan, tables=tables, content=to_jsonable(content), decisions=tuple(decisions),
+                     captured=captured_out, gates=gate_results)
+
+
+def new_run_id() -> str:
+    """A fresh run id: 32 lower-case hex digits (a random UUID)."""
+    return uuid.uuid4().hex
+
+
+def run(spec: str | Path | Mapping[str, Any], *, inputs: Mapping[str, Columns | Table] | None = None,
+        ledger: Any = None, input_paths: Mapping[str, str | Path] | None = None,
+        notify: Notify | None = None) -> RunResult:
+    """Validate and run ``spec`` (a path, YAML text or dict); record it when ``ledger`` is given.
+
+    ``inputs`` maps input names to in-memory tables (dicts of column arrays) replacing the spec's paths;
+    their SHA-256 is that of their canonical CSV bytes. ``ledger`` is a ``ledger.Ledger`` (or None to run
+    without recording, e.g. in notebooks and simulations).
+
+    Raises ``SpecError``/``InputError``/``StageError`` (nothing recorded) or ``ProfileAbort`` (the
+    attempt and its reason are recorded; ``abort.run_id`` names it).
+
+    **Usage**::
+
+        from engine import run
+        result = run("specs/paired-ratio/spec.yaml")
+        result.verdict, result.certificate["content_sha256"]
+    """
+    plan = load_plan(spec)
+    tables = load_tables(plan, inputs=inputs, input_paths=input_paths)
+    run_id = new_run_id()
+    try:
+        execution = execute(plan, tables, ledger=ledger, notify=notify)
+    except AbortedExecution as aborted:
+        abort = aborted.abort
+        if ledger is not None:
+            ledger.record_abort(run_id=run_id, plan=plan, tables=tables, decisions=aborted.decisions,
+                                reason=str(abort), rule=abort.rule, stage_id=abort.stage_id)
+        abort.run_id = run_id if ledger is not None else None
+        raise abort from None
+    certificate = seal(execution.content, run_id)
+    if ledger is not None:
+        ledger.record_run(run_id=run_id, execution=execution, certificate=certificate)
+    return RunResult(run_id=run_id, verdict=execution.verdict, certificate=certificate,
+                     decisions=execution.decisions)

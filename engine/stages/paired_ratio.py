@@ -1,0 +1,255 @@
+"""Stage ``paired.ppl_ratio``: paired perplexity ratio of a subject model against a baseline (seed 001).
+
+Windows are paired by ``window_id``. For pair i with unmasked token count t_i (the subject's) and
+per-token mean log-loss ℓ_i in each arm, Δℓ_i = ℓ_i(subject) − ℓ_i(baseline); the estimate is the
+token-weighted mean Δ̄ = Σ t_i Δℓ_i / Σ t_i and ``ratio_vs_baseline = exp(Δ̄)`` (the ratio of the two
+arms' perplexities on the paired windows when token counts agree). The CI is a paired bootstrap of Δ̄
+(BCa by default) and ``display_ci = exp(ci)`` exactly.
+
+Profile rules (each recorded as a decision): ``dev`` warns and uses the matched windows; ``ci`` and
+``release`` abort when windows do not all match, spans overlap, token counts or preview/final counts
+differ between arms, or windows/replicates fall below the floors (ci 200/1200, release 400/3200).
+Nothing is ever silently truncated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError, ProfileAbort, StageError
+from ..stats.bootstrap import token_weighted_mean, weighted_mean_bootstrap_ci
+from ..stats.pairing import duplicated_ids, overlap_fraction, pair_windows
+from ..tables import Table
+from .base import Decision, StageContext, StageOutput, StageType
+
+__all__ = ["STAGE", "PROFILE_FLOORS"]
+
+PROFILE_FLOORS: dict[str, tuple[int, int] | None] = {"dev": None, "ci": (200, 1200), "release": (400, 3200)}
+"""(minimum paired windows, minimum bootstrap replicates) per profile."""
+
+PHASES = ("preview", "final")
+
+
+@dataclass(frozen=True)
+class _Arm:
+    ids: np.ndarray
+    tokens: np.ndarray
+    mean_nll: np.ndarray
+    phase: np.ndarray | None
+    start: np.ndarray | None
+    end: np.ndarray | None
+
+    def select(self, phase: str) -> _Arm:
+        if self.phase is None:
+            return self
+        mask = self.phase == phase
+        pick = (lambda a: None if a is None else a[mask])
+        return _Arm(self.ids[mask], self.tokens[mask], self.mean_nll[mask], None, pick(self.start), pick(self.end))
+
+
+def _load_arm(table: Table, columns: Mapping[str, str]) -> _Arm:
+    """Validate and type one arm's window table (the stage's ``_iv`` step)."""
+    ids = table.text(columns["window_id"])
+    tokens = table.numeric(columns["tokens"])
+    if np.any(tokens <= 0) or np.any(tokens != np.round(tokens)):
+        row = int(np.flatnonzero((tokens <= 0) | (tokens != np.round(tokens)))[0])
+        raise InputError(f"input '{table.name}', column '{columns['tokens']}', row {row + 1}: token counts must be "
+                         f"positive integers (got {tokens[row]!r}); windows with no unmasked tokens must be dropped")
+    if table.has(columns["mean_nll"]):
+        mean_nll = table.numeric(columns["mean_nll"])
+    elif table.has(columns["nll_sum"]):
+        mean_nll = table.numeric(columns["nll_sum"]) / tokens
+    else:
+        raise InputError(f"input '{table.name}' needs a '{columns['mean_nll']}' (per-token mean NLL) or "
+                         f"'{columns['nll_sum']}' (summed NLL) column")
+    phase = None
+    if table.has(columns["phase"]):
+        phase = table.text(columns["phase"]).astype(str)
+        unknown = sorted(set(np.unique(phase).tolist()) - set(PHASES))
+        if unknown:
+            raise InputError(f"input '{table.name}', column '{columns['phase']}': unknown phase(s) {unknown}; "
+                             "use preview or final")
+    start = end = None
+    if table.has(columns["start"]) and table.has(columns["end"]):
+        start, end = table.numeric(columns["start"]), table.numeric(columns["end"])
+        if np.any(end <= start):
+            raise InputError(f"input '{table.name}': every window needs end > start")
+    for name in (PHASES if phase is not None else ("final",)):
+        keys = ids if phase is None else ids[phase == name]
+        dupes = duplicated_ids(keys)
+        if dupes:
+            raise InputError(f"input '{table.name}': duplicate window_id(s) {dupes[:5]} in phase '{name}'; "
+                             "each window must appear once per phase")
+    return _Arm(ids.astype(str), tokens, mean_nll, phase, start, end)
+
+
+def _rule(name: str, ok: bool, value: Any, required: Any, profile: str, strict: bool) -> Decision:
+    outcome = "pass" if ok else ("abort" if strict else "warn")
+    return Decision("profile_rule", {"rule": name, "value": value, "required": required, "outcome": outcome,
+                                     "profile": profile})
+
+
+def _count(arm: _Arm, phase: str) -> int:
+    return int(arm.ids.size if arm.phase is None else np.count_nonzero(arm.phase == phase))
+
+
+def run_paired_ratio(ctx: StageContext) -> StageOutput:
+    knobs = ctx.knobs
+    columns = knobs["columns"]
+    baseline_all = _load_arm(ctx.table("baseline"), columns)
+    subject_all = _load_arm(ctx.table("subject"), columns)
+    baseline, subject = baseline_all.select("final"), subject_all.select("final")
+    pairing = pair_windows(baseline.ids, subject.ids)
+    if pairing.n_pairs < 2:
+        raise StageError(f"only {pairing.n_pairs} window(s) pair by window_id between '{knobs['baseline']}' and "
+                         f"'{knobs['subject']}'; a paired ratio needs at least 2")
+    bi, si = pairing.baseline_index, pairing.subject_index
+    tokens = subject.tokens[si]
+    deltas = subject.mean_nll[si] - baseline.mean_nll[bi]
+    token_mismatches = int(np.count_nonzero(baseline.tokens[bi] != tokens))
+    overlap = None
+    if subject.start is not None and baseline.start is not None:
+        overlap = max(overlap_fraction(subject.start, subject.end), overlap_fraction(baseline.start, baseline.end))
+
+    decisions = [Decision("pairing", {
+        "paired_windows": pairing.n_pairs, "window_match_fraction": pairing.match_fraction,
+        "unmatched_baseline": len(pairing.unmatched_baseline), "unmatched_subject": len(pairing.unmatched_subject),
+        "unmatched_examples": list(pairing.unmatched_baseline[:5] + pairing.unmatched_subject[:5]),
+        "token_count_mismatches": token_mismatches, "weights": "subject tokens"})]
+
+    floors = PROFILE_FLOORS[ctx.profile]
+    strict = floors is not None
+    min_windows, min_replicates = floors if floors else (None, None)
+    has_phases = subject_all.phase is not None or baseline_all.phase is not None
+    counts = {arm: {p: _count(a, p) for p in PHASES} for arm, a in (("baseline", baseline_all), ("subject", subject_all))}
+    rules = [
+        _rule("window_match_fraction", pairing.match_fraction == 1.0, pairing.match_fraction, 1.0, ctx.profile, strict),
+        _rule("token_counts_match", token_mismatches == 0, token_mismatches, 0, ctx.profile, strict),
+        _rule("window_overlap_fraction", overlap is None or overlap == 0.0,
+              overlap if overlap is not None else "not checked (no start/end offsets)", 0.0, ctx.profile, strict),
+        _rule("min_paired_windows", min_windows is None or pairing.n_pairs >= min_windows, pairing.n_pairs,
+              min_windows, ctx.profile, strict),
+        _rule("min_replicates", min_replicates is None or knobs["replicates"] >= min_replicates, knobs["replicates"],
+              min_replicates, ctx.profile, strict),
+    ]
+    if has_phases:
+        same = all(counts[arm]["preview"] == counts[arm]["final"] for arm in counts)
+        rules.append(_rule("preview_final_counts_match", same, counts, "equal per arm", ctx.profile, strict))
+        if min_windows is not None:
+            previews = min(counts["baseline"]["preview"], counts["subject"]["preview"])
+            rules.append(_rule("min_preview_windows", previews >= min_windows, previews, min_windows, ctx.profile, strict))
+    decisions.extend(rules)
+    failed = [d.detail["rule"] for d in rules if d.detail["outcome"] == "abort"]
+    if failed:
+        raise ProfileAbort(f"profile '{ctx.profile}' rule(s) failed: {', '.join(failed)} "
+                           "(see the recorded profile_rule decisions; fix the data or use profile dev to explore)",
+                           rule=failed[0], decisions=tuple(decisions))
+
+    ci = weighted_mean_bootstrap_ci(deltas, tokens, rng=ctx.rng, replicates=knobs["replicates"],
+                                    confidence_level=knobs["confidence_level"], method=knobs["method"],
+                                    scheme=knobs["scheme"])
+    if ci.degenerate:
+        decisions.append(Decision("degenerate_fallback", {"reason": ci.degenerate_reason, "ci": [ci.low, ci.high]}))
+    if ci.fallback:
+        decisions.append(Decision("bootstrap_fallback", {"reason": ci.fallback}))
+
+    final_ppl = math.exp(token_weighted_mean(subject.mean_nll[si], tokens))
+    baseline_final_ppl = math.exp(token_weighted_mean(baseline.mean_nll[bi], baseline.tokens[bi]))
+    preview_ppl = drift = None
+    if subject_all.phase is not None and counts["subject"]["preview"] > 0:
+        preview = subject_all.select("preview")
+        preview_ppl = math.exp(token_weighted_mean(preview.mean_nll, preview.tokens))
+        subject_final_ppl = math.exp(token_weighted_mean(subject.mean_nll, subject.tokens))
+        ratio = subject_final_ppl / preview_ppl
+        lo, hi = knobs["drift_band"]
+        drift = {"preview_final_ratio": ratio, "band": [lo, hi], "within_band": bool(lo <= ratio <= hi)}
+        decisions.append(Decision("drift_check", drift))
+
+    def floor_block(used: int, required: int | None) -> dict[str, Any]:
+        return {"used": used, "required": required, "ok": required is None or used >= required}
+
+    outputs = {
+        "primary_metric": {
+            "kind": "ppl",
+            "analysis_basis": "mean_logloss",
+            "direction": "lower_is_better",
+            "paired": True,
+            "preview": preview_ppl,
+            "final": final_ppl,
+            "baseline_final": baseline_final_ppl,
+            "log_ratio": ci.estimate,
+            "ratio_vs_baseline": math.exp(ci.estimate),
+            "ci": [ci.low, ci.high],
+            "display_ci": [math.exp(ci.low), math.exp(ci.high)],
+            "confidence_level": ci.confidence_level,
+        },
+        "drift": drift,
+        "dataset": {"windows": {
+            "counts": counts,
+            "stats": {
+                "window_match_fraction": pairing.match_fraction,
+                "window_overlap_fraction": overlap,
+                "overlap_checked": overlap is not None,
+                "paired_windows": pairing.n_pairs,
+                "token_count_mismatches": token_mismatches,
+                "paired_delta_summary": {
+                    "mean": ci.estimate,
+                    "mean_unweighted": float(np.mean(deltas)),
+                    "std": float(np.std(deltas, ddof=1)),
+                    "min": float(np.min(deltas)),
+                    "max": float(np.max(deltas)),
+                    "degenerate": ci.degenerate,
+                    "degenerate_reason": ci.degenerate_reason,
+                },
+                "bootstrap": {
+                    "method": ci.method,
+                    "requested_method": knobs["method"],
+                    "scheme": ci.scheme,
+                    "replicates": ci.replicates,
+                    "confidence_level": ci.confidence_level,
+                    "seed": {k: v for k, v in ctx.seed.items() if k != "knobs_hash"},
+                    "z0": ci.z0,
+                    "acceleration": ci.acceleration,
+                    "fallback": ci.fallback,
+                },
+                "coverage": {
+                    "preview": floor_block(min(counts["baseline"]["preview"], counts["subject"]["preview"]),
+                                           min_windows if has_phases else None),
+                    "final": floor_block(pairing.n_pairs, min_windows),
+                    "replicates": floor_block(knobs["replicates"], min_replicates),
+                },
+            },
+        }},
+    }
+    return StageOutput(outputs=outputs, decisions=tuple(decisions))
+
+
+def audit_paired_ratio(outputs: Mapping[str, Any]) -> list[str]:
+    """Identities ``certa verify`` re-checks: display_ci == exp(ci) and ratio == exp(log_ratio), exactly."""
+    problems = []
+    pm = outputs.get("primary_metric", {})
+    try:
+        if pm["display_ci"] != [math.exp(pm["ci"][0]), math.exp(pm["ci"][1])]:
+            problems.append("primary_metric.display_ci != exp(primary_metric.ci)")
+        if pm["ratio_vs_baseline"] != math.exp(pm["log_ratio"]):
+            problems.append("primary_metric.ratio_vs_baseline != exp(primary_metric.log_ratio)")
+        if not pm["ci"][0] <= pm["ci"][1]:
+            problems.append("primary_metric.ci is not ordered (low > high)")
+    except (KeyError, TypeError, IndexError, OverflowError):
+        problems.append("primary_metric is missing ci, display_ci, log_ratio or ratio_vs_baseline")
+    return problems
+
+
+STAGE = StageType(
+    name="paired.ppl_ratio",
+    version="1.0.0",
+    input_knobs=("baseline", "subject"),
+    run=run_paired_ratio,
+    summary="Paired perplexity ratio vs a baseline, token-weighted, with a paired BCa bootstrap CI (seed 001).",
+    audit_checks=audit_paired_ratio,
+)

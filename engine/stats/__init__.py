@@ -1,0 +1,1 @@
+"""Pure statistical kernels: numpy/scipy only, arrays in, frozen dataclasses out; no I/O, no ledger."""

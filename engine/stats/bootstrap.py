@@ -1,0 +1,344 @@
+"""Paired, token-weighted bootstrap of a weighted mean, with BCa and percentile intervals.
+
+For paired windows i = 1..n with deltas d_i (per-token log-loss of arm B minus arm A) and token counts
+t_i > 0, the estimate is the token-weighted mean (seed 001, "Paired Evaluation Math")
+
+    θ̂ = Σ t_i d_i / Σ t_i.
+
+Two resampling schemes give the bootstrap replicates θ*_1..θ*_B:
+
+``uniform`` (default)
+    Resample n window indices uniformly with replacement and recompute the weighted mean of the
+    resample, θ* = Σ t_j* d_j* / Σ t_j*. This is the ordinary nonparametric bootstrap of the ratio
+    estimator θ̂ (Efron & Tibshirani 1993, ch. 6 and 14); it is what ``scipy.stats.bootstrap((d, t),
+    weighted_mean, paired=True)`` computes, and this module draws the very same index stream so that the
+    two agree bit for bit (see "Index stream" below).
+
+``token_weighted``
+    Resample n window indices with probability p_i = t_i / Σt and take the plain mean of the resampled
+    deltas (InvarLock v0.3.7 ``core/bootstrap.py``, kept for comparison with the seed). Its replicates
+    have variance Σ p_i (d_i − θ̂)² / n, whereas θ̂ has variance ≈ Σ p_i² (d_i − θ)²; when d is unrelated
+    to t the ratio is n Σ p_i² = 1 + CV²(t) > 1, so the interval is too narrow and under-covers
+    (docs/paired_bootstrap.md gives measured figures).
+
+Intervals at level 1 − 2α (Efron & Tibshirani 1993, §14.3, eqs. 14.10, 14.14, 14.15):
+
+``percentile``  [Q(α), Q(1 − α)] of the replicates.
+
+``bca``         [Q(α₁), Q(α₂)] with α_k = Φ(z0 + (z0 + z_k) / (1 − a (z0 + z_k))), z_1 = Φ⁻¹(α),
+                z_2 = Φ⁻¹(1 − α); z0 = Φ⁻¹((#{θ* < θ̂} + #{θ* ≤ θ̂}) / 2B) (ties count one half, scipy's
+                convention); a = Σ U_i³ / (6 (Σ U_i²)^{3/2}) with U_i = θ̄₍.₎ − θ₍ᵢ₎ from the leave-one-out
+                estimates θ₍ᵢ₎ = (Σtd − t_i d_i) / (Σt − t_i), computed exactly in O(n) instead of
+                scipy's O(n²) jackknife. Q is the linear-interpolation (Hyndman–Fan type 7) quantile.
+
+Index stream. Uniform indices are drawn with ``rng.integers(0, n, size=(rows, n))`` (int64, exactly as
+``scipy.stats.bootstrap`` draws them) in consecutive blocks of ``resample_block_rows(n)`` rows, a fixed
+function of n alone. The result therefore depends only on (d, t, the generator's state, replicates,
+scheme, method, confidence_level) — never on ``batch_size`` — and equals ``scipy.stats.bootstrap(...,
+paired=True, method='BCa', batch=resample_block_rows(n), rng=<same generator state>)`` up to rounding
+in the acceleration (≈1e-15). Token-weighted indices come from ``rng.random`` in the same blocks by
+inverse-CDF lookup on the cumulative token counts.
+
+Edge cases: n < 2, non-finite deltas, and non-finite or non-positive token counts raise ``ValueError``;
+all-equal deltas give a degenerate interval [θ̂, θ̂] without touching the generator; when BCa is
+undefined (z0 infinite, zero jackknife variance, or 1 − a(z0 + z) ≤ 0) the percentile interval of the
+same replicates is returned and ``fallback`` says why.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import ndtr, ndtri
+
+__all__ = [
+    "BootstrapCI",
+    "token_weighted_mean",
+    "jackknife_acceleration",
+    "resample_block_rows",
+    "weighted_mean_replicates",
+    "weighted_mean_bootstrap_ci",
+]
+
+METHODS = ("bca", "percentile")
+SCHEMES = ("uniform", "token_weighted")
+
+BLOCK_INDICES = 2**17
+"""Indices drawn per generator call (rounded up to whole replicate rows): 1 MiB of int64.
+
+Small blocks keep the draw, the gathers and the row sums in cache; this constant is part of the
+reproducibility contract (it fixes the call boundaries of the index stream) and must not change
+without a note in the changelog.
+"""
+
+_PREFETCH_MIN_BLOCKS = 4
+"""Below this many draw blocks the work is done inline; above it one worker thread draws ahead."""
+
+
+@dataclass(frozen=True)
+class BootstrapCI:
+    """A bootstrap confidence interval for the token-weighted mean Σ t_i d_i / Σ t_i.
+
+    ``replicates`` is the number of bootstrap replicates actually computed (0 when ``degenerate``).
+    ``method`` is the method that produced [low, high]: "percentile" when BCa was requested but could
+    not be computed, in which case ``fallback`` gives the reason. ``z0`` and ``acceleration`` are
+    recorded whenever they were computed and finite (also on a fallback), else None.
+    """
+
+    estimate: float
+    low: float
+    high: float
+    method: str
+    scheme: str
+    replicates: int
+    confidence_level: float
+    z0: float | None
+    acceleration: float | None
+    degenerate: bool
+    degenerate_reason: str | None
+    fallback: str | None
+
+
+def token_weighted_mean(deltas: np.ndarray, tokens: np.ndarray) -> float:
+    """Σ t_i d_i / Σ t_i (seed 001), evaluated as ``np.sum(t * d) / np.sum(t)``.
+
+    The evaluation order matches ``scipy.stats.bootstrap``'s statistic so both give the same bits.
+    """
+    d, t = _validate(deltas, tokens, min_n=1)
+    return float(np.sum(t * d) / np.sum(t))
+
+
+def jackknife_acceleration(deltas: np.ndarray, tokens: np.ndarray) -> float | None:
+    """BCa acceleration a = Σ U_i³ / (6 (Σ U_i²)^{3/2}) of the token-weighted mean, in O(n).
+
+    U_i = θ̄₍.₎ − θ₍ᵢ₎ with θ₍ᵢ₎ = (Σtd − t_i d_i) / (Σt − t_i) (Efron & Tibshirani 1993, eq. 14.15).
+    The leave-one-out estimates are formed as θ̂ + δ_i with δ_i = t_i (θ̂ − d_i) / (Σt − t_i), which is
+    algebraically identical and free of cancellation. Returns None when Σ U_i² = 0 (a undefined).
+    """
+    d, t = _validate(deltas, tokens, min_n=2)
+    return _acceleration(d, t, float(np.sum(t * d) / np.sum(t)))
+
+
+def resample_block_rows(n: int) -> int:
+    """Replicate rows per generator call for n windows: ⌈2**17 / n⌉ (at least 1).
+
+    ``scipy.stats.bootstrap(..., batch=resample_block_rows(n))`` draws the same index stream.
+    """
+    if n < 1:
+        raise ValueError(f"'n' must be a positive integer (got {n!r})")
+    return max(1, -(-BLOCK_INDICES // int(n)))
+
+
+def weighted_mean_replicates(deltas: np.ndarray, tokens: np.ndarray, *, rng: np.random.Generator,
+                             replicates: int = 2000, scheme: str = "uniform",
+                             batch_size: int | None = None, prefetch: bool = True) -> np.ndarray:
+    """The B bootstrap replicates θ*_1..θ*_B of the token-weighted mean under ``scheme``.
+
+    See the module docstring for the schemes and the index stream. ``batch_size`` caps the replicate
+    rows gathered at once (memory only; the values never depend on it). ``prefetch`` lets one worker
+    thread draw the next index block while the current one is reduced; draws stay in order on that
+    single thread, so the values do not depend on it either.
+    """
+    d, t = _validate(deltas, tokens, min_n=2)
+    replicates, batch_size = _check_counts(replicates, batch_size)
+    if scheme not in SCHEMES:
+        raise ValueError(f"'scheme' must be one of {SCHEMES} (got {scheme!r})")
+    return _replicates(d, t, rng, replicates, scheme, batch_size, prefetch)
+
+
+def weighted_mean_bootstrap_ci(deltas: np.ndarray, tokens: np.ndarray, *, rng: np.random.Generator,
+                               replicates: int = 2000, confidence_level: float = 0.95,
+                               method: str = "bca", scheme: str = "uniform",
+                               batch_size: int | None = None, prefetch: bool = True) -> BootstrapCI:
+    """Paired bootstrap CI of the token-weighted mean Σ t_i d_i / Σ t_i (two-sided).
+
+    Args:
+        deltas: per-window paired differences d_i (finite), length n ≥ 2.
+        tokens: per-window token counts t_i (finite, > 0), length n.
+        rng: the only source of randomness; it is not touched when the deltas are all equal.
+        replicates: bootstrap replicates B (≥ 1).
+        confidence_level: 1 − 2α, in (0, 1).
+        method: "bca" (default) or "percentile".
+        scheme: "uniform" (default; resample windows) or "token_weighted" (resample ∝ t_i, InvarLock).
+        batch_size: cap on replicate rows reduced at once (memory only; never changes the result).
+        prefetch: draw the next index block on a worker thread (speed only; never changes the result).
+
+    Raises:
+        ValueError: n < 2, mismatched lengths, non-finite deltas, non-finite or non-positive token
+            counts, or an invalid option.
+    """
+    d, t = _validate(deltas, tokens, min_n=2)
+    replicates, batch_size = _check_counts(replicates, batch_size)
+    if method not in METHODS:
+        raise ValueError(f"'method' must be one of {METHODS} (got {method!r})")
+    if scheme not in SCHEMES:
+        raise ValueError(f"'scheme' must be one of {SCHEMES} (got {scheme!r})")
+    level = float(confidence_level)
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"'confidence_level' must be in (0, 1) (got {confidence_level!r})")
+
+    estimate = float(np.sum(t * d) / np.sum(t))
+    if not math.isfinite(estimate):
+        raise ValueError(f"the token-weighted mean is not finite ({estimate!r}): deltas or token counts "
+                         "are too large to sum in float64")
+    if np.all(d == d[0]):
+        return BootstrapCI(estimate, estimate, estimate, method, scheme, 0, level, None, None,
+                           True, "all deltas equal", None)
+
+    theta = _replicates(d, t, rng, replicates, scheme, batch_size, prefetch)
+    alpha = (1.0 - level) / 2.0
+    z0 = acceleration = None
+    fallback = None
+    levels = (alpha, 1.0 - alpha)
+    if method == "bca":
+        z0_value = float(ndtri((np.count_nonzero(theta < estimate) + np.count_nonzero(theta <= estimate))
+                               / (2.0 * theta.size)))
+        z0 = z0_value if math.isfinite(z0_value) else None
+        acceleration = _acceleration(d, t, estimate)
+        if z0 is None:
+            fallback = "percentile: BCa bias correction undefined (all replicates on one side of the estimate)"
+        elif acceleration is None:
+            fallback = "percentile: jackknife acceleration undefined (zero jackknife variance)"
+        else:
+            adjusted = _bca_levels(z0, acceleration, alpha)
+            if adjusted is None:
+                fallback = "percentile: BCa adjustment undefined (1 - a(z0 + z) <= 0)"
+            else:
+                levels = adjusted
+    low, high = np.quantile(theta, levels, method="linear")
+    return BootstrapCI(
+        estimate=estimate,
+        low=float(low),
+        high=float(high),
+        method="percentile" if (method == "percentile" or fallback) else "bca",
+        scheme=scheme,
+        replicates=replicates,
+        confidence_level=level,
+        z0=z0,
+        acceleration=acceleration,
+        degenerate=False,
+        degenerate_reason=None,
+        fallback=fallback,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# internals
+
+
+def _validate(deltas: np.ndarray, tokens: np.ndarray, *, min_n: int) -> tuple[np.ndarray, np.ndarray]:
+    d = np.asarray(deltas, dtype=np.float64)
+    t = np.asarray(tokens, dtype=np.float64)
+    if d.ndim != 1 or t.ndim != 1:
+        raise ValueError(f"'deltas' and 'tokens' must be 1-D (got shapes {d.shape} and {t.shape})")
+    if d.size != t.size:
+        raise ValueError(f"'deltas' and 'tokens' must have the same length (got {d.size} and {t.size})")
+    if d.size < min_n:
+        raise ValueError(f"need at least {min_n} paired windows (got {d.size})")
+    bad = ~np.isfinite(d)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"'deltas' must be finite (window {i} is {d[i]!r})")
+    bad = ~(np.isfinite(t) & (t > 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"'tokens' must be finite and > 0 (window {i} has {t[i]!r}); "
+                         "a window without scored tokens has no log-loss and must be dropped")
+    return np.ascontiguousarray(d), np.ascontiguousarray(t)
+
+
+def _check_counts(replicates: int, batch_size: int | None) -> tuple[int, int | None]:
+    if isinstance(replicates, bool) or int(replicates) != replicates or replicates < 1:
+        raise ValueError(f"'replicates' must be a positive integer (got {replicates!r})")
+    if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) != batch_size
+                                   or batch_size < 1):
+        raise ValueError(f"'batch_size' must be a positive integer or None (got {batch_size!r})")
+    return int(replicates), None if batch_size is None else int(batch_size)
+
+
+def _acceleration(d: np.ndarray, t: np.ndarray, estimate: float) -> float | None:
+    """a from the exact leave-one-out deviations δ_i = θ₍ᵢ₎ − θ̂ = t_i (θ̂ − d_i) / (Σt − t_i)."""
+    delta = t * (estimate - d) / (np.sum(t) - t)
+    u = np.mean(delta) - delta                      # θ̄₍.₎ − θ₍ᵢ₎
+    den = float(np.sum(u * u))
+    if not (den > 0.0 and math.isfinite(den)):
+        return None
+    a = float(np.sum(u * u * u)) / (6.0 * den ** 1.5)
+    return a if math.isfinite(a) else None
+
+
+def _bca_levels(z0: float, a: float, alpha: float) -> tuple[float, float] | None:
+    """(α₁, α₂) = Φ(z0 + (z0 + z) / (1 − a (z0 + z))) for z = Φ⁻¹(α), Φ⁻¹(1 − α); None if undefined."""
+    z = float(ndtri(alpha))
+    out = []
+    for zk in (z, -z):
+        num = z0 + zk
+        den = 1.0 - a * num
+        if not den > 0.0:
+            return None
+        out.append(float(ndtr(z0 + num / den)))
+    return out[0], out[1]
+
+
+def _blocks(replicates: int, rows: int) -> list[tuple[int, int]]:
+    return [(k, min(rows, replicates - k)) for k in range(0, replicates, rows)]
+
+
+def _draws(draw, blocks: list[tuple[int, int]], prefetch: bool) -> Iterator[tuple[int, np.ndarray]]:
+    """Yield (first replicate, draws) per block; the generator is only ever called in block order."""
+    if not prefetch or len(blocks) < _PREFETCH_MIN_BLOCKS:
+        for start, rows in blocks:
+            yield start, draw(rows)
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="certa-bootstrap-draw") as pool:
+        pending = pool.submit(draw, blocks[0][1])
+        for j, (start, _) in enumerate(blocks):
+            current = pending.result()
+            if j + 1 < len(blocks):
+                pending = pool.submit(draw, blocks[j + 1][1])
+            yield start, current
+
+
+def _replicates(d: np.ndarray, t: np.ndarray, rng: np.random.Generator, replicates: int, scheme: str,
+                batch_size: int | None, prefetch: bool) -> np.ndarray:
+    n = d.size
+    rows = resample_block_rows(n)
+    chunk = rows if batch_size is None else min(rows, batch_size)
+    out = np.empty(replicates, dtype=np.float64)
+    gathered = np.empty((chunk, n), dtype=np.float64)
+    blocks = _blocks(replicates, rows)
+
+    if scheme == "token_weighted" and not np.all(t == t[0]):
+        cumulative = np.cumsum(t)
+        total = cumulative[-1]
+
+        def draw(r: int) -> np.ndarray:
+            # inverse CDF: index i has probability t_i / Σt (u < 1, so u·total < total = cumulative[-1])
+            idx = np.searchsorted(cumulative, rng.random((r, n)) * total, side="right")
+            return np.minimum(idx, n - 1, out=idx)
+
+        for start, idx in _draws(draw, blocks, prefetch):
+            for s in range(0, idx.shape[0], chunk):
+                part = idx[s:s + chunk]
+                g = gathered[:part.shape[0]]
+                out[start + s:start + s + part.shape[0]] = np.take(d, part, out=g).sum(axis=1) / n
+        return out
+
+    # uniform scheme (and token_weighted with equal token counts, where p_i = 1/n: the same distribution)
+    td = t * d
+
+    def draw(r: int) -> np.ndarray:
+        return rng.integers(0, n, size=(r, n))
+
+    for start, idx in _draws(draw, blocks, prefetch):
+        for s in range(0, idx.shape[0], chunk):
+            part = idx[s:s + chunk]
+            g = gathered[:part.shape[0]]
+            num = np.take(td, part, out=g).sum(axis=1)
+            den = np.take(t, part, out=g).sum(axis=1)
+            out[start + s:start + s + part.shape[0]] = num / den
+    return out

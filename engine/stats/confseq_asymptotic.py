@@ -1,0 +1,68 @@
+"""Asymptotic confidence sequence for unbounded scores (Robbins normal mixture with a plug-in variance).
+
+Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas (2024), "Time-uniform central limit theory and
+asymptotic confidence sequences", Ann. Statist.; seed note shared/methods/sequential_difference.md §5.4(b):
+
+    rho^2 = ( 2 ln(1/alpha) + ln(1 + 2 ln(1/alpha)) ) / t*          (tightest near t = t*)
+    C_t   = mean_t ± sigma_t · sqrt( 2 (t rho^2 + 1) / (t^2 rho^2) · ln( sqrt(t rho^2 + 1) / alpha ) )
+
+with sigma_t the sample standard deviation (ddof = 1) of the first t scores; C_1 is the whole line.
+Its coverage is asymptotic (it holds as the start time grows), not guaranteed at small n, so the
+certificate labels it "asymptotic anytime-valid". No bound on the scores is assumed and none are clipped.
+
+The mixture martingale behind it, M_t = exp( rho^2 Z_t^2 / (2 (t rho^2 + 1)) ) / sqrt(t rho^2 + 1) with
+Z_t = t (mean_t - m0) / sigma_t, gives the (asymptotic) anytime p-value p_t = min(1, 1 / max_{s<=t} M_s)
+for H0: mean = m0, using the rho fixed above.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .confseq_common import ConfidenceSequence, prefix_mean_variance, running_intersection, time_index
+
+__all__ = ["mixture_rho2", "asymptotic_cs", "asymptotic_p_value"]
+
+
+def mixture_rho2(alpha: float, t_opt: float) -> float:
+    """rho^2 that makes the normal-mixture boundary tightest at t = t_opt."""
+    if not (0 < alpha < 1 and t_opt >= 1):
+        raise ValueError(f"need 0 < alpha < 1 and t_opt >= 1 (got alpha={alpha}, t_opt={t_opt})")
+    log_term = np.log(1.0 / alpha)
+    return float((2.0 * log_term + np.log1p(2.0 * log_term)) / t_opt)
+
+
+def asymptotic_cs(scores: np.ndarray, alpha: float, *, t_opt: float, intersect: bool = True) -> ConfidenceSequence:
+    """Asymptotic CS for the mean of raw (unclipped) scores, every prefix (module docstring)."""
+    x = np.asarray(scores, dtype=np.float64)
+    t = time_index(x.shape[-1])
+    rho2 = mixture_rho2(alpha, t_opt)
+    mean, var = prefix_mean_variance(x)
+    growth = t * rho2 + 1.0
+    radius = np.sqrt(var) * np.sqrt(2.0 * growth / (t * t * rho2) * np.log(np.sqrt(growth) / alpha))
+    radius[..., 0] = np.inf
+    lo, hi = mean - radius, mean + radius
+    if intersect:
+        lo, hi = running_intersection(lo, hi)
+    return ConfidenceSequence(
+        method="asymptotic_cs", alpha=alpha, lower=lo, upper=hi, validity="asymptotic anytime-valid",
+        parameters={"t_opt": t_opt, "rho2": rho2, "variance": "sample variance, ddof=1",
+                    "running_intersection": intersect,
+                    "source": "Waudby-Smith et al. (2024), Robbins normal mixture, two-sided"},
+    )
+
+
+def asymptotic_p_value(scores: np.ndarray, m0: float, alpha: float, *, t_opt: float) -> np.ndarray:
+    """Anytime p-value path for H0: mean = m0 from the normal-mixture martingale (asymptotic)."""
+    x = np.asarray(scores, dtype=np.float64)
+    t = time_index(x.shape[-1])
+    rho2 = mixture_rho2(alpha, t_opt)
+    mean, var = prefix_mean_variance(x)
+    growth = t * rho2 + 1.0
+    gap = mean - m0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z2 = np.where(gap == 0.0, 0.0, (t * gap) ** 2 / var)
+    log_m = rho2 * z2 / (2.0 * growth) - 0.5 * np.log(growth)
+    log_m[..., 0] = 0.0
+    log_m = np.where(np.isnan(log_m), 0.0, log_m)
+    return np.minimum(1.0, np.exp(-np.maximum.accumulate(log_m, axis=-1)))

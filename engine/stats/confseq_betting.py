@@ -1,0 +1,148 @@
+"""Hedged-capital betting confidence sequence and the anytime-valid p-value (e-process) for a null mean.
+
+Waudby-Smith & Ramdas (2023), "Estimating means of bounded random variables by betting", JRSS-B,
+Theorem 3 with the predictable plug-in bets of §5.3 (``hedged_cs`` of the confseq package); seed note
+shared/methods/sequential_difference.md §5.2. For y_i in [0, 1] and a candidate mean m:
+
+    lambda+_t(m) = min(lambda_t, c / m),   lambda-_t(m) = min(lambda_t, c / (1 - m))   (c = truncation)
+    K+_t(m) = prod_{i<=t} (1 + lambda+_i(m) (y_i - m)),   K-_t(m) = prod_{i<=t} (1 - lambda-_i(m) (y_i - m))
+
+with lambda_t the predictable plug-in of ``confseq_common.prpl_lambda``. theta K+ + (1 - theta) K- is a
+nonnegative martingale with initial value 1 at the true mean, so by Ville's inequality
+
+    C_t = { m : max_{s<=t} theta K+_s(m) < 1/alpha  and  max_{s<=t} (1 - theta) K-_s(m) < 1/alpha }
+
+covers the mean at all t simultaneously with probability >= 1 - alpha (the running maximum is the
+running intersection). K+_t(m) is non-increasing and K-_t(m) non-decreasing in m, so the set of m
+rejected by K+ is an interval [0, ·) and that rejected by K- an interval (·, 1]: C_t is an interval.
+
+Grid: the capital is evaluated on m_j = j / G (j = 0..G). Reporting L_t = m_{A-1}, U_t = m_{B+1}, with
+A the first grid point not rejected by K+ and B the last not rejected by K-, is conservative (the true
+boundary lies between two grid points). A grid point once rejected stays rejected, so only the window
+[A, B] of each stream is carried forward: the work per observation falls with the width of C_t, and the
+path is identical to the full-grid computation. Memory is bounded by processing time in chunks.
+
+The same martingale at m0 is an e-process; p_t = min(1, 1 / max_{s<=t} (theta K+_s(m0) + (1 - theta) K-_s(m0)))
+is an anytime-valid p-value for H0: mean = m0 (P(exists t: p_t <= a) <= a for every a).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .confseq_common import ConfidenceSequence, from_unit_interval, prpl_lambda, to_unit_interval
+
+__all__ = ["hedged_betting_unit", "betting_cs", "hedged_log_evalue", "anytime_p_value"]
+
+_CHUNK_ELEMENTS = 1 << 20
+
+
+def _check(alpha: float, truncation: float, theta: float) -> None:
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1) (got {alpha})")
+    if not 0.0 < truncation < 1.0:
+        raise ValueError(f"truncation must be in (0, 1) (got {truncation})")
+    if not 0.0 < theta < 1.0:
+        raise ValueError(f"theta must be in (0, 1) (got {theta})")
+
+
+def hedged_betting_unit(y: np.ndarray, alpha: float, *, grid_size: int = 1000, truncation: float = 0.5,
+                        theta: float = 0.5, chunk_elements: int = _CHUNK_ELEMENTS) -> tuple[np.ndarray, np.ndarray]:
+    """Hedged betting CS (lower, upper) in [0, 1] for every prefix of ``y`` (shape ``(..., n)``), with the
+    running intersection (module docstring). ``grid_size`` G gives G + 1 candidate means j / G."""
+    _check(alpha, truncation, theta)
+    if grid_size < 2:
+        raise ValueError(f"grid_size must be >= 2 (got {grid_size})")
+    y = np.asarray(y, dtype=np.float64)
+    lead_shape, n = y.shape[:-1], y.shape[-1]
+    y2 = y.reshape(-1, n)
+    streams = y2.shape[0]
+    lam = prpl_lambda(y2, alpha)
+    g = int(grid_size)
+    width = 2 * (g + 1)                           # padded: window indices never need clipping
+    grid = np.ones(width)
+    grid[: g + 1] = np.arange(g + 1) / g
+    with np.errstate(divide="ignore"):
+        cap_plus = truncation / grid              # c / m   (inf at m = 0)
+        cap_minus = truncation / (1.0 - grid)     # c / (1 - m)   (inf at m = 1)
+    cap_minus[g + 1:] = truncation
+    threshold_plus = np.log(1.0 / (theta * alpha))
+    threshold_minus = np.log(1.0 / ((1.0 - theta) * alpha))
+
+    log_k = np.zeros((2, streams, width))         # log K+ and log K- so far
+    log_max = np.zeros((2, streams, width))       # their running maxima
+    first = np.zeros(streams, dtype=np.int64)     # A: first grid index not rejected by K+
+    last = np.full(streams, g, dtype=np.int64)    # B: last grid index not rejected by K-
+    first_path = np.empty((streams, n), dtype=np.int64)
+    last_path = np.empty((streams, n), dtype=np.int64)
+    rows = np.arange(streams)[:, None]
+
+    t0 = 0
+    while t0 < n:
+        w = int(max(np.max(last - first + 1), 1))
+        steps = int(min(max(chunk_elements // (streams * w), 1), n - t0))
+        t1 = t0 + steps
+        idx = first[:, None] + np.arange(w)[None, :]                      # (S, W)
+        valid = idx <= last[:, None]
+        m = grid[idx][:, None, :]                                          # (S, 1, W)
+        excess = y2[:, t0:t1, None] - m                                    # (S, T, W)
+        bet = lam[:, t0:t1, None]
+        inc_plus = np.log1p(np.minimum(bet, cap_plus[idx][:, None, :]) * excess)
+        inc_minus = np.log1p(-np.minimum(bet, cap_minus[idx][:, None, :]) * excess)
+        cum_plus = log_k[0][rows, idx][:, None, :] + np.cumsum(inc_plus, axis=1)
+        cum_minus = log_k[1][rows, idx][:, None, :] + np.cumsum(inc_minus, axis=1)
+        run_plus = np.maximum(log_max[0][rows, idx][:, None, :], np.maximum.accumulate(cum_plus, axis=1))
+        run_minus = np.maximum(log_max[1][rows, idx][:, None, :], np.maximum.accumulate(cum_minus, axis=1))
+        open_plus = (run_plus < threshold_plus) | ~valid[:, None, :]      # not rejected by K+ (or outside)
+        open_minus = (run_minus < threshold_minus) & valid[:, None, :]    # not rejected by K- (inside)
+        sentinel = np.ones((streams, steps, 1), dtype=bool)
+        a_path = first[:, None] + np.argmax(np.concatenate([open_plus, sentinel], axis=2), axis=2)
+        reverse = open_minus[:, :, ::-1]
+        b_path = np.where(reverse.any(axis=2), first[:, None] + w - 1 - np.argmax(reverse, axis=2),
+                          np.minimum(last, first - 1)[:, None])
+        first_path[:, t0:t1] = a_path
+        last_path[:, t0:t1] = b_path
+        log_k[0][rows, idx] = cum_plus[:, -1, :]
+        log_k[1][rows, idx] = cum_minus[:, -1, :]
+        log_max[0][rows, idx] = run_plus[:, -1, :]
+        log_max[1][rows, idx] = run_minus[:, -1, :]
+        first, last = a_path[:, -1].copy(), b_path[:, -1].copy()
+        t0 = t1
+    lower = np.maximum(first_path - 1, 0) / g
+    upper = np.minimum(last_path + 1, g) / g
+    return lower.reshape(lead_shape + (n,)), upper.reshape(lead_shape + (n,))
+
+
+def betting_cs(scores: np.ndarray, alpha: float, low: float, high: float, *, grid_size: int = 1000,
+               truncation: float = 0.5, theta: float = 0.5) -> ConfidenceSequence:
+    """Hedged betting confidence sequence for the mean of the scores clipped to [low, high] (score units)."""
+    unit = to_unit_interval(scores, low, high)
+    lo, hi = hedged_betting_unit(unit.y, alpha, grid_size=grid_size, truncation=truncation, theta=theta)
+    return ConfidenceSequence(
+        method="betting", alpha=alpha, lower=from_unit_interval(lo, low, high), upper=from_unit_interval(hi, low, high),
+        validity="anytime-valid",
+        parameters={"grid_size": grid_size, "grid_step": (high - low) / grid_size, "truncation": truncation,
+                    "theta": theta, "running_intersection": True, "lambda": "predictable plug-in, ln(2/alpha)",
+                    "source": "Waudby-Smith & Ramdas (2023) Thm 3, hedged capital"},
+    )
+
+
+def hedged_log_evalue(y: np.ndarray, m0: float, alpha: float, *, truncation: float = 0.5,
+                      theta: float = 0.5) -> np.ndarray:
+    """ln(theta K+_t(m0) + (1 - theta) K-_t(m0)) for every prefix of ``y`` in [0, 1] (module docstring)."""
+    _check(alpha, truncation, theta)
+    if not 0.0 <= m0 <= 1.0:
+        raise ValueError(f"the null mean must lie in [0, 1] after scaling (got {m0})")
+    y = np.asarray(y, dtype=np.float64)
+    lam = prpl_lambda(y, alpha)
+    with np.errstate(divide="ignore"):
+        cap_plus = truncation / m0 if m0 > 0 else np.inf
+        cap_minus = truncation / (1.0 - m0) if m0 < 1 else np.inf
+    log_plus = np.cumsum(np.log1p(np.minimum(lam, cap_plus) * (y - m0)), axis=-1)
+    log_minus = np.cumsum(np.log1p(-np.minimum(lam, cap_minus) * (y - m0)), axis=-1)
+    return np.logaddexp(np.log(theta) + log_plus, np.log(1.0 - theta) + log_minus)
+
+
+def anytime_p_value(log_evalue: np.ndarray) -> np.ndarray:
+    """p_t = min(1, 1 / max_{s<=t} E_s) from a log e-process path (last axis is time)."""
+    return np.minimum(1.0, np.exp(-np.maximum.accumulate(log_evalue, axis=-1)))

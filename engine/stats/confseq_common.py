@@ -1,0 +1,140 @@
+"""Shared pieces of the confidence-sequence (CS) kernels: the path result, the [0, 1] scaling and the
+predictable plug-in quantities of Waudby-Smith & Ramdas (2023).
+
+Every kernel takes scores shaped ``(..., n)`` (the last axis is arrival order; leading axes are
+independent streams, e.g. simulation repetitions) and returns the bounds for every prefix t = 1..n.
+
+Bounded methods work on y = (clip(x, a, b) - a) / (b - a) in [0, 1] and map back with a + (b - a)·(.);
+their estimand is the mean of the *clipped* scores, and the range [a, b] is an assumption the
+certificate states together with the number of clipped scores.
+
+Predictable plug-ins (Waudby-Smith & Ramdas 2023, "Estimating means of bounded random variables by
+betting", JRSS-B, eqs. (25)-(26)); seed note shared/methods/sequential_difference.md §5.1:
+
+    mu_t     = (1/2 + sum_{i<=t} y_i) / (t + 1)                       mu_0 = 1/2
+    sigma2_t = (1/4 + sum_{i<=t} (y_i - mu_i)^2) / (t + 1)            sigma2_0 = 1/4
+    lambda_t = sqrt( 2 ln(2/alpha) / (sigma2_{t-1} · t · ln(1 + t)) )
+
+lambda_t uses data up to t-1 only (predictable), which is what makes the capital processes below
+martingales and the sequences valid at every stopping time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "ConfidenceSequence",
+    "UnitScores",
+    "to_unit_interval",
+    "from_unit_interval",
+    "time_index",
+    "regularised_means",
+    "predictable_variance",
+    "prpl_lambda",
+    "prefix_mean_variance",
+    "running_intersection",
+]
+
+
+@dataclass(frozen=True)
+class ConfidenceSequence:
+    """Lower and upper bounds for every prefix (shape ``(..., n)``, score units).
+
+    ``validity`` is one of ``"anytime-valid"``, ``"asymptotic anytime-valid"`` or
+    ``"not valid under optional stopping"``; ``parameters`` are the method's tuning constants (JSON-able).
+    """
+
+    method: str
+    alpha: float
+    lower: np.ndarray
+    upper: np.ndarray
+    validity: str
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def half_width(self) -> np.ndarray:
+        """(U - L) / 2, floored at 0 (an empty running intersection has width 0)."""
+        with np.errstate(invalid="ignore"):
+            return np.maximum((self.upper - self.lower) / 2.0, 0.0)
+
+
+@dataclass(frozen=True)
+class UnitScores:
+    """Scores clipped to [low, high] and mapped to [0, 1]; ``n_clipped`` counts clipped scores per stream."""
+
+    y: np.ndarray
+    low: float
+    high: float
+    n_clipped: np.ndarray
+
+    @property
+    def span(self) -> float:
+        return self.high - self.low
+
+
+def to_unit_interval(scores: np.ndarray, low: float, high: float) -> UnitScores:
+    """y = (clip(x, low, high) - low) / (high - low); requires low < high and finite scores."""
+    if not (np.isfinite(low) and np.isfinite(high) and low < high):
+        raise ValueError(f"the clip range needs finite low < high (got [{low}, {high}])")
+    x = np.asarray(scores, dtype=np.float64)
+    clipped = np.clip(x, low, high)
+    n_clipped = np.count_nonzero(clipped != x, axis=-1)
+    return UnitScores(y=(clipped - low) / (high - low), low=float(low), high=float(high), n_clipped=n_clipped)
+
+
+def from_unit_interval(value: np.ndarray, low: float, high: float) -> np.ndarray:
+    """Map [0, 1] values back to score units: low + (high - low)·value."""
+    return low + (high - low) * np.asarray(value, dtype=np.float64)
+
+
+def time_index(n: int) -> np.ndarray:
+    """t = 1..n as float64."""
+    return np.arange(1, n + 1, dtype=np.float64)
+
+
+def regularised_means(y: np.ndarray) -> np.ndarray:
+    """mu_t = (1/2 + sum_{i<=t} y_i) / (t + 1) for t = 1..n (shape of ``y``)."""
+    t = time_index(y.shape[-1])
+    return (0.5 + np.cumsum(y, axis=-1)) / (t + 1.0)
+
+
+def predictable_variance(y: np.ndarray) -> np.ndarray:
+    """sigma2_{t-1} for t = 1..n: the regularised variance from data before t (sigma2_0 = 1/4)."""
+    t = time_index(y.shape[-1])
+    mu = regularised_means(y)
+    sigma2 = (0.25 + np.cumsum((y - mu) ** 2, axis=-1)) / (t + 1.0)
+    return np.concatenate([np.full(y.shape[:-1] + (1,), 0.25), sigma2[..., :-1]], axis=-1)
+
+
+def prpl_lambda(y: np.ndarray, alpha: float) -> np.ndarray:
+    """Untruncated predictable plug-in bet sqrt(2 ln(2/alpha) / (sigma2_{t-1} t ln(1+t))), t = 1..n."""
+    t = time_index(y.shape[-1])
+    return np.sqrt(2.0 * np.log(2.0 / alpha) / (predictable_variance(y) * t * np.log1p(t)))
+
+
+def prefix_mean_variance(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sample mean and unbiased variance (ddof = 1) of every prefix; variance is NaN at t = 1.
+
+    Shifted sums (x - x_1) keep the one-pass formula accurate when the mean is large against the spread.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    t = time_index(x.shape[-1])
+    shift = x[..., :1]
+    d = x - shift
+    s1 = np.cumsum(d, axis=-1)
+    s2 = np.cumsum(d * d, axis=-1)
+    mean = shift + s1 / t
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var = np.maximum(s2 - s1 * s1 / t, 0.0) / (t - 1.0)
+    var[..., 0] = np.nan
+    return mean, var
+
+
+def running_intersection(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(max_{s<=t} L_s, min_{s<=t} U_s): still a CS, since the event 'mu in C_t for all t' is unchanged."""
+    return np.maximum.accumulate(lower, axis=-1), np.minimum.accumulate(upper, axis=-1)

@@ -1,0 +1,71 @@
+"""Pairing evaluation windows of two arms by window id, and the overlap of token spans.
+
+Pure functions over arrays; the ``paired.ppl_ratio`` stage turns their results into profile decisions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["WindowPairing", "pair_windows", "overlap_fraction", "duplicated_ids"]
+
+
+@dataclass(frozen=True)
+class WindowPairing:
+    """Indices of matched windows in each arm (in baseline order) and the match statistics.
+
+    ``match_fraction`` = |matched ids| / |ids in either arm| (1.0 exactly when both arms hold the same ids).
+    """
+
+    baseline_index: np.ndarray
+    subject_index: np.ndarray
+    match_fraction: float
+    unmatched_baseline: tuple[str, ...]
+    unmatched_subject: tuple[str, ...]
+
+    @property
+    def n_pairs(self) -> int:
+        return int(self.baseline_index.size)
+
+
+def duplicated_ids(ids: np.ndarray) -> list[str]:
+    """Window ids that occur more than once (sorted)."""
+    values, counts = np.unique(ids.astype(str), return_counts=True)
+    return values[counts > 1].tolist()
+
+
+def pair_windows(baseline_ids: np.ndarray, subject_ids: np.ndarray) -> WindowPairing:
+    """Match windows by id (ids must be unique within each arm); vectorised with ``np.intersect1d``."""
+    base = baseline_ids.astype(str)
+    subj = subject_ids.astype(str)
+    common, base_idx, subj_idx = np.intersect1d(base, subj, assume_unique=True, return_indices=True)
+    order = np.argsort(base_idx, kind="stable")
+    union = np.union1d(base, subj).size
+    return WindowPairing(
+        baseline_index=base_idx[order],
+        subject_index=subj_idx[order],
+        match_fraction=float(common.size / union) if union else 0.0,
+        unmatched_baseline=tuple(np.setdiff1d(base, common, assume_unique=True).tolist()),
+        unmatched_subject=tuple(np.setdiff1d(subj, common, assume_unique=True).tolist()),
+    )
+
+
+def overlap_fraction(start: np.ndarray, end: np.ndarray) -> float:
+    """Fraction of windows whose half-open token span [start, end) overlaps another window's span.
+
+    After sorting by start, window i overlaps an earlier window iff start_i < max(end_0..end_{i-1}), and
+    a later one iff end_i > start_{i+1} (the smallest later start).
+    """
+    n = start.size
+    if n < 2:
+        return 0.0
+    order = np.lexsort((end, start))
+    s, e = start[order], end[order]
+    running_end = np.maximum.accumulate(e)
+    overlaps_earlier = np.zeros(n, dtype=bool)
+    overlaps_earlier[1:] = s[1:] < running_end[:-1]
+    overlaps_later = np.zeros(n, dtype=bool)
+    overlaps_later[:-1] = e[:-1] > s[1:]
+    return float(np.count_nonzero(overlaps_earlier | overlaps_later) / n)

@@ -1,0 +1,235 @@
+"""Prediction bounds for the rate of an event on a future test set, from a calibration count.
+
+Setting (seed 003, §6): an event (e.g. "the prediction set is a singleton") occurred ``count`` times
+in ``n`` calibration trials (here: leave-one-out outcomes). A future test set of ``test_size`` = N
+points will show the event Y times. Each method returns [L, U] (as rates Y/N) meant to satisfy
+P(L <= Y/N <= U) >= ``level`` jointly over the calibration count and the test draw, treating the count
+as Binomial(n, p) and Y as Binomial(N, p) with the same unknown p. All functions are vectorised over
+``count``, ``n`` and ``test_size``; alpha = 1 - level. An optional inflation factor f >= 1 shrinks
+the calibration sample to n/f (for dependent LOO outcomes; 1 = none).
+
+* ``exact``: Clopper-Pearson limits p_L, p_U for p at alpha/4 per side, then the binomial test
+  quantiles at p_L and p_U at alpha/4 per side (union bound over four tails: level >= 1 - alpha).
+* ``beta_binomial``: the exact conditional prediction limits of Thatcher (1964, Technometrics 6:
+  "Relationships between Bayesian and confidence limits for predictions"): lower limit the alpha/2
+  quantile of BetaBinomial(N, count, n-count+1), upper limit the 1-alpha/2 quantile of
+  BetaBinomial(N, count+1, n-count), quantiles taken as the smallest y with CDF(y) >= q. These are
+  guaranteed conservative. The seed's uniform-prior predictive BetaBinomial(N, count+1, n-count+1)
+  is kept as ``seed_beta_binomial_bounds`` for comparison: it is not (miss rate 0.91 instead of
+  0.025 at n=10, N=1000, p near 1).
+* ``simple``: p_hat ± z_{1-alpha/2} sqrt(p_hat(1-p_hat)(f/n + 1/N)) (normal approximation).
+* ``analytical``: p_hat ± c sqrt(f p_hat(1-p_hat)/(n-1) + p_hat(1-p_hat)/N), c = t_{1-alpha/2, n-1}
+  (z when n <= 2): the reference implementation's formula; approximate, can undercover.
+* ``hoeffding``: p_hat ± (sqrt(f ln(4/alpha)/(2n)) + sqrt(ln(4/alpha)/(2N))), distribution-free.
+
+Zero (or full) counts: ``exact``, ``beta_binomial`` and ``hoeffding`` give a one-sided, non-degenerate
+bound [0, U] (or [L, 1]) by construction. The normal methods would collapse to [0, 0]; there they
+fall back to the ``exact`` bound and say so (``fallback``). With n = 0 the bound is [0, 1].
+
+``clopper_pearson`` is the two-sided equal-tailed exact interval for a calibration proportion
+(Clopper & Pearson 1934). ``bonferroni_level`` gives the per-bound level 1 - (1-level)/M.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+__all__ = [
+    "METHODS",
+    "RateBounds",
+    "bonferroni_level",
+    "clopper_pearson",
+    "exact_bounds",
+    "beta_binomial_bounds",
+    "seed_beta_binomial_bounds",
+    "simple_bounds",
+    "analytical_bounds",
+    "hoeffding_bounds",
+    "prediction_bounds",
+    "resolve_method",
+]
+
+METHODS = ("exact", "beta_binomial", "simple", "analytical", "hoeffding")
+AUTO_METHOD = "beta_binomial"
+
+
+@dataclass(frozen=True)
+class RateBounds:
+    """Bounds on a future test rate (arrays broadcast from the inputs).
+
+    ``fallback`` marks entries where a normal-approximation method met a zero or full count and the
+    ``exact`` bound was used instead; ``vacuous`` marks n = 0 (bound [0, 1]).
+    """
+
+    method: str
+    level: float
+    lower: np.ndarray
+    upper: np.ndarray
+    fallback: np.ndarray
+    vacuous: np.ndarray
+
+
+def bonferroni_level(level: float, m: int) -> float:
+    """Per-bound confidence so that M bounds hold jointly at ``level``: 1 - (1 - level)/M."""
+    if m < 1:
+        raise ValueError(f"'m' must be >= 1 (got {m})")
+    return 1.0 - (1.0 - level) / m
+
+
+def _arrays(count, n, test_size=None):
+    count = np.asarray(count, dtype=np.int64)
+    n = np.asarray(n, dtype=np.int64)
+    if np.any(count < 0) or np.any(count > n):
+        raise ValueError("'count' must lie in [0, n]")
+    if test_size is None:
+        return count, n
+    test_size = np.asarray(test_size, dtype=np.int64)
+    if np.any(test_size < 1):
+        raise ValueError("'test_size' must be >= 1")
+    return np.broadcast_arrays(count, n, test_size)
+
+
+def _effective(count: np.ndarray, n: np.ndarray, inflation_factor: float) -> tuple[np.ndarray, np.ndarray]:
+    """Effective sample (round(count/f), round(n/f)) for an inflation factor f >= 1 (identity at f=1)."""
+    if inflation_factor < 1.0:
+        raise ValueError(f"'inflation_factor' must be >= 1 (got {inflation_factor})")
+    if inflation_factor == 1.0:
+        return count, n
+    n_e = np.maximum(np.rint(n / inflation_factor).astype(np.int64), np.minimum(n, 1))
+    k_e = np.minimum(np.rint(count / inflation_factor).astype(np.int64), n_e)
+    return k_e, n_e
+
+
+def clopper_pearson(count, n, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Two-sided equal-tailed Clopper-Pearson interval for a proportion count/n (level in (0,1)).
+
+    lower = Beta^-1(alpha/2; x, n-x+1) (0 if x=0), upper = Beta^-1(1-alpha/2; x+1, n-x) (1 if x=n);
+    n = 0 gives [0, 1].
+    """
+    count, n = _arrays(count, n)
+    count, n = np.broadcast_arrays(count, n)
+    alpha = 1.0 - level
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lower = np.where(count > 0, stats.beta.ppf(alpha / 2, np.maximum(count, 1), n - count + 1), 0.0)
+        upper = np.where(count < n, stats.beta.ppf(1 - alpha / 2, count + 1, np.maximum(n - count, 1)), 1.0)
+    return lower.astype(np.float64), upper.astype(np.float64)
+
+
+def _finish(method: str, level: float, lower, upper, n, fallback=None) -> RateBounds:
+    vacuous = np.asarray(n) == 0
+    lower = np.where(vacuous, 0.0, np.clip(lower, 0.0, 1.0)).astype(np.float64)
+    upper = np.where(vacuous, 1.0, np.clip(upper, 0.0, 1.0)).astype(np.float64)
+    if fallback is None:
+        fallback = np.zeros(lower.shape, dtype=bool)
+    return RateBounds(method=method, level=float(level), lower=lower, upper=upper,
+                      fallback=np.asarray(fallback, dtype=bool) & ~vacuous, vacuous=vacuous)
+
+
+def exact_bounds(count, n, test_size, level: float, inflation_factor: float = 1.0) -> RateBounds:
+    """Clopper-Pearson for p at alpha/4 per side, then binomial test quantiles at alpha/4 per side."""
+    count, n, test_size = _arrays(count, n, test_size)
+    k, m = _effective(count, n, inflation_factor)
+    q = (1.0 - level) / 4
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_lo = np.where(k > 0, stats.beta.ppf(q, np.maximum(k, 1), m - k + 1), 0.0)
+        p_hi = np.where(k < m, stats.beta.ppf(1 - q, k + 1, np.maximum(m - k, 1)), 1.0)
+        y_lo = np.where(p_lo > 0, stats.binom.ppf(q, test_size, p_lo), 0.0)
+        y_hi = np.where(p_hi < 1, stats.binom.ppf(1 - q, test_size, p_hi), test_size)
+    return _finish("exact", level, y_lo / test_size, y_hi / test_size, n)
+
+
+def beta_binomial_bounds(count, n, test_size, level: float, inflation_factor: float = 1.0) -> RateBounds:
+    """Thatcher's exact prediction limits (see module docstring), alpha/2 per side."""
+    count, n, test_size = _arrays(count, n, test_size)
+    k, m = _effective(count, n, inflation_factor)
+    q = (1.0 - level) / 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        y_lo = np.where(k > 0, stats.betabinom.ppf(q, test_size, np.maximum(k, 1), m - k + 1), 0.0)
+        y_hi = np.where(k < m, stats.betabinom.ppf(1 - q, test_size, k + 1, np.maximum(m - k, 1)), test_size)
+    return _finish("beta_binomial", level, y_lo / test_size, y_hi / test_size, n)
+
+
+def seed_beta_binomial_bounds(count, n, test_size, level: float) -> RateBounds:
+    """The seed's uniform-prior predictive, BetaBinomial(N, count+1, n-count+1), equal-tailed.
+
+    Kept for comparison only: it is a Bayesian predictive interval without a frequentist guarantee.
+    """
+    count, n, test_size = _arrays(count, n, test_size)
+    q = (1.0 - level) / 2
+    y_lo = stats.betabinom.ppf(q, test_size, count + 1, n - count + 1)
+    y_hi = stats.betabinom.ppf(1 - q, test_size, count + 1, n - count + 1)
+    return _finish("seed_beta_binomial", level, y_lo / test_size, y_hi / test_size, n)
+
+
+def _degenerate(count: np.ndarray, n: np.ndarray) -> np.ndarray:
+    return (count == 0) | (count == n)
+
+
+def simple_bounds(count, n, test_size, level: float, inflation_factor: float = 1.0) -> RateBounds:
+    """p_hat ± z sqrt(p_hat(1-p_hat)(f/n + 1/N)); zero/full counts fall back to ``exact``."""
+    count, n, test_size = _arrays(count, n, test_size)
+    z = stats.norm.ppf(1 - (1.0 - level) / 2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = count / n
+        half = z * np.sqrt(p * (1 - p) * (inflation_factor / n + 1.0 / test_size))
+    return _with_fallback("simple", level, p - half, p + half, count, n, test_size, inflation_factor)
+
+
+def analytical_bounds(count, n, test_size, level: float, inflation_factor: float = 1.0) -> RateBounds:
+    """p_hat ± c sqrt(f p_hat(1-p_hat)/(n-1) + p_hat(1-p_hat)/N), c = t_{n-1} (z if n <= 2)."""
+    count, n, test_size = _arrays(count, n, test_size)
+    tail = 1 - (1.0 - level) / 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = count / n
+        c = np.where(n > 2, stats.t.ppf(tail, np.maximum(n - 1, 1)), stats.norm.ppf(tail))
+        var = inflation_factor * p * (1 - p) / np.maximum(n - 1, 1) + p * (1 - p) / test_size
+        half = c * np.sqrt(var)
+    return _with_fallback("analytical", level, p - half, p + half, count, n, test_size, inflation_factor)
+
+
+def _with_fallback(method, level, lower, upper, count, n, test_size, inflation_factor) -> RateBounds:
+    degenerate = _degenerate(count, n)
+    if degenerate.any():
+        ex = exact_bounds(count, n, test_size, level, inflation_factor)
+        lower = np.where(degenerate, ex.lower, lower)
+        upper = np.where(degenerate, ex.upper, upper)
+    return _finish(method, level, lower, upper, n, fallback=degenerate)
+
+
+def hoeffding_bounds(count, n, test_size, level: float, inflation_factor: float = 1.0) -> RateBounds:
+    """p_hat ± (sqrt(f ln(4/alpha)/(2n)) + sqrt(ln(4/alpha)/(2N))) (Hoeffding on both samples)."""
+    count, n, test_size = _arrays(count, n, test_size)
+    log_term = np.log(4.0 / (1.0 - level))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = count / n
+        eps = np.sqrt(inflation_factor * log_term / (2 * n)) + np.sqrt(log_term / (2 * test_size))
+    return _finish("hoeffding", level, p - eps, p + eps, n)
+
+
+_KERNELS = {
+    "exact": exact_bounds,
+    "beta_binomial": beta_binomial_bounds,
+    "simple": simple_bounds,
+    "analytical": analytical_bounds,
+    "hoeffding": hoeffding_bounds,
+}
+
+
+def resolve_method(method: str) -> str:
+    """``auto`` is ``beta_binomial`` (the tightest method with a finite-sample guarantee); others map to themselves."""
+    if method == "auto":
+        return AUTO_METHOD
+    if method not in _KERNELS:
+        raise ValueError(f"unknown prediction method {method!r}; use one of {', '.join(METHODS)} or auto")
+    return method
+
+
+def prediction_bounds(count, n, test_size, level: float, method: str = "auto",
+                      inflation_factor: float = 1.0) -> RateBounds:
+    """Prediction bounds by ``method`` (one of ``METHODS`` or ``auto``), vectorised."""
+    if not (0.0 < level < 1.0):
+        raise ValueError(f"'level' must lie strictly between 0 and 1 (got {level})")
+    return _KERNELS[resolve_method(method)](count, n, test_size, level, inflation_factor)

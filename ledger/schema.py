@@ -1,0 +1,66 @@
+"""The ledger's tables (SQLAlchemy Core). Schema version 1.
+
+``entries`` is the append-only, hash-chained log: every run, input, decision, certificate, abort, replay
+and review is one entry. ``blobs`` holds content-addressed copies of input tables (and captured tables),
+so a replay needs nothing outside the ledger. ``runs`` is an index for listing; ``verify`` checks it
+against the entries. ``ledger_meta`` holds the schema version and the chain head (the row that
+serialises writers on PostgreSQL via ``SELECT ... FOR UPDATE``).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (CheckConstraint, Column, Integer, LargeBinary, MetaData, String, Table, Text,
+                        UniqueConstraint)
+
+__all__ = ["SCHEMA_VERSION", "metadata", "entries", "blobs", "runs", "ledger_meta", "ENTRY_KINDS"]
+
+SCHEMA_VERSION = "1"
+ENTRY_KINDS = ("run", "input", "captured", "decision", "certificate", "abort", "replay", "review")
+
+metadata = MetaData()
+
+ledger_meta = Table(
+    "ledger_meta", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+entries = Table(
+    "entries", metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=False, doc="1, 2, 3, ... with no gaps"),
+    Column("run_id", String(32), nullable=False, index=True),
+    Column("kind", String(16), nullable=False),
+    Column("recorded_at", String(32), nullable=False, doc="UTC, ISO 8601; part of the entry hash"),
+    Column("payload", Text, nullable=False, doc="RFC 8785 canonical JSON"),
+    Column("payload_sha256", String(64), nullable=False),
+    Column("prev_hash", String(64), nullable=False),
+    Column("entry_hash", String(64), nullable=False),
+    UniqueConstraint("entry_hash", name="uq_entries_entry_hash"),
+    UniqueConstraint("prev_hash", name="uq_entries_prev_hash"),
+    CheckConstraint("kind IN ('run','input','captured','decision','certificate','abort','replay','review')",
+                    name="ck_entries_kind"),
+)
+
+blobs = Table(
+    "blobs", metadata,
+    Column("sha256", String(64), primary_key=True),
+    Column("size", Integer, nullable=False),
+    Column("content", LargeBinary, nullable=False),
+)
+
+runs = Table(
+    "runs", metadata,
+    Column("run_id", String(32), primary_key=True),
+    Column("name", String(100), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("verdict", String(8), nullable=True),
+    Column("profile", String(16), nullable=False),
+    Column("seed", String(24), nullable=False),
+    Column("knobs_hash", String(64), nullable=False),
+    Column("spec_sha256", String(64), nullable=False),
+    Column("certificate_sha256", String(64), nullable=True),
+    Column("recorded_at", String(32), nullable=False),
+    Column("first_seq", Integer, nullable=False),
+    Column("last_seq", Integer, nullable=False),
+    CheckConstraint("status IN ('completed','aborted')", name="ck_runs_status"),
+)

@@ -1,0 +1,340 @@
+"""The ledger store: SQLite by default (embedded, zero set-up), PostgreSQL by URL, through SQLAlchemy 2.
+
+Writes are append-only and each run is written in one transaction, so a crash leaves no partial run.
+SQLite runs in WAL mode with ``synchronous=FULL`` and ``foreign_keys=ON``, and every write transaction
+starts with ``BEGIN IMMEDIATE`` (one writer at a time, no lock upgrade deadlocks). On PostgreSQL the
+chain head row is locked with ``SELECT ... FOR UPDATE`` so concurrent writers queue instead of forking
+the chain.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, create_engine, event, func, insert, select, update
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from engine.errors import LedgerError
+
+from .chain import GENESIS, encode_payload, entry_hash
+from .schema import SCHEMA_VERSION, blobs, entries, ledger_meta, metadata, runs
+
+__all__ = ["Ledger", "EntryRow", "RunRow", "resolve_ledger_url", "DEFAULT_LEDGER_FILE"]
+
+DEFAULT_LEDGER_FILE = "certa-ledger.db"
+
+
+@dataclass(frozen=True)
+class EntryRow:
+    seq: int
+    run_id: str
+    kind: str
+    recorded_at: str
+    payload: str
+    payload_sha256: str
+    prev_hash: str
+    entry_hash: str
+
+    def data(self) -> Any:
+        return json.loads(self.payload)
+
+
+@dataclass(frozen=True)
+class RunRow:
+    run_id: str
+    name: str
+    status: str
+    verdict: str | None
+    profile: str
+    seed: str
+    knobs_hash: str
+    spec_sha256: str
+    certificate_sha256: str | None
+    recorded_at: str
+    first_seq: int
+    last_seq: int
+
+
+@dataclass(frozen=True)
+class NewEntry:
+    """An entry to append: its kind and JSON-able payload (run id and time are the transaction's)."""
+
+    kind: str
+    payload: Any
+
+
+def resolve_ledger_url(ledger: str | os.PathLike[str] | None) -> str:
+    """A SQLAlchemy URL from ``--ledger``/``CERTA_LEDGER``: a plain path means a SQLite file."""
+    value = os.fspath(ledger) if ledger is not None else os.environ.get("CERTA_LEDGER") or DEFAULT_LEDGER_FILE
+    if "://" in value:
+        try:
+            make_url(value)
+        except ArgumentError as exc:
+            raise LedgerError(f"not a valid ledger URL {value!r}: {exc}") from None
+        return value
+    return f"sqlite:///{Path(value).expanduser().resolve()}"
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _sqlite_setup(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # certa issues BEGIN itself
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        mode = connection.get_execution_options().get("sqlite_begin", "IMMEDIATE")
+        connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+class Ledger:
+    """An open ledger. Use ``Ledger.open(url_or_path)``; close with ``close()`` or a ``with`` block."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self._engine = engine
+        self.url = url
+
+    # ------------------------------------------------------------------------------------ opening
+
+    @classmethod
+    def open(cls, ledger: str | os.PathLike[str] | None = None, *, create: bool = True) -> Ledger:
+        """Open (and, if ``create``, initialise) the ledger at a path or SQLAlchemy URL."""
+        url = resolve_ledger_url(ledger)
+        if url.startswith("sqlite") and not create:
+            path = make_url(url).database
+            if path and not Path(path).exists():
+                raise LedgerError(f"no ledger at {path}; run 'certa run SPEC' first or pass --ledger")
+        try:
+            engine = create_engine(url, future=True)
+        except (ArgumentError, ImportError) as exc:
+            raise LedgerError(f"cannot open ledger {url}: {exc}") from None
+        if engine.dialect.name == "sqlite":
+            _sqlite_setup(engine)
+        store = cls(engine, url)
+        store._initialise()
+        return store
+
+    def _initialise(self) -> None:
+        try:
+            with self._engine.begin() as conn:
+                metadata.create_all(conn)
+                version = conn.execute(select(ledger_meta.c.value).where(ledger_meta.c.key == "schema_version")).scalar()
+                if version is None:
+                    conn.execute(insert(ledger_meta), [{"key": "schema_version", "value": SCHEMA_VERSION},
+                                                       {"key": "head", "value": f"0:{GENESIS}"}])
+                elif version != SCHEMA_VERSION:
+                    raise LedgerError(f"ledger schema version {version} is not supported by this certa "
+                                      f"(expects {SCHEMA_VERSION}); use a matching certa version")
+        except SQLAlchemyError as exc:
+            raise LedgerError(f"cannot initialise ledger {self.url}: {exc}") from None
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def dialect(self) -> str:
+        return self._engine.dialect.name
+
+    # ------------------------------------------------------------------------------------ writing
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        try:
+            with self._engine.connect() as conn:
+                with conn.begin():
+                    yield conn
+        except SQLAlchemyError as exc:
+            raise LedgerError(f"ledger write failed, nothing was recorded: {exc}") from None
+
+    def _append(self, conn: Connection, run_id: str, new_entries: Sequence[NewEntry]) -> tuple[int, int, str]:
+        """Append entries in the current transaction; returns (first seq, last seq, recorded_at)."""
+        head = conn.execute(select(ledger_meta.c.value).where(ledger_meta.c.key == "head").with_for_update()).scalar_one()
+        seq_text, prev = head.split(":")
+        seq = int(seq_text)
+        recorded_at = _utc_now()
+        rows = []
+        for item in new_entries:
+            seq += 1
+            payload, payload_sha = encode_payload(item.payload)
+            digest = entry_hash(seq=seq, run_id=run_id, kind=item.kind, recorded_at=recorded_at,
+                                payload_sha256=payload_sha, prev_hash=prev)
+            rows.append({"seq": seq, "run_id": run_id, "kind": item.kind, "recorded_at": recorded_at,
+                         "payload": payload, "payload_sha256": payload_sha, "prev_hash": prev, "entry_hash": digest})
+            prev = digest
+        conn.execute(insert(entries), rows)
+        conn.execute(update(ledger_meta).where(ledger_meta.c.key == "head").values(value=f"{seq}:{prev}"))
+        return rows[0]["seq"], seq, recorded_at
+
+    def _store_blobs(self, conn: Connection, contents: Iterable[tuple[str, bytes]]) -> None:
+        wanted = dict(contents)
+        if not wanted:
+            return
+        present = set(conn.execute(select(blobs.c.sha256).where(blobs.c.sha256.in_(list(wanted)))).scalars())
+        missing = [{"sha256": sha, "size": len(raw), "content": raw} for sha, raw in wanted.items() if sha not in present]
+        if missing:
+            conn.execute(insert(blobs), missing)
+
+    def _run_entries(self, run_id: str, plan: Any, tables: Mapping[str, Any],
+                     decisions: Sequence[Any]) -> list[NewEntry]:
+        out = [NewEntry("run", {
+            "run_id": run_id, "name": plan.name, "spec_text": plan.spec_text, "spec_sha256": plan.spec_sha256,
+            "knobs_hash": plan.knobs_hash, "knobs": plan.knobs, "seed": str(plan.seed), "profile": plan.profile,
+            "source": plan.source})]
+        out += [NewEntry("input", {"name": t.name, "sha256": t.sha256, "format": t.fmt, "rows": t.n_rows})
+                for t in tables.values()]
+        out += [NewEntry("decision", {"stage": d.stage, "index": i, "kind": d.decision.kind,
+                                      "detail": d.decision.detail}) for i, d in enumerate(decisions)]
+        return out
+
+    def record_run(self, *, run_id: str, execution: Any, certificate: Mapping[str, Any]) -> None:
+        """Record a completed run (spec, inputs, captured tables, decisions, certificate) atomically."""
+        plan = execution.plan
+        captured = [(sid, t) for sid, group in execution.captured.items() for t in group.values()]
+        new = self._run_entries(run_id, plan, execution.tables, execution.decisions)
+        new += [NewEntry("captured", {"stage": sid, "name": t.name, "sha256": t.sha256, "format": t.fmt,
+                                      "rows": t.n_rows}) for sid, t in captured]
+        new.append(NewEntry("certificate", certificate))
+        with self._write() as conn:
+            self._store_blobs(conn, [(t.sha256, t.raw) for t in execution.tables.values()]
+                              + [(t.sha256, t.raw) for _, t in captured])
+            first, last, recorded_at = self._append(conn, run_id, new)
+            conn.execute(insert(runs).values(
+                run_id=run_id, name=plan.name, status="completed", verdict=certificate["content"]["verdict"],
+                profile=plan.profile, seed=str(plan.seed), knobs_hash=plan.knobs_hash, spec_sha256=plan.spec_sha256,
+                certificate_sha256=certificate["content_sha256"], recorded_at=recorded_at,
+                first_seq=first, last_seq=last))
+
+    def record_abort(self, *, run_id: str, plan: Any, tables: Mapping[str, Any], decisions: Sequence[Any],
+                     reason: str, rule: str, stage_id: str | None) -> None:
+        """Record a run a profile rule stopped: its spec, inputs, decisions so far and the reason."""
+        new = self._run_entries(run_id, plan, tables, decisions)
+        new.append(NewEntry("abort", {"reason": reason, "rule": rule, "stage": stage_id}))
+        with self._write() as conn:
+            self._store_blobs(conn, [(t.sha256, t.raw) for t in tables.values()])
+            first, last, recorded_at = self._append(conn, run_id, new)
+            conn.execute(insert(runs).values(
+                run_id=run_id, name=plan.name, status="aborted", verdict=None, profile=plan.profile,
+                seed=str(plan.seed), knobs_hash=plan.knobs_hash, spec_sha256=plan.spec_sha256,
+                certificate_sha256=None, recorded_at=recorded_at, first_seq=first, last_seq=last))
+
+    def record_note(self, run_id: str, kind: str, payload: Mapping[str, Any]) -> int:
+        """Append one ``replay`` or ``review`` entry about an existing run; returns its seq."""
+        if kind not in ("replay", "review"):
+            raise ValueError(f"notes are replay or review entries, not {kind!r}")
+        self.run(run_id)
+        with self._write() as conn:
+            _, last, _ = self._append(conn, run_id, [NewEntry(kind, payload)])
+        return last
+
+    # ------------------------------------------------------------------------------------ reading
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        try:
+            with self._engine.connect().execution_options(sqlite_begin="DEFERRED") as conn:
+                with conn.begin():
+                    yield conn
+        except SQLAlchemyError as exc:
+            raise LedgerError(f"cannot read ledger {self.url}: {exc}") from None
+
+    def resolve_run_id(self, prefix: str) -> str:
+        """The full run id for a unique prefix (at least 4 hex digits)."""
+        prefix = prefix.strip().lower()
+        if len(prefix) < 4:
+            raise LedgerError("give at least 4 characters of the run id")
+        with self._read() as conn:
+            found = list(conn.execute(select(runs.c.run_id).where(runs.c.run_id.like(prefix + "%")).limit(2)).scalars())
+        if not found:
+            raise LedgerError(f"no run with id {prefix!r} in {self.url}; 'certa list' shows the runs")
+        if len(found) > 1:
+            raise LedgerError(f"run id prefix {prefix!r} is ambiguous; give more characters")
+        return found[0]
+
+    def run(self, run_id: str) -> RunRow:
+        """The index row of a run (``run_id`` may be a unique prefix)."""
+        full = self.resolve_run_id(run_id)
+        with self._read() as conn:
+            row = conn.execute(select(runs).where(runs.c.run_id == full)).one()
+        return RunRow(**row._mapping)
+
+    def runs(self, *, limit: int | None = None) -> list[RunRow]:
+        """Runs, newest first."""
+        query = select(runs).order_by(runs.c.first_seq.desc())
+        if limit:
+            query = query.limit(limit)
+        with self._read() as conn:
+            return [RunRow(**row._mapping) for row in conn.execute(query)]
+
+    def entries(self, *, run_id: str | None = None, kinds: Sequence[str] | None = None,
+                batch: int = 2000) -> Iterator[EntryRow]:
+        """Entries in chain order (optionally one run's, or some kinds), streamed in batches."""
+        last = 0
+        while True:
+            query = select(entries).where(entries.c.seq > last).order_by(entries.c.seq).limit(batch)
+            if run_id is not None:
+                query = query.where(entries.c.run_id == run_id)
+            if kinds:
+                query = query.where(entries.c.kind.in_(list(kinds)))
+            with self._read() as conn:
+                chunk = [EntryRow(**row._mapping) for row in conn.execute(query)]
+            yield from chunk
+            if len(chunk) < batch:
+                return
+            last = chunk[-1].seq
+
+    def head(self) -> tuple[int, str]:
+        """(seq, entry_hash) of the last entry as recorded in the head row."""
+        with self._read() as conn:
+            value = conn.execute(select(ledger_meta.c.value).where(ledger_meta.c.key == "head")).scalar_one()
+        seq, digest = value.split(":")
+        return int(seq), digest
+
+    def entry_count(self) -> int:
+        with self._read() as conn:
+            return int(conn.execute(select(func.count()).select_from(entries)).scalar_one())
+
+    def certificate(self, run_id: str) -> dict[str, Any]:
+        """The stored certificate of a run (``run_id`` may be a unique prefix)."""
+        full = self.resolve_run_id(run_id)
+        found = [e.data() for e in self.entries(run_id=full, kinds=["certificate"])]
+        if not found:
+            status = self.run(full).status
+            raise LedgerError(f"run {full} has no certificate (status: {status})")
+        return found[-1]
+
+    def blob(self, sha256: str) -> bytes:
+        """The stored bytes with this SHA-256."""
+        with self._read() as conn:
+            content = conn.execute(select(blobs.c.content).where(blobs.c.sha256 == sha256)).scalar()
+        if content is None:
+            raise LedgerError(f"the ledger has no stored copy of blob {sha256}")
+        return bytes(content)
+
+    def blob_shas(self) -> Iterator[tuple[str, bytes]]:
+        """(recorded sha256, content) of every stored blob."""
+        with self._read() as conn:
+            for sha, content in conn.execute(select(blobs.c.sha256, blobs.c.content).order_by(blobs.c.sha256)):
+                yield sha, bytes(content)

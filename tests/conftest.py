@@ -1,0 +1,77 @@
+"""Shared fixtures: small paired-ratio specs written into a temporary folder, and a fresh ledger."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.tables import columns_to_csv_bytes
+from ledger import Ledger
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def window_columns(n: int, *, seed: int, shift: float = 0.01, tokens: np.ndarray | None = None) -> tuple[dict, dict]:
+    """Baseline and subject window tables (final phase only) with a known shift in log-loss."""
+    rng = np.random.default_rng(seed)
+    tok = rng.integers(64, 512, size=n) if tokens is None else tokens
+    base = 2.0 + rng.gamma(4.0, 0.25, size=n)
+    subj = base + shift + rng.normal(0.0, 0.05, size=n)
+    ids = [f"w{i:05d}" for i in range(n)]
+    return ({"window_id": ids, "tokens": tok, "mean_nll": np.round(base, 6)},
+            {"window_id": ids, "tokens": tok, "mean_nll": np.round(subj, 6)})
+
+
+SMALL_SPEC = """\
+certa: 1
+name: small-paired
+seed: 7
+profile: dev
+inputs:
+  baseline: {path: data/baseline.csv}
+  subject: {path: data/subject.csv}
+stages:
+  - id: ratio
+    use: paired.ppl_ratio
+    with: {baseline: baseline, subject: subject, replicates: 500}
+gates:
+  - id: no-regression
+    metric: ratio.primary_metric.display_ci[1]
+    max: 1.05
+"""
+
+
+@pytest.fixture
+def small_spec(tmp_path: Path) -> Path:
+    """A dev-profile paired-ratio spec on 60 windows, in its own folder (returns the spec path)."""
+    base, subj = window_columns(60, seed=3)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "baseline.csv").write_bytes(columns_to_csv_bytes(base))
+    (tmp_path / "data" / "subject.csv").write_bytes(columns_to_csv_bytes(subj))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SMALL_SPEC, encoding="utf-8")
+    return spec
+
+
+@pytest.fixture
+def example_spec(tmp_path: Path) -> Path:
+    """A copy of specs/paired-ratio (release profile) in a temporary folder."""
+    target = tmp_path / "paired-ratio"
+    shutil.copytree(ROOT / "specs" / "paired-ratio", target)
+    return target / "spec.yaml"
+
+
+@pytest.fixture
+def ledger(tmp_path: Path):
+    with Ledger.open(tmp_path / "ledger.db") as store:
+        yield store
+
+
+def write_spec(folder: Path, text: str) -> Path:
+    path = folder / "spec.yaml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path

@@ -1,0 +1,227 @@
+"""The ledger: atomic runs, hash chain, and tamper detection by ``verify`` (edit, delete, reorder)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from engine import run
+from engine.audit import replay, verify
+from ledger import Ledger
+
+
+def _two_runs(small_spec: Path, ledger: Ledger) -> tuple[str, str]:
+    first = run(small_spec, ledger=ledger).run_id
+    second = run(small_spec, ledger=ledger).run_id
+    return first, second
+
+
+def _sql(db: Path, statement: str, *params: object) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.execute(statement, params)
+
+
+def test_fresh_ledger_verifies_and_records_every_part(small_spec: Path, tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        run_id, _ = _two_runs(small_spec, ledger)
+        report = verify(ledger)
+        assert report.intact, report.problems
+        assert report.certificates_checked == 2 and report.blobs_checked == 2
+        kinds = [e.kind for e in ledger.entries(run_id=run_id)]
+        assert kinds[0] == "run" and kinds.count("input") == 2 and kinds[-1] == "certificate"
+        assert "decision" in kinds
+        decisions = [e.data()["kind"] for e in ledger.entries(run_id=run_id, kinds=["decision"])]
+        assert {"pairing", "profile_rule", "gate"} <= set(decisions)
+        assert ledger.run(run_id[:8]).run_id == run_id
+
+
+def test_sqlite_settings_are_wal_and_full_sync(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        with ledger._engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+@pytest.mark.parametrize("column", ["payload", "kind", "recorded_at", "run_id"])
+def test_editing_any_field_of_an_entry_is_detected(small_spec: Path, tmp_path: Path, column: str) -> None:
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        _two_runs(small_spec, ledger)
+    value = {"payload": '{"edited":true}', "kind": "review", "recorded_at": "2020-01-01T00:00:00.000000Z",
+             "run_id": "0" * 32}[column]
+    _sql(db, f"UPDATE entries SET {column} = ? WHERE seq = 3", value)
+    with Ledger.open(db) as ledger:
+        report = verify(ledger)
+    assert not report.intact
+    assert report.first_broken.seq == 3
+
+
+def test_editing_one_byte_of_a_certificate_is_detected(small_spec: Path, tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        run_id, _ = _two_runs(small_spec, ledger)
+        cert_seq = next(e.seq for e in ledger.entries(run_id=run_id, kinds=["certificate"]))
+    with sqlite3.connect(db) as conn:
+        payload = conn.execute("SELECT payload FROM entries WHERE seq = ?", (cert_seq,)).fetchone()[0]
+        tampered = payload.replace('"verdict":"PASS"', '"verdict":"FAIL"', 1)
+        assert tampered != payload
+        conn.execute("UPDATE entries SET payload = ? WHERE seq = ?", (tampered, cert_seq))
+    with Ledger.open(db) as ledger:
+        report = verify(ledger)
+    assert not report.intact and report.first_broken.seq == cert_seq
+    assert any("certificate" in p.message for p in report.problems)
+
+
+def test_rehashed_edit_still_breaks_the_chain_and_the_certificate(small_spec: Path, tmp_path: Path) -> None:
+    """An editor who recomputes the edited entry's own hashes still breaks the next link and the cert hash."""
+    from engine.canonical import sha256_hex
+    from ledger.chain import entry_hash
+
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        run_id, _ = _two_runs(small_spec, ledger)
+        entry = next(ledger.entries(run_id=run_id, kinds=["certificate"]))
+    cert = json.loads(entry.payload)
+    cert["content"]["stages"]["ratio"]["primary_metric"]["ratio_vs_baseline"] = 1.0
+    payload = json.dumps(cert, separators=(",", ":"), sort_keys=True)
+    payload_sha = sha256_hex(payload.encode())
+    digest = entry_hash(seq=entry.seq, run_id=entry.run_id, kind=entry.kind, recorded_at=entry.recorded_at,
+                        payload_sha256=payload_sha, prev_hash=entry.prev_hash)
+    _sql(db, "UPDATE entries SET payload = ?, payload_sha256 = ?, entry_hash = ? WHERE seq = ?",
+         payload, payload_sha, digest, entry.seq)
+    with Ledger.open(db) as ledger:
+        report = verify(ledger)
+    messages = " ".join(p.message for p in report.problems)
+    assert "link broken" in messages and "content_sha256" in messages
+
+
+def test_deleting_an_entry_is_detected(small_spec: Path, tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        _two_runs(small_spec, ledger)
+    _sql(db, "DELETE FROM entries WHERE seq = 4")
+    with Ledger.open(db) as ledger:
+        report = verify(ledger)
+    assert not report.intact
+    assert report.first_broken.seq == 5 and "deleted" in report.first_broken.message
+
+
+def test_reordering_entries_is_detected(small_spec: Path, tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        _two_runs(small_spec, ledger)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE entries SET seq = -1 WHERE seq = 5")
+        conn.execute("UPDATE entries SET seq = 5 WHERE seq = 6")
+        conn.execute("UPDATE entries SET seq = 6 WHERE seq = -1")
+    with Ledger.open(db) as ledger:
+        report = verify(ledger)
+    assert not report.intact and report.first_broken.seq == 5
+
+
+def test_truncating_the_tail_is_detected_against_an_external_head(small_spec: Path, tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        first, second = _two_runs(small_spec, ledger)
+        head = ledger.head()
+        last_run = ledger.run(second)
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM entries WHERE seq >= ?", (last_run.first_seq,))
+        conn.execute("DELETE FROM runs WHERE run_id = ?", (second,))
+        seq, digest = conn.execute("SELECT seq, entry_hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+        conn.execute("UPDATE ledger_meta SET value = ? WHERE key = 'head'", (f"{seq}:{digest}",))
+    with Ledger.open(db) as ledger:
+        assert verify(ledger).intact  # a consistent truncation is invisible from inside the database ...
+        report = verify(ledger, expect_head=head)  # ... but not against a head kept elsewhere
+    assert not report.intact and "removed" in report.first_broken.message
+
+
+def test_editing_a_stored_input_is_detected(small_spec: Path, tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        _two_runs(small_spec, ledger)
+    with sqlite3.connect(db) as conn:
+        sha, content = conn.execute("SELECT sha256, content FROM blobs LIMIT 1").fetchone()
+        edited = bytearray(content)
+        edited[-3] = ord("9") if edited[-3] != ord("9") else ord("8")
+        conn.execute("UPDATE blobs SET content = ? WHERE sha256 = ?", (bytes(edited), sha))
+    with Ledger.open(db) as ledger:
+        report = verify(ledger)
+    assert not report.intact and "stored input bytes edited" in report.first_broken.message
+
+
+def test_editing_the_runs_index_is_detected(small_spec: Path, tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        run_id, _ = _two_runs(small_spec, ledger)
+    _sql(db, "UPDATE runs SET verdict = 'FAIL' WHERE run_id = ?", run_id)
+    with Ledger.open(db) as ledger:
+        report = verify(ledger)
+    assert not report.intact and "runs index edited: verdict" in report.first_broken.message
+
+
+def test_replay_reproduces_and_is_recorded(small_spec: Path, ledger: Ledger) -> None:
+    run_id = run(small_spec, ledger=ledger).run_id
+    small_spec.with_name("data").joinpath("subject.csv").unlink()  # replay needs nothing outside the ledger
+    result = replay(ledger, run_id)
+    assert result.reproduced and result.changes == ()
+    notes = [e.data() for e in ledger.entries(run_id=run_id, kinds=["replay"])]
+    assert notes[-1]["outcome"] == "REPRODUCED"
+    assert verify(ledger).intact
+
+
+def test_replay_reports_divergence_field_by_field(small_spec: Path, tmp_path: Path) -> None:
+    """If a recorded run was produced by different code, replay says DIVERGED and names the fields."""
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        run_id = run(small_spec, ledger=ledger).run_id
+        entry = next(ledger.entries(run_id=run_id, kinds=["run"]))
+    record = json.loads(entry.payload)
+    record["spec_text"] = record["spec_text"].replace("replicates: 500", "replicates: 600")
+    # Simulate a recorded spec that no longer matches its certificate (an edit verify also flags).
+    _sql(db, "UPDATE entries SET payload = ? WHERE seq = ?", json.dumps(record), entry.seq)
+    with Ledger.open(db) as ledger:
+        result = replay(ledger, run_id)
+    assert not result.reproduced
+    paths = {c.path for c in result.changes}
+    assert "knobs.stages[0].with.replicates" in paths
+
+
+def test_aborted_run_is_recorded_without_certificate(example_spec: Path, ledger: Ledger) -> None:
+    from engine import ProfileAbort
+
+    text = example_spec.read_text().replace("replicates: 3200", "replicates: 1000")
+    example_spec.write_text(text)
+    with pytest.raises(ProfileAbort) as info:
+        run(example_spec, ledger=ledger)
+    assert info.value.exit_code == 3 and "min_replicates" in str(info.value)
+    row = ledger.run(info.value.run_id)
+    assert row.status == "aborted" and row.certificate_sha256 is None
+    kinds = [e.kind for e in ledger.entries(run_id=row.run_id)]
+    assert kinds[-1] == "abort" and "certificate" not in kinds
+    rules = [e.data()["detail"] for e in ledger.entries(run_id=row.run_id, kinds=["decision"])]
+    assert any(r.get("rule") == "min_replicates" and r["outcome"] == "abort" for r in rules)
+    assert verify(ledger).intact
+
+
+def test_a_failed_write_leaves_no_partial_run(small_spec: Path, ledger: Ledger, monkeypatch) -> None:
+    from engine import LedgerError
+    from ledger import store
+
+    before = ledger.entry_count()
+    original = store.Ledger._append
+
+    def append_then_fail(self, conn, run_id, new):
+        original(self, conn, run_id, new)
+        raise store.SQLAlchemyError("disk full (simulated)")
+
+    monkeypatch.setattr(store.Ledger, "_append", append_then_fail)
+    with pytest.raises(LedgerError):
+        run(small_spec, ledger=ledger)
+    monkeypatch.undo()
+    assert ledger.entry_count() == before and ledger.runs() == []
+    assert verify(ledger).intact
