@@ -189,6 +189,7 @@ class Ledger:
         return rows[0]["seq"], seq, recorded_at
 
     def _store_blobs(self, conn: Connection, contents: Iterable[tuple[str, bytes]]) -> None:
+        """Insert missing blobs; call only after ``_append`` holds the head lock (no insert race)."""
         wanted = dict(contents)
         if not wanted:
             return
@@ -218,9 +219,9 @@ class Ledger:
                                       "rows": t.n_rows}) for sid, t in captured]
         new.append(NewEntry("certificate", certificate))
         with self._write() as conn:
+            first, last, recorded_at = self._append(conn, run_id, new)  # locks the head first
             self._store_blobs(conn, [(t.sha256, t.raw) for t in execution.tables.values()]
                               + [(t.sha256, t.raw) for _, t in captured])
-            first, last, recorded_at = self._append(conn, run_id, new)
             conn.execute(insert(runs).values(
                 run_id=run_id, name=plan.name, status="completed", verdict=certificate["content"]["verdict"],
                 profile=plan.profile, seed=str(plan.seed), knobs_hash=plan.knobs_hash, spec_sha256=plan.spec_sha256,
@@ -233,8 +234,8 @@ class Ledger:
         new = self._run_entries(run_id, plan, tables, decisions)
         new.append(NewEntry("abort", {"reason": reason, "rule": rule, "stage": stage_id}))
         with self._write() as conn:
+            first, last, recorded_at = self._append(conn, run_id, new)  # locks the head first
             self._store_blobs(conn, [(t.sha256, t.raw) for t in tables.values()])
-            first, last, recorded_at = self._append(conn, run_id, new)
             conn.execute(insert(runs).values(
                 run_id=run_id, name=plan.name, status="aborted", verdict=None, profile=plan.profile,
                 seed=str(plan.seed), knobs_hash=plan.knobs_hash, spec_sha256=plan.spec_sha256,
@@ -261,8 +262,13 @@ class Ledger:
             raise LedgerError(f"cannot read ledger {self.url}: {exc}") from None
 
     def resolve_run_id(self, prefix: str) -> str:
-        """The full run id for a unique prefix (at least 4 hex digits)."""
+        """The full run id for a unique prefix (at least 4 hex digits), or ``latest`` for the newest run."""
         prefix = prefix.strip().lower()
+        if prefix == "latest":
+            newest = self.runs(limit=1)
+            if not newest:
+                raise LedgerError(f"no runs recorded in {self.url} yet")
+            return newest[0].run_id
         if len(prefix) < 4:
             raise LedgerError("give at least 4 characters of the run id")
         with self._read() as conn:

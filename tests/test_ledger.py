@@ -225,3 +225,29 @@ def test_a_failed_write_leaves_no_partial_run(small_spec: Path, ledger: Ledger, 
     monkeypatch.undo()
     assert ledger.entry_count() == before and ledger.runs() == []
     assert verify(ledger).intact
+
+
+def test_concurrent_sqlite_writers_serialise_and_never_fork_the_chain(small_spec: Path, tmp_path: Path) -> None:
+    import threading
+
+    db = tmp_path / "shared.db"
+    with Ledger.open(db):
+        pass
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            with Ledger.open(db) as ledger:
+                for _ in range(3):
+                    run(small_spec, ledger=ledger)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    with Ledger.open(db) as ledger:
+        assert len(ledger.runs()) == 9 and verify(ledger).intact

@@ -28,23 +28,26 @@ __all__ = ["loo_own_class_thresholds", "loo_prediction_sets", "loo_summary"]
 def loo_own_class_thresholds(sorted_scores: np.ndarray, k: int, *, clamp: bool = False) -> np.ndarray:
     """LOO threshold of the point at each sorted position (last axis, ascending), batched.
 
-    Returns an array shaped like ``sorted_scores``: entry r is the k-th smallest of the other points.
+    Returns an array shaped like ``sorted_scores``: entry r is the k-th smallest of the other points
+    (+inf if k exceeds their number; -inf for k = 0, i.e. never included).
     """
     scores = np.asarray(sorted_scores, dtype=np.float64)
     n = scores.shape[-1]
-    if k < 1:
-        raise ValueError(f"'k' must be >= 1 (got {k})")
+    if k < 0:
+        raise ValueError(f"'k' must be >= 0 (got {k})")
     j = min(k, n - 1) if clamp else k
     if clamp and n < 2:
         raise ValueError("the clamped (upstream) LOO needs at least 2 points per class")
     if j > n - 1:
         return np.full(scores.shape, np.inf)
+    if j == 0:
+        return np.full(scores.shape, -np.inf)
     positions = np.arange(n)
     return np.where(positions >= j, scores[..., j - 1:j], scores[..., j:j + 1])
 
 
 def loo_prediction_sets(labels: np.ndarray, s0: np.ndarray, s1: np.ndarray, k0: int, k1: int, *,
-                        clamp: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                        clamp: bool = False, own_offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """LOO membership of labels 0 and 1 for every calibration point (k_0, k_1 held fixed).
 
     ``labels`` are 0/1, ``s0``/``s1`` the class scores of every point; each class needs >= 1 point.
@@ -62,13 +65,13 @@ def loo_prediction_sets(labels: np.ndarray, s0: np.ndarray, s1: np.ndarray, k0: 
         ordered = own_scores[order]
         include[~own] = scores[~own] <= class_threshold(ordered, k, clamp=clamp)
         own_included = np.empty(ordered.size, dtype=bool)
-        own_included[order] = ordered <= loo_own_class_thresholds(ordered, k, clamp=clamp)
+        own_included[order] = ordered <= loo_own_class_thresholds(ordered, k - own_offset, clamp=clamp)
         include[own] = own_included
     return include0, include1
 
 
 def loo_summary(labels: np.ndarray, s0: np.ndarray, s1: np.ndarray, k0: int, k1: int, *,
-                clamp: bool = False) -> SetSummary:
+                clamp: bool = False, own_offset: int = 0) -> SetSummary:
     """Counts of LOO set outcomes (singleton, doublet, abstention, singleton errors), marginal and per class."""
-    include0, include1 = loo_prediction_sets(labels, s0, s1, k0, k1, clamp=clamp)
+    include0, include1 = loo_prediction_sets(labels, s0, s1, k0, k1, clamp=clamp, own_offset=own_offset)
     return summarise_sets(labels, include0, include1)

@@ -34,7 +34,8 @@ from .confseq_common import ConfidenceSequence, from_unit_interval, prpl_lambda,
 
 __all__ = ["hedged_betting_unit", "betting_cs", "hedged_log_evalue", "anytime_p_value"]
 
-_CHUNK_ELEMENTS = 1 << 20
+_CHUNK_ELEMENTS = 1 << 21
+_LOG_RANGE = 600.0          # |ln| of an in-chunk capital product stays below this (float64: ~709)
 
 
 def _check(alpha: float, truncation: float, theta: float) -> None:
@@ -57,7 +58,6 @@ def hedged_betting_unit(y: np.ndarray, alpha: float, *, grid_size: int = 1000, t
     lead_shape, n = y.shape[:-1], y.shape[-1]
     y2 = y.reshape(-1, n)
     streams = y2.shape[0]
-    lam = prpl_lambda(y2, alpha)
     g = int(grid_size)
     width = 2 * (g + 1)                           # padded: window indices never need clipping
     grid = np.ones(width)
@@ -68,46 +68,57 @@ def hedged_betting_unit(y: np.ndarray, alpha: float, *, grid_size: int = 1000, t
     cap_minus[g + 1:] = truncation
     threshold_plus = np.log(1.0 / (theta * alpha))
     threshold_minus = np.log(1.0 / ((1.0 - theta) * alpha))
-
-    log_k = np.zeros((2, streams, width))         # log K+ and log K- so far
-    log_max = np.zeros((2, streams, width))       # their running maxima
+    y_time = np.ascontiguousarray(y2.T)           # (n, S): time on the slow axis for fast accumulation
+    lam_time = np.ascontiguousarray(prpl_lambda(y2, alpha).T)
+    # every factor lies in [1 - min(c, lam), 1 + lam]: bound the chunk so its products stay in float range
+    lam_ahead = np.maximum.accumulate(lam_time.max(axis=1)[::-1])[::-1]
+    log_step = np.maximum(-np.log1p(-np.minimum(truncation, lam_ahead)), np.log1p(lam_ahead))
+    max_steps = np.maximum((_LOG_RANGE / log_step).astype(np.int64), 1)
+    log_plus = np.zeros((streams, width))         # ln K+ so far, per stream and grid index
+    log_minus = np.zeros((streams, width))        # ln K- so far
     first = np.zeros(streams, dtype=np.int64)     # A: first grid index not rejected by K+
     last = np.full(streams, g, dtype=np.int64)    # B: last grid index not rejected by K-
-    first_path = np.empty((streams, n), dtype=np.int64)
-    last_path = np.empty((streams, n), dtype=np.int64)
+    first_path = np.empty((n, streams), dtype=np.int64)
+    last_path = np.empty((n, streams), dtype=np.int64)
     rows = np.arange(streams)[:, None]
 
     t0 = 0
     while t0 < n:
         w = int(max(np.max(last - first + 1), 1))
-        steps = int(min(max(chunk_elements // (streams * w), 1), n - t0))
+        steps = int(min(max(chunk_elements // (streams * w), 1), n - t0, max_steps[t0]))
         t1 = t0 + steps
         idx = first[:, None] + np.arange(w)[None, :]                      # (S, W)
         valid = idx <= last[:, None]
-        m = grid[idx][:, None, :]                                          # (S, 1, W)
-        excess = y2[:, t0:t1, None] - m                                    # (S, T, W)
-        bet = lam[:, t0:t1, None]
-        inc_plus = np.log1p(np.minimum(bet, cap_plus[idx][:, None, :]) * excess)
-        inc_minus = np.log1p(-np.minimum(bet, cap_minus[idx][:, None, :]) * excess)
-        cum_plus = log_k[0][rows, idx][:, None, :] + np.cumsum(inc_plus, axis=1)
-        cum_minus = log_k[1][rows, idx][:, None, :] + np.cumsum(inc_minus, axis=1)
-        run_plus = np.maximum(log_max[0][rows, idx][:, None, :], np.maximum.accumulate(cum_plus, axis=1))
-        run_minus = np.maximum(log_max[1][rows, idx][:, None, :], np.maximum.accumulate(cum_minus, axis=1))
-        open_plus = (run_plus < threshold_plus) | ~valid[:, None, :]      # not rejected by K+ (or outside)
-        open_minus = (run_minus < threshold_minus) & valid[:, None, :]    # not rejected by K- (inside)
-        sentinel = np.ones((streams, steps, 1), dtype=bool)
-        a_path = first[:, None] + np.argmax(np.concatenate([open_plus, sentinel], axis=2), axis=2)
-        reverse = open_minus[:, :, ::-1]
-        b_path = np.where(reverse.any(axis=2), first[:, None] + w - 1 - np.argmax(reverse, axis=2),
-                          np.minimum(last, first - 1)[:, None])
-        first_path[:, t0:t1] = a_path
-        last_path[:, t0:t1] = b_path
-        log_k[0][rows, idx] = cum_plus[:, -1, :]
-        log_k[1][rows, idx] = cum_minus[:, -1, :]
-        log_max[0][rows, idx] = run_plus[:, -1, :]
-        log_max[1][rows, idx] = run_minus[:, -1, :]
-        first, last = a_path[:, -1].copy(), b_path[:, -1].copy()
+        excess = y_time[t0:t1, :, None] - grid[idx]                        # (T, S, W)
+        bet = lam_time[t0:t1, :, None]
+        # K+ relative to the chunk start: a product of factors in [1 - c, 1 + bet], no log needed inside
+        work = np.minimum(bet, cap_plus[idx])
+        work *= excess
+        work += 1.0
+        np.cumprod(work, axis=0, out=work)
+        open_now = work < np.exp(threshold_plus - log_plus[rows, idx])
+        open_now |= ~valid                                                  # outside the window: open
+        first_now = np.where(open_now.any(axis=2), np.argmax(open_now, axis=2), w)
+        a_path = np.maximum(first, first + np.maximum.accumulate(first_now, axis=0))
+        with np.errstate(divide="ignore"):
+            log_plus[rows, idx] += np.log(work[-1])
+
+        np.minimum(bet, cap_minus[idx], out=work)
+        work *= excess
+        np.subtract(1.0, work, out=work)
+        np.cumprod(work, axis=0, out=work)
+        np.less(work, np.exp(threshold_minus - log_minus[rows, idx]), out=open_now)
+        open_now &= valid                                                   # outside the window: rejected
+        reverse = open_now[:, :, ::-1]
+        last_now = np.where(reverse.any(axis=2), w - 1 - np.argmax(reverse, axis=2), -1)
+        b_path = np.minimum(last, first + np.minimum.accumulate(last_now, axis=0))
+        with np.errstate(divide="ignore"):
+            log_minus[rows, idx] += np.log(work[-1])
+        first_path[t0:t1] = a_path
+        last_path[t0:t1] = b_path
+        first, last = a_path[-1].copy(), b_path[-1].copy()
         t0 = t1
+    first_path, last_path = first_path.T, last_path.T
     lower = np.maximum(first_path - 1, 0) / g
     upper = np.minimum(last_path + 1, g) / g
     return lower.reshape(lead_shape + (n,)), upper.reshape(lead_shape + (n,))

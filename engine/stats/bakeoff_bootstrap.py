@@ -1,0 +1,199 @@
+"""Seeded bootstrap of weighted mean rapidities for every vendor pair, with Holm-adjusted p-values.
+
+Source: SSM-AI v1.8 (seed 002), Appendix E4 "Significance (bootstrap in u-space)". For vendor v with
+decisions u_i = atanh(RSI_env_i) and weights w_i, the statistic is the pooled rapidity
+
+    m_v = Σ w_i u_i / max(Σ w_i, eps_w)          (= atanh(RSI_pool_env) of the vendor)
+
+and a replicate m*_v is the same statistic on n_v indices drawn uniformly with replacement from the
+vendor's own decisions (independent samples: each vendor is resampled separately, once per replicate,
+and every pair reuses those replicates). For a pair (A, B) with d = m_A − m_B and replicates
+d*_b = m*_A,b − m*_B,b (Efron & Tibshirani 1993, ch. 13 and 16):
+
+* percentile interval [Q(α/2), Q(1 − α/2)] of d*, α = 1 − confidence_level, Q the linear-interpolation
+  (Hyndman–Fan type 7) quantile; displayed also mapped through tanh as the seed suggests (tanh of a
+  u-space difference is the bounded contrast of the two pools, not a difference of RSIs);
+* ``p_min`` = min(#{d* ≤ 0}, #{d* ≥ 0}) / B — the seed's printed "two-sided p", which is one-tailed;
+* ``p_two_sided`` = min(1, 2 · p_min), the two-sided p-value of the percentile-interval test: p ≤ α
+  exactly when the 1 − α percentile interval (order-statistic form) excludes 0; p = 0 means p < 2/B;
+* ``p_holm``: Holm's (1979) step-down adjustment over the pairs of a family, controlling the
+  family-wise error rate: with p sorted ascending, p̃_(j) = max_{k≤j} min(1, (m − k + 1) p_(k)).
+
+Vectorised: replicate means come from index blocks ``rng.integers(0, n, (rows, n))`` gathered with
+``np.take`` and summed along rows — no Python loop over replicates, only over fixed-size blocks of
+replicates (bounded memory: at most ``BLOCK_ELEMENTS`` indices at a time). The block size is a fixed
+function of the sample shape, so the result depends only on the data, ``replicates`` and the
+generator's state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "BLOCK_ELEMENTS",
+    "VendorInterval",
+    "PairComparison",
+    "PairwiseBootstrap",
+    "resampled_weighted_means",
+    "percentile_interval",
+    "bootstrap_p_values",
+    "holm_adjust",
+    "pairwise_bootstrap",
+]
+
+BLOCK_ELEMENTS = 1 << 22
+"""Indices drawn per block (4 Mi int32 = 16 MiB, plus the gathered float64 values)."""
+
+
+def _rows_per_block(cells_per_replicate: int) -> int:
+    return max(1, BLOCK_ELEMENTS // max(1, cells_per_replicate))
+
+
+def resampled_weighted_means(u: np.ndarray, w: np.ndarray | None, replicates: int, rng: np.random.Generator,
+                             *, eps_w: float = 1e-12) -> np.ndarray:
+    """Bootstrap replicates of Σ w u / max(Σ w, eps_w) along the last axis.
+
+    ``u`` has shape (n,) or (S, n) — S independent samples of equal size, each resampled independently
+    (used to vectorise simulations). ``w`` has the shape of ``u``, or is None for unit weights.
+    Returns shape (replicates,) or (S, replicates).
+    """
+    u = np.asarray(u, dtype=np.float64)
+    squeeze = u.ndim == 1
+    values = u[None, :] if squeeze else u
+    if values.ndim != 2 or values.shape[1] < 1:
+        raise ValueError(f"u must have shape (n,) or (S, n) with n >= 1 (got {u.shape})")
+    if replicates < 1:
+        raise ValueError(f"replicates must be >= 1 (got {replicates})")
+    n_sets, n = values.shape
+    if n >= 2**31:
+        raise ValueError(f"a sample of {n} decisions is too large to resample (limit 2^31 − 1)")
+    weights = None
+    if w is not None:
+        weights = np.broadcast_to(np.asarray(w, dtype=np.float64), u.shape).reshape(values.shape)
+        first = weights[:, :1]
+        if np.all(weights == first):
+            # equal weights within each sample: Σw* is n·w exactly; gather only the values
+            totals = np.maximum(first[:, 0] * n, eps_w)
+            weighted = values * first
+            weights = None
+        else:
+            weighted = values * weights
+    else:
+        weighted, totals = values, np.full(n_sets, float(n))
+    out = np.empty((n_sets, replicates), dtype=np.float64)
+    rows = _rows_per_block(n_sets * n)
+    offsets = (np.arange(n_sets, dtype=np.int64) * n)[:, None, None]
+    flat_weighted = weighted.ravel()
+    flat_weights = None if weights is None else weights.ravel()
+    for start in range(0, replicates, rows):
+        count = min(rows, replicates - start)
+        index = rng.integers(0, n, size=(n_sets, count, n), dtype=np.int32)
+        if n_sets > 1:
+            index = index + offsets
+        numerator = np.take(flat_weighted, index).sum(axis=2)
+        if flat_weights is None:
+            out[:, start:start + count] = numerator / totals[:, None]
+        else:
+            denominator = np.take(flat_weights, index).sum(axis=2)
+            out[:, start:start + count] = numerator / np.maximum(denominator, eps_w)
+    return out[0] if squeeze else out
+
+
+def percentile_interval(replicates: np.ndarray, confidence_level: float) -> tuple[np.ndarray, np.ndarray]:
+    """[Q(α/2), Q(1 − α/2)] along the last axis, α = 1 − confidence_level (type-7 quantiles)."""
+    alpha = 1.0 - confidence_level
+    low, high = np.quantile(replicates, [alpha / 2, 1 - alpha / 2], axis=-1)
+    return low, high
+
+
+def bootstrap_p_values(differences: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(p_min, p_two_sided) along the last axis: p_min = min(#{d ≤ 0}, #{d ≥ 0}) / B (seed E4, one-tailed),
+    p_two_sided = min(1, 2 p_min)."""
+    b = differences.shape[-1]
+    p_min = np.minimum((differences <= 0).sum(axis=-1), (differences >= 0).sum(axis=-1)) / b
+    return p_min, np.minimum(1.0, 2.0 * p_min)
+
+
+def holm_adjust(p: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Holm (1979) step-down adjusted p-values, in the input order."""
+    p = np.asarray(p, dtype=np.float64)
+    m = len(p)
+    if m == 0:
+        return p.copy()
+    order = np.argsort(p, kind="stable")
+    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    adjusted = np.empty(m, dtype=np.float64)
+    adjusted[order] = np.maximum.accumulate(scaled)
+    return adjusted
+
+
+@dataclass(frozen=True)
+class VendorInterval:
+    """A vendor's bootstrap percentile interval of its pooled rapidity, and its tanh image (RSI scale)."""
+
+    estimate_u: float
+    u_low: float
+    u_high: float
+    rsi_low: float
+    rsi_high: float
+
+
+@dataclass(frozen=True)
+class PairComparison:
+    """Vendor ``a`` minus vendor ``b`` (indices into the samples) in u-space."""
+
+    a: int
+    b: int
+    diff_u: float
+    ci_u: tuple[float, float]
+    ci_tanh: tuple[float, float]
+    p_min: float
+    p_two_sided: float
+    p_holm: float
+
+
+@dataclass(frozen=True)
+class PairwiseBootstrap:
+    replicates: int
+    confidence_level: float
+    vendors: tuple[VendorInterval, ...]
+    pairs: tuple[PairComparison, ...]
+
+
+def pairwise_bootstrap(samples: Sequence[tuple[np.ndarray, np.ndarray | None]], pairs: Sequence[tuple[int, int]],
+                       *, replicates: int, confidence_level: float, rng: np.random.Generator,
+                       eps_w: float = 1e-12, estimates: Sequence[float] | None = None) -> PairwiseBootstrap:
+    """Bootstrap every vendor once (in the order given), then compare the requested pairs.
+
+    ``samples[v]`` is (u_env, w) of vendor v (w None for unit weights); ``estimates[v]`` the pooled
+    rapidity to report (default: computed here in floating point). Holm adjusts over ``pairs``.
+    """
+    if not 0 < confidence_level < 1:
+        raise ValueError(f"confidence_level must be in (0, 1) (got {confidence_level})")
+    means = [resampled_weighted_means(u, w, replicates, rng, eps_w=eps_w) for u, w in samples]
+    if estimates is None:
+        estimates = [float(np.sum(u if w is None else w * u) / max(float(len(u) if w is None else np.sum(w)), eps_w))
+                     for u, w in samples]
+    stacked = np.vstack(means) if means else np.empty((0, replicates))
+    low, high = percentile_interval(stacked, confidence_level) if means else (np.empty(0), np.empty(0))
+    vendors = tuple(VendorInterval(float(estimates[v]), float(low[v]), float(high[v]), float(np.tanh(low[v])),
+                                   float(np.tanh(high[v]))) for v in range(len(samples)))
+    if not pairs:
+        return PairwiseBootstrap(replicates, confidence_level, vendors, ())
+    a_idx = np.array([a for a, _ in pairs])
+    b_idx = np.array([b for _, b in pairs])
+    differences = stacked[a_idx] - stacked[b_idx]
+    d_low, d_high = percentile_interval(differences, confidence_level)
+    p_min, p_two = bootstrap_p_values(differences)
+    p_holm = holm_adjust(p_two)
+    comparisons = tuple(
+        PairComparison(a=int(a), b=int(b), diff_u=float(estimates[a]) - float(estimates[b]),
+                       ci_u=(float(d_low[k]), float(d_high[k])),
+                       ci_tanh=(float(np.tanh(d_low[k])), float(np.tanh(d_high[k]))),
+                       p_min=float(p_min[k]), p_two_sided=float(p_two[k]), p_holm=float(p_holm[k]))
+        for k, (a, b) in enumerate(pairs))
+    return PairwiseBootstrap(replicates, confidence_level, vendors, comparisons)

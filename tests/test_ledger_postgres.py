@@ -1,0 +1,88 @@
+"""The shared ledger on a real PostgreSQL server (started on loopback by .ci/run).
+
+Set CERTA_TEST_POSTGRES_URL (a SQLAlchemy URL to a database where the test may create databases) to
+run these locally; without it they are skipped, except in CI, where a missing server is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from engine import run
+from engine.audit import replay, verify
+from ledger import Ledger
+
+SERVER_URL = os.environ.get("CERTA_TEST_POSTGRES_URL")
+
+if not SERVER_URL:
+    if os.environ.get("CI"):
+        pytest.fail("CI must run the PostgreSQL ledger tests: .ci/run sets CERTA_TEST_POSTGRES_URL", pytrace=False)
+    pytest.skip("set CERTA_TEST_POSTGRES_URL to run the PostgreSQL ledger tests", allow_module_level=True)
+
+
+@pytest.fixture
+def pg_url():
+    """A fresh, empty database on the test server; dropped afterwards."""
+    name = f"certa_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(SERVER_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    yield make_url(SERVER_URL).set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def test_runs_verify_and_replay_on_postgresql(small_spec: Path, pg_url: str) -> None:
+    with Ledger.open(pg_url) as ledger:
+        assert ledger.dialect == "postgresql"
+        first = run(small_spec, ledger=ledger)
+        run(small_spec, ledger=ledger)
+        assert verify(ledger).intact
+        assert replay(ledger, first.run_id).reproduced
+        assert ledger.certificate(first.run_id)["content_sha256"] == first.content_sha256
+
+
+def test_tampering_is_detected_on_postgresql(small_spec: Path, pg_url: str) -> None:
+    with Ledger.open(pg_url) as ledger:
+        run(small_spec, ledger=ledger)
+    engine = create_engine(pg_url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE entries SET payload = replace(payload, '\"PASS\"', '\"FAIL\"') "
+                          "WHERE kind = 'certificate'"))
+    engine.dispose()
+    with Ledger.open(pg_url) as ledger:
+        report = verify(ledger)
+    assert not report.intact and report.first_broken.message.startswith("payload edited")
+
+
+def test_concurrent_writers_queue_on_the_head_and_never_fork_the_chain(small_spec: Path, pg_url: str) -> None:
+    with Ledger.open(pg_url):
+        pass  # create the schema once, from one process (as a team would on first use)
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            with Ledger.open(pg_url) as ledger:
+                for _ in range(3):
+                    run(small_spec, ledger=ledger)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    with Ledger.open(pg_url) as ledger:
+        assert len(ledger.runs()) == 12
+        report = verify(ledger)
+        assert report.intact, report.problems
