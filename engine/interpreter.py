@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from .stages.base import LedgerReader
 from .tables import Table, format_for_path, parse_table, table_from_columns
 
 __all__ = ["run", "execute", "load_tables", "new_run_id", "RunResult", "Execution", "StageDecision", "AbortedExecution"]
+
+if TYPE_CHECKING:
+    from ledger import Ledger
 
 Columns = Mapping[str, Sequence[Any] | np.ndarray]
 Notify = Callable[[str], None]
@@ -185,7 +188,7 @@ def new_run_id() -> str:
 
 
 def run(spec: str | Path | Mapping[str, Any], *, inputs: Mapping[str, Columns | Table] | None = None,
-        ledger: Any = None, input_paths: Mapping[str, str | Path] | None = None,
+        ledger: Ledger | None = None, input_paths: Mapping[str, str | Path] | None = None,
         notify: Notify | None = None) -> RunResult:
     """Validate and run ``spec`` (a path, YAML text or dict); record it when ``ledger`` is given.
 
