@@ -75,3 +75,27 @@ def write_spec(folder: Path, text: str) -> Path:
     path = folder / "spec.yaml"
     path.write_text(textwrap.dedent(text), encoding="utf-8")
     return path
+
+
+def run_concurrently(ledger_location: str | Path, spec: Path, *, writers: int, runs_each: int) -> list[BaseException]:
+    """Run ``spec`` from several threads, each with its own connection to one ledger; returns the errors."""
+    import threading
+
+    from engine import run
+
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            with Ledger.open(ledger_location) as store:
+                for _ in range(runs_each):
+                    run(spec, ledger=store)
+        except BaseException as exc:  # noqa: BLE001 - returned to the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer) for _ in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors

@@ -12,6 +12,8 @@ from engine import run
 from engine.audit import replay, verify
 from ledger import Ledger
 
+from .conftest import run_concurrently
+
 
 def _two_runs(small_spec: Path, ledger: Ledger) -> tuple[str, str]:
     first = run(small_spec, ledger=ledger).run_id
@@ -228,26 +230,9 @@ def test_a_failed_write_leaves_no_partial_run(small_spec: Path, ledger: Ledger, 
 
 
 def test_concurrent_sqlite_writers_serialise_and_never_fork_the_chain(small_spec: Path, tmp_path: Path) -> None:
-    import threading
-
     db = tmp_path / "shared.db"
     with Ledger.open(db):
         pass
-    errors: list[BaseException] = []
-
-    def writer() -> None:
-        try:
-            with Ledger.open(db) as ledger:
-                for _ in range(3):
-                    run(small_spec, ledger=ledger)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=writer) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    assert run_concurrently(db, small_spec, writers=3, runs_each=3) == []
     with Ledger.open(db) as ledger:
         assert len(ledger.runs()) == 9 and verify(ledger).intact

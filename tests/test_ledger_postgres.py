@@ -7,7 +7,6 @@ run these locally; without it they are skipped, except in CI, where a missing se
 from __future__ import annotations
 
 import os
-import threading
 import uuid
 from pathlib import Path
 
@@ -18,6 +17,8 @@ from sqlalchemy.engine import make_url
 from engine import run
 from engine.audit import replay, verify
 from ledger import Ledger
+
+from .conftest import run_concurrently
 
 SERVER_URL = os.environ.get("CERTA_TEST_POSTGRES_URL")
 
@@ -66,22 +67,7 @@ def test_tampering_is_detected_on_postgresql(small_spec: Path, pg_url: str) -> N
 def test_concurrent_writers_queue_on_the_head_and_never_fork_the_chain(small_spec: Path, pg_url: str) -> None:
     with Ledger.open(pg_url):
         pass  # create the schema once, from one process (as a team would on first use)
-    errors: list[BaseException] = []
-
-    def writer() -> None:
-        try:
-            with Ledger.open(pg_url) as ledger:
-                for _ in range(3):
-                    run(small_spec, ledger=ledger)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=writer) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    assert run_concurrently(pg_url, small_spec, writers=4, runs_each=3) == []
     with Ledger.open(pg_url) as ledger:
         assert len(ledger.runs()) == 12
         report = verify(ledger)

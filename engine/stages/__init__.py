@@ -14,6 +14,10 @@ _STAGE_MODULES: tuple[str, ...] = (
     "paired_ratio",
     "conformal",
     "conformal_monitor",
+    "bakeoff",
+    "bakeoff_gate",
+    "bakeoff_merge",
+    "sequential_diff",
 )
 
 REGISTRY: dict[str, StageType] = {}

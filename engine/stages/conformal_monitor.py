@@ -9,8 +9,8 @@ bound: inside or outside.
 
 ``compare_to``:
 
-* ``realised_size`` (default): each bound is recomputed from its recorded inputs (calibration count,
-  n, method, level, inflation factor) for the realised denominator of the test table (its size, its
+* ``realised_size`` (default): each bound is recomputed from its recorded inputs (the two LOO counts
+  and denominators, method, level, inflation factor) for the realised denominator of the test table (its size, its
   class counts, its singleton counts). This is the statement the report makes for a test set of that
   size; the certified bounds were for the planned ``test_size`` and plug-in class sizes.
 * ``certified``: the recorded bounds as they are.
@@ -25,14 +25,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 from scipy import stats
 
 from ..errors import StageError
 from ..stats.mondrian import prediction_sets, summarise_sets
-from ..stats.rate_bounds import prediction_bounds
 from .base import Decision, StageContext, StageOutput, StageType
-from .conformal import RATE_METRICS, SCOPES, load_calibration, metric_counts, threshold_from_json
+from .conformal import (RATE_METRICS, SCOPES, load_calibration, loo_envelope_bounds, metric_counts,
+                        threshold_from_json)
 
 __all__ = ["STAGE"]
 
@@ -120,9 +119,9 @@ def run_monitor(ctx: StageContext) -> StageOutput:
             if recorded["vacuous"]:
                 lo, hi = 0.0, 1.0
             else:
-                b = prediction_bounds(recorded["count"], recorded["n"], denominators[metric], recorded["level"],
-                                      recorded["method"], recorded["inflation_factor"])
-                lo, hi = float(b.lower), float(b.upper)
+                b = loo_envelope_bounds({**recorded, "test_size": denominators[metric]}, recorded["level"],
+                                        recorded["method"], recorded["inflation_factor"])
+                lo, hi = float(b.lower[0]), float(b.upper[0])
             entry["realised_size"] = {"bound": [lo, hi], "test_size": denom, "method": recorded["method"],
                                       "level": recorded["level"]}
             entry["inside_realised_size"] = bool(lo <= rate <= hi)
@@ -167,8 +166,9 @@ def run_monitor(ctx: StageContext) -> StageOutput:
 
 def render_monitor(outputs: Mapping[str, Any]) -> str:
     """A short Markdown view of the monitoring result for ``certa show``."""
-    lines = [f"Checked against {outputs['source']['source']} report "
-             f"{outputs['source']['run_id'] or ''}:{outputs['source']['stage_id']} ({outputs['compare_to']} bounds).",
+    source = outputs["source"]
+    where = (f"run {source['run_id']}" if source["run_id"] else "this run")
+    lines = [f"Checked against the report of stage '{source['stage_id']}' in {where} ({outputs['compare_to']} bounds).",
              "", "| scope | metric | realised | bound | inside |", "|---|---|---|---|---|"]
     for scope in SCOPES:
         for metric in RATE_METRICS:
@@ -187,6 +187,7 @@ STAGE = StageType(
     version="1",
     input_knobs=("input",),
     run=run_monitor,
-    summary="Apply a recorded conformal.pac_report's thresholds to new labelled data; realised rates vs certified bounds.",
+    summary=("Apply a recorded conformal.pac_report's thresholds to new labelled data; "
+             "realised rates vs certified bounds."),
     render_markdown=render_monitor,
 )

@@ -14,8 +14,9 @@ d*_b = m*_A,b − m*_B,b (Efron & Tibshirani 1993, ch. 13 and 16):
   (Hyndman–Fan type 7) quantile; displayed also mapped through tanh as the seed suggests (tanh of a
   u-space difference is the bounded contrast of the two pools, not a difference of RSIs);
 * ``p_min`` = min(#{d* ≤ 0}, #{d* ≥ 0}) / B — the seed's printed "two-sided p", which is one-tailed;
-* ``p_two_sided`` = min(1, 2 · p_min), the two-sided p-value of the percentile-interval test: p ≤ α
-  exactly when the 1 − α percentile interval (order-statistic form) excludes 0; p = 0 means p < 2/B;
+* ``p_two_sided`` = min(1, 2 · p_min), the two-sided p-value of the percentile-interval test (p ≤ α
+  when the equal-tailed 1 − α percentile interval excludes 0, up to quantile interpolation); p = 0 only
+  says p < 2/B;
 * ``p_holm``: Holm's (1979) step-down adjustment over the pairs of a family, controlling the
   family-wise error rate: with p sorted ascending, p̃_(j) = max_{k≤j} min(1, (m − k + 1) p_(k)).
 
@@ -28,6 +29,7 @@ generator's state.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,8 +47,8 @@ __all__ = [
     "pairwise_bootstrap",
 ]
 
-BLOCK_ELEMENTS = 1 << 22
-"""Indices drawn per block (4 Mi int32 = 16 MiB, plus the gathered float64 values)."""
+BLOCK_ELEMENTS = 1 << 20
+"""Indices drawn per block (1 Mi int64 = 8 MiB, plus 8 MiB of gathered float64 values)."""
 
 
 def _rows_per_block(cells_per_replicate: int) -> int:
@@ -69,8 +71,6 @@ def resampled_weighted_means(u: np.ndarray, w: np.ndarray | None, replicates: in
     if replicates < 1:
         raise ValueError(f"replicates must be >= 1 (got {replicates})")
     n_sets, n = values.shape
-    if n >= 2**31:
-        raise ValueError(f"a sample of {n} decisions is too large to resample (limit 2^31 − 1)")
     weights = None
     if w is not None:
         weights = np.broadcast_to(np.asarray(w, dtype=np.float64), u.shape).reshape(values.shape)
@@ -91,7 +91,7 @@ def resampled_weighted_means(u: np.ndarray, w: np.ndarray | None, replicates: in
     flat_weights = None if weights is None else weights.ravel()
     for start in range(0, replicates, rows):
         count = min(rows, replicates - start)
-        index = rng.integers(0, n, size=(n_sets, count, n), dtype=np.int32)
+        index = rng.integers(0, n, size=(n_sets, count, n), dtype=np.int64)
         if n_sets > 1:
             index = index + offsets
         numerator = np.take(flat_weighted, index).sum(axis=2)
@@ -180,8 +180,8 @@ def pairwise_bootstrap(samples: Sequence[tuple[np.ndarray, np.ndarray | None]], 
                      for u, w in samples]
     stacked = np.vstack(means) if means else np.empty((0, replicates))
     low, high = percentile_interval(stacked, confidence_level) if means else (np.empty(0), np.empty(0))
-    vendors = tuple(VendorInterval(float(estimates[v]), float(low[v]), float(high[v]), float(np.tanh(low[v])),
-                                   float(np.tanh(high[v]))) for v in range(len(samples)))
+    vendors = tuple(VendorInterval(float(estimates[v]), float(low[v]), float(high[v]), math.tanh(low[v]),
+                                   math.tanh(high[v])) for v in range(len(samples)))
     if not pairs:
         return PairwiseBootstrap(replicates, confidence_level, vendors, ())
     a_idx = np.array([a for a, _ in pairs])
@@ -193,7 +193,7 @@ def pairwise_bootstrap(samples: Sequence[tuple[np.ndarray, np.ndarray | None]], 
     comparisons = tuple(
         PairComparison(a=int(a), b=int(b), diff_u=float(estimates[a]) - float(estimates[b]),
                        ci_u=(float(d_low[k]), float(d_high[k])),
-                       ci_tanh=(float(np.tanh(d_low[k])), float(np.tanh(d_high[k]))),
+                       ci_tanh=(math.tanh(d_low[k]), math.tanh(d_high[k])),
                        p_min=float(p_min[k]), p_two_sided=float(p_two[k]), p_holm=float(p_holm[k]))
         for k, (a, b) in enumerate(pairs))
     return PairwiseBootstrap(replicates, confidence_level, vendors, comparisons)

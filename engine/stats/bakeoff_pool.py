@@ -67,8 +67,11 @@ BAND_NAMES: tuple[str, ...] = ("A++", "A+", "A0", "A-", "A--")
 FIXED_POINT_BITS = 56
 """Sums are exact multiples of 2^-FIXED_POINT_BITS (see module docstring)."""
 
+_SCALE = float(1 << FIXED_POINT_BITS)
+_INT_LIMIT = float(1 << 62)
+_LOW31 = (1 << 31) - 1
 _LIMB_BITS = 30
-_ROWS_PER_PASS = 1 << 22  # 2^22 rows × limbs below 2^30 in magnitude: float64 sums below 2^52, exact
+_ROWS_PER_PASS = 1 << 21  # 2^21 rows × limbs below 2^31 in magnitude: float64 sums below 2^52, exact
 _A0 = BAND_NAMES.index("A0")
 
 
@@ -154,6 +157,8 @@ class DecisionValues:
     u_dec: np.ndarray
     w_dec: np.ndarray
     u_env_dec: np.ndarray
+    u_env: np.ndarray
+    """atanh(RSI_env), unweighted (what the bootstrap resamples)."""
     band: np.ndarray
     """Band index of RSI_env (after hysteresis when used)."""
     band_ungated: np.ndarray
@@ -170,7 +175,8 @@ def decision_values(rsi: np.ndarray, w: np.ndarray, g: np.ndarray, *, mode: str,
     a = clamp_rsi(rsi, eps_a)
     rsi_env = gate_rsi(a, g, mode, eps_a)
     u_dec = w * np.arctanh(a)
-    u_env_dec = w * np.arctanh(rsi_env)
+    u_env = np.arctanh(rsi_env)
+    u_env_dec = w * u_env
     if hysteresis is None:
         band = bands.classify(rsi_env)
     else:
@@ -178,7 +184,7 @@ def decision_values(rsi: np.ndarray, w: np.ndarray, g: np.ndarray, *, mode: str,
             streams = np.zeros(len(a), dtype=np.intp)
         band = hysteresis_bands(rsi_env, streams, bands, hysteresis)
     return DecisionValues(rsi_env=rsi_env, u_dec=u_dec, w_dec=np.asarray(w, dtype=np.float64),
-                          u_env_dec=u_env_dec, band=band, band_ungated=bands.classify(a))
+                          u_env_dec=u_env_dec, u_env=u_env, band=band, band_ungated=bands.classify(a))
 
 
 def hysteresis_bands(x: np.ndarray, streams: np.ndarray, bands: BandTable, hysteresis: Hysteresis) -> np.ndarray:
@@ -218,32 +224,50 @@ def hysteresis_bands(x: np.ndarray, streams: np.ndarray, bands: BandTable, hyste
 def fixed_point_group_sums(codes: np.ndarray, terms: np.ndarray, n_groups: int) -> tuple[int, ...]:
     """Σ round(term · 2^56) per group, exactly, as Python integers (the sums in units of 2^-56).
 
-    Each scaled term is split into 30-bit limbs (low limbs in [0, 2^30), the top limb signed); each limb
-    is summed per group with ``np.bincount`` over at most 2^22 rows at a time, where float64 is exact.
+    Each scaled term is split into limbs (two 31-bit limbs of an int64 when |scaled| < 2^62, otherwise
+    30-bit float limbs with the top limb signed); each limb is summed per group with ``np.bincount`` over
+    at most 2^21 rows at a time, where the float64 sums stay below 2^52 and are exact. A constant column
+    (e.g. uniform weights) is summed as count × value.
     """
     codes = np.asarray(codes, dtype=np.intp)
     terms = np.asarray(terms, dtype=np.float64)
     totals = [0] * n_groups
+
+    def add(sums: np.ndarray, shift: int) -> None:
+        for group, value in enumerate(sums.tolist()):
+            if value:
+                totals[group] += int(value) << shift
+
     for start in range(0, len(terms), _ROWS_PER_PASS):
         part_codes = codes[start:start + _ROWS_PER_PASS]
-        rest = np.rint(np.ldexp(terms[start:start + _ROWS_PER_PASS], FIXED_POINT_BITS))
-        if not np.all(np.isfinite(rest)):
+        part = terms[start:start + _ROWS_PER_PASS]
+        low_term, high_term = float(part.min()), float(part.max())
+        if not (math.isfinite(low_term) and math.isfinite(high_term)):
+            raise ValueError("per-decision terms must be finite")
+        if low_term == high_term:
+            unit = int(np.rint(high_term * _SCALE))
+            for group, count in enumerate(np.bincount(part_codes, minlength=n_groups).tolist()):
+                totals[group] += count * unit
+            continue
+        scaled = np.rint(part * _SCALE)  # exact: a power-of-two scaling, then rounding half to even
+        if max(-low_term, high_term) * _SCALE < _INT_LIMIT:
+            ints = scaled.astype(np.int64)
+            add(np.bincount(part_codes, weights=(ints & _LOW31).astype(np.float64), minlength=n_groups), 0)
+            add(np.bincount(part_codes, weights=(ints >> 31).astype(np.float64), minlength=n_groups), 31)
+            continue
+        if not np.all(np.isfinite(scaled)):
             raise ValueError("a per-decision term is too large for the fixed-point sums (|w·u| ≥ 2^960)")
-        largest = int(np.max(np.abs(rest))) if len(rest) else 0
+        largest = int(np.max(np.abs(scaled)))
         n_limbs = max(1, -(-largest.bit_length() // _LIMB_BITS))
+        rest = scaled
         for limb in range(n_limbs):
             if limb < n_limbs - 1:
                 high = np.floor(np.ldexp(rest, -_LIMB_BITS))
                 low = rest - np.ldexp(high, _LIMB_BITS)  # exact: the remainder mod 2^30
             else:
-                high, low = None, rest
-            sums = np.bincount(part_codes, weights=low, minlength=n_groups)
-            shift = limb * _LIMB_BITS
-            for group, value in enumerate(sums.tolist()):
-                if value:
-                    totals[group] += int(value) << shift
-            if high is not None:
-                rest = high
+                high, low = rest, rest
+            add(np.bincount(part_codes, weights=low, minlength=n_groups), limb * _LIMB_BITS)
+            rest = high
     return tuple(totals)
 
 
@@ -374,9 +398,11 @@ def pools_from_sums(sums: GroupSums, *, eps_w: float, bands: BandTable) -> Pools
     U = np.array([_to_float(v) for v in sums.u_fx], dtype=np.float64)
     U_env = np.array([_to_float(v) for v in sums.u_env_fx], dtype=np.float64)
     insufficient = np.array([v == 0 for v in sums.w_fx], dtype=bool)
-    denominator = np.maximum(W, eps_w)
-    rsi_pool = np.where(insufficient, 0.0, np.tanh(U / denominator))
-    rsi_pool_env = np.where(insufficient, 0.0, np.tanh(U_env / denominator))
+    # math.tanh per group (libm, as a hand check would compute it); the group count is small
+    rsi_pool = np.array([0.0 if empty else math.tanh(u / max(w, eps_w))
+                         for u, w, empty in zip(U.tolist(), W.tolist(), insufficient.tolist())])
+    rsi_pool_env = np.array([0.0 if empty else math.tanh(u / max(w, eps_w))
+                             for u, w, empty in zip(U_env.tolist(), W.tolist(), insufficient.tolist())])
     band_pool = np.where(insufficient, _A0, bands.classify(rsi_pool)).astype(np.int8)
     band_pool_env = np.where(insufficient, _A0, bands.classify(rsi_pool_env)).astype(np.int8)
     return Pools(
@@ -416,8 +442,9 @@ def half_even(x: float, places: Decimal = _SIX_PLACES) -> Decimal:
     """``x`` rounded half-even to 6 decimals, from its shortest round-trip decimal ``repr``.
 
     The seed's Brief asks for "half-even at export". Rounding the shortest decimal that identifies the
-    float (``repr``) makes ties those a reader sees: 0.5104785 → 0.510478, whereas ``f"{x:.6f}"`` rounds
-    the binary value (0.51047850000000002…) up to 0.510479. Negative zero prints as 0.000000.
+    float (``repr``) makes ties those a reader sees: 1.0000005 → 1.000000 (half to even), whereas
+    ``f"{x:.6f}"`` rounds the binary value 1.00000050000000007… up to 1.000001 — and rounds other printed
+    ties down, depending on the binary expansion. Negative zero prints as 0.000000.
     """
     if not math.isfinite(x):
         raise ValueError(f"cannot format a non-finite value ({x!r})")

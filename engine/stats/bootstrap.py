@@ -19,7 +19,9 @@ Two resampling schemes give the bootstrap replicates θ*_1..θ*_B:
     deltas (InvarLock v0.3.7 ``core/bootstrap.py``, kept for comparison with the seed). Its replicates
     have variance Σ p_i (d_i − θ̂)² / n, whereas θ̂ has variance ≈ Σ p_i² (d_i − θ)²; when d is unrelated
     to t the ratio is n Σ p_i² = 1 + CV²(t) > 1, so the interval is too narrow and under-covers
-    (docs/paired_bootstrap.md gives measured figures).
+    (docs/paired_bootstrap.md gives measured figures). The two variances agree when Var(d_i) ∝ 1/t_i
+    (independent per-token noise). With all t_i equal, p is uniform and the ``uniform`` code path is
+    used (the same distribution, and the same draws as scipy's plain-mean bootstrap).
 
 Intervals at level 1 − 2α (Efron & Tibshirani 1993, §14.3, eqs. 14.10, 14.14, 14.15):
 
@@ -33,11 +35,14 @@ Intervals at level 1 − 2α (Efron & Tibshirani 1993, §14.3, eqs. 14.10, 14.14
 
 Index stream. Uniform indices are drawn with ``rng.integers(0, n, size=(rows, n))`` (int64, exactly as
 ``scipy.stats.bootstrap`` draws them) in consecutive blocks of ``resample_block_rows(n)`` rows, a fixed
-function of n alone. The result therefore depends only on (d, t, the generator's state, replicates,
-scheme, method, confidence_level) — never on ``batch_size`` — and equals ``scipy.stats.bootstrap(...,
-paired=True, method='BCa', batch=resample_block_rows(n), rng=<same generator state>)`` up to rounding
-in the acceleration (≈1e-15). Token-weighted indices come from ``rng.random`` in the same blocks by
-inverse-CDF lookup on the cumulative token counts.
+function of n alone, and token-weighted indices by inverse-CDF lookup of ``rng.random`` in the same
+blocks. The result therefore depends only on (d, t, the generator's state, replicates, scheme, method,
+confidence_level), never on ``batch_size`` or ``prefetch``. It equals ``scipy.stats.bootstrap((d, t),
+weighted_mean, paired=True, vectorized=True, method='BCa', batch=resample_block_rows(n), rng=<same
+state>)``: the replicates bit for bit, the interval up to rounding in the acceleration (~1e-16).
+(NumPy's ``Generator.integers`` does not depend on call boundaries either — the 32-bit draws are
+buffered in the bit generator's state — so any scipy ``batch`` gives the same figures; the fixed blocks
+make certa's result independent of that implementation detail.)
 
 Edge cases: n < 2, non-finite deltas, and non-finite or non-positive token counts raise ``ValueError``;
 all-equal deltas give a degenerate interval [θ̂, θ̂] without touching the generator; when BCa is
@@ -145,6 +150,7 @@ def weighted_mean_replicates(deltas: np.ndarray, tokens: np.ndarray, *, rng: np.
     """
     d, t = _validate(deltas, tokens, min_n=2)
     replicates, batch_size = _check_counts(replicates, batch_size)
+    _check_rng(rng)
     if scheme not in SCHEMES:
         raise ValueError(f"'scheme' must be one of {SCHEMES} (got {scheme!r})")
     return _replicates(d, t, rng, replicates, scheme, batch_size, prefetch)
@@ -170,9 +176,11 @@ def weighted_mean_bootstrap_ci(deltas: np.ndarray, tokens: np.ndarray, *, rng: n
     Raises:
         ValueError: n < 2, mismatched lengths, non-finite deltas, non-finite or non-positive token
             counts, or an invalid option.
+        TypeError: ``rng`` is not a ``numpy.random.Generator``.
     """
     d, t = _validate(deltas, tokens, min_n=2)
     replicates, batch_size = _check_counts(replicates, batch_size)
+    _check_rng(rng)
     if method not in METHODS:
         raise ValueError(f"'method' must be one of {METHODS} (got {method!r})")
     if scheme not in SCHEMES:
@@ -181,7 +189,8 @@ def weighted_mean_bootstrap_ci(deltas: np.ndarray, tokens: np.ndarray, *, rng: n
     if not 0.0 < level < 1.0:
         raise ValueError(f"'confidence_level' must be in (0, 1) (got {confidence_level!r})")
 
-    estimate = float(np.sum(t * d) / np.sum(t))
+    with np.errstate(over="ignore", invalid="ignore"):
+        estimate = float(np.sum(t * d) / np.sum(t))
     if not math.isfinite(estimate):
         raise ValueError(f"the token-weighted mean is not finite ({estimate!r}): deltas or token counts "
                          "are too large to sum in float64")
@@ -242,11 +251,11 @@ def _validate(deltas: np.ndarray, tokens: np.ndarray, *, min_n: int) -> tuple[np
     bad = ~np.isfinite(d)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"'deltas' must be finite (window {i} is {d[i]!r})")
+        raise ValueError(f"'deltas' must be finite (window {i} is {float(d[i])!r})")
     bad = ~(np.isfinite(t) & (t > 0))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"'tokens' must be finite and > 0 (window {i} has {t[i]!r}); "
+        raise ValueError(f"'tokens' must be finite and > 0 (window {i} has {float(t[i])!r}); "
                          "a window without scored tokens has no log-loss and must be dropped")
     return np.ascontiguousarray(d), np.ascontiguousarray(t)
 
@@ -260,14 +269,20 @@ def _check_counts(replicates: int, batch_size: int | None) -> tuple[int, int | N
     return int(replicates), None if batch_size is None else int(batch_size)
 
 
+def _check_rng(rng: np.random.Generator) -> None:
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"'rng' must be a numpy.random.Generator (got {type(rng).__name__})")
+
+
 def _acceleration(d: np.ndarray, t: np.ndarray, estimate: float) -> float | None:
     """a from the exact leave-one-out deviations δ_i = θ₍ᵢ₎ − θ̂ = t_i (θ̂ − d_i) / (Σt − t_i)."""
     delta = t * (estimate - d) / (np.sum(t) - t)
     u = np.mean(delta) - delta                      # θ̄₍.₎ − θ₍ᵢ₎
-    den = float(np.sum(u * u))
-    if not (den > 0.0 and math.isfinite(den)):
+    scale = float(np.max(np.abs(u)))                # a is scale-free; rescaling avoids under/overflow
+    if not (scale > 0.0 and math.isfinite(scale)):
         return None
-    a = float(np.sum(u * u * u)) / (6.0 * den ** 1.5)
+    u = u / scale
+    a = float(np.sum(u * u * u)) / (6.0 * float(np.sum(u * u)) ** 1.5)
     return a if math.isfinite(a) else None
 
 
@@ -309,11 +324,11 @@ def _replicates(d: np.ndarray, t: np.ndarray, rng: np.random.Generator, replicat
     rows = resample_block_rows(n)
     chunk = rows if batch_size is None else min(rows, batch_size)
     out = np.empty(replicates, dtype=np.float64)
-    gathered = np.empty((chunk, n), dtype=np.float64)
     blocks = _blocks(replicates, rows)
 
     if scheme == "token_weighted" and not np.all(t == t[0]):
         lookup = _InverseCDF(t)
+        gathered = np.empty((chunk, n), dtype=np.float64)
 
         def draw(r: int) -> np.ndarray:
             return lookup(rng.random((r, n)))
@@ -325,8 +340,14 @@ def _replicates(d: np.ndarray, t: np.ndarray, rng: np.random.Generator, replicat
                 out[start + s:start + s + part.shape[0]] = np.take(d, part, out=g).sum(axis=1) / n
         return out
 
-    # uniform scheme (and token_weighted with equal token counts, where p_i = 1/n: the same distribution)
-    td = t * d
+    # uniform scheme (and token_weighted with equal token counts, where p_i = 1/n: the same distribution).
+    # One 16-byte gather of (t_i d_i, t_i) packed as a complex number; the strided row sums of the real
+    # and imaginary parts are numpy's pairwise sums in the same order as for contiguous arrays, so each
+    # θ* equals (t[idx] * d[idx]).sum(-1) / t[idx].sum(-1) bit for bit (what scipy computes).
+    packed = np.empty(n, dtype=np.complex128)
+    packed.real = t * d
+    packed.imag = t
+    gathered_pairs = np.empty((chunk, n), dtype=np.complex128)
 
     def draw(r: int) -> np.ndarray:
         return rng.integers(0, n, size=(r, n))
@@ -334,10 +355,8 @@ def _replicates(d: np.ndarray, t: np.ndarray, rng: np.random.Generator, replicat
     for start, idx in _draws(draw, blocks, prefetch):
         for s in range(0, idx.shape[0], chunk):
             part = idx[s:s + chunk]
-            g = gathered[:part.shape[0]]
-            num = np.take(td, part, out=g).sum(axis=1)
-            den = np.take(t, part, out=g).sum(axis=1)
-            out[start + s:start + s + part.shape[0]] = num / den
+            g = np.take(packed, part, out=gathered_pairs[:part.shape[0]])
+            out[start + s:start + s + part.shape[0]] = g.real.sum(axis=1) / g.imag.sum(axis=1)
     return out
 
 
@@ -348,7 +367,7 @@ class _InverseCDF:
     about 5x faster: a guide table G_j = #{k : C_k ≤ j·C_n/m} over m equal buckets gives a lower bound
     G_{j−1} for a key in bucket j = ⌊u·m⌋ (one bucket of slack absorbs rounding), and the exact index is
     reached by at most R = max_j (G_{j+2} − G_{j−1}) unit steps "i += (x ≥ C_i)" (Chen & Asau 1974,
-    indexed search). m = min(3 Σt / min t, 16 n, 2**20) (at least n) keeps R small; when R still exceeds
+    indexed search). m = min(3 Σt / min t, 64 n, 2**20) (at least n) keeps R small; when R still exceeds
     24 (extremely uneven token counts), plain binary search is used instead (same result).
     """
 
@@ -359,7 +378,7 @@ class _InverseCDF:
         self.cumulative = np.cumsum(t)
         self.total = float(self.cumulative[-1])
         n = t.size
-        m = int(min(self._MAX_BUCKETS, 16 * n, max(n, math.ceil(3.0 * self.total / float(t.min())))))
+        m = int(min(self._MAX_BUCKETS, 64 * n, max(n, math.ceil(3.0 * self.total / float(t.min())))))
         edges = np.searchsorted(self.cumulative, np.arange(m + 3) * (self.total / m), side="right")
         edges = np.minimum(edges, n)
         self.buckets = m

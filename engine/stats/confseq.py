@@ -85,9 +85,10 @@ def confidence_sequence(scores: np.ndarray, method: str, alpha: float, low: floa
 
 
 def null_p_value(scores: np.ndarray, method: str, m0: float, alpha: float, low: float, high: float,
-                 settings: CSSettings = CSSettings()) -> PValuePath:
+                 settings: CSSettings = CSSettings(), *, start: int = 1) -> PValuePath:
     """p-value path for H0: mean = m0 that goes with ``method`` (module docstring).
 
+    ``start`` (asymptotic_cs only): the first t whose martingale value enters the running maximum.
     For bounded methods with m0 outside [low, high] the clipped mean cannot equal m0: p = 0 throughout.
     """
     if method in ("betting", "eb_cs", "stitched"):
@@ -99,7 +100,7 @@ def null_p_value(scores: np.ndarray, method: str, m0: float, alpha: float, low: 
                                   theta=settings.theta)
         return PValuePath(anytime_p_value(log_e), "anytime-valid (hedged betting e-process)", log_e)
     if method == "asymptotic_cs":
-        return PValuePath(asymptotic_p_value(scores, m0, alpha, t_opt=settings.t_opt),
+        return PValuePath(asymptotic_p_value(scores, m0, alpha, t_opt=settings.t_opt, start=start),
                           "asymptotic anytime-valid (normal mixture)")
     if method == "eb_fixed_n":
         return PValuePath(eb_fixed_n_p_value(scores, m0, low, high), "fixed-n, not valid under optional stopping")

@@ -6,7 +6,8 @@ asymptotic confidence sequences", Ann. Statist.; seed note shared/methods/sequen
     rho^2 = ( 2 ln(1/alpha) + ln(1 + 2 ln(1/alpha)) ) / t*          (tightest near t = t*)
     C_t   = mean_t ± sigma_t · sqrt( 2 (t rho^2 + 1) / (t^2 rho^2) · ln( sqrt(t rho^2 + 1) / alpha ) )
 
-with sigma_t the sample standard deviation (ddof = 1) of the first t scores; C_1 is the whole line.
+with sigma_t the sample standard deviation (ddof = 1) of the first t scores; C_t is the whole line
+while sigma_t = 0 (t = 1, or all scores so far equal: a plug-in of 0 would collapse C_t to a point).
 Its coverage is asymptotic (it holds as the start time grows), not guaranteed at small n, so the
 certificate labels it "asymptotic anytime-valid". No bound on the scores is assumed and none are clipped.
 
@@ -32,8 +33,12 @@ def mixture_rho2(alpha: float, t_opt: float) -> float:
     return float((2.0 * log_term + np.log1p(2.0 * log_term)) / t_opt)
 
 
-def asymptotic_cs(scores: np.ndarray, alpha: float, *, t_opt: float, intersect: bool = True) -> ConfidenceSequence:
-    """Asymptotic CS for the mean of raw (unclipped) scores, every prefix (module docstring)."""
+def asymptotic_cs(scores: np.ndarray, alpha: float, *, t_opt: float, intersect: bool = False) -> ConfidenceSequence:
+    """Asymptotic CS for the mean of raw (unclipped) scores, every prefix (module docstring).
+
+    No running intersection by default: the plug-in sequence is unreliable at small t (e.g. a zero sample
+    variance collapses it to a point), and intersecting would carry that early failure forward forever.
+    """
     x = np.asarray(scores, dtype=np.float64)
     t = time_index(x.shape[-1])
     rho2 = mixture_rho2(alpha, t_opt)
@@ -41,6 +46,7 @@ def asymptotic_cs(scores: np.ndarray, alpha: float, *, t_opt: float, intersect: 
     growth = t * rho2 + 1.0
     radius = np.sqrt(var) * np.sqrt(2.0 * growth / (t * t * rho2) * np.log(np.sqrt(growth) / alpha))
     radius[..., 0] = np.inf
+    radius[var == 0.0] = np.inf          # equal scores so far: no variance estimate, no information
     lo, hi = mean - radius, mean + radius
     if intersect:
         lo, hi = running_intersection(lo, hi)
@@ -52,8 +58,12 @@ def asymptotic_cs(scores: np.ndarray, alpha: float, *, t_opt: float, intersect: 
     )
 
 
-def asymptotic_p_value(scores: np.ndarray, m0: float, alpha: float, *, t_opt: float) -> np.ndarray:
-    """Anytime p-value path for H0: mean = m0 from the normal-mixture martingale (asymptotic)."""
+def asymptotic_p_value(scores: np.ndarray, m0: float, alpha: float, *, t_opt: float, start: int = 1) -> np.ndarray:
+    """Anytime p-value path for H0: mean = m0 from the normal-mixture martingale (asymptotic).
+
+    The running maximum starts at t = ``start`` (e.g. n_min): like the sequence, the plug-in martingale is
+    not trusted at the smallest t, and a running maximum would carry an early excursion forward.
+    """
     x = np.asarray(scores, dtype=np.float64)
     t = time_index(x.shape[-1])
     rho2 = mixture_rho2(alpha, t_opt)
@@ -61,8 +71,8 @@ def asymptotic_p_value(scores: np.ndarray, m0: float, alpha: float, *, t_opt: fl
     growth = t * rho2 + 1.0
     gap = mean - m0
     with np.errstate(divide="ignore", invalid="ignore"):
-        z2 = np.where(gap == 0.0, 0.0, (t * gap) ** 2 / var)
+        z2 = np.where((gap == 0.0) | (var == 0.0), 0.0, (t * gap) ** 2 / var)
     log_m = rho2 * z2 / (2.0 * growth) - 0.5 * np.log(growth)
-    log_m[..., 0] = 0.0
+    log_m[..., : max(start - 1, 1)] = 0.0
     log_m = np.where(np.isnan(log_m), 0.0, log_m)
     return np.minimum(1.0, np.exp(-np.maximum.accumulate(log_m, axis=-1)))

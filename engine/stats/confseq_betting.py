@@ -146,12 +146,21 @@ def hedged_log_evalue(y: np.ndarray, m0: float, alpha: float, *, truncation: flo
         raise ValueError(f"the null mean must lie in [0, 1] after scaling (got {m0})")
     y = np.asarray(y, dtype=np.float64)
     lam = prpl_lambda(y, alpha)
-    with np.errstate(divide="ignore"):
-        cap_plus = truncation / m0 if m0 > 0 else np.inf
-        cap_minus = truncation / (1.0 - m0) if m0 < 1 else np.inf
-    log_plus = np.cumsum(np.log1p(np.minimum(lam, cap_plus) * (y - m0)), axis=-1)
-    log_minus = np.cumsum(np.log1p(-np.minimum(lam, cap_minus) * (y - m0)), axis=-1)
-    return np.logaddexp(np.log(theta) + log_plus, np.log(1.0 - theta) + log_minus)
+    cap_plus = truncation / m0 if m0 > 0 else np.inf
+    cap_minus = truncation / (1.0 - m0) if m0 < 1 else np.inf
+    excess = y - m0
+    log_plus = np.minimum(lam, cap_plus)
+    log_plus *= excess
+    np.log1p(log_plus, out=log_plus)
+    np.cumsum(log_plus, axis=-1, out=log_plus)
+    log_plus += np.log(theta)
+    log_minus = np.minimum(lam, cap_minus, out=lam)
+    log_minus *= excess
+    np.negative(log_minus, out=log_minus)
+    np.log1p(log_minus, out=log_minus)
+    np.cumsum(log_minus, axis=-1, out=log_minus)
+    log_minus += np.log(1.0 - theta)
+    return np.logaddexp(log_plus, log_minus, out=log_plus)
 
 
 def anytime_p_value(log_evalue: np.ndarray) -> np.ndarray:

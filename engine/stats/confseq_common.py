@@ -21,6 +21,7 @@ martingales and the sequences valid at every stopping time.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,7 @@ __all__ = [
     "time_index",
     "regularised_means",
     "predictable_variance",
+    "prpl_parts",
     "prpl_lambda",
     "prefix_mean_variance",
     "running_intersection",
@@ -92,29 +94,65 @@ def from_unit_interval(value: np.ndarray, low: float, high: float) -> np.ndarray
     return low + (high - low) * np.asarray(value, dtype=np.float64)
 
 
+@functools.lru_cache(maxsize=8)
 def time_index(n: int) -> np.ndarray:
-    """t = 1..n as float64."""
-    return np.arange(1, n + 1, dtype=np.float64)
+    """t = 1..n as float64 (cached, read-only)."""
+    t = np.arange(1, n + 1, dtype=np.float64)
+    t.flags.writeable = False
+    return t
+
+
+@functools.lru_cache(maxsize=8)
+def _bet_time_factor(n: int) -> np.ndarray:
+    """t ln(1 + t) for t = 1..n (cached, read-only)."""
+    t = time_index(n)
+    out = t * np.log1p(t)
+    out.flags.writeable = False
+    return out
+
+
+def _shift_in(first: float, path: np.ndarray) -> np.ndarray:
+    """(first, path_1, ..., path_{n-1}): the value known before each t."""
+    out = np.empty_like(path)
+    out[..., 0] = first
+    out[..., 1:] = path[..., :-1]
+    return out
 
 
 def regularised_means(y: np.ndarray) -> np.ndarray:
     """mu_t = (1/2 + sum_{i<=t} y_i) / (t + 1) for t = 1..n (shape of ``y``)."""
-    t = time_index(y.shape[-1])
-    return (0.5 + np.cumsum(y, axis=-1)) / (t + 1.0)
+    mu = np.cumsum(y, axis=-1)
+    mu += 0.5
+    mu /= time_index(y.shape[-1]) + 1.0
+    return mu
+
+
+def prpl_parts(y: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """(mu_{t-1}, untruncated bet lambda_t) for t = 1..n, sharing the prefix sums (module docstring)."""
+    n = y.shape[-1]
+    mu = regularised_means(y)
+    dev = y - mu
+    dev *= dev
+    sigma2 = np.cumsum(dev, axis=-1)
+    sigma2 += 0.25
+    sigma2 /= time_index(n) + 1.0
+    lam = _shift_in(0.25, sigma2)
+    lam *= _bet_time_factor(n)
+    np.divide(2.0 * np.log(2.0 / alpha), lam, out=lam)
+    np.sqrt(lam, out=lam)
+    return _shift_in(0.5, mu), lam
 
 
 def predictable_variance(y: np.ndarray) -> np.ndarray:
     """sigma2_{t-1} for t = 1..n: the regularised variance from data before t (sigma2_0 = 1/4)."""
-    t = time_index(y.shape[-1])
     mu = regularised_means(y)
-    sigma2 = (0.25 + np.cumsum((y - mu) ** 2, axis=-1)) / (t + 1.0)
-    return np.concatenate([np.full(y.shape[:-1] + (1,), 0.25), sigma2[..., :-1]], axis=-1)
+    sigma2 = (0.25 + np.cumsum((y - mu) ** 2, axis=-1)) / (time_index(y.shape[-1]) + 1.0)
+    return _shift_in(0.25, sigma2)
 
 
 def prpl_lambda(y: np.ndarray, alpha: float) -> np.ndarray:
     """Untruncated predictable plug-in bet sqrt(2 ln(2/alpha) / (sigma2_{t-1} t ln(1+t))), t = 1..n."""
-    t = time_index(y.shape[-1])
-    return np.sqrt(2.0 * np.log(2.0 / alpha) / (predictable_variance(y) * t * np.log1p(t)))
+    return prpl_parts(y, alpha)[1]
 
 
 def prefix_mean_variance(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -127,10 +165,15 @@ def prefix_mean_variance(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     shift = x[..., :1]
     d = x - shift
     s1 = np.cumsum(d, axis=-1)
-    s2 = np.cumsum(d * d, axis=-1)
-    mean = shift + s1 / t
+    d *= d
+    s2 = np.cumsum(d, axis=-1)
+    mean = s1 / t
+    s1 *= mean                                   # s1^2 / t
+    s2 -= s1
+    np.maximum(s2, 0.0, out=s2)
     with np.errstate(invalid="ignore", divide="ignore"):
-        var = np.maximum(s2 - s1 * s1 / t, 0.0) / (t - 1.0)
+        var = np.divide(s2, t - 1.0, out=s2)
+    mean += shift
     var[..., 0] = np.nan
     return mean, var
 

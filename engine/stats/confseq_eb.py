@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .confseq_common import (ConfidenceSequence, from_unit_interval, prpl_lambda, regularised_means,
-                             running_intersection, to_unit_interval)
+from .confseq_common import (ConfidenceSequence, from_unit_interval, prpl_parts, running_intersection,
+                             to_unit_interval)
 
 __all__ = ["prpl_eb_unit", "eb_cs"]
 
@@ -28,14 +28,25 @@ __all__ = ["prpl_eb_unit", "eb_cs"]
 def prpl_eb_unit(y: np.ndarray, alpha: float, truncation: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
     """PrPl-EB bounds (lower, upper) in [0, 1] for every prefix of ``y`` (shape ``(..., n)``)."""
     y = np.asarray(y, dtype=np.float64)
-    lam = np.minimum(prpl_lambda(y, alpha), truncation)
-    mu = regularised_means(y)
-    mu_prev = np.concatenate([np.full(y.shape[:-1] + (1,), 0.5), mu[..., :-1]], axis=-1)
-    psi = -np.log1p(-lam) - lam
+    mu_prev, lam = prpl_parts(y, alpha)
+    np.minimum(lam, truncation, out=lam)
+    psi = np.negative(lam)
+    np.log1p(psi, out=psi)
+    psi += lam
+    np.negative(psi, out=psi)                               # psi = -ln(1 - lam) - lam
+    mu_prev -= y
+    mu_prev *= mu_prev                                      # w = (y - mu_{t-1})^2
+    mu_prev *= psi
+    radius = np.cumsum(mu_prev, axis=-1)
+    radius += np.log(2.0 / alpha)
     sum_lam = np.cumsum(lam, axis=-1)
-    centre = np.cumsum(lam * y, axis=-1) / sum_lam
-    radius = (np.log(2.0 / alpha) + np.cumsum((y - mu_prev) ** 2 * psi, axis=-1)) / sum_lam
-    return np.maximum(centre - radius, 0.0), np.minimum(centre + radius, 1.0)
+    lam *= y
+    centre = np.cumsum(lam, axis=-1)
+    centre /= sum_lam
+    radius /= sum_lam
+    lower = centre - radius
+    centre += radius
+    return np.maximum(lower, 0.0, out=lower), np.minimum(centre, 1.0, out=centre)
 
 
 def eb_cs(scores: np.ndarray, alpha: float, low: float, high: float, *, truncation: float = 0.5,

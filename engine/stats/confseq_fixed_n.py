@@ -38,17 +38,23 @@ def student_t_quantile(p: float, df: np.ndarray) -> np.ndarray:
     which is ~100x faster on long paths.
     """
     df = np.asarray(df, dtype=np.float64)
-    out = np.empty_like(df)
-    small = df < _EXPANSION_MIN_DF
-    out[small] = special.stdtrit(df[small], p)
-    nu = df[~small]
     z = special.ndtri(p)
     z2 = z * z
     g1 = (z2 + 1.0) * z / 4.0
     g2 = ((5.0 * z2 + 16.0) * z2 + 3.0) * z / 96.0
     g3 = (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) * z / 384.0
     g4 = ((((79.0 * z2 + 776.0) * z2 + 1482.0) * z2 - 1920.0) * z2 - 945.0) * z / 92160.0
-    out[~small] = z + g1 / nu + g2 / nu ** 2 + g3 / nu ** 3 + g4 / nu ** 4
+    r = 1.0 / df
+    out = r * g4                                                   # Horner in 1/df
+    out += g3
+    out *= r
+    out += g2
+    out *= r
+    out += g1
+    out *= r
+    out += z
+    small = np.flatnonzero(df < _EXPANSION_MIN_DF)
+    out.flat[small] = special.stdtrit(df.flat[small], p)
     return out
 
 
@@ -80,8 +86,10 @@ def t_fixed_n(scores: np.ndarray, alpha: float) -> ConfidenceSequence:
     mean, var = prefix_mean_variance(x)
     t = time_index(x.shape[-1])
     df = np.maximum(t - 1.0, 1.0)
-    quantile = student_t_quantile(1.0 - alpha / 2.0, df)
-    half = quantile * np.sqrt(var / t)
+    var /= t
+    np.sqrt(var, out=var)
+    var *= student_t_quantile(1.0 - alpha / 2.0, df)
+    half = var
     half[..., 0] = np.inf
     return ConfidenceSequence(
         method="t_fixed_n", alpha=alpha, lower=mean - half, upper=mean + half,

@@ -136,13 +136,16 @@ def rule_states(lower: np.ndarray, upper: np.ndarray, mean: np.ndarray, all_zero
     mean = np.asarray(mean, dtype=np.float64)
     n = lower.shape[-1]
     t = np.arange(1, n + 1)
+    abs_mean = np.abs(mean)
     with np.errstate(invalid="ignore"):
-        half_width = np.maximum((upper - lower) / 2.0, 0.0)
-        rel_me = half_width / np.maximum(np.abs(mean), rules.min_effect_floor)
+        half_width = np.subtract(upper, lower)
+        half_width /= 2.0
+        np.maximum(half_width, 0.0, out=half_width)
+        rel_me = half_width / np.maximum(abs_mean, rules.min_effect_floor)
     thr = rules.early_stop_threshold
     old_enough = t >= rules.identical_model_n_min
     identical_zero = old_enough & all_zero
-    identical_small = old_enough & (np.abs(mean) < thr) & (half_width < thr)
+    identical_small = (abs_mean < thr) & (half_width < thr) & old_enough
     delta = rules.delta_star
     different_higher = lower > delta
     different_lower = upper < -delta

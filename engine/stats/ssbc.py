@@ -15,8 +15,9 @@ Computation. For integer a, b, P(Beta(a, b) <= x) = P(Binomial(a+b-1, x) >= a); 
 b = u and x = 1-alpha the failure probability is P(Binomial(n, alpha) <= u-1), so the rule is
 ``binom.cdf(u-1, n, alpha) <= delta`` (the small tail, evaluated accurately). The tail probability
 increases in u, so u* is found by binary search (~log2 n evaluations). u_max is floor(alpha (n+1))
-in exact rational arithmetic on alpha's decimal value, and k = n+1-u* is an integer. When no u qualifies (alpha < 1/(n+1), or n too small for delta),
-the class is *always included*: threshold +inf, coverage 1 with certainty.
+in exact rational arithmetic on alpha's decimal value, and k = n+1-u* is an integer. When no u
+qualifies (alpha < 1/(n+1), or n too small for delta), the class is *always included*: threshold +inf,
+coverage 1 with certainty.
 
 ``mode="beta-binomial"`` guards a finite window of m test points instead: the number of covered
 points is BetaBinomial(m, n+1-u, u) and the rule is P(X >= ceil((1-alpha) m)) >= 1-delta.
@@ -93,7 +94,7 @@ def _iv(alpha: float, n: int, delta: float, mode: str, m: int | None, upstream_c
     return int(m_eff)
 
 
-def _failure_mass(u: np.ndarray, n: int, alpha: float, delta: float, mode: str, m: int | None,
+def _failure_mass(u: np.ndarray, n: int, alpha: float, mode: str, m: int | None,
                   alpha_frac: Fraction) -> np.ndarray:
     """1 - acceptance probability of u (vectorised over u). Smaller is better; accept iff <= delta."""
     u = np.asarray(u, dtype=np.int64)
@@ -114,7 +115,7 @@ def _binary_search(n: int, u_max: int, alpha: float, delta: float, mode: str, m:
     while lo < hi:
         mid = (lo + hi + 1) // 2
         evaluations += 1
-        if _failure_mass(np.array([mid]), n, alpha, delta, mode, m, alpha_frac)[0] <= delta:
+        if _failure_mass(np.array([mid]), n, alpha, mode, m, alpha_frac)[0] <= delta:
             lo = mid
         else:
             hi = mid - 1
@@ -128,7 +129,7 @@ def _upstream_search(n: int, u_max: int, alpha: float, delta: float, mode: str, 
     def passes(us: np.ndarray) -> np.ndarray:
         if mode == "beta":
             return stats.beta.sf(1 - alpha, n + 1 - us, us) >= 1 - delta
-        return _failure_mass(us, n, alpha, delta, mode, m, alpha_frac) <= delta
+        return _failure_mass(us, n, alpha, mode, m, alpha_frac) <= delta
 
     u_t = (n + 1) * alpha
     z = stats.norm.ppf(1 - delta)
@@ -186,7 +187,7 @@ def ssbc_correct(alpha: float, n: int, delta: float, *, mode: str = "beta", m: i
     if u_star == 0:
         satisfied = 1.0
     else:
-        satisfied = float(1.0 - _failure_mass(np.array([u_star]), n, alpha, delta, mode, m_eff, alpha_frac)[0])
+        satisfied = float(1.0 - _failure_mass(np.array([u_star]), n, alpha, mode, m_eff, alpha_frac)[0])
     return SSBCResult(
         alpha_target=alpha, delta=delta, n=n, mode=mode, m=m_eff, u_max=int(u_max), u_star=int(u_star),
         k=int(k), always_include=always_include, alpha_corrected=u_star / (n + 1),
@@ -206,4 +207,4 @@ def coverage_risk(alpha: float, n: int, k: int, *, mode: str = "beta", m: int | 
         return 0.0
     u = n + 1 - k
     m_eff = None if mode == "beta" else (n if m is None else m)
-    return float(_failure_mass(np.array([u]), n, float(alpha), 0.0, mode, m_eff, exact_fraction(alpha))[0])
+    return float(_failure_mass(np.array([u]), n, float(alpha), mode, m_eff, exact_fraction(alpha))[0])

@@ -1,0 +1,137 @@
+"""Stage ``bakeoff.merge``: pool a bake-off from per-shard (U, W) sums, exactly as the unsharded run.
+
+Each shard is a table of the ``sums`` rows a ``bakeoff.compare`` (or an earlier ``bakeoff.merge``) run
+put in its certificate — one row per (bucket, vendor) with fixed-point sums in units of 2^-56 — saved
+as JSON Lines or CSV. The stage adds the integers group by group (seed C3/E7: "shards merge by summing
+(U, W), never averaged RSI") and then computes pools, bands, ranking and stamps with the same code as
+``bakeoff.compare``; because the sums are exact, the pools are bit-identical to a single run over all
+decisions. Every row must carry the ``frozen_sha256`` of this stage's own frozen knobs (eps, weights,
+bands, gate mode, hysteresis): shards pooled under another manifest are refused.
+
+Not available after a merge: the bootstrap (it needs the decisions) and medians of tokens/lat_ms
+(medians do not merge); the tie-break overlay uses the exact means instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InputError, StageError
+from ..stats.bakeoff_pool import FIXED_POINT_BITS, GroupSums, merge_group_sums, pools_from_sums
+from ..tables import Table
+from .bakeoff import (_knobs_hash, _manifest, bucket_outputs, config_from_knobs, one_page_table, render_bakeoff,
+                      audit_bakeoff, sums_rows)
+from .base import Decision, StageContext, StageOutput, StageType
+
+__all__ = ["STAGE", "read_sums_table"]
+
+_INT_COLUMNS = ("n", "W_fx", "U_fx", "U_env_fx", "g_fx", "g_flagged", "tokens_fx", "tokens_n", "lat_ms_fx",
+                "lat_ms_n", "fixed_point_bits")
+_REQUIRED = ("bucket", "vendor", "band_counts", "band_counts_ungated", "frozen_sha256") + _INT_COLUMNS
+
+
+def _ints(table: Table, column: str) -> list[int]:
+    out = []
+    for row, cell in enumerate(table.text(column).tolist()):
+        try:
+            out.append(int(cell))
+        except ValueError:
+            raise InputError(f"input '{table.name}', column '{column}', row {row + 1}: {cell!r} is not an integer "
+                             "(fixed-point sums are decimal integer strings)") from None
+    return out
+
+
+def _band_counts(table: Table, column: str) -> list[tuple[int, ...]]:
+    out = []
+    for row, cell in enumerate(table.text(column).tolist()):
+        parts = cell.split("/")
+        try:
+            counts = tuple(int(p) for p in parts)
+        except ValueError:
+            counts = ()
+        if len(counts) != 5 or min(counts) < 0:
+            raise InputError(f"input '{table.name}', column '{column}', row {row + 1}: expected five counts "
+                             f"'A++/A+/A0/A-/A--' (got {cell!r})")
+        out.append(counts)
+    return out
+
+
+def read_sums_table(table: Table, frozen_sha256: str) -> GroupSums:
+    """A shard's sums table as ``GroupSums``; checks columns, integers, manifest and unique groups."""
+    missing = [c for c in _REQUIRED if not table.has(c)]
+    if missing:
+        raise InputError(f"input '{table.name}' is not a bake-off sums table: missing column(s) {', '.join(missing)} "
+                         "(write the 'sums' rows of a bakeoff.compare certificate, one JSON object per line)")
+    ints = {c: _ints(table, c) for c in _INT_COLUMNS}
+    for row, bits in enumerate(ints["fixed_point_bits"]):
+        if bits != FIXED_POINT_BITS:
+            raise InputError(f"input '{table.name}', row {row + 1}: fixed_point_bits is {bits}, expected "
+                             f"{FIXED_POINT_BITS}")
+    for row, tag in enumerate(table.text("frozen_sha256").tolist()):
+        if tag != frozen_sha256:
+            raise StageError(f"input '{table.name}', row {row + 1}: these sums were pooled under frozen knobs "
+                             f"{tag[:12]}… but this stage's knobs give {frozen_sha256[:12]}…; eps_a, eps_w, "
+                             "weights, bands, gate.mode and hysteresis must equal the shard runs'")
+    keys = list(zip(table.text("bucket").tolist(), table.text("vendor").tolist()))
+    if len(set(keys)) != len(keys):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise InputError(f"input '{table.name}': group (bucket={dup[0]!r}, vendor={dup[1]!r}) appears twice")
+    bands = _band_counts(table, "band_counts")
+    for row, (counts, n) in enumerate(zip(bands, ints["n"])):
+        if sum(counts) != n:
+            raise InputError(f"input '{table.name}', row {row + 1}: band_counts add up to {sum(counts)}, not n = {n}")
+    order = sorted(range(len(keys)), key=lambda i: keys[i])
+    pick = (lambda values: tuple(values[i] for i in order))
+    return GroupSums(
+        keys=pick(keys), n=pick(ints["n"]), w_fx=pick(ints["W_fx"]), u_fx=pick(ints["U_fx"]),
+        u_env_fx=pick(ints["U_env_fx"]), g_fx=pick(ints["g_fx"]), g_flagged=pick(ints["g_flagged"]),
+        band_counts=pick(bands), band_counts_ungated=pick(_band_counts(table, "band_counts_ungated")),
+        tokens_fx=pick(ints["tokens_fx"]), tokens_n=pick(ints["tokens_n"]), lat_ms_fx=pick(ints["lat_ms_fx"]),
+        lat_ms_n=pick(ints["lat_ms_n"]),
+    )
+
+
+def run_bakeoff_merge(ctx: StageContext) -> StageOutput:
+    config = config_from_knobs(ctx.knobs)
+    knobs_hash, hash_source = _knobs_hash(ctx)
+    manifest = _manifest(config, knobs_hash, hash_source, "shard sums")
+    names = list(ctx.knobs["shards"])
+    unknown = [name for name in names if name not in ctx.tables]
+    if unknown:
+        raise StageError(f"'shards': {', '.join(repr(u) for u in unknown)} not declared under inputs "
+                         f"(declared: {', '.join(sorted(ctx.tables)) or 'none'})")
+    if len(set(names)) != len(names):
+        raise StageError(f"'shards' lists an input twice ({names}); each shard must be merged once")
+    parts = [read_sums_table(ctx.tables[name], manifest["frozen_sha256"]) for name in names]
+    merged = merge_group_sums(parts)
+    vendors = sorted({vendor for _, vendor in merged.keys})
+    if len(vendors) < 2:
+        raise StageError(f"a bake-off needs at least 2 vendors (the shards hold {len(vendors)}: {', '.join(vendors)})")
+    pools = pools_from_sums(merged, eps_w=config.eps_w, bands=config.bands)
+    buckets = bucket_outputs(pools, config, knobs_hash=knobs_hash, g_sums=merged)
+    outputs: dict[str, Any] = {
+        "manifest": manifest,
+        "shards": [{"name": name, "sha256": ctx.tables[name].sha256, "groups": len(part.keys),
+                    "decisions": sum(part.n)} for name, part in zip(names, parts)],
+        "input": {"rows": sum(merged.n), "vendors": vendors, "buckets": sorted({b for b, _ in merged.keys}),
+                  "g_flagged": sum(merged.g_flagged)},
+        "buckets": buckets,
+        "stamps": [entry["stamp"] for entry in buckets.values()],
+        "table": one_page_table(buckets),
+        "sums": sums_rows(merged, manifest["frozen_sha256"]),
+    }
+    decisions = [Decision("bakeoff_merge", {"shards": outputs["shards"], "frozen_sha256": manifest["frozen_sha256"]})]
+    decisions.extend(Decision("bakeoff_stamp", {"bucket": b, "stamp": e["stamp"]}) for b, e in buckets.items())
+    return StageOutput(outputs=outputs, decisions=tuple(decisions))
+
+
+STAGE = StageType(
+    name="bakeoff.merge",
+    version="1.0.0",
+    input_knobs=(),
+    run=run_bakeoff_merge,
+    summary="Vendor bake-off from per-shard (U, W) sums: exact merge, pools, bands, ranking and stamps "
+            "identical to the unsharded bakeoff.compare.",
+    render_markdown=render_bakeoff,
+    audit_checks=audit_bakeoff,
+)
