@@ -9,8 +9,8 @@ Run: ``cd /work/main && PYTHONPATH=. python3 bench/sequential.py``
    (Welford update per observation, EB recomputed over the whole history at every check, O(n^2)) timed on
    the same kind of stream at n = 2,000 and 10,000.
 2. Samples used: streams decided at once (2-D arrays), alpha = 0.01.
-   a. samples to DIFFERENT (delta* = 0) per method, against the sample size a fixed-n two-sided t-test
-      needs for the same power (noncentral t);
+   a. expected samples E[N] until DIFFERENT (delta* = 0) or n_max per method, against the sample size a
+      fixed-n two-sided t-test needs for the same power (noncentral t; power capped at 0.999);
    b. samples to the seed's DIFFERENT criterion (relative half-width <= rel_margin_target) per method:
       the seed's fixed-n EB rule against the anytime sequences (goal: betting >= 3x fewer).
 """
@@ -26,7 +26,7 @@ from scipy import stats
 from engine.spec import fill_defaults, load_schema
 from engine.stages.sequential_diff import analyse_scores
 from engine.stats.confseq import BOUNDED_METHODS, CSSettings, confidence_sequence
-from engine.stats.confseq_common import prefix_mean_variance
+from engine.stats.confseq_common import prefix_mean
 from engine.stats.sequential_decision import DecisionRules, all_zero_path, first_stop, rule_states
 
 SCHEMA = load_schema("stages/sequential.diff.schema.json")
@@ -75,7 +75,7 @@ def cs_and_decisions(x: np.ndarray, method: str, k: dict) -> None:
     low, high = k["clip_low"], k["clip_high"]
     cs = confidence_sequence(x, method, k["alpha"], low, high, CSSettings(t_opt=float(k["n_max"])))
     estimand = np.clip(x, low, high) if method in BOUNDED_METHODS else x
-    mean, _ = prefix_mean_variance(estimand)
+    mean = prefix_mean(estimand)
     rules = DecisionRules(n_min=k["n_min"], n_max=k["n_max"], rel_margin_target=k["rel_margin_target"])
     first_stop(rule_states(cs.lower, cs.upper, mean, all_zero_path(x), rules), rules)
 
@@ -83,12 +83,13 @@ def cs_and_decisions(x: np.ndarray, method: str, k: dict) -> None:
 def throughput() -> None:
     n = 1_000_000
     x = np.random.default_rng(1).normal(0.05, 0.02, n)
-    print(f"1. throughput on one stream of {n:,} observations, check after every observation (best of 3)")
+    print(f"1. throughput on one stream of {n:,} observations, check after every observation "
+          "(best of 5 for CS + decisions, best of 3 for the stage path)")
     print(f"   {'method':<14} {'CS + decisions':>16} {'+ p-value (stage path)':>24}   goal (CS + decisions)")
     goals = {"betting": 1e5, "eb_cs": 1e7, "eb_fixed_n": 1e7, "t_fixed_n": 1e7}
     for method in METHODS:
         k = knobs(method=method, n_max=n, n_min=10, clip_low=0.0, clip_high=0.2)
-        core = best_of(3, lambda: cs_and_decisions(x, method, k))
+        core = best_of(5, lambda: cs_and_decisions(x, method, k))
         full = best_of(3, lambda: analyse_scores(x, k))
         goal = goals.get(method)
         flag = "" if goal is None else f">= {goal:.0e}/s: {'met' if n / core >= goal else 'NOT met'}"
@@ -116,22 +117,30 @@ def fixed_n_t_test_size(effect: float, power: float, alpha: float) -> int:
 
 def samples_to_different() -> None:
     alpha, streams = 0.01, 300
-    scenarios = [("N(0.05, 0.01), clip [0, 0.2]", 0.05, 0.01, 0.0, 0.2, 400),
-                 ("N(0.01, 0.02), clip [-0.1, 0.1]", 0.01, 0.02, -0.1, 0.1, 4000)]
-    print(f"\n2a. samples to DIFFERENT (delta* = 0), alpha = {alpha}, {streams} streams, check every sample, n_min = 2")
-    print(f"   {'scenario':<33} {'method':<14} {'power':>6} {'mean n':>8} {'median n':>9} {'fixed-n t':>10} {'ratio':>6}")
+    scenarios = [("N(0.05, 0.01), [0, 0.2]", 0.05, 0.01, 0.0, 0.2, 200),
+                 ("N(0.01, 0.02), [-0.1, 0.1]", 0.01, 0.02, -0.1, 0.1, 200),
+                 ("N(0.01, 0.02), [-0.1, 0.1]", 0.01, 0.02, -0.1, 0.1, 1000)]
+    print(f"\n2a. samples to DIFFERENT (delta* = 0), alpha = {alpha}, {streams} streams, check every sample, "
+          "n_min = 10 (seed default)")
+    print("    E[N] = mean samples used over all streams (stopped at DIFFERENT or at n_max); fixed-n t = sample size")
+    print("    of a two-sided one-sample t-test at the same alpha with the same power")
+    print(f"   {'scenario':<28} {'n_max':>5} {'method':<14} {'power':>6} {'E[N]':>7} {'median N':>9} "
+          f"{'fixed-n t':>10} {'E[N]/fixed':>10}")
     for label, mu, sd, low, high, n_max in scenarios:
         x = np.random.default_rng(2).normal(mu, sd, size=(streams, n_max))
         for method in ("betting", "eb_cs", "stitched", "asymptotic_cs", "eb_fixed_n"):
-            k = knobs(method=method, alpha=alpha, n_min=2, n_max=n_max, clip_low=low, clip_high=high,
-                      rel_margin_target=None, asymptotic={"t_opt": n_max // 4})
+            k = knobs(method=method, alpha=alpha, n_min=10, n_max=n_max, clip_low=low, clip_high=high,
+                      rel_margin_target=None)
             a = analyse_scores(x, k)
-            hit = a.stop.decisions() == "DIFFERENT"
-            power = float(np.mean(hit))
-            used = a.stop.n_used[hit] if hit.any() else np.array([n_max])
-            fixed = fixed_n_t_test_size(mu / sd, min(power, 0.999), alpha) if power > 0 else float("nan")
-            print(f"   {label:<33} {method:<14} {power:6.3f} {used.mean():8.1f} {np.median(used):9.0f} "
-                  f"{fixed:10} {used.mean() / fixed:6.2f}")
+            power = float(np.mean(a.stop.decisions() == "DIFFERENT"))
+            used = a.stop.n_used
+            if power > 0:
+                fixed = fixed_n_t_test_size(mu / sd, min(power, 0.999), alpha)
+                tail = f"{fixed:10d} {used.mean() / fixed:10.2f}"
+            else:
+                tail = f"{'-':>10} {'-':>10}"
+            print(f"   {label:<28} {n_max:5d} {method:<14} {power:6.3f} {used.mean():7.1f} "
+                  f"{np.median(used):9.0f} {tail}")
 
 
 def samples_to_relative_precision() -> None:

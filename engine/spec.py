@@ -293,10 +293,12 @@ def load_plan(spec: str | Path | Mapping[str, Any]) -> Plan:
         _validate(stage["with"], knob_schema, node=node, source=source, prefix=["stages", i, "with"])
         knobs = fill_defaults(stage["with"], knob_schema)
         for knob in stage_type.input_knobs:
-            if knob in knobs and knobs[knob] not in inputs:
-                declared = ", ".join(sorted(inputs)) or "none"
-                raise fail(f"'{knobs[knob]}' is not a declared input (declared: {declared}); "
-                           "add it under inputs:", ["stages", i, "with", knob])
+            named = knobs.get(knob, [])
+            for j, name in enumerate([named] if isinstance(named, str) else named):
+                if name not in inputs:
+                    declared = ", ".join(sorted(inputs)) or "none"
+                    raise fail(f"'{name}' is not a declared input (declared: {declared}); add it under inputs:",
+                               ["stages", i, "with", knob] + ([] if isinstance(named, str) else [j]))
         stages.append(StagePlan(id=stage["id"], use=stage_type.name, version=stage_type.version, knobs=knobs))
 
     gates: list[GateSpec] = []

@@ -60,6 +60,14 @@ def test_point_estimate_reproduces_the_seed_counter_example():
     assert abs(ratio - ratio_of_means) > 0.09
 
 
+def test_point_estimate_rejects_overflow_and_bad_tokens():
+    with pytest.raises(ValueError, match="not finite"):
+        token_weighted_mean(np.array([1e308, 1e308]), np.array([4.0, 4.0]))
+    with pytest.raises(ValueError, match="'tokens' must be finite and > 0"):
+        token_weighted_mean(np.array([0.1]), np.array([0.0]))
+    assert token_weighted_mean(np.array([0.25]), np.array([3.0])) == 0.25     # one window is enough here
+
+
 def test_point_estimate_is_the_token_weighted_not_the_plain_mean():
     d, t = np.array([0.1, 0.4, -0.2]), np.array([100.0, 300.0, 600.0])
     assert token_weighted_mean(d, t) == pytest.approx((10 + 120 - 120) / 1000, abs=1e-15)
@@ -78,7 +86,7 @@ def test_uniform_scheme_reproduces_scipy_bootstrap(n, replicates, method):
 
     The replicate distributions are then bitwise equal; the interval differs only by rounding in the
     acceleration (our O(n) leave-one-out vs scipy's O(n²) jackknife) and in quantile interpolation.
-    (n = 1000 uses 23 draw blocks, so the prefetching path is covered.)
+    (n = 1000 uses 46 draw blocks of 66 rows, so the prefetching path is covered.)
     """
     d, t = _windows(n, seed=n)
     ref = _scipy(d, t, _weighted_mean, method=method, replicates=replicates, seed=5,
@@ -219,7 +227,7 @@ def test_token_weighted_replicates_have_the_resampling_moments():
 
 @pytest.mark.parametrize("scheme", ["uniform", "token_weighted"])
 def test_result_is_deterministic_and_independent_of_batch_size_and_prefetch(scheme):
-    d, t = _windows(500, seed=6)          # 263 rows per draw block, 8 blocks: prefetch path active
+    d, t = _windows(500, seed=6)          # 132 rows per draw block, 16 blocks: prefetch path active
     kw = dict(replicates=2000, scheme=scheme)
     base = weighted_mean_replicates(d, t, rng=np.random.default_rng(17), **kw)
     for batch_size, prefetch in [(None, False), (1, True), (7, False), (100, True), (10**6, True)]:
@@ -319,10 +327,10 @@ def test_rng_must_be_a_generator():
 
 
 def test_resample_block_rows_is_a_function_of_n_only():
-    assert resample_block_rows(1) == 2**17
-    assert resample_block_rows(200) == 656            # ⌈131072 / 200⌉
-    assert resample_block_rows(10_000) == 14
-    assert resample_block_rows(2**17) == 1 and resample_block_rows(10**7) == 1
+    assert resample_block_rows(1) == 2**16
+    assert resample_block_rows(200) == 328            # ⌈65536 / 200⌉
+    assert resample_block_rows(10_000) == 7
+    assert resample_block_rows(2**16) == 1 and resample_block_rows(10**7) == 1
     with pytest.raises(ValueError):
         resample_block_rows(0)
 

@@ -22,7 +22,8 @@ from engine.stats.confseq_stitched import poly_stitching_boundary, stitched_eb_u
 
 
 def test_stitched_boundary_reproduces_confseq_reference_values() -> None:
-    # confseq's C++ unit test (gostevehoward/confseq): poly_stitching_bound(v=100, alpha=0.05, v_min=10, c, s=1.4, eta=2)
+    # confseq's C++ unit test (gostevehoward/confseq):
+    # poly_stitching_bound(v=100, alpha=0.05, v_min=10, c, s=1.4, eta=2)
     assert poly_stitching_boundary(100.0, 0.05, 10.0, 3.0) == pytest.approx(64.48755, abs=1e-5)
     assert poly_stitching_boundary(100.0, 0.05, 10.0, -1.0) == pytest.approx(28.99389, abs=1e-5)
 
@@ -259,3 +260,11 @@ def test_every_method_returns_ordered_paths_in_score_units(method: str) -> None:
 def test_unknown_method_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown method 'eb'"):
         confidence_sequence(np.zeros(3), "eb", 0.05, 0.0, 1.0)
+
+
+def test_asymptotic_p_value_counts_from_start() -> None:
+    x = np.array([0.0, 1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 1.0])
+    early = asymptotic_p_value(x, 0.0, 0.05, t_opt=10)
+    late = asymptotic_p_value(x, 0.0, 0.05, t_opt=10, start=6)
+    assert np.all(late[:5] == 1.0) and late[-1] >= early[-1]
+    assert late[-1] < 1.0

@@ -61,7 +61,8 @@ def test_identical_needs_identical_model_n_min_and_comes_first() -> None:
     n = 30
     zero = all_zero_path(np.zeros(n))
     lower, upper = np.full(n, 0.5), np.full(n, 1.0)     # even a CS that says DIFFERENT loses to exact zeros
-    assert _decide(lower, upper, mean=np.zeros(n), zero=zero, identical_model_n_min=20, n_min=25) == (25, "identical_zero")
+    stop = _decide(lower, upper, mean=np.zeros(n), zero=zero, identical_model_n_min=20, n_min=25)
+    assert stop == (25, "identical_zero")
     assert _decide(lower, upper, mean=np.zeros(n), zero=zero, identical_model_n_min=20) == (1, "different_higher")
     tiny = np.full(n, 1e-7)
     assert _decide(-tiny, tiny, mean=np.zeros(n), identical_model_n_min=20) == (20, "identical_small")

@@ -79,7 +79,8 @@ def test_logprob_tables_sym_kl_matches_scipy_entropy() -> None:
     p, q = rng.dirichlet(np.ones(4), size=4), rng.dirichlet(np.ones(4), size=4)
     base = {"prompt_id": ["x", "x", "y", "y"], "position": [0, 1, 0, 1]}
     ref = table_from_columns("ref", {**base, **{f"logp_{v}": np.log(p[:, v]) for v in range(4)}})
-    cand = table_from_columns("cand", {**base, **{f"logp_{v}": np.log(q[:, v]) + 0.3 for v in range(4)}})  # unnormalised
+    unnormalised = {f"logp_{v}": np.log(q[:, v]) + 0.3 for v in range(4)}
+    cand = table_from_columns("cand", {**base, **unnormalised})
     sym = [stats.entropy(p[i], q[i]) + stats.entropy(q[i], p[i]) for i in range(4)]
     got = LogprobTablesScorer(metric="sym_kl").score_batch(ref, cand, ["x", "y"], 32)
     np.testing.assert_allclose(got, [(sym[0] + sym[1]) / 2, (sym[2] + sym[3]) / 2], rtol=1e-9)

@@ -68,7 +68,8 @@ def test_every_check_is_a_decision_up_to_the_stop() -> None:
     assert set(checks[0].detail) >= {"n", "mean", "lower", "upper", "half_width", "rel_me", "p_value", "rules"}
     assert set(checks[0].detail["rules"]) == {"identical", "different", "same", "precision"}
     assert out.outputs["sequence"]["checks"] == 36
-    assert out.outputs["clip"]["n_clipped"] == int(np.sum(np.abs(np.random.default_rng(1).normal(0.0, 0.05, 100)[:40]) > 0.1)) > 0
+    outside = np.abs(np.random.default_rng(1).normal(0.0, 0.05, 100)[:40]) > 0.1
+    assert out.outputs["clip"]["n_clipped"] == int(np.sum(outside)) > 0
 
 
 def test_batch_checks_stop_at_n_max_without_overshooting() -> None:
@@ -239,3 +240,29 @@ def test_a_run_with_a_scorer_plugin_replays_bit_for_bit_without_calling_it(tmp_p
         outcome = replay(ledger, result.run_id)
         assert outcome.reproduced, outcome.changes
         assert plugin.CALLS == []
+
+
+def test_an_unbounded_sequence_that_never_narrows_is_reported_and_audits_cleanly() -> None:
+    # asymptotic_cs has no variance estimate while all scores are equal: the CS stays the whole line
+    out = _run({"input": "s", "method": "asymptotic_cs", "n_max": 30}, _scores(np.full(40, 0.1)))
+    stored = to_jsonable(out.outputs)
+    assert stored["results"]["decision"] == "UNDECIDED" and stored["results"]["ci"] == ["-Infinity", "Infinity"]
+    assert audit_sequential_diff(stored) == []
+
+
+def test_schema_has_the_seed_knob_names_and_defaults() -> None:
+    from jsonschema import Draft202012Validator
+    schema = load_schema(STAGE.schema_file)
+    Draft202012Validator.check_schema(schema)
+    assert schema["$id"] == "urn:certa:schema:stages:sequential.diff" and schema["additionalProperties"] is False
+    seed_defaults = {"alpha": 0.01, "rel_margin_target": 0.05, "min_effect_floor": 1e-4, "n_min": 10, "n_max": 200,
+                     "batch_size": 4, "positions_per_prompt": 32, "clip_low": 0.0, "clip_high": 0.2,
+                     "equivalence_band": None, "early_stop_threshold": 1e-6, "identical_model_n_min": 20}
+    props = schema["properties"]
+    assert {k: props[k]["default"] for k in seed_defaults} == seed_defaults
+    assert props["method"]["default"] == "betting" and props["check_every"]["default"] == "sample"
+    for name, prop in props.items():
+        assert prop.get("description"), name
+        if prop.get("type") == "object" and name != "scorer":
+            assert prop["additionalProperties"] is False and prop["default"] == {}, name
+    assert props["scorer"]["additionalProperties"] is False      # only scorer.options is free-form (plugin's own)

@@ -140,3 +140,21 @@ def test_spec_as_dict_and_text_resolve_like_the_file(small_spec: Path) -> None:
     from_dict = load_plan(yaml.safe_load(small_spec.read_text()))
     assert from_file.knobs_hash == from_text.knobs_hash == from_dict.knobs_hash
     assert from_file.spec_sha256 == from_text.spec_sha256
+
+
+def test_list_valued_input_knobs_are_checked_at_load(tmp_path: Path) -> None:
+    text = """\
+certa: 1
+name: merge
+seed: 1
+inputs:
+  s1: {path: s1.jsonl}
+stages:
+  - id: merged
+    use: bakeoff.merge
+    with: {shards: [s1, s2]}
+"""
+    error = _error(write_spec(tmp_path, text))
+    assert error.path == "stages[0].with.shards[1]" and "'s2' is not a declared input" in str(error)
+    duplicated = _error(write_spec(tmp_path, text.replace("[s1, s2]", "[s1, s1]")))
+    assert duplicated.path == "stages[0].with.shards" and "unique" in str(duplicated)

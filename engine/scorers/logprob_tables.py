@@ -87,7 +87,8 @@ class LogprobTablesScorer:
         cols = self.columns
         ref_order, ref_prompts, ref_pos = _sorted_keys(reference, cols["prompt_column"], cols["position_column"])
         cand_order, cand_prompts, cand_pos = _sorted_keys(candidate, cols["prompt_column"], cols["position_column"])
-        if ref_prompts.shape != cand_prompts.shape or np.any(ref_prompts != cand_prompts) or np.any(ref_pos != cand_pos):
+        same = ref_prompts.shape == cand_prompts.shape and np.all(ref_prompts == cand_prompts)
+        if not (same and np.all(ref_pos == cand_pos)):
             raise InputError(f"inputs '{reference.name}' and '{candidate.name}' do not hold the same "
                              "(prompt_id, position) pairs; the scorer compares the two models position by position")
         if ref_prompts.size == 0:
@@ -131,7 +132,8 @@ class LogprobTablesScorer:
         sums = np.bincount(prepared.group[keep], weights=prepared.value[keep], minlength=prepared.prompts.size)
         wanted = np.asarray(prompts, dtype=str)
         where = np.searchsorted(prepared.prompts, wanted)
-        found = (where < prepared.prompts.size) & (prepared.prompts[np.minimum(where, prepared.prompts.size - 1)] == wanted)
+        size = prepared.prompts.size
+        found = (where < size) & (prepared.prompts[np.minimum(where, size - 1)] == wanted)
         if not np.all(found):
             raise StageError(f"prompt {wanted[~found][0]!r} is not in the log-prob tables")
         return sums[where] / counts[where]

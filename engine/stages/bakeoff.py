@@ -30,8 +30,8 @@ import numpy as np
 from ..canonical import canonical_sha256
 from ..errors import InputError, StageError
 from ..stats.bakeoff_bootstrap import PairwiseBootstrap, pairwise_bootstrap
-from ..stats.bakeoff_pool import (BAND_NAMES, FIXED_POINT_BITS, BandTable, GroupSums, Hysteresis, Pools,
-                                  decision_values, group_medians, group_sums, half_even, pools_from_sums,
+from ..stats.bakeoff_pool import (BAND_NAMES, FIXED_POINT_BITS, BandTable, DecisionValues, GroupSums, Hysteresis,
+                                  Pools, decision_values, group_medians, group_sums, half_even, pools_from_sums,
                                   rank_vendors)
 from ..tables import Table
 from .base import Decision, StageContext, StageOutput, StageType
@@ -397,7 +397,7 @@ def one_page_table(buckets: Mapping[str, Any]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- the stage
 
 
-def _bootstrap_buckets(ctx: StageContext, data: _Decisions, values: Any, pools: Pools, codes: np.ndarray,
+def _bootstrap_buckets(ctx: StageContext, data: _Decisions, values: DecisionValues, pools: Pools, codes: np.ndarray,
                        pairs: Sequence[tuple[str, str]], config: BakeoffConfig) -> dict[str, Any]:
     boot = ctx.knobs["bootstrap"]
     order = np.argsort(codes, kind="stable")
@@ -485,7 +485,7 @@ def run_bakeoff_compare(ctx: StageContext) -> StageOutput:
     return StageOutput(outputs=outputs, decisions=tuple(decisions))
 
 
-def _decision_rows(ctx: StageContext, data: _Decisions, values: Any, knobs_hash: str) -> list[Decision]:
+def _decision_rows(ctx: StageContext, data: _Decisions, values: DecisionValues, knobs_hash: str) -> list[Decision]:
     """One ``bakeoff_decision`` ledger row per input row (seed E2)."""
     seed = str(ctx.seed.get("entropy", "")) if ctx.seed else ""
     vendor = [data.vendor_ids[c] for c in data.vendor_code.tolist()]

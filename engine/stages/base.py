@@ -88,7 +88,8 @@ class StageContext:
 
 @dataclass(frozen=True)
 class StageType:
-    """A registered stage type. ``input_knobs`` name the knobs whose values are input names."""
+    """A registered stage type. ``input_knobs`` name the knobs whose values are input names (a string,
+    or a list of strings for stages that read several tables); the spec loader checks them."""
 
     name: str
     version: str

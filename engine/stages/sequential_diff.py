@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import InputError, ProfileAbort, StageError
 from ..scorers import load_scorer, score_prompts
 from ..stats.confseq import BOUNDED_METHODS, CSSettings, PValuePath, confidence_sequence, null_p_value
-from ..stats.confseq_common import ConfidenceSequence, prefix_mean_variance
+from ..stats.confseq_common import ConfidenceSequence, prefix_mean
 from ..stats.sequential_decision import (DECISION_OF, OUTCOMES, DecisionRules, RuleStates, Stop, all_zero_path,
                                          first_stop, rule_states)
 from ..tables import Table, table_from_columns
@@ -128,15 +128,17 @@ class Analysis:
     cs: ConfidenceSequence
     estimand: np.ndarray          # clipped scores (bounded methods) or raw scores
     mean: np.ndarray
-    variance: np.ndarray
-    p_value: PValuePath
+    p_value: PValuePath | None
     states: RuleStates
     stop: Stop
     bounded: bool
 
 
-def analyse_scores(scores: np.ndarray, knobs: Mapping[str, Any]) -> Analysis:
-    """Confidence sequence, p-value, rule states and stopping time of ``scores`` (first n_max used)."""
+def analyse_scores(scores: np.ndarray, knobs: Mapping[str, Any], *, with_p_value: bool = True) -> Analysis:
+    """Confidence sequence, p-value, rule states and stopping time of ``scores`` (first n_max used).
+
+    Works on one stream (shape ``(n,)``) or many (``(streams, n)``, e.g. in simulations).
+    """
     scores = np.asarray(scores, dtype=np.float64)[..., : knobs["n_max"]]
     method, alpha = knobs["method"], knobs["alpha"]
     low, high = float(knobs["clip_low"]), float(knobs["clip_high"])
@@ -145,10 +147,11 @@ def analyse_scores(scores: np.ndarray, knobs: Mapping[str, Any]) -> Analysis:
     bounded = method in BOUNDED_METHODS
     estimand = np.clip(scores, low, high) if bounded else scores
     cs = confidence_sequence(scores, method, alpha, low, high, settings)
-    mean, variance = prefix_mean_variance(estimand)
-    p_value = null_p_value(scores, method, NULL_MEAN, alpha, low, high, settings, start=knobs["n_min"])
+    mean = prefix_mean(estimand)
+    p_value = (null_p_value(scores, method, NULL_MEAN, alpha, low, high, settings, start=knobs["n_min"])
+               if with_p_value else None)
     states = rule_states(cs.lower, cs.upper, mean, all_zero_path(scores), rules)
-    return Analysis(scores=scores, cs=cs, estimand=estimand, mean=mean, variance=variance, p_value=p_value,
+    return Analysis(scores=scores, cs=cs, estimand=estimand, mean=mean, p_value=p_value,
                     states=states, stop=first_stop(states, rules), bounded=bounded)
 
 
@@ -159,7 +162,8 @@ def _scorer_observations(ctx: StageContext, knobs: Mapping[str, Any]) -> tuple[n
     scorer = load_scorer(spec["name"], metric=spec.get("metric"), options=spec.get("options"))
     population = list(scorer.prompts(reference, candidate))
     if not population:
-        raise StageError(f"scorer '{spec['name']}' found no prompts in '{knobs['reference']}' and '{knobs['candidate']}'")
+        raise StageError(f"scorer '{spec['name']}' found no prompts in '{knobs['reference']}' and "
+                         f"'{knobs['candidate']}'")
     n_max, batch, k = knobs["n_max"], knobs["batch_size"], knobs["positions_per_prompt"]
     draws = ctx.rng.integers(0, len(population), size=n_max)    # with replacement: iid prompts
     prompts = [str(population[i]) for i in draws.tolist()]
@@ -168,7 +172,7 @@ def _scorer_observations(ctx: StageContext, knobs: Mapping[str, Any]) -> tuple[n
         chunk = prompts[values.size: values.size + batch]
         values = np.concatenate([values, score_prompts(scorer, reference, candidate, chunk, k)])
         ctx.progress(int(values.size), n_max, "prompts scored")
-        if OUTCOMES[int(analyse_scores(values, knobs).stop.outcome)] != "exhausted":
+        if OUTCOMES[int(analyse_scores(values, knobs, with_p_value=False).stop.outcome)] != "exhausted":
             break
     captured = table_from_columns(CAPTURED_SCORES, {
         "draw": np.arange(1, values.size + 1), "prompt_id": prompts[: values.size], "score": values})
@@ -223,6 +227,7 @@ _INTERPRETATION = {
 
 def _check_decisions(a: Analysis, outcome: str) -> tuple[Decision, ...]:
     """One ``sequential_check`` decision per check up to and including the stop."""
+    assert a.p_value is not None
     stop = int(a.stop.index)
     checks = np.flatnonzero(a.states.checked[: stop + 1]).tolist()
     s = a.states
@@ -257,6 +262,7 @@ def _summary(values: np.ndarray) -> dict[str, float]:
 
 
 def _outputs(a: Analysis, knobs: Mapping[str, Any], source: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    assert a.p_value is not None
     rules = _rules(knobs)
     stop = int(a.stop.index)
     n_used = stop + 1
@@ -266,8 +272,8 @@ def _outputs(a: Analysis, knobs: Mapping[str, Any], source: dict[str, Any]) -> t
     mean = float(a.mean[stop])
     half = float(a.states.half_width[stop])
     rel_me = float(a.states.rel_me[stop])
-    variance = float(a.variance[stop]) if n_used > 1 else 0.0
     used = a.scores[:n_used]
+    variance = float(np.var(a.estimand[:n_used], ddof=1)) if n_used > 1 else 0.0
     n_clipped = int(np.count_nonzero(np.clip(used, knobs["clip_low"], knobs["clip_high"]) != used))
     direction = {"different_higher": "higher", "different_lower": "lower"}.get(outcome)
     e_value = (float(np.exp(np.max(a.p_value.log_evalue[:n_used]))) if a.p_value.log_evalue is not None else None)
@@ -321,7 +327,8 @@ def run_sequential_diff(ctx: StageContext) -> StageOutput:
         spec = knobs["scorer"]
         source: dict[str, Any] = {"kind": "scorer", "scorer": spec["name"], "metric": spec.get("metric"),
                                   "options": dict(spec.get("options") or {}), "reference": knobs["reference"],
-                                  "candidate": knobs["candidate"], "prompt_draws": "uniform with replacement, stage rng"}
+                                  "candidate": knobs["candidate"],
+                                  "prompt_draws": "uniform with replacement, stage rng"}
         replay_table = (ctx.captured or {}).get(CAPTURED_SCORES)
         if replay_table is not None:
             scores = _replayed_observations(replay_table)
@@ -355,10 +362,11 @@ def audit_sequential_diff(outputs: Mapping[str, Any]) -> list[str]:
     problems: list[str] = []
     try:
         r, cfg = outputs["results"], outputs["config"]
-        lo, hi = r["ci"]
-        if r["half_width"] != max((hi - lo) / 2.0, 0.0):
+        lo, hi = (float(v) for v in r["ci"])                # float() also reads "Infinity" / "-Infinity"
+        half, rel_me = float(r["half_width"]), float(r["rel_me"])
+        if half != max((hi - lo) / 2.0, 0.0):
             problems.append("results.half_width != max((ci[1] - ci[0]) / 2, 0)")
-        if r["rel_me"] != r["half_width"] / max(abs(r["mean"]), cfg["min_effect_floor"]):
+        if rel_me != half / max(abs(r["mean"]), cfg["min_effect_floor"]):
             problems.append("results.rel_me != half_width / max(|mean|, min_effect_floor)")
         if not 1 <= r["n_used"] <= cfg["n_max"]:
             problems.append("results.n_used is outside [1, n_max]")

@@ -35,9 +35,9 @@ __all__ = [
     "from_unit_interval",
     "time_index",
     "regularised_means",
-    "predictable_variance",
     "prpl_parts",
     "prpl_lambda",
+    "prefix_mean",
     "prefix_mean_variance",
     "running_intersection",
 ]
@@ -57,12 +57,6 @@ class ConfidenceSequence:
     upper: np.ndarray
     validity: str
     parameters: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def half_width(self) -> np.ndarray:
-        """(U - L) / 2, floored at 0 (an empty running intersection has width 0)."""
-        with np.errstate(invalid="ignore"):
-            return np.maximum((self.upper - self.lower) / 2.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -143,16 +137,19 @@ def prpl_parts(y: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     return _shift_in(0.5, mu), lam
 
 
-def predictable_variance(y: np.ndarray) -> np.ndarray:
-    """sigma2_{t-1} for t = 1..n: the regularised variance from data before t (sigma2_0 = 1/4)."""
-    mu = regularised_means(y)
-    sigma2 = (0.25 + np.cumsum((y - mu) ** 2, axis=-1)) / (time_index(y.shape[-1]) + 1.0)
-    return _shift_in(0.25, sigma2)
-
-
 def prpl_lambda(y: np.ndarray, alpha: float) -> np.ndarray:
     """Untruncated predictable plug-in bet sqrt(2 ln(2/alpha) / (sigma2_{t-1} t ln(1+t))), t = 1..n."""
     return prpl_parts(y, alpha)[1]
+
+
+def prefix_mean(x: np.ndarray) -> np.ndarray:
+    """Sample mean of every prefix (shifted by x_1, like ``prefix_mean_variance``, whose mean it equals)."""
+    x = np.asarray(x, dtype=np.float64)
+    shift = x[..., :1]
+    mean = np.cumsum(x - shift, axis=-1)
+    mean /= time_index(x.shape[-1])
+    mean += shift
+    return mean
 
 
 def prefix_mean_variance(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

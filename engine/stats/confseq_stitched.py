@@ -67,7 +67,8 @@ def stitched_cs(scores: np.ndarray, alpha: float, low: float, high: float, *, m:
     if intersect:
         lo, hi = running_intersection(lo, hi)
     return ConfidenceSequence(
-        method="stitched", alpha=alpha, lower=from_unit_interval(lo, low, high), upper=from_unit_interval(hi, low, high),
+        method="stitched", alpha=alpha, lower=from_unit_interval(lo, low, high),
+        upper=from_unit_interval(hi, low, high),
         validity="anytime-valid",
         parameters={"m": m, "s": s, "eta": eta, "scale_c": 1.0, "running_intersection": intersect,
                     "source": "Howard et al. (2021) Thm 1 + Thm 4"},

@@ -125,7 +125,7 @@ def check_mask(n: int, rules: DecisionRules) -> np.ndarray:
 
 def all_zero_path(scores: np.ndarray) -> np.ndarray:
     """Whether every score up to t is exactly 0 (for IDENTICAL)."""
-    return np.cumsum(np.asarray(scores) != 0, axis=-1) == 0
+    return ~np.logical_or.accumulate(np.asarray(scores) != 0, axis=-1)
 
 
 def rule_states(lower: np.ndarray, upper: np.ndarray, mean: np.ndarray, all_zero: np.ndarray,
