@@ -10,9 +10,10 @@ process doing everything except the bootstrap call (interpreter + numpy + scipy 
 Data: d_i ~ N(0.01, 0.1) + Exp(0.02) (per-window Δ log-loss), t_i ~ U{64..2047} tokens, seed 20261121.
 Timing: the median (and minimum) wall time of ``--repeats`` calls inside the subprocess, each with a
 fresh ``np.random.default_rng(1)``, and the median process CPU time (user + system, all threads: the
-prefetch thread's work is counted, so CPU s ≥ wall s when it overlaps). The scipy reference is ``scipy.stats.bootstrap((d, t), weighted_mean,
-paired=True, vectorized=True, method='BCa', batch=500)``; "scipy same blocks" uses
-``batch=resample_block_rows(n)`` and so draws certa's index stream (its CI must equal certa's).
+prefetch thread's work is counted, so CPU s ≥ wall s when it overlaps). The scipy reference is
+``scipy.stats.bootstrap((d, t), weighted_mean, paired=True, vectorized=True, method='BCa', batch=500)``;
+"scipy-sameblocks" uses ``batch=resample_block_rows(n)`` and so draws certa's index stream in the same
+calls (its CI must equal certa's).
 """
 
 from __future__ import annotations

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import shutil
+import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from engine.scorers import ENTRY_POINT_GROUP
 from engine.tables import columns_to_csv_bytes
 from ledger import Ledger
 
@@ -99,3 +101,40 @@ def run_concurrently(ledger_location: str | Path, spec: Path, *, writers: int, r
     for thread in threads:
         thread.join()
     return errors
+
+
+PLUGIN_MODULE = "certa_test_scorer_plugin"
+
+PLUGIN_SOURCE = '''
+"""A test scorer: score = candidate value - reference value (+ shift), one row per prompt."""
+CALLS = []
+
+
+class ShiftScorer:
+    def __init__(self, *, metric=None, options=None):
+        self.shift = float((options or {}).get("shift", 0.0))
+
+    def prompts(self, reference, candidate):
+        return sorted(reference.text("prompt_id").tolist())
+
+    def score(self, reference, candidate, prompt, K):
+        CALLS.append(prompt)
+        ref = dict(zip(reference.text("prompt_id").tolist(), reference.numeric("value").tolist()))
+        cand = dict(zip(candidate.text("prompt_id").tolist(), candidate.numeric("value").tolist()))
+        return cand[prompt] - ref[prompt] + self.shift
+'''
+
+
+@pytest.fixture
+def scorer_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Install a scorer plugin the way a package would: a module plus a *.dist-info with entry_points.txt."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / f"{PLUGIN_MODULE}.py").write_text(textwrap.dedent(PLUGIN_SOURCE), encoding="utf-8")
+    info = site / "certa_test_scorers-0.0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: certa-test-scorers\nVersion: 0.0.1\n")
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\ntest_shift = {PLUGIN_MODULE}:ShiftScorer\n")
+    monkeypatch.syspath_prepend(str(site))
+    yield site
+    sys.modules.pop(PLUGIN_MODULE, None)

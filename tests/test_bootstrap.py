@@ -130,7 +130,7 @@ def test_bca_differs_from_percentile_on_skewed_data():
     """Guards the agreement test against a BCa that silently degenerates to the percentile interval."""
     g = np.random.default_rng(3)
     d, t = 0.05 * np.exp(g.normal(0.0, 1.0, 60)), g.integers(32, 2048, 60).astype(float)   # right-skewed
-    kw = dict(replicates=4000)
+    kw = {"replicates": 4000}
     bca = weighted_mean_bootstrap_ci(d, t, rng=np.random.default_rng(9), method="bca", **kw)
     pct = weighted_mean_bootstrap_ci(d, t, rng=np.random.default_rng(9), method="percentile", **kw)
     assert bca.method == "bca" and bca.acceleration > 0.05     # measured 0.068
@@ -228,7 +228,7 @@ def test_token_weighted_replicates_have_the_resampling_moments():
 @pytest.mark.parametrize("scheme", ["uniform", "token_weighted"])
 def test_result_is_deterministic_and_independent_of_batch_size_and_prefetch(scheme):
     d, t = _windows(500, seed=6)          # 132 rows per draw block, 16 blocks: prefetch path active
-    kw = dict(replicates=2000, scheme=scheme)
+    kw = {"replicates": 2000, "scheme": scheme}
     base = weighted_mean_replicates(d, t, rng=np.random.default_rng(17), **kw)
     for batch_size, prefetch in [(None, False), (1, True), (7, False), (100, True), (10**6, True)]:
         other = weighted_mean_replicates(d, t, rng=np.random.default_rng(17), batch_size=batch_size,
@@ -336,8 +336,8 @@ def test_resample_block_rows_is_a_function_of_n_only():
 
 
 def test_public_api_is_pinned():
-    assert bs.__all__ == ["BootstrapCI", "token_weighted_mean", "jackknife_acceleration", "resample_block_rows",
-                          "weighted_mean_replicates", "weighted_mean_bootstrap_ci"]
+    assert bs.__all__ == ["BootstrapCI", "jackknife_acceleration", "resample_block_rows", "token_weighted_mean",
+                          "weighted_mean_bootstrap_ci", "weighted_mean_replicates"]
     assert [f.name for f in dataclasses.fields(BootstrapCI)] == [
         "estimate", "low", "high", "method", "scheme", "replicates", "confidence_level", "z0",
         "acceleration", "degenerate", "degenerate_reason", "fallback"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-import textwrap
 import tomllib
 from pathlib import Path
 
@@ -17,43 +15,6 @@ from engine.scorers.logprob_tables import LogprobTablesScorer
 from engine.tables import table_from_columns
 
 from .conftest import ROOT
-
-PLUGIN_MODULE = "certa_test_scorer_plugin"
-
-PLUGIN_SOURCE = '''
-"""A test scorer: score = candidate value - reference value (+ shift), one row per prompt."""
-CALLS = []
-
-
-class ShiftScorer:
-    def __init__(self, *, metric=None, options=None):
-        self.shift = float((options or {}).get("shift", 0.0))
-
-    def prompts(self, reference, candidate):
-        return sorted(reference.text("prompt_id").tolist())
-
-    def score(self, reference, candidate, prompt, K):
-        CALLS.append(prompt)
-        ref = dict(zip(reference.text("prompt_id").tolist(), reference.numeric("value").tolist()))
-        cand = dict(zip(candidate.text("prompt_id").tolist(), candidate.numeric("value").tolist()))
-        return cand[prompt] - ref[prompt] + self.shift
-'''
-
-
-@pytest.fixture
-def test_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """Install a scorer plugin the way a package would: a module plus a *.dist-info with entry_points.txt."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / f"{PLUGIN_MODULE}.py").write_text(textwrap.dedent(PLUGIN_SOURCE), encoding="utf-8")
-    info = site / "certa_test_scorers-0.0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: certa-test-scorers\nVersion: 0.0.1\n")
-    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\ntest_shift = {PLUGIN_MODULE}:ShiftScorer\n")
-    monkeypatch.syspath_prepend(str(site))
-    yield site
-    sys.modules.pop(PLUGIN_MODULE, None)
-
 
 def _logprob_tables():
     ref = table_from_columns("ref", {"prompt_id": ["b", "a", "a", "b", "a", "b"], "position": [1, 2, 0, 0, 1, 2],
@@ -110,7 +71,7 @@ def test_builtin_scorer_is_declared_as_an_entry_point_in_pyproject() -> None:
     assert isinstance(load_scorer("logprob_tables", metric="sym_kl"), LogprobTablesScorer)
 
 
-def test_a_plugin_registered_by_entry_point_is_found_by_name(test_plugin: Path) -> None:
+def test_a_plugin_registered_by_entry_point_is_found_by_name(scorer_plugin: Path) -> None:
     assert "test_shift" in available_scorers()
     scorer = load_scorer("test_shift", options={"shift": 0.5})
     ref = table_from_columns("r", {"prompt_id": ["p1", "p2"], "value": [1.0, 2.0]})

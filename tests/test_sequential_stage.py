@@ -21,8 +21,7 @@ from engine.stages.sequential_diff import CAPTURED_SCORES, audit_sequential_diff
 from engine.tables import table_from_columns
 from ledger import Ledger
 
-from .conftest import ROOT
-from .test_sequential_scorers import PLUGIN_MODULE, test_plugin  # noqa: F401  (fixture)
+from .conftest import PLUGIN_MODULE, ROOT
 
 STAGE = REGISTRY["sequential.diff"]
 EXAMPLE = ROOT / "specs" / "sequential-diff"
@@ -208,7 +207,7 @@ def test_example_spec_runs_and_replays_from_the_ledger(tmp_path: Path) -> None:
         assert outcome.reproduced, outcome.changes
 
 
-def test_a_run_with_a_scorer_plugin_replays_bit_for_bit_without_calling_it(tmp_path: Path, test_plugin: Path) -> None:
+def test_a_run_with_a_scorer_plugin_replays_bit_for_bit_without_calling_it(tmp_path: Path, scorer_plugin: Path) -> None:
     rng = np.random.default_rng(11)
     ids = [f"x{i:03d}" for i in range(80)]
     ref = rng.normal(0, 1, 80)
@@ -233,7 +232,7 @@ def test_a_run_with_a_scorer_plugin_replays_bit_for_bit_without_calling_it(tmp_p
         assert [c["detail"]["n"] for c in checks] == list(range(10, n_used + 1))      # the trajectory
         assert checks[-1]["detail"]["decision"] == "SAME"
         plugin.CALLS.clear()
-        sys.path.remove(str(test_plugin))                      # uninstall the plugin: a replay needs no model
+        sys.path.remove(str(scorer_plugin))                      # uninstall the plugin: a replay needs no model
         sys.modules.pop(PLUGIN_MODULE)
         importlib.invalidate_caches()
         assert "test_shift" not in available_scorers()

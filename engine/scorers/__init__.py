@@ -19,8 +19,7 @@ or None, ``options`` the spec's free-form mapping) that returns a ``Scorer``:
 scorer reads nothing outside the paths the spec declares. The scores it returns are recorded by the
 stage (``StageOutput.captured``) and a replay recomputes every decision from them without calling it.
 
-The scorers shipped with certa are registered in certa's own ``pyproject.toml``; when certa runs from a
-source checkout whose installed metadata predates them, they are found in ``BUILT_IN`` instead.
+The scorers shipped with certa are registered in certa's own ``pyproject.toml`` like any other plugin.
 """
 
 from __future__ import annotations
@@ -34,9 +33,8 @@ import numpy as np
 
 from ..errors import StageError
 from ..tables import Table
-from .logprob_tables import LogprobTablesScorer
 
-__all__ = ["ENTRY_POINT_GROUP", "BUILT_IN", "Scorer", "ScorerFactory", "available_scorers", "load_scorer",
+__all__ = ["ENTRY_POINT_GROUP", "Scorer", "ScorerFactory", "available_scorers", "load_scorer",
            "score_prompts"]
 
 ENTRY_POINT_GROUP = "certa.scorers"
@@ -57,16 +55,13 @@ class Scorer(Protocol):
 
 ScorerFactory = Callable[..., Scorer]
 
-BUILT_IN: dict[str, ScorerFactory] = {"logprob_tables": LogprobTablesScorer}
-
-
 def _registered() -> dict[str, EntryPoint]:
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def available_scorers() -> tuple[str, ...]:
-    """Names of every registered scorer (entry points and built-ins), sorted."""
-    return tuple(sorted(set(_registered()) | set(BUILT_IN)))
+    """Names of every registered scorer, sorted."""
+    return tuple(sorted(_registered()))
 
 
 def load_scorer(name: str, *, metric: str | None = None, options: Mapping[str, Any] | None = None) -> Scorer:
@@ -74,8 +69,6 @@ def load_scorer(name: str, *, metric: str | None = None, options: Mapping[str, A
     registered = _registered()
     if name in registered:
         factory = registered[name].load()
-    elif name in BUILT_IN:
-        factory = BUILT_IN[name]
     else:
         known = available_scorers()
         hint = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
