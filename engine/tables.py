@@ -179,6 +179,16 @@ def _csv_cell(value: Any) -> str:
     return str(value)
 
 
+def _column_cells(values: Sequence[Any] | np.ndarray) -> list[str]:
+    """One column's CSV cells: the same text as ``_csv_cell`` per value, fast paths by numpy dtype."""
+    arr = np.asarray(values)
+    if arr.dtype.kind == "f":
+        return ["" if cell == "nan" else cell for cell in map(repr, arr.astype(np.float64).tolist())]
+    if arr.dtype.kind in "iu":
+        return list(map(str, arr.tolist()))
+    return [_csv_cell(v) for v in arr.tolist()]
+
+
 def columns_to_csv_bytes(columns: Mapping[str, Sequence[Any] | np.ndarray]) -> bytes:
     """Canonical CSV bytes of in-memory columns (LF line ends, minimal quoting)."""
     names = list(columns)
@@ -191,8 +201,7 @@ def columns_to_csv_bytes(columns: Mapping[str, Sequence[Any] | np.ndarray]) -> b
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(names)
-    lists = [np.asarray(columns[k]).tolist() for k in names]
-    writer.writerows(zip(*[[_csv_cell(v) for v in col] for col in lists]))
+    writer.writerows(zip(*[_column_cells(columns[k]) for k in names]))
     return out.getvalue().encode("utf-8")
 
 
