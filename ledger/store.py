@@ -295,9 +295,9 @@ class Ledger:
             return [RunRow(**row._mapping) for row in conn.execute(query)]
 
     def entries(self, *, run_id: str | None = None, kinds: Sequence[str] | None = None,
-                batch: int = 2000) -> Iterator[EntryRow]:
-        """Entries in chain order (optionally one run's, or some kinds), streamed in batches."""
-        last = 0
+                after: int = 0, batch: int = 2000) -> Iterator[EntryRow]:
+        """Entries in chain order (optionally one run's, some kinds, or those after seq ``after``), in batches."""
+        last = after
         while True:
             query = select(entries).where(entries.c.seq > last).order_by(entries.c.seq).limit(batch)
             if run_id is not None:

@@ -13,7 +13,7 @@ from typing import Any
 from engine.canonical import sha256_hex
 
 from .chain import GENESIS, entry_hash
-from .store import Ledger
+from .store import EntryRow, Ledger
 
 __all__ = ["Problem", "VerifyReport", "verify_ledger"]
 
@@ -45,29 +45,29 @@ class VerifyReport:
         return self.problems[0] if self.problems else None
 
 
-def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, Any]], list[str]] | None = None,
-                  expect_head: tuple[int, str] | None = None, run_id: str | None = None) -> VerifyReport:
-    """Re-check the whole chain, every blob and the runs index; certificates via ``check_certificate``.
+class _ChainWalk:
+    """Checks entries one by one in chain order and collects what the run/blob checks need."""
 
-    With ``run_id`` the chain, blobs and index are still checked in full (a chain is only sound as a
-    whole) but certificate checks are limited to that run. ``expect_head`` is a head recorded earlier
-    outside the database (``seq``, ``entry_hash``): the chain must still contain it unchanged.
-    """
-    problems: list[Problem] = []
-    prev = GENESIS
-    expected_seq = 0
-    certificates = 0
-    run_spans: dict[str, dict[str, Any]] = {}
-    referenced: set[str] = set()
-    hash_at_expected_head: str | None = None
-    for entry in ledger.entries():
-        expected_seq += 1
+    def __init__(self, *, check_certificate: Callable[[Mapping[str, Any]], list[str]] | None,
+                 run_id: str | None, expect_seq: int | None) -> None:
+        self.check_certificate, self.run_id, self.expect_seq = check_certificate, run_id, expect_seq
+        self.problems: list[Problem] = []
+        self.seq = 0
+        self.prev = GENESIS
+        self.certificates = 0
+        self.run_spans: dict[str, dict[str, Any]] = {}
+        self.referenced: set[str] = set()
+        self.hash_at_expected_seq: str | None = None
+
+    def check(self, entry: EntryRow) -> None:
+        problems = self.problems
+        self.seq += 1
         where = f"entry {entry.seq} ({entry.kind}, run {entry.run_id})"
-        if entry.seq != expected_seq:
-            problems.append(Problem(where, f"sequence gap: expected entry {expected_seq}, found {entry.seq} "
+        if entry.seq != self.seq:
+            problems.append(Problem(where, f"sequence gap: expected entry {self.seq}, found {entry.seq} "
                                            "(entries were deleted)", entry.seq, entry.run_id))
-            expected_seq = entry.seq
-        if entry.prev_hash != prev:
+            self.seq = entry.seq
+        if entry.prev_hash != self.prev:
             problems.append(Problem(where, "link broken: prev_hash does not match the previous entry's hash "
                                            "(an entry before it was edited, deleted or moved)", entry.seq, entry.run_id))
         if sha256_hex(entry.payload.encode("utf-8")) != entry.payload_sha256:
@@ -76,10 +76,10 @@ def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, A
                                 payload_sha256=entry.payload_sha256, prev_hash=entry.prev_hash)
         if recomputed != entry.entry_hash:
             problems.append(Problem(where, "entry edited: its hash no longer matches its fields", entry.seq, entry.run_id))
-        prev = entry.entry_hash
-        if expect_head is not None and entry.seq == expect_head[0]:
-            hash_at_expected_head = entry.entry_hash
-        span = run_spans.setdefault(entry.run_id, {"first": entry.seq, "last": entry.seq, "kinds": set()})
+        self.prev = entry.entry_hash
+        if entry.seq == self.expect_seq:
+            self.hash_at_expected_seq = entry.entry_hash
+        span = self.run_spans.setdefault(entry.run_id, {"first": entry.seq, "last": entry.seq, "kinds": set()})
         if entry.kind in ("run", "input", "captured", "decision", "certificate", "abort"):
             span["last"] = entry.seq
         span["kinds"].add(entry.kind)
@@ -87,20 +87,39 @@ def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, A
             data = entry.data()
         except ValueError:
             problems.append(Problem(where, "payload is not valid JSON", entry.seq, entry.run_id))
-            continue
+            return
         if entry.kind in ("input", "captured"):
-            referenced.add(data.get("sha256", ""))
+            self.referenced.add(data.get("sha256", ""))
         if entry.kind == "run":
             span["run"] = data
         if entry.kind == "certificate":
             span["certificate_sha256"] = data.get("content_sha256")
             span["verdict"] = data.get("content", {}).get("verdict")
-            if check_certificate is not None and (run_id is None or entry.run_id == run_id):
-                certificates += 1
+            if self.check_certificate is not None and (self.run_id is None or entry.run_id == self.run_id):
+                self.certificates += 1
                 problems.extend(Problem(where, f"certificate: {message}", entry.seq, entry.run_id)
-                                for message in check_certificate(data))
+                                for message in self.check_certificate(data))
 
-    head = ledger.head()
+
+def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, Any]], list[str]] | None = None,
+                  expect_head: tuple[int, str] | None = None, run_id: str | None = None) -> VerifyReport:
+    """Re-check the whole chain, every blob and the runs index; certificates via ``check_certificate``.
+
+    With ``run_id`` the chain, blobs and index are still checked in full (a chain is only sound as a
+    whole) but certificate checks are limited to that run. ``expect_head`` is a head recorded earlier
+    outside the database (``seq``, ``entry_hash``): the chain must still contain it unchanged.
+    """
+    walk = _ChainWalk(check_certificate=check_certificate, run_id=run_id,
+                      expect_seq=expect_head[0] if expect_head else None)
+    while True:  # writers may append while we read: keep reading until a pass finds nothing new
+        before = walk.seq
+        for entry in ledger.entries(after=walk.seq):
+            walk.check(entry)
+        head = ledger.head()
+        if walk.seq == before or head[0] <= walk.seq:
+            break
+    problems = walk.problems
+    expected_seq, prev, run_spans = walk.seq, walk.prev, walk.run_spans
     if head != (expected_seq, prev):
         problems.append(Problem("chain head", f"the recorded head {head[0]}:{head[1][:12]}… does not match the last "
                                               f"entry {expected_seq}:{prev[:12]}… (entries were removed or added)"))
@@ -109,7 +128,7 @@ def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, A
         if seq > expected_seq:
             problems.append(Problem("expected head", f"the ledger ends at entry {expected_seq} but an earlier head "
                                                      f"was at entry {seq}: entries were removed"))
-        elif hash_at_expected_head != digest:
+        elif walk.hash_at_expected_seq != digest:
             problems.append(Problem("expected head", f"entry {seq} is not the one recorded in the expected head "
                                                      "(the chain was rewritten)", seq))
 
@@ -120,10 +139,10 @@ def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, A
         stored.add(sha)
         if sha256_hex(content) != sha:
             problems.append(Problem(f"blob {sha[:12]}…", "stored input bytes edited: their SHA-256 no longer matches"))
-    for sha in sorted(referenced - stored):
+    for sha in sorted(walk.referenced - stored):
         problems.append(Problem(f"blob {sha[:12]}…", "an input recorded in the chain has no stored copy (deleted)"))
 
-    indexed = {row.run_id: row for row in ledger.runs()}
+    indexed = {row.run_id: row for row in ledger.runs() if row.first_seq <= expected_seq}
     for rid, span in run_spans.items():
         if "run" not in span:
             continue
@@ -143,5 +162,5 @@ def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, A
     if run_id is not None and run_id not in run_spans:
         problems.append(Problem(f"run {run_id}", "no entries for this run in the chain", run_id=run_id))
     problems.sort(key=lambda p: (p.seq is None, p.seq or 0))
-    return VerifyReport(entries_checked=expected_seq, certificates_checked=certificates, blobs_checked=blobs_checked,
+    return VerifyReport(entries_checked=expected_seq, certificates_checked=walk.certificates, blobs_checked=blobs_checked,
                         head=(expected_seq, prev), problems=tuple(problems))

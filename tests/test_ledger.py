@@ -236,3 +236,26 @@ def test_concurrent_sqlite_writers_serialise_and_never_fork_the_chain(small_spec
     assert run_concurrently(db, small_spec, writers=3, runs_each=3) == []
     with Ledger.open(db) as ledger:
         assert len(ledger.runs()) == 9 and verify(ledger).intact
+
+
+def test_verify_while_writers_append_reports_no_false_tampering(small_spec: Path, tmp_path: Path) -> None:
+    import threading
+
+    db = tmp_path / "busy.db"
+    with Ledger.open(db) as ledger:
+        run(small_spec, ledger=ledger)
+    reports = []
+    done = threading.Event()
+
+    def auditor() -> None:
+        with Ledger.open(db) as ledger:
+            while not done.is_set():
+                reports.append(verify(ledger))
+
+    thread = threading.Thread(target=auditor)
+    thread.start()
+    errors = run_concurrently(db, small_spec, writers=2, runs_each=4)
+    done.set()
+    thread.join()
+    assert errors == [] and reports
+    assert all(r.intact for r in reports), [r.problems for r in reports if not r.intact][:1]
