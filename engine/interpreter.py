@@ -219,6 +219,8 @@ def run(spec: str | Path | Mapping[str, Any], *, inputs: Mapping[str, Columns | 
         raise abort from None
     certificate = seal(execution.content, run_id)
     if ledger is not None:
+        if notify:
+            notify(f"recording run {run_id}: {len(execution.decisions)} decision(s), {len(tables)} input(s)")
         ledger.record_run(run_id=run_id, execution=execution, certificate=certificate)
     return RunResult(run_id=run_id, verdict=execution.verdict, certificate=certificate,
                      decisions=execution.decisions)

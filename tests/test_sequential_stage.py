@@ -241,6 +241,20 @@ def test_a_run_with_a_scorer_plugin_replays_bit_for_bit_without_calling_it(tmp_p
         assert plugin.CALLS == []
 
 
+def test_a_method_the_profile_refuses_never_calls_the_scorer(tmp_path: Path, scorer_plugin: Path) -> None:
+    (tmp_path / "ref.csv").write_text("prompt_id,value\na,0.1\nb,0.2\n")
+    (tmp_path / "cand.csv").write_text("prompt_id,value\na,0.1\nb,0.3\n")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "certa: 1\nname: refused\nseed: 5\nprofile: release\n"
+        "inputs:\n  ref: {path: ref.csv}\n  cand: {path: cand.csv}\n"
+        "stages:\n  - id: diff\n    use: sequential.diff\n"
+        "    with: {scorer: {name: test_shift}, reference: ref, candidate: cand, method: t_fixed_n}\n")
+    with pytest.raises(ProfileAbort, match="anytime-valid"):
+        run(spec)
+    assert PLUGIN_MODULE not in sys.modules or sys.modules[PLUGIN_MODULE].CALLS == []
+
+
 def test_an_unbounded_sequence_that_never_narrows_is_reported_and_audits_cleanly() -> None:
     # asymptotic_cs has no variance estimate while all scores are equal: the CS stays the whole line
     out = _run({"input": "s", "method": "asymptotic_cs", "n_max": 30}, _scores(np.full(40, 0.1)))

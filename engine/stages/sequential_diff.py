@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import InputError, ProfileAbort, StageError
 from ..scorers import load_scorer, score_prompts
-from ..stats.confseq import BOUNDED_METHODS, CSSettings, PValuePath, confidence_sequence, null_p_value
+from ..stats.confseq import BOUNDED_METHODS, VALIDITY, CSSettings, PValuePath, confidence_sequence, null_p_value
 from ..stats.confseq_common import ConfidenceSequence, prefix_mean
 from ..stats.sequential_decision import (DECISION_OF, OUTCOMES, DecisionRules, RuleStates, Stop, all_zero_path,
                                          first_stop, rule_states)
@@ -322,6 +322,12 @@ def _validity_rule(validity: str, profile: str) -> Decision:
 def run_sequential_diff(ctx: StageContext) -> StageOutput:
     knobs = ctx.knobs
     _iv_knobs(knobs)
+    validity = VALIDITY[knobs["method"]]
+    rule = _validity_rule(validity, ctx.profile)
+    if rule.detail["outcome"] == "abort":  # before any scoring: a refused method never calls a scorer
+        raise ProfileAbort(f"profile '{ctx.profile}' requires an anytime-valid method; '{knobs['method']}' is "
+                           f"{validity} (use betting, eb_cs or stitched, or profile dev to compare)",
+                           rule="optional_stopping_validity", decisions=(rule,))
     captured: dict[str, Table] = {}
     if knobs.get("scorer") is not None:
         spec = knobs["scorer"]
@@ -344,11 +350,6 @@ def run_sequential_diff(ctx: StageContext) -> StageOutput:
         raise StageError(f"{scores.size} observation(s) but n_min = {knobs['n_min']}; add data or lower n_min")
 
     analysis = analyse_scores(scores, knobs)
-    rule = _validity_rule(analysis.cs.validity, ctx.profile)
-    if rule.detail["outcome"] == "abort":
-        raise ProfileAbort(f"profile '{ctx.profile}' requires an anytime-valid method; '{knobs['method']}' is "
-                           f"{analysis.cs.validity} (use betting, eb_cs or stitched, or profile dev to compare)",
-                           rule="optional_stopping_validity", decisions=(rule,))
     outputs, outcome = _outputs(analysis, knobs, source)
     decisions = (rule, *_check_decisions(analysis, outcome))
     return StageOutput(outputs=outputs, decisions=decisions, captured=captured)
