@@ -338,3 +338,17 @@ def test_monitor_run_reads_the_report_from_the_ledger(tmp_path, ledger):
     assert not math.isnan(out["metrics"]["marginal"]["singleton"]["rate"])
     assert replay(ledger, checked.run_id).reproduced  # the monitor reads the same recorded report again
     assert replay(ledger, report.run_id).reproduced
+
+
+def test_verify_recomputes_the_ssbc_correction_and_catches_an_edited_k():
+    from engine.stages.conformal import audit_pac_report
+
+    outputs = run(ROOT / "specs" / "conformal-pac" / "spec.yaml").certificate["content"]["stages"]["pac"]
+    assert audit_pac_report(outputs) == []
+    edited = json.loads(json.dumps(outputs))
+    edited["ssbc_class_1"]["k"] -= 1
+    edited["calibration_result"]["class_1"]["k"] -= 1
+    assert any("ssbc_class_1.k" in p for p in audit_pac_report(edited))
+    edited = json.loads(json.dumps(outputs))
+    edited["calibration_result"]["class_0"]["k"] += 1
+    assert audit_pac_report(edited) == ["calibration_result.class_0 does not deploy the certified k and u*"]

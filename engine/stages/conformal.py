@@ -395,11 +395,33 @@ def render_pac_report(outputs: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def audit_pac_report(outputs: Mapping[str, Any]) -> list[str]:
+    """Identities ``certa verify`` re-checks: each class's SSBC correction recomputed from its recorded
+    inputs (α, n, δ, mode, m) gives the recorded u*, k and always-include flag, and the calibration
+    result deploys those same k."""
+    problems = []
+    try:
+        for c in (0, 1):
+            block = outputs[f"ssbc_class_{c}"]
+            again = ssbc_correct(block["alpha_target"], block["n"], block["delta"], mode=block["mode"],
+                                 m=block["m"], upstream_compat=block["upstream_compat"])
+            for key in ("u_star", "k", "always_include"):
+                if block[key] != getattr(again, key):
+                    problems.append(f"ssbc_class_{c}.{key} is {block[key]!r} but SSBC recomputes {getattr(again, key)!r}")
+            deployed = outputs["calibration_result"][f"class_{c}"]
+            if (deployed["k"], deployed["u_star"]) != (block["k"], block["u_star"]):
+                problems.append(f"calibration_result.class_{c} does not deploy the certified k and u*")
+    except (KeyError, TypeError, ValueError) as exc:
+        problems.append(f"PAC report outputs are incomplete or malformed ({type(exc).__name__}: {exc})")
+    return problems
+
+
 STAGE = StageType(
     name="conformal.pac_report",
-    version="1",
+    version="1.0.0",
     input_knobs=("input",),
     run=run_pac_report,
     summary="PAC report for binary Mondrian conformal sets: exact SSBC, LOO rates, prediction bounds (seed 003).",
     render_markdown=render_pac_report,
+    audit_checks=audit_pac_report,
 )

@@ -184,7 +184,7 @@ def render_monitor(outputs: Mapping[str, Any]) -> str:
 
 STAGE = StageType(
     name="conformal.monitor",
-    version="1",
+    version="1.0.0",
     input_knobs=("input",),
     run=run_monitor,
     summary=("Apply a recorded conformal.pac_report's thresholds to new labelled data; "
