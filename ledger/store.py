@@ -131,19 +131,29 @@ class Ledger:
         store._initialise()
         return store
 
-    def _initialise(self) -> None:
-        try:
-            with self._engine.begin() as conn:
-                metadata.create_all(conn)
-                version = conn.execute(select(ledger_meta.c.value).where(ledger_meta.c.key == "schema_version")).scalar()
-                if version is None:
-                    conn.execute(insert(ledger_meta), [{"key": "schema_version", "value": SCHEMA_VERSION},
-                                                       {"key": "head", "value": f"0:{GENESIS}"}])
-                elif version != SCHEMA_VERSION:
-                    raise LedgerError(f"ledger schema version {version} is not supported by this certa "
-                                      f"(expects {SCHEMA_VERSION}); use a matching certa version")
-        except SQLAlchemyError as exc:
-            raise LedgerError(f"cannot initialise ledger {self.url}: {exc}") from None
+    def _initialise(self, attempts: int = 3) -> None:
+        """Create the tables and the head row if missing; check the schema version.
+
+        Two processes opening a new PostgreSQL ledger at once can race on CREATE TABLE; the loser's
+        transaction fails and is retried, and then finds the tables in place.
+        """
+        for attempt in range(1, attempts + 1):
+            try:
+                with self._engine.begin() as conn:
+                    metadata.create_all(conn)
+                    version = conn.execute(
+                        select(ledger_meta.c.value).where(ledger_meta.c.key == "schema_version")).scalar()
+                    if version is None:
+                        conn.execute(insert(ledger_meta), [{"key": "schema_version", "value": SCHEMA_VERSION},
+                                                           {"key": "head", "value": f"0:{GENESIS}"}])
+                found_version = version
+                break
+            except SQLAlchemyError as exc:
+                if attempt == attempts:
+                    raise LedgerError(f"cannot initialise ledger {self.url}: {exc}") from None
+        if found_version not in (None, SCHEMA_VERSION):
+            raise LedgerError(f"ledger schema version {found_version} is not supported by this certa "
+                              f"(expects {SCHEMA_VERSION}); use a matching certa version")
 
     def close(self) -> None:
         self._engine.dispose()
@@ -245,9 +255,9 @@ class Ledger:
         """Append one ``replay`` or ``review`` entry about an existing run; returns its seq."""
         if kind not in ("replay", "review"):
             raise ValueError(f"notes are replay or review entries, not {kind!r}")
-        self.run(run_id)
+        full = self.resolve_run_id(run_id)
         with self._write() as conn:
-            _, last, _ = self._append(conn, run_id, [NewEntry(kind, payload)])
+            _, last, _ = self._append(conn, full, [NewEntry(kind, payload)])
         return last
 
     # ------------------------------------------------------------------------------------ reading

@@ -259,3 +259,13 @@ def test_verify_while_writers_append_reports_no_false_tampering(small_spec: Path
     thread.join()
     assert errors == [] and reports
     assert all(r.intact for r in reports), [r.problems for r in reports if not r.intact][:1]
+
+
+def test_a_ledger_of_another_schema_version_is_refused(tmp_path: Path) -> None:
+    from engine import LedgerError
+
+    db = tmp_path / "old.db"
+    Ledger.open(db).close()
+    _sql(db, "UPDATE ledger_meta SET value = '0' WHERE key = 'schema_version'")
+    with pytest.raises(LedgerError, match="schema version 0 is not supported"):
+        Ledger.open(db)

@@ -72,3 +72,14 @@ def test_concurrent_writers_queue_on_the_head_and_never_fork_the_chain(small_spe
         assert len(ledger.runs()) == 12
         report = verify(ledger)
         assert report.intact, report.problems
+
+
+def test_many_processes_opening_a_new_ledger_at_once_all_succeed(pg_url: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def open_and_read(_: int) -> int:
+        with Ledger.open(pg_url) as ledger:
+            return ledger.entry_count()
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        assert list(pool.map(open_and_read, range(6))) == [0] * 6
