@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -44,16 +45,25 @@ def test_certificate_content_is_complete_and_hash_is_over_content(small_spec: Pa
     assert "time_utc" in cert["issued"] and "time_utc" not in str(content)
 
 
-def _hash_in_subprocess(spec: Path) -> str:
+def _hash_in_subprocess(spec: Path, hash_seed: str = "0") -> str:
     code = "import sys; from engine import run; print(run(sys.argv[1]).certificate['content_sha256'])"
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed}
     done = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True, text=True, check=True,
-                          cwd=spec.parent)
+                          cwd=spec.parent, env=env)
     return done.stdout.strip()
 
 
 def test_same_spec_inputs_and_seed_give_the_same_hash_across_processes(small_spec: Path) -> None:
     first, second = _hash_in_subprocess(small_spec), _hash_in_subprocess(small_spec)
     assert first == second == run(small_spec).certificate["content_sha256"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", sorted(p.parent.name for p in (ROOT / "specs").glob("*/spec.yaml")))
+def test_every_example_spec_is_deterministic_across_processes_and_hash_seeds(example: str) -> None:
+    """Set or dict iteration order (which PYTHONHASHSEED changes) must never reach a certificate."""
+    spec = ROOT / "specs" / example / "spec.yaml"
+    assert _hash_in_subprocess(spec, "1") == _hash_in_subprocess(spec, "2") == run(spec).content_sha256
 
 
 def test_a_different_seed_changes_the_hash(small_spec: Path) -> None:
