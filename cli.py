@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -20,6 +19,7 @@ from engine import CertaError, ProfileAbort, load_plan, run
 from engine.audit import replay as replay_run
 from engine.audit import verify as verify_ledger
 from engine.jsondiff import flatten, json_diff
+from engine.report import certificate_markdown, format_value
 from engine.stages import REGISTRY
 from ledger import DEFAULT_LEDGER_FILE, Ledger
 
@@ -144,42 +144,23 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
     else:
         click.echo(_summary(result.certificate))
         if not no_record:
-            click.echo(f"recorded run {result.run_id} in {ledger_url}")
+            click.echo(f"recorded run {result.run_id} in {ledger_url}; the full report: certa show {result.run_id[:12]}")
     return EXIT_OK if result.verdict == "PASS" else EXIT_FAIL
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}" if math.isfinite(value) else str(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_fmt(v) for v in value) + "]"
-    return json.dumps(value, sort_keys=True) if isinstance(value, dict) else str(value)
-
-
 def _summary(certificate: Mapping[str, Any]) -> str:
+    """A few lines for the terminal after a run: verdict, identity, gates ('certa show' has the report)."""
     content = certificate["content"]
     lines = [
         f"{content['spec']['name']}: {content['verdict']}",
-        f"  run {certificate['issued']['run_id']}  issued {certificate['issued']['time_utc']}  "
-        f"profile {content['spec']['profile']}",
+        f"  run {certificate['issued']['run_id']}  profile {content['spec']['profile']}",
         f"  content_sha256 {certificate['content_sha256']}",
         f"  knobs_hash     {content['knobs_hash']}",
     ]
-    for item in content["inputs"]:
-        lines.append(f"  input {item['name']}: {item['rows']} rows, sha256 {item['sha256'][:16]}…")
-    stage_uses = {s["id"]: s["use"] for s in content["knobs"]["stages"]}
-    for stage_id, outputs in content["stages"].items():
-        stage_type = REGISTRY.get(stage_uses.get(stage_id, ""))
-        lines.append(f"  stage {stage_id} ({stage_uses.get(stage_id)})")
-        if stage_type is not None and stage_type.render_markdown is not None:
-            lines.extend("    " + line for line in stage_type.render_markdown(outputs).splitlines())
-        elif "primary_metric" in outputs:
-            pm = outputs["primary_metric"]
-            lines.append(f"    ratio_vs_baseline {_fmt(pm.get('ratio_vs_baseline'))}  "
-                         f"{_fmt(pm.get('confidence_level'))} CI {_fmt(pm.get('display_ci'))}")
     for gate in content["gates"]:
         mark = "PASS" if gate["passed"] else "FAIL"
-        lines.append(f"  gate {gate['id']}: {mark}  {gate['metric']} = {_fmt(gate['value'])}  ({gate['reason']})")
+        lines.append(f"  gate {gate['id']}: {mark}  {gate['metric']} = {format_value(gate['value'])}  "
+                     f"({gate['reason']})")
     if not content["gates"]:
         lines.append("  (no gates: the verdict is PASS by default)")
     return "\n".join(lines)
@@ -253,7 +234,7 @@ def replay(run_id: str, as_json: bool, ledger_url: str) -> int:
     else:
         click.echo(f"{outcome}: run {result.run_id}: {result.note}")
         for change in result.changes[:50]:
-            click.echo(f"  {change.path}: recorded {_fmt(change.before)} -> replayed {_fmt(change.after)}")
+            click.echo(f"  {change.path}: recorded {format_value(change.before)} -> replayed {format_value(change.after)}")
     return EXIT_OK if result.reproduced else EXIT_FAIL
 
 
@@ -261,7 +242,7 @@ def replay(run_id: str, as_json: bool, ledger_url: str) -> int:
 @click.argument("run_id")
 @certa_command
 def show(run_id: str, as_json: bool, ledger_url: str) -> int:
-    """Show a run: its certificate summary (--json prints the whole certificate).
+    """Show a run's certificate as a Markdown report (--json prints the whole certificate).
 
     \b
     Example:
@@ -280,7 +261,7 @@ def show(run_id: str, as_json: bool, ledger_url: str) -> int:
     if as_json:
         _emit_json(certificate)
     else:
-        click.echo(_summary(certificate))
+        click.echo(certificate_markdown(certificate))
     return EXIT_OK
 
 
@@ -354,7 +335,7 @@ def diff(run_a: str, run_b: str, only_changed: bool, as_json: bool, ledger_url: 
     click.echo(f"{a['issued']['run_id'][:12]} vs {b['issued']['run_id'][:12]}: "
                f"{'identical content' if not changes else f'{len(changes)} field(s) differ'}")
     for change in changes:
-        click.echo(f"  {change.path}: {_fmt(change.before)} -> {_fmt(change.after)}")
+        click.echo(f"  {change.path}: {format_value(change.before)} -> {format_value(change.after)}")
     if not only_changed and changes:
         click.echo(f"  ({len(flatten(a['content'])) - len(changes)} field(s) equal)")
     return EXIT_OK

@@ -51,7 +51,9 @@ def test_run_records_and_the_audit_commands_work(small_spec: Path, tmp_path: Pat
     assert [r["run_id"] for r in listed] == [run_id]
     shown = json.loads(invoke("show", run_id[:8], "--json", ledger=db).stdout)
     assert shown["content_sha256"] == payload["certificate_sha256"]
-    assert "ratio_vs_baseline" in invoke("show", run_id, ledger=db).output
+    report = invoke("show", run_id, ledger=db).output
+    assert report.startswith("# small-paired: PASS") and payload["certificate_sha256"] in report
+    assert "| ratio vs baseline | 95% CI |" in report and "## Gates" in report
 
     out = tmp_path / "cert.json"
     assert invoke("export", run_id, "-o", str(out), ledger=db).exit_code == 0

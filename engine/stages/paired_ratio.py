@@ -245,6 +245,33 @@ def audit_paired_ratio(outputs: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def render_paired_ratio(outputs: Mapping[str, Any]) -> str:
+    """The primary metric, the pairing checks and the bootstrap settings as Markdown tables."""
+    pm = outputs["primary_metric"]
+    stats = outputs["dataset"]["windows"]["stats"]
+    boot = stats["bootstrap"]
+    level = round(100 * pm["confidence_level"], 2)
+    overlap = stats["window_overlap_fraction"] if stats["overlap_checked"] else "not checked (no offsets)"
+    lines = [
+        f"| ratio vs baseline | {level:g}% CI | log-ratio CI | subject PPL | baseline PPL |",
+        "|---:|---|---|---:|---:|",
+        f"| {pm['ratio_vs_baseline']:.6f} | [{pm['display_ci'][0]:.6f}, {pm['display_ci'][1]:.6f}] | "
+        f"[{pm['ci'][0]:.6g}, {pm['ci'][1]:.6g}] | {pm['final']:.4f} | {pm['baseline_final']:.4f} |",
+        "",
+        f"Paired windows {stats['paired_windows']} (match fraction {stats['window_match_fraction']:.6g}, "
+        f"overlap {overlap}, token-count mismatches {stats['token_count_mismatches']}). "
+        f"Bootstrap: {boot['method']} ({boot['scheme']} resampling), {boot['replicates']} replicates"
+        + (f"; fallback: {boot['fallback']}" if boot["fallback"] else "")
+        + ("; degenerate deltas: CI collapsed to the point" if stats["paired_delta_summary"]["degenerate"] else "")
+        + ".",
+    ]
+    drift = outputs.get("drift")
+    if drift:
+        lines.append(f"Preview→final drift ratio {drift['preview_final_ratio']:.6f} "
+                     f"({'within' if drift['within_band'] else 'OUTSIDE'} band {drift['band']}).")
+    return "\n".join(lines)
+
+
 STAGE = StageType(
     name="paired.ppl_ratio",
     version="1.0.0",
@@ -252,4 +279,5 @@ STAGE = StageType(
     run=run_paired_ratio,
     summary="Paired perplexity ratio vs a baseline, token-weighted, with a paired BCa bootstrap CI (seed 001).",
     audit_checks=audit_paired_ratio,
+    render_markdown=render_paired_ratio,
 )
