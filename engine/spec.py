@@ -102,8 +102,27 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: b
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+MAX_SPEC_BYTES = 1_000_000
+"""A run spec is a short document; anything larger is refused before parsing."""
+
+
+def _refuse_aliases(text: str, source: str) -> None:
+    """YAML anchors and aliases are refused: a spec says each value where it applies, and an alias bomb
+    (a few lines expanding to billions of nodes) cannot reach the canonical-JSON hashing."""
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            mark = event.start_mark
+            raise SpecError("YAML anchors and aliases (&name, *name) are not allowed in a run spec; "
+                            "write each value out where it applies", file=source, line=mark.line + 1,
+                            column=mark.column + 1)
+
+
 def _parse_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
+    if len(text.encode("utf-8")) > MAX_SPEC_BYTES:
+        raise SpecError(f"the spec is larger than {MAX_SPEC_BYTES} bytes; a run spec names its data files "
+                        "under inputs: instead of holding data", file=source)
     try:
+        _refuse_aliases(text, source)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:

@@ -158,3 +158,14 @@ stages:
     assert error.path == "stages[0].with.shards[1]" and "'s2' is not a declared input" in str(error)
     duplicated = _error(write_spec(tmp_path, text.replace("[s1, s2]", "[s1, s1]")))
     assert duplicated.path == "stages[0].with.shards" and "unique" in str(duplicated)
+
+
+def test_yaml_aliases_are_refused_so_an_alias_bomb_cannot_reach_hashing(tmp_path: Path) -> None:
+    bomb = SMALL_SPEC.replace("description", "x") + 'x0: &a ["lol", "lol"]\nx1: &b [*a, *a]\n'
+    error = _error(write_spec(tmp_path, bomb))
+    assert "anchors and aliases" in str(error) and error.line == 16  # the first anchor
+
+
+def test_an_oversized_spec_is_refused(tmp_path: Path) -> None:
+    error = _error(write_spec(tmp_path, SMALL_SPEC + "#" * 1_000_001 + "\n"))
+    assert "larger than" in str(error)

@@ -397,7 +397,7 @@ def render_sequential_diff(outputs: Mapping[str, Any]) -> str:
 
 STAGE = StageType(
     name="sequential.diff",
-    version="1",
+    version="1.0.0",
     input_knobs=("input", "reference", "candidate"),
     run=run_sequential_diff,
     summary="Sequential DIFFERENT/IDENTICAL/SAME/UNDECIDED decision on anytime-valid confidence sequences (seed 000).",
