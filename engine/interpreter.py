@@ -7,6 +7,7 @@ certificate and, when a ledger is given, record everything in one transaction.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from .gates import GateResult, evaluate_gate
 from .seeds import DERIVATION, stage_generator, stage_seed_record
 from .spec import Plan, load_plan
 from .stages import REGISTRY, Decision, StageContext
-from .stages.base import LedgerReader
+from .stages.base import LedgerReader, Progress
 from .tables import Table, format_for_path, parse_table, table_from_columns
 
 __all__ = ["run", "execute", "load_tables", "new_run_id", "RunResult", "Execution", "StageDecision", "AbortedExecution"]
@@ -141,6 +142,7 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
             profile=plan.profile, upstream=dict(outputs),
             seed={**seeds[stage.id], "knobs_hash": plan.knobs_hash},
             ledger=ledger, captured=(captured or {}).get(stage.id),
+            **({"progress": _throttled_progress(stage.id, notify)} if notify else {}),
         )
         try:
             result = stage_type.run(ctx)
@@ -180,6 +182,19 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
                                for sid, group in captured_out.items() for name, t in group.items()]
     return Execution(plan=plan, tables=tables, content=to_jsonable(content), decisions=tuple(decisions),
                      captured=captured_out, gates=gate_results)
+
+
+def _throttled_progress(stage_id: str, notify: Notify, every_seconds: float = 1.0) -> Progress:
+    """A ``progress(done, total, label)`` for a stage that notifies at most once a second, and at the end."""
+    last = [0.0]
+
+    def progress(done: int, total: int, label: str) -> None:
+        now = time.monotonic()
+        if done >= total or now - last[0] >= every_seconds:
+            last[0] = now
+            notify(f"    {stage_id}: {label} {done}/{total}")
+
+    return progress
 
 
 def new_run_id() -> str:

@@ -144,3 +144,11 @@ def test_example_spec_in_repository_passes() -> None:
     assert result.verdict == "PASS"
     pm = result.certificate["content"]["stages"]["ratio"]["primary_metric"]
     assert 1.0 < pm["display_ci"][0] < pm["ratio_vs_baseline"] < pm["display_ci"][1] < 1.05
+
+
+def test_notify_reports_each_stage_and_recording(small_spec: Path, tmp_path: Path) -> None:
+    messages: list[str] = []
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        run(small_spec, ledger=ledger, notify=messages.append)
+    assert messages[0] == "[1/1] stage 'ratio' (paired.ppl_ratio v1.0.0)"
+    assert messages[-1].startswith("recording run ") and "decision(s)" in messages[-1]
