@@ -10,10 +10,12 @@ process doing everything except the bootstrap call (interpreter + numpy + scipy 
 Data: d_i ~ N(0.01, 0.1) + Exp(0.02) (per-window Δ log-loss), t_i ~ U{64..2047} tokens, seed 20261121.
 Timing: the median (and minimum) wall time of ``--repeats`` calls inside the subprocess, each with a
 fresh ``np.random.default_rng(1)``, and the median process CPU time (user + system, all threads: the
-prefetch thread's work is counted, so CPU s ≥ wall s when it overlaps). The scipy reference is
+second stream's thread is counted, so CPU s ≥ wall s when they overlap). The scipy reference is
 ``scipy.stats.bootstrap((d, t), weighted_mean, paired=True, vectorized=True, method='BCa', batch=500)``;
-"scipy-sameblocks" uses ``batch=resample_block_rows(n)`` and so draws certa's index stream in the same
-calls (its CI must equal certa's).
+"scipy-sameblocks" uses ``batch=resample_block_rows(n)`` and so draws the index stream of certa's
+``streams=1`` case in the same calls (their CIs must be equal). certa's default draws two independent
+index streams (``rng.spawn(2)``), one per thread; "certa-1thread" computes the same two streams on one
+thread (its CI must equal "certa"'s).
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CASES = {
     "baseline": "imports, data, no bootstrap",
-    "certa": "certa uniform BCa (prefetch thread)",
-    "certa-1thread": "certa uniform BCa, prefetch=False",
+    "certa": "certa uniform BCa (default: 2 index streams, 2 threads)",
+    "certa-1thread": "certa uniform BCa, 2 index streams on 1 thread",
+    "certa-1stream": "certa uniform BCa, streams=1 (scipy's index stream)",
     "certa-token-weighted": "certa token_weighted BCa (InvarLock scheme)",
     "scipy-batch500": "scipy.stats.bootstrap BCa, batch=500",
     "scipy-sameblocks": "scipy.stats.bootstrap BCa, batch=resample_block_rows(n)",
@@ -69,7 +72,7 @@ def run_case(case: str, n: int, replicates: int, repeats: int) -> dict:
             ci = weighted_mean_bootstrap_ci(
                 d, t, rng=rng, replicates=replicates,
                 scheme="token_weighted" if case == "certa-token-weighted" else "uniform",
-                prefetch=case != "certa-1thread")
+                streams=1 if case == "certa-1stream" else 2, threads=1 if case == "certa-1thread" else None)
             return ci.low, ci.high
         batch = 500 if case == "scipy-batch500" else resample_block_rows(n)
         res = stats.bootstrap((d, t), weighted_mean, paired=True, vectorized=True, method="BCa",
@@ -120,16 +123,17 @@ def main() -> None:
               f"{r['peak_rss_mib']:13.1f}  {ci}   ({CASES[case]})")
     ref = results.get("scipy-batch500")
     if ref:
-        for case in ("certa", "certa-1thread", "certa-token-weighted"):
+        for case in ("certa", "certa-1thread", "certa-1stream", "certa-token-weighted"):
             if case in results:
                 r = results[case]
                 print(f"speed-up {case} vs scipy batch=500: wall {ref['seconds'] / r['seconds']:.1f}x "
                       f"(best of runs {ref['min_seconds'] / r['min_seconds']:.1f}x), "
                       f"CPU {ref['cpu_seconds'] / r['cpu_seconds']:.1f}x")
-    if "certa" in results and "scipy-sameblocks" in results:
-        a, b = results["certa"]["ci"], results["scipy-sameblocks"]["ci"]
-        diff = max(abs(a[0] - b[0]), abs(a[1] - b[1]))
-        print(f"certa vs scipy with the same index blocks: max |CI difference| = {diff:.3g}")
+    for left, right, what in (("certa-1stream", "scipy-sameblocks", "certa streams=1 vs scipy, same index blocks"),
+                              ("certa", "certa-1thread", "certa on 2 threads vs 1 thread")):
+        if left in results and right in results:
+            a, b = results[left]["ci"], results[right]["ci"]
+            print(f"{what}: max |CI difference| = {max(abs(a[0] - b[0]), abs(a[1] - b[1])):.3g}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Tests of engine/stats/bootstrap.py: the paired token-weighted bootstrap kernel of ``paired.ppl_ratio``.
 
-Exactness is checked against scipy.stats.bootstrap (same index stream, so the replicate distributions are
-bitwise equal) and against hand-computed values; calibration by seeded coverage simulations.
+Exactness is checked against scipy.stats.bootstrap with one index stream (streams=1: the same index stream,
+so the replicate distributions are bitwise equal); the default two streams are checked against the same
+arithmetic on the spawned streams (bitwise) and against scipy to Monte Carlo error; hand-computed values;
+calibration by seeded coverage simulations.
 """
 
 from __future__ import annotations
@@ -86,14 +88,14 @@ def test_uniform_scheme_reproduces_scipy_bootstrap(n, replicates, method):
 
     The replicate distributions are then bitwise equal; the interval differs only by rounding in the
     acceleration (our O(n) leave-one-out vs scipy's O(n²) jackknife) and in quantile interpolation.
-    (n = 1000 uses 46 draw blocks of 66 rows, so the prefetching path is covered.)
     """
     d, t = _windows(n, seed=n)
     ref = _scipy(d, t, _weighted_mean, method=method, replicates=replicates, seed=5,
                  batch=resample_block_rows(n))
-    theta = weighted_mean_replicates(d, t, rng=np.random.default_rng(5), replicates=replicates)
+    theta = weighted_mean_replicates(d, t, rng=np.random.default_rng(5), replicates=replicates, streams=1)
     assert np.array_equal(theta, ref.bootstrap_distribution)
-    ci = weighted_mean_bootstrap_ci(d, t, rng=np.random.default_rng(5), replicates=replicates, method=method)
+    ci = weighted_mean_bootstrap_ci(d, t, rng=np.random.default_rng(5), replicates=replicates, method=method,
+                                    streams=1)
     assert ci.method == method and ci.fallback is None and not ci.degenerate
     assert ci.low == pytest.approx(ref.confidence_interval.low, rel=1e-12, abs=1e-15)
     assert ci.high == pytest.approx(ref.confidence_interval.high, rel=1e-12, abs=1e-15)
@@ -105,8 +107,8 @@ def test_ties_with_the_estimate_count_one_half_in_z0_like_scipy(deltas, tokens):
     """With n = 2 or 3 about half the replicates equal θ̂ exactly; z0 = Φ⁻¹((#< + #≤) / 2B) ≈ 0 matches
     scipy's interval, whereas a strict-"<" rule (InvarLock) would give z0 ≈ Φ⁻¹(1/4) = −0.67."""
     d, t = np.array(deltas), np.array(tokens)
-    ci = weighted_mean_bootstrap_ci(d, t, rng=np.random.default_rng(3), replicates=4000)
-    theta = weighted_mean_replicates(d, t, rng=np.random.default_rng(3), replicates=4000)
+    ci = weighted_mean_bootstrap_ci(d, t, rng=np.random.default_rng(3), replicates=4000, streams=1)
+    theta = weighted_mean_replicates(d, t, rng=np.random.default_rng(3), replicates=4000, streams=1)
     assert np.mean(theta == ci.estimate) > 0.3
     assert abs(ci.z0) < 0.1 and ci.method == "bca"
     ref = _scipy(d, t, _weighted_mean, method="bca", replicates=4000, seed=3, batch=None)
@@ -120,7 +122,7 @@ def test_scipy_batch_setting_does_not_change_the_index_stream():
     same-block test above) would fail, and only batch=resample_block_rows(n) would still reproduce certa.
     """
     d, t = _windows(300, seed=12)
-    theta = weighted_mean_replicates(d, t, rng=np.random.default_rng(8), replicates=1500)
+    theta = weighted_mean_replicates(d, t, rng=np.random.default_rng(8), replicates=1500, streams=1)
     for batch in (None, 500, 7):
         ref = _scipy(d, t, _weighted_mean, method="percentile", replicates=1500, seed=8, batch=batch)
         assert np.array_equal(theta, ref.bootstrap_distribution), batch
@@ -147,8 +149,10 @@ def test_equal_token_counts_reduce_to_the_unweighted_bootstrap(tokens, scheme):
     t = np.full(n, tokens)
     assert token_weighted_mean(d, t) == pytest.approx(np.mean(d), rel=1e-14)
     ref = _scipy(d, None, np.mean, method="bca", replicates=replicates, seed=2, batch=resample_block_rows(n))
-    theta = weighted_mean_replicates(d, t, rng=np.random.default_rng(2), replicates=replicates, scheme=scheme)
-    ci = weighted_mean_bootstrap_ci(d, t, rng=np.random.default_rng(2), replicates=replicates, scheme=scheme)
+    theta = weighted_mean_replicates(d, t, rng=np.random.default_rng(2), replicates=replicates, scheme=scheme,
+                                     streams=1)
+    ci = weighted_mean_bootstrap_ci(d, t, rng=np.random.default_rng(2), replicates=replicates, scheme=scheme,
+                                    streams=1)
     if tokens == 512.0:        # power of two: t·d and Σt are exact, so the statistics agree bit for bit
         assert np.array_equal(theta, ref.bootstrap_distribution)
     else:
@@ -226,19 +230,58 @@ def test_token_weighted_replicates_have_the_resampling_moments():
 
 
 @pytest.mark.parametrize("scheme", ["uniform", "token_weighted"])
-def test_result_is_deterministic_and_independent_of_batch_size_and_prefetch(scheme):
-    d, t = _windows(500, seed=6)          # 132 rows per draw block, 16 blocks: prefetch path active
+def test_result_is_deterministic_and_independent_of_batch_size_and_threads(scheme):
+    d, t = _windows(500, seed=6)          # 132 rows per draw block, 16 blocks over two streams
     kw = {"replicates": 2000, "scheme": scheme}
     base = weighted_mean_replicates(d, t, rng=np.random.default_rng(17), **kw)
-    for batch_size, prefetch in [(None, False), (1, True), (7, False), (100, True), (10**6, True)]:
+    for batch_size, threads in [(None, 1), (1, 2), (7, 1), (100, 2), (10**6, 8)]:
         other = weighted_mean_replicates(d, t, rng=np.random.default_rng(17), batch_size=batch_size,
-                                         prefetch=prefetch, **kw)
-        assert np.array_equal(base, other), (batch_size, prefetch)
+                                         threads=threads, **kw)
+        assert np.array_equal(base, other), (batch_size, threads)
     a = weighted_mean_bootstrap_ci(d, t, rng=np.random.default_rng(17), **kw)
-    b = weighted_mean_bootstrap_ci(d, t, rng=np.random.default_rng(17), batch_size=3, prefetch=False, **kw)
-    assert a == b
+    b = weighted_mean_bootstrap_ci(d, t, rng=np.random.default_rng(17), batch_size=3, threads=1, **kw)
+    assert a == b and a.index_streams == 2
     c = weighted_mean_bootstrap_ci(d, t, rng=np.random.default_rng(18), **kw)
     assert (c.low, c.high) != (a.low, a.high)
+
+
+@pytest.mark.parametrize("scheme", ["uniform", "token_weighted"])
+def test_two_streams_compute_the_plain_statistic_on_the_spawned_streams(scheme):
+    """Block j (of resample_block_rows(n) rows) takes its indices from rng.spawn(2)[j % 2], in order."""
+    d, t = _windows(300, seed=21)
+    n, rows, replicates = d.size, resample_block_rows(300), 1000
+    children = np.random.default_rng(9).spawn(2)
+    cumulative = np.cumsum(t)
+    expected = []
+    for j, start in enumerate(range(0, replicates, rows)):
+        size = (min(rows, replicates - start), n)
+        generator = children[j % 2]
+        if scheme == "uniform":
+            idx = generator.integers(0, n, size=size)
+            expected.append((t[idx] * d[idx]).sum(axis=1) / t[idx].sum(axis=1))
+        else:
+            idx = np.searchsorted(cumulative, generator.random(size) * cumulative[-1], side="right")
+            expected.append(d[idx].sum(axis=1) / n)
+    theta = weighted_mean_replicates(d, t, rng=np.random.default_rng(9), replicates=replicates, scheme=scheme)
+    assert np.array_equal(theta, np.concatenate(expected))
+
+
+def test_two_streams_agree_with_scipy_to_monte_carlo_error():
+    """Different index streams, same bootstrap: the BCa endpoints agree within their Monte Carlo error.
+
+    A bootstrap quantile from B replicates has standard error ≈ sd(θ*)·sqrt(p(1−p)/B)/φ(z_p); the
+    difference of two independent runs is within 4·sqrt(2) of that (p = 0.025, B = 20 000).
+    """
+    d, t = _windows(200, seed=31)
+    replicates = 20_000
+    ours = weighted_mean_bootstrap_ci(d, t, rng=np.random.default_rng(1), replicates=replicates)
+    ref = _scipy(d, t, _weighted_mean, method="BCa", replicates=replicates, seed=2, batch=2000)
+    spread = float(np.std(ref.bootstrap_distribution))
+    p = 0.025
+    se = spread * math.sqrt(p * (1 - p) / replicates) / stats.norm.pdf(stats.norm.ppf(p))
+    assert abs(ours.low - ref.confidence_interval.low) < 4 * math.sqrt(2) * se
+    assert abs(ours.high - ref.confidence_interval.high) < 4 * math.sqrt(2) * se
+    assert 4 * math.sqrt(2) * se < 0.1 * (ref.confidence_interval.high - ref.confidence_interval.low)
 
 
 def test_generator_is_advanced_past_the_draws():
@@ -267,8 +310,9 @@ def test_degenerate_deltas_collapse_ci_to_point_without_rng(scheme, method):
 def test_bca_falls_back_to_percentile_when_bias_correction_is_infinite():
     """n = 2, B = 3: all replicates land above θ̂ = 0.75, so z0 = Φ⁻¹(0) = −∞."""
     d, t = np.array([0.0, 1.0]), np.array([1.0, 3.0])
-    ci = weighted_mean_bootstrap_ci(d, t, rng=np.random.default_rng(4), replicates=3)
-    pct = weighted_mean_bootstrap_ci(d, t, rng=np.random.default_rng(4), replicates=3, method="percentile")
+    ci = weighted_mean_bootstrap_ci(d, t, rng=np.random.default_rng(4), replicates=3, streams=1)
+    pct = weighted_mean_bootstrap_ci(d, t, rng=np.random.default_rng(4), replicates=3, method="percentile",
+                                     streams=1)
     assert ci.method == "percentile" and ci.fallback.startswith("percentile: BCa bias correction undefined")
     assert ci.z0 is None and ci.acceleration == 0.0
     assert (ci.low, ci.high) == (pct.low, pct.high) == (1.0, 1.0)
@@ -310,6 +354,8 @@ def test_bca_falls_back_to_percentile_when_adjustment_is_undefined():
     ([0.1, 0.2], [1.0, 2.0], {"method": "BCa"}, "'method' must be one of"),
     ([0.1, 0.2], [1.0, 2.0], {"scheme": "weighted"}, "'scheme' must be one of"),
     ([0.1, 0.2], [1.0, 2.0], {"batch_size": 0}, "'batch_size' must be a positive integer or None"),
+    ([0.1, 0.2], [1.0, 2.0], {"streams": 0}, "'streams' must be a positive integer"),
+    ([0.1, 0.2], [1.0, 2.0], {"threads": 0}, "'threads' must be a positive integer or None"),
 ])
 def test_invalid_input_raises_value_error_naming_the_problem(deltas, tokens, kwargs, message):
     rng = np.random.default_rng(0)
@@ -340,7 +386,7 @@ def test_public_api_is_pinned():
                           "weighted_mean_bootstrap_ci", "weighted_mean_replicates"]
     assert [f.name for f in dataclasses.fields(BootstrapCI)] == [
         "estimate", "low", "high", "method", "scheme", "replicates", "confidence_level", "z0",
-        "acceleration", "degenerate", "degenerate_reason", "fallback"]
+        "acceleration", "degenerate", "degenerate_reason", "fallback", "index_streams"]
     ci = weighted_mean_bootstrap_ci(*_windows(30, seed=2), rng=np.random.default_rng(0), replicates=100)
     with pytest.raises(dataclasses.FrozenInstanceError):
         ci.low = 0.0  # type: ignore[misc]

@@ -211,6 +211,7 @@ def run_paired_ratio(ctx: StageContext) -> StageOutput:
                     "requested_method": knobs["method"],
                     "scheme": ci.scheme,
                     "replicates": ci.replicates,
+                    "index_streams": ci.index_streams,
                     "confidence_level": ci.confidence_level,
                     "seed": {k: v for k, v in ctx.seed.items() if k != "knobs_hash"},
                     "z0": ci.z0,

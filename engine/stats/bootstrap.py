@@ -33,16 +33,21 @@ Intervals at level 1 − 2α (Efron & Tibshirani 1993, §14.3, eqs. 14.10, 14.14
                 estimates θ₍ᵢ₎ = (Σtd − t_i d_i) / (Σt − t_i), computed exactly in O(n) instead of
                 scipy's O(n²) jackknife. Q is the linear-interpolation (Hyndman–Fan type 7) quantile.
 
-Index stream. Uniform indices are drawn with ``rng.integers(0, n, size=(rows, n))`` (int64, exactly as
-``scipy.stats.bootstrap`` draws them) in consecutive blocks of ``resample_block_rows(n)`` rows, a fixed
-function of n alone, and token-weighted indices by inverse-CDF lookup of ``rng.random`` in the same
-blocks. The result therefore depends only on (d, t, the generator's state, replicates, scheme, method,
-confidence_level), never on ``batch_size`` or ``prefetch``. It equals ``scipy.stats.bootstrap((d, t),
-weighted_mean, paired=True, vectorized=True, method='BCa', batch=resample_block_rows(n), rng=<same
-state>)``: the replicates bit for bit, the interval up to rounding in the acceleration (~1e-16).
-(NumPy's ``Generator.integers`` does not depend on call boundaries either — the 32-bit draws are
-buffered in the bit generator's state — so any scipy ``batch`` gives the same figures; the fixed blocks
-make certa's result independent of that implementation detail.)
+Index streams. The replicates are computed in consecutive blocks of ``resample_block_rows(n)`` rows (a
+fixed function of n). Block j draws its indices from stream j mod S: with the default S = 2 the streams
+are ``rng.spawn(2)`` (independent children of the caller's generator, NumPy's SeedSequence spawning),
+and each stream draws its own blocks in order, so the two run on two threads and the result depends only
+on (d, t, the generator's state, S, replicates, scheme, method, confidence_level): never on the number of
+threads, ``batch_size`` or the machine. Uniform indices are ``integers(0, n, size=(rows, n))``;
+token-weighted indices are an inverse-CDF lookup of ``random``. Every index is an independent uniform
+(or ∝ t) draw either way; the streams only decide which generator supplies which block.
+
+With S = 1 the caller's generator draws every block itself, exactly as ``scipy.stats.bootstrap`` draws
+them, and the result equals ``scipy.stats.bootstrap((d, t), weighted_mean, paired=True, vectorized=True,
+method='BCa', batch=resample_block_rows(n), rng=<same state>)``: the replicates bit for bit, the
+interval up to rounding in the acceleration (~1e-16). The tests use S = 1 to pin the arithmetic to
+scipy's and S = 2 (the default: about twice as fast on two cores) against the same arithmetic on the
+spawned streams, and against scipy to Monte Carlo error.
 
 Edge cases: n < 2, non-finite deltas, and non-finite or non-positive token counts raise ``ValueError``;
 all-equal deltas give a degenerate interval [θ̂, θ̂] without touching the generator; when BCa is
@@ -53,7 +58,8 @@ same replicates is returned and ``fallback`` says why.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -80,8 +86,8 @@ boundaries of the index stream, so it is part of the reproducibility contract. W
 drawn values do not depend on call boundaries, but certa does not rely on that.
 """
 
-_PREFETCH_MIN_BLOCKS = 4
-"""Below this many draw blocks the work is done inline; above it one worker thread draws ahead."""
+INDEX_STREAMS = 2
+"""Default number of independent index streams (part of the reproducibility contract; see above)."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,7 @@ class BootstrapCI:
     degenerate: bool
     degenerate_reason: str | None
     fallback: str | None
+    index_streams: int = INDEX_STREAMS
 
 
 def token_weighted_mean(deltas: np.ndarray, tokens: np.ndarray) -> float:
@@ -139,27 +146,27 @@ def resample_block_rows(n: int) -> int:
 
 
 def weighted_mean_replicates(deltas: np.ndarray, tokens: np.ndarray, *, rng: np.random.Generator,
-                             replicates: int = 2000, scheme: str = "uniform",
-                             batch_size: int | None = None, prefetch: bool = True) -> np.ndarray:
+                             replicates: int = 2000, scheme: str = "uniform", batch_size: int | None = None,
+                             streams: int = INDEX_STREAMS, threads: int | None = None) -> np.ndarray:
     """The B bootstrap replicates θ*_1..θ*_B of the token-weighted mean under ``scheme``.
 
-    See the module docstring for the schemes and the index stream. ``batch_size`` caps the replicate
-    rows gathered at once (memory only; the values never depend on it). ``prefetch`` lets one worker
-    thread draw the next index block while the current one is reduced; draws stay in order on that
-    single thread, so the values do not depend on it either.
+    See the module docstring for the schemes and the index streams. ``batch_size`` caps the replicate
+    rows gathered at once and ``threads`` the worker threads (default: one per stream, at most the CPU
+    count); neither ever changes the values. ``streams`` does (1 reproduces scipy's index stream).
     """
     d, t = _validate(deltas, tokens, min_n=2)
     replicates, batch_size = _check_counts(replicates, batch_size)
     _check_rng(rng)
+    _check_streams(streams, threads)
     if scheme not in SCHEMES:
         raise ValueError(f"'scheme' must be one of {SCHEMES} (got {scheme!r})")
-    return _replicates(d, t, rng, replicates, scheme, batch_size, prefetch)
+    return _replicates(d, t, rng, replicates, scheme, batch_size, streams, threads)
 
 
 def weighted_mean_bootstrap_ci(deltas: np.ndarray, tokens: np.ndarray, *, rng: np.random.Generator,
                                replicates: int = 2000, confidence_level: float = 0.95,
-                               method: str = "bca", scheme: str = "uniform",
-                               batch_size: int | None = None, prefetch: bool = True) -> BootstrapCI:
+                               method: str = "bca", scheme: str = "uniform", batch_size: int | None = None,
+                               streams: int = INDEX_STREAMS, threads: int | None = None) -> BootstrapCI:
     """Paired bootstrap CI of the token-weighted mean Σ t_i d_i / Σ t_i (two-sided).
 
     Args:
@@ -171,7 +178,8 @@ def weighted_mean_bootstrap_ci(deltas: np.ndarray, tokens: np.ndarray, *, rng: n
         method: "bca" (default) or "percentile".
         scheme: "uniform" (default; resample windows) or "token_weighted" (resample ∝ t_i, InvarLock).
         batch_size: cap on replicate rows reduced at once (memory only; never changes the result).
-        prefetch: draw the next index block on a worker thread (speed only; never changes the result).
+        streams: independent index streams (module docstring); 1 reproduces scipy.stats.bootstrap.
+        threads: worker threads (default one per stream, at most the CPU count; never changes the result).
 
     Raises:
         ValueError: n < 2, mismatched lengths, non-finite deltas, non-finite or non-positive token
@@ -181,6 +189,7 @@ def weighted_mean_bootstrap_ci(deltas: np.ndarray, tokens: np.ndarray, *, rng: n
     d, t = _validate(deltas, tokens, min_n=2)
     replicates, batch_size = _check_counts(replicates, batch_size)
     _check_rng(rng)
+    _check_streams(streams, threads)
     if method not in METHODS:
         raise ValueError(f"'method' must be one of {METHODS} (got {method!r})")
     if scheme not in SCHEMES:
@@ -192,9 +201,9 @@ def weighted_mean_bootstrap_ci(deltas: np.ndarray, tokens: np.ndarray, *, rng: n
     estimate = _weighted_mean(d, t)
     if np.all(d == d[0]):
         return BootstrapCI(estimate, estimate, estimate, method, scheme, 0, level, None, None,
-                           True, "all deltas equal", None)
+                           True, "all deltas equal", None, streams)
 
-    theta = _replicates(d, t, rng, replicates, scheme, batch_size, prefetch)
+    theta = _replicates(d, t, rng, replicates, scheme, batch_size, streams, threads)
     alpha = (1.0 - level) / 2.0
     z0 = acceleration = None
     fallback = None
@@ -228,6 +237,7 @@ def weighted_mean_bootstrap_ci(deltas: np.ndarray, tokens: np.ndarray, *, rng: n
         degenerate=False,
         degenerate_reason=None,
         fallback=fallback,
+        index_streams=streams,
     )
 
 
@@ -274,6 +284,13 @@ def _check_counts(replicates: int, batch_size: int | None) -> tuple[int, int | N
     return int(replicates), None if batch_size is None else int(batch_size)
 
 
+def _check_streams(streams: int, threads: int | None) -> None:
+    if isinstance(streams, bool) or int(streams) != streams or streams < 1:
+        raise ValueError(f"'streams' must be a positive integer (got {streams!r})")
+    if threads is not None and (isinstance(threads, bool) or int(threads) != threads or threads < 1):
+        raise ValueError(f"'threads' must be a positive integer or None (got {threads!r})")
+
+
 def _check_rng(rng: np.random.Generator) -> None:
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"'rng' must be a numpy.random.Generator (got {type(rng).__name__})")
@@ -308,68 +325,84 @@ def _blocks(replicates: int, rows: int) -> list[tuple[int, int]]:
     return [(k, min(rows, replicates - k)) for k in range(0, replicates, rows)]
 
 
-def _draws(draw, blocks: list[tuple[int, int]], prefetch: bool) -> Iterator[tuple[int, np.ndarray]]:
-    """Yield (first replicate, draws) per block; the generator is only ever called in block order."""
-    if not prefetch or len(blocks) < _PREFETCH_MIN_BLOCKS:
-        for start, rows in blocks:
-            yield start, draw(rows)
-        return
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="certa-bootstrap-draw") as pool:
-        pending = pool.submit(draw, blocks[0][1])
-        for j, (start, _) in enumerate(blocks):
-            current = pending.result()
-            if j + 1 < len(blocks):
-                pending = pool.submit(draw, blocks[j + 1][1])
-            yield start, current
+BlockReducer = Callable[[np.random.Generator, int, int, np.ndarray], None]
+"""reduce(generator, first replicate, rows, out): draw one block of indices and write its replicates."""
 
 
-def _replicates(d: np.ndarray, t: np.ndarray, rng: np.random.Generator, replicates: int, scheme: str,
-                batch_size: int | None, prefetch: bool) -> np.ndarray:
+def _uniform_reducer(d: np.ndarray, t: np.ndarray, chunk: int) -> Callable[[], BlockReducer]:
+    """Uniform resampling (and token_weighted with equal token counts, where p_i = 1/n: the same law).
+
+    One 16-byte gather of (t_i d_i, t_i) packed as a complex number; the strided row sums of the real and
+    imaginary parts are numpy's pairwise sums in the same order as for contiguous arrays, so each θ*
+    equals (t[idx] * d[idx]).sum(-1) / t[idx].sum(-1) bit for bit (what scipy computes).
+    """
     n = d.size
-    rows = resample_block_rows(n)
-    chunk = rows if batch_size is None else min(rows, batch_size)
-    out = np.empty(replicates, dtype=np.float64)
-    blocks = _blocks(replicates, rows)
-
-    if scheme == "token_weighted" and not np.all(t == t[0]):
-        lookup = _InverseCDF(t, rows=rows)
-        gathered = np.empty((chunk, n), dtype=np.float64)
-        # Preallocated draw buffers (allocating a block's arrays anew costs more than the lookup itself).
-        # Two index buffers alternate: _draws keeps at most one block in flight beyond the one being
-        # reduced, and all draws run on one thread, so a buffer is never rewritten while still read.
-        uniforms = np.empty((rows, n), dtype=np.float64)
-        index_buffers = (np.empty((rows, n), dtype=np.intp), np.empty((rows, n), dtype=np.intp))
-        drawn = [0]
-
-        def draw(r: int) -> np.ndarray:
-            u = rng.random(out=uniforms[:r])
-            drawn[0] += 1
-            return lookup(u, out=index_buffers[drawn[0] % 2][:r])
-
-        for start, idx in _draws(draw, blocks, prefetch):
-            for s in range(0, idx.shape[0], chunk):
-                part = idx[s:s + chunk]
-                g = gathered[:part.shape[0]]
-                out[start + s:start + s + part.shape[0]] = np.take(d, part, out=g).sum(axis=1) / n
-        return out
-
-    # uniform scheme (and token_weighted with equal token counts, where p_i = 1/n: the same distribution).
-    # One 16-byte gather of (t_i d_i, t_i) packed as a complex number; the strided row sums of the real
-    # and imaginary parts are numpy's pairwise sums in the same order as for contiguous arrays, so each
-    # θ* equals (t[idx] * d[idx]).sum(-1) / t[idx].sum(-1) bit for bit (what scipy computes).
     packed = np.empty(n, dtype=np.complex128)
     packed.real = t * d
     packed.imag = t
-    gathered_pairs = np.empty((chunk, n), dtype=np.complex128)
 
-    def draw(r: int) -> np.ndarray:
-        return rng.integers(0, n, size=(r, n))
+    def make() -> BlockReducer:
+        gathered = np.empty((chunk, n), dtype=np.complex128)       # one buffer per worker thread
 
-    for start, idx in _draws(draw, blocks, prefetch):
-        for s in range(0, idx.shape[0], chunk):
-            part = idx[s:s + chunk]
-            g = np.take(packed, part, out=gathered_pairs[:part.shape[0]])
-            out[start + s:start + s + part.shape[0]] = g.real.sum(axis=1) / g.imag.sum(axis=1)
+        def reduce(generator: np.random.Generator, start: int, rows: int, out: np.ndarray) -> None:
+            idx = generator.integers(0, n, size=(rows, n))
+            for s in range(0, rows, chunk):
+                part = idx[s:s + chunk]
+                g = np.take(packed, part, out=gathered[:part.shape[0]])
+                out[start + s:start + s + part.shape[0]] = g.real.sum(axis=1) / g.imag.sum(axis=1)
+
+        return reduce
+
+    return make
+
+
+def _token_weighted_reducer(d: np.ndarray, t: np.ndarray, rows: int, chunk: int) -> Callable[[], BlockReducer]:
+    """Resampling with probability ∝ t_i by inverse-CDF lookup of uniforms; statistic = plain mean."""
+    n = d.size
+
+    def make() -> BlockReducer:
+        lookup = _InverseCDF(t, rows=rows)                          # its work buffers are per worker
+        uniforms = np.empty((rows, n), dtype=np.float64)
+        index = np.empty((rows, n), dtype=np.intp)
+        gathered = np.empty((chunk, n), dtype=np.float64)
+
+        def reduce(generator: np.random.Generator, start: int, block_rows: int, out: np.ndarray) -> None:
+            idx = lookup(generator.random(out=uniforms[:block_rows]), out=index[:block_rows])
+            for s in range(0, block_rows, chunk):
+                part = idx[s:s + chunk]
+                g = gathered[:part.shape[0]]
+                out[start + s:start + s + part.shape[0]] = np.take(d, part, out=g).sum(axis=1) / n
+
+        return reduce
+
+    return make
+
+
+def _replicates(d: np.ndarray, t: np.ndarray, rng: np.random.Generator, replicates: int, scheme: str,
+                batch_size: int | None, streams: int, threads: int | None) -> np.ndarray:
+    """All B replicates: block j comes from stream j mod ``streams``; one worker per stream (module doc)."""
+    rows = resample_block_rows(d.size)
+    chunk = rows if batch_size is None else min(rows, batch_size)
+    if scheme == "token_weighted" and not np.all(t == t[0]):
+        make_reducer = _token_weighted_reducer(d, t, rows, chunk)
+    else:
+        make_reducer = _uniform_reducer(d, t, chunk)
+    generators = [rng] if streams == 1 else rng.spawn(streams)
+    blocks = _blocks(replicates, rows)
+    out = np.empty(replicates, dtype=np.float64)
+
+    def run_stream(k: int) -> None:
+        reduce = make_reducer()
+        for start, block_rows in blocks[k::streams]:
+            reduce(generators[k], start, block_rows, out)
+
+    workers = min(streams, len(blocks), threads if threads is not None else (os.cpu_count() or 1))
+    if workers <= 1:
+        for k in range(streams):
+            run_stream(k)
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="certa-bootstrap") as pool:
+            list(pool.map(run_stream, range(streams)))
     return out
 
 
