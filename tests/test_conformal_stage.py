@@ -14,7 +14,7 @@ import pytest
 
 from engine import run
 from engine.audit import replay
-from engine.canonical import canonical_bytes, to_jsonable
+from engine.canonical import canonical_bytes, canonical_sha256, to_jsonable
 from engine.errors import InputError, SpecError, StageError
 from engine.spec import fill_defaults, load_plan
 from engine.stages import REGISTRY
@@ -244,12 +244,14 @@ class FakeLedger:
 @pytest.fixture(scope="module")
 def recorded():
     outputs = to_jsonable(run_pac(labelled(1200, 11), test_size=2000).outputs)
-    return FakeLedger({"run-1": {"content": {"stages": {"pac": outputs, "other": {"x": 1}}}}})
+    content = {"stages": {"pac": outputs, "other": {"x": 1}}}
+    return FakeLedger({"run-1": {"content": content, "content_sha256": canonical_sha256(content)}})
 
 
 def test_monitor_same_distribution_is_inside(recorded):
     out = run_monitor(labelled(2000, 12), ledger=recorded, report_run="run-1", report_stage="pac").outputs
     assert out["all_inside"] is True and out["n_outside"] == 0 and out["n_evaluated"] == 12
+    assert out["source"]["content_sha256"] == recorded.certificate("run-1")["content_sha256"]
     assert out["source"] == {**out["source"], "run_id": "run-1", "stage_id": "pac", "source": "ledger"}
     rate = out["metrics"]["marginal"]["singleton"]
     assert rate["n"] == 2000 and rate["rate"] == rate["count"] / 2000

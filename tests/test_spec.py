@@ -169,3 +169,19 @@ def test_yaml_aliases_are_refused_so_an_alias_bomb_cannot_reach_hashing(tmp_path
 def test_an_oversized_spec_is_refused(tmp_path: Path) -> None:
     error = _error(write_spec(tmp_path, SMALL_SPEC + "#" * 1_000_001 + "\n"))
     assert "larger than" in str(error)
+
+
+def test_monitor_must_name_the_full_run_id_so_replays_cannot_resolve_another_run(tmp_path: Path) -> None:
+    text = """\\
+certa: 1
+name: monitor
+seed: 1
+inputs:
+  production: {path: p.csv}
+stages:
+  - id: watch
+    use: conformal.monitor
+    with: {input: production, report_run: 3f9c, report_stage: pac}
+"""
+    error = _error(write_spec(tmp_path, text))
+    assert error.path == "stages[0].with.report_run" and "does not match" in str(error)

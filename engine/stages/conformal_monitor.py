@@ -75,7 +75,8 @@ def _load_report(ctx: StageContext) -> tuple[dict[str, Any], Mapping[str, Any]]:
         raise StageError(f"the certificate of run '{run_id}' has no content.stages; it is not a certa "
                          "run certificate") from None
     sid, report = _find_report(stages, stage_id, f"run '{run_id}'")
-    return {"run_id": run_id, "stage_id": sid, "source": "ledger"}, report
+    return {"run_id": run_id, "stage_id": sid, "source": "ledger",
+            "content_sha256": certificate["content_sha256"]}, report
 
 
 def _realised_denominators(counts) -> dict[str, int]:
