@@ -172,7 +172,7 @@ def test_an_oversized_spec_is_refused(tmp_path: Path) -> None:
 
 
 def test_monitor_must_name_the_full_run_id_so_replays_cannot_resolve_another_run(tmp_path: Path) -> None:
-    text = """\\
+    text = """\
 certa: 1
 name: monitor
 seed: 1
