@@ -269,3 +269,53 @@ def test_a_ledger_of_another_schema_version_is_refused(tmp_path: Path) -> None:
     _sql(db, "UPDATE ledger_meta SET value = '0' WHERE key = 'schema_version'")
     with pytest.raises(LedgerError, match="schema version 0 is not supported"):
         Ledger.open(db)
+
+
+def _ledger_with_two_runs(small_spec: Path, folder: Path) -> Path:
+    db = folder / "l.db"
+    if not db.exists():
+        with Ledger.open(db) as ledger:
+            _two_runs(small_spec, ledger)
+    return db
+
+
+@pytest.mark.slow
+def test_flipping_any_byte_of_any_entry_or_stored_input_is_detected(small_spec: Path, tmp_path: Path) -> None:
+    """Property: one changed byte anywhere in the stored entries or inputs makes verify fail, naming it."""
+    import shutil
+    import uuid
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    pristine = _ledger_with_two_runs(small_spec, tmp_path)
+    with sqlite3.connect(pristine) as conn:
+        sizes = conn.execute("SELECT seq, length(payload) FROM entries ORDER BY seq").fetchall()
+        blobs = conn.execute("SELECT sha256, length(content) FROM blobs ORDER BY sha256").fetchall()
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.booleans(), st.integers(0, 10**9), st.integers(0, 10**9), st.integers(1, 255))
+    def check(in_blob: bool, which: int, offset: int, xor: int) -> None:
+        db = tmp_path / f"copy-{uuid.uuid4().hex}.db"      # fresh name: no stale -wal file can apply
+        shutil.copy(pristine, db)
+        with sqlite3.connect(db) as conn:
+            if in_blob:
+                sha, size = blobs[which % len(blobs)]
+                content = bytearray(conn.execute("SELECT content FROM blobs WHERE sha256 = ?", (sha,)).fetchone()[0])
+                content[offset % size] ^= xor
+                conn.execute("UPDATE blobs SET content = ? WHERE sha256 = ?", (bytes(content), sha))
+                expected = f"blob {sha[:12]}…"
+            else:
+                seq, size = sizes[which % len(sizes)]
+                payload = bytearray(conn.execute("SELECT payload FROM entries WHERE seq = ?", (seq,))
+                                    .fetchone()[0].encode())
+                payload[offset % size] ^= xor & 0x7F or 1       # stay in ASCII so the text column accepts it
+                conn.execute("UPDATE entries SET payload = ? WHERE seq = ?", (payload.decode(), seq))
+                expected = f"entry {seq} "
+        with Ledger.open(db) as ledger:
+            report = verify(ledger)
+        db.unlink()
+        assert not report.intact
+        assert report.first_broken.where.startswith(expected), report.first_broken
+
+    check()
