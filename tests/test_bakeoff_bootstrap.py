@@ -61,11 +61,23 @@ def test_zero_total_weight_in_a_replicate_gives_zero_not_nan():
     assert np.all(reps == 0.0)
 
 
-def test_bootstrap_is_deterministic_given_the_generator():
-    samples = [(np.linspace(-0.5, 0.9, 40), None), (np.linspace(-0.3, 0.8, 55), None)]
-    one = pairwise_bootstrap(samples, [(0, 1)], replicates=300, confidence_level=0.95, rng=np.random.default_rng(3))
-    two = pairwise_bootstrap(samples, [(0, 1)], replicates=300, confidence_level=0.95, rng=np.random.default_rng(3))
+def test_bootstrap_is_deterministic_given_the_generator_whatever_the_threads():
+    samples = [(np.linspace(-0.5, 0.9, 40), None), (np.linspace(-0.3, 0.8, 55), None),
+               (np.linspace(-0.1, 0.4, 30), np.linspace(1.0, 2.0, 30))]
+    kw = {"replicates": 300, "confidence_level": 0.95}
+    one = pairwise_bootstrap(samples, [(0, 1), (1, 2)], rng=np.random.default_rng(3), **kw)
+    two = pairwise_bootstrap(samples, [(0, 1), (1, 2)], rng=np.random.default_rng(3), threads=1, **kw)
     assert one == two
+    assert pairwise_bootstrap(samples, [(0, 1)], rng=np.random.default_rng(4), **kw) != one
+
+
+def test_each_vendor_resamples_from_its_own_spawned_stream():
+    samples = [(np.linspace(-0.5, 0.9, 40), None), (np.linspace(-0.1, 0.4, 30), np.linspace(1.0, 2.0, 30))]
+    result = pairwise_bootstrap(samples, [(0, 1)], replicates=500, confidence_level=0.9, rng=np.random.default_rng(8))
+    children = np.random.default_rng(8).spawn(2)
+    means = [resampled_weighted_means(u, w, 500, children[v]) for v, (u, w) in enumerate(samples)]
+    low, high = percentile_interval(means[0] - means[1], 0.9)
+    assert result.pairs[0].ci_u == (float(low), float(high))
 
 
 def test_e5_bootstrap_is_far_from_significant():

@@ -23,14 +23,18 @@ d*_b = m*_A,b − m*_B,b (Efron & Tibshirani 1993, ch. 13 and 16):
 Vectorised: replicate means come from index blocks ``rng.integers(0, n, (rows, n))`` gathered with
 ``np.take`` and summed along rows — no Python loop over replicates, only over fixed-size blocks of
 replicates (bounded memory: at most ``BLOCK_ELEMENTS`` indices at a time). The block size is a fixed
-function of the sample shape, so the result depends only on the data, ``replicates`` and the
-generator's state.
+function of the sample shape. In ``pairwise_bootstrap`` each vendor draws from its own independent
+stream (``rng.spawn``: one child generator per vendor, in the order given), so vendors are resampled on
+parallel threads and the result depends only on the data, ``replicates`` and the generator's state, never
+on the number of threads.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -166,15 +170,29 @@ class PairwiseBootstrap:
 
 def pairwise_bootstrap(samples: Sequence[tuple[np.ndarray, np.ndarray | None]], pairs: Sequence[tuple[int, int]],
                        *, replicates: int, confidence_level: float, rng: np.random.Generator,
-                       eps_w: float = 1e-12, estimates: Sequence[float] | None = None) -> PairwiseBootstrap:
-    """Bootstrap every vendor once (in the order given), then compare the requested pairs.
+                       eps_w: float = 1e-12, estimates: Sequence[float] | None = None,
+                       threads: int | None = None) -> PairwiseBootstrap:
+    """Bootstrap every vendor once, each from its own stream ``rng.spawn(len(samples))[v]``, then compare
+    the requested pairs.
 
     ``samples[v]`` is (u_env, w) of vendor v (w None for unit weights); ``estimates[v]`` the pooled
     rapidity to report (default: computed here in floating point). Holm adjusts over ``pairs``.
+    ``threads`` caps the worker threads (default: the CPU count); it never changes the result.
     """
     if not 0 < confidence_level < 1:
         raise ValueError(f"confidence_level must be in (0, 1) (got {confidence_level})")
-    means = [resampled_weighted_means(u, w, replicates, rng, eps_w=eps_w) for u, w in samples]
+    streams = rng.spawn(len(samples))
+
+    def resample(v: int) -> np.ndarray:
+        u, w = samples[v]
+        return resampled_weighted_means(u, w, replicates, streams[v], eps_w=eps_w)
+
+    workers = min(len(samples), threads if threads is not None else (os.cpu_count() or 1))
+    if workers > 1:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="certa-bakeoff-bootstrap") as pool:
+            means = list(pool.map(resample, range(len(samples))))
+    else:
+        means = [resample(v) for v in range(len(samples))]
     if estimates is None:
         estimates = [float(np.sum(u if w is None else w * u) / max(float(len(u) if w is None else np.sum(w)), eps_w))
                      for u, w in samples]
