@@ -19,7 +19,7 @@ import numpy as np
 from .canonical import to_jsonable
 from .certificate import CERTIFICATE_FORMAT, library_versions, seal
 from .errors import InputError, ProfileAbort, SpecError, StageError
-from .gates import GateResult, evaluate_gate
+from .gates import evaluate_gate
 from .seeds import DERIVATION, stage_generator, stage_seed_record
 from .spec import Plan, load_plan
 from .stages import REGISTRY, Decision, StageContext
@@ -52,7 +52,6 @@ class Execution:
     content: Mapping[str, Any]
     decisions: tuple[StageDecision, ...]
     captured: Mapping[str, Mapping[str, Table]]
-    gates: tuple[GateResult, ...]
 
     @property
     def verdict(self) -> str:
@@ -158,10 +157,9 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
             captured_out[stage.id] = dict(result.captured)
 
     gate_results = tuple(evaluate_gate(gate, outputs) for gate in plan.gates)
-    for gate in gate_results:
-        decisions.append(StageDecision(None, Decision("gate", {
-            "id": gate.id, "metric": gate.metric, "value": gate.value, "threshold": dict(gate.threshold),
-            "passed": gate.passed, "reason": gate.reason})))
+    gate_records = [{"id": g.id, "metric": g.metric, "value": g.value, "threshold": dict(g.threshold),
+                     "passed": g.passed, "reason": g.reason} for g in gate_results]
+    decisions.extend(StageDecision(None, Decision("gate", record)) for record in gate_records)
     content: dict[str, Any] = {
         "certa_format": CERTIFICATE_FORMAT,
         "spec": {"name": plan.name, "description": plan.description, "sha256": plan.spec_sha256,
@@ -172,8 +170,7 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
         "inputs": [{"name": t.name, "sha256": t.sha256, "rows": t.n_rows, "format": t.fmt,
                     "columns": list(t.columns)} for t in tables.values()],
         "stages": outputs,
-        "gates": [{"id": g.id, "metric": g.metric, "value": g.value, "threshold": dict(g.threshold),
-                   "passed": g.passed, "reason": g.reason} for g in gate_results],
+        "gates": gate_records,
         "verdict": "PASS" if all(g.passed for g in gate_results) else "FAIL",
         "versions": library_versions(),
     }
@@ -181,7 +178,7 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
         content["captured"] = [{"stage": sid, "name": name, "sha256": t.sha256, "rows": t.n_rows}
                                for sid, group in captured_out.items() for name, t in group.items()]
     return Execution(plan=plan, tables=tables, content=to_jsonable(content), decisions=tuple(decisions),
-                     captured=captured_out, gates=gate_results)
+                     captured=captured_out)
 
 
 def _throttled_progress(stage_id: str, notify: Notify, every_seconds: float = 1.0) -> Progress:
