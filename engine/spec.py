@@ -163,7 +163,7 @@ def _format_path(path: list[Any]) -> str:
 # --------------------------------------------------------------------------------------- validation
 
 
-def _describe(error: ValidationError, schema_root: Mapping[str, Any]) -> tuple[str, list[Any], bool]:
+def _describe(error: ValidationError) -> tuple[str, list[Any], bool]:
     """A user-facing message for ``error``, the path to point at, and whether to point at a key."""
     path = list(error.absolute_path)
     if error.validator == "additionalProperties":
@@ -206,7 +206,7 @@ def _validate(instance: Any, schema: Mapping[str, Any], *, node: yaml.Node | Non
     if not errors:
         return
     error = errors[0]
-    message, path, at_key = _describe(error, schema)
+    message, path, at_key = _describe(error)
     full_path = prefix + path
     target = _node_at(node, full_path, key=at_key)
     line = target.start_mark.line + 1 if target is not None else None

@@ -61,7 +61,7 @@ def _find_report(stages: Mapping[str, Any], stage_id: str | None, where: str) ->
 def _load_report(ctx: StageContext) -> tuple[dict[str, Any], Mapping[str, Any]]:
     run_id, stage_id = ctx.knobs["report_run"], ctx.knobs["report_stage"]
     if run_id is None:
-        stages = {sid: out for sid, out in ctx.upstream.items()}
+        stages = dict(ctx.upstream)
         sid, report = _find_report(stages, stage_id, "this run (no report_run given)")
         return {"run_id": None, "stage_id": sid, "source": "this_run"}, report
     if ctx.ledger is None:
