@@ -123,7 +123,10 @@ class Ledger:
                 raise LedgerError(f"no ledger at {path}; run 'certa run SPEC' first or pass --ledger")
         try:
             engine = create_engine(url, future=True)
-        except (ArgumentError, ImportError) as exc:
+        except ImportError as exc:
+            raise LedgerError(f"cannot open ledger {url}: its database driver is not installed ({exc}); "
+                              "for PostgreSQL: python3 -m pip install 'certa[postgres]'") from None
+        except ArgumentError as exc:
             raise LedgerError(f"cannot open ledger {url}: {exc}") from None
         if engine.dialect.name == "sqlite":
             _sqlite_setup(engine)

@@ -319,3 +319,15 @@ def test_flipping_any_byte_of_any_entry_or_stored_input_is_detected(small_spec: 
         assert report.first_broken.where.startswith(expected), report.first_broken
 
     check()
+
+
+def test_unknown_database_driver_is_a_clear_ledger_error() -> None:
+    from engine import LedgerError
+
+    try:
+        import pg8000  # noqa: F401
+    except ImportError:
+        with pytest.raises(LedgerError, match="database driver is not installed"):
+            Ledger.open("postgresql+pg8000://user@127.0.0.1/db")
+    with pytest.raises(LedgerError, match="cannot open ledger"):
+        Ledger.open("postgresql+nosuchdriver://user@127.0.0.1/db")
