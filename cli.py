@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -22,6 +23,8 @@ from engine.jsondiff import flatten, json_diff
 from engine.report import certificate_markdown, format_value
 from engine.stages import REGISTRY
 from ledger import DEFAULT_LEDGER_FILE, Ledger
+from ledger.checkpoint import (generate_key_pair, key_id, load_private_key, load_public_key, open_checkpoint,
+                              sign_checkpoint)
 
 EXIT_OK, EXIT_FAIL, EXIT_INVALID, EXIT_ABORTED = 0, 1, 2, 3
 
@@ -171,24 +174,38 @@ def _summary(certificate: Mapping[str, Any]) -> str:
 @click.option("--expect-head", metavar="SEQ:HASH",
               help="A head printed earlier by 'certa head' and kept outside the database; verify that the "
                    "ledger still contains it unchanged (detects truncation and a rewritten chain).")
+@click.option("--checkpoint", "checkpoint_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A signed checkpoint written by 'certa checkpoint': check its signature with --public-key, "
+                   "then that the ledger still contains its head unchanged.")
+@click.option("--public-key", "public_key_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The Ed25519 public key (PEM) that must have signed --checkpoint.")
 @certa_command
-def verify(run_id: str | None, expect_head: str | None, as_json: bool, ledger_url: str) -> int:
+def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | None, public_key_file: Path | None,
+           as_json: bool, ledger_url: str) -> int:
     """Re-check the ledger: hash chain, certificates, stored inputs, method identities.
 
-    Exit 0 intact, 1 tampered (the first broken entry is named).
+    Exit 0 intact, 1 tampered (the first broken entry is named, or the checkpoint signature fails).
 
     \b
     Examples:
       certa verify
       certa verify 3f2a9c01 --json
       certa verify --expect-head 1042:9b1f...e0
+      certa verify --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub
     """
     head = None
+    if expect_head and checkpoint_file:
+        raise click.UsageError("give either --expect-head or --checkpoint, not both")
     if expect_head:
         seq, sep, digest = expect_head.partition(":")
         if not sep or not seq.isdigit() or len(digest) != 64:
             raise click.BadParameter("expected SEQ:HASH as printed by 'certa head'", param_hint="--expect-head")
         head = (int(seq), digest)
+    if (checkpoint_file is None) != (public_key_file is None):
+        raise click.UsageError("--checkpoint and --public-key go together")
+    if checkpoint_file is not None and public_key_file is not None:
+        signed = open_checkpoint(checkpoint_file.read_bytes(), load_public_key(public_key_file.read_bytes()))
+        head = (signed.seq, signed.entry_hash)
     with _open(ledger_url) as ledger:
         report = verify_ledger(ledger, run_id=run_id, expect_head=head)
     if as_json:
@@ -358,6 +375,80 @@ def head(as_json: bool, ledger_url: str) -> int:
     else:
         click.echo(f"{seq}:{digest}")
     return EXIT_OK
+
+
+@main.command()
+@click.option("--key", "key_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The Ed25519 private key (PEM) from 'certa keygen'. An encrypted key is opened with the "
+                   "passphrase in the environment variable CERTA_KEY_PASSPHRASE.")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the checkpoint to this new file (never overwritten) instead of standard output.")
+@certa_command
+def checkpoint(key_file: Path, out_file: Path | None, as_json: bool, ledger_url: str) -> int:
+    """Sign the ledger's current head (a DSSE envelope, Ed25519). Keep checkpoints outside the database;
+    'certa verify --checkpoint FILE --public-key KEY' then detects a truncated or rewritten chain even if
+    every hash in the database was recomputed.
+
+    \b
+    Examples:
+      certa checkpoint --key ~/.certa/certa.key --out audit/$(date +%F).checkpoint
+      certa checkpoint --key ~/.certa/certa.key --json
+    """
+    passphrase = os.environ.get("CERTA_KEY_PASSPHRASE")
+    private_key = load_private_key(key_file.read_bytes(), passphrase=passphrase.encode() if passphrase else None)
+    with _open(ledger_url) as ledger:
+        seq, digest = ledger.head()
+    envelope = sign_checkpoint(private_key, seq, digest)
+    text = json.dumps(envelope, indent=2, sort_keys=True) + "\n"
+    if out_file is not None:
+        _write_new_file(out_file, text.encode("utf-8"), mode=0o644)
+    if as_json:
+        _emit_json({"ok": True, "seq": seq, "entry_hash": digest, "key_id": envelope["signatures"][0]["keyid"],
+                    "file": str(out_file) if out_file else None, "envelope": envelope})
+    elif out_file is not None:
+        click.echo(f"signed head {seq}:{digest} -> {out_file}")
+    else:
+        click.echo(text, nl=False)
+    return EXIT_OK
+
+
+@main.command()
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
+              help="Where to write certa.key (private, mode 0600) and certa.pub.")
+@click.option("--name", default="certa", show_default=True, help="File name stem of the two key files.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+def keygen(out_dir: Path, name: str, as_json: bool) -> None:
+    """Create an Ed25519 key pair for signing checkpoints. Existing files are never overwritten.
+
+    \b
+    Example:
+      certa keygen --out-dir ~/.certa && certa checkpoint --key ~/.certa/certa.key
+    """
+    private_pem, public_pem = generate_key_pair()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    private_path, public_path = out_dir / f"{name}.key", out_dir / f"{name}.pub"
+    for path in (private_path, public_path):
+        if path.exists():
+            raise click.ClickException(f"{path} exists; choose another --out-dir or --name")
+    _write_new_file(private_path, private_pem, mode=0o600)
+    _write_new_file(public_path, public_pem, mode=0o644)
+    fingerprint = key_id(load_public_key(public_pem))
+    if as_json:
+        _emit_json({"ok": True, "private_key": str(private_path), "public_key": str(public_path),
+                    "key_id": fingerprint})
+    else:
+        click.echo(f"private key: {private_path} (keep it secret)\npublic key:  {public_path} "
+                   f"(key id {fingerprint[:16]}…)")
+
+
+def _write_new_file(path: Path, data: bytes, *, mode: int) -> None:
+    """Create ``path`` exclusively (never overwrite) with permissions ``mode``."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    except FileExistsError:
+        raise click.ClickException(f"{path} exists; it is never overwritten") from None
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
 
 
 @main.command()

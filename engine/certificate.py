@@ -31,12 +31,14 @@ CERTIFICATE_FORMAT = 1
 
 
 def library_versions() -> dict[str, str]:
-    """Versions that can change a certificate's numbers: certa, Python, numpy, scipy."""
+    """Versions that can change a certificate's numbers: certa, Python, numpy, scipy, numba (it compiles
+    the bake-off kernels)."""
     return {
         "certa": metadata.version("certa"),
         "python": platform.python_version(),
         "numpy": np.__version__,
         "scipy": scipy.__version__,
+        "numba": metadata.version("numba"),
     }
 
 

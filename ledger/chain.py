@@ -7,7 +7,8 @@ Entry ``i`` stores ``payload`` (RFC 8785 canonical JSON), ``payload_sha256`` = S
 
 Editing any field of any entry changes its hash and breaks the link to the next entry; deleting or
 reordering entries breaks the ``seq`` sequence or a link. Truncating the tail is detected against a head
-(``seq:entry_hash``) kept outside the database (``certa head``, ``certa verify --expect-head``).
+(``seq:entry_hash``) kept outside the database (``certa head``, ``certa verify --expect-head``), or signed
+(``ledger.checkpoint``: ``certa checkpoint``, ``certa verify --checkpoint``).
 """
 
 from __future__ import annotations

@@ -40,13 +40,54 @@ def test_percentile_interval_uses_type_7_quantiles():
     assert low == pytest.approx(1 + 0.05 * 99) and high == pytest.approx(1 + 0.95 * 99)
 
 
+def _numpy_indices(seed: int, n: int, replicates: int) -> np.ndarray:
+    """The documented index stream, drawn by numpy itself: SFC64 on the first spawned child, Lemire uint32."""
+    child = np.random.default_rng(seed).bit_generator.seed_seq.spawn(1)[0]
+    return np.random.Generator(np.random.SFC64(child)).integers(0, n, size=(replicates, n), dtype=np.uint32)
+
+
+def _interleaved_sums(gathered: np.ndarray) -> np.ndarray:
+    """Σ over a row in the kernel's order: draws 0, 2, 4, … and 1, 3, 5, … left to right, then added."""
+    odd = np.cumsum(gathered[:, 1::2], axis=1)[:, -1] if gathered.shape[1] > 1 else 0.0
+    return np.cumsum(gathered[:, 0::2], axis=1)[:, -1] + odd
+
+
 def test_replicates_are_the_weighted_means_of_the_drawn_indices():
     rng_data = np.random.default_rng(0)
     u, w = rng_data.normal(size=37), rng_data.uniform(0.1, 3.0, 37)
     got = resampled_weighted_means(u, w, 50, np.random.default_rng(9))
-    index = np.random.default_rng(9).integers(0, 37, size=(1, 50, 37), dtype=np.int64)[0]
-    expected = [(w[i] * u[i]).sum() / w[i].sum() for i in index]  # one replicate at a time
+    expected = [(w[i] * u[i]).sum() / w[i].sum() for i in _numpy_indices(9, 37, 50)]  # one replicate at a time
     np.testing.assert_allclose(got, expected, rtol=1e-13)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 64, 1001])
+def test_compiled_resampling_equals_numpy_sfc64_indices_bit_for_bit(n):
+    """Odd n leaves half an SFC64 output for the next replicate, as numpy's buffered uint32 draws do."""
+    rng_data = np.random.default_rng(n)
+    u, w = rng_data.normal(size=n), rng_data.uniform(0.1, 3.0, n)
+    index = _numpy_indices(5, n, 41)
+    plain = resampled_weighted_means(u, None, 41, np.random.default_rng(5))
+    np.testing.assert_array_equal(plain, _interleaved_sums(u[index]) / n)
+    weighted = resampled_weighted_means(u, w, 41, np.random.default_rng(5))
+    np.testing.assert_array_equal(weighted, _interleaved_sums((w * u)[index]) / _interleaved_sums(w[index]))
+
+
+def test_lemire_rejections_draw_the_next_word_like_numpy():
+    """n = 10^6: 2^32 mod n = 967,296 low products are rejected (p = 2.3e-4, ~2,300 of 10^7 draws)."""
+    n = 10**6
+    u = np.random.default_rng(1).normal(size=n)
+    got = resampled_weighted_means(u, None, 10, np.random.default_rng(4))
+    np.testing.assert_array_equal(got, _interleaved_sums(u[_numpy_indices(4, n, 10)]) / n)
+
+
+def test_samples_of_a_call_use_their_own_spawned_streams_and_threads_do_not_matter():
+    u = np.random.default_rng(2).normal(size=(5, 30))
+    together = resampled_weighted_means(u, None, 20, np.random.default_rng(3))
+    assert np.array_equal(together, resampled_weighted_means(u, None, 20, np.random.default_rng(3), threads=1))
+    children = np.random.default_rng(3).bit_generator.seed_seq.spawn(5)
+    for s, child in enumerate(children):
+        index = np.random.Generator(np.random.SFC64(child)).integers(0, 30, size=(20, 30), dtype=np.uint32)
+        np.testing.assert_array_equal(together[s], _interleaved_sums(u[s][index]) / 30)
 
 
 def test_equal_weights_take_the_fast_path_with_the_same_result():

@@ -39,7 +39,7 @@ def test_certificate_content_is_complete_and_hash_is_over_content(small_spec: Pa
     assert content["seed"]["root"] == "7" and set(content["seed"]["stages"]) == {"ratio"}
     assert [i["name"] for i in content["inputs"]] == ["baseline", "subject"]
     assert all(i["rows"] == 60 for i in content["inputs"])
-    assert set(content["versions"]) >= {"certa", "python", "numpy", "scipy"}
+    assert set(content["versions"]) >= {"certa", "python", "numpy", "scipy", "numba"}
     assert content["versions"]["numpy"] == np.__version__
     assert content["gates"][0]["passed"] is True
     assert "time_utc" in cert["issued"] and "time_utc" not in str(content)

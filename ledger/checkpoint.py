@@ -1,0 +1,157 @@
+"""Signed checkpoints of the chain head: pure functions over bytes, no database.
+
+A hash chain proves nothing against whoever can rewrite the whole database: they can recompute every
+hash. What they cannot do is forge a head that was exported earlier and signed with a key they do not
+hold. A checkpoint is the head (``seq``, ``entry_hash``) and the time it was signed, as RFC 8785 canonical
+JSON, in a DSSE v1 envelope (the format of in-toto attestations)::
+
+    {"payloadType": "application/vnd.certa.checkpoint+json; version=1",
+     "payload": base64(JCS({"certa_checkpoint": 1, "seq": N, "entry_hash": "…", "signed_at": "…"})),
+     "signatures": [{"keyid": sha256(raw public key) hex, "sig": base64(Ed25519(PAE(type, payload)))}]}
+
+with DSSE's pre-authentication encoding PAE(type, body) = "DSSEv1" SP len(type) SP type SP len(body) SP body
+(lengths in ASCII decimal), so the signature covers the payload type and the exact payload bytes.
+``certa verify --checkpoint FILE --public-key KEY`` checks the signature first, then that the ledger still
+holds entry ``seq`` with that ``entry_hash``: truncation or a rewritten chain behind a signed checkpoint is
+detected even by someone who trusts nothing stored in the database. Keys are Ed25519 (RFC 8032) through
+the ``cryptography`` package.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from engine.canonical import canonical_bytes
+from engine.errors import LedgerError, LedgerIntegrityError
+
+__all__ = [
+    "PAYLOAD_TYPE",
+    "Checkpoint",
+    "generate_key_pair",
+    "key_id",
+    "load_private_key",
+    "load_public_key",
+    "pre_authentication_encoding",
+    "sign_checkpoint",
+    "open_checkpoint",
+]
+
+PAYLOAD_TYPE = "application/vnd.certa.checkpoint+json; version=1"
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A verified head: entry ``seq`` of the chain had hash ``entry_hash`` when ``key_id`` signed it."""
+
+    seq: int
+    entry_hash: str
+    signed_at: str
+    key_id: str
+
+
+def pre_authentication_encoding(payload_type: str, payload: bytes) -> bytes:
+    """DSSE v1 PAE: ``DSSEv1 SP len(type) SP type SP len(body) SP body``."""
+    kind = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
+
+
+def key_id(public_key: Ed25519PublicKey) -> str:
+    """SHA-256 (hex) of the 32 raw public-key bytes."""
+    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()
+
+
+def generate_key_pair() -> tuple[bytes, bytes]:
+    """A new Ed25519 key pair as (private key PKCS#8 PEM, public key SubjectPublicKeyInfo PEM)."""
+    private = Ed25519PrivateKey.generate()
+    private_pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                        serialization.NoEncryption())
+    public_pem = private.public_key().public_bytes(serialization.Encoding.PEM,
+                                                   serialization.PublicFormat.SubjectPublicKeyInfo)
+    return private_pem, public_pem
+
+
+def load_private_key(pem: bytes, *, passphrase: bytes | None = None) -> Ed25519PrivateKey:
+    """An Ed25519 private key from PEM (optionally encrypted with ``passphrase``)."""
+    try:
+        key = serialization.load_pem_private_key(pem, password=passphrase)
+    except (ValueError, TypeError) as error:
+        raise LedgerError(f"cannot read the signing key: {error}") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise LedgerError("the signing key is not an Ed25519 key (create one with 'certa keygen')")
+    return key
+
+
+def load_public_key(pem: bytes) -> Ed25519PublicKey:
+    """An Ed25519 public key from PEM."""
+    try:
+        key = serialization.load_pem_public_key(pem)
+    except (ValueError, TypeError) as error:
+        raise LedgerError(f"cannot read the public key: {error}") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise LedgerError("the public key is not an Ed25519 key (create one with 'certa keygen')")
+    return key
+
+
+def sign_checkpoint(private_key: Ed25519PrivateKey, seq: int, entry_hash: str, *,
+                    signed_at: datetime | None = None) -> dict[str, Any]:
+    """The DSSE envelope of a checkpoint of head ``seq:entry_hash`` (see module docstring)."""
+    if seq < 0 or not _HEX64.match(entry_hash):
+        raise LedgerError(f"not a chain head: {seq}:{entry_hash}")
+    when = (signed_at or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    payload = canonical_bytes({"certa_checkpoint": 1, "seq": seq, "entry_hash": entry_hash,
+                               "signed_at": when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")})
+    signature = private_key.sign(pre_authentication_encoding(PAYLOAD_TYPE, payload))
+    return {"payloadType": PAYLOAD_TYPE, "payload": base64.b64encode(payload).decode("ascii"),
+            "signatures": [{"keyid": key_id(private_key.public_key()),
+                            "sig": base64.b64encode(signature).decode("ascii")}]}
+
+
+def open_checkpoint(envelope_text: str | bytes, public_key: Ed25519PublicKey) -> Checkpoint:
+    """Verify a checkpoint envelope against ``public_key`` and return its head.
+
+    Raises ``LedgerIntegrityError`` (exit 1) when no signature by that key verifies or the payload is not
+    a certa checkpoint, and ``LedgerError`` when the file is not an envelope at all.
+    """
+    try:
+        envelope = json.loads(envelope_text)
+        payload_type = envelope["payloadType"]
+        payload = base64.b64decode(envelope["payload"], validate=True)
+        signatures = list(envelope["signatures"])
+    except (ValueError, KeyError, TypeError, binascii.Error) as error:
+        raise LedgerError(f"not a certa checkpoint envelope ({type(error).__name__}: {error})") from None
+    if payload_type != PAYLOAD_TYPE:
+        raise LedgerIntegrityError(f"checkpoint payload type is {payload_type!r}, expected {PAYLOAD_TYPE!r}")
+    wanted = key_id(public_key)
+    message = pre_authentication_encoding(payload_type, payload)
+    for entry in signatures:
+        if not isinstance(entry, dict) or entry.get("keyid") != wanted:
+            continue
+        try:
+            public_key.verify(base64.b64decode(entry.get("sig", ""), validate=True), message)
+        except (InvalidSignature, binascii.Error, ValueError):
+            raise LedgerIntegrityError("the checkpoint signature does not verify: the checkpoint was altered "
+                                       "or signed by another key") from None
+        break
+    else:
+        raise LedgerIntegrityError(f"the checkpoint carries no signature by key {wanted[:16]}…")
+    try:
+        body = json.loads(payload)
+        seq, entry_hash, signed_at = body["seq"], body["entry_hash"], body["signed_at"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise LedgerIntegrityError(f"the signed checkpoint payload is malformed ({error})") from None
+    if body.get("certa_checkpoint") != 1 or not isinstance(seq, int) or not _HEX64.match(str(entry_hash)):
+        raise LedgerIntegrityError("the signed payload is not a certa checkpoint (format 1)")
+    return Checkpoint(seq=seq, entry_hash=entry_hash, signed_at=str(signed_at), key_id=wanted)

@@ -1,0 +1,154 @@
+"""Signed checkpoints of the chain head (ledger.checkpoint, ``certa keygen / checkpoint / verify --checkpoint``):
+DSSE encoding, signature checks, and detection of a chain rewritten behind a signed head."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from cli import main
+from engine import run
+from engine.audit import verify
+from engine.errors import LedgerError, LedgerIntegrityError
+from ledger import Ledger
+from ledger.checkpoint import (PAYLOAD_TYPE, generate_key_pair, key_id, load_private_key, load_public_key,
+                               open_checkpoint, pre_authentication_encoding, sign_checkpoint)
+from ledger.chain import encode_payload, entry_hash
+
+HEAD_HASH = "ab" * 32
+
+
+@pytest.fixture(scope="module")
+def keys():
+    private_pem, public_pem = generate_key_pair()
+    return load_private_key(private_pem), load_public_key(public_pem)
+
+
+def test_pae_matches_the_dsse_v1_definition():
+    # DSSE v1 protocol: "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body, lengths in ASCII decimal
+    assert pre_authentication_encoding("http://example.com/HelloWorld", b"hello world") == \
+        b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"
+    assert pre_authentication_encoding("", b"") == b"DSSEv1 0  0 "
+
+
+def test_a_checkpoint_round_trips_and_names_its_key(keys):
+    private, public = keys
+    when = datetime(2026, 11, 22, 1, 2, 3, 456789, tzinfo=timezone.utc)
+    envelope = sign_checkpoint(private, 42, HEAD_HASH, signed_at=when)
+    assert envelope["payloadType"] == PAYLOAD_TYPE and envelope["signatures"][0]["keyid"] == key_id(public)
+    payload = base64.b64decode(envelope["payload"])
+    assert payload == (b'{"certa_checkpoint":1,"entry_hash":"' + HEAD_HASH.encode()
+                       + b'","seq":42,"signed_at":"2026-11-22T01:02:03.456789Z"}')  # RFC 8785 key order
+    opened = open_checkpoint(json.dumps(envelope), public)
+    assert (opened.seq, opened.entry_hash, opened.signed_at) == (42, HEAD_HASH, "2026-11-22T01:02:03.456789Z")
+
+
+def _with_payload(envelope: dict, **changes) -> dict:
+    body = json.loads(base64.b64decode(envelope["payload"]))
+    body.update(changes)
+    return {**envelope, "payload": base64.b64encode(json.dumps(body).encode()).decode()}
+
+
+def test_an_altered_payload_type_or_signature_or_another_key_is_refused(keys):
+    private, public = keys
+    envelope = sign_checkpoint(private, 7, HEAD_HASH)
+    with pytest.raises(LedgerIntegrityError, match="does not verify"):
+        open_checkpoint(json.dumps(_with_payload(envelope, seq=8)), public)  # moved to another head
+    sig = bytearray(base64.b64decode(envelope["signatures"][0]["sig"]))
+    sig[0] ^= 1
+    forged = {**envelope, "signatures": [{**envelope["signatures"][0], "sig": base64.b64encode(sig).decode()}]}
+    with pytest.raises(LedgerIntegrityError, match="does not verify"):
+        open_checkpoint(json.dumps(forged), public)
+    with pytest.raises(LedgerIntegrityError, match="payload type"):
+        open_checkpoint(json.dumps({**envelope, "payloadType": "application/json"}), public)
+    _, other_public = generate_key_pair()
+    with pytest.raises(LedgerIntegrityError, match="no signature by key"):
+        open_checkpoint(json.dumps(envelope), load_public_key(other_public))
+    with pytest.raises(LedgerError, match="not a certa checkpoint envelope"):
+        open_checkpoint("{not json", public)
+    ec_public = ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    with pytest.raises(LedgerError, match="not an Ed25519"):
+        load_public_key(ec_public)
+    with pytest.raises(LedgerError, match="cannot read the public key"):
+        load_public_key(b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
+
+
+def test_a_chain_rewritten_behind_a_signed_checkpoint_is_detected(small_spec: Path, tmp_path: Path, keys):
+    """The attacker deletes the last run and recomputes every later hash: the database is self-consistent,
+    the signed head is not in it."""
+    private, public = keys
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        run(small_spec, ledger=ledger)
+        second = run(small_spec, ledger=ledger).run_id
+        envelope = json.dumps(sign_checkpoint(private, *ledger.head()))
+        first_seq = ledger.run(second).first_seq
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM entries WHERE seq >= ?", (first_seq,))
+        conn.execute("DELETE FROM runs WHERE run_id = ?", (second,))
+        seq, digest = conn.execute("SELECT seq, entry_hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+        conn.execute("UPDATE ledger_meta SET value = ? WHERE key = 'head'", (f"{seq}:{digest}",))
+    signed = open_checkpoint(envelope, public)
+    with Ledger.open(db) as ledger:
+        assert verify(ledger).intact
+        report = verify(ledger, expect_head=(signed.seq, signed.entry_hash))
+    assert not report.intact and "removed" in report.first_broken.message
+
+
+def test_a_rewritten_entry_with_recomputed_hashes_is_detected_at_the_signed_seq(small_spec, tmp_path, keys):
+    private, public = keys
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        run(small_spec, ledger=ledger)
+        signed = open_checkpoint(json.dumps(sign_checkpoint(private, *ledger.head())), public)
+    with sqlite3.connect(db) as conn:  # rewrite the last entry's payload and recompute its hashes
+        row = conn.execute("SELECT seq, run_id, kind, recorded_at, payload, prev_hash FROM entries "
+                           "ORDER BY seq DESC LIMIT 1").fetchone()
+        seq, run_id, kind, recorded_at, payload, prev = row
+        data = json.loads(payload)
+        data["tampered"] = True
+        text, sha = encode_payload(data)
+        digest = entry_hash(seq=seq, run_id=run_id, kind=kind, recorded_at=recorded_at, payload_sha256=sha,
+                            prev_hash=prev)
+        conn.execute("UPDATE entries SET payload = ?, payload_sha256 = ?, entry_hash = ? WHERE seq = ?",
+                     (text, sha, digest, seq))
+        conn.execute("UPDATE ledger_meta SET value = ? WHERE key = 'head'", (f"{seq}:{digest}",))
+    with Ledger.open(db) as ledger:
+        report = verify(ledger, expect_head=(signed.seq, signed.entry_hash))
+    assert not report.intact
+    assert any("rewritten" in p.message for p in report.problems)
+
+
+def test_cli_keygen_checkpoint_and_verify(small_spec: Path, tmp_path: Path, monkeypatch):
+    runner = CliRunner()
+    db = str(tmp_path / "l.db")
+    made = json.loads(runner.invoke(main, ["keygen", "--out-dir", str(tmp_path / "k"), "--json"]).stdout)
+    assert (Path(made["private_key"]).stat().st_mode & 0o777) == 0o600
+    assert runner.invoke(main, ["keygen", "--out-dir", str(tmp_path / "k")]).exit_code != 0  # never overwrites
+    assert runner.invoke(main, ["run", str(small_spec), "--ledger", db]).exit_code == 0
+    out = tmp_path / "head.checkpoint"
+    signed = runner.invoke(main, ["checkpoint", "--key", made["private_key"], "--out", str(out), "--json",
+                                  "--ledger", db])
+    assert signed.exit_code == 0, signed.output
+    assert json.loads(signed.stdout)["key_id"] == made["key_id"]
+    assert runner.invoke(main, ["checkpoint", "--key", made["private_key"], "--out", str(out),
+                                "--ledger", db]).exit_code != 0  # an existing checkpoint is never overwritten
+    ok = runner.invoke(main, ["verify", "--checkpoint", str(out), "--public-key", made["public_key"], "--json",
+                              "--ledger", db])
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["intact"] is True
+    other = json.loads(runner.invoke(main, ["keygen", "--out-dir", str(tmp_path / "o"), "--json"]).stdout)
+    bad = runner.invoke(main, ["verify", "--checkpoint", str(out), "--public-key", other["public_key"], "--json",
+                               "--ledger", db])
+    assert bad.exit_code == 1 and "no signature by key" in json.loads(bad.stdout)["error"]["message"]
+    assert runner.invoke(main, ["verify", "--checkpoint", str(out), "--ledger", db]).exit_code == 2
+    monkeypatch.setenv("CERTA_KEY_PASSPHRASE", "")
+    assert runner.invoke(main, ["checkpoint", "--key", made["private_key"], "--ledger", db]).exit_code == 0
