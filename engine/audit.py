@@ -16,7 +16,7 @@ from typing import Any
 from ledger import Ledger, VerifyReport, verify_ledger
 
 from .canonical import canonical_sha256
-from .certificate import certificate_problems
+from .certificate import certificate_problems, computing_platform
 from .errors import LedgerError
 from .interpreter import Notify, AbortedExecution, execute, load_tables
 from .jsondiff import FieldChange, json_diff
@@ -95,7 +95,7 @@ def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None) -> Repl
     reproduced = replayed_sha == recorded["content_sha256"]
     seq = ledger.record_note(full, "replay", {
         "outcome": "REPRODUCED" if reproduced else "DIVERGED", "recorded_sha256": recorded["content_sha256"],
-        "replayed_sha256": replayed_sha, "note": note,
+        "replayed_sha256": replayed_sha, "note": note, "platform": computing_platform(),
         "changes": [{"path": c.path, "recorded": c.before, "replayed": c.after} for c in changes[:200]],
     })
     return ReplayResult(run_id=full, reproduced=reproduced, recorded_sha256=recorded["content_sha256"],

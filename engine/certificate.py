@@ -25,7 +25,8 @@ from schemas import load_schema
 from .canonical import canonical_sha256, to_jsonable
 from .errors import CertaError
 
-__all__ = ["CERTIFICATE_FORMAT", "library_versions", "seal", "validate_certificate", "certificate_problems"]
+__all__ = ["CERTIFICATE_FORMAT", "computing_platform", "library_versions", "seal", "validate_certificate",
+           "certificate_problems"]
 
 CERTIFICATE_FORMAT = 1
 
@@ -40,6 +41,18 @@ def library_versions() -> dict[str, str]:
         "scipy": scipy.__version__,
         "numba": metadata.version("numba"),
     }
+
+
+def computing_platform() -> dict[str, Any]:
+    """OS, CPU architecture and numpy's run-time SIMD targets (baseline and found).
+
+    numpy picks some transcendental-function kernels by CPU at run time (e.g. AVX-512 variants), and
+    those may differ in the last bit between CPU families; this records which machine computed a
+    certificate, outside its hash.
+    """
+    simd = np.show_config(mode="dicts").get("SIMD Extensions", {})
+    return {"system": platform.system(), "machine": platform.machine(),
+            "numpy_simd": [str(x) for x in [*simd.get("baseline", []), *simd.get("found", [])]]}
 
 
 def _who() -> tuple[str, str]:
@@ -82,6 +95,7 @@ def seal(content: Mapping[str, Any], run_id: str) -> dict[str, Any]:
             "time_utc": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
             "user": user,
             "host": host,
+            "platform": computing_platform(),
         },
     }
     validate_certificate(certificate)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 import sqlite3
 from pathlib import Path
 
@@ -173,6 +174,7 @@ def test_replay_reproduces_and_is_recorded(small_spec: Path, ledger: Ledger) -> 
     assert result.reproduced and result.changes == ()
     notes = [e.data() for e in ledger.entries(run_id=run_id, kinds=["replay"])]
     assert notes[-1]["outcome"] == "REPRODUCED"
+    assert notes[-1]["platform"]["machine"] == platform.machine()  # which machine replayed it
     assert verify(ledger).intact
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,9 @@ def test_certificate_content_is_complete_and_hash_is_over_content(small_spec: Pa
     assert content["versions"]["numpy"] == np.__version__
     assert content["gates"][0]["passed"] is True
     assert "time_utc" in cert["issued"] and "time_utc" not in str(content)
+    machine = cert["issued"]["platform"]
+    assert machine["machine"] == platform.machine() and machine["system"] == platform.system()
+    assert machine["numpy_simd"] and "platform" not in content  # recorded, outside the hash
 
 
 def _hash_in_subprocess(spec: Path, hash_seed: str = "0") -> str:
