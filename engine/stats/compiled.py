@@ -37,7 +37,11 @@ class _LazyKernel:
             if self._compiled is None:
                 import numba
 
-                self._compiled = numba.njit(nogil=True, cache=True, error_model="numpy")(self._function)
+                options = {"nogil": True, "error_model": "numpy"}
+                try:
+                    self._compiled = numba.njit(cache=True, **options)(self._function)
+                except RuntimeError:  # no writable cache location (e.g. a read-only container): compile anyway
+                    self._compiled = numba.njit(cache=False, **options)(self._function)
         return self._compiled
 
     def __call__(self, *args: Any) -> Any:
