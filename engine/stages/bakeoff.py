@@ -93,6 +93,8 @@ def frozen_manifest(config: BakeoffConfig) -> dict[str, Any]:
         "hysteresis": None if config.hysteresis is None else {"h_up": config.hysteresis.h_up,
                                                               "h_dn": config.hysteresis.h_dn},
         "u_dec": "w * atanh(clamp(RSI, -1 + eps_a, 1 - eps_a))",
+        "atanh": "sign(a) * 0.5 * log1p(2|a| / (1 - |a|)), log1p(z) = z if 1 + z == 1 else "
+                 "log(1 + z) * z / ((1 + z) - 1) (Goldberg 1991), float64",
         "pool": "tanh(U / max(W, eps_w)); W = 0 -> 0, band A0, insufficient_evidence",
         "accumulator": f"exact sums of per-decision terms rounded to 2^-{FIXED_POINT_BITS}",
     }
@@ -465,6 +467,9 @@ def run_bakeoff_compare(ctx: StageContext) -> StageOutput:
                       "confidence_level": float(ctx.knobs["confidence_level"]),
                       "statistic": "pooled rapidity sum(w*u_env)/max(sum(w), eps_w) per vendor, resampled "
                                    "independently per vendor; pair difference a - b",
+                      "resampling": "vendor v: child v of rng.spawn(vendors); SFC64 on that child's "
+                                    "SeedSequence spawn(1)[0]; indices as numpy "
+                                    "Generator(SFC64).integers(0, n, dtype=uint32) (Lemire, with rejection)",
                       "interval": "percentile, linear interpolation (type 7); ci_tanh = tanh(ci_u)",
                       "p_values": "p_min = min(#(d<=0), #(d>=0))/B (seed, one-tailed); "
                                   "p_two_sided = min(1, 2 p_min); p_holm: Holm over the pairs of a bucket"},
@@ -599,7 +604,7 @@ def audit_bakeoff(outputs: Mapping[str, Any]) -> list[str]:
 
 STAGE = StageType(
     name="bakeoff.compare",
-    version="1.0.0",
+    version="1.1.0",
     input_knobs=("input",),
     run=run_bakeoff_compare,
     summary="Vendor bake-off (seed 002): atanh-space pools per bucket and vendor, calm-gated pools, bands, "

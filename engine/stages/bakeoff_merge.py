@@ -121,7 +121,7 @@ def run_bakeoff_merge(ctx: StageContext) -> StageOutput:
 
 STAGE = StageType(
     name="bakeoff.merge",
-    version="1.0.0",
+    version="1.1.0",
     input_knobs=("shards",),
     run=run_bakeoff_merge,
     summary="Vendor bake-off from per-shard (U, W) sums: exact merge, pools, bands, ranking and stamps "

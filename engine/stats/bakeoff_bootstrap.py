@@ -37,14 +37,12 @@ the order given), so vendors are resampled on parallel threads and the result de
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-from .compiled import kernel
+from .compiled import kernel, on_chunks
 
 __all__ = [
     "VendorInterval",
@@ -190,14 +188,7 @@ def resampled_weighted_means(u: np.ndarray, w: np.ndarray | None, replicates: in
         _resampled_sums(weighted[rows], unused if weights is None else weights[rows], states[rows], replicates,
                         numerator[rows], unused if weights is None else denominator[rows])
 
-    workers = max(1, min(n_sets, threads if threads is not None else (os.cpu_count() or 1)))
-    bounds = np.linspace(0, n_sets, workers + 1).astype(int)
-    parts = [slice(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
-    if workers > 1:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="certa-bootstrap") as pool:
-            list(pool.map(run, parts))
-    else:
-        run(parts[0])
+    on_chunks(run, n_sets, threads=threads, name="certa-bootstrap")
     if weights is None:
         out = numerator / np.maximum(totals, eps_w)[:, None]
     else:
@@ -285,12 +276,8 @@ def pairwise_bootstrap(samples: Sequence[tuple[np.ndarray, np.ndarray | None]], 
         u, w = samples[v]
         return resampled_weighted_means(u, w, replicates, streams[v], eps_w=eps_w)
 
-    workers = min(len(samples), threads if threads is not None else (os.cpu_count() or 1))
-    if workers > 1:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="certa-bakeoff-bootstrap") as pool:
-            means = list(pool.map(resample, range(len(samples))))
-    else:
-        means = [resample(v) for v in range(len(samples))]
+    means = [m for part in on_chunks(lambda vendors: [resample(v) for v in range(vendors.start, vendors.stop)],
+                                      len(samples), threads=threads, name="certa-bakeoff-bootstrap") for m in part]
     if estimates is None:
         estimates = [float(np.sum(u if w is None else w * u) / max(float(len(u) if w is None else np.sum(w)), eps_w))
                      for u, w in samples]

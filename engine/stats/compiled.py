@@ -14,11 +14,18 @@ Numba's user cache directory when that is read-only).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
-__all__ = ["kernel"]
+__all__ = ["THREADS", "kernel", "on_chunks"]
+
+THREADS = max(1, min(os.cpu_count() or 1, 8))
+"""Default number of worker threads for compiled kernels (the CPU count, at most 8)."""
+
+_T = TypeVar("_T")
 
 
 class _LazyKernel:
@@ -56,3 +63,24 @@ def kernel(function: Callable[..., Any]) -> Callable[..., Any]:
     """
     return _LazyKernel(function)
 
+
+
+def on_chunks(work: Callable[[slice], _T], n: int, *, min_rows: int = 1, max_rows: int | None = None,
+              threads: int | None = None, name: str = "certa-kernel") -> list[_T]:
+    """``work(rows)`` for contiguous slices that cover rows 0..n−1 in order, one slice per thread.
+
+    Up to ``threads`` (default ``THREADS``) slices of at least ``min_rows`` rows each (fewer when n is
+    small), and more slices when one would exceed ``max_rows``. Compiled kernels release the GIL, so the
+    slices run in parallel. Callers make the result independent of the slicing: each slice writes only its
+    own rows of the outputs, or returns partial results that are combined exactly.
+    """
+    workers = max(1, THREADS if threads is None else threads)
+    count = max(1, min(workers, n // max(1, min_rows)))
+    if max_rows is not None:
+        count = max(count, -(-n // max_rows))
+    bounds = [n * i // count for i in range(count + 1)]
+    chunks = [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    if count == 1 or workers == 1:
+        return [work(chunk) for chunk in chunks]
+    with ThreadPoolExecutor(max_workers=min(count, workers), thread_name_prefix=name) as pool:
+        return list(pool.map(work, chunks))
