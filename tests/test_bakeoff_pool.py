@@ -373,6 +373,9 @@ def test_group_medians_match_numpy_per_group():
     for k in range(6):
         assert got[k] == np.median(values[(codes == k) & ~np.isnan(values)])
     assert math.isnan(got[6])
+    # one value, two values, three with ties, all missing
+    small = group_medians(np.array([0, 1, 1, 2, 2, 2, 3]), np.array([5.0, 4.0, 1.0, 2.0, 2.0, 9.0, np.nan]), 4)
+    assert small.tolist()[:3] == [5.0, 2.5, 2.0] and math.isnan(small[3])
 
 
 # --------------------------------------------------------------------------- display, ranking

@@ -552,19 +552,20 @@ def pools_from_sums(sums: GroupSums, *, eps_w: float, bands: BandTable) -> Pools
 
 
 def group_medians(codes: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
-    """Median of the non-NaN ``values`` per group (NaN where a group has none)."""
+    """Median of the non-NaN ``values`` per group (NaN where a group has none): ½ (x_(⌊(m−1)/2⌋) + x_(⌊m/2⌋))
+    of each group's m sorted values, found by ``np.partition`` (linear time) after a stable grouping of the
+    rows by code (a radix sort of the integer codes)."""
     codes = np.asarray(codes, dtype=np.intp)
     present = ~np.isnan(values)
     codes, values = codes[present], values[present]
-    order = np.lexsort((values, codes))
-    sorted_values = values[order]
+    grouped = values[np.argsort(codes, kind="stable")]
     counts = np.bincount(codes, minlength=n_groups)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    ends = np.cumsum(counts)
     out = np.full(n_groups, math.nan)
-    has = counts > 0
-    lo = starts + (counts - 1) // 2
-    hi = starts + counts // 2
-    out[has] = 0.5 * (sorted_values[lo[has]] + sorted_values[hi[has]])
+    for group in np.flatnonzero(counts).tolist():  # one partition per group, not per row
+        m, end = int(counts[group]), int(ends[group])
+        middle = np.partition(grouped[end - m:end], ((m - 1) // 2, m // 2))
+        out[group] = 0.5 * (middle[(m - 1) // 2] + middle[m // 2])
     return out
 
 
