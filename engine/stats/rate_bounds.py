@@ -35,7 +35,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
+
+from . import lazy_stats as stats
 
 __all__ = [
     "METHODS",

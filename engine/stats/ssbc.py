@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-from scipy import stats
+
+from . import lazy_stats as stats
 
 __all__ = ["SSBCResult", "ssbc_correct", "coverage_risk", "exact_fraction"]
 
