@@ -16,13 +16,15 @@ from typing import Any
 
 import click
 
-from engine import CertaError, ProfileAbort, load_plan, run
+from engine import CertaError, LedgerError, ProfileAbort, load_plan, run
 from engine.audit import replay as replay_run
 from engine.audit import verify as verify_ledger
+from engine.audit import verify_bundle
 from engine.jsondiff import flatten, json_diff
 from engine.report import certificate_markdown, format_value
 from engine.stages import REGISTRY
-from ledger import DEFAULT_LEDGER_FILE, Ledger
+from ledger import DEFAULT_LEDGER_FILE, Ledger, merkle
+from ledger.bundle import build_bundle
 from ledger.checkpoint import (generate_key_pair, key_id, load_private_key, load_public_key, open_checkpoint,
                               sign_checkpoint)
 
@@ -203,11 +205,12 @@ def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | 
         head = (int(seq), digest)
     if (checkpoint_file is None) != (public_key_file is None):
         raise click.UsageError("--checkpoint and --public-key go together")
+    root = None
     if checkpoint_file is not None and public_key_file is not None:
         signed = open_checkpoint(checkpoint_file.read_bytes(), load_public_key(public_key_file.read_bytes()))
-        head = (signed.seq, signed.entry_hash)
+        head, root = (signed.seq, signed.entry_hash), signed.root_hash
     with _open(ledger_url) as ledger:
-        report = verify_ledger(ledger, run_id=run_id, expect_head=head)
+        report = verify_ledger(ledger, run_id=run_id, expect_head=head, expect_root=root)
     if as_json:
         _emit_json({"ok": report.intact, "intact": report.intact, "entries_checked": report.entries_checked,
                     "certificates_checked": report.certificates_checked, "blobs_checked": report.blobs_checked,
@@ -398,7 +401,8 @@ def checkpoint(key_file: Path, out_file: Path | None, as_json: bool, ledger_url:
     private_key = load_private_key(key_file.read_bytes(), passphrase=passphrase.encode() if passphrase else None)
     with _open(ledger_url) as ledger:
         seq, digest = ledger.head()
-    envelope = sign_checkpoint(private_key, seq, digest)
+        leaves = [merkle.leaf_hash(bytes.fromhex(h)) for h in ledger.entry_hashes(seq)]
+    envelope = sign_checkpoint(private_key, seq, digest, merkle.root_hash(leaves).hex())
     text = json.dumps(envelope, indent=2, sort_keys=True) + "\n"
     if out_file is not None:
         _write_new_file(out_file, text.encode("utf-8"), mode=0o644)
@@ -410,6 +414,81 @@ def checkpoint(key_file: Path, out_file: Path | None, as_json: bool, ledger_url:
     else:
         click.echo(text, nl=False)
     return EXIT_OK
+
+
+@main.command()
+@click.argument("run_id")
+@click.option("--checkpoint", "checkpoint_file", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A signed checkpoint of this ledger taken after the run ('certa checkpoint').")
+@click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the bundle to this new file (never overwritten) instead of standard output.")
+@certa_command
+def prove(run_id: str, checkpoint_file: Path, out_file: Path | None, as_json: bool, ledger_url: str) -> int:
+    """Bundle a run's certificate with a Merkle inclusion proof against a signed checkpoint, so that anyone
+    can check it offline with 'certa verify-bundle' (no ledger needed, only the signer's public key).
+
+    \b
+    Example:
+      certa prove 3f2a9c01 --checkpoint audit/2026-11-22.checkpoint -o 3f2a9c01.bundle.json
+    """
+    with _open(ledger_url) as ledger:
+        bundle = build_bundle(ledger, run_id, checkpoint_file.read_bytes())
+    text = json.dumps(bundle, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    if out_file is not None:
+        _write_new_file(out_file, text.encode("utf-8"), mode=0o644)
+    run = bundle["entry"]["run_id"]
+    if as_json:
+        _emit_json({"ok": True, "run_id": run, "entry_seq": bundle["entry"]["seq"],
+                    "tree_size": bundle["inclusion"]["tree_size"], "file": str(out_file) if out_file else None,
+                    **({} if out_file else {"bundle": bundle})})
+    elif out_file is not None:
+        click.echo(f"certificate of run {run} (entry {bundle['entry']['seq']} of {bundle['inclusion']['tree_size']}) "
+                   f"-> {out_file}")
+    else:
+        click.echo(text, nl=False)
+    return EXIT_OK
+
+
+@main.command("verify-bundle")
+@click.argument("bundle_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--public-key", "public_key_file", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The Ed25519 public key (PEM) that must have signed the bundle's checkpoint.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+def verify_bundle_command(bundle_file: Path, public_key_file: Path, as_json: bool) -> None:
+    """Check a certificate bundle offline: the checkpoint signature, the certificate's own hash and schema,
+    and the Merkle path from its ledger entry to the signed root. Needs no ledger.
+
+    Exit 0 verified, 1 not (each failed check is named), 2 not a bundle or key.
+
+    \b
+    Example:
+      certa verify-bundle 3f2a9c01.bundle.json --public-key audit/certa.pub
+    """
+    try:
+        try:
+            bundle = json.loads(bundle_file.read_bytes())
+        except ValueError as error:
+            raise LedgerError(f"{bundle_file} is not JSON: {error}") from None
+        report = verify_bundle(bundle, load_public_key(public_key_file.read_bytes()))
+    except CertaError as error:
+        _fail(as_json, error)
+    if as_json:
+        _emit_json({"ok": report.verified, "verified": report.verified, "run_id": report.run_id,
+                    "content_sha256": report.content_sha256, "entry_seq": report.seq,
+                    "checkpoint": {"seq": report.checkpoint.seq, "root_hash": report.checkpoint.root_hash,
+                                   "signed_at": report.checkpoint.signed_at, "key_id": report.checkpoint.key_id},
+                    "problems": list(report.problems)})
+    elif report.verified:
+        click.echo(f"VERIFIED: certificate {report.content_sha256} of run {report.run_id} is entry {report.seq} of "
+                   f"the ledger whose first {report.checkpoint.seq} entries key {report.checkpoint.key_id[:16]}… "
+                   f"signed at {report.checkpoint.signed_at}")
+    else:
+        click.echo(f"NOT VERIFIED: {report.problems[0]}")
+        for problem in report.problems[1:]:
+            click.echo(f"  also: {problem}")
+    sys.exit(EXIT_OK if report.verified else EXIT_FAIL)
 
 
 @main.command()

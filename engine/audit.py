@@ -1,4 +1,5 @@
-"""Audit operations over a ledger: ``verify`` (integrity plus method identities) and ``replay``.
+"""Audit operations over a ledger: ``verify`` (integrity plus method identities), ``verify_bundle`` (one
+certificate, offline, against a signed checkpoint) and ``replay``.
 
 ``verify`` re-checks the hash chain, the stored inputs and the runs index (``ledger.verify``), and every
 certificate's schema, ``content_sha256`` and the method identities its stage types declare (for example
@@ -13,7 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 from ledger import Ledger, VerifyReport, verify_ledger
+from ledger.bundle import BundleReport, check_bundle
 
 from .canonical import canonical_sha256
 from .certificate import certificate_problems, computing_platform
@@ -24,7 +28,7 @@ from .spec import load_plan
 from .stages import REGISTRY
 from .tables import Table, parse_table
 
-__all__ = ["check_certificate", "verify", "replay", "ReplayResult"]
+__all__ = ["check_certificate", "verify", "verify_bundle", "replay", "ReplayResult"]
 
 
 def check_certificate(certificate: Mapping[str, Any]) -> list[str]:
@@ -43,10 +47,17 @@ def check_certificate(certificate: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int, str] | None = None) -> VerifyReport:
+def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int, str] | None = None,
+           expect_root: str | None = None) -> VerifyReport:
     """Verify the whole ledger (see module docstring)."""
     full = ledger.resolve_run_id(run_id) if run_id else None
-    return verify_ledger(ledger, check_certificate=check_certificate, expect_head=expect_head, run_id=full)
+    return verify_ledger(ledger, check_certificate=check_certificate, expect_head=expect_head,
+                         expect_root=expect_root, run_id=full)
+
+
+def verify_bundle(bundle: Mapping[str, Any], public_key: Ed25519PublicKey) -> BundleReport:
+    """Verify a certificate bundle offline (``ledger.bundle``), with the engine's certificate checks."""
+    return check_bundle(bundle, public_key, check_certificate=check_certificate)
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,13 @@
 
 A hash chain proves nothing against whoever can rewrite the whole database: they can recompute every
 hash. What they cannot do is forge a head that was exported earlier and signed with a key they do not
-hold. A checkpoint is the head (``seq``, ``entry_hash``) and the time it was signed, as RFC 8785 canonical
-JSON, in a DSSE v1 envelope (the format of in-toto attestations)::
+hold. A checkpoint is the head (``seq``, ``entry_hash``), the RFC 6962 Merkle root of entries 1..seq
+(``ledger.merkle``: it lets one certificate be proven part of the ledger offline) and the time it was
+signed, as RFC 8785 canonical JSON, in a DSSE v1 envelope (the format of in-toto attestations)::
 
     {"payloadType": "application/vnd.certa.checkpoint+json; version=1",
-     "payload": base64(JCS({"certa_checkpoint": 1, "seq": N, "entry_hash": "…", "signed_at": "…"})),
+     "payload": base64(JCS({"certa_checkpoint": 1, "seq": N, "entry_hash": "…", "root_hash": "…",
+                            "signed_at": "…"})),
      "signatures": [{"keyid": sha256(raw public key) hex, "sig": base64(Ed25519(PAE(type, payload)))}]}
 
 with DSSE's pre-authentication encoding PAE(type, body) = "DSSEv1" SP len(type) SP type SP len(body) SP body
@@ -45,6 +47,7 @@ __all__ = [
     "pre_authentication_encoding",
     "sign_checkpoint",
     "open_checkpoint",
+    "read_checkpoint_unverified",
 ]
 
 PAYLOAD_TYPE = "application/vnd.certa.checkpoint+json; version=1"
@@ -53,10 +56,12 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A verified head: entry ``seq`` of the chain had hash ``entry_hash`` when ``key_id`` signed it."""
+    """A verified head: entry ``seq`` of the chain had hash ``entry_hash``, and entries 1..seq had Merkle root
+    ``root_hash``, when ``key_id`` signed it."""
 
     seq: int
     entry_hash: str
+    root_hash: str
     signed_at: str
     key_id: str
 
@@ -105,18 +110,53 @@ def load_public_key(pem: bytes) -> Ed25519PublicKey:
     return key
 
 
-def sign_checkpoint(private_key: Ed25519PrivateKey, seq: int, entry_hash: str, *,
+def sign_checkpoint(private_key: Ed25519PrivateKey, seq: int, entry_hash: str, root_hash: str, *,
                     signed_at: datetime | None = None) -> dict[str, Any]:
-    """The DSSE envelope of a checkpoint of head ``seq:entry_hash`` (see module docstring)."""
-    if seq < 0 or not _HEX64.match(entry_hash):
-        raise LedgerError(f"not a chain head: {seq}:{entry_hash}")
+    """The DSSE envelope of a checkpoint of head ``seq:entry_hash`` with Merkle root ``root_hash`` of
+    entries 1..seq (see module docstring)."""
+    if seq < 0 or not _HEX64.match(entry_hash) or not _HEX64.match(root_hash):
+        raise LedgerError(f"not a chain head: {seq}:{entry_hash} (root {root_hash})")
     when = (signed_at or datetime.now(timezone.utc)).astimezone(timezone.utc)
-    payload = canonical_bytes({"certa_checkpoint": 1, "seq": seq, "entry_hash": entry_hash,
+    payload = canonical_bytes({"certa_checkpoint": 1, "seq": seq, "entry_hash": entry_hash, "root_hash": root_hash,
                                "signed_at": when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")})
     signature = private_key.sign(pre_authentication_encoding(PAYLOAD_TYPE, payload))
     return {"payloadType": PAYLOAD_TYPE, "payload": base64.b64encode(payload).decode("ascii"),
             "signatures": [{"keyid": key_id(private_key.public_key()),
                             "sig": base64.b64encode(signature).decode("ascii")}]}
+
+
+def _envelope(envelope_text: str | bytes) -> tuple[str, bytes, list[Any]]:
+    try:
+        envelope = json.loads(envelope_text)
+        return envelope["payloadType"], base64.b64decode(envelope["payload"], validate=True), \
+            list(envelope["signatures"])
+    except (ValueError, KeyError, TypeError, binascii.Error) as error:
+        raise LedgerError(f"not a certa checkpoint envelope ({type(error).__name__}: {error})") from None
+
+
+def _payload(payload: bytes, key: str) -> Checkpoint:
+    try:
+        body = json.loads(payload)
+        fields = (body["seq"], body["entry_hash"], body["root_hash"], body["signed_at"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise LedgerIntegrityError(f"the checkpoint payload is malformed ({error})") from None
+    seq, entry_hash, root_hash, signed_at = fields
+    if body.get("certa_checkpoint") != 1 or not isinstance(seq, int) or isinstance(seq, bool) or seq < 0 \
+            or not _HEX64.match(str(entry_hash)) or not _HEX64.match(str(root_hash)):
+        raise LedgerIntegrityError("the checkpoint payload is not a certa checkpoint (format 1)")
+    return Checkpoint(seq=seq, entry_hash=entry_hash, root_hash=root_hash, signed_at=str(signed_at), key_id=key)
+
+
+def read_checkpoint_unverified(envelope_text: str | bytes) -> Checkpoint:
+    """The head a checkpoint claims, WITHOUT checking its signature (``key_id`` is the first signature's).
+
+    For building proofs against it (``certa prove``); whoever relies on it verifies with ``open_checkpoint``.
+    """
+    payload_type, payload, signatures = _envelope(envelope_text)
+    if payload_type != PAYLOAD_TYPE:
+        raise LedgerError(f"checkpoint payload type is {payload_type!r}, expected {PAYLOAD_TYPE!r}")
+    first = signatures[0] if signatures and isinstance(signatures[0], dict) else {}
+    return _payload(payload, str(first.get("keyid", "")))
 
 
 def open_checkpoint(envelope_text: str | bytes, public_key: Ed25519PublicKey) -> Checkpoint:
@@ -125,13 +165,7 @@ def open_checkpoint(envelope_text: str | bytes, public_key: Ed25519PublicKey) ->
     Raises ``LedgerIntegrityError`` (exit 1) when no signature by that key verifies or the payload is not
     a certa checkpoint, and ``LedgerError`` when the file is not an envelope at all.
     """
-    try:
-        envelope = json.loads(envelope_text)
-        payload_type = envelope["payloadType"]
-        payload = base64.b64decode(envelope["payload"], validate=True)
-        signatures = list(envelope["signatures"])
-    except (ValueError, KeyError, TypeError, binascii.Error) as error:
-        raise LedgerError(f"not a certa checkpoint envelope ({type(error).__name__}: {error})") from None
+    payload_type, payload, signatures = _envelope(envelope_text)
     if payload_type != PAYLOAD_TYPE:
         raise LedgerIntegrityError(f"checkpoint payload type is {payload_type!r}, expected {PAYLOAD_TYPE!r}")
     wanted = key_id(public_key)
@@ -144,14 +178,5 @@ def open_checkpoint(envelope_text: str | bytes, public_key: Ed25519PublicKey) ->
         except (InvalidSignature, binascii.Error, ValueError):
             raise LedgerIntegrityError("the checkpoint signature does not verify: the checkpoint was altered "
                                        "or signed by another key") from None
-        break
-    else:
-        raise LedgerIntegrityError(f"the checkpoint carries no signature by key {wanted[:16]}…")
-    try:
-        body = json.loads(payload)
-        seq, entry_hash, signed_at = body["seq"], body["entry_hash"], body["signed_at"]
-    except (ValueError, KeyError, TypeError) as error:
-        raise LedgerIntegrityError(f"the signed checkpoint payload is malformed ({error})") from None
-    if body.get("certa_checkpoint") != 1 or not isinstance(seq, int) or not _HEX64.match(str(entry_hash)):
-        raise LedgerIntegrityError("the signed payload is not a certa checkpoint (format 1)")
-    return Checkpoint(seq=seq, entry_hash=entry_hash, signed_at=str(signed_at), key_id=wanted)
+        return _payload(payload, wanted)
+    raise LedgerIntegrityError(f"the checkpoint carries no signature by key {wanted[:16]}…")

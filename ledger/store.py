@@ -331,6 +331,12 @@ class Ledger:
         seq, digest = value.split(":")
         return int(seq), digest
 
+    def entry_hashes(self, upto: int) -> list[str]:
+        """``entry_hash`` of entries 1..upto in chain order (fewer if the chain is shorter)."""
+        query = select(entries.c.entry_hash).where(entries.c.seq <= upto).order_by(entries.c.seq)
+        with self._read() as conn:
+            return [row[0] for row in conn.execute(query)]
+
     def entry_count(self) -> int:
         with self._read() as conn:
             return int(conn.execute(select(func.count()).select_from(entries)).scalar_one())

@@ -12,6 +12,7 @@ from typing import Any
 
 from engine.canonical import sha256_hex
 
+from . import merkle
 from .chain import GENESIS, entry_hash
 from .store import EntryRow, Ledger
 
@@ -58,6 +59,7 @@ class _ChainWalk:
         self.run_spans: dict[str, dict[str, Any]] = {}
         self.referenced: set[str] = set()
         self.hash_at_expected_seq: str | None = None
+        self.leaves: list[bytes] = []  # Merkle leaf hashes of entries 1..expect_seq
 
     def check(self, entry: EntryRow) -> None:
         problems = self.problems
@@ -77,8 +79,10 @@ class _ChainWalk:
         if recomputed != entry.entry_hash:
             problems.append(Problem(where, "entry edited: its hash no longer matches its fields", entry.seq, entry.run_id))
         self.prev = entry.entry_hash
-        if entry.seq == self.expect_seq:
-            self.hash_at_expected_seq = entry.entry_hash
+        if self.expect_seq is not None and entry.seq <= self.expect_seq:
+            self.leaves.append(merkle.leaf_hash(bytes.fromhex(entry.entry_hash)))
+            if entry.seq == self.expect_seq:
+                self.hash_at_expected_seq = entry.entry_hash
         span = self.run_spans.setdefault(entry.run_id, {"first": entry.seq, "last": entry.seq, "kinds": set()})
         if entry.kind in ("run", "input", "captured", "decision", "certificate", "abort"):
             span["last"] = entry.seq
@@ -102,12 +106,14 @@ class _ChainWalk:
 
 
 def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, Any]], list[str]] | None = None,
-                  expect_head: tuple[int, str] | None = None, run_id: str | None = None) -> VerifyReport:
+                  expect_head: tuple[int, str] | None = None, expect_root: str | None = None,
+                  run_id: str | None = None) -> VerifyReport:
     """Re-check the whole chain, every blob and the runs index; certificates via ``check_certificate``.
 
     With ``run_id`` the chain, blobs and index are still checked in full (a chain is only sound as a
     whole) but certificate checks are limited to that run. ``expect_head`` is a head recorded earlier
-    outside the database (``seq``, ``entry_hash``): the chain must still contain it unchanged.
+    outside the database (``seq``, ``entry_hash``): the chain must still contain it unchanged; with
+    ``expect_root`` (hex, from a signed checkpoint) the Merkle root of entries 1..seq must equal it too.
     """
     walk = _ChainWalk(check_certificate=check_certificate, run_id=run_id,
                       expect_seq=expect_head[0] if expect_head else None)
@@ -131,6 +137,9 @@ def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, A
         elif walk.hash_at_expected_seq != digest:
             problems.append(Problem("expected head", f"entry {seq} is not the one recorded in the expected head "
                                                      "(the chain was rewritten)", seq))
+        elif expect_root is not None and len(walk.leaves) == seq and merkle.root_hash(walk.leaves).hex() != expect_root:
+            problems.append(Problem("expected head", f"the Merkle root of entries 1..{seq} differs from the signed "
+                                                     "root (the chain was rewritten)", seq))
 
     blobs_checked = 0
     stored: set[str] = set()

@@ -16,20 +16,30 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from cli import main
 from engine import run
-from engine.audit import verify
+from engine.audit import verify, verify_bundle
+from engine.canonical import canonical_sha256
 from engine.errors import LedgerError, LedgerIntegrityError
-from ledger import Ledger
+from ledger import Ledger, merkle
+from ledger.bundle import build_bundle
 from ledger.checkpoint import (PAYLOAD_TYPE, generate_key_pair, key_id, load_private_key, load_public_key,
                                open_checkpoint, pre_authentication_encoding, sign_checkpoint)
 from ledger.chain import encode_payload, entry_hash
 
 HEAD_HASH = "ab" * 32
+ROOT_HASH = "cd" * 32
 
 
 @pytest.fixture(scope="module")
 def keys():
     private_pem, public_pem = generate_key_pair()
     return load_private_key(private_pem), load_public_key(public_pem)
+
+
+def _signed_head(ledger: Ledger, private) -> str:
+    """A checkpoint of the ledger's current head, as 'certa checkpoint' makes it."""
+    seq, digest = ledger.head()
+    root = merkle.root_hash([merkle.leaf_hash(bytes.fromhex(h)) for h in ledger.entry_hashes(seq)])
+    return json.dumps(sign_checkpoint(private, seq, digest, root.hex()))
 
 
 def test_pae_matches_the_dsse_v1_definition():
@@ -42,13 +52,14 @@ def test_pae_matches_the_dsse_v1_definition():
 def test_a_checkpoint_round_trips_and_names_its_key(keys):
     private, public = keys
     when = datetime(2026, 11, 22, 1, 2, 3, 456789, tzinfo=timezone.utc)
-    envelope = sign_checkpoint(private, 42, HEAD_HASH, signed_at=when)
+    envelope = sign_checkpoint(private, 42, HEAD_HASH, ROOT_HASH, signed_at=when)
     assert envelope["payloadType"] == PAYLOAD_TYPE and envelope["signatures"][0]["keyid"] == key_id(public)
     payload = base64.b64decode(envelope["payload"])
-    assert payload == (b'{"certa_checkpoint":1,"entry_hash":"' + HEAD_HASH.encode()
-                       + b'","seq":42,"signed_at":"2026-11-22T01:02:03.456789Z"}')  # RFC 8785 key order
+    assert payload == (b'{"certa_checkpoint":1,"entry_hash":"' + HEAD_HASH.encode() + b'","root_hash":"'
+                       + ROOT_HASH.encode() + b'","seq":42,"signed_at":"2026-11-22T01:02:03.456789Z"}')  # JCS order
     opened = open_checkpoint(json.dumps(envelope), public)
-    assert (opened.seq, opened.entry_hash, opened.signed_at) == (42, HEAD_HASH, "2026-11-22T01:02:03.456789Z")
+    assert (opened.seq, opened.entry_hash, opened.root_hash, opened.signed_at) == \
+        (42, HEAD_HASH, ROOT_HASH, "2026-11-22T01:02:03.456789Z")
 
 
 def _with_payload(envelope: dict, **changes) -> dict:
@@ -59,7 +70,7 @@ def _with_payload(envelope: dict, **changes) -> dict:
 
 def test_an_altered_payload_type_or_signature_or_another_key_is_refused(keys):
     private, public = keys
-    envelope = sign_checkpoint(private, 7, HEAD_HASH)
+    envelope = sign_checkpoint(private, 7, HEAD_HASH, ROOT_HASH)
     with pytest.raises(LedgerIntegrityError, match="does not verify"):
         open_checkpoint(json.dumps(_with_payload(envelope, seq=8)), public)  # moved to another head
     sig = bytearray(base64.b64decode(envelope["signatures"][0]["sig"]))
@@ -90,7 +101,7 @@ def test_a_chain_rewritten_behind_a_signed_checkpoint_is_detected(small_spec: Pa
     with Ledger.open(db) as ledger:
         run(small_spec, ledger=ledger)
         second = run(small_spec, ledger=ledger).run_id
-        envelope = json.dumps(sign_checkpoint(private, *ledger.head()))
+        envelope = _signed_head(ledger, private)
         first_seq = ledger.run(second).first_seq
     with sqlite3.connect(db) as conn:
         conn.execute("DELETE FROM entries WHERE seq >= ?", (first_seq,))
@@ -109,7 +120,7 @@ def test_a_rewritten_entry_with_recomputed_hashes_is_detected_at_the_signed_seq(
     db = tmp_path / "l.db"
     with Ledger.open(db) as ledger:
         run(small_spec, ledger=ledger)
-        signed = open_checkpoint(json.dumps(sign_checkpoint(private, *ledger.head())), public)
+        signed = open_checkpoint(_signed_head(ledger, private), public)
     with sqlite3.connect(db) as conn:  # rewrite the last entry's payload and recompute its hashes
         row = conn.execute("SELECT seq, run_id, kind, recorded_at, payload, prev_hash FROM entries "
                            "ORDER BY seq DESC LIMIT 1").fetchone()
@@ -150,5 +161,91 @@ def test_cli_keygen_checkpoint_and_verify(small_spec: Path, tmp_path: Path, monk
                                "--ledger", db])
     assert bad.exit_code == 1 and "no signature by key" in json.loads(bad.stdout)["error"]["message"]
     assert runner.invoke(main, ["verify", "--checkpoint", str(out), "--ledger", db]).exit_code == 2
+    bundle_file = tmp_path / "run.bundle.json"
+    proved = runner.invoke(main, ["prove", "latest", "--checkpoint", str(out), "-o", str(bundle_file), "--ledger", db])
+    assert proved.exit_code == 0, proved.output
+    checked = runner.invoke(main, ["verify-bundle", str(bundle_file), "--public-key", made["public_key"], "--json"])
+    assert checked.exit_code == 0 and json.loads(checked.stdout)["verified"] is True
+    assert "VERIFIED" in runner.invoke(main, ["verify-bundle", str(bundle_file), "--public-key",
+                                              made["public_key"]]).output
+    edited = json.loads(bundle_file.read_text())
+    edited["entry"]["seq"] += 1
+    bundle_file.write_text(json.dumps(edited))
+    refused = runner.invoke(main, ["verify-bundle", str(bundle_file), "--public-key", made["public_key"]])
+    assert refused.exit_code == 1 and refused.output.startswith("NOT VERIFIED")
+    wrong_key = runner.invoke(main, ["verify-bundle", str(bundle_file), "--public-key", other["public_key"], "--json"])
+    assert wrong_key.exit_code == 1 and json.loads(wrong_key.stdout)["ok"] is False
+    bundle_file.write_text("{not json")
+    assert runner.invoke(main, ["verify-bundle", str(bundle_file), "--public-key", made["public_key"]]).exit_code == 2
     monkeypatch.setenv("CERTA_KEY_PASSPHRASE", "")
     assert runner.invoke(main, ["checkpoint", "--key", made["private_key"], "--ledger", db]).exit_code == 0
+
+
+def test_verify_checks_the_signed_merkle_root_too(small_spec: Path, tmp_path: Path, keys):
+    private, public = keys
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        run(small_spec, ledger=ledger)
+        signed = open_checkpoint(_signed_head(ledger, private), public)
+        assert verify(ledger, expect_head=(signed.seq, signed.entry_hash), expect_root=signed.root_hash).intact
+        report = verify(ledger, expect_head=(signed.seq, signed.entry_hash), expect_root="00" * 32)
+    assert not report.intact and "Merkle root of entries 1.." in report.first_broken.message
+
+
+def test_a_bundle_proves_one_certificate_offline_and_any_edit_fails(small_spec: Path, tmp_path: Path, keys):
+    private, public = keys
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        first = run(small_spec, ledger=ledger).run_id
+        second = run(small_spec, ledger=ledger).run_id
+        envelope = _signed_head(ledger, private)
+        bundle = json.loads(json.dumps(build_bundle(ledger, first[:8], envelope)))  # as written to a file
+        later = run(small_spec, ledger=ledger).run_id
+        with pytest.raises(LedgerError, match="after the checkpoint's head"):
+            build_bundle(ledger, later, envelope)
+        assert verify_bundle(build_bundle(ledger, second, envelope), public).verified
+    report = verify_bundle(bundle, public)
+    assert report.verified, report.problems
+    assert report.run_id == first and report.seq == bundle["entry"]["seq"] and len(bundle["inclusion"]["path"]) >= 1
+
+    def edited(change) -> list[str]:
+        copy = json.loads(json.dumps(bundle))
+        change(copy)
+        return list(verify_bundle(copy, public).problems)
+
+    def flip_verdict(b):
+        b["certificate"]["content"]["verdict"] = "FAIL"
+
+    def reseal_the_edit(b):  # an editor who also recomputes content_sha256
+        b["certificate"]["content"]["verdict"] = "FAIL"
+        b["certificate"]["content_sha256"] = canonical_sha256(b["certificate"]["content"])
+
+    def move_in_time(b):
+        b["entry"]["recorded_at"] = "2020-01-01T00:00:00.000000Z"
+
+    def other_sibling(b):
+        b["inclusion"]["path"][0] = "00" * 32
+
+    def claim_another_run(b):
+        b["entry"]["run_id"] = second
+
+    assert any("content_sha256" in p for p in edited(flip_verdict))
+    assert edited(reseal_the_edit) == ["the certificate is not the one recorded in the entry (its canonical SHA-256 "
+                                       "differs)"]
+    assert any("does not lead to the signed Merkle root" in p for p in edited(move_in_time))
+    assert any("does not lead to the signed Merkle root" in p for p in edited(other_sibling))
+    assert any("not the certificate of run" in p for p in edited(claim_another_run))
+    other_private, other_public = generate_key_pair()
+    with pytest.raises(LedgerIntegrityError, match="no signature by key"):
+        verify_bundle(bundle, load_public_key(other_public))
+    with pytest.raises(LedgerError, match="not a certa bundle"):
+        verify_bundle({"certificate": {}}, public)
+
+
+def test_a_checkpoint_of_another_ledger_cannot_prove_anything(small_spec: Path, tmp_path: Path, keys):
+    private, _ = keys
+    with Ledger.open(tmp_path / "a.db") as a, Ledger.open(tmp_path / "b.db") as b:
+        run(small_spec, ledger=a)
+        run(small_spec, ledger=a)
+        envelope = _signed_head(a, private)
+        run_b = run(small_spec, ledger=b).run_id
+        with pytest.raises(LedgerError, match="another ledger"):
+            build_bundle(b, run_b, envelope)

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from cli import main
 
-COMMANDS = ["checkpoint", "diff", "export", "head", "keygen", "list", "replay", "review", "run", "show", "stages",
-            "validate", "verify"]
-NO_LEDGER = {"keygen"}
+COMMANDS = ["checkpoint", "diff", "export", "head", "keygen", "list", "prove", "replay", "review", "run", "show",
+            "stages", "validate", "verify", "verify-bundle"]
+NO_LEDGER = {"keygen", "verify-bundle"}
 
 
 def invoke(*args: str, ledger: Path | None = None):

@@ -1,0 +1,118 @@
+"""Certificate bundles: one certificate with what proves it was recorded in a signed ledger, checkable
+offline — no database, no certa ledger access, only the bundle and the signer's public key.
+
+A bundle (JSON, ``certa_bundle: 1``) holds:
+
+* ``certificate``: the certificate exactly as recorded (its ledger entry's payload);
+* ``entry``: that entry's other fields (seq, run_id, kind, recorded_at, payload_sha256, prev_hash);
+* ``inclusion``: the RFC 6962 audit path of the entry's leaf in the Merkle tree of entries 1..tree_size;
+* ``checkpoint``: the signed checkpoint (DSSE envelope) whose root that tree must have.
+
+``check_bundle`` recomputes: the checkpoint signature; the certificate's own checks (schema,
+``content_sha256``: passed in by the engine); payload_sha256 = SHA-256(JCS(certificate)); the entry hash
+from its fields (``ledger.chain``); the leaf hash; and the path up to the signed root. Any edit to the
+certificate, the entry or the path, or a checkpoint from another ledger or key, fails one of these.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from engine.errors import LedgerError, LedgerIntegrityError
+
+from .chain import encode_payload, entry_hash
+from .checkpoint import Checkpoint, open_checkpoint, read_checkpoint_unverified
+from .merkle import inclusion_path, leaf_hash, root_hash, verify_inclusion
+from .store import Ledger
+
+__all__ = ["BUNDLE_FORMAT", "BundleReport", "build_bundle", "check_bundle"]
+
+BUNDLE_FORMAT = 1
+_ENTRY_FIELDS = ("seq", "run_id", "kind", "recorded_at", "payload_sha256", "prev_hash")
+
+
+def build_bundle(ledger: Ledger, run_id: str, envelope_text: str | bytes) -> dict[str, Any]:
+    """The bundle of ``run_id``'s certificate against the checkpoint ``envelope_text``.
+
+    The checkpoint must describe this ledger (its head entry and Merkle root recomputed from the database)
+    and the certificate must have been recorded at or before its head.
+    """
+    claimed = read_checkpoint_unverified(envelope_text)
+    hashes = ledger.entry_hashes(claimed.seq)
+    if len(hashes) < claimed.seq:
+        raise LedgerError(f"the checkpoint's head is entry {claimed.seq} but this ledger has {len(hashes)} entries "
+                          "(another ledger, or entries were removed: run 'certa verify --checkpoint')")
+    leaves = [leaf_hash(bytes.fromhex(digest)) for digest in hashes]
+    if claimed.seq and (hashes[-1] != claimed.entry_hash or root_hash(leaves).hex() != claimed.root_hash):
+        raise LedgerIntegrityError(f"this ledger's entries 1..{claimed.seq} do not match the checkpoint (another "
+                                   "ledger, or the chain was rewritten: run 'certa verify --checkpoint')")
+    full = ledger.resolve_run_id(run_id)
+    recorded = list(ledger.entries(run_id=full, kinds=["certificate"]))
+    if not recorded:
+        raise LedgerError(f"run {full} has no certificate (status: {ledger.run(full).status})")
+    entry = recorded[-1]
+    if entry.seq > claimed.seq:
+        raise LedgerError(f"run {full}'s certificate is entry {entry.seq}, after the checkpoint's head "
+                          f"{claimed.seq}: sign a newer checkpoint ('certa checkpoint') and prove against it")
+    return {
+        "certa_bundle": BUNDLE_FORMAT,
+        "certificate": entry.data(),
+        "entry": {name: getattr(entry, name) for name in _ENTRY_FIELDS},
+        "inclusion": {"leaf_index": entry.seq - 1, "tree_size": claimed.seq,
+                      "path": [node.hex() for node in inclusion_path(entry.seq - 1, leaves)]},
+        "checkpoint": json.loads(envelope_text),
+    }
+
+
+@dataclass(frozen=True)
+class BundleReport:
+    """Outcome of ``check_bundle``: ``verified`` when ``problems`` is empty."""
+
+    run_id: str
+    content_sha256: str
+    seq: int
+    checkpoint: Checkpoint
+    problems: tuple[str, ...]
+
+    @property
+    def verified(self) -> bool:
+        return not self.problems
+
+
+def check_bundle(bundle: Mapping[str, Any], public_key: Ed25519PublicKey, *,
+                 check_certificate: Callable[[Mapping[str, Any]], list[str]]) -> BundleReport:
+    """Verify a bundle offline (see module docstring). A checkpoint that is not signed by ``public_key``
+    raises ``LedgerIntegrityError``; everything else found wrong is listed in ``problems``."""
+    try:
+        certificate, entry, inclusion = bundle["certificate"], bundle["entry"], bundle["inclusion"]
+        fields = {name: entry[name] for name in _ENTRY_FIELDS}
+        index, size = int(inclusion["leaf_index"]), int(inclusion["tree_size"])
+        path = [bytes.fromhex(node) for node in inclusion["path"]]
+        envelope = json.dumps(bundle["checkpoint"])
+        run_id, content_sha = str(certificate["issued"]["run_id"]), str(certificate["content_sha256"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise LedgerError(f"not a certa bundle ({type(error).__name__}: {error})") from None
+    if bundle.get("certa_bundle") != BUNDLE_FORMAT:
+        raise LedgerError(f"not a certa bundle of format {BUNDLE_FORMAT} (certa_bundle: {bundle.get('certa_bundle')!r})")
+    checkpoint = open_checkpoint(envelope, public_key)
+    problems = [f"certificate: {message}" for message in check_certificate(certificate)]
+    _, payload_sha = encode_payload(certificate)
+    if payload_sha != fields["payload_sha256"]:
+        problems.append("the certificate is not the one recorded in the entry (its canonical SHA-256 differs)")
+    if fields["kind"] != "certificate" or fields["run_id"] != run_id:
+        problems.append(f"the entry is a {fields['kind']!r} entry of run {fields['run_id']}, not the certificate "
+                        f"of run {run_id}")
+    if size != checkpoint.seq or index != fields["seq"] - 1:
+        problems.append(f"the proof is for leaf {index} of {size} entries, not entry {fields['seq']} under the "
+                        f"checkpoint's {checkpoint.seq}")
+    leaf = leaf_hash(bytes.fromhex(entry_hash(**fields)))
+    if not verify_inclusion(fields["seq"] - 1, checkpoint.seq, leaf, path, bytes.fromhex(checkpoint.root_hash)):
+        problems.append("the inclusion proof does not lead to the signed Merkle root: this entry is not part of "
+                        "the signed ledger")
+    return BundleReport(run_id=run_id, content_sha256=content_sha, seq=int(fields["seq"]), checkpoint=checkpoint,
+                        problems=tuple(problems))
