@@ -75,6 +75,18 @@ def _stored_table(ledger: Ledger, record: Mapping[str, Any]) -> Table:
     return parse_table(record["name"], ledger.blob(record["sha256"]), record["format"])
 
 
+def _divergence_hint(recorded: Mapping[str, Any], changes: tuple[FieldChange, ...]) -> str:
+    """Why a replay may differ: other library versions, or another machine (numpy's SIMD targets)."""
+    hints = [f"{c.path.removeprefix('versions.')} {c.before} -> {c.after}" for c in changes
+             if c.path.startswith("versions.")]
+    then = recorded.get("issued", {}).get("platform")
+    now = computing_platform()
+    if then and then != now:
+        hints.append(f"recorded on {then.get('machine')} {'/'.join(then.get('numpy_simd', []))}, replayed on "
+                     f"{now['machine']} {'/'.join(now['numpy_simd'])}")
+    return f"; recorded with other versions or on another machine: {'; '.join(hints)}" if hints else ""
+
+
 def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None) -> ReplayResult:
     """Re-execute a stored run from the ledger alone and compare certificates; records the replay."""
     full = ledger.resolve_run_id(run_id)
@@ -102,7 +114,8 @@ def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None) -> Repl
     else:
         replayed_sha = canonical_sha256(execution.content)
         changes = tuple(json_diff(recorded["content"], execution.content))
-        note = "same content_sha256" if replayed_sha == recorded["content_sha256"] else f"{len(changes)} field(s) differ"
+        note = ("same content_sha256" if replayed_sha == recorded["content_sha256"]
+                else f"{len(changes)} field(s) differ" + _divergence_hint(recorded, changes))
     reproduced = replayed_sha == recorded["content_sha256"]
     seq = ledger.record_note(full, "replay", {
         "outcome": "REPRODUCED" if reproduced else "DIVERGED", "recorded_sha256": recorded["content_sha256"],

@@ -7,6 +7,7 @@ import platform
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from engine import run
@@ -193,6 +194,25 @@ def test_replay_reports_divergence_field_by_field(small_spec: Path, tmp_path: Pa
     assert not result.reproduced
     paths = {c.path for c in result.changes}
     assert "knobs.stages[0].with.replicates" in paths
+
+
+def test_a_divergent_replay_names_other_versions_and_another_machine(small_spec: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.certificate
+    import engine.interpreter
+
+    real_versions, real_platform = engine.interpreter.library_versions, engine.certificate.computing_platform
+    monkeypatch.setattr(engine.interpreter, "library_versions", lambda: {**real_versions(), "numpy": "1.26.0"})
+    monkeypatch.setattr(engine.certificate, "computing_platform",
+                        lambda: {"system": "Linux", "machine": "x86_64", "numpy_simd": ["X86_V2", "X86_V4"]})
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        run_id = run(small_spec, ledger=ledger).run_id
+        monkeypatch.setattr(engine.interpreter, "library_versions", real_versions)
+        monkeypatch.setattr(engine.certificate, "computing_platform", real_platform)
+        result = replay(ledger, run_id)
+    assert not result.reproduced and [c.path for c in result.changes] == ["versions.numpy"]
+    assert f"numpy 1.26.0 -> {np.__version__}" in result.note
+    assert "recorded on x86_64 X86_V2/X86_V4, replayed on" in result.note
 
 
 def test_aborted_run_is_recorded_without_certificate(example_spec: Path, ledger: Ledger) -> None:
