@@ -6,6 +6,7 @@ run these locally; without it they are skipped, except in CI, where a missing se
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from pathlib import Path
@@ -15,8 +16,10 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from engine import run
-from engine.audit import replay, verify
-from ledger import Ledger
+from engine.audit import replay, verify, verify_bundle
+from ledger import Ledger, merkle
+from ledger.bundle import build_bundle
+from ledger.checkpoint import generate_key_pair, load_private_key, load_public_key, open_checkpoint, sign_checkpoint
 
 from .conftest import run_concurrently
 
@@ -49,6 +52,20 @@ def test_runs_verify_and_replay_on_postgresql(small_spec: Path, pg_url: str) -> 
         assert verify(ledger).intact
         assert replay(ledger, first.run_id).reproduced
         assert ledger.certificate(first.run_id)["content_sha256"] == first.content_sha256
+
+
+def test_signed_checkpoint_and_offline_bundle_on_postgresql(small_spec: Path, pg_url: str) -> None:
+    private_pem, public_pem = generate_key_pair()
+    with Ledger.open(pg_url) as ledger:
+        first = run(small_spec, ledger=ledger).run_id
+        run(small_spec, ledger=ledger)
+        seq, digest = ledger.head()
+        root = merkle.root_hash([merkle.leaf_hash(bytes.fromhex(h)) for h in ledger.entry_hashes(seq)]).hex()
+        envelope = json.dumps(sign_checkpoint(load_private_key(private_pem), seq, digest, root))
+        signed = open_checkpoint(envelope, load_public_key(public_pem))
+        assert verify(ledger, expect_head=(signed.seq, signed.entry_hash), expect_root=signed.root_hash).intact
+        bundle = build_bundle(ledger, first, envelope)
+    assert verify_bundle(json.loads(json.dumps(bundle)), load_public_key(public_pem)).verified
 
 
 def test_tampering_is_detected_on_postgresql(small_spec: Path, pg_url: str) -> None:
