@@ -69,6 +69,12 @@ def _resampled_sums(values: np.ndarray, weights: np.ndarray, states: np.ndarray,
     n64 = np.uint64(n)
     low32 = np.uint64(0xFFFFFFFF)
     threshold = np.uint64(_UINT32 % n)
+
+    def sfc64_next(a, b, c, counter):  # one SFC64 step (Doty-Humphrey), as numpy's sfc64_next64
+        out = a + b + counter
+        rotated = (c << np.uint64(24)) | (c >> np.uint64(40))
+        return out, b ^ (b >> np.uint64(11)), c + (c << np.uint64(3)), rotated + out, counter + np.uint64(1)
+
     for s in range(n_sets):
         a, b, c, counter = states[s, 0], states[s, 1], states[s, 2], states[s, 3]
         spare = np.uint64(0)
@@ -81,12 +87,8 @@ def _resampled_sums(values: np.ndarray, weights: np.ndarray, states: np.ndarray,
             k = 0
             while k < n:
                 if not have_spare and k + 1 < n:
-                    # fast path: both halves of one SFC64 output (numpy's sfc64_next64), low half first
-                    out = a + b + counter
-                    counter += np.uint64(1)
-                    a = b ^ (b >> np.uint64(11))
-                    b = c + (c << np.uint64(3))
-                    c = ((c << np.uint64(24)) | (c >> np.uint64(40))) + out
+                    # fast path: both halves of one SFC64 output, low half first
+                    out, a, b, c, counter = sfc64_next(a, b, c, counter)
                     first = (out & low32) * n64
                     second = (out >> np.uint64(32)) * n64
                     if (first & low32) >= threshold and (second & low32) >= threshold:
@@ -115,11 +117,7 @@ def _resampled_sums(values: np.ndarray, weights: np.ndarray, states: np.ndarray,
                         product = spare * n64
                         have_spare = False
                     else:
-                        out = a + b + counter
-                        counter += np.uint64(1)
-                        a = b ^ (b >> np.uint64(11))
-                        b = c + (c << np.uint64(3))
-                        c = ((c << np.uint64(24)) | (c >> np.uint64(40))) + out
+                        out, a, b, c, counter = sfc64_next(a, b, c, counter)
                         spare = out >> np.uint64(32)
                         have_spare = True
                         product = (out & low32) * n64
