@@ -401,11 +401,9 @@ def checkpoint(key_file: Path, out_file: Path | None, as_json: bool, ledger_url:
     private_key = load_private_key(key_file.read_bytes(), passphrase=passphrase.encode() if passphrase else None)
     with _open(ledger_url) as ledger:
         seq, digest = ledger.head()
-        leaves = [merkle.leaf_hash(bytes.fromhex(h)) for h in ledger.entry_hashes(seq)]
-    envelope = sign_checkpoint(private_key, seq, digest, merkle.root_hash(leaves).hex())
-    text = json.dumps(envelope, indent=2, sort_keys=True) + "\n"
-    if out_file is not None:
-        _write_new_file(out_file, text.encode("utf-8"), mode=0o644)
+        root = merkle.root_hash(merkle.entry_leaves(ledger.entry_hashes(seq)))
+    envelope = sign_checkpoint(private_key, seq, digest, root.hex())
+    text = _save_json(envelope, out_file)
     if as_json:
         _emit_json({"ok": True, "seq": seq, "entry_hash": digest, "key_id": envelope["signatures"][0]["keyid"],
                     "file": str(out_file) if out_file else None, "envelope": envelope})
@@ -434,9 +432,7 @@ def prove(run_id: str, checkpoint_file: Path, out_file: Path | None, as_json: bo
     """
     with _open(ledger_url) as ledger:
         bundle = build_bundle(ledger, run_id, checkpoint_file.read_bytes())
-    text = json.dumps(bundle, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    if out_file is not None:
-        _write_new_file(out_file, text.encode("utf-8"), mode=0o644)
+    text = _save_json(bundle, out_file)
     run = bundle["entry"]["run_id"]
     if as_json:
         _emit_json({"ok": True, "run_id": run, "entry_seq": bundle["entry"]["seq"],
@@ -518,6 +514,14 @@ def keygen(out_dir: Path, name: str, as_json: bool) -> None:
     else:
         click.echo(f"private key: {private_path} (keep it secret)\npublic key:  {public_path} "
                    f"(key id {fingerprint[:16]}…)")
+
+
+def _save_json(document: Any, out_file: Path | None) -> str:
+    """``document`` as indented JSON text, also written to ``out_file`` (a new file) when given."""
+    text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    if out_file is not None:
+        _write_new_file(out_file, text.encode("utf-8"), mode=0o644)
+    return text
 
 
 def _write_new_file(path: Path, data: bytes, *, mode: int) -> None:

@@ -27,7 +27,7 @@ from engine.errors import LedgerError, LedgerIntegrityError
 
 from .chain import encode_payload, entry_hash
 from .checkpoint import Checkpoint, open_checkpoint, read_checkpoint_unverified
-from .merkle import inclusion_path, leaf_hash, root_hash, verify_inclusion
+from .merkle import entry_leaves, inclusion_path, leaf_hash, root_hash, verify_inclusion
 from .store import Ledger
 
 __all__ = ["BUNDLE_FORMAT", "BundleReport", "build_bundle", "check_bundle"]
@@ -47,7 +47,7 @@ def build_bundle(ledger: Ledger, run_id: str, envelope_text: str | bytes) -> dic
     if len(hashes) < claimed.seq:
         raise LedgerError(f"the checkpoint's head is entry {claimed.seq} but this ledger has {len(hashes)} entries "
                           "(another ledger, or entries were removed: run 'certa verify --checkpoint')")
-    leaves = [leaf_hash(bytes.fromhex(digest)) for digest in hashes]
+    leaves = entry_leaves(hashes)
     if claimed.seq and (hashes[-1] != claimed.entry_hash or root_hash(leaves).hex() != claimed.root_hash):
         raise LedgerIntegrityError(f"this ledger's entries 1..{claimed.seq} do not match the checkpoint (another "
                                    "ledger, or the chain was rewritten: run 'certa verify --checkpoint')")

@@ -19,12 +19,17 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-__all__ = ["leaf_hash", "node_hash", "root_hash", "inclusion_path", "verify_inclusion"]
+__all__ = ["leaf_hash", "entry_leaves", "node_hash", "root_hash", "inclusion_path", "verify_inclusion"]
 
 
 def leaf_hash(leaf_input: bytes) -> bytes:
     """SHA-256(0x00 ‖ leaf_input)."""
     return hashlib.sha256(b"\x00" + leaf_input).digest()
+
+
+def entry_leaves(entry_hashes: Sequence[str]) -> list[bytes]:
+    """The leaf hashes of ledger entries, from their hex ``entry_hash`` values in chain order."""
+    return [leaf_hash(bytes.fromhex(digest)) for digest in entry_hashes]
 
 
 def node_hash(left: bytes, right: bytes) -> bytes:

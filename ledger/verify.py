@@ -59,7 +59,7 @@ class _ChainWalk:
         self.run_spans: dict[str, dict[str, Any]] = {}
         self.referenced: set[str] = set()
         self.hash_at_expected_seq: str | None = None
-        self.leaves: list[bytes] = []  # Merkle leaf hashes of entries 1..expect_seq
+        self.prefix_hashes: list[str] = []  # entry hashes of entries 1..expect_seq (for the Merkle root)
 
     def check(self, entry: EntryRow) -> None:
         problems = self.problems
@@ -80,7 +80,7 @@ class _ChainWalk:
             problems.append(Problem(where, "entry edited: its hash no longer matches its fields", entry.seq, entry.run_id))
         self.prev = entry.entry_hash
         if self.expect_seq is not None and entry.seq <= self.expect_seq:
-            self.leaves.append(merkle.leaf_hash(bytes.fromhex(entry.entry_hash)))
+            self.prefix_hashes.append(entry.entry_hash)
             if entry.seq == self.expect_seq:
                 self.hash_at_expected_seq = entry.entry_hash
         span = self.run_spans.setdefault(entry.run_id, {"first": entry.seq, "last": entry.seq, "kinds": set()})
@@ -137,7 +137,8 @@ def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, A
         elif walk.hash_at_expected_seq != digest:
             problems.append(Problem("expected head", f"entry {seq} is not the one recorded in the expected head "
                                                      "(the chain was rewritten)", seq))
-        elif expect_root is not None and len(walk.leaves) == seq and merkle.root_hash(walk.leaves).hex() != expect_root:
+        elif expect_root is not None and len(walk.prefix_hashes) == seq \
+                and merkle.root_hash(merkle.entry_leaves(walk.prefix_hashes)).hex() != expect_root:
             problems.append(Problem("expected head", f"the Merkle root of entries 1..{seq} differs from the signed "
                                                      "root (the chain was rewritten)", seq))
 

@@ -38,7 +38,7 @@ def keys():
 def _signed_head(ledger: Ledger, private) -> str:
     """A checkpoint of the ledger's current head, as 'certa checkpoint' makes it."""
     seq, digest = ledger.head()
-    root = merkle.root_hash([merkle.leaf_hash(bytes.fromhex(h)) for h in ledger.entry_hashes(seq)])
+    root = merkle.root_hash(merkle.entry_leaves(ledger.entry_hashes(seq)))
     return json.dumps(sign_checkpoint(private, seq, digest, root.hex()))
 
 

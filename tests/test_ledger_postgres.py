@@ -60,7 +60,7 @@ def test_signed_checkpoint_and_offline_bundle_on_postgresql(small_spec: Path, pg
         first = run(small_spec, ledger=ledger).run_id
         run(small_spec, ledger=ledger)
         seq, digest = ledger.head()
-        root = merkle.root_hash([merkle.leaf_hash(bytes.fromhex(h)) for h in ledger.entry_hashes(seq)]).hex()
+        root = merkle.root_hash(merkle.entry_leaves(ledger.entry_hashes(seq))).hex()
         envelope = json.dumps(sign_checkpoint(load_private_key(private_pem), seq, digest, root))
         signed = open_checkpoint(envelope, load_public_key(public_pem))
         assert verify(ledger, expect_head=(signed.seq, signed.entry_hash), expect_root=signed.root_hash).intact
