@@ -210,7 +210,8 @@ def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | 
         signed = open_checkpoint(checkpoint_file.read_bytes(), load_public_key(public_key_file.read_bytes()))
         head, root = (signed.seq, signed.entry_hash), signed.root_hash
     with _open(ledger_url) as ledger:
-        report = verify_ledger(ledger, run_id=run_id, expect_head=head, expect_root=root)
+        report = verify_ledger(ledger, run_id=run_id, expect_head=head, expect_root=root,
+                               notify=None if as_json else (lambda message: click.echo(message, err=True)))
     if as_json:
         _emit_json({"ok": report.intact, "intact": report.intact, "entries_checked": report.entries_checked,
                     "certificates_checked": report.certificates_checked, "blobs_checked": report.blobs_checked,

@@ -22,7 +22,7 @@ from ledger.bundle import BundleReport, check_bundle
 from .canonical import canonical_sha256
 from .certificate import certificate_problems, computing_platform
 from .errors import LedgerError
-from .interpreter import Notify, AbortedExecution, execute, load_tables
+from .interpreter import AbortedExecution, Notify, execute, load_tables, throttled_progress
 from .jsondiff import FieldChange, json_diff
 from .spec import load_plan
 from .stages import REGISTRY
@@ -48,11 +48,17 @@ def check_certificate(certificate: Mapping[str, Any]) -> list[str]:
 
 
 def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int, str] | None = None,
-           expect_root: str | None = None) -> VerifyReport:
-    """Verify the whole ledger (see module docstring)."""
+           expect_root: str | None = None, notify: Notify | None = None) -> VerifyReport:
+    """Verify the whole ledger (see module docstring); ``notify`` gets progress lines about once a second."""
     full = ledger.resolve_run_id(run_id) if run_id else None
+    progress = None
+    if notify is not None:
+        report = throttled_progress(notify, "verify: ")
+
+        def progress(done: int, total: int) -> None:
+            report(done, total, "entries")
     return verify_ledger(ledger, check_certificate=check_certificate, expect_head=expect_head,
-                         expect_root=expect_root, run_id=full)
+                         expect_root=expect_root, run_id=full, progress=progress)
 
 
 def verify_bundle(bundle: Mapping[str, Any], public_key: Ed25519PublicKey) -> BundleReport:

@@ -141,7 +141,7 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
             profile=plan.profile, upstream=dict(outputs),
             seed={**seeds[stage.id], "knobs_hash": plan.knobs_hash},
             ledger=ledger, captured=(captured or {}).get(stage.id),
-            **({"progress": _throttled_progress(stage.id, notify)} if notify else {}),
+            **({"progress": throttled_progress(notify, f"    {stage.id}: ")} if notify else {}),
         )
         try:
             result = stage_type.run(ctx)
@@ -181,15 +181,16 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
                      captured=captured_out)
 
 
-def _throttled_progress(stage_id: str, notify: Notify, every_seconds: float = 1.0) -> Progress:
-    """A ``progress(done, total, label)`` for a stage that notifies at most once a second, and at the end."""
+def throttled_progress(notify: Notify, prefix: str, every_seconds: float = 1.0) -> Progress:
+    """A ``progress(done, total, label)`` that notifies "{prefix}{label} {done}/{total}" at most once every
+    ``every_seconds``, and at the end."""
     last = [0.0]
 
     def progress(done: int, total: int, label: str) -> None:
         now = time.monotonic()
         if done >= total or now - last[0] >= every_seconds:
             last[0] = now
-            notify(f"    {stage_id}: {label} {done}/{total}")
+            notify(f"{prefix}{label} {done}/{total}")
 
     return progress
 

@@ -107,20 +107,24 @@ class _ChainWalk:
 
 def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, Any]], list[str]] | None = None,
                   expect_head: tuple[int, str] | None = None, expect_root: str | None = None,
-                  run_id: str | None = None) -> VerifyReport:
+                  run_id: str | None = None, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
     """Re-check the whole chain, every blob and the runs index; certificates via ``check_certificate``.
 
     With ``run_id`` the chain, blobs and index are still checked in full (a chain is only sound as a
     whole) but certificate checks are limited to that run. ``expect_head`` is a head recorded earlier
     outside the database (``seq``, ``entry_hash``): the chain must still contain it unchanged; with
     ``expect_root`` (hex, from a signed checkpoint) the Merkle root of entries 1..seq must equal it too.
+    ``progress(entries checked, entries in the ledger)`` is called after every entry.
     """
     walk = _ChainWalk(check_certificate=check_certificate, run_id=run_id,
                       expect_seq=expect_head[0] if expect_head else None)
     while True:  # writers may append while we read: keep reading until a pass finds nothing new
         before = walk.seq
+        total = ledger.head()[0]
         for entry in ledger.entries(after=walk.seq):
             walk.check(entry)
+            if progress is not None:
+                progress(walk.seq, max(total, walk.seq))
         head = ledger.head()
         if walk.seq == before or head[0] <= walk.seq:
             break

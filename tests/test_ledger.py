@@ -127,6 +127,14 @@ def test_reordering_entries_is_detected(small_spec: Path, tmp_path: Path) -> Non
     assert not report.intact and report.first_broken.seq == 5
 
 
+def test_verify_reports_progress(small_spec: Path, ledger: Ledger) -> None:
+    _two_runs(small_spec, ledger)
+    messages: list[str] = []
+    assert verify(ledger, notify=messages.append).intact
+    total = ledger.head()[0]
+    assert messages[-1] == f"verify: entries {total}/{total}" and len(messages) <= 3  # throttled: about once a second
+
+
 def test_truncating_the_tail_is_detected_against_an_external_head(small_spec: Path, tmp_path: Path) -> None:
     db = tmp_path / "l.db"
     with Ledger.open(db) as ledger:
