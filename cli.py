@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from engine import CertaError, LedgerError, ProfileAbort, load_plan, run
 from engine.audit import replay as replay_run
@@ -24,9 +25,9 @@ from engine.jsondiff import flatten, json_diff
 from engine.report import certificate_markdown, format_value
 from engine.stages import REGISTRY
 from ledger import DEFAULT_LEDGER_FILE, Ledger, merkle
-from ledger.bundle import build_bundle
-from ledger.checkpoint import (generate_key_pair, key_id, load_private_key, load_public_key, open_checkpoint,
-                              sign_checkpoint)
+from ledger.bundle import build_bundle, ledger_leaves_matching
+from ledger.checkpoint import (add_signature, generate_key_pair, key_id, load_private_key, load_public_key,
+                              open_checkpoint, read_checkpoint_unverified, sign_checkpoint)
 
 EXIT_OK, EXIT_FAIL, EXIT_INVALID, EXIT_ABORTED = 0, 1, 2, 3
 
@@ -179,11 +180,13 @@ def _summary(certificate: Mapping[str, Any]) -> str:
 @click.option("--checkpoint", "checkpoint_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A signed checkpoint written by 'certa checkpoint': check its signature with --public-key, "
                    "then that the ledger still contains its head unchanged.")
-@click.option("--public-key", "public_key_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The Ed25519 public key (PEM) that must have signed --checkpoint.")
+@click.option("--public-key", "public_key_files", multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="An Ed25519 public key (PEM) that must have signed --checkpoint; repeat it to require "
+                   "several signers.")
 @certa_command
-def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | None, public_key_file: Path | None,
-           as_json: bool, ledger_url: str) -> int:
+def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | None,
+           public_key_files: tuple[Path, ...], as_json: bool, ledger_url: str) -> int:
     """Re-check the ledger: hash chain, certificates, stored inputs, method identities.
 
     Exit 0 intact, 1 tampered (the first broken entry is named, or the checkpoint signature fails).
@@ -203,11 +206,11 @@ def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | 
         if not sep or not seq.isdigit() or len(digest) != 64:
             raise click.BadParameter("expected SEQ:HASH as printed by 'certa head'", param_hint="--expect-head")
         head = (int(seq), digest)
-    if (checkpoint_file is None) != (public_key_file is None):
+    if (checkpoint_file is None) != (not public_key_files):
         raise click.UsageError("--checkpoint and --public-key go together")
     root = None
-    if checkpoint_file is not None and public_key_file is not None:
-        signed = open_checkpoint(checkpoint_file.read_bytes(), load_public_key(public_key_file.read_bytes()))
+    if checkpoint_file is not None:
+        signed = open_checkpoint(checkpoint_file.read_bytes(), _public_keys(public_key_files))
         head, root = (signed.seq, signed.entry_hash), signed.root_hash
     with _open(ledger_url) as ledger:
         report = verify_ledger(ledger, run_id=run_id, expect_head=head, expect_root=root,
@@ -382,13 +385,14 @@ def head(as_json: bool, ledger_url: str) -> int:
 
 
 @main.command()
-@click.option("--key", "key_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The Ed25519 private key (PEM) from 'certa keygen'. An encrypted key is opened with the "
-                   "passphrase in the environment variable CERTA_KEY_PASSPHRASE.")
+@click.option("--key", "key_files", required=True, multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="An Ed25519 private key (PEM) from 'certa keygen'; repeat it to sign with several keys. An "
+                   "encrypted key is opened with the passphrase in the environment variable CERTA_KEY_PASSPHRASE.")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the checkpoint to this new file (never overwritten) instead of standard output.")
 @certa_command
-def checkpoint(key_file: Path, out_file: Path | None, as_json: bool, ledger_url: str) -> int:
+def checkpoint(key_files: tuple[Path, ...], out_file: Path | None, as_json: bool, ledger_url: str) -> int:
     """Sign the ledger's current head (a DSSE envelope, Ed25519). Keep checkpoints outside the database;
     'certa verify --checkpoint FILE --public-key KEY' then detects a truncated or rewritten chain even if
     every hash in the database was recomputed.
@@ -398,21 +402,65 @@ def checkpoint(key_file: Path, out_file: Path | None, as_json: bool, ledger_url:
       certa checkpoint --key ~/.certa/certa.key --out audit/$(date +%F).checkpoint
       certa checkpoint --key ~/.certa/certa.key --json
     """
-    passphrase = os.environ.get("CERTA_KEY_PASSPHRASE")
-    private_key = load_private_key(key_file.read_bytes(), passphrase=passphrase.encode() if passphrase else None)
+    private_keys = _private_keys(key_files)
     with _open(ledger_url) as ledger:
         seq, digest = ledger.head()
         root = merkle.root_hash(merkle.entry_leaves(ledger.entry_hashes(seq)))
-    envelope = sign_checkpoint(private_key, seq, digest, root.hex())
+    envelope = sign_checkpoint(private_keys, seq, digest, root.hex())
     text = _save_json(envelope, out_file)
     if as_json:
-        _emit_json({"ok": True, "seq": seq, "entry_hash": digest, "key_id": envelope["signatures"][0]["keyid"],
+        _emit_json({"ok": True, "seq": seq, "entry_hash": digest, "root_hash": root.hex(),
+                    "key_ids": [sig["keyid"] for sig in envelope["signatures"]],
                     "file": str(out_file) if out_file else None, "envelope": envelope})
     elif out_file is not None:
         click.echo(f"signed head {seq}:{digest} -> {out_file}")
     else:
         click.echo(text, nl=False)
     return EXIT_OK
+
+
+@main.command()
+@click.argument("checkpoint_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--key", "key_files", required=True, multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The co-signer's Ed25519 private key (PEM); repeatable. CERTA_KEY_PASSPHRASE opens an "
+                   "encrypted key.")
+@click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The new checkpoint file with the added signature(s) (never overwritten).")
+@certa_command
+def cosign(checkpoint_file: Path, key_files: tuple[Path, ...], out_file: Path, as_json: bool, ledger_url: str) -> int:
+    """Add your signature to a checkpoint after checking that this ledger has exactly its head and Merkle
+    root (a second pair of eyes: verification can then require both keys).
+
+    \b
+    Example:
+      certa cosign audit/2026-11-22.checkpoint --key ~/.certa/officer.key --out audit/2026-11-22.cosigned
+    """
+    text = checkpoint_file.read_bytes()
+    claimed = read_checkpoint_unverified(text)
+    with _open(ledger_url) as ledger:
+        ledger_leaves_matching(ledger, claimed)
+    envelope = json.loads(text)
+    for private_key in _private_keys(key_files):
+        envelope = add_signature(envelope, private_key)
+    _save_json(envelope, out_file)
+    key_ids = [sig["keyid"] for sig in envelope["signatures"]]
+    if as_json:
+        _emit_json({"ok": True, "seq": claimed.seq, "key_ids": key_ids, "file": str(out_file)})
+    else:
+        click.echo(f"head {claimed.seq}:{claimed.entry_hash} matches this ledger; {len(key_ids)} signature(s) "
+                   f"-> {out_file}")
+    return EXIT_OK
+
+
+def _private_keys(key_files: tuple[Path, ...]) -> list[Ed25519PrivateKey]:
+    passphrase = os.environ.get("CERTA_KEY_PASSPHRASE")
+    return [load_private_key(path.read_bytes(), passphrase=passphrase.encode() if passphrase else None)
+            for path in key_files]
+
+
+def _public_keys(key_files: tuple[Path, ...]) -> list[Ed25519PublicKey]:
+    return [load_public_key(path.read_bytes()) for path in key_files]
 
 
 @main.command()
@@ -449,11 +497,11 @@ def prove(run_id: str, checkpoint_file: Path, out_file: Path | None, as_json: bo
 
 @main.command("verify-bundle")
 @click.argument("bundle_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--public-key", "public_key_file", required=True,
+@click.option("--public-key", "public_key_files", required=True, multiple=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The Ed25519 public key (PEM) that must have signed the bundle's checkpoint.")
+              help="An Ed25519 public key (PEM) that must have signed the bundle's checkpoint; repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
-def verify_bundle_command(bundle_file: Path, public_key_file: Path, as_json: bool) -> None:
+def verify_bundle_command(bundle_file: Path, public_key_files: tuple[Path, ...], as_json: bool) -> None:
     """Check a certificate bundle offline: the checkpoint signature, the certificate's own hash and schema,
     and the Merkle path from its ledger entry to the signed root. Needs no ledger.
 
@@ -468,18 +516,19 @@ def verify_bundle_command(bundle_file: Path, public_key_file: Path, as_json: boo
             bundle = json.loads(bundle_file.read_bytes())
         except ValueError as error:
             raise LedgerError(f"{bundle_file} is not JSON: {error}") from None
-        report = verify_bundle(bundle, load_public_key(public_key_file.read_bytes()))
+        report = verify_bundle(bundle, _public_keys(public_key_files))
     except CertaError as error:
         _fail(as_json, error)
     if as_json:
         _emit_json({"ok": report.verified, "verified": report.verified, "run_id": report.run_id,
                     "content_sha256": report.content_sha256, "entry_seq": report.seq,
                     "checkpoint": {"seq": report.checkpoint.seq, "root_hash": report.checkpoint.root_hash,
-                                   "signed_at": report.checkpoint.signed_at, "key_id": report.checkpoint.key_id},
+                                   "signed_at": report.checkpoint.signed_at, "key_ids": list(report.checkpoint.key_ids)},
                     "problems": list(report.problems)})
     elif report.verified:
         click.echo(f"VERIFIED: certificate {report.content_sha256} of run {report.run_id} is entry {report.seq} of "
-                   f"the ledger whose first {report.checkpoint.seq} entries key {report.checkpoint.key_id[:16]}… "
+                   f"the ledger whose first {report.checkpoint.seq} entries key(s) "
+                   f"{', '.join(k[:16] + '…' for k in report.checkpoint.key_ids)} "
                    f"signed at {report.checkpoint.signed_at}")
     else:
         click.echo(f"NOT VERIFIED: {report.problems[0]}")

@@ -10,7 +10,7 @@ recorded one; the replay is itself recorded.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,9 +61,10 @@ def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int,
                          expect_root=expect_root, run_id=full, progress=progress)
 
 
-def verify_bundle(bundle: Mapping[str, Any], public_key: Ed25519PublicKey) -> BundleReport:
-    """Verify a certificate bundle offline (``ledger.bundle``), with the engine's certificate checks."""
-    return check_bundle(bundle, public_key, check_certificate=check_certificate)
+def verify_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519PublicKey]) -> BundleReport:
+    """Verify a certificate bundle offline (``ledger.bundle``), with the engine's certificate checks; the
+    checkpoint must be signed by every one of ``public_keys``."""
+    return check_bundle(bundle, public_keys, check_certificate=check_certificate)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ certificate, the entry or the path, or a checkpoint from another ledger or key, 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,19 +30,18 @@ from .checkpoint import Checkpoint, open_checkpoint, read_checkpoint_unverified
 from .merkle import entry_leaves, inclusion_path, leaf_hash, root_hash, verify_inclusion
 from .store import Ledger
 
-__all__ = ["BUNDLE_FORMAT", "BundleReport", "build_bundle", "check_bundle"]
+__all__ = ["BUNDLE_FORMAT", "BundleReport", "build_bundle", "check_bundle", "ledger_leaves_matching"]
 
 BUNDLE_FORMAT = 1
 _ENTRY_FIELDS = ("seq", "run_id", "kind", "recorded_at", "payload_sha256", "prev_hash")
 
 
-def build_bundle(ledger: Ledger, run_id: str, envelope_text: str | bytes) -> dict[str, Any]:
-    """The bundle of ``run_id``'s certificate against the checkpoint ``envelope_text``.
+def ledger_leaves_matching(ledger: Ledger, claimed: Checkpoint) -> list[bytes]:
+    """The Merkle leaves of entries 1..claimed.seq, after checking that this ledger has that head and root.
 
-    The checkpoint must describe this ledger (its head entry and Merkle root recomputed from the database)
-    and the certificate must have been recorded at or before its head.
+    Raises ``LedgerError`` if the ledger is shorter (another ledger, or a truncation) and
+    ``LedgerIntegrityError`` if its entries do not give the claimed head or root.
     """
-    claimed = read_checkpoint_unverified(envelope_text)
     hashes = ledger.entry_hashes(claimed.seq)
     if len(hashes) < claimed.seq:
         raise LedgerError(f"the checkpoint's head is entry {claimed.seq} but this ledger has {len(hashes)} entries "
@@ -51,6 +50,17 @@ def build_bundle(ledger: Ledger, run_id: str, envelope_text: str | bytes) -> dic
     if claimed.seq and (hashes[-1] != claimed.entry_hash or root_hash(leaves).hex() != claimed.root_hash):
         raise LedgerIntegrityError(f"this ledger's entries 1..{claimed.seq} do not match the checkpoint (another "
                                    "ledger, or the chain was rewritten: run 'certa verify --checkpoint')")
+    return leaves
+
+
+def build_bundle(ledger: Ledger, run_id: str, envelope_text: str | bytes) -> dict[str, Any]:
+    """The bundle of ``run_id``'s certificate against the checkpoint ``envelope_text``.
+
+    The checkpoint must describe this ledger (``ledger_leaves_matching``) and the certificate must have
+    been recorded at or before its head.
+    """
+    claimed = read_checkpoint_unverified(envelope_text)
+    leaves = ledger_leaves_matching(ledger, claimed)
     full = ledger.resolve_run_id(run_id)
     recorded = list(ledger.entries(run_id=full, kinds=["certificate"]))
     if not recorded:
@@ -84,10 +94,10 @@ class BundleReport:
         return not self.problems
 
 
-def check_bundle(bundle: Mapping[str, Any], public_key: Ed25519PublicKey, *,
+def check_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519PublicKey], *,
                  check_certificate: Callable[[Mapping[str, Any]], list[str]]) -> BundleReport:
-    """Verify a bundle offline (see module docstring). A checkpoint that is not signed by ``public_key``
-    raises ``LedgerIntegrityError``; everything else found wrong is listed in ``problems``."""
+    """Verify a bundle offline (see module docstring). A checkpoint that is not signed by every one of
+    ``public_keys`` raises ``LedgerIntegrityError``; everything else found wrong is listed in ``problems``."""
     try:
         certificate, entry, inclusion = bundle["certificate"], bundle["entry"], bundle["inclusion"]
         fields = {name: entry[name] for name in _ENTRY_FIELDS}
@@ -99,7 +109,7 @@ def check_bundle(bundle: Mapping[str, Any], public_key: Ed25519PublicKey, *,
         raise LedgerError(f"not a certa bundle ({type(error).__name__}: {error})") from None
     if bundle.get("certa_bundle") != BUNDLE_FORMAT:
         raise LedgerError(f"not a certa bundle of format {BUNDLE_FORMAT} (certa_bundle: {bundle.get('certa_bundle')!r})")
-    checkpoint = open_checkpoint(envelope, public_key)
+    checkpoint = open_checkpoint(envelope, public_keys)
     problems = [f"certificate: {message}" for message in check_certificate(certificate)]
     _, payload_sha = encode_payload(certificate)
     if payload_sha != fields["payload_sha256"]:

@@ -14,9 +14,11 @@ signed, as RFC 8785 canonical JSON, in a DSSE v1 envelope (the format of in-toto
 with DSSE's pre-authentication encoding PAE(type, body) = "DSSEv1" SP len(type) SP type SP len(body) SP body
 (lengths in ASCII decimal), so the signature covers the payload type and the exact payload bytes.
 ``certa verify --checkpoint FILE --public-key KEY`` checks the signature first, then that the ledger still
-holds entry ``seq`` with that ``entry_hash``: truncation or a rewritten chain behind a signed checkpoint is
-detected even by someone who trusts nothing stored in the database. Keys are Ed25519 (RFC 8032) through
-the ``cryptography`` package.
+holds entry ``seq`` with that ``entry_hash`` and root: truncation or a rewritten chain behind a signed
+checkpoint is detected even by someone who trusts nothing stored in the database. A checkpoint may carry
+several signatures (DSSE allows it): a co-signer who has compared it with the ledger adds theirs
+(``certa cosign``), and verification can require every one of several keys — a two-person rule for the
+heads an audit relies on. Keys are Ed25519 (RFC 8032) through the ``cryptography`` package.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import binascii
 import hashlib
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -46,6 +49,7 @@ __all__ = [
     "load_public_key",
     "pre_authentication_encoding",
     "sign_checkpoint",
+    "add_signature",
     "open_checkpoint",
     "read_checkpoint_unverified",
 ]
@@ -56,14 +60,15 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A verified head: entry ``seq`` of the chain had hash ``entry_hash``, and entries 1..seq had Merkle root
-    ``root_hash``, when ``key_id`` signed it."""
+    """A head: entry ``seq`` of the chain had hash ``entry_hash``, and entries 1..seq had Merkle root
+    ``root_hash``, when it was signed; ``key_ids`` are the keys whose signatures were verified (none for
+    ``read_checkpoint_unverified``)."""
 
     seq: int
     entry_hash: str
     root_hash: str
     signed_at: str
-    key_id: str
+    key_ids: tuple[str, ...]
 
 
 def pre_authentication_encoding(payload_type: str, payload: bytes) -> bytes:
@@ -110,19 +115,33 @@ def load_public_key(pem: bytes) -> Ed25519PublicKey:
     return key
 
 
-def sign_checkpoint(private_key: Ed25519PrivateKey, seq: int, entry_hash: str, root_hash: str, *,
+def sign_checkpoint(private_keys: Sequence[Ed25519PrivateKey], seq: int, entry_hash: str, root_hash: str, *,
                     signed_at: datetime | None = None) -> dict[str, Any]:
     """The DSSE envelope of a checkpoint of head ``seq:entry_hash`` with Merkle root ``root_hash`` of
-    entries 1..seq (see module docstring)."""
+    entries 1..seq, signed by each of ``private_keys`` (see module docstring)."""
     if seq < 0 or not _HEX64.match(entry_hash) or not _HEX64.match(root_hash):
         raise LedgerError(f"not a chain head: {seq}:{entry_hash} (root {root_hash})")
     when = (signed_at or datetime.now(timezone.utc)).astimezone(timezone.utc)
     payload = canonical_bytes({"certa_checkpoint": 1, "seq": seq, "entry_hash": entry_hash, "root_hash": root_hash,
                                "signed_at": when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")})
-    signature = private_key.sign(pre_authentication_encoding(PAYLOAD_TYPE, payload))
-    return {"payloadType": PAYLOAD_TYPE, "payload": base64.b64encode(payload).decode("ascii"),
-            "signatures": [{"keyid": key_id(private_key.public_key()),
-                            "sig": base64.b64encode(signature).decode("ascii")}]}
+    envelope: dict[str, Any] = {"payloadType": PAYLOAD_TYPE, "payload": base64.b64encode(payload).decode("ascii"),
+                                "signatures": []}
+    for private_key in private_keys:
+        envelope = add_signature(envelope, private_key)
+    return envelope
+
+
+def add_signature(envelope: Mapping[str, Any], private_key: Ed25519PrivateKey) -> dict[str, Any]:
+    """A copy of a checkpoint envelope with one more signature (a co-signer's), over the same payload."""
+    payload_type, payload, signatures = _envelope(json.dumps(dict(envelope)))
+    if payload_type != PAYLOAD_TYPE:
+        raise LedgerError(f"checkpoint payload type is {payload_type!r}, expected {PAYLOAD_TYPE!r}")
+    signer = key_id(private_key.public_key())
+    if any(isinstance(entry, dict) and entry.get("keyid") == signer for entry in signatures):
+        raise LedgerError(f"the checkpoint is already signed by key {signer[:16]}…")
+    signature = private_key.sign(pre_authentication_encoding(payload_type, payload))
+    return {**envelope, "signatures": [*signatures, {"keyid": signer,
+                                                     "sig": base64.b64encode(signature).decode("ascii")}]}
 
 
 def _envelope(envelope_text: str | bytes) -> tuple[str, bytes, list[Any]]:
@@ -134,7 +153,7 @@ def _envelope(envelope_text: str | bytes) -> tuple[str, bytes, list[Any]]:
         raise LedgerError(f"not a certa checkpoint envelope ({type(error).__name__}: {error})") from None
 
 
-def _payload(payload: bytes, key: str) -> Checkpoint:
+def _payload(payload: bytes, keys: tuple[str, ...]) -> Checkpoint:
     try:
         body = json.loads(payload)
         fields = (body["seq"], body["entry_hash"], body["root_hash"], body["signed_at"])
@@ -144,39 +163,43 @@ def _payload(payload: bytes, key: str) -> Checkpoint:
     if body.get("certa_checkpoint") != 1 or not isinstance(seq, int) or isinstance(seq, bool) or seq < 0 \
             or not _HEX64.match(str(entry_hash)) or not _HEX64.match(str(root_hash)):
         raise LedgerIntegrityError("the checkpoint payload is not a certa checkpoint (format 1)")
-    return Checkpoint(seq=seq, entry_hash=entry_hash, root_hash=root_hash, signed_at=str(signed_at), key_id=key)
+    return Checkpoint(seq=seq, entry_hash=entry_hash, root_hash=root_hash, signed_at=str(signed_at), key_ids=keys)
 
 
 def read_checkpoint_unverified(envelope_text: str | bytes) -> Checkpoint:
-    """The head a checkpoint claims, WITHOUT checking its signature (``key_id`` is the first signature's).
+    """The head a checkpoint claims, WITHOUT checking any signature (``key_ids`` is empty).
 
-    For building proofs against it (``certa prove``); whoever relies on it verifies with ``open_checkpoint``.
+    For building proofs against it or co-signing it (after comparing it with the ledger); whoever relies
+    on it verifies it with ``open_checkpoint``.
     """
-    payload_type, payload, signatures = _envelope(envelope_text)
+    payload_type, payload, _ = _envelope(envelope_text)
     if payload_type != PAYLOAD_TYPE:
         raise LedgerError(f"checkpoint payload type is {payload_type!r}, expected {PAYLOAD_TYPE!r}")
-    first = signatures[0] if signatures and isinstance(signatures[0], dict) else {}
-    return _payload(payload, str(first.get("keyid", "")))
+    return _payload(payload, ())
 
 
-def open_checkpoint(envelope_text: str | bytes, public_key: Ed25519PublicKey) -> Checkpoint:
-    """Verify a checkpoint envelope against ``public_key`` and return its head.
+def open_checkpoint(envelope_text: str | bytes, public_keys: Sequence[Ed25519PublicKey]) -> Checkpoint:
+    """Verify that each of ``public_keys`` signed the checkpoint, and return its head.
 
-    Raises ``LedgerIntegrityError`` (exit 1) when no signature by that key verifies or the payload is not
-    a certa checkpoint, and ``LedgerError`` when the file is not an envelope at all.
+    Raises ``LedgerIntegrityError`` (exit 1) when a key has no signature that verifies or the payload is
+    not a certa checkpoint, and ``LedgerError`` when the file is not an envelope at all or no key is given.
     """
+    if not public_keys:
+        raise LedgerError("give at least one public key to verify a checkpoint")
     payload_type, payload, signatures = _envelope(envelope_text)
     if payload_type != PAYLOAD_TYPE:
         raise LedgerIntegrityError(f"checkpoint payload type is {payload_type!r}, expected {PAYLOAD_TYPE!r}")
-    wanted = key_id(public_key)
     message = pre_authentication_encoding(payload_type, payload)
-    for entry in signatures:
-        if not isinstance(entry, dict) or entry.get("keyid") != wanted:
-            continue
+    verified = []
+    for public_key in public_keys:
+        wanted = key_id(public_key)
+        entry = next((e for e in signatures if isinstance(e, dict) and e.get("keyid") == wanted), None)
+        if entry is None:
+            raise LedgerIntegrityError(f"the checkpoint carries no signature by key {wanted[:16]}…")
         try:
             public_key.verify(base64.b64decode(entry.get("sig", ""), validate=True), message)
         except (InvalidSignature, binascii.Error, ValueError):
-            raise LedgerIntegrityError("the checkpoint signature does not verify: the checkpoint was altered "
-                                       "or signed by another key") from None
-        return _payload(payload, wanted)
-    raise LedgerIntegrityError(f"the checkpoint carries no signature by key {wanted[:16]}…")
+            raise LedgerIntegrityError(f"the signature by key {wanted[:16]}… does not verify: the checkpoint was "
+                                       "altered or signed by another key") from None
+        verified.append(wanted)
+    return _payload(payload, tuple(verified))

@@ -21,8 +21,8 @@ from engine.canonical import canonical_sha256
 from engine.errors import LedgerError, LedgerIntegrityError
 from ledger import Ledger, merkle
 from ledger.bundle import build_bundle
-from ledger.checkpoint import (PAYLOAD_TYPE, generate_key_pair, key_id, load_private_key, load_public_key,
-                               open_checkpoint, pre_authentication_encoding, sign_checkpoint)
+from ledger.checkpoint import (PAYLOAD_TYPE, add_signature, generate_key_pair, key_id, load_private_key,
+                               load_public_key, open_checkpoint, pre_authentication_encoding, sign_checkpoint)
 from ledger.chain import encode_payload, entry_hash
 
 HEAD_HASH = "ab" * 32
@@ -39,7 +39,7 @@ def _signed_head(ledger: Ledger, private) -> str:
     """A checkpoint of the ledger's current head, as 'certa checkpoint' makes it."""
     seq, digest = ledger.head()
     root = merkle.root_hash(merkle.entry_leaves(ledger.entry_hashes(seq)))
-    return json.dumps(sign_checkpoint(private, seq, digest, root.hex()))
+    return json.dumps(sign_checkpoint([private], seq, digest, root.hex()))
 
 
 def test_pae_matches_the_dsse_v1_definition():
@@ -52,12 +52,12 @@ def test_pae_matches_the_dsse_v1_definition():
 def test_a_checkpoint_round_trips_and_names_its_key(keys):
     private, public = keys
     when = datetime(2026, 11, 22, 1, 2, 3, 456789, tzinfo=timezone.utc)
-    envelope = sign_checkpoint(private, 42, HEAD_HASH, ROOT_HASH, signed_at=when)
+    envelope = sign_checkpoint([private], 42, HEAD_HASH, ROOT_HASH, signed_at=when)
     assert envelope["payloadType"] == PAYLOAD_TYPE and envelope["signatures"][0]["keyid"] == key_id(public)
     payload = base64.b64decode(envelope["payload"])
     assert payload == (b'{"certa_checkpoint":1,"entry_hash":"' + HEAD_HASH.encode() + b'","root_hash":"'
                        + ROOT_HASH.encode() + b'","seq":42,"signed_at":"2026-11-22T01:02:03.456789Z"}')  # JCS order
-    opened = open_checkpoint(json.dumps(envelope), public)
+    opened = open_checkpoint(json.dumps(envelope), [public])
     assert (opened.seq, opened.entry_hash, opened.root_hash, opened.signed_at) == \
         (42, HEAD_HASH, ROOT_HASH, "2026-11-22T01:02:03.456789Z")
 
@@ -70,21 +70,21 @@ def _with_payload(envelope: dict, **changes) -> dict:
 
 def test_an_altered_payload_type_or_signature_or_another_key_is_refused(keys):
     private, public = keys
-    envelope = sign_checkpoint(private, 7, HEAD_HASH, ROOT_HASH)
+    envelope = sign_checkpoint([private], 7, HEAD_HASH, ROOT_HASH)
     with pytest.raises(LedgerIntegrityError, match="does not verify"):
-        open_checkpoint(json.dumps(_with_payload(envelope, seq=8)), public)  # moved to another head
+        open_checkpoint(json.dumps(_with_payload(envelope, seq=8)), [public])  # moved to another head
     sig = bytearray(base64.b64decode(envelope["signatures"][0]["sig"]))
     sig[0] ^= 1
     forged = {**envelope, "signatures": [{**envelope["signatures"][0], "sig": base64.b64encode(sig).decode()}]}
     with pytest.raises(LedgerIntegrityError, match="does not verify"):
-        open_checkpoint(json.dumps(forged), public)
+        open_checkpoint(json.dumps(forged), [public])
     with pytest.raises(LedgerIntegrityError, match="payload type"):
-        open_checkpoint(json.dumps({**envelope, "payloadType": "application/json"}), public)
+        open_checkpoint(json.dumps({**envelope, "payloadType": "application/json"}), [public])
     _, other_public = generate_key_pair()
     with pytest.raises(LedgerIntegrityError, match="no signature by key"):
-        open_checkpoint(json.dumps(envelope), load_public_key(other_public))
+        open_checkpoint(json.dumps(envelope), [load_public_key(other_public)])
     with pytest.raises(LedgerError, match="not a certa checkpoint envelope"):
-        open_checkpoint("{not json", public)
+        open_checkpoint("{not json", [public])
     ec_public = ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     with pytest.raises(LedgerError, match="not an Ed25519"):
@@ -108,7 +108,7 @@ def test_a_chain_rewritten_behind_a_signed_checkpoint_is_detected(small_spec: Pa
         conn.execute("DELETE FROM runs WHERE run_id = ?", (second,))
         seq, digest = conn.execute("SELECT seq, entry_hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
         conn.execute("UPDATE ledger_meta SET value = ? WHERE key = 'head'", (f"{seq}:{digest}",))
-    signed = open_checkpoint(envelope, public)
+    signed = open_checkpoint(envelope, [public])
     with Ledger.open(db) as ledger:
         assert verify(ledger).intact
         report = verify(ledger, expect_head=(signed.seq, signed.entry_hash))
@@ -120,7 +120,7 @@ def test_a_rewritten_entry_with_recomputed_hashes_is_detected_at_the_signed_seq(
     db = tmp_path / "l.db"
     with Ledger.open(db) as ledger:
         run(small_spec, ledger=ledger)
-        signed = open_checkpoint(_signed_head(ledger, private), public)
+        signed = open_checkpoint(_signed_head(ledger, private), [public])
     with sqlite3.connect(db) as conn:  # rewrite the last entry's payload and recompute its hashes
         row = conn.execute("SELECT seq, run_id, kind, recorded_at, payload, prev_hash FROM entries "
                            "ORDER BY seq DESC LIMIT 1").fetchone()
@@ -150,7 +150,7 @@ def test_cli_keygen_checkpoint_and_verify(small_spec: Path, tmp_path: Path, monk
     signed = runner.invoke(main, ["checkpoint", "--key", made["private_key"], "--out", str(out), "--json",
                                   "--ledger", db])
     assert signed.exit_code == 0, signed.output
-    assert json.loads(signed.stdout)["key_id"] == made["key_id"]
+    assert json.loads(signed.stdout)["key_ids"] == [made["key_id"]]
     assert runner.invoke(main, ["checkpoint", "--key", made["private_key"], "--out", str(out),
                                 "--ledger", db]).exit_code != 0  # an existing checkpoint is never overwritten
     ok = runner.invoke(main, ["verify", "--checkpoint", str(out), "--public-key", made["public_key"], "--json",
@@ -177,6 +177,19 @@ def test_cli_keygen_checkpoint_and_verify(small_spec: Path, tmp_path: Path, monk
     assert wrong_key.exit_code == 1 and json.loads(wrong_key.stdout)["ok"] is False
     bundle_file.write_text("{not json")
     assert runner.invoke(main, ["verify-bundle", str(bundle_file), "--public-key", made["public_key"]]).exit_code == 2
+    # two-person rule: a co-signer checks the checkpoint against the ledger and adds a signature
+    cosigned = tmp_path / "head.cosigned"
+    added = runner.invoke(main, ["cosign", str(out), "--key", other["private_key"], "--out", str(cosigned), "--json",
+                                 "--ledger", db])
+    assert added.exit_code == 0, added.output
+    assert json.loads(added.stdout)["key_ids"] == [made["key_id"], other["key_id"]]
+    both = ["--public-key", made["public_key"], "--public-key", other["public_key"]]
+    assert runner.invoke(main, ["verify", "--checkpoint", str(cosigned), *both, "--ledger", db]).exit_code == 0
+    assert runner.invoke(main, ["verify", "--checkpoint", str(out), *both, "--ledger", db]).exit_code == 1
+    assert runner.invoke(main, ["cosign", str(cosigned), "--key", other["private_key"], "--out",
+                                str(tmp_path / "again"), "--ledger", db]).exit_code == 2  # already signed by it
+    assert runner.invoke(main, ["cosign", str(out), "--key", other["private_key"], "--out", str(tmp_path / "x"),
+                                "--ledger", str(tmp_path / "other.db")]).exit_code == 2  # not this ledger's head
     monkeypatch.setenv("CERTA_KEY_PASSPHRASE", "")
     assert runner.invoke(main, ["checkpoint", "--key", made["private_key"], "--ledger", db]).exit_code == 0
 
@@ -185,7 +198,7 @@ def test_verify_checks_the_signed_merkle_root_too(small_spec: Path, tmp_path: Pa
     private, public = keys
     with Ledger.open(tmp_path / "l.db") as ledger:
         run(small_spec, ledger=ledger)
-        signed = open_checkpoint(_signed_head(ledger, private), public)
+        signed = open_checkpoint(_signed_head(ledger, private), [public])
         assert verify(ledger, expect_head=(signed.seq, signed.entry_hash), expect_root=signed.root_hash).intact
         report = verify(ledger, expect_head=(signed.seq, signed.entry_hash), expect_root="00" * 32)
     assert not report.intact and "Merkle root of entries 1.." in report.first_broken.message
@@ -201,15 +214,15 @@ def test_a_bundle_proves_one_certificate_offline_and_any_edit_fails(small_spec: 
         later = run(small_spec, ledger=ledger).run_id
         with pytest.raises(LedgerError, match="after the checkpoint's head"):
             build_bundle(ledger, later, envelope)
-        assert verify_bundle(build_bundle(ledger, second, envelope), public).verified
-    report = verify_bundle(bundle, public)
+        assert verify_bundle(build_bundle(ledger, second, envelope), [public]).verified
+    report = verify_bundle(bundle, [public])
     assert report.verified, report.problems
     assert report.run_id == first and report.seq == bundle["entry"]["seq"] and len(bundle["inclusion"]["path"]) >= 1
 
     def edited(change) -> list[str]:
         copy = json.loads(json.dumps(bundle))
         change(copy)
-        return list(verify_bundle(copy, public).problems)
+        return list(verify_bundle(copy, [public]).problems)
 
     def flip_verdict(b):
         b["certificate"]["content"]["verdict"] = "FAIL"
@@ -235,9 +248,9 @@ def test_a_bundle_proves_one_certificate_offline_and_any_edit_fails(small_spec: 
     assert any("not the certificate of run" in p for p in edited(claim_another_run))
     other_private, other_public = generate_key_pair()
     with pytest.raises(LedgerIntegrityError, match="no signature by key"):
-        verify_bundle(bundle, load_public_key(other_public))
+        verify_bundle(bundle, [load_public_key(other_public)])
     with pytest.raises(LedgerError, match="not a certa bundle"):
-        verify_bundle({"certificate": {}}, public)
+        verify_bundle({"certificate": {}}, [public])
 
 
 def test_a_checkpoint_of_another_ledger_cannot_prove_anything(small_spec: Path, tmp_path: Path, keys):
@@ -249,3 +262,22 @@ def test_a_checkpoint_of_another_ledger_cannot_prove_anything(small_spec: Path, 
         run_b = run(small_spec, ledger=b).run_id
         with pytest.raises(LedgerError, match="another ledger"):
             build_bundle(b, run_b, envelope)
+
+
+def test_a_checkpoint_signed_by_two_keys_needs_both_when_both_are_required(keys):
+    private, public = keys
+    other_private_pem, other_public_pem = generate_key_pair()
+    other_private, other_public = load_private_key(other_private_pem), load_public_key(other_public_pem)
+    one = sign_checkpoint([private], 3, HEAD_HASH, ROOT_HASH)
+    two = add_signature(one, other_private)
+    assert open_checkpoint(json.dumps(two), [public, other_public]).key_ids == (key_id(public), key_id(other_public))
+    assert open_checkpoint(json.dumps(two), [other_public]).seq == 3
+    with pytest.raises(LedgerIntegrityError, match="no signature by key"):
+        open_checkpoint(json.dumps(one), [public, other_public])
+    with pytest.raises(LedgerError, match="already signed"):
+        add_signature(two, private)
+    swapped = {**two, "signatures": [two["signatures"][0], {**two["signatures"][1], "sig": two["signatures"][0]["sig"]}]}
+    with pytest.raises(LedgerIntegrityError, match="does not verify"):
+        open_checkpoint(json.dumps(swapped), [public, other_public])
+    with pytest.raises(LedgerError, match="at least one public key"):
+        open_checkpoint(json.dumps(two), [])

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from cli import main
 
-COMMANDS = ["checkpoint", "diff", "export", "head", "keygen", "list", "prove", "replay", "review", "run", "show",
+COMMANDS = ["checkpoint", "cosign", "diff", "export", "head", "keygen", "list", "prove", "replay", "review", "run", "show",
             "stages", "validate", "verify", "verify-bundle"]
 NO_LEDGER = {"keygen", "verify-bundle"}
 

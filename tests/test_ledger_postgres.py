@@ -61,11 +61,11 @@ def test_signed_checkpoint_and_offline_bundle_on_postgresql(small_spec: Path, pg
         run(small_spec, ledger=ledger)
         seq, digest = ledger.head()
         root = merkle.root_hash(merkle.entry_leaves(ledger.entry_hashes(seq))).hex()
-        envelope = json.dumps(sign_checkpoint(load_private_key(private_pem), seq, digest, root))
-        signed = open_checkpoint(envelope, load_public_key(public_pem))
+        envelope = json.dumps(sign_checkpoint([load_private_key(private_pem)], seq, digest, root))
+        signed = open_checkpoint(envelope, [load_public_key(public_pem)])
         assert verify(ledger, expect_head=(signed.seq, signed.entry_hash), expect_root=signed.root_hash).intact
         bundle = build_bundle(ledger, first, envelope)
-    assert verify_bundle(json.loads(json.dumps(bundle)), load_public_key(public_pem)).verified
+    assert verify_bundle(json.loads(json.dumps(bundle)), [load_public_key(public_pem)]).verified
 
 
 def test_tampering_is_detected_on_postgresql(small_spec: Path, pg_url: str) -> None:
