@@ -34,16 +34,19 @@ __all__ = ["check_certificate", "verify", "verify_bundle", "replay", "ReplayResu
 def check_certificate(certificate: Mapping[str, Any]) -> list[str]:
     """Problems with one stored certificate: schema, hash, and each stage type's method identities."""
     problems = certificate_problems(certificate)
-    content = certificate.get("content")
-    if not isinstance(content, Mapping):
+    if problems:  # the method checks below read the structure the schema guarantees
         return problems
-    stage_uses = {s.get("id"): s.get("use") for s in content.get("knobs", {}).get("stages", [])}
-    for stage_id, outputs in content.get("stages", {}).items():
-        stage_type = REGISTRY.get(stage_uses.get(stage_id, ""))
+    content = certificate["content"]
+    stage_uses = {str(s.get("id")): s.get("use") for s in content["knobs"].get("stages", []) if isinstance(s, Mapping)}
+    for stage_id, outputs in content["stages"].items():
+        stage_type = REGISTRY.get(str(stage_uses.get(stage_id, "")))
         if stage_type is None:
             problems.append(f"stage '{stage_id}' uses unknown stage type {stage_uses.get(stage_id)!r}")
         elif stage_type.audit_checks is not None:
-            problems.extend(f"stage '{stage_id}': {p}" for p in stage_type.audit_checks(outputs))
+            try:
+                problems.extend(f"stage '{stage_id}': {p}" for p in stage_type.audit_checks(outputs))
+            except (AttributeError, KeyError, TypeError, ValueError, IndexError) as error:
+                problems.append(f"stage '{stage_id}': outputs are malformed ({type(error).__name__}: {error})")
     return problems
 
 

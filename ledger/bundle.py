@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from jsonschema import Draft202012Validator
 
 from engine.errors import LedgerError, LedgerIntegrityError
+from schemas import load_schema
 
 from .chain import encode_payload, entry_hash
 from .checkpoint import Checkpoint, open_checkpoint, read_checkpoint_unverified
@@ -98,20 +100,26 @@ def check_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519PublicK
                  check_certificate: Callable[[Mapping[str, Any]], list[str]]) -> BundleReport:
     """Verify a bundle offline (see module docstring). A checkpoint that is not signed by every one of
     ``public_keys`` raises ``LedgerIntegrityError``; everything else found wrong is listed in ``problems``."""
-    try:
-        certificate, entry, inclusion = bundle["certificate"], bundle["entry"], bundle["inclusion"]
-        fields = {name: entry[name] for name in _ENTRY_FIELDS}
-        index, size = int(inclusion["leaf_index"]), int(inclusion["tree_size"])
-        path = [bytes.fromhex(node) for node in inclusion["path"]]
-        envelope = json.dumps(bundle["checkpoint"])
-        run_id, content_sha = str(certificate["issued"]["run_id"]), str(certificate["content_sha256"])
-    except (KeyError, TypeError, ValueError) as error:
-        raise LedgerError(f"not a certa bundle ({type(error).__name__}: {error})") from None
-    if bundle.get("certa_bundle") != BUNDLE_FORMAT:
-        raise LedgerError(f"not a certa bundle of format {BUNDLE_FORMAT} (certa_bundle: {bundle.get('certa_bundle')!r})")
+    errors = sorted(Draft202012Validator(load_schema("bundle.schema.json")).iter_errors(bundle),
+                    key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        first = errors[0]
+        raise LedgerError(f"not a certa bundle (format {BUNDLE_FORMAT}): "
+                          f"{'/'.join(map(str, first.absolute_path)) or '(top)'}: {first.message}")
+    certificate, entry, inclusion = bundle["certificate"], bundle["entry"], bundle["inclusion"]
+    fields = {name: entry[name] for name in _ENTRY_FIELDS}
+    index, size = inclusion["leaf_index"], inclusion["tree_size"]
+    path = [bytes.fromhex(node) for node in inclusion["path"]]
+    envelope = json.dumps(bundle["checkpoint"])
+    issued = certificate.get("issued")
+    run_id = str(issued.get("run_id", "")) if isinstance(issued, Mapping) else ""
+    content_sha = str(certificate.get("content_sha256", ""))
     checkpoint = open_checkpoint(envelope, public_keys)
     problems = [f"certificate: {message}" for message in check_certificate(certificate)]
-    _, payload_sha = encode_payload(certificate)
+    try:
+        _, payload_sha = encode_payload(certificate)
+    except ValueError as error:  # e.g. an integer beyond 2^53, which RFC 8785 cannot encode
+        payload_sha = f"(not canonical JSON: {error})"
     if payload_sha != fields["payload_sha256"]:
         problems.append("the certificate is not the one recorded in the entry (its canonical SHA-256 differs)")
     if fields["kind"] != "certificate" or fields["run_id"] != run_id:

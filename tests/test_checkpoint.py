@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -281,3 +283,59 @@ def test_a_checkpoint_signed_by_two_keys_needs_both_when_both_are_required(keys)
         open_checkpoint(json.dumps(swapped), [public, other_public])
     with pytest.raises(LedgerError, match="at least one public key"):
         open_checkpoint(json.dumps(two), [])
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False)
+                           | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                         max_size=3),
+                           max_leaves=6)
+
+
+@pytest.fixture(scope="module")
+def sample_bundle(tmp_path_factory, keys):
+    from .conftest import SMALL_SPEC, columns_to_csv_bytes, window_columns
+    folder = tmp_path_factory.mktemp("bundle")
+    base, subj = window_columns(60, seed=3)
+    (folder / "data").mkdir()
+    (folder / "data" / "baseline.csv").write_bytes(columns_to_csv_bytes(base))
+    (folder / "data" / "subject.csv").write_bytes(columns_to_csv_bytes(subj))
+    (folder / "spec.yaml").write_text(SMALL_SPEC, encoding="utf-8")
+    with Ledger.open(folder / "l.db") as ledger:
+        run_id = run(folder / "spec.yaml", ledger=ledger).run_id
+        return json.loads(json.dumps(build_bundle(ledger, run_id, _signed_head(ledger, keys[0]))))
+
+
+def _paths(value, prefix=()):
+    yield prefix
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _paths(item, (*prefix, i))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_verify_bundle_never_crashes_on_a_mangled_bundle(sample_bundle, keys, data):
+    """Any value anywhere replaced by arbitrary JSON: a report (not verified unless nothing changed) or a
+    LedgerError, never another exception."""
+    bundle = json.loads(json.dumps(sample_bundle))
+    paths = list(_paths(bundle))[1:]
+    path = data.draw(st.sampled_from(paths))
+    replacement = data.draw(JSON_VALUES)
+    target = bundle
+    for key in path[:-1]:
+        target = target[key]
+    try:  # the same canonical JSON (e.g. 34 and 34.0) is the same bundle
+        unchanged = canonical_sha256(target[path[-1]]) == canonical_sha256(replacement)
+    except ValueError:
+        unchanged = False
+    target[path[-1]] = replacement
+    try:
+        report = verify_bundle(bundle, [keys[1]])
+    except LedgerError:
+        assert not unchanged
+        return
+    assert report.verified == unchanged, (path, replacement, report.problems)
