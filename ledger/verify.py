@@ -92,13 +92,17 @@ class _ChainWalk:
         except ValueError:
             problems.append(Problem(where, "payload is not valid JSON", entry.seq, entry.run_id))
             return
+        if not isinstance(data, dict):
+            problems.append(Problem(where, "payload is not a JSON object", entry.seq, entry.run_id))
+            return
         if entry.kind in ("input", "captured"):
-            self.referenced.add(data.get("sha256", ""))
+            self.referenced.add(str(data.get("sha256", "")))
         if entry.kind == "run":
             span["run"] = data
         if entry.kind == "certificate":
+            content = data.get("content")
             span["certificate_sha256"] = data.get("content_sha256")
-            span["verdict"] = data.get("content", {}).get("verdict")
+            span["verdict"] = content.get("verdict") if isinstance(content, dict) else None
             if self.check_certificate is not None and (self.run_id is None or entry.run_id == self.run_id):
                 self.certificates += 1
                 problems.extend(Problem(where, f"certificate: {message}", entry.seq, entry.run_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import sqlite3
@@ -361,3 +362,46 @@ def test_unknown_database_driver_is_a_clear_ledger_error() -> None:
             Ledger.open("postgresql+pg8000://user@127.0.0.1/db")
     with pytest.raises(LedgerError, match="cannot open ledger"):
         Ledger.open("postgresql+nosuchdriver://user@127.0.0.1/db")
+
+
+def _rechain(db: Path, from_seq: int) -> None:
+    """Recompute payload hashes, entry hashes and the head from ``from_seq`` on, as a careful forger would."""
+    from ledger.chain import entry_hash
+
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT seq, run_id, kind, recorded_at, payload, prev_hash FROM entries ORDER BY seq").fetchall()
+        prev = None
+        for seq, run_id, kind, recorded_at, payload, prev_hash in rows:
+            if seq < from_seq:
+                prev = conn.execute("SELECT entry_hash FROM entries WHERE seq = ?", (seq,)).fetchone()[0]
+                continue
+            payload_sha = hashlib.sha256(payload.encode("utf-8")).hexdigest()
+            digest = entry_hash(seq=seq, run_id=run_id, kind=kind, recorded_at=recorded_at,
+                                payload_sha256=payload_sha, prev_hash=prev or prev_hash)
+            conn.execute("UPDATE entries SET payload_sha256 = ?, prev_hash = ?, entry_hash = ? WHERE seq = ?",
+                         (payload_sha, prev or prev_hash, digest, seq))
+            prev = digest
+        conn.execute("UPDATE ledger_meta SET value = ? WHERE key = 'head'", (f"{rows[-1][0]}:{prev}",))
+
+
+@pytest.mark.parametrize("payload", ["[]", '"text"', "3", "null", '{"content": 7, "sha256": [1]}', "{}"])
+def test_verify_reports_and_never_crashes_on_malformed_payloads_even_when_rechained(small_spec: Path, tmp_path: Path,
+                                                                                     payload: str) -> None:
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        run(small_spec, ledger=ledger)
+        head = ledger.head()
+        kinds = {e.kind: e.seq for e in ledger.entries()}
+    for kind, seq in kinds.items():  # one entry of every kind
+        with sqlite3.connect(db) as conn:
+            original = conn.execute("SELECT payload FROM entries WHERE seq = ?", (seq,)).fetchone()[0]
+            conn.execute("UPDATE entries SET payload = ? WHERE seq = ?", (payload, seq))
+        _rechain(db, seq)
+        with Ledger.open(db) as ledger:
+            report = verify(ledger, expect_head=head)
+        assert not report.intact, (kind, payload)  # at least the signed/kept head exposes the rewrite
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE entries SET payload = ? WHERE seq = ?", (original, seq))
+        _rechain(db, seq)
+    with Ledger.open(db) as ledger:
+        assert verify(ledger, expect_head=head).intact  # restored exactly
