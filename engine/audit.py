@@ -21,7 +21,7 @@ from ledger.bundle import BundleReport, check_bundle
 
 from .canonical import canonical_sha256
 from .certificate import certificate_problems, computing_platform
-from .errors import LedgerError
+from .errors import LedgerError, LedgerIntegrityError
 from .interpreter import AbortedExecution, Notify, execute, load_tables, throttled_progress
 from .jsondiff import FieldChange, json_diff
 from .spec import load_plan
@@ -115,7 +115,11 @@ def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None) -> Repl
             tables[data["name"]] = _stored_table(ledger, data)
         else:
             captured.setdefault(data["stage"], {})[data["name"]] = _stored_table(ledger, data)
-    plan = load_plan(run_record["spec_text"])
+    try:
+        plan = load_plan(run_record["spec_text"])
+    except (KeyError, TypeError) as error:
+        raise LedgerIntegrityError(f"run {full}: its recorded run entry is malformed ({type(error).__name__}: "
+                                   f"{error}); run 'certa verify'") from None
     replayed_sha: str | None
     try:
         execution = execute(plan, load_tables(plan, inputs=tables), ledger=ledger, captured=captured, notify=notify)

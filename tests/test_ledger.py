@@ -13,6 +13,7 @@ import pytest
 
 from engine import run
 from engine.audit import replay, verify
+from engine.errors import LedgerIntegrityError
 from ledger import Ledger
 
 from .conftest import run_concurrently
@@ -405,3 +406,13 @@ def test_verify_reports_and_never_crashes_on_malformed_payloads_even_when_rechai
         _rechain(db, seq)
     with Ledger.open(db) as ledger:
         assert verify(ledger, expect_head=head).intact  # restored exactly
+
+
+def test_replay_of_a_run_whose_record_was_mangled_says_so(small_spec: Path, tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        run_id = run(small_spec, ledger=ledger).run_id
+        seq = next(ledger.entries(run_id=run_id, kinds=["run"])).seq
+    _sql(db, "UPDATE entries SET payload = ? WHERE seq = ?", "{}", seq)
+    with Ledger.open(db) as ledger, pytest.raises(LedgerIntegrityError, match="run entry is malformed"):
+        replay(ledger, run_id)
