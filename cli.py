@@ -26,8 +26,9 @@ from engine.report import certificate_markdown, format_value
 from engine.stages import REGISTRY
 from ledger import DEFAULT_LEDGER_FILE, Ledger, merkle
 from ledger.bundle import build_bundle, ledger_leaves_matching
-from ledger.checkpoint import (add_signature, generate_key_pair, key_id, load_private_key, load_public_key,
-                              open_checkpoint, read_checkpoint_unverified, sign_checkpoint)
+from ledger.checkpoint import PAYLOAD_TYPE as CHECKPOINT_TYPE
+from ledger.checkpoint import open_checkpoint, read_checkpoint_unverified, sign_checkpoint
+from ledger.dsse import add_signature, generate_key_pair, key_id, load_private_key, load_public_key
 
 EXIT_OK, EXIT_FAIL, EXIT_INVALID, EXIT_ABORTED = 0, 1, 2, 3
 
@@ -442,7 +443,7 @@ def cosign(checkpoint_file: Path, key_files: tuple[Path, ...], out_file: Path, a
         ledger_leaves_matching(ledger, claimed)
     envelope = json.loads(text)
     for private_key in _private_keys(key_files):
-        envelope = add_signature(envelope, private_key)
+        envelope = add_signature(envelope, private_key, CHECKPOINT_TYPE)
     _save_json(envelope, out_file)
     key_ids = [sig["keyid"] for sig in envelope["signatures"]]
     if as_json:

@@ -23,8 +23,9 @@ from engine.canonical import canonical_sha256
 from engine.errors import LedgerError, LedgerIntegrityError
 from ledger import Ledger, merkle
 from ledger.bundle import build_bundle
-from ledger.checkpoint import (PAYLOAD_TYPE, add_signature, generate_key_pair, key_id, load_private_key,
-                               load_public_key, open_checkpoint, pre_authentication_encoding, sign_checkpoint)
+from ledger.checkpoint import PAYLOAD_TYPE, open_checkpoint, sign_checkpoint
+from ledger.dsse import (add_signature, generate_key_pair, key_id, load_private_key, load_public_key,
+                         pre_authentication_encoding)
 from ledger.chain import encode_payload, entry_hash
 
 HEAD_HASH = "ab" * 32
@@ -85,7 +86,7 @@ def test_an_altered_payload_type_or_signature_or_another_key_is_refused(keys):
     _, other_public = generate_key_pair()
     with pytest.raises(LedgerIntegrityError, match="no signature by key"):
         open_checkpoint(json.dumps(envelope), [load_public_key(other_public)])
-    with pytest.raises(LedgerError, match="not a certa checkpoint envelope"):
+    with pytest.raises(LedgerError, match="not a DSSE envelope"):
         open_checkpoint("{not json", [public])
     ec_public = ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
@@ -271,13 +272,13 @@ def test_a_checkpoint_signed_by_two_keys_needs_both_when_both_are_required(keys)
     other_private_pem, other_public_pem = generate_key_pair()
     other_private, other_public = load_private_key(other_private_pem), load_public_key(other_public_pem)
     one = sign_checkpoint([private], 3, HEAD_HASH, ROOT_HASH)
-    two = add_signature(one, other_private)
+    two = add_signature(one, other_private, PAYLOAD_TYPE)
     assert open_checkpoint(json.dumps(two), [public, other_public]).key_ids == (key_id(public), key_id(other_public))
     assert open_checkpoint(json.dumps(two), [other_public]).seq == 3
     with pytest.raises(LedgerIntegrityError, match="no signature by key"):
         open_checkpoint(json.dumps(one), [public, other_public])
     with pytest.raises(LedgerError, match="already signed"):
-        add_signature(two, private)
+        add_signature(two, private, PAYLOAD_TYPE)
     swapped = {**two, "signatures": [two["signatures"][0], {**two["signatures"][1], "sig": two["signatures"][0]["sig"]}]}
     with pytest.raises(LedgerIntegrityError, match="does not verify"):
         open_checkpoint(json.dumps(swapped), [public, other_public])

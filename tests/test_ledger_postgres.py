@@ -19,7 +19,8 @@ from engine import run
 from engine.audit import replay, verify, verify_bundle
 from ledger import Ledger, merkle
 from ledger.bundle import build_bundle
-from ledger.checkpoint import generate_key_pair, load_private_key, load_public_key, open_checkpoint, sign_checkpoint
+from ledger.checkpoint import open_checkpoint, sign_checkpoint
+from ledger.dsse import generate_key_pair, load_private_key, load_public_key
 
 from .conftest import run_concurrently
 
