@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from engine import CertaError, LedgerError, ProfileAbort, load_plan, run
 from engine.audit import replay as replay_run
 from engine.audit import verify as verify_ledger
+from engine.attestation import attest_certificate, certificate_statement, verify_attestation
 from engine.audit import verify_bundle
 from engine.jsondiff import flatten, json_diff
 from engine.report import certificate_markdown, format_value
@@ -494,6 +495,81 @@ def prove(run_id: str, checkpoint_file: Path, out_file: Path | None, as_json: bo
     else:
         click.echo(text, nl=False)
     return EXIT_OK
+
+
+@main.command()
+@click.argument("run_id")
+@click.option("--key", "key_files", required=True, multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="An Ed25519 private key (PEM); repeat it to sign with several keys. CERTA_KEY_PASSPHRASE opens "
+                   "an encrypted key.")
+@click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the attestation to this new file (never overwritten) instead of standard output.")
+@certa_command
+def attest(run_id: str, key_files: tuple[Path, ...], out_file: Path | None, as_json: bool, ledger_url: str) -> int:
+    """Sign a run's certificate as an in-toto Statement v1 (DSSE envelope): its subjects are the SHA-256 of
+    the spec and of every input, its predicate the certificate. Check it with 'certa verify-attestation'.
+
+    \b
+    Example:
+      certa attest 3f2a9c01 --key ~/.certa/certa.key -o 3f2a9c01.intoto.json
+    """
+    private_keys = _private_keys(key_files)
+    with _open(ledger_url) as ledger:
+        certificate = ledger.certificate(run_id)
+    envelope = attest_certificate(certificate, private_keys)
+    text = _save_json(envelope, out_file)
+    statement = certificate_statement(certificate)
+    if as_json:
+        _emit_json({"ok": True, "run_id": certificate["issued"]["run_id"], "subjects": statement["subject"],
+                    "file": str(out_file) if out_file else None, **({} if out_file else {"envelope": envelope})})
+    elif out_file is not None:
+        click.echo(f"attested run {certificate['issued']['run_id']} ({len(statement['subject'])} subjects) -> {out_file}")
+    else:
+        click.echo(text, nl=False)
+    return EXIT_OK
+
+
+@main.command("verify-attestation")
+@click.argument("attestation_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--public-key", "public_key_files", required=True, multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="An Ed25519 public key (PEM) that must have signed the attestation; repeatable.")
+@click.option("--file", "data_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A local file (spec or data) that must be one of the attested subjects; repeatable.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+def verify_attestation_command(attestation_file: Path, public_key_files: tuple[Path, ...],
+                               data_files: tuple[Path, ...], as_json: bool) -> None:
+    """Check an in-toto attestation of a certificate offline: every signature, the certificate's schema,
+    hash and method identities, that the subjects are the digests it records, and that each --file is one
+    of them. Needs no ledger.
+
+    Exit 0 verified, 1 not (each failed check is named), 2 not an attestation or key.
+
+    \b
+    Example:
+      certa verify-attestation 3f2a9c01.intoto.json --public-key certa.pub --file data/decisions.csv
+    """
+    try:
+        report = verify_attestation(attestation_file.read_bytes(), _public_keys(public_key_files),
+                                    files={str(path): path.read_bytes() for path in data_files})
+    except CertaError as error:
+        _fail(as_json, error)
+    if as_json:
+        _emit_json({"ok": report.verified, "verified": report.verified, "run_id": report.run_id,
+                    "content_sha256": report.content_sha256, "verdict": report.verdict, "key_ids": list(report.key_ids),
+                    "subjects": [{"name": n, "sha256": d} for n, d in report.subjects],
+                    "files": [{"file": f, "subject": n} for f, n in report.files], "problems": list(report.problems)})
+    elif report.verified:
+        click.echo(f"VERIFIED: certificate {report.content_sha256} of run {report.run_id} ({report.verdict}), "
+                   f"signed by {', '.join(k[:16] + '…' for k in report.key_ids)}")
+        for label, subject in report.files:
+            click.echo(f"  {label} is {subject}")
+    else:
+        click.echo(f"NOT VERIFIED: {report.problems[0]}")
+        for problem in report.problems[1:]:
+            click.echo(f"  also: {problem}")
+    sys.exit(EXIT_OK if report.verified else EXIT_FAIL)
 
 
 @main.command("verify-bundle")

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from cli import main
 
-COMMANDS = ["checkpoint", "cosign", "diff", "export", "head", "keygen", "list", "prove", "replay", "review", "run", "show",
-            "stages", "validate", "verify", "verify-bundle"]
-NO_LEDGER = {"keygen", "verify-bundle"}
+COMMANDS = ["attest", "checkpoint", "cosign", "diff", "export", "head", "keygen", "list", "prove", "replay", "review", "run", "show",
+            "stages", "validate", "verify", "verify-attestation", "verify-bundle"]
+NO_LEDGER = {"keygen", "verify-attestation", "verify-bundle"}
 
 
 def invoke(*args: str, ledger: Path | None = None):

@@ -1,0 +1,111 @@
+"""in-toto attestations of certificates: a signed statement that names the spec and data a certificate is
+about, so that supply-chain tooling (and ``certa verify-attestation``) can check it without certa's ledger.
+
+An attestation is an in-toto Statement v1 (https://github.com/in-toto/attestation, spec/v1/statement.md)
+
+    {"_type": "https://in-toto.io/Statement/v1",
+     "subject": [{"name": "spec:<spec name>", "digest": {"sha256": <spec SHA-256>}},
+                 {"name": "input:<input name>", "digest": {"sha256": <input file SHA-256>}}, …],
+     "predicateType": "urn:certa:predicate:certificate:1",
+     "predicate": <the certificate, exactly as recorded>}
+
+serialised as RFC 8785 canonical JSON and signed in a DSSE v1 envelope of payload type
+``application/vnd.in-toto+json`` (``ledger.dsse``; in-toto's envelope convention). The subjects are the
+digests the certificate itself records (``content.spec.sha256``, ``content.inputs[].sha256``), so whoever
+holds a data file can check that it is one the certificate is about. Verification checks every required
+signature, the statement's shape, the certificate (schema, ``content_sha256``, method identities), that
+the subjects are exactly the certificate's digests, and optionally local files against the subjects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from ledger.dsse import open_envelope, seal_envelope
+
+from .audit import check_certificate
+from .canonical import canonical_bytes
+from .errors import LedgerIntegrityError
+
+__all__ = ["STATEMENT_TYPE", "PREDICATE_TYPE", "PAYLOAD_TYPE", "AttestationReport", "certificate_statement",
+           "attest_certificate", "verify_attestation"]
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "urn:certa:predicate:certificate:1"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+
+
+def certificate_statement(certificate: Mapping[str, Any]) -> dict[str, Any]:
+    """The in-toto Statement v1 of a certificate (see module docstring)."""
+    content = certificate["content"]
+    subjects = [{"name": f"spec:{content['spec']['name']}", "digest": {"sha256": content["spec"]["sha256"]}}]
+    subjects += [{"name": f"input:{item['name']}", "digest": {"sha256": item["sha256"]}} for item in content["inputs"]]
+    return {"_type": STATEMENT_TYPE, "subject": subjects, "predicateType": PREDICATE_TYPE,
+            "predicate": dict(certificate)}
+
+
+def attest_certificate(certificate: Mapping[str, Any], private_keys: Sequence[Ed25519PrivateKey]) -> dict[str, Any]:
+    """The DSSE envelope of the certificate's statement, signed by each of ``private_keys``."""
+    return seal_envelope(PAYLOAD_TYPE, canonical_bytes(certificate_statement(certificate)), private_keys)
+
+
+@dataclass(frozen=True)
+class AttestationReport:
+    """Outcome of ``verify_attestation``: ``verified`` when ``problems`` is empty."""
+
+    run_id: str
+    content_sha256: str
+    verdict: str
+    subjects: tuple[tuple[str, str], ...]
+    """(name, sha256) of each subject."""
+    files: tuple[tuple[str, str], ...]
+    """(file label, the subject it matched) of each local file checked."""
+    key_ids: tuple[str, ...]
+    problems: tuple[str, ...]
+
+    @property
+    def verified(self) -> bool:
+        return not self.problems
+
+
+def verify_attestation(envelope_text: str | bytes, public_keys: Sequence[Ed25519PublicKey], *,
+                       files: Mapping[str, bytes] | None = None) -> AttestationReport:
+    """Verify an attestation (see module docstring); ``files`` maps a label to bytes that must each be one
+    of the subjects. Signature failures raise ``LedgerIntegrityError``; the rest is listed in ``problems``."""
+    payload, key_ids = open_envelope(envelope_text, PAYLOAD_TYPE, public_keys)
+    try:
+        statement = json.loads(payload)
+        certificate = statement["predicate"]
+        subjects = [(str(s["name"]), str(s["digest"]["sha256"])) for s in statement["subject"]]
+        well_formed = (statement.get("_type") == STATEMENT_TYPE and statement.get("predicateType") == PREDICATE_TYPE
+                       and isinstance(certificate, dict))
+    except (ValueError, KeyError, TypeError) as error:
+        raise LedgerIntegrityError(f"the signed payload is not an in-toto statement ({type(error).__name__}: "
+                                   f"{error})") from None
+    if not well_formed:
+        raise LedgerIntegrityError(f"the signed payload is not a {STATEMENT_TYPE} statement of predicate type "
+                                   f"{PREDICATE_TYPE}")
+    problems = [f"certificate: {message}" for message in check_certificate(certificate)]
+    if not problems:
+        expected = [(s["name"], s["digest"]["sha256"]) for s in certificate_statement(certificate)["subject"]]
+        if sorted(subjects) != sorted(expected):
+            problems.append("the statement's subjects are not the spec and inputs its certificate records")
+    digests = {sha: name for name, sha in subjects}
+    matched = []
+    for label, data in (files or {}).items():
+        sha = hashlib.sha256(data).hexdigest()
+        if sha in digests:
+            matched.append((label, digests[sha]))
+        else:
+            problems.append(f"{label} (sha256 {sha[:16]}…) is none of the attested subjects")
+    content = certificate.get("content") if isinstance(certificate.get("content"), dict) else {}
+    issued = certificate.get("issued") if isinstance(certificate.get("issued"), dict) else {}
+    return AttestationReport(run_id=str(issued.get("run_id", "")), content_sha256=str(certificate.get("content_sha256")),
+                             verdict=str(content.get("verdict")), subjects=tuple(subjects), files=tuple(matched),
+                             key_ids=key_ids, problems=tuple(problems))
