@@ -9,12 +9,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 from engine.scorers import ENTRY_POINT_GROUP
 from engine.tables import columns_to_csv_bytes
 from ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Property tests draw the same examples on every run: a red CI must be reproducible, never a lottery.
+settings.register_profile("certa", derandomize=True, deadline=None)
+settings.load_profile("certa")
 
 
 def window_columns(n: int, *, seed: int, shift: float = 0.01, tokens: np.ndarray | None = None) -> tuple[dict, dict]:
