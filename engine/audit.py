@@ -20,7 +20,7 @@ from ledger import Ledger, VerifyReport, verify_ledger
 from ledger.bundle import BundleReport, check_bundle
 
 from .canonical import canonical_sha256
-from .certificate import certificate_problems, computing_platform
+from .certificate import certificate_problems, computing_platform, library_versions
 from .errors import LedgerError, LedgerIntegrityError
 from .interpreter import AbortedExecution, Notify, execute, load_tables, throttled_progress
 from .jsondiff import FieldChange, json_diff
@@ -85,6 +85,20 @@ def _stored_table(ledger: Ledger, record: Mapping[str, Any]) -> Table:
     return parse_table(record["name"], ledger.blob(record["sha256"]), record["format"])
 
 
+def version_mismatch_warning(recorded: Mapping[str, Any]) -> str | None:
+    """A warning naming the recorded library versions that differ from the installed ones, with the pip
+    command that installs the recorded ones (a bit-for-bit replay needs them); None when all agree."""
+    installed = library_versions()
+    differing = {name: str(version) for name, version in recorded.items()
+                 if name in installed and installed[name] != version}
+    if not differing:
+        return None
+    listed = ", ".join(f"{name} {version} (installed {installed[name]})" for name, version in sorted(differing.items()))
+    packages = " ".join(f"{name}=={version}" for name, version in sorted(differing.items()) if name != "python")
+    advice = f"; to reproduce it bit for bit: python -m pip install {packages}" if packages else ""
+    return f"warning: this run was recorded with {listed}{advice}"
+
+
 def _divergence_hint(recorded: Mapping[str, Any], changes: tuple[FieldChange, ...]) -> str:
     """Why a replay may differ: other library versions, or another machine (numpy's SIMD targets)."""
     hints = [f"{c.path.removeprefix('versions.')} {c.before} -> {c.after}" for c in changes
@@ -104,6 +118,10 @@ def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None) -> Repl
     if row.status != "completed":
         raise LedgerError(f"run {full} was {row.status}: it has no certificate to reproduce")
     recorded = ledger.certificate(full)
+    if notify is not None:
+        warning = version_mismatch_warning(recorded.get("content", {}).get("versions", {}))
+        if warning:
+            notify(warning)
     run_record: Mapping[str, Any] = {}
     tables: dict[str, Table] = {}
     captured: dict[str, dict[str, Table]] = {}

@@ -221,6 +221,11 @@ def test_a_divergent_replay_names_other_versions_and_another_machine(small_spec:
         monkeypatch.setattr(engine.certificate, "computing_platform", real_platform)
         result = replay(ledger, run_id)
     assert not result.reproduced and [c.path for c in result.changes] == ["versions.numpy"]
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        messages: list[str] = []
+        replay(ledger, run_id, notify=messages.append)
+    assert messages[0] == (f"warning: this run was recorded with numpy 1.26.0 (installed {np.__version__}); to "
+                           "reproduce it bit for bit: python -m pip install numpy==1.26.0")
     assert f"numpy 1.26.0 -> {np.__version__}" in result.note
     assert "recorded on x86_64 X86_V2/X86_V4, replayed on" in result.note
 
