@@ -566,9 +566,7 @@ def verify_attestation_command(attestation_file: Path, public_key_files: tuple[P
         for label, subject in report.files:
             click.echo(f"  {label} is {subject}")
     else:
-        click.echo(f"NOT VERIFIED: {report.problems[0]}")
-        for problem in report.problems[1:]:
-            click.echo(f"  also: {problem}")
+        _echo_not_verified(report.problems)
     sys.exit(EXIT_OK if report.verified else EXIT_FAIL)
 
 
@@ -608,9 +606,7 @@ def verify_bundle_command(bundle_file: Path, public_key_files: tuple[Path, ...],
                    f"{', '.join(k[:16] + '…' for k in report.checkpoint.key_ids)} "
                    f"signed at {report.checkpoint.signed_at}")
     else:
-        click.echo(f"NOT VERIFIED: {report.problems[0]}")
-        for problem in report.problems[1:]:
-            click.echo(f"  also: {problem}")
+        _echo_not_verified(report.problems)
     sys.exit(EXIT_OK if report.verified else EXIT_FAIL)
 
 
@@ -641,6 +637,12 @@ def keygen(out_dir: Path, name: str, as_json: bool) -> None:
     else:
         click.echo(f"private key: {private_path} (keep it secret)\npublic key:  {public_path} "
                    f"(key id {fingerprint[:16]}…)")
+
+
+def _echo_not_verified(problems: tuple[str, ...]) -> None:
+    click.echo(f"NOT VERIFIED: {problems[0]}")
+    for problem in problems[1:]:
+        click.echo(f"  also: {problem}")
 
 
 def _save_json(document: Any, out_file: Path | None) -> str:

@@ -85,24 +85,29 @@ def _stored_table(ledger: Ledger, record: Mapping[str, Any]) -> Table:
     return parse_table(record["name"], ledger.blob(record["sha256"]), record["format"])
 
 
+def _version_differences(recorded: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """{library: (recorded version, installed version)} for the libraries whose versions differ."""
+    installed = library_versions()
+    return {name: (str(version), installed[name]) for name, version in sorted(recorded.items())
+            if name in installed and installed[name] != version}
+
+
 def version_mismatch_warning(recorded: Mapping[str, Any]) -> str | None:
     """A warning naming the recorded library versions that differ from the installed ones, with the pip
     command that installs the recorded ones (a bit-for-bit replay needs them); None when all agree."""
-    installed = library_versions()
-    differing = {name: str(version) for name, version in recorded.items()
-                 if name in installed and installed[name] != version}
+    differing = _version_differences(recorded)
     if not differing:
         return None
-    listed = ", ".join(f"{name} {version} (installed {installed[name]})" for name, version in sorted(differing.items()))
-    packages = " ".join(f"{name}=={version}" for name, version in sorted(differing.items()) if name != "python")
+    listed = ", ".join(f"{name} {then} (installed {now})" for name, (then, now) in differing.items())
+    packages = " ".join(f"{name}=={then}" for name, (then, _) in differing.items() if name != "python")
     advice = f"; to reproduce it bit for bit: python -m pip install {packages}" if packages else ""
     return f"warning: this run was recorded with {listed}{advice}"
 
 
-def _divergence_hint(recorded: Mapping[str, Any], changes: tuple[FieldChange, ...]) -> str:
+def _divergence_hint(recorded: Mapping[str, Any]) -> str:
     """Why a replay may differ: other library versions, or another machine (numpy's SIMD targets)."""
-    hints = [f"{c.path.removeprefix('versions.')} {c.before} -> {c.after}" for c in changes
-             if c.path.startswith("versions.")]
+    hints = [f"{name} {then} -> {now}" for name, (then, now) in
+             _version_differences(recorded.get("content", {}).get("versions", {})).items()]
     then = recorded.get("issued", {}).get("platform")
     now = computing_platform()
     if then and then != now:
@@ -147,7 +152,7 @@ def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None) -> Repl
         replayed_sha = canonical_sha256(execution.content)
         changes = tuple(json_diff(recorded["content"], execution.content))
         note = ("same content_sha256" if replayed_sha == recorded["content_sha256"]
-                else f"{len(changes)} field(s) differ" + _divergence_hint(recorded, changes))
+                else f"{len(changes)} field(s) differ" + _divergence_hint(recorded))
     reproduced = replayed_sha == recorded["content_sha256"]
     seq = ledger.record_note(full, "replay", {
         "outcome": "REPRODUCED" if reproduced else "DIVERGED", "recorded_sha256": recorded["content_sha256"],

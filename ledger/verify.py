@@ -122,13 +122,13 @@ def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, A
     """
     walk = _ChainWalk(check_certificate=check_certificate, run_id=run_id,
                       expect_seq=expect_head[0] if expect_head else None)
+    head = ledger.head()
     while True:  # writers may append while we read: keep reading until a pass finds nothing new
         before = walk.seq
-        total = ledger.head()[0]
         for entry in ledger.entries(after=walk.seq):
             walk.check(entry)
             if progress is not None:
-                progress(walk.seq, max(total, walk.seq))
+                progress(walk.seq, max(head[0], walk.seq))
         head = ledger.head()
         if walk.seq == before or head[0] <= walk.seq:
             break
