@@ -18,6 +18,7 @@ import click
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from engine import CertaError, LedgerError, ProfileAbort, load_plan, run
+from engine.audit import CANNOT_REPLAY, DIVERGED, REPRODUCED, ReplayResult, replay_all, replayable_runs
 from engine.audit import replay as replay_run
 from engine.audit import verify as verify_ledger
 from engine.attestation import attest_certificate, certificate_statement, verify_attestation
@@ -237,31 +238,106 @@ def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | 
 
 
 @main.command()
-@click.argument("run_id")
+@click.argument("run_id", required=False)
+@click.option("--all", "replay_every", is_flag=True, help="Replay every completed run (oldest first), or those the "
+              "filters keep, and print one table.")
+@click.option("--since", metavar="DATE", help="With --all: runs recorded at or after this UTC date or time "
+              "(ISO 8601, e.g. 2026-01-31 or 2026-01-31T12:00).")
+@click.option("--name", "name_pattern", metavar="NAME", help="With --all: runs whose spec name matches (shell "
+              "wildcards allowed, e.g. 'vendor-*').")
 @certa_command
-def replay(run_id: str, as_json: bool, ledger_url: str) -> int:
-    """Re-execute a stored run from the ledger alone and compare certificates.
+def replay(run_id: str | None, replay_every: bool, since: str | None, name_pattern: str | None, as_json: bool,
+           ledger_url: str) -> int:
+    """Re-execute recorded runs from the ledger alone and compare their results.
 
-    Exit 0 REPRODUCED (same content_sha256), 1 DIVERGED (with a field-by-field diff). The replay is recorded.
+    A run is replayed with the stage versions it recorded, and is REPRODUCED when its results (the
+    certificate's content without the library-version stamp, RFC 8785) are byte-identical; library versions
+    that differ are shown as information. DIVERGED lists the result fields that differ; CANNOT REPLAY says why
+    (e.g. a stage version this certa does not have). Every replay is recorded in the ledger.
+
+    Exit 0 when every replayed run is REPRODUCED, 1 otherwise.
 
     \b
-    Example:
+    Examples:
       certa replay 3f2a9c01
+      certa replay --all                      # the auditor's batch job: every run, one table
+      certa replay --all --name 'vendor-*' --since 2026-01-01 --json
     """
-    notify = None if as_json else (lambda message: click.echo(message, err=True))
+    if replay_every == (run_id is not None):
+        raise click.UsageError("give a RUN_ID or --all (with optional --since and --name), not both")
+    if not replay_every and (since or name_pattern):
+        raise click.UsageError("--since and --name filter --all")
+    if since is not None:
+        _check_iso_time(since)
     with _open(ledger_url) as ledger:
-        result = replay_run(ledger, run_id, notify=notify)
-    outcome = "REPRODUCED" if result.reproduced else "DIVERGED"
+        if not replay_every:
+            notify = None if as_json else (lambda message: click.echo(message, err=True))
+            results = [replay_run(ledger, str(run_id), notify=notify)]
+        else:
+            run_ids = replayable_runs(ledger, since=since, name=name_pattern)
+
+            def progress(done: int, total: int, result: ReplayResult) -> None:
+                click.echo(f"replay {done}/{total}: {result.run_id[:12]} {result.name}: {result.outcome}", err=True)
+
+            results = list(replay_all(ledger, run_ids, progress=progress))
+    reproduced = all(r.reproduced for r in results)
     if as_json:
-        _emit_json({"ok": result.reproduced, "run_id": result.run_id, "outcome": outcome,
-                    "recorded_sha256": result.recorded_sha256, "replayed_sha256": result.replayed_sha256,
-                    "note": result.note,
-                    "changes": [{"path": c.path, "recorded": c.before, "replayed": c.after} for c in result.changes]})
+        rows = [_replay_json(r) for r in results]
+        _emit_json({"ok": reproduced, **rows[0]} if not replay_every else
+                   {"ok": reproduced, "runs": rows, "counts": _replay_counts(results)})
+    elif not replay_every:
+        _echo_replay(results[0])
     else:
-        click.echo(f"{outcome}: run {result.run_id}: {result.note}")
-        for change in result.changes[:50]:
-            click.echo(f"  {change.path}: recorded {format_value(change.before)} -> replayed {format_value(change.after)}")
-    return EXIT_OK if result.reproduced else EXIT_FAIL
+        _echo_replay_table(results)
+    return EXIT_OK if reproduced else EXIT_FAIL
+
+
+def _check_iso_time(text: str) -> None:
+    from datetime import datetime
+
+    try:
+        datetime.fromisoformat(text.removesuffix("Z"))
+    except ValueError:
+        raise click.UsageError(f"--since {text!r} is not an ISO 8601 date or time (e.g. 2026-01-31 or "
+                         "2026-01-31T12:00)") from None
+
+
+def _replay_json(result: ReplayResult) -> dict[str, Any]:
+    return {"run_id": result.run_id, "name": result.name, "outcome": result.outcome,
+            "recorded_results_sha256": result.recorded_sha256, "replayed_results_sha256": result.replayed_sha256,
+            "note": result.note, "entry_seq": result.entry_seq,
+            "changes": [{"path": c.path, "recorded": c.before, "replayed": c.after} for c in result.changes],
+            "environment": [{"path": c.path, "recorded": c.before, "replayed": c.after} for c in result.environment]}
+
+
+def _replay_counts(results: list[ReplayResult]) -> dict[str, int]:
+    return {outcome: sum(r.outcome == outcome for r in results) for outcome in (REPRODUCED, DIVERGED, CANNOT_REPLAY)}
+
+
+def _echo_replay(result: ReplayResult) -> None:
+    click.echo(f"{result.outcome}: run {result.run_id}: {result.note}")
+    for change in result.changes[:50]:
+        click.echo(f"  {change.path}: recorded {format_value(change.before)} -> replayed {format_value(change.after)}")
+    if len(result.changes) > 50:
+        click.echo(f"  ... and {len(result.changes) - 50} more (--json lists them all)")
+
+
+def _echo_replay_table(results: list[ReplayResult]) -> None:
+    if not results:
+        click.echo("no completed runs match")
+        return
+    click.echo(f"{'run':<12}  {'name':<28} {'outcome':<13} detail")
+    for r in results:
+        if r.outcome == DIVERGED:
+            detail = ", ".join(c.path for c in r.changes[:5]) + (f" (+{len(r.changes) - 5} more)" if len(r.changes) > 5 else "")
+            detail = detail or r.note
+        elif r.outcome == CANNOT_REPLAY:
+            detail = r.note
+        else:
+            detail = f"environment differs: {', '.join(c.path for c in r.environment)}" if r.environment else ""
+        click.echo(f"{r.run_id[:12]}  {r.name[:28]:<28} {r.outcome:<13} {detail}".rstrip())
+    counts = _replay_counts(results)
+    click.echo(f"{len(results)} run(s): " + ", ".join(f"{n} {outcome}" for outcome, n in counts.items()))
 
 
 @main.command()
@@ -689,19 +765,59 @@ def review(run_id: str, reviewer: str, decision: str, note: str, as_json: bool, 
 
 @main.command()
 @certa_command
+def migrate(as_json: bool, ledger_url: str) -> int:
+    """Upgrade the ledger's schema in place to this certa's, in one transaction. No entry, stored input or
+    run is rewritten: 'certa verify' and checkpoints signed before still hold. Running it again does
+    nothing. Back up a shared ledger first and run this once, while no writer runs.
+
+    \b
+    Examples:
+      certa migrate
+      certa migrate --ledger postgresql+psycopg://certa@db.example.org/ledger --json
+    """
+    with _open(ledger_url) as ledger:
+        done = ledger.migrate()
+        where = ledger.location
+    if as_json:
+        _emit_json({"ok": True, "ledger": where, "changed": done.changed, "stamped": done.stamped,
+                    "from_schema": done.from_schema, "from_revision": done.from_revision,
+                    "to_schema": done.to_schema, "to_revision": done.to_revision})
+    elif not done.changed:
+        click.echo(f"{where}: already at the newest schema (version {done.to_schema}, revision {done.to_revision}); "
+                   "nothing to do")
+    else:
+        stamp = ", stamped: it had no alembic_version table" if done.stamped else ""
+        click.echo(f"migrated {where} from schema version {done.from_schema} (revision {done.from_revision}{stamp}) "
+                   f"to version {done.to_schema} (revision {done.to_revision}); no entry was rewritten")
+    return EXIT_OK
+
+
+@main.command()
+@certa_command
 def stages(as_json: bool, ledger_url: str) -> int:
-    """List the registered stage types.
+    """List the registered stage types, every version of each.
+
+    A spec runs the newest version unless it pins one (use: bakeoff.compare@1.0.0); older versions are kept,
+    frozen, so that every certificate they issued replays bit for bit ('certa replay' uses the version a
+    run recorded).
 
     \b
     Example:
       certa stages
+      certa stages --json
     """
+    rows = [{"name": s.name, "version": s.version, "ref": s.ref, "newest": REGISTRY.is_newest(s),
+             "status": "newest" if REGISTRY.is_newest(s) else "kept for replay", "inputs": list(s.input_knobs),
+             "summary": s.summary, "changes": s.changes} for s in REGISTRY]
     if as_json:
-        _emit_json([{"name": s.name, "version": s.version, "inputs": list(s.input_knobs), "summary": s.summary}
-                    for s in sorted(REGISTRY.values(), key=lambda s: s.name)])
-    else:
-        for s in sorted(REGISTRY.values(), key=lambda s: s.name):
-            click.echo(f"{s.name:<24} v{s.version:<8} {s.summary}")
+        _emit_json(rows)
+        return EXIT_OK
+    for name in REGISTRY.names():
+        versions = [row for row in rows if row["name"] == name]
+        click.echo(f"{name:<22} {versions[-1]['summary']}")
+        for row in reversed(versions):
+            note = f": {row['changes']}" if row["changes"] else ""
+            click.echo(f"  {row['version']:<8} {row['status']}{note}")
     return EXIT_OK
 
 

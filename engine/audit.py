@@ -2,15 +2,17 @@
 certificate, offline, against a signed checkpoint) and ``replay``.
 
 ``verify`` re-checks the hash chain, the stored inputs and the runs index (``ledger.verify``), and every
-certificate's schema, ``content_sha256`` and the method identities its stage types declare (for example
+certificate's schema, digests and the method identities its stage types declare (for example
 ``display_ci == exp(ci)`` for paired ratios). ``replay`` re-executes a stored run from the ledger alone
-(spec text, stored input bytes, captured tables, seed) and compares the new ``content_sha256`` with the
-recorded one; the replay is itself recorded.
+(spec text, stored input bytes, captured tables, seed) with the stage versions the run recorded, and
+compares the results (``engine.certificate.results_of``: the content without its environment stamp) byte
+for byte; library versions that differ are reported as information. Every replay is itself recorded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import fnmatch
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,15 +22,19 @@ from ledger import Ledger, VerifyReport, verify_ledger
 from ledger.bundle import BundleReport, check_bundle
 
 from .canonical import canonical_sha256
-from .certificate import certificate_problems, computing_platform, library_versions
-from .errors import LedgerError, LedgerIntegrityError
+from .certificate import (ENVIRONMENT_KEYS, certificate_problems, computing_platform, library_versions, results_of,
+                          results_sha256)
+from .errors import CertaError, LedgerError, LedgerIntegrityError
 from .interpreter import AbortedExecution, Notify, execute, load_tables, throttled_progress
 from .jsondiff import FieldChange, json_diff
 from .spec import load_plan
 from .stages import REGISTRY
 from .tables import Table, parse_table
 
-__all__ = ["check_certificate", "verify", "verify_bundle", "replay", "ReplayResult"]
+__all__ = ["check_certificate", "verify", "verify_bundle", "replay", "replay_all", "replayable_runs", "ReplayResult",
+           "REPRODUCED", "DIVERGED", "CANNOT_REPLAY"]
+
+REPRODUCED, DIVERGED, CANNOT_REPLAY = "REPRODUCED", "DIVERGED", "CANNOT REPLAY"
 
 
 def check_certificate(certificate: Mapping[str, Any]) -> list[str]:
@@ -37,11 +43,13 @@ def check_certificate(certificate: Mapping[str, Any]) -> list[str]:
     if problems:  # the method checks below read the structure the schema guarantees
         return problems
     content = certificate["content"]
-    stage_uses = {str(s.get("id")): s.get("use") for s in content["knobs"].get("stages", []) if isinstance(s, Mapping)}
+    stage_uses = {str(s.get("id")): (str(s.get("use")), str(s.get("version")))
+                  for s in content["knobs"].get("stages", []) if isinstance(s, Mapping)}
     for stage_id, outputs in content["stages"].items():
-        stage_type = REGISTRY.get(str(stage_uses.get(stage_id, "")))
+        use, version = stage_uses.get(stage_id, ("?", "?"))
+        stage_type = REGISTRY.find(use, version)
         if stage_type is None:
-            problems.append(f"stage '{stage_id}' uses unknown stage type {stage_uses.get(stage_id)!r}")
+            problems.append(f"stage '{stage_id}' uses {use}@{version}, a stage type or version this certa does not have")
         elif stage_type.audit_checks is not None:
             try:
                 problems.extend(f"stage '{stage_id}': {p}" for p in stage_type.audit_checks(outputs))
@@ -72,42 +80,37 @@ def verify_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519Public
 
 @dataclass(frozen=True)
 class ReplayResult:
+    """One replay: ``outcome`` is REPRODUCED (results byte-identical), DIVERGED (``changes`` names the result
+    fields that differ) or CANNOT REPLAY (``note`` says why). ``environment`` lists the environment stamp's
+    differences (library versions), as information. ``recorded_sha256``/``replayed_sha256`` are results
+    digests (``results_sha256``)."""
+
     run_id: str
-    reproduced: bool
-    recorded_sha256: str
+    name: str
+    outcome: str
+    recorded_sha256: str | None
     replayed_sha256: str | None
     changes: tuple[FieldChange, ...]
+    environment: tuple[FieldChange, ...]
     note: str
-    entry_seq: int
+    entry_seq: int | None
+    """The ledger entry that records this replay (None: not recorded, the run failed an integrity check)."""
+
+    @property
+    def reproduced(self) -> bool:
+        return self.outcome == REPRODUCED
 
 
 def _stored_table(ledger: Ledger, record: Mapping[str, Any]) -> Table:
     return parse_table(record["name"], ledger.blob(record["sha256"]), record["format"])
 
 
-def _version_differences(recorded: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
-    """{library: (recorded version, installed version)} for the libraries whose versions differ."""
-    installed = library_versions()
-    return {name: (str(version), installed[name]) for name, version in sorted(recorded.items())
-            if name in installed and installed[name] != version}
-
-
-def version_mismatch_warning(recorded: Mapping[str, Any]) -> str | None:
-    """A warning naming the recorded library versions that differ from the installed ones, with the pip
-    command that installs the recorded ones (a bit-for-bit replay needs them); None when all agree."""
-    differing = _version_differences(recorded)
-    if not differing:
-        return None
-    listed = ", ".join(f"{name} {then} (installed {now})" for name, (then, now) in differing.items())
-    packages = " ".join(f"{name}=={then}" for name, (then, _) in differing.items() if name != "python")
-    advice = f"; to reproduce it bit for bit: python -m pip install {packages}" if packages else ""
-    return f"warning: this run was recorded with {listed}{advice}"
-
-
 def _divergence_hint(recorded: Mapping[str, Any]) -> str:
     """Why a replay may differ: other library versions, or another machine (numpy's SIMD targets)."""
-    hints = [f"{name} {then} -> {now}" for name, (then, now) in
-             _version_differences(recorded.get("content", {}).get("versions", {})).items()]
+    installed = library_versions()
+    hints = [f"{name} {then} -> {installed[name]}" for name, then in
+             sorted(recorded.get("content", {}).get("versions", {}).items())
+             if name in installed and installed[name] != then]
     then = recorded.get("issued", {}).get("platform")
     now = computing_platform()
     if then and then != now:
@@ -116,48 +119,134 @@ def _divergence_hint(recorded: Mapping[str, Any]) -> str:
     return f"; recorded with other versions or on another machine: {'; '.join(hints)}" if hints else ""
 
 
-def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None) -> ReplayResult:
-    """Re-execute a stored run from the ledger alone and compare certificates; records the replay."""
-    full = ledger.resolve_run_id(run_id)
-    row = ledger.run(full)
-    if row.status != "completed":
-        raise LedgerError(f"run {full} was {row.status}: it has no certificate to reproduce")
-    recorded = ledger.certificate(full)
-    if notify is not None:
-        warning = version_mismatch_warning(recorded.get("content", {}).get("versions", {}))
-        if warning:
-            notify(warning)
-    run_record: Mapping[str, Any] = {}
+@dataclass(frozen=True)
+class _StoredRun:
+    record: Mapping[str, Any]
+    tables: dict[str, Table]
+    captured: dict[str, dict[str, Table]]
+
+
+def _stored_run(ledger: Ledger, run_id: str) -> _StoredRun:
+    record: Mapping[str, Any] = {}
     tables: dict[str, Table] = {}
     captured: dict[str, dict[str, Table]] = {}
-    for entry in ledger.entries(run_id=full, kinds=["run", "input", "captured"]):
+    for entry in ledger.entries(run_id=run_id, kinds=["run", "input", "captured"]):
         data = entry.data()
         if entry.kind == "run":
-            run_record = data
+            record = data
         elif entry.kind == "input":
             tables[data["name"]] = _stored_table(ledger, data)
         else:
             captured.setdefault(data["stage"], {})[data["name"]] = _stored_table(ledger, data)
+    return _StoredRun(record, tables, captured)
+
+
+def _recorded_versions(content: Mapping[str, Any]) -> dict[str, str]:
+    """Stage id -> the stage version the run recorded (``content.knobs.stages[].version``)."""
+    return {str(s["id"]): str(s["version"]) for s in content["knobs"]["stages"]}
+
+
+def _replay_content(ledger: Ledger, run_id: str, recorded: Mapping[str, Any],
+                    notify: Notify | None) -> Mapping[str, Any]:
+    """The content a re-execution of ``run_id`` produces, with the stage versions it recorded.
+
+    Raises ``CertaError`` (the run cannot be replayed: the reason is the message) or ``AbortedExecution``.
+    """
+    stored = _stored_run(ledger, run_id)
     try:
-        plan = load_plan(run_record["spec_text"])
+        versions = _recorded_versions(recorded["content"])
     except (KeyError, TypeError) as error:
-        raise LedgerIntegrityError(f"run {full}: its recorded run entry is malformed ({type(error).__name__}: "
-                                   f"{error}); run 'certa verify'") from None
-    replayed_sha: str | None
+        raise LedgerIntegrityError(f"run {run_id}: its certificate's knobs.stages are malformed "
+                                   f"({type(error).__name__}: {error}); run 'certa verify'") from None
     try:
-        execution = execute(plan, load_tables(plan, inputs=tables), ledger=ledger, captured=captured, notify=notify)
+        spec_text = stored.record["spec_text"]
+    except (KeyError, TypeError) as error:
+        raise LedgerIntegrityError(f"run {run_id}: its recorded run entry is malformed "
+                                   f"({type(error).__name__}: {error}); run 'certa verify'") from None
+    plan = load_plan(spec_text, stage_versions=versions)
+    return execute(plan, load_tables(plan, inputs=stored.tables), ledger=ledger, captured=stored.captured,
+                   notify=notify).content
+
+
+def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None) -> ReplayResult:
+    """Re-execute a stored run from the ledger alone and compare its results; records the replay.
+
+    REPRODUCED when ``results_sha256`` of the new content equals the recorded one (computed from the
+    recorded content for format-1 certificates, which carry no ``results_sha256``). A run this certa
+    cannot re-execute (a stage version it does not have, a spec its schemas refuse, a missing blob) is
+    CANNOT REPLAY, with the reason; that is recorded too. ``LedgerError`` only if the run is unknown or
+    has no certificate.
+    """
+    full = ledger.resolve_run_id(run_id)
+    ledger.require_writable()  # the replay is recorded: an old-schema ledger needs 'certa migrate' first
+    row = ledger.run(full)
+    if row.status != "completed":
+        raise LedgerError(f"run {full} was {row.status}: it has no certificate to reproduce")
+    recorded = ledger.certificate(full)
+    if certificate_problems(recorded):
+        raise LedgerIntegrityError(f"run {full}: its stored certificate fails its own checks; run 'certa verify'")
+    recorded_results = results_sha256(recorded["content"])
+    replayed_sha: str | None = None
+    changes: tuple[FieldChange, ...] = ()
+    environment: tuple[FieldChange, ...] = ()
+    try:
+        content = _replay_content(ledger, full, recorded, notify)
     except AbortedExecution as aborted:
-        replayed_sha, changes, note = None, (), f"the replay was aborted by a profile rule: {aborted.abort}"
+        outcome, note = DIVERGED, f"the replay was aborted by a profile rule: {aborted.abort}"
+    except LedgerIntegrityError:
+        raise
+    except CertaError as error:
+        outcome, note = CANNOT_REPLAY, str(error)
     else:
-        replayed_sha = canonical_sha256(execution.content)
-        changes = tuple(json_diff(recorded["content"], execution.content))
-        note = ("same content_sha256" if replayed_sha == recorded["content_sha256"]
-                else f"{len(changes)} field(s) differ" + _divergence_hint(recorded))
-    reproduced = replayed_sha == recorded["content_sha256"]
+        replayed_sha = results_sha256(content)
+        environment = tuple(json_diff({k: recorded["content"].get(k) for k in ENVIRONMENT_KEYS},
+                                      {k: content.get(k) for k in ENVIRONMENT_KEYS}))
+        if replayed_sha == recorded_results:
+            outcome = REPRODUCED
+            note = "same results" + (f" (environment differs: {_environment_text(environment)})" if environment else "")
+        else:
+            outcome = DIVERGED
+            changes = tuple(json_diff(results_of(recorded["content"]), results_of(content)))
+            note = f"{len(changes)} result field(s) differ" + _divergence_hint(recorded)
     seq = ledger.record_note(full, "replay", {
-        "outcome": "REPRODUCED" if reproduced else "DIVERGED", "recorded_sha256": recorded["content_sha256"],
-        "replayed_sha256": replayed_sha, "note": note, "platform": computing_platform(),
+        "outcome": outcome, "recorded_sha256": recorded_results, "replayed_sha256": replayed_sha,
+        "compared": "results_sha256", "note": note, "platform": computing_platform(),
         "changes": [{"path": c.path, "recorded": c.before, "replayed": c.after} for c in changes[:200]],
+        "environment": [{"path": c.path, "recorded": c.before, "replayed": c.after} for c in environment],
     })
-    return ReplayResult(run_id=full, reproduced=reproduced, recorded_sha256=recorded["content_sha256"],
-                        replayed_sha256=replayed_sha, changes=changes, note=note, entry_seq=seq)
+    return ReplayResult(run_id=full, name=row.name, outcome=outcome, recorded_sha256=recorded_results,
+                        replayed_sha256=replayed_sha, changes=changes, environment=environment, note=note,
+                        entry_seq=seq)
+
+
+def _environment_text(environment: Sequence[FieldChange]) -> str:
+    return ", ".join(f"{c.path.split('.', 1)[-1]} {c.before} -> {c.after}" for c in environment)
+
+
+def replayable_runs(ledger: Ledger, *, since: str | None = None, name: str | None = None) -> list[str]:
+    """Run ids of every completed run, oldest first; ``since`` keeps runs recorded at or after an ISO 8601
+    date or time (UTC), ``name`` those whose spec name matches (shell-style wildcards allowed)."""
+    rows = [r for r in reversed(ledger.runs()) if r.status == "completed"]
+    if since is not None:
+        rows = [r for r in rows if r.recorded_at >= since]
+    if name is not None:
+        rows = [r for r in rows if fnmatch.fnmatchcase(r.name, name)]
+    return [r.run_id for r in rows]
+
+
+def replay_all(ledger: Ledger, run_ids: Sequence[str], *,
+               progress: Callable[[int, int, ReplayResult], None] | None = None) -> Iterator[ReplayResult]:
+    """Replay each run in ``run_ids`` (recording each replay), yielding results as they complete;
+    ``progress(done, total, result)`` after each. A run whose stored records fail an integrity check is
+    CANNOT REPLAY (not recorded), and the batch goes on."""
+    ledger.require_writable()
+    for done, run_id in enumerate(run_ids, start=1):
+        try:
+            result = replay(ledger, run_id)
+        except LedgerIntegrityError as error:
+            result = ReplayResult(run_id=run_id, name=ledger.run(run_id).name, outcome=CANNOT_REPLAY,
+                                  recorded_sha256=None, replayed_sha256=None, changes=(), environment=(),
+                                  note=str(error), entry_seq=None)
+        if progress is not None:
+            progress(done, len(run_ids), result)
+        yield result

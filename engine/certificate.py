@@ -1,9 +1,16 @@
-"""The certificate: deterministic ``content``, its ``content_sha256``, and the ``issued`` block.
+"""The certificate: deterministic ``content``, its two digests, and the ``issued`` block.
 
-``content`` holds nothing that depends on the clock, the host or the user, so the same spec, inputs and
-seed give the same ``content_sha256`` (SHA-256 of the RFC 8785 canonical JSON of ``content``) in any
-process on the same library versions, which ``content.versions`` records. ``issued`` (run id, UTC time,
-user, host) sits outside the hash.
+``content`` holds nothing that depends on the clock, the host or the user. It is the run's **results**
+(spec, knobs, seeds, inputs, every stage's outputs, gates, verdict) plus one **environment stamp**,
+``content.versions`` (the library versions that computed it). Two digests:
+
+* ``content_sha256`` = SHA-256(JCS(content)): the integrity hash of the whole content, stamp included;
+* ``results_sha256`` = SHA-256(JCS(content without ``versions``)): the results alone. A replay reproduces
+  a certificate when this digest is identical, whatever library versions computed it; a third party
+  recomputes it from the certificate alone (format 2, certa 0.3.0 and later; for a format-1 certificate
+  ``results_sha256`` computes it the same way).
+
+``issued`` (run id, UTC time, user, host, platform) sits outside both hashes.
 """
 
 from __future__ import annotations
@@ -25,10 +32,25 @@ from schemas import load_schema
 from .canonical import canonical_sha256, to_jsonable
 from .errors import CertaError
 
-__all__ = ["CERTIFICATE_FORMAT", "computing_platform", "library_versions", "seal", "validate_certificate",
-           "certificate_problems"]
+__all__ = ["CERTIFICATE_FORMAT", "CONTENT_FORMAT", "ENVIRONMENT_KEYS", "computing_platform", "library_versions",
+           "results_of", "results_sha256", "seal", "validate_certificate", "certificate_problems"]
 
-CERTIFICATE_FORMAT = 1
+CERTIFICATE_FORMAT = 2
+"""The certificate envelope: 1 (certa 0.1.0, 0.2.0) had ``content_sha256`` only; 2 adds ``results_sha256``."""
+CONTENT_FORMAT = 1
+"""``content.certa_format``: the structure of ``content`` (unchanged since 0.1.0)."""
+ENVIRONMENT_KEYS = ("versions",)
+"""Members of ``content`` that record the computing environment, not a result."""
+
+
+def results_of(content: Mapping[str, Any]) -> dict[str, Any]:
+    """``content`` without its environment stamp (``ENVIRONMENT_KEYS``): what a replay must reproduce."""
+    return {key: value for key, value in content.items() if key not in ENVIRONMENT_KEYS}
+
+
+def results_sha256(content: Mapping[str, Any]) -> str:
+    """SHA-256 of the RFC 8785 canonical JSON of ``results_of(content)``."""
+    return canonical_sha256(results_of(content))
 
 
 def library_versions() -> dict[str, str]:
@@ -72,6 +94,10 @@ def certificate_problems(certificate: Mapping[str, Any]) -> list[str]:
         actual = canonical_sha256(certificate["content"])
         if actual != certificate.get("content_sha256"):
             problems.append(f"content_sha256 {certificate.get('content_sha256')} does not match content ({actual})")
+        if "results_sha256" in certificate:
+            results = results_sha256(certificate["content"])
+            if results != certificate["results_sha256"]:
+                problems.append(f"results_sha256 {certificate['results_sha256']} does not match content ({results})")
     return problems
 
 
@@ -90,6 +116,7 @@ def seal(content: Mapping[str, Any], run_id: str) -> dict[str, Any]:
         "certificate_format": CERTIFICATE_FORMAT,
         "content": plain,
         "content_sha256": canonical_sha256(plain),
+        "results_sha256": results_sha256(plain),
         "issued": {
             "run_id": run_id,
             "time_utc": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),

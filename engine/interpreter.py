@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .canonical import to_jsonable
-from .certificate import CERTIFICATE_FORMAT, library_versions, seal
+from .certificate import CONTENT_FORMAT, library_versions, seal
 from .errors import InputError, ProfileAbort, SpecError, StageError
 from .gates import evaluate_gate
 from .seeds import DERIVATION, stage_generator, stage_seed_record
@@ -132,7 +132,7 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
     captured_out: dict[str, Mapping[str, Table]] = {}
     seeds: dict[str, Any] = {}
     for index, stage in enumerate(plan.stages, start=1):
-        stage_type = REGISTRY[stage.use]
+        stage_type = REGISTRY.get(stage.use, stage.version)
         if notify:
             notify(f"[{index}/{len(plan.stages)}] stage '{stage.id}' ({stage.use} v{stage.version})")
         seeds[stage.id] = stage_seed_record(plan.seed, stage.id)
@@ -161,7 +161,7 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
                      "passed": g.passed, "reason": g.reason} for g in gate_results]
     decisions.extend(StageDecision(None, Decision("gate", record)) for record in gate_records)
     content: dict[str, Any] = {
-        "certa_format": CERTIFICATE_FORMAT,
+        "certa_format": CONTENT_FORMAT,
         "spec": {"name": plan.name, "description": plan.description, "sha256": plan.spec_sha256,
                  "profile": plan.profile},
         "knobs_hash": plan.knobs_hash,
@@ -220,6 +220,8 @@ def run(spec: str | Path | Mapping[str, Any], *, inputs: Mapping[str, Columns | 
     """
     plan = load_plan(spec)
     tables = load_tables(plan, inputs=inputs, input_paths=input_paths)
+    if ledger is not None:
+        ledger.require_writable()  # an old-schema ledger is refused before the work, not after it
     run_id = new_run_id()
     try:
         execution = execute(plan, tables, ledger=ledger, notify=notify)

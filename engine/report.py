@@ -66,7 +66,7 @@ def certificate_markdown(certificate: Mapping[str, Any]) -> str:
     stage_uses = {s["id"]: (s["use"], s["version"]) for s in content["knobs"]["stages"]}
     for stage_id, outputs in content["stages"].items():
         use, version = stage_uses.get(stage_id, ("?", "?"))
-        stage_type = REGISTRY.get(use)
+        stage_type = REGISTRY.find(use, version)
         lines += ["", f"## Stage `{stage_id}` ({use} v{version})", ""]
         if stage_type is not None and stage_type.render_markdown is not None:
             lines += stage_type.render_markdown(outputs).splitlines()

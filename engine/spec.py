@@ -25,7 +25,7 @@ from schemas import load_schema
 
 from .canonical import canonical_bytes, canonical_sha256, sha256_hex
 from .errors import SpecError
-from .stages import REGISTRY
+from .stages import REGISTRY, UnknownStage, parse_stage_ref
 
 __all__ = ["InputSpec", "StagePlan", "GateSpec", "Plan", "load_plan", "SPEC_FORMAT"]
 
@@ -273,10 +273,12 @@ def _resolve_input_path(name: str, raw_path: str, base_dir: Path | None, source:
     return str(resolved)
 
 
-def load_plan(spec: str | Path | Mapping[str, Any]) -> Plan:
+def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[str, str] | None = None) -> Plan:
     """Validate ``spec`` (a file path, YAML text or a dict) and resolve it into a ``Plan``.
 
-    Raises ``SpecError`` naming file, line, column and key path on any problem.
+    Each stage runs the newest version of its type, or the version its ``use:`` pins
+    (``bakeoff.compare@1.0.0``). ``stage_versions`` (stage id -> version; a replay passes the versions the
+    run recorded) overrides both. Raises ``SpecError`` naming file, line, column and key path on any problem.
     """
     data, node, source, raw, base_dir = _read_source(spec)
     if not isinstance(data, dict):
@@ -302,12 +304,12 @@ def load_plan(spec: str | Path | Mapping[str, Any]) -> Plan:
         if stage["id"] in seen_ids:
             raise fail(f"stage id '{stage['id']}' is used twice; stage ids must be unique", ["stages", i, "id"])
         seen_ids.add(stage["id"])
-        stage_type = REGISTRY.get(stage["use"])
-        if stage_type is None:
-            hint = difflib.get_close_matches(stage["use"], sorted(REGISTRY), n=1, cutoff=0.5)
-            message = f"unknown stage type '{stage['use']}'"
-            message += f"; did you mean '{hint[0]}'?" if hint else f"; registered: {', '.join(sorted(REGISTRY))}"
-            raise fail(message, ["stages", i, "use"])
+        name, pinned = parse_stage_ref(stage["use"])
+        version = (stage_versions or {}).get(stage["id"], pinned)
+        try:
+            stage_type = REGISTRY.newest(name) if version is None else REGISTRY.get(name, version)
+        except UnknownStage as error:
+            raise fail(str(error), ["stages", i, "use"]) from None
         knob_schema = load_schema(stage_type.schema_file)
         _validate(stage["with"], knob_schema, node=node, source=source, prefix=["stages", i, "with"])
         knobs = fill_defaults(stage["with"], knob_schema)

@@ -1,20 +1,30 @@
-"""The ledger's tables (SQLAlchemy Core). Schema version 1.
+"""The ledger's tables (SQLAlchemy Core). Schema version 2.
 
 ``entries`` is the append-only, hash-chained log: every run, input, decision, certificate, abort, replay
 and review is one entry. ``blobs`` holds content-addressed copies of input tables (and captured tables),
 so a replay needs nothing outside the ledger. ``runs`` is an index for listing; ``verify`` checks it
 against the entries. ``ledger_meta`` holds the schema version and the chain head (the row that
 serialises writers on PostgreSQL via ``SELECT ... FOR UPDATE``).
+
+The schema moves only by Alembic revisions (``ledger/migrations/versions``, run by ``certa migrate``):
+revision 0001 is schema version 1 (certa 0.1.0 and 0.2.0), revision 0002 schema version 2 (the indexes
+below marked "since 2"). A new ledger is created here directly at the newest schema and stamped with its
+revision in ``alembic_version`` (the table Alembic keeps, declared here so that creating a ledger needs
+no Alembic import).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import (CheckConstraint, Column, Integer, LargeBinary, MetaData, String, Table, Text,
-                        UniqueConstraint)
+from sqlalchemy import (CheckConstraint, Column, Index, Integer, LargeBinary, MetaData, PrimaryKeyConstraint,
+                        String, Table, Text, UniqueConstraint)
 
-__all__ = ["SCHEMA_VERSION", "metadata", "entries", "blobs", "runs", "ledger_meta", "ENTRY_KINDS"]
+__all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "metadata", "entries", "blobs", "runs", "ledger_meta",
+           "alembic_version", "ENTRY_KINDS"]
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+#: The Alembic revision that brings a ledger to each schema version; the newest is the head.
+REVISIONS = {"1": "0001", "2": "0002"}
+HEAD_REVISION = REVISIONS[SCHEMA_VERSION]
 ENTRY_KINDS = ("run", "input", "captured", "decision", "certificate", "abort", "replay", "review")
 
 metadata = MetaData()
@@ -39,6 +49,7 @@ entries = Table(
     UniqueConstraint("prev_hash", name="uq_entries_prev_hash"),
     CheckConstraint("kind IN ('run','input','captured','decision','certificate','abort','replay','review')",
                     name="ck_entries_kind"),
+    Index("ix_entries_run_id_kind", "run_id", "kind"),  # since 2: one run's entries of some kinds
 )
 
 blobs = Table(
@@ -63,4 +74,14 @@ runs = Table(
     Column("first_seq", Integer, nullable=False),
     Column("last_seq", Integer, nullable=False),
     CheckConstraint("status IN ('completed','aborted')", name="ck_runs_status"),
+    Index("ix_runs_name", "name"),  # since 2: batch replay by spec name
+    Index("ix_runs_recorded_at", "recorded_at"),  # since 2: batch replay since a date
+)
+
+# Alembic's version table (its own definition: one VARCHAR(32) primary key), outside ``metadata`` so
+# that creating the ledger's tables never creates it in an old ledger.
+alembic_version = Table(
+    "alembic_version", MetaData(),
+    Column("version_num", String(32), nullable=False),
+    PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
 )

@@ -5,6 +5,10 @@ SQLite runs in WAL mode with ``synchronous=FULL`` and ``foreign_keys=ON``, and e
 starts with ``BEGIN IMMEDIATE`` (one writer at a time, no lock upgrade deadlocks). On PostgreSQL the
 chain head row is locked with ``SELECT ... FOR UPDATE`` so concurrent writers queue instead of forking
 the chain.
+
+Opening checks the schema version (``ledger.schema``): a new ledger is created at the newest schema; an
+older one can be read but not written until ``certa migrate`` (``Ledger.migrate``) upgrades it; a newer
+one is refused.
 """
 
 from __future__ import annotations
@@ -16,18 +20,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, create_engine, event, func, insert, select, update
+from sqlalchemy import Connection, create_engine, event, func, insert, inspect, select, update
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from engine.errors import LedgerError
 
 from .chain import GENESIS, encode_payload, entry_hash
-from .schema import SCHEMA_VERSION, blobs, entries, ledger_meta, metadata, runs
+from .schema import (HEAD_REVISION, REVISIONS, SCHEMA_VERSION, alembic_version, blobs, entries, ledger_meta,
+                     metadata, runs)
 
-__all__ = ["Ledger", "EntryRow", "RunRow", "resolve_ledger_url", "DEFAULT_LEDGER_FILE"]
+if TYPE_CHECKING:
+    from .migrate import Migration
+
+__all__ = ["Ledger", "EntryRow", "RunRow", "SchemaState", "read_schema_state", "resolve_ledger_url",
+           "DEFAULT_LEDGER_FILE"]
 
 DEFAULT_LEDGER_FILE = "certa-ledger.db"
 
@@ -83,6 +92,27 @@ def resolve_ledger_url(ledger: str | os.PathLike[str] | None) -> str:
     return f"sqlite:///{Path(value).expanduser().resolve()}"
 
 
+@dataclass(frozen=True)
+class SchemaState:
+    """What a database says about its ledger schema: ``ledger_meta``'s schema version and the Alembic
+    revision in ``alembic_version`` (None where missing: no ledger yet, or a ledger of certa <= 0.2.0)."""
+
+    schema_version: str | None
+    revision: str | None
+
+
+def read_schema_state(conn: Connection) -> SchemaState:
+    """The ledger schema state of the database on ``conn`` (inspects first: a missing table is no error)."""
+    inspector = inspect(conn)
+    if not inspector.has_table(ledger_meta.name):
+        return SchemaState(None, None)
+    version = conn.execute(select(ledger_meta.c.value).where(ledger_meta.c.key == "schema_version")).scalar()
+    revision = None
+    if inspector.has_table(alembic_version.name):
+        revision = conn.execute(select(alembic_version.c.version_num)).scalar()
+    return SchemaState(version, revision)
+
+
 def _utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
@@ -110,6 +140,16 @@ class Ledger:
     def __init__(self, engine: Engine, url: str) -> None:
         self._engine = engine
         self.url = url
+        self.schema_version = SCHEMA_VERSION  # as found by ``open``; writing needs SCHEMA_VERSION
+
+    @property
+    def location(self) -> str:
+        """The ledger as a user would pass it to ``--ledger``: a SQLite file's path, else the URL without
+        its password."""
+        url = make_url(self.url)
+        if url.get_backend_name() == "sqlite" and url.database:
+            return url.database
+        return url.render_as_string(hide_password=True)
 
     # ------------------------------------------------------------------------------------ opening
 
@@ -135,7 +175,8 @@ class Ledger:
         return store
 
     def _initialise(self, attempts: int = 3) -> None:
-        """Create the tables and the head row if missing; check the schema version.
+        """Create a new ledger at the newest schema, stamped with its Alembic revision, in one
+        transaction; or check an existing ledger's schema (see ``_check_schema``).
 
         Two processes opening a new PostgreSQL ledger at once can race on CREATE TABLE; the loser's
         transaction fails and is retried, and then finds the tables in place.
@@ -143,20 +184,57 @@ class Ledger:
         for attempt in range(1, attempts + 1):
             try:
                 with self._engine.begin() as conn:
-                    metadata.create_all(conn)
-                    version = conn.execute(
-                        select(ledger_meta.c.value).where(ledger_meta.c.key == "schema_version")).scalar()
-                    if version is None:
+                    state = read_schema_state(conn)
+                    if state.schema_version is None:
+                        metadata.create_all(conn)
+                        alembic_version.create(conn, checkfirst=True)
                         conn.execute(insert(ledger_meta), [{"key": "schema_version", "value": SCHEMA_VERSION},
                                                            {"key": "head", "value": f"0:{GENESIS}"}])
-                found_version = version
+                        conn.execute(insert(alembic_version).values(version_num=HEAD_REVISION))
+                        state = SchemaState(SCHEMA_VERSION, HEAD_REVISION)
                 break
             except SQLAlchemyError as exc:
                 if attempt == attempts:
                     raise LedgerError(f"cannot initialise ledger {self.url}: {exc}") from None
-        if found_version not in (None, SCHEMA_VERSION):
-            raise LedgerError(f"ledger schema version {found_version} is not supported by this certa "
+        self._check_schema(state)
+
+    def _check_schema(self, state: SchemaState) -> None:
+        """Accept this certa's schema and older ones it can migrate (read-only until then); refuse a newer
+        schema or revision, and anything else."""
+        version = state.schema_version or ""
+        if version.isdigit() and int(version) > int(SCHEMA_VERSION):
+            raise LedgerError(f"ledger {self.location} was written by a newer certa (schema {version}); "
+                              "upgrade certa to read it")
+        if state.revision is not None and state.revision not in REVISIONS.values():
+            raise LedgerError(f"ledger {self.location} was written by a newer certa (schema revision "
+                              f"{state.revision}, unknown to this one); upgrade certa to read it")
+        if version not in REVISIONS:
+            raise LedgerError(f"ledger schema version {version or '(none)'} is not supported by this certa "
                               f"(expects {SCHEMA_VERSION}); use a matching certa version")
+        self.schema_version = version
+
+    def require_writable(self) -> None:
+        """Raise ``LedgerError`` unless this ledger has this certa's schema (an older one needs ``certa migrate``)."""
+        if self.schema_version != SCHEMA_VERSION:
+            raise LedgerError(f"ledger {self.location} has schema version {self.schema_version}, older than this "
+                              f"certa's {SCHEMA_VERSION}: run 'certa migrate --ledger {self.location}' (it keeps "
+                              "every entry byte-identical)")
+
+    def migrate(self) -> Migration:
+        """Upgrade this ledger in place to the newest schema, in one transaction that holds the write lock
+        (SQLite ``BEGIN IMMEDIATE``, PostgreSQL the head row ``FOR UPDATE``); no entry, blob or run row is
+        rewritten. A failure leaves the ledger as it was. See ``ledger.migrate``."""
+        from .migrate import upgrade_to_head  # imports Alembic: only this path needs it
+
+        try:
+            with self._engine.connect() as conn:
+                with conn.begin():
+                    conn.execute(select(ledger_meta.c.value).where(ledger_meta.c.key == "head").with_for_update())
+                    done = upgrade_to_head(conn)
+        except SQLAlchemyError as exc:
+            raise LedgerError(f"migrating ledger {self.location} failed, it is unchanged: {exc}") from None
+        self.schema_version = done.to_schema
+        return done
 
     def close(self) -> None:
         self._engine.dispose()
@@ -175,6 +253,7 @@ class Ledger:
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
+        self.require_writable()
         try:
             with self._engine.connect() as conn:
                 with conn.begin():

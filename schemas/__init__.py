@@ -7,7 +7,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-__all__ = ["load_schema"]
+__all__ = ["load_schema", "schema_exists"]
 
 
 @lru_cache(maxsize=None)
@@ -18,3 +18,9 @@ def _load_text(relative_path: str) -> str:
 def load_schema(relative_path: str) -> dict[str, Any]:
     """A fresh copy of the schema at ``relative_path`` (e.g. ``"spec.schema.json"``)."""
     return json.loads(_load_text(relative_path))
+
+
+@lru_cache(maxsize=None)
+def schema_exists(relative_path: str) -> bool:
+    """Whether certa ships a schema at ``relative_path``."""
+    return resources.files(__name__).joinpath(relative_path).is_file()

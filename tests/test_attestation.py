@@ -15,6 +15,7 @@ from engine import run
 from engine.attestation import (PAYLOAD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, attest_certificate,
                                 certificate_statement, verify_attestation)
 from engine.canonical import canonical_bytes, canonical_sha256
+from engine.certificate import results_sha256
 from engine.errors import LedgerIntegrityError
 from ledger.dsse import generate_key_pair, load_private_key, load_public_key, seal_envelope
 
@@ -70,6 +71,7 @@ def test_verification_checks_signature_certificate_subjects_and_local_files(smal
     forged = json.dumps(seal_envelope(PAYLOAD_TYPE, canonical_bytes(statement), [private]))
     assert any("content_sha256" in p for p in verify_attestation(forged, [public]).problems)
     statement["predicate"]["content_sha256"] = canonical_sha256(statement["predicate"]["content"])
+    statement["predicate"]["results_sha256"] = results_sha256(statement["predicate"]["content"])
     resealed = json.dumps(seal_envelope(PAYLOAD_TYPE, canonical_bytes(statement), [private]))
     assert verify_attestation(resealed, [public]).verified  # a signer can attest anything: trust is in the key
     not_a_statement = json.dumps(seal_envelope(PAYLOAD_TYPE, b'{"_type": "x"}', [private]))

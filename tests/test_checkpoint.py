@@ -20,6 +20,7 @@ from cli import main
 from engine import run
 from engine.audit import verify, verify_bundle
 from engine.canonical import canonical_sha256
+from engine.certificate import results_sha256
 from engine.errors import LedgerError, LedgerIntegrityError
 from ledger import Ledger, merkle
 from ledger.bundle import build_bundle
@@ -230,9 +231,10 @@ def test_a_bundle_proves_one_certificate_offline_and_any_edit_fails(small_spec: 
     def flip_verdict(b):
         b["certificate"]["content"]["verdict"] = "FAIL"
 
-    def reseal_the_edit(b):  # an editor who also recomputes content_sha256
+    def reseal_the_edit(b):  # an editor who also recomputes both digests
         b["certificate"]["content"]["verdict"] = "FAIL"
         b["certificate"]["content_sha256"] = canonical_sha256(b["certificate"]["content"])
+        b["certificate"]["results_sha256"] = results_sha256(b["certificate"]["content"])
 
     def move_in_time(b):
         b["entry"]["recorded_at"] = "2020-01-01T00:00:00.000000Z"

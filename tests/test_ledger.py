@@ -206,29 +206,58 @@ def test_replay_reports_divergence_field_by_field(small_spec: Path, tmp_path: Pa
     assert "knobs.stages[0].with.replicates" in paths
 
 
-def test_a_divergent_replay_names_other_versions_and_another_machine(small_spec: Path, tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    import engine.certificate
+def test_a_run_recorded_with_other_library_versions_reproduces_and_lists_them(
+        small_spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Library versions are the environment stamp, not a result: they are reported, never a divergence."""
     import engine.interpreter
 
-    real_versions, real_platform = engine.interpreter.library_versions, engine.certificate.computing_platform
+    real_versions = engine.interpreter.library_versions
     monkeypatch.setattr(engine.interpreter, "library_versions", lambda: {**real_versions(), "numpy": "1.26.0"})
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        run_id = run(small_spec, ledger=ledger).run_id
+        monkeypatch.setattr(engine.interpreter, "library_versions", real_versions)
+        result = replay(ledger, run_id)
+        note = [e.data() for e in ledger.entries(run_id=run_id, kinds=["replay"])][-1]
+    assert result.outcome == "REPRODUCED" and result.changes == ()
+    assert [(c.path, c.before, c.after) for c in result.environment] == [("versions.numpy", "1.26.0", np.__version__)]
+    assert result.note == f"same results (environment differs: numpy 1.26.0 -> {np.__version__})"
+    assert note["outcome"] == "REPRODUCED" and note["compared"] == "results_sha256"
+    assert note["environment"] == [{"path": "versions.numpy", "recorded": "1.26.0", "replayed": np.__version__}]
+
+
+def test_a_changed_stage_replays_as_diverged_naming_the_fields_and_the_other_machine(
+        small_spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stage whose numbers moved without a new version is caught by replay, field by field."""
+    import dataclasses
+
+    import engine.certificate
+    import engine.interpreter
+    from engine.stages import REGISTRY, StageOutput, StageRegistry
+
     monkeypatch.setattr(engine.certificate, "computing_platform",
                         lambda: {"system": "Linux", "machine": "x86_64", "numpy_simd": ["X86_V2", "X86_V4"]})
     with Ledger.open(tmp_path / "l.db") as ledger:
         run_id = run(small_spec, ledger=ledger).run_id
-        monkeypatch.setattr(engine.interpreter, "library_versions", real_versions)
-        monkeypatch.setattr(engine.certificate, "computing_platform", real_platform)
-        result = replay(ledger, run_id)
-    assert not result.reproduced and [c.path for c in result.changes] == ["versions.numpy"]
-    with Ledger.open(tmp_path / "l.db") as ledger:
-        messages: list[str] = []
-        replay(ledger, run_id, notify=messages.append)
-    assert messages[0] == (f"warning: this run was recorded with numpy 1.26.0 (installed {np.__version__}); to "
-                           "reproduce it bit for bit: python -m pip install numpy==1.26.0")
-    assert f"numpy 1.26.0 -> {np.__version__}" in result.note
-    assert "recorded on x86_64 X86_V2/X86_V4, replayed on" in result.note
+    monkeypatch.undo()
+    original = REGISTRY.get("paired.ppl_ratio", "1.0.0")
 
+    def moved(ctx):  # the same stage, one output nudged in the last place
+        out = original.run(ctx)
+        metric = dict(out.outputs["primary_metric"])
+        metric["ratio_vs_baseline"] = float(np.nextafter(metric["ratio_vs_baseline"], 2.0))
+        return StageOutput(outputs={**out.outputs, "primary_metric": metric}, decisions=out.decisions)
+
+    patched = StageRegistry(tuple(dataclasses.replace(s, run=moved) if s is original else s for s in REGISTRY.types))
+    monkeypatch.setattr(engine.interpreter, "REGISTRY", patched)
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        result = replay(ledger, run_id)
+        note = [e.data() for e in ledger.entries(run_id=run_id, kinds=["replay"])][-1]
+    assert result.outcome == "DIVERGED"
+    assert [c.path for c in result.changes] == ["stages.ratio.primary_metric.ratio_vs_baseline"]
+    assert result.note.startswith("1 result field(s) differ")
+    assert "recorded on x86_64 X86_V2/X86_V4, replayed on" in result.note
+    assert note["outcome"] == "DIVERGED"
+    assert note["changes"][0]["path"] == "stages.ratio.primary_metric.ratio_vs_baseline"
 
 def test_aborted_run_is_recorded_without_certificate(example_spec: Path, ledger: Ledger) -> None:
     from engine import ProfileAbort

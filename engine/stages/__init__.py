@@ -1,7 +1,8 @@
-"""The registry of stage types.
+"""The registry of stage types, every version of each.
 
-Each module listed in ``_STAGE_MODULES`` defines ``STAGE: StageType``; registering a new stage type
-is adding its module name here (one line) next to its schema file in ``schemas/stages/``.
+Each module listed in ``_STAGE_MODULES`` defines ``STAGES: tuple[StageType, ...]`` (its versions: the
+newest and every older one kept for replay); registering a new stage type is adding its module name here
+(one line) next to its schema file in ``schemas/stages/``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from importlib import import_module
 
 from .base import Decision, StageContext, StageOutput, StageType
+from .registry import StageRegistry, UnknownStage, parse_stage_ref
 
 _STAGE_MODULES: tuple[str, ...] = (
     "paired_ratio",
@@ -20,9 +22,7 @@ _STAGE_MODULES: tuple[str, ...] = (
     "sequential_diff",
 )
 
-REGISTRY: dict[str, StageType] = {}
-for _module in _STAGE_MODULES:
-    _stage: StageType = import_module(f"{__name__}.{_module}").STAGE
-    REGISTRY[_stage.name] = _stage
+REGISTRY = StageRegistry.of(import_module(f"{__name__}.{module}").STAGES for module in _STAGE_MODULES)
 
-__all__ = ["REGISTRY", "Decision", "StageContext", "StageOutput", "StageType"]
+__all__ = ["REGISTRY", "Decision", "StageContext", "StageOutput", "StageType", "StageRegistry", "UnknownStage",
+           "parse_stage_ref"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,18 +29,53 @@ import numpy as np
 
 from ..canonical import canonical_sha256
 from ..errors import InputError, StageError
-from ..stats.bakeoff_bootstrap import PairwiseBootstrap, pairwise_bootstrap
+from ..stats import bakeoff_v1_0_0
+from ..stats.bakeoff_bootstrap import PairwiseBootstrap, Resampler, pairwise_bootstrap, resampled_weighted_means
 from ..stats.bakeoff_pool import (BAND_NAMES, FIXED_POINT_BITS, BandTable, DecisionValues, GroupSums, Hysteresis,
                                   Pools, decision_values, group_medians, group_sums, half_even, pools_from_sums,
                                   rank_vendors)
 from ..tables import Table
 from .base import Decision, StageContext, StageOutput, StageType
 
-__all__ = ["STAGE", "BakeoffConfig", "config_from_knobs", "factorize_labels", "frozen_manifest", "bucket_outputs",
+__all__ = ["STAGE", "STAGES", "BakeoffKernels", "KERNELS", "BakeoffConfig", "config_from_knobs", "factorize_labels", "frozen_manifest", "bucket_outputs",
            "sums_rows", "one_page_table", "render_bakeoff", "audit_bakeoff", "stamp_line", "format6"]
 
 _FORBIDDEN_ID_CHARS = ("|", "=", "\n", "\r")
 _INSUFFICIENT = "insufficient_evidence"
+
+
+# --------------------------------------------------------------------------- versions
+
+
+@dataclass(frozen=True)
+class BakeoffKernels:
+    """What one version of ``bakeoff.compare``/``bakeoff.merge`` computes with: its per-decision kernel, its
+    bootstrap resampler, the formulas its frozen manifest states (hashed into ``frozen_sha256``, so sums
+    pooled by one version are refused by another's merge) and how it describes its resampling."""
+
+    version: str
+    decision_values: Callable[..., DecisionValues]
+    resample: Resampler
+    formulas: Mapping[str, str]
+    resampling: str | None
+    changes: str
+
+
+KERNELS: tuple[BakeoffKernels, ...] = (
+    BakeoffKernels(
+        version="1.0.0", decision_values=bakeoff_v1_0_0.decision_values,
+        resample=bakeoff_v1_0_0.resampled_weighted_means, formulas={}, resampling=None,
+        changes="first version (certa 0.1.0): numpy arctanh, numpy PCG64 bootstrap indices"),
+    BakeoffKernels(
+        version="1.1.0", decision_values=decision_values, resample=resampled_weighted_means,
+        formulas={"atanh": "sign(a) * 0.5 * log1p(2|a| / (1 - |a|)), log1p(z) = z if 1 + z == 1 else "
+                           "log(1 + z) * z / ((1 + z) - 1) (Goldberg 1991), float64"},
+        resampling="vendor v: child v of rng.spawn(vendors); SFC64 on that child's SeedSequence spawn(1)[0]; "
+                   "indices as numpy Generator(SFC64).integers(0, n, dtype=uint32) (Lemire, with rejection)",
+        changes="certa 0.2.0: compiled log1p atanh (pools move in the last bits, CPU-independent); compiled SFC64 "
+                "bootstrap (p-values and intervals move by Monte Carlo error)"),
+)
+"""Every version, oldest first; the last is what an unpinned spec runs."""
 
 
 # --------------------------------------------------------------------------- configuration
@@ -81,8 +116,9 @@ def _band_rule(bands: BandTable) -> str:
             f"A-: {bands.a_mm} < x <= {bands.a_m}; A--: x <= {bands.a_mm}")
 
 
-def frozen_manifest(config: BakeoffConfig) -> dict[str, Any]:
-    """The knobs a bake-off freezes (seed E1) and the formulas they feed; its hash tags mergeable sums."""
+def frozen_manifest(config: BakeoffConfig, kernels: BakeoffKernels = KERNELS[-1]) -> dict[str, Any]:
+    """The knobs a bake-off freezes (seed E1) and the formulas they feed (``kernels``: the stage version's);
+    its hash tags mergeable sums."""
     return {
         "eps_a": config.eps_a,
         "eps_w": config.eps_w,
@@ -93,8 +129,7 @@ def frozen_manifest(config: BakeoffConfig) -> dict[str, Any]:
         "hysteresis": None if config.hysteresis is None else {"h_up": config.hysteresis.h_up,
                                                               "h_dn": config.hysteresis.h_dn},
         "u_dec": "w * atanh(clamp(RSI, -1 + eps_a, 1 - eps_a))",
-        "atanh": "sign(a) * 0.5 * log1p(2|a| / (1 - |a|)), log1p(z) = z if 1 + z == 1 else "
-                 "log(1 + z) * z / ((1 + z) - 1) (Goldberg 1991), float64",
+        **kernels.formulas,
         "pool": "tanh(U / max(W, eps_w)); W = 0 -> 0, band A0, insufficient_evidence",
         "accumulator": f"exact sums of per-decision terms rounded to 2^-{FIXED_POINT_BITS}",
     }
@@ -107,8 +142,9 @@ def _knobs_hash(ctx: StageContext) -> tuple[str, str]:
     return canonical_sha256(dict(ctx.knobs)), "stage_knobs"
 
 
-def _manifest(config: BakeoffConfig, knobs_hash: str, source: str, gate_source: str) -> dict[str, Any]:
-    frozen = frozen_manifest(config)
+def _manifest(config: BakeoffConfig, knobs_hash: str, source: str, gate_source: str,
+              kernels: BakeoffKernels) -> dict[str, Any]:
+    frozen = frozen_manifest(config, kernels)
     return {"knobs_hash": knobs_hash, "knobs_hash_source": source, **frozen, "gate_source": gate_source,
             "rounding": "stamps: 6 decimals, half-even on the shortest repr of each float",
             "frozen_sha256": canonical_sha256(frozen)}
@@ -400,7 +436,8 @@ def one_page_table(buckets: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _bootstrap_buckets(ctx: StageContext, data: _Decisions, values: DecisionValues, pools: Pools, codes: np.ndarray,
-                       pairs: Sequence[tuple[str, str]], config: BakeoffConfig) -> dict[str, Any]:
+                       pairs: Sequence[tuple[str, str]], config: BakeoffConfig,
+                       resample: Resampler) -> dict[str, Any]:
     boot = ctx.knobs["bootstrap"]
     order = np.argsort(codes, kind="stable")
     counts = np.bincount(codes, minlength=len(pools.keys))
@@ -422,12 +459,13 @@ def _bootstrap_buckets(ctx: StageContext, data: _Decisions, values: DecisionValu
         index_pairs = [(names.index(a), names.index(b)) for a, b in present]
         result = pairwise_bootstrap(samples, index_pairs, replicates=int(boot["replicates"]),
                                     confidence_level=float(ctx.knobs["confidence_level"]), rng=ctx.rng,
-                                    eps_w=config.eps_w, estimates=[float(estimates_all[i]) for i in groups])
+                                    eps_w=config.eps_w, estimates=[float(estimates_all[i]) for i in groups],
+                                    resample=resample)
         results[bucket] = (result, names, present)
     return results
 
 
-def run_bakeoff_compare(ctx: StageContext) -> StageOutput:
+def run_bakeoff_compare(ctx: StageContext, kernels: BakeoffKernels = KERNELS[-1]) -> StageOutput:
     config = config_from_knobs(ctx.knobs)
     data = _load_decisions(ctx, config)
     shard_only = len(data.vendor_ids) < 2
@@ -437,7 +475,7 @@ def run_bakeoff_compare(ctx: StageContext) -> StageOutput:
                          "set allow_single_vendor: true")
     pairs = _requested_pairs(ctx.knobs.get("pairs"), data.vendor_ids)
     knobs_hash, hash_source = _knobs_hash(ctx)
-    manifest = _manifest(config, knobs_hash, hash_source, data.gate_source)
+    manifest = _manifest(config, knobs_hash, hash_source, data.gate_source, kernels)
 
     n_vendors = len(data.vendor_ids)
     full_code = data.bucket_code * n_vendors + data.vendor_code
@@ -447,7 +485,7 @@ def run_bakeoff_compare(ctx: StageContext) -> StageOutput:
     codes = remap[full_code]
     keys = [(data.bucket_ids[p // n_vendors], data.vendor_ids[p % n_vendors]) for p in present.tolist()]
 
-    values = decision_values(data.rsi, data.w, data.g, mode=config.gate_mode, eps_a=config.eps_a, bands=config.bands,
+    values = kernels.decision_values(data.rsi, data.w, data.g, mode=config.gate_mode, eps_a=config.eps_a, bands=config.bands,
                              hysteresis=config.hysteresis, streams=codes)
     sums = group_sums(keys, codes, values, data.g, data.g_flagged, data.tokens, data.lat_ms)
     pools = pools_from_sums(sums, eps_w=config.eps_w, bands=config.bands)
@@ -456,7 +494,7 @@ def run_bakeoff_compare(ctx: StageContext) -> StageOutput:
         "tokens": group_medians(codes, data.tokens if data.tokens is not None else nan_column, len(keys)),
         "lat_ms": group_medians(codes, data.lat_ms if data.lat_ms is not None else nan_column, len(keys)),
     }
-    boot = _bootstrap_buckets(ctx, data, values, pools, codes, pairs, config)
+    boot = _bootstrap_buckets(ctx, data, values, pools, codes, pairs, config, kernels.resample)
     buckets = bucket_outputs(pools, config, knobs_hash=knobs_hash, g_sums=sums, medians=medians, bootstrap=boot,
                              requested_pairs=pairs)
     outputs = {
@@ -467,9 +505,7 @@ def run_bakeoff_compare(ctx: StageContext) -> StageOutput:
                       "confidence_level": float(ctx.knobs["confidence_level"]),
                       "statistic": "pooled rapidity sum(w*u_env)/max(sum(w), eps_w) per vendor, resampled "
                                    "independently per vendor; pair difference a - b",
-                      "resampling": "vendor v: child v of rng.spawn(vendors); SFC64 on that child's "
-                                    "SeedSequence spawn(1)[0]; indices as numpy "
-                                    "Generator(SFC64).integers(0, n, dtype=uint32) (Lemire, with rejection)",
+                      **({"resampling": kernels.resampling} if kernels.resampling else {}),
                       "interval": "percentile, linear interpolation (type 7); ci_tanh = tanh(ci_u)",
                       "p_values": "p_min = min(#(d<=0), #(d>=0))/B (seed, one-tailed); "
                                   "p_two_sided = min(1, 2 p_min); p_holm: Holm over the pairs of a bucket"},
@@ -602,13 +638,23 @@ def audit_bakeoff(outputs: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-STAGE = StageType(
-    name="bakeoff.compare",
-    version="1.1.0",
-    input_knobs=("input",),
-    run=run_bakeoff_compare,
-    summary="Vendor bake-off (seed 002): atanh-space pools per bucket and vendor, calm-gated pools, bands, "
-            "ranking with tie-breaks, u-space bootstrap significance with Holm, stamped bucket summaries.",
-    render_markdown=render_bakeoff,
-    audit_checks=audit_bakeoff,
-)
+SUMMARY = ("Vendor bake-off (seed 002): atanh-space pools per bucket and vendor, calm-gated pools, bands, "
+           "ranking with tie-breaks, u-space bootstrap significance with Holm, stamped bucket summaries.")
+
+
+def compare_stage(kernels: BakeoffKernels) -> StageType:
+    """``bakeoff.compare`` at ``kernels.version``."""
+    return StageType(
+        name="bakeoff.compare",
+        version=kernels.version,
+        input_knobs=("input",),
+        run=lambda ctx: run_bakeoff_compare(ctx, kernels),
+        summary=SUMMARY,
+        render_markdown=render_bakeoff,
+        audit_checks=audit_bakeoff,
+        changes=kernels.changes,
+    )
+
+
+STAGES = tuple(compare_stage(kernels) for kernels in KERNELS)
+STAGE = STAGES[-1]

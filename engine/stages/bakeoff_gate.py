@@ -28,7 +28,7 @@ from ..stats.bakeoff_gate import (LANES, PRESETS, GateParams, calm_gate, lane_d,
 from ..tables import Table
 from .base import Decision, StageContext, StageOutput, StageType
 
-__all__ = ["STAGE"]
+__all__ = ["STAGE", "STAGES"]
 
 _FLAG = "LANE_MISSING_TELEMETRY"
 
@@ -181,3 +181,6 @@ STAGE = StageType(
     summary="Calm gate g per decision from telemetry lanes F, D, L, E, V, Q (weighted mix, safety notch, "
             "smoothing; presets A/B/C), for bakeoff.compare's gate.from.",
 )
+
+STAGES = (STAGE,)
+"""Every version of this stage type (one so far)."""

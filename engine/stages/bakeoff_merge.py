@@ -19,11 +19,11 @@ from typing import Any
 from ..errors import InputError, StageError
 from ..stats.bakeoff_pool import FIXED_POINT_BITS, GroupSums, merge_group_sums, pools_from_sums
 from ..tables import Table
-from .bakeoff import (_knobs_hash, _manifest, bucket_outputs, config_from_knobs, one_page_table, render_bakeoff,
+from .bakeoff import (KERNELS, BakeoffKernels, _knobs_hash, _manifest, bucket_outputs, config_from_knobs, one_page_table, render_bakeoff,
                       audit_bakeoff, sums_rows)
 from .base import Decision, StageContext, StageOutput, StageType
 
-__all__ = ["STAGE", "read_sums_table"]
+__all__ = ["STAGE", "STAGES", "read_sums_table"]
 
 _INT_COLUMNS = ("n", "W_fx", "U_fx", "U_env_fx", "g_fx", "g_flagged", "tokens_fx", "tokens_n", "lat_ms_fx",
                 "lat_ms_n", "fixed_point_bits")
@@ -91,10 +91,10 @@ def read_sums_table(table: Table, frozen_sha256: str) -> GroupSums:
     )
 
 
-def run_bakeoff_merge(ctx: StageContext) -> StageOutput:
+def run_bakeoff_merge(ctx: StageContext, kernels: BakeoffKernels = KERNELS[-1]) -> StageOutput:
     config = config_from_knobs(ctx.knobs)
     knobs_hash, hash_source = _knobs_hash(ctx)
-    manifest = _manifest(config, knobs_hash, hash_source, "shard sums")
+    manifest = _manifest(config, knobs_hash, hash_source, "shard sums", kernels)
     names = list(ctx.knobs["shards"])
     parts = [read_sums_table(ctx.tables[name], manifest["frozen_sha256"]) for name in names]
     merged = merge_group_sums(parts)
@@ -119,13 +119,26 @@ def run_bakeoff_merge(ctx: StageContext) -> StageOutput:
     return StageOutput(outputs=outputs, decisions=tuple(decisions))
 
 
-STAGE = StageType(
-    name="bakeoff.merge",
-    version="1.1.0",
-    input_knobs=("shards",),
-    run=run_bakeoff_merge,
-    summary="Vendor bake-off from per-shard (U, W) sums: exact merge, pools, bands, ranking and stamps "
-            "identical to the unsharded bakeoff.compare.",
-    render_markdown=render_bakeoff,
-    audit_checks=audit_bakeoff,
-)
+def merge_stage(kernels: BakeoffKernels) -> StageType:
+    """``bakeoff.merge`` at ``kernels.version``: it accepts only sums tagged with that version's manifest."""
+    return StageType(
+        name="bakeoff.merge",
+        version=kernels.version,
+        input_knobs=("shards",),
+        run=lambda ctx: run_bakeoff_merge(ctx, kernels),
+        summary="Vendor bake-off from per-shard (U, W) sums: exact merge, pools, bands, ranking and stamps "
+                "identical to the unsharded bakeoff.compare.",
+        render_markdown=render_bakeoff,
+        audit_checks=audit_bakeoff,
+        changes=_CHANGES[kernels.version],
+    )
+
+
+_CHANGES = {
+    "1.0.0": "first version (certa 0.1.0): merges sums pooled by bakeoff.compare 1.0.0",
+    "1.1.0": "certa 0.2.0: merges only sums pooled by bakeoff.compare 1.1.0 (its frozen manifest names the atanh "
+             "formula); the merge itself is unchanged",
+}
+
+STAGES = tuple(merge_stage(kernels) for kernels in KERNELS)
+STAGE = STAGES[-1]

@@ -100,7 +100,19 @@ class StageType:
     """Optional: a Markdown rendering of this stage's outputs for ``certa show``."""
     audit_checks: Callable[[Mapping[str, Any]], list[str]] | None = None
     """Optional: method identities ``certa verify`` re-checks on stored outputs (returns problems found)."""
+    changes: str = ""
+    """What this version changed in the numbers against the previous one (``certa stages`` shows it)."""
+
+    @property
+    def ref(self) -> str:
+        """``name@version``, the spelling that pins this version in a spec."""
+        return f"{self.name}@{self.version}"
 
     @property
     def schema_file(self) -> str:
-        return f"stages/{self.name}.schema.json"
+        """``stages/<name>@<version>.schema.json`` when a version froze its own knob schema (its knobs
+        differ from the newest version's), else the shared ``stages/<name>.schema.json``."""
+        from schemas import schema_exists
+
+        frozen = f"stages/{self.ref}.schema.json"
+        return frozen if schema_exists(frozen) else f"stages/{self.name}.schema.json"

@@ -49,7 +49,7 @@ from ..stats.ssbc import SSBCResult, coverage_risk, exact_fraction, ssbc_correct
 from ..tables import Table
 from .base import Decision, StageContext, StageOutput, StageType
 
-__all__ = ["STAGE", "RATE_METRICS", "CalibrationData", "load_calibration", "threshold_json",
+__all__ = ["STAGE", "STAGES", "RATE_METRICS", "CalibrationData", "load_calibration", "threshold_json",
            "threshold_from_json", "metric_counts", "bound_json", "scope_test_sizes", "SCOPES",
            "loo_bound_rows", "loo_envelope_bounds"]
 
@@ -425,3 +425,6 @@ STAGE = StageType(
     render_markdown=render_pac_report,
     audit_checks=audit_pac_report,
 )
+
+STAGES = (STAGE,)
+"""Every version of this stage type (one so far)."""

@@ -32,7 +32,7 @@ from .base import Decision, StageContext, StageOutput, StageType
 from .conformal import (RATE_METRICS, SCOPES, load_calibration, loo_envelope_bounds, metric_counts,
                         threshold_from_json)
 
-__all__ = ["STAGE"]
+__all__ = ["STAGE", "STAGES"]
 
 REPORT_KEYS = ("calibration_result", "parameters", "pac_bounds_marginal", "pac_bounds_class_0", "pac_bounds_class_1")
 
@@ -191,3 +191,6 @@ STAGE = StageType(
              "realised rates vs certified bounds."),
     render_markdown=render_monitor,
 )
+
+STAGES = (STAGE,)
+"""Every version of this stage type (one so far)."""

@@ -27,7 +27,7 @@ from ..stats.pairing import duplicated_ids, overlap_fraction, pair_windows
 from ..tables import Table
 from .base import Decision, StageContext, StageOutput, StageType
 
-__all__ = ["STAGE", "PROFILE_FLOORS"]
+__all__ = ["STAGE", "STAGES", "PROFILE_FLOORS"]
 
 PROFILE_FLOORS: dict[str, tuple[int, int] | None] = {"dev": None, "ci": (200, 1200), "release": (400, 3200)}
 """(minimum paired windows, minimum bootstrap replicates) per profile."""
@@ -282,3 +282,6 @@ STAGE = StageType(
     audit_checks=audit_paired_ratio,
     render_markdown=render_paired_ratio,
 )
+
+STAGES = (STAGE,)
+"""Every version of this stage type (one so far)."""

@@ -37,7 +37,7 @@ from ..stats.sequential_decision import (DECISION_OF, OUTCOMES, DecisionRules, R
 from ..tables import Table, table_from_columns
 from .base import Decision, StageContext, StageOutput, StageType
 
-__all__ = ["STAGE", "CAPTURED_SCORES", "analyse_scores", "Analysis"]
+__all__ = ["STAGE", "STAGES", "CAPTURED_SCORES", "analyse_scores", "Analysis"]
 
 CAPTURED_SCORES = "scores"
 """Name of the captured table (columns ``draw``, ``prompt_id``, ``score``) of a scorer run."""
@@ -404,3 +404,6 @@ STAGE = StageType(
     render_markdown=render_sequential_diff,
     audit_checks=audit_sequential_diff,
 )
+
+STAGES = (STAGE,)
+"""Every version of this stage type (one so far)."""

@@ -37,7 +37,7 @@ the order given), so vendors are resampled on parallel threads and the result de
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +56,9 @@ __all__ = [
 ]
 
 _UINT32 = 1 << 32
+
+Resampler = Callable[..., np.ndarray]
+"""``resample(u, w, replicates, rng, *, eps_w) -> replicates``: one vendor's bootstrap means."""
 
 
 @kernel
@@ -258,23 +261,28 @@ class PairwiseBootstrap:
 def pairwise_bootstrap(samples: Sequence[tuple[np.ndarray, np.ndarray | None]], pairs: Sequence[tuple[int, int]],
                        *, replicates: int, confidence_level: float, rng: np.random.Generator,
                        eps_w: float = 1e-12, estimates: Sequence[float] | None = None,
-                       threads: int | None = None) -> PairwiseBootstrap:
+                       threads: int | None = None,
+                       resample: Resampler | None = None) -> PairwiseBootstrap:
     """Bootstrap every vendor once, each from its own stream ``rng.spawn(len(samples))[v]``, then compare
     the requested pairs.
 
     ``samples[v]`` is (u_env, w) of vendor v (w None for unit weights); ``estimates[v]`` the pooled
     rapidity to report (default: computed here in floating point). Holm adjusts over ``pairs``.
     ``threads`` caps the worker threads (default: the CPU count); it never changes the result.
+    ``resample`` (default ``resampled_weighted_means``) draws one vendor's replicates: a frozen stage
+    version passes the resampler its certificates were computed with.
     """
     if not 0 < confidence_level < 1:
         raise ValueError(f"confidence_level must be in (0, 1) (got {confidence_level})")
     streams = rng.spawn(len(samples))
 
-    def resample(v: int) -> np.ndarray:
-        u, w = samples[v]
-        return resampled_weighted_means(u, w, replicates, streams[v], eps_w=eps_w)
+    draw = resample or resampled_weighted_means
 
-    means = [m for part in on_chunks(lambda vendors: [resample(v) for v in range(vendors.start, vendors.stop)],
+    def vendor_means(v: int) -> np.ndarray:
+        u, w = samples[v]
+        return draw(u, w, replicates, streams[v], eps_w=eps_w)
+
+    means = [m for part in on_chunks(lambda vendors: [vendor_means(v) for v in range(vendors.start, vendors.stop)],
                                       len(samples), threads=threads, name="certa-bakeoff-bootstrap") for m in part]
     if estimates is None:
         estimates = [float(np.sum(u if w is None else w * u) / max(float(len(u) if w is None else np.sum(w)), eps_w))
