@@ -149,7 +149,8 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
         output.write_text(json.dumps(result.certificate, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if as_json:
         _emit_json({"ok": True, "run_id": None if no_record else result.run_id, "verdict": result.verdict,
-                    "certificate_sha256": result.content_sha256, "knobs_hash": result.knobs_hash})
+                    "certificate_sha256": result.content_sha256,
+                    "results_sha256": result.results_sha256, "knobs_hash": result.knobs_hash})
     else:
         click.echo(_summary(result.certificate))
         if not no_record:
@@ -164,6 +165,7 @@ def _summary(certificate: Mapping[str, Any]) -> str:
         f"{content['spec']['name']}: {content['verdict']}",
         f"  run {certificate['issued']['run_id']}  profile {content['spec']['profile']}",
         f"  content_sha256 {certificate['content_sha256']}",
+        f"  results_sha256 {certificate['results_sha256']}",
         f"  knobs_hash     {content['knobs_hash']}",
     ]
     for gate in content["gates"]:

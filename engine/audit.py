@@ -21,7 +21,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from ledger import Ledger, VerifyReport, verify_ledger
 from ledger.bundle import BundleReport, check_bundle
 
-from .canonical import canonical_sha256
 from .certificate import (ENVIRONMENT_KEYS, certificate_problems, computing_platform, library_versions, results_of,
                           results_sha256)
 from .errors import CertaError, LedgerError, LedgerIntegrityError

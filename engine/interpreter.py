@@ -72,6 +72,10 @@ class RunResult:
         return str(self.certificate["content_sha256"])
 
     @property
+    def results_sha256(self) -> str:
+        return str(self.certificate["results_sha256"])
+
+    @property
     def knobs_hash(self) -> str:
         return str(self.certificate["content"]["knobs_hash"])
 

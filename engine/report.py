@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from .certificate import results_sha256
 from .stages import REGISTRY
 
 __all__ = ["certificate_markdown", "format_value"]
@@ -50,6 +51,7 @@ def certificate_markdown(certificate: Mapping[str, Any]) -> str:
         f"| run | `{issued['run_id']}` |",
         f"| issued | {issued['time_utc']} by {issued['user']} on {issued['host']} |",
         f"| content_sha256 | `{certificate['content_sha256']}` |",
+        f"| results_sha256 | `{results_sha256(content)}` |",
         f"| knobs_hash | `{content['knobs_hash']}` |",
         f"| spec sha256 | `{spec['sha256']}` |",
         f"| profile | {spec['profile']} |",
