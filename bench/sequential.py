@@ -1,6 +1,6 @@
 """Speed and sample efficiency of ``sequential.diff`` (issue 3).
 
-Run: ``cd /work/main && PYTHONPATH=. python3 bench/sequential.py``
+Run: ``cd /work/main && PYTHONPATH=. python3 bench/sequential.py [throughput|versions|samples]`` (default: all)
 
 1. Throughput: observations per second of each method on one 10^6-observation stream with a check after
    every observation (confidence sequence, p-value for mean = 0, rule states and first stop: the whole
@@ -13,6 +13,11 @@ Run: ``cd /work/main && PYTHONPATH=. python3 bench/sequential.py``
       fixed-n two-sided t-test needs for the same power (noncentral t; power capped at 0.999);
    b. samples to the seed's DIFFERENT criterion (relative half-width <= rel_margin_target) per method:
       the seed's fixed-n EB rule against the anytime sequences (goal: betting >= 3x fewer).
+3. Versions: the cost of ``sequential.diff`` 1.1.0 (exp/log/log1p by libm in compiled loops,
+   ``engine.stats.libm.LIBM``) against 1.0.0 (numpy's CPU-dispatched ufuncs) for ``betting`` on the same
+   10^6 stream: the whole stage path, the hedged e-process alone (``hedged_log_evalue``) and the CS alone,
+   each timed alternately (best of 7) so that both versions see the same machine load. The compiled loops
+   are compiled (or loaded from Numba's cache) before timing.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ import numpy as np
 from scipy import stats
 
 from engine.spec import fill_defaults, load_schema
-from engine.stages.sequential_diff import analyse_scores
+from engine.stages.sequential_diff import KERNELS, analyse_scores
 from engine.stats.confseq import BOUNDED_METHODS, CSSettings, confidence_sequence
+from engine.stats.confseq_betting import hedged_log_evalue
 from engine.stats.confseq_common import prefix_mean
 from engine.stats.sequential_decision import DecisionRules, all_zero_path, first_stop, rule_states
 
@@ -168,7 +174,44 @@ def samples_to_relative_precision() -> None:
               + f"   {medians['eb_fixed_n'] / medians['betting']:.2f}x")
 
 
+def version_cost() -> None:
+    """obs/s of sequential.diff 1.0.0 and 1.1.0 (method betting) on one 10^6 stream (module docstring, 3)."""
+    n = 1_000_000
+    x = np.random.default_rng(1).normal(0.05, 0.02, n)
+    k = knobs(method="betting", n_max=n, n_min=10, clip_low=0.0, clip_high=0.2)
+    y = (np.clip(x, 0.0, 0.2) - 0.0) / 0.2
+    parts = {
+        "stage path (analyse_scores)": lambda e: analyse_scores(x, k, elementary=e),
+        "e-process (hedged_log_evalue)": lambda e: hedged_log_evalue(y, 0.0, k["alpha"], elementary=e),
+        "CS (betting_cs)": lambda e: confidence_sequence(x, "betting", k["alpha"], 0.0, 0.2,
+                                                         CSSettings(t_opt=float(n)), elementary=e),
+    }
+    versions = {kernels.version: kernels.elementary for kernels in KERNELS}
+    for elementary in versions.values():
+        analyse_scores(x[:1000], k, elementary=elementary)            # compile or load the compiled loops
+    print(f"\n3. sequential.diff versions, method betting, one stream of {n:,} observations "
+          "(best of 7, versions timed alternately)")
+    print(f"   {'part':<32} " + " ".join(f"{v + ' obs/s':>16}" for v in versions) + "   1.1.0 / 1.0.0 time")
+    for label, work in parts.items():
+        times: dict[str, list[float]] = {v: [] for v in versions}
+        for _ in range(7):
+            for version, elementary in versions.items():
+                start = time.perf_counter()
+                work(elementary)
+                times[version].append(time.perf_counter() - start)
+        best = {v: min(t) for v, t in times.items()}
+        print(f"   {label:<32} " + " ".join(f"{n / best[v]:16,.0f}" for v in versions)
+              + f"   {best['1.1.0'] / best['1.0.0']:.2f}x")
+
+
 if __name__ == "__main__":
-    throughput()
-    samples_to_different()
-    samples_to_relative_precision()
+    import sys
+
+    chosen = set(sys.argv[1:]) or {"throughput", "versions", "samples"}
+    if "throughput" in chosen:
+        throughput()
+    if "versions" in chosen:
+        version_cost()
+    if "samples" in chosen:
+        samples_to_different()
+        samples_to_relative_precision()

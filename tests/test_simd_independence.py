@@ -10,35 +10,26 @@ with the environment as it is and one with
 * ``NUMBA_CPU_NAME=generic`` (Numba then also enables no extra CPU features), and
 * ``GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX,-AVX2,-FMA,-FMA4,-AVX512F`` (libm's SSE2 variants; x86-64 only),
 
-and compares the RFC 8785 canonical JSON of each certificate's ``content`` minus ``versions``. Each child
-reports what really took effect, and the test fails when a setting did not (numpy's runtime flags and the
-target of every traced ufunc loop, Numba's code-generation target, glibc's active CPU feature bits), so it
-cannot pass vacuously. It is skipped only on a machine where numpy has no optional feature to disable.
+and compares the RFC 8785 canonical JSON of each certificate's ``content`` minus ``versions``, and of the
+ledger decisions each run makes (``sequential_check`` rows with their p-values, bake-off decision rows,
+...). Nothing is exempt: every byte must agree. Each child reports what really took effect, and the test
+fails when a setting did not (numpy's runtime flags and the target of every traced ufunc loop, Numba's
+code-generation target, glibc's active CPU feature bits), so it cannot pass vacuously. It is skipped only
+on a machine where numpy has no optional feature to disable.
 
-Fields that move (``MOVING``; exempt from the byte comparison, checked to agree within 1e-12 relative):
-
-* ``sequential-diff``: ``stages.finetune.results.p_value`` and ``stages.finetune.results.e_value`` move by
-  8 and 16 ulp on an AVX-512 machine (numpy's X86_V4 loops disabled by ``X86_V3`` or ``X86_V4``). Cause:
-  numpy's AVX-512F kernels of ``np.log1p`` / ``np.exp`` / ``np.log`` round differently from the libm
-  loops numpy uses without them (by 1 ulp, for about 1 % of log1p and 5 % of exp arguments). They enter
-  the hedged-betting e-process of stage ``sequential.diff`` (method ``betting``): the bet's time factor
-  ``t * np.log1p(t)`` (``engine/stats/confseq_common.py``, ``_bet_time_factor``), ``np.log1p`` of the
-  capital factors in ``hedged_log_evalue`` and ``np.exp`` in ``anytime_p_value``
-  (``engine/stats/confseq_betting.py``), then ``np.exp`` of the e-value (``engine/stages/
-  sequential_diff.py``, ``_outputs``). The ledger's ``sequential_check`` decisions of that stage (their
-  ``p_value``) move with them. The confidence sequence of the same stage calls ``np.exp``/``np.log`` too
-  (its bounds sit on a grid and did not move here). The quantized stage's fields did not move.
-
-Everything else in the four certificates is byte-identical. When a new stage version evaluates those
-functions without numpy's CPU-dispatched loops, drop its entry from ``MOVING``: the test then requires
-byte identity for those fields too (a MOVING field that no longer moves is allowed, since on a CPU
-without AVX-512 it never moves).
+History: ``sequential.diff`` 1.0.0 computes exp, log, log1p and logaddexp with numpy's ufuncs, whose
+AVX-512F kernels round differently from the libm loops numpy uses without them (by 1 ulp, for about 1 % of
+log1p and 5 % of exp arguments). On an AVX-512 machine its ``results.p_value`` and ``results.e_value`` of
+the example's ``finetune`` stage (and the p-values of its ``sequential_check`` decisions) moved by 8 and
+16 ulp with numpy's X86_V4 loops disabled. Version 1.1.0, which the examples run, takes those functions
+from libm in compiled loops (``engine/stats/libm.py``) and does not move. To show the comparison is not
+vacuous, each child also runs the example's ``finetune`` stage pinned to 1.0.0: on a machine with numpy's
+X86_V4 loops that run must move, and the test says so if it does not.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import subprocess
@@ -47,14 +38,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.canonical import canonical_bytes
-
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = sorted(ROOT.glob("specs/*/spec.yaml"))
 GLIBC_TUNABLE = "glibc.cpu.hwcaps=-AVX,-AVX2,-FMA,-FMA4,-AVX512F"
-MOVING = {
-    "sequential-diff": ("stages.finetune.results.p_value", "stages.finetune.results.e_value"),
-}
 
 # The child: proofs first (numpy is imported with ImportWarning as an error, so a feature name numpy
 # ignores fails the import), then every spec; prints one JSON object.
@@ -79,11 +65,21 @@ except (AttributeError, OSError):
     info["glibc"] = None
 import engine
 from engine.canonical import canonical_bytes
-contents = {}
-for spec in specs:
-    content = dict(engine.run(spec).certificate["content"])
+
+
+def outcome(result):
+    content = dict(result.certificate["content"])
     content.pop("versions", None)
-    contents[os.path.basename(os.path.dirname(spec))] = canonical_bytes(content).decode("utf-8")
+    decisions = [{"stage": d.stage, "kind": d.decision.kind, "detail": d.decision.detail} for d in result.decisions]
+    return {"content": canonical_bytes(content).decode("utf-8"), "decisions": canonical_bytes(decisions).decode("utf-8")}
+contents = {os.path.basename(os.path.dirname(spec)): outcome(engine.run(spec)) for spec in specs}
+# the example's first stage (table input) alone, pinned to sequential.diff 1.0.0 (numpy's ufuncs)
+folder = os.path.join(root, "specs", "sequential-diff")
+text = open(os.path.join(folder, "spec.yaml"), encoding="utf-8").read().split("  - id: quantized")[0]
+text = text.replace("use: sequential.diff\n", "use: sequential.diff@1.0.0\n")
+paths = {name: os.path.join(folder, "data", name + suffix) for name, suffix in
+         (("finetune", "_scores.csv"), ("reference", "_logprobs.csv"), ("quantized", "_logprobs.csv"))}
+contents["sequential-diff@1.0.0"] = outcome(engine.run(text, input_paths=paths))
 from numba.core.registry import cpu_target
 _, cpu, features = cpu_target.target_context.codegen().magic_tuple()
 info["numba"] = {"cpu": cpu, "features": [f for f in features.split(",") if f.startswith("+")]}
@@ -105,20 +101,6 @@ def _run_child(settings: dict[str, str], numba_cache: Path) -> dict:
                           text=True, env=env, cwd=ROOT, timeout=300)
     assert done.returncode == 0, f"child failed with {settings}:\n{done.stderr}"
     return json.loads(done.stdout.splitlines()[-1])
-
-
-def _without(canonical: str, paths: tuple[str, ...]) -> tuple[bytes, dict[str, float]]:
-    """The canonical bytes of ``canonical`` minus ``paths`` (dotted keys), and the removed values."""
-    content = json.loads(canonical)
-    removed = {}
-    for path in paths:
-        *parents, leaf = path.split(".")
-        node = content
-        for key in parents:
-            node = node[key]
-        assert leaf in node, f"{path} is not in the certificate any more: update MOVING"
-        removed[path] = node.pop(leaf)
-    return canonical_bytes(content), removed
 
 
 @pytest.mark.slow
@@ -147,13 +129,23 @@ def test_examples_do_not_depend_on_optional_simd_features(tmp_path_factory):
         for name, bits in glibc.items():
             assert not bits["active"], f"GLIBC_TUNABLES did not disable {name}: {glibc}"
 
-    assert set(default["contents"]) == set(plain["contents"]) == {s.parent.name for s in SPECS}
-    for spec, canonical in default["contents"].items():
-        other = plain["contents"][spec]
-        moving = MOVING.get(spec, ())
-        mine, mine_moving = _without(canonical, moving)
-        theirs, theirs_moving = _without(other, moving)
-        assert mine == theirs, (f"{spec}: certificate content (minus versions and {list(moving)}) differs with "
-                                f"{disabled}; run python bench/simd.py for the differing fields")
-        for path, value in mine_moving.items():
-            assert math.isclose(value, theirs_moving[path], rel_tol=1e-12), (spec, path, value, theirs_moving[path])
+    names = {s.parent.name for s in SPECS}
+    assert set(default["contents"]) == set(plain["contents"]) == names | {"sequential-diff@1.0.0"}
+    for spec in sorted(names):
+        for part in ("content", "decisions"):
+            what = "certificate content" if part == "content" else "ledger decisions"
+            assert default["contents"][spec][part] == plain["contents"][spec][part], (
+                f"{spec}: {what} differ with {disabled}; run python bench/simd.py for the fields")
+    example = json.loads(default["contents"]["sequential-diff"]["content"])
+    assert {s["version"] for s in example["knobs"]["stages"]} == {"1.1.0"}, example["knobs"]["stages"]
+
+    # not vacuous: the same run at sequential.diff 1.0.0 (numpy's ufuncs) does move with numpy's AVX-512 loops
+    old_default, old_plain = (json.loads(c["sequential-diff@1.0.0"]["content"]) for c in (default["contents"],
+                                                                                          plain["contents"]))
+    assert old_default["knobs"]["stages"][0]["version"] == "1.0.0", old_default["knobs"]["stages"]
+    moved = {k for k in ("p_value", "e_value") if old_default["stages"]["finetune"]["results"][k]
+             != old_plain["stages"]["finetune"]["results"][k]}
+    if "X86_V4" in features:
+        message = ("sequential.diff 1.0.0 no longer moves with numpy's X86_V4 loops disabled: this test may not "
+                   "exercise them any more")
+        assert moved == {"p_value", "e_value"}, (message, moved)

@@ -17,6 +17,11 @@ depend only on the knobs and the scores, so a replay reproduces the certificate 
 Profile rule ``optional_stopping_validity``: ``dev`` warns when the method is not (non-asymptotically)
 anytime-valid; ``ci`` aborts for the fixed-n methods and warns for ``asymptotic_cs``; ``release``
 aborts unless the method is anytime-valid.
+
+Versions (``KERNELS``, oldest first): each is this module's glue run with a ``SequentialKernels`` record of
+what differs. 1.0.0 computes exp, log, log1p and logaddexp with numpy's ufuncs, whose kernels numpy picks
+by CPU at run time; 1.1.0 with libm in compiled loops (``engine.stats.libm``), so its numbers do not
+depend on numpy's SIMD choice. Everything else is shared and computes the same bytes for both.
 """
 
 from __future__ import annotations
@@ -32,12 +37,13 @@ from ..errors import InputError, ProfileAbort, StageError
 from ..scorers import load_scorer, score_prompts
 from ..stats.confseq import BOUNDED_METHODS, VALIDITY, CSSettings, PValuePath, confidence_sequence, null_p_value
 from ..stats.confseq_common import ConfidenceSequence, prefix_mean
+from ..stats.libm import LIBM, NUMPY_UFUNCS, ElementaryFunctions
 from ..stats.sequential_decision import (DECISION_OF, OUTCOMES, DecisionRules, RuleStates, Stop, all_zero_path,
                                          first_stop, rule_states)
 from ..tables import Table, table_from_columns
 from .base import Decision, StageContext, StageOutput, StageType
 
-__all__ = ["STAGE", "STAGES", "CAPTURED_SCORES", "analyse_scores", "Analysis"]
+__all__ = ["STAGE", "STAGES", "SequentialKernels", "KERNELS", "CAPTURED_SCORES", "analyse_scores", "Analysis"]
 
 CAPTURED_SCORES = "scores"
 """Name of the captured table (columns ``draw``, ``prompt_id``, ``score``) of a scorer run."""
@@ -51,6 +57,29 @@ _VALIDITY_RULE: dict[str, dict[str, str]] = {
     "release": {"anytime-valid": "pass", "asymptotic anytime-valid": "abort",
                 "not valid under optional stopping": "abort"},
 }
+
+
+# -------------------------------------------------------------------------------------------- versions
+
+
+@dataclass(frozen=True)
+class SequentialKernels:
+    """What one version of ``sequential.diff`` computes with: the elementary functions (exp, log, log1p,
+    logaddexp) of its confidence sequences, p-values, e-value and stopping decisions."""
+
+    version: str
+    elementary: ElementaryFunctions
+    changes: str
+
+
+KERNELS: tuple[SequentialKernels, ...] = (
+    SequentialKernels(version="1.0.0", elementary=NUMPY_UFUNCS, changes="first version (certa 0.1.0)"),
+    SequentialKernels(
+        version="1.1.0", elementary=LIBM,
+        changes="certa 0.3.0: exp, log, log1p (and logaddexp from them) by libm in compiled loops, independent "
+                "of numpy's run-time SIMD choice; p-values, e-values and bounds may move in the last bits"),
+)
+"""Every version, oldest first; the last is what an unpinned spec runs."""
 
 
 # ----------------------------------------------------------------------------------------------- knobs
@@ -134,10 +163,12 @@ class Analysis:
     bounded: bool
 
 
-def analyse_scores(scores: np.ndarray, knobs: Mapping[str, Any], *, with_p_value: bool = True) -> Analysis:
+def analyse_scores(scores: np.ndarray, knobs: Mapping[str, Any], *, with_p_value: bool = True,
+                   elementary: ElementaryFunctions = NUMPY_UFUNCS) -> Analysis:
     """Confidence sequence, p-value, rule states and stopping time of ``scores`` (first n_max used).
 
-    Works on one stream (shape ``(n,)``) or many (``(streams, n)``, e.g. in simulations).
+    Works on one stream (shape ``(n,)``) or many (``(streams, n)``, e.g. in simulations). ``elementary``:
+    the exp/log/log1p/logaddexp of the stage version (``KERNELS``; default 1.0.0's numpy ufuncs).
     """
     scores = np.asarray(scores, dtype=np.float64)[..., : knobs["n_max"]]
     method, alpha = knobs["method"], knobs["alpha"]
@@ -146,16 +177,18 @@ def analyse_scores(scores: np.ndarray, knobs: Mapping[str, Any], *, with_p_value
     rules = _rules(knobs)
     bounded = method in BOUNDED_METHODS
     estimand = np.clip(scores, low, high) if bounded else scores
-    cs = confidence_sequence(scores, method, alpha, low, high, settings)
+    cs = confidence_sequence(scores, method, alpha, low, high, settings, elementary=elementary)
     mean = prefix_mean(estimand)
-    p_value = (null_p_value(scores, method, NULL_MEAN, alpha, low, high, settings, start=knobs["n_min"])
+    p_value = (null_p_value(scores, method, NULL_MEAN, alpha, low, high, settings, start=knobs["n_min"],
+                            elementary=elementary)
                if with_p_value else None)
     states = rule_states(cs.lower, cs.upper, mean, all_zero_path(scores), rules)
     return Analysis(scores=scores, cs=cs, estimand=estimand, mean=mean, p_value=p_value,
                     states=states, stop=first_stop(states, rules), bounded=bounded)
 
 
-def _scorer_observations(ctx: StageContext, knobs: Mapping[str, Any]) -> tuple[np.ndarray, Table, dict[str, Any]]:
+def _scorer_observations(ctx: StageContext, knobs: Mapping[str, Any],
+                         elementary: ElementaryFunctions) -> tuple[np.ndarray, Table, dict[str, Any]]:
     """Draw prompts with the stage's generator and score them batch by batch until a rule fires or n_max."""
     spec = knobs["scorer"]
     reference, candidate = ctx.table("reference"), ctx.table("candidate")
@@ -172,7 +205,8 @@ def _scorer_observations(ctx: StageContext, knobs: Mapping[str, Any]) -> tuple[n
         chunk = prompts[values.size: values.size + batch]
         values = np.concatenate([values, score_prompts(scorer, reference, candidate, chunk, k)])
         ctx.progress(int(values.size), n_max, "prompts scored")
-        if OUTCOMES[int(analyse_scores(values, knobs, with_p_value=False).stop.outcome)] != "exhausted":
+        analysis = analyse_scores(values, knobs, with_p_value=False, elementary=elementary)
+        if OUTCOMES[int(analysis.stop.outcome)] != "exhausted":
             break
     captured = table_from_columns(CAPTURED_SCORES, {
         "draw": np.arange(1, values.size + 1), "prompt_id": prompts[: values.size], "score": values})
@@ -261,7 +295,8 @@ def _summary(values: np.ndarray) -> dict[str, float]:
             "q75": float(q75), "iqr": float(q75 - q25)}
 
 
-def _outputs(a: Analysis, knobs: Mapping[str, Any], source: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def _outputs(a: Analysis, knobs: Mapping[str, Any], source: dict[str, Any],
+             elementary: ElementaryFunctions) -> tuple[dict[str, Any], str]:
     assert a.p_value is not None
     rules = _rules(knobs)
     stop = int(a.stop.index)
@@ -276,7 +311,8 @@ def _outputs(a: Analysis, knobs: Mapping[str, Any], source: dict[str, Any]) -> t
     variance = float(np.var(a.estimand[:n_used], ddof=1)) if n_used > 1 else 0.0
     n_clipped = int(np.count_nonzero(np.clip(used, knobs["clip_low"], knobs["clip_high"]) != used))
     direction = {"different_higher": "higher", "different_lower": "lower"}.get(outcome)
-    e_value = (float(np.exp(np.max(a.p_value.log_evalue[:n_used]))) if a.p_value.log_evalue is not None else None)
+    e_value = (float(elementary.exp(np.max(a.p_value.log_evalue[:n_used]))) if a.p_value.log_evalue is not None
+               else None)
     results = {
         "decision": decision, "reason": _reason(outcome, n_used, lo, hi, mean, half, rel_me, rules),
         "direction": direction, "outcome": outcome, "n_used": n_used, "mean": mean,
@@ -319,8 +355,10 @@ def _validity_rule(validity: str, profile: str) -> Decision:
                                      "required": "anytime-valid", "outcome": outcome, "profile": profile})
 
 
-def run_sequential_diff(ctx: StageContext) -> StageOutput:
+def run_sequential_diff(ctx: StageContext, kernels: SequentialKernels = KERNELS[-1]) -> StageOutput:
+    """The stage at ``kernels.version``."""
     knobs = ctx.knobs
+    elementary = kernels.elementary
     _iv_knobs(knobs)
     validity = VALIDITY[knobs["method"]]
     rule = _validity_rule(validity, ctx.profile)
@@ -340,7 +378,7 @@ def run_sequential_diff(ctx: StageContext) -> StageOutput:
             scores = _replayed_observations(replay_table)
             table = replay_table
         else:
-            scores, table, _ = _scorer_observations(ctx, knobs)
+            scores, table, _ = _scorer_observations(ctx, knobs, elementary)
         captured[CAPTURED_SCORES] = table
         source["prompts_scored"] = int(scores.size)
         source["captured_sha256"] = table.sha256
@@ -349,8 +387,8 @@ def run_sequential_diff(ctx: StageContext) -> StageOutput:
     if scores.size < knobs["n_min"]:
         raise StageError(f"{scores.size} observation(s) but n_min = {knobs['n_min']}; add data or lower n_min")
 
-    analysis = analyse_scores(scores, knobs)
-    outputs, outcome = _outputs(analysis, knobs, source)
+    analysis = analyse_scores(scores, knobs, elementary=elementary)
+    outputs, outcome = _outputs(analysis, knobs, source, elementary)
     decisions = (rule, *_check_decisions(analysis, outcome))
     return StageOutput(outputs=outputs, decisions=decisions, captured=captured)
 
@@ -395,15 +433,22 @@ def render_sequential_diff(outputs: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-STAGE = StageType(
-    name="sequential.diff",
-    version="1.0.0",
-    input_knobs=("input", "reference", "candidate"),
-    run=run_sequential_diff,
-    summary="Sequential DIFFERENT/IDENTICAL/SAME/UNDECIDED decision on anytime-valid confidence sequences (seed 000).",
-    render_markdown=render_sequential_diff,
-    audit_checks=audit_sequential_diff,
-)
+SUMMARY = "Sequential DIFFERENT/IDENTICAL/SAME/UNDECIDED decision on anytime-valid confidence sequences (seed 000)."
 
-STAGES = (STAGE,)
-"""Every version of this stage type (one so far)."""
+
+def diff_stage(kernels: SequentialKernels) -> StageType:
+    """``sequential.diff`` at ``kernels.version``."""
+    return StageType(
+        name="sequential.diff",
+        version=kernels.version,
+        input_knobs=("input", "reference", "candidate"),
+        run=lambda ctx: run_sequential_diff(ctx, kernels),
+        summary=SUMMARY,
+        render_markdown=render_sequential_diff,
+        audit_checks=audit_sequential_diff,
+        changes=kernels.changes,
+    )
+
+
+STAGES = tuple(diff_stage(kernels) for kernels in KERNELS)
+STAGE = STAGES[-1]

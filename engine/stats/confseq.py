@@ -13,6 +13,10 @@ The p-value for H0: mean = m0 that goes with each method: for the bounded anytim
 betting e-process at m0 (``confseq_betting``; anytime-valid whatever CS is used for the decision);
 for ``asymptotic_cs`` the normal-mixture martingale (asymptotic); for the fixed-n methods their own
 fixed-n p-value (labelled as such).
+
+Both entry points take the elementary functions (exp, log, log1p, logaddexp) as the keyword argument
+``elementary`` (``engine.stats.libm``; default ``NUMPY_UFUNCS``) and hand it down to every method, so the
+caller (a stage version) fixes which functions all its numbers come from.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from .confseq_common import ConfidenceSequence, to_unit_interval
 from .confseq_eb import eb_cs
 from .confseq_fixed_n import eb_fixed_n, eb_fixed_n_p_value, t_fixed_n, t_fixed_n_p_value
 from .confseq_stitched import stitched_cs
+from .libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["METHODS", "BOUNDED_METHODS", "VALIDITY", "CSSettings", "PValuePath", "confidence_sequence",
            "null_p_value"]
@@ -66,26 +71,29 @@ class PValuePath:
 
 
 def confidence_sequence(scores: np.ndarray, method: str, alpha: float, low: float, high: float,
-                        settings: CSSettings = CSSettings()) -> ConfidenceSequence:
+                        settings: CSSettings = CSSettings(), *,
+                        elementary: ElementaryFunctions = NUMPY_UFUNCS) -> ConfidenceSequence:
     """The (1 - alpha) sequence of ``method`` for every prefix of ``scores`` (last axis = time)."""
     if method == "betting":
         return betting_cs(scores, alpha, low, high, grid_size=settings.grid_size, truncation=settings.truncation,
-                          theta=settings.theta)
+                          theta=settings.theta, elementary=elementary)
     if method == "eb_cs":
-        return eb_cs(scores, alpha, low, high, truncation=settings.truncation)
+        return eb_cs(scores, alpha, low, high, truncation=settings.truncation, elementary=elementary)
     if method == "stitched":
-        return stitched_cs(scores, alpha, low, high, m=settings.stitch_m, s=settings.stitch_s, eta=settings.stitch_eta)
+        return stitched_cs(scores, alpha, low, high, m=settings.stitch_m, s=settings.stitch_s, eta=settings.stitch_eta,
+                           elementary=elementary)
     if method == "asymptotic_cs":
-        return asymptotic_cs(scores, alpha, t_opt=settings.t_opt)
+        return asymptotic_cs(scores, alpha, t_opt=settings.t_opt, elementary=elementary)
     if method == "eb_fixed_n":
-        return eb_fixed_n(scores, alpha, low, high)
+        return eb_fixed_n(scores, alpha, low, high, elementary=elementary)
     if method == "t_fixed_n":
         return t_fixed_n(scores, alpha)
     raise ValueError(f"unknown method {method!r}; use one of {', '.join(METHODS)}")
 
 
 def null_p_value(scores: np.ndarray, method: str, m0: float, alpha: float, low: float, high: float,
-                 settings: CSSettings = CSSettings(), *, start: int = 1) -> PValuePath:
+                 settings: CSSettings = CSSettings(), *, start: int = 1,
+                 elementary: ElementaryFunctions = NUMPY_UFUNCS) -> PValuePath:
     """p-value path for H0: mean = m0 that goes with ``method`` (module docstring).
 
     ``start`` (asymptotic_cs only): the first t whose martingale value enters the running maximum.
@@ -97,13 +105,16 @@ def null_p_value(scores: np.ndarray, method: str, m0: float, alpha: float, low: 
             return PValuePath(np.zeros(x.shape), "anytime-valid (m0 outside the clip range)")
         unit = to_unit_interval(x, low, high)
         log_e = hedged_log_evalue(unit.y, (m0 - low) / (high - low), alpha, truncation=settings.truncation,
-                                  theta=settings.theta)
-        return PValuePath(anytime_p_value(log_e), "anytime-valid (hedged betting e-process)", log_e)
+                                  theta=settings.theta, elementary=elementary)
+        return PValuePath(anytime_p_value(log_e, elementary=elementary), "anytime-valid (hedged betting e-process)",
+                          log_e)
     if method == "asymptotic_cs":
-        return PValuePath(asymptotic_p_value(scores, m0, alpha, t_opt=settings.t_opt, start=start),
+        return PValuePath(asymptotic_p_value(scores, m0, alpha, t_opt=settings.t_opt, start=start,
+                                             elementary=elementary),
                           "asymptotic anytime-valid (normal mixture)")
     if method == "eb_fixed_n":
-        return PValuePath(eb_fixed_n_p_value(scores, m0, low, high), "fixed-n, not valid under optional stopping")
+        return PValuePath(eb_fixed_n_p_value(scores, m0, low, high, elementary=elementary),
+                          "fixed-n, not valid under optional stopping")
     if method == "t_fixed_n":
         return PValuePath(t_fixed_n_p_value(scores, m0), "fixed-n, not valid under optional stopping")
     raise ValueError(f"unknown method {method!r}; use one of {', '.join(METHODS)}")

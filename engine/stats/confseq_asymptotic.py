@@ -13,7 +13,8 @@ certificate labels it "asymptotic anytime-valid". No bound on the scores is assu
 
 The mixture martingale behind it, M_t = exp( rho^2 Z_t^2 / (2 (t rho^2 + 1)) ) / sqrt(t rho^2 + 1) with
 Z_t = t (mean_t - m0) / sigma_t, gives the (asymptotic) anytime p-value p_t = min(1, 1 / max_{s<=t} M_s)
-for H0: mean = m0, using the rho fixed above.
+for H0: mean = m0, using the rho fixed above. exp, ln and log1p come from the ``elementary`` record
+(``confseq_common`` module docstring).
 """
 
 from __future__ import annotations
@@ -21,19 +22,21 @@ from __future__ import annotations
 import numpy as np
 
 from .confseq_common import ConfidenceSequence, prefix_mean_variance, running_intersection, time_index
+from .libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["mixture_rho2", "asymptotic_cs", "asymptotic_p_value"]
 
 
-def mixture_rho2(alpha: float, t_opt: float) -> float:
+def mixture_rho2(alpha: float, t_opt: float, *, elementary: ElementaryFunctions = NUMPY_UFUNCS) -> float:
     """rho^2 that makes the normal-mixture boundary tightest at t = t_opt."""
     if not (0 < alpha < 1 and t_opt >= 1):
         raise ValueError(f"need 0 < alpha < 1 and t_opt >= 1 (got alpha={alpha}, t_opt={t_opt})")
-    log_term = np.log(1.0 / alpha)
-    return float((2.0 * log_term + np.log1p(2.0 * log_term)) / t_opt)
+    log_term = elementary.log(1.0 / alpha)
+    return float((2.0 * log_term + elementary.log1p(2.0 * log_term)) / t_opt)
 
 
-def asymptotic_cs(scores: np.ndarray, alpha: float, *, t_opt: float, intersect: bool = False) -> ConfidenceSequence:
+def asymptotic_cs(scores: np.ndarray, alpha: float, *, t_opt: float, intersect: bool = False,
+                  elementary: ElementaryFunctions = NUMPY_UFUNCS) -> ConfidenceSequence:
     """Asymptotic CS for the mean of raw (unclipped) scores, every prefix (module docstring).
 
     No running intersection by default: the plug-in sequence is unreliable at small t (e.g. a zero sample
@@ -41,10 +44,10 @@ def asymptotic_cs(scores: np.ndarray, alpha: float, *, t_opt: float, intersect: 
     """
     x = np.asarray(scores, dtype=np.float64)
     t = time_index(x.shape[-1])
-    rho2 = mixture_rho2(alpha, t_opt)
+    rho2 = mixture_rho2(alpha, t_opt, elementary=elementary)
     mean, var = prefix_mean_variance(x)
     growth = t * rho2 + 1.0
-    radius = np.sqrt(var) * np.sqrt(2.0 * growth / (t * t * rho2) * np.log(np.sqrt(growth) / alpha))
+    radius = np.sqrt(var) * np.sqrt(2.0 * growth / (t * t * rho2) * elementary.log(np.sqrt(growth) / alpha))
     radius[..., 0] = np.inf
     radius[var == 0.0] = np.inf          # equal scores so far: no variance estimate, no information
     lo, hi = mean - radius, mean + radius
@@ -58,7 +61,8 @@ def asymptotic_cs(scores: np.ndarray, alpha: float, *, t_opt: float, intersect: 
     )
 
 
-def asymptotic_p_value(scores: np.ndarray, m0: float, alpha: float, *, t_opt: float, start: int = 1) -> np.ndarray:
+def asymptotic_p_value(scores: np.ndarray, m0: float, alpha: float, *, t_opt: float, start: int = 1,
+                       elementary: ElementaryFunctions = NUMPY_UFUNCS) -> np.ndarray:
     """Anytime p-value path for H0: mean = m0 from the normal-mixture martingale (asymptotic).
 
     The running maximum starts at t = ``start`` (e.g. n_min): like the sequence, the plug-in martingale is
@@ -66,13 +70,13 @@ def asymptotic_p_value(scores: np.ndarray, m0: float, alpha: float, *, t_opt: fl
     """
     x = np.asarray(scores, dtype=np.float64)
     t = time_index(x.shape[-1])
-    rho2 = mixture_rho2(alpha, t_opt)
+    rho2 = mixture_rho2(alpha, t_opt, elementary=elementary)
     mean, var = prefix_mean_variance(x)
     growth = t * rho2 + 1.0
     gap = mean - m0
     with np.errstate(divide="ignore", invalid="ignore"):
         z2 = np.where((gap == 0.0) | (var == 0.0), 0.0, (t * gap) ** 2 / var)
-    log_m = rho2 * z2 / (2.0 * growth) - 0.5 * np.log(growth)
+    log_m = rho2 * z2 / (2.0 * growth) - 0.5 * elementary.log(growth)
     log_m[..., : max(start - 1, 1)] = 0.0
     log_m = np.where(np.isnan(log_m), 0.0, log_m)
-    return np.minimum(1.0, np.exp(-np.maximum.accumulate(log_m, axis=-1)))
+    return np.minimum(1.0, elementary.exp(-np.maximum.accumulate(log_m, axis=-1)))

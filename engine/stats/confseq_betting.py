@@ -24,6 +24,8 @@ path is identical to the full-grid computation. Memory is bounded by processing 
 
 The same martingale at m0 is an e-process; p_t = min(1, 1 / max_{s<=t} (theta K+_s(m0) + (1 - theta) K-_s(m0)))
 is an anytime-valid p-value for H0: mean = m0 (P(exists t: p_t <= a) <= a for every a).
+
+exp, log, log1p and logaddexp come from the ``elementary`` record (``confseq_common`` module docstring).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from .confseq_common import ConfidenceSequence, from_unit_interval, prpl_lambda, to_unit_interval
+from .libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["hedged_betting_unit", "betting_cs", "hedged_log_evalue", "anytime_p_value"]
 
@@ -48,7 +51,8 @@ def _check(alpha: float, truncation: float, theta: float) -> None:
 
 
 def hedged_betting_unit(y: np.ndarray, alpha: float, *, grid_size: int = 1000, truncation: float = 0.5,
-                        theta: float = 0.5, chunk_elements: int = _CHUNK_ELEMENTS) -> tuple[np.ndarray, np.ndarray]:
+                        theta: float = 0.5, chunk_elements: int = _CHUNK_ELEMENTS,
+                        elementary: ElementaryFunctions = NUMPY_UFUNCS) -> tuple[np.ndarray, np.ndarray]:
     """Hedged betting CS (lower, upper) in [0, 1] for every prefix of ``y`` (shape ``(..., n)``), with the
     running intersection (module docstring). ``grid_size`` G gives G + 1 candidate means j / G."""
     _check(alpha, truncation, theta)
@@ -66,13 +70,13 @@ def hedged_betting_unit(y: np.ndarray, alpha: float, *, grid_size: int = 1000, t
         cap_plus = truncation / grid              # c / m   (inf at m = 0)
         cap_minus = truncation / (1.0 - grid)     # c / (1 - m)   (inf at m = 1)
     cap_minus[g + 1:] = truncation
-    threshold_plus = np.log(1.0 / (theta * alpha))
-    threshold_minus = np.log(1.0 / ((1.0 - theta) * alpha))
+    threshold_plus = elementary.log(1.0 / (theta * alpha))
+    threshold_minus = elementary.log(1.0 / ((1.0 - theta) * alpha))
     y_time = np.ascontiguousarray(y2.T)           # (n, S): time on the slow axis for fast accumulation
-    lam_time = np.ascontiguousarray(prpl_lambda(y2, alpha).T)
+    lam_time = np.ascontiguousarray(prpl_lambda(y2, alpha, elementary=elementary).T)
     # every factor lies in [1 - min(c, lam), 1 + lam]: bound the chunk so its products stay in float range
     lam_ahead = np.maximum.accumulate(lam_time.max(axis=1)[::-1])[::-1]
-    log_step = np.maximum(-np.log1p(-np.minimum(truncation, lam_ahead)), np.log1p(lam_ahead))
+    log_step = np.maximum(-elementary.log1p(-np.minimum(truncation, lam_ahead)), elementary.log1p(lam_ahead))
     max_steps = np.maximum((_LOG_RANGE / log_step).astype(np.int64), 1)
     log_plus = np.zeros((streams, width))         # ln K+ so far, per stream and grid index
     log_minus = np.zeros((streams, width))        # ln K- so far
@@ -96,24 +100,24 @@ def hedged_betting_unit(y: np.ndarray, alpha: float, *, grid_size: int = 1000, t
         work *= excess
         work += 1.0
         np.cumprod(work, axis=0, out=work)
-        open_now = work < np.exp(threshold_plus - log_plus[rows, idx])
+        open_now = work < elementary.exp(threshold_plus - log_plus[rows, idx])
         open_now |= ~valid                                                  # outside the window: open
         first_now = np.where(open_now.any(axis=2), np.argmax(open_now, axis=2), w)
         a_path = np.maximum(first, first + np.maximum.accumulate(first_now, axis=0))
         with np.errstate(divide="ignore"):
-            log_plus[rows, idx] += np.log(work[-1])
+            log_plus[rows, idx] += elementary.log(work[-1])
 
         np.minimum(bet, cap_minus[idx], out=work)
         work *= excess
         np.subtract(1.0, work, out=work)
         np.cumprod(work, axis=0, out=work)
-        np.less(work, np.exp(threshold_minus - log_minus[rows, idx]), out=open_now)
+        np.less(work, elementary.exp(threshold_minus - log_minus[rows, idx]), out=open_now)
         open_now &= valid                                                   # outside the window: rejected
         reverse = open_now[:, :, ::-1]
         last_now = np.where(reverse.any(axis=2), w - 1 - np.argmax(reverse, axis=2), -1)
         b_path = np.minimum(last, first + np.minimum.accumulate(last_now, axis=0))
         with np.errstate(divide="ignore"):
-            log_minus[rows, idx] += np.log(work[-1])
+            log_minus[rows, idx] += elementary.log(work[-1])
         first_path[t0:t1] = a_path
         last_path[t0:t1] = b_path
         first, last = a_path[-1].copy(), b_path[-1].copy()
@@ -125,10 +129,12 @@ def hedged_betting_unit(y: np.ndarray, alpha: float, *, grid_size: int = 1000, t
 
 
 def betting_cs(scores: np.ndarray, alpha: float, low: float, high: float, *, grid_size: int = 1000,
-               truncation: float = 0.5, theta: float = 0.5) -> ConfidenceSequence:
+               truncation: float = 0.5, theta: float = 0.5,
+               elementary: ElementaryFunctions = NUMPY_UFUNCS) -> ConfidenceSequence:
     """Hedged betting confidence sequence for the mean of the scores clipped to [low, high] (score units)."""
     unit = to_unit_interval(scores, low, high)
-    lo, hi = hedged_betting_unit(unit.y, alpha, grid_size=grid_size, truncation=truncation, theta=theta)
+    lo, hi = hedged_betting_unit(unit.y, alpha, grid_size=grid_size, truncation=truncation, theta=theta,
+                                 elementary=elementary)
     return ConfidenceSequence(
         method="betting", alpha=alpha, lower=from_unit_interval(lo, low, high), upper=from_unit_interval(hi, low, high),
         validity="anytime-valid",
@@ -139,30 +145,30 @@ def betting_cs(scores: np.ndarray, alpha: float, low: float, high: float, *, gri
 
 
 def hedged_log_evalue(y: np.ndarray, m0: float, alpha: float, *, truncation: float = 0.5,
-                      theta: float = 0.5) -> np.ndarray:
+                      theta: float = 0.5, elementary: ElementaryFunctions = NUMPY_UFUNCS) -> np.ndarray:
     """ln(theta K+_t(m0) + (1 - theta) K-_t(m0)) for every prefix of ``y`` in [0, 1] (module docstring)."""
     _check(alpha, truncation, theta)
     if not 0.0 <= m0 <= 1.0:
         raise ValueError(f"the null mean must lie in [0, 1] after scaling (got {m0})")
     y = np.asarray(y, dtype=np.float64)
-    lam = prpl_lambda(y, alpha)
+    lam = prpl_lambda(y, alpha, elementary=elementary)
     cap_plus = truncation / m0 if m0 > 0 else np.inf
     cap_minus = truncation / (1.0 - m0) if m0 < 1 else np.inf
     excess = y - m0
     log_plus = np.minimum(lam, cap_plus)
     log_plus *= excess
-    np.log1p(log_plus, out=log_plus)
+    elementary.log1p(log_plus, out=log_plus)
     np.cumsum(log_plus, axis=-1, out=log_plus)
-    log_plus += np.log(theta)
+    log_plus += elementary.log(theta)
     log_minus = np.minimum(lam, cap_minus, out=lam)
     log_minus *= excess
     np.negative(log_minus, out=log_minus)
-    np.log1p(log_minus, out=log_minus)
+    elementary.log1p(log_minus, out=log_minus)
     np.cumsum(log_minus, axis=-1, out=log_minus)
-    log_minus += np.log(1.0 - theta)
-    return np.logaddexp(log_plus, log_minus, out=log_plus)
+    log_minus += elementary.log(1.0 - theta)
+    return elementary.logaddexp(log_plus, log_minus, out=log_plus)
 
 
-def anytime_p_value(log_evalue: np.ndarray) -> np.ndarray:
+def anytime_p_value(log_evalue: np.ndarray, *, elementary: ElementaryFunctions = NUMPY_UFUNCS) -> np.ndarray:
     """p_t = min(1, 1 / max_{s<=t} E_s) from a log e-process path (last axis is time)."""
-    return np.minimum(1.0, np.exp(-np.maximum.accumulate(log_evalue, axis=-1)))
+    return np.minimum(1.0, elementary.exp(-np.maximum.accumulate(log_evalue, axis=-1)))

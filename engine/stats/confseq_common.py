@@ -17,6 +17,13 @@ betting", JRSS-B, eqs. (25)-(26)); seed note shared/methods/sequential_differenc
 
 lambda_t uses data up to t-1 only (predictable), which is what makes the capital processes below
 martingales and the sequences valid at every stopping time.
+
+Elementary functions: every function here and in the method modules that evaluates exp, log, log1p or
+logaddexp takes them from its keyword argument ``elementary`` (an ``engine.stats.libm.ElementaryFunctions``
+record; default ``NUMPY_UFUNCS``, numpy's CPU-dispatched ufuncs), so a stage version fixes which functions
+its numbers come from (``sequential.diff`` 1.0.0: numpy's; 1.1.0: libm's, see ``engine.stats.libm``).
+The other operations (+, -, *, /, sqrt, cumulative sums and products, min/max) are correctly rounded or
+exact and need no such choice.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from .libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = [
     "ConfidenceSequence",
@@ -97,10 +106,10 @@ def time_index(n: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=8)
-def _bet_time_factor(n: int) -> np.ndarray:
-    """t ln(1 + t) for t = 1..n (cached, read-only)."""
+def _bet_time_factor(n: int, elementary: ElementaryFunctions = NUMPY_UFUNCS) -> np.ndarray:
+    """t ln(1 + t) for t = 1..n (cached per n and ``elementary``, read-only)."""
     t = time_index(n)
-    out = t * np.log1p(t)
+    out = t * elementary.log1p(t)
     out.flags.writeable = False
     return out
 
@@ -121,7 +130,8 @@ def regularised_means(y: np.ndarray) -> np.ndarray:
     return mu
 
 
-def prpl_parts(y: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+def prpl_parts(y: np.ndarray, alpha: float, *,
+               elementary: ElementaryFunctions = NUMPY_UFUNCS) -> tuple[np.ndarray, np.ndarray]:
     """(mu_{t-1}, untruncated bet lambda_t) for t = 1..n, sharing the prefix sums (module docstring)."""
     n = y.shape[-1]
     mu = regularised_means(y)
@@ -131,15 +141,15 @@ def prpl_parts(y: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     sigma2 += 0.25
     sigma2 /= time_index(n) + 1.0
     lam = _shift_in(0.25, sigma2)
-    lam *= _bet_time_factor(n)
-    np.divide(2.0 * np.log(2.0 / alpha), lam, out=lam)
+    lam *= _bet_time_factor(n, elementary)
+    np.divide(2.0 * elementary.log(2.0 / alpha), lam, out=lam)
     np.sqrt(lam, out=lam)
     return _shift_in(0.5, mu), lam
 
 
-def prpl_lambda(y: np.ndarray, alpha: float) -> np.ndarray:
+def prpl_lambda(y: np.ndarray, alpha: float, *, elementary: ElementaryFunctions = NUMPY_UFUNCS) -> np.ndarray:
     """Untruncated predictable plug-in bet sqrt(2 ln(2/alpha) / (sigma2_{t-1} t ln(1+t))), t = 1..n."""
-    return prpl_parts(y, alpha)[1]
+    return prpl_parts(y, alpha, elementary=elementary)[1]
 
 
 def prefix_mean(x: np.ndarray) -> np.ndarray:

@@ -12,7 +12,8 @@ conditional mean mu:
     C_t      = [centre_t - radius_t, centre_t + radius_t] ∩ [0, 1]
 
 P(mu not in C_t for some t >= 1) <= alpha (two-sided; each side is a Ville bound at alpha/2). Every
-quantity is a prefix sum, so the whole path costs O(n).
+quantity is a prefix sum, so the whole path costs O(n). ln and log1p come from the ``elementary`` record
+(``confseq_common`` module docstring).
 """
 
 from __future__ import annotations
@@ -21,24 +22,26 @@ import numpy as np
 
 from .confseq_common import (ConfidenceSequence, from_unit_interval, prpl_parts, running_intersection,
                              to_unit_interval)
+from .libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["prpl_eb_unit", "eb_cs"]
 
 
-def prpl_eb_unit(y: np.ndarray, alpha: float, truncation: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+def prpl_eb_unit(y: np.ndarray, alpha: float, truncation: float = 0.5, *,
+                 elementary: ElementaryFunctions = NUMPY_UFUNCS) -> tuple[np.ndarray, np.ndarray]:
     """PrPl-EB bounds (lower, upper) in [0, 1] for every prefix of ``y`` (shape ``(..., n)``)."""
     y = np.asarray(y, dtype=np.float64)
-    mu_prev, lam = prpl_parts(y, alpha)
+    mu_prev, lam = prpl_parts(y, alpha, elementary=elementary)
     np.minimum(lam, truncation, out=lam)
     psi = np.negative(lam)
-    np.log1p(psi, out=psi)
+    elementary.log1p(psi, out=psi)
     psi += lam
     np.negative(psi, out=psi)                               # psi = -ln(1 - lam) - lam
     mu_prev -= y
     mu_prev *= mu_prev                                      # w = (y - mu_{t-1})^2
     mu_prev *= psi
     radius = np.cumsum(mu_prev, axis=-1)
-    radius += np.log(2.0 / alpha)
+    radius += elementary.log(2.0 / alpha)
     sum_lam = np.cumsum(lam, axis=-1)
     lam *= y
     centre = np.cumsum(lam, axis=-1)
@@ -50,10 +53,10 @@ def prpl_eb_unit(y: np.ndarray, alpha: float, truncation: float = 0.5) -> tuple[
 
 
 def eb_cs(scores: np.ndarray, alpha: float, low: float, high: float, *, truncation: float = 0.5,
-          intersect: bool = True) -> ConfidenceSequence:
+          intersect: bool = True, elementary: ElementaryFunctions = NUMPY_UFUNCS) -> ConfidenceSequence:
     """PrPl-EB confidence sequence for the mean of the scores clipped to [low, high] (score units)."""
     unit = to_unit_interval(scores, low, high)
-    lo, hi = prpl_eb_unit(unit.y, alpha, truncation)
+    lo, hi = prpl_eb_unit(unit.y, alpha, truncation, elementary=elementary)
     if intersect:
         lo, hi = running_intersection(lo, hi)
     return ConfidenceSequence(

@@ -16,6 +16,10 @@ when scores are clipped: note §4 point 2).
 
 ``t_fixed_n``: mean_t ± t_{1 - alpha/2, t-1} · s_t / sqrt(t) on raw scores with the real Student-t
 quantile at the configured alpha (the seed's step table is always 99 %: note §1.3).
+
+``eb_fixed_n`` takes ln and exp from the ``elementary`` record (``confseq_common`` module docstring);
+``t_fixed_n`` uses scipy's Student-t functions (``stdtr``, ``stdtrit``, ``ndtri``: scipy's own compiled
+code, not numpy's CPU-dispatched loops) and only correctly rounded arithmetic besides.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import numpy as np
 from scipy import special
 
 from .confseq_common import ConfidenceSequence, prefix_mean_variance, time_index, to_unit_interval
+from .libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["student_t_quantile", "eb_fixed_n", "t_fixed_n", "eb_fixed_n_p_value", "t_fixed_n_p_value"]
 
@@ -64,10 +69,11 @@ def _eb_parts(scores: np.ndarray, low: float, high: float) -> tuple[np.ndarray, 
     return mean, var, time_index(unit.y.shape[-1])
 
 
-def eb_fixed_n(scores: np.ndarray, alpha: float, low: float, high: float) -> ConfidenceSequence:
+def eb_fixed_n(scores: np.ndarray, alpha: float, low: float, high: float, *,
+               elementary: ElementaryFunctions = NUMPY_UFUNCS) -> ConfidenceSequence:
     """The seed's fixed-n EB interval at every prefix (module docstring), in score units."""
     mean, var, t = _eb_parts(scores, low, high)
-    log_term = np.log(3.0 / alpha)
+    log_term = elementary.log(3.0 / alpha)
     h = np.sqrt(2.0 * var * log_term / t) + 3.0 * log_term / np.maximum(t - 1.0, 1.0)
     h[..., 0] = np.inf
     span = high - low
@@ -111,7 +117,8 @@ def t_fixed_n_p_value(scores: np.ndarray, m0: float) -> np.ndarray:
     return np.where(np.isnan(p), 1.0, p)
 
 
-def eb_fixed_n_p_value(scores: np.ndarray, m0: float, low: float, high: float) -> np.ndarray:
+def eb_fixed_n_p_value(scores: np.ndarray, m0: float, low: float, high: float, *,
+                       elementary: ElementaryFunctions = NUMPY_UFUNCS) -> np.ndarray:
     """Smallest alpha at which the seed's fixed-n EB interval excludes m0, at every prefix (1 at t = 1).
 
     Solves sqrt(2 v L / t) + 3 L / (t - 1) = |mean_y - y0| for s = sqrt(L) (a quadratic), alpha = 3 e^(-L).
@@ -122,6 +129,6 @@ def eb_fixed_n_p_value(scores: np.ndarray, m0: float, low: float, high: float) -
     a = 3.0 / np.maximum(t - 1.0, 1.0)
     b = np.sqrt(2.0 * np.nan_to_num(var) / t)
     s = (-b + np.sqrt(b * b + 4.0 * a * gap)) / (2.0 * a)
-    p = np.minimum(1.0, 3.0 * np.exp(-s * s))
+    p = np.minimum(1.0, 3.0 * elementary.exp(-s * s))
     p[..., 0] = 1.0
     return p
