@@ -6,18 +6,20 @@ usage (nothing recorded); 3 aborted by a profile rule (the attempt is recorded, 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from engine import CertaError, LedgerError, ProfileAbort, load_plan, run
+from engine import CertaError, LedgerError, ProfileAbort, load_plan
+from engine.interpreter import load_tables, run_plan
 from engine.audit import CANNOT_REPLAY, DIVERGED, REPRODUCED, ReplayResult, replay_all, replayable_runs
 from engine.audit import replay as replay_run
 from engine.audit import verify as verify_ledger
@@ -27,6 +29,7 @@ from engine.jsondiff import flatten, json_diff
 from engine.report import certificate_markdown, format_value
 from engine.stages import REGISTRY
 from ledger import DEFAULT_LEDGER_FILE, Ledger, merkle
+from ledger.store import sqlite_file
 from ledger.bundle import build_bundle, ledger_leaves_matching
 from ledger.checkpoint import PAYLOAD_TYPE as CHECKPOINT_TYPE
 from ledger.checkpoint import open_checkpoint, read_checkpoint_unverified, sign_checkpoint
@@ -70,6 +73,25 @@ def certa_command(func: Callable[..., int | None]) -> Callable[..., None]:
 
 def _open(ledger_url: str, *, create: bool = False) -> Ledger:
     return Ledger.open(ledger_url, create=create)
+
+
+@contextlib.contextmanager
+def _new_ledger_removed_unless_written(ledger_url: str) -> Iterator[Ledger]:
+    """Open (creating if needed) the ledger for a run; a SQLite file this run created is removed again when
+    the run records nothing (an input or stage error found while running): a refused run leaves no file."""
+    path = sqlite_file(ledger_url)
+    created = path is not None and not path.exists()
+    ledger = Ledger.open(ledger_url, create=True)
+    try:
+        yield ledger
+    except CertaError:
+        if created and ledger.entry_count() == 0:
+            ledger.close()
+            for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")):
+                leftover.unlink(missing_ok=True)
+        raise
+    finally:
+        ledger.close()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -138,13 +160,14 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
       certa run spec.yaml --input subject=/data/eval/subject.csv --json
     """
     overrides = _parse_input_overrides(input_overrides)
-    load_plan(spec)  # validate before opening (and perhaps creating) the ledger
+    plan = load_plan(spec)  # the spec and its inputs are checked before the ledger is opened (or created)
+    tables = load_tables(plan, input_paths=overrides)
     notify = None if as_json else (lambda message: click.echo(message, err=True))
     if no_record:
-        result = run(spec, input_paths=overrides, notify=notify)
+        result = run_plan(plan, tables, notify=notify)
     else:
-        with _open(ledger_url, create=True) as ledger:
-            result = run(spec, ledger=ledger, input_paths=overrides, notify=notify)
+        with _new_ledger_removed_unless_written(ledger_url) as ledger:
+            result = run_plan(plan, tables, ledger=ledger, notify=notify)
     if output is not None:
         output.write_text(json.dumps(result.certificate, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if as_json:
@@ -189,12 +212,19 @@ def _summary(certificate: Mapping[str, Any]) -> str:
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="An Ed25519 public key (PEM) that must have signed --checkpoint; repeat it to require "
                    "several signers.")
+@click.option("--require-approval", "approval_key_files", multiple=True, metavar="PUBKEY",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="An Ed25519 public key (PEM): every completed PASS run (or RUN_ID only) must have a valid "
+                   "'approved' review signed by it, not followed by a 'rejected' one by the same key; "
+                   "repeat it to require several approvers.")
 @certa_command
 def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | None,
-           public_key_files: tuple[Path, ...], as_json: bool, ledger_url: str) -> int:
-    """Re-check the ledger: hash chain, certificates, stored inputs, method identities.
+           public_key_files: tuple[Path, ...], approval_key_files: tuple[Path, ...], as_json: bool,
+           ledger_url: str) -> int:
+    """Re-check the ledger: hash chain, certificates, stored inputs, method identities, signed reviews.
 
-    Exit 0 intact, 1 tampered (the first broken entry is named, or the checkpoint signature fails).
+    Exit 0 intact, 1 tampered (the first broken entry is named, or the checkpoint signature fails) or, with
+    --require-approval, a PASS run lacks an approval signed by a required key (the runs are named).
 
     \b
     Examples:
@@ -202,7 +232,10 @@ def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | 
       certa verify 3f2a9c01 --json
       certa verify --expect-head 1042:9b1f...e0
       certa verify --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub
+      certa verify --require-approval audit/alice.pub
     """
+    from engine.reviews import ledger_reviews, unapproved_runs
+
     head = None
     if expect_head and checkpoint_file:
         raise click.UsageError("give either --expect-head or --checkpoint, not both")
@@ -217,15 +250,30 @@ def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | 
     if checkpoint_file is not None:
         signed = open_checkpoint(checkpoint_file.read_bytes(), _public_keys(public_key_files))
         head, root = (signed.seq, signed.entry_hash), signed.root_hash
+    approvers = _public_keys(approval_key_files)
     with _open(ledger_url) as ledger:
-        report = verify_ledger(ledger, run_id=run_id, expect_head=head, expect_root=root,
+        full = ledger.resolve_run_id(run_id) if run_id else None
+        report = verify_ledger(ledger, run_id=full, expect_head=head, expect_root=root,
                                notify=None if as_json else (lambda message: click.echo(message, err=True)))
+        reviews = ledger_reviews(ledger, run_id=full)
+        runs_checked, missing = unapproved_runs(ledger, approvers, run_id=full) if approvers else (0, [])
+    approved = not missing
     if as_json:
-        _emit_json({"ok": report.intact, "intact": report.intact, "entries_checked": report.entries_checked,
+        _emit_json({"ok": report.intact and approved, "intact": report.intact,
+                    "entries_checked": report.entries_checked,
                     "certificates_checked": report.certificates_checked, "blobs_checked": report.blobs_checked,
                     "head": f"{report.head[0]}:{report.head[1]}",
                     "problems": [{"where": p.where, "message": p.message, "seq": p.seq, "run_id": p.run_id}
-                                 for p in report.problems]})
+                                 for p in report.problems],
+                    "reviews": [{"seq": r.seq, "run_id": rid, "recorded_at": r.recorded_at, "reviewer": r.reviewer,
+                                 "decision": r.decision, "note": r.note, "signed": r.signed,
+                                 "signature_valid": r.signature_valid, "key_ids": list(r.key_ids),
+                                 "problem": r.problem} for rid, r in reviews],
+                    "approval": None if not approvers else {
+                        "approved": approved, "required_key_ids": [key_id(k) for k in approvers],
+                        "runs_checked": runs_checked,
+                        "missing": [{"run_id": m.run_id, "name": m.name, "key_id": m.key_id, "reason": m.reason}
+                                    for m in missing]}})
     elif report.intact:
         click.echo(f"intact: {report.entries_checked} entries, {report.certificates_checked} certificate(s), "
                    f"{report.blobs_checked} stored input(s) checked; head {report.head[0]}:{report.head[1]}")
@@ -236,7 +284,23 @@ def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | 
             click.echo(f"  also: {problem.where}: {problem.message}")
         if len(report.problems) > 20:
             click.echo(f"  ... and {len(report.problems) - 20} more")
-    return EXIT_OK if report.intact else EXIT_FAIL
+    if not as_json and reviews:
+        signed = [r for _, r in reviews if r.signed]
+        failing = sum(1 for r in signed if not r.signature_valid)
+        click.echo(f"reviews: {len(reviews)} ({len(signed)} signed, "
+                   f"{'all verify' if not failing else f'{failing} do not verify'}; "
+                   f"{len(reviews) - len(signed)} unsigned){'; the newest 20:' if len(reviews) > 20 else ''}")
+        for rid, r in reviews[-20:]:
+            status = ("unsigned" if not r.signed else
+                      f"signed by {', '.join(k[:16] + '…' for k in r.key_ids)}: "
+                      + ("verifies" if r.signature_valid else "DOES NOT VERIFY"))
+            click.echo(f"  entry {r.seq}: {r.reviewer} {r.decision} run {rid} ({status})")
+    if not as_json and approvers:
+        if approved:
+            click.echo(f"approved: {runs_checked} PASS run(s), each approved by all {len(approvers)} required key(s)")
+        for gap in missing:
+            click.echo(f"NOT APPROVED: run {gap.run_id} ({gap.name}) by key {gap.key_id[:16]}…: {gap.reason}")
+    return EXIT_OK if report.intact and approved else EXIT_FAIL
 
 
 @main.command()
@@ -741,27 +805,184 @@ def _write_new_file(path: Path, data: bytes, *, mode: int) -> None:
         handle.write(data)
 
 
+@main.command("batch")
+@click.argument("specs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--scheduler", metavar="tcp://HOST:PORT", help="An existing Dask scheduler; without it a LocalCluster "
+              "is started on this machine.")
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Worker processes of the LocalCluster (ignored with --scheduler).")
+@click.option("--batch-id", metavar="NAME", help="Name of the batch (part of every run id); default: derived from "
+              "the specs and inputs, so re-running the same command resumes.")
+@click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Dask retries of a run whose worker failed.")
+@certa_command
+def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, batch_id: str | None, retries: int,
+                  as_json: bool, ledger_url: str) -> int:
+    """Run many specs on Dask workers and record each in the ledger as it completes.
+
+    A folder means every *.yaml spec below it, sorted. Each run is computed on a worker from the bytes
+    the client read and hashed; the client seals and records (the only ledger writer). Runs already
+    recorded by the same batch are skipped ("already recorded"), so re-running resumes. Exit code: the
+    worst of the batch, 2 (invalid spec/input or error, not recorded) > 3 (aborted, recorded) > 1 (FAIL)
+    > 0 (PASS). See docs/batch.md.
+
+    \b
+    Examples:
+      certa batch specs/
+      certa batch specs/ --scheduler tcp://10.0.0.5:8786 --ledger postgresql+psycopg://certa@db/certa
+      certa batch shards/ merge.yaml --batch-id bakeoff-2026-11 --json
+    """
+    from engine.batch import run_batch  # imports Dask only on this path
+
+    notify = lambda message: click.echo(message, err=True)  # noqa: E731 - progress on stderr
+    with _open(ledger_url, create=True) as ledger:
+        report = run_batch(specs, ledger=ledger, scheduler=scheduler, workers=workers, batch_id=batch_id,
+                           retries=retries, notify=None if as_json else notify)
+    if as_json:
+        _emit_json({"ok": report.exit_code in (0, 1), "batch_id": report.batch_id, "exit_code": report.exit_code,
+                    "seconds": round(report.seconds, 3), "runs": [row.as_json() for row in report.rows]})
+    else:
+        width = max(len(row.spec) for row in report.rows)
+        click.echo(f"batch {report.batch_id}: {len(report.rows)} spec(s) in {report.seconds:.1f} s")
+        for row in report.rows:
+            outcome = row.verdict or row.status.upper()
+            note = f"  {row.error}" if row.error else ("  already recorded" if row.status == "already recorded" else "")
+            click.echo(f"  {row.spec:<{width}}  {row.run_id or '-':<32}  {outcome:<7}{note}")
+    return report.exit_code
+
+
+@main.command()
+@click.argument("run_id")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="HTML file to write (one self-contained page: inline CSS and SVG plots, nothing fetched).")
+@click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists (by default it is never overwritten).")
+@certa_command
+def report(run_id: str, output: Path, force: bool, as_json: bool, ledger_url: str) -> int:
+    """Write a run's report as one self-contained HTML page for reviewers: the verdict, the gates, each
+    stage's decision plotted with its numbers, identity and hashes, the verification status (chain and
+    newest replay, as of now) and every review. The same ledger gives the same bytes; it prints to PDF.
+
+    \b
+    Example:
+      certa report 3f2a9c01 -o run.html
+    """
+    import hashlib
+
+    try:
+        from engine.html import gather_report, render_report  # matplotlib and Jinja2: only for this command
+    except ImportError as error:
+        raise CertaError(f"'certa report' needs the report extra ({error.name} is missing): "
+                         "python3 -m pip install 'certa[report]'") from None
+
+    if output.exists() and not force:
+        raise CertaError(f"{output} exists; pass --force to overwrite it")
+    with _open(ledger_url) as ledger:
+        data = gather_report(ledger, run_id)
+    body = render_report(data).encode("utf-8")
+    temporary = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    temporary.write_bytes(body)
+    os.replace(temporary, output)
+    digest = hashlib.sha256(body).hexdigest()
+    if as_json:
+        _emit_json({"ok": True, "file": str(output), "sha256": digest, "run_id": data.run_id})
+    else:
+        click.echo(f"wrote {output} ({data.name}: {data.verdict}; sha256 {digest})")
+    return EXIT_OK
+
+
+@main.command()
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder of the site (created if needed). Re-running updates only the pages whose inputs changed.")
+@click.option("--checkpoint", "checkpoint_files", multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A signed checkpoint ('certa checkpoint') to show on the chain page with whether it matches this "
+                   "ledger; repeatable.")
+@click.option("--public-key", "public_key_files", multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="An Ed25519 public key (PEM) that must have signed each --checkpoint; repeatable.")
+@click.option("--jobs", type=click.IntRange(min=1), default=os.cpu_count() or 1, show_default="CPU count",
+              help="Processes rendering run pages (the plots dominate the time).")
+@certa_command
+def site(out_dir: Path, checkpoint_files: tuple[Path, ...], public_key_files: tuple[Path, ...], jobs: int,
+         as_json: bool, ledger_url: str) -> int:
+    """Write a static site of the whole ledger that opens from file:// with no server: an index of runs
+    (sortable, filterable), each run's report, the changes between consecutive runs of a spec, and the
+    chain head with each signed checkpoint. The ledger is verified once; a re-run rewrites only the pages
+    whose inputs changed (DIR/.certa-site.json) and never touches files certa did not write.
+
+    \b
+    Example:
+      certa site -o audit-site --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub
+    """
+    try:
+        from engine.html.site import build_site  # matplotlib and Jinja2: only for this command
+    except ImportError as error:
+        raise CertaError(f"'certa site' needs the report extra ({error.name} is missing): "
+                         "python3 -m pip install 'certa[report]'") from None
+    from engine.interpreter import throttled_progress
+
+    def notify(line: str) -> None:
+        click.echo(line, err=True)
+
+    report_pages = throttled_progress(notify, "site: ")
+
+    def progress(done: int, total: int) -> None:
+        report_pages(done, total, "pages")
+
+    with _open(ledger_url) as ledger:
+        result = build_site(ledger, out_dir, checkpoints=checkpoint_files, public_keys=_public_keys(public_key_files),
+                            jobs=jobs, progress=progress, notify=notify)
+    if as_json:
+        _emit_json({"ok": True, "dir": result.directory, "pages_written": result.pages_written,
+                    "pages_unchanged": result.pages_unchanged})
+    else:
+        click.echo(f"wrote {result.pages_written} page(s), {result.pages_unchanged} unchanged, in {result.directory} "
+                   f"({result.runs} runs; chain {'intact' if result.intact else 'BROKEN'}); open "
+                   f"{(result.directory and Path(result.directory) / 'index.html')}")
+    return EXIT_OK
+
+
 @main.command()
 @click.argument("run_id")
 @click.option("--by", "reviewer", required=True, help="Who reviews (name or e-mail).")
 @click.option("--decision", type=click.Choice(["approved", "rejected", "comment"]), required=True,
               help="The review decision.")
 @click.option("--note", default="", help="Free-text comment.")
+@click.option("--key", "key_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Sign the review with this Ed25519 private key (PEM) from 'certa keygen'; repeat it to sign with "
+                   "several keys. An encrypted key is opened with the passphrase in CERTA_KEY_PASSPHRASE. Without "
+                   "--key the review is recorded unsigned.")
 @certa_command
-def review(run_id: str, reviewer: str, decision: str, note: str, as_json: bool, ledger_url: str) -> int:
+def review(run_id: str, reviewer: str, decision: str, note: str, key_files: tuple[Path, ...], as_json: bool,
+           ledger_url: str) -> int:
     """Append a review of a run to the ledger (runs are never edited; reviews are added).
 
+    With --key the review is signed (DSSE, Ed25519) over the run's certificate digests and the reviewer,
+    decision and note; 'certa verify' checks every signature, and 'certa verify --require-approval KEY'
+    requires an approval signed by KEY for every PASS run.
+
     \b
-    Example:
+    Examples:
       certa review 3f2a9c01 --by alice@example.org --decision approved --note "matches the model card"
+      certa review 3f2a9c01 --by alice@example.org --decision approved --key ~/.certa/alice.key
     """
+    from engine.reviews import review_payload
+
+    private_keys = _private_keys(key_files)
     with _open(ledger_url) as ledger:
         full = ledger.resolve_run_id(run_id)
-        seq = ledger.record_note(full, "review", {"reviewer": reviewer, "decision": decision, "note": note})
+        certificate = ledger.certificate(full) if ledger.run(full).status == "completed" else None
+        payload = review_payload(reviewer=reviewer, decision=decision, note=note, certificate=certificate,
+                                 private_keys=private_keys)
+        seq = ledger.record_note(full, "review", payload)
+    key_ids = [sig["keyid"] for sig in payload.get("signature", {}).get("signatures", [])]
     if as_json:
-        _emit_json({"ok": True, "run_id": full, "entry": seq})
+        _emit_json({"ok": True, "run_id": full, "entry": seq, "seq": seq, "signed": bool(key_ids),
+                    "key_ids": key_ids, "certificate": payload.get("certificate")})
+    elif key_ids:
+        click.echo(f"recorded review of {full} as entry {seq}, signed by key(s) {', '.join(key_ids)}")
     else:
-        click.echo(f"recorded review of {full} as entry {seq}")
+        click.echo(f"recorded review of {full} as entry {seq} (unsigned)")
     return EXIT_OK
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -26,6 +26,7 @@ from .certificate import (ENVIRONMENT_KEYS, certificate_problems, computing_plat
 from .errors import CertaError, LedgerError, LedgerIntegrityError
 from .interpreter import AbortedExecution, Notify, execute, load_tables, throttled_progress
 from .jsondiff import FieldChange, json_diff
+from .reviews import review_problems
 from .spec import load_plan
 from .stages import REGISTRY
 from .tables import Table, parse_table
@@ -58,8 +59,13 @@ def check_certificate(certificate: Mapping[str, Any]) -> list[str]:
 
 
 def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int, str] | None = None,
-           expect_root: str | None = None, notify: Notify | None = None) -> VerifyReport:
-    """Verify the whole ledger (see module docstring); ``notify`` gets progress lines about once a second."""
+           expect_root: str | None = None, notify: Notify | None = None, check_reviews: bool = True) -> VerifyReport:
+    """Verify the whole ledger (see module docstring); ``notify`` gets progress lines about once a second.
+
+    With ``check_reviews`` (the default) every signed review (of ``run_id`` only, if given) is checked too
+    (``engine.reviews.check_review``): a signature that does not verify, or a signed statement that is not
+    its entry's or its run's certificate's, is a problem at that review's entry. Unsigned reviews pass.
+    """
     full = ledger.resolve_run_id(run_id) if run_id else None
     progress = None
     if notify is not None:
@@ -67,8 +73,13 @@ def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int,
 
         def progress(done: int, total: int) -> None:
             report(done, total, "entries")
-    return verify_ledger(ledger, check_certificate=check_certificate, expect_head=expect_head,
-                         expect_root=expect_root, run_id=full, progress=progress)
+    verified = verify_ledger(ledger, check_certificate=check_certificate, expect_head=expect_head,
+                             expect_root=expect_root, run_id=full, progress=progress)
+    if not check_reviews:
+        return verified
+    problems = [*verified.problems, *review_problems(ledger, run_id=full)]
+    problems.sort(key=lambda p: (p.seq is None, p.seq or 0))
+    return replace(verified, problems=tuple(problems))
 
 
 def verify_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519PublicKey]) -> BundleReport:

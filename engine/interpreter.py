@@ -26,7 +26,7 @@ from .stages import REGISTRY, Decision, StageContext
 from .stages.base import LedgerReader, Progress
 from .tables import Table, format_for_path, parse_table, table_from_columns
 
-__all__ = ["run", "execute", "load_tables", "new_run_id", "RunResult", "Execution", "StageDecision", "AbortedExecution"]
+__all__ = ["run", "run_plan", "execute", "load_tables", "new_run_id", "RunResult", "Execution", "StageDecision", "AbortedExecution"]
 
 if TYPE_CHECKING:
     from ledger import Ledger
@@ -223,7 +223,13 @@ def run(spec: str | Path | Mapping[str, Any], *, inputs: Mapping[str, Columns | 
         result.verdict, result.certificate["content_sha256"]
     """
     plan = load_plan(spec)
-    tables = load_tables(plan, inputs=inputs, input_paths=input_paths)
+    return run_plan(plan, load_tables(plan, inputs=inputs, input_paths=input_paths), ledger=ledger, notify=notify)
+
+
+def run_plan(plan: Plan, tables: Mapping[str, Table], *, ledger: Ledger | None = None,
+             notify: Notify | None = None) -> RunResult:
+    """``run`` after the spec is validated and the inputs are loaded (``load_plan``, ``load_tables``): the
+    command line does those two first, so a bad spec or input never opens, let alone creates, a ledger."""
     if ledger is not None:
         ledger.require_writable()  # an old-schema ledger is refused before the work, not after it
     run_id = new_run_id()

@@ -106,10 +106,27 @@ MAX_SPEC_BYTES = 1_000_000
 """A run spec is a short document; anything larger is refused before parsing."""
 
 
-def _refuse_aliases(text: str, source: str) -> None:
-    """YAML anchors and aliases are refused: a spec says each value where it applies, and an alias bomb
-    (a few lines expanding to billions of nodes) cannot reach the canonical-JSON hashing."""
+MAX_SPEC_DEPTH = 64
+"""Nesting levels a spec may use (the deepest real spec uses about 8): deeper YAML is refused before it is
+composed, so a few kilobytes of ``[[[[...]]]]`` cannot exhaust the recursion of the YAML composer, the
+schema validator or the canonical-JSON hashing."""
+
+
+def _check_events(text: str, source: str) -> None:
+    """One pass over the YAML events, before anything is built: anchors and aliases are refused (a spec says
+    each value where it applies, and an alias bomb, a few lines expanding to billions of nodes, cannot
+    reach the canonical-JSON hashing), and so is nesting deeper than ``MAX_SPEC_DEPTH``."""
+    depth = 0
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_SPEC_DEPTH:
+                mark = event.start_mark
+                raise SpecError(f"the spec nests mappings and lists more than {MAX_SPEC_DEPTH} levels deep; a run "
+                                "spec is a short, flat document", file=source, line=mark.line + 1,
+                                column=mark.column + 1)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             mark = event.start_mark
             raise SpecError("YAML anchors and aliases (&name, *name) are not allowed in a run spec; "
@@ -122,7 +139,7 @@ def _parse_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
         raise SpecError(f"the spec is larger than {MAX_SPEC_BYTES} bytes; a run spec names its data files "
                         "under inputs: instead of holding data", file=source)
     try:
-        _refuse_aliases(text, source)
+        _check_events(text, source)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
@@ -130,8 +147,14 @@ def _parse_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
         raise SpecError(f"not valid YAML: {exc.problem}", file=source,
                         line=mark.line + 1 if mark else None,
                         column=mark.column + 1 if mark else None) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, most control characters)
+        line = text[:exc.position].count("\n") + 1
+        raise SpecError(f"not valid YAML: character {exc.character!r} is not allowed in a spec", file=source,
+                        line=line) from None
     except yaml.YAMLError as exc:
-        raise SpecError(f"not valid YAML: {exc}", file=source) from None
+        raise SpecError(f"not valid YAML: {' '.join(str(exc).split())}", file=source) from None
+    except (ValueError, OverflowError) as exc:  # a scalar YAML cannot convert, e.g. an integer of 5,000 digits
+        raise SpecError(f"a value cannot be read: {exc}", file=source) from None
     return data, node
 
 
@@ -249,12 +272,26 @@ def _read_source(spec: str | Path | Mapping[str, Any]) -> tuple[Any, yaml.Node |
             raw = path.read_bytes()
         except OSError as exc:
             raise SpecError(f"cannot read spec file: {exc.strerror}", file=str(path)) from None
-        text = raw.decode("utf-8", errors="strict")
+        text = _decode(raw, str(path))
         data, node = _parse_yaml(text, str(path))
         return data, node, str(path), raw, path.resolve().parent
     text = str(spec)
     data, node = _parse_yaml(text, "<text>")
     return data, node, "<text>", text.encode("utf-8"), None
+
+
+def _decode(raw: bytes, source: str) -> str:
+    """The spec's text: a spec file is UTF-8."""
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(f"the spec is larger than {MAX_SPEC_BYTES} bytes; a run spec names its data files "
+                        "under inputs: instead of holding data", file=source)
+    try:
+        text = raw.decode("utf-8", errors="strict")
+    except UnicodeDecodeError as error:
+        line = raw[:error.start].count(b"\n") + 1
+        raise SpecError(f"not UTF-8 text: byte 0x{raw[error.start]:02x} at offset {error.start} cannot be "
+                        "decoded; save the spec as UTF-8", file=source, line=line) from None
+    return text
 
 
 def _resolve_input_path(name: str, raw_path: str, base_dir: Path | None, source: str,
@@ -311,8 +348,9 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
         except UnknownStage as error:
             raise fail(str(error), ["stages", i, "use"]) from None
         knob_schema = load_schema(stage_type.schema_file)
-        _validate(stage["with"], knob_schema, node=node, source=source, prefix=["stages", i, "with"])
-        knobs = fill_defaults(stage["with"], knob_schema)
+        given = stage.get("with", {})  # "with:" may be omitted: the stage type's defaults apply
+        _validate(given, knob_schema, node=node, source=source, prefix=["stages", i, "with"])
+        knobs = fill_defaults(given, knob_schema)
         for knob in stage_type.input_knobs:
             named = knobs.get(knob, [])
             for j, name in enumerate([named] if isinstance(named, str) else named):

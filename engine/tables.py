@@ -1,12 +1,19 @@
-"""Input tables: CSV and JSON Lines files, or in-memory columns, loaded into one ``Table`` type.
+"""Input tables: CSV, JSON Lines and Parquet files, or in-memory columns, loaded into one ``Table`` type.
 
-A table is content-addressed by the SHA-256 of its bytes. In-memory tables (``engine.run(inputs=...)``)
+A table is content-addressed by the SHA-256 of its bytes (for every format the raw file bytes, which the
+ledger stores, so a replay needs nothing outside it). In-memory tables (``engine.run(inputs=...)``)
 are first written to canonical CSV (header in the given column order, floats as their shortest
 round-trip ``repr``) and then parsed by the same reader as a file, so a run from memory, a run from the
 written file and a replay from the ledger's stored copy see byte-identical data.
 
-Cells are kept as text; stages ask for typed columns (``numeric``, ``text``) and get an ``InputError``
-naming the table, column and row when a cell does not fit.
+Cells are kept as text (Parquet numbers as numbers); stages ask for typed columns (``numeric``, ``text``)
+and get an ``InputError`` naming the table, column and row when a cell does not fit.
+
+Parsing goes through Apache Arrow (``engine.table_formats``, imported on first use) where it is proven to
+give the same cells and the same float64 bits as the Python code that parsed every table before it:
+CSV files outside that proven subset (quoted cells, NUL bytes, invalid UTF-8, ragged rows, ...) and JSON
+Lines are parsed by that Python code, and every error message is still written by it. Numbers are
+converted vectorised (``table_formats.decimal``), equal bit for bit to Python's ``float()``.
 """
 
 from __future__ import annotations
@@ -25,9 +32,86 @@ import numpy as np
 from .canonical import sha256_hex
 from .errors import InputError
 
-__all__ = ["Table", "parse_table", "table_from_columns", "columns_to_csv_bytes"]
+__all__ = ["Table", "Columns", "parse_table", "table_from_columns", "columns_to_csv_bytes"]
 
-FORMATS = ("csv", "jsonl")
+FORMATS = ("csv", "jsonl", "parquet")
+
+
+class _Column:
+    """One column: its cells as Python strings (object array) on first use, and its float64 values.
+
+    Backed by an object array of strings (the Python readers), an Arrow string array (Arrow CSV, Parquet
+    text) or Parquet numbers (``float64`` values, null mask and the Arrow array).
+    """
+
+    __slots__ = ("_cells", "_arrow", "_numbers", "_kind", "_length")
+
+    def __init__(self, *, cells: np.ndarray | None = None, arrow: Any = None,
+                 numbers: tuple[np.ndarray, np.ndarray, Any] | None = None, kind: str = "text") -> None:
+        self._cells, self._arrow, self._numbers, self._kind = cells, arrow, numbers, kind
+        self._length = len(cells) if cells is not None else len(arrow) if arrow is not None else len(numbers[0])
+
+    def __len__(self) -> int:
+        return self._length
+
+    def cells(self) -> np.ndarray:
+        if self._cells is None:
+            if self._numbers is not None:
+                values, nulls, arr = self._numbers
+                as_text = repr if self._kind == "float" else str
+                python = arr.to_pylist() if self._kind == "int" else values.tolist()
+                self._cells = _cells(["" if null else as_text(v) for v, null in zip(python, nulls.tolist())])
+            else:
+                self._cells = self._arrow.to_numpy(zero_copy_only=False)
+        return self._cells
+
+    def cell(self, row: int) -> str:
+        if self._cells is None and self._arrow is not None:
+            return self._arrow[row].as_py()
+        return self.cells()[row]
+
+    def float64(self) -> tuple[np.ndarray, int | None]:
+        """``(values, first row that is not a number or None)``."""
+        if self._numbers is not None:
+            return self._numbers[0].copy(), None
+        if self._length == 0:
+            return np.empty(0, dtype=np.float64), None
+        import pyarrow as pa
+
+        from .table_formats.decimal import strings_to_float64
+        arrow = self._arrow if self._arrow is not None else pa.array(self._cells, type=pa.string())
+        return strings_to_float64(arrow)
+
+
+class Columns(Mapping[str, np.ndarray]):
+    """A table's columns by name, in file order; each value is an object array of Python strings, built on
+    first access (Arrow-read columns stay in Arrow memory until a stage asks for their text)."""
+
+    def __init__(self, columns: Mapping[str, _Column]) -> None:
+        self._columns = dict(columns)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._columns[name].cells()
+
+    def __iter__(self):
+        return iter(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._columns
+
+    def column(self, name: str) -> _Column:
+        return self._columns[name]
+
+    @property
+    def n_rows(self) -> int:
+        return len(next(iter(self._columns.values()))) if self._columns else 0
+
+
+def _as_columns(cells: Mapping[str, np.ndarray]) -> Columns:
+    return Columns({k: _Column(cells=v) for k, v in cells.items()})
 
 
 @dataclass(frozen=True)
@@ -42,6 +126,8 @@ class Table:
 
     @property
     def n_rows(self) -> int:
+        if isinstance(self.columns, Columns):
+            return self.columns.n_rows
         return len(next(iter(self.columns.values()))) if self.columns else 0
 
     def has(self, column: str) -> bool:
@@ -55,6 +141,13 @@ class Table:
             )
         return self.columns[column]
 
+    def _column(self, column: str) -> _Column:
+        if column not in self.columns:
+            self._require(column)
+        if isinstance(self.columns, Columns):
+            return self.columns.column(column)
+        return _Column(cells=self.columns[column])
+
     def text(self, column: str) -> np.ndarray:
         """The column as an array of Python strings (object dtype)."""
         return self._require(column)
@@ -63,33 +156,23 @@ class Table:
         """The column as float64. Empty cells are NaN if ``allow_missing``, else an ``InputError``.
 
         Explicit non-finite values ('nan', 'inf') are an ``InputError`` unless ``allow_missing``.
+        Values are bit for bit Python's ``float()`` of each cell (see ``table_formats.decimal``).
         """
-        cells = self._require(column)
-        filled = np.where(cells == "", "nan", cells)
-        try:
-            values = filled.astype(np.float64)
-        except ValueError:
-            bad = next(i for i, c in enumerate(cells.tolist()) if not _is_float(c))
+        source = self._column(column)
+        values, bad = source.float64()
+        if bad is not None:
             raise InputError(
-                f"input '{self.name}', column '{column}', row {bad + 1}: {cells[bad]!r} is not a number"
-            ) from None
+                f"input '{self.name}', column '{column}', row {bad + 1}: {source.cell(bad)!r} is not a number"
+            )
         if not allow_missing:
             bad_rows = np.flatnonzero(~np.isfinite(values))
             if bad_rows.size:
                 row = int(bad_rows[0])
                 raise InputError(
-                    f"input '{self.name}', column '{column}', row {row + 1}: value {cells[row]!r} is missing or "
-                    f"not finite ({bad_rows.size} such row(s)); clean the data or drop those rows"
+                    f"input '{self.name}', column '{column}', row {row + 1}: value {source.cell(row)!r} is "
+                    f"missing or not finite ({bad_rows.size} such row(s)); clean the data or drop those rows"
                 )
         return values
-
-
-def _is_float(cell: str) -> bool:
-    try:
-        float(cell or "nan")
-    except ValueError:
-        return False
-    return True
 
 
 def _cells(values: list[Any]) -> np.ndarray:
@@ -98,7 +181,8 @@ def _cells(values: list[Any]) -> np.ndarray:
     return arr
 
 
-def _parse_csv(name: str, raw: bytes) -> dict[str, np.ndarray]:
+def _parse_csv_python(name: str, raw: bytes) -> dict[str, np.ndarray]:
+    """The Python reader: every CSV file outside Arrow's proven subset, and every CSV error message."""
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -133,13 +217,19 @@ def _jsonl_cell(value: Any) -> str:
 
 def _parse_jsonl(name: str, raw: bytes) -> dict[str, np.ndarray]:
     records: list[dict[str, Any]] = []
-    for lineno, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"input '{name}' is not UTF-8 text: {exc}") from None
+    for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line, parse_constant=lambda c: float(c))
         except json.JSONDecodeError as exc:
             raise InputError(f"input '{name}', line {lineno}: not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise InputError(f"input '{name}', line {lineno}: JSON nested too deeply for a table row") from None
         if not isinstance(record, dict):
             raise InputError(f"input '{name}', line {lineno}: each line must be a JSON object")
         records.append(record)
@@ -151,11 +241,35 @@ def _parse_jsonl(name: str, raw: bytes) -> dict[str, np.ndarray]:
     return {k: _cells([_jsonl_cell(r.get(k)) for r in records]) for k in names}
 
 
+def _parse_csv(name: str, raw: bytes) -> Columns:
+    from .table_formats.arrow_csv import read_csv
+
+    read = read_csv(raw)
+    if read is None:
+        return _as_columns(_parse_csv_python(name, raw))
+    header, arrays = read
+    if len(set(header)) != len(header) or any(h == "" for h in header):
+        raise InputError(f"input '{name}': the header has empty or repeated column names: {header}")
+    return Columns({h: _Column(arrow=a) for h, a in zip(header, arrays)})
+
+
+def _parse_parquet(name: str, raw: bytes) -> Columns:
+    from .table_formats.parquet import read_parquet
+
+    return Columns({column: _Column(arrow=payload) if kind == "text" else _Column(numbers=payload, kind=kind)
+                    for column, kind, payload in read_parquet(name, raw)})
+
+
 def parse_table(name: str, raw: bytes, fmt: str) -> Table:
-    """Parse ``raw`` bytes as a ``csv`` or ``jsonl`` table named ``name``."""
+    """Parse ``raw`` bytes as a ``csv``, ``jsonl`` or ``parquet`` table named ``name``."""
     if fmt not in FORMATS:
         raise InputError(f"input '{name}': unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-    columns = _parse_csv(name, raw) if fmt == "csv" else _parse_jsonl(name, raw)
+    if fmt == "csv":
+        columns = _parse_csv(name, raw)
+    elif fmt == "jsonl":
+        columns = _as_columns(_parse_jsonl(name, raw))
+    else:
+        columns = _parse_parquet(name, raw)
     return Table(name=name, columns=columns, sha256=sha256_hex(raw), fmt=fmt, raw=raw)
 
 
@@ -165,7 +279,9 @@ def format_for_path(path: Path) -> str:
         return "csv"
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
-    raise InputError(f"input file {path}: unknown table format '{suffix}'; use .csv or .jsonl")
+    if suffix == ".parquet":
+        return "parquet"
+    raise InputError(f"input file {path}: unknown table format '{suffix}'; use .csv, .jsonl or .parquet")
 
 
 def _csv_cell(value: Any) -> str:

@@ -113,6 +113,12 @@ def read_schema_state(conn: Connection) -> SchemaState:
     return SchemaState(version, revision)
 
 
+def sqlite_file(ledger: str | os.PathLike[str] | None) -> Path | None:
+    """The file of a SQLite ledger (a path or a ``sqlite:///`` URL), or None for another database."""
+    url = make_url(resolve_ledger_url(ledger))
+    return Path(url.database) if url.get_backend_name() == "sqlite" and url.database else None
+
+
 def _utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
 

@@ -1,32 +1,58 @@
-"""Verification of a ledger: the hash chain, the stored blobs and the runs index.
+"""Verification of a ledger: the hash chain, the stored blobs, the runs index and the ledger's metadata.
 
 Certificate-level checks (schema, ``content_sha256``, method identities) belong to the engine and are
-passed in as ``check_certificate``; this module knows only entries, blobs and runs.
+passed in as ``check_certificate``; this module knows only entries, blobs, runs and ``ledger_meta``.
+
+Everything outside ``entries`` is derived from the chain, so every column of it is checked against the
+chain (a ``Problem`` names the table and column in ``column``, e.g. ``runs.seed``):
+
+* ``runs``: one row per run in the chain, and each column equals what the run's entries say: ``name``,
+  ``profile``, ``seed``, ``knobs_hash`` and ``spec_sha256`` from the run entry's payload; ``status``,
+  ``verdict`` and ``certificate_sha256`` from its certificate or abort entry; ``recorded_at`` and
+  ``first_seq``/``last_seq`` from the entries themselves.
+* ``blobs``: ``sha256`` = SHA-256(``content``), ``size`` = len(``content``); every blob an input or
+  captured entry names is stored, and every stored blob is named by one.
+* ``ledger_meta``: exactly the keys ``schema_version`` (this certa's or an older readable one) and
+  ``head`` (= ``seq:entry_hash`` of the last entry); ``alembic_version``, where present, holds the
+  revision of that schema version (a schema 1 ledger of certa <= 0.2.0 has none).
+
+Reads may interleave with writers (a run is one transaction): the chain is read first, then the tables
+derived from it, then the head; if the head moved, the new entries are read and the tables again.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import inspect, select
+
 from engine.canonical import sha256_hex
+from engine.errors import LedgerError
 
 from . import merkle
 from .chain import GENESIS, entry_hash
+from .schema import REVISIONS, SCHEMA_VERSION, alembic_version, blobs, ledger_meta, runs
 from .store import EntryRow, Ledger
 
 __all__ = ["Problem", "VerifyReport", "verify_ledger"]
 
+_RECORD_KINDS = ("run", "input", "captured", "decision", "certificate", "abort")  # written with the run
+_META_KEYS = ("schema_version", "head")
+
 
 @dataclass(frozen=True)
 class Problem:
-    """One integrity failure: where (entry seq / run / blob) and what."""
+    """One integrity failure: where (entry seq / run / blob / table) and what; ``column`` is the edited
+    ``table.column`` when the problem is in a table derived from the chain (``runs.seed``)."""
 
     where: str
     message: str
     seq: int | None = None
     run_id: str | None = None
+    column: str | None = None
 
 
 @dataclass(frozen=True)
@@ -44,6 +70,28 @@ class VerifyReport:
     @property
     def first_broken(self) -> Problem | None:
         return self.problems[0] if self.problems else None
+
+
+_MAX_SAFE_INT = 2**53 - 1
+
+
+def _plain(text: object) -> bool:
+    """True for a string RFC 8785 writes as itself between quotes: printable ASCII without ``"`` or ``\\``."""
+    return isinstance(text, str) and text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
+
+
+def _entry_hash(entry: EntryRow) -> str:
+    """``ledger.chain.entry_hash`` of an entry's fields, about 20 times faster for the fields certa writes
+    (hex digests, a run id, a kind and an ISO time: printable ASCII), whose RFC 8785 form is a fixed template
+    (keys in code-unit order, no escapes); any other value goes through ``entry_hash`` itself."""
+    seq = entry.seq
+    fields = (entry.kind, entry.payload_sha256, entry.prev_hash, entry.recorded_at, entry.run_id)
+    if type(seq) is not int or not -_MAX_SAFE_INT <= seq <= _MAX_SAFE_INT or not all(map(_plain, fields)):
+        return entry_hash(seq=seq, run_id=entry.run_id, kind=entry.kind, recorded_at=entry.recorded_at,
+                          payload_sha256=entry.payload_sha256, prev_hash=entry.prev_hash)
+    text = '{"kind":"%s","payload_sha256":"%s","prev_hash":"%s","recorded_at":"%s","run_id":"%s","seq":%d}' % (
+        *fields, seq)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 class _ChainWalk:
@@ -74,8 +122,7 @@ class _ChainWalk:
                                            "(an entry before it was edited, deleted or moved)", entry.seq, entry.run_id))
         if sha256_hex(entry.payload.encode("utf-8")) != entry.payload_sha256:
             problems.append(Problem(where, "payload edited: its SHA-256 no longer matches", entry.seq, entry.run_id))
-        recomputed = entry_hash(seq=entry.seq, run_id=entry.run_id, kind=entry.kind, recorded_at=entry.recorded_at,
-                                payload_sha256=entry.payload_sha256, prev_hash=entry.prev_hash)
+        recomputed = _entry_hash(entry)
         if recomputed != entry.entry_hash:
             problems.append(Problem(where, "entry edited: its hash no longer matches its fields", entry.seq, entry.run_id))
         self.prev = entry.entry_hash
@@ -83,8 +130,11 @@ class _ChainWalk:
             self.prefix_hashes.append(entry.entry_hash)
             if entry.seq == self.expect_seq:
                 self.hash_at_expected_seq = entry.entry_hash
-        span = self.run_spans.setdefault(entry.run_id, {"first": entry.seq, "last": entry.seq, "kinds": set()})
-        if entry.kind in ("run", "input", "captured", "decision", "certificate", "abort"):
+        span = self.run_spans.get(entry.run_id)
+        if span is None:
+            span = self.run_spans[entry.run_id] = {"first": entry.seq, "last": entry.seq, "kinds": set(),
+                                                   "recorded_at": entry.recorded_at}
+        if entry.kind in _RECORD_KINDS:
             span["last"] = entry.seq
         span["kinds"].add(entry.kind)
         try:
@@ -109,10 +159,160 @@ class _ChainWalk:
                                 for message in self.check_certificate(data))
 
 
+@dataclass(frozen=True)
+class _BlobRow:
+    sha256: str
+    size: int
+    content_sha256: str
+    content_size: int
+
+
+@dataclass(frozen=True)
+class _Tables:
+    """The tables derived from the chain, read in one transaction after the entries (the head last)."""
+
+    runs: dict[str, dict[str, Any]]
+    blobs: list[_BlobRow]
+    meta: dict[str, str]
+    revisions: list[str] | None  # alembic_version rows; None: no such table
+
+    def head(self) -> tuple[int, str] | None:
+        seq, _, digest = self.meta.get("head", "").partition(":")
+        return (int(seq), digest) if seq.isdigit() and digest else None
+
+
+def _read_tables(ledger: Ledger) -> _Tables:
+    """``runs``, ``blobs`` (hashed as they stream by), then ``ledger_meta`` and ``alembic_version``.
+
+    On PostgreSQL (read committed) each statement sees its own snapshot, so the order matters: a runs row
+    or blob read here was committed before the head read after it, hence its entries are at or before it.
+    """
+    with ledger._read() as conn:
+        run_rows = {row.run_id: dict(row._mapping) for row in conn.execute(select(runs))}
+        blob_rows = []
+        for sha, size, content in conn.execute(select(blobs.c.sha256, blobs.c.size, blobs.c.content)
+                                               .execution_options(yield_per=64)):
+            raw = bytes(content)
+            blob_rows.append(_BlobRow(sha, size, sha256_hex(raw), len(raw)))
+        meta = {key: value for key, value in conn.execute(select(ledger_meta.c.key, ledger_meta.c.value))}
+        revisions = None
+        if inspect(conn).has_table(alembic_version.name):
+            revisions = list(conn.execute(select(alembic_version.c.version_num)).scalars())
+    return _Tables(run_rows, blob_rows, meta, revisions)
+
+
+def _run_problems(walk: _ChainWalk, indexed: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
+    """Every ``runs`` column of every run against the run's entries; rows without a run, runs without a row."""
+    problems = []
+    for rid, span in walk.run_spans.items():
+        if "run" not in span:
+            continue  # no readable run entry: already a problem at that entry
+        row = indexed.get(rid)
+        if row is None:
+            problems.append(Problem(f"run {rid}", f"run is in the chain but missing from the runs index (no runs row "
+                                                  f"with run_id {rid!r})", run_id=rid, column="runs.run_id"))
+            continue
+        record = span["run"]
+        completed = "certificate" in span["kinds"]
+        expected = {"run_id": rid, "name": record.get("name"),
+                    "status": "completed" if completed else "aborted", "verdict": span.get("verdict"),
+                    "profile": record.get("profile"), "seed": record.get("seed"),
+                    "knobs_hash": record.get("knobs_hash"), "spec_sha256": record.get("spec_sha256"),
+                    "certificate_sha256": span.get("certificate_sha256"), "recorded_at": span["recorded_at"],
+                    "first_seq": span["first"], "last_seq": span["last"]}
+        for key in runs.c.keys():
+            found = row.get(key)
+            value = expected.get(key)
+            if found != value:
+                problems.append(Problem(f"run {rid}", f"runs index edited: {key} is {found!r}, the chain says {value!r}",
+                                        run_id=rid, column=f"runs.{key}"))
+    for rid in indexed:
+        if rid not in walk.run_spans:
+            problems.append(Problem(f"run {rid}", f"run is in the runs index but has no entries in the chain (runs "
+                                                  f"row with run_id {rid!r})", run_id=rid, column="runs.run_id"))
+    return problems
+
+
+def _blob_problems(walk: _ChainWalk, stored: list[_BlobRow]) -> list[Problem]:
+    """Each blob's ``sha256`` and ``size`` against its content; referenced blobs stored, stored ones referenced."""
+    problems = []
+    keys = {row.sha256 for row in stored}
+    for row in stored:
+        where = f"blob {row.sha256[:12]}…"
+        if row.content_sha256 != row.sha256:
+            if row.sha256 in walk.referenced:
+                problems.append(Problem(where, f"stored input bytes edited: their SHA-256 no longer matches (SHA-256 of "
+                                               f"blobs.content is {row.content_sha256}, blobs.sha256 is {row.sha256})",
+                                        column="blobs.content"))
+            else:
+                problems.append(Problem(where, f"blobs.sha256 edited: it is {row.sha256}, the SHA-256 of the content "
+                                               f"is {row.content_sha256}", column="blobs.sha256"))
+        if row.size != row.content_size:
+            problems.append(Problem(where, f"blobs.size edited: it is {row.size!r}, the content has {row.content_size} "
+                                           f"bytes", column="blobs.size"))
+        elif row.sha256 not in walk.referenced:
+            problems.append(Problem(where, f"blob {row.sha256} (blobs.sha256) is stored but no input or captured entry "
+                                           "names it (a blob was added)", column="blobs.sha256"))
+    for sha in sorted(walk.referenced - keys):
+        problems.append(Problem(f"blob {sha[:12]}…", f"an input recorded in the chain has no stored copy (deleted; no "
+                                                     f"blobs row with sha256 {sha})", column="blobs.sha256"))
+    return problems
+
+
+def _meta_problems(tables: _Tables, last: tuple[int, str]) -> list[Problem]:
+    """``ledger_meta``: known keys only, a readable schema version matching ``alembic_version``, the head."""
+    problems = []
+    meta = tables.meta
+    for key in sorted(set(meta) - set(_META_KEYS)):
+        problems.append(Problem("ledger_meta", f"ledger_meta has an unknown key {key!r} (value {meta[key]!r}); it "
+                                               f"holds only {', '.join(_META_KEYS)}", column="ledger_meta.key"))
+    for key in _META_KEYS:
+        if key not in meta:
+            problems.append(Problem("ledger_meta", f"ledger_meta has no {key!r} row (its key was edited or the row "
+                                                   "deleted)", column="ledger_meta.key"))
+    head = tables.head()
+    if "head" in meta and head != last:
+        problems.append(Problem("chain head", f"the recorded head (ledger_meta value of key 'head') "
+                                              f"{meta['head'][:20]}… does not match the last entry "
+                                              f"{last[0]}:{last[1][:12]}… (entries were removed or added)",
+                                column="ledger_meta.value"))
+    version = meta.get("schema_version")
+    if version is not None and version not in REVISIONS:
+        problems.append(Problem("ledger_meta", f"ledger_meta value of key 'schema_version' is {version!r}: not a "
+                                               f"schema this certa reads ({', '.join(REVISIONS)}; it writes "
+                                               f"{SCHEMA_VERSION})", column="ledger_meta.value"))
+    revisions = tables.revisions
+    if revisions is None:
+        if version is not None and version != "1":
+            problems.append(Problem("ledger_meta", f"ledger_meta value of key 'schema_version' is {version!r} but the "
+                                                   "ledger has no alembic_version table (only a schema 1 ledger of "
+                                                   "certa <= 0.2.0 has none)", column="ledger_meta.value"))
+    elif len(revisions) != 1:
+        problems.append(Problem("alembic_version", f"alembic_version holds {len(revisions)} rows {revisions!r}, not "
+                                                   "one revision", column="alembic_version.version_num"))
+    elif version in REVISIONS and revisions[0] != REVISIONS[version]:
+        known = {rev: schema for schema, rev in REVISIONS.items()}
+        says = f"schema version {known[revisions[0]]}" if revisions[0] in known else "a revision this certa does not know"
+        problems.append(Problem("ledger_meta", f"ledger_meta value of key 'schema_version' is {version!r} but "
+                                               f"alembic_version.version_num is {revisions[0]!r} ({says}; schema "
+                                               f"{version} is revision {REVISIONS[version]!r}; one of the "
+                                               "two was edited)", column="ledger_meta.value"))
+    return problems
+
+
+def _head_seq_hint(ledger: Ledger) -> int:
+    """The head's seq before the walk, for progress only (a malformed head is reported later, not here)."""
+    try:
+        return ledger.head()[0]
+    except (LedgerError, ValueError):
+        return 0
+
+
 def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, Any]], list[str]] | None = None,
                   expect_head: tuple[int, str] | None = None, expect_root: str | None = None,
                   run_id: str | None = None, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
-    """Re-check the whole chain, every blob and the runs index; certificates via ``check_certificate``.
+    """Re-check the whole chain, every blob, every column of the runs index and ``ledger_meta``;
+    certificates via ``check_certificate``.
 
     With ``run_id`` the chain, blobs and index are still checked in full (a chain is only sound as a
     whole) but certificate checks are limited to that run. ``expect_head`` is a head recorded earlier
@@ -122,21 +322,21 @@ def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, A
     """
     walk = _ChainWalk(check_certificate=check_certificate, run_id=run_id,
                       expect_seq=expect_head[0] if expect_head else None)
-    head = ledger.head()
-    while True:  # writers may append while we read: keep reading until a pass finds nothing new
+    total = _head_seq_hint(ledger)
+    while True:  # writers may append while we read: read the chain, then the tables, until the head stays put
         before = walk.seq
         for entry in ledger.entries(after=walk.seq):
             walk.check(entry)
             if progress is not None:
-                progress(walk.seq, max(head[0], walk.seq))
-        head = ledger.head()
-        if walk.seq == before or head[0] <= walk.seq:
+                progress(walk.seq, max(total, walk.seq))
+        tables = _read_tables(ledger)
+        head = tables.head()
+        if head is None or head[0] <= walk.seq or walk.seq == before:
             break
+        total = head[0]
     problems = walk.problems
-    expected_seq, prev, run_spans = walk.seq, walk.prev, walk.run_spans
-    if head != (expected_seq, prev):
-        problems.append(Problem("chain head", f"the recorded head {head[0]}:{head[1][:12]}… does not match the last "
-                                              f"entry {expected_seq}:{prev[:12]}… (entries were removed or added)"))
+    expected_seq, prev = walk.seq, walk.prev
+    problems.extend(_meta_problems(tables, (expected_seq, prev)))
     if expect_head is not None:
         seq, digest = expect_head
         if seq > expected_seq:
@@ -149,36 +349,10 @@ def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, A
                 and merkle.root_hash(merkle.entry_leaves(walk.prefix_hashes)).hex() != expect_root:
             problems.append(Problem("expected head", f"the Merkle root of entries 1..{seq} differs from the signed "
                                                      "root (the chain was rewritten)", seq))
-
-    blobs_checked = 0
-    stored: set[str] = set()
-    for sha, content in ledger.blob_shas():
-        blobs_checked += 1
-        stored.add(sha)
-        if sha256_hex(content) != sha:
-            problems.append(Problem(f"blob {sha[:12]}…", "stored input bytes edited: their SHA-256 no longer matches"))
-    for sha in sorted(walk.referenced - stored):
-        problems.append(Problem(f"blob {sha[:12]}…", "an input recorded in the chain has no stored copy (deleted)"))
-
-    indexed = {row.run_id: row for row in ledger.runs() if row.first_seq <= expected_seq}
-    for rid, span in run_spans.items():
-        if "run" not in span:
-            continue
-        row = indexed.pop(rid, None)
-        if row is None:
-            problems.append(Problem(f"run {rid}", "run is in the chain but missing from the runs index", run_id=rid))
-            continue
-        expected = {"first_seq": span["first"], "last_seq": span["last"], "knobs_hash": span["run"].get("knobs_hash"),
-                    "spec_sha256": span["run"].get("spec_sha256"), "certificate_sha256": span.get("certificate_sha256"),
-                    "verdict": span.get("verdict"), "status": "completed" if "certificate" in span["kinds"] else "aborted"}
-        for key, value in expected.items():
-            if getattr(row, key) != value:
-                problems.append(Problem(f"run {rid}", f"runs index edited: {key} is {getattr(row, key)!r}, the chain "
-                                                      f"says {value!r}", run_id=rid))
-    for rid in indexed:
-        problems.append(Problem(f"run {rid}", "run is in the runs index but has no entries in the chain", run_id=rid))
-    if run_id is not None and run_id not in run_spans:
+    problems.extend(_blob_problems(walk, tables.blobs))
+    problems.extend(_run_problems(walk, tables.runs))
+    if run_id is not None and run_id not in walk.run_spans:
         problems.append(Problem(f"run {run_id}", "no entries for this run in the chain", run_id=run_id))
     problems.sort(key=lambda p: (p.seq is None, p.seq or 0))
-    return VerifyReport(entries_checked=expected_seq, certificates_checked=walk.certificates, blobs_checked=blobs_checked,
-                        head=(expected_seq, prev), problems=tuple(problems))
+    return VerifyReport(entries_checked=expected_seq, certificates_checked=walk.certificates,
+                        blobs_checked=len(tables.blobs), head=(expected_seq, prev), problems=tuple(problems))

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from cli import main
 
-COMMANDS = ["attest", "checkpoint", "cosign", "diff", "export", "head", "keygen", "list", "migrate", "prove", "replay", "review", "run", "show",
+COMMANDS = ["attest", "batch", "checkpoint", "cosign", "diff", "export", "head", "keygen", "list", "migrate", "prove", "replay", "report", "review", "run", "show", "site",
             "stages", "validate", "verify", "verify-attestation", "verify-bundle"]
 NO_LEDGER = {"keygen", "verify-attestation", "verify-bundle"}
 

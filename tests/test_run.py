@@ -16,6 +16,7 @@ from engine import InputError, SpecError, StageError, run
 from engine.canonical import canonical_sha256
 from engine.certificate import certificate_problems
 from engine.tables import columns_to_csv_bytes
+from engine.stages import REGISTRY
 from ledger import Ledger
 
 from .conftest import ROOT, window_columns, write_spec
@@ -154,5 +155,5 @@ def test_notify_reports_each_stage_and_recording(small_spec: Path, tmp_path: Pat
     messages: list[str] = []
     with Ledger.open(tmp_path / "l.db") as ledger:
         run(small_spec, ledger=ledger, notify=messages.append)
-    assert messages[0] == "[1/1] stage 'ratio' (paired.ppl_ratio v1.0.0)"
+    assert messages[0] == f"[1/1] stage 'ratio' (paired.ppl_ratio v{REGISTRY['paired.ppl_ratio'].version})"
     assert messages[-1].startswith("recording run ") and "decision(s)" in messages[-1]

@@ -8,6 +8,7 @@ import pytest
 
 from engine import SpecError, load_plan
 from engine.canonical import canonical_sha256
+from engine.stages import REGISTRY
 
 from .conftest import SMALL_SPEC, write_spec
 
@@ -25,7 +26,7 @@ def test_valid_spec_resolves_defaults_and_hashes_knobs(small_spec: Path) -> None
     assert knobs["confidence_level"] == 0.95 and knobs["method"] == "bca" and knobs["scheme"] == "uniform"
     assert knobs["columns"]["window_id"] == "window_id"
     assert plan.knobs_hash == canonical_sha256(plan.knobs)
-    assert plan.knobs["stages"][0]["version"] == "1.0.0"
+    assert plan.knobs["stages"][0]["version"] == REGISTRY["paired.ppl_ratio"].version  # the newest, unpinned
     assert plan.profile == "dev"
 
 

@@ -1,0 +1,478 @@
+"""A static site of the whole ledger (``certa site -o DIR``): opens from ``file://``, needs no server.
+
+Pages (all relative links, one shared stylesheet ``certa.css``, no network reference)::
+
+    index.html               every run: time, name, verdict, profile, reviews, newest replay, chain status;
+                             sortable and filterable by a small inline script (engine/html/site_index.js)
+    runs/RUN_ID.html         the run's report (``render_report`` with links back to the index)
+    diffs/A_RUN-B_RUN.html   the changed certificate fields between consecutive runs of one spec name
+                             (``engine.jsondiff.json_diff`` of the certificates' content)
+    chain.html               the chain head, the verification status and each ``--checkpoint`` given
+
+**One verification per build.** ``engine.audit.verify`` runs once over the whole ledger; its problems are
+mapped to runs exactly as ``verify(run_id=RUN)`` would report them (chain, blob and index problems concern
+every run; certificate and review problems only their own run), and each run page gets that status through
+``gather_report(..., verification=...)``.
+
+**Incremental rebuilds.** ``DIR/.certa-site.json`` maps each page to the SHA-256 of its inputs (the run's
+index row and certificate digest, its review and replay entry seqs, its verification status, the renderer's
+version: a digest of this package's templates, CSS, script and code) and of the bytes written. A page is
+rendered again only when its inputs changed, and written atomically (temporary file, ``os.replace``). A
+run page shows the ledger head of the build that wrote it: "intact as of head N" stays true as the chain
+grows, and a changed status rewrites the page. Files that certa did not write are never overwritten or
+deleted; a page certa wrote earlier and no longer produces is removed only while its bytes are unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from ledger import Ledger, Problem, RunRow, VerifyReport, merkle
+from ledger.checkpoint import open_checkpoint, read_checkpoint_unverified
+from ledger.dsse import key_id
+
+from ..audit import verify
+from ..canonical import canonical_bytes
+from ..errors import CertaError
+from ..jsondiff import flatten, json_diff
+from ..report import format_value
+from ..reviews import ReviewRecord, ledger_reviews
+from .data import ReplayStatus, Verification, gather_report
+from .render import Link, _environment, render_report, stylesheet
+
+__all__ = ["build_site", "SiteResult", "CheckpointStatus", "MANIFEST_NAME", "site_stylesheet", "index_script"]
+
+MANIFEST_NAME = ".certa-site.json"
+CSS_NAME = "certa.css"
+_SITE_FORMAT = 1
+Progress = Callable[[int, int], None]
+_POOL_MIN_PAGES = 16  # fewer stale run pages than this render in this process (a pool costs ~1 s to start)
+
+
+@dataclass(frozen=True)
+class SiteResult:
+    """What one build did: ``pages_written`` were (re)rendered, ``pages_unchanged`` kept as they were."""
+
+    directory: str
+    pages_written: int
+    pages_unchanged: int
+    pages_removed: int
+    runs: int
+    intact: bool
+
+
+@dataclass(frozen=True)
+class CheckpointStatus:
+    """One ``--checkpoint`` file as the chain page shows it. ``matches_ledger``: entry ``seq`` of this ledger
+    has ``entry_hash`` and entries 1..seq have ``root_hash`` (None: unreadable). ``signature``: "verified"
+    (by every ``--public-key``), "not checked" (no key given) or why it failed."""
+
+    file: str
+    seq: int | None
+    entry_hash: str
+    root_hash: str
+    signed_at: str
+    signer_key_ids: tuple[str, ...]
+    matches_ledger: bool | None
+    signature: str
+    problem: str
+
+
+@lru_cache(maxsize=1)
+def site_stylesheet() -> str:
+    """``certa.css``: the report stylesheet followed by the site's own rules (index table, filter, diffs)."""
+    site_css = resources.files(__package__).joinpath("site.css").read_text(encoding="utf-8")
+    return f"{stylesheet()}\n{site_css}"
+
+
+@lru_cache(maxsize=1)
+def index_script() -> str:
+    """The index page's inline script (filter and sort, no network, works from ``file://``)."""
+    return resources.files(__package__).joinpath("site_index.js").read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def renderer_version() -> str:
+    """SHA-256 over this package's templates, CSS, script and code: a new certa that renders differently
+    rebuilds every page."""
+    digest = hashlib.sha256(f"certa-site {_SITE_FORMAT}".encode())
+    root = resources.files(__package__)
+    names = sorted(p.name for p in root.iterdir() if p.name.endswith((".py", ".css", ".js")))
+    names += sorted(f"templates/{p.name}" for p in root.joinpath("templates").iterdir() if p.name.endswith(".j2"))
+    for name in names:
+        digest.update(name.encode() + b"\0" + root.joinpath(name).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _digest(document: Any) -> str:
+    return hashlib.sha256(canonical_bytes(document)).hexdigest()
+
+
+# ------------------------------------------------------------------------------------------ ledger reads
+
+def _run_verification(report: VerifyReport, run_id: str) -> Verification:
+    """``verify(ledger, run_id=RUN)`` from one whole-ledger report: every problem except the certificate and
+    review problems of other runs (those ``verify`` only checks for the run it is asked about)."""
+    problems = tuple(f"{p.where}: {p.message}" for p in report.problems if _concerns(p, run_id))
+    return Verification(intact=not problems, entries_checked=report.entries_checked, head_seq=report.head[0],
+                        head_hash=report.head[1], problems=problems)
+
+
+def _concerns(problem: Problem, run_id: str) -> bool:
+    per_run = problem.message.startswith(("certificate: ", "review: "))
+    return not per_run or problem.run_id == run_id
+
+
+def _newest_replays(ledger: Ledger) -> dict[str, tuple[int, str]]:
+    """run id -> (seq, outcome) of its newest ``replay`` entry, in one pass over the replay entries."""
+    newest: dict[str, tuple[int, str]] = {}
+    for entry in ledger.entries(kinds=["replay"]):
+        try:
+            outcome = str(entry.data().get("outcome", "?"))
+        except (ValueError, AttributeError):
+            outcome = "?"
+        newest[entry.run_id] = (entry.seq, outcome)
+    return newest
+
+
+def _checkpoint_status(path: Path, ledger: Ledger, report: VerifyReport,
+                       public_keys: Sequence[Ed25519PublicKey]) -> CheckpointStatus:
+    text = path.read_bytes()
+    try:
+        claimed = read_checkpoint_unverified(text)
+        signers = tuple(str(s.get("keyid", "")) for s in json.loads(text).get("signatures", []) if isinstance(s, dict))
+    except (CertaError, ValueError, AttributeError) as error:
+        return CheckpointStatus(file=path.name, seq=None, entry_hash="", root_hash="", signed_at="",
+                                signer_key_ids=(), matches_ledger=None, signature="unreadable", problem=str(error))
+    problem = ""
+    hashes = ledger.entry_hashes(claimed.seq)
+    if len(hashes) < claimed.seq:
+        matches, problem = False, f"the ledger ends at entry {len(hashes)}: entries were removed"
+    elif claimed.seq and hashes[-1] != claimed.entry_hash:
+        matches, problem = False, f"entry {claimed.seq} is not the one signed (the chain was rewritten)"
+    elif merkle.root_hash(merkle.entry_leaves(hashes)).hex() != claimed.root_hash:
+        matches, problem = False, f"the Merkle root of entries 1..{claimed.seq} differs from the signed root"
+    else:
+        matches = report.intact  # the stored hashes are only evidence when the chain re-verifies
+        problem = "" if matches else "the chain does not verify (see above)"
+    if not public_keys:
+        signature = "not checked (no --public-key)"
+    else:
+        try:
+            open_checkpoint(text, public_keys)
+            signature = "verified"
+        except CertaError as error:
+            signature = f"FAILED: {error}"
+    return CheckpointStatus(file=path.name, seq=claimed.seq, entry_hash=claimed.entry_hash,
+                            root_hash=claimed.root_hash, signed_at=claimed.signed_at, signer_key_ids=signers,
+                            matches_ledger=matches, signature=signature, problem=problem)
+
+
+# ------------------------------------------------------------------------------------------ pages
+
+@dataclass(frozen=True)
+class _RunPage:
+    path: str
+    run_id: str
+    verification: Verification
+    inputs: str
+
+
+@dataclass(frozen=True)
+class _DiffPage:
+    path: str
+    run_a: str
+    run_b: str
+    inputs: str
+
+
+def _run_path(run_id: str) -> str:
+    return f"runs/{run_id}.html"
+
+
+def _diff_path(run_a: str, run_b: str) -> str:
+    return f"diffs/{run_a[:12]}-{run_b[:12]}.html"
+
+
+def _review_text(record: ReviewRecord) -> str:
+    signed = "" if not record.signed else (" (signed)" if record.signature_valid else " (BAD SIGNATURE)")
+    return f"{record.decision} by {record.reviewer}{signed}"
+
+
+def _index_rows(rows: Sequence[RunRow], reviews: Mapping[str, list[ReviewRecord]],
+                replays: Mapping[str, tuple[int, str]], verifications: Mapping[str, Verification],
+                diffs: Mapping[str, str]) -> list[dict[str, Any]]:
+    out = []
+    for row in rows:
+        replay = replays.get(row.run_id)
+        verification = verifications[row.run_id]
+        out.append({
+            "run_id": row.run_id, "href": _run_path(row.run_id), "recorded_at": row.recorded_at, "name": row.name,
+            "verdict": row.verdict or row.status.upper(), "profile": row.profile, "seq": row.first_seq,
+            "reviews": [{"text": _review_text(r), "decision": r.decision,
+                         "ok": None if r.decision == "comment" else (r.decision == "approved"
+                                                                     and r.signature_valid is not False)}
+                        for r in reviews.get(row.run_id, [])],
+            "replay": replay[1] if replay else "", "intact": verification.intact,
+            "problems": len(verification.problems), "diff_href": diffs.get(row.run_id, ""),
+        })
+    return out
+
+
+def _diff_rows(certificate_a: Mapping[str, Any], certificate_b: Mapping[str, Any]) -> tuple[list[dict[str, str]], int]:
+    changes = json_diff(certificate_a["content"], certificate_b["content"])
+    rows = [{"path": c.path, "a": format_value(c.before), "b": format_value(c.after)} for c in changes]
+    return rows, len(flatten(certificate_a["content"])) - len(changes)
+
+
+# ------------------------------------------------------------------------------------------ writing
+
+def _write_atomically(path: Path, body: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_bytes(body)
+    os.replace(temporary, path)
+
+
+def _render_run_page(ledger: Ledger, page: _RunPage, out_dir: Path) -> tuple[str, str, int]:
+    data = gather_report(ledger, page.run_id, verification=page.verification)
+    links = [Link("All runs", "../index.html"), Link("Chain and checkpoints", "../chain.html")]
+    body = render_report(data, links=links, css_href=f"../{CSS_NAME}").encode("utf-8")
+    _write_atomically(out_dir / page.path, body)
+    return page.path, hashlib.sha256(body).hexdigest(), len(body)
+
+
+def _render_diff_page(ledger: Ledger, page: _DiffPage, out_dir: Path, names: Mapping[str, RunRow]) -> tuple[str, str, int]:
+    certificate_a, certificate_b = ledger.certificate(page.run_a), ledger.certificate(page.run_b)
+    rows, equal = _diff_rows(certificate_a, certificate_b)
+    html = _environment().get_template("site_diff.html.j2").render(
+        css_href=f"../{CSS_NAME}", root="../", a=names[page.run_a], b=names[page.run_b],
+        a_href=f"../{_run_path(page.run_a)}", b_href=f"../{_run_path(page.run_b)}", rows=rows, equal=equal,
+        same_content=certificate_a["content_sha256"] == certificate_b["content_sha256"])
+    body = html.encode("utf-8")
+    _write_atomically(out_dir / page.path, body)
+    return page.path, hashlib.sha256(body).hexdigest(), len(body)
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_start(ledger_url: str, out_dir: str) -> None:
+    _WORKER["ledger"] = Ledger.open(ledger_url, create=False)
+    _WORKER["out_dir"] = Path(out_dir)
+
+
+def _worker_render_runs(pages: list[_RunPage]) -> list[tuple[str, str, int]]:
+    return [_render_run_page(_WORKER["ledger"], page, _WORKER["out_dir"]) for page in pages]
+
+
+def _chunks(items: Sequence[Any], size: int) -> list[list[Any]]:
+    return [list(items[i:i + size]) for i in range(0, len(items), size)]
+
+
+def _read_manifest(out_dir: Path) -> dict[str, dict[str, Any]]:
+    try:
+        manifest = json.loads((out_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except ValueError as error:
+        raise CertaError(f"{out_dir / MANIFEST_NAME} is not a certa site manifest ({error}); move it away "
+                         "or choose another directory") from None
+    if not isinstance(manifest, dict) or manifest.get("certa_site") != _SITE_FORMAT \
+            or not isinstance(manifest.get("pages"), dict):
+        raise CertaError(f"{out_dir / MANIFEST_NAME} is not a certa site manifest (format {_SITE_FORMAT})")
+    return manifest["pages"]
+
+
+def _is_current(out_dir: Path, path: str, inputs: str, manifest: Mapping[str, Mapping[str, Any]]) -> bool:
+    known = manifest.get(path)
+    if known is None or known.get("inputs") != inputs:
+        return False
+    try:
+        return (out_dir / path).stat().st_size == known.get("size")
+    except FileNotFoundError:
+        return False
+
+
+def _written_by_certa(out_dir: Path, path: str, manifest: Mapping[str, Mapping[str, Any]]) -> bool:
+    """True if ``path`` is absent, or certa wrote it (it is in the manifest)."""
+    return path in manifest or not (out_dir / path).exists()
+
+
+def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: Sequence[Path] = (),
+               public_keys: Sequence[Ed25519PublicKey] = (), jobs: int = 1,
+               progress: Progress | None = None, notify: Callable[[str], None] | None = None) -> SiteResult:
+    """Build or update the static site of ``ledger`` in ``out_dir`` (see module docstring).
+
+    ``checkpoints``: signed checkpoint files to show on the chain page (checked with ``public_keys`` if
+    given). ``jobs``: processes rendering run pages (matplotlib plots dominate; 1 renders in this process).
+    ``progress(done, total)`` after each batch of pages; ``notify`` gets verify's progress lines.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = _read_manifest(out)
+    version = renderer_version()
+
+    report = verify(ledger, notify=notify)
+    rows = ledger.runs()  # newest first
+    reviews: dict[str, list[ReviewRecord]] = {}
+    for run_id, record in ledger_reviews(ledger):
+        reviews.setdefault(run_id, []).append(record)
+    replays = _newest_replays(ledger)
+    verifications = {row.run_id: _run_verification(report, row.run_id) for row in rows}
+
+    run_pages = []
+    for row in rows:
+        verification = verifications[row.run_id]
+        inputs = _digest({"page": "run", "version": version, "row": [row.run_id, row.name, row.status, row.verdict,
+                                                                     row.profile, row.recorded_at,
+                                                                     row.certificate_sha256, row.first_seq, row.last_seq],
+                          "reviews": [r.seq for r in reviews.get(row.run_id, [])],
+                          "replay": replays.get(row.run_id, (None,))[0],
+                          "verification": [verification.intact, list(verification.problems)]})
+        run_pages.append(_RunPage(_run_path(row.run_id), row.run_id, verification, inputs))
+
+    by_name: dict[str, list[RunRow]] = {}
+    for row in reversed(rows):  # oldest first
+        if row.status == "completed":
+            by_name.setdefault(row.name, []).append(row)
+    diff_pages, diff_of = [], {}
+    for series in by_name.values():
+        for before, after in zip(series, series[1:]):
+            path = _diff_path(before.run_id, after.run_id)
+            diff_of[after.run_id] = path
+            diff_pages.append(_DiffPage(path, before.run_id, after.run_id, _digest(
+                {"page": "diff", "version": version, "a": [before.run_id, before.certificate_sha256],
+                 "b": [after.run_id, after.certificate_sha256]})))
+
+    statuses = [_checkpoint_status(Path(p), ledger, report, public_keys) for p in checkpoints]
+    index_rows = _index_rows(rows, reviews, replays, verifications, diff_of)
+    chain = {"head_seq": report.head[0], "head_hash": report.head[1], "entries": report.entries_checked,
+             "certificates": report.certificates_checked, "blobs": report.blobs_checked, "intact": report.intact,
+             "problems": [f"{p.where}: {p.message}" for p in report.problems], "runs": len(rows),
+             "key_ids": sorted(key_id(k) for k in public_keys),
+             "checkpoints": [s.__dict__ for s in statuses]}
+    summary = {"runs": len(rows), "intact": report.intact, "head_seq": report.head[0], "head_hash": report.head[1]}
+
+    wanted = {p.path for p in run_pages} | {p.path for p in diff_pages} | {"index.html", "chain.html", CSS_NAME}
+    refused = sorted(p for p in wanted if not _written_by_certa(out, p, manifest))
+    if refused:
+        raise CertaError(f"{out / refused[0]} exists and was not written by 'certa site' (not in {MANIFEST_NAME}); "
+                         f"move it away or choose another directory ({len(refused)} such file(s))")
+
+    new_manifest: dict[str, dict[str, Any]] = {}
+    written = unchanged = 0
+    total = len(run_pages) + len(diff_pages) + 3
+    done = 0
+
+    def record(path: str, inputs: str, sha: str, size: int) -> None:
+        nonlocal written
+        new_manifest[path] = {"inputs": inputs, "sha256": sha, "size": size}
+        written += 1
+
+    def keep(path: str) -> None:
+        nonlocal unchanged
+        new_manifest[path] = dict(manifest[path])
+        unchanged += 1
+
+    def simple_page(path: str, inputs: str, render: Callable[[], str]) -> None:
+        nonlocal done
+        if _is_current(out, path, inputs, manifest):
+            keep(path)
+        else:
+            body = render().encode("utf-8")
+            _write_atomically(out / path, body)
+            record(path, inputs, hashlib.sha256(body).hexdigest(), len(body))
+        done += 1
+
+    try:
+        env = _environment()
+        simple_page(CSS_NAME, _digest({"page": "css", "version": version}), site_stylesheet)
+
+        stale_runs = []
+        for page in run_pages:
+            if _is_current(out, page.path, page.inputs, manifest):
+                keep(page.path)
+                done += 1
+            else:
+                stale_runs.append(page)
+        if progress is not None:
+            progress(done, total)
+        inputs_of = {page.path: page.inputs for page in stale_runs}
+        batches = _chunks(stale_runs, 8)
+        if jobs > 1 and len(stale_runs) >= _POOL_MIN_PAGES:
+            import multiprocessing
+
+            context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_start,
+                                     initargs=(ledger.url, str(out))) as pool:
+                for results in pool.map(_worker_render_runs, batches):
+                    for path, sha, size in results:
+                        record(path, inputs_of[path], sha, size)
+                    done += len(results)
+                    if progress is not None:
+                        progress(done, total)
+        else:
+            for batch in batches:
+                for page in batch:
+                    path, sha, size = _render_run_page(ledger, page, out)
+                    record(path, page.inputs, sha, size)
+                done += len(batch)
+                if progress is not None:
+                    progress(done, total)
+
+        names = {row.run_id: row for row in rows}
+        for page in diff_pages:
+            if _is_current(out, page.path, page.inputs, manifest):
+                keep(page.path)
+            else:
+                path, sha, size = _render_diff_page(ledger, page, out, names)
+                record(path, page.inputs, sha, size)
+            done += 1
+        if progress is not None:
+            progress(done, total)
+
+        simple_page("chain.html", _digest({"page": "chain", "version": version, "chain": chain}),
+                    lambda: env.get_template("site_chain.html.j2").render(css_href=CSS_NAME, root="", chain=chain,
+                                                                          checkpoints=statuses))
+        simple_page("index.html", _digest({"page": "index", "version": version, "rows": index_rows, "summary": summary}),
+                    lambda: env.get_template("site_index.html.j2").render(
+                        css_href=CSS_NAME, root="", rows=index_rows, summary=summary,
+                        names=sorted({r["name"] for r in index_rows}), script=index_script()))
+        if progress is not None:
+            progress(done, total)
+
+    except BaseException:  # keep what was written: the next build must know these pages are certa's
+        partial = {**manifest, **new_manifest}
+        _write_atomically(out / MANIFEST_NAME, json.dumps({"certa_site": _SITE_FORMAT, "renderer": version,
+                                                            "pages": dict(sorted(partial.items()))},
+                                                           indent=1).encode("utf-8"))
+        raise
+
+    removed = 0
+    for path, known in manifest.items():
+        if path in new_manifest:
+            continue
+        target = out / path
+        try:
+            if hashlib.sha256(target.read_bytes()).hexdigest() == known.get("sha256"):
+                target.unlink()
+                removed += 1
+        except (FileNotFoundError, IsADirectoryError):
+            pass
+    _write_atomically(out / MANIFEST_NAME, json.dumps({"certa_site": _SITE_FORMAT, "renderer": version,
+                                                        "pages": dict(sorted(new_manifest.items()))},
+                                                       indent=1).encode("utf-8"))
+    return SiteResult(directory=str(out), pages_written=written, pages_unchanged=unchanged, pages_removed=removed,
+                      runs=len(rows), intact=report.intact)
