@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from engine import ProfileAbort, StageError, run
+from engine.seeds import stage_generator
 from engine.stages.paired_ratio import audit_paired_ratio
 from engine.stats.pairing import overlap_fraction, pair_windows
 
@@ -178,3 +179,60 @@ def test_overlap_fraction_counts_both_windows_of_an_overlap() -> None:
     assert overlap_fraction(start, start + 10) == 0.0
     assert overlap_fraction(start, np.array([10, 25, 30, 40])) == 0.5
     assert overlap_fraction(np.array([0, 5]), np.array([100, 6])) == 1.0  # nested span
+
+
+# --------------------------------------------------------------------------------------------------
+# versions: 1.1.0 (compiled SFC64 bootstrap) is the newest; 1.0.0 stays, frozen, for replay
+
+
+def _version_spec(version: str | None, scheme: str = "uniform", replicates: int = 1000) -> str:
+    use = "paired.ppl_ratio" + (f"@{version}" if version else "")
+    return _spec(replicates=replicates, extra=f", scheme: {scheme}").replace("use: paired.ppl_ratio", f"use: {use}")
+
+
+def test_stage_versions_are_1_0_0_and_1_1_0_newest_last() -> None:
+    from engine.stages.paired_ratio import KERNELS, STAGE, STAGES
+
+    assert [s.version for s in STAGES] == [k.version for k in KERNELS] == ["1.0.0", "1.1.0"]
+    assert STAGE is STAGES[-1] and all(s.changes for s in STAGES)
+
+
+@pytest.mark.parametrize("scheme", ["uniform", "token_weighted"])
+def test_1_1_0_states_its_streams_and_1_0_0_is_unchanged(scheme: str) -> None:
+    """1.1.0's bootstrap block names the SFC64 streams of its scheme; a spec pinned to 1.0.0 computes exactly the
+    frozen kernel's interval (the golden corpus pins 1.0.0's bytes); both give the same point estimate."""
+    from engine.stats import bootstrap, bootstrap_v1_0_0
+
+    base, subj = window_columns(150, seed=3, shift=0.02)
+    new = run(_version_spec(None, scheme), inputs={"baseline": base, "subject": subj})
+    old = run(_version_spec("1.0.0", scheme), inputs={"baseline": base, "subject": subj})
+    assert [s["version"] for s in new.certificate["content"]["knobs"]["stages"]] == ["1.1.0"]
+    assert [s["version"] for s in old.certificate["content"]["knobs"]["stages"]] == ["1.0.0"]
+    new_boot = _ratio(new)["dataset"]["windows"]["stats"]["bootstrap"]
+    old_boot = _ratio(old)["dataset"]["windows"]["stats"]["bootstrap"]
+    assert new_boot["resampling"] == bootstrap.RESAMPLING[scheme] and "resampling" not in old_boot
+    assert new_boot["index_streams"] == 4 and old_boot["index_streams"] == 2      # ⌈1000/256⌉ SFC64 streams
+    assert _ratio(new)["primary_metric"]["log_ratio"] == _ratio(old)["primary_metric"]["log_ratio"]
+    assert new_boot["acceleration"] == old_boot["acceleration"]
+    assert _ratio(new)["primary_metric"]["ci"] != _ratio(old)["primary_metric"]["ci"]
+
+    d = np.asarray(subj["mean_nll"]) - np.asarray(base["mean_nll"])
+    t = np.asarray(subj["tokens"], dtype=float)
+    for result, module in ((new, bootstrap), (old, bootstrap_v1_0_0)):
+        ci = module.weighted_mean_bootstrap_ci(d, t, rng=stage_generator(11, "ratio"), replicates=1000, scheme=scheme)
+        assert _ratio(result)["primary_metric"]["ci"] == [ci.low, ci.high]
+
+
+@pytest.mark.slow
+def test_1_1_0_ratio_ci_covers_the_true_ratio_end_to_end() -> None:
+    """400 seeded data sets through engine.run (n = 200 windows, B = 1000, 95% BCa, uniform): the display CI
+    covers the true perplexity ratio exp(0.02) at 0.95 within 3 binomial SE (±0.033). Measured 0.9375."""
+    true_shift, covered, sims = 0.02, 0, 400
+    for k in range(sims):
+        base, subj = window_columns(200, seed=10_000 + k, shift=true_shift)
+        subj = {**subj, "mean_nll": np.asarray(base["mean_nll"]) + true_shift
+                + np.random.default_rng(k).normal(0.0, 0.05, 200)}
+        spec = _spec(replicates=1000).replace("seed: 11", f"seed: {k}")
+        pm = _ratio(run(spec, inputs={"baseline": base, "subject": subj}))["primary_metric"]
+        covered += pm["display_ci"][0] <= math.exp(true_shift) <= pm["display_ci"][1]
+    assert abs(covered / sims - 0.95) <= 3 * math.sqrt(0.95 * 0.05 / sims), covered / sims

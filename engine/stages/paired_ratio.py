@@ -10,29 +10,65 @@ Profile rules (each recorded as a decision): ``dev`` warns and uses the matched 
 ``release`` abort when windows do not all match, spans overlap, token counts or preview/final counts
 differ between arms, or windows/replicates fall below the floors (ci 200/1200, release 400/3200).
 Nothing is ever silently truncated.
+
+Versions (``KERNELS``, oldest first): each is this module's glue run with a ``PairedRatioKernels`` record of
+what differs. 1.0.0 draws numpy PCG64 index blocks (``engine/stats/bootstrap_v1_0_0.py``, frozen); 1.1.0
+draws them in a compiled SFC64 loop, one stream per block of 256 replicates, and states its streams in
+``bootstrap.resampling`` (``engine/stats/bootstrap.py``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import InputError, ProfileAbort, StageError
-from ..stats.bootstrap import token_weighted_mean, weighted_mean_bootstrap_ci
+from ..stats import bootstrap, bootstrap_v1_0_0
 from ..stats.pairing import duplicated_ids, overlap_fraction, pair_windows
 from ..tables import Table
 from .base import Decision, StageContext, StageOutput, StageType
 
-__all__ = ["STAGE", "STAGES", "PROFILE_FLOORS"]
+__all__ = ["KERNELS", "PROFILE_FLOORS", "STAGE", "STAGES", "PairedRatioKernels"]
 
 PROFILE_FLOORS: dict[str, tuple[int, int] | None] = {"dev": None, "ci": (200, 1200), "release": (400, 3200)}
 """(minimum paired windows, minimum bootstrap replicates) per profile."""
 
 PHASES = ("preview", "final")
+
+
+# --------------------------------------------------------------------------- versions
+
+
+@dataclass(frozen=True)
+class PairedRatioKernels:
+    """What one version of ``paired.ppl_ratio`` computes with: its bootstrap CI and token-weighted mean
+    (``engine.stats.bootstrap`` or a frozen copy), how its certificate describes the resampling of each
+    scheme (None: that version stated nothing beyond the scheme and ``index_streams``), and what changed."""
+
+    version: str
+    bootstrap_ci: Callable[..., Any]
+    weighted_mean: Callable[[np.ndarray, np.ndarray], float]
+    resampling: Mapping[str, str] | None
+    changes: str
+
+
+KERNELS: tuple[PairedRatioKernels, ...] = (
+    PairedRatioKernels(
+        version="1.0.0", bootstrap_ci=bootstrap_v1_0_0.weighted_mean_bootstrap_ci,
+        weighted_mean=bootstrap.token_weighted_mean, resampling=None,
+        changes="first version (certa 0.1.0): numpy PCG64 index blocks on rng.spawn(2), gathered with np.take"),
+    PairedRatioKernels(
+        version="1.1.0", bootstrap_ci=bootstrap.weighted_mean_bootstrap_ci,
+        weighted_mean=bootstrap.token_weighted_mean, resampling=bootstrap.RESAMPLING,
+        changes="certa 0.4.0: compiled SFC64 bootstrap, one stream per block of 256 replicates (Lemire indices "
+                "for uniform, Walker alias for token_weighted); CI bounds, z0 and index_streams move by Monte "
+                "Carlo error, point estimates and acceleration do not"),
+)
+"""Every version, oldest first; the last is what an unpinned spec runs."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +134,7 @@ def _count(arm: _Arm, phase: str) -> int:
     return int(arm.ids.size if arm.phase is None else np.count_nonzero(arm.phase == phase))
 
 
-def run_paired_ratio(ctx: StageContext) -> StageOutput:
+def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1]) -> StageOutput:
     knobs = ctx.knobs
     columns = knobs["columns"]
     baseline_all = _load_arm(ctx.table("baseline"), columns)
@@ -150,21 +186,21 @@ def run_paired_ratio(ctx: StageContext) -> StageOutput:
                            "(see the recorded profile_rule decisions; fix the data or use profile dev to explore)",
                            rule=failed[0], decisions=tuple(decisions))
 
-    ci = weighted_mean_bootstrap_ci(deltas, tokens, rng=ctx.rng, replicates=knobs["replicates"],
-                                    confidence_level=knobs["confidence_level"], method=knobs["method"],
-                                    scheme=knobs["scheme"])
+    ci = kernels.bootstrap_ci(deltas, tokens, rng=ctx.rng, replicates=knobs["replicates"],
+                              confidence_level=knobs["confidence_level"], method=knobs["method"],
+                              scheme=knobs["scheme"])
     if ci.degenerate:
         decisions.append(Decision("degenerate_fallback", {"reason": ci.degenerate_reason, "ci": [ci.low, ci.high]}))
     if ci.fallback:
         decisions.append(Decision("bootstrap_fallback", {"reason": ci.fallback}))
 
-    final_ppl = math.exp(token_weighted_mean(subject.mean_nll[si], tokens))
-    baseline_final_ppl = math.exp(token_weighted_mean(baseline.mean_nll[bi], baseline.tokens[bi]))
+    final_ppl = math.exp(kernels.weighted_mean(subject.mean_nll[si], tokens))
+    baseline_final_ppl = math.exp(kernels.weighted_mean(baseline.mean_nll[bi], baseline.tokens[bi]))
     preview_ppl = drift = None
     if subject_all.phase is not None and counts["subject"]["preview"] > 0:
         preview = subject_all.select("preview")
-        preview_ppl = math.exp(token_weighted_mean(preview.mean_nll, preview.tokens))
-        subject_final_ppl = math.exp(token_weighted_mean(subject.mean_nll, subject.tokens))
+        preview_ppl = math.exp(kernels.weighted_mean(preview.mean_nll, preview.tokens))
+        subject_final_ppl = math.exp(kernels.weighted_mean(subject.mean_nll, subject.tokens))
         ratio = subject_final_ppl / preview_ppl
         lo, hi = knobs["drift_band"]
         drift = {"preview_final_ratio": ratio, "band": [lo, hi], "within_band": bool(lo <= ratio <= hi)}
@@ -212,6 +248,7 @@ def run_paired_ratio(ctx: StageContext) -> StageOutput:
                     "scheme": ci.scheme,
                     "replicates": ci.replicates,
                     "index_streams": ci.index_streams,
+                    **({"resampling": kernels.resampling[ci.scheme]} if kernels.resampling else {}),
                     "confidence_level": ci.confidence_level,
                     "seed": {k: v for k, v in ctx.seed.items() if k != "knobs_hash"},
                     "z0": ci.z0,
@@ -273,15 +310,19 @@ def render_paired_ratio(outputs: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-STAGE = StageType(
-    name="paired.ppl_ratio",
-    version="1.0.0",
-    input_knobs=("baseline", "subject"),
-    run=run_paired_ratio,
-    summary="Paired perplexity ratio vs a baseline, token-weighted, with a paired BCa bootstrap CI (seed 001).",
-    audit_checks=audit_paired_ratio,
-    render_markdown=render_paired_ratio,
-)
+def ratio_stage(kernels: PairedRatioKernels) -> StageType:
+    """``paired.ppl_ratio`` at ``kernels.version``."""
+    return StageType(
+        name="paired.ppl_ratio",
+        version=kernels.version,
+        input_knobs=("baseline", "subject"),
+        run=lambda ctx: run_paired_ratio(ctx, kernels),
+        summary="Paired perplexity ratio vs a baseline, token-weighted, with a paired BCa bootstrap CI (seed 001).",
+        audit_checks=audit_paired_ratio,
+        render_markdown=render_paired_ratio,
+        changes=kernels.changes,
+    )
 
-STAGES = (STAGE,)
-"""Every version of this stage type (one so far)."""
+
+STAGES = tuple(ratio_stage(kernels) for kernels in KERNELS)
+STAGE = STAGES[-1]

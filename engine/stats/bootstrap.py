@@ -1,27 +1,50 @@
-"""Paired, token-weighted bootstrap of a weighted mean, with BCa and percentile intervals.
+"""Paired, token-weighted bootstrap of a weighted mean, with BCa and percentile intervals (compiled).
 
-For paired windows i = 1..n with deltas d_i (per-token log-loss of arm B minus arm A) and token counts
-t_i > 0, the estimate is the token-weighted mean (seed 001, "Paired Evaluation Math")
+This is the kernel of ``paired.ppl_ratio`` 1.1.0; 1.0.0's numpy kernel is frozen in
+``engine/stats/bootstrap_v1_0_0.py``. For paired windows i = 1..n with deltas d_i (per-token log-loss of
+arm B minus arm A) and token counts t_i > 0, the estimate is the token-weighted mean (seed 001,
+"Paired Evaluation Math")
 
     θ̂ = Σ t_i d_i / Σ t_i.
 
 Two resampling schemes give the bootstrap replicates θ*_1..θ*_B:
 
 ``uniform`` (default)
-    Resample n window indices uniformly with replacement and recompute the weighted mean of the
-    resample, θ* = Σ t_j* d_j* / Σ t_j*. This is the ordinary nonparametric bootstrap of the ratio
-    estimator θ̂ (Efron & Tibshirani 1993, ch. 6 and 14); it is what ``scipy.stats.bootstrap((d, t),
-    weighted_mean, paired=True)`` computes, and this module draws the very same index stream so that the
-    two agree bit for bit (see "Index stream" below).
+    Draw n window indices uniformly with replacement and recompute the weighted mean of the draw,
+    θ* = Σ t_j* d_j* / Σ t_j*: the ordinary nonparametric bootstrap of the ratio estimator θ̂
+    (Efron & Tibshirani 1993, ch. 6 and 14), the distribution ``scipy.stats.bootstrap((d, t),
+    weighted_mean, paired=True)`` samples.
 
 ``token_weighted``
-    Resample n window indices with probability p_i = t_i / Σt and take the plain mean of the resampled
-    deltas (InvarLock v0.3.7 ``core/bootstrap.py``, kept for comparison with the seed). Its replicates
-    have variance Σ p_i (d_i − θ̂)² / n, whereas θ̂ has variance ≈ Σ p_i² (d_i − θ)²; when d is unrelated
-    to t the ratio is n Σ p_i² = 1 + CV²(t) > 1, so the interval is too narrow and under-covers
-    (docs/paired_bootstrap.md gives measured figures). The two variances agree when Var(d_i) ∝ 1/t_i
-    (independent per-token noise). With all t_i equal, p is uniform and the ``uniform`` code path is
-    used (the same distribution, and the same draws as scipy's plain-mean bootstrap).
+    Draw n window indices with probability p_i = t_i / Σt and take the plain mean of the drawn deltas
+    (InvarLock v0.3.7 ``core/bootstrap.py``, kept for comparison with the seed). Its replicates have
+    variance Σ p_i (d_i − θ̂)² / n against ≈ Σ p_i² (d_i − θ)² for θ̂, so when d is unrelated to t its
+    interval is too narrow by 1/√(1 + CV²(t)) and under-covers (docs/paired_bootstrap.md).
+
+Random streams (part of the frozen numbers of 1.1.0). The B replicates are cut into consecutive blocks
+of ``REPLICATE_BLOCK`` = 256 (the last may be shorter); block j = 0..⌈B/256⌉−1 draws from its own
+generator, ``SFC64`` seeded with child j of ``rng.bit_generator.seed_seq.spawn(⌈B/256⌉)`` (the seed
+sequences of ``rng.spawn(⌈B/256⌉)``), replicate after replicate, draw after draw. Threads take whole
+blocks, so the result depends on (d, t, the generator's seed sequence and spawn count, B, scheme, method,
+confidence_level) and never on the number of threads or the machine.
+
+* ``uniform``: index k of a replicate is Lemire's (2019) multiply-shift of a 32-bit word by n, rejecting
+  the 2³² mod n low products that would bias it; the 32-bit words are the low then the high half of each
+  64-bit SFC64 output, carried across replicates. These are, in order, exactly the integers of numpy's
+  ``Generator(SFC64(child_j)).integers(0, n, size=(rows_j, n), dtype=np.uint32)`` (tested bit for bit).
+* ``token_weighted``: Walker's (1977) alias method. The table is built once by Vose's (1991) algorithm
+  in float64: q_i = (t_i · n) / Σt (Σt summed left to right); indices with q < 1 are pushed in
+  ascending order on a "small" stack, the others on a "large" stack; while both are non-empty, pop s and
+  l, set prob_s = q_s, alias_s = l, q_l ← (q_l + q_s) − 1 and push l back on the stack its new q_l
+  selects; whatever remains gets prob = 1 (alias to itself). Each draw takes one 64-bit output x,
+  u = (x >> 11) · 2⁻⁵³ (numpy's ``Generator(SFC64).random()``, bit for bit), v = u · n, column
+  c = ⌊v⌋, and the index is c when v − c < prob_c, else alias_c.
+
+Each replicate sums its draws left to right in two interleaved float64 accumulators (draws 0, 2, 4, …
+and 1, 3, 5, …) added at the end: θ* = (Σ₀ t d + Σ₁ t d) / (Σ₀ t + Σ₁ t) for ``uniform``, with t d
+precomputed as ``t * d``, and (Σ₀ d + Σ₁ d) / n for ``token_weighted``. The loop is compiled without
+fast-math (``engine/stats/compiled.py``), so every machine gives the same bits. No index array is ever
+materialised: the memory is O(n + B), about 24 n + 8 B bytes.
 
 Intervals at level 1 − 2α (Efron & Tibshirani 1993, §14.3, eqs. 14.10, 14.14, 14.15):
 
@@ -33,22 +56,6 @@ Intervals at level 1 − 2α (Efron & Tibshirani 1993, §14.3, eqs. 14.10, 14.14
                 estimates θ₍ᵢ₎ = (Σtd − t_i d_i) / (Σt − t_i), computed exactly in O(n) instead of
                 scipy's O(n²) jackknife. Q is the linear-interpolation (Hyndman–Fan type 7) quantile.
 
-Index streams. The replicates are computed in consecutive blocks of ``resample_block_rows(n)`` rows (a
-fixed function of n). Block j draws its indices from stream j mod S: with the default S = 2 the streams
-are ``rng.spawn(2)`` (independent children of the caller's generator, NumPy's SeedSequence spawning),
-and each stream draws its own blocks in order, so the two run on two threads and the result depends only
-on (d, t, the generator's state, S, replicates, scheme, method, confidence_level): never on the number of
-threads, ``batch_size`` or the machine. Uniform indices are ``integers(0, n, size=(rows, n))``;
-token-weighted indices are an inverse-CDF lookup of ``random``. Every index is an independent uniform
-(or ∝ t) draw either way; the streams only decide which generator supplies which block.
-
-With S = 1 the caller's generator draws every block itself, exactly as ``scipy.stats.bootstrap`` draws
-them, and the result equals ``scipy.stats.bootstrap((d, t), weighted_mean, paired=True, vectorized=True,
-method='BCa', batch=resample_block_rows(n), rng=<same state>)``: the replicates bit for bit, the
-interval up to rounding in the acceleration (~1e-16). The tests use S = 1 to pin the arithmetic to
-scipy's and S = 2 (the default: about twice as fast on two cores) against the same arithmetic on the
-spawned streams, and against scipy to Monte Carlo error.
-
 Edge cases: n < 2, non-finite deltas, and non-finite or non-positive token counts raise ``ValueError``;
 all-equal deltas give a degenerate interval [θ̂, θ̂] without touching the generator; when BCa is
 undefined (z0 infinite, zero jackknife variance, or 1 − a(z0 + z) ≤ 0) the percentile interval of the
@@ -58,18 +65,20 @@ same replicates is returned and ``fallback`` says why.
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import ndtr, ndtri
 
+from .compiled import kernel, on_chunks
+
 __all__ = [
+    "REPLICATE_BLOCK",
+    "RESAMPLING",
     "BootstrapCI",
+    "alias_table",
     "jackknife_acceleration",
-    "resample_block_rows",
+    "resample_indices",
     "token_weighted_mean",
     "weighted_mean_bootstrap_ci",
     "weighted_mean_replicates",
@@ -78,16 +87,27 @@ __all__ = [
 METHODS = ("bca", "percentile")
 SCHEMES = ("uniform", "token_weighted")
 
-BLOCK_INDICES = 2**16
-"""Indices drawn per generator call (rounded up to whole replicate rows): 512 KiB of int64.
+REPLICATE_BLOCK = 256
+"""Replicates per random stream (part of the reproducibility contract; see the module docstring)."""
 
-Small blocks keep the draw, the gathers and the row sums in cache. The constant fixes the call
-boundaries of the index stream, so it is part of the reproducibility contract. With current NumPy the
-drawn values do not depend on call boundaries, but certa does not rely on that.
-"""
+RESAMPLING = {
+    "uniform": (
+        "replicates in blocks of 256; block j draws from SFC64 seeded with child j of the stage generator's "
+        "SeedSequence.spawn(ceil(B/256)); window indices as numpy Generator(SFC64).integers(0, n, dtype=uint32) "
+        "(Lemire with rejection, low then high 32-bit half of each output); theta* = sum(t*d)/sum(t) over the "
+        "draws, each sum in two interleaved float64 accumulators"),
+    "token_weighted": (
+        "replicates in blocks of 256; block j draws from SFC64 seeded with child j of the stage generator's "
+        "SeedSequence.spawn(ceil(B/256)); one double u = (x >> 11) * 2^-53 per draw (numpy Generator(SFC64)."
+        "random()); window index by Walker's alias method on q_i = t_i*n/sum(t) (Vose construction, float64): "
+        "column c = floor(u*n), c if u*n - c < prob_c else alias_c; theta* = plain mean of the drawn d, summed "
+        "in two interleaved float64 accumulators"),
+}
+"""How each scheme draws its replicates, as the 1.1.0 certificate states it (``bootstrap.resampling``)."""
 
-INDEX_STREAMS = 2
-"""Default number of independent index streams (part of the reproducibility contract; see above)."""
+_UINT32 = 1 << 32
+_SLICE_BLOCKS = 4           # blocks per unit of work handed to a thread (finer units balance a busy machine)
+_MIN_THREADED_DRAWS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -97,7 +117,8 @@ class BootstrapCI:
     ``replicates`` is the number of bootstrap replicates actually computed (0 when ``degenerate``).
     ``method`` is the method that produced [low, high]: "percentile" when BCa was requested but could
     not be computed, in which case ``fallback`` gives the reason. ``z0`` and ``acceleration`` are
-    recorded whenever they were computed and finite (also on a fallback), else None.
+    recorded whenever they were computed and finite (also on a fallback), else None. ``index_streams``
+    is the number of SFC64 streams drawn, ⌈replicates / 256⌉ (0 when degenerate).
     """
 
     estimate: float
@@ -112,15 +133,12 @@ class BootstrapCI:
     degenerate: bool
     degenerate_reason: str | None
     fallback: str | None
-    index_streams: int = INDEX_STREAMS
+    index_streams: int = 0
 
 
 def token_weighted_mean(deltas: np.ndarray, tokens: np.ndarray) -> float:
-    """Σ t_i d_i / Σ t_i (seed 001), evaluated as ``np.sum(t * d) / np.sum(t)``.
-
-    The evaluation order matches ``scipy.stats.bootstrap``'s statistic so both give the same bits.
-    """
-    d, t = _validate(deltas, tokens, min_n=1)
+    """Σ t_i d_i / Σ t_i (seed 001), evaluated as ``np.sum(t * d) / np.sum(t)``."""
+    d, t = checked_windows(deltas, tokens, min_n=1)
     return _weighted_mean(d, t)
 
 
@@ -131,69 +149,73 @@ def jackknife_acceleration(deltas: np.ndarray, tokens: np.ndarray) -> float | No
     The leave-one-out estimates are formed as θ̂ + δ_i with δ_i = t_i (θ̂ − d_i) / (Σt − t_i), which is
     algebraically identical and free of cancellation. Returns None when Σ U_i² = 0 (a undefined).
     """
-    d, t = _validate(deltas, tokens, min_n=2)
+    d, t = checked_windows(deltas, tokens, min_n=2)
     return _acceleration(d, t, _weighted_mean(d, t))
 
 
-def resample_block_rows(n: int) -> int:
-    """Replicate rows per generator call for n windows: ⌈2**16 / n⌉ (at least 1).
+def alias_table(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(prob, alias) of Walker's alias method for p_i ∝ t_i, built by Vose's algorithm (module docstring).
 
-    ``scipy.stats.bootstrap(..., batch=resample_block_rows(n))`` draws the same index stream.
+    Index i is drawn with probability (prob_i + Σ_{c: alias_c = i} (1 − prob_c)) / n = t_i / Σt up to
+    float64 rounding.
     """
-    if n < 1:
-        raise ValueError(f"'n' must be a positive integer (got {n!r})")
-    return max(1, -(-BLOCK_INDICES // int(n)))
+    _, t = checked_windows(np.zeros(np.shape(tokens)), tokens, min_n=1)
+    prob = np.empty(t.size, dtype=np.float64)
+    alias = np.empty(t.size, dtype=np.int64)
+    _build_alias(t, prob, alias)
+    return prob, alias
 
 
 def weighted_mean_replicates(deltas: np.ndarray, tokens: np.ndarray, *, rng: np.random.Generator,
-                             replicates: int = 2000, scheme: str = "uniform", batch_size: int | None = None,
-                             streams: int = INDEX_STREAMS, threads: int | None = None) -> np.ndarray:
+                             replicates: int = 2000, scheme: str = "uniform",
+                             threads: int | None = None) -> np.ndarray:
     """The B bootstrap replicates θ*_1..θ*_B of the token-weighted mean under ``scheme``.
 
-    See the module docstring for the schemes and the index streams. ``batch_size`` caps the replicate
-    rows gathered at once and ``threads`` the worker threads (default: one per stream, at most the CPU
-    count); neither ever changes the values. ``streams`` does (1 reproduces scipy's index stream).
+    See the module docstring for the schemes and the random streams. ``threads`` caps the worker
+    threads (default: the CPU count, at most 8); it never changes the values.
     """
-    d, t = _validate(deltas, tokens, min_n=2)
-    replicates, batch_size = _check_counts(replicates, batch_size)
-    _check_rng(rng)
-    _check_streams(streams, threads)
-    if scheme not in SCHEMES:
-        raise ValueError(f"'scheme' must be one of {SCHEMES} (got {scheme!r})")
-    return _replicates(d, t, rng, replicates, scheme, batch_size, streams, threads)
+    d, t = checked_windows(deltas, tokens, min_n=2)
+    replicates = _check_options(rng, replicates, scheme, threads)
+    return _replicates(d, t, rng, replicates, scheme, threads)
+
+
+def resample_indices(tokens: np.ndarray, *, rng: np.random.Generator, replicates: int,
+                     scheme: str = "uniform", threads: int | None = None) -> np.ndarray:
+    """The (replicates, n) uint32 window indices that ``weighted_mean_replicates`` draws from the same
+    generator state (the same compiled loop, recording its draws; for audits and tests: B·n·4 bytes)."""
+    _, t = checked_windows(np.zeros(np.shape(tokens)), tokens, min_n=2)
+    replicates = _check_options(rng, replicates, scheme, threads)
+    indices = np.empty((replicates, t.size), dtype=np.uint32)
+    _replicates(np.zeros(t.size), t, rng, replicates, scheme, threads, indices)
+    return indices
 
 
 def weighted_mean_bootstrap_ci(deltas: np.ndarray, tokens: np.ndarray, *, rng: np.random.Generator,
                                replicates: int = 2000, confidence_level: float = 0.95,
-                               method: str = "bca", scheme: str = "uniform", batch_size: int | None = None,
-                               streams: int = INDEX_STREAMS, threads: int | None = None) -> BootstrapCI:
+                               method: str = "bca", scheme: str = "uniform",
+                               threads: int | None = None) -> BootstrapCI:
     """Paired bootstrap CI of the token-weighted mean Σ t_i d_i / Σ t_i (two-sided).
 
     Args:
         deltas: per-window paired differences d_i (finite), length n ≥ 2.
         tokens: per-window token counts t_i (finite, > 0), length n.
-        rng: the only source of randomness; it is not touched when the deltas are all equal.
+        rng: the only source of randomness (its seed sequence spawns the block streams); it is not
+            touched when the deltas are all equal.
         replicates: bootstrap replicates B (≥ 1).
         confidence_level: 1 − 2α, in (0, 1).
         method: "bca" (default) or "percentile".
         scheme: "uniform" (default; resample windows) or "token_weighted" (resample ∝ t_i, InvarLock).
-        batch_size: cap on replicate rows reduced at once (memory only; never changes the result).
-        streams: independent index streams (module docstring); 1 reproduces scipy.stats.bootstrap.
-        threads: worker threads (default one per stream, at most the CPU count; never changes the result).
+        threads: worker threads (default the CPU count, at most 8; never changes the result).
 
     Raises:
         ValueError: n < 2, mismatched lengths, non-finite deltas, non-finite or non-positive token
             counts, or an invalid option.
         TypeError: ``rng`` is not a ``numpy.random.Generator``.
     """
-    d, t = _validate(deltas, tokens, min_n=2)
-    replicates, batch_size = _check_counts(replicates, batch_size)
-    _check_rng(rng)
-    _check_streams(streams, threads)
+    d, t = checked_windows(deltas, tokens, min_n=2)
+    replicates = _check_options(rng, replicates, scheme, threads)
     if method not in METHODS:
         raise ValueError(f"'method' must be one of {METHODS} (got {method!r})")
-    if scheme not in SCHEMES:
-        raise ValueError(f"'scheme' must be one of {SCHEMES} (got {scheme!r})")
     level = float(confidence_level)
     if not 0.0 < level < 1.0:
         raise ValueError(f"'confidence_level' must be in (0, 1) (got {confidence_level!r})")
@@ -201,10 +223,18 @@ def weighted_mean_bootstrap_ci(deltas: np.ndarray, tokens: np.ndarray, *, rng: n
     estimate = _weighted_mean(d, t)
     if np.all(d == d[0]):
         return BootstrapCI(estimate, estimate, estimate, method, scheme, 0, level, None, None,
-                           True, "all deltas equal", None, streams)
+                           True, "all deltas equal", None, 0)
 
-    theta = _replicates(d, t, rng, replicates, scheme, batch_size, streams, threads)
-    alpha = (1.0 - level) / 2.0
+    theta = _replicates(d, t, rng, replicates, scheme, threads)
+    return interval_from_replicates(d, t, estimate, theta, method=method, scheme=scheme, confidence_level=level,
+                                    index_streams=_block_count(replicates))
+
+
+def interval_from_replicates(d: np.ndarray, t: np.ndarray, estimate: float, theta: np.ndarray, *, method: str,
+                             scheme: str, confidence_level: float, index_streams: int) -> BootstrapCI:
+    """The BCa or percentile interval at ``confidence_level`` from replicates ``theta`` of θ̂ = ``estimate``
+    (the formulas of the module docstring); shared by every version's resampling."""
+    alpha = (1.0 - confidence_level) / 2.0
     z0 = acceleration = None
     fallback = None
     levels = (alpha, 1.0 - alpha)
@@ -230,22 +260,224 @@ def weighted_mean_bootstrap_ci(deltas: np.ndarray, tokens: np.ndarray, *, rng: n
         high=float(high),
         method="percentile" if (method == "percentile" or fallback) else "bca",
         scheme=scheme,
-        replicates=replicates,
-        confidence_level=level,
+        replicates=int(theta.size),
+        confidence_level=confidence_level,
         z0=z0,
         acceleration=acceleration,
         degenerate=False,
         degenerate_reason=None,
         fallback=fallback,
-        index_streams=streams,
+        index_streams=index_streams,
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# compiled loops
+
+
+@kernel
+def _build_alias(t: np.ndarray, prob: np.ndarray, alias: np.ndarray) -> None:
+    """Vose's (1991) alias table for p_i ∝ t_i, in float64, in the order the module docstring states."""
+    n = t.size
+    total = 0.0
+    for i in range(n):
+        total += t[i]
+    q = np.empty(n, dtype=np.float64)
+    small = np.empty(n, dtype=np.int64)
+    large = np.empty(n, dtype=np.int64)
+    n_small = 0
+    n_large = 0
+    for i in range(n):
+        q[i] = (t[i] * n) / total
+        if q[i] < 1.0:
+            small[n_small] = i
+            n_small += 1
+        else:
+            large[n_large] = i
+            n_large += 1
+    while n_small > 0 and n_large > 0:
+        n_small -= 1
+        s = small[n_small]
+        n_large -= 1
+        g = large[n_large]
+        prob[s] = q[s]
+        alias[s] = g
+        q[g] = (q[g] + q[s]) - 1.0
+        if q[g] < 1.0:
+            small[n_small] = g
+            n_small += 1
+        else:
+            large[n_large] = g
+            n_large += 1
+    while n_large > 0:
+        n_large -= 1
+        prob[large[n_large]] = 1.0
+        alias[large[n_large]] = large[n_large]
+    while n_small > 0:             # only rounding leaves a column here: its q is 1 up to a few ulp
+        n_small -= 1
+        prob[small[n_small]] = 1.0
+        alias[small[n_small]] = small[n_small]
+
+
+@kernel
+def _resample_blocks(table: np.ndarray, alias: np.ndarray, states: np.ndarray, block_rows: int,
+                     weighted_draws: bool, out: np.ndarray, indices: np.ndarray) -> None:
+    """Replicates out[r] for the blocks whose SFC64 states (a, b, c, counter) are ``states``.
+
+    Block b fills rows b·block_rows .. min((b + 1)·block_rows, len(out)) − 1. ``uniform`` (not
+    ``weighted_draws``): table[:, 0] = t·d, table[:, 1] = t, Lemire indices. ``token_weighted``:
+    table[:, 0] = prob, table[:, 1] = d, table[:, 2] = d[alias], alias-method indices. When ``indices`` has
+    rows, the drawn window indices are recorded there too (tests and audits).
+    """
+    n = table.shape[0]
+    rows = out.shape[0]
+    record = indices.shape[0] > 0
+    n64 = np.uint64(n)
+    low32 = np.uint64(0xFFFFFFFF)
+    shift32 = np.uint64(32)
+    shift11 = np.uint64(11)
+    threshold = np.uint64(_UINT32 % n)
+    scale = 1.0 / 9007199254740992.0
+    n_float = float(n)
+
+    def sfc64_next(a, b, c, counter):  # one SFC64 step (Doty-Humphrey), as numpy's sfc64_next64
+        value = a + b + counter
+        rotated = (c << np.uint64(24)) | (c >> np.uint64(40))
+        return value, b ^ (b >> np.uint64(11)), c + (c << np.uint64(3)), rotated + value, counter + np.uint64(1)
+
+    for block in range(states.shape[0]):
+        a, b, c, counter = states[block, 0], states[block, 1], states[block, 2], states[block, 3]
+        first_row = block * block_rows
+        last_row = min(first_row + block_rows, rows)
+        if weighted_draws:
+            for r in range(first_row, last_row):
+                sum0 = 0.0
+                sum1 = 0.0
+                for k in range(n):
+                    value, a, b, c, counter = sfc64_next(a, b, c, counter)
+                    v = float(value >> shift11) * scale * n_float
+                    column = int(v)
+                    if column >= n:
+                        column = n - 1
+                    other = 1 + int(v - column >= table[column, 0])    # 1: the column, 2: its alias
+                    drawn = table[column, other]
+                    if record:
+                        indices[r, k] = column if other == 1 else alias[column]
+                    if k & 1:
+                        sum1 += drawn
+                    else:
+                        sum0 += drawn
+                out[r] = (sum0 + sum1) / n_float
+            continue
+        spare = np.uint64(0)
+        have_spare = False
+        for r in range(first_row, last_row):
+            num0 = 0.0
+            num1 = 0.0
+            den0 = 0.0
+            den1 = 0.0
+            k = 0
+            while k < n:
+                if not have_spare and k + 1 < n:
+                    # fast path: both 32-bit halves of one SFC64 output, low half first
+                    value, a, b, c, counter = sfc64_next(a, b, c, counter)
+                    first = (value & low32) * n64
+                    second = (value >> shift32) * n64
+                    if (first & low32) >= threshold and (second & low32) >= threshold:
+                        i = first >> shift32
+                        j = second >> shift32
+                        if k & 1:
+                            num1 += table[i, 0]
+                            den1 += table[i, 1]
+                            num0 += table[j, 0]
+                            den0 += table[j, 1]
+                        else:
+                            num0 += table[i, 0]
+                            den0 += table[i, 1]
+                            num1 += table[j, 0]
+                            den1 += table[j, 1]
+                        if record:
+                            indices[r, k] = i
+                            indices[r, k + 1] = j
+                        k += 2
+                        continue
+                    # a half was rejected: replay this output one half at a time
+                    spare = value >> shift32
+                    have_spare = True
+                    product = first
+                elif have_spare:
+                    product = spare * n64
+                    have_spare = False
+                else:
+                    value, a, b, c, counter = sfc64_next(a, b, c, counter)
+                    spare = value >> shift32
+                    have_spare = True
+                    product = (value & low32) * n64
+                if (product & low32) < threshold:
+                    continue  # rejected (Lemire): draw the next 32-bit word
+                i = product >> shift32
+                if k & 1:
+                    num1 += table[i, 0]
+                    den1 += table[i, 1]
+                else:
+                    num0 += table[i, 0]
+                    den0 += table[i, 1]
+                if record:
+                    indices[r, k] = i
+                k += 1
+            out[r] = (num0 + num1) / (den0 + den1)
 
 
 # --------------------------------------------------------------------------------------------------
 # internals
 
 
-def _validate(deltas: np.ndarray, tokens: np.ndarray, *, min_n: int) -> tuple[np.ndarray, np.ndarray]:
+def _block_count(replicates: int) -> int:
+    return -(-replicates // REPLICATE_BLOCK)
+
+
+def _stream_states(rng: np.random.Generator, count: int) -> np.ndarray:
+    """(count, 4) uint64: SFC64's initial (a, b, c, counter) on each child of the generator's seed sequence."""
+    states = np.empty((count, 4), dtype=np.uint64)
+    for j, child in enumerate(rng.bit_generator.seed_seq.spawn(count)):
+        states[j] = np.random.SFC64(child).state["state"]["state"]
+    return states
+
+
+def _replicates(d: np.ndarray, t: np.ndarray, rng: np.random.Generator, replicates: int, scheme: str,
+                threads: int | None, indices: np.ndarray | None = None) -> np.ndarray:
+    """All B replicates; threads take whole blocks (each with its own stream), so they never matter."""
+    n = d.size
+    table = np.zeros((n, 3), dtype=np.float64)
+    weighted_draws = scheme == "token_weighted"
+    if weighted_draws:
+        prob = np.empty(n, dtype=np.float64)
+        alias = np.empty(n, dtype=np.int64)
+        _build_alias(t, prob, alias)
+        table[:, 0], table[:, 1], table[:, 2] = prob, d, d[alias]
+    else:
+        alias = np.zeros(1, dtype=np.int64)
+        table[:, 0], table[:, 1] = t * d, t
+    blocks = _block_count(replicates)
+    states = _stream_states(rng, blocks)
+    out = np.empty(replicates, dtype=np.float64)
+    no_indices = np.empty((0, 0), dtype=np.uint32)
+
+    def run(part: slice) -> None:
+        rows = slice(part.start * REPLICATE_BLOCK, min(part.stop * REPLICATE_BLOCK, replicates))
+        _resample_blocks(table, alias, states[part], REPLICATE_BLOCK, weighted_draws, out[rows],
+                         no_indices if indices is None else indices[rows])
+
+    if threads is None and n * replicates < _MIN_THREADED_DRAWS:
+        threads = 1                     # too little work to repay starting threads
+    on_chunks(run, blocks, max_rows=_SLICE_BLOCKS, threads=threads, name="certa-paired-bootstrap")
+    return out
+
+
+def checked_windows(deltas: np.ndarray, tokens: np.ndarray, *, min_n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(d, t) as contiguous float64 arrays; ``ValueError`` naming the window for anything the bootstrap cannot
+    take (fewer than ``min_n`` windows, mismatched lengths, a non-finite delta, a token count that is not a
+    finite positive number)."""
     d = np.asarray(deltas, dtype=np.float64)
     t = np.asarray(tokens, dtype=np.float64)
     if d.ndim != 1 or t.ndim != 1:
@@ -254,6 +486,8 @@ def _validate(deltas: np.ndarray, tokens: np.ndarray, *, min_n: int) -> tuple[np
         raise ValueError(f"'deltas' and 'tokens' must have the same length (got {d.size} and {t.size})")
     if d.size < min_n:
         raise ValueError(f"need at least {min_n} paired windows (got {d.size})")
+    if d.size >= _UINT32:
+        raise ValueError(f"{d.size} windows are too many to resample with 32-bit indices")
     bad = ~np.isfinite(d)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -275,25 +509,16 @@ def _weighted_mean(d: np.ndarray, t: np.ndarray) -> float:
     return estimate
 
 
-def _check_counts(replicates: int, batch_size: int | None) -> tuple[int, int | None]:
-    if isinstance(replicates, bool) or int(replicates) != replicates or replicates < 1:
-        raise ValueError(f"'replicates' must be a positive integer (got {replicates!r})")
-    if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) != batch_size
-                                   or batch_size < 1):
-        raise ValueError(f"'batch_size' must be a positive integer or None (got {batch_size!r})")
-    return int(replicates), None if batch_size is None else int(batch_size)
-
-
-def _check_streams(streams: int, threads: int | None) -> None:
-    if isinstance(streams, bool) or int(streams) != streams or streams < 1:
-        raise ValueError(f"'streams' must be a positive integer (got {streams!r})")
-    if threads is not None and (isinstance(threads, bool) or int(threads) != threads or threads < 1):
-        raise ValueError(f"'threads' must be a positive integer or None (got {threads!r})")
-
-
-def _check_rng(rng: np.random.Generator) -> None:
+def _check_options(rng: np.random.Generator, replicates: int, scheme: str, threads: int | None) -> int:
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"'rng' must be a numpy.random.Generator (got {type(rng).__name__})")
+    if isinstance(replicates, bool) or int(replicates) != replicates or replicates < 1:
+        raise ValueError(f"'replicates' must be a positive integer (got {replicates!r})")
+    if scheme not in SCHEMES:
+        raise ValueError(f"'scheme' must be one of {SCHEMES} (got {scheme!r})")
+    if threads is not None and (isinstance(threads, bool) or int(threads) != threads or threads < 1):
+        raise ValueError(f"'threads' must be a positive integer or None (got {threads!r})")
+    return int(replicates)
 
 
 def _acceleration(d: np.ndarray, t: np.ndarray, estimate: float) -> float | None:
@@ -319,136 +544,3 @@ def _bca_levels(z0: float, a: float, alpha: float) -> tuple[float, float] | None
             return None
         out.append(float(ndtr(z0 + num / den)))
     return out[0], out[1]
-
-
-def _blocks(replicates: int, rows: int) -> list[tuple[int, int]]:
-    return [(k, min(rows, replicates - k)) for k in range(0, replicates, rows)]
-
-
-BlockReducer = Callable[[np.random.Generator, int, int, np.ndarray], None]
-"""reduce(generator, first replicate, rows, out): draw one block of indices and write its replicates."""
-
-
-def _uniform_reducer(d: np.ndarray, t: np.ndarray, chunk: int) -> Callable[[], BlockReducer]:
-    """Uniform resampling (and token_weighted with equal token counts, where p_i = 1/n: the same law).
-
-    One 16-byte gather of (t_i d_i, t_i) packed as a complex number; the strided row sums of the real and
-    imaginary parts are numpy's pairwise sums in the same order as for contiguous arrays, so each θ*
-    equals (t[idx] * d[idx]).sum(-1) / t[idx].sum(-1) bit for bit (what scipy computes).
-    """
-    n = d.size
-    packed = np.empty(n, dtype=np.complex128)
-    packed.real = t * d
-    packed.imag = t
-
-    def make() -> BlockReducer:
-        gathered = np.empty((chunk, n), dtype=np.complex128)       # one buffer per worker thread
-
-        def reduce(generator: np.random.Generator, start: int, rows: int, out: np.ndarray) -> None:
-            idx = generator.integers(0, n, size=(rows, n))
-            for s in range(0, rows, chunk):
-                part = idx[s:s + chunk]
-                g = np.take(packed, part, out=gathered[:part.shape[0]])
-                out[start + s:start + s + part.shape[0]] = g.real.sum(axis=1) / g.imag.sum(axis=1)
-
-        return reduce
-
-    return make
-
-
-def _token_weighted_reducer(d: np.ndarray, t: np.ndarray, rows: int, chunk: int) -> Callable[[], BlockReducer]:
-    """Resampling with probability ∝ t_i by inverse-CDF lookup of uniforms; statistic = plain mean."""
-    n = d.size
-
-    def make() -> BlockReducer:
-        lookup = _InverseCDF(t, rows=rows)                          # its work buffers are per worker
-        uniforms = np.empty((rows, n), dtype=np.float64)
-        index = np.empty((rows, n), dtype=np.intp)
-        gathered = np.empty((chunk, n), dtype=np.float64)
-
-        def reduce(generator: np.random.Generator, start: int, block_rows: int, out: np.ndarray) -> None:
-            idx = lookup(generator.random(out=uniforms[:block_rows]), out=index[:block_rows])
-            for s in range(0, block_rows, chunk):
-                part = idx[s:s + chunk]
-                g = gathered[:part.shape[0]]
-                out[start + s:start + s + part.shape[0]] = np.take(d, part, out=g).sum(axis=1) / n
-
-        return reduce
-
-    return make
-
-
-def _replicates(d: np.ndarray, t: np.ndarray, rng: np.random.Generator, replicates: int, scheme: str,
-                batch_size: int | None, streams: int, threads: int | None) -> np.ndarray:
-    """All B replicates: block j comes from stream j mod ``streams``; one worker per stream (module doc)."""
-    rows = resample_block_rows(d.size)
-    chunk = rows if batch_size is None else min(rows, batch_size)
-    if scheme == "token_weighted" and not np.all(t == t[0]):
-        make_reducer = _token_weighted_reducer(d, t, rows, chunk)
-    else:
-        make_reducer = _uniform_reducer(d, t, chunk)
-    generators = [rng] if streams == 1 else rng.spawn(streams)
-    blocks = _blocks(replicates, rows)
-    out = np.empty(replicates, dtype=np.float64)
-
-    def run_stream(k: int) -> None:
-        reduce = make_reducer()
-        for start, block_rows in blocks[k::streams]:
-            reduce(generators[k], start, block_rows, out)
-
-    workers = min(streams, len(blocks), threads if threads is not None else (os.cpu_count() or 1))
-    if workers <= 1:
-        for k in range(streams):
-            run_stream(k)
-    else:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="certa-bootstrap") as pool:
-            list(pool.map(run_stream, range(streams)))
-    return out
-
-
-class _InverseCDF:
-    """Window index for uniform u ∈ [0, 1): i = #{k : C_k ≤ u·C_n} with C the cumulative token counts.
-
-    Equal to ``np.searchsorted(C, u * C[-1], side="right")`` (index i has probability t_i / Σt), but
-    6-9x faster (measured at n = 200 to 10**4). A guide table G_j = #{k : C_k ≤ j·C_n/m} over m equal
-    buckets gives a lower bound G_{j−1} for a key in bucket j = ⌊u·m⌋ (one bucket of slack absorbs
-    rounding), and the exact index is reached by at most R = max_j (G_{j+2} − G_{j−1}) unit steps
-    "i += (x ≥ C_i)" (Chen & Asau 1974, indexed search). m = min(3 Σt / min t, 64 n, 2**20) (at least n) keeps R small; when R still exceeds
-    24 (extremely uneven token counts), plain binary search is used instead (same result).
-    """
-
-    _MAX_BUCKETS = 2**20
-    _MAX_STEPS = 24
-
-    def __init__(self, t: np.ndarray, rows: int = 0) -> None:
-        self.cumulative = np.cumsum(t)
-        self.total = float(self.cumulative[-1])
-        n = t.size
-        m = int(min(self._MAX_BUCKETS, 64 * n, max(n, math.ceil(3.0 * self.total / float(t.min())))))
-        edges = np.searchsorted(self.cumulative, np.arange(m + 3) * (self.total / m), side="right")
-        edges = np.minimum(edges, n)
-        self.buckets = m
-        self.start = np.concatenate(([0], edges[:m]))          # G_{j−1} for j = 0..m (j = m: rounding)
-        self.steps = int(np.max(edges[2:m + 3] - self.start))   # R = max_j G_{j+2} − G_{j−1}
-        self.padded = np.append(self.cumulative, np.inf)      # sentinel: never step past n − 1
-        # work arrays for up to `rows` rows of n keys, reused by every call (calls must not overlap)
-        self._work = (np.empty((rows, n)), np.empty((rows, n), dtype=np.intp),
-                      np.empty((rows, n)), np.empty((rows, n), dtype=bool))
-
-    def __call__(self, u: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        if out is None:
-            out = np.empty(u.shape, dtype=np.intp)
-        if u.ndim == 2 and u.shape[0] <= self._work[0].shape[0] and u.shape[1] == self._work[0].shape[1]:
-            x, bucket, bound, step = (w[:u.shape[0]] for w in self._work)
-        else:
-            x, bucket, bound, step = (np.empty(u.shape, dtype=w.dtype) for w in self._work)
-        np.multiply(u, self.total, out=x)
-        if self.steps > self._MAX_STEPS:
-            out[...] = np.searchsorted(self.cumulative, x, side="right")
-        else:
-            np.multiply(u, self.buckets, out=bucket, casting="unsafe")
-            np.take(self.start, bucket, out=out)
-            for _ in range(self.steps):                       # ≤ 24 vectorised passes, not per sample
-                np.greater_equal(x, np.take(self.padded, out, out=bound), out=step)
-                out += step
-        return np.minimum(out, self.cumulative.size - 1, out=out)
