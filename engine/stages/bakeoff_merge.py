@@ -8,17 +8,26 @@ as JSON Lines or CSV. The stage adds the integers group by group (seed C3/E7: "s
 decisions. Every row must carry the ``frozen_sha256`` of this stage's own frozen knobs (eps, weights,
 bands, gate mode, hysteresis): shards pooled under another manifest are refused.
 
+The shards come from input tables (``shards``), or from runs recorded in this ledger: ``shard_runs``
+(run ids) or ``shard_batch`` (every completed run of a ``certa batch`` holding a ``bakeoff.compare``
+stage). A recorded shard's certificate is checked first (schema and ``content_sha256``,
+``certificate_problems``), then its ``sums`` rows go through the same checks as a table's, manifest
+included. A replay reads the same runs from the same ledger.
+
 Not available after a merge: the bootstrap (it needs the decisions) and medians of tokens/lat_ms
 (medians do not merge); the tie-break overlay uses the exact means instead.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from ..errors import InputError, StageError
+from ..batch_ledger import batch_run_ids
+from ..certificate import certificate_problems
+from ..errors import InputError, LedgerError, StageError
 from ..stats.bakeoff_pool import FIXED_POINT_BITS, GroupSums, merge_group_sums, pools_from_sums
-from ..tables import Table
+from ..tables import Table, parse_table
 from .bakeoff import (KERNELS, BakeoffKernels, _knobs_hash, _manifest, bucket_outputs, config_from_knobs, one_page_table, render_bakeoff,
                       audit_bakeoff, sums_rows)
 from .base import Decision, StageContext, StageOutput, StageType
@@ -95,8 +104,16 @@ def run_bakeoff_merge(ctx: StageContext, kernels: BakeoffKernels = KERNELS[-1]) 
     config = config_from_knobs(ctx.knobs)
     knobs_hash, hash_source = _knobs_hash(ctx)
     manifest = _manifest(config, knobs_hash, hash_source, "shard sums", kernels)
-    names = list(ctx.knobs["shards"])
-    parts = [read_sums_table(ctx.tables[name], manifest["frozen_sha256"]) for name in names]
+    if ctx.knobs.get("shards"):
+        names = list(ctx.knobs["shards"])
+        parts = [read_sums_table(ctx.tables[name], manifest["frozen_sha256"]) for name in names]
+        shard_records = [{"name": name, "sha256": ctx.tables[name].sha256, "groups": len(part.keys),
+                          "decisions": sum(part.n)} for name, part in zip(names, parts)]
+    else:
+        recorded = _recorded_shards(ctx)
+        parts = [read_sums_table(table, manifest["frozen_sha256"]) for _, table in recorded]
+        shard_records = [{**record, "groups": len(part.keys), "decisions": sum(part.n)}
+                         for (record, _), part in zip(recorded, parts)]
     merged = merge_group_sums(parts)
     vendors = sorted({vendor for _, vendor in merged.keys})
     if len(vendors) < 2:
@@ -105,8 +122,7 @@ def run_bakeoff_merge(ctx: StageContext, kernels: BakeoffKernels = KERNELS[-1]) 
     buckets = bucket_outputs(pools, config, knobs_hash=knobs_hash, g_sums=merged)
     outputs: dict[str, Any] = {
         "manifest": manifest,
-        "shards": [{"name": name, "sha256": ctx.tables[name].sha256, "groups": len(part.keys),
-                    "decisions": sum(part.n)} for name, part in zip(names, parts)],
+        "shards": shard_records,
         "input": {"rows": sum(merged.n), "vendors": vendors, "buckets": sorted({b for b, _ in merged.keys}),
                   "g_flagged": sum(merged.g_flagged)},
         "buckets": buckets,
@@ -117,6 +133,57 @@ def run_bakeoff_merge(ctx: StageContext, kernels: BakeoffKernels = KERNELS[-1]) 
     decisions = [Decision("bakeoff_merge", {"shards": outputs["shards"], "frozen_sha256": manifest["frozen_sha256"]})]
     decisions.extend(Decision("bakeoff_stamp", {"bucket": b, "stamp": e["stamp"]}) for b, e in buckets.items())
     return StageOutput(outputs=outputs, decisions=tuple(decisions))
+
+
+_SHARD_TYPES = ("bakeoff.compare", "bakeoff.merge")
+
+
+def _recorded_shards(ctx: StageContext) -> list[tuple[dict[str, Any], Table]]:
+    """The shards named by ``shard_runs`` or ``shard_batch``, read from the ledger: (record, sums table)
+    per shard run, in run id order for a batch. Each certificate must be intact (schema, content_sha256)."""
+    knobs = ctx.knobs
+    batch = knobs.get("shard_batch")
+    source = f"shard_batch '{batch}'" if batch else "shard_runs"
+    if ctx.ledger is None:
+        raise StageError(f"{source} reads shard runs from the ledger, but this run has no ledger; run it with the "
+                         "ledger that recorded the shards, or export their sums and use shards:")
+    if batch:
+        run_ids = batch_run_ids(ctx.ledger, batch)
+        allowed: tuple[str, ...] = ("bakeoff.compare",)
+    else:
+        run_ids = list(knobs["shard_runs"])
+        allowed = _SHARD_TYPES
+    out: list[tuple[dict[str, Any], Table]] = []
+    for run_id in run_ids:
+        try:
+            certificate = ctx.ledger.certificate(run_id)
+        except LedgerError as exc:
+            raise StageError(f"{source}: shard run {run_id}: {exc}") from None
+        problems = certificate_problems(certificate)
+        if problems:
+            raise StageError(f"{source}: the certificate of shard run {run_id} is not intact: {'; '.join(problems[:3])}")
+        stages = certificate["content"]["knobs"]["stages"]
+        if batch and any(s["use"] == "bakeoff.merge" and s["with"].get("shard_batch") == batch for s in stages):
+            continue  # a run merging this batch (this one, on replay) is not one of its shards
+        found = [s["id"] for s in stages if s["use"] in allowed]
+        if batch and not found:
+            continue  # another kind of spec in the same batch
+        if len(found) != 1:
+            raise StageError(f"{source}: shard run {run_id} has {len(found)} stages of type "
+                             f"{' or '.join(allowed)} ({', '.join(found) or 'none'}); a shard run holds exactly one "
+                             "(export the sums of the one to merge and use shards:)")
+        stage_id = found[0]
+        rows = certificate["content"]["stages"][stage_id].get("sums") or []
+        full_id = certificate["issued"]["run_id"]
+        raw = "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows).encode("utf-8")
+        table = parse_table(f"run:{full_id}", raw, "jsonl")
+        out.append(({"name": f"run:{full_id}", "run_id": full_id, "stage": stage_id,
+                     "certificate_sha256": certificate["content_sha256"], "sha256": table.sha256}, table))
+    if not out:
+        raise StageError(f"{source}: no shard run found in the ledger"
+                         + (" (no completed run with a bakeoff.compare stage was recorded with this batch id)"
+                            if batch else ""))
+    return out
 
 
 def merge_stage(kernels: BakeoffKernels) -> StageType:
