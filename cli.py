@@ -13,27 +13,18 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from engine import CertaError, LedgerError, ProfileAbort, load_plan
-from engine.interpreter import load_tables, run_plan
-from engine.audit import CANNOT_REPLAY, DIVERGED, REPRODUCED, ReplayResult, replay_all, replayable_runs
-from engine.audit import replay as replay_run
-from engine.audit import verify as verify_ledger
-from engine.attestation import attest_certificate, certificate_statement, verify_attestation
-from engine.audit import verify_bundle
-from engine.jsondiff import flatten, json_diff
-from engine.report import certificate_markdown, format_value
-from engine.stages import REGISTRY
-from ledger import DEFAULT_LEDGER_FILE, Ledger, merkle
-from ledger.store import sqlite_file
-from ledger.bundle import build_bundle, ledger_leaves_matching
-from ledger.checkpoint import PAYLOAD_TYPE as CHECKPOINT_TYPE
-from ledger.checkpoint import open_checkpoint, read_checkpoint_unverified, sign_checkpoint
-from ledger.dsse import add_signature, generate_key_pair, key_id, load_private_key, load_public_key
+from engine.errors import CertaError, LedgerError, ProfileAbort
+from ledger import DEFAULT_LEDGER_FILE
+
+if TYPE_CHECKING:  # the command starts at once: numpy, scipy, numba, SQLAlchemy and cryptography load per command
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+    from engine.audit import ReplayResult
+    from ledger import Ledger
 
 EXIT_OK, EXIT_FAIL, EXIT_INVALID, EXIT_ABORTED = 0, 1, 2, 3
 
@@ -72,6 +63,7 @@ def certa_command(func: Callable[..., int | None]) -> Callable[..., None]:
 
 
 def _open(ledger_url: str, *, create: bool = False) -> Ledger:
+    from ledger import Ledger
     return Ledger.open(ledger_url, create=create)
 
 
@@ -79,6 +71,8 @@ def _open(ledger_url: str, *, create: bool = False) -> Ledger:
 def _new_ledger_removed_unless_written(ledger_url: str) -> Iterator[Ledger]:
     """Open (creating if needed) the ledger for a run; a SQLite file this run created is removed again when
     the run records nothing (an input or stage error found while running): a refused run leaves no file."""
+    from ledger import Ledger
+    from ledger.store import sqlite_file
     path = sqlite_file(ledger_url)
     created = path is not None and not path.exists()
     ledger = Ledger.open(ledger_url, create=True)
@@ -119,6 +113,7 @@ def validate(spec: Path, as_json: bool, ledger_url: str) -> int:
     Example:
       certa validate specs/paired-ratio/spec.yaml
     """
+    from engine import load_plan
     plan = load_plan(spec)
     if as_json:
         _emit_json({"ok": True, "name": plan.name, "knobs_hash": plan.knobs_hash, "spec_sha256": plan.spec_sha256,
@@ -159,6 +154,8 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
       certa run specs/paired-ratio/spec.yaml
       certa run spec.yaml --input subject=/data/eval/subject.csv --json
     """
+    from engine import load_plan
+    from engine.interpreter import load_tables, run_plan
     overrides = _parse_input_overrides(input_overrides)
     plan = load_plan(spec)  # the spec and its inputs are checked before the ledger is opened (or created)
     tables = load_tables(plan, input_paths=overrides)
@@ -183,6 +180,7 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
 
 def _summary(certificate: Mapping[str, Any]) -> str:
     """A few lines for the terminal after a run: verdict, identity, gates ('certa show' has the report)."""
+    from engine.report import format_value
     content = certificate["content"]
     lines = [
         f"{content['spec']['name']}: {content['verdict']}",
@@ -234,6 +232,9 @@ def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | 
       certa verify --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub
       certa verify --require-approval audit/alice.pub
     """
+    from engine.audit import verify as verify_ledger
+    from ledger.checkpoint import open_checkpoint
+    from ledger.dsse import key_id
     from engine.reviews import ledger_reviews, unapproved_runs
 
     head = None
@@ -329,6 +330,7 @@ def replay(run_id: str | None, replay_every: bool, since: str | None, name_patte
       certa replay --all                      # the auditor's batch job: every run, one table
       certa replay --all --name 'vendor-*' --since 2026-01-01 --json
     """
+    from engine.audit import replay as replay_run, replay_all, replayable_runs
     if replay_every == (run_id is not None):
         raise click.UsageError("give a RUN_ID or --all (with optional --since and --name), not both")
     if not replay_every and (since or name_pattern):
@@ -377,10 +379,12 @@ def _replay_json(result: ReplayResult) -> dict[str, Any]:
 
 
 def _replay_counts(results: list[ReplayResult]) -> dict[str, int]:
+    from engine.audit import CANNOT_REPLAY, DIVERGED, REPRODUCED
     return {outcome: sum(r.outcome == outcome for r in results) for outcome in (REPRODUCED, DIVERGED, CANNOT_REPLAY)}
 
 
 def _echo_replay(result: ReplayResult) -> None:
+    from engine.report import format_value
     click.echo(f"{result.outcome}: run {result.run_id}: {result.note}")
     for change in result.changes[:50]:
         click.echo(f"  {change.path}: recorded {format_value(change.before)} -> replayed {format_value(change.after)}")
@@ -389,6 +393,7 @@ def _echo_replay(result: ReplayResult) -> None:
 
 
 def _echo_replay_table(results: list[ReplayResult]) -> None:
+    from engine.audit import CANNOT_REPLAY, DIVERGED
     if not results:
         click.echo("no completed runs match")
         return
@@ -416,6 +421,7 @@ def show(run_id: str, as_json: bool, ledger_url: str) -> int:
     Example:
       certa show 3f2a9c01
     """
+    from engine.report import certificate_markdown
     with _open(ledger_url) as ledger:
         row = ledger.run(run_id)
         if row.status == "aborted":
@@ -492,6 +498,8 @@ def diff(run_a: str, run_b: str, only_changed: bool, as_json: bool, ledger_url: 
     Example:
       certa diff 3f2a9c01 77b0e4d2 --only-changed
     """
+    from engine.jsondiff import flatten, json_diff
+    from engine.report import format_value
     with _open(ledger_url) as ledger:
         a, b = ledger.certificate(run_a), ledger.certificate(run_b)
     changes = json_diff(a["content"], b["content"])
@@ -546,6 +554,8 @@ def checkpoint(key_files: tuple[Path, ...], out_file: Path | None, as_json: bool
       certa checkpoint --key ~/.certa/certa.key --out audit/$(date +%F).checkpoint
       certa checkpoint --key ~/.certa/certa.key --json
     """
+    from ledger import merkle
+    from ledger.checkpoint import sign_checkpoint
     private_keys = _private_keys(key_files)
     with _open(ledger_url) as ledger:
         seq, digest = ledger.head()
@@ -580,6 +590,9 @@ def cosign(checkpoint_file: Path, key_files: tuple[Path, ...], out_file: Path, a
     Example:
       certa cosign audit/2026-11-22.checkpoint --key ~/.certa/officer.key --out audit/2026-11-22.cosigned
     """
+    from ledger.bundle import ledger_leaves_matching
+    from ledger.checkpoint import PAYLOAD_TYPE as CHECKPOINT_TYPE, read_checkpoint_unverified
+    from ledger.dsse import add_signature
     text = checkpoint_file.read_bytes()
     claimed = read_checkpoint_unverified(text)
     with _open(ledger_url) as ledger:
@@ -598,12 +611,14 @@ def cosign(checkpoint_file: Path, key_files: tuple[Path, ...], out_file: Path, a
 
 
 def _private_keys(key_files: tuple[Path, ...]) -> list[Ed25519PrivateKey]:
+    from ledger.dsse import load_private_key
     passphrase = os.environ.get("CERTA_KEY_PASSPHRASE")
     return [load_private_key(path.read_bytes(), passphrase=passphrase.encode() if passphrase else None)
             for path in key_files]
 
 
 def _public_keys(key_files: tuple[Path, ...]) -> list[Ed25519PublicKey]:
+    from ledger.dsse import load_public_key
     return [load_public_key(path.read_bytes()) for path in key_files]
 
 
@@ -623,6 +638,7 @@ def prove(run_id: str, checkpoint_file: Path, out_file: Path | None, as_json: bo
     Example:
       certa prove 3f2a9c01 --checkpoint audit/2026-11-22.checkpoint -o 3f2a9c01.bundle.json
     """
+    from ledger.bundle import build_bundle
     with _open(ledger_url) as ledger:
         bundle = build_bundle(ledger, run_id, checkpoint_file.read_bytes())
     text = _save_json(bundle, out_file)
@@ -656,6 +672,7 @@ def attest(run_id: str, key_files: tuple[Path, ...], out_file: Path | None, as_j
     Example:
       certa attest 3f2a9c01 --key ~/.certa/certa.key -o 3f2a9c01.intoto.json
     """
+    from engine.attestation import attest_certificate, certificate_statement
     private_keys = _private_keys(key_files)
     with _open(ledger_url) as ledger:
         certificate = ledger.certificate(run_id)
@@ -692,6 +709,7 @@ def verify_attestation_command(attestation_file: Path, public_key_files: tuple[P
     Example:
       certa verify-attestation 3f2a9c01.intoto.json --public-key certa.pub --file data/decisions.csv
     """
+    from engine.attestation import verify_attestation
     try:
         report = verify_attestation(attestation_file.read_bytes(), _public_keys(public_key_files),
                                     files={str(path): path.read_bytes() for path in data_files})
@@ -728,6 +746,7 @@ def verify_bundle_command(bundle_file: Path, public_key_files: tuple[Path, ...],
     Example:
       certa verify-bundle 3f2a9c01.bundle.json --public-key audit/certa.pub
     """
+    from engine.audit import verify_bundle
     try:
         try:
             bundle = json.loads(bundle_file.read_bytes())
@@ -764,6 +783,7 @@ def keygen(out_dir: Path, name: str, as_json: bool) -> None:
     Example:
       certa keygen --out-dir ~/.certa && certa checkpoint --key ~/.certa/certa.key
     """
+    from ledger.dsse import generate_key_pair, key_id, load_public_key
     private_pem, public_pem = generate_key_pair()
     out_dir.mkdir(parents=True, exist_ok=True)
     private_path, public_path = out_dir / f"{name}.key", out_dir / f"{name}.pub"
@@ -1029,6 +1049,7 @@ def stages(as_json: bool, ledger_url: str) -> int:
       certa stages
       certa stages --json
     """
+    from engine.stages import REGISTRY
     rows = [{"name": s.name, "version": s.version, "ref": s.ref, "newest": REGISTRY.is_newest(s),
              "status": "newest" if REGISTRY.is_newest(s) else "kept for replay", "inputs": list(s.input_knobs),
              "summary": s.summary, "changes": s.changes} for s in REGISTRY]

@@ -28,6 +28,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from engine.errors import LedgerError
 
+from . import DEFAULT_LEDGER_FILE
 from .chain import GENESIS, encode_payload, entry_hash
 from .schema import (HEAD_REVISION, REVISIONS, SCHEMA_VERSION, alembic_version, blobs, entries, ledger_meta,
                      metadata, runs)
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 __all__ = ["Ledger", "EntryRow", "RunRow", "SchemaState", "read_schema_state", "resolve_ledger_url",
            "DEFAULT_LEDGER_FILE"]
 
-DEFAULT_LEDGER_FILE = "certa-ledger.db"
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,23 @@ class EntryRow:
         return json.loads(self.payload)
 
 
+_ENTRY_FIELDS = tuple(EntryRow.__dataclass_fields__)
+_ENTRY_COLUMNS = [entries.c[name] for name in _ENTRY_FIELDS]
+
+
+def _rows_as(cls: type, fields: tuple[str, ...], rows: Iterable[Sequence[Any]]) -> list[Any]:
+    """Frozen dataclass instances from result rows whose columns are ``fields`` in order; about 4 times
+    faster than ``cls(**row._mapping)`` for the 10^5 rows ``verify`` reads (no keyword dict, no frozen
+    ``__setattr__`` per field: the instance's ``__dict__`` is filled at once)."""
+    new = object.__new__
+    out = []
+    for row in rows:
+        item = new(cls)
+        item.__dict__.update(zip(fields, row))
+        out.append(item)
+    return out
+
+
 @dataclass(frozen=True)
 class RunRow:
     run_id: str
@@ -70,6 +87,10 @@ class RunRow:
     recorded_at: str
     first_seq: int
     last_seq: int
+
+
+_RUN_FIELDS = tuple(RunRow.__dataclass_fields__)
+_RUN_COLUMNS = [runs.c[name] for name in _RUN_FIELDS]
 
 
 @dataclass(frozen=True)
@@ -381,29 +402,29 @@ class Ledger:
         """The index row of a run (``run_id`` may be a unique prefix)."""
         full = self.resolve_run_id(run_id)
         with self._read() as conn:
-            row = conn.execute(select(runs).where(runs.c.run_id == full)).one()
-        return RunRow(**row._mapping)
+            row = conn.execute(select(*_RUN_COLUMNS).where(runs.c.run_id == full)).one()
+        return RunRow(*row)
 
     def runs(self, *, limit: int | None = None) -> list[RunRow]:
         """Runs, newest first."""
-        query = select(runs).order_by(runs.c.first_seq.desc())
+        query = select(*_RUN_COLUMNS).order_by(runs.c.first_seq.desc())
         if limit:
             query = query.limit(limit)
         with self._read() as conn:
-            return [RunRow(**row._mapping) for row in conn.execute(query)]
+            return _rows_as(RunRow, _RUN_FIELDS, conn.execute(query).fetchall())
 
     def entries(self, *, run_id: str | None = None, kinds: Sequence[str] | None = None,
                 after: int = 0, batch: int = 2000) -> Iterator[EntryRow]:
         """Entries in chain order (optionally one run's, some kinds, or those after seq ``after``), in batches."""
         last = after
         while True:
-            query = select(entries).where(entries.c.seq > last).order_by(entries.c.seq).limit(batch)
+            query = select(*_ENTRY_COLUMNS).where(entries.c.seq > last).order_by(entries.c.seq).limit(batch)
             if run_id is not None:
                 query = query.where(entries.c.run_id == run_id)
             if kinds:
                 query = query.where(entries.c.kind.in_(list(kinds)))
             with self._read() as conn:
-                chunk = [EntryRow(**row._mapping) for row in conn.execute(query)]
+                chunk = _rows_as(EntryRow, _ENTRY_FIELDS, conn.execute(query).fetchall())
             yield from chunk
             if len(chunk) < batch:
                 return
@@ -418,9 +439,16 @@ class Ledger:
 
     def entry_hashes(self, upto: int) -> list[str]:
         """``entry_hash`` of entries 1..upto in chain order (fewer if the chain is shorter)."""
-        query = select(entries.c.entry_hash).where(entries.c.seq <= upto).order_by(entries.c.seq)
+        # 10^5 rows for a ``prove``: read through the driver's cursor (plain tuples, no result rows), in the
+        # read transaction; the bound is an int, written into the statement.
+        sql = f"SELECT entry_hash FROM entries WHERE seq <= {int(upto)} ORDER BY seq"
         with self._read() as conn:
-            return [row[0] for row in conn.execute(query)]
+            cursor = conn.connection.driver_connection.cursor()
+            try:
+                cursor.execute(sql)
+                return [row[0] for row in cursor.fetchall()]
+            finally:
+                cursor.close()
 
     def entry_count(self) -> int:
         with self._read() as conn:
