@@ -137,9 +137,9 @@ def bench_reports() -> None:
     print(f"import: matplotlib (svg backend) {mpl:.3f} s, jinja2 {jinja:.3f} s, engine.html (all of it, with "
           f"engine and ledger) {package:.3f} s")
 
-    from cli import main as cli_main
     from click.testing import CliRunner
 
+    from cli import main as cli_main
     from engine.html import gather_report, render_report
     from ledger import Ledger
 

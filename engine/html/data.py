@@ -9,17 +9,18 @@ function of the ledger only, so an unchanged ledger gives the same data (and the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger import Ledger
+from ledger import EntryRow, Ledger
 
 from ..audit import verify
 from ..certificate import results_sha256
 from ..reviews import ReviewRecord, reviews_of
 
-__all__ = ["ReportData", "Verification", "ReplayStatus", "gather_report"]
+__all__ = ["ReplayStatus", "ReportData", "Verification", "gather_report", "replay_status", "sequential_checks",
+           "sequential_checks_of"]
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,11 @@ def _newest_replay(ledger: Ledger, run_id: str) -> ReplayStatus | None:
     newest = None
     for entry in ledger.entries(run_id=run_id, kinds=["replay"]):
         newest = entry
-    if newest is None:
-        return None
+    return None if newest is None else replay_status(newest)
+
+
+def replay_status(newest: EntryRow) -> ReplayStatus:
+    """The ``ReplayStatus`` of one ``replay`` entry."""
     payload = newest.data()
     platform = payload.get("platform") or {}
     machine = " ".join(str(part) for part in (platform.get("system"), platform.get("machine"),
@@ -84,13 +88,21 @@ def _newest_replay(ledger: Ledger, run_id: str) -> ReplayStatus | None:
                         machine=machine or "unknown", note=str(payload.get("note") or ""))
 
 
-def _sequential_checks(ledger: Ledger, run_id: str) -> dict[str, tuple[Mapping[str, Any], ...]]:
-    checks: dict[str, list[Mapping[str, Any]]] = {}
-    for entry in ledger.entries(run_id=run_id, kinds=["decision"]):
+def sequential_checks(ledger: Ledger, run_id: str) -> dict[str, tuple[Mapping[str, Any], ...]]:
+    """Stage id -> the details of the run's ``sequential_check`` decisions, in chain order."""
+    return sequential_checks_of(ledger.entries(run_id=run_id, kinds=["decision"])).get(run_id, {})
+
+
+def sequential_checks_of(decisions: Iterable[EntryRow]) -> dict[str, dict[str, tuple[Mapping[str, Any], ...]]]:
+    """Run id -> stage id -> ``sequential_check`` details, from ``decision`` entries in chain order (one pass
+    over many runs' decisions, for ``certa site``)."""
+    checks: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
+    for entry in decisions:
         decision = entry.data()
         if isinstance(decision, Mapping) and decision.get("kind") == "sequential_check":
-            checks.setdefault(str(decision.get("stage")), []).append(decision.get("detail") or {})
-    return {stage: tuple(details) for stage, details in checks.items()}
+            checks.setdefault(entry.run_id, {}).setdefault(str(decision.get("stage")), []).append(
+                decision.get("detail") or {})
+    return {run: {stage: tuple(details) for stage, details in stages.items()} for run, stages in checks.items()}
 
 
 def gather_report(ledger: Ledger, run_id: str, *, verification: Verification | None = None) -> ReportData:
@@ -111,7 +123,7 @@ def gather_report(ledger: Ledger, run_id: str, *, verification: Verification | N
     return ReportData(
         run_id=full, name=row.name, status=row.status, verdict=row.verdict or row.status.upper(), profile=row.profile,
         recorded_at=row.recorded_at, certificate=certificate, results_sha256=digest, abort=abort,
-        checks=_sequential_checks(ledger, full),
+        checks=sequential_checks(ledger, full),
         verification=verification if verification is not None else _verification(ledger, full),
         replay=_newest_replay(ledger, full),
         reviews=tuple(reviews_of(ledger, full)),

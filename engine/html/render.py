@@ -88,9 +88,10 @@ def report_sections(data: ReportData) -> list[StageSection]:
         return []
     content = data.certificate["content"]
     uses = {str(s["id"]): (str(s["use"]), str(s["version"])) for s in content["knobs"]["stages"]}
-    return [stage_section(stage_id, *uses.get(stage_id, ("?", "?")), outputs, content["gates"],
+    order = [*uses, *(stage_id for stage_id in content["stages"] if stage_id not in uses)]  # stored JSON sorts keys
+    return [stage_section(stage_id, *uses.get(stage_id, ("?", "?")), content["stages"][stage_id], content["gates"],
                           data.checks.get(stage_id, ()))
-            for stage_id, outputs in content["stages"].items()]
+            for stage_id in order if stage_id in content["stages"]]
 
 
 def _gate_rows(content: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -26,11 +26,12 @@ deleted; a page certa wrote earlier and no longer produces is removed only while
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -38,20 +39,21 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from ledger import Ledger, Problem, RunRow, VerifyReport, merkle
+from ledger import EntryRow, Ledger, Problem, RunRow, VerifyReport, merkle
 from ledger.checkpoint import open_checkpoint, read_checkpoint_unverified
 from ledger.dsse import key_id
 
 from ..audit import verify
 from ..canonical import canonical_bytes
+from ..certificate import results_sha256
 from ..errors import CertaError
 from ..jsondiff import flatten, json_diff
 from ..report import format_value
 from ..reviews import ReviewRecord, ledger_reviews
-from .data import ReplayStatus, Verification, gather_report
+from .data import ReportData, Verification, replay_status, sequential_checks_of
 from .render import Link, _environment, render_report, stylesheet
 
-__all__ = ["build_site", "SiteResult", "CheckpointStatus", "MANIFEST_NAME", "site_stylesheet", "index_script"]
+__all__ = ["MANIFEST_NAME", "CheckpointStatus", "SiteResult", "build_site", "index_script", "site_stylesheet"]
 
 MANIFEST_NAME = ".certa-site.json"
 CSS_NAME = "certa.css"
@@ -129,21 +131,60 @@ def _run_verification(report: VerifyReport, run_id: str) -> Verification:
                         head_hash=report.head[1], problems=problems)
 
 
+@dataclass(frozen=True)
+class _Verified:
+    verified: VerifyReport
+    reviews: list[tuple[str, ReviewRecord]]
+
+
+def _verify_once(ledger: Ledger, notify: Callable[[str], None] | None) -> _Verified:
+    """``verify(ledger)`` with the reviews read once: the chain, blobs, index and certificates by ``verify``,
+    then every review checked by ``ledger_reviews`` (which the index and run pages show too), each failing
+    one a problem exactly as ``engine.reviews.review_problems`` words it."""
+    verified = verify(ledger, notify=notify, check_reviews=False)
+    reviews = ledger_reviews(ledger)
+    problems = [*verified.problems, *(Problem(f"entry {r.seq} (review, run {run_id})", f"review: {r.problem}", r.seq,
+                                              run_id) for run_id, r in reviews if r.problem is not None)]
+    problems.sort(key=lambda p: (p.seq is None, p.seq or 0))
+    return _Verified(replace(verified, problems=tuple(problems)), reviews)
+
+
 def _concerns(problem: Problem, run_id: str) -> bool:
     per_run = problem.message.startswith(("certificate: ", "review: "))
     return not per_run or problem.run_id == run_id
 
 
-def _newest_replays(ledger: Ledger) -> dict[str, tuple[int, str]]:
-    """run id -> (seq, outcome) of its newest ``replay`` entry, in one pass over the replay entries."""
-    newest: dict[str, tuple[int, str]] = {}
-    for entry in ledger.entries(kinds=["replay"]):
-        try:
-            outcome = str(entry.data().get("outcome", "?"))
-        except (ValueError, AttributeError):
-            outcome = "?"
-        newest[entry.run_id] = (entry.seq, outcome)
-    return newest
+def _newest_replays(ledger: Ledger) -> dict[str, EntryRow]:
+    """run id -> its newest ``replay`` entry, in one pass over the replay entries."""
+    return {entry.run_id: entry for entry in ledger.entries(kinds=["replay"])}
+
+
+def _certificates(ledger: Ledger, run_ids: set[str]) -> dict[str, Mapping[str, Any]]:
+    """run id -> stored certificate (the last one, as ``Ledger.certificate``) of ``run_ids``, in one pass."""
+    found: dict[str, Mapping[str, Any]] = {}
+    if run_ids:
+        for entry in ledger.entries(kinds=["certificate"]):
+            if entry.run_id in run_ids:
+                try:
+                    found[entry.run_id] = entry.data()
+                except ValueError:  # an edited payload: verify reports it on the page; show what is left
+                    continue
+    return found
+
+
+def _report_data(ledger: Ledger, row: RunRow, certificate: Mapping[str, Any] | None,
+                 checks: Mapping[str, tuple[Mapping[str, Any], ...]], verification: Verification,
+                 replay: EntryRow | None, reviews: Sequence[ReviewRecord]) -> ReportData:
+    """What ``gather_report(ledger, run, verification=...)`` returns, from reads done once for the whole site."""
+    abort = None
+    if row.status == "aborted" or certificate is None:
+        abort = next((e.data() for e in ledger.entries(run_id=row.run_id, kinds=["abort"])), {})
+        certificate = None
+    digest = (certificate.get("results_sha256") or results_sha256(certificate["content"])) if certificate else None
+    return ReportData(run_id=row.run_id, name=row.name, status=row.status, verdict=row.verdict or row.status.upper(),
+                      profile=row.profile, recorded_at=row.recorded_at, certificate=certificate, results_sha256=digest,
+                      abort=abort, checks=checks, verification=verification,
+                      replay=replay_status(replay) if replay is not None else None, reviews=tuple(reviews))
 
 
 def _checkpoint_status(path: Path, ledger: Ledger, report: VerifyReport,
@@ -211,7 +252,7 @@ def _review_text(record: ReviewRecord) -> str:
 
 
 def _index_rows(rows: Sequence[RunRow], reviews: Mapping[str, list[ReviewRecord]],
-                replays: Mapping[str, tuple[int, str]], verifications: Mapping[str, Verification],
+                replays: Mapping[str, EntryRow], verifications: Mapping[str, Verification],
                 diffs: Mapping[str, str]) -> list[dict[str, Any]]:
     out = []
     for row in rows:
@@ -224,7 +265,7 @@ def _index_rows(rows: Sequence[RunRow], reviews: Mapping[str, list[ReviewRecord]
                          "ok": None if r.decision == "comment" else (r.decision == "approved"
                                                                      and r.signature_valid is not False)}
                         for r in reviews.get(row.run_id, [])],
-            "replay": replay[1] if replay else "", "intact": verification.intact,
+            "replay": replay_status(replay).outcome if replay else "", "intact": verification.intact,
             "problems": len(verification.problems), "diff_href": diffs.get(row.run_id, ""),
         })
     return out
@@ -245,16 +286,21 @@ def _write_atomically(path: Path, body: bytes) -> None:
     os.replace(temporary, path)
 
 
-def _render_run_page(ledger: Ledger, page: _RunPage, out_dir: Path) -> tuple[str, str, int]:
-    data = gather_report(ledger, page.run_id, verification=page.verification)
+def _render_run_page(path: str, data: ReportData, out_dir: Path) -> tuple[str, str, int]:
     links = [Link("All runs", "../index.html"), Link("Chain and checkpoints", "../chain.html")]
     body = render_report(data, links=links, css_href=f"../{CSS_NAME}").encode("utf-8")
-    _write_atomically(out_dir / page.path, body)
-    return page.path, hashlib.sha256(body).hexdigest(), len(body)
+    _write_atomically(out_dir / path, body)
+    return path, hashlib.sha256(body).hexdigest(), len(body)
 
 
-def _render_diff_page(ledger: Ledger, page: _DiffPage, out_dir: Path, names: Mapping[str, RunRow]) -> tuple[str, str, int]:
-    certificate_a, certificate_b = ledger.certificate(page.run_a), ledger.certificate(page.run_b)
+def _render_run_pages(batch: list[tuple[str, ReportData]], out_dir: str) -> list[tuple[str, str, int]]:
+    """A worker's task: render and write a batch of run pages."""
+    return [_render_run_page(path, data, Path(out_dir)) for path, data in batch]
+
+
+def _render_diff_page(page: _DiffPage, out_dir: Path, certificates: Mapping[str, Mapping[str, Any]],
+                      names: Mapping[str, RunRow]) -> tuple[str, str, int]:
+    certificate_a, certificate_b = certificates[page.run_a], certificates[page.run_b]
     rows, equal = _diff_rows(certificate_a, certificate_b)
     html = _environment().get_template("site_diff.html.j2").render(
         css_href=f"../{CSS_NAME}", root="../", a=names[page.run_a], b=names[page.run_b],
@@ -263,18 +309,6 @@ def _render_diff_page(ledger: Ledger, page: _DiffPage, out_dir: Path, names: Map
     body = html.encode("utf-8")
     _write_atomically(out_dir / page.path, body)
     return page.path, hashlib.sha256(body).hexdigest(), len(body)
-
-
-_WORKER: dict[str, Any] = {}
-
-
-def _worker_start(ledger_url: str, out_dir: str) -> None:
-    _WORKER["ledger"] = Ledger.open(ledger_url, create=False)
-    _WORKER["out_dir"] = Path(out_dir)
-
-
-def _worker_render_runs(pages: list[_RunPage]) -> list[tuple[str, str, int]]:
-    return [_render_run_page(_WORKER["ledger"], page, _WORKER["out_dir"]) for page in pages]
 
 
 def _chunks(items: Sequence[Any], size: int) -> list[list[Any]]:
@@ -324,11 +358,12 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
     manifest = _read_manifest(out)
     version = renderer_version()
 
-    report = verify(ledger, notify=notify)
+    report = _verify_once(ledger, notify)
     rows = ledger.runs()  # newest first
     reviews: dict[str, list[ReviewRecord]] = {}
-    for run_id, record in ledger_reviews(ledger):
+    for run_id, record in report.reviews:
         reviews.setdefault(run_id, []).append(record)
+    report = report.verified
     replays = _newest_replays(ledger)
     verifications = {row.run_id: _run_verification(report, row.run_id) for row in rows}
 
@@ -339,7 +374,7 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
                                                                      row.profile, row.recorded_at,
                                                                      row.certificate_sha256, row.first_seq, row.last_seq],
                           "reviews": [r.seq for r in reviews.get(row.run_id, [])],
-                          "replay": replays.get(row.run_id, (None,))[0],
+                          "replay": replays[row.run_id].seq if row.run_id in replays else None,
                           "verification": [verification.intact, list(verification.problems)]})
         run_pages.append(_RunPage(_run_path(row.run_id), row.run_id, verification, inputs))
 
@@ -349,7 +384,7 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
             by_name.setdefault(row.name, []).append(row)
     diff_pages, diff_of = [], {}
     for series in by_name.values():
-        for before, after in zip(series, series[1:]):
+        for before, after in itertools.pairwise(series):
             path = _diff_path(before.run_id, after.run_id)
             diff_of[after.run_id] = path
             diff_pages.append(_DiffPage(path, before.run_id, after.run_id, _digest(
@@ -410,14 +445,25 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
         if progress is not None:
             progress(done, total)
         inputs_of = {page.path: page.inputs for page in stale_runs}
-        batches = _chunks(stale_runs, 8)
-        if jobs > 1 and len(stale_runs) >= _POOL_MIN_PAGES:
+        stale_diffs = [page for page in diff_pages if not _is_current(out, page.path, page.inputs, manifest)]
+        wanted_certificates = {page.run_id for page in stale_runs}
+        wanted_certificates |= {run for page in stale_diffs for run in (page.run_a, page.run_b)}
+        certificates = _certificates(ledger, wanted_certificates)
+        stale_ids = {page.run_id for page in stale_runs}
+        checks = sequential_checks_of(e for e in ledger.entries(kinds=["decision"]) if e.run_id in stale_ids) \
+            if stale_ids else {}
+        rows_by_id = {row.run_id: row for row in rows}
+        work = [(page.path, _report_data(ledger, rows_by_id[page.run_id], certificates.get(page.run_id),
+                                         checks.get(page.run_id, {}), page.verification, replays.get(page.run_id),
+                                         reviews.get(page.run_id, [])))
+                for page in stale_runs]
+        batches = _chunks(work, 8)
+        if jobs > 1 and len(work) >= _POOL_MIN_PAGES:
             import multiprocessing
 
-            context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_start,
-                                     initargs=(ledger.url, str(out))) as pool:
-                for results in pool.map(_worker_render_runs, batches):
+            start = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(start)) as pool:
+                for results in pool.map(_render_run_pages, batches, [str(out)] * len(batches)):
                     for path, sha, size in results:
                         record(path, inputs_of[path], sha, size)
                     done += len(results)
@@ -425,19 +471,19 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
                         progress(done, total)
         else:
             for batch in batches:
-                for page in batch:
-                    path, sha, size = _render_run_page(ledger, page, out)
-                    record(path, page.inputs, sha, size)
+                for path, sha, size in _render_run_pages(batch, str(out)):
+                    record(path, inputs_of[path], sha, size)
                 done += len(batch)
                 if progress is not None:
                     progress(done, total)
+        del work, batches
 
         names = {row.run_id: row for row in rows}
         for page in diff_pages:
             if _is_current(out, page.path, page.inputs, manifest):
                 keep(page.path)
             else:
-                path, sha, size = _render_diff_page(ledger, page, out, names)
+                path, sha, size = _render_diff_page(page, out, certificates, names)
                 record(path, page.inputs, sha, size)
             done += 1
         if progress is not None:
