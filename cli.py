@@ -264,7 +264,8 @@ def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | 
                     "entries_checked": report.entries_checked,
                     "certificates_checked": report.certificates_checked, "blobs_checked": report.blobs_checked,
                     "head": f"{report.head[0]}:{report.head[1]}",
-                    "problems": [{"where": p.where, "message": p.message, "seq": p.seq, "run_id": p.run_id}
+                    "problems": [{"where": p.where, "message": p.message, "seq": p.seq, "run_id": p.run_id,
+                                  "column": p.column}
                                  for p in report.problems],
                     "reviews": [{"seq": r.seq, "run_id": rid, "recorded_at": r.recorded_at, "reviewer": r.reviewer,
                                  "decision": r.decision, "note": r.note, "signed": r.signed,

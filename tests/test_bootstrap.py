@@ -440,17 +440,19 @@ def test_rng_must_be_a_generator():
 
 
 def test_public_api_is_pinned():
-    assert bs.__all__ == ["REPLICATE_BLOCK", "RESAMPLING", "BootstrapCI", "alias_table", "jackknife_acceleration",
+    assert bs.__all__ == ["REPLICATE_BLOCK", "RESAMPLING", "BootstrapCI", "DISTRIBUTION_PROBABILITIES", "alias_table",
+                          "checked_windows", "interval_from_replicates", "jackknife_acceleration",
                           "resample_indices", "token_weighted_mean", "weighted_mean_bootstrap_ci",
                           "weighted_mean_replicates"]
     assert REPLICATE_BLOCK == 256 and set(bs.RESAMPLING) == {"uniform", "token_weighted"}
     assert [f.name for f in dataclasses.fields(BootstrapCI)] == [
         "estimate", "low", "high", "method", "scheme", "replicates", "confidence_level", "z0",
-        "acceleration", "degenerate", "degenerate_reason", "fallback", "index_streams"]
+        "acceleration", "degenerate", "degenerate_reason", "fallback", "index_streams", "distribution"]
     ci = weighted_mean_bootstrap_ci(*_windows(30, seed=2), rng=np.random.default_rng(0), replicates=100)
     with pytest.raises(dataclasses.FrozenInstanceError):
         ci.low = 0.0  # type: ignore[misc]
-    assert all(type(v) in (float, int, str, bool, type(None)) for v in dataclasses.astuple(ci))
+    assert all(type(v) in (float, int, str, bool, type(None)) for v in dataclasses.astuple(ci)[:-1])
+    assert all(type(q) is float for q in ci.distribution)  # plain floats: JSON-able as they are
 
 
 # --------------------------------------------------------------------------------------------------
@@ -582,3 +584,15 @@ def test_both_schemes_cover_when_noise_is_per_token(scheme):
     """Var(Δ_i) ∝ 1/t_i: the alias-method sampler is then calibrated as well (binomial tolerance ±0.02)."""
     coverage, _ = _coverage("per_token", scheme)
     assert 0.93 <= coverage <= 0.97, coverage
+
+
+def test_the_interval_records_the_quantiles_of_its_own_replicates():
+    """``distribution`` is what a report draws: the type-7 quantiles of exactly the replicates the interval uses."""
+    d, t = _windows(80, seed=5)
+    theta = weighted_mean_replicates(d, t, rng=np.random.default_rng(9), replicates=1000)
+    ci = weighted_mean_bootstrap_ci(d, t, rng=np.random.default_rng(9), replicates=1000)
+    assert ci.distribution == tuple(np.quantile(theta, bs.DISTRIBUTION_PROBABILITIES, method="linear"))
+    assert ci.distribution[0] == theta.min() and ci.distribution[-1] == theta.max()
+    assert ci.distribution[0] <= ci.low <= ci.high <= ci.distribution[-1]
+    flat = weighted_mean_bootstrap_ci(np.zeros(5), np.ones(5), rng=np.random.default_rng(0))
+    assert flat.degenerate and flat.distribution is None

@@ -99,23 +99,39 @@ def _legend(fig: Figure, axes: Sequence[Any]) -> None:
 
 def ratio_plot(key: str, *, ratio: float | None, display_ci: Sequence[float] | None, confidence_level: float | None,
                gate_lines: Sequence[tuple[str, float]], drift_ratio: float | None,
-               drift_band: Sequence[float] | None, delta: Mapping[str, Any] | None) -> str:
-    """paired.ppl_ratio: the ratio's CI and point estimate against the gate thresholds (ratio axis), the
+               drift_band: Sequence[float] | None, delta: Mapping[str, Any] | None,
+               distribution: Sequence[float] | None = None) -> str:
+    """paired.ppl_ratio: the bootstrap distribution of the ratio (its CDF from the recorded quantiles, when the
+    stage version records them), the CI and point estimate against the gate thresholds (ratio axis), the
     preview/final ratio against its drift band, and the paired log-loss deltas (min, mean +- sd, max)."""
     with matplotlib.rc_context(_STYLE):
-        fig, (top, middle, bottom) = _figure(3.7, rows=3, left=0.2, top=0.3, hspace=0.6, height_ratios=[1.2, 1, 1])
+        has_cdf = len([q for q in (distribution or []) if _finite(q) is not None]) > 1
+        fig, (top, middle, bottom) = _figure(4.4 if has_cdf else 3.7, rows=3, left=0.75 if has_cdf else 0.2,
+                                             top=0.6, hspace=0.6, height_ratios=[1.8 if has_cdf else 1.2, 1, 1])
         level = f"{100 * confidence_level:g}% CI" if confidence_level else "CI"
         top.axvline(1.0, color=MUTED, lw=0.8, ls=":")
+        quantiles = [q for q in (distribution or []) if _finite(q) is not None]
+        if has_cdf:
+            probabilities = [k / (len(quantiles) - 1) for k in range(len(quantiles))]
+            top.plot(quantiles, probabilities, color=INK, lw=1.2, label="bootstrap distribution of the ratio (CDF)")
         if display_ci and all(_finite(v) is not None for v in display_ci):
             lo, hi = display_ci
-            top.hlines(0, lo, hi, color=ACCENT, lw=5, alpha=0.45, label=f"{level} of the ratio")
+            if has_cdf:
+                top.axvspan(lo, hi, color=ACCENT, alpha=0.18, label=f"{level} of the ratio")
+            else:
+                top.hlines(0, lo, hi, color=ACCENT, lw=5, alpha=0.45, label=f"{level} of the ratio")
         if _finite(ratio) is not None:
-            top.plot([ratio], [0], "o", color=ACCENT, ms=6, label="ratio (point estimate)")
+            top.plot([ratio], [0.5 if has_cdf else 0], "o", color=ACCENT, ms=6, label="ratio (point estimate)")
         for i, (name, value) in enumerate(gate_lines):
             top.axvline(value, color=FAIL, lw=1.2, ls="--", label=f"gate {name}" if i < 3 else None)
-        top.set_yticks([])
+        if has_cdf:
+            top.set_ylim(0, 1)
+            top.set_yticks([0, 0.5, 1])
+            top.set_ylabel("cum. prob.")
+        else:
+            top.set_yticks([])
         top.set_xlabel("perplexity ratio subject / baseline (final windows)")
-        _pad_axis(top, [v for v in [ratio, *(display_ci or []), *(v for _, v in gate_lines), 1.0]])
+        _pad_axis(top, [v for v in [ratio, *(display_ci or []), *(v for _, v in gate_lines), 1.0, *quantiles]])
 
         if drift_band and all(_finite(v) is not None for v in drift_band):
             middle.axvspan(drift_band[0], drift_band[1], color=BAND, label="drift band")

@@ -104,7 +104,8 @@ def _paired_ratio(stage_id: str, outputs: Mapping[str, Any], gates: Sequence[Map
     level = primary.get("confidence_level")
     svg = plots.ratio_plot(f"{stage_id}-ratio", ratio=primary.get("ratio_vs_baseline"),
                            display_ci=primary.get("display_ci"), confidence_level=level, gate_lines=ratio_gates,
-                           drift_ratio=drift.get("preview_final_ratio"), drift_band=drift.get("band"), delta=delta)
+                           drift_ratio=drift.get("preview_final_ratio"), drift_band=drift.get("band"), delta=delta,
+                           distribution=(boot.get("distribution") or {}).get("ratio_quantiles"))
     ci = primary.get("display_ci") or [None, None]
     summary = (f"Perplexity ratio {fmt(primary.get('ratio_vs_baseline'))} (subject / baseline), "
                f"{fmt(100 * level if isinstance(level, (int, float)) else None)}% {boot.get('method', '')} CI "
@@ -140,10 +141,10 @@ def _paired_ratio(stage_id: str, outputs: Mapping[str, Any], gates: Sequence[Map
         ok = all(g.get("passed") for g in gates)
     return StageSection(stage_id, "paired.ppl_ratio", "", decision=f"ratio {fmt(primary.get('ratio_vs_baseline'))}",
                         ok=ok, summary=summary,
-                        plots=(Plot(svg, "The ratio's confidence interval (bar) and point estimate against the gate "
-                                         "thresholds (dashed); the preview/final drift against its band; the "
-                                         "per-window paired deltas. The certificate does not store the bootstrap "
-                                         "replicates, so their distribution is summarised by the interval."),),
+                        plots=(Plot(svg, "The bootstrap distribution of the ratio (its CDF, from the 101 quantiles the "
+                                         "certificate records since paired.ppl_ratio 1.1.0), the confidence interval "
+                                         "(shaded) and point estimate against the gate thresholds (dashed); the "
+                                         "preview/final drift against its band; the per-window paired deltas."),),
                         tables=tuple(tables))
 
 

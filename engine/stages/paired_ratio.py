@@ -254,6 +254,10 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
                     "z0": ci.z0,
                     "acceleration": ci.acceleration,
                     "fallback": ci.fallback,
+                    **({"distribution": {
+                        "probabilities": "0, 0.01, ..., 1 (101 points; type 7 quantiles of the replicates)",
+                        "ratio_quantiles": [math.exp(q) for q in ci.distribution],
+                    }} if ci.distribution is not None else {}),
                 },
                 "coverage": {
                     "preview": floor_block(min(counts["baseline"]["preview"], counts["subject"]["preview"]),

@@ -65,7 +65,7 @@ same replicates is returned and ``fallback`` says why.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.special import ndtr, ndtri
@@ -76,7 +76,10 @@ __all__ = [
     "REPLICATE_BLOCK",
     "RESAMPLING",
     "BootstrapCI",
+    "DISTRIBUTION_PROBABILITIES",
     "alias_table",
+    "checked_windows",
+    "interval_from_replicates",
     "jackknife_acceleration",
     "resample_indices",
     "token_weighted_mean",
@@ -134,6 +137,13 @@ class BootstrapCI:
     degenerate_reason: str | None
     fallback: str | None
     index_streams: int = 0
+    distribution: tuple[float, ...] | None = None
+    """The replicates' quantiles at ``DISTRIBUTION_PROBABILITIES`` (type 7), so a report can draw the bootstrap
+    distribution the interval comes from; None for a degenerate interval (and in 1.0.0, which kept none)."""
+
+
+DISTRIBUTION_PROBABILITIES = tuple(k / 100 for k in range(101))
+"""0, 0.01, ..., 1: the probabilities at which ``BootstrapCI.distribution`` summarises the replicates."""
 
 
 def token_weighted_mean(deltas: np.ndarray, tokens: np.ndarray) -> float:
@@ -226,8 +236,10 @@ def weighted_mean_bootstrap_ci(deltas: np.ndarray, tokens: np.ndarray, *, rng: n
                            True, "all deltas equal", None, 0)
 
     theta = _replicates(d, t, rng, replicates, scheme, threads)
-    return interval_from_replicates(d, t, estimate, theta, method=method, scheme=scheme, confidence_level=level,
-                                    index_streams=_block_count(replicates))
+    interval = interval_from_replicates(d, t, estimate, theta, method=method, scheme=scheme, confidence_level=level,
+                                        index_streams=_block_count(replicates))
+    quantiles = np.quantile(theta, DISTRIBUTION_PROBABILITIES, method="linear")
+    return replace(interval, distribution=tuple(float(q) for q in quantiles))
 
 
 def interval_from_replicates(d: np.ndarray, t: np.ndarray, estimate: float, theta: np.ndarray, *, method: str,
