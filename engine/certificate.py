@@ -15,10 +15,12 @@
 
 from __future__ import annotations
 
+import functools
 import getpass
 import platform
+import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any
@@ -29,7 +31,7 @@ from jsonschema import Draft202012Validator
 
 from schemas import load_schema
 
-from .canonical import canonical_sha256, to_jsonable
+from .canonical import canonical_sha256, canonical_sha256_pair, to_jsonable
 from .errors import CertaError
 
 __all__ = ["CERTIFICATE_FORMAT", "CONTENT_FORMAT", "ENVIRONMENT_KEYS", "computing_platform", "library_versions",
@@ -53,15 +55,22 @@ def results_sha256(content: Mapping[str, Any]) -> str:
     return canonical_sha256(results_of(content))
 
 
+@functools.lru_cache(maxsize=None)
+def _installed_version(distribution: str) -> str:
+    """An installed distribution's version, read once a process (``importlib.metadata`` parses its
+    metadata file on every call: about 2 ms, a tenth of a small run)."""
+    return metadata.version(distribution)
+
+
 def library_versions() -> dict[str, str]:
     """Versions that can change a certificate's numbers: certa, Python, numpy, scipy, numba (it compiles
     the bake-off kernels)."""
     return {
-        "certa": metadata.version("certa"),
+        "certa": _installed_version("certa"),
         "python": platform.python_version(),
         "numpy": np.__version__,
         "scipy": scipy.__version__,
-        "numba": metadata.version("numba"),
+        "numba": _installed_version("numba"),
     }
 
 
@@ -85,17 +94,133 @@ def _who() -> tuple[str, str]:
     return user, socket.gethostname()
 
 
+# ----------------------------------------------------------------------- schema checks, compiled once
+
+_ANNOTATIONS = frozenset({"$id", "$schema", "$comment", "title", "description", "default", "examples", "format"})
+"""Keywords that never fail an instance here (``format`` only annotates: no format checker is configured)."""
+
+
+def _json_equal_scalar(instance: Any, value: Any) -> bool:
+    """``jsonschema``'s equality against a scalar ``value``: booleans equal only themselves, 1 == 1.0."""
+    if isinstance(value, bool) or isinstance(instance, bool):
+        return instance is value
+    if isinstance(value, str) or isinstance(instance, str):
+        return instance == value
+    if isinstance(instance, (list, dict)):
+        return False
+    return bool(instance == value)
+
+
+def _is_type(instance: Any, name: str) -> bool:
+    """Draft 2020-12's types as ``jsonschema`` checks them (an integral float is an integer)."""
+    if name == "object":
+        return isinstance(instance, dict)
+    if name == "array":
+        return isinstance(instance, list)
+    if name == "string":
+        return isinstance(instance, str)
+    if name == "boolean":
+        return isinstance(instance, bool)
+    if name == "null":
+        return instance is None
+    if isinstance(instance, bool):
+        return False
+    if name == "integer":
+        return isinstance(instance, int) or (isinstance(instance, float) and instance.is_integer())
+    if name == "number":
+        return isinstance(instance, (int, float))
+    raise NotImplementedError(name)
+
+
+def _compile(schema: Any) -> Callable[[Any], bool]:
+    """An exact ``is_valid`` for the JSON Schema keywords the certificate schema uses (type, enum, const of
+    scalars, pattern, minimum, required, properties, additionalProperties, items, not, if/then/else);
+    ``NotImplementedError`` for any other keyword, so that a schema change never silently weakens a check."""
+    if schema is True:
+        return lambda instance: True
+    if schema is False:
+        return lambda instance: False
+    if not isinstance(schema, Mapping):
+        raise NotImplementedError(repr(schema))
+    checks: list[Callable[[Any], bool]] = []
+    unknown = set(schema) - _ANNOTATIONS - {"type", "enum", "const", "pattern", "minimum", "required", "properties",
+                                            "additionalProperties", "items", "not", "if", "then", "else"}
+    if unknown:
+        raise NotImplementedError(", ".join(sorted(unknown)))
+    if "type" in schema:
+        names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        for name in names:
+            _is_type(None, name)  # an unknown type name raises now, not while checking
+        checks.append(lambda instance: any(_is_type(instance, name) for name in names))
+    for keyword in ("enum", "const"):
+        if keyword in schema:
+            allowed = list(schema["enum"]) if keyword == "enum" else [schema["const"]]
+            if any(isinstance(value, (list, dict)) for value in allowed):
+                raise NotImplementedError(f"{keyword} of a container")
+            checks.append(lambda instance, allowed=allowed: any(_json_equal_scalar(instance, v) for v in allowed))
+    if "pattern" in schema:
+        search = re.compile(schema["pattern"]).search
+        checks.append(lambda instance: not isinstance(instance, str) or search(instance) is not None)
+    if "minimum" in schema:
+        low = schema["minimum"]
+        checks.append(lambda instance: not _is_type(instance, "number") or instance >= low)
+    if "required" in schema:
+        required = list(schema["required"])
+        checks.append(lambda instance: not isinstance(instance, dict) or all(k in instance for k in required))
+    properties = {key: _compile(sub) for key, sub in schema.get("properties", {}).items()}
+    if properties:
+        def check_properties(instance: Any) -> bool:
+            return not isinstance(instance, dict) or all(
+                check(instance[key]) for key, check in properties.items() if key in instance)
+        checks.append(check_properties)
+    if "additionalProperties" in schema:
+        extra = _compile(schema["additionalProperties"])
+        declared = frozenset(schema.get("properties", {}))
+        checks.append(lambda instance: not isinstance(instance, dict) or all(
+            extra(value) for key, value in instance.items() if key not in declared))
+    if "items" in schema:
+        item = _compile(schema["items"])
+        checks.append(lambda instance: not isinstance(instance, list) or all(map(item, instance)))
+    if "not" in schema:
+        negated = _compile(schema["not"])
+        checks.append(lambda instance: not negated(instance))
+    if "if" in schema:
+        condition = _compile(schema["if"])
+        then = _compile(schema.get("then", True))
+        otherwise = _compile(schema.get("else", True))
+        checks.append(lambda instance: then(instance) if condition(instance) else otherwise(instance))
+    return lambda instance: all(check(instance) for check in checks)
+
+
+_CHECKERS: list[tuple[Draft202012Validator, Callable[[Any], bool] | None]] = []
+
+
+def _certificate_checker() -> tuple[Draft202012Validator, Callable[[Any], bool] | None]:
+    """The certificate schema's ``jsonschema`` validator and its compiled ``is_valid``, built once.
+
+    The compiled check (about 20 times faster) decides sound certificates; ``jsonschema`` writes the messages
+    for the others. Without a compiled check (a keyword ``_compile`` does not know) ``jsonschema`` does all.
+    """
+    if not _CHECKERS:
+        schema = load_schema("certificate.schema.json")
+        try:
+            fast: Callable[[Any], bool] | None = _compile(schema)
+        except NotImplementedError:
+            fast = None
+        _CHECKERS.append((Draft202012Validator(schema), fast))
+    return _CHECKERS[0]
+
+
 def certificate_problems(certificate: Mapping[str, Any]) -> list[str]:
     """Schema violations and a ``content_sha256`` mismatch, as messages (empty when sound)."""
-    validator = Draft202012Validator(load_schema("certificate.schema.json"))
-    problems = [f"schema: {'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
-                for e in validator.iter_errors(certificate)]
+    validator, fast = _certificate_checker()
+    problems = [] if fast is not None and fast(certificate) else [
+        f"schema: {'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in validator.iter_errors(certificate)]
     if isinstance(certificate.get("content"), Mapping):
-        actual = canonical_sha256(certificate["content"])
+        actual, results = canonical_sha256_pair(certificate["content"], ENVIRONMENT_KEYS)
         if actual != certificate.get("content_sha256"):
             problems.append(f"content_sha256 {certificate.get('content_sha256')} does not match content ({actual})")
         if "results_sha256" in certificate:
-            results = results_sha256(certificate["content"])
             if results != certificate["results_sha256"]:
                 problems.append(f"results_sha256 {certificate['results_sha256']} does not match content ({results})")
     return problems
@@ -112,11 +237,12 @@ def seal(content: Mapping[str, Any], run_id: str) -> dict[str, Any]:
     """The full certificate for ``content``: adds ``content_sha256`` and ``issued``, then validates it."""
     plain = to_jsonable(content)
     user, host = _who()
+    content_sha, results_sha = canonical_sha256_pair(plain, ENVIRONMENT_KEYS)
     certificate = {
         "certificate_format": CERTIFICATE_FORMAT,
         "content": plain,
-        "content_sha256": canonical_sha256(plain),
-        "results_sha256": results_sha256(plain),
+        "content_sha256": content_sha,
+        "results_sha256": results_sha,
         "issued": {
             "run_id": run_id,
             "time_utc": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),

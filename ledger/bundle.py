@@ -29,7 +29,7 @@ from schemas import load_schema
 
 from .chain import encode_payload, entry_hash
 from .checkpoint import Checkpoint, open_checkpoint, read_checkpoint_unverified
-from .merkle import entry_leaves, inclusion_path, leaf_hash, root_hash, verify_inclusion
+from .merkle import entry_leaves, leaf_hash, path_from_levels, tree_levels, verify_inclusion
 from .store import Ledger
 
 __all__ = ["BUNDLE_FORMAT", "BundleReport", "build_bundle", "check_bundle", "ledger_leaves_matching"]
@@ -38,31 +38,38 @@ BUNDLE_FORMAT = 1
 _ENTRY_FIELDS = ("seq", "run_id", "kind", "recorded_at", "payload_sha256", "prev_hash")
 
 
+def _levels_matching(ledger: Ledger, claimed: Checkpoint) -> list[list[bytes]]:
+    """The Merkle tree levels (``merkle.tree_levels``) of entries 1..claimed.seq, after checking that this
+    ledger has that head and root; errors as ``ledger_leaves_matching``."""
+    hashes = ledger.entry_hashes(claimed.seq)
+    if len(hashes) < claimed.seq:
+        raise LedgerError(f"the checkpoint's head is entry {claimed.seq} but this ledger has {len(hashes)} entries "
+                          "(another ledger, or entries were removed: run 'certa verify --checkpoint')")
+    levels = tree_levels(entry_leaves(hashes))
+    if claimed.seq and (hashes[-1] != claimed.entry_hash or levels[-1][0].hex() != claimed.root_hash):
+        raise LedgerIntegrityError(f"this ledger's entries 1..{claimed.seq} do not match the checkpoint (another "
+                                   "ledger, or the chain was rewritten: run 'certa verify --checkpoint')")
+    return levels
+
+
 def ledger_leaves_matching(ledger: Ledger, claimed: Checkpoint) -> list[bytes]:
     """The Merkle leaves of entries 1..claimed.seq, after checking that this ledger has that head and root.
 
     Raises ``LedgerError`` if the ledger is shorter (another ledger, or a truncation) and
     ``LedgerIntegrityError`` if its entries do not give the claimed head or root.
     """
-    hashes = ledger.entry_hashes(claimed.seq)
-    if len(hashes) < claimed.seq:
-        raise LedgerError(f"the checkpoint's head is entry {claimed.seq} but this ledger has {len(hashes)} entries "
-                          "(another ledger, or entries were removed: run 'certa verify --checkpoint')")
-    leaves = entry_leaves(hashes)
-    if claimed.seq and (hashes[-1] != claimed.entry_hash or root_hash(leaves).hex() != claimed.root_hash):
-        raise LedgerIntegrityError(f"this ledger's entries 1..{claimed.seq} do not match the checkpoint (another "
-                                   "ledger, or the chain was rewritten: run 'certa verify --checkpoint')")
-    return leaves
+    return _levels_matching(ledger, claimed)[0]
 
 
 def build_bundle(ledger: Ledger, run_id: str, envelope_text: str | bytes) -> dict[str, Any]:
     """The bundle of ``run_id``'s certificate against the checkpoint ``envelope_text``.
 
     The checkpoint must describe this ledger (``ledger_leaves_matching``) and the certificate must have
-    been recorded at or before its head.
+    been recorded at or before its head. The tree is hashed once (``merkle.tree_levels``): its root is
+    checked against the checkpoint and the audit path is read off its levels.
     """
     claimed = read_checkpoint_unverified(envelope_text)
-    leaves = ledger_leaves_matching(ledger, claimed)
+    levels = _levels_matching(ledger, claimed)
     full = ledger.resolve_run_id(run_id)
     recorded = list(ledger.entries(run_id=full, kinds=["certificate"]))
     if not recorded:
@@ -76,7 +83,7 @@ def build_bundle(ledger: Ledger, run_id: str, envelope_text: str | bytes) -> dic
         "certificate": entry.data(),
         "entry": {name: getattr(entry, name) for name in _ENTRY_FIELDS},
         "inclusion": {"leaf_index": entry.seq - 1, "tree_size": claimed.seq,
-                      "path": [node.hex() for node in inclusion_path(entry.seq - 1, leaves)]},
+                      "path": [node.hex() for node in path_from_levels(entry.seq - 1, levels)]},
         "checkpoint": json.loads(envelope_text),
     }
 

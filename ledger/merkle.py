@@ -19,7 +19,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-__all__ = ["leaf_hash", "entry_leaves", "node_hash", "root_hash", "inclusion_path", "verify_inclusion"]
+__all__ = ["leaf_hash", "entry_leaves", "node_hash", "root_hash", "tree_levels", "inclusion_path", "path_from_levels",
+           "verify_inclusion"]
 
 
 def leaf_hash(leaf_input: bytes) -> bytes:
@@ -29,7 +30,8 @@ def leaf_hash(leaf_input: bytes) -> bytes:
 
 def entry_leaves(entry_hashes: Sequence[str]) -> list[bytes]:
     """The leaf hashes of ledger entries, from their hex ``entry_hash`` values in chain order."""
-    return [leaf_hash(bytes.fromhex(digest)) for digest in entry_hashes]
+    sha256, fromhex = hashlib.sha256, bytes.fromhex
+    return [sha256(b"\x00" + fromhex(digest)).digest() for digest in entry_hashes]
 
 
 def node_hash(left: bytes, right: bytes) -> bytes:
@@ -57,6 +59,35 @@ def root_hash(leaves: Sequence[bytes]) -> bytes:
             paired.append(level[-1])
         level = paired
     return level[0]
+
+
+def tree_levels(leaves: Sequence[bytes]) -> list[list[bytes]]:
+    """Every level of the tree bottom-up (``root_hash``'s pairing, kept): level 0 is ``leaves``, the last
+    level holds the root alone. Node j of level l is the MTH of leaves j·2^l .. min((j+1)·2^l, n) − 1."""
+    levels = [list(leaves)]
+    sha256 = hashlib.sha256
+    while len(levels[-1]) > 1:
+        level = levels[-1]
+        paired = [sha256(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            paired.append(level[-1])
+        levels.append(paired)
+    return levels
+
+
+def path_from_levels(index: int, levels: Sequence[Sequence[bytes]]) -> list[bytes]:
+    """``inclusion_path(index, levels[0])`` read off ``tree_levels``: the sibling at each level, nearest
+    first, skipping a level where the node is an unpaired last node (carried up: no split there)."""
+    n = len(levels[0]) if levels else 0
+    if not 0 <= index < n:
+        raise ValueError(f"leaf index {index} is outside a tree of {n} leaves")
+    path = []
+    for level in levels[:-1]:
+        sibling = index ^ 1
+        if sibling < len(level):
+            path.append(level[sibling])
+        index >>= 1
+    return path
 
 
 def inclusion_path(index: int, leaves: Sequence[bytes]) -> list[bytes]:

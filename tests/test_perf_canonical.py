@@ -1,0 +1,83 @@
+"""The fast RFC 8785 encoder (``engine.canonical.canonical_bytes``) writes exactly ``rfc8785.dumps``'s bytes."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import pytest
+import rfc8785
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from engine.canonical import canonical_bytes, to_jsonable
+
+EDGE_FLOATS = [0.0, -0.0, 1.0, -1.0, 0.5, 1e21, 1e-7, 1e-6, 1.5e-6, 1e-5, 1e-4, 9.999e-5, 1e16, 1e20, 1.5e20,
+               9.999999999999999e20, 1e22, 1.7976931348623157e308, 5e-324, -5e-324, 2.0**53, 2.0**53 + 2,
+               -(2.0**53), 2.0**63, 0.1, 0.2 + 0.1, 1 / 3, 123456789.123, 2.5e-7, 1.25e+25, math.pi * 1e-9]
+EDGE_INTS = [0, 1, -1, 2**53 - 1, -(2**53) + 1, 2**53, -(2**53), 2**63, 10**16, 10**21]
+EDGE_TEXT = ["", "a", "\u20ac", "\U0001F600", "\ue000", "\uffff", "\x00\x1f\x7f", '"\\/\b\f\n\r\t', "\u2028\u2029",
+             "1e-05", "1.0]", "x\"1e+21\"", "\ud800"]
+
+keys = st.text(alphabet=st.characters(), max_size=6) | st.sampled_from(EDGE_TEXT)
+scalars = (st.none() | st.booleans() | st.integers() | st.sampled_from(EDGE_INTS)
+           | st.floats() | st.sampled_from(EDGE_FLOATS) | st.text(alphabet=st.characters(), max_size=12)
+           | st.sampled_from(EDGE_TEXT))
+json_values = st.recursive(scalars, lambda children: st.lists(children, max_size=5) | st.tuples(children, children)
+                           | st.dictionaries(keys, children, max_size=5), max_leaves=40)
+
+
+def reference(value):
+    """``rfc8785.dumps(to_jsonable(value))`` or the exception type it raises."""
+    try:
+        return rfc8785.dumps(to_jsonable(value))
+    except Exception as error:  # noqa: BLE001 - the same failure is the property
+        return type(error)
+
+
+def fast(value):
+    try:
+        return canonical_bytes(value)
+    except Exception as error:  # noqa: BLE001
+        return type(error)
+
+
+@settings(derandomize=True, max_examples=3000, deadline=None)
+@given(json_values)
+@example({"\ue000": 1, "\U0001F600": 2, "a": 3})
+@example([1e21, 1e-7, -0.0, 5e-324, 2.0**53, 2**53, 1.5e-5, "1e-05", {"k": 1e+22}])
+def test_fast_canonical_bytes_equal_rfc8785(value) -> None:
+    assert fast(value) == reference(value)
+
+
+@pytest.mark.parametrize("value", EDGE_FLOATS + [-x for x in EDGE_FLOATS] + EDGE_INTS + EDGE_TEXT)
+def test_edge_scalars_equal_rfc8785(value) -> None:
+    assert fast(value) == reference(value)
+    assert fast({"v": [value, {"w": value}]}) == reference({"v": [value, {"w": value}]})
+
+
+@settings(derandomize=True, max_examples=2000, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False) | st.floats(min_value=-1e-3, max_value=1e-3)
+       | st.floats(min_value=1e15, max_value=1e23))
+def test_every_float_is_written_as_rfc8785_writes_it(x: float) -> None:
+    assert canonical_bytes([x, -x, {"x": x}]) == rfc8785.dumps([x, -x, {"x": x}])
+
+
+def test_numpy_values_and_non_finite_floats_as_to_jsonable_maps_them() -> None:
+    value = {"i": np.int64(3), "f": np.float32(0.5), "g": np.float64(2.0), "a": np.array([1.0, 1e-9]),
+             "nan": float("nan"), "inf": -np.inf, "big": 2**60, "t": (1, 2.0), "b": np.bool_(True)}
+    assert canonical_bytes(value) == rfc8785.dumps(to_jsonable(value))
+
+
+def test_non_string_keys_are_refused_as_before() -> None:
+    with pytest.raises(TypeError):
+        canonical_bytes({1: "a"})
+
+
+def test_deep_nesting_fails_as_before() -> None:
+    deep: list = []
+    for _ in range(sys.getrecursionlimit() + 10):
+        deep = [deep]
+    with pytest.raises(RecursionError):
+        canonical_bytes(deep)
