@@ -38,7 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.stages.bakeoff import factorize_labels  # noqa: E402
+from engine.tables import factorize_cells as factorize_labels  # noqa: E402
 from engine.stats.bakeoff_bootstrap import pairwise_bootstrap  # noqa: E402
 from engine.stats.bakeoff_pool import BandTable, decision_values, group_sums, pools_from_sums  # noqa: E402
 

@@ -360,3 +360,18 @@ def test_arrow_cast_accepts_exactly_what_float_accepts_over_the_decimal_alphabet
 @given(st.lists(st.text("0123456789+-.eE", min_size=1, max_size=12), min_size=1, max_size=30))
 def test_cells_over_the_decimal_alphabet_parse_as_python_did(cells: list[str]) -> None:
     assert_csv_same_as_oracle(("x\n" + "\n".join(cells) + "\n").encode())
+
+
+@settings(derandomize=True, max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(["vendor-a", "vendor-b", "é", "a b", "0", "01", "Z", "zz"]), min_size=1,
+                max_size=40))
+def test_factorize_of_an_arrow_column_equals_the_python_cells_path(labels: list[str]) -> None:
+    """``Table.factorize`` dictionary-encodes an Arrow-read column; the answer is the one the cells give."""
+    from engine.tables import factorize_cells, parse_table
+
+    raw = ("label,x\n" + "".join(f"{label},1\n" for label in labels)).encode("utf-8")
+    table = parse_table("t", raw, "csv")
+    found_labels, codes = table.factorize("label")
+    expected_labels, expected_codes = factorize_cells(table.text("label"))
+    assert found_labels == expected_labels == tuple(sorted(set(labels)))
+    assert codes.tolist() == expected_codes.tolist() == [found_labels.index(label) for label in labels]
