@@ -21,11 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
 import re
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import rfc8785
 
 __all__ = ["to_jsonable", "canonical_bytes", "canonical_sha256", "canonical_sha256_pair", "sha256_hex"]
@@ -49,14 +49,15 @@ def to_jsonable(value: Any) -> Any:
         return out
     if isinstance(value, (list, tuple)):
         return [to_jsonable(item) for item in value]
-    if isinstance(value, np.ndarray):
+    np = sys.modules.get("numpy")  # numpy values exist only if numpy is loaded: importing it here would cost
+    if np is not None and isinstance(value, np.ndarray):  # every ledger reader (certa list) its start-up
         return [to_jsonable(item) for item in value.tolist()]
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, bool) or (np is not None and isinstance(value, np.bool_)):
         return bool(value)
-    if isinstance(value, (int, np.integer)):
+    if isinstance(value, int) or (np is not None and isinstance(value, np.integer)):
         as_int = int(value)
         return as_int if abs(as_int) <= _MAX_SAFE_INT else str(as_int)
-    if isinstance(value, (float, np.floating)):
+    if isinstance(value, float) or (np is not None and isinstance(value, np.floating)):
         as_float = float(value)
         if math.isnan(as_float):
             return "NaN"
