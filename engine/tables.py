@@ -22,6 +22,7 @@ import csv
 import io
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -330,9 +331,15 @@ def _column_cells(values: Sequence[Any] | np.ndarray) -> list[str]:
     """One column's CSV cells: the same text as ``_csv_cell`` per value, fast paths by numpy dtype."""
     arr = np.asarray(values)
     if arr.dtype.kind == "f":
-        return ["" if cell == "nan" else cell for cell in map(repr, arr.astype(np.float64).tolist())]
+        floats = arr.astype(np.float64)
+        cells = list(map(repr, floats.tolist()))
+        for row in np.flatnonzero(np.isnan(floats)).tolist():  # NaN is an empty (missing) cell
+            cells[row] = ""
+        return cells
     if arr.dtype.kind in "iu":
         return list(map(str, arr.tolist()))
+    if arr.dtype.kind == "U":  # text: its cells are the strings themselves
+        return arr.tolist()
     return [_csv_cell(v) for v in arr.tolist()]
 
 
@@ -345,11 +352,25 @@ def columns_to_csv_bytes(columns: Mapping[str, Sequence[Any] | np.ndarray]) -> b
     if len(lengths) != 1:
         raise InputError(f"in-memory table columns have different lengths: "
                          f"{ {k: len(columns[k]) for k in names} }")
+    cells = [_column_cells(columns[k]) for k in names]
+    if not any(_needs_quotes(column) for column in (names, *cells)):
+        # nothing to quote (csv.writer's minimal quoting would write the same bytes): join in C
+        return ("\n".join([",".join(names), *map(",".join, zip(*cells))]) + "\n").encode("utf-8")
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(names)
-    writer.writerows(zip(*[_column_cells(columns[k]) for k in names]))
+    writer.writerows(zip(*cells))
     return out.getvalue().encode("utf-8")
+
+
+_QUOTED = re.compile(r'[,"\r\n]')
+
+
+def _needs_quotes(cells: list[str]) -> bool:
+    """Whether csv.writer (QUOTE_MINIMAL, delimiter ',', quotechar '"') might quote a cell of this column: one
+    holding a delimiter, quote or line break, or an empty one (quoted when it is a row's only cell). One C
+    scan over the joined column."""
+    return "" in cells or _QUOTED.search("\x1f".join(cells)) is not None
 
 
 def table_from_columns(name: str, columns: Mapping[str, Sequence[Any] | np.ndarray]) -> Table:
