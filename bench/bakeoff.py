@@ -31,7 +31,6 @@ import math
 import platform
 import random
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -41,18 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from engine.tables import factorize_cells as factorize_labels  # noqa: E402
 from engine.stats.bakeoff_bootstrap import pairwise_bootstrap  # noqa: E402
 from engine.stats.bakeoff_pool import BandTable, decision_values, group_sums, pools_from_sums  # noqa: E402
+from timing import best_of  # noqa: E402
 
 EPS_A, EPS_W = 1e-6, 1e-12
 BANDS = BandTable()
-
-
-def best_of(repeats: int, fn):
-    best, result = math.inf, None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
 
 
 # --------------------------------------------------------------------------- pooling

@@ -21,7 +21,6 @@ Times are the best of ``--repeats`` (the machine is shared; ``uptime`` is printe
 from __future__ import annotations
 
 import argparse
-import math
 import shutil
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from engine import run  # noqa: E402
 from engine.batch import run_batch  # noqa: E402
 from engine.tables import columns_to_csv_bytes  # noqa: E402
 from ledger import Ledger  # noqa: E402
+from timing import best_of  # noqa: E402
 
 PAIRED = """\
 certa: 1
@@ -73,15 +73,6 @@ stages:
     use: bakeoff.merge
     with: {{shard_batch: {batch}}}
 """
-
-
-def best_of(repeats: int, fn):
-    best, result = math.inf, None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
 
 
 def write_paired_specs(root: Path, count: int, windows: int, replicates: int) -> list[Path]:

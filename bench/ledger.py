@@ -27,7 +27,6 @@ with the median beside it; ``uptime`` is printed first and last.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import shutil

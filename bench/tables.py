@@ -24,11 +24,9 @@ import argparse
 import csv
 import io
 import json
-import math
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +38,7 @@ from engine.errors import InputError  # noqa: E402
 from engine.interpreter import load_tables  # noqa: E402
 from engine.spec import load_plan  # noqa: E402
 from engine.tables import columns_to_csv_bytes, parse_table  # noqa: E402
+from timing import best_of  # noqa: E402
 
 
 # --------------------------------------------------------------------------- certa 0.3.0's parser (reference)
@@ -69,15 +68,6 @@ def legacy_numeric(cells: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- helpers
-
-def best_of(repeats: int, fn):
-    best, result = math.inf, None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
-
 
 def load() -> str:
     return "load average %.2f %.2f %.2f" % os.getloadavg()

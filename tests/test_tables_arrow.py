@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import struct
 import subprocess
 import sys
