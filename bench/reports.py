@@ -94,9 +94,11 @@ def bench_site(runs: int) -> None:
               f"({db.stat().st_size / 2**20:.1f} MiB)")
         jobs = os.cpu_count() or 1
         with Ledger.open(str(db), create=False) as ledger:
+            load_before = os.getloadavg()[0]
             t0 = time.perf_counter()
             first = build_site(ledger, site, jobs=jobs)
             t1 = time.perf_counter()
+            load_after = os.getloadavg()[0]
             again = build_site(ledger, site, jobs=jobs)
             t2 = time.perf_counter()
             newest = ledger.runs()[0]
@@ -107,7 +109,7 @@ def bench_site(runs: int) -> None:
             t4 = time.perf_counter()
         size = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
         print(f"site: first build {t1 - t0:.1f} s ({first.pages_written} pages, {size / 2**20:.0f} MiB, jobs={jobs}; "
-              f"goal < 30 s)")
+              f"goal < 30 s; load average {load_before:.2f} before, {load_after:.2f} after)")
         print(f"site: unchanged re-run {t2 - t1:.2f} s ({again.pages_written} written, {again.pages_unchanged} unchanged; "
               f"goal < 2 s)")
         print(f"site: re-run after one new review {t4 - t3:.2f} s ({review.pages_written} written: the run page, "

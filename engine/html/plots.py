@@ -6,6 +6,10 @@ reference. Determinism: a fixed ``svg.hashsalt``, no ``Date`` metadata, glyphs d
 (``svg.fonttype = 'path'``: the same picture in every viewer and in print, no font needed) and every ``id``
 prefixed by the caller's ``key`` so several plots share one page without id clashes.
 Text drawn in a plot becomes paths, never markup, so names from a spec cannot inject anything.
+
+Speed (``certa site`` draws thousands of plots in a process): text sizes, glyph layouts and font metrics are
+kept for the process (``_CachedTextToPath``, ``_RendererSVG``), and the ratio plot is drawn on one reused
+figure per layout (``_RatioFigure``); neither changes a byte (``tests/test_plots_reuse.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,11 @@ import matplotlib
 
 matplotlib.use("svg", force=False)
 
-from matplotlib.figure import Figure  # noqa: E402  (after choosing the backend)
+from matplotlib.backends.backend_mixed import MixedModeRenderer  # noqa: E402  (after choosing the backend)
+from matplotlib.backends.backend_svg import FigureCanvasSVG, RendererSVG
+from matplotlib.figure import Figure
+from matplotlib.font_manager import fontManager, get_font
+from matplotlib.textpath import TextToPath
 
 __all__ = ["ratio_plot", "sequence_plot", "bakeoff_plot", "calm_gate_plot", "pac_bounds_plot", "monitor_plot"]
 
@@ -52,9 +60,100 @@ def _finite(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+class _CachedTextToPath(TextToPath):
+    """matplotlib's text-to-path conversion, remembering each string's size and glyph layout for the process.
+
+    matplotlib caches text metrics per renderer, and its SVG backend makes a new renderer for every figure
+    saved, so each plot would lay out the same tick labels, axis labels and legend entries again with FreeType
+    (about a third of a plot's time). Both results depend only on the string and the font (always at
+    ``FONT_SCALE``, no hinting), so they are kept here; the bytes written are unchanged.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._metrics: dict[tuple[Any, ...], tuple[float, float, float]] = {}
+        self._layouts: dict[tuple[Any, ...], list[tuple[str, float, float]]] = {}
+        self._outlines: dict[str, Any] = {}
+
+    def get_text_width_height_descent(self, s: str, prop: Any, ismath: Any) -> tuple[float, float, float]:
+        key = (s, prop, ismath)
+        known = self._metrics.get(key)
+        if known is None:
+            known = self._metrics[(s, prop.copy(), ismath)] = super().get_text_width_height_descent(s, prop, ismath)
+        return known
+
+    def get_glyphs_with_font(self, font: Any, s: str, glyph_map: Any = None, return_new_glyphs_only: bool = False,
+                             *, features: Any = None, language: Any = None) -> Any:
+        key = (font.fname, s, None if features is None else tuple(features), language)
+        layout = self._layouts.get(key)
+        if layout is None:
+            found, outlines, _ = super().get_glyphs_with_font(font, s, features=features, language=language)
+            self._outlines.update(outlines)
+            layout = self._layouts[key] = [(glyph, x, y) for glyph, x, y, _ in found]
+        if glyph_map is None:
+            glyph_map = {}
+        new = {} if return_new_glyphs_only else glyph_map
+        for glyph, _, _ in layout:
+            if glyph not in glyph_map:
+                new[glyph] = self._outlines[glyph]
+        return [(glyph, x, y, 1.0) for glyph, x, y in layout], new, []
+
+
+_TEXT_TO_PATH = _CachedTextToPath()
+
+
+class _RendererSVG(RendererSVG):
+    """The SVG renderer with the shared ``_CachedTextToPath`` and the vertical font metrics of each font
+    remembered (``Text._get_layout`` asks a renderer for them through ``_get_font_height_metrics`` and
+    otherwise reads the font's OS/2 or hhea table again for every text, in every figure)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._text2path = _TEXT_TO_PATH
+
+    def _get_font_height_metrics(self, prop: Any) -> tuple[float, float, float] | tuple[None, None, None]:
+        known = _FONT_HEIGHTS.get(prop)
+        if known is None:
+            known = _FONT_HEIGHTS[prop.copy()] = _font_height_metrics(prop)
+        return known
+
+
+_FONT_HEIGHTS: dict[Any, tuple[float, float, float] | tuple[None, None, None]] = {}
+
+
+def _font_height_metrics(prop: Any) -> tuple[float, float, float] | tuple[None, None, None]:
+    """(ascent, descent, line gap) of ``prop``'s font as ``matplotlib.text.Text._get_layout`` (3.11) computes
+    them for a figure saved as SVG (its dpi is then 72): the same expressions, so the same floats."""
+    font = get_font(fontManager._find_fonts_by_props(prop))
+    for table_name, gap_key, ascent_key, descent_key in (("OS/2", "sTypoLineGap", "sTypoAscender", "sTypoDescender"),
+                                                        ("hhea", "lineGap", "ascent", "descent")):
+        table = font.get_sfnt_table(table_name)
+        if table is None:
+            continue
+        scale = 1 / font.get_sfnt_table("head")["unitsPerEm"] * prop.get_size_in_points() * 72 / 72
+        return table[ascent_key] * scale, -table[descent_key] * scale, table[gap_key] * scale
+    return None, None, None
+
+
+class _SVGCanvas(FigureCanvasSVG):
+    """The SVG canvas with one text-to-path converter shared by every figure (``print_svg`` of matplotlib
+    3.11, writing to a text stream, with ``_CachedTextToPath`` in its renderer)."""
+
+    def print_svg(self, filename: Any, *, bbox_inches_restore: Any = None, metadata: Any = None,
+                  **_: Any) -> None:  # savefig also passes dpi, facecolor, edgecolor, orientation: applied already
+        dpi = self.figure.dpi
+        self.figure.dpi = 72
+        width, height = self.figure.get_size_inches()
+        svg = _RendererSVG(width * 72, height * 72, filename, image_dpi=dpi, metadata=metadata)
+        renderer = MixedModeRenderer(self.figure, width, height, dpi, svg, bbox_inches_restore=bbox_inches_restore)
+        self.figure.draw(renderer)
+        renderer.finalize()
+
+
 def _to_svg(fig: Figure, key: str) -> str:
     """The figure as one inline ``<svg>`` element with ids prefixed by ``key``."""
     buffer = io.StringIO()
+    _SVGCanvas(fig)
     with matplotlib.rc_context(_STYLE):
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     text = buffer.getvalue()
@@ -106,6 +205,14 @@ def ratio_plot(key: str, *, ratio: float | None, display_ci: Sequence[float] | N
     preview/final ratio against its drift band, and the paired log-loss deltas (min, mean +- sd, max)."""
     with matplotlib.rc_context(_STYLE):
         has_cdf = len([q for q in (distribution or []) if _finite(q) is not None]) > 1
+        if _RatioFigure.fits(ratio, display_ci, gate_lines, drift_ratio, drift_band, delta):
+            figure = _RATIO_FIGURES.get(has_cdf)
+            if figure is None:
+                figure = _RATIO_FIGURES[has_cdf] = _RatioFigure(has_cdf)
+            figure.update(ratio=ratio, display_ci=display_ci, confidence_level=confidence_level, gate_lines=gate_lines,
+                          drift_ratio=drift_ratio, drift_band=drift_band, delta=delta,
+                          quantiles=[q for q in (distribution or []) if _finite(q) is not None])
+            return _to_svg(figure.fig, key)
         fig, (top, middle, bottom) = _figure(4.4 if has_cdf else 3.7, rows=3, left=0.75 if has_cdf else 0.2,
                                              top=0.6, hspace=0.6, height_ratios=[1.8 if has_cdf else 1.2, 1, 1])
         level = f"{100 * confidence_level:g}% CI" if confidence_level else "CI"
@@ -157,6 +264,113 @@ def ratio_plot(key: str, *, ratio: float | None, display_ci: Sequence[float] | N
         bottom.set_xlabel("paired delta of mean log-loss per window (subject - baseline)")
         _legend(fig, (top, middle, bottom))
     return _to_svg(fig, key)
+
+
+class _RatioFigure:
+    """The ``ratio_plot`` figure of one layout (with or without the CDF), kept for the whole process.
+
+    Building a figure (axes, ticks, spines, artists) is about a third of a plot's time; ``certa site`` draws
+    thousands of ratio plots. When every number is there (``fits``), the plot is drawn on this figure: the
+    artists are made once, in the order ``ratio_plot`` makes them, and each call sets their data, labels and
+    limits (data limits are recomputed from this call's points only, the legend is made again), so the bytes
+    are those of a fresh figure whatever was drawn before (tested against the fresh path).
+    """
+
+    def __init__(self, has_cdf: bool) -> None:
+        self.has_cdf = has_cdf
+        fig, (top, middle, bottom) = _figure(4.4 if has_cdf else 3.7, rows=3, left=0.75 if has_cdf else 0.2,
+                                             top=0.6, hspace=0.6, height_ratios=[1.8 if has_cdf else 1.2, 1, 1])
+        self.fig, self.axes = fig, (top, middle, bottom)
+        top.axvline(1.0, color=MUTED, lw=0.8, ls=":")
+        if has_cdf:
+            self.cdf = top.plot([0.0, 1.0], [0.0, 1.0], color=INK, lw=1.2,
+                                label="bootstrap distribution of the ratio (CDF)")[0]
+            self.ci = top.axvspan(0.0, 1.0, color=ACCENT, alpha=0.18)
+        else:
+            self.ci = top.hlines(0, 0.0, 1.0, color=ACCENT, lw=5, alpha=0.45)
+        self.point = top.plot([1.0], [0.5 if has_cdf else 0], "o", color=ACCENT, ms=6, label="ratio (point estimate)")[0]
+        self.gates: list[Any] = []
+        if has_cdf:
+            top.set_ylim(0, 1)
+            top.set_yticks([0, 0.5, 1])
+            top.set_ylabel("cum. prob.")
+        else:
+            top.set_yticks([])
+        top.set_xlabel("perplexity ratio subject / baseline (final windows)")
+        self.band = middle.axvspan(0.0, 1.0, color=BAND, label="drift band")
+        self.drift = middle.plot([1.0], [0], "D", color=PASS, ms=6, label="preview / final ratio")[0]
+        middle.set_yticks([])
+        middle.set_xlabel("preview / final perplexity ratio")
+        self.range_line = bottom.hlines(0, 0.0, 1.0, color=MUTED, lw=1)
+        self.range_ticks = bottom.plot([0.0, 1.0], [0, 0], "|", color=MUTED, ms=10, label="min / max")[0]
+        self.sd = bottom.hlines(0, 0.0, 1.0, color=INK, lw=6, alpha=0.35, label="mean +- sd")
+        self.mean = bottom.plot([0.0], [0], "o", color=INK, ms=5, label="token-weighted mean")[0]
+        bottom.axvline(0, color=MUTED, lw=0.8, ls=":")
+        bottom.set_yticks([])
+        bottom.set_xlabel("paired delta of mean log-loss per window (subject - baseline)")
+
+    @staticmethod
+    def fits(ratio: Any, display_ci: Any, gate_lines: Sequence[tuple[str, Any]], drift_ratio: Any, drift_band: Any,
+             delta: Mapping[str, Any] | None) -> bool:
+        """True when every number of the plot is finite (the fresh path covers the partial cases)."""
+        pairs = [display_ci, drift_band]
+        return (_finite(ratio) is not None and _finite(drift_ratio) is not None
+                and all(p is not None and len(p) == 2 and all(_finite(v) is not None for v in p) for p in pairs)
+                and all(_finite(v) is not None for _, v in gate_lines)
+                and bool(delta) and all(_finite(delta.get(k)) is not None for k in ("min", "max", "mean", "std")))
+
+    def update(self, *, ratio: float, display_ci: Sequence[float], confidence_level: float | None,
+               gate_lines: Sequence[tuple[str, float]], drift_ratio: float, drift_band: Sequence[float],
+               delta: Mapping[str, Any], quantiles: Sequence[float]) -> None:
+        top, middle, bottom = self.axes
+        level = f"{100 * confidence_level:g}% CI" if confidence_level else "CI"
+        lo, hi = display_ci
+        top_points = [(1.0, 0.0), (lo, 0.0), (hi, 0.0), (ratio, 0.0)]
+        if self.has_cdf:
+            probabilities = [k / (len(quantiles) - 1) for k in range(len(quantiles))]
+            self.cdf.set_data(quantiles, probabilities)
+            self.ci.set_x(lo)
+            self.ci.set_width(hi - lo)
+            top_points += list(zip(quantiles, probabilities))
+        else:
+            self.ci.set_segments([[(lo, 0), (hi, 0)]])
+        self.ci.set_label(f"{level} of the ratio")
+        self.point.set_data([ratio], [0.5 if self.has_cdf else 0])
+        while len(self.gates) < len(gate_lines):
+            self.gates.append(top.axvline(0.0, color=FAIL, lw=1.2, ls="--"))
+        for i, line in enumerate(self.gates):
+            shown = i < len(gate_lines)
+            line.set_visible(shown)
+            line.set_label(f"gate {gate_lines[i][0]}" if shown and i < 3 else "_nolegend_")
+            if shown:
+                line.set_xdata([gate_lines[i][1]] * 2)
+                top_points.append((gate_lines[i][1], 0.0))
+        _pad_axis(top, [ratio, *display_ci, *(v for _, v in gate_lines), 1.0, *quantiles])
+
+        self.band.set_x(drift_band[0])
+        self.band.set_width(drift_band[1] - drift_band[0])
+        self.drift.set_data([drift_ratio], [0])
+        self.drift.set_color(PASS if drift_band[0] <= drift_ratio <= drift_band[1] else FAIL)
+        _pad_axis(middle, [drift_ratio, *drift_band])
+
+        d_lo, d_hi, mean, sd = (float(delta[k]) for k in ("min", "max", "mean", "std"))
+        self.range_line.set_segments([[(d_lo, 0), (d_hi, 0)]])
+        self.range_ticks.set_data([d_lo, d_hi], [0, 0])
+        self.sd.set_segments([[(mean - sd, 0), (mean + sd, 0)]])
+        self.mean.set_data([mean], [0])
+        bottom_points = [(d_lo, 0.0), (d_hi, 0.0), (mean - sd, 0.0), (mean + sd, 0.0), (mean, 0.0), (0.0, 0.0)]
+
+        for ax, points in ((top, top_points), (middle, [(drift_ratio, 0.0), *((v, 0.0) for v in drift_band)]),
+                           (bottom, bottom_points)):
+            ax.ignore_existing_data_limits = True  # only this call's data, as on a new figure
+            ax.update_datalim(points)
+            ax.autoscale_view()
+        for legend in list(self.fig.legends):
+            legend.remove()
+        _legend(self.fig, self.axes)
+
+
+_RATIO_FIGURES: dict[bool, _RatioFigure] = {}
 
 
 def _pad_axis(ax: Any, values: Sequence[Any]) -> None:

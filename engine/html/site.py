@@ -458,36 +458,47 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
                                          reviews.get(page.run_id, [])))
                 for page in stale_runs]
         batches = _chunks(work, 8)
+        names = {row.run_id: row for row in rows}
+
+        def run_pages_written(results: list[tuple[str, str, int]]) -> None:
+            nonlocal done
+            for path, sha, size in results:
+                record(path, inputs_of[path], sha, size)
+            done += len(results)
+            if progress is not None:
+                progress(done, total)
+
+        def diff_pages_of(chunk: Sequence[_DiffPage]) -> None:
+            nonlocal done
+            for page in chunk:
+                if _is_current(out, page.path, page.inputs, manifest):
+                    keep(page.path)
+                else:
+                    path, sha, size = _render_diff_page(page, out, certificates, names)
+                    record(path, page.inputs, sha, size)
+                done += 1
+            if progress is not None:
+                progress(done, total)
+
+        diff_chunks = _chunks(diff_pages, 100)
         if jobs > 1 and len(work) >= _POOL_MIN_PAGES:
             import multiprocessing
 
             start = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
             with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(start)) as pool:
-                for results in pool.map(_render_run_pages, batches, [str(out)] * len(batches)):
-                    for path, sha, size in results:
-                        record(path, inputs_of[path], sha, size)
-                    done += len(results)
-                    if progress is not None:
-                        progress(done, total)
+                pending = [pool.submit(_render_run_pages, batch, str(out)) for batch in batches]
+                for chunk in diff_chunks:  # the diff pages, in this process while the workers draw the plots
+                    diff_pages_of(chunk)
+                    while pending and pending[0].done():
+                        run_pages_written(pending.pop(0).result())
+                for future in pending:
+                    run_pages_written(future.result())
         else:
             for batch in batches:
-                for path, sha, size in _render_run_pages(batch, str(out)):
-                    record(path, inputs_of[path], sha, size)
-                done += len(batch)
-                if progress is not None:
-                    progress(done, total)
+                run_pages_written(_render_run_pages(batch, str(out)))
+            for chunk in diff_chunks:
+                diff_pages_of(chunk)
         del work, batches
-
-        names = {row.run_id: row for row in rows}
-        for page in diff_pages:
-            if _is_current(out, page.path, page.inputs, manifest):
-                keep(page.path)
-            else:
-                path, sha, size = _render_diff_page(page, out, certificates, names)
-                record(path, page.inputs, sha, size)
-            done += 1
-        if progress is not None:
-            progress(done, total)
 
         simple_page("chain.html", _digest({"page": "chain", "version": version, "chain": chain}),
                     lambda: env.get_template("site_chain.html.j2").render(css_href=CSS_NAME, root="", chain=chain,
