@@ -591,13 +591,13 @@ def cosign(checkpoint_file: Path, key_files: tuple[Path, ...], out_file: Path, a
     Example:
       certa cosign audit/2026-11-22.checkpoint --key ~/.certa/officer.key --out audit/2026-11-22.cosigned
     """
-    from ledger.bundle import ledger_leaves_matching
+    from ledger.bundle import ledger_root_matching
     from ledger.checkpoint import PAYLOAD_TYPE as CHECKPOINT_TYPE, read_checkpoint_unverified
     from ledger.dsse import add_signature
     text = checkpoint_file.read_bytes()
     claimed = read_checkpoint_unverified(text)
     with _open(ledger_url) as ledger:
-        ledger_leaves_matching(ledger, claimed)
+        ledger_root_matching(ledger, claimed)
     envelope = json.loads(text)
     for private_key in _private_keys(key_files):
         envelope = add_signature(envelope, private_key, CHECKPOINT_TYPE)

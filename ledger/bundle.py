@@ -29,10 +29,12 @@ from schemas import load_schema
 
 from .chain import encode_payload, entry_hash
 from .checkpoint import Checkpoint, open_checkpoint, read_checkpoint_unverified
-from .merkle import entry_leaves, leaf_hash, path_from_levels, tree_levels, verify_inclusion
+from .merkle import (entry_leaves, leaf_hash, path_and_root_from_nodes, path_from_levels, path_nodes, tree_levels,
+                     verify_inclusion)
 from .store import Ledger
 
-__all__ = ["BUNDLE_FORMAT", "BundleReport", "build_bundle", "check_bundle", "ledger_leaves_matching"]
+__all__ = ["BUNDLE_FORMAT", "BundleReport", "build_bundle", "check_bundle", "ledger_leaves_matching",
+           "ledger_root_matching"]
 
 BUNDLE_FORMAT = 1
 _ENTRY_FIELDS = ("seq", "run_id", "kind", "recorded_at", "payload_sha256", "prev_hash")
@@ -40,7 +42,8 @@ _ENTRY_FIELDS = ("seq", "run_id", "kind", "recorded_at", "payload_sha256", "prev
 
 def _levels_matching(ledger: Ledger, claimed: Checkpoint) -> list[list[bytes]]:
     """The Merkle tree levels (``merkle.tree_levels``) of entries 1..claimed.seq, after checking that this
-    ledger has that head and root; errors as ``ledger_leaves_matching``."""
+    ledger has that head and root; errors as ``ledger_leaves_matching``. Reads and hashes every entry: the
+    way for a ledger without ``merkle_nodes`` (schema 1 and 2, read-only until migrated)."""
     hashes = ledger.entry_hashes(claimed.seq)
     if len(hashes) < claimed.seq:
         raise LedgerError(f"the checkpoint's head is entry {claimed.seq} but this ledger has {len(hashes)} entries "
@@ -52,38 +55,83 @@ def _levels_matching(ledger: Ledger, claimed: Checkpoint) -> list[list[bytes]]:
     return levels
 
 
+def _path_matching(ledger: Ledger, claimed: Checkpoint, index: int | None) -> list[bytes]:
+    """The audit path of leaf ``index`` (none for None) in the tree of entries 1..claimed.seq, after checking
+    that this ledger has the checkpoint's head entry and root; errors as ``ledger_leaves_matching``.
+
+    From ``merkle_nodes`` where the ledger has it: the head's entry hash and at most about 2·log2(seq) nodes
+    (``merkle.path_nodes``), read in two statements; else from every entry (``_levels_matching``)."""
+    if not ledger.has_merkle_nodes:
+        levels = _levels_matching(ledger, claimed)
+        return path_from_levels(index, levels) if index is not None else []
+    seq = claimed.seq
+    if not seq:
+        return []
+    head_hash = ledger.entry_hash_at(seq)
+    if head_hash is None:
+        raise LedgerError(f"the checkpoint's head is entry {seq} but this ledger has {ledger.entry_count()} entries "
+                          "(another ledger, or entries were removed: run 'certa verify --checkpoint')")
+    leaf = seq - 1 if index is None else index
+    try:
+        path, root = path_and_root_from_nodes(leaf, seq, ledger.merkle_nodes(path_nodes(leaf, seq)))
+    except KeyError as missing:
+        level, position = missing.args[0]
+        raise LedgerIntegrityError(f"merkle_nodes has no row (level {level}, position {position}) although entries "
+                                   f"1..{seq} are recorded (it was edited: run 'certa verify')") from None
+    if head_hash != claimed.entry_hash or root.hex() != claimed.root_hash:
+        raise LedgerIntegrityError(f"this ledger's entries 1..{seq} do not match the checkpoint (another ledger, the "
+                                   "chain was rewritten, or merkle_nodes was edited: run 'certa verify --checkpoint')")
+    return path if index is not None else []
+
+
 def ledger_leaves_matching(ledger: Ledger, claimed: Checkpoint) -> list[bytes]:
-    """The Merkle leaves of entries 1..claimed.seq, after checking that this ledger has that head and root.
+    """The Merkle leaves of entries 1..claimed.seq, after checking that this ledger has that head and root
+    (``ledger_root_matching``).
 
     Raises ``LedgerError`` if the ledger is shorter (another ledger, or a truncation) and
     ``LedgerIntegrityError`` if its entries do not give the claimed head or root.
     """
-    return _levels_matching(ledger, claimed)[0]
+    if not ledger.has_merkle_nodes:
+        return _levels_matching(ledger, claimed)[0]
+    ledger_root_matching(ledger, claimed)
+    return entry_leaves(ledger.entry_hashes(claimed.seq))
+
+
+def ledger_root_matching(ledger: Ledger, claimed: Checkpoint) -> None:
+    """Check that this ledger has the checkpoint's head entry and Merkle root, reading O(log n) rows (the
+    root from ``merkle_nodes``; from every entry on a ledger without it). Errors as ``ledger_leaves_matching``."""
+    _path_matching(ledger, claimed, None)
 
 
 def build_bundle(ledger: Ledger, run_id: str, envelope_text: str | bytes) -> dict[str, Any]:
     """The bundle of ``run_id``'s certificate against the checkpoint ``envelope_text``.
 
     The checkpoint must describe this ledger (``ledger_leaves_matching``) and the certificate must have
-    been recorded at or before its head. The tree is hashed once (``merkle.tree_levels``): its root is
-    checked against the checkpoint and the audit path is read off its levels.
+    been recorded at or before its head. The root and the audit path come from ``merkle_nodes`` (O(log n)
+    rows; ``merkle.path_and_root_from_nodes``), or on a ledger without it from the whole tree hashed once
+    (``merkle.tree_levels``); the root is checked against the checkpoint, and the path against the
+    certificate's entry and that root.
     """
     claimed = read_checkpoint_unverified(envelope_text)
-    levels = _levels_matching(ledger, claimed)
     full = ledger.resolve_run_id(run_id)
     recorded = list(ledger.entries(run_id=full, kinds=["certificate"]))
-    if not recorded:
+    entry = recorded[-1] if recorded else None
+    index = entry.seq - 1 if entry is not None and entry.seq <= claimed.seq else None
+    path = _path_matching(ledger, claimed, index)
+    if entry is None:
         raise LedgerError(f"run {full} has no certificate (status: {ledger.run(full).status})")
-    entry = recorded[-1]
-    if entry.seq > claimed.seq:
+    if index is None:
         raise LedgerError(f"run {full}'s certificate is entry {entry.seq}, after the checkpoint's head "
                           f"{claimed.seq}: sign a newer checkpoint ('certa checkpoint') and prove against it")
+    if not verify_inclusion(index, claimed.seq, leaf_hash(bytes.fromhex(entry.entry_hash)), path,
+                            bytes.fromhex(claimed.root_hash)):
+        raise LedgerIntegrityError(f"the audit path of entry {entry.seq} read from merkle_nodes does not lead to the "
+                                   "checkpoint's root (merkle_nodes was edited: run 'certa verify')")
     return {
         "certa_bundle": BUNDLE_FORMAT,
         "certificate": entry.data(),
         "entry": {name: getattr(entry, name) for name in _ENTRY_FIELDS},
-        "inclusion": {"leaf_index": entry.seq - 1, "tree_size": claimed.seq,
-                      "path": [node.hex() for node in path_from_levels(entry.seq - 1, levels)]},
+        "inclusion": {"leaf_index": index, "tree_size": claimed.seq, "path": [node.hex() for node in path]},
         "checkpoint": json.loads(envelope_text),
     }
 

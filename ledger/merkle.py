@@ -12,15 +12,25 @@ nodes, so no interior node can pass for a leaf. An inclusion proof of leaf m in 
 path PATH(m, D[n]); ``verify_inclusion`` is RFC 9162 §2.1.3.2's algorithm. A signed checkpoint carries the
 root of the first ``tree_size`` entries, so one certificate can be proven part of the ledger with its entry
 and about log2(n) hashes, offline (``certa prove``, ``certa verify-bundle``).
+
+The ledger also keeps the hash of every *perfect* subtree, node (level, position) = MTH of the 2^level leaves
+from position·2^level, once all of them exist (``merkle_nodes``, schema 3): an append-only log never changes
+one. ``completed_nodes`` says which nodes a new leaf completes; any audit path and root of a tree of n leaves
+are hashes of at most about 2·log2(n) such nodes (``path_nodes``, ``path_and_root_from_nodes``), so
+``certa prove`` reads O(log n) rows instead of n.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 __all__ = ["leaf_hash", "entry_leaves", "node_hash", "root_hash", "tree_levels", "inclusion_path", "path_from_levels",
-           "verify_inclusion"]
+           "verify_inclusion", "NodeKey", "frontier_nodes", "completed_nodes", "perfect_nodes", "perfect_levels",
+           "path_nodes", "path_and_root_from_nodes"]
+
+#: (level, position) of a perfect subtree: the 2^level leaves from position·2^level.
+NodeKey = tuple[int, int]
 
 
 def leaf_hash(leaf_input: bytes) -> bytes:
@@ -131,3 +141,98 @@ def verify_inclusion(index: int, tree_size: int, leaf: bytes, path: Sequence[byt
         fn >>= 1
         sn >>= 1
     return sn == 0 and r == root
+
+
+# ------------------------------------------------------------------------------------ perfect subtrees
+
+
+def frontier_nodes(size: int) -> list[NodeKey]:
+    """The perfect nodes a tree of ``size`` leaves splits into, largest first (one per set bit of ``size``):
+    MTH(D[size]) is their RFC 6962 fold, and they are the only earlier nodes a next leaf can complete."""
+    return [(level, (size >> level) - 1) for level in reversed(range(size.bit_length())) if size >> level & 1]
+
+
+def completed_nodes(index: int) -> list[NodeKey]:
+    """The nodes leaf ``index`` completes, bottom-up: (0, index), then (l + 1, (index + 1) / 2^(l+1) − 1) while
+    2^(l+1) divides index + 1. Node (l + 1, p) has children (l, 2p) and (l, 2p + 1)."""
+    keys = [(0, index)]
+    level, count = 0, index + 1
+    while count % 2 == 0:
+        level, count = level + 1, count // 2
+        keys.append((level, count - 1))
+    return keys
+
+
+def perfect_nodes(leaves: Iterable[bytes], start: int = 0,
+                  frontier: Mapping[NodeKey, bytes] | None = None) -> dict[NodeKey, bytes]:
+    """Every node completed by appending ``leaves`` (leaf hashes) as leaves ``start``, ``start`` + 1, ...;
+    ``frontier`` holds ``frontier_nodes(start)`` (the left children from before ``start``)."""
+    known = dict(frontier or {})
+    made: dict[NodeKey, bytes] = {}
+    sha256 = hashlib.sha256
+    for index, leaf in enumerate(leaves, start):
+        made[(0, index)] = known[(0, index)] = leaf
+        level, count, right = 0, index + 1, leaf
+        while count % 2 == 0:
+            left = known[(level, count - 2)]
+            level, count = level + 1, count // 2
+            right = made[(level, count - 1)] = known[(level, count - 1)] = sha256(b"\x01" + left + right).digest()
+    return made
+
+
+def perfect_levels(leaves: Sequence[bytes]) -> list[list[bytes]]:
+    """The same nodes as ``perfect_nodes(leaves)``, level by level: element p of level l is node (l, p). Level
+    l + 1 pairs level l's nodes and drops an unpaired last one (it is no complete subtree); about 3 times
+    faster than ``perfect_nodes`` for a whole ledger (``verify``)."""
+    levels = [list(leaves)]
+    sha256 = hashlib.sha256
+    while len(levels[-1]) > 1:
+        level = levels[-1]
+        levels.append([sha256(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level) - 1, 2)])
+    return levels
+
+
+def _range_hash(start: int, stop: int, node: Callable[[NodeKey], bytes]) -> bytes:
+    """MTH(D[start:stop]) for a range whose left end is aligned to the largest power of two ≤ its size (every
+    range RFC 6962's recursion visits is): a perfect node, or the fold of its split."""
+    size = stop - start
+    if size & (size - 1) == 0:
+        level = size.bit_length() - 1
+        return node((level, start >> level))
+    k = _split(size)
+    return node_hash(_range_hash(start, start + k, node), _range_hash(start + k, stop, node))
+
+
+def _path_and_root(index: int, size: int, node: Callable[[NodeKey], bytes]) -> tuple[list[bytes], bytes]:
+    if not 0 <= index < size:
+        raise ValueError(f"leaf index {index} is outside a tree of {size} leaves")
+    siblings: list[bytes] = []
+    lo, hi = 0, size
+    while hi - lo > 1:  # RFC 6962 §2.1.1's descent, as ``inclusion_path``
+        k = _split(hi - lo)
+        if index < lo + k:
+            siblings.append(_range_hash(lo + k, hi, node))
+            hi = lo + k
+        else:
+            siblings.append(_range_hash(lo, lo + k, node))
+            lo = lo + k
+    return siblings[::-1], _range_hash(0, size, node)
+
+
+def path_nodes(index: int, size: int) -> set[NodeKey]:
+    """The perfect nodes ``path_and_root_from_nodes(index, size, ...)`` reads (at most about 2·log2(size))."""
+    wanted: set[NodeKey] = set()
+
+    def note(key: NodeKey) -> bytes:
+        wanted.add(key)
+        return b""
+
+    _path_and_root(index, size, note)
+    return wanted
+
+
+def path_and_root_from_nodes(index: int, size: int, nodes: Mapping[NodeKey, bytes]) -> tuple[list[bytes], bytes]:
+    """(PATH(index, D[size]), MTH(D[size])) from perfect node hashes ``nodes`` (at least ``path_nodes``): each
+    sibling is a perfect node or a right-edge range folded from perfect nodes by RFC 6962's split. A missing
+    node raises ``KeyError`` with its (level, position)."""
+    return _path_and_root(index, size, nodes.__getitem__)

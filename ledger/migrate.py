@@ -4,7 +4,9 @@ The revisions (``ledger/migrations/versions``) are small, ordered and never edit
 
 - ``0001``: schema version 1, the tables of certa 0.1.0 and 0.2.0;
 - ``0002``: schema version 2, indexes on ``entries(run_id, kind)``, ``runs(name)`` and ``runs(recorded_at)``
-  for batch replay; ``ledger_meta.schema_version`` becomes ``'2'``.
+  for batch replay; ``ledger_meta.schema_version`` becomes ``'2'``;
+- ``0003``: schema version 3, the table ``merkle_nodes`` (hashes of the complete perfect subtrees of the
+  entries' Merkle tree), filled from the entries in the same transaction; ``schema_version`` becomes ``'3'``.
 
 No revision touches a row of ``entries``, ``blobs`` or ``runs``, nor the chain head: every hashed byte
 stays as it was, so ``certa verify`` and checkpoints signed before a migration still hold. A ledger

@@ -1,29 +1,32 @@
-"""The ledger's tables (SQLAlchemy Core). Schema version 2.
+"""The ledger's tables (SQLAlchemy Core). Schema version 3.
 
 ``entries`` is the append-only, hash-chained log: every run, input, decision, certificate, abort, replay
 and review is one entry. ``blobs`` holds content-addressed copies of input tables (and captured tables),
 so a replay needs nothing outside the ledger. ``runs`` is an index for listing; ``verify`` checks it
 against the entries. ``ledger_meta`` holds the schema version and the chain head (the row that
-serialises writers on PostgreSQL via ``SELECT ... FOR UPDATE``).
+serialises writers on PostgreSQL via ``SELECT ... FOR UPDATE``). ``merkle_nodes`` (since 3) holds the RFC 6962
+hash of every complete perfect subtree of the entries' Merkle tree (``ledger.merkle``), written with the
+entries that complete it, so an inclusion proof reads O(log n) rows; ``verify`` checks it against the chain.
 
 The schema moves only by Alembic revisions (``ledger/migrations/versions``, run by ``certa migrate``):
 revision 0001 is schema version 1 (certa 0.1.0 and 0.2.0), revision 0002 schema version 2 (the indexes
-below marked "since 2"). A new ledger is created here directly at the newest schema and stamped with its
+below marked "since 2"), revision 0003 schema version 3 (``merkle_nodes``, backfilled from the entries). A
+new ledger is created here directly at the newest schema and stamped with its
 revision in ``alembic_version`` (the table Alembic keeps, declared here so that creating a ledger needs
 no Alembic import).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import (CheckConstraint, Column, Index, Integer, LargeBinary, MetaData, PrimaryKeyConstraint,
+from sqlalchemy import (CHAR, CheckConstraint, Column, Index, Integer, LargeBinary, MetaData, PrimaryKeyConstraint,
                         String, Table, Text, UniqueConstraint)
 
 __all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "metadata", "entries", "blobs", "runs", "ledger_meta",
-           "alembic_version", "ENTRY_KINDS"]
+           "merkle_nodes", "alembic_version", "ENTRY_KINDS"]
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 #: The Alembic revision that brings a ledger to each schema version; the newest is the head.
-REVISIONS = {"1": "0001", "2": "0002"}
+REVISIONS = {"1": "0001", "2": "0002", "3": "0003"}
 HEAD_REVISION = REVISIONS[SCHEMA_VERSION]
 ENTRY_KINDS = ("run", "input", "captured", "decision", "certificate", "abort", "replay", "review")
 
@@ -76,6 +79,14 @@ runs = Table(
     CheckConstraint("status IN ('completed','aborted')", name="ck_runs_status"),
     Index("ix_runs_name", "name"),  # since 2: batch replay by spec name
     Index("ix_runs_recorded_at", "recorded_at"),  # since 2: batch replay since a date
+)
+
+merkle_nodes = Table(  # since 3
+    "merkle_nodes", metadata,
+    Column("level", Integer, nullable=False, doc="the subtree has 2^level leaves; 0: a leaf"),
+    Column("position", Integer, nullable=False, doc="its first leaf is position·2^level (leaf i is entry i + 1)"),
+    Column("hash", CHAR(64), nullable=False, doc="hex MTH of the subtree; level 0: SHA-256(0x00 ‖ entry_hash)"),
+    PrimaryKeyConstraint("level", "position", name="pk_merkle_nodes"),
 )
 
 # Alembic's version table (its own definition: one VARCHAR(32) primary key), outside ``metadata`` so

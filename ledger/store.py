@@ -26,12 +26,13 @@ from sqlalchemy import Connection, create_engine, event, func, insert, inspect, 
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from engine.errors import LedgerError
+from engine.errors import LedgerError, LedgerIntegrityError
 
 from . import DEFAULT_LEDGER_FILE
 from .chain import GENESIS, encode_payload, entry_hash
+from .merkle import NodeKey, entry_leaves, frontier_nodes, perfect_nodes
 from .schema import (HEAD_REVISION, REVISIONS, SCHEMA_VERSION, alembic_version, blobs, entries, ledger_meta,
-                     metadata, runs)
+                     merkle_nodes, metadata, runs)
 
 if TYPE_CHECKING:
     from .migrate import Migration
@@ -304,8 +305,36 @@ class Ledger:
                          "payload": payload, "payload_sha256": payload_sha, "prev_hash": prev, "entry_hash": digest})
             prev = digest
         conn.execute(insert(entries), rows)
+        self._append_merkle_nodes(conn, rows[0]["seq"] - 1, [row["entry_hash"] for row in rows])
         conn.execute(update(ledger_meta).where(ledger_meta.c.key == "head").values(value=f"{seq}:{prev}"))
         return rows[0]["seq"], seq, recorded_at
+
+    def _append_merkle_nodes(self, conn: Connection, start: int, hashes: Sequence[str]) -> None:
+        """Insert the Merkle nodes that leaves ``start``, ``start`` + 1, ... (entries ``start`` + 1, ...)
+        complete; their left children from earlier transactions are the frontier of the first ``start``
+        leaves, read in one statement (``_append`` holds the head lock)."""
+        frontier = self._read_merkle_nodes(conn, frontier_nodes(start))
+        try:
+            made = perfect_nodes(entry_leaves(hashes), start, frontier)
+        except KeyError as missing:
+            level, position = missing.args[0]
+            raise LedgerIntegrityError(f"merkle_nodes has no row (level {level}, position {position}) for entries "
+                                       f"1..{start}, so nothing can be appended: run 'certa verify'") from None
+        conn.execute(insert(merkle_nodes), [{"level": level, "position": position, "hash": digest.hex()}
+                                            for (level, position), digest in made.items()])
+
+    @staticmethod
+    def _read_merkle_nodes(conn: Connection, keys: Iterable[NodeKey]) -> dict[NodeKey, bytes]:
+        """The stored hashes of the Merkle nodes ``keys`` that exist, in one statement: ``level = L AND position
+        = P`` joined by OR, which SQLite and PostgreSQL answer with one primary-key lookup per node (SQLite
+        scans the table for the row-value form ``(level, position) IN (VALUES ...)``). The keys are ints,
+        written into the statement (no statement to compile per call: this runs in every write)."""
+        keys = sorted({(int(level), int(position)) for level, position in keys})
+        if not keys:
+            return {}
+        where = " OR ".join(f"(level = {level} AND position = {position})" for level, position in keys)
+        rows = conn.exec_driver_sql(f"SELECT level, position, hash FROM merkle_nodes WHERE {where}")
+        return {(level, position): bytes.fromhex(digest) for level, position, digest in rows}
 
     def _store_blobs(self, conn: Connection, contents: Iterable[tuple[str, bytes]]) -> None:
         """Insert missing blobs; call only after ``_append`` holds the head lock (no insert race)."""
@@ -449,6 +478,22 @@ class Ledger:
                 return [row[0] for row in cursor.fetchall()]
             finally:
                 cursor.close()
+
+    @property
+    def has_merkle_nodes(self) -> bool:
+        """Whether this ledger keeps ``merkle_nodes`` (schema 3 and later; older ledgers until migrated)."""
+        return int(self.schema_version) >= 3
+
+    def merkle_nodes(self, keys: Iterable[NodeKey]) -> dict[NodeKey, bytes]:
+        """The stored hashes of the Merkle nodes ``keys`` ((level, position), see ``ledger.merkle``); a key
+        without a row is left out. Needs ``has_merkle_nodes``."""
+        with self._read() as conn:
+            return self._read_merkle_nodes(conn, keys)
+
+    def entry_hash_at(self, seq: int) -> str | None:
+        """The ``entry_hash`` of entry ``seq``, or None if there is none."""
+        with self._read() as conn:
+            return conn.execute(select(entries.c.entry_hash).where(entries.c.seq == seq)).scalar()
 
     def entry_count(self) -> int:
         with self._read() as conn:

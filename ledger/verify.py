@@ -15,6 +15,10 @@ chain (a ``Problem`` names the table and column in ``column``, e.g. ``runs.seed`
 * ``ledger_meta``: exactly the keys ``schema_version`` (this certa's or an older readable one) and
   ``head`` (= ``seq:entry_hash`` of the last entry); ``alembic_version``, where present, holds the
   revision of that schema version (a schema 1 ledger of certa <= 0.2.0 has none).
+* ``merkle_nodes`` (schema 3 and later): exactly one row for every complete perfect subtree of the Merkle
+  tree of the entries read (``merkle.perfect_nodes`` of their ``entry_hash`` values), each ``hash`` equal to
+  that subtree's root; a row whose ``level`` or ``position`` was edited is recognised by its hash, and a
+  deleted or added row is reported by its key.
 
 Reads may interleave with writers (a run is one transaction): the chain is read first, then the tables
 derived from it, then the head; if the head moved, the new entries are read and the tables again.
@@ -34,7 +38,7 @@ from engine.errors import LedgerError
 
 from . import merkle
 from .chain import GENESIS, entry_hash
-from .schema import REVISIONS, SCHEMA_VERSION, alembic_version, blobs, ledger_meta, runs
+from .schema import REVISIONS, SCHEMA_VERSION, alembic_version, blobs, ledger_meta, merkle_nodes, runs
 from .store import EntryRow, Ledger
 
 __all__ = ["Problem", "VerifyReport", "verify_ledger"]
@@ -111,6 +115,7 @@ class _ChainWalk:
         self.referenced: set[str] = set()
         self.hash_at_expected_seq: str | None = None
         self.prefix_hashes: list[str] = []  # entry hashes of entries 1..expect_seq (for the Merkle root)
+        self.entry_hashes: list[str] = []  # of every entry, in chain order (the Merkle nodes)
 
     def check(self, entry: EntryRow) -> None:
         problems = self.problems
@@ -129,6 +134,7 @@ class _ChainWalk:
         if recomputed != entry.entry_hash:
             problems.append(Problem(where, "entry edited: its hash no longer matches its fields", entry.seq, entry.run_id))
         self.prev = entry.entry_hash
+        self.entry_hashes.append(entry.entry_hash)
         if self.expect_seq is not None and entry.seq <= self.expect_seq:
             self.prefix_hashes.append(entry.entry_hash)
             if entry.seq == self.expect_seq:
@@ -178,6 +184,7 @@ class _Tables:
     blobs: list[_BlobRow]
     meta: dict[str, str]
     revisions: list[str] | None  # alembic_version rows; None: no such table
+    nodes: list[tuple[int, int, str]] | None  # merkle_nodes rows by key; None: no such table (schema 1 and 2)
 
     def head(self) -> tuple[int, str] | None:
         seq, _, digest = self.meta.get("head", "").partition(":")
@@ -185,7 +192,8 @@ class _Tables:
 
 
 def _read_tables(ledger: Ledger) -> _Tables:
-    """``runs``, ``blobs`` (hashed as they stream by), then ``ledger_meta`` and ``alembic_version``.
+    """``runs``, ``blobs`` (hashed as they stream by), ``merkle_nodes``, then ``ledger_meta`` and
+    ``alembic_version``.
 
     On PostgreSQL (read committed) each statement sees its own snapshot, so the order matters: a runs row
     or blob read here was committed before the head read after it, hence its entries are at or before it.
@@ -198,11 +206,20 @@ def _read_tables(ledger: Ledger) -> _Tables:
                                                .execution_options(yield_per=64)):
             raw = bytes(content)
             blob_rows.append(_BlobRow(sha, size, sha256_hex(raw), len(raw)))
+        found = inspect(conn)
+        nodes = None
+        if found.has_table(merkle_nodes.name):  # 2·10^5 rows for 10^5 entries: plain tuples from the driver
+            cursor = conn.connection.driver_connection.cursor()
+            try:
+                cursor.execute(f"SELECT level, position, hash FROM {merkle_nodes.name} ORDER BY level, position")
+                nodes = [tuple(row) for row in cursor.fetchall()]
+            finally:
+                cursor.close()
         meta = {key: value for key, value in conn.execute(select(ledger_meta.c.key, ledger_meta.c.value))}
         revisions = None
-        if inspect(conn).has_table(alembic_version.name):
+        if found.has_table(alembic_version.name):
             revisions = list(conn.execute(select(alembic_version.c.version_num)).scalars())
-    return _Tables(run_rows, blob_rows, meta, revisions)
+    return _Tables(run_rows, blob_rows, meta, revisions, nodes)
 
 
 def _run_problems(walk: _ChainWalk, indexed: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
@@ -304,6 +321,65 @@ def _meta_problems(tables: _Tables, last: tuple[int, str]) -> list[Problem]:
     return problems
 
 
+_MAX_NODE_PROBLEMS = 20
+
+
+def _node_name(key: tuple[int, int]) -> str:
+    level, position = key
+    first = position << level
+    return f"merkle node (level {level}, position {position}: entries {first + 1}..{first + (1 << level)})"
+
+
+def _merkle_problems(walk: _ChainWalk, tables: _Tables) -> list[Problem]:
+    """``merkle_nodes`` against the Merkle tree of the entries read: a row for every complete perfect subtree
+    (no more), each with its hash. An edited ``level`` or ``position`` shows as a row missing and another
+    added with the missing one's hash: reported once, naming the column. At most ``_MAX_NODE_PROBLEMS``
+    problems are listed (a rewritten chain changes every node above it), then how many more there are."""
+    version = tables.meta.get("schema_version", "")
+    if tables.nodes is None:
+        if version.isdigit() and int(version) >= 3:
+            return [Problem("merkle_nodes", f"ledger_meta value of key 'schema_version' is {version!r} but the "
+                                            "ledger has no merkle_nodes table (it was dropped)",
+                            column="merkle_nodes.level")]
+        return []
+    levels = merkle.perfect_levels(merkle.entry_leaves(walk.entry_hashes))
+    in_order = [(level, position, digest.hex()) for level, nodes in enumerate(levels)
+                for position, digest in enumerate(nodes)]
+    if tables.nodes == in_order:  # the usual case, checked in one comparison
+        return []
+    expected = {(level, position): digest for level, position, digest in in_order}
+    stored = {(level, position): digest for level, position, digest in tables.nodes}
+    problems = []
+    missing = {expected[key]: key for key in expected.keys() - stored.keys()}
+    for key in sorted(stored.keys() - expected.keys()):
+        moved_from = missing.pop(stored[key], None)
+        level, position = key
+        if moved_from is not None:
+            column = "level" if level != moved_from[0] else "position"
+            problems.append(Problem(_node_name(moved_from), f"merkle_nodes.{column} edited: the row (level {level}, "
+                                                            f"position {position}) holds the hash of this node, "
+                                                            "which has no row of its own",
+                                    column=f"merkle_nodes.{column}"))
+        else:
+            problems.append(Problem(f"merkle node (level {level}, position {position})",
+                                    f"merkle_nodes has a row (level {level}, position {position}) that is no complete "
+                                    f"subtree of entries 1..{walk.seq} (a row was added, or its level or position "
+                                    "edited)", column="merkle_nodes.position"))
+    for key in sorted(missing.values()):
+        problems.append(Problem(_node_name(key), f"merkle_nodes has no row (level {key[0]}, position {key[1]}) "
+                                                 "for this complete subtree (the row was deleted, or its level or "
+                                                 "position edited)", column="merkle_nodes.position"))
+    for key in sorted(stored.keys() & expected.keys()):
+        if stored[key] != expected[key]:
+            problems.append(Problem(_node_name(key), f"merkle_nodes.hash edited: it is {stored[key]!r}, the chain "
+                                                     f"gives {expected[key]!r}", column="merkle_nodes.hash"))
+    if len(problems) > _MAX_NODE_PROBLEMS:
+        more = len(problems) - _MAX_NODE_PROBLEMS
+        problems = problems[:_MAX_NODE_PROBLEMS]
+        problems.append(Problem("merkle_nodes", f"... and {more} more merkle_nodes problems"))
+    return problems
+
+
 def _head_seq_hint(ledger: Ledger) -> int:
     """The head's seq before the walk, for progress only (a malformed head is reported later, not here)."""
     try:
@@ -355,6 +431,7 @@ def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, A
                                                      "root (the chain was rewritten)", seq))
     problems.extend(_blob_problems(walk, tables.blobs))
     problems.extend(_run_problems(walk, tables.runs))
+    problems.extend(_merkle_problems(walk, tables))
     if run_id is not None and run_id not in walk.run_spans:
         problems.append(Problem(f"run {run_id}", "no entries for this run in the chain", run_id=run_id))
     problems.sort(key=lambda p: (p.seq is None, p.seq or 0))

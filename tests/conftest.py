@@ -143,3 +143,16 @@ def scorer_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.syspath_prepend(str(site))
     yield site
     sys.modules.pop(PLUGIN_MODULE, None)
+
+
+def rebuild_merkle_nodes(conn) -> None:
+    """Recompute ``merkle_nodes`` from the entries on a DB-API connection (sqlite3 or a SQLAlchemy
+    connection's ``exec_driver_sql``-less raw one): what an editor who keeps the whole database
+    self-consistent does after rewriting or truncating the chain."""
+    from ledger.merkle import entry_leaves, perfect_nodes
+
+    hashes = [row[0] for row in conn.execute("SELECT entry_hash FROM entries ORDER BY seq").fetchall()]
+    conn.execute("DELETE FROM merkle_nodes")
+    conn.executemany("INSERT INTO merkle_nodes (level, position, hash) VALUES (?, ?, ?)",
+                     [(level, position, digest.hex())
+                      for (level, position), digest in perfect_nodes(entry_leaves(hashes)).items()])

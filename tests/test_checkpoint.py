@@ -29,6 +29,8 @@ from ledger.dsse import (add_signature, generate_key_pair, key_id, load_private_
                          pre_authentication_encoding)
 from ledger.chain import encode_payload, entry_hash
 
+from .conftest import rebuild_merkle_nodes
+
 HEAD_HASH = "ab" * 32
 ROOT_HASH = "cd" * 32
 
@@ -112,6 +114,7 @@ def test_a_chain_rewritten_behind_a_signed_checkpoint_is_detected(small_spec: Pa
         conn.execute("DELETE FROM runs WHERE run_id = ?", (second,))
         seq, digest = conn.execute("SELECT seq, entry_hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
         conn.execute("UPDATE ledger_meta SET value = ? WHERE key = 'head'", (f"{seq}:{digest}",))
+        rebuild_merkle_nodes(conn)  # the derived Merkle nodes too
     signed = open_checkpoint(envelope, [public])
     with Ledger.open(db) as ledger:
         assert verify(ledger).intact
@@ -267,6 +270,41 @@ def test_a_checkpoint_of_another_ledger_cannot_prove_anything(small_spec: Path, 
         run_b = run(small_spec, ledger=b).run_id
         with pytest.raises(LedgerError, match="another ledger"):
             build_bundle(b, run_b, envelope)
+
+
+def test_prove_reads_the_merkle_nodes_and_refuses_edited_ones(small_spec: Path, tmp_path: Path, keys):
+    """``build_bundle`` takes the root and path from ``merkle_nodes``: the same bundle as from every entry
+    hashed, and an edited or deleted node on the path (or under the root) is refused, naming what to run."""
+    from ledger.bundle import _levels_matching
+
+    private, public = keys
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        first = run(small_spec, ledger=ledger).run_id
+        run(small_spec, ledger=ledger)
+        envelope = _signed_head(ledger, private)
+        bundle = build_bundle(ledger, first, envelope)
+        entry = bundle["entry"]["seq"]
+        claimed = open_checkpoint(envelope, [public])
+        levels = _levels_matching(ledger, claimed)  # the whole tree, as for a ledger without merkle_nodes
+        assert bundle["inclusion"]["path"] == [node.hex() for node in merkle.path_from_levels(entry - 1, levels)]
+        assert verify_bundle(bundle, [public]).verified
+    sibling = (0, (entry - 1) ^ 1)  # the path's first node
+    root_part = merkle.frontier_nodes(claimed.seq)[0]  # the largest node under the root
+    edits = [("UPDATE merkle_nodes SET hash = ? WHERE level = ? AND position = ?", ("ab" * 32, *sibling),
+              LedgerIntegrityError, "does not lead to the checkpoint's root"),
+             ("UPDATE merkle_nodes SET hash = ? WHERE level = ? AND position = ?", ("ab" * 32, *root_part),
+              LedgerIntegrityError, "merkle_nodes was edited"),
+             ("DELETE FROM merkle_nodes WHERE level = ? AND position = ?", sibling,
+              LedgerIntegrityError, f"merkle_nodes has no row \\(level 0, position {sibling[1]}\\)")]
+    for statement, params, error, message in edits:
+        copy = tmp_path / "edited.db"
+        copy.write_bytes(db.read_bytes())
+        with sqlite3.connect(copy) as conn:
+            conn.execute(statement, params)
+        with Ledger.open(copy) as ledger, pytest.raises(error, match=message):
+            build_bundle(ledger, first, envelope)
+        copy.unlink()
 
 
 def test_a_checkpoint_signed_by_two_keys_needs_both_when_both_are_required(keys):

@@ -30,7 +30,7 @@ from cli import main
 from engine import LedgerError, run
 from engine.audit import verify
 from ledger import Ledger
-from ledger.schema import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, blobs, entries, ledger_meta, runs
+from ledger.schema import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, blobs, entries, ledger_meta, merkle_nodes, runs
 from ledger.store import SchemaState, read_schema_state
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,10 +77,26 @@ def _sql(url: str, *statements: str) -> None:
 
 
 def _make_schema_1(url: str) -> None:
-    """Turn a ledger of this certa into one as certa 0.1.0/0.2.0 left it: no new indexes, no alembic_version,
-    schema_version '1' (``test_revision_0001_is_the_schema_of_certa_0_2_0`` pins that this is exact)."""
-    _sql(url, *(f"DROP INDEX {name}" for name in sorted(NEW_INDEXES)), "DROP TABLE alembic_version",
-         "UPDATE ledger_meta SET value = '1' WHERE key = 'schema_version'")
+    """Turn a ledger of this certa into one as certa 0.1.0/0.2.0 left it: no new indexes, no merkle_nodes, no
+    alembic_version, schema_version '1' (``test_revision_0001_is_the_schema_of_certa_0_2_0`` pins that this is
+    exact)."""
+    _sql(url, *(f"DROP INDEX {name}" for name in sorted(NEW_INDEXES)), "DROP TABLE merkle_nodes",
+         "DROP TABLE alembic_version", "UPDATE ledger_meta SET value = '1' WHERE key = 'schema_version'")
+
+
+def _make_schema_2(url: str) -> None:
+    """Turn a ledger of this certa into one as certa 0.3.0 left it: no merkle_nodes, schema 2, revision 0002."""
+    _sql(url, "DROP TABLE merkle_nodes", "UPDATE alembic_version SET version_num = '0002'",
+         "UPDATE ledger_meta SET value = '2' WHERE key = 'schema_version'")
+
+
+def _nodes(url: str) -> list[tuple]:
+    """Every merkle_nodes row, in key order."""
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        rows = [tuple(row) for row in conn.execute(select(merkle_nodes).order_by(*merkle_nodes.primary_key))]
+    engine.dispose()
+    return rows
 
 
 @pytest.fixture
@@ -167,19 +183,19 @@ def test_migrate_keeps_every_row_and_a_checkpoint_signed_before(old_ledger: str,
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {
         "ok": True, "ledger": _location(old_ledger), "changed": True, "stamped": True,
-        "from_schema": "1", "from_revision": "0001", "to_schema": "2", "to_revision": "0002"}
+        "from_schema": "1", "from_revision": "0001", "to_schema": "3", "to_revision": "0003"}
 
     assert _rows(old_ledger) == before
-    assert _state(old_ledger) == SchemaState("2", "0002")
+    assert _state(old_ledger) == SchemaState("3", "0003")
     indexes = {i[0] for table in ("entries", "runs") for i in _schema(old_ledger)[table]["indexes"]}
     assert NEW_INDEXES <= indexes
     verified = invoke(*check, ledger=old_ledger)
     assert verified.exit_code == 0 and verified.stdout.startswith("intact: ")
 
     again = invoke("migrate", ledger=old_ledger)
-    assert again.exit_code == 0 and "already at the newest schema (version 2, revision 0002)" in again.stdout
+    assert again.exit_code == 0 and "already at the newest schema (version 3, revision 0003)" in again.stdout
     assert json.loads(invoke("migrate", "--json", ledger=old_ledger).stdout)["changed"] is False
-    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("2", "0002")
+    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("3", "0003")
 
     with Ledger.open(old_ledger) as ledger:  # writable now
         run(small_spec, ledger=ledger)
@@ -193,8 +209,8 @@ def test_an_old_schema_ledger_is_readable_but_writing_is_refused_and_changes_not
     for command in reads:
         assert invoke(*command, ledger=old_ledger).exit_code == 0, command
     where = _location(old_ledger)
-    message = (f"ledger {where} has schema version 1, older than this certa's 2: run 'certa migrate --ledger "
-               f"{where}' (it keeps every entry byte-identical)")
+    message = (f"ledger {where} has schema version 1, older than this certa's {SCHEMA_VERSION}: run 'certa migrate "
+               f"--ledger {where}' (it keeps every entry byte-identical)")
     with Ledger.open(old_ledger) as ledger:
         first = ledger.runs()[-1].run_id
         with pytest.raises(LedgerError, match=re.escape(message)):
@@ -208,8 +224,8 @@ def test_an_old_schema_ledger_is_readable_but_writing_is_refused_and_changes_not
 
 
 @pytest.mark.parametrize(("statement", "message"), [
-    ("UPDATE ledger_meta SET value = '3' WHERE key = 'schema_version'", "(schema 3); upgrade certa to read it"),
-    ("UPDATE alembic_version SET version_num = '0003'", "(schema revision 0003, unknown to this one); upgrade certa"),
+    ("UPDATE ledger_meta SET value = '4' WHERE key = 'schema_version'", "(schema 4); upgrade certa to read it"),
+    ("UPDATE alembic_version SET version_num = '0004'", "(schema revision 0004, unknown to this one); upgrade certa"),
 ])
 def test_a_ledger_of_a_newer_certa_is_refused_for_reading_and_writing(database: NewDatabase, small_spec: Path,
                                                                        statement: str, message: str) -> None:
@@ -250,7 +266,7 @@ def test_a_failure_in_the_middle_of_the_migration_leaves_the_ledger_unchanged(
 
     monkeypatch.undo()
     assert invoke("migrate", ledger=old_ledger).exit_code == 0
-    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("2", "0002")
+    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("3", "0003")
 
 
 def _writer_could_lock(url: str) -> bool:
@@ -345,9 +361,11 @@ def test_a_golden_ledger_of_a_released_certa_migrates_byte_identically(golden: P
         assert f"{ledger.head()[0]}:{ledger.head()[1]}" == manifest["head"]
         assert verify(ledger).intact
         done = ledger.migrate()
-        assert (done.from_revision, done.to_revision, done.stamped) == (revision, "0002", released.revision is None)
+        assert (done.from_revision, done.to_revision, done.stamped) == (revision, "0003", released.revision is None)
         assert verify(ledger).intact
-    assert _rows(url) == before and _state(url) == SchemaState("2", "0002")
+    assert _rows(url) == before and _state(url) == SchemaState("3", "0003")
+    entries_count = int(manifest["head"].split(":")[0])
+    assert len(_nodes(url)) == 2 * entries_count - entries_count.bit_count()  # one per complete perfect subtree
 
 
 def test_alembic_is_imported_only_by_migrate(tmp_path: Path) -> None:
@@ -363,3 +381,37 @@ def test_alembic_is_imported_only_by_migrate(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_revision_0003_backfills_the_merkle_nodes_the_writes_keep(database: NewDatabase, small_spec: Path,
+                                                                  tmp_path: Path) -> None:
+    """A schema 2 ledger (certa 0.3.0) migrated to 3 gets exactly the merkle_nodes rows that writing its entries
+    at schema 3 gave; a checkpoint signed before the migration still verifies, and ``prove`` gives the same
+    bundle from the old ledger (every entry hashed) and the migrated one (the nodes)."""
+    url = database()
+    with Ledger.open(url) as ledger:
+        first = run(small_spec, ledger=ledger).run_id
+        run(small_spec, ledger=ledger)
+        ledger.record_note(first, "review", {"reviewer": "alice", "decision": "approved", "note": ""})
+        n = ledger.head()[0]
+    written = _nodes(url)
+    assert len(written) == 2 * n - n.bit_count()  # one per complete perfect subtree
+    _make_schema_2(url)
+    before = _rows(url)
+    keys = tmp_path / "keys"
+    assert CliRunner().invoke(main, ["keygen", "--out-dir", str(keys)]).exit_code == 0
+    checkpoint = str(tmp_path / "before.checkpoint")
+    assert invoke("checkpoint", "--key", str(keys / "certa.key"), "--out", checkpoint, ledger=url).exit_code == 0
+    proved = invoke("prove", first, "--checkpoint", checkpoint, "--json", ledger=url)
+    assert proved.exit_code == 0, proved.output
+
+    result = invoke("migrate", "--json", ledger=url)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) | {"ledger": None} == {
+        "ok": True, "ledger": None, "changed": True, "stamped": False,
+        "from_schema": "2", "from_revision": "0002", "to_schema": "3", "to_revision": "0003"}
+    assert _rows(url) == before and _nodes(url) == written
+    assert invoke("verify", "--checkpoint", checkpoint, "--public-key", str(keys / "certa.pub"),
+                  ledger=url).exit_code == 0
+    again = invoke("prove", first, "--checkpoint", checkpoint, "--json", ledger=url)
+    assert again.exit_code == 0 and json.loads(again.stdout) == json.loads(proved.stdout)

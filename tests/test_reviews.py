@@ -22,6 +22,8 @@ from ledger import Ledger
 from ledger.chain import encode_payload, entry_hash
 from ledger.dsse import generate_key_pair, key_id, load_private_key, load_public_key
 
+from .conftest import rebuild_merkle_nodes
+
 GOLDEN = Path(__file__).parent / "golden"
 
 
@@ -50,7 +52,7 @@ def _keygen(tmp_path: Path, name: str) -> dict:
 
 def _rewrite_entry(db: Path, seq: int, payload: dict) -> None:
     """Replace entry ``seq``'s payload and recompute every hash from there to the head (an editor who keeps
-    the chain self-consistent), so that only the review check can notice."""
+    the chain and its Merkle nodes self-consistent), so that only the review check can notice."""
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT seq, run_id, kind, recorded_at, payload, payload_sha256, prev_hash FROM entries "
                             "WHERE seq >= ? ORDER BY seq", (seq - 1,)).fetchall()
@@ -64,6 +66,7 @@ def _rewrite_entry(db: Path, seq: int, payload: dict) -> None:
                          "WHERE seq = ?", (text, sha, prev, digest, number))
             prev = digest
         conn.execute("UPDATE ledger_meta SET value = ? WHERE key = 'head'", (f"{rows[-1][0]}:{prev}",))
+        rebuild_merkle_nodes(conn)
 
 
 def _certificate(db: Path, run_id: str) -> dict:

@@ -39,18 +39,34 @@ class Recorded:
 @dataclass(frozen=True)
 class Mutation:
     """``UPDATE table SET column = value WHERE key = row`` (``value`` computed from the row's current value);
-    ``names`` is what a problem must mention to identify the row."""
+    ``names`` is what a problem must mention to identify the row. A composite ``key`` (a tuple of columns)
+    takes a tuple ``row``."""
 
     table: str
     column: str
-    key: str
+    key: str | tuple[str, ...]
     row: Callable[[Recorded], Any]
     value: Callable[[Any], Any]
     names: Callable[[Recorded], str]
 
     @property
     def id(self) -> str:
-        return f"{self.table}.{self.column}[{self.key}]"
+        return f"{self.table}.{self.column}[{','.join(self.keys)}]"
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.key if isinstance(self.key, tuple) else (self.key,)
+
+    def where(self, row: Any, placeholder: Callable[[str], str]) -> tuple[str, dict[str, Any]]:
+        """The WHERE clause selecting ``row`` and its parameters (``placeholder(name)``: ``:name`` or ``?``)."""
+        values = row if isinstance(self.key, tuple) else (row,)
+        return (" AND ".join(f"{key} = {placeholder(key)}" for key in self.keys), dict(zip(self.keys, values)))
+
+    def moved(self, row: Any, value: Any) -> Any:
+        """The key of ``row`` after its ``column`` was set to ``value``."""
+        if not isinstance(self.key, tuple):
+            return value if self.column == self.key else row
+        return tuple(value if key == self.column else part for key, part in zip(self.key, row))
 
 
 def _other(a: str, b: str) -> Callable[[Any], str]:
@@ -72,6 +88,12 @@ def _flip_last_byte(content: bytes) -> bytes:
 
 def _entry(column: str, value: Callable[[Any], Any]) -> Mutation:
     return Mutation("entries", column, "seq", lambda r: r.decision_seq, value, lambda r: f"entry {r.decision_seq}")
+
+
+def _node(column: str, value: Callable[[Any], Any]) -> Mutation:
+    """Merkle node (level 1, position 0): the hash of entries 1 and 2."""
+    return Mutation("merkle_nodes", column, ("level", "position"), lambda _: (1, 0), value,
+                    lambda _: "level 1, position 0")
 
 
 FAKE_SHA = "ab" * 32
@@ -98,8 +120,11 @@ MUTATIONS = [
     Mutation("ledger_meta", "key", "key", lambda _: "head", lambda _: "head_backup", lambda _: "head"),
     Mutation("ledger_meta", "value", "key", lambda _: "head", lambda head: f"1:{head.split(':')[1]}", lambda _: "head"),
     Mutation("ledger_meta", "value", "key", lambda _: "schema_version", lambda _: "1", lambda _: "schema_version"),
-    Mutation("alembic_version", "version_num", "version_num", lambda _: "0002", lambda _: "0001",
+    Mutation("alembic_version", "version_num", "version_num", lambda _: "0003", lambda _: "0002",
              lambda _: "alembic_version"),
+    _node("level", lambda _: 20),
+    _node("position", lambda _: 10_000),
+    _node("hash", lambda _: FAKE_SHA),
     # entries are covered byte by byte in test_ledger.py; here only: every column, the entry is named
     _entry("seq", lambda seq: seq + 10_000),
     _entry("run_id", lambda _: "0" * 32),
@@ -177,13 +202,13 @@ def test_editing_one_column_alone_is_reported_naming_it(recorded_ledger: tuple[P
                                                         mutation: Mutation) -> None:
     pristine, recorded = recorded_ledger
     db = _copy(pristine)
-    key = mutation.row(recorded)
+    where, params = mutation.where(mutation.row(recorded), lambda key: f":{key}")
     with sqlite3.connect(db) as conn:
-        current = conn.execute(f"SELECT {mutation.column} FROM {mutation.table} WHERE {mutation.key} = ?",
-                               (key,)).fetchone()[0]
+        current = conn.execute(f"SELECT {mutation.column} FROM {mutation.table} WHERE {where}", params).fetchone()[0]
         value = mutation.value(current)
         assert value != current
-        conn.execute(f"UPDATE {mutation.table} SET {mutation.column} = ? WHERE {mutation.key} = ?", (value, key))
+        conn.execute(f"UPDATE {mutation.table} SET {mutation.column} = :new_value WHERE {where}",
+                     {**params, "new_value": value})
     with Ledger.open(db) as ledger:
         report = verify(ledger)
     db.unlink()
@@ -206,7 +231,9 @@ def test_a_runs_row_deleted_or_added_is_reported(recorded_ledger: tuple[Path, Re
     pristine, recorded = recorded_ledger
     report = _edit_and_verify(pristine, ("DELETE FROM runs WHERE run_id = ?", (recorded.aborted,)))
     assert report.first_broken.message.startswith("run is in the chain but missing from the runs index")
-    report = _edit_and_verify(pristine, ("INSERT INTO runs SELECT 'e' || substr(run_id, 2), name, status, verdict, "
+    # a run id differing in its first digit (a run id starting with 'e' would collide with itself)
+    report = _edit_and_verify(pristine, ("INSERT INTO runs SELECT CASE substr(run_id, 1, 1) WHEN 'e' THEN 'f' ELSE 'e' "
+                                         "END || substr(run_id, 2), name, status, verdict, "
                                          "profile, seed, knobs_hash, spec_sha256, certificate_sha256, recorded_at, "
                                          "first_seq, last_seq FROM runs WHERE run_id = ?", (recorded.completed,)))
     assert "in the runs index but has no entries in the chain" in report.first_broken.message
@@ -223,6 +250,21 @@ def test_an_unreferenced_or_deleted_blob_is_reported(recorded_ledger: tuple[Path
         f"blob {sha} (blobs.sha256) is stored but no input or captured entry names it (a blob was added)"]
     report = _edit_and_verify(pristine, ("DELETE FROM blobs WHERE sha256 = ?", (recorded.blob,)))
     assert "has no stored copy" in report.first_broken.message and recorded.blob in report.first_broken.message
+
+
+def test_a_merkle_node_deleted_or_added_is_reported(recorded_ledger: tuple[Path, Recorded]) -> None:
+    pristine, _ = recorded_ledger
+    report = _edit_and_verify(pristine, ("DELETE FROM merkle_nodes WHERE level = 2 AND position = 1", ()))
+    assert [(p.where, p.message, p.column) for p in report.problems] == [
+        ("merkle node (level 2, position 1: entries 5..8)",
+         ("merkle_nodes has no row (level 2, position 1) for this complete subtree (the row was deleted, or its level "
+          "or position edited)"), "merkle_nodes.position")]
+    report = _edit_and_verify(pristine, ("INSERT INTO merkle_nodes VALUES (?, ?, ?)", (0, 100_000, FAKE_SHA)))
+    assert len(report.problems) == 1 and report.first_broken.column == "merkle_nodes.position"
+    assert report.first_broken.message.startswith("merkle_nodes has a row (level 0, position 100000) that is no "
+                                                  "complete subtree of entries 1..")
+    report = _edit_and_verify(pristine, ("DROP TABLE merkle_nodes", ()))
+    assert "no merkle_nodes table" in report.first_broken.message
 
 
 def test_ledger_meta_keys_and_the_alembic_revision_are_checked(recorded_ledger: tuple[Path, Recorded]) -> None:
@@ -279,21 +321,23 @@ def test_editing_one_column_alone_is_reported_on_postgresql(pg_recorded, mutatio
     from sqlalchemy import text
 
     engine, recorded = pg_recorded
-    key = mutation.row(recorded)
+    row = mutation.row(recorded)
+    where, params = mutation.where(row, lambda key: f":{key}")
     url = engine.url.render_as_string(hide_password=False)
     with engine.begin() as conn:  # edit, verify, and undo: the database is shared by the module
-        current = conn.execute(text(f"SELECT {mutation.column} FROM {mutation.table} WHERE {mutation.key} = :key"),
-                               {"key": key}).scalar_one()
+        current = conn.execute(text(f"SELECT {mutation.column} FROM {mutation.table} WHERE {where}"),
+                               params).scalar_one()
         value = mutation.value(current)
-        conn.execute(text(f"UPDATE {mutation.table} SET {mutation.column} = :value WHERE {mutation.key} = :key"),
-                     {"value": value, "key": key})
+        conn.execute(text(f"UPDATE {mutation.table} SET {mutation.column} = :new_value WHERE {where}"),
+                     {**params, "new_value": value})
     try:
         with Ledger.open(url) as ledger:
             report = verify(ledger)
     finally:
+        where, params = mutation.where(mutation.moved(row, value), lambda key: f":{key}")
         with engine.begin() as conn:
-            conn.execute(text(f"UPDATE {mutation.table} SET {mutation.column} = :current WHERE {mutation.key} = :value"),
-                         {"current": current, "value": value if mutation.column == mutation.key else key})
+            conn.execute(text(f"UPDATE {mutation.table} SET {mutation.column} = :old_value WHERE {where}"),
+                         {**params, "old_value": current})
     _assert_named(report, mutation, recorded, value)
 
 
