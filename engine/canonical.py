@@ -89,14 +89,12 @@ def _encodable(value: Any) -> Any:
             return "Infinity" if value > 0 else "-Infinity"
         return value
     if kind is dict:
-        out = {}
-        for key, item in value.items():
+        for key in value:
             if type(key) is not str and not isinstance(key, str):
                 raise TypeError(f"JSON object keys must be strings (got {key!r})")
-            out[key] = _encodable(item)
-        return out
+        return {key: (item if type(item) is str else _encodable(item)) for key, item in value.items()}
     if kind is list or kind is tuple:
-        return [_encodable(item) for item in value]
+        return [item if type(item) is str else _encodable(item) for item in value]
     if kind is int:
         return value if -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT else str(value)
     if kind is bool or value is None:
@@ -138,7 +136,7 @@ def canonical_bytes(value: Any) -> bytes:
 def _canonical_of_encodable(prepared: Any, value: Any) -> bytes:
     """The canonical bytes of ``value``, given ``prepared = _encodable(value)``."""
     text = _encode_json(prepared)
-    if _EXPONENT_HINT.search(text):
+    if ("e-" in text or "e+" in text) and _EXPONENT_HINT.search(text):  # substring tests first: C, no regex
         text = _fix_exponent_floats(text)
     if text.isascii():
         return text.encode("ascii")
@@ -151,15 +149,26 @@ def _canonical_of_encodable(prepared: Any, value: Any) -> bytes:
 
 
 def canonical_sha256_pair(value: Mapping[str, Any], without: tuple[str, ...]) -> tuple[str, str]:
-    """(``canonical_sha256(value)``, ``canonical_sha256`` of ``value`` without the members ``without``), from
-    one conversion pass (a certificate's ``content_sha256`` and ``results_sha256``)."""
+    """(``canonical_sha256(value)``, ``canonical_sha256`` of ``value`` without the members ``without``), each
+    member encoded once (a certificate's ``content_sha256`` and ``results_sha256``).
+
+    An RFC 8785 object is ``{`` + the members ``"key":value`` in key order, joined by ``,`` + ``}``, and a
+    member's text does not depend on its neighbours; so both documents are joined from the same member texts.
+    With a key outside ASCII (whose UTF-16 order may differ from Python's) both are encoded whole instead.
+    """
     prepared = _encodable(value)
     if type(prepared) is not dict:
         raise TypeError(f"expected a JSON object (got {type(value).__name__})")
-    part = {key: item for key, item in prepared.items() if key not in without}
-    rest = {key: item for key, item in value.items() if key not in without}
-    return (sha256_hex(_canonical_of_encodable(prepared, value)),
-            sha256_hex(_canonical_of_encodable(part, rest)))
+    if not all(key.isascii() for key in prepared):
+        part = {key: item for key, item in prepared.items() if key not in without}
+        rest = {key: item for key, item in value.items() if key not in without}
+        return (sha256_hex(_canonical_of_encodable(prepared, value)),
+                sha256_hex(_canonical_of_encodable(part, rest)))
+    members = [(key, _canonical_of_encodable(key, key) + b":" + _canonical_of_encodable(prepared[key], value[key]))
+               for key in sorted(prepared)]
+    whole = b"{" + b",".join(text for _, text in members) + b"}"
+    part = b"{" + b",".join(text for key, text in members if key not in without) + b"}"
+    return sha256_hex(whole), sha256_hex(part)
 
 
 def sha256_hex(data: bytes) -> str:

@@ -151,7 +151,11 @@ def _compile(schema: Any) -> Callable[[Any], bool]:
         names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
         for name in names:
             _is_type(None, name)  # an unknown type name raises now, not while checking
-        checks.append(lambda instance: any(_is_type(instance, name) for name in names))
+        if len(names) == 1:
+            name = names[0]
+            checks.append(lambda instance: _is_type(instance, name))
+        else:
+            checks.append(lambda instance: any(_is_type(instance, name) for name in names))
     for keyword in ("enum", "const"):
         if keyword in schema:
             allowed = list(schema["enum"]) if keyword == "enum" else [schema["const"]]
@@ -189,6 +193,11 @@ def _compile(schema: Any) -> Callable[[Any], bool]:
         then = _compile(schema.get("then", True))
         otherwise = _compile(schema.get("else", True))
         checks.append(lambda instance: then(instance) if condition(instance) else otherwise(instance))
+    if len(checks) == 1:
+        return checks[0]
+    if len(checks) == 2:
+        first, second = checks
+        return lambda instance: first(instance) and second(instance)
     return lambda instance: all(check(instance) for check in checks)
 
 

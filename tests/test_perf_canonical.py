@@ -81,3 +81,22 @@ def test_deep_nesting_fails_as_before() -> None:
         deep = [deep]
     with pytest.raises(RecursionError):
         canonical_bytes(deep)
+
+
+@settings(derandomize=True, max_examples=1500, deadline=None)
+@given(st.dictionaries(keys, json_values, max_size=8), st.lists(keys, max_size=3))
+@example({"versions": {"numpy": "2.4"}, "stages": {"a": [1e21, 0.5]}, "verdict": "PASS"}, ["versions"])
+def test_the_digest_pair_is_the_digests_of_the_whole_and_of_the_part(value, without) -> None:
+    """``canonical_sha256_pair`` joins member texts; it must equal hashing both documents whole."""
+    import hashlib
+
+    from engine.canonical import canonical_sha256_pair
+
+    part = {key: item for key, item in value.items() if key not in without}
+    whole_ref, part_ref = reference(value), reference(part)
+    if isinstance(whole_ref, type) or isinstance(part_ref, type):  # the reference refuses it: so must the pair
+        with pytest.raises(Exception):  # noqa: B017
+            canonical_sha256_pair(value, tuple(without))
+        return
+    assert canonical_sha256_pair(value, tuple(without)) == (hashlib.sha256(whole_ref).hexdigest(),
+                                                             hashlib.sha256(part_ref).hexdigest())
