@@ -231,13 +231,7 @@ def ratio_plot(key: str, *, ratio: float | None, display_ci: Sequence[float] | N
             top.plot([ratio], [0.5 if has_cdf else 0], "o", color=ACCENT, ms=6, label="ratio (point estimate)")
         for i, (name, value) in enumerate(gate_lines):
             top.axvline(value, color=FAIL, lw=1.2, ls="--", label=f"gate {name}" if i < 3 else None)
-        if has_cdf:
-            top.set_ylim(0, 1)
-            top.set_yticks([0, 0.5, 1])
-            top.set_ylabel("cum. prob.")
-        else:
-            top.set_yticks([])
-        top.set_xlabel("perplexity ratio subject / baseline (final windows)")
+        _ratio_axis(top, has_cdf)
         _pad_axis(top, [v for v in [ratio, *(display_ci or []), *(v for _, v in gate_lines), 1.0, *quantiles]])
 
         if drift_band and all(_finite(v) is not None for v in drift_band):
@@ -290,13 +284,7 @@ class _RatioFigure:
             self.ci = top.hlines(0, 0.0, 1.0, color=ACCENT, lw=5, alpha=0.45)
         self.point = top.plot([1.0], [0.5 if has_cdf else 0], "o", color=ACCENT, ms=6, label="ratio (point estimate)")[0]
         self.gates: list[Any] = []
-        if has_cdf:
-            top.set_ylim(0, 1)
-            top.set_yticks([0, 0.5, 1])
-            top.set_ylabel("cum. prob.")
-        else:
-            top.set_yticks([])
-        top.set_xlabel("perplexity ratio subject / baseline (final windows)")
+        _ratio_axis(top, has_cdf)
         self.band = middle.axvspan(0.0, 1.0, color=BAND, label="drift band")
         self.drift = middle.plot([1.0], [0], "D", color=PASS, ms=6, label="preview / final ratio")[0]
         middle.set_yticks([])
@@ -371,6 +359,17 @@ class _RatioFigure:
 
 
 _RATIO_FIGURES: dict[bool, _RatioFigure] = {}
+
+
+def _ratio_axis(top: Any, has_cdf: bool) -> None:
+    """The ratio panel's y axis (cumulative probability of the bootstrap CDF, or none) and its x label."""
+    if has_cdf:
+        top.set_ylim(0, 1)
+        top.set_yticks([0, 0.5, 1])
+        top.set_ylabel("cum. prob.")
+    else:
+        top.set_yticks([])
+    top.set_xlabel("perplexity ratio subject / baseline (final windows)")
 
 
 def _pad_axis(ax: Any, values: Sequence[Any]) -> None:

@@ -45,13 +45,12 @@ PHASES = ("preview", "final")
 
 @dataclass(frozen=True)
 class PairedRatioKernels:
-    """What one version of ``paired.ppl_ratio`` computes with: its bootstrap CI and token-weighted mean
-    (``engine.stats.bootstrap`` or a frozen copy), how its certificate describes the resampling of each
+    """What one version of ``paired.ppl_ratio`` computes with: its bootstrap CI (``engine.stats.bootstrap`` or
+    the frozen ``bootstrap_v1_0_0``; the point estimates are shared), how its certificate describes the resampling of each
     scheme (None: that version stated nothing beyond the scheme and ``index_streams``), and what changed."""
 
     version: str
     bootstrap_ci: Callable[..., Any]
-    weighted_mean: Callable[[np.ndarray, np.ndarray], float]
     resampling: Mapping[str, str] | None
     changes: str
 
@@ -59,11 +58,11 @@ class PairedRatioKernels:
 KERNELS: tuple[PairedRatioKernels, ...] = (
     PairedRatioKernels(
         version="1.0.0", bootstrap_ci=bootstrap_v1_0_0.weighted_mean_bootstrap_ci,
-        weighted_mean=bootstrap.token_weighted_mean, resampling=None,
+        resampling=None,
         changes="first version (certa 0.1.0): numpy PCG64 index blocks on rng.spawn(2), gathered with np.take"),
     PairedRatioKernels(
         version="1.1.0", bootstrap_ci=bootstrap.weighted_mean_bootstrap_ci,
-        weighted_mean=bootstrap.token_weighted_mean, resampling=bootstrap.RESAMPLING,
+        resampling=bootstrap.RESAMPLING,
         changes="certa 0.4.0: compiled SFC64 bootstrap, one stream per block of 256 replicates (Lemire indices "
                 "for uniform, Walker alias for token_weighted); CI bounds, z0 and index_streams move by Monte "
                 "Carlo error, point estimates and acceleration do not"),
@@ -194,13 +193,13 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
     if ci.fallback:
         decisions.append(Decision("bootstrap_fallback", {"reason": ci.fallback}))
 
-    final_ppl = math.exp(kernels.weighted_mean(subject.mean_nll[si], tokens))
-    baseline_final_ppl = math.exp(kernels.weighted_mean(baseline.mean_nll[bi], baseline.tokens[bi]))
+    final_ppl = math.exp(bootstrap.token_weighted_mean(subject.mean_nll[si], tokens))
+    baseline_final_ppl = math.exp(bootstrap.token_weighted_mean(baseline.mean_nll[bi], baseline.tokens[bi]))
     preview_ppl = drift = None
     if subject_all.phase is not None and counts["subject"]["preview"] > 0:
         preview = subject_all.select("preview")
-        preview_ppl = math.exp(kernels.weighted_mean(preview.mean_nll, preview.tokens))
-        subject_final_ppl = math.exp(kernels.weighted_mean(subject.mean_nll, subject.tokens))
+        preview_ppl = math.exp(bootstrap.token_weighted_mean(preview.mean_nll, preview.tokens))
+        subject_final_ppl = math.exp(bootstrap.token_weighted_mean(subject.mean_nll, subject.tokens))
         ratio = subject_final_ppl / preview_ppl
         lo, hi = knobs["drift_band"]
         drift = {"preview_final_ratio": ratio, "band": [lo, hi], "within_band": bool(lo <= ratio <= hi)}
