@@ -21,13 +21,11 @@ from __future__ import annotations
 from sqlalchemy import (CHAR, CheckConstraint, Column, Index, Integer, LargeBinary, MetaData, PrimaryKeyConstraint,
                         String, Table, Text, UniqueConstraint)
 
+from .rows import HEAD_REVISION, REVISIONS, SCHEMA_VERSION
+
 __all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "metadata", "entries", "blobs", "runs", "ledger_meta",
            "merkle_nodes", "alembic_version", "ENTRY_KINDS"]
 
-SCHEMA_VERSION = "3"
-#: The Alembic revision that brings a ledger to each schema version; the newest is the head.
-REVISIONS = {"1": "0001", "2": "0002", "3": "0003"}
-HEAD_REVISION = REVISIONS[SCHEMA_VERSION]
 ENTRY_KINDS = ("run", "input", "captured", "decision", "certificate", "abort", "replay", "review")
 
 metadata = MetaData()

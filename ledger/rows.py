@@ -1,0 +1,93 @@
+"""The rows a ledger hands out (frozen dataclasses) and its schema-version rules: no database library here,
+so that a read-only path through the standard library's ``sqlite3`` (``ledger.sqlite_read``) shares them
+with the SQLAlchemy store (``ledger.store``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine.errors import LedgerError
+
+__all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "EntryRow", "RunRow", "SchemaState", "ENTRY_FIELDS",
+           "RUN_FIELDS", "rows_as", "checked_schema_version"]
+
+SCHEMA_VERSION = "3"
+#: The Alembic revision that brings a ledger to each schema version; the newest is the head.
+REVISIONS = {"1": "0001", "2": "0002", "3": "0003"}
+HEAD_REVISION = REVISIONS[SCHEMA_VERSION]
+
+
+@dataclass(frozen=True)
+class EntryRow:
+    seq: int
+    run_id: str
+    kind: str
+    recorded_at: str
+    payload: str
+    payload_sha256: str
+    prev_hash: str
+    entry_hash: str
+
+    def data(self) -> Any:
+        return json.loads(self.payload)
+
+
+@dataclass(frozen=True)
+class RunRow:
+    run_id: str
+    name: str
+    status: str
+    verdict: str | None
+    profile: str
+    seed: str
+    knobs_hash: str
+    spec_sha256: str
+    certificate_sha256: str | None
+    recorded_at: str
+    first_seq: int
+    last_seq: int
+
+
+ENTRY_FIELDS = tuple(EntryRow.__dataclass_fields__)
+RUN_FIELDS = tuple(RunRow.__dataclass_fields__)
+
+
+def rows_as(cls: type, fields: tuple[str, ...], rows: Iterable[Sequence[Any]]) -> list[Any]:
+    """Frozen dataclass instances from result rows whose columns are ``fields`` in order; about 4 times
+    faster than ``cls(**row._mapping)`` for the 10^5 rows ``verify`` reads (no keyword dict, no frozen
+    ``__setattr__`` per field: the instance's ``__dict__`` is filled at once)."""
+    new = object.__new__
+    out = []
+    for row in rows:
+        item = new(cls)
+        item.__dict__.update(zip(fields, row))
+        out.append(item)
+    return out
+
+
+@dataclass(frozen=True)
+class SchemaState:
+    """What a database says about its ledger schema: ``ledger_meta``'s schema version and the Alembic
+    revision in ``alembic_version`` (None where missing: no ledger yet, or a ledger of certa <= 0.2.0)."""
+
+    schema_version: str | None
+    revision: str | None
+
+
+def checked_schema_version(state: SchemaState, location: str) -> str:
+    """The schema version of a ledger this certa can read: its own or an older one it can migrate (read-only
+    until then). A newer schema or revision, or anything else, is a ``LedgerError`` naming what to do."""
+    version = state.schema_version or ""
+    if version.isdigit() and int(version) > int(SCHEMA_VERSION):
+        raise LedgerError(f"ledger {location} was written by a newer certa (schema {version}); "
+                          "upgrade certa to read it")
+    if state.revision is not None and state.revision not in REVISIONS.values():
+        raise LedgerError(f"ledger {location} was written by a newer certa (schema revision "
+                          f"{state.revision}, unknown to this one); upgrade certa to read it")
+    if version not in REVISIONS:
+        raise LedgerError(f"ledger schema version {version or '(none)'} is not supported by this certa "
+                          f"(expects {SCHEMA_VERSION}); use a matching certa version")
+    return version
