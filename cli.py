@@ -566,12 +566,12 @@ def checkpoint(key_files: tuple[Path, ...], out_file: Path | None, as_json: bool
       certa checkpoint --key ~/.certa/certa.key --out audit/$(date +%F).checkpoint
       certa checkpoint --key ~/.certa/certa.key --json
     """
-    from ledger import merkle
+    from ledger.bundle import ledger_root
     from ledger.checkpoint import sign_checkpoint
     private_keys = _private_keys(key_files)
     with _open(ledger_url) as ledger:
         seq, digest = ledger.head()
-        root = merkle.root_hash(merkle.entry_leaves(ledger.entry_hashes(seq)))
+        root = ledger_root(ledger, seq)
     envelope = sign_checkpoint(private_keys, seq, digest, root.hex())
     text = _save_json(envelope, out_file)
     if as_json:

@@ -29,11 +29,11 @@ from schemas import load_schema
 
 from .chain import encode_payload, entry_hash
 from .checkpoint import Checkpoint, open_checkpoint, read_checkpoint_unverified
-from .merkle import (entry_leaves, leaf_hash, path_and_root_from_nodes, path_from_levels, path_nodes, tree_levels,
-                     verify_inclusion)
+from .merkle import (entry_leaves, leaf_hash, path_and_root_from_nodes, path_from_levels, path_nodes, root_hash,
+                     tree_levels, verify_inclusion)
 from .store import Ledger
 
-__all__ = ["BUNDLE_FORMAT", "BundleReport", "build_bundle", "check_bundle", "ledger_leaves_matching",
+__all__ = ["BUNDLE_FORMAT", "BundleReport", "build_bundle", "check_bundle", "ledger_leaves_matching", "ledger_root",
            "ledger_root_matching"]
 
 BUNDLE_FORMAT = 1
@@ -71,17 +71,30 @@ def _path_matching(ledger: Ledger, claimed: Checkpoint, index: int | None) -> li
     if head_hash is None:
         raise LedgerError(f"the checkpoint's head is entry {seq} but this ledger has {ledger.entry_count()} entries "
                           "(another ledger, or entries were removed: run 'certa verify --checkpoint')")
-    leaf = seq - 1 if index is None else index
-    try:
-        path, root = path_and_root_from_nodes(leaf, seq, ledger.merkle_nodes(path_nodes(leaf, seq)))
-    except KeyError as missing:
-        level, position = missing.args[0]
-        raise LedgerIntegrityError(f"merkle_nodes has no row (level {level}, position {position}) although entries "
-                                   f"1..{seq} are recorded (it was edited: run 'certa verify')") from None
+    path, root = _stored_path_and_root(ledger, seq - 1 if index is None else index, seq)
     if head_hash != claimed.entry_hash or root.hex() != claimed.root_hash:
         raise LedgerIntegrityError(f"this ledger's entries 1..{seq} do not match the checkpoint (another ledger, the "
                                    "chain was rewritten, or merkle_nodes was edited: run 'certa verify --checkpoint')")
     return path if index is not None else []
+
+
+def _stored_path_and_root(ledger: Ledger, leaf: int, seq: int) -> tuple[list[bytes], bytes]:
+    """(PATH(leaf, entries 1..seq), MTH(entries 1..seq)) from ``merkle_nodes``: at most about 2·log2(seq) rows."""
+    try:
+        return path_and_root_from_nodes(leaf, seq, ledger.merkle_nodes(path_nodes(leaf, seq)))
+    except KeyError as missing:
+        level, position = missing.args[0]
+        raise LedgerIntegrityError(f"merkle_nodes has no row (level {level}, position {position}) although entries "
+                                   f"1..{seq} are recorded (it was edited: run 'certa verify')") from None
+
+
+def ledger_root(ledger: Ledger, seq: int) -> bytes:
+    """MTH(entries 1..seq) as this ledger stores them, for signing a checkpoint of head ``seq``: from
+    ``merkle_nodes`` (O(log n) rows) where the ledger has it, else from every entry hash. ``seq`` must not
+    exceed the ledger's entry count (the caller read it from the head)."""
+    if seq and ledger.has_merkle_nodes:
+        return _stored_path_and_root(ledger, seq - 1, seq)[1]
+    return root_hash(entry_leaves(ledger.entry_hashes(seq)))
 
 
 def ledger_leaves_matching(ledger: Ledger, claimed: Checkpoint) -> list[bytes]:

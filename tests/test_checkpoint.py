@@ -380,3 +380,16 @@ def test_verify_bundle_never_crashes_on_a_mangled_bundle(sample_bundle, keys, da
         assert not unchanged
         return
     assert report.verified == unchanged, (path, replacement, report.problems)
+
+
+def test_the_root_a_checkpoint_signs_is_read_from_stored_nodes_and_equals_the_whole_trees(small_spec: Path,
+                                                                                           tmp_path: Path) -> None:
+    from ledger.bundle import ledger_root
+
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        for _ in range(5):
+            run(small_spec, ledger=ledger)
+        hashes = ledger.entry_hashes(ledger.head()[0])
+        assert ledger.has_merkle_nodes and len(hashes) > 50  # trees of every shape up to 2^5 leaves and beyond
+        for seq in range(len(hashes) + 1):
+            assert ledger_root(ledger, seq) == merkle.root_hash(merkle.entry_leaves(hashes[:seq])), seq

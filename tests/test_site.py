@@ -176,3 +176,26 @@ def test_parallel_build_gives_the_same_pages(ledger_of_three, tmp_path: Path, mo
     one = {p.relative_to(tmp_path / "one"): p.read_bytes() for p in (tmp_path / "one").rglob("*.html")}
     two = {p.relative_to(tmp_path / "two"): p.read_bytes() for p in (tmp_path / "two").rglob("*.html")}
     assert one == two
+
+
+@pytest.mark.parametrize(("forge", "problem"), [
+    (lambda seq, entry, root: (seq + 5, entry, root), "entries were removed"),
+    (lambda seq, entry, root: (seq, "0" * 64, root), "is not the one signed"),
+    (lambda seq, entry, root: (seq, entry, "1" * 64), "differs from the signed root"),
+])
+def test_a_checkpoint_this_ledger_does_not_match_is_named_on_the_chain_page(ledger_of_three, tmp_path: Path,
+                                                                           forge, problem: str) -> None:
+    from ledger.bundle import ledger_root
+    from ledger.checkpoint import sign_checkpoint
+    from ledger.dsse import generate_key_pair, load_private_key
+
+    db, _ = ledger_of_three
+    with Ledger.open(db, create=False) as ledger:
+        seq, entry = ledger.head()
+        root = ledger_root(ledger, seq).hex()
+    forged = tmp_path / "forged.checkpoint"
+    forged.write_text(json.dumps(sign_checkpoint([load_private_key(generate_key_pair()[0])], *forge(seq, entry, root))))
+    out = tmp_path / "site"
+    _site(db, out, "--checkpoint", str(forged))
+    chain = (out / "chain.html").read_text()
+    assert problem in chain and ">NO<" in chain

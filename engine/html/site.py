@@ -39,14 +39,15 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from ledger import EntryRow, Ledger, Problem, RunRow, VerifyReport, merkle
+from ledger import EntryRow, Ledger, Problem, RunRow, VerifyReport
+from ledger.bundle import ledger_root
 from ledger.checkpoint import open_checkpoint, read_checkpoint_unverified
 from ledger.dsse import key_id
 
 from ..audit import verify
 from ..canonical import canonical_bytes
 from ..certificate import results_sha256
-from ..errors import CertaError
+from ..errors import CertaError, LedgerIntegrityError
 from ..jsondiff import flatten, json_diff
 from ..report import format_value
 from ..reviews import ReviewRecord, ledger_reviews
@@ -187,6 +188,15 @@ def _report_data(ledger: Ledger, row: RunRow, certificate: Mapping[str, Any] | N
                       replay=replay_status(replay) if replay is not None else None, reviews=tuple(reviews))
 
 
+def _stored_root(ledger: Ledger, seq: int) -> str:
+    """The Merkle root of entries 1..seq (hex) as the ledger stores it, or "" when its ``merkle_nodes`` lack a
+    row (which ``verify``, shown beside, reports)."""
+    try:
+        return ledger_root(ledger, seq).hex()
+    except LedgerIntegrityError:
+        return ""
+
+
 def _checkpoint_status(path: Path, ledger: Ledger, report: VerifyReport,
                        public_keys: Sequence[Ed25519PublicKey]) -> CheckpointStatus:
     text = path.read_bytes()
@@ -197,12 +207,12 @@ def _checkpoint_status(path: Path, ledger: Ledger, report: VerifyReport,
         return CheckpointStatus(file=path.name, seq=None, entry_hash="", root_hash="", signed_at="",
                                 signer_key_ids=(), matches_ledger=None, signature="unreadable", problem=str(error))
     problem = ""
-    hashes = ledger.entry_hashes(claimed.seq)
-    if len(hashes) < claimed.seq:
-        matches, problem = False, f"the ledger ends at entry {len(hashes)}: entries were removed"
-    elif claimed.seq and hashes[-1] != claimed.entry_hash:
+    count = ledger.entry_count()
+    if count < claimed.seq:
+        matches, problem = False, f"the ledger ends at entry {count}: entries were removed"
+    elif claimed.seq and ledger.entry_hash_at(claimed.seq) != claimed.entry_hash:
         matches, problem = False, f"entry {claimed.seq} is not the one signed (the chain was rewritten)"
-    elif merkle.root_hash(merkle.entry_leaves(hashes)).hex() != claimed.root_hash:
+    elif _stored_root(ledger, claimed.seq) != claimed.root_hash:
         matches, problem = False, f"the Merkle root of entries 1..{claimed.seq} differs from the signed root"
     else:
         matches = report.intact  # the stored hashes are only evidence when the chain re-verifies
