@@ -47,7 +47,19 @@ def test_list_of_a_sqlite_file_reads_it_through_the_standard_library_alone(small
     assert not loaded & set(HEAVY)
 
 
-def test_validate_loads_no_compiler_no_crypto_no_plotting() -> None:
+def test_validate_loads_no_kernel_library_no_crypto_no_plotting() -> None:
     loaded = _modules_after("validate", "specs/paired-ratio/spec.yaml")
     assert "jsonschema" in loaded
-    assert not loaded & {"numba", "cryptography", "sqlalchemy", "matplotlib", "jinja2", "pyarrow", "dask", "alembic"}
+    assert not loaded & {"scipy", "numba", "cryptography", "sqlalchemy", "matplotlib", "jinja2", "pyarrow", "dask",
+                         "alembic"}
+
+
+def test_show_loads_the_ledger_and_no_kernel_library(small_spec: Path, tmp_path: Path) -> None:
+    from engine import run
+    from ledger import Ledger
+
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        run(small_spec, ledger=ledger)
+    loaded = _modules_after("show", "latest", "--ledger", str(tmp_path / "l.db"))
+    assert "sqlalchemy" in loaded  # it did read the ledger
+    assert not loaded & {"scipy", "numba", "cryptography", "matplotlib", "jinja2", "pyarrow", "dask", "alembic"}

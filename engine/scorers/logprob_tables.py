@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
 from ..errors import InputError, StageError
+from ..stats.lazy_scipy import special
 from ..tables import Table
 
 __all__ = ["LogprobTablesScorer", "METRICS"]
@@ -114,8 +114,8 @@ class LogprobTablesScorer:
                              f"'{reference.name}' and '{candidate.name}' (got {ref_cols[:5]} and {cand_cols[:5]})")
         log_p = np.column_stack([reference.numeric(c) for c in ref_cols])[ref_order]
         log_q = np.column_stack([candidate.numeric(c) for c in cand_cols])[cand_order]
-        log_p = log_p - logsumexp(log_p, axis=1, keepdims=True)
-        log_q = log_q - logsumexp(log_q, axis=1, keepdims=True)
+        log_p = log_p - special.logsumexp(log_p, axis=1, keepdims=True)
+        log_q = log_q - special.logsumexp(log_q, axis=1, keepdims=True)
         return np.sum((np.exp(log_p) - np.exp(log_q)) * (log_p - log_q), axis=1)
 
     def prompts(self, reference: Table, candidate: Table) -> Sequence[str]:

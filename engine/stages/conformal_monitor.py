@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import StageError
-from ..stats import lazy_stats as stats
+from ..stats.lazy_scipy import stats
 from ..stats.mondrian import prediction_sets, summarise_sets
 from .base import Decision, StageContext, StageOutput, StageType
 from .conformal import (RATE_METRICS, SCOPES, load_calibration, loo_envelope_bounds, metric_counts,

@@ -68,9 +68,9 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.special import ndtr, ndtri
 
 from .compiled import kernel, on_chunks
+from .lazy_scipy import special
 
 __all__ = [
     "REPLICATE_BLOCK",
@@ -251,7 +251,7 @@ def interval_from_replicates(d: np.ndarray, t: np.ndarray, estimate: float, thet
     fallback = None
     levels = (alpha, 1.0 - alpha)
     if method == "bca":
-        z0_value = float(ndtri((np.count_nonzero(theta < estimate) + np.count_nonzero(theta <= estimate))
+        z0_value = float(special.ndtri((np.count_nonzero(theta < estimate) + np.count_nonzero(theta <= estimate))
                                / (2.0 * theta.size)))
         z0 = z0_value if math.isfinite(z0_value) else None
         acceleration = _acceleration(d, t, estimate)
@@ -547,12 +547,12 @@ def _acceleration(d: np.ndarray, t: np.ndarray, estimate: float) -> float | None
 
 def _bca_levels(z0: float, a: float, alpha: float) -> tuple[float, float] | None:
     """(α₁, α₂) = Φ(z0 + (z0 + z) / (1 − a (z0 + z))) for z = Φ⁻¹(α), Φ⁻¹(1 − α); None if undefined."""
-    z = float(ndtri(alpha))
+    z = float(special.ndtri(alpha))
     out = []
     for zk in (z, -z):
         num = z0 + zk
         den = 1.0 - a * num
         if not den > 0.0:
             return None
-        out.append(float(ndtr(z0 + num / den)))
+        out.append(float(special.ndtr(z0 + num / den)))
     return out[0], out[1]

@@ -25,9 +25,9 @@ code, not numpy's CPU-dispatched loops) and only correctly rounded arithmetic be
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
 
 from .confseq_common import ConfidenceSequence, prefix_mean_variance, time_index, to_unit_interval
+from .lazy_scipy import special
 from .libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["student_t_quantile", "eb_fixed_n", "t_fixed_n", "eb_fixed_n_p_value", "t_fixed_n_p_value"]

@@ -24,10 +24,10 @@ ln comes from the ``elementary`` record (``confseq_common`` module docstring); z
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
 
 from .confseq_common import (ConfidenceSequence, from_unit_interval, running_intersection, time_index,
                              to_unit_interval)
+from .lazy_scipy import special
 from .libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["poly_stitching_boundary", "stitched_eb_unit", "stitched_cs"]

@@ -35,9 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
-from . import lazy_stats as stats
+from .lazy_scipy import special, stats
 
 __all__ = [
     "METHODS",

@@ -35,7 +35,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import lazy_stats as stats
+from .lazy_scipy import stats
 
 __all__ = ["SSBCResult", "ssbc_correct", "coverage_risk", "exact_fraction"]
 
