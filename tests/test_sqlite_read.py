@@ -21,19 +21,6 @@ from ledger import Ledger
 from ledger.sqlite_read import newest_runs
 
 GOLDEN = Path(__file__).parent / "golden"
-ABORTING_SPEC = """\
-certa: 1
-name: too-few
-seed: 7
-profile: release
-inputs:
-  baseline: {path: data/baseline.csv}
-  subject: {path: data/subject.csv}
-stages:
-  - id: ratio
-    use: paired.ppl_ratio
-    with: {baseline: baseline, subject: subject, replicates: 500}
-"""
 
 
 def _digest(path: Path) -> str:
@@ -43,8 +30,9 @@ def _digest(path: Path) -> str:
 @pytest.fixture
 def three_runs(small_spec: Path, tmp_path: Path) -> Path:
     """A ledger file with two completed runs and one a profile rule aborted (no verdict)."""
-    aborting = small_spec.with_name("aborting.yaml")
-    aborting.write_text(ABORTING_SPEC, encoding="utf-8")  # 60 windows are too few for the release profile
+    aborting = small_spec.with_name("aborting.yaml")  # 60 windows are too few for the release profile
+    aborting.write_text(small_spec.read_text(encoding="utf-8").replace("profile: dev", "profile: release"),
+                        encoding="utf-8")
     path = tmp_path / "three.db"
     with Ledger.open(path) as ledger:
         run(small_spec, ledger=ledger)
