@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .compiled import kernel, on_chunks
+from .sfc64_streams import spawned_sfc64_states
 
 __all__ = [
     "VendorInterval",
@@ -141,15 +142,6 @@ def _resampled_sums(values: np.ndarray, weights: np.ndarray, states: np.ndarray,
                 denominator[s, r] = den0 + den1
 
 
-def _sfc64_states(rng: np.random.Generator, count: int) -> np.ndarray:
-    """(count, 4) uint64: the initial (a, b, c, counter) of SFC64 on each of ``count`` spawned seeds."""
-    states = np.empty((count, 4), dtype=np.uint64)
-    for s, child in enumerate(rng.bit_generator.seed_seq.spawn(count)):
-        state = np.random.SFC64(child).state["state"]
-        states[s] = state["state"]
-    return states
-
-
 def resampled_weighted_means(u: np.ndarray, w: np.ndarray | None, replicates: int, rng: np.random.Generator,
                              *, eps_w: float = 1e-12, threads: int | None = None) -> np.ndarray:
     """Bootstrap replicates of Σ w u / max(Σ w, eps_w) along the last axis.
@@ -180,7 +172,7 @@ def resampled_weighted_means(u: np.ndarray, w: np.ndarray | None, replicates: in
         else:
             weighted, weights, totals = values * full, np.ascontiguousarray(full), None
     weighted = np.ascontiguousarray(weighted)
-    states = _sfc64_states(rng, n_sets)
+    states = spawned_sfc64_states(rng, n_sets)
     numerator = np.empty((n_sets, replicates), dtype=np.float64)
     unused = np.empty((0, 0), dtype=np.float64)
     denominator = unused if weights is None else np.empty((n_sets, replicates), dtype=np.float64)

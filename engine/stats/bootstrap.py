@@ -71,6 +71,7 @@ import numpy as np
 
 from .compiled import kernel, on_chunks
 from .lazy_scipy import special
+from .sfc64_streams import spawned_sfc64_states
 
 __all__ = [
     "REPLICATE_BLOCK",
@@ -448,14 +449,6 @@ def _block_count(replicates: int) -> int:
     return -(-replicates // REPLICATE_BLOCK)
 
 
-def _stream_states(rng: np.random.Generator, count: int) -> np.ndarray:
-    """(count, 4) uint64: SFC64's initial (a, b, c, counter) on each child of the generator's seed sequence."""
-    states = np.empty((count, 4), dtype=np.uint64)
-    for j, child in enumerate(rng.bit_generator.seed_seq.spawn(count)):
-        states[j] = np.random.SFC64(child).state["state"]["state"]
-    return states
-
-
 def _replicates(d: np.ndarray, t: np.ndarray, rng: np.random.Generator, replicates: int, scheme: str,
                 threads: int | None, indices: np.ndarray | None = None) -> np.ndarray:
     """All B replicates; threads take whole blocks (each with its own stream), so they never matter."""
@@ -471,7 +464,7 @@ def _replicates(d: np.ndarray, t: np.ndarray, rng: np.random.Generator, replicat
         alias = np.zeros(1, dtype=np.int64)
         table[:, 0], table[:, 1] = t * d, t
     blocks = _block_count(replicates)
-    states = _stream_states(rng, blocks)
+    states = spawned_sfc64_states(rng, blocks)
     out = np.empty(replicates, dtype=np.float64)
     no_indices = np.empty((0, 0), dtype=np.uint32)
 
