@@ -68,6 +68,13 @@ def resolve_ledger_url(ledger: str | os.PathLike[str] | None) -> str:
     return value
 
 
+def database_message(error: SQLAlchemyError) -> str:
+    """The database's own message, on one line: SQLAlchemy adds the statement, its parameters (which may be
+    whole payloads) and a link on further lines; an error line a user reads should not carry them."""
+    original = getattr(error, "orig", None)
+    return " ".join(str(original if original is not None else error).split()) or type(error).__name__
+
+
 def read_schema_state(conn: Connection) -> SchemaState:
     """The ledger schema state of the database on ``conn`` (inspects first: a missing table is no error)."""
     inspector = inspect(conn)
@@ -134,13 +141,14 @@ class Ledger:
             path = make_url(url).database
             if path and not Path(path).exists():
                 raise LedgerError(f"no ledger at {path}; run 'certa run SPEC' first or pass --ledger")
+        shown = make_url(url).render_as_string(hide_password=True)
         try:
             engine = create_engine(url, future=True)
         except ImportError as exc:
-            raise LedgerError(f"cannot open ledger {url}: its database driver is not installed ({exc}); "
+            raise LedgerError(f"cannot open ledger {shown}: its database driver is not installed ({exc}); "
                               "for PostgreSQL: python3 -m pip install 'certa[postgres]'") from None
         except ArgumentError as exc:
-            raise LedgerError(f"cannot open ledger {url}: {exc}") from None
+            raise LedgerError(f"cannot open ledger {shown}: {exc}") from None
         if engine.dialect.name == "sqlite":
             _sqlite_setup(engine)
         store = cls(engine, url)
@@ -168,7 +176,7 @@ class Ledger:
                 break
             except SQLAlchemyError as exc:
                 if attempt == attempts:
-                    raise LedgerError(f"cannot initialise ledger {self.url}: {exc}") from None
+                    raise LedgerError(f"cannot open ledger {self.location}: {database_message(exc)}") from None
         self._check_schema(state)
 
     def _check_schema(self, state: SchemaState) -> None:
@@ -195,7 +203,8 @@ class Ledger:
                     conn.execute(select(ledger_meta.c.value).where(ledger_meta.c.key == "head").with_for_update())
                     done = upgrade_to_head(conn)
         except SQLAlchemyError as exc:
-            raise LedgerError(f"migrating ledger {self.location} failed, it is unchanged: {exc}") from None
+            raise LedgerError(f"migrating ledger {self.location} failed, it is unchanged: "
+                              f"{database_message(exc)}") from None
         self.schema_version = done.to_schema
         return done
 
@@ -222,7 +231,7 @@ class Ledger:
                 with conn.begin():
                     yield conn
         except SQLAlchemyError as exc:
-            raise LedgerError(f"ledger write failed, nothing was recorded: {exc}") from None
+            raise LedgerError(f"ledger write failed, nothing was recorded: {database_message(exc)}") from None
 
     def _append(self, conn: Connection, run_id: str, new_entries: Sequence[NewEntry]) -> tuple[int, int, str]:
         """Append entries in the current transaction; returns (first seq, last seq, recorded_at)."""
@@ -342,7 +351,7 @@ class Ledger:
                 with conn.begin():
                     yield conn
         except SQLAlchemyError as exc:
-            raise LedgerError(f"cannot read ledger {self.url}: {exc}") from None
+            raise LedgerError(f"cannot read ledger {self.location}: {database_message(exc)}") from None
 
     def resolve_run_id(self, prefix: str) -> str:
         """The full run id for a unique prefix (at least 4 hex digits), or ``latest`` for the newest run."""
@@ -350,14 +359,14 @@ class Ledger:
         if prefix == "latest":
             newest = self.runs(limit=1)
             if not newest:
-                raise LedgerError(f"no runs recorded in {self.url} yet")
+                raise LedgerError(f"no runs recorded in {self.location} yet")
             return newest[0].run_id
         if len(prefix) < 4:
             raise LedgerError("give at least 4 characters of the run id")
         with self._read() as conn:
             found = list(conn.execute(select(runs.c.run_id).where(runs.c.run_id.like(prefix + "%")).limit(2)).scalars())
         if not found:
-            raise LedgerError(f"no run with id {prefix!r} in {self.url}; 'certa list' shows the runs")
+            raise LedgerError(f"no run with id {prefix!r} in {self.location}; 'certa list' shows the runs")
         if len(found) > 1:
             raise LedgerError(f"run id prefix {prefix!r} is ambiguous; give more characters")
         return found[0]

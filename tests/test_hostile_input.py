@@ -135,3 +135,22 @@ def test_hostile_tables_end_in_one_line_and_create_no_ledger(fmt: str, data: st.
     _assert_clean(result, (0, 1, 2, 3))
     if result.exit_code == 2:
         assert not ledger.exists()
+
+
+@pytest.mark.parametrize("command", [["list"], ["show", "latest"], ["head"], ["verify"], ["replay", "latest"]])
+@pytest.mark.parametrize("content", [b"not a database\n", b"SQLite format 3\x00" + b"\x07" * 300, b"\x00" * 4096])
+def test_a_ledger_file_that_is_no_database_is_one_line_and_left_as_it_is(command: list[str], content: bytes,
+                                                                          tmp_path: Path) -> None:
+    bad = tmp_path / "ledger.db"
+    bad.write_bytes(content)
+    result = _invoke(*command, "--ledger", str(bad))
+    _assert_clean(result, (2,))
+    assert result.stderr.count("\n") == 1 and str(bad) in result.stderr, result.stderr
+    assert bad.read_bytes() == content
+
+
+def test_a_ledger_url_error_names_the_ledger_without_its_password() -> None:
+    result = _invoke("show", "latest", "--ledger", "postgresql+psycopg://auditor:s3cret-pw@127.0.0.1:1/ledger")
+    _assert_clean(result, (2,))
+    assert "s3cret-pw" not in result.output and "auditor:***@127.0.0.1:1/ledger" in result.stderr
+    assert result.stderr.count("\n") == 1
