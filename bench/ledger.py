@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from engine import run  # noqa: E402
 from engine.audit import verify, verify_bundle  # noqa: E402
 from engine.certificate import seal  # noqa: E402
-from engine.interpreter import execute, load_tables  # noqa: E402
+from engine.interpreter import RunDecisions, StageDecisions, execute, load_tables  # noqa: E402
 from engine.spec import load_plan  # noqa: E402
 from engine.tables import columns_to_csv_bytes  # noqa: E402
 from ledger import Ledger, merkle, verify_ledger  # noqa: E402
@@ -128,7 +128,8 @@ class TinyRecorder:
         tables = load_tables(plan)
         execution = execute(plan, tables)
         real = list(execution.decisions)
-        padded = [real[i % len(real)] for i in range(decisions)] if decisions else real
+        padded = RunDecisions([StageDecisions(d.stage, (d.decision,))
+                               for d in ([real[i % len(real)] for i in range(decisions)] if decisions else real)])
         self.execution = SimpleNamespace(plan=plan, tables=tables, decisions=padded, captured=execution.captured)
         self.content = execution.content
         self.entries_per_run = 1 + len(tables) + len(padded) + sum(len(g) for g in execution.captured.values()) + 1

@@ -1,6 +1,7 @@
 """Speed of input parsing (engine.tables through Apache Arrow) against certa 0.3.0's Python parser.
 
 Usage: python bench/tables.py [--rows 1000000] [--repeats 5] [--decisions 1000000] [--replicates 100]
+                              [--record-repeats 2] [--skip-formats]
 
 1. CSV, --rows rows x 3 columns (``id`` text, ``x`` and ``y`` floats as shortest ``repr``, 17 significant
    digits at most), as ``columns_to_csv_bytes`` writes them. Timed: bytes -> table -> ``numeric`` of both
@@ -12,8 +13,11 @@ Usage: python bench/tables.py [--rows 1000000] [--repeats 5] [--decisions 100000
 4. A whole ``bakeoff.compare`` stage through ``engine.run`` on --decisions decisions (3 vendors x 4
    buckets, columns as ``specs/vendor-bakeoff/make_data.py`` writes them) with --replicates bootstrap
    replicates, from a CSV file in a temporary folder, with the stage's default ``ledger_rows:
-   per_decision`` (one ledger decision per input row, built in Python by the stage) and with
-   ``per_bucket``; and the time of loading the table alone. Goal: < 1 s.
+   per_decision`` (one ledger decision per input row, held as columns until the ledger encodes them) and
+   with ``per_bucket``; the time of loading the table alone; and, separately, the time of recording the
+   per_decision run (``Ledger.record_run``: an entry per decision, plus the run, its input, 4 stamps and the
+   certificate) into a fresh SQLite ledger,
+   best of --record-repeats. Goal: < 1 s for the run without a ledger.
 
 Timings are best-of --repeats (the machine is shared; the load average is printed before and after).
 """
@@ -27,6 +31,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -35,9 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine import run  # noqa: E402
 from engine.errors import InputError  # noqa: E402
-from engine.interpreter import load_tables  # noqa: E402
+from engine.certificate import seal  # noqa: E402
+from engine.interpreter import execute, load_tables, new_run_id  # noqa: E402
 from engine.spec import load_plan  # noqa: E402
 from engine.tables import columns_to_csv_bytes, parse_table  # noqa: E402
+from ledger import Ledger  # noqa: E402
 from timing import best_of  # noqa: E402
 
 
@@ -159,7 +166,28 @@ stages:
 """
 
 
-def bench_bakeoff(decisions: int, replicates: int, repeats: int, folder: Path) -> None:
+def time_recording(spec: Path, repeats: int, folder: Path) -> tuple[float, int]:
+    """(best time of ``Ledger.record_run`` of the spec's run into a fresh SQLite ledger, entries recorded); the
+    run is executed once, untimed, and each attempt gets a new ledger file (deleted after)."""
+    plan = load_plan(spec)
+    tables = load_tables(plan)
+    execution = execute(plan, tables)
+    best = float("inf")
+    for attempt in range(repeats):
+        path = folder / f"record-{attempt}.db"
+        with Ledger.open(path) as ledger:
+            run_id = new_run_id()
+            certificate = seal(execution.content, run_id)
+            start = time.perf_counter()
+            ledger.record_run(run_id=run_id, execution=execution, certificate=certificate)
+            best = min(best, time.perf_counter() - start)
+            entries = ledger.entry_count()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return best, entries
+
+
+def bench_bakeoff(decisions: int, replicates: int, repeats: int, record_repeats: int, folder: Path) -> None:
     (folder / "decisions.csv").write_bytes(columns_to_csv_bytes(bakeoff_columns(decisions)))
     size = (folder / "decisions.csv").stat().st_size / 1e6
     print(f"\n4. bakeoff.compare through engine.run: {decisions:,} decisions ({size:.0f} MB CSV, 8 columns), "
@@ -172,6 +200,9 @@ def bench_bakeoff(decisions: int, replicates: int, repeats: int, folder: Path) -
         print(f"   whole run, ledger_rows: {rows:12s} {t_run:7.3f} s  (goal < 1 s; verdict {result.verdict})")
     t_load, _ = best_of(repeats, lambda: load_tables(load_plan(spec)))
     print(f"   of which loading the table (parse + hash): {t_load:7.3f} s")
+    if record_repeats:
+        t_record, entries = time_recording(folder / "spec-per_decision.yaml", record_repeats, folder)
+        print(f"   recording the per_decision run into a fresh SQLite ledger ({entries:,} entries): {t_record:7.3f} s")
 
 
 def main() -> None:
@@ -180,13 +211,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--decisions", type=int, default=1_000_000)
     parser.add_argument("--replicates", type=int, default=100)
+    parser.add_argument("--record-repeats", type=int, default=2,
+                        help="attempts at recording the per_decision run (0: not timed)")
     parser.add_argument("--skip-formats", action="store_true", help="only the bakeoff.compare run (4.)")
     args = parser.parse_args()
     print(f"cpus {os.cpu_count()}, {load()}")
     with tempfile.TemporaryDirectory() as tmp:
         if not args.skip_formats:
             bench_formats(args.rows, args.repeats, Path(tmp))
-        bench_bakeoff(args.decisions, args.replicates, args.repeats, Path(tmp))
+        bench_bakeoff(args.decisions, args.replicates, args.repeats, args.record_repeats, Path(tmp))
     print(f"\n{load()}")
 
 

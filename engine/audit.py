@@ -24,15 +24,15 @@ from ledger.bundle import BundleReport, check_bundle
 from .certificate import (ENVIRONMENT_KEYS, certificate_problems, computing_platform, library_versions, results_of,
                           results_sha256)
 from .errors import CertaError, LedgerError, LedgerIntegrityError
-from .interpreter import AbortedExecution, Notify, execute, load_tables, throttled_progress
+from .interpreter import AbortedExecution, Execution, Notify, execute, load_tables, throttled_progress
 from .jsondiff import FieldChange, json_diff
 from .reviews import review_problems
 from .spec import load_plan
 from .stages import REGISTRY
 from .tables import Table, parse_table
 
-__all__ = ["check_certificate", "verify", "verify_bundle", "replay", "replay_all", "replayable_runs", "ReplayResult",
-           "REPRODUCED", "DIVERGED", "CANNOT_REPLAY"]
+__all__ = ["check_certificate", "verify", "verify_bundle", "reexecute", "replay", "replay_all", "replayable_runs",
+           "ReplayResult", "REPRODUCED", "DIVERGED", "CANNOT_REPLAY"]
 
 REPRODUCED, DIVERGED, CANNOT_REPLAY = "REPRODUCED", "DIVERGED", "CANNOT REPLAY"
 
@@ -156,9 +156,9 @@ def _recorded_versions(content: Mapping[str, Any]) -> dict[str, str]:
     return {str(s["id"]): str(s["version"]) for s in content["knobs"]["stages"]}
 
 
-def _replay_content(ledger: Ledger, run_id: str, recorded: Mapping[str, Any],
-                    notify: Notify | None) -> Mapping[str, Any]:
-    """The content a re-execution of ``run_id`` produces, with the stage versions it recorded.
+def reexecute(ledger: Ledger, run_id: str, recorded: Mapping[str, Any], notify: Notify | None = None) -> Execution:
+    """Re-execute the stored run ``run_id`` (its certificate ``recorded``) from the ledger alone, with the stage
+    versions it recorded: its spec, its stored inputs and captured tables.
 
     Raises ``CertaError`` (the run cannot be replayed: the reason is the message) or ``AbortedExecution``.
     """
@@ -175,7 +175,7 @@ def _replay_content(ledger: Ledger, run_id: str, recorded: Mapping[str, Any],
                                    f"({type(error).__name__}: {error}); run 'certa verify'") from None
     plan = load_plan(spec_text, stage_versions=versions)
     return execute(plan, load_tables(plan, inputs=stored.tables), ledger=ledger, captured=stored.captured,
-                   notify=notify).content
+                   notify=notify)
 
 
 def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None) -> ReplayResult:
@@ -200,7 +200,7 @@ def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None) -> Repl
     changes: tuple[FieldChange, ...] = ()
     environment: tuple[FieldChange, ...] = ()
     try:
-        content = _replay_content(ledger, full, recorded, notify)
+        content = reexecute(ledger, full, recorded, notify).content
     except AbortedExecution as aborted:
         outcome, note = DIVERGED, f"the replay was aborted by a profile rule: {aborted.abort}"
     except LedgerIntegrityError:

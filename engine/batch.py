@@ -39,7 +39,7 @@ from .batch_worker import InputBlob, WorkerResult, compute_run
 from .canonical import canonical_sha256, sha256_hex
 from .certificate import seal
 from .errors import CertaError, InputError, LedgerError, SpecError
-from .interpreter import Execution, StageDecision
+from .interpreter import Execution, RunDecisions
 from .spec import Plan, load_plan
 from .stages import Decision
 from .tables import FORMATS, format_for_path
@@ -220,8 +220,8 @@ def _snapshot(ledger: Ledger, plan: Plan) -> LedgerSnapshot:
 # --------------------------------------------------------------------------------------------- recording
 
 
-def _batch_decision(batch_id: str, key: str) -> StageDecision:
-    return StageDecision(None, Decision(BATCH_DECISION, {"batch_id": batch_id, "idempotency_key": key}))
+def _batch_decision(batch_id: str, key: str) -> RunDecisions:
+    return RunDecisions.of(None, (Decision(BATCH_DECISION, {"batch_id": batch_id, "idempotency_key": key}),))
 
 
 def _row_for_recorded(item: BatchSpec, ledger: Ledger) -> BatchRow:
@@ -237,7 +237,7 @@ def _record(ledger: Ledger, batch_id: str, item: BatchSpec, result: WorkerResult
     if result.status == "error":
         return BatchRow(str(item.path), None, ERROR, None, result.exit_code or 2,
                         error=f"{result.error_type}: {result.reason}", worker=result.worker)
-    decisions = (*result.decisions, _batch_decision(batch_id, item.key))
+    decisions = result.decisions + _batch_decision(batch_id, item.key)
     tables = {name: replace(given, n_rows=result.rows[name]) for name, given in item.inputs.items()}
     try:
         if result.status == "aborted":

@@ -15,7 +15,7 @@ from typing import Any
 
 from .batch_ledger import LedgerSnapshot
 from .errors import CertaError, InputError
-from .interpreter import AbortedExecution, StageDecision, execute
+from .interpreter import AbortedExecution, RunDecisions, execute
 from .spec import Plan
 from .tables import Table, parse_table
 
@@ -40,7 +40,7 @@ class WorkerResult:
 
     status: str
     content: Mapping[str, Any] | None = None
-    decisions: tuple[StageDecision, ...] = ()
+    decisions: RunDecisions = field(default_factory=lambda: RunDecisions(()))
     captured: Mapping[str, Mapping[str, Table]] = field(default_factory=dict)
     reason: str = ""
     rule: str = ""
@@ -76,7 +76,7 @@ def compute_run(plan: Plan, blobs: Sequence[InputBlob], snapshot: LedgerSnapshot
         rows = {name: table.n_rows for name, table in tables.items()}
         execution = execute(plan, tables, ledger=snapshot)
     except AbortedExecution as aborted:
-        return WorkerResult(status="aborted", decisions=tuple(aborted.decisions), reason=str(aborted.abort),
+        return WorkerResult(status="aborted", decisions=aborted.decisions, reason=str(aborted.abort),
                             rule=aborted.abort.rule, stage_id=aborted.abort.stage_id, rows=rows, worker=worker)
     except CertaError as error:
         return WorkerResult(status="error", reason=str(error), error_type=type(error).__name__,

@@ -14,6 +14,11 @@ write differently (those with an exponent, ``1e-05`` -> ``0.00001``, via ``rfc87
 cannot prove identical (a key with a character at or above U+E000, where UTF-16 and code-point order may
 differ; text that is not valid UTF-8) goes through ``rfc8785.dumps`` unchanged. ``tests/test_perf_canonical.py``
 checks the bytes against ``rfc8785.dumps`` on generated JSON.
+
+``canonical_records`` writes many objects with the same keys (a stage's per-decision ledger rows) column by
+column: each column's tokens at once (numpy masks pick the floats whose form differs from ``repr``), then one
+``%`` template per record. ``tests/test_canonical_records.py`` checks it against ``canonical_bytes``. It imports
+numpy when first called, as ``to_jsonable`` avoids importing it: ledger readers start without numpy.
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ import json
 import math
 import sys
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import rfc8785
 
-__all__ = ["to_jsonable", "canonical_bytes", "canonical_sha256", "canonical_sha256_pair", "sha256_hex"]
+__all__ = ["to_jsonable", "canonical_bytes", "canonical_sha256", "canonical_sha256_pair", "sha256_hex",
+           "RecordColumns", "canonical_records"]
 
 _MAX_SAFE_INT = 2**53 - 1
 
@@ -106,6 +113,8 @@ def _encodable(value: Any) -> Any:
 
 
 _encode_json = json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")).encode
+_encode_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
+"""The C string encoder behind ``_encode_json`` (``ensure_ascii=False``)."""
 _EXPONENT_TOKEN = re.compile(r"-?\d+(?:\.\d+)?e[+-]\d+")
 """A float written by ``repr`` with an exponent (``1e-05``, ``1.5e+22``): RFC 8785 writes these differently."""
 _EXPONENT_HINT = re.compile(r"\de[+-]\d")
@@ -169,6 +178,167 @@ def canonical_sha256_pair(value: Mapping[str, Any], without: tuple[str, ...]) ->
     whole = b"{" + b",".join(text for _, text in members) + b"}"
     part = b"{" + b",".join(text for key, text in members if key not in without) + b"}"
     return sha256_hex(whole), sha256_hex(part)
+
+
+@dataclass(frozen=True)
+class RecordColumns:
+    """Many JSON objects with the same keys, held as columns: record i is ``{name: columns[name][i], ...,
+    **constants}``. A column is a numpy array, a sequence, or a nested ``RecordColumns`` (an object-valued
+    member); all columns are equally long."""
+
+    columns: Mapping[str, Any]
+    constants: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> int:
+        lengths = {column.rows if isinstance(column, RecordColumns) else len(column)
+                   for column in self.columns.values()}
+        if len(lengths) != 1:
+            raise ValueError(f"a RecordColumns needs columns of one length (got lengths {sorted(lengths)})")
+        return lengths.pop()
+
+
+def canonical_records(records: RecordColumns) -> list[str]:
+    """The RFC 8785 text of every record: ``canonical_bytes(record_i).decode()`` for each i, written column
+    by column and joined by one ``%`` template (members in RFC 8785 order, constants written into it once)."""
+    rows = records.rows
+    template, args = _record_template(records)
+    if not args:
+        return [template % ()] * rows
+    return list(map(template.__mod__, zip(*args)))
+
+
+def _record_template(records: RecordColumns) -> tuple[str, list[Sequence[Any]]]:
+    """(``%`` template of one record, its per-row arguments column by column, in template order)."""
+    both = set(records.columns) & set(records.constants)
+    if both:
+        raise ValueError(f"keys {sorted(both)} are both columns and constants")
+    members, args = [], []
+    for key in sorted([*records.columns, *records.constants], key=_utf16_order):
+        if key in records.constants:
+            spec = _escape_percent(_canonical_text(records.constants[key]))
+        elif isinstance(records.columns[key], RecordColumns):
+            spec, nested = _record_template(records.columns[key])
+            args += nested
+        else:
+            spec, values = _column_format(records.columns[key])
+            args += [] if values is None else [values]
+        members.append(_escape_percent(_canonical_text(key)) + ":" + spec)
+    return "{" + ",".join(members) + "}", args
+
+
+def _utf16_order(key: str) -> bytes:
+    """RFC 8785's member order: keys compared as UTF-16 code units."""
+    if type(key) is not str:
+        raise TypeError(f"JSON object keys must be strings (got {key!r})")
+    return key.encode("utf-16-be")
+
+
+def _canonical_text(value: Any) -> str:
+    return canonical_bytes(value).decode("utf-8")
+
+
+def _escape_percent(text: str) -> str:
+    return text.replace("%", "%%")
+
+
+def _column_format(column: Any) -> tuple[str, Sequence[Any] | None]:
+    """(``%`` spec, its per-row arguments) of one column: ``%s`` of floats where RFC 8785 writes ``repr``, ``%d``
+    of safe integers, ``%s`` of tokens made here otherwise; a numeric column of one value is that value's
+    token, written into the template (no arguments)."""
+    import numpy as np
+
+    if not isinstance(column, np.ndarray):
+        return _cells_format(list(column))
+    kind = column.dtype.kind
+    values = column.astype(np.float64, copy=False) if kind == "f" else column
+    if kind in "fiub" and values.size and (values == values.flat[0]).all():
+        return _escape_percent(_canonical_text(values.flat[0])), None
+    if kind == "f":
+        return _float_format(values)
+    if kind == "b":
+        return "%s", np.array(["false", "true"], dtype=object)[values.astype(np.intp)].tolist()
+    if kind in "iu" and (values.size == 0 or -_MAX_SAFE_INT <= values.min() <= values.max() <= _MAX_SAFE_INT):
+        return "%d", values.tolist()
+    return _cells_format(values.tolist())
+
+
+def _cells_format(cells: list[Any]) -> tuple[str, Sequence[Any] | None]:
+    """``_column_format`` of Python values: strings and None, floats and None, or integers, column-wise;
+    anything else (objects, mixed types) one cell at a time through ``canonical_bytes``."""
+    types = set(map(type, cells))
+    if types <= {str, type(None)}:
+        return "%s", _text_tokens(cells)
+    if types <= {float, type(None)}:
+        return _nullable_float_format(cells)
+    if types == {int} and -_MAX_SAFE_INT <= min(cells) and max(cells) <= _MAX_SAFE_INT:
+        return "%d", cells
+    return "%s", [_canonical_text(cell) for cell in cells]
+
+
+def _text_tokens(cells: list[str | None]) -> list[str]:
+    """Tokens of strings and None, each distinct string encoded once (all of them in place when every cell
+    differs)."""
+    distinct = set(cells)
+    has_none = None in distinct
+    distinct.discard(None)
+    if not has_none and len(distinct) == len(cells):
+        return _string_tokens(cells)  # type: ignore[arg-type]
+    strings = list(distinct)
+    table: dict[str | None, str] = dict(zip(strings, _string_tokens(strings)))
+    table[None] = "null"
+    return list(map(table.__getitem__, cells))
+
+
+def _string_tokens(strings: list[str]) -> list[str]:
+    """``json``'s C string encoder writes RFC 8785's escapes (see the module docstring); a string that UTF-8
+    cannot encode (a lone surrogate) goes through the reference, which rejects it."""
+    tokens = list(map(_encode_string, strings))
+    if "".join(tokens).isascii():
+        return tokens
+    return [token if _is_utf8(token) else rfc8785.dumps(text).decode("utf-8") for text, token in zip(strings, tokens)]
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _nullable_float_format(cells: list[float | None]) -> tuple[str, Sequence[Any]]:
+    """``_float_format`` of the floats among ``cells``, ``null`` for each None (e.g. a missing lane value)."""
+    import numpy as np
+
+    values = np.array(cells, dtype=object)
+    present = ~np.equal(values, None)
+    spec, floats = _float_format(values[present].astype(np.float64))
+    out = np.full(len(cells), "null", dtype=object)
+    out[present] = floats
+    return spec, out.tolist()
+
+
+_NONFINITE_TOKENS = {"nan": '"NaN"', "inf": '"Infinity"', "-inf": '"-Infinity"'}
+
+
+def _float_format(values: Any) -> tuple[str, Sequence[Any]]:
+    """``%s`` of the floats themselves where RFC 8785's form is ``repr`` (finite, not integral, between 1e-4 and
+    1e16 in magnitude), and of tokens elsewhere: integral values as integers (no ``.0``), values ``repr`` writes
+    with an exponent through ``rfc8785`` itself (rare), non-finite ones as ``to_jsonable``'s strings."""
+    import numpy as np
+
+    magnitude = np.abs(values)
+    finite = np.isfinite(values)
+    integral = finite & (values == np.trunc(values)) & (magnitude < _INTEGRAL_FLOAT_LIMIT)
+    exponent = finite & ~integral & ((magnitude < 1e-4) | (magnitude >= _INTEGRAL_FLOAT_LIMIT))
+    if not (integral.any() or exponent.any() or not finite.all()):
+        return "%s", values.tolist()  # str(float) is repr(float)
+    cells = values.astype(object)
+    cells[integral] = list(map(int.__repr__, values[integral].astype(np.int64).tolist()))
+    cells[exponent] = [rfc8785.dumps(x).decode("ascii") for x in values[exponent].tolist()]
+    cells[~finite] = [_NONFINITE_TOKENS[repr(x)] for x in values[~finite].tolist()]
+    return "%s", cells.tolist()
 
 
 def sha256_hex(data: bytes) -> str:

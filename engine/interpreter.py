@@ -9,24 +9,25 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .canonical import to_jsonable
+from .canonical import RecordColumns, to_jsonable
 from .certificate import CONTENT_FORMAT, library_versions, seal
 from .errors import InputError, ProfileAbort, SpecError, StageError
 from .gates import evaluate_gate
 from .seeds import DERIVATION, stage_generator, stage_seed_record
 from .spec import Plan, load_plan
 from .stages import REGISTRY, Decision, StageContext
-from .stages.base import LedgerReader, Progress
+from .stages.base import Concatenated, DecisionColumns, LedgerReader, Progress, decision_parts
 from .tables import Table, format_for_path, parse_table, table_from_columns
 
-__all__ = ["run", "run_plan", "execute", "load_tables", "new_run_id", "RunResult", "Execution", "StageDecision", "AbortedExecution"]
+__all__ = ["run", "run_plan", "execute", "load_tables", "new_run_id", "RunResult", "Execution", "StageDecision",
+           "StageDecisions", "RunDecisions", "AbortedExecution"]
 
 if TYPE_CHECKING:
     from ledger import Ledger
@@ -43,6 +44,50 @@ class StageDecision:
     decision: Decision
 
 
+class StageDecisions(Sequence[StageDecision]):
+    """One part of one stage's decisions (a tuple of ``Decision`` or a ``DecisionColumns``), each read as a
+    ``StageDecision``; the ledger reads ``stage`` and ``decisions`` whole instead."""
+
+    __slots__ = ("stage", "decisions")
+
+    def __init__(self, stage: str | None, decisions: Sequence[Decision]) -> None:
+        self.stage = stage
+        self.decisions = decisions
+
+    def __len__(self) -> int:
+        return len(self.decisions)
+
+    def __getitem__(self, index: int) -> StageDecision:  # type: ignore[override]
+        return StageDecision(self.stage, self.decisions[index])
+
+    def __iter__(self) -> Iterator[StageDecision]:
+        return (StageDecision(self.stage, d) for d in self.decisions)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return StageDecisions, (self.stage, self.decisions)
+
+    def record(self) -> RecordColumns:
+        """The decisions as ``{"kind", "detail"}`` records for ``engine.canonical.canonical_records`` (how the
+        ledger encodes them): ``DecisionColumns`` stay columns, other decisions are one cell each."""
+        if isinstance(self.decisions, DecisionColumns):
+            detail = RecordColumns(self.decisions.columns, self.decisions.constants)
+            return RecordColumns({"detail": detail}, {"kind": self.decisions.kind})
+        return RecordColumns({"kind": [d.kind for d in self.decisions], "detail": [d.detail for d in self.decisions]})
+
+
+class RunDecisions(Concatenated[StageDecision]):
+    """A run's decisions in order, kept grouped (``parts``: ``StageDecisions``) rather than wrapped one by one,
+    so that a stage's 10^6 columnar decisions stay arrays until something reads them."""
+
+    @classmethod
+    def of(cls, stage: str | None, decisions: Sequence[Decision]) -> RunDecisions:
+        """``decisions`` of ``stage``, one group per part (``engine.stages.base.decision_parts``)."""
+        return cls([StageDecisions(stage, part) for part in decision_parts(decisions)])
+
+    def __add__(self, other: RunDecisions) -> RunDecisions:
+        return RunDecisions([*self.parts, *other.parts])
+
+
 @dataclass(frozen=True)
 class Execution:
     """Everything a run produced before it is sealed and recorded."""
@@ -50,7 +95,7 @@ class Execution:
     plan: Plan
     tables: Mapping[str, Table]
     content: Mapping[str, Any]
-    decisions: tuple[StageDecision, ...]
+    decisions: RunDecisions
     captured: Mapping[str, Mapping[str, Table]]
 
     @property
@@ -65,7 +110,7 @@ class RunResult:
     run_id: str
     verdict: str
     certificate: dict[str, Any]
-    decisions: tuple[StageDecision, ...] = field(repr=False, default=())
+    decisions: Sequence[StageDecision] = field(repr=False, default=())
 
     @property
     def content_sha256(self) -> str:
@@ -83,7 +128,7 @@ class RunResult:
 class AbortedExecution(Exception):
     """A ProfileAbort raised inside ``execute``, with the decisions made before it."""
 
-    def __init__(self, abort: ProfileAbort, decisions: list[StageDecision]) -> None:
+    def __init__(self, abort: ProfileAbort, decisions: RunDecisions) -> None:
         super().__init__(str(abort))
         self.abort = abort
         self.decisions = decisions
@@ -132,7 +177,7 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
     Raises ``AbortedExecution`` wrapping a ``ProfileAbort``.
     """
     outputs: dict[str, Mapping[str, Any]] = {}
-    decisions: list[StageDecision] = []
+    decisions = RunDecisions(())
     captured_out: dict[str, Mapping[str, Table]] = {}
     seeds: dict[str, Any] = {}
     for index, stage in enumerate(plan.stages, start=1):
@@ -151,19 +196,19 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
             result = stage_type.run(ctx)
         except ProfileAbort as abort:
             abort.stage_id = abort.stage_id or stage.id
-            decisions.extend(StageDecision(stage.id, d) for d in abort.decisions)
+            decisions += RunDecisions.of(stage.id, abort.decisions)
             raise AbortedExecution(abort, decisions) from None
         except StageError as exc:
             raise StageError(f"stage '{stage.id}' ({stage.use}): {exc}") from None
         outputs[stage.id] = to_jsonable(result.outputs)
-        decisions.extend(StageDecision(stage.id, d) for d in result.decisions)
+        decisions += RunDecisions.of(stage.id, result.decisions)
         if result.captured:
             captured_out[stage.id] = dict(result.captured)
 
     gate_results = tuple(evaluate_gate(gate, outputs) for gate in plan.gates)
     gate_records = [{"id": g.id, "metric": g.metric, "value": g.value, "threshold": dict(g.threshold),
                      "passed": g.passed, "reason": g.reason} for g in gate_results]
-    decisions.extend(StageDecision(None, Decision("gate", record)) for record in gate_records)
+    decisions += RunDecisions.of(None, tuple(Decision("gate", record) for record in gate_records))
     content: dict[str, Any] = {
         "certa_format": CONTENT_FORMAT,
         "spec": {"name": plan.name, "description": plan.description, "sha256": plan.spec_sha256,
@@ -181,7 +226,7 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
     if captured_out:
         content["captured"] = [{"stage": sid, "name": name, "sha256": t.sha256, "rows": t.n_rows}
                                for sid, group in captured_out.items() for name, t in group.items()]
-    return Execution(plan=plan, tables=tables, content=to_jsonable(content), decisions=tuple(decisions),
+    return Execution(plan=plan, tables=tables, content=to_jsonable(content), decisions=decisions,
                      captured=captured_out)
 
 

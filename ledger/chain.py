@@ -13,13 +13,25 @@ reordering entries breaks the ``seq`` sequence or a link. Truncating the tail is
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from engine.canonical import canonical_bytes, canonical_sha256, sha256_hex
 
-__all__ = ["GENESIS", "encode_payload", "entry_hash"]
+__all__ = ["GENESIS", "EncodedEntries", "encode_payload", "entry_hash", "payload_digests", "chain_hashes"]
 
 GENESIS = "0" * 64
+
+
+@dataclass(frozen=True)
+class EncodedEntries:
+    """Consecutive entries of one kind whose payloads are already RFC 8785 canonical JSON text (e.g. from
+    ``engine.canonical.canonical_records``)."""
+
+    kind: str
+    payloads: Sequence[str]
 
 
 def encode_payload(payload: Any) -> tuple[str, str]:
@@ -32,3 +44,37 @@ def entry_hash(*, seq: int, run_id: str, kind: str, recorded_at: str, payload_sh
     """The chained hash of one entry (see module docstring)."""
     return canonical_sha256({"seq": seq, "run_id": run_id, "kind": kind, "recorded_at": recorded_at,
                              "payload_sha256": payload_sha256, "prev_hash": prev_hash})
+
+
+def payload_digests(payloads: Sequence[str]) -> list[str]:
+    """SHA-256 (hex) of each canonical payload text's UTF-8 bytes (``encode_payload``'s second half)."""
+    sha256 = hashlib.sha256
+    return [sha256(text.encode("utf-8")).hexdigest() for text in payloads]
+
+
+def chain_hashes(*, first_seq: int, run_id: str, kinds: Sequence[str], recorded_at: str,
+                 payload_sha256s: Sequence[str], prev_hash: str) -> list[str]:
+    """``entry_hash`` of consecutive entries ``first_seq``, ``first_seq`` + 1, ... of one transaction, each
+    chained to the one before (the first to ``prev_hash``). The header's RFC 8785 text is a template per
+    kind: run id, kind and time encoded once by ``canonical_bytes``, keys in their fixed order; the digests
+    are ASCII letters and digits and ``seq`` a safe integer (both checked), so the text is ``entry_hash``'s."""
+    digests = prev_hash + "".join(payload_sha256s)
+    if not (len(digests) == 64 * (len(kinds) + 1) == 64 * (len(payload_sha256s) + 1) and digests.isascii()
+            and digests.encode("ascii").isalnum()):  # bytes.isalnum: a plain byte loop, unlike str's
+        raise ValueError("one payload digest per kind, and every digest 64 ASCII letters or digits (hex)")
+    last = first_seq + len(kinds) - 1
+    if type(first_seq) is not int or not 1 <= first_seq <= last <= 2**53 - 1:
+        raise ValueError(f"seq must be an integer in [1, 2**53 - 1] (got {first_seq}..{last})")
+    distinct_kinds = set(kinds)
+    text = {value: canonical_bytes(value).decode("utf-8").replace("%", "%%")
+            for value in (run_id, recorded_at, *distinct_kinds)}
+    templates = {kind: f'{{"kind":{text[kind]},"payload_sha256":"%s","prev_hash":"%s",'
+                       f'"recorded_at":{text[recorded_at]},"run_id":{text[run_id]},"seq":%d}}'
+                 for kind in distinct_kinds}
+    sha256 = hashlib.sha256
+    hashes = []
+    prev = prev_hash
+    for seq, kind, digest in zip(range(first_seq, last + 1), kinds, payload_sha256s):
+        prev = sha256((templates[kind] % (digest, prev, seq)).encode("utf-8")).hexdigest()
+        hashes.append(prev)
+    return hashes

@@ -25,12 +25,14 @@ from sqlalchemy import Connection, create_engine, event, func, insert, inspect, 
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+from engine.canonical import RecordColumns, canonical_bytes, canonical_records
 from engine.errors import LedgerError, LedgerIntegrityError
 
 from . import DEFAULT_LEDGER_FILE
-from .chain import GENESIS, encode_payload, entry_hash
+from .bulk import bulk_cache, insert_rows
+from .chain import GENESIS, EncodedEntries, chain_hashes, payload_digests
 from .location import ledger_argument, plain_sqlite_path
-from .merkle import NodeKey, entry_leaves, frontier_nodes, perfect_nodes
+from .merkle import NodeKey, completed_levels, entry_leaves, frontier_nodes
 from .rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
                    checked_schema_version, rows_as)
 from .schema import alembic_version, blobs, entries, ledger_meta, merkle_nodes, metadata, runs
@@ -233,39 +235,47 @@ class Ledger:
         except SQLAlchemyError as exc:
             raise LedgerError(f"ledger write failed, nothing was recorded: {database_message(exc)}") from None
 
-    def _append(self, conn: Connection, run_id: str, new_entries: Sequence[NewEntry]) -> tuple[int, int, str]:
-        """Append entries in the current transaction; returns (first seq, last seq, recorded_at)."""
+    def _append(self, conn: Connection, run_id: str,
+                new_entries: Sequence[NewEntry | EncodedEntries]) -> tuple[int, int, str]:
+        """Append entries in the current transaction; returns (first seq, last seq, recorded_at). Payloads are
+        encoded here unless they come encoded (``EncodedEntries``); digests and hashes are made for all at once."""
         head = conn.execute(select(ledger_meta.c.value).where(ledger_meta.c.key == "head").with_for_update()).scalar_one()
         seq_text, prev = head.split(":")
-        seq = int(seq_text)
+        first = int(seq_text) + 1
         recorded_at = _utc_now()
-        rows = []
+        kinds: list[str] = []
+        payloads: list[str] = []
         for item in new_entries:
-            seq += 1
-            payload, payload_sha = encode_payload(item.payload)
-            digest = entry_hash(seq=seq, run_id=run_id, kind=item.kind, recorded_at=recorded_at,
-                                payload_sha256=payload_sha, prev_hash=prev)
-            rows.append({"seq": seq, "run_id": run_id, "kind": item.kind, "recorded_at": recorded_at,
-                         "payload": payload, "payload_sha256": payload_sha, "prev_hash": prev, "entry_hash": digest})
-            prev = digest
-        conn.execute(insert(entries), rows)
-        self._append_merkle_nodes(conn, rows[0]["seq"] - 1, [row["entry_hash"] for row in rows])
-        conn.execute(update(ledger_meta).where(ledger_meta.c.key == "head").values(value=f"{seq}:{prev}"))
-        return rows[0]["seq"], seq, recorded_at
+            encoded = (item if isinstance(item, EncodedEntries)
+                       else EncodedEntries(item.kind, [canonical_bytes(item.payload).decode("utf-8")]))
+            kinds += [encoded.kind] * len(encoded.payloads)
+            payloads += encoded.payloads
+        digests = payload_digests(payloads)
+        hashes = chain_hashes(first_seq=first, run_id=run_id, kinds=kinds, recorded_at=recorded_at,
+                              payload_sha256s=digests, prev_hash=prev)
+        count = len(hashes)
+        last = first + count - 1
+        with bulk_cache(conn):
+            insert_rows(conn, entries, list(zip(range(first, last + 1), [run_id] * count, kinds, [recorded_at] * count,
+                                                payloads, digests, [prev, *hashes[:-1]], hashes)))
+            self._append_merkle_nodes(conn, first - 1, hashes)
+        conn.execute(update(ledger_meta).where(ledger_meta.c.key == "head").values(value=f"{last}:{hashes[-1]}"))
+        return first, last, recorded_at
 
     def _append_merkle_nodes(self, conn: Connection, start: int, hashes: Sequence[str]) -> None:
         """Insert the Merkle nodes that leaves ``start``, ``start`` + 1, ... (entries ``start`` + 1, ...)
         complete; their left children from earlier transactions are the frontier of the first ``start``
         leaves, read in one statement (``_append`` holds the head lock)."""
         frontier = self._read_merkle_nodes(conn, frontier_nodes(start))
+        rows: list[tuple[int, int, str]] = []
         try:
-            made = perfect_nodes(entry_leaves(hashes), start, frontier)
+            for level, first, nodes in completed_levels(entry_leaves(hashes), start, frontier):
+                rows += zip([level] * len(nodes), range(first, first + len(nodes)), map(bytes.hex, nodes))
         except KeyError as missing:
             level, position = missing.args[0]
             raise LedgerIntegrityError(f"merkle_nodes has no row (level {level}, position {position}) for entries "
                                        f"1..{start}, so nothing can be appended: run 'certa verify'") from None
-        conn.execute(insert(merkle_nodes), [{"level": level, "position": position, "hash": digest.hex()}
-                                            for (level, position), digest in made.items()])
+        insert_rows(conn, merkle_nodes, rows)
 
     @staticmethod
     def _read_merkle_nodes(conn: Connection, keys: Iterable[NodeKey]) -> dict[NodeKey, bytes]:
@@ -291,15 +301,23 @@ class Ledger:
             conn.execute(insert(blobs), missing)
 
     def _run_entries(self, run_id: str, plan: Any, tables: Mapping[str, Any],
-                     decisions: Sequence[Any]) -> list[NewEntry]:
-        out = [NewEntry("run", {
+                     decisions: Any) -> list[NewEntry | EncodedEntries]:
+        """A run's entries: the run, its inputs, then one ``decision`` entry per decision ``{"stage", "index",
+        "kind", "detail"}``, encoded group by group (``decisions.parts``: ``engine.interpreter.StageDecisions``)
+        with ``canonical_records``, so columnar decisions are never built one by one."""
+        out: list[NewEntry | EncodedEntries] = [NewEntry("run", {
             "run_id": run_id, "name": plan.name, "spec_text": plan.spec_text, "spec_sha256": plan.spec_sha256,
             "knobs_hash": plan.knobs_hash, "knobs": plan.knobs, "seed": str(plan.seed), "profile": plan.profile,
             "source": plan.source})]
         out += [NewEntry("input", {"name": t.name, "sha256": t.sha256, "format": t.fmt, "rows": t.n_rows})
                 for t in tables.values()]
-        out += [NewEntry("decision", {"stage": d.stage, "index": i, "kind": d.decision.kind,
-                                      "detail": d.decision.detail}) for i, d in enumerate(decisions)]
+        index = 0
+        for group in decisions.parts:
+            record = group.record()
+            payloads = RecordColumns({**record.columns, "index": range(index, index + len(group))},
+                                     {**record.constants, "stage": group.stage})
+            out.append(EncodedEntries("decision", canonical_records(payloads)))
+            index += len(group)
         return out
 
     def record_run(self, *, run_id: str, execution: Any, certificate: Mapping[str, Any]) -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import textwrap
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +20,46 @@ from engine.tables import columns_to_csv_bytes
 from ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[1]
+
+POSTGRES_SERVER = os.environ.get("CERTA_TEST_POSTGRES_URL")
+"""The PostgreSQL server the shared-ledger tests use (``.ci/run`` starts one on loopback and sets it)."""
+
+
+def require_postgres(what: str) -> str:
+    """The test server's URL; without one the test is skipped, or fails under CI, which must run ``what``."""
+    if not POSTGRES_SERVER:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the PostgreSQL {what}: .ci/run sets CERTA_TEST_POSTGRES_URL", pytrace=False)
+        pytest.skip(f"set CERTA_TEST_POSTGRES_URL to run the PostgreSQL {what}")
+    return POSTGRES_SERVER
+
+
+@contextmanager
+def fresh_postgres_databases(what: str) -> Iterator[Callable[[], str]]:
+    """A factory of new, empty databases on the test server (each call: one more URL), all dropped afterwards;
+    ``require_postgres(what)`` first."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    server = require_postgres(what)
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    created: list[str] = []
+
+    def new() -> str:
+        name = f"certa_test_{uuid.uuid4().hex[:12]}"
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        created.append(name)
+        return make_url(server).set(database=name).render_as_string(hide_password=False)
+
+    try:
+        yield new
+    finally:
+        with admin.connect() as conn:
+            for name in created:
+                conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+        admin.dispose()
+
 
 # Property tests draw the same examples on every run: a red CI must be reproducible, never a lottery.
 settings.register_profile("certa", derandomize=True, deadline=None)

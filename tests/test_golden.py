@@ -73,3 +73,24 @@ def test_every_golden_run_replays_reproduced(version: str, tmp_path: Path) -> No
         assert row["recorded_results_sha256"] == row["replayed_results_sha256"]
     code, after = _certa("verify", "--ledger", str(copy))
     assert code == 0 and after["intact"], after
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_every_decision_a_release_recorded_is_recorded_again_byte_for_byte(version: str, tmp_path: Path) -> None:
+    """The decision entries are not part of a certificate, so a replay does not compare them; re-executing
+    each golden run and recording it in a fresh ledger must give the very payloads that release wrote."""
+    from engine.audit import reexecute
+    from engine.certificate import seal
+    from ledger import Ledger
+
+    copy = tmp_path / "golden.db"
+    shutil.copyfile(GOLDEN / version / "ledger.db", copy)
+    with Ledger.open(copy, create=False) as golden, Ledger.open(tmp_path / "again.db") as again:
+        runs = [row for row in golden.runs() if row.status == "completed"]
+        assert runs
+        for row in runs:
+            execution = reexecute(golden, row.run_id, golden.certificate(row.run_id))
+            again.record_run(run_id=row.run_id, execution=execution, certificate=seal(execution.content, row.run_id))
+            recorded = [entry.payload for entry in golden.entries(run_id=row.run_id, kinds=["decision"])]
+            assert recorded and [entry.payload for entry in again.entries(run_id=row.run_id, kinds=["decision"])] \
+                == recorded, (row.name, version)

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
 import shutil
 import sqlite3
 import subprocess
 import sys
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -33,8 +31,9 @@ from ledger import Ledger
 from ledger.schema import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, blobs, entries, ledger_meta, merkle_nodes, runs
 from ledger.store import SchemaState, read_schema_state
 
+from .conftest import fresh_postgres_databases
+
 ROOT = Path(__file__).resolve().parents[1]
-SERVER_URL = os.environ.get("CERTA_TEST_POSTGRES_URL")
 NEW_INDEXES = {"ix_entries_run_id_kind", "ix_runs_name", "ix_runs_recorded_at"}
 
 NewDatabase = Callable[[], str]
@@ -47,25 +46,8 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[NewData
         numbers = itertools.count()
         yield lambda: f"sqlite:///{tmp_path / f'ledger-{next(numbers)}.db'}"
         return
-    if not SERVER_URL:
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the PostgreSQL migration tests: .ci/run sets CERTA_TEST_POSTGRES_URL")
-        pytest.skip("set CERTA_TEST_POSTGRES_URL to run the PostgreSQL migration tests")
-    admin = create_engine(SERVER_URL, isolation_level="AUTOCOMMIT")
-    created: list[str] = []
-
-    def new() -> str:
-        name = f"certa_migrate_{uuid.uuid4().hex[:12]}"
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        created.append(name)
-        return make_url(SERVER_URL).set(database=name).render_as_string(hide_password=False)
-
-    yield new
-    with admin.connect() as conn:
-        for name in created:
-            conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-    admin.dispose()
+    with fresh_postgres_databases("migration tests") as new_database:
+        yield new_database
 
 
 def _sql(url: str, *statements: str) -> None:

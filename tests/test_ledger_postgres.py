@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from engine import run
 from engine.audit import replay, verify, verify_bundle
@@ -22,11 +20,9 @@ from ledger.bundle import build_bundle
 from ledger.checkpoint import open_checkpoint, sign_checkpoint
 from ledger.dsse import generate_key_pair, load_private_key, load_public_key
 
-from .conftest import run_concurrently
+from .conftest import POSTGRES_SERVER, fresh_postgres_databases, run_concurrently
 
-SERVER_URL = os.environ.get("CERTA_TEST_POSTGRES_URL")
-
-if not SERVER_URL:
+if not POSTGRES_SERVER:
     if os.environ.get("CI"):
         pytest.fail("CI must run the PostgreSQL ledger tests: .ci/run sets CERTA_TEST_POSTGRES_URL", pytrace=False)
     pytest.skip("set CERTA_TEST_POSTGRES_URL to run the PostgreSQL ledger tests", allow_module_level=True)
@@ -35,14 +31,8 @@ if not SERVER_URL:
 @pytest.fixture
 def pg_url():
     """A fresh, empty database on the test server; dropped afterwards."""
-    name = f"certa_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(SERVER_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    yield make_url(SERVER_URL).set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-    admin.dispose()
+    with fresh_postgres_databases("ledger tests") as new_database:
+        yield new_database()
 
 
 def test_runs_verify_and_replay_on_postgresql(small_spec: Path, pg_url: str) -> None:

@@ -7,7 +7,6 @@ later without a mutation case here fails ``test_every_column_of_every_table_has_
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 import uuid
@@ -22,6 +21,8 @@ from engine import ProfileAbort, run
 from engine.audit import verify
 from ledger import Ledger
 from ledger.schema import alembic_version, metadata
+
+from .conftest import fresh_postgres_databases
 
 TABLES = [*metadata.sorted_tables, alembic_version]
 
@@ -280,40 +281,30 @@ def test_ledger_meta_keys_and_the_alembic_revision_are_checked(recorded_ledger: 
 
 # ------------------------------------------------------------------------------------------ PostgreSQL
 
-SERVER_URL = os.environ.get("CERTA_TEST_POSTGRES_URL")
 PG_MUTATIONS = [m for m in MUTATIONS if m.table != "entries" and m.column not in ("content",)]
 
 
 @pytest.fixture(scope="module")
 def pg_recorded(recorded_ledger: tuple[Path, Recorded]):
     """The SQLite test ledger's rows copied into a fresh PostgreSQL database (one per module)."""
-    if not SERVER_URL:
-        pytest.skip("set CERTA_TEST_POSTGRES_URL to run the PostgreSQL column checks")
-    from sqlalchemy import create_engine, insert, select, text
-    from sqlalchemy.engine import make_url
+    from sqlalchemy import create_engine, insert, select
 
-    name = f"certa_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(SERVER_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = make_url(SERVER_URL).set(database=name).render_as_string(hide_password=False)
     pristine, recorded = recorded_ledger
-    Ledger.open(url).close()  # the schema, stamped
-    source, target = create_engine(f"sqlite:///{pristine}"), create_engine(url)
-    with source.connect() as src, target.begin() as dst:
-        for table in (*metadata.sorted_tables,):
-            rows = [dict(row._mapping) for row in src.execute(select(table))]
-            dst.execute(table.delete())
-            if rows:
-                dst.execute(insert(table), rows)
-    source.dispose()
-    with Ledger.open(url) as ledger:
-        assert verify(ledger).intact
-    yield target, recorded
-    target.dispose()
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-    admin.dispose()
+    with fresh_postgres_databases("column checks") as new_database:
+        url = new_database()
+        Ledger.open(url).close()  # the schema, stamped
+        source, target = create_engine(f"sqlite:///{pristine}"), create_engine(url)
+        with source.connect() as src, target.begin() as dst:
+            for table in (*metadata.sorted_tables,):
+                rows = [dict(row._mapping) for row in src.execute(select(table))]
+                dst.execute(table.delete())
+                if rows:
+                    dst.execute(insert(table), rows)
+        source.dispose()
+        with Ledger.open(url) as ledger:
+            assert verify(ledger).intact
+        yield target, recorded
+        target.dispose()
 
 
 @pytest.mark.parametrize("mutation", PG_MUTATIONS, ids=[m.id for m in PG_MUTATIONS])

@@ -35,7 +35,7 @@ from ..stats.bakeoff_pool import (BAND_NAMES, FIXED_POINT_BITS, BandTable, Decis
                                   Pools, decision_values, group_medians, group_sums, half_even, pools_from_sums,
                                   rank_vendors)
 from ..tables import Table
-from .base import Decision, StageContext, StageOutput, StageType
+from .base import Decision, DecisionColumns, DecisionParts, StageContext, StageOutput, StageType
 
 __all__ = ["STAGE", "STAGES", "BakeoffKernels", "KERNELS", "BakeoffConfig", "config_from_knobs", "frozen_manifest", "bucket_outputs",
            "sums_rows", "one_page_table", "render_bakeoff", "audit_bakeoff", "stamp_line", "format6"]
@@ -502,30 +502,27 @@ def run_bakeoff_compare(ctx: StageContext, kernels: BakeoffKernels = KERNELS[-1]
         outputs["input"]["single_vendor"] = True
         for entry in buckets.values():
             entry["leader"] = None  # nothing was compared: gates on the leader fail closed
-    decisions = _decision_rows(ctx, data, values, knobs_hash) if ctx.knobs["ledger_rows"] == "per_decision" else []
-    if shard_only:
-        decisions.insert(0, Decision("single_vendor", {"vendor": data.vendor_ids[0], "note": "pools and sums only; "
-                                                       "no ranking or comparison (a shard for bakeoff.merge)"}))
-    decisions.extend(Decision("bakeoff_stamp", {"bucket": b, "stamp": e["stamp"]}) for b, e in buckets.items())
-    return StageOutput(outputs=outputs, decisions=tuple(decisions))
+    rows = (_decision_rows(ctx, data, values, knobs_hash),) if ctx.knobs["ledger_rows"] == "per_decision" else ()
+    single = ((Decision("single_vendor", {"vendor": data.vendor_ids[0], "note": "pools and sums only; no ranking or "
+                                          "comparison (a shard for bakeoff.merge)"}),) if shard_only else ())
+    stamps = tuple(Decision("bakeoff_stamp", {"bucket": b, "stamp": e["stamp"]}) for b, e in buckets.items())
+    return StageOutput(outputs=outputs, decisions=DecisionParts([single, *rows, stamps]))
 
 
-def _decision_rows(ctx: StageContext, data: _Decisions, values: DecisionValues, knobs_hash: str) -> list[Decision]:
-    """One ``bakeoff_decision`` ledger row per input row (seed E2)."""
+def _decision_rows(ctx: StageContext, data: _Decisions, values: DecisionValues, knobs_hash: str) -> DecisionColumns:
+    """One ``bakeoff_decision`` ledger row per input row (seed E2), as columns: labels are gathered by code,
+    nothing is built per row until the ledger encodes them."""
     seed = str(ctx.seed.get("entropy", "")) if ctx.seed else ""
     table, names = ctx.table("input"), ctx.knobs["columns"]
-    item_id, req_id = ((table.text(names[key]).tolist() if table.has(names[key]) else itertools.repeat(None))
-                       for key in ("item_id", "req_id"))  # read only here: only per-decision rows carry them
-    vendor = [data.vendor_ids[c] for c in data.vendor_code.tolist()]
-    bucket = [data.bucket_ids[c] for c in data.bucket_code.tolist()]
-    band = [BAND_NAMES[b] for b in values.band.tolist()]
-    columns = zip(range(len(vendor)), vendor, bucket, data.rsi.tolist(), data.w.tolist(), data.g.tolist(),
-                  data.g_flagged.tolist(), values.rsi_env.tolist(), band, values.u_dec.tolist(),
-                  values.w_dec.tolist(), item_id, req_id)
-    return [Decision("bakeoff_decision", {
-        "row": row, "vendor": v, "bucket": b, "RSI": r, "w": w, "g": g, "g_flagged": f, "RSI_env": e, "band": bd,
-        "U_dec": u, "W_dec": wd, "item_id": item, "req_id": req, "seed": seed, "knobs_hash": knobs_hash,
-    }) for row, v, b, r, w, g, f, e, bd, u, wd, item, req in columns]
+    ids = {key: table.text(names[key]) for key in ("item_id", "req_id") if table.has(names[key])}  # read only here
+    columns = {
+        "row": np.arange(len(data.rsi)), "vendor": np.asarray(data.vendor_ids, dtype=object)[data.vendor_code],
+        "bucket": np.asarray(data.bucket_ids, dtype=object)[data.bucket_code], "RSI": data.rsi, "w": data.w,
+        "g": data.g, "g_flagged": data.g_flagged, "RSI_env": values.rsi_env,
+        "band": np.asarray(BAND_NAMES, dtype=object)[values.band], "U_dec": values.u_dec, "W_dec": values.w_dec, **ids,
+    }
+    absent = {key: None for key in ("item_id", "req_id") if key not in ids}
+    return DecisionColumns("bakeoff_decision", columns, {**absent, "seed": seed, "knobs_hash": knobs_hash})
 
 
 # --------------------------------------------------------------------------- show and verify

@@ -16,17 +16,16 @@ ledger (``gate_lanes``); the certificate holds g per row for the compare stage.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from ..errors import InputError, StageError
-from ..stats.bakeoff_gate import (LANES, PRESETS, GateParams, calm_gate, lane_d, lane_e, lane_l, lane_q,
-                                  lane_v)
+from ..stats.bakeoff_gate import (LANES, PRESETS, GateParams, GateResult, calm_gate, lane_d, lane_e, lane_l,
+                                  lane_q, lane_v)
 from ..tables import Table
-from .base import Decision, StageContext, StageOutput, StageType
+from .base import DecisionColumns, DecisionParts, StageContext, StageOutput, StageType
 
 __all__ = ["STAGE", "STAGES"]
 
@@ -129,8 +128,26 @@ def _streams(table: Table, columns: list[str]) -> np.ndarray:
     return np.unique(joined, return_inverse=True)[1].astype(np.intp)
 
 
-def _none_if_nan(values: list[float]) -> list[float | None]:
-    return [None if (v is None or math.isnan(v)) else v for v in values]
+def _none_if_nan(values: np.ndarray) -> np.ndarray:
+    """``values`` with None where NaN (an object array then; the float array itself when nothing is NaN)."""
+    missing = np.isnan(values)
+    if not missing.any():
+        return values
+    cells = values.astype(object)
+    cells[missing] = None
+    return cells
+
+
+def _lane_rows(table: Table, lanes: Mapping[str, np.ndarray], result: GateResult,
+               streams: np.ndarray) -> DecisionColumns:
+    """One ``gate_lanes`` ledger row per input row, as columns (lanes a preset does not use are null)."""
+    columns = {"row": np.arange(table.n_rows), "stream": streams,
+               **{k: _none_if_nan(lanes[k]) for k in LANES if k in lanes}, "mix": _none_if_nan(result.mix),
+               "g_inst": _none_if_nan(result.g_inst),
+               **({"g_sev": _none_if_nan(result.g_sev)} if result.g_sev is not None else {}),
+               "g": result.g, "flag": np.where(result.flagged, _FLAG, None)}
+    absent = {k: None for k in (*LANES, "g_sev") if k not in columns}
+    return DecisionColumns("gate_lanes", columns, absent)
 
 
 def run_bakeoff_gate(ctx: StageContext) -> StageOutput:
@@ -158,19 +175,9 @@ def run_bakeoff_gate(ctx: StageContext) -> StageOutput:
         "g": result.g,
         "flagged_rows": flagged_rows,
     }
-    decisions: list[Decision] = []
-    if ctx.knobs["ledger_rows"] == "per_decision":
-        lane_lists = {k: _none_if_nan(v.tolist()) if k in lanes else [None] * table.n_rows
-                      for k, v in ((k, lanes.get(k, np.empty(0))) for k in LANES)}
-        g_sev = _none_if_nan(result.g_sev.tolist()) if result.g_sev is not None else [None] * table.n_rows
-        columns = zip(range(table.n_rows), streams.tolist(), *(lane_lists[k] for k in LANES),
-                      _none_if_nan(result.mix.tolist()), _none_if_nan(result.g_inst.tolist()), g_sev,
-                      result.g.tolist(), result.flagged.tolist())
-        decisions = [Decision("gate_lanes", {
-            "row": row, "stream": s, "F": f, "D": d, "L": lat, "E": e, "V": v, "Q": q, "mix": mix,
-            "g_inst": gi, "g_sev": gs, "g": g, "flag": _FLAG if fl else None,
-        }) for row, s, f, d, lat, e, v, q, mix, gi, gs, g, fl in columns]
-    return StageOutput(outputs=outputs, decisions=tuple(decisions))
+    per_decision = ctx.knobs["ledger_rows"] == "per_decision"
+    decisions = DecisionParts([_lane_rows(table, lanes, result, streams)] if per_decision else [])
+    return StageOutput(outputs=outputs, decisions=decisions)
 
 
 STAGE = StageType(

@@ -7,20 +7,31 @@ its own seeded ``numpy.random.Generator``, earlier stages' outputs and (read-onl
 returns JSON-able outputs (``content.stages.<id>`` in the certificate) and the decisions it made,
 which the ledger records one entry each. It never writes anything itself.
 
+A stage with one decision per input row returns them as ``DecisionColumns`` (a kind, constant fields and
+per-row columns: each ``Decision`` is built only when read) inside ``DecisionParts``, so that 10^6 decisions
+cost their arrays, not 10^6 Python objects, and the ledger encodes them column by column
+(``engine.canonical.canonical_records``).
+
 Numerical work belongs in ``engine.stats``: pure functions, arrays in, frozen dataclasses out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import bisect
+import itertools
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, overload
 
 import numpy as np
 
+from ..canonical import RecordColumns
 from ..tables import Table
 
-__all__ = ["Decision", "StageOutput", "StageContext", "StageType", "LedgerReader", "Progress"]
+__all__ = ["Decision", "DecisionColumns", "DecisionParts", "Concatenated", "decision_parts", "StageOutput",
+           "StageContext", "StageType", "LedgerReader", "Progress"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -35,18 +46,110 @@ class Decision:
     detail: Mapping[str, Any]
 
 
+def _position(index: int, length: int) -> int:
+    """``index`` of a sequence of ``length`` items as a position from 0 (negative ones count from the end)."""
+    if not -length <= index < length:
+        raise IndexError(f"index {index} is outside a sequence of {length}")
+    return index % length
+
+
+class DecisionColumns(Sequence[Decision]):
+    """Decisions of one ``kind`` held as columns: decision i's detail is ``{name: columns[name][i], ...,
+    **constants}`` (numpy arrays give Python scalars, as ``tolist`` does), built when it is read.
+
+    Picklable and compact (its arrays), for Dask workers; the ledger encodes it per column
+    (``engine.interpreter.StageDecisions.record``)."""
+
+    __slots__ = ("kind", "columns", "constants", "_rows")
+    _CHUNK = 65536
+    """Rows materialised at a time while iterating (bounds memory)."""
+
+    def __init__(self, kind: str, columns: Mapping[str, np.ndarray | Sequence[Any]],
+                 constants: Mapping[str, Any] | None = None) -> None:
+        self.kind = kind
+        self.columns = dict(columns)
+        self.constants = dict(constants or {})
+        self._rows = RecordColumns(self.columns, self.constants).rows
+
+    def __len__(self) -> int:
+        return self._rows
+
+    @overload
+    def __getitem__(self, index: int) -> Decision: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Decision]: ...
+    def __getitem__(self, index: int | slice) -> Decision | Sequence[Decision]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(self._rows)))
+        row = _position(index, self._rows)
+        return self._decisions(row, row + 1)[0]
+
+    def __iter__(self) -> Iterator[Decision]:
+        for start in range(0, self._rows, self._CHUNK):
+            yield from self._decisions(start, min(start + self._CHUNK, self._rows))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return DecisionColumns, (self.kind, self.columns, self.constants)
+
+    def _decisions(self, start: int, stop: int) -> list[Decision]:
+        names = list(self.columns)
+        cells = [column[start:stop].tolist() if isinstance(column, np.ndarray) else list(column[start:stop])
+                 for column in self.columns.values()]
+        return [Decision(self.kind, {**dict(zip(names, row)), **self.constants}) for row in zip(*cells)]
+
+
+class Concatenated(Sequence[T]):
+    """Sequences read as one, in order, without copying them (``parts``)."""
+
+    __slots__ = ("parts", "_ends")
+
+    def __init__(self, parts: Sequence[Sequence[T]]) -> None:
+        self.parts = tuple(part for part in parts if len(part))
+        self._ends = list(itertools.accumulate(len(part) for part in self.parts))
+
+    def __len__(self) -> int:
+        return self._ends[-1] if self._ends else 0
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self))))
+        position = _position(index, len(self))
+        part = bisect.bisect_right(self._ends, position)
+        return self.parts[part][position - (self._ends[part - 1] if part else 0)]
+
+    def __iter__(self) -> Iterator[T]:
+        return itertools.chain.from_iterable(self.parts)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.parts,)
+
+
+class DecisionParts(Concatenated[Decision]):
+    """A stage's decisions as the parts it made them in: tuples of ``Decision`` and ``DecisionColumns``."""
+
+
+def decision_parts(decisions: Sequence[Decision]) -> tuple[Sequence[Decision], ...]:
+    """The parts of a stage's decisions (``DecisionParts``), or the decisions as one part."""
+    return decisions.parts if isinstance(decisions, DecisionParts) else (tuple(decisions),)
+
+
 @dataclass(frozen=True)
 class StageOutput:
     """What a stage returns.
 
     ``outputs`` goes into the certificate under ``content.stages.<stage id>`` (JSON-able, finite floats
-    preferred). ``decisions`` go to the ledger. ``captured`` holds tables the stage produced from
-    outside sources (e.g. scores from a scorer plugin): the ledger stores them like inputs and a replay
-    hands them back in ``StageContext.captured`` so the stage recomputes without the outside source.
+    preferred). ``decisions`` go to the ledger (a tuple, or ``DecisionParts`` holding ``DecisionColumns``).
+    ``captured`` holds tables the stage produced from outside sources (e.g. scores from a scorer plugin): the
+    ledger stores them like inputs and a replay hands them back in ``StageContext.captured`` so the stage
+    recomputes without the outside source.
     """
 
     outputs: Mapping[str, Any]
-    decisions: tuple[Decision, ...] = ()
+    decisions: Sequence[Decision] = ()
     captured: Mapping[str, Table] = field(default_factory=dict)
 
 
