@@ -20,7 +20,8 @@ from typing import Any
 
 from engine.canonical import canonical_bytes, canonical_sha256, sha256_hex
 
-__all__ = ["GENESIS", "EncodedEntries", "encode_payload", "entry_hash", "payload_digests", "chain_hashes"]
+__all__ = ["GENESIS", "EncodedEntries", "encode_payload", "entry_hash", "header_template", "payload_digests",
+           "chain_hashes"]
 
 GENESIS = "0" * 64
 
@@ -46,6 +47,15 @@ def entry_hash(*, seq: int, run_id: str, kind: str, recorded_at: str, payload_sh
                              "payload_sha256": payload_sha256, "prev_hash": prev_hash})
 
 
+def header_template(kind: str, recorded_at: str, run_id: str) -> str:
+    """``entry_hash``'s RFC 8785 header text as a ``%`` template: ``kind``, ``recorded_at`` and ``run_id`` are JSON
+    texts put in as they are, and ``%s`` (payload digest), ``%s`` (prev hash) and ``%d`` (seq) are left to fill,
+    in that order; keys in RFC 8785's (code-unit) order. Filled with values RFC 8785 writes unchanged between
+    quotes (hex digests) and a safe integer, its text is the canonical one."""
+    return (f'{{"kind":{kind},"payload_sha256":"%s","prev_hash":"%s","recorded_at":{recorded_at},"run_id":{run_id},'
+            f'"seq":%d}}')
+
+
 def payload_digests(payloads: Sequence[str]) -> list[str]:
     """SHA-256 (hex) of each canonical payload text's UTF-8 bytes (``encode_payload``'s second half)."""
     sha256 = hashlib.sha256
@@ -68,9 +78,7 @@ def chain_hashes(*, first_seq: int, run_id: str, kinds: Sequence[str], recorded_
     distinct_kinds = set(kinds)
     text = {value: canonical_bytes(value).decode("utf-8").replace("%", "%%")
             for value in (run_id, recorded_at, *distinct_kinds)}
-    templates = {kind: f'{{"kind":{text[kind]},"payload_sha256":"%s","prev_hash":"%s",'
-                       f'"recorded_at":{text[recorded_at]},"run_id":{text[run_id]},"seq":%d}}'
-                 for kind in distinct_kinds}
+    templates = {kind: header_template(text[kind], text[recorded_at], text[run_id]) for kind in distinct_kinds}
     sha256 = hashlib.sha256
     hashes = []
     prev = prev_hash

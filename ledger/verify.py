@@ -37,7 +37,7 @@ from engine.canonical import sha256_hex
 from engine.errors import LedgerError
 
 from . import merkle
-from .chain import GENESIS, entry_hash
+from .chain import GENESIS, entry_hash, header_template
 from .schema import REVISIONS, SCHEMA_VERSION, alembic_version, blobs, ledger_meta, merkle_nodes, runs
 from .store import EntryRow, Ledger
 
@@ -79,7 +79,7 @@ class VerifyReport:
 _MAX_SAFE_INT = 2**53 - 1
 
 
-_ENTRY_TEMPLATE = '{"kind":"%s","payload_sha256":"%s","prev_hash":"%s","recorded_at":"%s","run_id":"%s","seq":%d}'
+_ENTRY_TEMPLATE = header_template('"%s"', '"%s"', '"%s"')  # fields: kind, payload, prev, time, run id, seq
 _TEMPLATE_QUOTES = _ENTRY_TEMPLATE.count('"')
 
 
