@@ -759,9 +759,10 @@ def verify_bundle_command(bundle_file: Path, public_key_files: tuple[Path, ...],
       certa verify-bundle 3f2a9c01.bundle.json --public-key audit/certa.pub
     """
     from engine.audit import verify_bundle
+    from engine.canonical import parse_json
     try:
         try:
-            bundle = json.loads(bundle_file.read_bytes())
+            bundle = parse_json(bundle_file.read_bytes())
         except ValueError as error:
             raise LedgerError(f"{bundle_file} is not JSON: {error}") from None
         report = verify_bundle(bundle, _public_keys(public_key_files))

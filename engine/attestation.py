@@ -20,7 +20,6 @@ the subjects are exactly the certificate's digests, and optionally local files a
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from ledger.dsse import open_envelope, seal_envelope
 
 from .audit import check_certificate
-from .canonical import canonical_bytes
+from .canonical import canonical_bytes, parse_json
 from .errors import LedgerIntegrityError
 
 __all__ = ["STATEMENT_TYPE", "PREDICATE_TYPE", "PAYLOAD_TYPE", "AttestationReport", "certificate_statement",
@@ -80,7 +79,7 @@ def verify_attestation(envelope_text: str | bytes, public_keys: Sequence[Ed25519
     of the subjects. Signature failures raise ``LedgerIntegrityError``; the rest is listed in ``problems``."""
     payload, key_ids = open_envelope(envelope_text, PAYLOAD_TYPE, public_keys)
     try:
-        statement = json.loads(payload)
+        statement = parse_json(payload)
         certificate = statement["predicate"]
         subjects = [(str(s["name"]), str(s["digest"]["sha256"])) for s in statement["subject"]]
         well_formed = (statement.get("_type") == STATEMENT_TYPE and statement.get("predicateType") == PREDICATE_TYPE

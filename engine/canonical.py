@@ -34,7 +34,7 @@ from typing import Any
 
 import rfc8785
 
-__all__ = ["to_jsonable", "canonical_bytes", "canonical_sha256", "canonical_sha256_pair", "sha256_hex",
+__all__ = ["to_jsonable", "canonical_bytes", "parse_json", "canonical_sha256", "canonical_sha256_pair", "sha256_hex",
            "RecordColumns", "canonical_records"]
 
 _MAX_SAFE_INT = 2**53 - 1
@@ -115,9 +115,13 @@ def _encodable(value: Any) -> Any:
 _encode_json = json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")).encode
 _encode_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
 """The C string encoder behind ``_encode_json`` (``ensure_ascii=False``)."""
-_EXPONENT_TOKEN = re.compile(r"-?\d+(?:\.\d+)?e[+-]\d+")
-"""A float written by ``repr`` with an exponent (``1e-05``, ``1.5e+22``): RFC 8785 writes these differently."""
+_FLOAT_TOKEN = re.compile(r"-?\d+(?:\.\d+)?e[+-]\d+|(?:(?<=[:,\[])|^)-?\d+\.0(?=[,\]}]|$)")
+"""A float ``repr`` writes otherwise than RFC 8785: with an exponent (``1e-05``, ``1.5e+22``), or integral below 1e16
+(``2.0``, ``-0.0``: RFC 8785 writes ``2``, ``0``); the latter only where a JSON value stands (after ``:``, ``,``,
+``[`` or at the start, before ``,``, ``]``, ``}`` or at the end), as ``_encode_json`` writes values without spaces."""
 _EXPONENT_HINT = re.compile(r"\de[+-]\d")
+_INTEGRAL_HINT = re.compile(r"\.0(?:[,\]}]|$)")
+"""Where ``_FLOAT_TOKEN``'s integral form may end (a literal first: the regex engine scans for it quickly)."""
 _STRING_TOKEN = re.compile(r'("[^"\\]*(?:\\.[^"\\]*)*")')
 _HIGH_CHARACTER = re.compile("[\ue000-\U0010ffff]")
 """Characters whose UTF-16 order (RFC 8785's key order) may differ from their code-point order (Python's)."""
@@ -127,12 +131,13 @@ def _rfc8785_float(match: re.Match[str]) -> str:
     return rfc8785.dumps(float(match.group(0))).decode("ascii")
 
 
-def _fix_exponent_floats(text: str) -> str:
-    """Rewrite the exponent float tokens outside JSON strings in RFC 8785's form."""
+def _fix_float_tokens(text: str) -> str:
+    """Rewrite the float tokens ``repr`` writes otherwise than RFC 8785 (``_FLOAT_TOKEN``), outside JSON strings,
+    in RFC 8785's form."""
     parts = _STRING_TOKEN.split(text)  # even indices: between strings; odd: string tokens, left as they are
     for i in range(0, len(parts), 2):
-        if _EXPONENT_HINT.search(parts[i]):
-            parts[i] = _EXPONENT_TOKEN.sub(_rfc8785_float, parts[i])
+        if _EXPONENT_HINT.search(parts[i]) or _INTEGRAL_HINT.search(parts[i]):
+            parts[i] = _FLOAT_TOKEN.sub(_rfc8785_float, parts[i])
     return "".join(parts)
 
 
@@ -143,10 +148,12 @@ def canonical_bytes(value: Any) -> bytes:
 
 
 def _canonical_of_encodable(prepared: Any, value: Any) -> bytes:
-    """The canonical bytes of ``value``, given ``prepared = _encodable(value)``."""
+    """The canonical bytes of ``value``, given ``prepared = _encodable(value)`` (or ``value`` itself when it is
+    plain JSON: see ``canonical_sha256_pair``)."""
     text = _encode_json(prepared)
-    if ("e-" in text or "e+" in text) and _EXPONENT_HINT.search(text):  # substring tests first: C, no regex
-        text = _fix_exponent_floats(text)
+    if ((("e-" in text or "e+" in text) and _EXPONENT_HINT.search(text))  # substring tests first: C, no regex
+            or _INTEGRAL_HINT.search(text)):
+        text = _fix_float_tokens(text)
     if text.isascii():
         return text.encode("ascii")
     if _HIGH_CHARACTER.search(text):
@@ -157,15 +164,21 @@ def _canonical_of_encodable(prepared: Any, value: Any) -> bytes:
         return rfc8785.dumps(to_jsonable(value))
 
 
-def canonical_sha256_pair(value: Mapping[str, Any], without: tuple[str, ...]) -> tuple[str, str]:
+def canonical_sha256_pair(value: Mapping[str, Any], without: tuple[str, ...], *,
+                          plain: bool = False) -> tuple[str, str]:
     """(``canonical_sha256(value)``, ``canonical_sha256`` of ``value`` without the members ``without``), each
     member encoded once (a certificate's ``content_sha256`` and ``results_sha256``).
 
     An RFC 8785 object is ``{`` + the members ``"key":value`` in key order, joined by ``,`` + ``}``, and a
     member's text does not depend on its neighbours; so both documents are joined from the same member texts.
     With a key outside ASCII (whose UTF-16 order may differ from Python's) both are encoded whole instead.
+
+    ``plain``: ``value`` holds JSON values only (dicts with string keys, lists, strings, bools, None, ints
+    within ±(2**53 − 1) and finite floats), as ``parse_json`` and ``to_jsonable`` return them; the walk that
+    prepares other values (``_encodable``, most of the time on a stored certificate) is skipped, and integral
+    floats are rewritten in the encoded text instead (``_fix_float_tokens``).
     """
-    prepared = _encodable(value)
+    prepared = value if plain else _encodable(value)
     if type(prepared) is not dict:
         raise TypeError(f"expected a JSON object (got {type(value).__name__})")
     if not all(key.isascii() for key in prepared):
@@ -339,6 +352,31 @@ def _float_format(values: Any) -> tuple[str, Sequence[Any]]:
     cells[exponent] = [rfc8785.dumps(x).decode("ascii") for x in values[exponent].tolist()]
     cells[~finite] = [_NONFINITE_TOKENS[repr(x)] for x in values[~finite].tolist()]
     return "%s", cells.tolist()
+
+
+def parse_json(text: str | bytes) -> Any:
+    """JSON text as Python values under RFC 8785's number model, so that what ``canonical_bytes`` wrote reads
+    back to the same bytes: ``canonical_bytes(parse_json(canonical_bytes(x))) == canonical_bytes(x)``.
+
+    RFC 8785 numbers are IEEE doubles. ``canonical_bytes`` writes an integer beyond ±(2**53 − 1) as a string,
+    so an integer token beyond that range can only be a double written without a fraction (an integral float
+    of magnitude 2**53 to 1e16, e.g. ``9007199254740992``): it is read as that float. ``json.loads`` alone
+    would read it as an int, which ``canonical_bytes`` then writes as a string, and a recomputed digest of
+    stored content (``verify``, ``replay``, ``verify-bundle``) would no longer match the recorded one."""
+    return _DECODE_JSON(text.decode("utf-8") if isinstance(text, (bytes, bytearray)) else text)
+
+
+def _json_integer(token: str) -> int | float:
+    value = int(token)
+    return value if -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT else float(token)
+
+
+def _no_json_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not a JSON number (RFC 8259; certa writes non-finite values as strings)")
+
+
+_DECODE_JSON = json.JSONDecoder(parse_int=_json_integer, parse_constant=_no_json_constant).decode
+"""One decoder for every ``parse_json`` call (``json.loads`` with hooks builds a new one per call)."""
 
 
 def sha256_hex(data: bytes) -> str:

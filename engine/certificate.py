@@ -220,12 +220,19 @@ def _certificate_checker() -> tuple[Draft202012Validator, Callable[[Any], bool] 
 
 
 def certificate_problems(certificate: Mapping[str, Any]) -> list[str]:
-    """Schema violations and a ``content_sha256`` mismatch, as messages (empty when sound)."""
+    """Schema violations and a ``content_sha256`` mismatch, as messages (empty when sound).
+
+    ``certificate`` is JSON as ``engine.canonical.parse_json`` reads it (from a ledger, a bundle, an attestation)
+    or as ``seal`` builds it, so its digests are computed on plain JSON values (``canonical_sha256_pair``'s
+    ``plain``); any other value falls back to the general encoding."""
     validator, fast = _certificate_checker()
     problems = [] if fast is not None and fast(certificate) else [
         f"schema: {'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in validator.iter_errors(certificate)]
     if isinstance(certificate.get("content"), Mapping):
-        actual, results = canonical_sha256_pair(certificate["content"], ENVIRONMENT_KEYS)
+        try:
+            actual, results = canonical_sha256_pair(certificate["content"], ENVIRONMENT_KEYS, plain=True)
+        except (TypeError, ValueError):  # not plain JSON (a caller's own dict): the general preparation
+            actual, results = canonical_sha256_pair(certificate["content"], ENVIRONMENT_KEYS)
         if actual != certificate.get("content_sha256"):
             problems.append(f"content_sha256 {certificate.get('content_sha256')} does not match content ({actual})")
         if "results_sha256" in certificate:
@@ -245,7 +252,7 @@ def seal(content: Mapping[str, Any], run_id: str) -> dict[str, Any]:
     """The full certificate for ``content``: adds ``content_sha256`` and ``issued``, then validates it."""
     plain = to_jsonable(content)
     user, host = _who()
-    content_sha, results_sha = canonical_sha256_pair(plain, ENVIRONMENT_KEYS)
+    content_sha, results_sha = canonical_sha256_pair(plain, ENVIRONMENT_KEYS, plain=True)
     certificate = {
         "certificate_format": CERTIFICATE_FORMAT,
         "content": plain,

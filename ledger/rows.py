@@ -4,11 +4,11 @@ with the SQLAlchemy store (``ledger.store``)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.canonical import parse_json
 from engine.errors import LedgerError
 
 __all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "EntryRow", "RunRow", "SchemaState", "ENTRY_FIELDS",
@@ -32,7 +32,8 @@ class EntryRow:
     entry_hash: str
 
     def data(self) -> Any:
-        return json.loads(self.payload)
+        """The payload's values (``engine.canonical.parse_json``: RFC 8785's number model)."""
+        return parse_json(self.payload)
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,13 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.canonical import canonical_bytes, canonical_sha256, to_jsonable
+from engine.canonical import canonical_bytes, canonical_sha256, parse_json, to_jsonable
 
+integral_doubles_beyond_safe_integers = st.integers(2**53, 10**16 - 1).map(float) | st.integers(
+    -(10**16) + 1, -(2**53)).map(float)
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=10),
+    | integral_doubles_beyond_safe_integers | st.text(max_size=10),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
     max_leaves=20,
 )
@@ -36,3 +38,18 @@ def test_canonical_hash_survives_a_json_round_trip_and_key_order(value) -> None:
     assert canonical_sha256(json.loads(text)) == canonical_sha256(value)
     if isinstance(value, dict):
         assert canonical_sha256(dict(reversed(list(value.items())))) == canonical_sha256(value)
+
+
+@given(json_values | st.integers() | st.floats())
+def test_what_canonical_bytes_wrote_reads_back_to_the_same_bytes(value) -> None:
+    text = canonical_bytes(value)
+    assert canonical_bytes(parse_json(text)) == text
+    assert canonical_bytes(parse_json(text.decode("utf-8"))) == text
+
+
+def test_an_integral_double_beyond_the_safe_integers_reads_back_as_that_double() -> None:
+    text = canonical_bytes({"tokens": 2.0**53, "big": 2**60, "small": 2**53 - 1})
+    assert text == b'{"big":"1152921504606846976","small":9007199254740991,"tokens":9007199254740992}'
+    assert parse_json(text) == {"tokens": 2.0**53, "big": "1152921504606846976", "small": 2**53 - 1}
+    assert type(parse_json(text)["small"]) is int and type(parse_json(text)["tokens"]) is float
+    assert canonical_bytes(json.loads(text)) != text  # what verify and replay computed before parse_json

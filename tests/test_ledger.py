@@ -13,6 +13,7 @@ import pytest
 
 from engine import run
 from engine.audit import replay, verify
+from engine.canonical import canonical_bytes
 from engine.errors import LedgerIntegrityError
 from ledger import Ledger
 
@@ -451,3 +452,18 @@ def test_replay_of_a_run_whose_record_was_mangled_says_so(small_spec: Path, tmp_
     _sql(db, "UPDATE entries SET payload = ? WHERE seq = ?", "{}", seq)
     with Ledger.open(db) as ledger, pytest.raises(LedgerIntegrityError, match="run entry is malformed"):
         replay(ledger, run_id)
+
+
+def test_a_certificate_holding_an_integral_double_beyond_2_to_the_53_verifies_and_replays(small_spec: Path,
+                                                                                         tmp_path: Path) -> None:
+    """RFC 8785 writes the double 9007199254740994.0 as ``9007199254740994``; read back as an int, it would be
+    re-encoded as a string (ints beyond 2**53 are), and every recomputed digest would differ."""
+    spec = small_spec.read_text(encoding="utf-8").replace("max: 1.05", "max: 1.05\n  - id: huge\n"
+                                                          "    metric: ratio.primary_metric.display_ci[1]\n"
+                                                          "    max: 9007199254740994.0")
+    small_spec.write_text(spec, encoding="utf-8")
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        run_id = run(small_spec, ledger=ledger).run_id
+        assert b"9007199254740994" in canonical_bytes(ledger.certificate(run_id)["content"]["gates"])
+        assert verify(ledger).intact
+        assert replay(ledger, run_id).outcome == "REPRODUCED"
