@@ -34,10 +34,11 @@ from typing import Any
 
 import rfc8785
 
+from .json_read import MAX_SAFE_INTEGER as _MAX_SAFE_INT
+from .json_read import parse_json  # re-exported: reading back what canonical_bytes wrote
+
 __all__ = ["to_jsonable", "canonical_bytes", "parse_json", "canonical_sha256", "canonical_sha256_pair", "sha256_hex",
            "RecordColumns", "canonical_records"]
-
-_MAX_SAFE_INT = 2**53 - 1
 
 
 def to_jsonable(value: Any) -> Any:
@@ -352,31 +353,6 @@ def _float_format(values: Any) -> tuple[str, Sequence[Any]]:
     cells[exponent] = [rfc8785.dumps(x).decode("ascii") for x in values[exponent].tolist()]
     cells[~finite] = [_NONFINITE_TOKENS[repr(x)] for x in values[~finite].tolist()]
     return "%s", cells.tolist()
-
-
-def parse_json(text: str | bytes) -> Any:
-    """JSON text as Python values under RFC 8785's number model, so that what ``canonical_bytes`` wrote reads
-    back to the same bytes: ``canonical_bytes(parse_json(canonical_bytes(x))) == canonical_bytes(x)``.
-
-    RFC 8785 numbers are IEEE doubles. ``canonical_bytes`` writes an integer beyond ±(2**53 − 1) as a string,
-    so an integer token beyond that range can only be a double written without a fraction (an integral float
-    of magnitude 2**53 to 1e16, e.g. ``9007199254740992``): it is read as that float. ``json.loads`` alone
-    would read it as an int, which ``canonical_bytes`` then writes as a string, and a recomputed digest of
-    stored content (``verify``, ``replay``, ``verify-bundle``) would no longer match the recorded one."""
-    return _DECODE_JSON(text.decode("utf-8") if isinstance(text, (bytes, bytearray)) else text)
-
-
-def _json_integer(token: str) -> int | float:
-    value = int(token)
-    return value if -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT else float(token)
-
-
-def _no_json_constant(token: str) -> Any:
-    raise ValueError(f"{token} is not a JSON number (RFC 8259; certa writes non-finite values as strings)")
-
-
-_DECODE_JSON = json.JSONDecoder(parse_int=_json_integer, parse_constant=_no_json_constant).decode
-"""One decoder for every ``parse_json`` call (``json.loads`` with hooks builds a new one per call)."""
 
 
 def sha256_hex(data: bytes) -> str:
