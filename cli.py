@@ -848,9 +848,12 @@ def _write_new_file(path: Path, data: bytes, *, mode: int) -> None:
               "the specs and inputs, so re-running the same command resumes.")
 @click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
               help="Dask retries of a run whose worker failed.")
+@click.option("--input", "input_overrides", multiple=True, metavar="NAME=PATH",
+              help="Read input NAME from PATH in every spec that declares it (repeatable); a name no spec declares "
+                   "is an error and nothing runs.")
 @certa_command
 def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, batch_id: str | None, retries: int,
-                  as_json: bool, ledger_url: str) -> int:
+                  input_overrides: tuple[str, ...], as_json: bool, ledger_url: str) -> int:
     """Run many specs on Dask workers and record each in the ledger as it completes.
 
     A folder means every *.yaml spec below it, sorted. Each run is computed on a worker from the bytes
@@ -864,13 +867,15 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
       certa batch specs/
       certa batch specs/ --scheduler tcp://10.0.0.5:8786 --ledger postgresql+psycopg://certa@db/certa
       certa batch shards/ merge.yaml --batch-id bakeoff-2026-11 --json
+      certa batch candidates/ --input baseline=/data/eval/baseline-2026-11.csv
     """
     from engine.batch import run_batch  # imports Dask only on this path
 
+    overrides = _parse_input_overrides(input_overrides)
     notify = lambda message: click.echo(message, err=True)  # noqa: E731 - progress on stderr
-    with _open(ledger_url, create=True) as ledger:
+    with _new_ledger_removed_unless_written(ledger_url) as ledger:  # a refused batch leaves no new ledger file
         report = run_batch(specs, ledger=ledger, scheduler=scheduler, workers=workers, batch_id=batch_id,
-                           retries=retries, notify=None if as_json else notify)
+                           retries=retries, input_paths=overrides, notify=None if as_json else notify)
     if as_json:
         _emit_json({"ok": report.exit_code in (0, 1), "batch_id": report.batch_id, "exit_code": report.exit_code,
                     "seconds": round(report.seconds, 3), "runs": [row.as_json() for row in report.rows]})

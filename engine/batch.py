@@ -84,11 +84,12 @@ class InputBytes:
     n_rows: int = 0
 
 
-def read_inputs(plan: Plan) -> dict[str, InputBytes]:
-    """Read and hash every declared input of ``plan`` (a pinned SHA-256 is checked here, like ``load_tables``)."""
+def read_inputs(plan: Plan, input_paths: Mapping[str, Path] | None = None) -> dict[str, InputBytes]:
+    """Read and hash every declared input of ``plan``, from ``input_paths[name]`` where given (``certa batch
+    --input``) or the spec's path (a pinned SHA-256 is checked here, like ``load_tables``)."""
     inputs = {}
     for name, declared in plan.inputs.items():
-        path = Path(declared.path)
+        path = Path((input_paths or {}).get(name, declared.path))
         try:
             raw = path.read_bytes()
         except OSError as exc:
@@ -179,18 +180,26 @@ def default_batch_id(specs: Sequence[BatchSpec]) -> str:
     return "batch-" + canonical_sha256(members)[:16]
 
 
-def prepare_batch(paths: Sequence[Path], *, batch_id: str | None = None) -> tuple[str, list[BatchSpec]]:
+def prepare_batch(paths: Sequence[Path], *, batch_id: str | None = None,
+                  input_paths: Mapping[str, Path] | None = None) -> tuple[str, list[BatchSpec]]:
     """Load and validate every spec and read and hash its inputs (the workers parse them); then fix the
-    batch id and each key."""
+    batch id and each key. ``input_paths`` replaces an input's path in every spec that declares it; a name no
+    spec of the batch declares is a ``SpecError`` (nothing runs)."""
     specs = []
     for path in paths:
         item = BatchSpec(path=path)
         try:
             item.plan = load_plan(path)
-            item.inputs = read_inputs(item.plan)
+            item.inputs = read_inputs(item.plan, input_paths)
         except CertaError as error:
             item.plan, item.error = None, error
         specs.append(item)
+    declared = {name for item in specs if item.plan is not None for name in item.plan.inputs}
+    unknown = sorted(set(input_paths or {}) - declared)
+    if unknown:
+        raise SpecError(f"--input {', '.join(unknown)}: no valid spec of the batch declares "
+                        f"{'this input' if len(unknown) == 1 else 'these inputs'} (declared: "
+                        f"{', '.join(sorted(declared)) or 'none'})", file=", ".join(map(str, paths)))
     batch = batch_id or default_batch_id(specs)
     for item in specs:
         if item.plan is not None:
@@ -279,16 +288,18 @@ def _open_client(scheduler: str | None, workers: int, memory_limit: str | None) 
 
 def run_batch(paths: Sequence[str | Path], *, ledger: Ledger, scheduler: str | None = None, workers: int = 2,
               batch_id: str | None = None, retries: int = 2, client: Any = None, memory_limit: str | None = None,
-              notify: Notify | None = None, on_recorded: Callable[[BatchRow], None] | None = None) -> BatchReport:
+              input_paths: Mapping[str, Path] | None = None, notify: Notify | None = None,
+              on_recorded: Callable[[BatchRow], None] | None = None) -> BatchReport:
     """Run every spec under ``paths`` on Dask and record each in ``ledger`` as it completes.
 
-    ``client`` (a ``distributed.Client``) overrides ``scheduler``/``workers``. ``on_recorded`` is called after
+    ``client`` (a ``distributed.Client``) overrides ``scheduler``/``workers``. ``input_paths`` reads an input
+    from another file in every spec that declares it (``prepare_batch``). ``on_recorded`` is called after
     each row (tests use it to kill a worker, or the client, mid-batch).
     """
     started = time.monotonic()
     say = notify or (lambda message: None)
     ledger.require_writable()
-    batch, specs = prepare_batch(discover_specs(paths), batch_id=batch_id)
+    batch, specs = prepare_batch(discover_specs(paths), batch_id=batch_id, input_paths=input_paths)
     say(f"batch {batch}: {len(specs)} spec(s)")
     rows: dict[int, BatchRow] = {}
     todo: list[int] = []

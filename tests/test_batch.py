@@ -248,3 +248,39 @@ def test_certa_batch_command_prints_the_table_and_resumes(tmp_path: Path, cluste
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 1 and again.stdout.count("already recorded") == 2
     assert data["batch_id"] in again.stdout
+
+
+def test_input_overrides_reach_every_spec_that_declares_the_input(tmp_path: Path, cluster_client) -> None:
+    specs = write_tiny_specs(tmp_path / "specs", 2)
+    _, other_subject = window_columns(40, seed=999, shift=0.2)
+    elsewhere = tmp_path / "elsewhere" / "subject-v2.csv"
+    elsewhere.parent.mkdir()
+    elsewhere.write_bytes(columns_to_csv_bytes(other_subject))
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        with pytest.raises(SpecError, match=r"--input nowhere: no valid spec of the batch declares this input"):
+            run_batch([tmp_path / "specs"], ledger=ledger, client=cluster_client, input_paths={"nowhere": elsewhere})
+        assert ledger.runs() == []  # refused before anything ran
+        report = run_batch([tmp_path / "specs"], ledger=ledger, client=cluster_client,
+                           input_paths={"subject": elsewhere})
+        assert [row.status for row in report.rows] == ["recorded", "recorded"]
+        for spec, row in zip(specs, report.rows):
+            alone = run(spec, input_paths={"subject": elsewhere}).certificate
+            stored = ledger.certificate(row.run_id)
+            assert stored["results_sha256"] == alone["results_sha256"]
+            assert stored["content"]["inputs"] == alone["content"]["inputs"]
+            assert stored["results_sha256"] != run(spec).certificate["results_sha256"]  # the other data was used
+
+
+def test_certa_batch_refuses_an_input_no_spec_declares_before_starting_a_cluster(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from cli import main
+
+    write_tiny_specs(tmp_path / "specs", 1)
+    result = CliRunner().invoke(main, ["batch", str(tmp_path / "specs"), "--input", f"typo={tmp_path}/x.csv",
+                                       "--ledger", str(tmp_path / "ledger.db")])
+    assert result.exit_code == 2 and result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    assert "--input typo: no valid spec of the batch declares this input (declared: baseline, subject)" in result.stderr
+    assert not (tmp_path / "ledger.db").exists()
+    bad = CliRunner().invoke(main, ["batch", str(tmp_path / "specs"), "--input", "no-equals-sign"])
+    assert bad.exit_code == 2 and "expected NAME=PATH" in bad.output
