@@ -405,8 +405,10 @@ class Ledger:
             return rows_as(RunRow, RUN_FIELDS, conn.execute(query).fetchall())
 
     def entries(self, *, run_id: str | None = None, kinds: Sequence[str] | None = None,
-                after: int = 0, batch: int = 2000) -> Iterator[EntryRow]:
-        """Entries in chain order (optionally one run's, some kinds, or those after seq ``after``), in batches."""
+                after: int = 0, containing: str | None = None, batch: int = 2000) -> Iterator[EntryRow]:
+        """Entries in chain order (optionally one run's, some kinds, those after seq ``after``, or those whose
+        payload text contains ``containing``: a filter the database applies, for finding a few entries among
+        millions), in batches."""
         last = after
         while True:
             query = select(*_ENTRY_COLUMNS).where(entries.c.seq > last).order_by(entries.c.seq).limit(batch)
@@ -414,6 +416,8 @@ class Ledger:
                 query = query.where(entries.c.run_id == run_id)
             if kinds:
                 query = query.where(entries.c.kind.in_(list(kinds)))
+            if containing is not None:
+                query = query.where(entries.c.payload.contains(containing, autoescape=True))
             with self._read() as conn:
                 chunk = rows_as(EntryRow, ENTRY_FIELDS, conn.execute(query).fetchall())
             yield from chunk

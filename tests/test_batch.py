@@ -284,3 +284,26 @@ def test_certa_batch_refuses_an_input_no_spec_declares_before_starting_a_cluster
     assert not (tmp_path / "ledger.db").exists()
     bad = CliRunner().invoke(main, ["batch", str(tmp_path / "specs"), "--input", "no-equals-sign"])
     assert bad.exit_code == 2 and "expected NAME=PATH" in bad.output
+
+
+def test_batch_run_ids_finds_exactly_the_runs_of_that_batch(small_spec: Path, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from engine.batch import _batch_decision
+    from engine.certificate import seal
+    from engine.interpreter import execute, load_tables
+    from engine.spec import load_plan
+
+    plan = load_plan(small_spec)
+    execution = execute(plan, load_tables(plan))
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        ids = {}
+        for number, batch in enumerate(["nightly", "nightly-2", "x_nightly", "nightly"]):
+            run_id = f"{number:032x}"
+            tagged = replace(execution, decisions=execution.decisions + _batch_decision(batch, f"key{number}"))
+            ledger.record_run(run_id=run_id, execution=tagged, certificate=seal(execution.content, run_id))
+            ids.setdefault(batch, []).append(run_id)
+        assert batch_run_ids(ledger, "nightly") == ids["nightly"]
+        assert batch_run_ids(ledger, "nightly-2") == ids["nightly-2"]
+        assert batch_run_ids(ledger, "x_nightly") == ids["x_nightly"]  # LIKE's wildcard, escaped
+        assert batch_run_ids(ledger, "nigh%") == [] and batch_run_ids(ledger, "other") == []
