@@ -93,14 +93,20 @@ def _entry_hash(entry: EntryRow) -> str:
     The template's text is RFC 8785's exactly when every field is a string of printable ASCII without ``"``
     or ``\\`` (checked once on the whole text: no ``\\``, no quote beyond the template's own) and ``seq`` is
     an int within ±(2**53 − 1)."""
-    seq = entry.seq
-    fields = (entry.kind, entry.payload_sha256, entry.prev_hash, entry.recorded_at, entry.run_id)
-    if type(seq) is int and -_MAX_SAFE_INT <= seq <= _MAX_SAFE_INT and all(type(f) is str for f in fields):
-        text = _ENTRY_TEMPLATE % (*fields, seq)
+    seq, kind, digest, prev, at, run = (entry.seq, entry.kind, entry.payload_sha256, entry.prev_hash, entry.recorded_at,
+                                        entry.run_id)
+    if type(seq) is int and -_MAX_SAFE_INT <= seq <= _MAX_SAFE_INT \
+            and type(kind) is type(digest) is type(prev) is type(at) is type(run) is str:
+        text = _ENTRY_TEMPLATE % (kind, digest, prev, at, run, seq)
         if text.isascii() and text.isprintable() and "\\" not in text and text.count('"') == _TEMPLATE_QUOTES:
             return hashlib.sha256(text.encode("ascii")).hexdigest()
     return entry_hash(seq=seq, run_id=entry.run_id, kind=entry.kind, recorded_at=entry.recorded_at,
                       payload_sha256=entry.payload_sha256, prev_hash=entry.prev_hash)
+
+
+def _entry_problem(entry: EntryRow, message: str) -> Problem:
+    """A problem with one entry, named by its seq, kind and run."""
+    return Problem(f"entry {entry.seq} ({entry.kind}, run {entry.run_id})", message, entry.seq, entry.run_id)
 
 
 class _ChainWalk:
@@ -122,19 +128,18 @@ class _ChainWalk:
     def check(self, entry: EntryRow) -> None:
         problems = self.problems
         self.seq += 1
-        where = f"entry {entry.seq} ({entry.kind}, run {entry.run_id})"
         if entry.seq != self.seq:
-            problems.append(Problem(where, f"sequence gap: expected entry {self.seq}, found {entry.seq} "
-                                           "(entries were deleted)", entry.seq, entry.run_id))
+            problems.append(_entry_problem(entry, f"sequence gap: expected entry {self.seq}, found {entry.seq} "
+                                                  "(entries were deleted)"))
             self.seq = entry.seq
         if entry.prev_hash != self.prev:
-            problems.append(Problem(where, "link broken: prev_hash does not match the previous entry's hash "
-                                           "(an entry before it was edited, deleted or moved)", entry.seq, entry.run_id))
+            problems.append(_entry_problem(entry, "link broken: prev_hash does not match the previous entry's hash "
+                                                  "(an entry before it was edited, deleted or moved)"))
         if sha256_hex(entry.payload.encode("utf-8")) != entry.payload_sha256:
-            problems.append(Problem(where, "payload edited: its SHA-256 no longer matches", entry.seq, entry.run_id))
+            problems.append(_entry_problem(entry, "payload edited: its SHA-256 no longer matches"))
         recomputed = _entry_hash(entry)
         if recomputed != entry.entry_hash:
-            problems.append(Problem(where, "entry edited: its hash no longer matches its fields", entry.seq, entry.run_id))
+            problems.append(_entry_problem(entry, "entry edited: its hash no longer matches its fields"))
         self.prev = entry.entry_hash
         self.entry_hashes.append(entry.entry_hash)
         if self.expect_seq is not None and entry.seq <= self.expect_seq:
@@ -151,10 +156,10 @@ class _ChainWalk:
         try:
             data = entry.data()
         except ValueError:
-            problems.append(Problem(where, "payload is not valid JSON", entry.seq, entry.run_id))
+            problems.append(_entry_problem(entry, "payload is not valid JSON"))
             return
         if not isinstance(data, dict):
-            problems.append(Problem(where, "payload is not a JSON object", entry.seq, entry.run_id))
+            problems.append(_entry_problem(entry, "payload is not a JSON object"))
             return
         if entry.kind in ("input", "captured"):
             self.referenced.add(str(data.get("sha256", "")))
@@ -166,7 +171,7 @@ class _ChainWalk:
             span["verdict"] = content.get("verdict") if isinstance(content, dict) else None
             if self.check_certificate is not None and (self.run_id is None or entry.run_id == self.run_id):
                 self.certificates += 1
-                problems.extend(Problem(where, f"certificate: {message}", entry.seq, entry.run_id)
+                problems.extend(_entry_problem(entry, f"certificate: {message}")
                                 for message in self.check_certificate(data))
 
 
