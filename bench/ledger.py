@@ -57,24 +57,6 @@ from ledger.dsse import generate_key_pair, load_private_key, load_public_key  # 
 
 GOALS = {"runs_per_s": 100.0, "verify_s": 5.0, "list_s": 0.3, "prove_s": 0.05}
 
-TINY_SPEC = """\
-certa: 1
-name: bench-tiny
-seed: 7
-profile: dev
-inputs:
-  baseline: {path: data/baseline.csv}
-  subject: {path: data/subject.csv}
-stages:
-  - id: ratio
-    use: paired.ppl_ratio
-    with: {baseline: baseline, subject: subject, replicates: 200}
-gates:
-  - id: no-regression
-    metric: ratio.primary_metric.display_ci[1]
-    max: 1.05
-"""
-
 
 def timed(action: Callable[[], Any], repeat: int) -> tuple[float, float, Any]:
     """(best, median) wall seconds of ``repeat`` calls, and the last result."""
@@ -109,14 +91,15 @@ def line(label: str, best: float, median: float, *, goal: float | None = None, u
 
 def write_tiny_spec(folder: Path) -> Path:
     sys.path.insert(0, str(ROOT / "tests"))
-    from conftest import window_columns  # the test suite's synthetic windows
+    from conftest import SMALL_SPEC, window_columns  # the test suite's paired-ratio spec and synthetic windows
 
     base, subj = window_columns(60, seed=3)
     (folder / "data").mkdir(parents=True, exist_ok=True)
     (folder / "data" / "baseline.csv").write_bytes(columns_to_csv_bytes(base))
     (folder / "data" / "subject.csv").write_bytes(columns_to_csv_bytes(subj))
     spec = folder / "spec.yaml"
-    spec.write_text(TINY_SPEC, encoding="utf-8")
+    spec.write_text(SMALL_SPEC.replace("name: small-paired", "name: bench-tiny")
+                    .replace("replicates: 500", "replicates: 200"), encoding="utf-8")
     return spec
 
 

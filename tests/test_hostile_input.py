@@ -15,25 +15,11 @@ from hypothesis import strategies as st
 
 from cli import main
 
-from .conftest import columns_to_csv_bytes, window_columns
+from .conftest import SMALL_SPEC, columns_to_csv_bytes, window_columns
 
 FUZZ = settings(max_examples=120, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
-VALID_SPEC = b"""certa: 1
-name: fuzz
-seed: 7
-inputs:
-  baseline: {path: data/baseline.csv}
-  subject: {path: data/subject.FORMAT}
-stages:
-  - id: ratio
-    use: paired.ppl_ratio
-    with: {baseline: baseline, subject: subject, replicates: 200}
-gates:
-  - id: no-regression
-    metric: ratio.primary_metric.display_ci[1]
-    max: 1.05
-"""
+VALID_SPEC = SMALL_SPEC.replace("data/subject.csv", "data/subject.FORMAT").encode("utf-8")
 
 
 def _invoke(*args: str) -> Result:
@@ -68,8 +54,8 @@ HOSTILE_SPECS = [
     b"",
     b"- - - - -",
     b"certa: !!python/object/apply:os.system ['true']\n",
-    VALID_SPEC.replace(b"replicates: 200", b"replicates: 1e308"),
-    VALID_SPEC.replace(b"replicates: 200", b"replicates: .nan"),
+    VALID_SPEC.replace(b"replicates: 500", b"replicates: 1e308"),
+    VALID_SPEC.replace(b"replicates: 500", b"replicates: .nan"),
     VALID_SPEC[: len(VALID_SPEC) // 2],
 ]
 
