@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .canonical import RecordColumns, to_jsonable
+from .report import format_value
 from .certificate import CONTENT_FORMAT, library_versions, seal
 from .errors import InputError, ProfileAbort, SpecError, StageError
 from .gates import evaluate_gate
@@ -27,7 +28,7 @@ from .stages.base import Concatenated, DecisionColumns, LedgerReader, Progress, 
 from .tables import Table, format_for_path, parse_table, table_from_columns
 
 __all__ = ["run", "run_plan", "execute", "load_tables", "new_run_id", "RunResult", "Execution", "StageDecision",
-           "StageDecisions", "RunDecisions", "AbortedExecution"]
+           "StageDecisions", "RunDecisions", "AbortedExecution", "run_warnings"]
 
 if TYPE_CHECKING:
     from ledger import Ledger
@@ -111,6 +112,8 @@ class RunResult:
     verdict: str
     certificate: dict[str, Any]
     decisions: Sequence[StageDecision] = field(repr=False, default=())
+    warnings: tuple[str, ...] = ()
+    """One line per decision whose outcome is ``warn`` (``run_warnings``): what ``certa run`` prints."""
 
     @property
     def content_sha256(self) -> str:
@@ -293,4 +296,25 @@ def run_plan(plan: Plan, tables: Mapping[str, Table], *, ledger: Ledger | None =
             notify(f"recording run {run_id}: {len(execution.decisions)} decision(s), {len(tables)} input(s)")
         ledger.record_run(run_id=run_id, execution=execution, certificate=certificate)
     return RunResult(run_id=run_id, verdict=execution.verdict, certificate=certificate,
-                     decisions=execution.decisions)
+                     decisions=execution.decisions, warnings=run_warnings(execution.decisions))
+
+
+def run_warnings(decisions: RunDecisions) -> tuple[str, ...]:
+    """A line for each decision whose ``outcome`` is ``warn`` (a profile rule ``dev`` lets through, an unused
+    input column, data outside a declared range, ...): ``stage 'ID': MESSAGE``. The message is the decision's
+    own ``message`` when it has one, else its rule, value and requirement. Per-row decisions held as columns
+    (``DecisionColumns``) are never warnings and are not read."""
+    lines = []
+    for part in decisions.parts:
+        if isinstance(part.decisions, DecisionColumns):
+            continue
+        for decision in part.decisions:
+            detail = decision.detail
+            if detail.get("outcome") != "warn":
+                continue
+            message = detail.get("message") or (
+                f"{detail.get('rule', decision.kind)} = {format_value(detail.get('value'))}, required "
+                f"{format_value(detail.get('required'))} (profile {detail.get('profile', '?')} lets it through)")
+            where = f"stage '{part.stage}'" if part.stage is not None else "gates"
+            lines.append(f"{where}: {message}")
+    return tuple(lines)
