@@ -30,8 +30,8 @@ def test_versions_order_numerically_and_parse_strictly() -> None:
 
 
 def test_the_registry_keeps_every_version_and_the_newest_runs() -> None:
-    assert [s.version for s in REGISTRY.versions("bakeoff.compare")] == ["1.0.0", "1.1.0"]
-    assert REGISTRY["bakeoff.compare"].version == "1.1.0" == REGISTRY.resolve("bakeoff.compare").version
+    assert [s.version for s in REGISTRY.versions("bakeoff.compare")] == ["1.0.0", "1.1.0", "1.2.0"]
+    assert REGISTRY["bakeoff.compare"].version == "1.2.0" == REGISTRY.resolve("bakeoff.compare").version
     assert REGISTRY.resolve("bakeoff.compare@1.0.0").version == "1.0.0"
     assert not REGISTRY.is_newest(REGISTRY.get("bakeoff.merge", "1.0.0"))
     with pytest.raises(UnknownStage, match=r"has no version '2\.0\.0' \(it may have been recorded by a newer certa"):
@@ -53,17 +53,17 @@ def _pinned(text: str, ref: str) -> str:
 def test_a_spec_pins_a_version_and_a_bad_pin_names_line_and_choices() -> None:
     text = BAKEOFF_SPEC.read_text(encoding="utf-8")
     newest, old = load_plan(text), load_plan(_pinned(text, "bakeoff.compare@1.0.0"))
-    assert [(s.id, s.version) for s in newest.stages] == [("cmp", "1.1.0"), ("calm", "1.0.0"), ("live", "1.1.0"),
-                                                           ("merged", "1.1.0")]
+    assert [(s.id, s.version) for s in newest.stages] == [("cmp", "1.2.0"), ("calm", "1.1.0"), ("live", "1.2.0"),
+                                                           ("merged", "1.2.0")]
     assert [(s.id, s.use, s.version) for s in old.stages][0::2] == [("cmp", "bakeoff.compare", "1.0.0"),
                                                                    ("live", "bakeoff.compare", "1.0.0")]
     assert old.knobs_hash != newest.knobs_hash  # the version is a knob
-    assert load_plan(_pinned(text, "bakeoff.compare@1.1.0")).knobs_hash == newest.knobs_hash  # pinning the newest
+    assert load_plan(_pinned(text, "bakeoff.compare@1.2.0")).knobs_hash == newest.knobs_hash  # pinning the newest
     with pytest.raises(SpecError) as caught:
         load_plan(_pinned(text, "bakeoff.compare@1.7.0"))
     assert "stages[0].use" in str(caught.value) and ":16:" in str(caught.value)
-    assert "this certa has 1.0.0, 1.1.0" in str(caught.value)
-    with pytest.raises(SpecError, match="a pinned version is MAJOR.MINOR.PATCH, e.g. 'bakeoff.compare@1.1.0'"):
+    assert "this certa has 1.0.0, 1.1.0, 1.2.0" in str(caught.value)
+    with pytest.raises(SpecError, match="a pinned version is MAJOR.MINOR.PATCH, e.g. 'bakeoff.compare@1.2.0'"):
         load_plan(_pinned(text, "bakeoff.compare@1.0"))
 
 
@@ -91,7 +91,8 @@ def test_a_spec_pinned_to_1_0_0_computes_what_certa_0_1_0_certified() -> None:
     record, certificate, tables = _golden_run("vendor-bakeoff")
     text = record["spec_text"].replace("use: bakeoff.compare\n", "use: bakeoff.compare@1.0.0\n")
     text = text.replace("use: bakeoff.merge\n", "use: bakeoff.merge@1.0.0\n")
-    assert text.count("@1.0.0") == 3
+    text = text.replace("use: bakeoff.gate\n", "use: bakeoff.gate@1.0.0\n")
+    assert text.count("@1.0.0") == 4
     content = run(text, inputs=tables).certificate["content"]
     recorded = certificate["content"]
     assert content["knobs_hash"] == recorded["knobs_hash"]
