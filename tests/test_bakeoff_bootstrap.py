@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from engine.stages.bakeoff import KERNELS
 from engine.stats.bakeoff_bootstrap import (bootstrap_p_values, holm_adjust, pairwise_bootstrap,
                                             percentile_interval, resampled_weighted_means)
 
@@ -122,7 +123,8 @@ def test_each_vendor_resamples_from_its_own_spawned_stream():
 
 
 def test_e5_bootstrap_is_far_from_significant():
-    """The seed's E8 claims p ≈ 0.03 for E5; 3 decisions per vendor cannot support it (notes: p_min ≈ 0.2)."""
+    """The seed's E8 claims p ≈ 0.03 for E5; 3 decisions per vendor cannot support it
+    (docs/bakeoff.md: p_min ≈ 0.2)."""
     u_a = np.arctanh(0.8 * np.array([0.604368, 0.291313, 0.910425]))
     u_b = np.arctanh(0.8 * np.array([0.691069, 0.462117, 0.291313]))
     result = pairwise_bootstrap([(u_a, None), (u_b, None)], [(0, 1)], replicates=10_000, confidence_level=0.95,
@@ -148,6 +150,13 @@ def test_holm_is_applied_across_all_pairs_of_a_family():
 
 SIMULATIONS = 1000
 
+NEWEST = KERNELS[-1]
+"""The simulations draw with the resampler of the newest ``bakeoff.compare`` (1.2.0 shares 1.1.0's)."""
+
+
+def test_the_simulations_cover_the_newest_version_s_resampler():
+    assert NEWEST.version == "1.2.0" and NEWEST.resample is resampled_weighted_means
+
 
 def _skewed_rapidities(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
     return np.arctanh(np.clip(np.tanh(rng.gamma(2.0, 0.3, shape) - 0.3), -0.99, 0.99))
@@ -162,7 +171,7 @@ def test_two_sided_p_is_calibrated_under_identical_vendors_and_the_seed_p_is_not
     n_a, n_b, b = 100, 150, 1000
     u_a, u_b = _skewed_rapidities(rng, (SIMULATIONS, n_a)), _skewed_rapidities(rng, (SIMULATIONS, n_b))
     w_a, w_b = rng.uniform(0.5, 2.0, (SIMULATIONS, n_a)), rng.uniform(0.5, 2.0, (SIMULATIONS, n_b))
-    d = resampled_weighted_means(u_a, w_a, b, rng) - resampled_weighted_means(u_b, w_b, b, rng)
+    d = NEWEST.resample(u_a, w_a, b, rng) - NEWEST.resample(u_b, w_b, b, rng)
     p_min, p_two = bootstrap_p_values(d)
     rejection = float(np.mean(p_two <= 0.05))
     assert 0.03 <= rejection <= 0.075, rejection  # binomial sd at 0.05 with 1000 runs: 0.0069
@@ -183,7 +192,7 @@ def test_difference_interval_covers_the_weighted_mean_difference():
         return mu + 0.2 * (w - 1.25) + rng.laplace(0.0, 0.35, (SIMULATIONS, n)), w
 
     (u_a, w_a), (u_b, w_b) = vendor(0.40), vendor(0.25)
-    m_a, m_b = resampled_weighted_means(u_a, w_a, b, rng), resampled_weighted_means(u_b, w_b, b, rng)
+    m_a, m_b = NEWEST.resample(u_a, w_a, b, rng), NEWEST.resample(u_b, w_b, b, rng)
     low, high = percentile_interval(m_a - m_b, 0.95)
     truth = (0.40 + 0.03) - (0.25 + 0.03)
     coverage = float(np.mean((low <= truth) & (truth <= high)))

@@ -115,8 +115,9 @@ TELEMETRY = {"vendor": ["a", "a", "b", "b"], "F": [0.0, 0.1, 0.2, ""], "cos_sim"
 def test_stage_records_every_lane_and_flags_missing_telemetry():
     out = run_gate(TELEMETRY, references={"lat_p50": 300, "lat_p95": 500})
     assert out.outputs["flagged_rows"].tolist() == [3] and out.outputs["g"][3] == 1.0
-    rows = [d.detail for d in out.decisions]
-    assert [d.kind for d in out.decisions] == ["gate_lanes"] * 4 and rows[3]["flag"] == "LANE_MISSING_TELEMETRY"
+    rows = [d.detail for d in out.decisions if d.kind == "gate_lanes"]
+    assert [d.kind for d in out.decisions] == ["lane_fallback"] + ["gate_lanes"] * 4  # 1.1.0 records the fallback
+    assert rows[3]["flag"] == "LANE_MISSING_TELEMETRY"
     # row 1 (vendor a, second row): F 0.1, D 0.8, L 0.5, E 0.5, V 0.1 -> mix 0.4, g_inst 0.6;
     # row 0: D 0.2, others 0 -> g_inst 0.96; smoothed: 0.8·0.96 + 0.2·0.6 = 0.888
     assert rows[1]["D"] == pytest.approx(0.8) and rows[1]["L"] == 0.5 and rows[1]["g_inst"] == pytest.approx(0.6)

@@ -2,8 +2,8 @@
 
 Input: one row per decision with ``vendor``, ``rsi`` ∈ (−1, 1) and optionally ``bucket`` (default
 ``all``), ``w`` (with ``weights: column``), ``g`` (gate value in [0, 1]; a missing, NaN or out-of-range
-cell gives g = 1 and flags the row), ``tokens``, ``lat_ms``, ``item_id``, ``req_id``. Alternatively g comes
-from an upstream ``bakeoff.gate`` stage (``gate.from``).
+cell gives g = 1 and flags the row), ``tokens``, ``lat_ms``, ``cost`` (from 1.2.0), ``item_id``, ``req_id``.
+Alternatively g comes from an upstream ``bakeoff.gate`` stage (``gate.from``).
 
 Per (bucket, vendor): U, W, U_env and the pools RSI_pool = tanh(U / max(W, eps_w)) and RSI_pool_env,
 computed from exact fixed-point sums (``engine.stats.bakeoff_pool``); band counts and shares on RSI_env;
@@ -15,6 +15,12 @@ p-values (``engine.stats.bakeoff_bootstrap``); and one stamp line ``SSMBO|bucket
 Outputs also carry ``sums``: the mergeable (U, W) sufficient statistics per group, as rows a
 ``bakeoff.merge`` stage reads back (``engine.stages.bakeoff_merge``). Every decision is recorded as one
 ledger row (``bakeoff_decision``) unless ``ledger_rows: per_bucket``.
+
+From 1.2.0 (``RecordedReporting``) the stage also records what it did to the data (recognised columns the
+knobs leave unused, gate cells replaced by g = 1, clamped scores, zero weights, missing overlay cells: one
+decision each, with counts), names the tanh-mapped pair values as display values beside the u-space
+difference they map, summarises a ``cost`` column, and states per bucket whether the leader's lead over the
+runner-up is significant (``lead``).
 """
 
 from __future__ import annotations
@@ -28,17 +34,20 @@ from typing import Any
 import numpy as np
 
 from ..canonical import canonical_sha256
-from ..errors import InputError, StageError
+from ..errors import InputError, ProfileAbort, StageError
 from ..stats import bakeoff_v1_0_0
-from ..stats.bakeoff_bootstrap import PairwiseBootstrap, Resampler, pairwise_bootstrap, resampled_weighted_means
+from ..stats.bakeoff_bootstrap import (PairwiseBootstrap, Resampler, is_significant, pairwise_bootstrap,
+                                       resampled_weighted_means, significance_level)
 from ..stats.bakeoff_pool import (BAND_NAMES, FIXED_POINT_BITS, BandTable, DecisionValues, GroupSums, Hysteresis,
-                                  Pools, decision_values, group_medians, group_sums, half_even, pools_from_sums,
-                                  rank_vendors)
+                                  Pools, decision_values, group_means, group_medians, group_sums, half_even,
+                                  pools_from_sums, rank_vendors)
 from ..tables import Table
 from .base import Decision, DecisionColumns, DecisionParts, StageContext, StageOutput, StageType
+from .unused_columns import unused_column_decisions
 
-__all__ = ["STAGE", "STAGES", "BakeoffKernels", "KERNELS", "BakeoffConfig", "config_from_knobs", "frozen_manifest", "bucket_outputs",
-           "sums_rows", "one_page_table", "render_bakeoff", "audit_bakeoff", "stamp_line", "format6"]
+__all__ = ["STAGE", "STAGES", "BakeoffKernels", "KERNELS", "Reporting", "RecordedReporting", "BakeoffConfig",
+           "config_from_knobs", "frozen_manifest", "run_knobs_hash", "stage_manifest", "bucket_outputs", "sums_rows",
+           "one_page_table", "render_bakeoff", "audit_bakeoff", "stamp_line", "format6", "refuse_if_aborted"]
 
 _FORBIDDEN_ID_CHARS = ("|", "=", "\n", "\r")
 _INSUFFICIENT = "insufficient_evidence"
@@ -47,11 +56,105 @@ _INSUFFICIENT = "insufficient_evidence"
 # --------------------------------------------------------------------------- versions
 
 
+def refuse_if_aborted(decisions: tuple[Decision, ...]) -> tuple[Decision, ...]:
+    """``decisions``, or ``ProfileAbort`` with the first one whose ``outcome`` is ``abort`` (a profile refused
+    the data; every decision is recorded with the abort)."""
+    refused = next((d for d in decisions if d.detail.get("outcome") == "abort"), None)
+    if refused is not None:
+        raise ProfileAbort(refused.detail["message"], rule=refused.kind, decisions=decisions)
+    return decisions
+
+
+class Reporting:
+    """What a version records about its handling of the data and states beyond the pooled numbers. This base
+    records and adds nothing: versions 1.0.0 and 1.1.0, whose decisions and outputs must not move."""
+
+    extra_overlays: tuple[str, ...] = ()
+    """Overlay columns summarised per (bucket, vendor) beside tokens and lat_ms, used by nothing else."""
+    bootstrap_text: Mapping[str, str] = {}
+    """Descriptions that replace those of the certificate's ``bootstrap`` block."""
+
+    def data_decisions(self, ctx: StageContext, data: _Decisions, config: BakeoffConfig) -> tuple[Decision, ...]:
+        """The decisions that record what ``bakeoff.compare`` did to its input (may raise ``ProfileAbort``)."""
+        return ()
+
+    def skipped_shards(self, skipped: Sequence[Mapping[str, str]]) -> tuple[Decision, ...]:
+        """The decisions that record the batch runs ``bakeoff.merge`` did not take as shards."""
+        return ()
+
+    def input_notes(self, decisions: Sequence[Decision]) -> dict[str, Any]:
+        """Keys added to the certificate's ``input`` block from those decisions."""
+        return {}
+
+    def annotate(self, buckets: dict[str, Any], confidence_level: float | None) -> None:
+        """Restate the per-bucket outputs in place (``confidence_level`` None: no bootstrap, a merge)."""
+
+
+class RecordedReporting(Reporting):
+    """1.2.0: a certificate says only what the data support (docs/contributing.md). Every recognised column
+    the knobs leave unused, gate cell replaced by g = 1, clamped score, zero weight and missing overlay cell
+    is one decision with counts (a warning; ``ci``/``release`` refuse gate values outside [0, 1]); the
+    tanh-mapped pair values are named as display values (``display``); a ``cost`` column is summarised; each
+    bucket says whether its leader's lead is significant (``lead``); overlays without data are absent."""
+
+    extra_overlays = ("cost",)
+    bootstrap_text = {
+        "interval": "percentile, linear interpolation (type 7), of the u-space difference diff_u; display: "
+                    "diff_tanh = tanh(diff_u), ci_tanh = tanh(ci_u)",
+        "p_values": "p_min = min(#(d<=0), #(d>=0))/B (seed, one-tailed); p_two_sided = min(1, 2 p_min); "
+                    "p_holm: Holm over the pairs of a bucket; significant: p_holm <= 1 - confidence_level, "
+                    "the level computed in rational arithmetic and rounded once",
+    }
+
+    def data_decisions(self, ctx: StageContext, data: _Decisions, config: BakeoffConfig) -> tuple[Decision, ...]:
+        table, columns = ctx.table("input"), ctx.knobs["columns"]
+        decisions = (
+            *unused_column_decisions(table, _unused_columns(ctx.knobs)),
+            *_gate_fallback(table, columns["g"], data, ctx.profile),
+            *_clamped_scores(table, columns["rsi"], data, config.eps_a),
+            *(_zero_weights(table, columns["w"], data) if config.weights == "column" else ()),
+            *(decision for name, values in data.overlays.items()
+              for decision in _missing_overlay(table, columns[name], values, data, name)),
+        )
+        return refuse_if_aborted(decisions)
+
+    def skipped_shards(self, skipped: Sequence[Mapping[str, str]]) -> tuple[Decision, ...]:
+        if not skipped:
+            return ()
+        message = (f"{len(skipped)} run(s) of the shard batch were not taken as shards: "
+                   + "; ".join(f"{s['run_id']} ({s['reason']})" for s in skipped))
+        return (Decision("shard_skipped", {"runs": len(skipped), "skipped": [dict(s) for s in skipped],
+                                           "message": message}),)
+
+    def input_notes(self, decisions: Sequence[Decision]) -> dict[str, Any]:
+        return {"data_notes": [d.detail["message"] for d in decisions if "message" in d.detail]}
+
+    def annotate(self, buckets: dict[str, Any], confidence_level: float | None) -> None:
+        for entry in buckets.values():
+            for block in entry["vendors"].values():
+                _drop_absent_overlays(block)
+            if confidence_level is None:
+                continue
+            for pair in entry.get("pairs", []):
+                if "diff_u" in pair:
+                    _restate_pair(pair, confidence_level)
+            lead = _lead(entry, confidence_level)
+            if lead is not None:
+                entry["lead"] = lead
+
+
+_FORMULAS_1_1 = {"atanh": "sign(a) * 0.5 * log1p(2|a| / (1 - |a|)), log1p(z) = z if 1 + z == 1 else "
+                          "log(1 + z) * z / ((1 + z) - 1) (Goldberg 1991), float64"}
+_RESAMPLING_1_1 = ("vendor v: child v of rng.spawn(vendors); SFC64 on that child's SeedSequence spawn(1)[0]; "
+                   "indices as numpy Generator(SFC64).integers(0, n, dtype=uint32) (Lemire, with rejection)")
+
+
 @dataclass(frozen=True)
 class BakeoffKernels:
     """What one version of ``bakeoff.compare``/``bakeoff.merge`` computes with: its per-decision kernel, its
     bootstrap resampler, the formulas its frozen manifest states (hashed into ``frozen_sha256``, so sums
-    pooled by one version are refused by another's merge) and how it describes its resampling."""
+    pooled by one version are refused by another's merge), how it describes its resampling, and what it
+    records and states beyond the pooled numbers (``reporting``)."""
 
     version: str
     decision_values: Callable[..., DecisionValues]
@@ -59,6 +162,7 @@ class BakeoffKernels:
     formulas: Mapping[str, str]
     resampling: str | None
     changes: str
+    reporting: Reporting = Reporting()
 
 
 KERNELS: tuple[BakeoffKernels, ...] = (
@@ -68,14 +172,19 @@ KERNELS: tuple[BakeoffKernels, ...] = (
         changes="first version (certa 0.1.0): numpy arctanh, numpy PCG64 bootstrap indices"),
     BakeoffKernels(
         version="1.1.0", decision_values=decision_values, resample=resampled_weighted_means,
-        formulas={"atanh": "sign(a) * 0.5 * log1p(2|a| / (1 - |a|)), log1p(z) = z if 1 + z == 1 else "
-                           "log(1 + z) * z / ((1 + z) - 1) (Goldberg 1991), float64"},
-        resampling="vendor v: child v of rng.spawn(vendors); SFC64 on that child's SeedSequence spawn(1)[0]; "
-                   "indices as numpy Generator(SFC64).integers(0, n, dtype=uint32) (Lemire, with rejection)",
+        formulas=_FORMULAS_1_1, resampling=_RESAMPLING_1_1,
         changes="certa 0.2.0: compiled log1p atanh (pools move in the last bits, CPU-independent); compiled SFC64 "
                 "bootstrap (p-values and intervals move by Monte Carlo error)"),
+    BakeoffKernels(
+        version="1.2.0", decision_values=decision_values, resample=resampled_weighted_means,
+        formulas=_FORMULAS_1_1, resampling=_RESAMPLING_1_1, reporting=RecordedReporting(),
+        changes="certa 0.6.0: pools, intervals and p-values as 1.1.0; records what it did to the data (unused "
+                "columns, g = 1 fallbacks, clamped scores, zero weights, missing overlay cells), refuses gate "
+                "values outside [0, 1] under ci/release, names tanh-mapped pair values (display), adds the cost "
+                "overlay and each bucket's lead test; alpha = 1 - level exact; overlays without data absent"),
 )
-"""Every version, oldest first; the last is what an unpinned spec runs."""
+"""Every version, oldest first; the last is what an unpinned spec runs. 1.2.0 pools, resamples and hashes its
+frozen manifest exactly as 1.1.0, so each merges the other's sums."""
 
 
 # --------------------------------------------------------------------------- configuration
@@ -135,15 +244,17 @@ def frozen_manifest(config: BakeoffConfig, kernels: BakeoffKernels = KERNELS[-1]
     }
 
 
-def _knobs_hash(ctx: StageContext) -> tuple[str, str]:
+def run_knobs_hash(ctx: StageContext) -> tuple[str, str]:
+    """The knobs hash stamps carry: the run's (``ctx.seed``), else the stage knobs' own hash; and which."""
     value = ctx.seed.get("knobs_hash") if ctx.seed else None
     if value:
         return str(value), "run"
     return canonical_sha256(dict(ctx.knobs)), "stage_knobs"
 
 
-def _manifest(config: BakeoffConfig, knobs_hash: str, source: str, gate_source: str,
-              kernels: BakeoffKernels) -> dict[str, Any]:
+def stage_manifest(config: BakeoffConfig, knobs_hash: str, source: str, gate_source: str,
+                   kernels: BakeoffKernels) -> dict[str, Any]:
+    """The certificate's ``manifest``: the frozen manifest, its ``frozen_sha256``, the knobs hash and sources."""
     frozen = frozen_manifest(config, kernels)
     return {"knobs_hash": knobs_hash, "knobs_hash_source": source, **frozen, "gate_source": gate_source,
             "rounding": "stamps: 6 decimals, half-even on the shortest repr of each float",
@@ -163,9 +274,19 @@ class _Decisions:
     w: np.ndarray
     g: np.ndarray
     g_flagged: np.ndarray
-    tokens: np.ndarray | None
-    lat_ms: np.ndarray | None
+    g_cells: np.ndarray | None
+    """The g column as read (NaN where missing), when g comes from the input; None otherwise."""
+    overlays: Mapping[str, np.ndarray]
+    """Overlay columns the input has (tokens, lat_ms and the version's ``extra_overlays``), NaN where missing."""
     gate_source: str
+
+    @property
+    def tokens(self) -> np.ndarray | None:
+        return self.overlays.get("tokens")
+
+    @property
+    def lat_ms(self) -> np.ndarray | None:
+        return self.overlays.get("lat_ms")
 
 
 def _factorize(table: Table, column: str) -> tuple[tuple[str, ...], np.ndarray]:
@@ -190,7 +311,8 @@ def _optional_numeric(table: Table, column: str) -> np.ndarray | None:
 
 
 def _gate_values(ctx: StageContext, table: Table, columns: Mapping[str, str],
-                 config: BakeoffConfig) -> tuple[np.ndarray, np.ndarray, str]:
+                 config: BakeoffConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, str]:
+    """(g, flagged, the g cells as read or None, source): from ``gate.from``, the g column, or g = 1."""
     n = table.n_rows
     source_stage = ctx.knobs["gate"].get("from")
     if source_stage:
@@ -207,16 +329,17 @@ def _gate_values(ctx: StageContext, table: Table, columns: Mapping[str, str],
                              f"'{table.name}' has {n} rows; both must describe the same decisions in the same order")
         flagged = np.zeros(n, dtype=bool)
         flagged[np.asarray(upstream.get("flagged_rows", []), dtype=np.intp)] = True
-        return g, flagged, f"stage '{source_stage}'"
+        return g, flagged, None, f"stage '{source_stage}'"
     if table.has(columns["g"]):
         g = table.numeric(columns["g"], allow_missing=True)
         flagged = ~np.isfinite(g) | (g < 0) | (g > 1)
-        return np.where(flagged, 1.0, g), flagged, f"column '{columns['g']}'"
-    return np.ones(n), np.zeros(n, dtype=bool), "none (g = 1)"
+        return np.where(flagged, 1.0, g), flagged, g, f"column '{columns['g']}'"
+    return np.ones(n), np.zeros(n, dtype=bool), None, "none (g = 1)"
 
 
-def _load_decisions(ctx: StageContext, config: BakeoffConfig) -> _Decisions:
-    """The stage's ``_iv`` step: columns present, RSI in (−1, 1), weights finite and ≥ 0, ids clean."""
+def _load_decisions(ctx: StageContext, config: BakeoffConfig, extra_overlays: Sequence[str] = ()) -> _Decisions:
+    """The stage's ``_iv`` step: columns present, RSI in (−1, 1), weights finite and ≥ 0, ids clean; overlays
+    tokens, lat_ms and ``extra_overlays`` ≥ 0 where present."""
     table = ctx.table("input")
     columns = ctx.knobs["columns"]
     if table.n_rows == 0:
@@ -242,10 +365,12 @@ def _load_decisions(ctx: StageContext, config: BakeoffConfig) -> _Decisions:
                              f"[0, 1e15] (got {float(w[row])!r})")
     else:
         w = np.ones(table.n_rows)
-    g, flagged, gate_source = _gate_values(ctx, table, columns, config)
+    g, flagged, g_cells, gate_source = _gate_values(ctx, table, columns, config)
+    overlays = {name: _optional_numeric(table, columns[name]) for name in ("tokens", "lat_ms", *extra_overlays)}
     return _Decisions(vendor_ids=vendor_ids, bucket_ids=bucket_ids, vendor_code=vendor_code, bucket_code=bucket_code,
-                      rsi=rsi, w=w, g=g, g_flagged=flagged, tokens=_optional_numeric(table, columns["tokens"]),
-                      lat_ms=_optional_numeric(table, columns["lat_ms"]), gate_source=gate_source)
+                      rsi=rsi, w=w, g=g, g_flagged=flagged, g_cells=g_cells,
+                      overlays={name: values for name, values in overlays.items() if values is not None},
+                      gate_source=gate_source)
 
 
 def _requested_pairs(knob: Sequence[Sequence[str]] | None, vendor_ids: Sequence[str]) -> list[tuple[str, str]]:
@@ -263,6 +388,149 @@ def _requested_pairs(knob: Sequence[Sequence[str]] | None, vendor_ids: Sequence[
             raise StageError(f"'pairs[{i}]': a vendor cannot be compared with itself ({a!r})")
         pairs.append((a, b))
     return pairs
+
+
+# --------------------------------------------------------------------------- what 1.2.0 records about the data
+
+_OVERLAY_ROLE = {"tokens": "and ranks as worst on the tokens tie-break",
+                 "lat_ms": "and ranks as worst on the lat_ms tie-break",
+                 "cost": "(cost is used by nothing else)"}
+"""The overlays a vendor block summarises, and what a vendor without values is on each."""
+
+
+def _unused_columns(knobs: Mapping[str, Any]) -> dict[str, str]:
+    """Recognised columns the knobs leave unused -> the knob setting that would use each."""
+    columns, unused = knobs["columns"], {}
+    if knobs["weights"] != "column":
+        unused[columns["w"]] = "weights: column"
+    if knobs["gate"].get("from"):
+        unused[columns["g"]] = "gate.from: null"
+    return unused
+
+
+def _rows(mask: np.ndarray, data: _Decisions) -> dict[str, Any]:
+    """How many rows ``mask`` selects, the first (numbered from 1, as errors number rows) and the count per
+    vendor (vendors with none left out)."""
+    rows = np.flatnonzero(mask)
+    per_vendor = np.bincount(data.vendor_code[rows], minlength=len(data.vendor_ids)).tolist()
+    return {"rows": int(rows.size), "first_row": int(rows[0]) + 1,
+            "by_vendor": {vendor: count for vendor, count in zip(data.vendor_ids, per_vendor) if count}}
+
+
+def _span(values: np.ndarray) -> dict[str, float]:
+    """The smallest and largest of (finite) ``values``, as Python floats."""
+    return {"smallest": float(np.min(values)), "largest": float(np.max(values))}
+
+
+def _gate_fallback(table: Table, column: str, data: _Decisions, profile: str) -> tuple[Decision, ...]:
+    """Gate cells missing, NaN or outside [0, 1], replaced by g = 1 (seed E7: missing telemetry means g = 1):
+    one ``gate_fallback`` decision; ``ci``/``release`` refuse values outside [0, 1] (a logging error, not
+    missing telemetry)."""
+    g = data.g_cells
+    if g is None or not data.g_flagged.any():
+        return ()
+    missing = ~np.isfinite(g)
+    below, above = (g < 0) & ~missing, (g > 1) & ~missing
+    outside = g[below | above]
+    counts = {"missing": int(np.count_nonzero(missing)), "below_0": int(np.count_nonzero(below)),
+              "above_1": int(np.count_nonzero(above))}
+    detail = {"input": table.name, "column": column, **_rows(data.g_flagged, data), **counts,
+              **(_span(outside) if outside.size else {}), "g_used": 1.0}
+    refuse = profile != "dev" and outside.size > 0
+    found = (f"{detail['rows']} row(s) have no gate value in [0, 1] ({counts['missing']} missing or not finite, "
+             f"{counts['below_0']} below 0, {counts['above_1']} above 1"
+             + (f"; smallest {detail['smallest']!r}, largest {detail['largest']!r}" if outside.size else "")
+             + f"; first row {detail['first_row']})")
+    if refuse:
+        message = (f"input '{table.name}', column '{column}': {found}; profile '{profile}' refuses gate values "
+                   "outside [0, 1]: correct them, leave the cells empty (g = 1, flagged) or use profile dev")
+    else:
+        message = (f"input '{table.name}', column '{column}': {found}; g = 1 was used for them and they are "
+                   "flagged (g_flagged), so their gated scores equal their ungated ones")
+    return (Decision("gate_fallback", {**detail, "outcome": "abort" if refuse else "warn", "profile": profile,
+                                       "message": message}),)
+
+
+def _clamped_scores(table: Table, column: str, data: _Decisions, eps_a: float) -> tuple[Decision, ...]:
+    """Scores moved by the clamp a = clamp(RSI, −1 + eps_a, 1 − eps_a) before atanh (seed 2.1): one
+    ``rsi_clamped`` decision with their count and range."""
+    clamped = (data.rsi > 1.0 - eps_a) | (data.rsi < -1.0 + eps_a)
+    if not clamped.any():
+        return ()
+    detail = {"input": table.name, "column": column, "eps_a": eps_a, **_rows(clamped, data),
+              **_span(data.rsi[clamped])}
+    message = (f"input '{table.name}', column '{column}': {detail['rows']} score(s) lie within eps_a = {eps_a!r} "
+               f"of -1 or 1 (smallest {detail['smallest']!r}, largest {detail['largest']!r}; first row "
+               f"{detail['first_row']}) and were clamped to -1 + eps_a or 1 - eps_a before atanh, which caps their "
+               f"rapidity at {math.atanh(1.0 - eps_a):.4f} in magnitude; a smaller eps_a keeps more of them")
+    return (Decision("rsi_clamped", {**detail, "outcome": "warn", "message": message}),)
+
+
+def _zero_weights(table: Table, column: str, data: _Decisions) -> tuple[Decision, ...]:
+    """Rows of weight 0 (``weights: column``): counted in n and the band counts, absent from U, W, the pools
+    and the bootstrap statistic. One ``zero_weight`` decision."""
+    zero = data.w == 0
+    if not zero.any():
+        return ()
+    detail = {"input": table.name, "column": column, **_rows(zero, data)}
+    message = (f"input '{table.name}', column '{column}': {detail['rows']} row(s) have weight 0 (first row "
+               f"{detail['first_row']}); they count in n and in the band counts but not in U, W, the pools or "
+               "the bootstrap")
+    return (Decision("zero_weight", {**detail, "outcome": "warn", "message": message}),)
+
+
+def _missing_overlay(table: Table, column: str, values: np.ndarray, data: _Decisions,
+                     overlay: str) -> tuple[Decision, ...]:
+    """Overlay cells that are missing: left out of the median and mean. One ``overlay_missing`` decision."""
+    missing = np.isnan(values)
+    if not missing.any():
+        return ()
+    detail = {"input": table.name, "column": column, "overlay": overlay, **_rows(missing, data)}
+    message = (f"input '{table.name}', column '{column}': {detail['rows']} row(s) have no {overlay} value (first "
+               f"row {detail['first_row']}); the {overlay} median and mean use the rows that have one, and a "
+               f"vendor with none in a bucket has no {overlay} summary there {_OVERLAY_ROLE[overlay]}")
+    return (Decision("overlay_missing", {**detail, "outcome": "warn", "message": message}),)
+
+
+_OVERLAY_KEYS = frozenset(f"{overlay}_{summary}" for overlay in _OVERLAY_ROLE for summary in ("median", "mean"))
+
+_DISPLAY_NOTE = ("diff_tanh = tanh(diff_u) and ci_tanh = tanh(ci_u): the u-space difference and its percentile "
+                 "interval mapped through tanh for display; the interval is for tanh(diff_u), not for diff_rsi "
+                 "(RSI_pool_env of a minus that of b), which has no interval")
+
+
+def _drop_absent_overlays(block: dict[str, Any]) -> None:
+    """No claim about data that do not exist: overlay summaries without values are removed, not null."""
+    for key in [key for key in block if key in _OVERLAY_KEYS and block[key] is None]:
+        del block[key]
+
+
+def _restate_pair(pair: dict[str, Any], confidence_level: float) -> None:
+    """The u-space difference and interval stay the estimand (``diff_u``, ``ci_u``); their tanh images move
+    to ``display`` with ``diff_tanh``; ``significant`` is p_holm ≤ α with α = 1 − confidence_level computed
+    exactly and rounded once (``is_significant``), where 1.1.0 compared with the float 1 − confidence_level."""
+    pair["display"] = {"diff_tanh": math.tanh(pair["diff_u"]), "ci_tanh": pair.pop("ci_tanh"), "note": _DISPLAY_NOTE}
+    pair["significant"] = is_significant(pair["p_holm"], confidence_level) and pair["reason"] is None
+
+
+def _lead(entry: Mapping[str, Any], confidence_level: float) -> dict[str, Any] | None:
+    """Whether the leader's lead over the runner-up (rank order) is significant: the pair's Holm-adjusted
+    two-sided p against α = 1 − confidence_level (``is_significant``), and Δu = m_leader − m_runner_up > 0.
+
+    None (no ``lead`` block) when there is no single leader, when the ranking is not by RSI_pool_env (the
+    bootstrap tests the gated pools only) or when the pair was not tested (``pairs:``)."""
+    leader, ranking = entry["leader"], entry["ranking"]
+    if leader is None or entry["rank_by"] != "RSI_pool_env" or len(ranking) < 2:
+        return None
+    runner_up = ranking[1]
+    pair = next((p for p in entry.get("pairs", []) if "diff_u" in p and {p["a"], p["b"]} == {leader, runner_up}),
+                None)
+    if pair is None:
+        return None
+    diff_u = pair["diff_u"] if pair["a"] == leader else -pair["diff_u"]
+    return {"leader": leader, "runner_up": runner_up, "diff_u": diff_u, "p_holm": pair["p_holm"],
+            "alpha": float(significance_level(confidence_level)), "significant": pair["significant"] and diff_u > 0,
+            "reason": pair["reason"]}
 
 
 # --------------------------------------------------------------------------- outputs (shared with bakeoff.merge)
@@ -302,10 +570,12 @@ def _shares(counts: Sequence[int]) -> list[float]:
 def bucket_outputs(pools: Pools, config: BakeoffConfig, *, knobs_hash: str, g_sums: GroupSums,
                    medians: Mapping[str, np.ndarray] | None = None,
                    bootstrap: Mapping[str, tuple[PairwiseBootstrap, list[str], list[tuple[str, str]]]] | None = None,
-                   requested_pairs: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+                   requested_pairs: Sequence[tuple[str, str]] = (),
+                   extra_overlays: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None) -> dict[str, Any]:
     """The per-bucket output blocks: vendors, ranking, pairs and the stamp line.
 
     With ``medians`` (compare) the tokens/lat_ms tie-breaks use medians; without (merge) the means.
+    ``extra_overlays`` maps an overlay used by nothing else (``cost``) to its (medians, means) per group.
     """
     out: dict[str, Any] = {}
     by_bucket: dict[str, list[int]] = {}
@@ -343,6 +613,9 @@ def bucket_outputs(pools: Pools, config: BakeoffConfig, *, knobs_hash: str, g_su
             if medians is not None:
                 block["tokens_median"] = _finite_or_none(medians["tokens"][i])
                 block["lat_ms_median"] = _finite_or_none(medians["lat_ms"][i])
+            for overlay, (overlay_medians, overlay_means) in (extra_overlays or {}).items():
+                block[f"{overlay}_median"] = _finite_or_none(overlay_medians[i])
+                block[f"{overlay}_mean"] = _finite_or_none(overlay_means[i])
             if name in intervals:
                 iv = intervals[name]
                 block["ci_u"] = [iv.u_low, iv.u_high]
@@ -403,16 +676,18 @@ def sums_rows(sums: GroupSums, frozen_sha256: str) -> list[dict[str, Any]]:
 
 
 def one_page_table(buckets: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """bucket | vendor | RSI_pool_env | CI | band shares | tokens | lat_ms, in ranking order (seed E6 step 10)."""
+    """bucket | vendor | RSI_pool_env | CI | band shares | tokens | lat_ms (| cost), in ranking order (seed E6
+    step 10). An overlay is the median, else the mean; a vendor block without the overlay's mean has no cell."""
     table = []
     for bucket, entry in buckets.items():
         for vendor in entry["ranking"]:
             v = entry["vendors"][vendor]
-            table.append({"bucket": bucket, "vendor": vendor, "rank": v["rank"], "RSI_pool_env": v["RSI_pool_env"],
-                          "band_pool_env": v["band_pool_env"], "ci_rsi": v.get("ci_rsi"),
-                          "band_shares": v["band_shares"],
-                          "tokens": v.get("tokens_median", v["tokens_mean"]),
-                          "lat_ms": v.get("lat_ms_median", v["lat_ms_mean"])})
+            row = {"bucket": bucket, "vendor": vendor, "rank": v["rank"], "RSI_pool_env": v["RSI_pool_env"],
+                   "band_pool_env": v["band_pool_env"], "ci_rsi": v.get("ci_rsi"), "band_shares": v["band_shares"]}
+            for overlay in _OVERLAY_ROLE:
+                if f"{overlay}_mean" in v:
+                    row[overlay] = v.get(f"{overlay}_median", v[f"{overlay}_mean"])
+            table.append(row)
     return table
 
 
@@ -451,15 +726,17 @@ def _bootstrap_buckets(ctx: StageContext, data: _Decisions, values: DecisionValu
 
 def run_bakeoff_compare(ctx: StageContext, kernels: BakeoffKernels = KERNELS[-1]) -> StageOutput:
     config = config_from_knobs(ctx.knobs)
-    data = _load_decisions(ctx, config)
+    reporting = kernels.reporting
+    data = _load_decisions(ctx, config, reporting.extra_overlays)
     shard_only = len(data.vendor_ids) < 2
     if shard_only and not ctx.knobs["allow_single_vendor"]:
         raise StageError(f"a bake-off needs at least 2 vendors (input has {len(data.vendor_ids)}: "
                          f"{', '.join(data.vendor_ids)}); to publish one vendor's shard sums for bakeoff.merge, "
                          "set allow_single_vendor: true")
+    data_decisions = reporting.data_decisions(ctx, data, config)
     pairs = _requested_pairs(ctx.knobs.get("pairs"), data.vendor_ids)
-    knobs_hash, hash_source = _knobs_hash(ctx)
-    manifest = _manifest(config, knobs_hash, hash_source, data.gate_source, kernels)
+    knobs_hash, hash_source = run_knobs_hash(ctx)
+    manifest = stage_manifest(config, knobs_hash, hash_source, data.gate_source, kernels)
 
     n_vendors = len(data.vendor_ids)
     full_code = data.bucket_code * n_vendors + data.vendor_code
@@ -478,21 +755,31 @@ def run_bakeoff_compare(ctx: StageContext, kernels: BakeoffKernels = KERNELS[-1]
         "tokens": group_medians(codes, data.tokens if data.tokens is not None else nan_column, len(keys)),
         "lat_ms": group_medians(codes, data.lat_ms if data.lat_ms is not None else nan_column, len(keys)),
     }
+    extra = {name: (group_medians(codes, data.overlays[name], len(keys)),
+                    group_means(codes, data.overlays[name], len(keys)))
+             for name in reporting.extra_overlays if name in data.overlays}
     boot = _bootstrap_buckets(ctx, data, values, pools, codes, pairs, config, kernels.resample)
     buckets = bucket_outputs(pools, config, knobs_hash=knobs_hash, g_sums=sums, medians=medians, bootstrap=boot,
-                             requested_pairs=pairs)
+                             requested_pairs=pairs, extra_overlays=extra)
+    if shard_only:
+        for entry in buckets.values():
+            entry["leader"] = None  # nothing was compared: gates on the leader fail closed
+    confidence_level = float(ctx.knobs["confidence_level"])
+    reporting.annotate(buckets, confidence_level)
     outputs = {
         "manifest": manifest,
         "input": {"name": ctx.knobs["input"], "rows": int(len(codes)), "vendors": list(data.vendor_ids),
-                  "buckets": list(data.bucket_ids), "g_flagged": int(np.sum(data.g_flagged))},
+                  "buckets": list(data.bucket_ids), "g_flagged": int(np.sum(data.g_flagged)),
+                  **reporting.input_notes(data_decisions)},
         "bootstrap": {"replicates": int(ctx.knobs["bootstrap"]["replicates"]),
-                      "confidence_level": float(ctx.knobs["confidence_level"]),
+                      "confidence_level": confidence_level,
                       "statistic": "pooled rapidity sum(w*u_env)/max(sum(w), eps_w) per vendor, resampled "
                                    "independently per vendor; pair difference a - b",
                       **({"resampling": kernels.resampling} if kernels.resampling else {}),
                       "interval": "percentile, linear interpolation (type 7); ci_tanh = tanh(ci_u)",
                       "p_values": "p_min = min(#(d<=0), #(d>=0))/B (seed, one-tailed); "
-                                  "p_two_sided = min(1, 2 p_min); p_holm: Holm over the pairs of a bucket"},
+                                  "p_two_sided = min(1, 2 p_min); p_holm: Holm over the pairs of a bucket",
+                      **reporting.bootstrap_text},
         "buckets": buckets,
         "stamps": [entry["stamp"] for entry in buckets.values()],
         "table": one_page_table(buckets),
@@ -500,13 +787,11 @@ def run_bakeoff_compare(ctx: StageContext, kernels: BakeoffKernels = KERNELS[-1]
     }
     if shard_only:
         outputs["input"]["single_vendor"] = True
-        for entry in buckets.values():
-            entry["leader"] = None  # nothing was compared: gates on the leader fail closed
     rows = (_decision_rows(ctx, data, values, knobs_hash),) if ctx.knobs["ledger_rows"] == "per_decision" else ()
     single = ((Decision("single_vendor", {"vendor": data.vendor_ids[0], "note": "pools and sums only; no ranking or "
                                           "comparison (a shard for bakeoff.merge)"}),) if shard_only else ())
     stamps = tuple(Decision("bakeoff_stamp", {"bucket": b, "stamp": e["stamp"]}) for b, e in buckets.items())
-    return StageOutput(outputs=outputs, decisions=DecisionParts([single, *rows, stamps]))
+    return StageOutput(outputs=outputs, decisions=DecisionParts([single, data_decisions, *rows, stamps]))
 
 
 def _decision_rows(ctx: StageContext, data: _Decisions, values: DecisionValues, knobs_hash: str) -> DecisionColumns:
@@ -571,19 +856,25 @@ def render_bakeoff(outputs: Mapping[str, Any]) -> str:
                 return f"< {floor:.2g}" if value == 0 and floor else f"{value:.4f}"
 
             for p in pairs:
+                ci_tanh = p.get("display", p)["ci_tanh"]  # under display from 1.2.0
                 lines.append(f"| {p['a']} − {p['b']} | {format6(p['diff_u'])} | [{format6(p['ci_u'][0])}, "
-                             f"{format6(p['ci_u'][1])}] | [{format6(p['ci_tanh'][0])}, {format6(p['ci_tanh'][1])}] | "
+                             f"{format6(p['ci_u'][1])}] | [{format6(ci_tanh[0])}, {format6(ci_tanh[1])}] | "
                              f"{p_text(p['p_min'], 1 / replicates if replicates else 0)} | "
                              f"{p_text(p['p_two_sided'], 2 / replicates if replicates else 0)} | "
                              f"{p_text(p['p_holm'], 2 * len(pairs) / replicates if replicates else 0)} |")
+        lead = entry.get("lead")
+        if lead:
+            verdict = "significant" if lead["significant"] else "not significant"
+            lines += ["", f"Leader {lead['leader']}, lead over {lead['runner_up']} {verdict} "
+                          f"(p_Holm = {lead['p_holm']:.4g}, level {lead['alpha']:g})"]
         lines += ["", "```", entry["stamp"], "```", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
 def audit_bakeoff(outputs: Mapping[str, Any]) -> list[str]:
     """Identities ``certa verify`` re-checks (seed E9/C7): pools = tanh(U / max(W, eps_w)) exactly, every
-    value in (−1, 1), bands match their values, p_two_sided = min(1, 2 p_min), ci_tanh = tanh(ci_u), and
-    every stamp line recomputes from the recorded numbers."""
+    value in (−1, 1), bands match their values, p_two_sided = min(1, 2 p_min), ci_tanh = tanh(ci_u) (and
+    diff_tanh = tanh(diff_u) from 1.2.0), and every stamp line recomputes from the recorded numbers."""
     problems: list[str] = []
     try:
         manifest = outputs["manifest"]
@@ -609,8 +900,11 @@ def audit_bakeoff(outputs: Mapping[str, Any]) -> list[str]:
                     continue
                 if p["p_two_sided"] != min(1.0, 2 * p["p_min"]):
                     problems.append(f"buckets.{bucket}: pair {p['a']}-{p['b']} p_two_sided != min(1, 2 p_min)")
-                if p["ci_tanh"] != [math.tanh(p["ci_u"][0]), math.tanh(p["ci_u"][1])]:
+                shown = p.get("display", p)  # the tanh images sit under display from 1.2.0
+                if shown["ci_tanh"] != [math.tanh(p["ci_u"][0]), math.tanh(p["ci_u"][1])]:
                     problems.append(f"buckets.{bucket}: pair {p['a']}-{p['b']} ci_tanh != tanh(ci_u)")
+                if "diff_tanh" in shown and shown["diff_tanh"] != math.tanh(p["diff_u"]):
+                    problems.append(f"buckets.{bucket}: pair {p['a']}-{p['b']} diff_tanh != tanh(diff_u)")
             recomputed = stamp_line(bucket, list(entry["vendors"].values()), entry["g_mean"], manifest["gate_mode"],
                                     manifest["knobs_hash"])
             if recomputed != entry["stamp"]:

@@ -15,7 +15,12 @@ stage). A recorded shard's certificate is checked first (schema and ``content_sh
 included. A replay reads the same runs from the same ledger.
 
 Not available after a merge: the bootstrap (it needs the decisions) and medians of tokens/lat_ms
-(medians do not merge); the tie-break overlay uses the exact means instead.
+(medians do not merge); the tie-break overlay uses the exact means instead. The sums carry no cost, so a
+merge reports none.
+
+From 1.2.0, the runs of a ``shard_batch`` without a ``bakeoff.compare`` stage, which are not taken as
+shards, are recorded in one ``shard_skipped`` decision, and overlay means without data are absent rather
+than null.
 """
 
 from __future__ import annotations
@@ -28,8 +33,8 @@ from ..certificate import certificate_problems
 from ..errors import InputError, LedgerError, StageError
 from ..stats.bakeoff_pool import FIXED_POINT_BITS, GroupSums, merge_group_sums, pools_from_sums
 from ..tables import Table, parse_table
-from .bakeoff import (KERNELS, BakeoffKernels, _knobs_hash, _manifest, bucket_outputs, config_from_knobs, one_page_table, render_bakeoff,
-                      audit_bakeoff, sums_rows)
+from .bakeoff import (KERNELS, BakeoffKernels, audit_bakeoff, bucket_outputs, config_from_knobs, one_page_table,
+                      render_bakeoff, run_knobs_hash, stage_manifest, sums_rows)
 from .base import Decision, StageContext, StageOutput, StageType
 
 __all__ = ["STAGE", "STAGES", "read_sums_table"]
@@ -102,35 +107,39 @@ def read_sums_table(table: Table, frozen_sha256: str) -> GroupSums:
 
 def run_bakeoff_merge(ctx: StageContext, kernels: BakeoffKernels = KERNELS[-1]) -> StageOutput:
     config = config_from_knobs(ctx.knobs)
-    knobs_hash, hash_source = _knobs_hash(ctx)
-    manifest = _manifest(config, knobs_hash, hash_source, "shard sums", kernels)
+    knobs_hash, hash_source = run_knobs_hash(ctx)
+    manifest = stage_manifest(config, knobs_hash, hash_source, "shard sums", kernels)
     if ctx.knobs.get("shards"):
         names = list(ctx.knobs["shards"])
         parts = [read_sums_table(ctx.tables[name], manifest["frozen_sha256"]) for name in names]
         shard_records = [{"name": name, "sha256": ctx.tables[name].sha256, "groups": len(part.keys),
                           "decisions": sum(part.n)} for name, part in zip(names, parts)]
+        skipped: list[dict[str, str]] = []
     else:
-        recorded = _recorded_shards(ctx)
+        recorded, skipped = _recorded_shards(ctx)
         parts = [read_sums_table(table, manifest["frozen_sha256"]) for _, table in recorded]
         shard_records = [{**record, "groups": len(part.keys), "decisions": sum(part.n)}
                          for (record, _), part in zip(recorded, parts)]
+    skip_decisions = kernels.reporting.skipped_shards(skipped)
     merged = merge_group_sums(parts)
     vendors = sorted({vendor for _, vendor in merged.keys})
     if len(vendors) < 2:
         raise StageError(f"a bake-off needs at least 2 vendors (the shards hold {len(vendors)}: {', '.join(vendors)})")
     pools = pools_from_sums(merged, eps_w=config.eps_w, bands=config.bands)
     buckets = bucket_outputs(pools, config, knobs_hash=knobs_hash, g_sums=merged)
+    kernels.reporting.annotate(buckets, None)
     outputs: dict[str, Any] = {
         "manifest": manifest,
         "shards": shard_records,
         "input": {"rows": sum(merged.n), "vendors": vendors, "buckets": sorted({b for b, _ in merged.keys}),
-                  "g_flagged": sum(merged.g_flagged)},
+                  "g_flagged": sum(merged.g_flagged), **kernels.reporting.input_notes(skip_decisions)},
         "buckets": buckets,
         "stamps": [entry["stamp"] for entry in buckets.values()],
         "table": one_page_table(buckets),
         "sums": sums_rows(merged, manifest["frozen_sha256"]),
     }
-    decisions = [Decision("bakeoff_merge", {"shards": outputs["shards"], "frozen_sha256": manifest["frozen_sha256"]})]
+    decisions = [Decision("bakeoff_merge", {"shards": outputs["shards"], "frozen_sha256": manifest["frozen_sha256"]}),
+                 *skip_decisions]
     decisions.extend(Decision("bakeoff_stamp", {"bucket": b, "stamp": e["stamp"]}) for b, e in buckets.items())
     return StageOutput(outputs=outputs, decisions=tuple(decisions))
 
@@ -138,9 +147,11 @@ def run_bakeoff_merge(ctx: StageContext, kernels: BakeoffKernels = KERNELS[-1]) 
 _SHARD_TYPES = ("bakeoff.compare", "bakeoff.merge")
 
 
-def _recorded_shards(ctx: StageContext) -> list[tuple[dict[str, Any], Table]]:
+def _recorded_shards(ctx: StageContext) -> tuple[list[tuple[dict[str, Any], Table]], list[dict[str, str]]]:
     """The shards named by ``shard_runs`` or ``shard_batch``, read from the ledger: (record, sums table)
-    per shard run, in run id order for a batch. Each certificate must be intact (schema, content_sha256)."""
+    per shard run, in run id order for a batch, and the batch's runs of other specs (``run_id``, ``reason``),
+    not taken; runs merging the batch are no shards and not listed (the merge itself is one on replay).
+    Each certificate must be intact (schema, content_sha256)."""
     knobs = ctx.knobs
     batch = knobs.get("shard_batch")
     source = f"shard_batch '{batch}'" if batch else "shard_runs"
@@ -154,6 +165,7 @@ def _recorded_shards(ctx: StageContext) -> list[tuple[dict[str, Any], Table]]:
         run_ids = list(knobs["shard_runs"])
         allowed = _SHARD_TYPES
     out: list[tuple[dict[str, Any], Table]] = []
+    skipped: list[dict[str, str]] = []
     for run_id in run_ids:
         try:
             certificate = ctx.ledger.certificate(run_id)
@@ -163,18 +175,19 @@ def _recorded_shards(ctx: StageContext) -> list[tuple[dict[str, Any], Table]]:
         if problems:
             raise StageError(f"{source}: the certificate of shard run {run_id} is not intact: {'; '.join(problems[:3])}")
         stages = certificate["content"]["knobs"]["stages"]
+        full_id = certificate["issued"]["run_id"]
         if batch and any(s["use"] == "bakeoff.merge" and s["with"].get("shard_batch") == batch for s in stages):
             continue  # a run merging this batch (this one, on replay) is not one of its shards
         found = [s["id"] for s in stages if s["use"] in allowed]
         if batch and not found:
-            continue  # another kind of spec in the same batch
+            skipped.append({"run_id": full_id, "reason": "no bakeoff.compare stage"})  # another kind of spec
+            continue
         if len(found) != 1:
             raise StageError(f"{source}: shard run {run_id} has {len(found)} stages of type "
                              f"{' or '.join(allowed)} ({', '.join(found) or 'none'}); a shard run holds exactly one "
                              "(export the sums of the one to merge and use shards:)")
         stage_id = found[0]
         rows = certificate["content"]["stages"][stage_id].get("sums") or []
-        full_id = certificate["issued"]["run_id"]
         raw = "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows).encode("utf-8")
         table = parse_table(f"run:{full_id}", raw, "jsonl")
         out.append(({"name": f"run:{full_id}", "run_id": full_id, "stage": stage_id,
@@ -183,7 +196,7 @@ def _recorded_shards(ctx: StageContext) -> list[tuple[dict[str, Any], Table]]:
         raise StageError(f"{source}: no shard run found in the ledger"
                          + (" (no completed run with a bakeoff.compare stage was recorded with this batch id)"
                             if batch else ""))
-    return out
+    return out, skipped
 
 
 def merge_stage(kernels: BakeoffKernels) -> StageType:
@@ -205,6 +218,8 @@ _CHANGES = {
     "1.0.0": "first version (certa 0.1.0): merges sums pooled by bakeoff.compare 1.0.0",
     "1.1.0": "certa 0.2.0: merges only sums pooled by bakeoff.compare 1.1.0 (its frozen manifest names the atanh "
              "formula); the merge itself is unchanged",
+    "1.2.0": "certa 0.6.0: merges sums pooled by bakeoff.compare 1.1.0 or 1.2.0 (the same frozen manifest); records "
+             "the batch runs it skips (shard_skipped) and leaves overlay means without data absent, not null",
 }
 
 STAGES = tuple(merge_stage(kernels) for kernels in KERNELS)

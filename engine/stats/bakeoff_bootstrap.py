@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -53,6 +54,8 @@ __all__ = [
     "percentile_interval",
     "bootstrap_p_values",
     "holm_adjust",
+    "significance_level",
+    "is_significant",
     "pairwise_bootstrap",
 ]
 
@@ -215,6 +218,18 @@ def holm_adjust(p: Sequence[float] | np.ndarray) -> np.ndarray:
     adjusted = np.empty(m, dtype=np.float64)
     adjusted[order] = np.maximum.accumulate(scaled)
     return adjusted
+
+
+def significance_level(confidence_level: float) -> Fraction:
+    """α = 1 − confidence_level in rational arithmetic from the knob as written (``Fraction(str(level))``):
+    0.95 gives exactly 1/20, where the float 1 − 0.95 is 0.050000000000000044 (docs/contributing.md, rule 5)."""
+    return 1 - Fraction(str(confidence_level))
+
+
+def is_significant(p: float, confidence_level: float) -> bool:
+    """p ≤ α with α = ``significance_level`` rounded once to the nearest float (0.05 for 0.95, not
+    0.050000000000000044), so that p = 0.05 is significant at level 0.95 and the next float above it is not."""
+    return p <= float(significance_level(confidence_level))
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The calm gate g ∈ [0, 1] per decision from telemetry lanes (seed 002's SSM-AI Section 4.1/4.2, App. A).
 
-Lanes, each normalised to [0, 1] (``methods/bakeoff.md`` §4):
+Lanes, each normalised to [0, 1] (seed 002, Section 4.1 and Appendix A2):
 
     F  contradiction / policy-violation fraction (given)
     D  clamp((1 − cos_sim) / max(1 − cos_ref, 1e-12))

@@ -1,7 +1,7 @@
 """Vendor bake-off pooling in rapidity (atanh) space: gating, bands, exact (U, W) sums, merge, ranking.
 
 Source: SSM-AI v1.8 (seed 002, ``002_5c45cf6a4fb95056.txt``), Appendix E3/E6 and Sections 2.1–2.4, 3.4,
-4.1 (notes: ``methods/bakeoff.md`` §1–§3, §7). For decision i with bounded score RSI_i ∈ (−1, 1),
+4.1. For decision i with bounded score RSI_i ∈ (−1, 1),
 weight w_i ≥ 0 and gate value g_i ∈ [0, 1]:
 
     a_i      = clamp(RSI_i, −1 + eps_a, 1 − eps_a)
@@ -66,6 +66,7 @@ __all__ = [
     "pools_from_sums",
     "hysteresis_bands",
     "group_medians",
+    "group_means",
     "half_even",
     "RankEntry",
     "rank_vendors",
@@ -456,11 +457,7 @@ def group_sums(keys: Sequence[tuple[str, str]], codes: np.ndarray, values: Decis
     k = len(keys)
 
     def optional_sum(column: np.ndarray | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        if column is None:
-            return (0,) * k, (0,) * k
-        present = ~np.isnan(column)
-        return (fixed_point_group_sums(codes[present], column[present], k),
-                _tuple_ints(np.bincount(codes[present], minlength=k)))
+        return ((0,) * k, (0,) * k) if column is None else _present_sums(codes, column, k)
 
     tokens_fx, tokens_n = optional_sum(tokens)
     lat_fx, lat_n = optional_sum(lat_ms)
@@ -476,6 +473,13 @@ def group_sums(keys: Sequence[tuple[str, str]], codes: np.ndarray, values: Decis
         band_counts=band_counts, band_counts_ungated=band_counts_ungated,
         tokens_fx=tokens_fx, tokens_n=tokens_n, lat_ms_fx=lat_fx, lat_ms_n=lat_n,
     )
+
+
+def _present_sums(codes: np.ndarray, column: np.ndarray, n_groups: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(Σ x in units of 2^-56, count) per group over the non-NaN cells of ``column`` (NaN = a missing cell)."""
+    present = ~np.isnan(column)
+    return (fixed_point_group_sums(codes[present], column[present], n_groups),
+            _tuple_ints(np.bincount(codes[present], minlength=n_groups)))
 
 
 def merge_group_sums(parts: Sequence[GroupSums]) -> GroupSums:
@@ -549,6 +553,13 @@ def pools_from_sums(sums: GroupSums, *, eps_w: float, bands: BandTable) -> Pools
         g_mean=_mean(sums.g_fx, sums.n), tokens_mean=_mean(sums.tokens_fx, sums.tokens_n),
         lat_ms_mean=_mean(sums.lat_ms_fx, sums.lat_ms_n),
     )
+
+
+def group_means(codes: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
+    """Mean of the non-NaN ``values`` per group (NaN where a group has none): the exact sum of the values,
+    each rounded once to 2^-56 (``fixed_point_group_sums``), divided by their count, as ``pools_from_sums``
+    computes the tokens and lat_ms means."""
+    return _mean(*_present_sums(np.ascontiguousarray(codes, dtype=np.intp), values, n_groups))
 
 
 def group_medians(codes: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
