@@ -29,7 +29,7 @@ import numpy as np
 from scipy import stats
 
 from engine.spec import fill_defaults, load_schema
-from engine.stages.sequential_diff import KERNELS, analyse_scores
+from engine.stages.sequential_diff import KERNELS, Analysis, analyse_scores
 from engine.stats.confseq import BOUNDED_METHODS, CSSettings, confidence_sequence
 from engine.stats.confseq_betting import hedged_log_evalue
 from engine.stats.confseq_common import prefix_mean
@@ -40,7 +40,13 @@ METHODS = ("betting", "eb_cs", "stitched", "asymptotic_cs", "eb_fixed_n", "t_fix
 
 
 def knobs(**overrides) -> dict:
-    return fill_defaults({"input": "scores", **overrides}, SCHEMA)
+    """Resolved knobs of the newest version, on the seed's range [0, 0.2] unless ``range`` is given."""
+    return fill_defaults({"input": "scores", "range": [0.0, 0.2], **overrides}, SCHEMA)
+
+
+def analyse(x: np.ndarray, k: dict, **options) -> Analysis:
+    """``analyse_scores`` on the range of ``k``."""
+    return analyse_scores(x, k, tuple(k["range"]), **options)
 
 
 def best_of(repeats: int, fn) -> float:
@@ -78,7 +84,7 @@ def seed_style_loop(x: np.ndarray, alpha: float, low: float, high: float) -> int
 
 def cs_and_decisions(x: np.ndarray, method: str, k: dict) -> None:
     """Confidence sequence + prefix means + rule states + first stop: the decision path without the p-value."""
-    low, high = k["clip_low"], k["clip_high"]
+    low, high = k["range"]
     cs = confidence_sequence(x, method, k["alpha"], low, high, CSSettings(t_opt=float(k["n_max"])))
     estimand = np.clip(x, low, high) if method in BOUNDED_METHODS else x
     mean = prefix_mean(estimand)
@@ -94,9 +100,9 @@ def throughput() -> None:
     print(f"   {'method':<14} {'CS + decisions':>16} {'+ p-value (stage path)':>24}   goal (CS + decisions)")
     goals = {"betting": 1e5, "eb_cs": 1e7, "eb_fixed_n": 1e7, "t_fixed_n": 1e7}
     for method in METHODS:
-        k = knobs(method=method, n_max=n, n_min=10, clip_low=0.0, clip_high=0.2)
+        k = knobs(method=method, n_max=n, n_min=10)
         core = best_of(5, lambda: cs_and_decisions(x, method, k))
-        full = best_of(3, lambda: analyse_scores(x, k))
+        full = best_of(3, lambda: analyse(x, k))
         goal = goals.get(method)
         flag = "" if goal is None else f">= {goal:.0e}/s: {'met' if n / core >= goal else 'NOT met'}"
         print(f"   {method:<14} {n / core:12,.0f}/s {n / full:20,.0f}/s   {flag}")
@@ -135,9 +141,8 @@ def samples_to_different() -> None:
     for label, mu, sd, low, high, n_max in scenarios:
         x = np.random.default_rng(2).normal(mu, sd, size=(streams, n_max))
         for method in ("betting", "eb_cs", "stitched", "asymptotic_cs", "eb_fixed_n"):
-            k = knobs(method=method, alpha=alpha, n_min=10, n_max=n_max, clip_low=low, clip_high=high,
-                      rel_margin_target=None)
-            a = analyse_scores(x, k)
+            k = knobs(method=method, alpha=alpha, n_min=10, n_max=n_max, range=[low, high], rel_margin_target=None)
+            a = analyse(x, k)
             power = float(np.mean(a.stop.decisions() == "DIFFERENT"))
             used = a.stop.n_used
             if power > 0:
@@ -163,7 +168,7 @@ def samples_to_relative_precision() -> None:
         medians = {}
         for method in ("eb_fixed_n", "eb_cs", "stitched", "betting"):
             k = knobs(method=method, alpha=alpha, n_min=2, n_max=n_max, rel_margin_target=target)
-            a = analyse_scores(x, k)
+            a = analyse(x, k)
             rules = DecisionRules(n_min=2, n_max=n_max, rel_margin_target=target)
             states = rule_states(a.cs.lower, a.cs.upper, a.mean, np.zeros(x.shape, bool), rules)
             only_precision = type(states)(**{**states.__dict__, "different_higher": np.zeros(x.shape, bool),
@@ -178,17 +183,17 @@ def version_cost() -> None:
     """obs/s of sequential.diff 1.0.0 and 1.1.0 (method betting) on one 10^6 stream (module docstring, 3)."""
     n = 1_000_000
     x = np.random.default_rng(1).normal(0.05, 0.02, n)
-    k = knobs(method="betting", n_max=n, n_min=10, clip_low=0.0, clip_high=0.2)
+    k = knobs(method="betting", n_max=n, n_min=10)
     y = (np.clip(x, 0.0, 0.2) - 0.0) / 0.2
     parts = {
-        "stage path (analyse_scores)": lambda e: analyse_scores(x, k, elementary=e),
+        "stage path (analyse_scores)": lambda e: analyse(x, k, elementary=e),
         "e-process (hedged_log_evalue)": lambda e: hedged_log_evalue(y, 0.0, k["alpha"], elementary=e),
         "CS (betting_cs)": lambda e: confidence_sequence(x, "betting", k["alpha"], 0.0, 0.2,
                                                          CSSettings(t_opt=float(n)), elementary=e),
     }
-    versions = {kernels.version: kernels.elementary for kernels in KERNELS}
+    versions = {kernels.version: kernels.elementary for kernels in KERNELS if kernels.version in ("1.0.0", "1.1.0")}
     for elementary in versions.values():
-        analyse_scores(x[:1000], k, elementary=elementary)            # compile or load the compiled loops
+        analyse(x[:1000], k, elementary=elementary)            # compile or load the compiled loops
     print(f"\n3. sequential.diff versions, method betting, one stream of {n:,} observations "
           "(best of 7, versions timed alternately)")
     print(f"   {'part':<32} " + " ".join(f"{v + ' obs/s':>16}" for v in versions) + "   1.1.0 / 1.0.0 time")

@@ -4,6 +4,7 @@ reference implementations, and the properties the decision layer relies on."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from scipy import special, stats
 from engine.stats.confseq import CSSettings, confidence_sequence, null_p_value
 from engine.stats.confseq_asymptotic import asymptotic_cs, asymptotic_p_value, mixture_rho2
 from engine.stats.confseq_betting import anytime_p_value, hedged_betting_unit, hedged_log_evalue
-from engine.stats.confseq_common import prefix_mean_variance, to_unit_interval
+from engine.stats.confseq_common import exact_grid_values, float_grid_values, prefix_mean_variance, to_unit_interval
 from engine.stats.confseq_eb import prpl_eb_unit
 from engine.stats.confseq_fixed_n import (eb_fixed_n, eb_fixed_n_p_value, student_t_quantile, t_fixed_n,
                                           t_fixed_n_p_value)
@@ -268,3 +269,12 @@ def test_asymptotic_p_value_counts_from_start() -> None:
     late = asymptotic_p_value(x, 0.0, 0.05, t_opt=10, start=6)
     assert np.all(late[:5] == 1.0) and late[-1] >= early[-1]
     assert late[-1] < 1.0
+
+
+def test_exact_grid_values_are_the_decimal_grid_points_rounded_once() -> None:
+    j = np.arange(1001)
+    for low, high in ((-0.2, 0.2), (0.1, 0.3), (-0.123456789012345, 0.2)):   # the last beyond 2^53: Fraction
+        lo, hi = Fraction(str(low)), Fraction(str(high))
+        assert exact_grid_values(j, 1000, low, high).tolist() == [float(lo + (hi - lo) * k / 1000) for k in j.tolist()]
+    assert exact_grid_values(np.array([[525]]), 1000, -0.2, 0.2).tolist() == [[0.01]]
+    assert float_grid_values(np.array([525]), 1000, -0.2, 0.2).tolist() == [0.010000000000000009]   # 1.x

@@ -191,12 +191,12 @@ def test_logaddexp_out_and_broadcasting() -> None:
 # ---------------------------------------------------------------------------------------------- versions
 
 
-def test_the_stage_registers_1_0_0_on_numpy_and_1_1_0_on_libm() -> None:
-    assert [(k.version, k.elementary) for k in KERNELS] == [("1.0.0", NUMPY_UFUNCS), ("1.1.0", LIBM)]
+def test_the_stage_registers_1_0_0_on_numpy_and_1_1_0_and_2_0_0_on_libm() -> None:
+    assert [(k.version, k.elementary) for k in KERNELS] == [("1.0.0", NUMPY_UFUNCS), ("1.1.0", LIBM), ("2.0.0", LIBM)]
     assert NUMPY_UFUNCS.exp is np.exp and NUMPY_UFUNCS.log is np.log and NUMPY_UFUNCS.log1p is np.log1p
     assert NUMPY_UFUNCS.logaddexp is np.logaddexp
     stages = REGISTRY.versions("sequential.diff")
-    assert [s.version for s in stages] == ["1.0.0", "1.1.0"] and REGISTRY["sequential.diff"].version == "1.1.0"
+    assert [s.version for s in stages] == ["1.0.0", "1.1.0", "2.0.0"] and REGISTRY["sequential.diff"].version == "2.0.0"
     assert stages[0].changes == "first version (certa 0.1.0)"
     assert "libm" in stages[1].changes and "SIMD" in stages[1].changes
 
@@ -219,11 +219,11 @@ def test_every_method_differs_between_the_versions_only_in_the_last_bits(method:
 def test_threads_running_both_versions_each_compute_their_own_numbers() -> None:
     """No global state: the functions travel with the call, so concurrent versions never mix."""
     x = np.random.default_rng(8).normal(0.04, 0.05, (4, 2000))
-    k = _knobs(method="betting", n_max=2000, clip_low=-0.2, clip_high=0.3, alpha=0.01)
-    serial = {e.name: analyse_scores(x, k, elementary=e) for e in (NUMPY_UFUNCS, LIBM)}
+    k = _knobs(method="betting", n_max=2000, range=[-0.2, 0.3], alpha=0.01)
+    serial = {e.name: analyse_scores(x, k, (-0.2, 0.3), elementary=e) for e in (NUMPY_UFUNCS, LIBM)}
     jobs = [NUMPY_UFUNCS, LIBM] * 4
     with ThreadPoolExecutor(max_workers=4) as pool:
-        results = list(pool.map(lambda e: (e.name, analyse_scores(x, k, elementary=e)), jobs))
+        results = list(pool.map(lambda e: (e.name, analyse_scores(x, k, (-0.2, 0.3), elementary=e)), jobs))
     for name, result in results:
         reference = serial[name]
         assert np.array_equal(result.p_value.log_evalue, reference.p_value.log_evalue)

@@ -97,3 +97,23 @@ def test_non_finite_scores_are_refused_never_substituted() -> None:
     ref = table_from_columns("r", {"prompt_id": ["a"]})
     with pytest.raises(StageError, match="non-finite score"):
         score_prompts(Broken(), ref, ref, ["a"], 4)
+
+
+def test_declared_support_is_optional_and_checked() -> None:
+    from engine.scorers import declared_support
+
+    assert declared_support(LogprobTablesScorer(metric="delta_ce")) is None       # unbounded: declares none
+    assert declared_support(LogprobTablesScorer(metric="sym_kl")) is None
+
+    class Bounded:
+        def __init__(self, support):
+            self._support = support
+
+        def support(self):
+            return self._support
+
+    assert declared_support(Bounded((-1, 1))) == (-1.0, 1.0)
+    assert declared_support(object()) is None                                    # no support(): none declared
+    for bad in ((1.0, 1.0), (0.0, float("inf")), "ab", (1.0,)):
+        with pytest.raises(StageError, match="support"):
+            declared_support(Bounded(bad))

@@ -43,7 +43,7 @@ def _checks(out) -> list:
 
 
 def test_report_has_the_seed_keys_and_the_method_statement() -> None:
-    out = _run({"input": "s"}, _scores(np.random.default_rng(0).normal(0.05, 0.01, 200)))
+    out = _run({"input": "s", "range": [0, 0.2]}, _scores(np.random.default_rng(0).normal(0.05, 0.01, 200)))
     results = out.outputs["results"]
     assert {"decision", "reason", "direction", "n_used", "mean", "variance", "std_dev", "ci", "half_width",
             "rel_me"} <= set(results)
@@ -51,15 +51,17 @@ def test_report_has_the_seed_keys_and_the_method_statement() -> None:
     assert results["half_width"] == (results["ci"][1] - results["ci"][0]) / 2
     assert out.outputs["method"]["validity"] == "anytime-valid" and out.outputs["method"]["name"] == "betting"
     assert out.outputs["method"]["parameters"]["grid_size"] == 1000
-    assert out.outputs["clip"]["applies"] and "assumed to lie in [0, 0.2]" in out.outputs["clip"]["assumption"]
+    assert out.outputs["range"]["source"] == "declared"
+    assert "assumed to lie in [0, 0.2]" in out.outputs["range"]["statement"]
+    assert results["estimand"] == "mean score difference" and results["confidence_level"] == 0.99
     assert out.outputs["sequence"]["stopping_time"] == 10
     assert to_jsonable(out.outputs) == to_jsonable(to_jsonable(out.outputs))
     assert audit_sequential_diff(to_jsonable(out.outputs)) == []
 
 
 def test_every_check_is_a_decision_up_to_the_stop() -> None:
-    out = _run({"input": "s", "n_min": 5, "n_max": 40, "rel_margin_target": None, "clip_low": -0.1,
-                "clip_high": 0.1}, _scores(np.random.default_rng(1).normal(0.0, 0.05, 100)))
+    out = _run({"input": "s", "n_min": 5, "n_max": 40, "rel_margin_target": None, "range": [-0.1, 0.1]},
+               _scores(np.random.default_rng(1).normal(0.0, 0.05, 100)))
     checks = _checks(out)
     assert [c.detail["n"] for c in checks] == list(range(5, 41))
     assert all(not c.detail["stop"] for c in checks[:-1]) and checks[-1].detail["stop"]
@@ -68,12 +70,13 @@ def test_every_check_is_a_decision_up_to_the_stop() -> None:
     assert set(checks[0].detail["rules"]) == {"identical", "different", "same", "precision"}
     assert out.outputs["sequence"]["checks"] == 36
     outside = np.abs(np.random.default_rng(1).normal(0.0, 0.05, 100)[:40]) > 0.1
-    assert out.outputs["clip"]["n_clipped"] == int(np.sum(outside)) > 0
+    assert out.outputs["range"]["n_clipped"] == int(np.sum(outside)) > 0          # dev: clipped, with a warning
+    assert [d.kind for d in out.decisions if d.detail.get("outcome") == "warn"] == ["out_of_range"]
 
 
 def test_batch_checks_stop_at_n_max_without_overshooting() -> None:
     out = _run({"input": "s", "n_min": 1, "n_max": 10, "batch_size": 4, "check_every": "batch",
-                "rel_margin_target": None, "clip_low": -0.2},
+                "rel_margin_target": None, "range": [-0.2, 0.2]},
                _scores(np.random.default_rng(2).uniform(-0.1, 0.1, 50)))
     assert [c.detail["n"] for c in _checks(out)] == [4, 8, 10]
     assert out.outputs["results"]["n_used"] == 10
@@ -84,7 +87,8 @@ def test_positions_are_averaged_per_prompt_in_arrival_order() -> None:
     table = {"s": table_from_columns("s", {
         "prompt_id": ["p2", "p1", "p2", "p1", "p2", "p1"], "position": [1, 0, 0, 2, 2, 1],
         "score": [0.02, 0.01, 0.04, 0.5, 0.5, 0.03]})}
-    out = _run({"input": "s", "n_min": 1, "n_max": 2, "positions_per_prompt": 2, "rel_margin_target": None}, table)
+    out = _run({"input": "s", "n_min": 1, "n_max": 2, "positions_per_prompt": 2, "rel_margin_target": None,
+                "range": [0, 0.2]}, table)
     assert out.outputs["source"]["prompts"] == 2
     assert out.outputs["source"]["positions_used"] == {"min": 2, "max": 2}
     assert out.outputs["results"]["mean"] == pytest.approx((0.03 + 0.02) / 2)
@@ -93,7 +97,7 @@ def test_positions_are_averaged_per_prompt_in_arrival_order() -> None:
 
 
 def test_identical_for_exactly_zero_scores_after_identical_model_n_min() -> None:
-    out = _run({"input": "s"}, _scores(np.zeros(100)))
+    out = _run({"input": "s", "range": [-1, 1]}, _scores(np.zeros(100)))
     assert out.outputs["results"]["decision"] == "IDENTICAL" and out.outputs["results"]["n_used"] == 20
 
 
@@ -103,12 +107,15 @@ def test_identical_for_exactly_zero_scores_after_identical_model_n_min() -> None
                                              ("eb_fixed_n", "not valid under optional stopping"),
                                              ("t_fixed_n", "not valid under optional stopping")])
 def test_each_method_states_its_validity(method: str, validity: str) -> None:
-    out = _run({"input": "s", "method": method}, _scores(np.random.default_rng(3).normal(0.05, 0.01, 200)))
+    bounded = method not in ("asymptotic_cs", "t_fixed_n")
+    knobs = {"input": "s", "method": method, **({"range": [0, 0.2]} if bounded else {})}
+    out = _run(knobs, _scores(np.random.default_rng(3).normal(0.05, 0.01, 200)))
     assert out.outputs["method"]["validity"] == validity
     assert out.outputs["results"]["decision"] == "DIFFERENT"
     rule = next(d for d in out.decisions if d.kind == "profile_rule")
     assert rule.detail["outcome"] == ("pass" if validity == "anytime-valid" else "warn")
-    assert out.outputs["clip"]["applies"] == (method not in ("asymptotic_cs", "t_fixed_n"))
+    assert (out.outputs["range"]["low"] is not None) == bounded
+    assert out.outputs["range"]["source"] == ("declared" if bounded else "none: unbounded method")
 
 
 def test_release_profile_refuses_methods_not_valid_under_optional_stopping() -> None:
@@ -129,8 +136,8 @@ def test_knob_and_input_errors_name_the_problem() -> None:
         _run({"input": "s", "scorer": {"name": "logprob_tables"}, "reference": "s", "candidate": "s"}, data)
     with pytest.raises(StageError, match="'scorer' needs 'reference' and 'candidate'"):
         _run({"scorer": {"name": "logprob_tables"}}, data)
-    with pytest.raises(StageError, match="'clip_low' must be < 'clip_high'"):
-        _run({"input": "s", "clip_low": 0.3}, data)
+    with pytest.raises(StageError, match="'range' must be \\[low, high\\] with finite low < high"):
+        _run({"input": "s", "range": [0.3, 0.2]}, data)
     with pytest.raises(StageError, match="n_min = 50"):
         _run({"input": "s", "n_min": 50}, data)
     with pytest.raises(InputError, match="no column 'delta'"):
@@ -142,7 +149,8 @@ def test_knob_and_input_errors_name_the_problem() -> None:
 
 
 def test_audit_checks_catch_an_edited_decision() -> None:
-    out = to_jsonable(_run({"input": "s"}, _scores(np.random.default_rng(5).normal(0.05, 0.01, 60))).outputs)
+    out = to_jsonable(_run({"input": "s", "range": [0, 0.2]},
+                           _scores(np.random.default_rng(5).normal(0.05, 0.01, 60))).outputs)
     out["results"]["decision"] = "SAME"
     assert any("SAME" in p for p in audit_sequential_diff(out))
     out["results"]["half_width"] = 1.0
@@ -163,7 +171,7 @@ def _logprob_tables(n_prompts: int = 60, shift: float = 0.03):
 
 
 SCORER_KNOBS = {"scorer": {"name": "logprob_tables", "metric": "delta_ce"}, "reference": "ref", "candidate": "cand",
-                "positions_per_prompt": 4, "n_min": 10, "clip_low": -0.2, "clip_high": 0.2}
+                "positions_per_prompt": 4, "n_min": 10, "range": [-0.2, 0.2]}
 
 
 def test_scorer_run_records_its_scores_and_stops_scoring_at_the_decision() -> None:
@@ -220,7 +228,7 @@ def test_a_run_with_a_scorer_plugin_replays_bit_for_bit_without_calling_it(tmp_p
         "inputs:\n  ref: {path: ref.csv}\n  cand: {path: cand.csv}\n"
         "stages:\n  - id: diff\n    use: sequential.diff\n"
         "    with: {scorer: {name: test_shift, options: {shift: 0.0}}, reference: ref, candidate: cand,\n"
-        "           clip_low: -0.05, clip_high: 0.05, equivalence_band: 0.01, n_max: 300}\n"
+        "           range: [-0.05, 0.05], equivalence_band: 0.01, n_max: 300}\n"
         "gates:\n  - id: equivalent\n    metric: diff.results.decision\n    equals: SAME\n")
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         result = run(spec, ledger=ledger)
@@ -263,14 +271,17 @@ def test_an_unbounded_sequence_that_never_narrows_is_reported_and_audits_cleanly
     assert audit_sequential_diff(stored) == []
 
 
-def test_schema_has_the_seed_knob_names_and_defaults() -> None:
+@pytest.mark.parametrize("version", ["1.0.0", "1.1.0", "2.0.0"])
+def test_schema_has_the_seed_knob_names_and_defaults(version: str) -> None:
     from jsonschema import Draft202012Validator
-    schema = load_schema(STAGE.schema_file)
+    schema = load_schema(REGISTRY.get("sequential.diff", version).schema_file)
     Draft202012Validator.check_schema(schema)
     assert schema["$id"] == "urn:certa:schema:stages:sequential.diff" and schema["additionalProperties"] is False
     seed_defaults = {"alpha": 0.01, "rel_margin_target": 0.05, "min_effect_floor": 1e-4, "n_min": 10, "n_max": 200,
-                     "batch_size": 4, "positions_per_prompt": 32, "clip_low": 0.0, "clip_high": 0.2,
-                     "equivalence_band": None, "early_stop_threshold": 1e-6, "identical_model_n_min": 20}
+                     "batch_size": 4, "positions_per_prompt": 32, "equivalence_band": None,
+                     "early_stop_threshold": 1e-6, "identical_model_n_min": 20,
+                     **({"clip_low": 0.0, "clip_high": 0.2} if version < "2" else
+                        {"range": None, "out_of_range": "refuse"})}       # 2.0.0: the range has no default
     props = schema["properties"]
     assert {k: props[k]["default"] for k in seed_defaults} == seed_defaults
     assert props["method"]["default"] == "betting" and props["check_every"]["default"] == "sample"

@@ -13,13 +13,20 @@ import numpy as np
 import pytest
 
 from engine.spec import fill_defaults, load_schema
-from engine.stages.sequential_diff import analyse_scores
+from engine.stages.sequential_diff import Analysis, analyse_scores
 
 STREAMS, HORIZON = 1000, 1000
 
 
 def _knobs(**overrides) -> dict:
-    return fill_defaults({"input": "scores", **overrides}, load_schema("stages/sequential.diff.schema.json"))
+    """2.0.0 knobs, with the range [0, 0.2] of the seed's streams unless given."""
+    return fill_defaults({"input": "scores", "range": [0.0, 0.2], **overrides},
+                         load_schema("stages/sequential.diff.schema.json"))
+
+
+def _analyse(x: np.ndarray, knobs: dict) -> Analysis:
+    """``analyse_scores`` on the declared range of ``knobs``."""
+    return analyse_scores(x, knobs, tuple(knobs["range"]))
 
 
 def _slack(alpha: float, streams: int = STREAMS) -> float:
@@ -29,7 +36,7 @@ def _slack(alpha: float, streams: int = STREAMS) -> float:
 
 @functools.lru_cache(maxsize=None)
 def _null_streams(shape: str) -> tuple[np.ndarray, float, float]:
-    """(scores with mean exactly 0, clip_low, clip_high) for STREAMS x HORIZON observations."""
+    """(scores with mean exactly 0, range low, range high) for STREAMS x HORIZON observations."""
     seeds = {"rademacher": 101, "uniform": 102, "bernoulli": 103, "beta": 104, "normal": 105}
     rng = np.random.default_rng(seeds[shape])
     size = (STREAMS, HORIZON)
@@ -46,9 +53,9 @@ def _null_streams(shape: str) -> tuple[np.ndarray, float, float]:
 
 def _different_rate(shape: str, method: str, alpha: float, **knobs) -> tuple[float, float]:
     x, low, high = _null_streams(shape)
-    settings = {"method": method, "alpha": alpha, "clip_low": low, "clip_high": high, "n_min": 1, "n_max": HORIZON,
+    settings = {"method": method, "alpha": alpha, "range": [low, high], "n_min": 1, "n_max": HORIZON,
                 "rel_margin_target": None, "check_every": "sample", "betting": {"grid_size": 200}, **knobs}
-    analysis = analyse_scores(x, _knobs(**settings))
+    analysis = _analyse(x, _knobs(**settings))
     different = analysis.stop.decisions() == "DIFFERENT"
     p_hit = np.min(analysis.p_value.p, axis=-1) <= alpha
     return float(np.mean(different)), float(np.mean(p_hit))
@@ -86,7 +93,7 @@ def test_t_fixed_n_exceeds_alpha_under_the_same_monitoring() -> None:
     rate, _ = _different_rate("normal", "t_fixed_n", alpha, n_min=10)
     assert rate > 3 * alpha, f"t_fixed_n: DIFFERENT on only {rate:.3f} of null streams"
     x, _, _ = _null_streams("normal")
-    fixed = analyse_scores(x, _knobs(method="t_fixed_n", alpha=alpha, n_min=HORIZON, n_max=HORIZON,
+    fixed = _analyse(x, _knobs(method="t_fixed_n", alpha=alpha, n_min=HORIZON, n_max=HORIZON,
                                      rel_margin_target=None))
     fixed_rate = float(np.mean(fixed.stop.decisions() == "DIFFERENT"))
     assert abs(fixed_rate - alpha) <= _slack(alpha)
@@ -98,7 +105,7 @@ def test_t_fixed_n_exceeds_alpha_under_the_same_monitoring() -> None:
 @pytest.mark.slow
 def test_default_method_says_different_for_mean_0_05_sd_0_01() -> None:
     x = np.random.default_rng(201).normal(0.05, 0.01, size=(500, 200))
-    analysis = analyse_scores(x, _knobs())                               # betting, alpha 0.01, clip [0, 0.2]
+    analysis = _analyse(x, _knobs())                               # betting, alpha 0.01, range [0, 0.2]
     assert np.all(analysis.stop.decisions() == "DIFFERENT")
     assert np.all(analysis.stop.n_used == 10)                           # decided at the first check, n_min
 
@@ -106,12 +113,12 @@ def test_default_method_says_different_for_mean_0_05_sd_0_01() -> None:
 @pytest.mark.slow
 def test_default_method_says_same_for_mean_0_002_sd_0_001_band_0_01() -> None:
     x = np.random.default_rng(202).normal(0.002, 0.001, size=(500, 1000))
-    # the default clip range [0, 0.2] is 20x the band: the O(range / n) term needs a few hundred prompts
-    wide = analyse_scores(x, _knobs(equivalence_band=0.01, n_max=1000))
+    # the seed's clip range [0, 0.2] is 20x the band: the O(range / n) term needs a few hundred prompts
+    wide = _analyse(x, _knobs(equivalence_band=0.01, n_max=1000))
     assert np.all(wide.stop.decisions() == "SAME")
     assert 200 < np.median(wide.stop.n_used) < 400
     # a clip range matched to the scores decides within the seed's default n_max = 200
-    tight = analyse_scores(x[:, :200], _knobs(equivalence_band=0.01, clip_low=-0.02, clip_high=0.02))
+    tight = _analyse(x[:, :200], _knobs(equivalence_band=0.01, range=[-0.02, 0.02]))
     assert np.all(tight.stop.decisions() == "SAME")
     assert np.median(tight.stop.n_used) < 40
 
@@ -120,7 +127,7 @@ def test_default_method_says_same_for_mean_0_002_sd_0_001_band_0_01() -> None:
 def test_min_effect_keeps_small_real_differences_from_being_called_different() -> None:
     # mean 0.004 is a real but immaterial difference for delta* = 0.01: never DIFFERENT
     x = np.random.default_rng(203).normal(0.004, 0.002, size=(500, 1000))
-    analysis = analyse_scores(x, _knobs(min_effect=0.01, n_max=1000, rel_margin_target=None))
+    analysis = _analyse(x, _knobs(min_effect=0.01, n_max=1000, rel_margin_target=None))
     assert not np.any(analysis.stop.decisions() == "DIFFERENT")
-    plain = analyse_scores(x[:, :200], _knobs())
+    plain = _analyse(x[:, :200], _knobs())
     assert np.all(plain.stop.decisions() == "DIFFERENT")                # delta* = 0: any nonzero mean

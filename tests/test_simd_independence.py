@@ -45,7 +45,7 @@ GLIBC_TUNABLE = "glibc.cpu.hwcaps=-AVX,-AVX2,-FMA,-FMA4,-AVX512F"
 # The child: proofs first (numpy is imported with ImportWarning as an error, so a feature name numpy
 # ignores fails the import), then every spec; prints one JSON object.
 CHILD = r"""
-import ctypes, json, os, sys, warnings
+import ctypes, json, os, re, sys, warnings
 root, specs = sys.argv[1], sys.argv[2:]
 sys.path.insert(0, root)
 os.chdir(root)
@@ -77,6 +77,8 @@ contents = {os.path.basename(os.path.dirname(spec)): outcome(engine.run(spec)) f
 folder = os.path.join(root, "specs", "sequential-diff")
 text = open(os.path.join(folder, "spec.yaml"), encoding="utf-8").read().split("  - id: quantized")[0]
 text = text.replace("use: sequential.diff\n", "use: sequential.diff@1.0.0\n")
+text = re.sub(r"range: \[-0\.2, 0\.2\].*\n", "clip_low: 0.0\n      clip_high: 0.2\n", text)  # 1.x's knobs
+assert "clip_high" in text
 paths = {name: os.path.join(folder, "data", name + suffix) for name, suffix in
          (("finetune", "_scores.csv"), ("reference", "_logprobs.csv"), ("quantized", "_logprobs.csv"))}
 contents["sequential-diff@1.0.0"] = outcome(engine.run(text, input_paths=paths))
@@ -137,7 +139,7 @@ def test_examples_do_not_depend_on_optional_simd_features(tmp_path_factory):
             assert default["contents"][spec][part] == plain["contents"][spec][part], (
                 f"{spec}: {what} differ with {disabled}; run python bench/simd.py for the fields")
     example = json.loads(default["contents"]["sequential-diff"]["content"])
-    assert {s["version"] for s in example["knobs"]["stages"]} == {"1.1.0"}, example["knobs"]["stages"]
+    assert {s["version"] for s in example["knobs"]["stages"]} == {"2.0.0"}, example["knobs"]["stages"]
 
     # not vacuous: the same run at sequential.diff 1.0.0 (numpy's ufuncs) does move with numpy's AVX-512 loops
     old_default, old_plain = (json.loads(c["sequential-diff@1.0.0"]["content"]) for c in (default["contents"],

@@ -13,7 +13,12 @@ or None, ``options`` the spec's free-form mapping) that returns a ``Scorer``:
 * ``prompts(reference, candidate) -> Sequence[str]``: the prompt population (deterministic order);
 * ``score(reference, candidate, prompt, K) -> float``: one prompt's score difference, averaged over its
   K teacher-forced positions (the prompt is the unit of observation, never n·K);
-* optional ``score_batch(reference, candidate, prompts, K) -> array``: the same for many prompts.
+* optional ``score_batch(reference, candidate, prompts, K) -> array``: the same for many prompts;
+* optional ``support() -> tuple[float, float] | None``: the closed range [low, high] that every score of
+  the scorer's metric lies in by construction (its known finite support, e.g. [-1, 1] for a difference of
+  two accuracies in [0, 1]), or None when the metric is unbounded. ``sequential.diff`` (2.0.0 on) uses it
+  as the score range of a bounded method when the spec declares none; a scorer that omits ``support``
+  declares none.
 
 ``reference`` and ``candidate`` are the input tables the spec names (``engine.tables.Table``), so a
 scorer reads nothing outside the paths the spec declares. The scores it returns are recorded by the
@@ -25,6 +30,7 @@ The scorers shipped with certa are registered in certa's own ``pyproject.toml`` 
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol, runtime_checkable
@@ -34,7 +40,7 @@ import numpy as np
 from ..errors import StageError
 from ..tables import Table
 
-__all__ = ["ENTRY_POINT_GROUP", "Scorer", "ScorerFactory", "available_scorers", "load_scorer",
+__all__ = ["ENTRY_POINT_GROUP", "Scorer", "ScorerFactory", "available_scorers", "declared_support", "load_scorer",
            "score_prompts"]
 
 ENTRY_POINT_GROUP = "certa.scorers"
@@ -80,6 +86,25 @@ def load_scorer(name: str, *, metric: str | None = None, options: Mapping[str, A
         raise StageError(f"scorer '{name}' does not provide score(reference, candidate, prompt, K) and "
                          "prompts(reference, candidate)")
     return scorer
+
+
+def declared_support(scorer: Scorer) -> tuple[float, float] | None:
+    """The finite support [low, high] the scorer declares for its metric (optional ``support()``), or None.
+
+    A declared support must be two finite numbers with low < high; anything else is a ``StageError``,
+    since a bounded method's guarantee would rest on it.
+    """
+    support = getattr(scorer, "support", None)
+    declared = support() if callable(support) else None
+    if declared is None:
+        return None
+    try:
+        low, high = (float(v) for v in declared)
+    except (TypeError, ValueError):
+        raise StageError(f"the scorer's support() must return (low, high) or None (got {declared!r})") from None
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise StageError(f"the scorer declares the support [{low!r}, {high!r}]; a support needs finite low < high")
+    return low, high
 
 
 def score_prompts(scorer: Scorer, reference: Table, candidate: Table, prompts: Sequence[str], K: int) -> np.ndarray:

@@ -17,6 +17,10 @@ positions (by position) i = 1..K' (K' = min(K, positions available)):
 score_fn(ref, cand, prompt, K) averages over K positions; positions within a prompt are correlated, so
 the sample size is the number of prompts, never n·K).
 
+Neither metric has a finite support: delta_ce takes any real value and sym_kl any value >= 0 (unbounded
+above), so the scorer declares none (``support()`` returns None) and a bounded method of
+``sequential.diff`` needs the spec to declare its range.
+
 Options (``scorer.options``): ``prompt_column``, ``position_column``, ``logprob_column``,
 ``distribution_prefix`` to rename the columns above.
 """
@@ -33,9 +37,11 @@ from ..errors import InputError, StageError
 from ..stats.lazy_scipy import special
 from ..tables import Table
 
-__all__ = ["LogprobTablesScorer", "METRICS"]
+__all__ = ["LogprobTablesScorer", "METRICS", "SUPPORT"]
 
 METRICS = ("delta_ce", "sym_kl")
+SUPPORT: dict[str, tuple[float, float] | None] = {"delta_ce": None, "sym_kl": None}
+"""Each metric's declared finite support (``engine.scorers`` module docstring): none, both are unbounded."""
 _OPTIONS = {"prompt_column": "prompt_id", "position_column": "position", "logprob_column": "logprob",
             "distribution_prefix": "logp_"}
 
@@ -117,6 +123,10 @@ class LogprobTablesScorer:
         log_p = log_p - special.logsumexp(log_p, axis=1, keepdims=True)
         log_q = log_q - special.logsumexp(log_q, axis=1, keepdims=True)
         return np.sum((np.exp(log_p) - np.exp(log_q)) * (log_p - log_q), axis=1)
+
+    def support(self) -> tuple[float, float] | None:
+        """The metric's declared finite support: None (``SUPPORT``; both metrics are unbounded)."""
+        return SUPPORT[self.metric]
 
     def prompts(self, reference: Table, candidate: Table) -> Sequence[str]:
         """Every prompt_id present in the tables, sorted."""

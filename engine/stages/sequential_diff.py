@@ -8,7 +8,7 @@ input tables ``reference`` and ``candidate``, see ``engine.scorers``). A (1 - al
 ``engine.stats.sequential_decision`` are checked after every observation (or batch), stopping at the
 first rule that fires and never after ``n_max``. Every check is one ``sequential_check`` decision in the
 ledger (n, mean, bounds, p-value, rule states); the certificate holds the stopping time, the final
-sequence values, the method, its validity statement and the clip-range assumption.
+sequence values, the method, its validity statement and the score range with what was done to the scores.
 
 Scorer runs are recorded: the stage returns the scores it obtained in ``captured['scores']`` and, given
 ``ctx.captured`` (a replay), recomputes everything from them without calling the scorer. The outputs
@@ -21,32 +21,44 @@ aborts unless the method is anytime-valid.
 Versions (``KERNELS``, oldest first): each is this module's glue run with a ``SequentialKernels`` record of
 what differs. 1.0.0 computes exp, log, log1p and logaddexp with numpy's ufuncs, whose kernels numpy picks
 by CPU at run time; 1.1.0 with libm in compiled loops (``engine.stats.libm``), so its numbers do not
-depend on numpy's SIMD choice. Everything else is shared and computes the same bytes for both.
+depend on numpy's SIMD choice. Both take the score range of the bounded methods from ``clip_low`` /
+``clip_high`` (defaults [0, 0.2]) and clip scores outside it silently (``ClipKnobs``). 2.0.0 keeps libm and
+follows "a certificate says only what the data support" (``DeclaredRange``): the range has no default (it is
+declared, or the scorer metric's finite support, or the run is refused), a score outside it is refused in
+profiles ci and release, and clipping happens only on ``out_of_range: clip`` and is stated as the estimand;
+numbers derived from decimal knobs (the betting bounds, which are grid points on the range; 1 - alpha; the
+betting grid step) are computed exactly and rounded once.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from fractions import Fraction
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..errors import InputError, ProfileAbort, StageError
-from ..scorers import load_scorer, score_prompts
+from ..scorers import Scorer, declared_support, load_scorer, score_prompts
 from ..stats.confseq import BOUNDED_METHODS, VALIDITY, CSSettings, PValuePath, confidence_sequence, null_p_value
-from ..stats.confseq_common import ConfidenceSequence, prefix_mean
+from ..stats.confseq_common import (ConfidenceSequence, GridValues, exact_grid_values, float_grid_values,
+                                    prefix_mean)
 from ..stats.libm import LIBM, NUMPY_UFUNCS, ElementaryFunctions
 from ..stats.sequential_decision import (DECISION_OF, OUTCOMES, DecisionRules, RuleStates, Stop, all_zero_path,
                                          first_stop, rule_states)
 from ..tables import Table, table_from_columns
 from .base import Decision, StageContext, StageOutput, StageType
 
-__all__ = ["STAGE", "STAGES", "SequentialKernels", "KERNELS", "CAPTURED_SCORES", "analyse_scores", "Analysis"]
+__all__ = ["STAGE", "STAGES", "SequentialKernels", "KERNELS", "CAPTURED_SCORES", "CAPTURED_SUPPORT", "analyse_scores",
+           "Analysis", "Observations", "ScoreRange", "RangeRule", "ClipKnobs", "DeclaredRange"]
 
 CAPTURED_SCORES = "scores"
 """Name of the captured table (columns ``draw``, ``prompt_id``, ``score``) of a scorer run."""
+CAPTURED_SUPPORT = "scorer_support"
+"""Name of the captured table (columns ``low``, ``high``; one row) holding the finite support a scorer declared
+for its metric, when a 2.0.0 run used it as the score range (a replay needs it without the scorer)."""
 
 NULL_MEAN = 0.0
 
@@ -59,25 +71,347 @@ _VALIDITY_RULE: dict[str, dict[str, str]] = {
 }
 
 
+# ------------------------------------------------------------------------------------------ score range
+
+NO_RANGE = "none: unbounded method"
+DECLARED = "declared"
+SCORER_SUPPORT = "scorer metric support"
+
+
+@dataclass(frozen=True)
+class Observations:
+    """The observations in arrival order, each with its origin: the 1-based row of the input table where it
+    starts (``unit`` "row") or its draw number in a scorer run (``unit`` "draw"); ``name`` says where from."""
+
+    scores: np.ndarray
+    origins: np.ndarray
+    unit: str
+    name: str
+
+    def first(self, n: int) -> Observations:
+        """The first ``n`` observations (all of them if there are fewer)."""
+        return Observations(self.scores[:n], self.origins[:n], self.unit, self.name)
+
+
+@dataclass(frozen=True)
+class ScoreRange:
+    """The range [low, high] a bounded method works on (None: the method needs none), where it comes from
+    (``source``), what a score outside it does (``out_of_range``: "refuse" or "clip"), and a range the spec
+    gave to a method that needs none (``ignored``)."""
+
+    low: float | None
+    high: float | None
+    source: str
+    out_of_range: str
+    ignored: tuple[float, float] | None = None
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """(low, high) for the kernels; (-inf, inf) when the method needs no range (it never reads them)."""
+        return (-math.inf if self.low is None else self.low, math.inf if self.high is None else self.high)
+
+
+@dataclass(frozen=True)
+class Outside:
+    """Observations outside [low, high]: how many, the observed min and max, the first one's origin."""
+
+    count: int
+    total: int
+    minimum: float
+    maximum: float
+    first: int
+
+
+def _outside_mask(scores: np.ndarray, low: float, high: float) -> np.ndarray:
+    """True where a score lies outside [low, high]."""
+    return (scores < low) | (scores > high)
+
+
+def _outside_range(obs: Observations, low: float, high: float) -> Outside | None:
+    """The observations of ``obs`` outside [low, high], or None when every one lies inside."""
+    outside = _outside_mask(obs.scores, low, high)
+    count = int(np.count_nonzero(outside))
+    if count == 0:
+        return None
+    return Outside(count=count, total=int(obs.scores.size), minimum=float(obs.scores.min()),
+                   maximum=float(obs.scores.max()), first=int(obs.origins[int(np.argmax(outside))]))
+
+
+class RangeRule(Protocol):
+    """How a version finds the score range, checks the scores against it and states it in the certificate."""
+
+    def check_knobs(self, knobs: Mapping[str, Any]) -> None:
+        """Raise ``StageError`` for range knobs the schema cannot refuse."""
+
+    def resolve(self, knobs: Mapping[str, Any], observed: Observations | None,
+                support: Callable[[], tuple[float, float] | None]) -> ScoreRange:
+        """The range the run uses (``observed``: the table's observations; None before a scorer run)."""
+
+    def screen(self, obs: Observations, score_range: ScoreRange, profile: str) -> tuple[Decision, ...]:
+        """Decisions about observations outside the range; raises ``InputError`` where the profile refuses."""
+
+    def report(self, a: Analysis, knobs: Mapping[str, Any], score_range: ScoreRange,
+               n_used: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(entries added to ``results``, output blocks) stating the range and what was done to the scores."""
+
+    def render(self, outputs: Mapping[str, Any]) -> tuple[str, list[str]]:
+        """(a note next to the decision, Markdown lines after the reason) for ``certa show``."""
+
+    def audit(self, outputs: Mapping[str, Any]) -> list[str]:
+        """Problems with the stored range statement that ``certa verify`` reports."""
+
+
+class ClipKnobs:
+    """Versions 1.x: the range is ``clip_low``/``clip_high`` (schema defaults [0, 0.2]), handed to every
+    method; the bounded methods clip scores outside it without a decision. Frozen: replays only."""
+
+    def check_knobs(self, knobs: Mapping[str, Any]) -> None:
+        if not knobs["clip_low"] < knobs["clip_high"]:
+            raise StageError(f"'clip_low' must be < 'clip_high' (got {knobs['clip_low']} and {knobs['clip_high']})")
+
+    def resolve(self, knobs: Mapping[str, Any], observed: Observations | None,
+                support: Callable[[], tuple[float, float] | None]) -> ScoreRange:
+        return ScoreRange(low=float(knobs["clip_low"]), high=float(knobs["clip_high"]), source="clip_low/clip_high",
+                          out_of_range="clip")
+
+    def screen(self, obs: Observations, score_range: ScoreRange, profile: str) -> tuple[Decision, ...]:
+        return ()
+
+    def report(self, a: Analysis, knobs: Mapping[str, Any], score_range: ScoreRange,
+               n_used: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        used = a.scores[:n_used]
+        n_clipped = int(np.count_nonzero(np.clip(used, knobs["clip_low"], knobs["clip_high"]) != used))
+        statement = (f"scores are assumed to lie in [{_num(knobs['clip_low'])}, {_num(knobs['clip_high'])}]; "
+                     "values outside are clipped and the estimand is the mean of the clipped scores"
+                     if a.bounded else "no bound is assumed; scores are used unclipped")
+        return {}, {"clip": {"applies": a.bounded, "low": knobs["clip_low"], "high": knobs["clip_high"],
+                             "assumption": statement, "n_clipped": n_clipped if a.bounded else 0,
+                             "n_outside_range": n_clipped}}
+
+    def render(self, outputs: Mapping[str, Any]) -> tuple[str, list[str]]:
+        clip = outputs["clip"]
+        if not clip["applies"]:
+            return "", []
+        return "", [f"Clip range [{clip['low']}, {clip['high']}] (assumption); clipped scores: {clip['n_clipped']}."]
+
+    def audit(self, outputs: Mapping[str, Any]) -> list[str]:
+        return []
+
+
+class DeclaredRange:
+    """Version 2.0.0: no default transforms data into a verdict (module docstring; ``docs/sequential.md``).
+
+    A bounded method's range is ``range`` if declared, else the scorer metric's declared finite support, else
+    the run is refused (``StageError``) naming the observed min and max. A score outside it is an
+    ``InputError`` in profiles ci and release and a recorded ``out_of_range`` warning in dev, which goes on
+    with the scores clipped; ``out_of_range: clip`` opts in to clipping. Whenever scores are (or may be)
+    clipped, the estimand is the mean of the clipped scores and the certificate says so. The unbounded
+    methods ignore a range, with a recorded ``range_ignored`` warning.
+    """
+
+    def check_knobs(self, knobs: Mapping[str, Any]) -> None:
+        declared = knobs.get("range")
+        if declared is not None and not (math.isfinite(declared[0]) and math.isfinite(declared[1])
+                                         and declared[0] < declared[1]):
+            raise StageError(f"'range' must be [low, high] with finite low < high (got [{declared[0]}, {declared[1]}])")
+
+    def resolve(self, knobs: Mapping[str, Any], observed: Observations | None,
+                support: Callable[[], tuple[float, float] | None]) -> ScoreRange:
+        declared, policy = knobs.get("range"), knobs["out_of_range"]
+        if knobs["method"] not in BOUNDED_METHODS:
+            ignored = None if declared is None else (float(declared[0]), float(declared[1]))
+            return ScoreRange(low=None, high=None, source=NO_RANGE, out_of_range=policy, ignored=ignored)
+        if declared is not None:
+            return ScoreRange(low=float(declared[0]), high=float(declared[1]), source=DECLARED, out_of_range=policy)
+        supported = support()
+        if supported is not None:
+            return ScoreRange(low=supported[0], high=supported[1], source=SCORER_SUPPORT, out_of_range=policy)
+        raise StageError(_no_range_message(knobs, observed))
+
+    def screen(self, obs: Observations, score_range: ScoreRange, profile: str) -> tuple[Decision, ...]:
+        if score_range.low is None or score_range.high is None:
+            return _ignored_range_decisions(score_range)
+        outside = _outside_range(obs, score_range.low, score_range.high)
+        if outside is None:
+            return ()
+        if score_range.out_of_range == "refuse" and profile != "dev":
+            raise InputError(_outside_message(obs, score_range, outside, profile))
+        return (_out_of_range_decision(obs, score_range, outside),)
+
+    def report(self, a: Analysis, knobs: Mapping[str, Any], score_range: ScoreRange,
+               n_used: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        used = a.scores[:n_used]
+        low, high = score_range.bounds
+        n_clipped = int(np.count_nonzero(_outside_mask(used, low, high)))
+        n_outside = int(np.count_nonzero(_outside_mask(a.scores, low, high)))
+        clipped = score_range.low is not None and (score_range.out_of_range == "clip" or n_outside > 0)
+        estimand = f"mean of the scores clipped to [{_num(low)}, {_num(high)}]" if clipped else "mean score difference"
+        block = {"low": score_range.low, "high": score_range.high, "source": score_range.source,
+                 "out_of_range": score_range.out_of_range, "n_outside": n_outside, "n_clipped": n_clipped,
+                 "statement": _range_statement(knobs, score_range, n_outside, n_clipped, int(a.scores.size), n_used)}
+        # the raw mean by the same prefix sums as ``mean``: the two are equal to the bit when nothing is clipped
+        return {"estimand": estimand, "raw_mean": float(prefix_mean(used)[-1])}, {"range": block}
+
+    def render(self, outputs: Mapping[str, Any]) -> tuple[str, list[str]]:
+        r, block = outputs["results"], outputs["range"]
+        shown = block["n_clipped"] > 0 or r["estimand"] != "mean score difference" or block["source"] != DECLARED
+        note = (f" (estimand: {r['estimand']}; clipped scores: {block['n_clipped']}; raw mean {r['raw_mean']:.6g})"
+                if shown else "")
+        return note, [f"Score range: {block['statement']}."]
+
+    def audit(self, outputs: Mapping[str, Any]) -> list[str]:
+        """The estimand agrees with the range block (clipped iff bounded and clipping was opted in or
+        happened), an unclipped estimand has mean == raw_mean, and n_clipped <= min(n_outside, n_used)."""
+        try:
+            r, block = outputs["results"], outputs["range"]
+            clipped = block["low"] is not None and (block["out_of_range"] == "clip" or block["n_outside"] > 0)
+            problems = []
+            if (r["estimand"] != "mean score difference") != clipped:
+                problems.append("results.estimand does not match the range block (what was clipped)")
+            if not clipped and r["mean"] != r["raw_mean"]:
+                problems.append("results.mean != results.raw_mean although no score was clipped")
+            if not 0 <= block["n_clipped"] <= min(block["n_outside"], r["n_used"]):
+                problems.append("range.n_clipped is outside [0, min(n_outside, n_used)]")
+            return problems
+        except (KeyError, TypeError):
+            return ["results or range is missing estimand, mean, raw_mean, n_used, low, out_of_range, n_outside "
+                    "or n_clipped"]
+
+
+def _no_range_message(knobs: Mapping[str, Any], observed: Observations | None) -> str:
+    """The refusal of a bounded method without a range: the observed min and max, and the knobs to set."""
+    method = knobs["method"]
+    if observed is None:
+        spec = knobs["scorer"]
+        seen = (f"scorer '{spec['name']}' (metric {spec.get('metric') or 'default'}) declares no finite support "
+                "for its scores")
+    else:
+        seen = (f"the {observed.scores.size} observation(s) of {observed.name} lie in "
+                f"[{_num(float(observed.scores.min()))}, {_num(float(observed.scores.max()))}] (observed min, max)")
+    return (f"method '{method}' needs the range the scores lie in, and none is declared; {seen}. Declare "
+            "'range: [low, high]' from what the metric can take (not from these data), add 'out_of_range: clip' "
+            "only to certify the mean of the clipped scores, or use method 'asymptotic_cs', which needs no range")
+
+
+def _outside_message(obs: Observations, score_range: ScoreRange, outside: Outside, profile: str) -> str:
+    """The refusal of observations outside the range: count, observed min and max, the first offender."""
+    return (f"{obs.name}: {outside.count} of {outside.total} observation(s) lie outside the score range "
+            f"[{_num(score_range.bounds[0])}, {_num(score_range.bounds[1])}] ({score_range.source}): observed min "
+            f"{_num(outside.minimum)}, max {_num(outside.maximum)}, the first at {obs.unit} {outside.first}. The "
+            f"method's guarantee holds only inside the range, so profile {profile} refuses them: widen 'range' to "
+            "a bound the scores cannot leave, set 'out_of_range: clip' to certify the mean of the clipped scores, "
+            "or use profile dev to go on with a warning")
+
+
+def _out_of_range_decision(obs: Observations, score_range: ScoreRange, outside: Outside) -> Decision:
+    """The ``out_of_range`` decision: a warning unless the spec opted in to clipping (``out_of_range: clip``)."""
+    low, high = score_range.bounds
+    opted_in = score_range.out_of_range == "clip"
+    message = (f"{outside.count} of {outside.total} observation(s) of {obs.name} lie outside the score range "
+               f"[{_num(low)}, {_num(high)}] ({score_range.source}; observed min {_num(outside.minimum)}, max "
+               f"{_num(outside.maximum)}, the first at {obs.unit} {outside.first}); they are clipped and the "
+               "estimand is the mean of the clipped scores"
+               + ("" if opted_in else ", because profile dev lets the run go on (ci and release refuse)"))
+    return Decision("out_of_range", {
+        "low": low, "high": high, "source": score_range.source, "n_outside": outside.count,
+        "observations": outside.total, "min": outside.minimum, "max": outside.maximum, "first": outside.first,
+        "first_unit": obs.unit, "action": "clip", "outcome": "pass" if opted_in else "warn", "message": message})
+
+
+def _ignored_range_decisions(score_range: ScoreRange) -> tuple[Decision, ...]:
+    """A ``range_ignored`` warning when the spec gave a range to a method that needs none."""
+    if score_range.ignored is None:
+        return ()
+    low, high = score_range.ignored
+    return (Decision("range_ignored", {
+        "low": low, "high": high, "outcome": "warn",
+        "message": f"the method needs no score range; 'range: [{_num(low)}, {_num(high)}]' was ignored and the "
+                   "scores are used unclipped (remove it, or use a bounded method to rely on it)"}),)
+
+
+def _range_statement(knobs: Mapping[str, Any], score_range: ScoreRange, n_outside: int, n_clipped: int,
+                     available: int, n_used: int) -> str:
+    """One sentence: the range, where it comes from, and what was done to the scores."""
+    if score_range.low is None:
+        ignored = score_range.ignored
+        note = "" if ignored is None else f" (the range [{_num(ignored[0])}, {_num(ignored[1])}] given was ignored)"
+        return f"method {knobs['method']} needs no score range; the scores are used unclipped{note}"
+    where = f"[{_num(score_range.bounds[0])}, {_num(score_range.bounds[1])}] ({score_range.source})"
+    if n_outside == 0 and score_range.out_of_range == "refuse":
+        return (f"the scores are assumed to lie in {where}; all {available} observation(s) do, none was clipped "
+                "and the estimand is the mean score difference")
+    why = ("out_of_range: clip" if score_range.out_of_range == "clip"
+           else "profile dev let the run go on; profiles ci and release refuse such data")
+    return (f"scores outside {where} are clipped to it ({why}): {n_outside} of {available} observation(s) lie "
+            f"outside and {n_clipped} of the {n_used} used were clipped; the estimand is the mean of the clipped "
+            "scores, not the mean score difference")
+
+
+# ---------------------------------------------------------------------------------------- knob arithmetic
+
+
+def float_confidence_level(alpha: float) -> float:
+    """1 - alpha in floating point (1.x: 1 - 0.01 gives 0.99, but e.g. 1 - 0.07 gives 0.9299999999999999)."""
+    return 1.0 - alpha
+
+
+def exact_confidence_level(alpha: float) -> float:
+    """1 - alpha computed on the decimal the knob was written as, rounded once:
+    float(1 - Fraction(str(alpha))) (``docs/contributing.md``: numbers derived from decimal knobs are exact)."""
+    return float(1 - Fraction(str(alpha)))
+
+
+def computed_parameters(parameters: Mapping[str, Any], score_range: ScoreRange) -> dict[str, Any]:
+    """The method's parameters as its kernel reports them (1.x)."""
+    return dict(parameters)
+
+
+def exact_parameters(parameters: Mapping[str, Any], score_range: ScoreRange) -> dict[str, Any]:
+    """The method's parameters with the betting grid step (high - low) / G computed exactly on the decimal
+    range, rounded once (e.g. [0.1, 0.3] gives 0.0002, not 0.00019999999999999998)."""
+    out = dict(parameters)
+    if "grid_step" in out and score_range.low is not None and score_range.high is not None:
+        span = Fraction(str(score_range.high)) - Fraction(str(score_range.low))
+        out["grid_step"] = float(span / out["grid_size"])
+    return out
+
+
 # -------------------------------------------------------------------------------------------- versions
 
 
 @dataclass(frozen=True)
 class SequentialKernels:
     """What one version of ``sequential.diff`` computes with: the elementary functions (exp, log, log1p,
-    logaddexp) of its confidence sequences, p-values, e-value and stopping decisions."""
+    logaddexp) of its confidence sequences, p-values, e-value and stopping decisions; its score-range rule;
+    and how it derives values from decimal knobs: the betting bounds (grid points on the range), the
+    confidence level and the method parameters."""
 
     version: str
     elementary: ElementaryFunctions
+    range_rule: RangeRule
+    grid_values: GridValues
+    confidence_level: Callable[[float], float]
+    method_parameters: Callable[[Mapping[str, Any], ScoreRange], dict[str, Any]]
     changes: str
 
 
 KERNELS: tuple[SequentialKernels, ...] = (
-    SequentialKernels(version="1.0.0", elementary=NUMPY_UFUNCS, changes="first version (certa 0.1.0)"),
+    SequentialKernels(version="1.0.0", elementary=NUMPY_UFUNCS, range_rule=ClipKnobs(), grid_values=float_grid_values,
+                      confidence_level=float_confidence_level, method_parameters=computed_parameters,
+                      changes="first version (certa 0.1.0)"),
     SequentialKernels(
-        version="1.1.0", elementary=LIBM,
+        version="1.1.0", elementary=LIBM, range_rule=ClipKnobs(), grid_values=float_grid_values,
+        confidence_level=float_confidence_level, method_parameters=computed_parameters,
         changes="certa 0.3.0: exp, log, log1p (and logaddexp from them) by libm in compiled loops, independent "
                 "of numpy's run-time SIMD choice; p-values, e-values and bounds may move in the last bits"),
+    SequentialKernels(
+        version="2.0.0", elementary=LIBM, range_rule=DeclaredRange(), grid_values=exact_grid_values,
+        confidence_level=exact_confidence_level, method_parameters=exact_parameters,
+        changes="the score range has no default: 'range: [low, high]' (or the scorer metric's declared support) "
+                "replaces clip_low/clip_high (defaults [0, 0.2]); scores outside it are refused in ci and release "
+                "and clipped only on 'out_of_range: clip' or with a dev warning, stated as the estimand; a 'range' "
+                "block replaces 'clip'; the betting bounds (grid points), confidence_level and grid_step are "
+                "computed exactly from the decimal knobs"),
 )
 """Every version, oldest first; the last is what an unpinned spec runs."""
 
@@ -94,12 +428,12 @@ def _rules(knobs: Mapping[str, Any]) -> DecisionRules:
     )
 
 
-def _settings(knobs: Mapping[str, Any]) -> CSSettings:
+def _settings(knobs: Mapping[str, Any], grid_values: GridValues) -> CSSettings:
     betting, stitching, asymptotic = knobs["betting"], knobs["stitching"], knobs["asymptotic"]
     t_opt = asymptotic.get("t_opt")
     return CSSettings(grid_size=betting["grid_size"], truncation=betting["truncation"], theta=betting["theta"],
                       stitch_m=stitching["m"], stitch_s=stitching["s"], stitch_eta=stitching["eta"],
-                      t_opt=float(knobs["n_max"] if t_opt is None else t_opt))
+                      t_opt=float(knobs["n_max"] if t_opt is None else t_opt), grid_values=grid_values)
 
 
 def _iv_knobs(knobs: Mapping[str, Any]) -> None:
@@ -110,8 +444,6 @@ def _iv_knobs(knobs: Mapping[str, Any]) -> None:
                          f"'candidate' (input tables the scorer reads), not {'both' if has_input else 'neither'}")
     if has_scorer and (knobs.get("reference") is None or knobs.get("candidate") is None):
         raise StageError("'scorer' needs 'reference' and 'candidate': the names of the input tables it reads")
-    if not knobs["clip_low"] < knobs["clip_high"]:
-        raise StageError(f"'clip_low' must be < 'clip_high' (got {knobs['clip_low']} and {knobs['clip_high']})")
     if knobs["n_min"] > knobs["n_max"]:
         raise StageError(f"'n_min' must be <= 'n_max' (got n_min={knobs['n_min']}, n_max={knobs['n_max']})")
 
@@ -119,15 +451,17 @@ def _iv_knobs(knobs: Mapping[str, Any]) -> None:
 # ------------------------------------------------------------------------------------------ observations
 
 
-def _table_observations(table: Table, knobs: Mapping[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
-    """Per-prompt observations in arrival order from the input table (the ``_iv`` step of table mode)."""
+def _table_observations(table: Table, knobs: Mapping[str, Any]) -> tuple[Observations, dict[str, Any]]:
+    """Per-prompt observations in arrival order from the input table (the ``_iv`` step of table mode), each
+    with the 1-based row where it starts (its prompt's first row when positions are averaged)."""
     cols = knobs["columns"]
     score = table.numeric(cols["score"])
     if score.size == 0:
         raise InputError(f"input '{table.name}' has no rows")
     info: dict[str, Any] = {"kind": "table", "input": knobs["input"], "rows": int(score.size)}
+    name = f"input '{table.name}'"
     if not table.has(cols["position"]):
-        return score, info
+        return Observations(score, np.arange(1, score.size + 1), "row", name), info
     if not table.has(cols["prompt_id"]):
         raise InputError(f"input '{table.name}' has a '{cols['position']}' column but no '{cols['prompt_id']}' column; "
                          "per-position rows are averaged per prompt, so the prompt must be named")
@@ -146,7 +480,7 @@ def _table_observations(table: Table, knobs: Mapping[str, Any]) -> tuple[np.ndar
     arrival = np.argsort(first_row, kind="stable")               # prompts in order of first appearance
     info.update({"prompts": int(uniq.size), "positions_used": {"min": int(counts.min()), "max": int(counts.max())},
                  "positions_available": {"min": int(np.bincount(group).min()), "max": int(np.bincount(group).max())}})
-    return means[arrival], info
+    return Observations(means[arrival], first_row[arrival] + 1, "row", name), info
 
 
 @dataclass(frozen=True)
@@ -163,17 +497,21 @@ class Analysis:
     bounded: bool
 
 
-def analyse_scores(scores: np.ndarray, knobs: Mapping[str, Any], *, with_p_value: bool = True,
-                   elementary: ElementaryFunctions = NUMPY_UFUNCS) -> Analysis:
+def analyse_scores(scores: np.ndarray, knobs: Mapping[str, Any], bounds: tuple[float, float], *,
+                   with_p_value: bool = True, elementary: ElementaryFunctions = NUMPY_UFUNCS,
+                   grid_values: GridValues = float_grid_values) -> Analysis:
     """Confidence sequence, p-value, rule states and stopping time of ``scores`` (first n_max used).
 
-    Works on one stream (shape ``(n,)``) or many (``(streams, n)``, e.g. in simulations). ``elementary``:
-    the exp/log/log1p/logaddexp of the stage version (``KERNELS``; default 1.0.0's numpy ufuncs).
+    ``bounds``: the score range (low, high) of the bounded methods, which clip to it (``ScoreRange.bounds``;
+    the unbounded methods never read it). Works on one stream (shape ``(n,)``) or many (``(streams, n)``,
+    e.g. in simulations). ``elementary``: the exp/log/log1p/logaddexp of the stage version (``KERNELS``;
+    default 1.0.0's numpy ufuncs); ``grid_values``: how it maps betting grid points to scores (default 1.x's
+    floating point; 2.0.0's is exact).
     """
     scores = np.asarray(scores, dtype=np.float64)[..., : knobs["n_max"]]
     method, alpha = knobs["method"], knobs["alpha"]
-    low, high = float(knobs["clip_low"]), float(knobs["clip_high"])
-    settings = _settings(knobs)
+    low, high = float(bounds[0]), float(bounds[1])
+    settings = _settings(knobs, grid_values)
     rules = _rules(knobs)
     bounded = method in BOUNDED_METHODS
     estimand = np.clip(scores, low, high) if bounded else scores
@@ -187,12 +525,13 @@ def analyse_scores(scores: np.ndarray, knobs: Mapping[str, Any], *, with_p_value
                     states=states, stop=first_stop(states, rules), bounded=bounded)
 
 
-def _scorer_observations(ctx: StageContext, knobs: Mapping[str, Any],
-                         elementary: ElementaryFunctions) -> tuple[np.ndarray, Table, dict[str, Any]]:
-    """Draw prompts with the stage's generator and score them batch by batch until a rule fires or n_max."""
+def _scorer_observations(ctx: StageContext, knobs: Mapping[str, Any], scorer: Scorer, bounds: tuple[float, float],
+                         screen: Callable[[Observations], object],
+                         kernels: SequentialKernels) -> tuple[Observations, Table]:
+    """Draw prompts with the stage's generator and score them batch by batch until a rule fires or n_max;
+    ``screen`` sees the scores so far after every batch (and may refuse them before more are scored)."""
     spec = knobs["scorer"]
     reference, candidate = ctx.table("reference"), ctx.table("candidate")
-    scorer = load_scorer(spec["name"], metric=spec.get("metric"), options=spec.get("options"))
     population = list(scorer.prompts(reference, candidate))
     if not population:
         raise StageError(f"scorer '{spec['name']}' found no prompts in '{knobs['reference']}' and "
@@ -205,18 +544,40 @@ def _scorer_observations(ctx: StageContext, knobs: Mapping[str, Any],
         chunk = prompts[values.size: values.size + batch]
         values = np.concatenate([values, score_prompts(scorer, reference, candidate, chunk, k)])
         ctx.progress(int(values.size), n_max, "prompts scored")
-        analysis = analyse_scores(values, knobs, with_p_value=False, elementary=elementary)
+        screen(_drawn(values, spec["name"]))
+        analysis = analyse_scores(values, knobs, bounds, with_p_value=False, elementary=kernels.elementary,
+                                  grid_values=kernels.grid_values)
         if OUTCOMES[int(analysis.stop.outcome)] != "exhausted":
             break
     captured = table_from_columns(CAPTURED_SCORES, {
         "draw": np.arange(1, values.size + 1), "prompt_id": prompts[: values.size], "score": values})
-    return captured.numeric("score"), captured, {"population": len(population)}
+    return _drawn(captured.numeric("score"), spec["name"]), captured
 
 
-def _replayed_observations(captured: Table) -> np.ndarray:
+def _drawn(values: np.ndarray, scorer_name: str) -> Observations:
+    """Scores of a scorer run, numbered by draw (1-based)."""
+    return Observations(values, np.arange(1, values.size + 1), "draw", f"scorer '{scorer_name}'")
+
+
+def _replayed_observations(captured: Table, scorer_name: str) -> Observations:
     if not captured.has("score"):
         raise InputError(f"captured table '{captured.name}' has no 'score' column")
-    return captured.numeric("score")
+    return _drawn(captured.numeric("score"), scorer_name)
+
+
+def _replayed_support(captured: Table | None) -> tuple[float, float] | None:
+    """The scorer metric support a run recorded (``CAPTURED_SUPPORT``), or None if it recorded none."""
+    if captured is None:
+        return None
+    return float(captured.numeric("low")[0]), float(captured.numeric("high")[0])
+
+
+def _support_table(score_range: ScoreRange) -> dict[str, Table]:
+    """The captured support table when the range is the scorer metric's support (a replay needs it)."""
+    if score_range.source != SCORER_SUPPORT:
+        return {}
+    return {CAPTURED_SUPPORT: table_from_columns(CAPTURED_SUPPORT, {"low": [score_range.low],
+                                                                    "high": [score_range.high]})}
 
 
 # ---------------------------------------------------------------------------------------------- outputs
@@ -295,8 +656,9 @@ def _summary(values: np.ndarray) -> dict[str, float]:
             "q75": float(q75), "iqr": float(q75 - q25)}
 
 
-def _outputs(a: Analysis, knobs: Mapping[str, Any], source: dict[str, Any],
-             elementary: ElementaryFunctions) -> tuple[dict[str, Any], str]:
+def _outputs(a: Analysis, knobs: Mapping[str, Any], source: dict[str, Any], score_range: ScoreRange,
+             kernels: SequentialKernels) -> tuple[dict[str, Any], str]:
+    """The certificate outputs (the version's range rule adds its own block) and the outcome."""
     assert a.p_value is not None
     rules = _rules(knobs)
     stop = int(a.stop.index)
@@ -309,27 +671,23 @@ def _outputs(a: Analysis, knobs: Mapping[str, Any], source: dict[str, Any],
     rel_me = float(a.states.rel_me[stop])
     used = a.scores[:n_used]
     variance = float(np.var(a.estimand[:n_used], ddof=1)) if n_used > 1 else 0.0
-    n_clipped = int(np.count_nonzero(np.clip(used, knobs["clip_low"], knobs["clip_high"]) != used))
     direction = {"different_higher": "higher", "different_lower": "lower"}.get(outcome)
-    e_value = (float(elementary.exp(np.max(a.p_value.log_evalue[:n_used]))) if a.p_value.log_evalue is not None
+    e_value = (float(kernels.elementary.exp(np.max(a.p_value.log_evalue[:n_used]))) if a.p_value.log_evalue is not None
                else None)
     results = {
         "decision": decision, "reason": _reason(outcome, n_used, lo, hi, mean, half, rel_me, rules),
         "direction": direction, "outcome": outcome, "n_used": n_used, "mean": mean,
         "raw_mean": float(np.mean(used)), "variance": variance, "std_dev": math.sqrt(variance),
-        "ci": [lo, hi], "confidence_level": 1.0 - knobs["alpha"], "half_width": half, "rel_me": rel_me,
-        "p_value": float(a.p_value.p[stop]), "e_value": e_value,
+        "ci": [lo, hi], "confidence_level": kernels.confidence_level(knobs["alpha"]), "half_width": half,
+        "rel_me": rel_me, "p_value": float(a.p_value.p[stop]), "e_value": e_value,
     }
-    clip_statement = (f"scores are assumed to lie in [{_num(knobs['clip_low'])}, {_num(knobs['clip_high'])}]; "
-                      "values outside are clipped and the estimand is the mean of the clipped scores"
-                      if a.bounded else "no bound is assumed; scores are used unclipped")
+    range_results, range_blocks = kernels.range_rule.report(a, knobs, score_range, n_used)
+    results.update(range_results)
     outputs = {
         "results": results,
         "method": {"name": a.cs.method, "validity": a.cs.validity, "alpha": knobs["alpha"],
-                   "parameters": dict(a.cs.parameters), "p_value": a.p_value.kind},
-        "clip": {"applies": a.bounded, "low": knobs["clip_low"], "high": knobs["clip_high"],
-                 "assumption": clip_statement, "n_clipped": n_clipped if a.bounded else 0,
-                 "n_outside_range": n_clipped},
+                   "parameters": kernels.method_parameters(a.cs.parameters, score_range), "p_value": a.p_value.kind},
+        **range_blocks,
         "sequence": {"stopping_time": n_used, "checks": int(np.count_nonzero(a.states.checked[: stop + 1])),
                      "check_every": knobs["check_every"], "observations_available": int(a.scores.size),
                      "lower": lo, "upper": hi, "trajectory": "one sequential_check decision per check in the ledger"},
@@ -355,41 +713,70 @@ def _validity_rule(validity: str, profile: str) -> Decision:
                                      "required": "anytime-valid", "outcome": outcome, "profile": profile})
 
 
+def _no_support() -> None:
+    """An input table declares no support: its range is declared or the run is refused."""
+    return None
+
+
+def _enough(obs: Observations, knobs: Mapping[str, Any]) -> Observations:
+    """The first n_max observations; a ``StageError`` when there are fewer than n_min."""
+    if obs.scores.size < knobs["n_min"]:
+        raise StageError(f"{obs.scores.size} observation(s) but n_min = {knobs['n_min']}; add data or lower n_min")
+    return obs.first(knobs["n_max"])
+
+
+def _table_run(ctx: StageContext, kernels: SequentialKernels) -> tuple[Observations, ScoreRange, dict[str, Any],
+                                                                       dict[str, Table]]:
+    """Observations of the input table (the first n_max), its range and source; nothing is captured."""
+    obs, source = _table_observations(ctx.table("input"), ctx.knobs)
+    obs = _enough(obs, ctx.knobs)
+    return obs, kernels.range_rule.resolve(ctx.knobs, obs, _no_support), source, {}
+
+
+def _scorer_run(ctx: StageContext, kernels: SequentialKernels) -> tuple[Observations, ScoreRange, dict[str, Any],
+                                                                        dict[str, Table]]:
+    """Observations of a scorer run (live, or from the captured tables in a replay), its range, source and
+    captured tables. The range is resolved before the first prompt is scored."""
+    knobs, rule = ctx.knobs, kernels.range_rule
+    spec = knobs["scorer"]
+    source: dict[str, Any] = {"kind": "scorer", "scorer": spec["name"], "metric": spec.get("metric"),
+                              "options": dict(spec.get("options") or {}), "reference": knobs["reference"],
+                              "candidate": knobs["candidate"], "prompt_draws": "uniform with replacement, stage rng"}
+    recorded = ctx.captured or {}
+    if CAPTURED_SCORES in recorded:
+        table = recorded[CAPTURED_SCORES]
+        score_range = rule.resolve(knobs, None, lambda: _replayed_support(recorded.get(CAPTURED_SUPPORT)))
+        obs = _replayed_observations(table, spec["name"])
+    else:
+        scorer = load_scorer(spec["name"], metric=spec.get("metric"), options=spec.get("options"))
+        score_range = rule.resolve(knobs, None, lambda: declared_support(scorer))
+        obs, table = _scorer_observations(ctx, knobs, scorer, score_range.bounds,
+                                          lambda seen: rule.screen(seen, score_range, ctx.profile), kernels)
+    source["prompts_scored"] = int(obs.scores.size)
+    source["captured_sha256"] = table.sha256
+    obs = _enough(obs, knobs)
+    return obs, score_range, source, {CAPTURED_SCORES: table, **_support_table(score_range)}
+
+
 def run_sequential_diff(ctx: StageContext, kernels: SequentialKernels = KERNELS[-1]) -> StageOutput:
     """The stage at ``kernels.version``."""
     knobs = ctx.knobs
-    elementary = kernels.elementary
+    rule = kernels.range_rule
     _iv_knobs(knobs)
+    rule.check_knobs(knobs)
     validity = VALIDITY[knobs["method"]]
-    rule = _validity_rule(validity, ctx.profile)
-    if rule.detail["outcome"] == "abort":  # before any scoring: a refused method never calls a scorer
+    validity_rule = _validity_rule(validity, ctx.profile)
+    if validity_rule.detail["outcome"] == "abort":  # before any scoring: a refused method never calls a scorer
         raise ProfileAbort(f"profile '{ctx.profile}' requires an anytime-valid method; '{knobs['method']}' is "
                            f"{validity} (use betting, eb_cs or stitched, or profile dev to compare)",
-                           rule="optional_stopping_validity", decisions=(rule,))
-    captured: dict[str, Table] = {}
-    if knobs.get("scorer") is not None:
-        spec = knobs["scorer"]
-        source: dict[str, Any] = {"kind": "scorer", "scorer": spec["name"], "metric": spec.get("metric"),
-                                  "options": dict(spec.get("options") or {}), "reference": knobs["reference"],
-                                  "candidate": knobs["candidate"],
-                                  "prompt_draws": "uniform with replacement, stage rng"}
-        replay_table = (ctx.captured or {}).get(CAPTURED_SCORES)
-        if replay_table is not None:
-            scores = _replayed_observations(replay_table)
-            table = replay_table
-        else:
-            scores, table, _ = _scorer_observations(ctx, knobs, elementary)
-        captured[CAPTURED_SCORES] = table
-        source["prompts_scored"] = int(scores.size)
-        source["captured_sha256"] = table.sha256
-    else:
-        scores, source = _table_observations(ctx.table("input"), knobs)
-    if scores.size < knobs["n_min"]:
-        raise StageError(f"{scores.size} observation(s) but n_min = {knobs['n_min']}; add data or lower n_min")
-
-    analysis = analyse_scores(scores, knobs, elementary=elementary)
-    outputs, outcome = _outputs(analysis, knobs, source, elementary)
-    decisions = (rule, *_check_decisions(analysis, outcome))
+                           rule="optional_stopping_validity", decisions=(validity_rule,))
+    observe = _scorer_run if knobs.get("scorer") is not None else _table_run
+    obs, score_range, source, captured = observe(ctx, kernels)
+    range_decisions = rule.screen(obs, score_range, ctx.profile)
+    analysis = analyse_scores(obs.scores, knobs, score_range.bounds, elementary=kernels.elementary,
+                              grid_values=kernels.grid_values)
+    outputs, outcome = _outputs(analysis, knobs, source, score_range, kernels)
+    decisions = (validity_rule, *range_decisions, *_check_decisions(analysis, outcome))
     return StageOutput(outputs=outputs, decisions=decisions, captured=captured)
 
 
@@ -419,18 +806,19 @@ def audit_sequential_diff(outputs: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def render_sequential_diff(outputs: Mapping[str, Any]) -> str:
-    """A short Markdown view for ``certa show``."""
-    r, m, clip = outputs["results"], outputs["method"], outputs["clip"]
+def render_sequential_diff(outputs: Mapping[str, Any], rule: RangeRule) -> str:
+    """A short Markdown view for ``certa show``; ``rule`` (the version's) adds the range: 2.0.0 puts the
+    estimand, the clipped count and the raw mean next to the decision when scores were (or may be) clipped
+    or the range was not declared."""
+    r, m = outputs["results"], outputs["method"]
     lo, hi = r["ci"]
+    note, range_lines = rule.render(outputs)
     lines = [
         "| decision | n used | mean | CS | p (mean = 0) | method | validity |", "|---|---|---|---|---|---|---|",
-        f"| {r['decision']} | {r['n_used']} | {r['mean']:.6g} | [{lo:.6g}, {hi:.6g}] | {r['p_value']:.4g} | "
+        f"| {r['decision']}{note} | {r['n_used']} | {r['mean']:.6g} | [{lo:.6g}, {hi:.6g}] | {r['p_value']:.4g} | "
         f"{m['name']} | {m['validity']} |", "", r["reason"],
     ]
-    if clip["applies"]:
-        lines.append(f"Clip range [{clip['low']}, {clip['high']}] (assumption); clipped scores: {clip['n_clipped']}.")
-    return "\n".join(lines)
+    return "\n".join(lines + range_lines)
 
 
 SUMMARY = "Sequential DIFFERENT/IDENTICAL/SAME/UNDECIDED decision on anytime-valid confidence sequences (seed 000)."
@@ -444,8 +832,8 @@ def diff_stage(kernels: SequentialKernels) -> StageType:
         input_knobs=("input", "reference", "candidate"),
         run=lambda ctx: run_sequential_diff(ctx, kernels),
         summary=SUMMARY,
-        render_markdown=render_sequential_diff,
-        audit_checks=audit_sequential_diff,
+        render_markdown=lambda outputs: render_sequential_diff(outputs, kernels.range_rule),
+        audit_checks=lambda outputs: audit_sequential_diff(outputs) + kernels.range_rule.audit(outputs),
         changes=kernels.changes,
     )
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from .confseq_asymptotic import asymptotic_cs, asymptotic_p_value
 from .confseq_betting import anytime_p_value, betting_cs, hedged_log_evalue
-from .confseq_common import ConfidenceSequence, to_unit_interval
+from .confseq_common import ConfidenceSequence, GridValues, float_grid_values, to_unit_interval
 from .confseq_eb import eb_cs
 from .confseq_fixed_n import eb_fixed_n, eb_fixed_n_p_value, t_fixed_n, t_fixed_n_p_value
 from .confseq_stitched import stitched_cs
@@ -59,6 +59,7 @@ class CSSettings:
     stitch_s: float = 1.4
     stitch_eta: float = 2.0
     t_opt: float = 200.0         # asymptotic_cs: sample size where the boundary is tightest
+    grid_values: GridValues = float_grid_values   # betting: score value of a grid index (exact in 2.0.0)
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def confidence_sequence(scores: np.ndarray, method: str, alpha: float, low: floa
     """The (1 - alpha) sequence of ``method`` for every prefix of ``scores`` (last axis = time)."""
     if method == "betting":
         return betting_cs(scores, alpha, low, high, grid_size=settings.grid_size, truncation=settings.truncation,
-                          theta=settings.theta, elementary=elementary)
+                          theta=settings.theta, elementary=elementary, grid_values=settings.grid_values)
     if method == "eb_cs":
         return eb_cs(scores, alpha, low, high, truncation=settings.truncation, elementary=elementary)
     if method == "stitched":

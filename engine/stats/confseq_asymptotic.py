@@ -1,7 +1,8 @@
 """Asymptotic confidence sequence for unbounded scores (Robbins normal mixture with a plug-in variance).
 
 Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas (2024), "Time-uniform central limit theory and
-asymptotic confidence sequences", Ann. Statist.; seed note shared/methods/sequential_difference.md §5.4(b):
+asymptotic confidence sequences", Ann. Statist., the two-sided Robbins normal mixture (Robbins 1970;
+``normal_mixture_bound`` of the confseq package) with a plug-in standard deviation:
 
     rho^2 = ( 2 ln(1/alpha) + ln(1 + 2 ln(1/alpha)) ) / t*          (tightest near t = t*)
     C_t   = mean_t ± sigma_t · sqrt( 2 (t rho^2 + 1) / (t^2 rho^2) · ln( sqrt(t rho^2 + 1) / alpha ) )

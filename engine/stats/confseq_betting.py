@@ -1,8 +1,8 @@
 """Hedged-capital betting confidence sequence and the anytime-valid p-value (e-process) for a null mean.
 
 Waudby-Smith & Ramdas (2023), "Estimating means of bounded random variables by betting", JRSS-B,
-Theorem 3 with the predictable plug-in bets of §5.3 (``hedged_cs`` of the confseq package); seed note
-shared/methods/sequential_difference.md §5.2. For y_i in [0, 1] and a candidate mean m:
+Theorem 3 with the predictable plug-in bets of §5.3 (``hedged_cs`` of the confseq package). For y_i in
+[0, 1] and a candidate mean m:
 
     lambda+_t(m) = min(lambda_t, c / m),   lambda-_t(m) = min(lambda_t, c / (1 - m))   (c = truncation)
     K+_t(m) = prod_{i<=t} (1 + lambda+_i(m) (y_i - m)),   K-_t(m) = prod_{i<=t} (1 - lambda-_i(m) (y_i - m))
@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .confseq_common import ConfidenceSequence, from_unit_interval, prpl_lambda, to_unit_interval
+from .confseq_common import ConfidenceSequence, GridValues, float_grid_values, prpl_lambda, to_unit_interval
 from .libm import NUMPY_UFUNCS, ElementaryFunctions
 
-__all__ = ["hedged_betting_unit", "betting_cs", "hedged_log_evalue", "anytime_p_value"]
+__all__ = ["hedged_betting_grid", "hedged_betting_unit", "betting_cs", "hedged_log_evalue", "anytime_p_value"]
 
 _CHUNK_ELEMENTS = 1 << 21
 _LOG_RANGE = 600.0          # |ln| of an in-chunk capital product stays below this (float64: ~709)
@@ -54,7 +54,18 @@ def hedged_betting_unit(y: np.ndarray, alpha: float, *, grid_size: int = 1000, t
                         theta: float = 0.5, chunk_elements: int = _CHUNK_ELEMENTS,
                         elementary: ElementaryFunctions = NUMPY_UFUNCS) -> tuple[np.ndarray, np.ndarray]:
     """Hedged betting CS (lower, upper) in [0, 1] for every prefix of ``y`` (shape ``(..., n)``), with the
-    running intersection (module docstring). ``grid_size`` G gives G + 1 candidate means j / G."""
+    running intersection (module docstring): the grid indices of ``hedged_betting_grid`` divided by G."""
+    lower, upper = hedged_betting_grid(y, alpha, grid_size=grid_size, truncation=truncation, theta=theta,
+                                       chunk_elements=chunk_elements, elementary=elementary)
+    return lower / grid_size, upper / grid_size
+
+
+def hedged_betting_grid(y: np.ndarray, alpha: float, *, grid_size: int = 1000, truncation: float = 0.5,
+                        theta: float = 0.5, chunk_elements: int = _CHUNK_ELEMENTS,
+                        elementary: ElementaryFunctions = NUMPY_UFUNCS) -> tuple[np.ndarray, np.ndarray]:
+    """Grid indices (j_lower, j_upper) of the hedged betting CS for every prefix of ``y`` (shape ``(..., n)``):
+    the CS is [j_lower / G, j_upper / G] in [0, 1], widened outwards to the grid, with the running
+    intersection (module docstring). ``grid_size`` G gives G + 1 candidate means j / G."""
     _check(alpha, truncation, theta)
     if grid_size < 2:
         raise ValueError(f"grid_size must be >= 2 (got {grid_size})")
@@ -123,20 +134,22 @@ def hedged_betting_unit(y: np.ndarray, alpha: float, *, grid_size: int = 1000, t
         first, last = a_path[-1].copy(), b_path[-1].copy()
         t0 = t1
     first_path, last_path = first_path.T, last_path.T
-    lower = np.maximum(first_path - 1, 0) / g
-    upper = np.minimum(last_path + 1, g) / g
+    lower = np.maximum(first_path - 1, 0)
+    upper = np.minimum(last_path + 1, g)
     return lower.reshape(lead_shape + (n,)), upper.reshape(lead_shape + (n,))
 
 
 def betting_cs(scores: np.ndarray, alpha: float, low: float, high: float, *, grid_size: int = 1000,
-               truncation: float = 0.5, theta: float = 0.5,
-               elementary: ElementaryFunctions = NUMPY_UFUNCS) -> ConfidenceSequence:
-    """Hedged betting confidence sequence for the mean of the scores clipped to [low, high] (score units)."""
+               truncation: float = 0.5, theta: float = 0.5, elementary: ElementaryFunctions = NUMPY_UFUNCS,
+               grid_values: GridValues = float_grid_values) -> ConfidenceSequence:
+    """Hedged betting confidence sequence for the mean of the scores clipped to [low, high] (score units);
+    ``grid_values`` maps the grid indices of the bounds to score values (``confseq_common``)."""
     unit = to_unit_interval(scores, low, high)
-    lo, hi = hedged_betting_unit(unit.y, alpha, grid_size=grid_size, truncation=truncation, theta=theta,
+    lo, hi = hedged_betting_grid(unit.y, alpha, grid_size=grid_size, truncation=truncation, theta=theta,
                                  elementary=elementary)
     return ConfidenceSequence(
-        method="betting", alpha=alpha, lower=from_unit_interval(lo, low, high), upper=from_unit_interval(hi, low, high),
+        method="betting", alpha=alpha, lower=grid_values(lo, grid_size, low, high),
+        upper=grid_values(hi, grid_size, low, high),
         validity="anytime-valid",
         parameters={"grid_size": grid_size, "grid_step": (high - low) / grid_size, "truncation": truncation,
                     "theta": theta, "running_intersection": True, "lambda": "predictable plug-in, ln(2/alpha)",

@@ -5,11 +5,13 @@ Every kernel takes scores shaped ``(..., n)`` (the last axis is arrival order; l
 independent streams, e.g. simulation repetitions) and returns the bounds for every prefix t = 1..n.
 
 Bounded methods work on y = (clip(x, a, b) - a) / (b - a) in [0, 1] and map back with a + (b - a)·(.);
-their estimand is the mean of the *clipped* scores, and the range [a, b] is an assumption the
-certificate states together with the number of clipped scores.
+their guarantee is about the mean of the *clipped* scores, which is the mean score difference only when
+the scores lie in [a, b]. The stage decides where the range comes from and what happens to scores
+outside it (``sequential.diff`` 1.x: silent clipping to a default; 2.0.0: a declared range, refused or
+opt-in clipping, stated as the estimand).
 
 Predictable plug-ins (Waudby-Smith & Ramdas 2023, "Estimating means of bounded random variables by
-betting", JRSS-B, eqs. (25)-(26)); seed note shared/methods/sequential_difference.md §5.1:
+betting", JRSS-B, eqs. (25)-(26)):
 
     mu_t     = (1/2 + sum_{i<=t} y_i) / (t + 1)                       mu_0 = 1/2
     sigma2_t = (1/4 + sum_{i<=t} (y_i - mu_i)^2) / (t + 1)            sigma2_0 = 1/4
@@ -29,8 +31,10 @@ exact and need no such choice.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -42,6 +46,9 @@ __all__ = [
     "UnitScores",
     "to_unit_interval",
     "from_unit_interval",
+    "GridValues",
+    "float_grid_values",
+    "exact_grid_values",
     "time_index",
     "regularised_means",
     "prpl_parts",
@@ -95,6 +102,37 @@ def to_unit_interval(scores: np.ndarray, low: float, high: float) -> UnitScores:
 def from_unit_interval(value: np.ndarray, low: float, high: float) -> np.ndarray:
     """Map [0, 1] values back to score units: low + (high - low)·value."""
     return low + (high - low) * np.asarray(value, dtype=np.float64)
+
+
+GridValues = Callable[[np.ndarray, int, float, float], np.ndarray]
+"""``grid_values(j, G, low, high)``: the score value of betting grid index j (of 0..G) on the range [low, high]."""
+
+
+def float_grid_values(index: np.ndarray, grid_size: int, low: float, high: float) -> np.ndarray:
+    """low + (high - low)·(j / G) in floating point (``sequential.diff`` 1.x): e.g. on [-0.2, 0.2] with
+    G = 1000, j = 525 gives 0.010000000000000009."""
+    return from_unit_interval(np.asarray(index) / grid_size, low, high)
+
+
+def exact_grid_values(index: np.ndarray, grid_size: int, low: float, high: float) -> np.ndarray:
+    """low + (high - low)·j / G computed exactly on the decimals low and high are written as
+    (``Fraction(str(.))``) and rounded once (``sequential.diff`` 2.0.0): j = 525 on [-0.2, 0.2], G = 1000
+    gives 0.01.
+
+    With low = a / D and high = b / D (D their least common denominator), the value is
+    (a·G + (b - a)·j) / (D·G): one IEEE division of two integers, correctly rounded and so exact-then-rounded
+    when both are below 2^53. Otherwise each distinct index is computed with ``Fraction``.
+    """
+    lo, hi = Fraction(str(low)), Fraction(str(high))
+    denominator = lo.denominator * hi.denominator // math.gcd(lo.denominator, hi.denominator)
+    a, b = int(lo * denominator), int(hi * denominator)
+    j = np.asarray(index, dtype=np.int64)
+    scale = denominator * grid_size
+    if max(abs(a) * grid_size + abs(b - a) * grid_size, scale) < 2 ** 53:
+        return (a * grid_size + (b - a) * j).astype(np.float64) / float(scale)
+    distinct, where = np.unique(j, return_inverse=True)
+    values = np.array([float(Fraction(a * grid_size + (b - a) * int(k), scale)) for k in distinct.tolist()])
+    return values[where].reshape(j.shape)
 
 
 @functools.lru_cache(maxsize=8)

@@ -1,8 +1,8 @@
 """Predictable plug-in empirical-Bernstein confidence sequence (PrPl-EB), closed form.
 
 Waudby-Smith & Ramdas (2023), "Estimating means of bounded random variables by betting", JRSS-B,
-Theorem 2; seed note shared/methods/sequential_difference.md §5.1. For y_i in [0, 1] with constant
-conditional mean mu:
+Theorem 2 (``predmix_empbern_cs`` of the confseq package). For y_i in [0, 1] with constant conditional
+mean mu:
 
     lambda_t = min( sqrt(2 ln(2/alpha) / (sigma2_{t-1} t ln(1+t))), c )          (c = truncation)
     w_t      = (y_t - mu_{t-1})^2                       (regularised means, ``confseq_common``)

@@ -1,21 +1,22 @@
 """The seed's fixed-n intervals, evaluated at every prefix, kept so users can compare.
 
 Neither is a confidence sequence: each is a valid (1 - alpha) interval only at one sample size fixed in
-advance, and checking it after every observation inflates the error rate (seed note
-shared/methods/sequential_difference.md §4 points 1 and 3). The certificate labels both
-"not valid under optional stopping".
+advance, and checking it after every observation inflates the error rate: by the law of the iterated
+logarithm a radius of order sqrt(ln(1/alpha) / n) is crossed eventually with probability one (see Howard,
+Ramdas, McAuliffe & Sekhon 2021, Ann. Statist.; measured in ``tests/test_sequential_validity.py``).
+The certificate labels both "not valid under optional stopping".
 
 ``eb_fixed_n``: the fixed-n empirical-Bernstein bound of Audibert, Munos & Szepesvari (2009) as the seed
-writes it (seed 000 "Empirical-Bernstein Bounds"; note §1.3), on y = clipped scores scaled to [0, 1]:
+writes it (seed 000 "Empirical-Bernstein Bounds"), on y = clipped scores scaled to [0, 1]:
 
     L = ln(3 / alpha),   h_t = sqrt(2 v_t L / t) + 3 L / max(t - 1, 1),   v_t = unbiased variance of y_1..y_t
     C_t = a + R · (mean(y_1..y_t) ± h_t)                                   (C_1 = the whole line)
 
 certa centres it on the clipped mean (the seed centres it on the raw mean, which covers neither mean
-when scores are clipped: note §4 point 2).
+when scores are clipped).
 
 ``t_fixed_n``: mean_t ± t_{1 - alpha/2, t-1} · s_t / sqrt(t) on raw scores with the real Student-t
-quantile at the configured alpha (the seed's step table is always 99 %: note §1.3).
+quantile at the configured alpha (the seed's step table is always 99 %, whatever alpha is).
 
 ``eb_fixed_n`` takes ln and exp from the ``elementary`` record (``confseq_common`` module docstring);
 ``t_fixed_n`` uses scipy's Student-t functions (``stdtr``, ``stdtrit``, ``ndtri``: scipy's own compiled

@@ -1,8 +1,8 @@
 """Empirical-Bernstein confidence sequence with the polynomial-stitched boundary of Howard et al.
 
 Howard, Ramdas, McAuliffe & Sekhon (2021), "Time-uniform, nonparametric, nonasymptotic confidence
-sequences", Ann. Statist., Theorem 1 (stitching) with Theorem 4 (empirical Bernstein); seed note
-shared/methods/sequential_difference.md §5.3.
+sequences", Ann. Statist., Theorem 1 (stitching) with Theorem 4 (empirical Bernstein);
+``poly_stitching_bound`` of the confseq package.
 
 Boundary (sub-gamma scale c, intrinsic time v, tightest from v = m on, stitching parameters s > 1, eta > 1):
 

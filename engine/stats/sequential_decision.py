@@ -1,6 +1,7 @@
 """The DIFFERENT / IDENTICAL / SAME / UNDECIDED decision layer on one two-sided (1 - alpha) sequence [L_t, U_t].
 
-Rules (seed note shared/methods/sequential_difference.md §5.5), checked at every check time t >= n_min
+Rules (tests read off a confidence sequence: a level-alpha CS gives level-alpha tests at any stopping
+time, Howard, Ramdas, McAuliffe & Sekhon 2021, Ann. Statist.), checked at every check time t >= n_min
 (every sample, or every ``batch_size`` samples; the last sample n_max is always a check and is never
 overshot), first match wins:
 
@@ -19,7 +20,7 @@ One sequence serves all rules: alpha is not split. Everything is computed as boo
 the stopping time is the first True of (check & any rule) via ``np.argmax`` on the last axis, so many
 streams (leading axes) are decided at once.
 
-Departures from the seed (note §4 points 5-7): DIFFERENT does not require the relative margin (that made
+Departures from the seed (``docs/sequential.md``): DIFFERENT does not require the relative margin (that made
 SAME unreachable and DIFFERENT mean "precisely measured"), and has a minimum effect.
 """
 
