@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from engine.stages.conformal import loo_bound_rows, loo_envelope_bounds
+from engine.stages.conformal import KERNELS, loo_bound_rows, loo_envelope_bounds
 from engine.stats.mondrian import class_threshold, nonconformity_scores
 from engine.stats.rate_bounds import (
     METHODS,
@@ -115,6 +115,29 @@ def test_bonferroni_level_and_auto():
     assert a.method == "beta_binomial" and a.lower == b.lower and a.upper == b.upper
     with pytest.raises(ValueError, match="unknown prediction method"):
         prediction_bounds(4, 30, 100, 0.9, "bayes")
+
+
+def test_bonferroni_level_is_exact_on_a_fraction():
+    """1 - (1 - 0.95)/12 is 239/240 exactly; in floating point it rounds at each step."""
+    assert bonferroni_level(Fraction("0.95"), 12) == Fraction(239, 240)
+    assert bonferroni_level(0.95, 12) == 1.0 - (1.0 - 0.95) / 12  # the float path is 1.0.0's formula
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_given_risk_is_the_alpha_of_every_method_and_is_recorded(method):
+    """Without ``risk`` alpha is 1.0 - level (1.0.0); with it, alpha is the caller's (exactly derived) value."""
+    count, n, test_size = np.array([0, 3, 17, 40]), np.array([40, 40, 40, 40]), np.array([500, 500, 500, 500])
+    implied = prediction_bounds(count, n, test_size, 0.9, method)
+    given = prediction_bounds(count, n, test_size, 0.9, method, risk=1.0 - 0.9)
+    assert implied.risk == given.risk == 1.0 - 0.9
+    np.testing.assert_array_equal(implied.lower, given.lower)
+    np.testing.assert_array_equal(implied.upper, given.upper)
+    exact = prediction_bounds(count, n, test_size, 0.9, method, risk=0.1)
+    assert exact.risk == 0.1 and exact.level == 0.9
+    wider = prediction_bounds(count, n, test_size, 0.9, method, risk=0.2)
+    assert np.all(wider.upper - wider.lower <= exact.upper - exact.lower)
+    lo, hi = clopper_pearson(3, 40, 0.9, risk=0.1)
+    assert (float(lo), float(hi)) == (stats.beta.ppf(0.05, 3, 38), stats.beta.ppf(0.95, 4, 37))
 
 
 def test_betabinom_quantile_matches_scipy_away_from_ties():
@@ -244,12 +267,13 @@ def _simulate_report_bounds(n_c: int, draws: int, test_size: int, seed: int, alp
     return table, np.stack(realised, axis=1)
 
 
-def _coverage(table, realised, level, method, *, envelope=True):
+def _coverage(table, realised, level, method, *, envelope=True, risk=None):
     flat = {key: value.ravel() for key, value in table.items()}
     if envelope:
-        bounds = loo_envelope_bounds([dict(zip(flat, values)) for values in zip(*flat.values())], level, method, 1.0)
+        bounds = loo_envelope_bounds([dict(zip(flat, values)) for values in zip(*flat.values())], level, method, 1.0,
+                                     risk=risk)
     else:
-        bounds = prediction_bounds(flat["count"], flat["n"], flat["test_size"], level, method)
+        bounds = prediction_bounds(flat["count"], flat["n"], flat["test_size"], level, method, risk=risk)
     lower, upper = bounds.lower.reshape(realised.shape), bounds.upper.reshape(realised.shape)
     inside = np.isnan(realised) | ((lower - 1e-12 <= realised) & (realised <= upper + 1e-12))
     return inside.mean(axis=0)
@@ -265,12 +289,16 @@ def simulated():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("kernels", KERNELS, ids=[k.version for k in KERNELS])
 @pytest.mark.parametrize("case", list(SIMULATIONS))
 @pytest.mark.parametrize("method", ["exact", "beta_binomial", "hoeffding"])
-def test_report_bounds_cover_realised_test_rates(simulated, case, method):
-    """Every one of the 12 bounded rates falls inside its bound in >= 90% of draws (minus 3 SE)."""
+def test_report_bounds_cover_realised_test_rates(simulated, case, method, kernels):
+    """Every one of the 12 bounded rates falls inside its bound in >= 90% of draws (minus 3 SE), at the level
+    and risk each ``conformal.pac_report`` version derives from confidence 0.9 (1.0.0: alpha = 1.0 - 0.9;
+    1.1.0: the exact 0.1)."""
+    level = kernels.number(0.9)
     table, realised = simulated[case]
-    coverage = _coverage(table, realised, 0.9, method)
+    coverage = _coverage(table, realised, float(level), method, risk=float(1 - level))
     assert coverage.min() >= 0.9 - 3 * math.sqrt(0.09 / 1000), coverage
 
 

@@ -12,7 +12,7 @@ from scipy import stats
 from engine.stats.mondrian import class_threshold
 from engine.stats.ssbc import coverage_risk, exact_fraction, ssbc_correct
 
-REFERENCE = [  # (alpha, n, delta) -> u*, from shared/methods/conformal_pac.md (verified against ssbc 1.4.0)
+REFERENCE = [  # (alpha, n, delta) -> u*, of the reference implementation (phzwart/ssbc 1.4.0's ssbc_correct)
     (0.1, 25, 0.1, 1),
     (0.1, 30, 0.1, 1),
     (0.1, 60, 0.1, 3),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import textwrap
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ from schemas import load_schema
 ROOT = Path(__file__).resolve().parents[1]
 PAC = REGISTRY["conformal.pac_report"]
 MONITOR = REGISTRY["conformal.monitor"]
+PAC_1_0_0 = REGISTRY.get("conformal.pac_report", "1.0.0")
 
 
 def labelled(n: int, seed: int, *, share1: float = 0.3, flip: float = 0.0, n1: int | None = None) -> dict:
@@ -45,11 +47,11 @@ def knobs_for(stage, **with_):
     return fill_defaults(with_, load_schema(stage.schema_file))
 
 
-def run_pac(columns: dict, ledger=None, **with_):
-    ctx = StageContext(stage_id="pac", knobs=knobs_for(PAC, input="cal", **with_),
+def run_pac(columns: dict, ledger=None, stage=PAC, **with_):
+    ctx = StageContext(stage_id="pac", knobs=knobs_for(stage, input="cal", **with_),
                        tables={"cal": table_from_columns("cal", columns)}, rng=np.random.default_rng(1),
                        profile="dev", upstream={}, seed={}, ledger=ledger)
-    return PAC.run(ctx)
+    return stage.run(ctx)
 
 
 def run_monitor(columns: dict, *, ledger=None, upstream=None, **with_):
@@ -117,21 +119,55 @@ def test_small_class_is_always_included_with_null_threshold():
     json.loads(canonical_bytes(out))
 
 
-def test_prediction_stats_are_clopper_pearson_on_the_deployed_sets():
-    out = run_pac(labelled(500, 4), confidence_level=0.9).outputs
+@pytest.mark.parametrize("version, risk", [("1.0.0", None), ("1.1.0", 0.1)])
+def test_prediction_stats_are_clopper_pearson_on_the_deployed_sets(version, risk):
+    """At confidence 0.9: 1.0.0 at alpha = 1.0 - 0.9 (0.09999999999999998), 1.1.0 at the exact 0.1."""
+    out = run_pac(labelled(500, 4), stage=REGISTRY.get("conformal.pac_report", version), confidence_level=0.9).outputs
     stats_ = out["prediction_stats"]
     for name in ("singleton", "doublet", "abstention", "covered"):
         assert stats_["marginal"][name]["count"] == stats_["class_0"][name]["count"] + stats_["class_1"][name]["count"]
     m = stats_["marginal"]
     assert m["singleton"]["count"] + m["doublet"]["count"] + m["abstention"]["count"] == m["n"] == 500
-    lo, hi = clopper_pearson(m["doublet"]["count"], 500, 0.9)
+    lo, hi = clopper_pearson(m["doublet"]["count"], 500, 0.9, risk=risk)
     assert m["doublet"]["ci"] == [float(lo), float(hi)]
     assert stats_["ci_level"] == 0.9
 
 
-def test_union_bound_and_joint_guarantee_arithmetic():
+def test_stage_versions_newest_last():
+    from engine.stages import conformal, conformal_monitor
+
+    for module in (conformal, conformal_monitor):
+        assert [s.version for s in module.STAGES] == [k.version for k in module.KERNELS] == ["1.0.0", "1.1.0"]
+        assert module.STAGE is module.STAGES[-1] and all(s.changes for s in module.STAGES)
+    assert PAC.version == MONITOR.version == "1.1.0"
+
+
+def test_union_bound_and_joint_guarantee_arithmetic_is_exact():
+    """1.1.0: every level and risk derived from the decimal knobs is the exact rational, rounded once."""
     cols = labelled(600, 5)
     out = run_pac(cols, test_size=1000, confidence_level=0.95, delta=[0.05, 0.1]).outputs
+    params, joint = out["parameters"], out["joint_guarantee"]
+    per_bound = Fraction("0.05") / 12
+    assert params["n_metrics"] == 12 and params["level_per_bound"] == float(1 - per_bound)
+    assert out["pac_bounds_marginal"]["singleton"]["level"] == params["level_per_bound"]
+    assert out["pac_bounds_marginal"]["singleton"]["risk"] == float(per_bound)
+    vacuous = sum(out[f"pac_bounds_{s}"][m]["vacuous"] for s in ("marginal", "class_0", "class_1")
+                  for m in ("singleton", "doublet", "abstention", "error_given_singleton"))
+    assert joint["level"] == float(1 - Fraction("0.05") - Fraction("0.1") - per_bound * (12 - vacuous))
+    assert joint["risk_terms"]["coverage_class_0"] == 0.05
+    separate = run_pac(cols, test_size=1000, use_union_bound=False).outputs
+    assert separate["parameters"]["level_per_bound"] == 0.95
+    assert separate["joint_guarantee"]["level"] == float(1 - Fraction("0.2") - 12 * Fraction("0.05"))
+    loose = run_pac(cols, test_size=1000, use_union_bound=False, confidence_level=0.9).outputs
+    assert loose["joint_guarantee"]["level"] == 0.0  # 1 - 0.2 - 12 x 0.1 < 0: vacuous, stated as 0
+
+
+def test_union_bound_and_joint_guarantee_arithmetic_of_1_0_0():
+    """1.0.0 (frozen) in floating point: within rounding of the exact values, and no risk recorded."""
+    cols = labelled(600, 5)
+    out = run_pac(cols, stage=PAC_1_0_0, test_size=1000, confidence_level=0.95,
+                  delta=[0.05, 0.1]).outputs
+    assert "risk" not in out["pac_bounds_marginal"]["singleton"]
     params, joint = out["parameters"], out["joint_guarantee"]
     assert params["n_metrics"] == 12 and params["level_per_bound"] == pytest.approx(1 - 0.05 / 12)
     assert out["pac_bounds_marginal"]["singleton"]["level"] == params["level_per_bound"]
@@ -139,10 +175,10 @@ def test_union_bound_and_joint_guarantee_arithmetic():
                   for m in ("singleton", "doublet", "abstention", "error_given_singleton"))
     assert joint["level"] == pytest.approx(1 - 0.05 - 0.1 - 0.05 * (12 - vacuous) / 12)
     assert joint["risk_terms"]["coverage_class_0"] == 0.05
-    separate = run_pac(cols, test_size=1000, use_union_bound=False).outputs
+    separate = run_pac(cols, stage=PAC_1_0_0, test_size=1000, use_union_bound=False).outputs
     assert separate["parameters"]["level_per_bound"] == 0.95
     assert separate["joint_guarantee"]["level"] == pytest.approx(1 - 0.2 - 12 * 0.05)
-    loose = run_pac(cols, test_size=1000, use_union_bound=False, confidence_level=0.9).outputs
+    loose = run_pac(cols, stage=PAC_1_0_0, test_size=1000, use_union_bound=False, confidence_level=0.9).outputs
     assert loose["joint_guarantee"]["level"] == 0.0  # 1 - 0.2 - 12 x 0.1 < 0: vacuous, stated as 0
 
 
@@ -194,10 +230,10 @@ def test_upstream_compat_reproduces_the_clamped_threshold_and_says_so():
 
 @pytest.mark.parametrize("columns, error, message", [
     ({"y": [0, 1], "p1": [0.1, 0.9]}, InputError, "no column 'label'"),
-    ({"label": [0, 2], "p1": [0.1, 0.9]}, InputError, "labels must be 0 or 1"),
-    ({"label": [0, 1], "p1": [0.1, 1.2]}, InputError, r"must lie in \[0, 1\]"),
+    ({"label": [0, 2], "p1": [0.1, 0.9]}, InputError, r"labels must be 0 or 1 \(got 2\.0;"),
+    ({"label": [0, 1], "p1": [0.1, 1.2]}, InputError, r"must lie in \[0, 1\] \(got 1\.2;"),
     ({"label": [0, 1], "p1": [0.1, ""]}, InputError, "missing or not finite"),
-    ({"label": [0, 1], "p0": [0.5, 0.2], "p1": [0.1, 0.8]}, InputError, "must equal 1 within 0.01"),
+    ({"label": [0, 1], "p0": [0.5, 0.2], "p1": [0.1, 0.8]}, InputError, r"must equal 1 within 0.01 \(got 0\.6;"),
     ({"label": [0, 0, 0], "p1": [0.1, 0.2, 0.3]}, StageError, "class 1 has no calibration points"),
 ])
 def test_input_validation_names_the_problem(columns, error, message):

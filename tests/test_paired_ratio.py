@@ -121,7 +121,9 @@ def test_ci_profile_passes_at_its_floors() -> None:
     coverage = _ratio(result)["dataset"]["windows"]["stats"]["coverage"]
     assert coverage["final"] == {"used": 200, "required": 200, "ok": True}
     assert coverage["replicates"] == {"used": 1200, "required": 1200, "ok": True}
-    assert all(r["outcome"] == "pass" for r in _decisions(result, "profile_rule"))
+    outcomes = {r["rule"]: r["outcome"] for r in _decisions(result, "profile_rule")}
+    assert outcomes.pop("window_overlap_fraction") == "not_checked"  # no start/end offsets (1.2.0)
+    assert set(outcomes.values()) == {"pass"}
 
 
 def test_strict_profile_aborts_on_overlapping_windows_and_token_mismatch() -> None:
@@ -182,7 +184,7 @@ def test_overlap_fraction_counts_both_windows_of_an_overlap() -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# versions: 1.1.0 (compiled SFC64 bootstrap) is the newest; 1.0.0 stays, frozen, for replay
+# versions: 1.2.0 (1.1.0's numbers, only what the data hold) is the newest; 1.0.0 and 1.1.0 stay for replay
 
 
 def _version_spec(version: str | None, scheme: str = "uniform", replicates: int = 1000) -> str:
@@ -190,11 +192,25 @@ def _version_spec(version: str | None, scheme: str = "uniform", replicates: int 
     return _spec(replicates=replicates, extra=f", scheme: {scheme}").replace("use: paired.ppl_ratio", f"use: {use}")
 
 
-def test_stage_versions_are_1_0_0_and_1_1_0_newest_last() -> None:
+def test_stage_versions_are_1_0_0_1_1_0_and_1_2_0_newest_last() -> None:
     from engine.stages.paired_ratio import KERNELS, STAGE, STAGES
 
-    assert [s.version for s in STAGES] == [k.version for k in KERNELS] == ["1.0.0", "1.1.0"]
+    assert [s.version for s in STAGES] == [k.version for k in KERNELS] == ["1.0.0", "1.1.0", "1.2.0"]
     assert STAGE is STAGES[-1] and all(s.changes for s in STAGES)
+    assert KERNELS[2].bootstrap_ci is KERNELS[1].bootstrap_ci  # 1.2.0 shares 1.1.0's resampler
+
+
+@pytest.mark.parametrize("scheme", ["uniform", "token_weighted"])
+def test_1_2_0_computes_the_numbers_of_1_1_0(scheme: str) -> None:
+    """1.2.0 changed what the certificate claims about the data, not the arithmetic: same seed, same interval."""
+    base, subj = window_columns(150, seed=3, shift=0.02)
+    newest = run(_version_spec(None, scheme), inputs={"baseline": base, "subject": subj})
+    pinned = run(_version_spec("1.1.0", scheme), inputs={"baseline": base, "subject": subj})
+    assert [s["version"] for s in newest.certificate["content"]["knobs"]["stages"]] == ["1.2.0"]
+    assert _ratio(newest)["primary_metric"] == {k: v for k, v in _ratio(pinned)["primary_metric"].items()
+                                                if k != "preview"}
+    assert _ratio(newest)["dataset"]["windows"]["stats"]["bootstrap"] == \
+        _ratio(pinned)["dataset"]["windows"]["stats"]["bootstrap"]
 
 
 @pytest.mark.parametrize("scheme", ["uniform", "token_weighted"])
@@ -204,7 +220,7 @@ def test_1_1_0_states_its_streams_and_1_0_0_is_unchanged(scheme: str) -> None:
     from engine.stats import bootstrap, bootstrap_v1_0_0
 
     base, subj = window_columns(150, seed=3, shift=0.02)
-    new = run(_version_spec(None, scheme), inputs={"baseline": base, "subject": subj})
+    new = run(_version_spec("1.1.0", scheme), inputs={"baseline": base, "subject": subj})
     old = run(_version_spec("1.0.0", scheme), inputs={"baseline": base, "subject": subj})
     assert [s["version"] for s in new.certificate["content"]["knobs"]["stages"]] == ["1.1.0"]
     assert [s["version"] for s in old.certificate["content"]["knobs"]["stages"]] == ["1.0.0"]
@@ -224,8 +240,9 @@ def test_1_1_0_states_its_streams_and_1_0_0_is_unchanged(scheme: str) -> None:
 
 
 @pytest.mark.slow
-def test_1_1_0_ratio_ci_covers_the_true_ratio_end_to_end() -> None:
-    """400 seeded data sets through engine.run (n = 200 windows, B = 1000, 95% BCa, uniform): the display CI
+def test_newest_ratio_ci_covers_the_true_ratio_end_to_end() -> None:
+    """400 seeded data sets through engine.run with the newest version (1.2.0, whose intervals are 1.1.0's:
+    test_1_2_0_computes_the_numbers_of_1_1_0) (n = 200 windows, B = 1000, 95% BCa, uniform): the display CI
     covers the true perplexity ratio exp(0.02) at 0.95 within 3 binomial SE (±0.033). Measured 0.9375."""
     true_shift, covered, sims = 0.02, 0, 400
     for k in range(sims):
@@ -236,3 +253,12 @@ def test_1_1_0_ratio_ci_covers_the_true_ratio_end_to_end() -> None:
         pm = _ratio(run(spec, inputs={"baseline": base, "subject": subj}))["primary_metric"]
         covered += pm["display_ci"][0] <= math.exp(true_shift) <= pm["display_ci"][1]
     assert abs(covered / sims - 0.95) <= 3 * math.sqrt(0.95 * 0.05 / sims), covered / sims
+
+
+def test_a_bad_token_count_is_named_as_a_plain_number() -> None:
+    from engine import InputError
+
+    base, subj = window_columns(10, seed=1)
+    subj = {**subj, "tokens": np.r_[np.asarray(subj["tokens"])[:-1], 2.5]}
+    with pytest.raises(InputError, match=r"row 10: token counts must be positive integers \(got 2\.5\)"):
+        run(_spec(), inputs={"baseline": base, "subject": subj})

@@ -23,12 +23,21 @@ From a calibration table (true ``label`` 0/1 and ``p1``, optionally ``p0``):
    at least 1 - delta_0 - delta_1 - sum of the bounds' risks (union bound).
 
 Thresholds of +inf (always include) are written as ``threshold: null`` with ``threshold_infinite: true``.
+
+Versions (``KERNELS``, oldest first): each is this module's glue run with a ``PacReportKernels`` record of what
+differs. 1.0.0 computes the quantities derived from decimal knobs (1 - gamma, the union-bound level
+1 - (1 - gamma)/M, 1 - delta_c, the joint level) in binary floating point, rounding at every step: delta = 0.05
+per class and gamma = 0.95 give a joint level of 0.8499999999999999. 1.1.0 computes them in exact rational
+arithmetic on the knobs' decimal values (``fractions.Fraction``, ``engine.stats.ssbc.exact_fraction``) and
+rounds each once to a double (0.85), passes the risk alpha it computed to the bound kernels (instead of their
+``1.0 - level``) and records it in each bound (``risk``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -49,13 +58,51 @@ from ..stats.ssbc import SSBCResult, coverage_risk, exact_fraction, ssbc_correct
 from ..tables import Table
 from .base import Decision, StageContext, StageOutput, StageType
 
-__all__ = ["STAGE", "STAGES", "RATE_METRICS", "CalibrationData", "load_calibration", "threshold_json",
-           "threshold_from_json", "metric_counts", "bound_json", "scope_test_sizes", "SCOPES",
-           "loo_bound_rows", "loo_envelope_bounds"]
+__all__ = ["STAGE", "STAGES", "KERNELS", "PacReportKernels", "RATE_METRICS", "CalibrationData", "load_calibration",
+           "threshold_json", "threshold_from_json", "metric_counts", "bound_json", "scope_test_sizes", "SCOPES",
+           "loo_bound_rows", "loo_envelope_bounds", "float_number"]
 
 RATE_METRICS = ("singleton", "doublet", "abstention", "error_given_singleton")
 SCOPES = ("marginal", "class_0", "class_1")
 PROB_SUM_TOLERANCE = 0.01
+
+
+# --------------------------------------------------------------------------- versions
+
+
+def float_number(x: float) -> float:
+    """1.0.0's arithmetic: a knob stays a binary double, and every derived quantity is rounded at each step."""
+    return float(x)
+
+
+@dataclass(frozen=True)
+class PacReportKernels:
+    """What one version of ``conformal.pac_report`` computes with.
+
+    ``number`` lifts a decimal knob (or a probability the stage computed) into the arithmetic of the quantities
+    derived from it: ``float_number`` (binary floating point) or ``exact_fraction`` (the exact rational of its
+    decimal value, rounded once to a double at the end). ``states_risk``: each bound records the risk alpha it
+    was computed at (``risk``). ``changes``: what changed against the previous version.
+    """
+
+    version: str
+    number: Callable[[float], float | Fraction]
+    states_risk: bool
+    changes: str
+
+
+KERNELS: tuple[PacReportKernels, ...] = (
+    PacReportKernels(version="1.0.0", number=float_number, states_risk=False,
+                     changes="first version (certa 0.1.0)"),
+    PacReportKernels(
+        version="1.1.0", number=exact_fraction, states_risk=True,
+        changes="certa 0.6.0: quantities derived from decimal knobs in exact rational arithmetic, rounded once "
+                "(parameters.level_per_bound and pac_level_*, each bound's level, joint_guarantee.level and "
+                "risk_terms: delta = 0.05 per class at confidence 0.95 gives 0.85, not 0.8499999999999999); the "
+                "bounds and the Clopper-Pearson intervals of prediction_stats at the exactly derived risk alpha "
+                "(they move where 1.0 - level rounded across a quantile); each bound records its risk"),
+)
+"""Every version, oldest first; the last is what an unpinned spec runs."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +124,7 @@ def load_calibration(table: Table, columns: Mapping[str, str]) -> CalibrationDat
     if bad.size:
         row = int(bad[0])
         raise InputError(f"input '{table.name}', column '{label_col}', row {row + 1}: labels must be 0 or 1 "
-                         f"(got {labels[row]!r}; {bad.size} such row(s))")
+                         f"(got {float(labels[row])!r}; {bad.size} such row(s))")
     p1 = table.numeric(p1_col)
     probs = {p1_col: p1}
     if table.has(p0_col):
@@ -90,14 +137,14 @@ def load_calibration(table: Table, columns: Mapping[str, str]) -> CalibrationDat
         if bad.size:
             row = int(bad[0])
             raise InputError(f"input '{table.name}', column '{col}', row {row + 1}: probabilities must lie in "
-                             f"[0, 1] (got {values[row]!r}; {bad.size} such row(s))")
+                             f"[0, 1] (got {float(values[row])!r}; {bad.size} such row(s))")
     if table.has(p0_col):
         off = np.abs(p0 + p1 - 1.0)
         bad = np.flatnonzero(off > PROB_SUM_TOLERANCE)
         if bad.size:
             row = int(bad[0])
             raise InputError(f"input '{table.name}', row {row + 1}: '{p0_col}' + '{p1_col}' must equal 1 within "
-                             f"{PROB_SUM_TOLERANCE} (got {p0[row] + p1[row]!r}; {bad.size} such row(s))")
+                             f"{PROB_SUM_TOLERANCE} (got {float(p0[row] + p1[row])!r}; {bad.size} such row(s))")
     s0, s1 = nonconformity_scores(p0, p1)
     return CalibrationData(labels=labels.astype(np.int8), s0=s0, s1=s1)
 
@@ -146,17 +193,17 @@ def _rate(count: int, n: int) -> float | None:
     return count / n if n else None
 
 
-def _stats_json(counts: SetCounts, level: float, marginal: bool) -> dict[str, Any]:
+def _stats_json(counts: SetCounts, level: float, risk: float, marginal: bool) -> dict[str, Any]:
     names = ["singleton", "doublet", "abstention", "covered"]
     if marginal:
         names += ["singleton_pred_0", "singleton_pred_1"]
     out: dict[str, Any] = {"n": counts.n}
     values = [getattr(counts, name) for name in names]
-    lower, upper = clopper_pearson(values, counts.n, level)
+    lower, upper = clopper_pearson(values, counts.n, level, risk=risk)
     for i, name in enumerate(names):
         out[name] = {"count": values[i], "rate": _rate(values[i], counts.n),
                      "ci": [float(lower[i]), float(upper[i])]}
-    lo, hi = clopper_pearson(counts.singleton_error, counts.singleton, level)
+    lo, hi = clopper_pearson(counts.singleton_error, counts.singleton, level, risk=risk)
     out["error_given_singleton"] = {"count": counts.singleton_error, "n": counts.singleton,
                                     "rate": _rate(counts.singleton_error, counts.singleton),
                                     "ci": [float(lo), float(hi)]}
@@ -192,14 +239,15 @@ def bound_json(row: Mapping[str, int], bounds, i: int, requested: str, inflation
 
 
 def loo_envelope_bounds(rows: list[Mapping[str, int]] | Mapping[str, Any], level: float, method: str,
-                        inflation_factor: float):
-    """Bounds from the k-fixed and the shifted LOO counts, and their envelope (see the module docstring)."""
+                        inflation_factor: float, *, risk: float | None = None):
+    """Bounds from the k-fixed and the shifted LOO counts, and their envelope (see the module docstring), at
+    ``level`` with risk alpha = ``risk`` (None: 1.0 - level, as 1.0.0 computed it)."""
     if isinstance(rows, Mapping):
         rows = [rows]
     get = lambda key: np.array([r[key] for r in rows], dtype=np.int64)  # noqa: E731
-    fixed = prediction_bounds(get("count"), get("n"), get("test_size"), level, method, inflation_factor)
+    fixed = prediction_bounds(get("count"), get("n"), get("test_size"), level, method, inflation_factor, risk=risk)
     shifted = prediction_bounds(get("count_shifted"), get("n_shifted"), get("test_size"), level, method,
-                                inflation_factor)
+                                inflation_factor, risk=risk)
     return bound_envelope(fixed, shifted)
 
 
@@ -229,8 +277,9 @@ def loo_bound_rows(labels: np.ndarray, s0: np.ndarray, s1: np.ndarray, k0: int, 
     return loo, loo_shifted, rows
 
 
-def run_pac_report(ctx: StageContext) -> StageOutput:
+def run_pac_report(ctx: StageContext, kernels: PacReportKernels = KERNELS[-1]) -> StageOutput:
     knobs = ctx.knobs
+    num = kernels.number
     data = load_calibration(ctx.table("input"), knobs["columns"])
     alphas = _per_class(knobs["alpha"], "alpha")
     deltas = _per_class(knobs["delta"], "delta")
@@ -280,17 +329,22 @@ def run_pac_report(ctx: StageContext) -> StageOutput:
                       "loo": _loo_json(getattr(loo, scope)), "loo_shifted": _loo_json(getattr(loo_shifted, scope))}
 
     # 4. prediction bounds, all 12 metrics in one vectorised call per method and LOO variant
+    #    level 1 - (1 - gamma)/M (or gamma) and risk 1 - level, in the version's arithmetic, each rounded once
     n_metrics = len(rows)
-    level = bonferroni_level(gamma, n_metrics) if knobs["use_union_bound"] else gamma
+    union = bool(knobs["use_union_bound"])
+    level_exact = bonferroni_level(num(gamma), n_metrics) if union else num(gamma)
+    level, risk = float(level_exact), float(1 - level_exact)
     chosen = resolve_method("auto" if requested == "all" else requested)
-    bounds = loo_envelope_bounds(rows, level, chosen, inflation)
-    comparison = ({method: loo_envelope_bounds(rows, level, method, inflation) for method in METHODS}
+    bounds = loo_envelope_bounds(rows, level, chosen, inflation, risk=risk)
+    comparison = ({method: loo_envelope_bounds(rows, level, method, inflation, risk=risk) for method in METHODS}
                   if requested == "all" else {})
 
     fallbacks = []
     for i, row in enumerate(rows):
         scope, metric = row["scope"], row["metric"]
         entry = bound_json(row, bounds, i, requested, inflation)
+        if kernels.states_risk:
+            entry["risk"] = bounds.risk
         if comparison:
             entry["comparison"] = {method: {"lower": float(b.lower[i]), "upper": float(b.upper[i]),
                                             "width": float(b.upper[i] - b.lower[i])}
@@ -309,11 +363,14 @@ def run_pac_report(ctx: StageContext) -> StageOutput:
     decisions.append(Decision("union_bound", {"enabled": bool(knobs["use_union_bound"]), "n_metrics": n_metrics,
                                               "confidence_level": gamma, "level_per_bound": level}))
 
-    # 5. the joint guarantee (union bound over coverage events and non-vacuous rate bounds)
-    per_bound_risk = (1.0 - gamma) / n_metrics if knobs["use_union_bound"] else 1.0 - gamma
-    bound_risk = per_bound_risk * int(np.count_nonzero(~bounds.vacuous))
-    coverage_terms = [0.0 if ssbc[c].always_include else max(deltas[c], risks[c]) for c in (0, 1)]
-    joint = max(0.0, 1.0 - coverage_terms[0] - coverage_terms[1] - bound_risk)
+    # 5. the joint guarantee (union bound over coverage events and non-vacuous rate bounds):
+    #    1 - t_0 - t_1 - (risk of each non-vacuous bound), t_c = max(delta_c, coverage risk), in the version's
+    #    arithmetic, each reported number rounded once
+    per_bound_risk = (1 - num(gamma)) / n_metrics if union else 1 - num(gamma)
+    bound_risk_exact = per_bound_risk * int(np.count_nonzero(~bounds.vacuous))
+    terms_exact = [num(0.0) if ssbc[c].always_include else max(num(deltas[c]), num(risks[c])) for c in (0, 1)]
+    joint = float(max(num(0.0), 1 - terms_exact[0] - terms_exact[1] - bound_risk_exact))
+    coverage_terms, bound_risk = [float(t) for t in terms_exact], float(bound_risk_exact)
     coverage_event = ("class-conditional coverage >= 1 - alpha_c" if mode == "beta" else
                       f"at least ceil((1 - alpha_c) m) of the next m = {ssbc[0].m}/{ssbc[1].m} class-c points covered")
     joint_guarantee = {
@@ -342,10 +399,11 @@ def run_pac_report(ctx: StageContext) -> StageOutput:
         }
     calibration_result["score"] = "s_c = 1 - p_c; class c is in the set iff s_c <= threshold_c"
 
+    ci_risk = float(1 - num(gamma))
     prediction_stats = {
-        "class_0": _stats_json(in_sample.class_0, gamma, False),
-        "class_1": _stats_json(in_sample.class_1, gamma, False),
-        "marginal": _stats_json(in_sample.marginal, gamma, True),
+        "class_0": _stats_json(in_sample.class_0, gamma, ci_risk, False),
+        "class_1": _stats_json(in_sample.class_1, gamma, ci_risk, False),
+        "marginal": _stats_json(in_sample.marginal, gamma, ci_risk, True),
         "ci_method": "clopper_pearson", "ci_level": gamma,
         "sets": "deployed Mondrian sets, in-sample on the calibration data",
     }
@@ -358,8 +416,8 @@ def run_pac_report(ctx: StageContext) -> StageOutput:
         "use_union_bound": bool(knobs["use_union_bound"]), "n_metrics": n_metrics,
         "mode": mode, "m": {"class_0": ssbc[0].m, "class_1": ssbc[1].m},
         "loo_inflation_factor": inflation, "upstream_compat": compat,
-        "pac_level_class_0": 1.0 - deltas[0], "pac_level_class_1": 1.0 - deltas[1],
-        "pac_level_marginal": (1.0 - deltas[0]) * (1.0 - deltas[1]),
+        "pac_level_class_0": float(1 - num(deltas[0])), "pac_level_class_1": float(1 - num(deltas[1])),
+        "pac_level_marginal": float((1 - num(deltas[0])) * (1 - num(deltas[1]))),
         "n_calibration": n, "n_class_0": ssbc[0].n, "n_class_1": ssbc[1].n,
     }
     outputs = {
@@ -416,15 +474,19 @@ def audit_pac_report(outputs: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-STAGE = StageType(
-    name="conformal.pac_report",
-    version="1.0.0",
-    input_knobs=("input",),
-    run=run_pac_report,
-    summary="PAC report for binary Mondrian conformal sets: exact SSBC, LOO rates, prediction bounds (seed 003).",
-    render_markdown=render_pac_report,
-    audit_checks=audit_pac_report,
-)
+def pac_report_stage(kernels: PacReportKernels) -> StageType:
+    """``conformal.pac_report`` at ``kernels.version``."""
+    return StageType(
+        name="conformal.pac_report",
+        version=kernels.version,
+        input_knobs=("input",),
+        run=lambda ctx: run_pac_report(ctx, kernels),
+        summary="PAC report for binary Mondrian conformal sets: exact SSBC, LOO rates, prediction bounds (seed 003).",
+        render_markdown=render_pac_report,
+        audit_checks=audit_pac_report,
+        changes=kernels.changes,
+    )
 
-STAGES = (STAGE,)
-"""Every version of this stage type (one so far)."""
+
+STAGES = tuple(pac_report_stage(kernels) for kernels in KERNELS)
+STAGE = STAGES[-1]

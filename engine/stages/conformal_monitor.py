@@ -18,21 +18,65 @@ bound: inside or outside.
 Both comparisons are reported; ``all_inside`` follows ``compare_to``. Per-class coverage is reported
 with the one-sided binomial p-value P(Binomial(n_c, alpha_c) >= misses) of "coverage >= 1 - alpha_c"
 (informational: the PAC guarantee is about the true coverage, which a finite test set only estimates).
+
+Versions (``KERNELS``, oldest first): 1.0.0 computes each coverage target 1 - alpha_c in floating point and
+recomputes a bound at its recorded level with risk ``1.0 - level``; 1.1.0 computes the target exactly on
+alpha_c's decimal value (rounded once) and recomputes a bound at the risk the report recorded
+(``conformal.pac_report`` 1.1.0 records it), or at ``1.0 - level`` for a 1.0.0 report, which computed its
+bounds so: each report version's bounds are recomputed with that version's own arithmetic.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from ..errors import StageError
 from ..stats.lazy_scipy import stats
 from ..stats.mondrian import prediction_sets, summarise_sets
+from ..stats.ssbc import exact_fraction
 from .base import Decision, StageContext, StageOutput, StageType
-from .conformal import (RATE_METRICS, SCOPES, load_calibration, loo_envelope_bounds, metric_counts,
+from .conformal import (RATE_METRICS, SCOPES, float_number, load_calibration, loo_envelope_bounds, metric_counts,
                         threshold_from_json)
 
-__all__ = ["STAGE", "STAGES"]
+__all__ = ["STAGE", "STAGES", "KERNELS", "MonitorKernels"]
+
+
+def _risk_from_level(recorded: Mapping[str, Any]) -> None:
+    """1.0.0: no risk of its own; the kernels take 1.0 - level (what a 1.0.0 report computed its bounds at)."""
+    return None
+
+
+def _recorded_risk(recorded: Mapping[str, Any]) -> float | None:
+    """1.1.0: the risk the report recorded with the bound (``conformal.pac_report`` 1.1.0), else None (a 1.0.0
+    report: 1.0.0 - level, as it computed)."""
+    return recorded.get("risk")
+
+
+@dataclass(frozen=True)
+class MonitorKernels:
+    """What one version of ``conformal.monitor`` computes with: ``number`` (as ``PacReportKernels.number``) for
+    the coverage targets 1 - alpha_c, ``bound_risk`` the risk a recorded bound is recomputed at, and what
+    changed."""
+
+    version: str
+    number: Callable[[float], float | Fraction]
+    bound_risk: Callable[[Mapping[str, Any]], float | None]
+    changes: str
+
+
+KERNELS: tuple[MonitorKernels, ...] = (
+    MonitorKernels(version="1.0.0", number=float_number, bound_risk=_risk_from_level,
+                   changes="first version (certa 0.1.0)"),
+    MonitorKernels(
+        version="1.1.0", number=exact_fraction, bound_risk=_recorded_risk,
+        changes="certa 0.6.0: coverage targets 1 - alpha_c exact (rounded once); realised-size bounds recomputed "
+                "at the risk a conformal.pac_report 1.1.0 recorded (1.0 - level for a 1.0.0 report, as it "
+                "computed them)"),
+)
+"""Every version, oldest first; the last is what an unpinned spec runs."""
 
 REPORT_KEYS = ("calibration_result", "parameters", "pac_bounds_marginal", "pac_bounds_class_0", "pac_bounds_class_1")
 
@@ -83,7 +127,7 @@ def _realised_denominators(counts) -> dict[str, int]:
             "error_given_singleton": counts.singleton}
 
 
-def run_monitor(ctx: StageContext) -> StageOutput:
+def run_monitor(ctx: StageContext, kernels: MonitorKernels = KERNELS[-1]) -> StageOutput:
     knobs = ctx.knobs
     source, report = _load_report(ctx)
     data = load_calibration(ctx.table("input"), knobs["columns"])
@@ -120,7 +164,8 @@ def run_monitor(ctx: StageContext) -> StageOutput:
                 lo, hi = 0.0, 1.0
             else:
                 b = loo_envelope_bounds({**recorded, "test_size": denominators[metric]}, recorded["level"],
-                                        recorded["method"], recorded["inflation_factor"])
+                                        recorded["method"], recorded["inflation_factor"],
+                                        risk=kernels.bound_risk(recorded))
                 lo, hi = float(b.lower[0]), float(b.upper[0])
             entry["realised_size"] = {"bound": [lo, hi], "test_size": denom, "method": recorded["method"],
                                       "level": recorded["level"]}
@@ -136,7 +181,7 @@ def run_monitor(ctx: StageContext) -> StageOutput:
         misses = counts.n - counts.covered
         coverage[f"class_{c}"] = {
             "n": counts.n, "covered": counts.covered, "rate": counts.covered / counts.n if counts.n else None,
-            "target": 1.0 - alphas[c],
+            "target": float(1 - kernels.number(alphas[c])),
             "p_value": float(stats.binom.sf(misses - 1, counts.n, alphas[c])) if counts.n else None,
         }
 
@@ -182,15 +227,19 @@ def render_monitor(outputs: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-STAGE = StageType(
-    name="conformal.monitor",
-    version="1.0.0",
-    input_knobs=("input",),
-    run=run_monitor,
-    summary=("Apply a recorded conformal.pac_report's thresholds to new labelled data; "
-             "realised rates vs certified bounds."),
-    render_markdown=render_monitor,
-)
+def monitor_stage(kernels: MonitorKernels) -> StageType:
+    """``conformal.monitor`` at ``kernels.version``."""
+    return StageType(
+        name="conformal.monitor",
+        version=kernels.version,
+        input_knobs=("input",),
+        run=lambda ctx: run_monitor(ctx, kernels),
+        summary=("Apply a recorded conformal.pac_report's thresholds to new labelled data; "
+                 "realised rates vs certified bounds."),
+        render_markdown=render_monitor,
+        changes=kernels.changes,
+    )
 
-STAGES = (STAGE,)
-"""Every version of this stage type (one so far)."""
+
+STAGES = tuple(monitor_stage(kernels) for kernels in KERNELS)
+STAGE = STAGES[-1]

@@ -14,7 +14,10 @@ Nothing is ever silently truncated.
 Versions (``KERNELS``, oldest first): each is this module's glue run with a ``PairedRatioKernels`` record of
 what differs. 1.0.0 draws numpy PCG64 index blocks (``engine/stats/bootstrap_v1_0_0.py``, frozen); 1.1.0
 draws them in a compiled SFC64 loop, one stream per block of 256 replicates, and states its streams in
-``bootstrap.resampling`` (``engine/stats/bootstrap.py``).
+``bootstrap.resampling`` (``engine/stats/bootstrap.py``). 1.2.0 keeps 1.1.0's numbers and states only what the
+data hold (``DataClaims``): without a ``phase`` column there are no preview counts, preview coverage, preview
+perplexity or drift block (the keys are absent, not null); without token offsets there is no overlap fraction;
+a recognised column the knobs leave unused is an ``unused_column`` decision.
 """
 
 from __future__ import annotations
@@ -31,43 +34,15 @@ from ..stats import bootstrap, bootstrap_v1_0_0
 from ..stats.pairing import duplicated_ids, overlap_fraction, pair_windows
 from ..tables import Table
 from .base import Decision, StageContext, StageOutput, StageType
+from .unused_columns import unused_column_decisions
 
-__all__ = ["KERNELS", "PROFILE_FLOORS", "STAGE", "STAGES", "PairedRatioKernels"]
+__all__ = ["KERNELS", "PROFILE_FLOORS", "STAGE", "STAGES", "DataClaims", "PairedRatioKernels"]
 
 PROFILE_FLOORS: dict[str, tuple[int, int] | None] = {"dev": None, "ci": (200, 1200), "release": (400, 3200)}
 """(minimum paired windows, minimum bootstrap replicates) per profile."""
 
 PHASES = ("preview", "final")
-
-
-# --------------------------------------------------------------------------- versions
-
-
-@dataclass(frozen=True)
-class PairedRatioKernels:
-    """What one version of ``paired.ppl_ratio`` computes with: its bootstrap CI (``engine.stats.bootstrap`` or
-    the frozen ``bootstrap_v1_0_0``; the point estimates are shared), how its certificate describes the resampling of each
-    scheme (None: that version stated nothing beyond the scheme and ``index_streams``), and what changed."""
-
-    version: str
-    bootstrap_ci: Callable[..., Any]
-    resampling: Mapping[str, str] | None
-    changes: str
-
-
-KERNELS: tuple[PairedRatioKernels, ...] = (
-    PairedRatioKernels(
-        version="1.0.0", bootstrap_ci=bootstrap_v1_0_0.weighted_mean_bootstrap_ci,
-        resampling=None,
-        changes="first version (certa 0.1.0): numpy PCG64 index blocks on rng.spawn(2), gathered with np.take"),
-    PairedRatioKernels(
-        version="1.1.0", bootstrap_ci=bootstrap.weighted_mean_bootstrap_ci,
-        resampling=bootstrap.RESAMPLING,
-        changes="certa 0.4.0: compiled SFC64 bootstrap, one stream per block of 256 replicates (Lemire indices "
-                "for uniform, Walker alias for token_weighted); CI bounds, z0 and index_streams move by Monte "
-                "Carlo error, point estimates and acceleration do not"),
-)
-"""Every version, oldest first; the last is what an unpinned spec runs."""
+NOT_CHECKED = "not checked (no start/end offsets)"
 
 
 @dataclass(frozen=True)
@@ -78,13 +53,172 @@ class _Arm:
     phase: np.ndarray | None
     start: np.ndarray | None
     end: np.ndarray | None
+    nll_from: str
+    """The column(s) the per-token mean NLL was read from: ``mean_nll``, or ``nll_sum / tokens``."""
 
     def select(self, phase: str) -> _Arm:
         if self.phase is None:
             return self
         mask = self.phase == phase
         pick = (lambda a: None if a is None else a[mask])
-        return _Arm(self.ids[mask], self.tokens[mask], self.mean_nll[mask], None, pick(self.start), pick(self.end))
+        return _Arm(self.ids[mask], self.tokens[mask], self.mean_nll[mask], None, pick(self.start), pick(self.end),
+                    self.nll_from)
+
+
+# --------------------------------------------------------------------------- what a version claims about the data
+
+
+class _Absent:
+    """An output about data the input lacks (``ABSENT``): written as null or left out, as the version does."""
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT = _Absent()
+
+
+def _absent_as_null(tree: Mapping[str, Any]) -> dict[str, Any]:
+    """1.0.0 and 1.1.0: an output about missing data is written as null."""
+    return {k: None if v is ABSENT else _absent_as_null(v) if isinstance(v, Mapping) else v for k, v in tree.items()}
+
+
+def _absent_left_out(tree: Mapping[str, Any]) -> dict[str, Any]:
+    """1.2.0: an output about missing data is not written at all (docs/contributing.md: a certificate says only
+    what the data support)."""
+    return {k: _absent_left_out(v) if isinstance(v, Mapping) else v for k, v in tree.items() if v is not ABSENT}
+
+
+def _count(arm: _Arm, phase: str) -> int:
+    return int(arm.ids.size if arm.phase is None else np.count_nonzero(arm.phase == phase))
+
+
+def _counts_every_phase(arm: _Arm) -> dict[str, int]:
+    """1.0.0 and 1.1.0: preview and final counts; an arm without a phase column counts every window as both."""
+    return {p: _count(arm, p) for p in PHASES}
+
+
+def _counts_of_its_phases(arm: _Arm) -> dict[str, int]:
+    """1.2.0: preview and final counts of an arm with a phase column; only ``final`` (every window) without one."""
+    return {p: _count(arm, p) for p in (PHASES if arm.phase is not None else ("final",))}
+
+
+def _overlap_of_both_arms(baseline: _Arm, subject: _Arm) -> tuple[float | None, dict[str, Any]]:
+    """1.0.0 and 1.1.0: max of the arms' overlap fractions when both have offsets; else null, "not checked"."""
+    if subject.start is None or baseline.start is None:
+        return None, {"window_overlap_fraction": None, "overlap_checked": False}
+    fraction = max(overlap_fraction(subject.start, subject.end), overlap_fraction(baseline.start, baseline.end))
+    return fraction, {"window_overlap_fraction": fraction, "overlap_checked": True}
+
+
+def _overlap_of_arms_with_offsets(baseline: _Arm, subject: _Arm) -> tuple[float | None, dict[str, Any]]:
+    """1.2.0: max of the overlap fractions of the arms that have offsets, naming them; no fraction without any."""
+    checked = {name: overlap_fraction(arm.start, arm.end)
+               for name, arm in (("baseline", baseline), ("subject", subject)) if arm.start is not None}
+    if not checked:
+        return None, {"overlap_checked": False}
+    fraction = max(checked.values())
+    return fraction, {"window_overlap_fraction": fraction, "overlap_checked": True,
+                      "overlap_checked_arms": list(checked)}
+
+
+def _no_input_claims(arms: Mapping[str, tuple[Table, _Arm]],
+                     columns: Mapping[str, str]) -> tuple[dict[str, Any], tuple[Decision, ...]]:
+    """1.0.0 and 1.1.0 state nothing about the columns they read or leave unused."""
+    return {}, ()
+
+
+def _unused_columns(table: Table, columns: Mapping[str, str], arm: _Arm) -> dict[str, str]:
+    """Columns of ``table`` the stage recognises but the knobs leave unused -> the knob setting that would use each.
+
+    A column under its default name (the ``columns`` key itself) that the knobs remap elsewhere; ``nll_sum`` when
+    ``mean_nll`` is read (it is read only without a ``mean_nll`` column); a ``start`` without an ``end`` (or the
+    reverse), since the overlap check needs both.
+    """
+    mapped = set(columns.values())
+    unused = {key: f"columns.{key}: {key}" for key, name in columns.items() if name != key and key not in mapped}
+    if arm.nll_from == columns["mean_nll"]:
+        unused[columns["nll_sum"]] = "columns.mean_nll: a column this table lacks"
+    start, end = columns["start"], columns["end"]
+    if table.has(start) != table.has(end):
+        lone, missing = (start, "end") if table.has(start) else (end, "start")
+        unused[lone] = f"columns.{missing}: the table's {missing} offset column"
+    return unused
+
+
+def _input_claims(arms: Mapping[str, tuple[Table, _Arm]],
+                  columns: Mapping[str, str]) -> tuple[dict[str, Any], tuple[Decision, ...]]:
+    """1.2.0: which column each arm's NLL came from (``nll_from``), and an ``unused_column`` decision for each
+    recognised column the knobs leave unused (``engine.stages.unused_columns``)."""
+    decisions = tuple(decision for table, arm in arms.values()
+                      for decision in unused_column_decisions(table, _unused_columns(table, columns, arm)))
+    return {"nll_from": {name: arm.nll_from for name, (_, arm) in arms.items()}}, decisions
+
+
+@dataclass(frozen=True)
+class DataClaims:
+    """How a version states what the input data hold (what 1.2.0 changed; its numbers are 1.1.0's).
+
+    ``counts`` gives one arm's window counts per phase; ``overlap`` the overlap fraction (None: not checked) and
+    the ``stats`` entries that state it; ``overlap_unchecked`` is the outcome of the overlap profile rule when no
+    offsets were given; ``inputs`` the outputs and decisions about the columns read; ``finish`` writes the outputs
+    about data the input lacks (``ABSENT``) as null or leaves them out.
+    """
+
+    counts: Callable[[_Arm], dict[str, int]]
+    overlap: Callable[[_Arm, _Arm], tuple[float | None, dict[str, Any]]]
+    overlap_unchecked: str
+    inputs: Callable[[Mapping[str, tuple[Table, _Arm]], Mapping[str, str]],
+                     tuple[dict[str, Any], tuple[Decision, ...]]]
+    finish: Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+NULL_CLAIMS = DataClaims(counts=_counts_every_phase, overlap=_overlap_of_both_arms, overlap_unchecked="pass",
+                         inputs=_no_input_claims, finish=_absent_as_null)
+"""1.0.0 and 1.1.0: every output key always present, null (or every window counted) where the data lack it."""
+
+TRUE_CLAIMS = DataClaims(counts=_counts_of_its_phases, overlap=_overlap_of_arms_with_offsets,
+                         overlap_unchecked="not_checked", inputs=_input_claims, finish=_absent_left_out)
+"""1.2.0: only what the data hold."""
+
+
+# --------------------------------------------------------------------------- versions
+
+
+@dataclass(frozen=True)
+class PairedRatioKernels:
+    """What one version of ``paired.ppl_ratio`` computes with: its bootstrap CI (``engine.stats.bootstrap`` or
+    the frozen ``bootstrap_v1_0_0``; the point estimates are shared), how its certificate describes the resampling
+    of each scheme (None: that version stated nothing beyond the scheme and ``index_streams``), how it states what
+    the data hold (``DataClaims``), and what changed."""
+
+    version: str
+    bootstrap_ci: Callable[..., Any]
+    resampling: Mapping[str, str] | None
+    claims: DataClaims
+    changes: str
+
+
+KERNELS: tuple[PairedRatioKernels, ...] = (
+    PairedRatioKernels(
+        version="1.0.0", bootstrap_ci=bootstrap_v1_0_0.weighted_mean_bootstrap_ci,
+        resampling=None, claims=NULL_CLAIMS,
+        changes="first version (certa 0.1.0): numpy PCG64 index blocks on rng.spawn(2), gathered with np.take"),
+    PairedRatioKernels(
+        version="1.1.0", bootstrap_ci=bootstrap.weighted_mean_bootstrap_ci,
+        resampling=bootstrap.RESAMPLING, claims=NULL_CLAIMS,
+        changes="certa 0.4.0: compiled SFC64 bootstrap, one stream per block of 256 replicates (Lemire indices "
+                "for uniform, Walker alias for token_weighted); CI bounds, z0 and index_streams move by Monte "
+                "Carlo error, point estimates and acceleration do not"),
+    PairedRatioKernels(
+        version="1.2.0", bootstrap_ci=bootstrap.weighted_mean_bootstrap_ci,
+        resampling=bootstrap.RESAMPLING, claims=TRUE_CLAIMS,
+        changes="certa 0.6.0: states only what the data hold (1.1.0's numbers): without a phase column no preview "
+                "counts, preview coverage, preview perplexity or drift (absent, not null); without offsets no "
+                "overlap fraction and the overlap rule 'not_checked'; overlap checked in each arm that has offsets "
+                "(overlap_checked_arms); nll_from names the NLL column of each arm; unused_column decisions"),
+)
+"""Every version, oldest first; the last is what an unpinned spec runs."""
 
 
 def _load_arm(table: Table, columns: Mapping[str, str]) -> _Arm:
@@ -94,11 +228,13 @@ def _load_arm(table: Table, columns: Mapping[str, str]) -> _Arm:
     if np.any(tokens <= 0) or np.any(tokens != np.round(tokens)):
         row = int(np.flatnonzero((tokens <= 0) | (tokens != np.round(tokens)))[0])
         raise InputError(f"input '{table.name}', column '{columns['tokens']}', row {row + 1}: token counts must be "
-                         f"positive integers (got {tokens[row]!r}); windows with no unmasked tokens must be dropped")
+                         f"positive integers (got {float(tokens[row]):g}); windows with no unmasked tokens must be "
+                         "dropped")
     if table.has(columns["mean_nll"]):
-        mean_nll = table.numeric(columns["mean_nll"])
+        mean_nll, nll_from = table.numeric(columns["mean_nll"]), columns["mean_nll"]
     elif table.has(columns["nll_sum"]):
         mean_nll = table.numeric(columns["nll_sum"]) / tokens
+        nll_from = f"{columns['nll_sum']} / {columns['tokens']}"
     else:
         raise InputError(f"input '{table.name}' needs a '{columns['mean_nll']}' (per-token mean NLL) or "
                          f"'{columns['nll_sum']}' (summed NLL) column")
@@ -120,7 +256,7 @@ def _load_arm(table: Table, columns: Mapping[str, str]) -> _Arm:
         if dupes:
             raise InputError(f"input '{table.name}': duplicate window_id(s) {dupes[:5]} in phase '{name}'; "
                              "each window must appear once per phase")
-    return _Arm(ids.astype(str), tokens, mean_nll, phase, start, end)
+    return _Arm(ids.astype(str), tokens, mean_nll, phase, start, end, nll_from)
 
 
 def _rule(name: str, ok: bool, value: Any, required: Any, profile: str, strict: bool) -> Decision:
@@ -129,15 +265,25 @@ def _rule(name: str, ok: bool, value: Any, required: Any, profile: str, strict: 
                                      "profile": profile})
 
 
-def _count(arm: _Arm, phase: str) -> int:
-    return int(arm.ids.size if arm.phase is None else np.count_nonzero(arm.phase == phase))
+def _overlap_rule(overlap: float | None, claims: DataClaims, profile: str, strict: bool) -> Decision:
+    """The overlap profile rule: 0 overlapping windows required; without offsets ``claims.overlap_unchecked``."""
+    if overlap is None:
+        return Decision("profile_rule", {"rule": "window_overlap_fraction", "value": NOT_CHECKED, "required": 0.0,
+                                         "outcome": claims.overlap_unchecked, "profile": profile})
+    return _rule("window_overlap_fraction", overlap == 0.0, overlap, 0.0, profile, strict)
+
+
+def _floor_block(used: int, required: int | None) -> dict[str, Any]:
+    return {"used": used, "required": required, "ok": required is None or used >= required}
 
 
 def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1]) -> StageOutput:
     knobs = ctx.knobs
     columns = knobs["columns"]
-    baseline_all = _load_arm(ctx.table("baseline"), columns)
-    subject_all = _load_arm(ctx.table("subject"), columns)
+    claims = kernels.claims
+    tables = {arm: ctx.table(arm) for arm in ("baseline", "subject")}
+    loaded = {arm: (table, _load_arm(table, columns)) for arm, table in tables.items()}
+    baseline_all, subject_all = loaded["baseline"][1], loaded["subject"][1]
     baseline, subject = baseline_all.select("final"), subject_all.select("final")
     pairing = pair_windows(baseline.ids, subject.ids)
     if pairing.n_pairs < 2:
@@ -147,11 +293,10 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
     tokens = subject.tokens[si]
     deltas = subject.mean_nll[si] - baseline.mean_nll[bi]
     token_mismatches = int(np.count_nonzero(baseline.tokens[bi] != tokens))
-    overlap = None
-    if subject.start is not None and baseline.start is not None:
-        overlap = max(overlap_fraction(subject.start, subject.end), overlap_fraction(baseline.start, baseline.end))
+    overlap, overlap_stats = claims.overlap(baseline, subject)
+    input_outputs, input_decisions = claims.inputs(loaded, columns)
 
-    decisions = [Decision("pairing", {
+    decisions = [*input_decisions, Decision("pairing", {
         "paired_windows": pairing.n_pairs, "window_match_fraction": pairing.match_fraction,
         "unmatched_baseline": len(pairing.unmatched_baseline), "unmatched_subject": len(pairing.unmatched_subject),
         "unmatched_examples": list(pairing.unmatched_baseline[:5] + pairing.unmatched_subject[:5]),
@@ -161,23 +306,23 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
     strict = floors is not None
     min_windows, min_replicates = floors if floors else (None, None)
     has_phases = subject_all.phase is not None or baseline_all.phase is not None
-    counts = {arm: {p: _count(a, p) for p in PHASES} for arm, a in (("baseline", baseline_all), ("subject", subject_all))}
+    counts = {"baseline": claims.counts(baseline_all), "subject": claims.counts(subject_all)}
+    previews = min((c["preview"] for c in counts.values() if "preview" in c), default=None)
     rules = [
         _rule("window_match_fraction", pairing.match_fraction == 1.0, pairing.match_fraction, 1.0, ctx.profile, strict),
         _rule("token_counts_match", token_mismatches == 0, token_mismatches, 0, ctx.profile, strict),
-        _rule("window_overlap_fraction", overlap is None or overlap == 0.0,
-              overlap if overlap is not None else "not checked (no start/end offsets)", 0.0, ctx.profile, strict),
+        _overlap_rule(overlap, claims, ctx.profile, strict),
         _rule("min_paired_windows", min_windows is None or pairing.n_pairs >= min_windows, pairing.n_pairs,
               min_windows, ctx.profile, strict),
         _rule("min_replicates", min_replicates is None or knobs["replicates"] >= min_replicates, knobs["replicates"],
               min_replicates, ctx.profile, strict),
     ]
     if has_phases:
-        same = all(counts[arm]["preview"] == counts[arm]["final"] for arm in counts)
+        same = all(c.get("preview") == c["final"] for c in counts.values())
         rules.append(_rule("preview_final_counts_match", same, counts, "equal per arm", ctx.profile, strict))
         if min_windows is not None:
-            previews = min(counts["baseline"]["preview"], counts["subject"]["preview"])
-            rules.append(_rule("min_preview_windows", previews >= min_windows, previews, min_windows, ctx.profile, strict))
+            rules.append(_rule("min_preview_windows", previews >= min_windows, previews, min_windows, ctx.profile,
+                               strict))
     decisions.extend(rules)
     failed = [d.detail["rule"] for d in rules if d.detail["outcome"] == "abort"]
     if failed:
@@ -195,7 +340,7 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
 
     final_ppl = math.exp(bootstrap.token_weighted_mean(subject.mean_nll[si], tokens))
     baseline_final_ppl = math.exp(bootstrap.token_weighted_mean(baseline.mean_nll[bi], baseline.tokens[bi]))
-    preview_ppl = drift = None
+    preview_ppl = drift = ABSENT
     if subject_all.phase is not None and counts["subject"]["preview"] > 0:
         preview = subject_all.select("preview")
         preview_ppl = math.exp(bootstrap.token_weighted_mean(preview.mean_nll, preview.tokens))
@@ -204,9 +349,6 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
         lo, hi = knobs["drift_band"]
         drift = {"preview_final_ratio": ratio, "band": [lo, hi], "within_band": bool(lo <= ratio <= hi)}
         decisions.append(Decision("drift_check", drift))
-
-    def floor_block(used: int, required: int | None) -> dict[str, Any]:
-        return {"used": used, "required": required, "ok": required is None or used >= required}
 
     outputs = {
         "primary_metric": {
@@ -226,10 +368,10 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
         "drift": drift,
         "dataset": {"windows": {
             "counts": counts,
+            **input_outputs,
             "stats": {
                 "window_match_fraction": pairing.match_fraction,
-                "window_overlap_fraction": overlap,
-                "overlap_checked": overlap is not None,
+                **overlap_stats,
                 "paired_windows": pairing.n_pairs,
                 "token_count_mismatches": token_mismatches,
                 "paired_delta_summary": {
@@ -259,15 +401,15 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
                     }} if ci.distribution is not None else {}),
                 },
                 "coverage": {
-                    "preview": floor_block(min(counts["baseline"]["preview"], counts["subject"]["preview"]),
-                                           min_windows if has_phases else None),
-                    "final": floor_block(pairing.n_pairs, min_windows),
-                    "replicates": floor_block(knobs["replicates"], min_replicates),
+                    "preview": (ABSENT if previews is None
+                                else _floor_block(previews, min_windows if has_phases else None)),
+                    "final": _floor_block(pairing.n_pairs, min_windows),
+                    "replicates": _floor_block(knobs["replicates"], min_replicates),
                 },
             },
         }},
     }
-    return StageOutput(outputs=outputs, decisions=tuple(decisions))
+    return StageOutput(outputs=claims.finish(outputs), decisions=tuple(decisions))
 
 
 def audit_paired_ratio(outputs: Mapping[str, Any]) -> list[str]:
@@ -287,12 +429,16 @@ def audit_paired_ratio(outputs: Mapping[str, Any]) -> list[str]:
 
 
 def render_paired_ratio(outputs: Mapping[str, Any]) -> str:
-    """The primary metric, the pairing checks and the bootstrap settings as Markdown tables."""
+    """The primary metric, the pairing checks and the bootstrap settings as Markdown tables; the preview/final
+    drift only when the outputs hold one (1.2.0 leaves it out without a phase column)."""
     pm = outputs["primary_metric"]
     stats = outputs["dataset"]["windows"]["stats"]
     boot = stats["bootstrap"]
     level = round(100 * pm["confidence_level"], 2)
     overlap = stats["window_overlap_fraction"] if stats["overlap_checked"] else "not checked (no offsets)"
+    arms = stats.get("overlap_checked_arms", ("baseline", "subject"))
+    if len(arms) == 1:
+        overlap = f"{overlap} ({arms[0]} only: the other arm has no offsets)"
     lines = [
         f"| ratio vs baseline | {level:g}% CI | log-ratio CI | subject PPL | baseline PPL |",
         "|---:|---|---|---:|---:|",

@@ -5,7 +5,8 @@ n_{y_i} - 1 points of that class, keeping the order-statistic index k_{y_i} fixe
 other class's threshold is the deployed one (point i is not in its calibration set). The naive
 computation re-sorts for every i (O(n^2 log n)).
 
-Rank shortcut (shared/methods/conformal_pac.md §3): sort each class once, S ascending. For the point at
+Rank shortcut (the reference implementation, phzwart/ssbc 1.4.0 ``metrics/loo_uncertainty.py``, re-masks and
+re-sorts for every fold instead): sort each class once, S ascending. For the point at
 0-based sorted position r and j = k, the k-th smallest of the remaining points is
 
     S[j-1]  if r >= j      (the removed point lies above the first j)

@@ -7,8 +7,9 @@ k_c = n_c + 1 means "always include" (q_c = +inf). The prediction set is C(x) = 
 
 Summaries (``summarise_sets``) count singletons, doublets, abstentions and singleton errors with the
 deployed Mondrian sets, marginally and conditionally on the true class. (The reference
-implementation summarises each class with one threshold for both labels, which disagrees with the
-deployed sets under class imbalance: bug B7 in shared/methods/conformal_pac.md.)
+implementation, phzwart/ssbc 1.4.0 (``build_conditional_prediction_sets``), summarises each class with one
+threshold for both labels, which disagrees with the deployed sets under class imbalance: bug B7 in
+docs/conformal.md.)
 """
 
 from __future__ import annotations

@@ -8,6 +8,11 @@ as Binomial(n, p) and Y as Binomial(N, p) with the same unknown p. All functions
 ``count``, ``n`` and ``test_size``; alpha = 1 - level. An optional inflation factor f >= 1 shrinks
 the calibration sample to n/f (for dependent LOO outcomes; 1 = none).
 
+The risk alpha. Each method takes the ``level`` it states and, optionally, its ``risk`` alpha: a caller that
+derives both from a decimal knob in rational arithmetic (``conformal.pac_report`` 1.1.0: alpha = 1 - 0.95 is
+0.05, not the 0.050000000000000044 of ``1.0 - 0.95``) passes the correctly rounded alpha; without it alpha is
+``1.0 - level`` in floating point (``conformal.pac_report`` 1.0.0). ``RateBounds.risk`` records the alpha used.
+
 * ``exact``: Clopper-Pearson limits p_L, p_U for p at alpha/4 per side, then the binomial test
   quantiles at p_L and p_U at alpha/4 per side (union bound over four tails: level >= 1 - alpha).
 * ``beta_binomial``: the exact conditional prediction limits of Thatcher (1964, Technometrics 6:
@@ -33,6 +38,8 @@ fall back to the ``exact`` bound and say so (``fallback``). With n = 0 the bound
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import TypeVar
 
 import numpy as np
 
@@ -58,13 +65,16 @@ __all__ = [
 METHODS = ("exact", "beta_binomial", "simple", "analytical", "hoeffding")
 AUTO_METHOD = "beta_binomial"
 
+Real = TypeVar("Real", float, Fraction)
+
 
 @dataclass(frozen=True)
 class RateBounds:
     """Bounds on a future test rate (arrays broadcast from the inputs).
 
     ``fallback`` marks entries where a normal-approximation method met a zero or full count and the
-    ``exact`` bound was used instead; ``vacuous`` marks n = 0 (bound [0, 1]).
+    ``exact`` bound was used instead; ``vacuous`` marks n = 0 (bound [0, 1]). ``risk`` is the alpha the bounds
+    were computed at (``1.0 - level`` unless the caller gave it; see the module docstring).
     """
 
     method: str
@@ -73,13 +83,23 @@ class RateBounds:
     upper: np.ndarray
     fallback: np.ndarray
     vacuous: np.ndarray
+    risk: float
 
 
-def bonferroni_level(level: float, m: int) -> float:
-    """Per-bound confidence so that M bounds hold jointly at ``level``: 1 - (1 - level)/M."""
+def bonferroni_level(level: Real, m: int) -> Real:
+    """Per-bound confidence so that M bounds hold jointly at ``level``: 1 - (1 - level)/M (Bonferroni).
+
+    In floating point for a float ``level``; exact for a ``Fraction`` (e.g. ``Fraction("0.95")``: 239/240 for
+    M = 12), which the caller rounds once.
+    """
     if m < 1:
         raise ValueError(f"'m' must be >= 1 (got {m})")
-    return 1.0 - (1.0 - level) / m
+    return 1 - (1 - level) / m
+
+
+def _alpha(level: float, risk: float | None) -> float:
+    """The risk alpha of a bound at ``level``: ``risk`` when the caller computed it, else ``1.0 - level``."""
+    return 1.0 - level if risk is None else risk
 
 
 def _arrays(count, n, test_size=None):
@@ -106,42 +126,44 @@ def _effective(count: np.ndarray, n: np.ndarray, inflation_factor: float) -> tup
     return k_e, n_e
 
 
-def clopper_pearson(count, n, level: float) -> tuple[np.ndarray, np.ndarray]:
+def clopper_pearson(count, n, level: float, *, risk: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Two-sided equal-tailed Clopper-Pearson interval for a proportion count/n (level in (0,1)).
 
     lower = Beta^-1(alpha/2; x, n-x+1) (0 if x=0), upper = Beta^-1(1-alpha/2; x+1, n-x) (1 if x=n);
-    n = 0 gives [0, 1].
+    n = 0 gives [0, 1]. alpha is ``risk`` if given, else 1.0 - level.
     """
     count, n = _arrays(count, n)
     count, n = np.broadcast_arrays(count, n)
-    alpha = 1.0 - level
+    alpha = _alpha(level, risk)
     with np.errstate(invalid="ignore", divide="ignore"):
         lower = np.where(count > 0, stats.beta.ppf(alpha / 2, np.maximum(count, 1), n - count + 1), 0.0)
         upper = np.where(count < n, stats.beta.ppf(1 - alpha / 2, count + 1, np.maximum(n - count, 1)), 1.0)
     return lower.astype(np.float64), upper.astype(np.float64)
 
 
-def _finish(method: str, level: float, lower, upper, n, fallback=None) -> RateBounds:
+def _finish(method: str, level: float, alpha: float, lower, upper, n, fallback=None) -> RateBounds:
     vacuous = np.asarray(n) == 0
     lower = np.where(vacuous, 0.0, np.clip(lower, 0.0, 1.0)).astype(np.float64)
     upper = np.where(vacuous, 1.0, np.clip(upper, 0.0, 1.0)).astype(np.float64)
     if fallback is None:
         fallback = np.zeros(lower.shape, dtype=bool)
     return RateBounds(method=method, level=float(level), lower=lower, upper=upper,
-                      fallback=np.asarray(fallback, dtype=bool) & ~vacuous, vacuous=vacuous)
+                      fallback=np.asarray(fallback, dtype=bool) & ~vacuous, vacuous=vacuous, risk=float(alpha))
 
 
-def exact_bounds(count, n, test_size, level: float, inflation_factor: float = 1.0) -> RateBounds:
+def exact_bounds(count, n, test_size, level: float, inflation_factor: float = 1.0, *,
+                 risk: float | None = None) -> RateBounds:
     """Clopper-Pearson for p at alpha/4 per side, then binomial test quantiles at alpha/4 per side."""
     count, n, test_size = _arrays(count, n, test_size)
     k, m = _effective(count, n, inflation_factor)
-    q = (1.0 - level) / 4
+    alpha = _alpha(level, risk)
+    q = alpha / 4
     with np.errstate(invalid="ignore", divide="ignore"):
         p_lo = np.where(k > 0, stats.beta.ppf(q, np.maximum(k, 1), m - k + 1), 0.0)
         p_hi = np.where(k < m, stats.beta.ppf(1 - q, k + 1, np.maximum(m - k, 1)), 1.0)
         y_lo = np.where(p_lo > 0, stats.binom.ppf(q, test_size, p_lo), 0.0)
         y_hi = np.where(p_hi < 1, stats.binom.ppf(1 - q, test_size, p_hi), test_size)
-    return _finish("exact", level, y_lo / test_size, y_hi / test_size, n)
+    return _finish("exact", level, alpha, y_lo / test_size, y_hi / test_size, n)
 
 
 def betabinom_quantile(q, n_trials, a, b, *, width: float = 12.0, block: int = 1 << 22) -> np.ndarray:
@@ -202,15 +224,17 @@ def betabinom_quantile(q, n_trials, a, b, *, width: float = 12.0, block: int = 1
     return out.reshape(shape)
 
 
-def beta_binomial_bounds(count, n, test_size, level: float, inflation_factor: float = 1.0) -> RateBounds:
+def beta_binomial_bounds(count, n, test_size, level: float, inflation_factor: float = 1.0, *,
+                         risk: float | None = None) -> RateBounds:
     """Thatcher's exact prediction limits (see module docstring), alpha/2 per side."""
     count, n, test_size = _arrays(count, n, test_size)
     k, m = _effective(count, n, inflation_factor)
-    q = (1.0 - level) / 2
+    alpha = _alpha(level, risk)
+    q = alpha / 2
     with np.errstate(invalid="ignore", divide="ignore"):
         y_lo = np.where(k > 0, betabinom_quantile(q, test_size, np.maximum(k, 1), np.maximum(m - k + 1, 1)), 0.0)
         y_hi = np.where(k < m, betabinom_quantile(1 - q, test_size, k + 1, np.maximum(m - k, 1)), test_size)
-    return _finish("beta_binomial", level, y_lo / test_size, y_hi / test_size, n)
+    return _finish("beta_binomial", level, alpha, y_lo / test_size, y_hi / test_size, n)
 
 
 def seed_beta_binomial_bounds(count, n, test_size, level: float) -> RateBounds:
@@ -219,55 +243,62 @@ def seed_beta_binomial_bounds(count, n, test_size, level: float) -> RateBounds:
     Kept for comparison only: it is a Bayesian predictive interval without a frequentist guarantee.
     """
     count, n, test_size = _arrays(count, n, test_size)
-    q = (1.0 - level) / 2
+    alpha = 1.0 - level
+    q = alpha / 2
     y_lo = stats.betabinom.ppf(q, test_size, count + 1, n - count + 1)
     y_hi = stats.betabinom.ppf(1 - q, test_size, count + 1, n - count + 1)
-    return _finish("seed_beta_binomial", level, y_lo / test_size, y_hi / test_size, n)
+    return _finish("seed_beta_binomial", level, alpha, y_lo / test_size, y_hi / test_size, n)
 
 
 def _degenerate(count: np.ndarray, n: np.ndarray) -> np.ndarray:
     return (count == 0) | (count == n)
 
 
-def simple_bounds(count, n, test_size, level: float, inflation_factor: float = 1.0) -> RateBounds:
-    """p_hat ± z sqrt(p_hat(1-p_hat)(f/n + 1/N)); zero/full counts fall back to ``exact``."""
+def simple_bounds(count, n, test_size, level: float, inflation_factor: float = 1.0, *,
+                  risk: float | None = None) -> RateBounds:
+    """p_hat ± z sqrt(p_hat(1-p_hat)(f/n + 1/N)), z = z_{1-alpha/2}; zero/full counts fall back to ``exact``."""
     count, n, test_size = _arrays(count, n, test_size)
-    z = stats.norm.ppf(1 - (1.0 - level) / 2)
+    alpha = _alpha(level, risk)
+    z = stats.norm.ppf(1 - alpha / 2)
     with np.errstate(invalid="ignore", divide="ignore"):
         p = count / n
         half = z * np.sqrt(p * (1 - p) * (inflation_factor / n + 1.0 / test_size))
-    return _with_fallback("simple", level, p - half, p + half, count, n, test_size, inflation_factor)
+    return _with_fallback("simple", level, alpha, p - half, p + half, count, n, test_size, inflation_factor)
 
 
-def analytical_bounds(count, n, test_size, level: float, inflation_factor: float = 1.0) -> RateBounds:
-    """p_hat ± c sqrt(f p_hat(1-p_hat)/(n-1) + p_hat(1-p_hat)/N), c = t_{n-1} (z if n <= 2)."""
+def analytical_bounds(count, n, test_size, level: float, inflation_factor: float = 1.0, *,
+                      risk: float | None = None) -> RateBounds:
+    """p_hat ± c sqrt(f p_hat(1-p_hat)/(n-1) + p_hat(1-p_hat)/N), c = t_{n-1} (z if n <= 2) at 1 - alpha/2."""
     count, n, test_size = _arrays(count, n, test_size)
-    tail = 1 - (1.0 - level) / 2
+    alpha = _alpha(level, risk)
+    tail = 1 - alpha / 2
     with np.errstate(invalid="ignore", divide="ignore"):
         p = count / n
         c = np.where(n > 2, stats.t.ppf(tail, np.maximum(n - 1, 1)), stats.norm.ppf(tail))
         var = inflation_factor * p * (1 - p) / np.maximum(n - 1, 1) + p * (1 - p) / test_size
         half = c * np.sqrt(var)
-    return _with_fallback("analytical", level, p - half, p + half, count, n, test_size, inflation_factor)
+    return _with_fallback("analytical", level, alpha, p - half, p + half, count, n, test_size, inflation_factor)
 
 
-def _with_fallback(method, level, lower, upper, count, n, test_size, inflation_factor) -> RateBounds:
+def _with_fallback(method, level, alpha, lower, upper, count, n, test_size, inflation_factor) -> RateBounds:
     degenerate = _degenerate(count, n)
     if degenerate.any():
-        ex = exact_bounds(count, n, test_size, level, inflation_factor)
+        ex = exact_bounds(count, n, test_size, level, inflation_factor, risk=alpha)
         lower = np.where(degenerate, ex.lower, lower)
         upper = np.where(degenerate, ex.upper, upper)
-    return _finish(method, level, lower, upper, n, fallback=degenerate)
+    return _finish(method, level, alpha, lower, upper, n, fallback=degenerate)
 
 
-def hoeffding_bounds(count, n, test_size, level: float, inflation_factor: float = 1.0) -> RateBounds:
+def hoeffding_bounds(count, n, test_size, level: float, inflation_factor: float = 1.0, *,
+                     risk: float | None = None) -> RateBounds:
     """p_hat ± (sqrt(f ln(4/alpha)/(2n)) + sqrt(ln(4/alpha)/(2N))) (Hoeffding on both samples)."""
     count, n, test_size = _arrays(count, n, test_size)
-    log_term = np.log(4.0 / (1.0 - level))
+    alpha = _alpha(level, risk)
+    log_term = np.log(4.0 / alpha)
     with np.errstate(invalid="ignore", divide="ignore"):
         p = count / n
         eps = np.sqrt(inflation_factor * log_term / (2 * n)) + np.sqrt(log_term / (2 * test_size))
-    return _finish("hoeffding", level, p - eps, p + eps, n)
+    return _finish("hoeffding", level, alpha, p - eps, p + eps, n)
 
 
 _KERNELS = {
@@ -289,11 +320,12 @@ def resolve_method(method: str) -> str:
 
 
 def prediction_bounds(count, n, test_size, level: float, method: str = "auto",
-                      inflation_factor: float = 1.0) -> RateBounds:
-    """Prediction bounds by ``method`` (one of ``METHODS`` or ``auto``), vectorised."""
+                      inflation_factor: float = 1.0, *, risk: float | None = None) -> RateBounds:
+    """Prediction bounds by ``method`` (one of ``METHODS`` or ``auto``) at ``level`` (alpha = ``risk`` if given,
+    else 1.0 - level), vectorised."""
     if not (0.0 < level < 1.0):
         raise ValueError(f"'level' must lie strictly between 0 and 1 (got {level})")
-    return _KERNELS[resolve_method(method)](count, n, test_size, level, inflation_factor)
+    return _KERNELS[resolve_method(method)](count, n, test_size, level, inflation_factor, risk=risk)
 
 
 def bound_envelope(first: RateBounds, second: RateBounds) -> RateBounds:
@@ -302,10 +334,10 @@ def bound_envelope(first: RateBounds, second: RateBounds) -> RateBounds:
     Used to bracket a known bias: the stage bounds each rate from two leave-one-out counts whose
     expectations lie on either side of the deployed predictor's rate.
     """
-    if first.method != second.method or first.level != second.level:
-        raise ValueError("an envelope combines bounds of one method and level")
+    if first.method != second.method or first.level != second.level or first.risk != second.risk:
+        raise ValueError("an envelope combines bounds of one method, level and risk")
     vacuous = first.vacuous | second.vacuous
     return RateBounds(method=first.method, level=first.level,
                       lower=np.where(vacuous, 0.0, np.minimum(first.lower, second.lower)),
                       upper=np.where(vacuous, 1.0, np.maximum(first.upper, second.upper)),
-                      fallback=(first.fallback | second.fallback) & ~vacuous, vacuous=vacuous)
+                      fallback=(first.fallback | second.fallback) & ~vacuous, vacuous=vacuous, risk=first.risk)

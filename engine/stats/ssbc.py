@@ -22,8 +22,8 @@ coverage 1 with certainty.
 ``mode="beta-binomial"`` guards a finite window of m test points instead: the number of covered
 points is BetaBinomial(m, n+1-u, u) and the rule is P(X >= ceil((1-alpha) m)) >= 1-delta.
 
-``upstream_compat=True`` reproduces the reference implementation (phzwart/ssbc 1.4.0, see
-shared/methods/conformal_pac.md §1, bugs B1-B4): float u_max, a guess-and-bracket search capped at
+``upstream_compat=True`` reproduces the reference implementation (phzwart/ssbc 1.4.0, ``ssbc_correct`` in
+``core_pkg/core.py``; bugs B1-B4 in docs/conformal.md): float u_max, a guess-and-bracket search capped at
 ±100, u*=0 clamped to the largest score instead of +inf, and k = ceil((n+1)(1-u/(n+1))) in float64.
 """
 
