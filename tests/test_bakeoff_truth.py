@@ -74,8 +74,8 @@ def test_the_warning_reaches_the_run_and_version_1_1_0_stays_silent():
     spec = ("certa: 1\nname: w-unused\nseed: 7\ninputs:\n  d: {{path: d.csv}}\nstages:\n"
             "  - id: cmp\n    use: {use}\n    with: {{input: d, bootstrap: {{replicates: 200}}}}\n")
     newest = run(spec.format(use="bakeoff.compare"), inputs={"d": FLIPPING_W})
-    assert newest.warnings == ("stage 'cmp': input 'd' has a column 'w' that this stage can use but the knobs leave "
-                               "unused; it was ignored (set 'weights: column' to use it)",)
+    assert newest.warnings == ("stage 'cmp': input 'd' has a column 'w' that this stage recognises but the knobs "
+                               "leave unused; it was ignored (to use it: weights: column)",)
     pinned = run(spec.format(use="bakeoff.compare@1.1.0"), inputs={"d": FLIPPING_W})
     assert pinned.warnings == ()
     kinds = [d.decision.kind for d in pinned.decisions]

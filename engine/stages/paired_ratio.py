@@ -138,11 +138,11 @@ def _unused_columns(table: Table, columns: Mapping[str, str], arm: _Arm) -> dict
     mapped = set(columns.values())
     unused = {key: f"columns.{key}: {key}" for key, name in columns.items() if name != key and key not in mapped}
     if arm.nll_from == columns["mean_nll"]:
-        unused[columns["nll_sum"]] = "columns.mean_nll: a column this table lacks"
+        unused[columns["nll_sum"]] = "drop the mean_nll column (nll_sum is read only when there is none)"
     start, end = columns["start"], columns["end"]
     if table.has(start) != table.has(end):
         lone, missing = (start, "end") if table.has(start) else (end, "start")
-        unused[lone] = f"columns.{missing}: the table's {missing} offset column"
+        unused[lone] = f"add the {missing} offset column (columns.{missing} names it)"
     return unused
 
 

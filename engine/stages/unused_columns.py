@@ -23,15 +23,15 @@ UNUSED_COLUMN = "unused_column"
 def unused_column_decisions(table: Table, unused: Mapping[str, str]) -> tuple[Decision, ...]:
     """One ``unused_column`` decision for each column of ``unused`` that ``table`` has.
 
-    ``unused`` maps a column name the stage recognises but will not read under the current knobs to the knob
-    setting that would make it read it (e.g. ``{"w": "weights: column"}``). Columns the table lacks are
+    ``unused`` maps a column name the stage recognises but will not read under the current knobs to how the
+    spec would make it read it: a knob setting or a short hint (e.g. ``{"w": "weights: column"}``). Columns the table lacks are
     skipped, so a stage passes every recognised-but-unused column and only the present ones are recorded.
     """
     return tuple(
         Decision(UNUSED_COLUMN, {
             "input": table.name, "column": column, "use_with": knob, "outcome": "warn",
-            "message": f"input '{table.name}' has a column '{column}' that this stage can use but the knobs leave "
-                       f"unused; it was ignored (set '{knob}' to use it)",
+            "message": f"input '{table.name}' has a column '{column}' that this stage recognises but the knobs leave "
+                       f"unused; it was ignored (to use it: {knob})",
         })
         for column, knob in unused.items() if table.has(column)
     )
