@@ -33,16 +33,20 @@ def _emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
 
 
+def _error_json(error: CertaError) -> dict[str, Any]:
+    return {"ok": False, "error": {"type": type(error).__name__, "message": str(error), "exit_code": error.exit_code}}
+
+
 def _fail(ctx_json: bool, error: CertaError) -> None:
     if ctx_json:
-        payload = {"ok": False, "error": {"type": type(error).__name__, "message": str(error),
-                                          "exit_code": error.exit_code}}
-        if isinstance(error, ProfileAbort):
-            payload["run_id"] = error.run_id
-            payload["rule"] = error.rule
-        _emit_json(payload)
+        _emit_json(_error_json(error))
     click.echo(f"error: {error}", err=True)
     sys.exit(error.exit_code)
+
+
+def _warn(lines: tuple[str, ...]) -> None:
+    for line in lines:
+        click.echo(f"warning: {line}", err=True)
 
 
 def certa_command(func: Callable[..., int | None]) -> Callable[..., None]:
@@ -153,10 +157,16 @@ def _parse_input_overrides(values: tuple[str, ...]) -> dict[str, Path]:
 @click.option("--no-record", is_flag=True, help="Run without writing to the ledger (the run id is not kept).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the certificate JSON to this file.")
+@click.option("--junit", "junit_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write a JUnit XML report to this file for CI test reporters (one test case per gate, per "
+                   "profile rule that aborted the run, or an error case for a refused spec or input), also when "
+                   "the run fails or aborts. Example: certa run spec.yaml --junit reports/certa.xml")
 @certa_command
-def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, output: Path | None, as_json: bool,
-                ledger_url: str) -> int:
-    """Run SPEC, record it in the ledger and print the verdict.
+def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, output: Path | None,
+                junit_file: Path | None, as_json: bool, ledger_url: str) -> int:
+    """Run SPEC, record it in the ledger and print the verdict, the run id and the run's warnings (on
+    stderr, 'warning: ...'). An aborted run prints its run id and each failed profile rule with its value and
+    requirement.
 
     Exit 0 PASS, 1 FAIL, 2 invalid spec or input (nothing recorded), 3 aborted by a profile rule
     (the attempt and its reason are recorded, no certificate).
@@ -165,29 +175,80 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
     Examples:
       certa run specs/paired-ratio/spec.yaml
       certa run spec.yaml --input subject=/data/eval/subject.csv --json
+      certa run spec.yaml --ledger ../ledger.db --junit reports/certa.xml
     """
+    import time
+
     from engine import load_plan
     from engine.interpreter import load_tables, run_plan
+    from engine.junit import run_suite, utc_timestamp, write_junit
+    started, timestamp = time.monotonic(), utc_timestamp()
+    name = str(spec)  # the spec's name once it loads: the JUnit report's suite and classname
+
+    def junit(**outcome: Any) -> None:
+        if junit_file is not None:
+            write_junit(junit_file, [run_suite(name=name, timestamp=timestamp, seconds=time.monotonic() - started,
+                                               spec=str(spec), **outcome)])
+
     overrides = _parse_input_overrides(input_overrides)
-    plan = load_plan(spec)  # the spec and its inputs are checked before the ledger is opened (or created)
-    tables = load_tables(plan, input_paths=overrides)
-    notify = None if as_json else (lambda message: click.echo(message, err=True))
-    if no_record:
-        result = run_plan(plan, tables, notify=notify)
-    else:
-        with _new_ledger_removed_unless_written(ledger_url) as ledger:
-            result = run_plan(plan, tables, ledger=ledger, notify=notify)
+    try:
+        plan = load_plan(spec)  # the spec and its inputs are checked before the ledger is opened (or created)
+        name = plan.name
+        tables = load_tables(plan, input_paths=overrides)
+        notify = None if as_json else (lambda message: click.echo(message, err=True))
+        if no_record:
+            result = run_plan(plan, tables, notify=notify)
+        else:
+            with _new_ledger_removed_unless_written(ledger_url) as ledger:
+                result = run_plan(plan, tables, ledger=ledger, notify=notify)
+    except ProfileAbort as abort:
+        from engine.interpreter import RunDecisions, run_warnings
+        from engine.report import failed_rules
+        rules = failed_rules(abort.decisions)
+        junit(run_id=abort.run_id, failed_rules=rules, abort_reason=str(abort))
+        _echo_abort(abort, rules, run_warnings(RunDecisions.of(abort.stage_id, abort.decisions)), as_json=as_json,
+                    ledger_url=ledger_url)
+        return EXIT_ABORTED
+    except CertaError as error:
+        junit(error=str(error), error_type=type(error).__name__)
+        raise
+    junit(run_id=None if no_record else result.run_id, verdict=result.verdict,
+          gates=result.certificate["content"]["gates"])
     if output is not None:
         output.write_text(json.dumps(result.certificate, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if as_json:
         _emit_json({"ok": True, "run_id": None if no_record else result.run_id, "verdict": result.verdict,
                     "certificate_sha256": result.content_sha256,
-                    "results_sha256": result.results_sha256, "knobs_hash": result.knobs_hash})
+                    "results_sha256": result.results_sha256, "knobs_hash": result.knobs_hash,
+                    "warnings": list(result.warnings)})
     else:
+        _warn(result.warnings)
         click.echo(_summary(result.certificate))
         if not no_record:
-            click.echo(f"recorded run {result.run_id} in {ledger_url}; the full report: certa show {result.run_id[:12]}")
+            from engine.report import command_hint, masked_ledger
+            click.echo(f"recorded run {result.run_id} in {masked_ledger(ledger_url)}; the full report: "
+                       f"{command_hint('show', result.run_id[:12], ledger=ledger_url)}")
     return EXIT_OK if result.verdict == "PASS" else EXIT_FAIL
+
+
+def _echo_abort(abort: ProfileAbort, rules: tuple[dict[str, Any], ...], warnings: tuple[str, ...], *, as_json: bool,
+                ledger_url: str) -> None:
+    """What ``certa run`` prints for a run a profile rule stopped: the reason, each failed rule with its value
+    and requirement, the run id and where to read its decisions."""
+    from engine.report import command_hint, masked_ledger, rule_text
+    if as_json:
+        _emit_json({**_error_json(abort), "run_id": abort.run_id, "rule": abort.rule, "stage": abort.stage_id,
+                    "failed_rules": list(rules), "warnings": list(warnings)})
+        return
+    _warn(warnings)
+    click.echo(f"error: {abort}", err=True)
+    for rule in rules:
+        click.echo(f"  failed: {rule_text(rule)}", err=True)
+    if abort.run_id is None:
+        click.echo("aborted run not recorded (--no-record)")
+    else:
+        click.echo(f"recorded aborted run {abort.run_id} in {masked_ledger(ledger_url)}; its decisions: "
+                   f"{command_hint('decisions', abort.run_id[:12], '--kind', 'profile_rule', ledger=ledger_url)}")
 
 
 def _summary(certificate: Mapping[str, Any]) -> str:
@@ -397,23 +458,27 @@ def _replay_counts(results: list[ReplayResult]) -> dict[str, int]:
 
 
 def _echo_replay(result: ReplayResult) -> None:
-    from engine.report import format_value
+    from engine.jsondiff import summarised
+    from engine.report import change_text
     click.echo(f"{result.outcome}: run {result.run_id}: {result.note}")
-    for change in result.changes[:50]:
-        click.echo(f"  {change.path}: recorded {format_value(change.before)} -> replayed {format_value(change.after)}")
-    if len(result.changes) > 50:
-        click.echo(f"  ... and {len(result.changes) - 50} more (--json lists them all)")
+    lines = summarised(result.changes)
+    for change in lines[:50]:
+        click.echo(f"  {change_text(change, sides=('recorded', 'replayed'))}")
+    if len(lines) > 50:
+        click.echo(f"  ... and {len(lines) - 50} more (--json lists them all)")
 
 
 def _echo_replay_table(results: list[ReplayResult]) -> None:
     from engine.audit import CANNOT_REPLAY, DIVERGED
+    from engine.jsondiff import summarised
     if not results:
         click.echo("no completed runs match")
         return
     click.echo(f"{'run':<12}  {'name':<28} {'outcome':<13} detail")
     for r in results:
         if r.outcome == DIVERGED:
-            detail = ", ".join(c.path for c in r.changes[:5]) + (f" (+{len(r.changes) - 5} more)" if len(r.changes) > 5 else "")
+            fields = [c.path for c in summarised(r.changes)]  # most material first, a long array once
+            detail = ", ".join(fields[:5]) + (f" (+{len(fields) - 5} more)" if len(fields) > 5 else "")
             detail = detail or r.note
         elif r.outcome == CANNOT_REPLAY:
             detail = r.note
@@ -426,29 +491,87 @@ def _echo_replay_table(results: list[ReplayResult]) -> None:
 
 @main.command()
 @click.argument("run_id")
+@click.option("--explain", is_flag=True, help="Open each stage's section with plain-language paragraphs: what was "
+              "tested, what the verdict means and does not mean, the assumptions. Example: certa show latest --explain")
 @certa_command
-def show(run_id: str, as_json: bool, ledger_url: str) -> int:
-    """Show a run's certificate as a Markdown report (--json prints the whole certificate).
+def show(run_id: str, explain: bool, as_json: bool, ledger_url: str) -> int:
+    """Show a run's certificate as a Markdown report (--json prints the whole certificate). For an aborted
+    run: the reason and each profile rule that stopped it, with its value and requirement.
 
     \b
-    Example:
+    Examples:
       certa show 3f2a9c01
+      certa show latest --explain
     """
     from engine.report import certificate_markdown
     with _open(ledger_url) as ledger:
         row = ledger.run(run_id)
         if row.status == "aborted":
-            abort = next(e.data() for e in ledger.entries(run_id=row.run_id, kinds=["abort"]))
+            from engine.report import command_hint, recorded_abort, rule_text
+            abort, rules = recorded_abort(ledger, row.run_id)
             if as_json:
-                _emit_json({"run_id": row.run_id, "status": "aborted", "abort": abort})
+                _emit_json({"run_id": row.run_id, "status": "aborted", "abort": abort, "failed_rules": list(rules)})
             else:
                 click.echo(f"{row.name}: ABORTED (profile {row.profile}) run {row.run_id}\n  {abort['reason']}")
+                for rule in rules:
+                    click.echo(f"  failed: {rule_text(rule)}")
+                click.echo(f"its decisions: {command_hint('decisions', row.run_id[:12], ledger=ledger_url)}")
             return EXIT_OK
         certificate = ledger.certificate(row.run_id)
     if as_json:
         _emit_json(certificate)
     else:
-        click.echo(certificate_markdown(certificate))
+        click.echo(certificate_markdown(certificate, explain=explain))
+    return EXIT_OK
+
+
+@main.command()
+@click.argument("run_id")
+@click.option("--kind", metavar="KIND", help="Only decisions of this kind (pairing, profile_rule, gate, ...).")
+@click.option("--limit", type=click.IntRange(min=0), default=100, show_default=True,
+              help="At most this many decisions (0: all of them, streamed).")
+@click.option("--after", type=click.IntRange(min=0), default=0, metavar="SEQ",
+              help="Only decisions recorded after ledger entry SEQ: the next page, as the previous one says.")
+@certa_command
+def decisions(run_id: str, kind: str | None, limit: int, after: int, as_json: bool, ledger_url: str) -> int:
+    """List a run's recorded decisions in order, one line each: ledger seq, stage ('gates' for a gate), kind and
+    the decision's detail. Read from the ledger as they are printed, so a run with 10^6 per-row decisions pages
+    (--limit, --after) or streams (--limit 0) without loading them all.
+
+    \b
+    Examples:
+      certa decisions 3f2a9c01
+      certa decisions latest --kind profile_rule
+      certa decisions 3f2a9c01 --limit 50 --after 1042
+      certa decisions 3f2a9c01 --kind pairing --limit 0 --json
+    """
+    import itertools
+
+    from engine.report import command_hint, decision_line, recorded_decisions
+    with _open(ledger_url) as ledger:
+        full = ledger.resolve_run_id(run_id)
+        found = recorded_decisions(ledger, full, kind=kind, after=after)
+        page = found if not limit else itertools.islice(found, limit)
+        last = None
+        if as_json:
+            click.echo(f'{{"run_id": {json.dumps(full)}, "kind": {json.dumps(kind)}, "decisions": [', nl=False)
+        for seq, payload in page:
+            if as_json:
+                item = json.dumps({"seq": seq, **payload}, sort_keys=True, ensure_ascii=False)
+                click.echo(("\n  " if last is None else ",\n  ") + item, nl=False)
+            else:
+                click.echo(decision_line(seq, payload))
+            last = seq
+        more = bool(limit) and last is not None and next(found, None) is not None
+    following = ["decisions", full[:12], *(["--kind", kind] if kind else []), "--limit", str(limit),
+                 "--after", str(last)]
+    if as_json:
+        click.echo(f'\n], "next_after": {json.dumps(last if more else None)}}}')
+    elif last is None:
+        click.echo(f"no {'decisions' if kind is None else f'{kind} decisions'} recorded for run {full}"
+                   + (f" after entry {after}" if after else ""))
+    elif more:
+        click.echo(f"... more: {command_hint(*following, ledger=ledger_url)}")
     return EXIT_OK
 
 
@@ -502,28 +625,37 @@ def export(run_id: str, output: Path, as_json: bool, ledger_url: str) -> int:
 @click.argument("run_a")
 @click.argument("run_b")
 @click.option("--only-changed", is_flag=True, help="List only the fields that differ (default shows a count of equal ones too).")
+@click.option("--all", "every_element", is_flag=True, help="List every changed element of long numeric arrays "
+              "(bootstrap quantiles, sequences) instead of one summary line per array. Example: certa diff A B --all")
 @certa_command
-def diff(run_a: str, run_b: str, only_changed: bool, as_json: bool, ledger_url: str) -> int:
-    """Compare two runs' certificates field by field.
+def diff(run_a: str, run_b: str, only_changed: bool, every_element: bool, as_json: bool, ledger_url: str) -> int:
+    """Compare two runs' certificates field by field, most material first: the verdict, the gates, each
+    stage's estimates and intervals, its decisions, the rest of its outputs, then spec, knobs, seeds, inputs
+    and versions. An array with more than 8 changed numbers is one line (how many changed, the largest change
+    and where) unless --all; --json lists every change ("changes") and the lines ("summary").
 
     \b
-    Example:
+    Examples:
       certa diff 3f2a9c01 77b0e4d2 --only-changed
+      certa diff 3f2a9c01 77b0e4d2 --all --json
     """
-    from engine.jsondiff import flatten, json_diff
-    from engine.report import format_value
+    from engine.jsondiff import ArrayChange, flatten, json_diff, summarised
+    from engine.report import change_text
     with _open(ledger_url) as ledger:
         a, b = ledger.certificate(run_a), ledger.certificate(run_b)
     changes = json_diff(a["content"], b["content"])
+    lines = changes if every_element else summarised(changes)
     if as_json:
         _emit_json({"run_a": a["issued"]["run_id"], "run_b": b["issued"]["run_id"],
                     "same_content": a["content_sha256"] == b["content_sha256"],
-                    "changes": [{"path": c.path, "a": c.before, "b": c.after} for c in changes]})
+                    "changes": [{"path": c.path, "a": c.before, "b": c.after} for c in changes],
+                    "summary": [c.as_json() if isinstance(c, ArrayChange) else {"path": c.path, "a": c.before,
+                                                                                   "b": c.after} for c in lines]})
         return EXIT_OK
     click.echo(f"{a['issued']['run_id'][:12]} vs {b['issued']['run_id'][:12]}: "
                f"{'identical content' if not changes else f'{len(changes)} field(s) differ'}")
-    for change in changes:
-        click.echo(f"  {change.path}: {format_value(change.before)} -> {format_value(change.after)}")
+    for change in lines:
+        click.echo(f"  {change_text(change)}")
     if not only_changed and changes:
         click.echo(f"  ({len(flatten(a['content'])) - len(changes)} field(s) equal)")
     return EXIT_OK
@@ -851,16 +983,21 @@ def _write_new_file(path: Path, data: bytes, *, mode: int) -> None:
 @click.option("--input", "input_overrides", multiple=True, metavar="NAME=PATH",
               help="Read input NAME from PATH in every spec that declares it (repeatable); a name no spec declares "
                    "is an error and nothing runs.")
+@click.option("--junit", "junit_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write a JUnit XML report for CI test reporters: one test suite per spec, one test case per "
+                   "gate, per profile rule that aborted a run, or an error case for a spec certa refused. Example: "
+                   "certa batch specs/ --junit reports/certa.xml")
 @certa_command
 def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, batch_id: str | None, retries: int,
-                  input_overrides: tuple[str, ...], as_json: bool, ledger_url: str) -> int:
+                  input_overrides: tuple[str, ...], junit_file: Path | None, as_json: bool, ledger_url: str) -> int:
     """Run many specs on Dask workers and record each in the ledger as it completes.
 
     A folder means every *.yaml spec below it, sorted. Each run is computed on a worker from the bytes
     the client read and hashed; the client seals and records (the only ledger writer). Runs already
     recorded by the same batch are skipped ("already recorded"), so re-running resumes. Exit code: the
     worst of the batch, 2 (invalid spec/input or error, not recorded) > 3 (aborted, recorded) > 1 (FAIL)
-    > 0 (PASS). See docs/batch.md.
+    > 0 (PASS). Each run's warnings are printed on stderr ('warning: ...') and listed in --json. See
+    docs/batch.md.
 
     \b
     Examples:
@@ -868,24 +1005,40 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
       certa batch specs/ --scheduler tcp://10.0.0.5:8786 --ledger postgresql+psycopg://certa@db/certa
       certa batch shards/ merge.yaml --batch-id bakeoff-2026-11 --json
       certa batch candidates/ --input baseline=/data/eval/baseline-2026-11.csv
+      certa batch specs/ --junit reports/certa.xml
     """
     from engine.batch import run_batch  # imports Dask only on this path
+    from engine.junit import run_suite, utc_timestamp, write_junit
+    from engine.report import rule_text
 
     overrides = _parse_input_overrides(input_overrides)
     notify = lambda message: click.echo(message, err=True)  # noqa: E731 - progress on stderr
-    with _new_ledger_removed_unless_written(ledger_url) as ledger:  # a refused batch leaves no new ledger file
-        report = run_batch(specs, ledger=ledger, scheduler=scheduler, workers=workers, batch_id=batch_id,
-                           retries=retries, input_paths=overrides, notify=None if as_json else notify)
+    timestamp = utc_timestamp()
+    try:
+        with _new_ledger_removed_unless_written(ledger_url) as ledger:  # a refused batch leaves no new ledger file
+            report = run_batch(specs, ledger=ledger, scheduler=scheduler, workers=workers, batch_id=batch_id,
+                               retries=retries, input_paths=overrides, notify=None if as_json else notify)
+    except CertaError as error:  # the whole batch refused: the report says so
+        if junit_file is not None:
+            write_junit(junit_file, [run_suite(name="certa batch", timestamp=timestamp, error=str(error),
+                                               error_type=type(error).__name__)])
+        raise
+    if junit_file is not None:
+        write_junit(junit_file, [row.junit_suite(timestamp) for row in report.rows])
     if as_json:
         _emit_json({"ok": report.exit_code in (0, 1), "batch_id": report.batch_id, "exit_code": report.exit_code,
                     "seconds": round(report.seconds, 3), "runs": [row.as_json() for row in report.rows]})
     else:
         width = max(len(row.spec) for row in report.rows)
+        for row in report.rows:
+            _warn(tuple(f"{row.name}: {line}" for line in row.warnings))
         click.echo(f"batch {report.batch_id}: {len(report.rows)} spec(s) in {report.seconds:.1f} s")
         for row in report.rows:
             outcome = row.verdict or row.status.upper()
             note = f"  {row.error}" if row.error else ("  already recorded" if row.status == "already recorded" else "")
             click.echo(f"  {row.spec:<{width}}  {row.run_id or '-':<32}  {outcome:<7}{note}")
+            for rule in row.failed_rules:
+                click.echo(f"  {'':<{width}}  failed: {rule_text(rule)}")
     return report.exit_code
 
 

@@ -29,7 +29,7 @@ Data flow (one writer, so SQLite works as well as PostgreSQL)::
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,9 +39,12 @@ from .batch_worker import InputBlob, WorkerResult, compute_run
 from .canonical import canonical_sha256, sha256_hex
 from .certificate import seal
 from .errors import CertaError, InputError, LedgerError, SpecError
-from .interpreter import Execution, RunDecisions
+from .interpreter import Execution, RunDecisions, run_warnings
+from .junit import JUnitSuite, run_suite
+from .report import failed_rules, recorded_abort
 from .spec import Plan, load_plan
 from .stages import Decision
+from .stages.base import DecisionColumns
 from .tables import FORMATS, format_for_path
 
 if TYPE_CHECKING:
@@ -122,7 +125,10 @@ class BatchSpec:
 
 @dataclass(frozen=True)
 class BatchRow:
-    """One row of the final table."""
+    """One row of the final table. ``name`` is the spec's name (None when it could not be read); ``gates`` the
+    certificate's gates, ``failed_rules`` the profile rules that stopped an aborted run
+    (``engine.report.failed_rules``), ``warnings`` the run's warning lines (``run_warnings``; none for a run
+    recorded before)."""
 
     spec: str
     run_id: str | None
@@ -131,10 +137,24 @@ class BatchRow:
     exit_code: int
     error: str | None = None
     worker: str | None = None
+    name: str | None = None
+    gates: tuple[Mapping[str, Any], ...] = ()
+    failed_rules: tuple[Mapping[str, Any], ...] = ()
+    warnings: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
-        return {"spec": self.spec, "run_id": self.run_id, "status": self.status, "verdict": self.verdict,
-                "exit_code": self.exit_code, "error": self.error, "worker": self.worker}
+        return {"spec": self.spec, "name": self.name, "run_id": self.run_id, "status": self.status,
+                "verdict": self.verdict, "exit_code": self.exit_code, "error": self.error, "worker": self.worker,
+                "failed_rules": [dict(rule) for rule in self.failed_rules], "warnings": list(self.warnings)}
+
+    def junit_suite(self, timestamp: str) -> JUnitSuite:
+        """The row as a JUnit test suite (``engine.junit.run_suite``): its gates, the profile rules that aborted
+        it, or an error case; ``timestamp`` is when the batch started."""
+        aborted = self.exit_code == 3
+        return run_suite(name=self.name or self.spec, timestamp=timestamp, run_id=self.run_id, spec=self.spec,
+                         verdict=self.verdict, gates=self.gates, failed_rules=self.failed_rules,
+                         abort_reason=(self.error or "profile abort") if aborted else "",
+                         error=(self.error or "error") if self.status == ERROR else "")
 
 
 @dataclass(frozen=True)
@@ -235,8 +255,20 @@ def _batch_decision(batch_id: str, key: str) -> RunDecisions:
 
 def _row_for_recorded(item: BatchSpec, ledger: Ledger) -> BatchRow:
     row = ledger.run(item.run_id)
-    code = 3 if row.status == "aborted" else (0 if row.verdict == "PASS" else 1)
-    return BatchRow(str(item.path), row.run_id, ALREADY, row.verdict, code)
+    if row.status == "aborted":
+        abort, rules = recorded_abort(ledger, row.run_id)
+        return BatchRow(str(item.path), row.run_id, ALREADY, None, 3, error=abort["reason"], name=row.name,
+                        failed_rules=rules)
+    gates = tuple(ledger.certificate(row.run_id)["content"]["gates"])
+    return BatchRow(str(item.path), row.run_id, ALREADY, row.verdict, 0 if row.verdict == "PASS" else 1,
+                    name=row.name, gates=gates)
+
+
+def _listed_decisions(decisions: RunDecisions) -> Iterator[Decision]:
+    """The decisions not held as columns (per-row decisions are never profile rules or warnings)."""
+    for part in decisions.parts:
+        if not isinstance(part.decisions, DecisionColumns):
+            yield from part.decisions
 
 
 def _record(ledger: Ledger, batch_id: str, item: BatchSpec, result: WorkerResult) -> BatchRow:
@@ -245,14 +277,17 @@ def _record(ledger: Ledger, batch_id: str, item: BatchSpec, result: WorkerResult
     run_id, plan = item.run_id, item.plan
     if result.status == "error":
         return BatchRow(str(item.path), None, ERROR, None, result.exit_code or 2,
-                        error=f"{result.error_type}: {result.reason}", worker=result.worker)
+                        error=f"{result.error_type}: {result.reason}", worker=result.worker, name=plan.name)
     decisions = result.decisions + _batch_decision(batch_id, item.key)
+    warnings = run_warnings(decisions)
     tables = {name: replace(given, n_rows=result.rows[name]) for name, given in item.inputs.items()}
     try:
         if result.status == "aborted":
             ledger.record_abort(run_id=run_id, plan=plan, tables=tables, decisions=decisions,
                                 reason=result.reason, rule=result.rule, stage_id=result.stage_id)
-            return BatchRow(str(item.path), run_id, ABORTED, None, 3, error=result.reason, worker=result.worker)
+            return BatchRow(str(item.path), run_id, ABORTED, None, 3, error=result.reason, worker=result.worker,
+                            name=plan.name, failed_rules=failed_rules(_listed_decisions(decisions)),
+                            warnings=warnings)
         execution = Execution(plan=plan, tables=tables, content=result.content, decisions=decisions,
                               captured=result.captured)
         certificate = seal(result.content, run_id)
@@ -264,7 +299,8 @@ def _record(ledger: Ledger, batch_id: str, item: BatchSpec, result: WorkerResult
             return BatchRow(str(item.path), None, ERROR, None, error.exit_code, error=f"LedgerError: {error}",
                             worker=result.worker)
     verdict = execution.verdict
-    return BatchRow(str(item.path), run_id, RECORDED, verdict, 0 if verdict == "PASS" else 1, worker=result.worker)
+    return BatchRow(str(item.path), run_id, RECORDED, verdict, 0 if verdict == "PASS" else 1, worker=result.worker,
+                    name=plan.name, gates=tuple(certificate["content"]["gates"]), warnings=warnings)
 
 
 # --------------------------------------------------------------------------------------------- running

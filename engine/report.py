@@ -1,20 +1,34 @@
-"""The certificate as a Markdown report, for governance reviewers (``certa show``).
+"""What a run recorded, in words for people: the certificate as a Markdown report for governance reviewers
+(``certa show``), a run's decisions one line each (``certa decisions``), failed profile rules, field changes
+(``certa diff``, ``certa replay``) and the next command to type (``command_hint``).
 
-Pure formatting of a stored certificate: identity (run, hashes, seed, profile), inputs, each stage's
-own Markdown (``StageType.render_markdown``), the gates and the library versions. Nothing is recomputed.
+Formatting of stored records (the report: identity (run, hashes, seed, profile), inputs, each stage's own
+Markdown (``StageType.render_markdown``), the gates and the library versions), and two readers that stream a
+run's recorded decisions from the ledger. Nothing is recomputed.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
-from typing import Any
+import shlex
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
+from ledger.location import ledger_argument, plain_sqlite_path
+
+from .canonical import to_jsonable
 from .certificate import results_sha256
-from .stages import REGISTRY
+from .explain import how_to_read
+from .jsondiff import ArrayChange, FieldChange
+from .stages import REGISTRY, Decision
 
-__all__ = ["certificate_markdown", "format_value"]
+if TYPE_CHECKING:
+    from ledger import Ledger
+
+__all__ = ["certificate_markdown", "format_value", "command_hint", "masked_ledger", "failed_rules", "rule_text",
+           "recorded_decisions", "recorded_abort", "decision_line", "change_text", "array_change_text"]
 
 
 def format_value(value: Any) -> str:
@@ -30,14 +44,96 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
+def masked_ledger(ledger: str) -> str:
+    """A ledger path or URL fit to print: a URL's password replaced by ``***`` (as SQLAlchemy shows it)."""
+    if "://" not in ledger:
+        return ledger
+    parts = urlsplit(ledger)
+    if parts.password is None:
+        return ledger
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def command_hint(*args: str, ledger: str | None = None) -> str:
+    """The command line ``certa ARGS...`` to suggest to the user, quoted for a POSIX shell, with ``--ledger``
+    repeated when ``ledger`` names another ledger than the one certa opens without it (``CERTA_LEDGER``, else
+    ``certa-ledger.db``); a password in a ledger URL is shown as ``***``."""
+    words = ["certa", *args]
+    if ledger is not None:
+        path = plain_sqlite_path(ledger)
+        default = ledger_argument(None)
+        if (path != plain_sqlite_path(default)) if path is not None else ledger != default:
+            words += ["--ledger", masked_ledger(ledger)]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def failed_rules(decisions: Iterable[Decision]) -> tuple[dict[str, Any], ...]:
+    """The profile rules among ``decisions`` that stopped the run (``profile_rule`` decisions whose outcome is
+    ``abort``): ``{"rule", "value", "required", "profile"}`` each, as plain JSON values (a stage's decision may
+    hold numpy scalars until the ledger encodes it)."""
+    return tuple(to_jsonable({key: d.detail.get(key) for key in ("rule", "value", "required", "profile")})
+                 for d in decisions if d.kind == "profile_rule" and d.detail.get("outcome") == "abort")
+
+
+def rule_text(rule: Mapping[str, Any]) -> str:
+    """``rule = value, required required`` for a failed rule of ``failed_rules``."""
+    return f"{rule['rule']} = {format_value(rule['value'])}, required {format_value(rule['required'])}"
+
+
+def recorded_decisions(ledger: Ledger, run_id: str, *, kind: str | None = None,
+                       after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+    """A recorded run's decisions in order, streamed from the ledger (a run may hold 10^6 per-row decisions):
+    ``(seq, {"stage", "index", "kind", "detail"})``, only those of ``kind`` when given (filtered by the
+    database first), only entries after seq ``after`` (for paging)."""
+    containing = None if kind is None else f'"kind":{json.dumps(kind, ensure_ascii=False)}'
+    for entry in ledger.entries(run_id=run_id, kinds=["decision"], after=after, containing=containing):
+        payload = entry.data()
+        if kind is None or payload.get("kind") == kind:
+            yield entry.seq, payload
+
+
+def recorded_abort(ledger: Ledger, run_id: str) -> tuple[dict[str, Any], tuple[dict[str, Any], ...]]:
+    """An aborted run's ``abort`` entry (reason, rule, stage) and the profile rules that stopped it
+    (``failed_rules`` of its recorded decisions)."""
+    abort = next(e.data() for e in ledger.entries(run_id=run_id, kinds=["abort"]))
+    rules = failed_rules(Decision(p["kind"], p["detail"])
+                         for _, p in recorded_decisions(ledger, run_id, kind="profile_rule"))
+    return abort, rules
+
+
+def decision_line(seq: int, payload: Mapping[str, Any]) -> str:
+    """One decision on one line: seq, stage (``gates`` for a gate), kind and its detail as compact JSON."""
+    detail = json.dumps(payload.get("detail"), sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+    return f"{seq:>8}  {payload.get('stage') or 'gates':<16} {payload.get('kind', '?'):<20} {detail}"
+
+
+def array_change_text(change: ArrayChange) -> str:
+    """How an array changed, in words: ``N elements differ, the largest by X at [i]``."""
+    if change.largest is None:
+        return f"{len(change.changes)} elements differ"
+    return f"{len(change.changes)} elements differ, the largest by {format_value(change.largest)} at [{change.largest_at}]"
+
+
+def change_text(change: FieldChange | ArrayChange, *, sides: tuple[str, str] = ("", "")) -> str:
+    """A change on one line: ``path: A -> B`` (``sides`` name them: ``path: recorded A -> replayed B``), or
+    ``path: N elements differ, the largest by X at [i]`` for an ``ArrayChange``."""
+    if isinstance(change, ArrayChange):
+        return f"{change.path}: {array_change_text(change)}"
+    before, after = (f"{side} " if side else "" for side in sides)
+    return f"{change.path}: {before}{format_value(change.before)} -> {after}{format_value(change.after)}"
+
+
 def _generic_outputs(outputs: Mapping[str, Any]) -> list[str]:
     rows = ["| output | value |", "|---|---|"]
     rows += [f"| `{key}` | {format_value(value)} |" for key, value in outputs.items()]
     return rows
 
 
-def certificate_markdown(certificate: Mapping[str, Any]) -> str:
-    """The whole certificate as one Markdown document."""
+def certificate_markdown(certificate: Mapping[str, Any], *, explain: bool = False) -> str:
+    """The whole certificate as one Markdown document; with ``explain``, each stage's section opens with the
+    plain-language paragraphs of ``engine.explain.how_to_read`` (what was tested, what the verdict means and
+    does not mean, the assumptions)."""
     content = certificate["content"]
     issued = certificate["issued"]
     spec = content["spec"]
@@ -70,6 +166,9 @@ def certificate_markdown(certificate: Mapping[str, Any]) -> str:
         use, version = stage_uses.get(stage_id, ("?", "?"))
         stage_type = REGISTRY.find(use, version)
         lines += ["", f"## Stage `{stage_id}` ({use} v{version})", ""]
+        if explain:
+            for paragraph in how_to_read(use, outputs):
+                lines += [paragraph, ""]
         if stage_type is not None and stage_type.render_markdown is not None:
             lines += stage_type.render_markdown(outputs).splitlines()
         else:

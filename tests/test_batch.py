@@ -307,3 +307,58 @@ def test_batch_run_ids_finds_exactly_the_runs_of_that_batch(small_spec: Path, tm
         assert batch_run_ids(ledger, "nightly-2") == ids["nightly-2"]
         assert batch_run_ids(ledger, "x_nightly") == ids["x_nightly"]  # LIKE's wildcard, escaped
         assert batch_run_ids(ledger, "nigh%") == [] and batch_run_ids(ledger, "other") == []
+
+
+def test_certa_batch_prints_warnings_and_writes_junit(tmp_path: Path, cluster_client) -> None:
+    from click.testing import CliRunner
+
+    from cli import main
+
+    from .test_junit import assert_valid_junit
+
+    passing, failing, warned, aborted = write_tiny_specs(tmp_path / "specs", 4)
+    subject = warned.parent / "data" / "subject.csv"
+    subject.write_text("".join(subject.read_text().splitlines(keepends=True)[:-3]))  # 3 unpaired windows: warn
+    aborted.write_text(aborted.read_text().replace("profile: dev", "profile: ci"))  # 40 windows < 200: abort
+    (tmp_path / "specs" / "zz-bad").mkdir()
+    (tmp_path / "specs" / "zz-bad" / "spec.yaml").write_text("certa: 1\nname: bad\nseed: 1\nstages: []\nbogus: 1\n")
+    report = tmp_path / "junit.xml"
+    args = ["batch", str(tmp_path / "specs"), "--scheduler", cluster_client.scheduler.address,
+            "--ledger", str(tmp_path / "ledger.db"), "--junit", str(report)]
+    text = CliRunner().invoke(main, args)
+    assert text.exit_code == 2, text.output
+    assert "warning: tiny-2: stage 'ratio': window_match_fraction = 0.925, required 1" in text.stderr
+    assert "failed: min_paired_windows = 40, required 200" in text.stdout
+
+    root = assert_valid_junit(report)
+    suites = {suite.get("name"): suite for suite in root.findall("testsuite")}
+    assert set(suites) == {"tiny-0", "tiny-1", "tiny-2", "tiny-3", str(tmp_path / "specs/zz-bad/spec.yaml")}
+    assert suites["tiny-0"].find("testcase/failure") is None
+    assert suites["tiny-1"].find("testcase/failure").get("type") == "GateFailed"
+    rule = suites["tiny-3"].find("testcase")
+    assert rule.get("name") == "profile rule min_paired_windows" and rule.get("classname") == "tiny-3"
+    assert rule.find("failure").get("message") == "min_paired_windows = 40, required 200"
+    assert "bogus" in suites[str(tmp_path / "specs/zz-bad/spec.yaml")].find("testcase/error").get("message")
+
+    again = CliRunner().invoke(main, [*args, "--json"])  # resumed: every run already recorded, same report
+    runs = json.loads(again.stdout)["runs"]
+    assert runs[3]["failed_rules"][0]["rule"] == "min_paired_windows" and runs[3]["status"] == "already recorded"
+    rerun = {suite.get("name"): suite for suite in assert_valid_junit(report).findall("testsuite")}
+    assert rerun["tiny-3"].find("testcase/failure").get("message") == "min_paired_windows = 40, required 200"
+    assert rerun["tiny-1"].find("testcase/failure").get("type") == "GateFailed"
+
+
+def test_a_refused_batch_still_writes_its_junit_report(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from cli import main
+
+    from .test_junit import assert_valid_junit
+
+    write_tiny_specs(tmp_path / "specs", 1)
+    report = tmp_path / "junit.xml"
+    result = CliRunner().invoke(main, ["batch", str(tmp_path / "specs"), "--input", f"typo={tmp_path}/x.csv",
+                                       "--ledger", str(tmp_path / "ledger.db"), "--junit", str(report)])
+    assert result.exit_code == 2 and not (tmp_path / "ledger.db").exists()
+    error = assert_valid_junit(report).find("testsuite/testcase/error")
+    assert error.get("type") == "SpecError" and "--input typo" in error.get("message")

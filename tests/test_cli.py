@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from cli import main
 
-COMMANDS = ["attest", "batch", "checkpoint", "cosign", "diff", "export", "head", "keygen", "list", "migrate", "prove", "replay", "report", "review", "run", "show", "site",
+COMMANDS = ["attest", "batch", "checkpoint", "cosign", "decisions", "diff", "export", "head", "keygen", "list", "migrate", "prove", "replay", "report", "review", "run", "show", "site",
             "stages", "validate", "verify", "verify-attestation", "verify-bundle"]
 NO_LEDGER = {"keygen", "verify-attestation", "verify-bundle"}
 
@@ -140,3 +140,86 @@ def test_latest_names_the_newest_run(small_spec: Path, tmp_path: Path) -> None:
     invoke("run", str(small_spec), ledger=db)
     newest = json.loads(invoke("run", str(small_spec), "--json", ledger=db).stdout)["run_id"]
     assert json.loads(invoke("show", "latest", "--json", ledger=db).stdout)["issued"]["run_id"] == newest
+
+
+def _two_seeds(spec: Path, db: Path) -> tuple[str, str]:
+    first = json.loads(invoke("run", str(spec), "--json", ledger=db).stdout)["run_id"]
+    spec.write_text(spec.read_text().replace("seed: 7", "seed: 8"))
+    return first, json.loads(invoke("run", str(spec), "--json", ledger=db).stdout)["run_id"]
+
+
+def test_diff_puts_material_fields_first_and_folds_bootstrap_quantiles(small_spec: Path, tmp_path: Path) -> None:
+    db = tmp_path / "ledger.db"
+    first, second = _two_seeds(small_spec, db)
+    lines = invoke("diff", first, second, "--only-changed", ledger=db).stdout.splitlines()[1:]
+    paths = [line.split(":")[0].strip() for line in lines]
+    assert paths[:2] == ["gates[0].reason", "gates[0].value"]
+    assert paths.index("stages.ratio.primary_metric.display_ci[1]") < paths.index("seed.root")
+    quantiles = "stages.ratio.dataset.windows.stats.bootstrap.distribution.ratio_quantiles"
+    folded = next(line for line in lines if line.strip().startswith(quantiles + ":"))
+    assert "101 elements differ, the largest by " in folded and " at [" in folded
+    assert not any(f"{quantiles}[" in line for line in lines)
+
+    every = invoke("diff", first, second, "--only-changed", "--all", ledger=db).stdout
+    assert every.index(f"{quantiles}[9]:") < every.index(f"{quantiles}[10]:") < every.index(f"{quantiles}[100]:")
+
+    payload = json.loads(invoke("diff", first, second, "--json", ledger=db).stdout)
+    assert len(payload["changes"]) == len(lines) - 1 + 101
+    summary = {item["path"]: item for item in payload["summary"]}
+    assert summary[quantiles]["changed"] == 101 and isinstance(summary[quantiles]["largest_at"], int)
+    assert payload["summary"][0]["path"] == "gates[0].reason"
+
+
+def test_site_diff_pages_use_the_same_order_and_folding(small_spec: Path, tmp_path: Path) -> None:
+    pytest.importorskip("jinja2")
+    db = tmp_path / "ledger.db"
+    _two_seeds(small_spec, db)
+    out = tmp_path / "site"
+    assert invoke("site", "-o", str(out), "--jobs", "1", ledger=db).exit_code == 0
+    page = next((out / "diffs").glob("*.html")).read_text()
+    assert page.index("gates[0].value") < page.index("primary_metric.display_ci[1]") < page.index("seed.root")
+    assert "101 elements differ, the largest by" in page and "ratio_quantiles[10]" not in page
+
+
+def test_replay_prints_diverged_fields_most_material_first_with_long_arrays_folded(
+        small_spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import copy
+    import dataclasses
+
+    import engine.interpreter
+    from engine.stages import REGISTRY, StageOutput, StageRegistry
+
+    db = tmp_path / "ledger.db"
+    run_id = json.loads(invoke("run", str(small_spec), "--json", ledger=db).stdout)["run_id"]
+    original = REGISTRY["paired.ppl_ratio"]
+
+    def moved(ctx):  # every bootstrap quantile and the headline ratio nudged
+        out = original.run(ctx)
+        outputs = copy.deepcopy(dict(out.outputs))
+        distribution = outputs["dataset"]["windows"]["stats"]["bootstrap"]["distribution"]
+        distribution["ratio_quantiles"] = [q + 1e-3 * (i == 42) + 1e-6 for i, q in
+                                           enumerate(distribution["ratio_quantiles"])]
+        outputs["primary_metric"]["ratio_vs_baseline"] += 1e-6
+        return StageOutput(outputs=outputs, decisions=out.decisions)
+
+    monkeypatch.setattr(engine.interpreter, "REGISTRY", StageRegistry(
+        tuple(dataclasses.replace(s, run=moved) if s is original else s for s in REGISTRY.types)))
+    result = invoke("replay", run_id, ledger=db)
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"DIVERGED: run {run_id}: 102 result field(s) differ")
+    assert lines[1].startswith("  stages.ratio.primary_metric.ratio_vs_baseline: recorded ")
+    assert lines[2] == ("  stages.ratio.dataset.windows.stats.bootstrap.distribution.ratio_quantiles: "
+                        "101 elements differ, the largest by 0.001001 at [42]")
+    assert len(lines) == 3
+    table = invoke("replay", "--all", ledger=db).stdout.splitlines()
+    assert table[1].endswith("DIVERGED      stages.ratio.primary_metric.ratio_vs_baseline, "
+                             "stages.ratio.dataset.windows.stats.bootstrap.distribution.ratio_quantiles")
+
+
+def test_show_explain_prints_the_plain_language_paragraphs(small_spec: Path, tmp_path: Path) -> None:
+    db = tmp_path / "ledger.db"
+    invoke("run", str(small_spec), ledger=db)
+    plain, explained = invoke("show", "latest", ledger=db).stdout, invoke("show", "latest", "--explain", ledger=db).stdout
+    assert "What was tested" in explained and "What was tested" not in plain
+    assert explained.index("## Stage `ratio`") < explained.index("What was tested") < explained.index("## Gates")
