@@ -225,7 +225,7 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
         _warn(result.warnings)
         click.echo(_summary(result.certificate))
         if not no_record:
-            from engine.report import command_hint, masked_ledger
+            from ledger.location import command_hint, masked_ledger
             click.echo(f"recorded run {result.run_id} in {masked_ledger(ledger_url)}; the full report: "
                        f"{command_hint('show', result.run_id[:12], ledger=ledger_url)}")
     return EXIT_OK if result.verdict == "PASS" else EXIT_FAIL
@@ -235,7 +235,8 @@ def _echo_abort(abort: ProfileAbort, rules: tuple[dict[str, Any], ...], warnings
                 ledger_url: str) -> None:
     """What ``certa run`` prints for a run a profile rule stopped: the reason, each failed rule with its value
     and requirement, the run id and where to read its decisions."""
-    from engine.report import command_hint, masked_ledger, rule_text
+    from engine.report import rule_text
+    from ledger.location import command_hint, masked_ledger
     if as_json:
         _emit_json({**_error_json(abort), "run_id": abort.run_id, "rule": abort.rule, "stage": abort.stage_id,
                     "failed_rules": list(rules), "warnings": list(warnings)})
@@ -507,7 +508,8 @@ def show(run_id: str, explain: bool, as_json: bool, ledger_url: str) -> int:
     with _open(ledger_url) as ledger:
         row = ledger.run(run_id)
         if row.status == "aborted":
-            from engine.report import command_hint, recorded_abort, rule_text
+            from engine.report import recorded_abort, rule_text
+            from ledger.location import command_hint
             abort, rules = recorded_abort(ledger, row.run_id)
             if as_json:
                 _emit_json({"run_id": row.run_id, "status": "aborted", "abort": abort, "failed_rules": list(rules)})
@@ -547,7 +549,8 @@ def decisions(run_id: str, kind: str | None, limit: int, after: int, as_json: bo
     """
     import itertools
 
-    from engine.report import command_hint, decision_line, recorded_decisions
+    from engine.report import decision_line, recorded_decisions
+    from ledger.location import command_hint
     with _open(ledger_url) as ledger:
         full = ledger.resolve_run_id(run_id)
         found = recorded_decisions(ledger, full, kind=kind, after=after)

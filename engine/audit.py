@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ledger import Ledger, VerifyReport, verify_ledger
 from ledger.bundle import BundleReport, check_bundle
+from ledger.location import command_hint
 
 from .certificate import (ENVIRONMENT_KEYS, certificate_problems, computing_platform, library_versions, results_of,
                           results_sha256)
@@ -167,12 +168,14 @@ def reexecute(ledger: Ledger, run_id: str, recorded: Mapping[str, Any], notify: 
         versions = _recorded_versions(recorded["content"])
     except (KeyError, TypeError) as error:
         raise LedgerIntegrityError(f"run {run_id}: its certificate's knobs.stages are malformed "
-                                   f"({type(error).__name__}: {error}); run 'certa verify'") from None
+                                   f"({type(error).__name__}: {error}); "
+                                   f"run '{command_hint('verify', ledger=ledger.location)}'") from None
     try:
         spec_text = stored.record["spec_text"]
     except (KeyError, TypeError) as error:
         raise LedgerIntegrityError(f"run {run_id}: its recorded run entry is malformed "
-                                   f"({type(error).__name__}: {error}); run 'certa verify'") from None
+                                   f"({type(error).__name__}: {error}); "
+                                   f"run '{command_hint('verify', ledger=ledger.location)}'") from None
     plan = load_plan(spec_text, stage_versions=versions)
     return execute(plan, load_tables(plan, inputs=stored.tables), ledger=ledger, captured=stored.captured,
                    notify=notify)
@@ -194,7 +197,8 @@ def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None) -> Repl
         raise LedgerError(f"run {full} was {row.status}: it has no certificate to reproduce")
     recorded = ledger.certificate(full)
     if certificate_problems(recorded):
-        raise LedgerIntegrityError(f"run {full}: its stored certificate fails its own checks; run 'certa verify'")
+        raise LedgerIntegrityError(f"run {full}: its stored certificate fails its own checks; run "
+                                   f"'{command_hint('verify', ledger=ledger.location)}'")
     recorded_results = results_sha256(recorded["content"])
     replayed_sha: str | None = None
     changes: tuple[FieldChange, ...] = ()

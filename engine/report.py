@@ -1,6 +1,6 @@
 """What a run recorded, in words for people: the certificate as a Markdown report for governance reviewers
 (``certa show``), a run's decisions one line each (``certa decisions``), failed profile rules, field changes
-(``certa diff``, ``certa replay``) and the next command to type (``command_hint``).
+(``certa diff``, ``certa replay``).
 
 Formatting of stored records (the report: identity (run, hashes, seed, profile), inputs, each stage's own
 Markdown (``StageType.render_markdown``), the gates and the library versions), and two readers that stream a
@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
-from ledger.location import ledger_argument, plain_sqlite_path
 
 from .canonical import to_jsonable
 from .certificate import results_sha256
@@ -27,7 +24,7 @@ from .stages import REGISTRY, Decision
 if TYPE_CHECKING:
     from ledger import Ledger
 
-__all__ = ["certificate_markdown", "format_value", "command_hint", "masked_ledger", "failed_rules", "rule_text",
+__all__ = ["certificate_markdown", "format_value", "failed_rules", "rule_text",
            "recorded_decisions", "recorded_abort", "decision_line", "change_text", "array_change_text"]
 
 
@@ -42,30 +39,6 @@ def format_value(value: Any) -> str:
     if isinstance(value, dict):
         return json.dumps(value, sort_keys=True)
     return str(value)
-
-
-def masked_ledger(ledger: str) -> str:
-    """A ledger path or URL fit to print: a URL's password replaced by ``***`` (as SQLAlchemy shows it)."""
-    if "://" not in ledger:
-        return ledger
-    parts = urlsplit(ledger)
-    if parts.password is None:
-        return ledger
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
-
-
-def command_hint(*args: str, ledger: str | None = None) -> str:
-    """The command line ``certa ARGS...`` to suggest to the user, quoted for a POSIX shell, with ``--ledger``
-    repeated when ``ledger`` names another ledger than the one certa opens without it (``CERTA_LEDGER``, else
-    ``certa-ledger.db``); a password in a ledger URL is shown as ``***``."""
-    words = ["certa", *args]
-    if ledger is not None:
-        path = plain_sqlite_path(ledger)
-        default = ledger_argument(None)
-        if (path != plain_sqlite_path(default)) if path is not None else ledger != default:
-            words += ["--ledger", masked_ledger(ledger)]
-    return " ".join(shlex.quote(word) for word in words)
 
 
 def failed_rules(decisions: Iterable[Decision]) -> tuple[dict[str, Any], ...]:

@@ -31,7 +31,7 @@ from engine.errors import LedgerError, LedgerIntegrityError
 from . import DEFAULT_LEDGER_FILE
 from .bulk import bulk_cache, insert_rows
 from .chain import GENESIS, EncodedEntries, chain_hashes, payload_digests
-from .location import ledger_argument, plain_sqlite_path
+from .location import command_hint, ledger_argument, plain_sqlite_path
 from .merkle import NodeKey, completed_levels, entry_leaves, frontier_nodes
 from .rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
                    checked_schema_version, rows_as)
@@ -190,7 +190,7 @@ class Ledger:
         """Raise ``LedgerError`` unless this ledger has this certa's schema (an older one needs ``certa migrate``)."""
         if self.schema_version != SCHEMA_VERSION:
             raise LedgerError(f"ledger {self.location} has schema version {self.schema_version}, older than this "
-                              f"certa's {SCHEMA_VERSION}: run 'certa migrate --ledger {self.location}' (it keeps "
+                              f"certa's {SCHEMA_VERSION}: run '{command_hint('migrate', ledger=self.location)}' (it keeps "
                               "every entry byte-identical)")
 
     def migrate(self) -> Migration:
@@ -274,7 +274,8 @@ class Ledger:
         except KeyError as missing:
             level, position = missing.args[0]
             raise LedgerIntegrityError(f"merkle_nodes has no row (level {level}, position {position}) for entries "
-                                       f"1..{start}, so nothing can be appended: run 'certa verify'") from None
+                                       f"1..{start}, so nothing can be appended: run "
+                                       f"'{command_hint('verify', ledger=self.location)}'") from None
         insert_rows(conn, merkle_nodes, rows)
 
     @staticmethod
@@ -384,7 +385,8 @@ class Ledger:
         with self._read() as conn:
             found = list(conn.execute(select(runs.c.run_id).where(runs.c.run_id.like(prefix + "%")).limit(2)).scalars())
         if not found:
-            raise LedgerError(f"no run with id {prefix!r} in {self.location}; 'certa list' shows the runs")
+            raise LedgerError(f"no run with id {prefix!r} in {self.location}; "
+                              f"'{command_hint('list', ledger=self.location)}' shows the runs")
         if len(found) > 1:
             raise LedgerError(f"run id prefix {prefix!r} is ambiguous; give more characters")
         return found[0]

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from engine.report import command_hint, masked_ledger
+from ledger.location import command_hint, masked_ledger
 
 
 def invoke(*args: str):
