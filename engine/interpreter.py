@@ -21,6 +21,7 @@ from .report import format_value
 from .certificate import CONTENT_FORMAT, library_versions, seal
 from .errors import InputError, ProfileAbort, SpecError, StageError
 from .gates import evaluate_gate
+from .metric_paths import KeyColumn, closest, format_steps, key_column, key_values, parse_metric
 from .seeds import DERIVATION, stage_generator, stage_seed_record
 from .spec import Plan, load_plan
 from .stages import REGISTRY, Decision, StageContext
@@ -28,7 +29,7 @@ from .stages.base import Concatenated, DecisionColumns, LedgerReader, Progress, 
 from .tables import Table, format_for_path, parse_table, table_from_columns
 
 __all__ = ["run", "run_plan", "execute", "load_tables", "new_run_id", "RunResult", "Execution", "StageDecision",
-           "StageDecisions", "RunDecisions", "AbortedExecution", "run_warnings"]
+           "StageDecisions", "RunDecisions", "AbortedExecution", "run_warnings", "check_data_keys"]
 
 if TYPE_CHECKING:
     from ledger import Ledger
@@ -177,8 +178,10 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
     """Run the plan's stages and gates on loaded tables; nothing is recorded.
 
     ``captured`` (a replay) hands each stage the tables it captured in the original run.
-    Raises ``AbortedExecution`` wrapping a ``ProfileAbort``.
+    Raises ``AbortedExecution`` wrapping a ``ProfileAbort``, or ``SpecError`` before any stage runs when a gate
+    names a key its input does not hold (``check_data_keys``).
     """
+    check_data_keys(plan, tables)
     outputs: dict[str, Mapping[str, Any]] = {}
     decisions = RunDecisions(())
     captured_out: dict[str, Mapping[str, Table]] = {}
@@ -231,6 +234,33 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
                                for sid, group in captured_out.items() for name, t in group.items()]
     return Execution(plan=plan, tables=tables, content=to_jsonable(content), decisions=decisions,
                      captured=captured_out)
+
+
+def check_data_keys(plan: Plan, tables: Mapping[str, Table]) -> None:
+    """Check each gate's keys that only the data know (a bucket, a vendor within that bucket:
+    ``GateSpec.data_keys``) against the input the stage reads them from, before anything is computed: a key the
+    input does not hold is a ``SpecError`` naming the gate's metric (file, line, column) and the closest real key."""
+    knobs = {stage.id: stage.knobs for stage in plan.stages}
+    for i, gate in enumerate(plan.gates):
+        if not gate.data_keys:
+            continue
+        stage_id, steps = parse_metric(gate.metric)
+        within: list[tuple[KeyColumn, str]] = []
+        for data_key in gate.data_keys:
+            where = key_column(data_key.source, knobs[stage_id])
+            if where is None:
+                continue
+            values = key_values(where, tables, within)
+            if data_key.key not in values:
+                hint = closest(data_key.key, values, cutoff=0.5)
+                rows = "".join(f" where column '{outer.column}' is '{key}'" for outer, key in within
+                               if outer.inputs == where.inputs)
+                shown = ", ".join(values[:10]) + (f", ... ({len(values)} in all)" if len(values) > 10 else "")
+                raise SpecError(f"'{data_key.key}' in '{format_steps(steps[:data_key.step + 1], stage_id)}' is not in "
+                                f"{where.describe()}{rows} (it holds: {shown or 'nothing'})"
+                                + (f"; did you mean '{hint}'?" if hint else ""),
+                                file=plan.source, line=gate.line, column=gate.column, path=f"gates[{i}].metric")
+            within.append((where, data_key.key))
 
 
 def throttled_progress(notify: Notify, prefix: str, every_seconds: float = 1.0) -> Progress:

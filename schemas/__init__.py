@@ -1,4 +1,9 @@
-"""JSON Schemas (Draft 2020-12) shipped with certa: the run spec, each stage type's knobs, the certificate."""
+"""JSON Schemas (Draft 2020-12) shipped with certa: the run spec, each stage type's knobs (``stages/``) and
+outputs (``outputs/``), the certificate and the bundle.
+
+A stage version whose knobs or outputs differ from the newest version's has its own frozen file,
+``<folder>/<name>@<version>.schema.json``; the others share ``<folder>/<name>.schema.json``
+(``engine.stages.base.StageType.schema_file`` and ``output_schema_file``)."""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-__all__ = ["load_schema", "schema_exists"]
+__all__ = ["load_schema", "read_schema", "schema_exists"]
 
 
 @lru_cache(maxsize=None)
@@ -18,6 +23,13 @@ def _load_text(relative_path: str) -> str:
 def load_schema(relative_path: str) -> dict[str, Any]:
     """A fresh copy of the schema at ``relative_path`` (e.g. ``"spec.schema.json"``)."""
     return json.loads(_load_text(relative_path))
+
+
+@lru_cache(maxsize=None)
+def read_schema(relative_path: str) -> dict[str, Any]:
+    """The schema at ``relative_path``, parsed once per process and shared: to read, never to change
+    (``load_schema`` gives a copy to change)."""
+    return load_schema(relative_path)
 
 
 @lru_cache(maxsize=None)

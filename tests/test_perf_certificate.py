@@ -73,7 +73,20 @@ def test_compiled_check_equals_jsonschema_on_edited_certificates(data) -> None:
         f"schema: {'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in VALIDATOR.iter_errors(certificate)]
 
 
-@pytest.mark.parametrize("schema", [{"$ref": "#/x"}, {"patternProperties": {}}, {"enum": [[1]]}, {"type": "thing"}])
+@pytest.mark.parametrize("schema", [{"$ref": "#/x"}, {"$ref": "other.schema.json#/x"},
+                                    {"$ref": "#/$defs/a", "type": "object"}, {"patternProperties": {}},
+                                    {"enum": [[1]]}, {"type": "thing"}])
 def test_unknown_keywords_are_not_compiled(schema) -> None:
     with pytest.raises(NotImplementedError):
         _compile(schema)
+
+
+def test_local_refs_any_of_and_fixed_length_arrays_compile_as_jsonschema_checks_them() -> None:
+    from jsonschema import Draft202012Validator
+
+    schema = {"$defs": {"real": {"anyOf": [{"type": "number"}, {"enum": ["NaN", "Infinity", "-Infinity"]}]}},
+              "type": "array", "prefixItems": [{"$ref": "#/$defs/real"}, {"type": "string"}], "items": False,
+              "minItems": 1, "maxItems": 2, "x-certa-note": "annotations never fail"}
+    check = _compile(schema)
+    for instance in ([1.5], [1, "a"], ["NaN", "b"], [], [1, 2], ["nan"], [True], [1, "a", 3], "x", [1.0, "a"]):
+        assert check(instance) is Draft202012Validator(schema).is_valid(instance), instance

@@ -138,10 +138,19 @@ def test_undeclared_in_memory_input_is_a_spec_error(small_spec: Path) -> None:
 
 
 def test_gate_on_missing_output_fails_closed(small_spec: Path) -> None:
-    text = small_spec.read_text().replace("display_ci[1]", "display_ci[5]")
+    """An output the schema allows but this run's data do not give (no phase column: no drift) fails its gate."""
+    text = small_spec.read_text().replace("primary_metric.display_ci[1]\n    max: 1.05",
+                                          "drift.within_band\n    equals: true")
     result = run(write_spec(small_spec.parent, text))
     gate = result.certificate["content"]["gates"][0]
-    assert result.verdict == "FAIL" and gate["passed"] is False and "not found" in gate["reason"]
+    assert result.verdict == "FAIL" and gate["passed"] is False
+    assert gate["reason"] == "metric not found: no output at 'ratio.drift'"
+
+
+def test_gate_on_an_output_no_version_gives_is_refused_before_running(small_spec: Path) -> None:
+    text = small_spec.read_text().replace("display_ci[1]", "display_ci[5]")
+    with pytest.raises(SpecError, match=r"gates\[0\]\.metric: 'ratio.primary_metric.display_ci' holds at most 2"):
+        run(write_spec(small_spec.parent, text))
 
 
 def test_example_spec_in_repository_passes() -> None:

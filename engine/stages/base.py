@@ -1,7 +1,8 @@
 """The contract between the interpreter and a stage type.
 
-A stage type is a ``StageType``: a name (``family.method``), a version, the JSON Schema file of its
-knobs (``schemas/stages/<name>.schema.json``), the knob names whose values are input-table names, and
+A stage type is a ``StageType``: a name (``family.method``), a version, the JSON Schema files of its
+knobs (``schemas/stages/<name>.schema.json``) and of its outputs (``schemas/outputs/<name>.schema.json``), the
+knob names whose values are input-table names, and
 a function ``run(ctx) -> StageOutput``. The function reads only its context: tables, resolved knobs,
 its own seeded ``numpy.random.Generator``, earlier stages' outputs and (read-only) the ledger. It
 returns JSON-able outputs (``content.stages.<id>`` in the certificate) and the decisions it made,
@@ -215,7 +216,18 @@ class StageType:
     def schema_file(self) -> str:
         """``stages/<name>@<version>.schema.json`` when a version froze its own knob schema (its knobs
         differ from the newest version's), else the shared ``stages/<name>.schema.json``."""
+        return self._versioned_schema("stages")
+
+    @property
+    def output_schema_file(self) -> str:
+        """The JSON Schema of this version's outputs (``content.stages.<id>``):
+        ``outputs/<name>@<version>.schema.json`` when a version froze its own (its outputs differ from the
+        newest version's), else the shared ``outputs/<name>.schema.json``. The file lists the versions it
+        describes (``x-certa-stage.versions``)."""
+        return self._versioned_schema("outputs")
+
+    def _versioned_schema(self, folder: str) -> str:
         from schemas import schema_exists
 
-        frozen = f"stages/{self.ref}.schema.json"
-        return frozen if schema_exists(frozen) else f"stages/{self.name}.schema.json"
+        frozen = f"{folder}/{self.ref}.schema.json"
+        return frozen if schema_exists(frozen) else f"{folder}/{self.name}.schema.json"
