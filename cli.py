@@ -180,7 +180,7 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
     import time
 
     from engine import load_plan
-    from engine.interpreter import load_tables, run_plan
+    from engine.interpreter import check_data_keys, load_tables, run_plan
     from engine.junit import run_suite, utc_timestamp, write_junit
     started, timestamp = time.monotonic(), utc_timestamp()
     name = str(spec)  # the spec's name once it loads: the JUnit report's suite and classname
@@ -195,6 +195,7 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
         plan = load_plan(spec)  # the spec and its inputs are checked before the ledger is opened (or created)
         name = plan.name
         tables = load_tables(plan, input_paths=overrides)
+        check_data_keys(plan, tables)  # a gate's bucket or vendor the data lack: refused before the ledger opens
         notify = None if as_json else (lambda message: click.echo(message, err=True))
         if no_record:
             result = run_plan(plan, tables, notify=notify)
@@ -254,7 +255,7 @@ def _echo_abort(abort: ProfileAbort, rules: tuple[dict[str, Any], ...], warnings
 
 def _summary(certificate: Mapping[str, Any]) -> str:
     """A few lines for the terminal after a run: verdict, identity, gates ('certa show' has the report)."""
-    from engine.report import format_value
+    from engine.gates import gate_display
     content = certificate["content"]
     lines = [
         f"{content['spec']['name']}: {content['verdict']}",
@@ -265,8 +266,9 @@ def _summary(certificate: Mapping[str, Any]) -> str:
     ]
     for gate in content["gates"]:
         mark = "PASS" if gate["passed"] else "FAIL"
-        lines.append(f"  gate {gate['id']}: {mark}  {gate['metric']} = {format_value(gate['value'])}  "
-                     f"({gate['reason']})")
+        shown = gate_display(gate)
+        lines.append(f"  gate {gate['id']}: {mark}  {gate['metric']} = {shown['value']}, {shown['threshold']}  "
+                     f"({shown['reason']})")
     if not content["gates"]:
         lines.append("  (no gates: the verdict is PASS by default)")
     return "\n".join(lines)

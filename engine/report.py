@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .canonical import to_jsonable
 from .certificate import results_sha256
 from .explain import how_to_read
+from .gates import gate_display
 from .jsondiff import ArrayChange, FieldChange
 from .stages import REGISTRY, Decision
 
@@ -150,9 +151,9 @@ def certificate_markdown(certificate: Mapping[str, Any], *, explain: bool = Fals
     if content["gates"]:
         lines += ["| gate | metric | value | threshold | result |", "|---|---|---|---|---|"]
         for gate in content["gates"]:
-            threshold = ", ".join(f"{k} {format_value(v)}" for k, v in gate["threshold"].items())
-            lines.append(f"| {gate['id']} | `{gate['metric']}` | {format_value(gate['value'])} | {threshold} | "
-                         f"{'PASS' if gate['passed'] else '**FAIL**'}: {gate['reason']} |")
+            shown = gate_display(gate)
+            lines.append(f"| {gate['id']} | `{gate['metric']}` | {shown['value']} | {shown['threshold']} | "
+                         f"{'PASS' if gate['passed'] else '**FAIL**'}: {shown['reason']} |")
     else:
         lines.append("No gates: the verdict is PASS by default.")
     versions = ", ".join(f"{k} {v}" for k, v in sorted(content["versions"].items()))

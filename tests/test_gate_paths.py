@@ -184,3 +184,30 @@ def test_a_vendor_is_checked_within_its_bucket(bakeoff_folder: Path) -> None:
     metric = "cmp.buckets.rag_docs.vendors.vendor-c.vendor"
     plan = load_plan(write_spec(bakeoff_folder, BAKEOFF.replace("METRIC", metric)))
     check_data_keys(plan, load_tables(plan))
+
+
+def test_certa_run_refuses_a_bucket_typo_before_opening_the_ledger(bakeoff_folder: Path) -> None:
+    from click.testing import CliRunner
+
+    from cli import main
+    spec = write_spec(bakeoff_folder, BAKEOFF.replace("METRIC", "cmp.buckets.e6.leader"))
+    ledger = bakeoff_folder / "ledger.db"
+    result = CliRunner().invoke(main, ["run", str(spec), "--ledger", str(ledger)])
+    assert result.exit_code == 2 and "did you mean 'e5'?" in result.output
+    assert not ledger.exists() and "Traceback" not in result.output
+
+
+def test_a_gate_that_fails_by_one_ulp_never_reads_as_equal(small_spec: Path) -> None:
+    """``0.8499999999999999 < 0.85`` is shown with the digits that decided, in the run's summary and in ``certa
+    show``, never as ``0.85 < 0.85``."""
+    from engine.gates import format_gate_numbers, gate_display
+    from engine.report import certificate_markdown
+    assert format_gate_numbers(0.8499999999999999, 0.85) == ("0.8499999999999999", "0.85")
+    assert format_gate_numbers(41.78, 40) == ("41.78", "40")
+    assert format_gate_numbers(0.123456789, 0.2) == ("0.123457", "0.2")
+    gate = {"id": "g", "metric": "pac.joint_guarantee.level", "value": 0.8499999999999999,
+            "threshold": {"min": 0.85}, "passed": False, "reason": "0.8499999999999999 < 0.85"}
+    assert gate_display(gate)["value"] == "0.8499999999999999" and gate_display(gate)["threshold"] == "min 0.85"
+    certificate = run(small_spec).certificate
+    certificate["content"]["gates"] = [gate]
+    assert "| 0.8499999999999999 | min 0.85 |" in certificate_markdown(certificate)
