@@ -259,6 +259,8 @@ def _describe(error: ValidationError) -> tuple[str, list[Any], bool]:
     if error.validator in ("anyOf", "not", "dependentSchemas") and len(path) == 2 and path[0] == "gates":
         return ("a gate needs exactly one kind of threshold: min and/or max, or equals, or between: [lo, hi]",
                 path, False)
+    if error.validator == "not" and isinstance(error.schema, Mapping) and error.schema.get("deprecated"):
+        return f"'{path[-1]}' is no longer a knob: {error.schema.get('description', 'removed')}", path, True
     if error.validator == "enum":
         return f"expected one of {', '.join(map(repr, error.validator_value))} (got {error.instance!r})", path, False
     if error.validator == "const":

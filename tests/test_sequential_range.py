@@ -228,6 +228,7 @@ def test_a_2_0_0_spec_with_the_1_x_knob_names_is_pointed_to_the_new_ones() -> No
         load_plan(text)
     assert "stages[0].with.clip_high" in str(info.value) or "stages[0].with.clip_low" in str(info.value)
     assert "removed in sequential.diff 2.0.0: declare the score range as range: [low, high]" in str(info.value)
+    assert "is no longer a knob: removed in" in str(info.value) and "should not be valid" not in str(info.value)
     pinned = load_plan(text.replace("use: sequential.diff\n", "use: sequential.diff@1.1.0\n"))
     assert pinned.stages[0].knobs["clip_low"] == -0.2
 
