@@ -110,12 +110,13 @@ def pdf_page_count(pdf: bytes) -> int:
 
 def save_screenshot(page: Any, target: Path, *, max_height: int = 2700) -> int:
     """A PNG of the top of the page (at most ``max_height`` px: about three screens), palette-reduced so it
-    stays small; returns its size in bytes."""
+    stays small (octree quantisation: it keeps the plots' few saturated colours, such as each vendor's, where
+    median cut merged them into greys); returns its size in bytes."""
     from PIL import Image
 
     height = min(max_height, page.evaluate("document.documentElement.scrollHeight"))
     raw = page.screenshot(clip={"x": 0, "y": 0, "width": SCREENSHOT_WIDTH, "height": height}, full_page=True)
-    image = Image.open(io.BytesIO(raw)).convert("RGB").quantize(colors=128, method=Image.Quantize.MEDIANCUT)
+    image = Image.open(io.BytesIO(raw)).convert("RGB").quantize(colors=128, method=Image.Quantize.FASTOCTREE)
     target.parent.mkdir(parents=True, exist_ok=True)
     image.save(target, optimize=True)
     return target.stat().st_size

@@ -1,6 +1,7 @@
 """The report and the site in a real browser: headless Debian Chromium driven by Playwright (tests/browser_support.py),
-pages opened from file://. No console error, no network request, plots that are not blank, a working filter
-and sort on the index, and a PDF with a page per stage. Skipped only where Chromium or Playwright is missing."""
+pages opened from file://. No console error, no network request, plots that are not blank, a visible "How to
+read this" box in every stage section, one colour per vendor in every bake-off plot, a working filter and sort
+on the index, and a PDF with a page per stage. Skipped only where Chromium or Playwright is missing."""
 
 from __future__ import annotations
 
@@ -66,8 +67,36 @@ def test_report_renders_offline_with_visible_plots(built, chromium, example: str
         spreads = plot_pixel_spread(page)
         assert len(spreads) >= built["stages"][example]
         assert all(spread > 10 for spread in spreads), spreads  # a blank plot area has a spread of 0
+        boxes = page.locator("section.stage .how-to-read")
+        assert boxes.count() == built["stages"][example]
+        for i in range(boxes.count()):
+            box = boxes.nth(i)
+            box.scroll_into_view_if_needed()
+            assert box.is_visible() and box.inner_text().startswith("How to read this")
+            assert box.bounding_box()["height"] > 40
     finally:
         page.close()
+
+
+_VENDOR_FILLS = """() => Array.from(document.querySelectorAll("figure.plot svg g[id*='-vendor']"))
+    .filter(g => /-vendor\\d+-row\\d+$/.test(g.id))
+    .map(g => [g.closest("figure").dataset.stage, g.id.match(/-vendor(\\d+)-row/)[1],
+               getComputedStyle(g.querySelector("use, path:not(defs path)") || g).fill])"""
+
+
+def test_each_vendor_is_drawn_in_one_colour_in_every_bakeoff_plot(built, chromium) -> None:
+    page, log = open_page(chromium, built["reports"]["vendor-bakeoff"])
+    try:
+        marks = page.evaluate(_VENDOR_FILLS)
+    finally:
+        page.close()
+    assert log.console_errors == []
+    assert len({stage for stage, _, _ in marks}) >= 2  # several bake-off plots
+    colours: dict[str, set[str]] = {}
+    for _, vendor, fill in marks:
+        colours.setdefault(vendor, set()).add(fill)
+    assert len(colours) >= 3 and all(len(fills) == 1 for fills in colours.values()), colours
+    assert len({next(iter(f)) for f in colours.values()}) == len(colours)
 
 
 def test_site_run_page_loads_the_shared_stylesheet(built, chromium) -> None:
@@ -123,7 +152,8 @@ def test_report_prints_to_pdf_with_a_page_per_stage(built, chromium) -> None:
     finally:
         page.close()
     assert pdf.startswith(b"%PDF")
-    # the first page (verdict, gates, identity), then each stage on a page of its own, then the reviews
+    # the first page (verdict), then each stage on a page of its own (gates, identity, verification after the
+    # last one), then the reviews
     assert pdf_page_count(pdf) >= built["stages"][example] + 1
 
 

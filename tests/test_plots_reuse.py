@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -48,6 +49,15 @@ def test_partial_numbers_take_the_fresh_path():
     assert not plots._RatioFigure.fits(case["ratio"], case["display_ci"], case["gate_lines"], None,
                                        case["drift_band"], case["delta"])
     assert plots.ratio_plot("r", **case) == plots.ratio_plot("r", **case)
+
+
+def test_no_drift_ratio_gives_no_drift_panel():
+    """paired.ppl_ratio 1.2.0 records no drift without a phase column: the plot then has two panels, not an
+    empty third axis."""
+    with_drift = plots.ratio_plot("r", **_inputs()[0])
+    without = plots.ratio_plot("r", **{**_inputs()[0], "drift_ratio": None, "drift_band": None})
+    assert len(re.findall(r'<g id="r-axes_\d+">', with_drift)) == 3
+    assert len(re.findall(r'<g id="r-axes_\d+">', without)) == 2
 
 
 def test_cached_text_layout_gives_the_bytes_of_matplotlibs_own_svg_canvas(monkeypatch):

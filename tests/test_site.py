@@ -199,3 +199,19 @@ def test_a_checkpoint_this_ledger_does_not_match_is_named_on_the_chain_page(ledg
     _site(db, out, "--checkpoint", str(forged))
     chain = (out / "chain.html").read_text()
     assert problem in chain and ">NO<" in chain
+
+
+def test_renderer_version_covers_the_engine_modules_a_page_prints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The "How to read this" texts (engine/explain.py) and the gates' displayed numbers (engine/gates.py) are
+    part of a page: a change to them must rebuild every page, as a change to engine/html does."""
+    from engine.html import site
+
+    assert site.RENDERED_ENGINE_MODULES == ("explain.py", "gates.py")
+    site.renderer_version.cache_clear()
+    with_modules = site.renderer_version()
+    monkeypatch.setattr(site, "RENDERED_ENGINE_MODULES", ())
+    site.renderer_version.cache_clear()
+    try:
+        assert site.renderer_version() != with_modules
+    finally:
+        site.renderer_version.cache_clear()

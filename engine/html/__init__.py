@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .data import ReplayStatus, ReportData, Verification, gather_report
 from .render import Link, render_report, report_sections, stylesheet
-from .sections import Cell, Plot, StageSection, Table
+from .view import Cell, Plot, StageSection, Table
 
 __all__ = ["gather_report", "render_report", "report_html", "ReportData", "Verification", "ReplayStatus", "Link",
            "StageSection", "Table", "Cell", "Plot", "report_sections", "stylesheet"]

@@ -27,13 +27,27 @@ matplotlib.use("svg", force=False)
 from matplotlib.backends.backend_mixed import MixedModeRenderer  # noqa: E402  (after choosing the backend)
 from matplotlib.backends.backend_svg import FigureCanvasSVG, RendererSVG
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.font_manager import fontManager, get_font
 from matplotlib.textpath import TextToPath
 
-__all__ = ["ratio_plot", "sequence_plot", "bakeoff_plot", "calm_gate_plot", "pac_bounds_plot", "monitor_plot"]
+__all__ = ["ratio_plot", "sequence_plot", "bakeoff_plot", "calm_gate_plot", "pac_bounds_plot", "monitor_plot",
+           "vendor_colours", "VENDOR_GID"]
 
 PASS, FAIL, INK, MUTED, ACCENT, BAND = "#1a7f37", "#cf222e", "#24292f", "#8c959f", "#0969da", "#ddf4ff"
 PALETTE = ("#0969da", "#bc4c00", "#8250df", "#1a7f37", "#cf222e", "#6e7781")
+VENDOR_PALETTE = ("#0969da", "#bc4c00", "#8250df", "#1a7f37", "#bf3989", "#4d2d00", "#1b7c83", "#6e7781")
+"""Vendor colours (blue, orange, purple, green, pink, brown, teal, grey): distinct for up to 8 vendors."""
+
+VENDOR_GID = "vendor{index}-row{row}"
+"""The ``id`` (before the plot's prefix) of the SVG group of one vendor's marks in a bake-off plot: ``index`` is
+the vendor's position in the run's sorted vendor list, ``row`` counts the plot's rows (unique ids)."""
+
+
+def vendor_colours(vendors: Sequence[str]) -> dict[str, str]:
+    """One colour per vendor, assigned in sorted order of the run's vendor ids, so that a vendor has the same
+    colour in every bucket and every bake-off plot of a run (colours repeat beyond ``VENDOR_PALETTE``)."""
+    return {v: VENDOR_PALETTE[i % len(VENDOR_PALETTE)] for i, v in enumerate(sorted(set(vendors)))}
 
 _STYLE = {
     "svg.hashsalt": "certa-report",
@@ -202,9 +216,11 @@ def ratio_plot(key: str, *, ratio: float | None, display_ci: Sequence[float] | N
                distribution: Sequence[float] | None = None) -> str:
     """paired.ppl_ratio: the bootstrap distribution of the ratio (its CDF from the recorded quantiles, when the
     stage version records them), the CI and point estimate against the gate thresholds (ratio axis), the
-    preview/final ratio against its drift band, and the paired log-loss deltas (min, mean +- sd, max)."""
+    preview/final ratio against its drift band (a panel only when the stage recorded a drift ratio), and the
+    paired log-loss deltas (min, mean +- sd, max)."""
     with matplotlib.rc_context(_STYLE):
         has_cdf = len([q for q in (distribution or []) if _finite(q) is not None]) > 1
+        has_drift = _finite(drift_ratio) is not None
         if _RatioFigure.fits(ratio, display_ci, gate_lines, drift_ratio, drift_band, delta):
             figure = _RATIO_FIGURES.get(has_cdf)
             if figure is None:
@@ -213,8 +229,10 @@ def ratio_plot(key: str, *, ratio: float | None, display_ci: Sequence[float] | N
                           drift_ratio=drift_ratio, drift_band=drift_band, delta=delta,
                           quantiles=[q for q in (distribution or []) if _finite(q) is not None])
             return _to_svg(figure.fig, key)
-        fig, (top, middle, bottom) = _figure(4.4 if has_cdf else 3.7, rows=3, left=0.75 if has_cdf else 0.2,
-                                             top=0.6, hspace=0.6, height_ratios=[1.8 if has_cdf else 1.2, 1, 1])
+        heights = [1.8 if has_cdf else 1.2, *([1] if has_drift else []), 1]
+        fig, axes = _figure((4.4 if has_cdf else 3.7) - (0 if has_drift else 0.85), rows=len(heights),
+                            left=0.75 if has_cdf else 0.2, top=0.6, hspace=0.6, height_ratios=heights)
+        top, bottom = axes[0], axes[-1]
         level = f"{100 * confidence_level:g}% CI" if confidence_level else "CI"
         top.axvline(1.0, color=MUTED, lw=0.8, ls=":")
         quantiles = [q for q in (distribution or []) if _finite(q) is not None]
@@ -234,14 +252,15 @@ def ratio_plot(key: str, *, ratio: float | None, display_ci: Sequence[float] | N
         _ratio_axis(top, has_cdf)
         _pad_axis(top, [v for v in [ratio, *(display_ci or []), *(v for _, v in gate_lines), 1.0, *quantiles]])
 
-        if drift_band and all(_finite(v) is not None for v in drift_band):
-            middle.axvspan(drift_band[0], drift_band[1], color=BAND, label="drift band")
-        if _finite(drift_ratio) is not None:
+        if has_drift:
+            middle = axes[1]
+            if drift_band and all(_finite(v) is not None for v in drift_band):
+                middle.axvspan(drift_band[0], drift_band[1], color=BAND, label="drift band")
             inside = drift_band is not None and drift_band[0] <= drift_ratio <= drift_band[1]
             middle.plot([drift_ratio], [0], "D", color=PASS if inside else FAIL, ms=6, label="preview / final ratio")
-        middle.set_yticks([])
-        middle.set_xlabel("preview / final perplexity ratio")
-        _pad_axis(middle, [drift_ratio, *(drift_band or [])])
+            middle.set_yticks([])
+            middle.set_xlabel("preview / final perplexity ratio")
+            _pad_axis(middle, [drift_ratio, *(drift_band or [])])
 
         if delta:
             lo, hi = _finite(delta.get("min")), _finite(delta.get("max"))
@@ -256,7 +275,7 @@ def ratio_plot(key: str, *, ratio: float | None, display_ci: Sequence[float] | N
             bottom.axvline(0, color=MUTED, lw=0.8, ls=":")
         bottom.set_yticks([])
         bottom.set_xlabel("paired delta of mean log-loss per window (subject - baseline)")
-        _legend(fig, (top, middle, bottom))
+        _legend(fig, axes)
     return _to_svg(fig, key)
 
 
@@ -412,16 +431,20 @@ def sequence_plot(key: str, *, n: Sequence[float], lower: Sequence[float], upper
 
 
 def bakeoff_plot(key: str, *, buckets: Sequence[tuple[str, Sequence[tuple[str, float | None, Sequence[float] | None]]]],
-                 band_edges: Mapping[str, float], value_label: str) -> str:
+                 band_edges: Mapping[str, float], value_label: str, colours: Mapping[str, str]) -> str:
     """bakeoff.compare / merge: per bucket, each vendor's pooled value (ranking order, top first) with its
-    bootstrap interval when the stage has one, over the band regions (edges of the band rule)."""
+    bootstrap interval when the stage has one, over the band regions (edges of the band rule). ``colours``
+    (``vendor_colours`` of the run) gives each vendor its colour; a legend names them, and each vendor's marks
+    are one SVG group with the id ``VENDOR_GID`` (its index in the sorted ``colours``)."""
     rows = max(1, len(buckets))
+    index = {vendor: i for i, vendor in enumerate(sorted(colours))}
     with matplotlib.rc_context(_STYLE):
         heights = [max(1, len(vendors)) for _, vendors in buckets] or [1]
         labels = [f"{i + 1}. {v[0]}" for _, vendors in buckets for i, v in enumerate(vendors)]
-        fig, axes = _figure(0.75 + 0.3 * sum(heights) + 0.3 * rows, rows=rows, left=_label_margin(labels), top=0.45,
-                            hspace=0.3, height_ratios=heights, sharex=True)
+        fig, axes = _figure(1.05 + 0.3 * sum(heights) + 0.3 * rows, rows=rows, left=_label_margin(labels), top=0.45,
+                            bottom=0.75, hspace=0.3, height_ratios=heights, sharex=True)
         edges = sorted(float(v) for v in band_edges.values() if _finite(v) is not None)
+        row_count = 0
         for ax, (bucket, vendors) in zip(axes, buckets):
             bounds = [-1.0, *edges, 1.0]
             for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
@@ -431,11 +454,13 @@ def bakeoff_plot(key: str, *, buckets: Sequence[tuple[str, Sequence[tuple[str, f
             ax.axvline(0, color=MUTED, lw=0.6, ls=":")
             for row, (vendor, value, interval) in enumerate(vendors):
                 y = len(vendors) - 1 - row
-                colour = PALETTE[row % len(PALETTE)]
+                colour = colours.get(vendor, MUTED)
+                gid = VENDOR_GID.format(index=index.get(vendor, -1), row=row_count)
+                row_count += 1
                 if interval and all(_finite(v) is not None for v in interval):
-                    ax.hlines(y, interval[0], interval[1], color=colour, lw=4, alpha=0.45)
+                    ax.hlines(y, interval[0], interval[1], color=colour, lw=4, alpha=0.45, gid=f"{gid}-interval")
                 if _finite(value) is not None:
-                    ax.plot([value], [y], "o", color=colour, ms=5)
+                    ax.plot([value], [y], "o", color=colour, ms=5, gid=gid)
             ax.set_yticks(range(len(vendors)), [f"{i + 1}. {v[0]}" for i, v in enumerate(vendors)][::-1])
             ax.set_ylim(-0.7, max(len(vendors), 1) - 0.3)
             ax.set_title(f"bucket {bucket}", loc="left", fontsize=8.5, fontweight="bold")
@@ -446,6 +471,12 @@ def bakeoff_plot(key: str, *, buckets: Sequence[tuple[str, Sequence[tuple[str, f
             names = _band_names_at(band_edges)
             top.set_xticks([(a + b) / 2 for a, b in zip([-1.0, *edges], [*edges, 1.0])], names)
             top.tick_params(length=0)
+        shown = sorted({vendor for _, vendors in buckets for vendor, _, _ in vendors})
+        if shown:
+            handles = [Line2D([], [], ls="none", marker="o", ms=5, color=colours.get(v, MUTED)) for v in shown]
+            fig.legend(handles, shown, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncols=min(6, len(shown)),
+                       borderaxespad=0.2, title="vendor (one colour each in every plot of the run)",
+                       title_fontsize=7.5)
     return _to_svg(fig, key)
 
 

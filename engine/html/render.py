@@ -17,8 +17,12 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from ..gates import gate_display
+from . import plots
 from .data import ReportData
-from .sections import Cell, StageSection, fmt, stage_section
+from .bakeoff_section import run_vendors
+from .sections import stage_section
+from .view import Cell, StageSection, fmt
 
 __all__ = ["Link", "render_report", "stylesheet", "report_sections", "identity_rows"]
 
@@ -89,18 +93,16 @@ def report_sections(data: ReportData) -> list[StageSection]:
     content = data.certificate["content"]
     uses = {str(s["id"]): (str(s["use"]), str(s["version"])) for s in content["knobs"]["stages"]}
     order = [*uses, *(stage_id for stage_id in content["stages"] if stage_id not in uses)]  # stored JSON sorts keys
+    colours = plots.vendor_colours(run_vendors(content["stages"]))  # one colour per vendor in every plot of the run
     return [stage_section(stage_id, *uses.get(stage_id, ("?", "?")), content["stages"][stage_id], content["gates"],
-                          data.checks.get(stage_id, ()))
+                          data.checks.get(stage_id, ()), colours)
             for stage_id in order if stage_id in content["stages"]]
 
 
 def _gate_rows(content: Mapping[str, Any]) -> list[dict[str, Any]]:
-    rows = []
-    for gate in content.get("gates", []):
-        threshold = ", ".join(f"{k} {fmt(v)}" for k, v in (gate.get("threshold") or {}).items())
-        rows.append({"id": gate["id"], "metric": gate["metric"], "value": fmt(gate.get("value")),
-                     "threshold": threshold, "passed": bool(gate.get("passed")), "reason": gate.get("reason", "")})
-    return rows
+    """Each gate with its value and threshold at the precision that decided (``engine.gates.gate_display``)."""
+    return [{"id": gate["id"], "metric": gate["metric"], **gate_display(gate), "passed": bool(gate.get("passed"))}
+            for gate in content.get("gates", [])]
 
 
 def render_report(data: ReportData, *, links: Sequence[Link] = (), css_href: str | None = None,

@@ -48,8 +48,8 @@ from ..audit import verify
 from ..canonical import canonical_bytes
 from ..certificate import results_sha256
 from ..errors import CertaError, LedgerIntegrityError
-from ..jsondiff import flatten, json_diff
-from ..report import format_value
+from ..jsondiff import ArrayChange, flatten, json_diff, summarised
+from ..report import array_change_text, format_value
 from ..reviews import ReviewRecord, ledger_reviews
 from .data import ReportData, Verification, replay_status, sequential_checks_of
 from .render import Link, _environment, render_report, stylesheet
@@ -107,15 +107,23 @@ def index_script() -> str:
 
 @lru_cache(maxsize=1)
 def renderer_version() -> str:
-    """SHA-256 over this package's templates, CSS, script and code: a new certa that renders differently
-    rebuilds every page."""
+    """SHA-256 over this package's templates, CSS, script and code, and the engine modules whose text the pages
+    print (``RENDERED_ENGINE_MODULES``): a new certa that renders differently rebuilds every page."""
     digest = hashlib.sha256(f"certa-site {_SITE_FORMAT}".encode())
     root = resources.files(__package__)
     names = sorted(p.name for p in root.iterdir() if p.name.endswith((".py", ".css", ".js")))
     names += sorted(f"templates/{p.name}" for p in root.joinpath("templates").iterdir() if p.name.endswith(".j2"))
-    for name in names:
-        digest.update(name.encode() + b"\0" + root.joinpath(name).read_bytes() + b"\0")
+    files = [(name, root.joinpath(name)) for name in names]
+    engine_root = resources.files(__package__.rpartition(".")[0])
+    files += [(f"../{name}", engine_root.joinpath(name)) for name in RENDERED_ENGINE_MODULES]
+    for name, path in files:
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+RENDERED_ENGINE_MODULES = ("explain.py", "gates.py")
+"""Modules outside ``engine.html`` whose text a report prints: the "How to read this" paragraphs
+(``engine.explain``) and the gates' displayed numbers (``engine.gates.gate_display``)."""
 
 
 def _digest(document: Any) -> str:
@@ -281,10 +289,13 @@ def _index_rows(rows: Sequence[RunRow], reviews: Mapping[str, list[ReviewRecord]
     return out
 
 
-def _diff_rows(certificate_a: Mapping[str, Any], certificate_b: Mapping[str, Any]) -> tuple[list[dict[str, str]], int]:
+def _diff_rows(certificate_a: Mapping[str, Any], certificate_b: Mapping[str, Any]) -> tuple[list[dict[str, str]], int, int]:
+    """The rows of a diff page as ``certa diff`` orders and folds them (most material first; an array with many
+    changed numbers as one row with a ``summary``), the number of changed fields and of equal ones."""
     changes = json_diff(certificate_a["content"], certificate_b["content"])
-    rows = [{"path": c.path, "a": format_value(c.before), "b": format_value(c.after)} for c in changes]
-    return rows, len(flatten(certificate_a["content"])) - len(changes)
+    rows = [{"path": c.path, "summary": array_change_text(c)} if isinstance(c, ArrayChange) else
+            {"path": c.path, "a": format_value(c.before), "b": format_value(c.after)} for c in summarised(changes)]
+    return rows, len(changes), len(flatten(certificate_a["content"])) - len(changes)
 
 
 # ------------------------------------------------------------------------------------------ writing
@@ -311,10 +322,11 @@ def _render_run_pages(batch: list[tuple[str, ReportData]], out_dir: str) -> list
 def _render_diff_page(page: _DiffPage, out_dir: Path, certificates: Mapping[str, Mapping[str, Any]],
                       names: Mapping[str, RunRow]) -> tuple[str, str, int]:
     certificate_a, certificate_b = certificates[page.run_a], certificates[page.run_b]
-    rows, equal = _diff_rows(certificate_a, certificate_b)
+    rows, changed, equal = _diff_rows(certificate_a, certificate_b)
     html = _environment().get_template("site_diff.html.j2").render(
         css_href=f"../{CSS_NAME}", root="../", a=names[page.run_a], b=names[page.run_b],
-        a_href=f"../{_run_path(page.run_a)}", b_href=f"../{_run_path(page.run_b)}", rows=rows, equal=equal,
+        a_href=f"../{_run_path(page.run_a)}", b_href=f"../{_run_path(page.run_b)}", rows=rows, changed=changed,
+        equal=equal,
         same_content=certificate_a["content_sha256"] == certificate_b["content_sha256"])
     body = html.encode("utf-8")
     _write_atomically(out_dir / page.path, body)
