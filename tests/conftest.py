@@ -24,6 +24,29 @@ ROOT = Path(__file__).resolve().parents[1]
 POSTGRES_SERVER = os.environ.get("CERTA_TEST_POSTGRES_URL")
 """The PostgreSQL server the shared-ledger tests use (``.ci/run`` starts one on loopback and sets it)."""
 
+_COMPONENT_OF_MODULE = {"test_ledger_postgres": "postgres", "test_browser": "browser",
+                        "test_batch_cluster": "dask", "test_wheel": "wheel"}
+_POSTGRES_FIXTURES = {"pg_url", "pg_recorded"}
+_DASK_FIXTURES = {"cluster_client"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by the real component it needs (``postgres``, ``browser``, ``dask``, ``wheel``), so that
+    ``pytest -m "not (slow or postgres or browser or dask or wheel)"`` is a unit run of seconds. A test needs
+    PostgreSQL when it takes a PostgreSQL fixture or a ``postgresql`` parameter, Dask when it takes the cluster
+    fixture or starts the default LocalCluster (its name says so)."""
+    for item in items:
+        module = getattr(item, "module", None)
+        component = _COMPONENT_OF_MODULE.get(module.__name__.rpartition(".")[2]) if module else None
+        if component:
+            item.add_marker(component)
+        names = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        if names & _POSTGRES_FIXTURES or (callspec and "postgresql" in map(str, callspec.params.values())):
+            item.add_marker("postgres")
+        if names & _DASK_FIXTURES or "local_cluster" in item.name:
+            item.add_marker("dask")
+
 
 def require_postgres(what: str) -> str:
     """The test server's URL; without one the test is skipped, or fails under CI, which must run ``what``."""

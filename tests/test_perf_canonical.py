@@ -43,6 +43,7 @@ def fast(value):
         return type(error)
 
 
+@pytest.mark.slow  # thousands of property examples: CI runs them, a unit run does not
 @settings(derandomize=True, max_examples=3000, deadline=None)
 @given(json_values)
 @example({"\ue000": 1, "\U0001F600": 2, "a": 3})
@@ -83,6 +84,7 @@ def test_deep_nesting_fails_as_before() -> None:
         canonical_bytes(deep)
 
 
+@pytest.mark.slow  # thousands of property examples: CI runs them, a unit run does not
 @settings(derandomize=True, max_examples=1500, deadline=None)
 @given(st.dictionaries(keys, json_values, max_size=8), st.lists(keys, max_size=3))
 @example({"versions": {"numpy": "2.4"}, "stages": {"a": [1e21, 0.5]}, "verdict": "PASS"}, ["versions"])

@@ -50,6 +50,7 @@ def test_golden_certificates_exist_and_pass_both() -> None:
         assert FAST(certificate) is VALIDATOR.is_valid(certificate) is True
 
 
+@pytest.mark.slow  # thousands of property examples: CI runs them, a unit run does not
 @settings(derandomize=True, max_examples=1500, deadline=None)
 @given(st.data())
 def test_compiled_check_equals_jsonschema_on_edited_certificates(data) -> None:
