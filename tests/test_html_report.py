@@ -296,8 +296,11 @@ def test_every_golden_run_renders(version: str, tmp_path: Path) -> None:
                 assert (f"vendor-a leads e5, but the lead over vendor-b is not significant (p_Holm = "
                         f"{lead.p_holm:.4g})") in sections["cmp"]
                 assert "ci_tanh" not in sections["cmp"] and "diff_rsi" not in sections["cmp"]
-            if "finetune" in content["stages"]:  # sequential.diff 1.x: clip block, no estimand recorded
-                assert "estimand: mean of the scores clipped to [0, 0.2]" in sections["finetune"]
+            if "finetune" in content["stages"]:
+                version = next(s["version"] for s in content["knobs"]["stages"] if s["id"] == "finetune")
+                estimand = ("mean of the scores clipped to [0, 0.2]" if version.startswith("1.")  # 1.x: clip block
+                            else "mean score difference")                          # 2.x: a declared range, no clip
+                assert f"estimand: {estimand}" in sections["finetune"]
                 assert "scores clipped: 0" in sections["finetune"] and "raw mean (unclipped)" in sections["finetune"]
 
 
