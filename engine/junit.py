@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import CertaError
-from .report import format_value, rule_text
+from .gates import gate_display
+from .report import rule_text
 
 __all__ = ["JUnitCase", "JUnitSuite", "run_suite", "junit_bytes", "write_junit", "utc_timestamp"]
 
@@ -67,8 +68,8 @@ def utc_timestamp(moment: datetime | None = None) -> str:
 
 
 def _gate_case(classname: str, gate: Mapping[str, Any]) -> JUnitCase:
-    threshold = ", ".join(f"{k} {format_value(v)}" for k, v in gate["threshold"].items())
-    text = f"{gate['metric']} = {format_value(gate['value'])} ({threshold}): {gate['reason']}"
+    shown = gate_display(gate)
+    text = f"{gate['metric']} = {shown['value']} ({shown['threshold']}): {shown['reason']}"
     if gate["passed"]:
         return JUnitCase(f"gate {gate['id']}", classname, text=text)
     return JUnitCase(f"gate {gate['id']}", classname, FAILURE, message=str(gate["reason"]), kind="GateFailed",
