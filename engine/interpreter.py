@@ -256,8 +256,9 @@ def check_data_keys(plan: Plan, tables: Mapping[str, Table]) -> None:
                 rows = "".join(f" where column '{outer.column}' is '{key}'" for outer, key in within
                                if outer.inputs == where.inputs)
                 shown = ", ".join(values[:10]) + (f", ... ({len(values)} in all)" if len(values) > 10 else "")
+                held = "" if where.lacks_column(tables) else f" (it holds: {shown or 'nothing'})"
                 raise SpecError(f"'{data_key.key}' in '{format_steps(steps[:data_key.step + 1], stage_id)}' is not in "
-                                f"{where.describe()}{rows} (it holds: {shown or 'nothing'})"
+                                f"{where.describe(tables)}{rows}{held}"
                                 + (f"; did you mean '{hint}'?" if hint else ""),
                                 file=plan.source, line=gate.line, column=gate.column, path=f"gates[{i}].metric")
             within.append((where, data_key.key))

@@ -215,8 +215,16 @@ class KeyColumn:
     column: str
     when_absent: str | None
 
-    def describe(self) -> str:
-        return f"column '{self.column}' of input {', '.join(repr(name) for name in self.inputs)}"
+    def lacks_column(self, tables: Mapping[str, Table]) -> bool:
+        """Whether none of the inputs has the column, so that the one key is ``when_absent``."""
+        return self.when_absent is not None and not any(tables[name].has(self.column) for name in self.inputs)
+
+    def describe(self, tables: Mapping[str, Table]) -> str:
+        """Where the keys were looked for, in words: the column, or the inputs that lack it."""
+        inputs = ", ".join(repr(name) for name in self.inputs)
+        if self.lacks_column(tables):
+            return f"input {inputs}, which has no column '{self.column}' (so its one key is '{self.when_absent}')"
+        return f"column '{self.column}' of input {inputs}"
 
 
 def key_column(source: Mapping[str, Any], knobs: Mapping[str, Any]) -> KeyColumn | None:

@@ -211,3 +211,14 @@ def test_a_gate_that_fails_by_one_ulp_never_reads_as_equal(small_spec: Path) -> 
     certificate = run(small_spec).certificate
     certificate["content"]["gates"] = [gate]
     assert "| 0.8499999999999999 | min 0.85 |" in certificate_markdown(certificate)
+
+
+def test_without_a_bucket_column_the_one_bucket_is_named(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "decisions.csv").write_text("vendor,rsi\na,0.1\na,0.2\nb,0.3\nb,0.1\n", encoding="utf-8")
+    spec = write_spec(tmp_path, BAKEOFF.replace("METRIC", "cmp.buckets.al.leader"))
+    with pytest.raises(SpecError) as info:
+        run(spec)
+    message = str(info.value)
+    assert "is not in input 'decisions', which has no column 'bucket' (so its one key is 'all')" in message
+    assert message.endswith("did you mean 'all'?") and "it holds" not in message
