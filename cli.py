@@ -506,7 +506,7 @@ def show(run_id: str, explain: bool, as_json: bool, ledger_url: str) -> int:
       certa show 3f2a9c01
       certa show latest --explain
     """
-    from engine.report import certificate_markdown
+    from engine.report import certificate_markdown, recorded_warnings
     with _open(ledger_url) as ledger:
         row = ledger.run(run_id)
         if row.status == "aborted":
@@ -522,10 +522,11 @@ def show(run_id: str, explain: bool, as_json: bool, ledger_url: str) -> int:
                 click.echo(f"its decisions: {command_hint('decisions', row.run_id[:12], ledger=ledger_url)}")
             return EXIT_OK
         certificate = ledger.certificate(row.run_id)
+        warnings = () if as_json else recorded_warnings(ledger, row.run_id)
     if as_json:
         _emit_json(certificate)
     else:
-        click.echo(certificate_markdown(certificate, explain=explain))
+        click.echo(certificate_markdown(certificate, explain=explain, warnings=warnings))
     return EXIT_OK
 
 

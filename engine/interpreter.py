@@ -29,7 +29,8 @@ from .stages.base import Concatenated, DecisionColumns, LedgerReader, Progress, 
 from .tables import Table, format_for_path, parse_table, table_from_columns
 
 __all__ = ["run", "run_plan", "execute", "load_tables", "new_run_id", "RunResult", "Execution", "StageDecision",
-           "StageDecisions", "RunDecisions", "AbortedExecution", "run_warnings", "check_data_keys"]
+           "StageDecisions", "RunDecisions", "AbortedExecution", "run_warnings", "warning_line", "WARNING_MARK",
+           "check_data_keys"]
 
 if TYPE_CHECKING:
     from ledger import Ledger
@@ -332,20 +333,24 @@ def run_plan(plan: Plan, tables: Mapping[str, Table], *, ledger: Ledger | None =
 
 def run_warnings(decisions: RunDecisions) -> tuple[str, ...]:
     """A line for each decision whose ``outcome`` is ``warn`` (a profile rule ``dev`` lets through, an unused
-    input column, data outside a declared range, ...): ``stage 'ID': MESSAGE``. The message is the decision's
-    own ``message`` when it has one, else its rule, value and requirement. Per-row decisions held as columns
+    input column, data outside a declared range, ...), by ``warning_line``. Per-row decisions held as columns
     (``DecisionColumns``) are never warnings and are not read."""
-    lines = []
-    for part in decisions.parts:
-        if isinstance(part.decisions, DecisionColumns):
-            continue
-        for decision in part.decisions:
-            detail = decision.detail
-            if detail.get("outcome") != "warn":
-                continue
-            message = detail.get("message") or (
-                f"{detail.get('rule', decision.kind)} = {format_value(detail.get('value'))}, required "
-                f"{format_value(detail.get('required'))} (profile {detail.get('profile', '?')} lets it through)")
-            where = f"stage '{part.stage}'" if part.stage is not None else "gates"
-            lines.append(f"{where}: {message}")
-    return tuple(lines)
+    lines = (warning_line(part.stage, decision) for part in decisions.parts
+             if not isinstance(part.decisions, DecisionColumns) for decision in part.decisions)
+    return tuple(line for line in lines if line is not None)
+
+
+WARNING_MARK = '"outcome":"warn"'
+"""How a warning decision reads in the ledger's RFC 8785 payload text: what a database filter looks for."""
+
+
+def warning_line(stage: str | None, decision: Decision) -> str | None:
+    """``stage 'ID': MESSAGE`` for a decision whose ``outcome`` is ``warn``, else None. The message is the
+    decision's own ``message`` when it has one, else its rule, value and requirement."""
+    detail = decision.detail
+    if detail.get("outcome") != "warn":
+        return None
+    message = detail.get("message") or (
+        f"{detail.get('rule', decision.kind)} = {format_value(detail.get('value'))}, required "
+        f"{format_value(detail.get('required'))} (profile {detail.get('profile', '?')} lets it through)")
+    return f"{f'stage {stage!r}' if stage is not None else 'gates'}: {message}"

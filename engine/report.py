@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-
 
 from .canonical import to_jsonable
 from .certificate import results_sha256
@@ -23,9 +22,9 @@ from .jsondiff import ArrayChange, FieldChange
 from .stages import REGISTRY, Decision
 
 if TYPE_CHECKING:
-    from ledger import Ledger
+    from ledger import EntryRow, Ledger
 
-__all__ = ["certificate_markdown", "format_value", "failed_rules", "rule_text",
+__all__ = ["certificate_markdown", "format_value", "failed_rules", "rule_text", "recorded_warnings", "warnings_of",
            "recorded_decisions", "recorded_abort", "decision_line", "change_text", "array_change_text"]
 
 
@@ -67,6 +66,26 @@ def recorded_decisions(ledger: Ledger, run_id: str, *, kind: str | None = None,
             yield entry.seq, payload
 
 
+def recorded_warnings(ledger: Ledger, run_id: str) -> tuple[str, ...]:
+    """The warnings a recorded run printed when it ran, read back from its decisions (``warnings_of``): the
+    database filters the entries' text first, so a run with 10^6 per-row decisions is not read whole."""
+    from .interpreter import WARNING_MARK
+    return warnings_of(ledger.entries(run_id=run_id, kinds=["decision"], containing=WARNING_MARK)).get(run_id, ())
+
+
+def warnings_of(entries: Iterable[EntryRow]) -> dict[str, tuple[str, ...]]:
+    """Run id -> the warning lines (``engine.interpreter.warning_line``) of those of ``entries`` (decision
+    entries, in chain order) whose outcome is ``warn``."""
+    from .interpreter import warning_line
+    found: dict[str, list[str]] = {}
+    for entry in entries:
+        payload = entry.data()
+        line = warning_line(payload.get("stage"), Decision(payload.get("kind", "?"), payload.get("detail") or {}))
+        if line is not None:
+            found.setdefault(entry.run_id, []).append(line)
+    return {run_id: tuple(lines) for run_id, lines in found.items()}
+
+
 def recorded_abort(ledger: Ledger, run_id: str) -> tuple[dict[str, Any], tuple[dict[str, Any], ...]]:
     """An aborted run's ``abort`` entry (reason, rule, stage) and the profile rules that stopped it
     (``failed_rules`` of its recorded decisions)."""
@@ -104,10 +123,12 @@ def _generic_outputs(outputs: Mapping[str, Any]) -> list[str]:
     return rows
 
 
-def certificate_markdown(certificate: Mapping[str, Any], *, explain: bool = False) -> str:
+def certificate_markdown(certificate: Mapping[str, Any], *, explain: bool = False,
+                         warnings: Sequence[str] = ()) -> str:
     """The whole certificate as one Markdown document; with ``explain``, each stage's section opens with the
     plain-language paragraphs of ``engine.explain.how_to_read`` (what was tested, what the verdict means and
-    does not mean, the assumptions)."""
+    does not mean, the assumptions). ``warnings`` (``recorded_warnings``) are listed below the identity table:
+    what the run warned about when it ran (a profile rule ``dev`` let through, a column left unused, ...)."""
     content = certificate["content"]
     issued = certificate["issued"]
     spec = content["spec"]
@@ -127,6 +148,7 @@ def certificate_markdown(certificate: Mapping[str, Any], *, explain: bool = Fals
         f"| profile | {spec['profile']} |",
         f"| seed | {content['seed']['root']} |",
         "",
+        *([f"## Warnings ({len(warnings)})", "", *(f"- {line}" for line in warnings), ""] if warnings else []),
         "## Inputs",
         "",
         "| input | rows | format | sha256 |",

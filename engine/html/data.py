@@ -17,6 +17,7 @@ from ledger import EntryRow, Ledger
 
 from ..audit import verify
 from ..certificate import results_sha256
+from ..report import recorded_warnings
 from ..reviews import ReviewRecord, reviews_of
 
 __all__ = ["ReplayStatus", "ReportData", "Verification", "gather_report", "replay_status", "sequential_checks",
@@ -63,6 +64,8 @@ class ReportData:
     verification: Verification
     replay: ReplayStatus | None
     reviews: tuple[ReviewRecord, ...] = field(default=())
+    warnings: tuple[str, ...] = field(default=())
+    """What the run warned about when it ran (``engine.report.recorded_warnings``): shown under the verdict."""
 
 
 def _verification(ledger: Ledger, run_id: str) -> Verification:
@@ -127,4 +130,5 @@ def gather_report(ledger: Ledger, run_id: str, *, verification: Verification | N
         verification=verification if verification is not None else _verification(ledger, full),
         replay=_newest_replay(ledger, full),
         reviews=tuple(reviews_of(ledger, full)),
+        warnings=recorded_warnings(ledger, full),
     )

@@ -49,7 +49,8 @@ from ..canonical import canonical_bytes
 from ..certificate import results_sha256
 from ..errors import CertaError, LedgerIntegrityError
 from ..jsondiff import ArrayChange, flatten, json_diff, summarised
-from ..report import array_change_text, format_value
+from ..interpreter import WARNING_MARK
+from ..report import array_change_text, format_value, warnings_of
 from ..reviews import ReviewRecord, ledger_reviews
 from .data import ReportData, Verification, replay_status, sequential_checks_of
 from .render import Link, _environment, render_report, stylesheet
@@ -183,7 +184,7 @@ def _certificates(ledger: Ledger, run_ids: set[str]) -> dict[str, Mapping[str, A
 
 def _report_data(ledger: Ledger, row: RunRow, certificate: Mapping[str, Any] | None,
                  checks: Mapping[str, tuple[Mapping[str, Any], ...]], verification: Verification,
-                 replay: EntryRow | None, reviews: Sequence[ReviewRecord]) -> ReportData:
+                 replay: EntryRow | None, reviews: Sequence[ReviewRecord], warnings: tuple[str, ...]) -> ReportData:
     """What ``gather_report(ledger, run, verification=...)`` returns, from reads done once for the whole site."""
     abort = None
     if row.status == "aborted" or certificate is None:
@@ -193,7 +194,8 @@ def _report_data(ledger: Ledger, row: RunRow, certificate: Mapping[str, Any] | N
     return ReportData(run_id=row.run_id, name=row.name, status=row.status, verdict=row.verdict or row.status.upper(),
                       profile=row.profile, recorded_at=row.recorded_at, certificate=certificate, results_sha256=digest,
                       abort=abort, checks=checks, verification=verification,
-                      replay=replay_status(replay) if replay is not None else None, reviews=tuple(reviews))
+                      replay=replay_status(replay) if replay is not None else None, reviews=tuple(reviews),
+                      warnings=warnings)
 
 
 def _stored_root(ledger: Ledger, seq: int) -> str:
@@ -474,10 +476,12 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
         stale_ids = {page.run_id for page in stale_runs}
         checks = sequential_checks_of(e for e in ledger.entries(kinds=["decision"]) if e.run_id in stale_ids) \
             if stale_ids else {}
+        warnings = warnings_of(e for e in ledger.entries(kinds=["decision"], containing=WARNING_MARK)
+                               if e.run_id in stale_ids) if stale_ids else {}
         rows_by_id = {row.run_id: row for row in rows}
         work = [(page.path, _report_data(ledger, rows_by_id[page.run_id], certificates.get(page.run_id),
                                          checks.get(page.run_id, {}), page.verification, replays.get(page.run_id),
-                                         reviews.get(page.run_id, [])))
+                                         reviews.get(page.run_id, []), warnings.get(page.run_id, ())))
                 for page in stale_runs]
         batches = _chunks(work, 8)
         names = {row.run_id: row for row in rows}
