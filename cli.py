@@ -1,7 +1,9 @@
 """The ``certa`` command: a thin shell over ``engine`` and ``ledger``.
 
 Exit codes: 0 success / PASS / intact / reproduced; 1 FAIL / tampered / diverged; 2 invalid spec, input or
-usage (nothing recorded); 3 aborted by a profile rule (the attempt is recorded, no certificate).
+usage (nothing recorded), or a file that cannot be written (nothing partial is left); 3 aborted by a profile
+rule (the attempt is recorded, no certificate); 4 ``certa run`` recorded the run but could not write its
+``-o`` / ``--junit`` file (the message names the run and ``certa export RUN -o FILE``; do not run it again).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from engine.errors import CertaError, LedgerError, ProfileAbort
+from engine.display_text import json_display, plain_text
+from engine.errors import CertaError, LedgerError, OutputError, ProfileAbort, RecordedOutputError
 from ledger import DEFAULT_LEDGER_FILE
 
 if TYPE_CHECKING:  # the command starts at once: numpy, scipy, numba, SQLAlchemy and cryptography load per command
@@ -30,7 +33,7 @@ EXIT_OK, EXIT_FAIL, EXIT_INVALID, EXIT_ABORTED = 0, 1, 2, 3
 
 
 def _emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
+    click.echo(json_display(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)))
 
 
 def _error_json(error: CertaError) -> dict[str, Any]:
@@ -40,13 +43,13 @@ def _error_json(error: CertaError) -> dict[str, Any]:
 def _fail(ctx_json: bool, error: CertaError) -> None:
     if ctx_json:
         _emit_json(_error_json(error))
-    click.echo(f"error: {error}", err=True)
+    click.echo(f"error: {plain_text(error)}", err=True)
     sys.exit(error.exit_code)
 
 
 def _warn(lines: tuple[str, ...]) -> None:
     for line in lines:
-        click.echo(f"warning: {line}", err=True)
+        click.echo(f"warning: {plain_text(line)}", err=True)
 
 
 def certa_command(func: Callable[..., int | None]) -> Callable[..., None]:
@@ -66,9 +69,10 @@ def certa_command(func: Callable[..., int | None]) -> Callable[..., None]:
     return wrapper
 
 
-def _open(ledger_url: str, *, create: bool = False) -> Ledger:
+def _open(ledger_url: str, *, write: bool = False) -> Ledger:
+    """An existing ledger, opened read-only (it may sit on read-only media) unless the command ``write``s to it."""
     from ledger import Ledger
-    return Ledger.open(ledger_url, create=create)
+    return Ledger.open(ledger_url, create=False, read_only=not write)
 
 
 def _newest_runs(ledger_url: str, limit: int) -> list[RunRow]:
@@ -182,6 +186,8 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
     from engine import load_plan
     from engine.interpreter import check_data_keys, load_tables, run_plan
     from engine.junit import run_suite, utc_timestamp, write_junit
+    from ledger.atomic_files import check_writable
+    from ledger.location import command_hint
     started, timestamp = time.monotonic(), utc_timestamp()
     name = str(spec)  # the spec's name once it loads: the JUnit report's suite and classname
 
@@ -192,6 +198,9 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
 
     overrides = _parse_input_overrides(input_overrides)
     try:
+        for path, what in ((output, "the certificate"), (junit_file, "the JUnit report")):
+            if path is not None:  # refused before anything is recorded (or the ledger file created)
+                check_writable(path, what=what)
         plan = load_plan(spec)  # the spec and its inputs are checked before the ledger is opened (or created)
         name = plan.name
         tables = load_tables(plan, input_paths=overrides)
@@ -206,17 +215,22 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
         from engine.interpreter import RunDecisions, run_warnings
         from engine.report import failed_rules
         rules = failed_rules(abort.decisions)
-        junit(run_id=abort.run_id, failed_rules=rules, abort_reason=str(abort))
+        with _after_recording(abort.run_id and f"aborted run {abort.run_id}"):
+            junit(run_id=abort.run_id, failed_rules=rules, abort_reason=str(abort))
         _echo_abort(abort, rules, run_warnings(RunDecisions.of(abort.stage_id, abort.decisions)), as_json=as_json,
                     ledger_url=ledger_url)
         return EXIT_ABORTED
     except CertaError as error:
         junit(error=str(error), error_type=type(error).__name__)
         raise
-    junit(run_id=None if no_record else result.run_id, verdict=result.verdict,
-          gates=result.certificate["content"]["gates"])
+    recorded = None if no_record else f"run {result.run_id} ({result.verdict})"
     if output is not None:
-        output.write_text(json.dumps(result.certificate, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        retry = command_hint("export", result.run_id[:12], "-o", str(output), ledger=ledger_url)
+        with _after_recording(recorded, retry=retry):
+            _write_certificate(result.certificate, output)
+    with _after_recording(recorded):
+        junit(run_id=None if no_record else result.run_id, verdict=result.verdict,
+              gates=result.certificate["content"]["gates"])
     if as_json:
         _emit_json({"ok": True, "run_id": None if no_record else result.run_id, "verdict": result.verdict,
                     "certificate_sha256": result.content_sha256,
@@ -226,10 +240,31 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
         _warn(result.warnings)
         click.echo(_summary(result.certificate))
         if not no_record:
-            from ledger.location import command_hint, masked_ledger
+            from ledger.location import masked_ledger
             click.echo(f"recorded run {result.run_id} in {masked_ledger(ledger_url)}; the full report: "
                        f"{command_hint('show', result.run_id[:12], ledger=ledger_url)}")
     return EXIT_OK if result.verdict == "PASS" else EXIT_FAIL
+
+
+@contextlib.contextmanager
+def _after_recording(recorded: str | None, *, retry: str | None = None) -> Iterator[None]:
+    """Around a write of ``certa run`` after ``recorded`` ("run ID (PASS)"; None: nothing was recorded): an
+    ``OutputError`` becomes a ``RecordedOutputError`` (exit 4) naming the run and the ``retry`` command, so that
+    a scheduler does not run and record it again."""
+    try:
+        yield
+    except OutputError as error:
+        if recorded is None:
+            raise
+        raise RecordedOutputError(f"{recorded} is recorded, but {error}"
+                                  + (f"; write it with: {retry}" if retry else "")) from None
+
+
+def _write_certificate(certificate: Mapping[str, Any], output: Path) -> None:
+    """The certificate as indented JSON in ``output``, written atomically (``run -o``, ``export -o``)."""
+    from ledger.atomic_files import write_atomically
+    write_atomically(output, (json.dumps(certificate, indent=2, sort_keys=True) + "\n").encode("utf-8"),
+                     what="the certificate")
 
 
 def _echo_abort(abort: ProfileAbort, rules: tuple[dict[str, Any], ...], warnings: tuple[str, ...], *, as_json: bool,
@@ -271,7 +306,7 @@ def _summary(certificate: Mapping[str, Any]) -> str:
                      f"({shown['reason']})")
     if not content["gates"]:
         lines.append("  (no gates: the verdict is PASS by default)")
-    return "\n".join(lines)
+    return "\n".join(plain_text(line) for line in lines)
 
 
 @main.command()
@@ -289,8 +324,8 @@ def _summary(certificate: Mapping[str, Any]) -> str:
 @click.option("--require-approval", "approval_key_files", multiple=True, metavar="PUBKEY",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="An Ed25519 public key (PEM): every completed PASS run (or RUN_ID only) must have a valid "
-                   "'approved' review signed by it, not followed by a 'rejected' one by the same key; "
-                   "repeat it to require several approvers.")
+                   "'approved' review signed by it, not followed by a 'rejected' one by the same key, its "
+                   "reviews recorded in the order they were signed; repeat it to require several approvers.")
 @certa_command
 def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | None,
            public_key_files: tuple[Path, ...], approval_key_files: tuple[Path, ...], as_json: bool,
@@ -346,6 +381,7 @@ def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | 
                     "reviews": [{"seq": r.seq, "run_id": rid, "recorded_at": r.recorded_at, "reviewer": r.reviewer,
                                  "decision": r.decision, "note": r.note, "signed": r.signed,
                                  "signature_valid": r.signature_valid, "key_ids": list(r.key_ids),
+                                 "signed_at": r.signed_at, "out_of_order": r.out_of_order,
                                  "problem": r.problem} for rid, r in reviews],
                     "approval": None if not approvers else {
                         "approved": approved, "required_key_ids": [key_id(k) for k in approvers],
@@ -357,9 +393,9 @@ def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | 
                    f"{report.blobs_checked} stored input(s) checked; head {report.head[0]}:{report.head[1]}")
     else:
         first = report.first_broken
-        click.echo(f"TAMPERED: first broken: {first.where}: {first.message}")
+        click.echo(plain_text(f"TAMPERED: first broken: {first.where}: {first.message}"))
         for problem in report.problems[1:20]:
-            click.echo(f"  also: {problem.where}: {problem.message}")
+            click.echo(plain_text(f"  also: {problem.where}: {problem.message}"))
         if len(report.problems) > 20:
             click.echo(f"  ... and {len(report.problems) - 20} more")
     if not as_json and reviews:
@@ -371,13 +407,16 @@ def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | 
         for rid, r in reviews[-20:]:
             status = ("unsigned" if not r.signed else
                       f"signed by {', '.join(k[:16] + '…' for k in r.key_ids)}: "
-                      + ("verifies" if r.signature_valid else "DOES NOT VERIFY"))
-            click.echo(f"  entry {r.seq}: {r.reviewer} {r.decision} run {rid} ({status})")
+                      + ("verifies" if r.signature_valid else "DOES NOT VERIFY")
+                      + (f", but recorded after entry {r.out_of_order}, which one of its keys signed later"
+                         if r.out_of_order is not None else ""))
+            click.echo(plain_text(f"  entry {r.seq}: {r.reviewer} {r.decision} run {rid} ({status})"))
     if not as_json and approvers:
         if approved:
             click.echo(f"approved: {runs_checked} PASS run(s), each approved by all {len(approvers)} required key(s)")
         for gap in missing:
-            click.echo(f"NOT APPROVED: run {gap.run_id} ({gap.name}) by key {gap.key_id[:16]}…: {gap.reason}")
+            click.echo(plain_text(f"NOT APPROVED: run {gap.run_id} ({gap.name}) by key {gap.key_id[:16]}…: "
+                                  f"{gap.reason}"))
     return EXIT_OK if report.intact and approved else EXIT_FAIL
 
 
@@ -389,15 +428,18 @@ def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | 
               "(ISO 8601, e.g. 2026-01-31 or 2026-01-31T12:00).")
 @click.option("--name", "name_pattern", metavar="NAME", help="With --all: runs whose spec name matches (shell "
               "wildcards allowed, e.g. 'vendor-*').")
+@click.option("--no-record", is_flag=True, help="Replay and compare without recording the replay: the ledger is "
+              "opened read-only, so this works on read-only media (e.g. an auditor's copy).")
 @certa_command
-def replay(run_id: str | None, replay_every: bool, since: str | None, name_pattern: str | None, as_json: bool,
-           ledger_url: str) -> int:
+def replay(run_id: str | None, replay_every: bool, since: str | None, name_pattern: str | None, no_record: bool,
+           as_json: bool, ledger_url: str) -> int:
     """Re-execute recorded runs from the ledger alone and compare their results.
 
     A run is replayed with the stage versions it recorded, and is REPRODUCED when its results (the
     certificate's content without the library-version stamp, RFC 8785) are byte-identical; library versions
     that differ are shown as information. DIVERGED lists the result fields that differ; CANNOT REPLAY says why
-    (e.g. a stage version this certa does not have). Every replay is recorded in the ledger.
+    (e.g. a stage version this certa does not have). Every replay is recorded in the ledger, unless
+    --no-record.
 
     Exit 0 when every replayed run is REPRODUCED, 1 otherwise.
 
@@ -406,6 +448,7 @@ def replay(run_id: str | None, replay_every: bool, since: str | None, name_patte
       certa replay 3f2a9c01
       certa replay --all                      # the auditor's batch job: every run, one table
       certa replay --all --name 'vendor-*' --since 2026-01-01 --json
+      certa replay latest --no-record --ledger /media/audit/certa-ledger.db
     """
     from engine.audit import replay as replay_run, replay_all, replayable_runs
     if replay_every == (run_id is not None):
@@ -414,17 +457,18 @@ def replay(run_id: str | None, replay_every: bool, since: str | None, name_patte
         raise click.UsageError("--since and --name filter --all")
     if since is not None:
         _check_iso_time(since)
-    with _open(ledger_url) as ledger:
+    with _open(ledger_url, write=not no_record) as ledger:
         if not replay_every:
             notify = None if as_json else (lambda message: click.echo(message, err=True))
-            results = [replay_run(ledger, str(run_id), notify=notify)]
+            results = [replay_run(ledger, str(run_id), notify=notify, record=not no_record)]
         else:
             run_ids = replayable_runs(ledger, since=since, name=name_pattern)
 
             def progress(done: int, total: int, result: ReplayResult) -> None:
-                click.echo(f"replay {done}/{total}: {result.run_id[:12]} {result.name}: {result.outcome}", err=True)
+                click.echo(plain_text(f"replay {done}/{total}: {result.run_id[:12]} {result.name}: {result.outcome}"),
+                           err=True)
 
-            results = list(replay_all(ledger, run_ids, progress=progress))
+            results = list(replay_all(ledger, run_ids, progress=progress, record=not no_record))
     reproduced = all(r.reproduced for r in results)
     if as_json:
         rows = [_replay_json(r) for r in results]
@@ -463,7 +507,7 @@ def _replay_counts(results: list[ReplayResult]) -> dict[str, int]:
 def _echo_replay(result: ReplayResult) -> None:
     from engine.jsondiff import summarised
     from engine.report import change_text
-    click.echo(f"{result.outcome}: run {result.run_id}: {result.note}")
+    click.echo(plain_text(f"{result.outcome}: run {result.run_id}: {result.note}"))
     lines = summarised(result.changes)
     for change in lines[:50]:
         click.echo(f"  {change_text(change, sides=('recorded', 'replayed'))}")
@@ -487,7 +531,7 @@ def _echo_replay_table(results: list[ReplayResult]) -> None:
             detail = r.note
         else:
             detail = f"environment differs: {', '.join(c.path for c in r.environment)}" if r.environment else ""
-        click.echo(f"{r.run_id[:12]}  {r.name[:28]:<28} {r.outcome:<13} {detail}".rstrip())
+        click.echo(plain_text(f"{r.run_id[:12]}  {r.name[:28]:<28} {r.outcome:<13} {detail}".rstrip()))
     counts = _replay_counts(results)
     click.echo(f"{len(results)} run(s): " + ", ".join(f"{n} {outcome}" for outcome, n in counts.items()))
 
@@ -516,7 +560,8 @@ def show(run_id: str, explain: bool, as_json: bool, ledger_url: str) -> int:
             if as_json:
                 _emit_json({"run_id": row.run_id, "status": "aborted", "abort": abort, "failed_rules": list(rules)})
             else:
-                click.echo(f"{row.name}: ABORTED (profile {row.profile}) run {row.run_id}\n  {abort['reason']}")
+                click.echo(plain_text(f"{row.name}: ABORTED (profile {row.profile}) run {row.run_id}"))
+                click.echo(f"  {plain_text(abort['reason'])}")
                 for rule in rules:
                     click.echo(f"  failed: {rule_text(rule)}")
                 click.echo(f"its decisions: {command_hint('decisions', row.run_id[:12], ledger=ledger_url)}")
@@ -563,7 +608,7 @@ def decisions(run_id: str, kind: str | None, limit: int, after: int, as_json: bo
             click.echo(f'{{"run_id": {json.dumps(full)}, "kind": {json.dumps(kind)}, "decisions": [', nl=False)
         for seq, payload in page:
             if as_json:
-                item = json.dumps({"seq": seq, **payload}, sort_keys=True, ensure_ascii=False)
+                item = json_display(json.dumps({"seq": seq, **payload}, sort_keys=True, ensure_ascii=False))
                 click.echo(("\n  " if last is None else ",\n  ") + item, nl=False)
             else:
                 click.echo(decision_line(seq, payload))
@@ -600,7 +645,8 @@ def list_command(limit: int, as_json: bool, ledger_url: str) -> int:
     if not rows:
         click.echo("no runs recorded yet")
     for r in rows:
-        click.echo(f"{r.run_id[:12]}  {r.recorded_at[:19]}  {(r.verdict or r.status.upper()):<8} {r.profile:<8} {r.name}")
+        click.echo(plain_text(f"{r.run_id[:12]}  {r.recorded_at[:19]}  {(r.verdict or r.status.upper()):<8} "
+                              f"{r.profile:<8} {r.name}"))
     return EXIT_OK
 
 
@@ -618,7 +664,7 @@ def export(run_id: str, output: Path, as_json: bool, ledger_url: str) -> int:
     """
     with _open(ledger_url) as ledger:
         certificate = ledger.certificate(run_id)
-    output.write_text(json.dumps(certificate, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    _write_certificate(certificate, output)
     if as_json:
         _emit_json({"ok": True, "run_id": certificate["issued"]["run_id"], "path": str(output),
                     "certificate_sha256": certificate["content_sha256"]})
@@ -729,27 +775,30 @@ def checkpoint(key_files: tuple[Path, ...], out_file: Path | None, as_json: bool
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="The co-signer's Ed25519 private key (PEM); repeatable. CERTA_KEY_PASSPHRASE opens an "
                    "encrypted key.")
+@click.option("--public-key", "public_key_files", required=True, multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The public key of each signer the checkpoint already carries (repeatable): every existing "
+                   "signature must verify before yours is added.")
 @click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The new checkpoint file with the added signature(s) (never overwritten).")
 @certa_command
-def cosign(checkpoint_file: Path, key_files: tuple[Path, ...], out_file: Path, as_json: bool, ledger_url: str) -> int:
-    """Add your signature to a checkpoint after checking that this ledger has exactly its head and Merkle
-    root (a second pair of eyes: verification can then require both keys).
+def cosign(checkpoint_file: Path, key_files: tuple[Path, ...], public_key_files: tuple[Path, ...], out_file: Path,
+           as_json: bool, ledger_url: str) -> int:
+    """Add your signature to a checkpoint after checking its existing signatures and that this ledger has
+    exactly its head and Merkle root (a second pair of eyes: verification can then require both keys).
 
     \b
     Example:
-      certa cosign audit/2026-11-22.checkpoint --key ~/.certa/officer.key --out audit/2026-11-22.cosigned
+      certa cosign audit/2026-11-22.checkpoint --public-key certa.pub --key ~/.certa/officer.key \\
+          --out audit/2026-11-22.cosigned
     """
     from ledger.bundle import ledger_root_matching
-    from ledger.checkpoint import PAYLOAD_TYPE as CHECKPOINT_TYPE, read_checkpoint_unverified
-    from ledger.dsse import add_signature
+    from ledger.checkpoint import cosign_checkpoint, read_checkpoint_unverified
     text = checkpoint_file.read_bytes()
     claimed = read_checkpoint_unverified(text)
     with _open(ledger_url) as ledger:
         ledger_root_matching(ledger, claimed)
-    envelope = json.loads(text)
-    for private_key in _private_keys(key_files):
-        envelope = add_signature(envelope, private_key, CHECKPOINT_TYPE)
+    envelope = cosign_checkpoint(text, _private_keys(key_files), _public_keys(public_key_files))
     _save_json(envelope, out_file)
     key_ids = [sig["keyid"] for sig in envelope["signatures"]]
     if as_json:
@@ -897,10 +946,10 @@ def verify_bundle_command(bundle_file: Path, public_key_files: tuple[Path, ...],
       certa verify-bundle 3f2a9c01.bundle.json --public-key audit/certa.pub
     """
     from engine.audit import verify_bundle
-    from engine.canonical import parse_json
+    from engine.json_read import parse_document
     try:
         try:
-            bundle = parse_json(bundle_file.read_bytes())
+            bundle = parse_document(bundle_file.read_bytes(), "the bundle")
         except ValueError as error:
             raise LedgerError(f"{bundle_file} is not JSON: {error}") from None
         report = verify_bundle(bundle, _public_keys(public_key_files))
@@ -934,15 +983,24 @@ def keygen(out_dir: Path, name: str, as_json: bool) -> None:
     Example:
       certa keygen --out-dir ~/.certa && certa checkpoint --key ~/.certa/certa.key
     """
+    from ledger.atomic_files import make_folders, write_atomically
     from ledger.dsse import generate_key_pair, key_id, load_public_key
     private_pem, public_pem = generate_key_pair()
-    out_dir.mkdir(parents=True, exist_ok=True)
     private_path, public_path = out_dir / f"{name}.key", out_dir / f"{name}.pub"
-    for path in (private_path, public_path):
-        if path.exists():
-            raise click.ClickException(f"{path} exists; choose another --out-dir or --name")
-    _write_new_file(private_path, private_pem, mode=0o600)
-    _write_new_file(public_path, public_pem, mode=0o644)
+    try:
+        for path in (private_path, public_path):
+            if path.exists():
+                raise OutputError(f"{path} exists; choose another --out-dir or --name")
+        make_folders(out_dir)
+        write_atomically(private_path, private_pem, private=True, overwrite=False, what="the private key")
+        try:
+            write_atomically(public_path, public_pem, overwrite=False, what="the public key")
+        except OutputError:
+            with contextlib.suppress(OSError):
+                private_path.unlink()  # written a moment ago: no half pair is left
+            raise
+    except CertaError as error:
+        _fail(as_json, error)
     fingerprint = key_id(load_public_key(public_pem))
     if as_json:
         _emit_json({"ok": True, "private_key": str(private_path), "public_key": str(public_path),
@@ -953,27 +1011,18 @@ def keygen(out_dir: Path, name: str, as_json: bool) -> None:
 
 
 def _echo_not_verified(problems: tuple[str, ...]) -> None:
-    click.echo(f"NOT VERIFIED: {problems[0]}")
+    click.echo(f"NOT VERIFIED: {plain_text(problems[0])}")
     for problem in problems[1:]:
-        click.echo(f"  also: {problem}")
+        click.echo(f"  also: {plain_text(problem)}")
 
 
 def _save_json(document: Any, out_file: Path | None) -> str:
     """``document`` as indented JSON text, also written to ``out_file`` (a new file) when given."""
     text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     if out_file is not None:
-        _write_new_file(out_file, text.encode("utf-8"), mode=0o644)
+        from ledger.atomic_files import write_atomically
+        write_atomically(out_file, text.encode("utf-8"), overwrite=False)
     return text
-
-
-def _write_new_file(path: Path, data: bytes, *, mode: int) -> None:
-    """Create ``path`` exclusively (never overwrite) with permissions ``mode``."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    except FileExistsError:
-        raise click.ClickException(f"{path} exists; it is never overwritten") from None
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
 
 
 @main.command("batch")
@@ -1042,7 +1091,7 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
         for row in report.rows:
             outcome = row.verdict or row.status.upper()
             note = f"  {row.error}" if row.error else ("  already recorded" if row.status == "already recorded" else "")
-            click.echo(f"  {row.spec:<{width}}  {row.run_id or '-':<32}  {outcome:<7}{note}")
+            click.echo(plain_text(f"  {row.spec:<{width}}  {row.run_id or '-':<32}  {outcome:<7}{note}"))
             for rule in row.failed_rules:
                 click.echo(f"  {'':<{width}}  failed: {rule_text(rule)}")
     return report.exit_code
@@ -1076,9 +1125,8 @@ def report(run_id: str, output: Path, force: bool, as_json: bool, ledger_url: st
     with _open(ledger_url) as ledger:
         data = gather_report(ledger, run_id)
     body = render_report(data).encode("utf-8")
-    temporary = output.with_name(f".{output.name}.{os.getpid()}.tmp")
-    temporary.write_bytes(body)
-    os.replace(temporary, output)
+    from ledger.atomic_files import write_atomically
+    write_atomically(output, body, overwrite=force, what="the report")
     digest = hashlib.sha256(body).hexdigest()
     if as_json:
         _emit_json({"ok": True, "file": str(output), "sha256": digest, "run_id": data.run_id})
@@ -1166,7 +1214,7 @@ def review(run_id: str, reviewer: str, decision: str, note: str, key_files: tupl
     from engine.reviews import review_payload
 
     private_keys = _private_keys(key_files)
-    with _open(ledger_url) as ledger:
+    with _open(ledger_url, write=True) as ledger:
         full = ledger.resolve_run_id(run_id)
         certificate = ledger.certificate(full) if ledger.run(full).status == "completed" else None
         payload = review_payload(reviewer=reviewer, decision=decision, note=note, certificate=certificate,
@@ -1195,7 +1243,7 @@ def migrate(as_json: bool, ledger_url: str) -> int:
       certa migrate
       certa migrate --ledger postgresql+psycopg://certa@db.example.org/ledger --json
     """
-    with _open(ledger_url) as ledger:
+    with _open(ledger_url, write=True) as ledger:
         done = ledger.migrate()
         where = ledger.location
     if as_json:

@@ -20,6 +20,7 @@ the subjects are exactly the certificate's digests, and optionally local files a
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,8 +30,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from ledger.dsse import open_envelope, seal_envelope
 
 from .audit import check_certificate
-from .canonical import canonical_bytes, parse_json
+from .canonical import canonical_bytes
 from .errors import LedgerIntegrityError
+from .json_read import parse_document
 
 __all__ = ["STATEMENT_TYPE", "PREDICATE_TYPE", "PAYLOAD_TYPE", "AttestationReport", "certificate_statement",
            "attest_certificate", "verify_attestation"]
@@ -73,23 +75,38 @@ class AttestationReport:
         return not self.problems
 
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _subjects(found: Any) -> list[tuple[str, str]]:
+    """(name, sha256) of each subject of a statement, which must be a list of ``{"name": str, "digest": {"sha256":
+    64 lowercase hex}}``; another shape raises ``LedgerIntegrityError``."""
+    subjects = []
+    for subject in found if type(found) is list else [None]:
+        digest = subject.get("digest") if type(subject) is dict else None
+        name, sha = (subject.get("name"), digest.get("sha256")) if type(digest) is dict else (None, None)
+        if type(name) is not str or type(sha) is not str or not _SHA256.fullmatch(sha):
+            raise LedgerIntegrityError("the statement's subject is not a list of {name, digest: {sha256}} with "
+                                       "string names and SHA-256 digests (64 lowercase hex digits)")
+        subjects.append((name, sha))
+    return subjects
+
+
 def verify_attestation(envelope_text: str | bytes, public_keys: Sequence[Ed25519PublicKey], *,
                        files: Mapping[str, bytes] | None = None) -> AttestationReport:
     """Verify an attestation (see module docstring); ``files`` maps a label to bytes that must each be one
     of the subjects. Signature failures raise ``LedgerIntegrityError``; the rest is listed in ``problems``."""
     payload, key_ids = open_envelope(envelope_text, PAYLOAD_TYPE, public_keys)
     try:
-        statement = parse_json(payload)
-        certificate = statement["predicate"]
-        subjects = [(str(s["name"]), str(s["digest"]["sha256"])) for s in statement["subject"]]
-        well_formed = (statement.get("_type") == STATEMENT_TYPE and statement.get("predicateType") == PREDICATE_TYPE
-                       and isinstance(certificate, dict))
-    except (ValueError, KeyError, TypeError) as error:
-        raise LedgerIntegrityError(f"the signed payload is not an in-toto statement ({type(error).__name__}: "
-                                   f"{error})") from None
-    if not well_formed:
-        raise LedgerIntegrityError(f"the signed payload is not a {STATEMENT_TYPE} statement of predicate type "
-                                   f"{PREDICATE_TYPE}")
+        statement = parse_document(payload, "the signed statement")
+    except ValueError as error:
+        raise LedgerIntegrityError(f"the signed payload is not an in-toto statement ({error})") from None
+    if type(statement) is not dict or statement.get("_type") != STATEMENT_TYPE \
+            or statement.get("predicateType") != PREDICATE_TYPE or type(statement.get("predicate")) is not dict:
+        raise LedgerIntegrityError(f"the signed payload is not an in-toto statement ({STATEMENT_TYPE}) of predicate "
+                                   f"type {PREDICATE_TYPE} with a certificate as its predicate")
+    certificate = statement["predicate"]
+    subjects = _subjects(statement.get("subject"))
     problems = [f"certificate: {message}" for message in check_certificate(certificate)]
     if not problems:
         expected = [(s["name"], s["digest"]["sha256"]) for s in certificate_statement(certificate)["subject"]]

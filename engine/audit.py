@@ -6,7 +6,8 @@ certificate's schema, digests and the method identities its stage types declare 
 ``display_ci == exp(ci)`` for paired ratios). ``replay`` re-executes a stored run from the ledger alone
 (spec text, stored input bytes, captured tables, seed) with the stage versions the run recorded, and
 compares the results (``engine.certificate.results_of``: the content without its environment stamp) byte
-for byte; library versions that differ are reported as information. Every replay is itself recorded.
+for byte; library versions that differ are reported as information. Every replay is itself recorded, unless
+asked not to (``record=False``: a ledger opened read-only, e.g. on read-only media, is replayed that way).
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ class ReplayResult:
     environment: tuple[FieldChange, ...]
     note: str
     entry_seq: int | None
-    """The ledger entry that records this replay (None: not recorded, the run failed an integrity check)."""
+    """The ledger entry that records this replay (None: not recorded, by request or because the run failed an
+    integrity check)."""
 
     @property
     def reproduced(self) -> bool:
@@ -181,8 +183,10 @@ def reexecute(ledger: Ledger, run_id: str, recorded: Mapping[str, Any], notify: 
                    notify=notify)
 
 
-def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None) -> ReplayResult:
-    """Re-execute a stored run from the ledger alone and compare its results; records the replay.
+def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None, record: bool = True) -> ReplayResult:
+    """Re-execute a stored run from the ledger alone and compare its results; records the replay unless
+    ``record`` is false (then nothing is written, ``entry_seq`` is None, and the ledger may be read-only or
+    at an older schema).
 
     REPRODUCED when ``results_sha256`` of the new content equals the recorded one (computed from the
     recorded content for format-1 certificates, which carry no ``results_sha256``). A run this certa
@@ -191,7 +195,8 @@ def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None) -> Repl
     has no certificate.
     """
     full = ledger.resolve_run_id(run_id)
-    ledger.require_writable()  # the replay is recorded: an old-schema ledger needs 'certa migrate' first
+    if record:
+        ledger.require_writable()  # the replay is recorded: an old-schema ledger needs 'certa migrate' first
     row = ledger.run(full)
     if row.status != "completed":
         raise LedgerError(f"run {full} was {row.status}: it has no certificate to reproduce")
@@ -222,7 +227,7 @@ def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None) -> Repl
             outcome = DIVERGED
             changes = tuple(json_diff(results_of(recorded["content"]), results_of(content)))
             note = f"{len(changes)} result field(s) differ" + _divergence_hint(recorded)
-    seq = ledger.record_note(full, "replay", {
+    seq = None if not record else ledger.record_note(full, "replay", {
         "outcome": outcome, "recorded_sha256": recorded_results, "replayed_sha256": replayed_sha,
         "compared": "results_sha256", "note": note, "platform": computing_platform(),
         "changes": [{"path": c.path, "recorded": c.before, "replayed": c.after} for c in changes[:200]],
@@ -249,14 +254,16 @@ def replayable_runs(ledger: Ledger, *, since: str | None = None, name: str | Non
 
 
 def replay_all(ledger: Ledger, run_ids: Sequence[str], *,
-               progress: Callable[[int, int, ReplayResult], None] | None = None) -> Iterator[ReplayResult]:
-    """Replay each run in ``run_ids`` (recording each replay), yielding results as they complete;
-    ``progress(done, total, result)`` after each. A run whose stored records fail an integrity check is
-    CANNOT REPLAY (not recorded), and the batch goes on."""
-    ledger.require_writable()
+               progress: Callable[[int, int, ReplayResult], None] | None = None,
+               record: bool = True) -> Iterator[ReplayResult]:
+    """Replay each run in ``run_ids`` (recording each replay, unless ``record`` is false), yielding results as
+    they complete; ``progress(done, total, result)`` after each. A run whose stored records fail an integrity
+    check is CANNOT REPLAY (not recorded), and the batch goes on."""
+    if record:
+        ledger.require_writable()
     for done, run_id in enumerate(run_ids, start=1):
         try:
-            result = replay(ledger, run_id)
+            result = replay(ledger, run_id, record=record)
         except LedgerIntegrityError as error:
             result = ReplayResult(run_id=run_id, name=ledger.run(run_id).name, outcome=CANNOT_REPLAY,
                                   recorded_sha256=None, replayed_sha256=None, changes=(), environment=(),

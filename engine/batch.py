@@ -28,17 +28,21 @@ Data flow (one writer, so SQLite works as well as PostgreSQL)::
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ledger.location import masked_ledger
+
 from .batch_ledger import BATCH_DECISION, LedgerSnapshot, batch_run_ids, idempotency_key, ledger_references, run_id_for_key
 from .batch_worker import InputBlob, WorkerResult, compute_run
 from .canonical import canonical_sha256, sha256_hex
 from .certificate import seal
 from .errors import CertaError, InputError, LedgerError, SpecError
+from .input_limits import InputLimits, read_input_file
 from .interpreter import Execution, RunDecisions, run_warnings
 from .junit import JUnitSuite, run_suite
 from .report import failed_rules, recorded_abort
@@ -91,15 +95,13 @@ def read_inputs(plan: Plan, input_paths: Mapping[str, Path] | None = None) -> di
     """Read and hash every declared input of ``plan``, from ``input_paths[name]`` where given (``certa batch
     --input``) or the spec's path (a pinned SHA-256 is checked here, like ``load_tables``)."""
     inputs = {}
+    limits = InputLimits.from_env()
     for name, declared in plan.inputs.items():
         path = Path((input_paths or {}).get(name, declared.path))
-        try:
-            raw = path.read_bytes()
-        except OSError as exc:
-            raise InputError(f"input '{name}': cannot read {path}: {exc.strerror}") from None
         fmt = declared.fmt or format_for_path(path)
         if fmt not in FORMATS:
             raise InputError(f"input '{name}': unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+        raw = read_input_file(name, path, fmt, limits)  # a regular file within the limits, as certa run reads it
         sha = sha256_hex(raw)
         if declared.sha256 is not None and declared.sha256 != sha:
             raise InputError(f"input '{name}': SHA-256 is {sha} but the spec pins {declared.sha256}; "
@@ -306,6 +308,23 @@ def _record(ledger: Ledger, batch_id: str, item: BatchSpec, result: WorkerResult
 # --------------------------------------------------------------------------------------------- running
 
 
+_SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+_SCHEDULER_ADDRESS = re.compile(r"(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:/@\[\]]+)"
+                                r":(?P<port>[0-9]{1,5})/?")
+
+
+def _check_scheduler_address(address: str) -> None:
+    """Raise ``CertaError`` (one line) unless ``address`` is a Dask scheduler address, ``[SCHEME://]HOST:PORT``
+    with a scheme Dask connects over (tcp when none is given) and a port from 1 to 65535; checked before any
+    work, so that a typo is not a traceback from deep inside Dask."""
+    found = _SCHEDULER_ADDRESS.fullmatch(address.strip())
+    scheme = (found and found["scheme"] or "tcp").lower()
+    if found is None or scheme not in _SCHEDULER_SCHEMES or not 0 < int(found["port"]) < 65536:
+        raise CertaError(f"--scheduler {masked_ledger(address)!r} is not a Dask scheduler address: give "
+                         f"tcp://HOST:PORT (or {', '.join(f'{s}://' for s in _SCHEDULER_SCHEMES[1:])}), e.g. "
+                         "tcp://10.0.0.5:8786")
+
+
 def _open_client(scheduler: str | None, workers: int, memory_limit: str | None) -> tuple[Any, Any]:
     """A ``distributed.Client`` on ``scheduler``, or on a new ``LocalCluster`` of ``workers`` processes."""
     try:
@@ -334,6 +353,8 @@ def run_batch(paths: Sequence[str | Path], *, ledger: Ledger, scheduler: str | N
     """
     started = time.monotonic()
     say = notify or (lambda message: None)
+    if scheduler and client is None:
+        _check_scheduler_address(scheduler)
     ledger.require_writable()
     batch, specs = prepare_batch(discover_specs(paths), batch_id=batch_id, input_paths=input_paths)
     say(f"batch {batch}: {len(specs)} spec(s)")

@@ -7,6 +7,8 @@
     ├── InputError                  an input table is missing, unreadable, mis-pinned or malformed
     ├── StageError                  a stage's data cannot support its method (e.g. fewer than 2 pairs)
     ├── ProfileAbort        exit 3  a profile rule (ci / release floors, pairing) stopped the run; recorded
+    ├── OutputError                 a file certa was asked to write cannot be written (nothing partial is left)
+    │   └── RecordedOutputError exit 4  ... after ``certa run`` recorded the run: do not run it again
     ├── LedgerError                 the ledger cannot be opened or written, or a run id is unknown
     │   └── LedgerIntegrityError exit 1  verify found an edited, deleted or reordered entry
     └── ReplayDivergence    exit 1  a replay produced a different certificate
@@ -22,6 +24,8 @@ __all__ = [
     "InputError",
     "StageError",
     "ProfileAbort",
+    "OutputError",
+    "RecordedOutputError",
     "LedgerError",
     "LedgerIntegrityError",
     "ReplayDivergence",
@@ -70,6 +74,19 @@ class ProfileAbort(CertaError):
         self.stage_id = stage_id
         self.decisions = decisions  # the aborting stage's decisions (engine.stages.Decision), recorded too
         self.run_id: str | None = None
+
+
+class OutputError(CertaError):
+    """A file certa was asked to write (certificate, key, checkpoint, bundle, report, site page) cannot be
+    written: the message names the path and the system's reason. Nothing partial is left behind and, except
+    for ``RecordedOutputError``, nothing was recorded: fix the cause and run the same command again."""
+
+
+class RecordedOutputError(OutputError):
+    """``certa run`` recorded the run, then could not write its output file: the message names the run id
+    and the ``certa export`` command that writes the file again. Running the spec again would record it twice."""
+
+    exit_code: ClassVar[int] = 4
 
 
 class LedgerError(CertaError):

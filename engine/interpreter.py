@@ -21,6 +21,7 @@ from .report import format_value
 from .certificate import CONTENT_FORMAT, library_versions, seal
 from .errors import InputError, ProfileAbort, SpecError, StageError
 from .gates import evaluate_gate
+from .input_limits import InputLimits, read_input_file
 from .metric_paths import KeyColumn, closest, format_steps, key_column, key_values, parse_metric
 from .seeds import DERIVATION, stage_generator, stage_seed_record
 from .spec import Plan, load_plan
@@ -140,12 +141,15 @@ class AbortedExecution(Exception):
 
 
 def load_tables(plan: Plan, *, inputs: Mapping[str, Columns | Table] | None = None,
-                input_paths: Mapping[str, str | Path] | None = None) -> dict[str, Table]:
+                input_paths: Mapping[str, str | Path] | None = None,
+                limits: InputLimits | None = None) -> dict[str, Table]:
     """Load every declared input: in-memory ``inputs`` first, then ``input_paths``, then the spec's paths.
 
     A pinned ``sha256`` is checked whatever the source. Unknown names in ``inputs``/``input_paths`` are
-    a ``SpecError``.
+    a ``SpecError``. Files are read and parsed within ``limits`` (default ``InputLimits.from_env()``: the
+    ``CERTA_INPUT_LIMITS`` setting); only regular files are read.
     """
+    limits = limits or InputLimits.from_env()
     inputs = dict(inputs or {})
     input_paths = dict(input_paths or {})
     for name in list(inputs) + list(input_paths):
@@ -156,16 +160,13 @@ def load_tables(plan: Plan, *, inputs: Mapping[str, Columns | Table] | None = No
     for name, declared in plan.inputs.items():
         if name in inputs:
             given = inputs[name]
-            table = given if isinstance(given, Table) else table_from_columns(name, given)
+            table = given if isinstance(given, Table) else table_from_columns(name, given, limits)
             if table.name != name:
                 table = Table(name=name, columns=table.columns, sha256=table.sha256, fmt=table.fmt, raw=table.raw)
         else:
             path = Path(input_paths.get(name, declared.path))
-            try:
-                raw = path.read_bytes()
-            except OSError as exc:
-                raise InputError(f"input '{name}': cannot read {path}: {exc.strerror}") from None
-            table = parse_table(name, raw, declared.fmt or format_for_path(path))
+            fmt = declared.fmt or format_for_path(path)
+            table = parse_table(name, read_input_file(name, path, fmt, limits), fmt, limits)
         if declared.sha256 is not None and declared.sha256 != table.sha256:
             raise InputError(f"input '{name}': SHA-256 is {table.sha256} but the spec pins {declared.sha256}; "
                              "the data changed since the spec was written: check it, then update the pin")

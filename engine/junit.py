@@ -21,10 +21,10 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
-from .errors import CertaError
+from ledger.atomic_files import write_atomically
+
 from .gates import gate_display
 from .report import rule_text
 
@@ -136,17 +136,6 @@ def junit_bytes(suites: Sequence[JUnitSuite], *, name: str = "certa") -> bytes:
 
 
 def write_junit(path: str | os.PathLike[str], suites: Sequence[JUnitSuite]) -> None:
-    """Write the JUnit XML of ``suites`` to ``path`` atomically: a temporary file in the same folder, flushed to
-    disk, then renamed over ``path``. A ``CertaError`` says why it cannot be written."""
-    target = Path(path)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        with open(temporary, "wb") as handle:
-            handle.write(junit_bytes(suites))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
-    except OSError as error:
-        raise CertaError(f"cannot write the JUnit report {target}: {error.strerror}") from None
-    finally:
-        temporary.unlink(missing_ok=True)
+    """Write the JUnit XML of ``suites`` to ``path`` atomically (``ledger.atomic_files``); an ``OutputError``
+    says why it cannot be written."""
+    write_atomically(path, junit_bytes(suites), what="the JUnit report")

@@ -5,6 +5,9 @@
 Formatting of stored records (the report: identity (run, hashes, seed, profile), inputs, each stage's own
 Markdown (``StageType.render_markdown``), the gates and the library versions), and two readers that stream a
 run's recorded decisions from the ledger. Nothing is recomputed.
+
+Every recorded string is shown through ``engine.display_text``: the Markdown report escapes it for Markdown
+and HTML, the one-line texts (decisions, changes, failed rules) lose control and bidi characters.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .canonical import to_jsonable
 from .certificate import results_sha256
+from .display_text import markdown_code, markdown_strings, markdown_text, plain_text
 from .explain import how_to_read
 from .gates import gate_display
 from .jsondiff import ArrayChange, FieldChange
@@ -51,7 +55,7 @@ def failed_rules(decisions: Iterable[Decision]) -> tuple[dict[str, Any], ...]:
 
 def rule_text(rule: Mapping[str, Any]) -> str:
     """``rule = value, required required`` for a failed rule of ``failed_rules``."""
-    return f"{rule['rule']} = {format_value(rule['value'])}, required {format_value(rule['required'])}"
+    return plain_text(f"{rule['rule']} = {format_value(rule['value'])}, required {format_value(rule['required'])}")
 
 
 def recorded_decisions(ledger: Ledger, run_id: str, *, kind: str | None = None,
@@ -96,9 +100,10 @@ def recorded_abort(ledger: Ledger, run_id: str) -> tuple[dict[str, Any], tuple[d
 
 
 def decision_line(seq: int, payload: Mapping[str, Any]) -> str:
-    """One decision on one line: seq, stage (``gates`` for a gate), kind and its detail as compact JSON."""
+    """One decision on one line: seq, stage (``gates`` for a gate), kind and its detail as compact JSON
+    (``plain_text``: no control or bidi characters)."""
     detail = json.dumps(payload.get("detail"), sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
-    return f"{seq:>8}  {payload.get('stage') or 'gates':<16} {payload.get('kind', '?'):<20} {detail}"
+    return plain_text(f"{seq:>8}  {payload.get('stage') or 'gates':<16} {payload.get('kind', '?'):<20} {detail}")
 
 
 def array_change_text(change: ArrayChange) -> str:
@@ -110,16 +115,17 @@ def array_change_text(change: ArrayChange) -> str:
 
 def change_text(change: FieldChange | ArrayChange, *, sides: tuple[str, str] = ("", "")) -> str:
     """A change on one line: ``path: A -> B`` (``sides`` name them: ``path: recorded A -> replayed B``), or
-    ``path: N elements differ, the largest by X at [i]`` for an ``ArrayChange``."""
+    ``path: N elements differ, the largest by X at [i]`` for an ``ArrayChange`` (``plain_text``: no control
+    or bidi characters)."""
     if isinstance(change, ArrayChange):
-        return f"{change.path}: {array_change_text(change)}"
+        return plain_text(f"{change.path}: {array_change_text(change)}")
     before, after = (f"{side} " if side else "" for side in sides)
-    return f"{change.path}: {before}{format_value(change.before)} -> {after}{format_value(change.after)}"
+    return plain_text(f"{change.path}: {before}{format_value(change.before)} -> {after}{format_value(change.after)}")
 
 
 def _generic_outputs(outputs: Mapping[str, Any]) -> list[str]:
     rows = ["| output | value |", "|---|---|"]
-    rows += [f"| `{key}` | {format_value(value)} |" for key, value in outputs.items()]
+    rows += [f"| {markdown_code(key)} | {markdown_text(format_value(value))} |" for key, value in outputs.items()]
     return rows
 
 
@@ -132,52 +138,57 @@ def certificate_markdown(certificate: Mapping[str, Any], *, explain: bool = Fals
     content = certificate["content"]
     issued = certificate["issued"]
     spec = content["spec"]
+    text, code = markdown_text, markdown_code  # every recorded string is shown escaped (engine.display_text)
     lines = [
-        f"# {spec['name']}: {content['verdict']}",
+        f"# {text(spec['name'])}: {text(content['verdict'])}",
         "",
-        spec["description"].strip() if spec["description"] else "",
+        text(spec["description"].strip(), newlines=True) if spec["description"] else "",
         "",
         "| | |",
         "|---|---|",
-        f"| run | `{issued['run_id']}` |",
-        f"| issued | {issued['time_utc']} by {issued['user']} on {issued['host']} |",
-        f"| content_sha256 | `{certificate['content_sha256']}` |",
-        f"| results_sha256 | `{results_sha256(content)}` |",
-        f"| knobs_hash | `{content['knobs_hash']}` |",
-        f"| spec sha256 | `{spec['sha256']}` |",
-        f"| profile | {spec['profile']} |",
-        f"| seed | {content['seed']['root']} |",
+        f"| run | {code(issued['run_id'])} |",
+        f"| issued | {text(issued['time_utc'])} by {text(issued['user'])} on {text(issued['host'])} |",
+        f"| content_sha256 | {code(certificate['content_sha256'])} |",
+        f"| results_sha256 | {code(results_sha256(content))} |",
+        f"| knobs_hash | {code(content['knobs_hash'])} |",
+        f"| spec sha256 | {code(spec['sha256'])} |",
+        f"| profile | {text(spec['profile'])} |",
+        f"| seed | {text(content['seed']['root'])} |",
         "",
-        *([f"## Warnings ({len(warnings)})", "", *(f"- {line}" for line in warnings), ""] if warnings else []),
+        *([f"## Warnings ({len(warnings)})", "", *(f"- {text(line)}" for line in warnings), ""] if warnings else []),
         "## Inputs",
         "",
         "| input | rows | format | sha256 |",
         "|---|---:|---|---|",
     ]
-    lines += [f"| {i['name']} | {i['rows']} | {i['format']} | `{i['sha256']}` |" for i in content["inputs"]]
+    lines += [f"| {text(i['name'])} | {text(i['rows'])} | {text(i['format'])} | {code(i['sha256'])} |"
+              for i in content["inputs"]]
     for item in content.get("captured", []):
-        lines.append(f"| {item['name']} (captured by stage {item['stage']}) | {item['rows']} | csv | `{item['sha256']}` |")
+        lines.append(f"| {text(item['name'])} (captured by stage {text(item['stage'])}) | {text(item['rows'])} | csv "
+                     f"| {code(item['sha256'])} |")
     stage_uses = {s["id"]: (s["use"], s["version"]) for s in content["knobs"]["stages"]}
     for stage_id, outputs in content["stages"].items():
         use, version = stage_uses.get(stage_id, ("?", "?"))
         stage_type = REGISTRY.find(use, version)
-        lines += ["", f"## Stage `{stage_id}` ({use} v{version})", ""]
+        lines += ["", f"## Stage {code(stage_id)} ({text(use)} v{text(version)})", ""]
+        shown = markdown_strings(outputs)  # the stages' renderers place output strings into Markdown as they are
         if explain:
-            for paragraph in how_to_read(use, outputs):
+            for paragraph in how_to_read(use, shown):
                 lines += [paragraph, ""]
         if stage_type is not None and stage_type.render_markdown is not None:
-            lines += stage_type.render_markdown(outputs).splitlines()
+            lines += plain_text(stage_type.render_markdown(shown), newlines=True).splitlines()
         else:
             lines += _generic_outputs(outputs)
     lines += ["", "## Gates", ""]
     if content["gates"]:
         lines += ["| gate | metric | value | threshold | result |", "|---|---|---|---|---|"]
         for gate in content["gates"]:
-            shown = gate_display(gate)
-            lines.append(f"| {gate['id']} | `{gate['metric']}` | {shown['value']} | {shown['threshold']} | "
-                         f"{'PASS' if gate['passed'] else '**FAIL**'}: {shown['reason']} |")
+            shown_gate = gate_display(gate)
+            lines.append(f"| {text(gate['id'])} | {code(gate['metric'])} | {text(shown_gate['value'])} | "
+                         f"{text(shown_gate['threshold'])} | {'PASS' if gate['passed'] else '**FAIL**'}: "
+                         f"{text(shown_gate['reason'])} |")
     else:
         lines.append("No gates: the verdict is PASS by default.")
     versions = ", ".join(f"{k} {v}" for k, v in sorted(content["versions"].items()))
-    lines += ["", f"_Library versions: {versions}._", ""]
+    lines += ["", f"_Library versions: {text(versions)}._", ""]
     return "\n".join(lines)

@@ -25,6 +25,12 @@ only) and reviews recorded without ``--key`` are valid unsigned reviews.
 ``check_review`` finds a signed review valid when every signature verifies against its embedded key and the
 signed statement names exactly the entry's reviewer, decision and note and the certificate digests of the
 run the entry belongs to (a signed review copied to another run, or an edited note, is refused).
+
+The chain order of a run's signed reviews must agree with their signing order, per key: a valid review
+signed *before* an earlier entry of the same run by one of its keys (``ReviewRecord.out_of_order``) is a
+problem naming both entries, and while a key has such a review on a run it approves nothing there
+(``approval_by``). Whoever writes the database without the keys cannot reorder, or copy forward, signed
+reviews (e.g. an approval after a later rejection) unnoticed; deleting a review needs a checkpoint to expose.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import base64
 import binascii
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -46,6 +52,7 @@ from ledger.dsse import envelope_payload_unverified, key_id, open_envelope, seal
 from .canonical import canonical_bytes
 from .certificate import results_sha256
 from .errors import CertaError, LedgerError
+from .json_read import parse_document
 
 __all__ = ["PAYLOAD_TYPE", "DECISIONS", "ReviewCheck", "ReviewRecord", "MissingApproval", "certificate_digests",
            "review_payload", "check_review", "reviews_of", "ledger_reviews", "review_problems", "approval_by",
@@ -132,6 +139,8 @@ def _signatures(envelope: Any, public_keys: Any) -> tuple[tuple[str, ...], bytes
         payload, _ = open_envelope(json.dumps(dict(envelope)), PAYLOAD_TYPE, keys)
     except CertaError as error:
         return ids, None, [f"signature: {error}"]
+    except RecursionError:  # json.dumps of a stored envelope nested too deeply to be one
+        return ids, None, ["the signature is not a DSSE envelope (nested too deeply)"]
     return ids, payload, []
 
 
@@ -156,9 +165,10 @@ def check_review(payload: Mapping[str, Any], certificate: Mapping[str, Any] | No
     problems += signature_problems
     body: Any = None
     try:  # read the statement even when a signature fails, to say what else differs
-        body = json.loads(verified if verified is not None else
-                          envelope_payload_unverified(json.dumps(payload.get("signature")), PAYLOAD_TYPE))
-    except (CertaError, ValueError, TypeError):
+        body = parse_document(verified if verified is not None else
+                              envelope_payload_unverified(json.dumps(payload.get("signature")), PAYLOAD_TYPE),
+                              "the signed review statement")
+    except (CertaError, ValueError, TypeError, RecursionError):
         pass
     matches = False
     signed_at = None
@@ -183,7 +193,12 @@ class ReviewRecord:
     """One review of a run, as a report shows it. ``signature_valid`` is ``ReviewCheck.valid`` (None when
     unsigned): the signatures verify against the keys embedded in the review AND the signed statement is
     this entry's and this run's certificate's; it says nothing about whether a signer is trusted (compare
-    ``key_ids`` with keys you hold). ``key_id`` is the first signer's; ``problem`` joins the problems."""
+    ``key_ids`` with keys you hold). ``key_id`` is the first signer's; ``problem`` joins the problems.
+    ``signed_at`` is the signed statement's time (None when unsigned). ``out_of_order`` is the seq of an
+    earlier review of the same run, valid and signed by one of this review's keys, that was signed *after*
+    this one: the chain order contradicts the signing order, as when two signed reviews
+    are swapped and the chain recomputed; such a review is a problem, and its keys approve nothing on that
+    run (``approval_by``)."""
 
     seq: int
     recorded_at: str
@@ -195,6 +210,8 @@ class ReviewRecord:
     key_id: str | None
     key_ids: tuple[str, ...]
     problem: str | None
+    signed_at: str | None = None
+    out_of_order: int | None = None
 
 
 def _run_certificate(ledger: Ledger, run_id: str) -> Mapping[str, Any] | None:
@@ -205,7 +222,54 @@ def _run_certificate(ledger: Ledger, run_id: str) -> Mapping[str, Any] | None:
     return certificate if isinstance(certificate, Mapping) else None
 
 
+def _signing_time(signed_at: str | None) -> datetime | None:
+    """A signed statement's ``signed_at`` as an aware UTC time (None when absent or not a time)."""
+    text = str(signed_at)
+    try:  # Python 3.10's fromisoformat does not read a trailing 'Z'
+        when = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        return None
+    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when
+
+
+class _SigningOrder:
+    """The signing order of a ledger's valid signed reviews, fed in chain order: per run and key, the review
+    signed latest so far. A review signed before such an earlier entry by one of its keys is out of order."""
+
+    def __init__(self) -> None:
+        self._latest: dict[tuple[str, str], tuple[datetime, ReviewRecord]] = {}
+
+    def place(self, run_id: str, record: ReviewRecord) -> ReviewRecord:
+        """``record`` (the next review of ``run_id`` in chain order), with ``out_of_order`` and a problem
+        when an earlier entry of the run by one of its keys was signed after it."""
+        when = _signing_time(record.signed_at)
+        if not record.signature_valid or when is None:
+            return record
+        contradicted: tuple[str, ReviewRecord] | None = None
+        for kid in record.key_ids:
+            seen = self._latest.get((run_id, kid))
+            if seen is None or when >= seen[0]:
+                self._latest[(run_id, kid)] = (when, record)
+            elif contradicted is None:
+                contradicted = kid, seen[1]
+        if contradicted is None:
+            return record
+        kid, later = contradicted
+        message = (f"signed at {record.signed_at} by key {kid[:16]}…, before entry {later.seq} (signed at "
+                   f"{later.signed_at} by the same key), which precedes it in the chain: the chain order "
+                   "contradicts the signing order (reviews reordered or copied?)")
+        return replace(record, out_of_order=later.seq,
+                       problem="; ".join(p for p in (record.problem, message) if p))
+
+
 def _records(entries: Iterable[Any], certificate_of: Any) -> Iterable[tuple[Any, ReviewRecord]]:
+    """Each review entry (in chain order) with its checked ``ReviewRecord``, its signing order included."""
+    order = _SigningOrder()
+    for entry, record in _checked_records(entries, certificate_of):
+        yield entry, order.place(entry.run_id, record)
+
+
+def _checked_records(entries: Iterable[Any], certificate_of: Any) -> Iterable[tuple[Any, ReviewRecord]]:
     for entry in entries:
         try:
             payload = entry.data()
@@ -221,7 +285,8 @@ def _records(entries: Iterable[Any], certificate_of: Any) -> Iterable[tuple[Any,
                                   reviewer=str(payload.get("reviewer", "")), decision=str(payload.get("decision", "")),
                                   note=str(payload.get("note", "")), signed=check.signed,
                                   signature_valid=check.valid, key_id=check.key_ids[0] if check.key_ids else None,
-                                  key_ids=check.key_ids, problem="; ".join(check.problems) or None)
+                                  key_ids=check.key_ids, problem="; ".join(check.problems) or None,
+                                  signed_at=check.signed_at)
 
 
 def reviews_of(ledger: Ledger, run_id: str) -> list[ReviewRecord]:
@@ -250,8 +315,9 @@ def _all_records(ledger: Ledger, run_id: str | None) -> Iterable[tuple[Any, Revi
 
 def review_problems(ledger: Ledger, *, run_id: str | None = None) -> list[Problem]:
     """A ``Problem`` for every review (of ``run_id``, or of every run) that fails ``check_review``: a signature
-    that does not verify, a signed statement that is not the entry's or its run's, a malformed payload.
-    Unsigned reviews are not problems."""
+    that does not verify, a signed statement that is not the entry's or its run's, a malformed payload; or
+    that is recorded out of its signing order (``ReviewRecord.out_of_order``, the message names both
+    entries). Unsigned reviews are not problems."""
     return [Problem(f"entry {entry.seq} (review, run {entry.run_id})", f"review: {record.problem}", entry.seq,
                     entry.run_id)
             for entry, record in _all_records(ledger, run_id) if record.problem is not None]
@@ -260,9 +326,13 @@ def review_problems(ledger: Ledger, *, run_id: str | None = None) -> list[Proble
 def approval_by(records: Sequence[ReviewRecord], trusted_key_id: str) -> ReviewRecord | None:
     """The review that approves a run for ``trusted_key_id``: the newest valid signed review by that key
     whose decision is ``approved`` or ``rejected`` is the key's decision (comments do not count); it is
-    returned if it approves, else None."""
-    decisions = [r for r in records if r.signature_valid and trusted_key_id in r.key_ids
-                 and r.decision in ("approved", "rejected")]
+    returned if it approves, else None. When any valid review signed by that key is recorded out of its
+    signing order (``ReviewRecord.out_of_order``: reviews reordered or copied), the chain order cannot tell
+    its decision, and the key approves nothing."""
+    mine = [r for r in records if r.signature_valid and trusted_key_id in r.key_ids]
+    if any(r.out_of_order is not None for r in mine):
+        return None
+    decisions = [r for r in mine if r.decision in ("approved", "rejected")]
     if decisions and decisions[-1].decision == "approved":
         return decisions[-1]
     return None
@@ -292,7 +362,11 @@ def unapproved_runs(ledger: Ledger, trusted_keys: Sequence[Ed25519PublicKey], *,
             if approval_by(records, kid) is not None:
                 continue
             mine = [r for r in records if kid in r.key_ids and r.decision in ("approved", "rejected")]
-            if any(r.signature_valid for r in mine):
+            disordered = [r for r in records if r.signature_valid and kid in r.key_ids and r.out_of_order is not None]
+            if disordered:
+                reason = (f"its reviews are recorded out of signing order (entry {disordered[0].seq} after entry "
+                          f"{disordered[0].out_of_order}, which one of its keys signed later)")
+            elif any(r.signature_valid for r in mine):
                 reason = "its newest signed decision by this key is 'rejected'"
             elif mine:
                 reason = "the reviews signed by this key do not verify"

@@ -359,7 +359,10 @@ def _resolve_input_path(name: str, raw_path: str, base_dir: Path | None, source:
         raise SpecError("absolute paths are not allowed in a spec (a spec reads only inside its folder); "
                         "give an absolute path on the command line instead: --input NAME=PATH", **where)
     root = (base_dir or Path.cwd()).resolve()
-    resolved = (root / raw_path).resolve()
+    try:
+        resolved = (root / raw_path).resolve()
+    except (ValueError, OSError) as exc:  # an embedded NUL byte, a path the system cannot resolve
+        raise SpecError(f"invalid path {raw_path!r}: {exc}", **where) from None
     if not resolved.is_relative_to(root):
         raise SpecError(f"path '{raw_path}' leaves the spec's folder {root}; move the file under it "
                         "or pass it on the command line with --input NAME=PATH", **where)

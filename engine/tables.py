@@ -14,15 +14,21 @@ give the same cells and the same float64 bits as the Python code that parsed eve
 CSV files outside that proven subset (quoted cells, NUL bytes, invalid UTF-8, ragged rows, ...) and JSON
 Lines are parsed by that Python code, and every error message is still written by it. Numbers are
 converted vectorised (``table_formats.decimal``), equal bit for bit to Python's ``float()``.
+
+Every table is read within ``engine.input_limits.InputLimits`` (bytes, rows, columns, cell size, Parquet
+decoded size; ``CERTA_INPUT_LIMITS`` raises them): a table over a limit is an ``InputError`` naming the
+input, the row or line and the column where there is one, the limit and the value.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +38,7 @@ import numpy as np
 
 from .canonical import sha256_hex
 from .errors import InputError
+from .input_limits import InputLimits
 
 __all__ = ["Table", "Columns", "parse_table", "table_from_columns", "columns_to_csv_bytes", "factorize_cells"]
 
@@ -213,14 +220,86 @@ def _cells(values: list[Any]) -> np.ndarray:
     return arr
 
 
-def _parse_csv_python(name: str, raw: bytes) -> dict[str, np.ndarray]:
+def _utf8_len(text: str) -> int:
+    """The UTF-8 bytes of ``text`` (lone surrogates, which JSON escapes can hold, as 3 bytes each), without
+    encoding it when it is ASCII."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _check_cell_bytes(name: str, columns: Mapping[str, np.ndarray], limits: InputLimits, size: int) -> None:
+    """Every text cell within ``cell_bytes`` UTF-8 bytes; nothing to scan when the whole input (``size`` bytes)
+    fits in one cell. A character is 1 to 4 bytes, so only cells over ``cell_bytes / 4`` characters are encoded."""
+    if size <= limits.cell_bytes:
+        return
+    for column, cells in columns.items():
+        lengths = np.fromiter(map(len, cells), dtype=np.int64, count=len(cells))
+        for row in np.flatnonzero(lengths * 4 > limits.cell_bytes).tolist():
+            limits.check(f"input '{name}', row {row + 1}, column '{column}'", "cell_bytes",
+                         _utf8_len(cells[row]), "the size in bytes of the cell")
+
+
+_CSV_FIELD = re.compile(r'(?:"(?:[^"]+|"")*"?)?[^,\r\n]*')
+"""One field of the default CSV dialect: an optional quoted part (``""`` a quote inside it), then unquoted text."""
+_LINE_END = re.compile(r"\r\n|\r|\n")
+"""A line end as ``io.StringIO(text, newline="")`` splits lines (what the ``csv`` reader counts)."""
+_BLANK_LINES = re.compile(r"[\r\n]*")
+
+
+def _longest_field(text: str, records_before: int) -> tuple[int, int]:
+    """(index, UTF-8 bytes) of the longest field of the CSV record after the first ``records_before``
+    non-empty ones: where the ``csv`` module stopped at its field size limit."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    for _ in itertools.islice(filter(None, reader), records_before):
+        pass
+    lines = reader.line_num if records_before else 0
+    ends = itertools.islice(_LINE_END.finditer(text), lines - 1, None) if lines else iter(())
+    position = _BLANK_LINES.match(text, next((end.end() for end in ends), 0)).end()
+    spans: list[tuple[int, int]] = []
+    while True:
+        match = _CSV_FIELD.match(text, position)  # always matches (possibly empty)
+        spans.append(match.span())
+        position = match.end()
+        if text[position:position + 1] != ",":
+            break
+        position += 1
+    index = max(range(len(spans)), key=lambda i: spans[i][1] - spans[i][0])
+    return index, _utf8_len(text[slice(*spans[index])])
+
+
+def _csv_rows(name: str, text: str, limits: InputLimits) -> list[list[str]]:
+    """The non-empty rows of CSV text, header first, within the column, row and cell limits. The ``csv``
+    module's field size limit (process-wide: it has no per-reader one) is set to ``cell_bytes`` characters, so
+    a huge field stops the reader at the limit instead of after it is read; UTF-8 bytes are checked after."""
+    csv.field_size_limit(limits.cell_bytes)
+    rows: list[list[str]] = []
+    try:
+        rows.extend(filter(None, csv.reader(io.StringIO(text, newline=""))))  # keeps the rows before an error
+        too_long = False
+    except csv.Error as exc:
+        if "field limit" not in str(exc):  # the only error this non-strict dialect raises, in Python 3.11
+            raise InputError(f"input '{name}', row {len(rows)}: not valid CSV ({exc})") from None
+        too_long = True
+    if too_long:  # outside the handler, which would keep the failed reader's copy of the text alive
+        index, size = _longest_field(text, len(rows))
+        header = [h.strip() for h in rows[0]] if rows else []
+        column = f"column '{header[index]}'" if index < len(header) else f"column {index + 1}"
+        limits.check(f"input '{name}', {f'row {len(rows)}' if rows else 'header'}, {column}", "cell_bytes",
+                     max(size, limits.cell_bytes + 1), "the size in bytes of the cell")
+    if rows:
+        limits.check(f"input '{name}'", "columns", len(rows[0]), "the number of columns in the header")
+        limits.check(f"input '{name}'", "rows", len(rows) - 1, "the number of data rows")
+    return rows
+
+
+def _parse_csv_python(name: str, raw: bytes, limits: InputLimits) -> dict[str, np.ndarray]:
     """The Python reader: every CSV file outside Arrow's proven subset, and every CSV error message."""
+    limits.check(f"input '{name}'", "text_bytes", len(raw), "the size in bytes of a CSV file read cell by cell "
+                 "(it has quoted cells, NUL bytes, invalid UTF-8, ragged rows or long fields)")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(f"input '{name}' is not UTF-8 text: {exc}") from None
-    rows = list(csv.reader(io.StringIO(text, newline="")))
-    rows = [r for r in rows if r]
+    rows = _csv_rows(name, text, limits)
     if not rows:
         raise InputError(f"input '{name}' is empty: a CSV table needs a header row and at least one data row")
     header = [h.strip() for h in rows[0]]
@@ -232,7 +311,9 @@ def _parse_csv_python(name: str, raw: bytes) -> dict[str, np.ndarray]:
             raise InputError(
                 f"input '{name}', row {i + 1}: {len(row)} cells but the header has {len(header)} columns"
             )
-    return {h: _cells([row[j].strip() for row in body]) for j, h in enumerate(header)}
+    columns = {h: _cells([row[j].strip() for row in body]) for j, h in enumerate(header)}
+    _check_cell_bytes(name, columns, limits, len(raw))
+    return columns
 
 
 def _jsonl_cell(value: Any) -> str:
@@ -247,8 +328,64 @@ def _jsonl_cell(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def _parse_jsonl(name: str, raw: bytes) -> dict[str, np.ndarray]:
+class _IntToken(str):
+    """A JSON integer's text, unconverted (``_check_jsonl_cells``)."""
+
+
+class _FloatToken(str):
+    """A JSON fraction's or exponent's text, unconverted (``_check_jsonl_cells``)."""
+
+
+def _loads(line: str, *, tokens: bool = False) -> Any:
+    """One JSON Lines record; with ``tokens``, numbers are left as their text (``_IntToken``, ``_FloatToken``)."""
+    if tokens:
+        return json.loads(line, parse_constant=float, parse_int=_IntToken, parse_float=_FloatToken)
+    return json.loads(line, parse_constant=lambda c: float(c))
+
+
+def _check_integers(where: str, value: Any) -> None:
+    """Every integer token inside ``value`` within Python's conversion limit (4,300 digits by default)."""
+    if isinstance(value, _IntToken):
+        digits, most = len(value.lstrip("-")), sys.get_int_max_str_digits()
+        if most and digits > most:
+            raise InputError(f"{where}: an integer of {digits:,} digits; certa reads integers of at most "
+                             f"{most:,} digits (write it as a fraction or a string)")
+    elif isinstance(value, (dict, list)):
+        for item in value.values() if isinstance(value, dict) else value:
+            _check_integers(where, item)
+
+
+def _check_jsonl_cells(name: str, lineno: int, record: dict[str, Any], limits: InputLimits) -> None:
+    """Each cell of a record read with number tokens within ``cell_bytes``, and each integer convertible."""
+    for column, value in record.items():
+        where = f"input '{name}', line {lineno}, column '{column}'"
+        cell = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        limits.check(where, "cell_bytes", _utf8_len(cell), "the size in bytes of the cell")
+        _check_integers(where, value)
+
+
+def _jsonl_record(name: str, lineno: int, line: str, limits: InputLimits) -> Any:
+    """One line's JSON value. A line long enough to hold a cell over ``cell_bytes`` (a character of JSON text
+    is at most 4 bytes of a cell) or an integer over Python's digit limit is read first with its numbers as
+    text, so that such a cell is refused, naming its column, before anything converts it."""
+    most = sys.get_int_max_str_digits()
+    checked = 4 * len(line) > limits.cell_bytes or 0 < most < len(line)
+    try:
+        record = _loads(line, tokens=checked)
+        if checked and isinstance(record, dict):
+            _check_jsonl_cells(name, lineno, record, limits)
+            record = _loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"input '{name}', line {lineno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise InputError(f"input '{name}', line {lineno}: JSON nested too deeply for a table row") from None
+    return record
+
+
+def _parse_jsonl(name: str, raw: bytes, limits: InputLimits) -> dict[str, np.ndarray]:
+    limits.check(f"input '{name}'", "text_bytes", len(raw), "the size in bytes of a jsonl file")
     records: list[dict[str, Any]] = []
+    names: dict[str, None] = {}  # every key, in order of first appearance
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -256,52 +393,54 @@ def _parse_jsonl(name: str, raw: bytes) -> dict[str, np.ndarray]:
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line, parse_constant=lambda c: float(c))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"input '{name}', line {lineno}: not valid JSON ({exc.msg})") from None
-        except RecursionError:
-            raise InputError(f"input '{name}', line {lineno}: JSON nested too deeply for a table row") from None
+        if len(records) >= limits.rows:
+            limits.check(f"input '{name}', line {lineno}", "rows", len(records) + 1, "the number of records")
+        record = _jsonl_record(name, lineno, line, limits)
         if not isinstance(record, dict):
             raise InputError(f"input '{name}', line {lineno}: each line must be a JSON object")
         records.append(record)
+        if not names.keys() >= record.keys():
+            names.update(dict.fromkeys(record))
+            limits.check(f"input '{name}', line {lineno}", "columns", len(names), "the number of columns")
     if not records:
         raise InputError(f"input '{name}' is empty: a JSON Lines table needs at least one record")
-    names: list[str] = []
-    for record in records:
-        names.extend(k for k in record if k not in names)
     return {k: _cells([_jsonl_cell(r.get(k)) for r in records]) for k in names}
 
 
-def _parse_csv(name: str, raw: bytes) -> Columns:
-    from .table_formats.arrow_csv import read_csv
+def _parse_csv(name: str, raw: bytes, limits: InputLimits) -> Columns:
+    from .table_formats.arrow_csv import MAX_FIELD_BYTES, read_csv
 
-    read = read_csv(raw)
+    read = read_csv(raw, max_field_bytes=min(MAX_FIELD_BYTES, limits.cell_bytes + 1))
     if read is None:
-        return _as_columns(_parse_csv_python(name, raw))
+        return _as_columns(_parse_csv_python(name, raw, limits))
     header, arrays = read
+    limits.check(f"input '{name}'", "columns", len(header), "the number of columns in the header")
+    limits.check(f"input '{name}'", "rows", len(arrays[0]), "the number of data rows")
     if len(set(header)) != len(header) or any(h == "" for h in header):
         raise InputError(f"input '{name}': the header has empty or repeated column names: {header}")
     return Columns({h: _Column(arrow=a) for h, a in zip(header, arrays)})
 
 
-def _parse_parquet(name: str, raw: bytes) -> Columns:
+def _parse_parquet(name: str, raw: bytes, limits: InputLimits) -> Columns:
     from .table_formats.parquet import read_parquet
 
     return Columns({column: _Column(arrow=payload) if kind == "text" else _Column(numbers=payload, kind=kind)
-                    for column, kind, payload in read_parquet(name, raw)})
+                    for column, kind, payload in read_parquet(name, raw, limits)})
 
 
-def parse_table(name: str, raw: bytes, fmt: str) -> Table:
-    """Parse ``raw`` bytes as a ``csv``, ``jsonl`` or ``parquet`` table named ``name``."""
+def parse_table(name: str, raw: bytes, fmt: str, limits: InputLimits | None = None) -> Table:
+    """Parse ``raw`` bytes as a ``csv``, ``jsonl`` or ``parquet`` table named ``name``, within ``limits``
+    (default: ``InputLimits.from_env()``)."""
     if fmt not in FORMATS:
         raise InputError(f"input '{name}': unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    limits = limits or InputLimits.from_env()
+    limits.check_size(name, fmt, len(raw))
     if fmt == "csv":
-        columns = _parse_csv(name, raw)
+        columns = _parse_csv(name, raw, limits)
     elif fmt == "jsonl":
-        columns = _as_columns(_parse_jsonl(name, raw))
+        columns = _as_columns(_parse_jsonl(name, raw, limits))
     else:
-        columns = _parse_parquet(name, raw)
+        columns = _parse_parquet(name, raw, limits)
     return Table(name=name, columns=columns, sha256=sha256_hex(raw), fmt=fmt, raw=raw)
 
 
@@ -373,6 +512,7 @@ def _needs_quotes(cells: list[str]) -> bool:
     return "" in cells or _QUOTED.search("\x1f".join(cells)) is not None
 
 
-def table_from_columns(name: str, columns: Mapping[str, Sequence[Any] | np.ndarray]) -> Table:
-    """An in-memory table, written to canonical CSV and parsed back (see module docstring)."""
-    return parse_table(name, columns_to_csv_bytes(columns), "csv")
+def table_from_columns(name: str, columns: Mapping[str, Sequence[Any] | np.ndarray],
+                       limits: InputLimits | None = None) -> Table:
+    """An in-memory table, written to canonical CSV and parsed back (see module docstring) within ``limits``."""
+    return parse_table(name, columns_to_csv_bytes(columns), "csv", limits)

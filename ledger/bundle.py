@@ -17,6 +17,7 @@ certificate, the entry or the path, or a checkpoint from another ledger or key, 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from jsonschema import Draft202012Validator
 
 from engine.errors import LedgerError, LedgerIntegrityError
+from engine.json_read import check_document_depth
 from schemas import load_schema
 
 from .chain import encode_payload, entry_hash
@@ -164,16 +166,47 @@ class BundleReport:
         return not self.problems
 
 
-def check_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519PublicKey], *,
-                 check_certificate: Callable[[Mapping[str, Any]], list[str]]) -> BundleReport:
-    """Verify a bundle offline (see module docstring). A checkpoint that is not signed by every one of
-    ``public_keys`` raises ``LedgerIntegrityError``; everything else found wrong is listed in ``problems``."""
+_SHA256 = re.compile("[0-9a-f]{64}")
+_RUN_ID = re.compile("[0-9a-f]{32}")
+_INTEGERS = (("certa_bundle",), ("entry", "seq"), ("inclusion", "leaf_index"), ("inclusion", "tree_size"))
+"""The bundle's integer members: JSON Schema's ``integer`` also admits ``14.0``, which certa never writes."""
+
+
+def _shape_problem(bundle: Any) -> str | None:
+    """Where and how ``bundle`` is not a certa bundle (``bundle.schema.json``, then exact integers), or None."""
+    if type(bundle) is not dict:
+        return f"(top): a JSON {type(bundle).__name__}, not an object"
+    try:
+        check_document_depth(bundle, "the bundle")
+    except ValueError as error:
+        return str(error)
     errors = sorted(Draft202012Validator(load_schema("bundle.schema.json")).iter_errors(bundle),
                     key=lambda e: list(map(str, e.absolute_path)))
     if errors:
-        first = errors[0]
-        raise LedgerError(f"not a certa bundle (format {BUNDLE_FORMAT}): "
-                          f"{'/'.join(map(str, first.absolute_path)) or '(top)'}: {first.message}")
+        return f"{'/'.join(map(str, errors[0].absolute_path)) or '(top)'}: {errors[0].message}"
+    for path in _INTEGERS:
+        value = bundle
+        for name in path:
+            value = value[name]
+        if type(value) is not int:
+            return f"{'/'.join(path)}: {value!r} is not an integer"
+    digests = [("entry/run_id", bundle["entry"]["run_id"], _RUN_ID),
+               *((f"entry/{name}", bundle["entry"][name], _SHA256) for name in ("payload_sha256", "prev_hash")),
+               *((f"inclusion/path/{i}", node, _SHA256) for i, node in enumerate(bundle["inclusion"]["path"]))]
+    for where, value, pattern in digests:
+        if not pattern.fullmatch(value):  # the schema's pattern admits a final newline ($)
+            return f"{where}: {value[:80]!r} is not {pattern.pattern}"
+    return None
+
+
+def check_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519PublicKey], *,
+                 check_certificate: Callable[[Mapping[str, Any]], list[str]]) -> BundleReport:
+    """Verify a bundle offline (see module docstring). A checkpoint that is not signed by every one of
+    ``public_keys`` raises ``LedgerIntegrityError``; everything else found wrong is listed in ``problems``; a
+    ``bundle`` of another shape (``bundle.schema.json``, integers that are JSON integers) raises ``LedgerError``."""
+    wrong = _shape_problem(bundle)
+    if wrong:
+        raise LedgerError(f"not a certa bundle (format {BUNDLE_FORMAT}): {wrong}")
     certificate, entry, inclusion = bundle["certificate"], bundle["entry"], bundle["inclusion"]
     fields = {name: entry[name] for name in _ENTRY_FIELDS}
     index, size = inclusion["leaf_index"], inclusion["tree_size"]

@@ -18,7 +18,6 @@ verification can require every one of several keys — a two-person rule for the
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,10 +28,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from engine.canonical import canonical_bytes
 from engine.errors import LedgerError, LedgerIntegrityError
+from engine.json_read import parse_document
 
-from .dsse import envelope_payload_unverified, open_envelope, seal_envelope
+from .dsse import add_signature, envelope_payload_unverified, open_envelope, seal_envelope
 
-__all__ = ["PAYLOAD_TYPE", "Checkpoint", "sign_checkpoint", "open_checkpoint", "read_checkpoint_unverified"]
+__all__ = ["PAYLOAD_TYPE", "Checkpoint", "sign_checkpoint", "open_checkpoint", "read_checkpoint_unverified",
+           "cosign_checkpoint"]
 
 PAYLOAD_TYPE = "application/vnd.certa.checkpoint+json; version=1"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -64,16 +65,35 @@ def sign_checkpoint(private_keys: Sequence[Ed25519PrivateKey], seq: int, entry_h
 
 
 def _payload(payload: bytes, keys: tuple[str, ...]) -> Checkpoint:
+    """The head a checkpoint payload states, each member checked exactly (``certa_checkpoint`` and ``seq`` JSON
+    integers, not ``1.0`` or ``true``; the hashes 64 lowercase hex digits; ``signed_at`` a string)."""
     try:
-        body = json.loads(payload)
-        fields = (body["seq"], body["entry_hash"], body["root_hash"], body["signed_at"])
-    except (ValueError, KeyError, TypeError) as error:
+        body = parse_document(payload, "the checkpoint payload")
+    except ValueError as error:
         raise LedgerIntegrityError(f"the checkpoint payload is malformed ({error})") from None
-    seq, entry_hash, root_hash, signed_at = fields
-    if body.get("certa_checkpoint") != 1 or not isinstance(seq, int) or isinstance(seq, bool) or seq < 0 \
-            or not _HEX64.match(str(entry_hash)) or not _HEX64.match(str(root_hash)):
-        raise LedgerIntegrityError("the checkpoint payload is not a certa checkpoint (format 1)")
-    return Checkpoint(seq=seq, entry_hash=entry_hash, root_hash=root_hash, signed_at=str(signed_at), key_ids=keys)
+    wrong = _wrong_member(body)
+    if wrong:
+        raise LedgerIntegrityError(f"the checkpoint payload is not a certa checkpoint (format 1): {wrong}")
+    return Checkpoint(seq=body["seq"], entry_hash=body["entry_hash"], root_hash=body["root_hash"],
+                      signed_at=body["signed_at"], key_ids=keys)
+
+
+def _wrong_member(body: Any) -> str | None:
+    """What is wrong with a parsed checkpoint payload, or None."""
+    if type(body) is not dict:
+        return f"a JSON {type(body).__name__}, not an object"
+    if type(body.get("certa_checkpoint")) is not int or body["certa_checkpoint"] != 1:
+        return f"certa_checkpoint is {body.get('certa_checkpoint')!r}, not the integer 1"
+    seq = body.get("seq")
+    if type(seq) is not int or seq < 0:
+        return f"seq is {seq!r}, not an integer >= 0"
+    for name in ("entry_hash", "root_hash"):
+        value = body.get(name)
+        if type(value) is not str or not _HEX64.fullmatch(value):
+            return f"{name} is {str(value)[:80]!r}, not 64 lowercase hex digits"
+    if type(body.get("signed_at")) is not str:
+        return f"signed_at is {body.get('signed_at')!r}, not a string"
+    return None
 
 
 def read_checkpoint_unverified(envelope_text: str | bytes) -> Checkpoint:
@@ -90,3 +110,16 @@ def open_checkpoint(envelope_text: str | bytes, public_keys: Sequence[Ed25519Pub
     its head; a payload that is not a certa checkpoint raises ``LedgerIntegrityError``."""
     payload, key_ids = open_envelope(envelope_text, PAYLOAD_TYPE, public_keys)
     return _payload(payload, key_ids)
+
+
+def cosign_checkpoint(envelope_text: str | bytes, private_keys: Sequence[Ed25519PrivateKey],
+                      signer_keys: Sequence[Ed25519PublicKey]) -> dict[str, Any]:
+    """The checkpoint's envelope with a signature by each of ``private_keys`` added, once every signature it
+    already carries verifies against ``signer_keys`` (the public keys of its signers; ``LedgerIntegrityError``
+    otherwise, as ``open_checkpoint``): a co-signature never vouches for a signature nobody checked. The
+    caller first compares the checkpoint with its ledger (``ledger.bundle.ledger_root_matching``)."""
+    open_envelope(envelope_text, PAYLOAD_TYPE, signer_keys, every_signature=True)
+    envelope = parse_document(envelope_text, "the checkpoint")
+    for private_key in private_keys:
+        envelope = add_signature(envelope, private_key, PAYLOAD_TYPE)
+    return envelope

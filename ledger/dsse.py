@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from engine.errors import LedgerError, LedgerIntegrityError
+from engine.json_read import parse_document
 
 __all__ = [
     "generate_key_pair",
@@ -92,24 +93,42 @@ def seal_envelope(payload_type: str, payload: bytes, private_keys: Sequence[Ed25
     return envelope
 
 
-def _parts(envelope_text: str | bytes, payload_type: str) -> tuple[bytes, list[Any]]:
+def _parts(envelope_text: str | bytes, payload_type: str) -> tuple[bytes, list[dict[str, str]]]:
+    """(payload bytes, signatures) of an envelope, its shape checked exactly (``parse_document``'s bounds; string
+    members; signatures a list of ``{"keyid": str, "sig": str}``, ``keyid`` optional as in DSSE); another shape
+    is a ``LedgerError``."""
     try:
-        envelope = json.loads(envelope_text)
-        found_type = envelope["payloadType"]
-        payload = base64.b64decode(envelope["payload"], validate=True)
-        signatures = list(envelope["signatures"])
-    except (ValueError, KeyError, TypeError, binascii.Error) as error:
-        raise LedgerError(f"not a DSSE envelope ({type(error).__name__}: {error})") from None
+        envelope = parse_document(envelope_text, "the envelope")
+    except ValueError as error:
+        raise LedgerError(f"not a DSSE envelope ({error})") from None
+    if type(envelope) is not dict:
+        raise LedgerError(f"not a DSSE envelope (a JSON {type(envelope).__name__}, not an object)")
+    found_type, encoded, signatures = envelope.get("payloadType"), envelope.get("payload"), envelope.get("signatures")
+    for name, value in (("payloadType", found_type), ("payload", encoded)):
+        if type(value) is not str:
+            raise LedgerError(f"not a DSSE envelope ({name} is {_json_kind(value)}, not a string)")
+    if type(signatures) is not list or not all(type(entry) is dict and type(entry.get("keyid", "")) is str
+                                               and type(entry.get("sig")) is str for entry in signatures):
+        raise LedgerError("not a DSSE envelope (signatures is not a list of objects with a string sig and keyid)")
+    try:
+        payload = base64.b64decode(encoded, validate=True)
+    except (ValueError, binascii.Error) as error:
+        raise LedgerError(f"not a DSSE envelope (payload is not base64: {error})") from None
     if found_type != payload_type:
         raise LedgerIntegrityError(f"the envelope's payload type is {found_type!r}, expected {payload_type!r}")
     return payload, signatures
+
+
+def _json_kind(value: Any) -> str:
+    """What a parsed JSON value is, for a message: ``missing`` for None (an absent member or ``null``)."""
+    return "missing" if value is None else f"a JSON {type(value).__name__}"
 
 
 def add_signature(envelope: Mapping[str, Any], private_key: Ed25519PrivateKey, payload_type: str) -> dict[str, Any]:
     """A copy of ``envelope`` with one more signature (a co-signer's) over the same payload."""
     payload, signatures = _parts(json.dumps(dict(envelope)), payload_type)
     signer = key_id(private_key.public_key())
-    if any(isinstance(entry, dict) and entry.get("keyid") == signer for entry in signatures):
+    if any(entry.get("keyid") == signer for entry in signatures):
         raise LedgerError(f"the envelope is already signed by key {signer[:16]}…")
     signature = private_key.sign(pre_authentication_encoding(payload_type, payload))
     return {**envelope, "signatures": [*signatures, {"keyid": signer,
@@ -121,9 +140,11 @@ def envelope_payload_unverified(envelope_text: str | bytes, payload_type: str) -
     return _parts(envelope_text, payload_type)[0]
 
 
-def open_envelope(envelope_text: str | bytes, payload_type: str,
-                  public_keys: Sequence[Ed25519PublicKey]) -> tuple[bytes, tuple[str, ...]]:
-    """(payload, key ids) once each of ``public_keys`` has a signature over it that verifies.
+def open_envelope(envelope_text: str | bytes, payload_type: str, public_keys: Sequence[Ed25519PublicKey], *,
+                  every_signature: bool = False) -> tuple[bytes, tuple[str, ...]]:
+    """(payload, key ids) once each of ``public_keys`` has a signature over it that verifies; with
+    ``every_signature``, also each signature the envelope carries is by one of ``public_keys`` and verifies (before
+    adding one: a co-signature must not vouch for a signature nobody checked).
 
     Raises ``LedgerIntegrityError`` (exit 1) for another payload type, a key without a signature or a
     signature that does not verify, and ``LedgerError`` for text that is not an envelope or no key.
@@ -132,16 +153,26 @@ def open_envelope(envelope_text: str | bytes, payload_type: str,
         raise LedgerError("give at least one public key")
     payload, signatures = _parts(envelope_text, payload_type)
     message = pre_authentication_encoding(payload_type, payload)
-    verified = []
-    for public_key in public_keys:
-        wanted = key_id(public_key)
-        entry = next((e for e in signatures if isinstance(e, dict) and e.get("keyid") == wanted), None)
+    by_id = {key_id(public_key): public_key for public_key in public_keys}
+    for wanted, public_key in by_id.items():
+        entry = next((e for e in signatures if e.get("keyid") == wanted), None)
         if entry is None:
             raise LedgerIntegrityError(f"no signature by key {wanted[:16]}…")
-        try:
-            public_key.verify(base64.b64decode(entry.get("sig", ""), validate=True), message)
-        except (InvalidSignature, binascii.Error, ValueError, TypeError):
-            raise LedgerIntegrityError(f"the signature by key {wanted[:16]}… does not verify: the payload was "
-                                       "altered or signed by another key") from None
-        verified.append(wanted)
-    return payload, tuple(verified)
+        _check_signature(public_key, wanted, entry["sig"], message)
+    if every_signature:
+        for entry in signatures:
+            signer = entry.get("keyid", "")
+            if signer not in by_id:
+                raise LedgerIntegrityError(f"the signature by key {signer[:16]}… is by none of the public keys "
+                                           "given: it cannot be checked")
+            _check_signature(by_id[signer], signer, entry["sig"], message)
+    return payload, tuple(by_id)
+
+
+def _check_signature(public_key: Ed25519PublicKey, signer: str, sig: str, message: bytes) -> None:
+    """Raise ``LedgerIntegrityError`` unless ``sig`` (base64) is ``public_key``'s signature of ``message``."""
+    try:
+        public_key.verify(base64.b64decode(sig, validate=True), message)
+    except (InvalidSignature, binascii.Error, ValueError):
+        raise LedgerIntegrityError(f"the signature by key {signer[:16]}… does not verify: the payload was "
+                                   "altered or signed by another key") from None

@@ -124,8 +124,8 @@ def inclusion_path(index: int, leaves: Sequence[bytes]) -> list[bytes]:
 
 def verify_inclusion(index: int, tree_size: int, leaf: bytes, path: Sequence[bytes], root: bytes) -> bool:
     """True if ``path`` proves leaf hash ``leaf`` is leaf ``index`` of the tree of ``tree_size`` leaves with
-    root ``root`` (RFC 9162 §2.1.3.2)."""
-    if not 0 <= index < tree_size:
+    root ``root`` (RFC 9162 §2.1.3.2); False too for an index or size that is no integer (``15.0``, ``True``)."""
+    if type(index) is not int or type(tree_size) is not int or not 0 <= index < tree_size:
         return False
     fn, sn, r = index, tree_size - 1, leaf
     for p in path:

@@ -1,11 +1,14 @@
-"""Read-only listing of a SQLite ledger through the standard library's ``sqlite3``, for ``certa list``.
+"""Read-only access to a SQLite ledger file through the standard library's ``sqlite3``: the connection every
+read-only open uses (``connect_read_only``, also ``ledger.store``'s for ``Ledger.open(read_only=True)``), and
+the listing of ``certa list``.
 
 Importing SQLAlchemy alone takes about 0.15 s, most of what a ``certa list`` on a small ledger would cost
-through ``ledger.store``; a listing needs one ``SELECT``, so this path answers it without SQLAlchemy. It
-opens the file read-only (``mode=ro``: it initialises and changes nothing, not even the journal mode;
-SQLite may create the ``-wal``/``-shm`` files beside a WAL database it reads), checks the schema version by the rules ``ledger.store`` applies (``rows.checked_schema_version``),
-and returns the same ``RunRow`` values in the same order as ``Ledger.runs`` (tested against it). Any other
-ledger (a URL) goes through ``ledger.store``.
+through ``ledger.store``; a listing needs one ``SELECT``, so this path answers it without SQLAlchemy. The file
+is opened read-only (``location.sqlite_read_only_uri``: ``mode=ro``, and ``immutable=1`` on read-only media),
+so it initialises and changes nothing, not even the journal mode. The listing checks the schema version by
+the rules ``ledger.store`` applies (``rows.checked_schema_version``; a database holding other tables is
+refused, ``location.refuse_foreign_database``), and returns the same ``RunRow`` values in the same order as
+``Ledger.runs`` (tested against it). Any other ledger (a URL) goes through ``ledger.store``.
 """
 
 from __future__ import annotations
@@ -17,44 +20,79 @@ from pathlib import Path
 
 from engine.errors import LedgerError
 
+from .location import refuse_foreign_database, sqlite_read_only_uri
 from .rows import RUN_FIELDS, RunRow, SchemaState, checked_schema_version, rows_as
 
-__all__ = ["newest_runs"]
+__all__ = ["connect_read_only", "sqlite_read_problem", "sqlite_ledger_state", "newest_runs"]
 
 _BUSY_TIMEOUT_SECONDS = 30.0  # as ledger.store's busy_timeout: wait for a writer's commit, do not fail
 _NEWEST_RUNS = f"SELECT {', '.join(RUN_FIELDS)} FROM runs ORDER BY first_seq DESC LIMIT ?"
+_TABLES = r"SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\'"
+
+
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the existing ledger file ``path``, in autocommit mode (the caller issues
+    ``BEGIN``): it can change no byte of the file, nor create one beside it on read-only media."""
+    if not path.exists():
+        raise LedgerError(f"no ledger at {path}; run 'certa run SPEC' first or pass --ledger")
+    if path.is_dir():
+        raise LedgerError(f"no ledger at {path}: it is a folder; give --ledger the ledger file in it")
+    return sqlite3.connect(sqlite_read_only_uri(path), uri=True, timeout=_BUSY_TIMEOUT_SECONDS,
+                           isolation_level=None, check_same_thread=False)
+
+
+def sqlite_read_problem(path: Path, error: BaseException) -> str:
+    """``error`` reading the ledger file ``path`` read-only, on one line, with what to do when it is the one
+    case read-only media cannot serve: a WAL database whose ``-wal`` file (commits not yet in the file) is
+    beside it but whose ``-shm`` file is not, and cannot be created there."""
+    message = " ".join(str(error).split())
+    if Path(f"{path}-wal").exists() and not Path(f"{path}-shm").exists():
+        message += (f" ({path.name}-wal holds commits that SQLite reads only with a {path.name}-shm file it cannot "
+                    "create here: copy the ledger with its -wal file to a writable folder and read the copy)")
+    return message
 
 
 @contextmanager
 def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
     """A read-only connection to the ledger file ``path``, in one read transaction; sqlite3's errors become
     ``LedgerError``s that name the file."""
-    if not path.exists():
-        raise LedgerError(f"no ledger at {path}; run 'certa run SPEC' first or pass --ledger")
     try:
-        with closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_SECONDS,
-                                     isolation_level=None)) as conn:
+        with closing(connect_read_only(path)) as conn:
             conn.execute("BEGIN")  # one snapshot for the schema check and the query
             yield conn
             conn.execute("COMMIT")
     except sqlite3.Error as exc:
-        raise LedgerError(f"cannot read ledger {path}: {exc}") from None
+        raise LedgerError(f"cannot read ledger {path}: {sqlite_read_problem(path, exc)}") from None
 
 
-def _schema_state(conn: sqlite3.Connection) -> SchemaState:
-    tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if "ledger_meta" not in tables:
-        return SchemaState(None, None)
-    version = conn.execute("SELECT value FROM ledger_meta WHERE key = 'schema_version'").fetchone()
-    revision = conn.execute("SELECT version_num FROM alembic_version").fetchone() if "alembic_version" in tables else None
-    return SchemaState(version and version[0], revision and revision[0])
+def _schema_state(conn: sqlite3.Connection, location: str) -> SchemaState:
+    """The ledger schema state of the file; a file holding tables but no ledger is refused."""
+    tables = {name for (name,) in conn.execute(_TABLES)}
+    version = revision = None
+    meta_columns = {row[1] for row in conn.execute("PRAGMA table_info(ledger_meta)")}  # none without the table
+    if {"key", "value"} <= meta_columns:
+        found = conn.execute("SELECT value FROM ledger_meta WHERE key = 'schema_version'").fetchone()
+        version = found and found[0]
+    refuse_foreign_database(version, tables, location)
+    if "alembic_version" in tables:
+        found = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        revision = found and found[0]
+    return SchemaState(version, revision)
+
+
+def sqlite_ledger_state(path: Path) -> SchemaState:
+    """The ledger schema state of the existing SQLite file ``path``, read without changing it (not even its
+    journal mode): ``ledger.store`` asks before it opens a file for writing, so that another program's
+    database is refused (``LedgerError``) as it was found. An empty file has no schema version."""
+    with _read_only(path) as conn:
+        return _schema_state(conn, str(path))
 
 
 def newest_runs(path: Path, limit: int) -> list[RunRow]:
     """The ``limit`` newest runs of the SQLite ledger at ``path``, newest first (``Ledger.runs(limit=...)``).
-    A file with no ledger tables yet (empty) lists no runs and stays as it is."""
+    A file with no tables yet (empty) lists no runs and stays as it is."""
     with _read_only(path) as conn:
-        state = _schema_state(conn)
+        state = _schema_state(conn, str(path))
         if state.schema_version is None:
             return []
         checked_schema_version(state, str(path))

@@ -8,12 +8,17 @@ the chain.
 
 Opening checks the schema version (``ledger.schema``): a new ledger is created at the newest schema; an
 older one can be read but not written until ``certa migrate`` (``Ledger.migrate``) upgrades it; a newer
-one is refused.
+one is refused, and so is a database that holds tables but no ledger (certa never adds its tables beside
+another program's). ``Ledger.open(..., read_only=True)`` creates, initialises and changes nothing: a SQLite
+file is opened through ``sqlite_read.connect_read_only`` (``mode=ro``, ``immutable=1`` on read-only media,
+the journal mode left as it is), so a ledger on a read-only mount can be verified, listed and shown; opening a
+SQLite file for writing that cannot be written is refused in one line, before SQLite is asked.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, create_engine, event, func, insert, inspect, select, update
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from engine.canonical import RecordColumns, canonical_bytes, canonical_records
 from engine.errors import LedgerError, LedgerIntegrityError
@@ -31,11 +36,13 @@ from engine.errors import LedgerError, LedgerIntegrityError
 from . import DEFAULT_LEDGER_FILE
 from .bulk import bulk_cache, insert_rows
 from .chain import GENESIS, EncodedEntries, chain_hashes, payload_digests
-from .location import command_hint, ledger_argument, plain_sqlite_path
+from .location import (command_hint, ledger_argument, masked_ledger, plain_sqlite_path, refuse_foreign_database,
+                       sqlite_write_refusal)
 from .merkle import NodeKey, completed_levels, entry_leaves, frontier_nodes
 from .rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
                    checked_schema_version, rows_as)
 from .schema import alembic_version, blobs, entries, ledger_meta, merkle_nodes, metadata, runs
+from .sqlite_read import connect_read_only, sqlite_ledger_state, sqlite_read_problem
 
 if TYPE_CHECKING:
     from .migrate import Migration
@@ -43,10 +50,10 @@ if TYPE_CHECKING:
 __all__ = ["Ledger", "EntryRow", "RunRow", "SchemaState", "read_schema_state", "resolve_ledger_url",
            "DEFAULT_LEDGER_FILE"]
 
-
-
 _ENTRY_COLUMNS = [entries.c[name] for name in ENTRY_FIELDS]
 _RUN_COLUMNS = [runs.c[name] for name in RUN_FIELDS]
+_RUN_ID_PREFIX = re.compile(r"[0-9a-f]{4,32}")
+_URL_FORM = "a file path, or DIALECT[+DRIVER]://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
 
 
 @dataclass(frozen=True)
@@ -58,15 +65,23 @@ class NewEntry:
 
 
 def resolve_ledger_url(ledger: str | os.PathLike[str] | None) -> str:
-    """A SQLAlchemy URL from ``--ledger``/``CERTA_LEDGER``: a plain path means a SQLite file."""
+    """A SQLAlchemy URL from ``--ledger``/``CERTA_LEDGER``: a plain path means a SQLite file. A URL SQLAlchemy
+    cannot parse (``postgresql+psycopg://:::``, a port that is not a number) is a ``LedgerError`` that shows it
+    with its password masked and echoes none of its parts."""
     path = plain_sqlite_path(ledger)
     if path is not None:
         return f"sqlite:///{path}"
     value = ledger_argument(ledger)
     try:
-        make_url(value)
-    except ArgumentError as exc:
-        raise LedgerError(f"not a valid ledger URL {value!r}: {exc}") from None
+        url = make_url(value)
+    except ArgumentError:
+        raise LedgerError(f"not a valid ledger URL: {masked_ledger(value)} (expected {_URL_FORM})") from None
+    except ValueError:  # SQLAlchemy converts the port with int()
+        raise LedgerError(f"not a valid ledger URL: {masked_ledger(value)} (its HOST:PORT cannot be read, the port "
+                          f"must be a number; expected {_URL_FORM})") from None
+    if url.port is not None and not 0 < url.port < 65536:
+        raise LedgerError(f"not a valid ledger URL: {masked_ledger(value)} (port {url.port} is not between 1 and "
+                          "65535)")
     return value
 
 
@@ -89,14 +104,35 @@ def read_schema_state(conn: Connection) -> SchemaState:
     return SchemaState(version, revision)
 
 
+def _ledger_state(conn: Connection, location: str) -> SchemaState:
+    """``read_schema_state``, refusing a database that holds tables but no ledger (on PostgreSQL, the tables of
+    its default schema), also one whose own ``ledger_meta`` table is not certa's."""
+    inspector = inspect(conn)
+    tables = inspector.get_table_names()
+    ours = (ledger_meta.name in tables
+            and {"key", "value"} <= {column["name"] for column in inspector.get_columns(ledger_meta.name)})
+    state = read_schema_state(conn) if ours else SchemaState(None, None)
+    refuse_foreign_database(state.schema_version, tables, location)
+    return state
+
+
 def sqlite_file(ledger: str | os.PathLike[str] | None) -> Path | None:
     """The file of a SQLite ledger (a path or a ``sqlite:///`` URL), or None for another database."""
     url = make_url(resolve_ledger_url(ledger))
-    return Path(url.database) if url.get_backend_name() == "sqlite" and url.database else None
+    in_memory = url.database in (None, "", ":memory:")
+    return Path(url.database) if url.get_backend_name() == "sqlite" and not in_memory else None
 
 
 def _utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _sqlite_read_only_setup(engine: Engine) -> None:
+    """Every transaction on a read-only SQLite engine is a plain (deferred) ``BEGIN``: it takes no write lock."""
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        connection.exec_driver_sql("BEGIN")
 
 
 def _sqlite_setup(engine: Engine) -> None:
@@ -119,9 +155,10 @@ def _sqlite_setup(engine: Engine) -> None:
 class Ledger:
     """An open ledger. Use ``Ledger.open(url_or_path)``; close with ``close()`` or a ``with`` block."""
 
-    def __init__(self, engine: Engine, url: str) -> None:
+    def __init__(self, engine: Engine, url: str, *, read_only: bool = False) -> None:
         self._engine = engine
         self.url = url
+        self.read_only = read_only
         self.schema_version = SCHEMA_VERSION  # as found by ``open``; writing needs SCHEMA_VERSION
 
     @property
@@ -136,30 +173,70 @@ class Ledger:
     # ------------------------------------------------------------------------------------ opening
 
     @classmethod
-    def open(cls, ledger: str | os.PathLike[str] | None = None, *, create: bool = True) -> Ledger:
-        """Open (and, if ``create``, initialise) the ledger at a path or SQLAlchemy URL."""
+    def open(cls, ledger: str | os.PathLike[str] | None = None, *, create: bool = True,
+             read_only: bool = False) -> Ledger:
+        """Open (and, if ``create``, initialise) the ledger at a path or SQLAlchemy URL.
+
+        ``read_only``: open an existing ledger for reading only (``create`` is then ignored): nothing is
+        created, initialised or changed, and every write is refused (``require_writable``). Without it a SQLite
+        file that cannot be written (a read-only file, folder or mount) is refused here, in one line."""
         url = resolve_ledger_url(ledger)
-        if url.startswith("sqlite") and not create:
-            path = make_url(url).database
-            if path and not Path(path).exists():
-                raise LedgerError(f"no ledger at {path}; run 'certa run SPEC' first or pass --ledger")
+        path = sqlite_file(url)
+        if path is not None and (read_only or not create) and not path.exists():
+            raise LedgerError(f"no ledger at {path}; run 'certa run SPEC' first or pass --ledger")
+        if path is not None and not read_only:
+            refusal = sqlite_write_refusal(path)
+            if refusal is not None:
+                raise LedgerError(refusal)
+            if path.exists():
+                sqlite_ledger_state(path)  # another program's database is refused before WAL mode is set
         shown = make_url(url).render_as_string(hide_password=True)
+        if read_only and path is None and url.startswith("sqlite"):
+            raise LedgerError(f"no ledger at {shown}: a new in-memory SQLite database holds none")
         try:
-            engine = create_engine(url, future=True)
+            if path is not None and read_only:
+                engine = create_engine(url, creator=lambda: connect_read_only(path))
+            else:
+                engine = create_engine(url)
         except ImportError as exc:
             raise LedgerError(f"cannot open ledger {shown}: its database driver is not installed ({exc}); "
                               "for PostgreSQL: python3 -m pip install 'certa[postgres]'") from None
+        except NoSuchModuleError:
+            raise LedgerError(f"cannot open ledger {shown}: no database driver named "
+                              f"{make_url(url).drivername!r} (expected {_URL_FORM})") from None
         except ArgumentError as exc:
-            raise LedgerError(f"cannot open ledger {shown}: {exc}") from None
+            raise LedgerError(f"cannot open ledger {shown}: {database_message(exc)}") from None
         if engine.dialect.name == "sqlite":
-            _sqlite_setup(engine)
-        store = cls(engine, url)
-        store._initialise()
+            (_sqlite_read_only_setup if read_only else _sqlite_setup)(engine)
+        store = cls(engine, url, read_only=read_only)
+        try:
+            if read_only:
+                store._check_existing(path)
+            else:
+                store._initialise()
+        except LedgerError:
+            store.close()  # a refused database keeps no connection open
+            raise
         return store
+
+    def _check_existing(self, path: Path | None) -> None:
+        """Check the schema of an existing ledger opened read-only (see ``_check_schema``); a database holding
+        no tables at all is no ledger yet, one holding other tables is not a certa ledger."""
+        try:
+            with self._engine.connect() as conn, conn.begin():
+                state = _ledger_state(conn, self.location)
+        except SQLAlchemyError as exc:
+            problem = database_message(exc) if path is None else sqlite_read_problem(path, exc.orig or exc)
+            raise LedgerError(f"cannot read ledger {self.location}: {problem}") from None
+        if state.schema_version is None:
+            raise LedgerError(f"no ledger in {self.location} yet (it holds no tables); run 'certa run SPEC' first "
+                              "or pass --ledger")
+        self._check_schema(state)
 
     def _initialise(self, attempts: int = 3) -> None:
         """Create a new ledger at the newest schema, stamped with its Alembic revision, in one
-        transaction; or check an existing ledger's schema (see ``_check_schema``).
+        transaction; or check an existing ledger's schema (see ``_check_schema``). A database that holds
+        tables but no ledger is refused (``location.refuse_foreign_database``), never extended.
 
         Two processes opening a new PostgreSQL ledger at once can race on CREATE TABLE; the loser's
         transaction fails and is retried, and then finds the tables in place.
@@ -167,7 +244,7 @@ class Ledger:
         for attempt in range(1, attempts + 1):
             try:
                 with self._engine.begin() as conn:
-                    state = read_schema_state(conn)
+                    state = _ledger_state(conn, self.location)
                     if state.schema_version is None:
                         metadata.create_all(conn)
                         alembic_version.create(conn, checkfirst=True)
@@ -186,8 +263,14 @@ class Ledger:
         schema or revision, and anything else."""
         self.schema_version = checked_schema_version(state, self.location)
 
+    def _refuse_if_read_only(self) -> None:
+        if self.read_only:
+            raise LedgerError(f"ledger {self.location} is open read-only: nothing can be recorded in it")
+
     def require_writable(self) -> None:
-        """Raise ``LedgerError`` unless this ledger has this certa's schema (an older one needs ``certa migrate``)."""
+        """Raise ``LedgerError`` unless this ledger was opened for writing and has this certa's schema (an older
+        one needs ``certa migrate``)."""
+        self._refuse_if_read_only()
         if self.schema_version != SCHEMA_VERSION:
             raise LedgerError(f"ledger {self.location} has schema version {self.schema_version}, older than this "
                               f"certa's {SCHEMA_VERSION}: run '{command_hint('migrate', ledger=self.location)}' (it keeps "
@@ -199,6 +282,7 @@ class Ledger:
         rewritten. A failure leaves the ledger as it was. See ``ledger.migrate``."""
         from .migrate import upgrade_to_head  # imports Alembic: only this path needs it
 
+        self._refuse_if_read_only()
         try:
             with self._engine.connect() as conn:
                 with conn.begin():
@@ -373,17 +457,21 @@ class Ledger:
             raise LedgerError(f"cannot read ledger {self.location}: {database_message(exc)}") from None
 
     def resolve_run_id(self, prefix: str) -> str:
-        """The full run id for a unique prefix (at least 4 hex digits), or ``latest`` for the newest run."""
-        prefix = prefix.strip().lower()
+        """The full run id for a unique prefix (4 to 32 hex digits, matched literally), or ``latest`` for the
+        newest run."""
+        given = prefix.strip()
+        prefix = given.lower()
         if prefix == "latest":
             newest = self.runs(limit=1)
             if not newest:
                 raise LedgerError(f"no runs recorded in {self.location} yet")
             return newest[0].run_id
-        if len(prefix) < 4:
-            raise LedgerError("give at least 4 characters of the run id")
+        if not _RUN_ID_PREFIX.fullmatch(prefix):
+            raise LedgerError(f"{given!r} is not a run id: a run id is 32 hex digits (0-9, a-f); give at least the "
+                              "first 4 of them, or 'latest'")
         with self._read() as conn:
-            found = list(conn.execute(select(runs.c.run_id).where(runs.c.run_id.like(prefix + "%")).limit(2)).scalars())
+            found = list(conn.execute(select(runs.c.run_id).where(runs.c.run_id.startswith(prefix, autoescape=True))
+                                      .limit(2)).scalars())
         if not found:
             raise LedgerError(f"no run with id {prefix!r} in {self.location}; "
                               f"'{command_hint('list', ledger=self.location)}' shows the runs")
@@ -431,7 +519,10 @@ class Ledger:
         """(seq, entry_hash) of the last entry as recorded in the head row."""
         with self._read() as conn:
             value = conn.execute(select(ledger_meta.c.value).where(ledger_meta.c.key == "head")).scalar_one()
-        seq, digest = value.split(":")
+        seq, colon, digest = value.partition(":") if isinstance(value, str) else ("", "", "")
+        if not (colon and seq.isdigit()):
+            raise LedgerIntegrityError(f"ledger_meta.head of {self.location} is not SEQ:HASH (it was edited): run "
+                                       f"'{command_hint('verify', ledger=self.location)}'")
         return int(seq), digest
 
     def entry_hashes(self, upto: int) -> list[str]:

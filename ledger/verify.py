@@ -109,6 +109,38 @@ def _entry_problem(entry: EntryRow, message: str) -> Problem:
     return Problem(f"entry {entry.seq} ({entry.kind}, run {entry.run_id})", message, entry.seq, entry.run_id)
 
 
+_SQL_TYPES = {type(None): "NULL", int: "an integer", float: "a real number", str: "text", bytes: "a blob"}
+"""How a cell's value (what the driver returns for each SQLite storage type) is named in a problem."""
+
+
+def _stored_as(value: Any) -> str:
+    """A cell's storage type and value, for a problem: ``a blob (b'15')``."""
+    shown = repr(value)
+    return f"{_SQL_TYPES.get(type(value), type(value).__name__)} ({shown[:40]}{'…' if len(shown) > 40 else ''})"
+
+
+def _mistyped_columns(entry: EntryRow) -> list[str]:
+    """The columns of an entry whose value is not of the type certa writes (``seq`` an integer, the rest text)."""
+    return [f"entries.{name} is {_stored_as(value)}, not {'an integer' if name == 'seq' else 'text'}"
+            for name, value in entry.__dict__.items() if type(value) is not (int if name == "seq" else str)]
+
+
+def _hex_leaves(hashes: list[str]) -> list[bytes]:
+    """``merkle.entry_leaves`` of recorded entry hashes; one that is no hex digest (an edited cell, reported at its
+    entry) becomes the leaf of its text's SHA-256, so that it matches no stored node."""
+    try:
+        return merkle.entry_leaves(hashes)
+    except (ValueError, TypeError):
+        return [merkle.leaf_hash(_digest_bytes(digest)) for digest in hashes]
+
+
+def _digest_bytes(digest: Any) -> bytes:
+    try:
+        return bytes.fromhex(digest)
+    except (ValueError, TypeError):
+        return hashlib.sha256(repr(digest).encode("utf-8")).digest()
+
+
 class _ChainWalk:
     """Checks entries one by one in chain order and collects what the run/blob checks need."""
 
@@ -127,6 +159,11 @@ class _ChainWalk:
 
     def check(self, entry: EntryRow) -> None:
         problems = self.problems
+        if not (type(entry.seq) is int and type(entry.run_id) is type(entry.kind) is type(entry.recorded_at)
+                is type(entry.payload) is type(entry.payload_sha256) is type(entry.prev_hash)
+                is type(entry.entry_hash) is str):
+            self._mistyped(entry)
+            return
         self.seq += 1
         if entry.seq != self.seq:
             problems.append(_entry_problem(entry, f"sequence gap: expected entry {self.seq}, found {entry.seq} "
@@ -174,13 +211,30 @@ class _ChainWalk:
                 problems.extend(_entry_problem(entry, f"certificate: {message}")
                                 for message in self.check_certificate(data))
 
+    def _mistyped(self, entry: EntryRow) -> None:
+        """An entry with a cell of another type than certa writes (stored by hand; SQLite keeps any type in any
+        column): one problem naming it by its place in the chain, which continues after it."""
+        self.seq += 1
+        run = entry.run_id if type(entry.run_id) is str else None
+        self.problems.append(Problem(f"entry {self.seq} (in chain order)",
+                                     f"entry edited outside certa: {'; '.join(_mistyped_columns(entry))}",
+                                     self.seq, run))
+        digest = entry.entry_hash if type(entry.entry_hash) is str else repr(entry.entry_hash)
+        self.prev = digest
+        self.entry_hashes.append(digest)
+        if self.expect_seq is not None and self.seq <= self.expect_seq:
+            self.prefix_hashes.append(digest)
+            if self.seq == self.expect_seq:
+                self.hash_at_expected_seq = digest
+
 
 @dataclass(frozen=True)
 class _BlobRow:
     sha256: str
     size: int
-    content_sha256: str
-    content_size: int
+    content_sha256: str | None
+    """None: ``content`` is not a blob (``content_size`` then says what it is, as ``_stored_as``)."""
+    content_size: int | str
 
 
 @dataclass(frozen=True)
@@ -194,7 +248,10 @@ class _Tables:
     nodes: list[tuple[int, int, str]] | None  # merkle_nodes rows by key; None: no such table (schema 1 and 2)
 
     def head(self) -> tuple[int, str] | None:
-        seq, _, digest = self.meta.get("head", "").partition(":")
+        value = self.meta.get("head", "")
+        if type(value) is not str:
+            return None
+        seq, _, digest = value.partition(":")
         return (int(seq), digest) if seq.isdigit() and digest else None
 
 
@@ -211,8 +268,11 @@ def _read_tables(ledger: Ledger) -> _Tables:
         blob_rows = []
         for sha, size, content in conn.execute(select(blobs.c.sha256, blobs.c.size, blobs.c.content)
                                                .execution_options(yield_per=64)):
-            raw = bytes(content)
-            blob_rows.append(_BlobRow(sha, size, sha256_hex(raw), len(raw)))
+            if isinstance(content, (bytes, bytearray, memoryview)):
+                raw = bytes(content)
+                blob_rows.append(_BlobRow(sha, size, sha256_hex(raw), len(raw)))
+            else:  # stored by hand as another SQLite type
+                blob_rows.append(_BlobRow(sha, size, None, _stored_as(content)))
         found = inspect(conn)
         nodes = None
         if found.has_table(merkle_nodes.name):  # 2·10^5 rows for 10^5 entries: plain tuples from the driver
@@ -266,7 +326,12 @@ def _blob_problems(walk: _ChainWalk, stored: list[_BlobRow]) -> list[Problem]:
     problems = []
     keys = {row.sha256 for row in stored}
     for row in stored:
-        where = f"blob {row.sha256[:12]}…"
+        where = f"blob {str(row.sha256)[:12]}…"
+        mistyped = _mistyped_blob(row)
+        if mistyped:
+            problems.extend(Problem(where, f"blob row edited outside certa: {message}", column=column)
+                            for column, message in mistyped)
+            continue
         if row.content_sha256 != row.sha256:
             if row.sha256 in walk.referenced:
                 problems.append(Problem(where, f"stored input bytes edited: their SHA-256 no longer matches (SHA-256 of "
@@ -287,11 +352,29 @@ def _blob_problems(walk: _ChainWalk, stored: list[_BlobRow]) -> list[Problem]:
     return problems
 
 
+def _mistyped_blob(row: _BlobRow) -> list[tuple[str, str]]:
+    """(column, message) of each ``blobs`` cell of another type than certa writes."""
+    found = []
+    if type(row.sha256) is not str:
+        found.append(("blobs.sha256", f"blobs.sha256 is {_stored_as(row.sha256)}, not text"))
+    if type(row.size) is not int:
+        found.append(("blobs.size", f"blobs.size is {_stored_as(row.size)}, not an integer"))
+    if row.content_sha256 is None:
+        found.append(("blobs.content", f"blobs.content is {row.content_size}, not a blob"))
+    return found
+
+
 def _meta_problems(tables: _Tables, last: tuple[int, str]) -> list[Problem]:
     """``ledger_meta``: known keys only, a readable schema version matching ``alembic_version``, the head."""
     problems = []
     meta = tables.meta
-    for key in sorted(set(meta) - set(_META_KEYS)):
+    for key, value in meta.items():
+        for column, cell in (("key", key), ("value", value)):
+            if type(cell) is not str:
+                problems.append(Problem("ledger_meta", f"ledger_meta row {key!r} edited outside certa: "
+                                                       f"ledger_meta.{column} is {_stored_as(cell)}, not text",
+                                        column=f"ledger_meta.{column}"))
+    for key in sorted(set(meta) - set(_META_KEYS), key=repr):
         problems.append(Problem("ledger_meta", f"ledger_meta has an unknown key {key!r} (value {meta[key]!r}); it "
                                                f"holds only {', '.join(_META_KEYS)}", column="ledger_meta.key"))
     for key in _META_KEYS:
@@ -301,7 +384,7 @@ def _meta_problems(tables: _Tables, last: tuple[int, str]) -> list[Problem]:
     head = tables.head()
     if "head" in meta and head != last:
         problems.append(Problem("chain head", f"the recorded head (ledger_meta value of key 'head') "
-                                              f"{meta['head'][:20]}… does not match the last entry "
+                                              f"{str(meta['head'])[:20]}… does not match the last entry "
                                               f"{last[0]}:{last[1][:12]}… (entries were removed or added)",
                                 column="ledger_meta.value"))
     version = meta.get("schema_version")
@@ -337,19 +420,24 @@ def _node_name(key: tuple[int, int]) -> str:
     return f"merkle node (level {level}, position {position}: entries {first + 1}..{first + (1 << level)})"
 
 
+def _node_order(key: tuple[Any, Any]) -> tuple[tuple[int, Any], ...]:
+    """Sort key of a stored node's (level, position): integers in order, then cells of any other type (edited)."""
+    return tuple((0, part) if type(part) is int else (1, repr(part)) for part in key)
+
+
 def _merkle_problems(walk: _ChainWalk, tables: _Tables) -> list[Problem]:
     """``merkle_nodes`` against the Merkle tree of the entries read: a row for every complete perfect subtree
     (no more), each with its hash. An edited ``level`` or ``position`` shows as a row missing and another
     added with the missing one's hash: reported once, naming the column. At most ``_MAX_NODE_PROBLEMS``
     problems are listed (a rewritten chain changes every node above it), then how many more there are."""
-    version = tables.meta.get("schema_version", "")
+    version = str(tables.meta.get("schema_version", ""))
     if tables.nodes is None:
         if version.isdigit() and int(version) >= 3:
             return [Problem("merkle_nodes", f"ledger_meta value of key 'schema_version' is {version!r} but the "
                                             "ledger has no merkle_nodes table (it was dropped)",
                             column="merkle_nodes.level")]
         return []
-    levels = merkle.perfect_levels(merkle.entry_leaves(walk.entry_hashes))
+    levels = merkle.perfect_levels(_hex_leaves(walk.entry_hashes))
     in_order = [(level, position, digest.hex()) for level, nodes in enumerate(levels)
                 for position, digest in enumerate(nodes)]
     if tables.nodes == in_order:  # the usual case, checked in one comparison
@@ -358,7 +446,7 @@ def _merkle_problems(walk: _ChainWalk, tables: _Tables) -> list[Problem]:
     stored = {(level, position): digest for level, position, digest in tables.nodes}
     problems = []
     missing = {expected[key]: key for key in expected.keys() - stored.keys()}
-    for key in sorted(stored.keys() - expected.keys()):
+    for key in sorted(stored.keys() - expected.keys(), key=_node_order):
         moved_from = missing.pop(stored[key], None)
         level, position = key
         if moved_from is not None:
@@ -391,7 +479,7 @@ def _head_seq_hint(ledger: Ledger) -> int:
     """The head's seq before the walk, for progress only (a malformed head is reported later, not here)."""
     try:
         return ledger.head()[0]
-    except (LedgerError, ValueError):
+    except (LedgerError, ValueError, TypeError):  # TypeError: a head cell stored as another type
         return 0
 
 
@@ -448,7 +536,7 @@ def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, A
                 problems.append(Problem("expected head", f"entry {seq} is not the one recorded in the expected head "
                                                          "(the chain was rewritten)", seq))
             elif expect_root is not None and len(walk.prefix_hashes) == seq \
-                    and merkle.root_hash(merkle.entry_leaves(walk.prefix_hashes)).hex() != expect_root:
+                    and merkle.root_hash(_hex_leaves(walk.prefix_hashes)).hex() != expect_root:
                 problems.append(Problem("expected head", f"the Merkle root of entries 1..{seq} differs from the signed "
                                                          "root (the chain was rewritten)", seq))
         problems.extend(_blob_problems(walk, tables.blobs))

@@ -24,7 +24,7 @@ from engine.certificate import results_sha256
 from engine.errors import LedgerError, LedgerIntegrityError
 from ledger import Ledger, merkle
 from ledger.bundle import build_bundle
-from ledger.checkpoint import PAYLOAD_TYPE, open_checkpoint, sign_checkpoint
+from ledger.checkpoint import PAYLOAD_TYPE, cosign_checkpoint, open_checkpoint, sign_checkpoint
 from ledger.dsse import (add_signature, generate_key_pair, key_id, load_private_key, load_public_key,
                          pre_authentication_encoding)
 from ledger.chain import encode_payload, entry_hash
@@ -186,17 +186,21 @@ def test_cli_keygen_checkpoint_and_verify(small_spec: Path, tmp_path: Path, monk
     assert runner.invoke(main, ["verify-bundle", str(bundle_file), "--public-key", made["public_key"]]).exit_code == 2
     # two-person rule: a co-signer checks the checkpoint against the ledger and adds a signature
     cosigned = tmp_path / "head.cosigned"
-    added = runner.invoke(main, ["cosign", str(out), "--key", other["private_key"], "--out", str(cosigned), "--json",
-                                 "--ledger", db])
+    added = runner.invoke(main, ["cosign", str(out), "--public-key", made["public_key"], "--key", other["private_key"],
+                                 "--out", str(cosigned), "--json", "--ledger", db])
     assert added.exit_code == 0, added.output
     assert json.loads(added.stdout)["key_ids"] == [made["key_id"], other["key_id"]]
     both = ["--public-key", made["public_key"], "--public-key", other["public_key"]]
     assert runner.invoke(main, ["verify", "--checkpoint", str(cosigned), *both, "--ledger", db]).exit_code == 0
     assert runner.invoke(main, ["verify", "--checkpoint", str(out), *both, "--ledger", db]).exit_code == 1
-    assert runner.invoke(main, ["cosign", str(cosigned), "--key", other["private_key"], "--out",
+    assert runner.invoke(main, ["cosign", str(cosigned), *both, "--key", other["private_key"], "--out",
                                 str(tmp_path / "again"), "--ledger", db]).exit_code == 2  # already signed by it
-    assert runner.invoke(main, ["cosign", str(out), "--key", other["private_key"], "--out", str(tmp_path / "x"),
-                                "--ledger", str(tmp_path / "other.db")]).exit_code == 2  # not this ledger's head
+    assert runner.invoke(main, ["cosign", str(out), "--public-key", made["public_key"], "--key", other["private_key"],
+                                "--out", str(tmp_path / "x"), "--ledger", str(tmp_path / "other.db")]
+                         ).exit_code == 2  # not this ledger's head
+    unchecked = runner.invoke(main, ["cosign", str(out), "--public-key", other["public_key"], "--key",
+                                     other["private_key"], "--out", str(tmp_path / "y"), "--ledger", db])
+    assert unchecked.exit_code == 1 and not (tmp_path / "y").exists()  # its signature is not by the key given
     monkeypatch.setenv("CERTA_KEY_PASSPHRASE", "")
     assert runner.invoke(main, ["checkpoint", "--key", made["private_key"], "--ledger", db]).exit_code == 0
 
@@ -326,6 +330,36 @@ def test_a_checkpoint_signed_by_two_keys_needs_both_when_both_are_required(keys)
         open_checkpoint(json.dumps(two), [])
 
 
+
+def test_cosigning_needs_every_existing_signature_to_verify(keys):
+    """``cosign_checkpoint`` adds a signature only to a checkpoint whose every signature verifies against the
+    signers' public keys it is given: never to a forged, altered or unattributable one (exit 1, one line)."""
+    private, public = keys
+    officer_private_pem, officer_public_pem = generate_key_pair()
+    officer, officer_public = load_private_key(officer_private_pem), load_public_key(officer_public_pem)
+    signed = sign_checkpoint([private], 3, HEAD_HASH, ROOT_HASH)
+    cosigned = cosign_checkpoint(json.dumps(signed), [officer], [public])
+    assert open_checkpoint(json.dumps(cosigned), [public, officer_public]).key_ids == (key_id(public),
+                                                                                      key_id(officer_public))
+    other = sign_checkpoint([private], 4, HEAD_HASH, ROOT_HASH)
+    forged = {**signed, "signatures": [{**signed["signatures"][0], "sig": other["signatures"][0]["sig"]}]}
+    altered = {**signed, "payload": other["payload"]}
+    unsigned = {**signed, "signatures": []}
+    for envelope, refusal in ((forged, "does not verify"), (altered, "does not verify"),
+                              (unsigned, "no signature by key")):
+        with pytest.raises(LedgerIntegrityError, match=refusal) as refused:
+            cosign_checkpoint(json.dumps(envelope), [officer], [public])
+        assert refused.value.exit_code == 1 and "\n" not in str(refused.value)
+    # a valid signature next to one nobody can check (or a second, forged one under the same key id)
+    stranger = add_signature(signed, load_private_key(generate_key_pair()[0]), PAYLOAD_TYPE)
+    duplicated = {**signed, "signatures": [*signed["signatures"], forged["signatures"][0]]}
+    for envelope, refusal in ((stranger, "by none of the public keys given"), (duplicated, "does not verify")):
+        with pytest.raises(LedgerIntegrityError, match=refusal):
+            cosign_checkpoint(json.dumps(envelope), [officer], [public])
+    with pytest.raises(LedgerError, match="at least one public key"):
+        cosign_checkpoint(json.dumps(signed), [officer], [])
+
+
 JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False)
                            | st.text(max_size=8),
                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
@@ -357,6 +391,9 @@ def _paths(value, prefix=()):
             yield from _paths(item, (*prefix, i))
 
 
+BUNDLE_INTEGERS = {("certa_bundle",), ("entry", "seq"), ("inclusion", "leaf_index"), ("inclusion", "tree_size")}
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_verify_bundle_never_crashes_on_a_mangled_bundle(sample_bundle, keys, data):
@@ -369,8 +406,9 @@ def test_verify_bundle_never_crashes_on_a_mangled_bundle(sample_bundle, keys, da
     target = bundle
     for key in path[:-1]:
         target = target[key]
-    try:  # the same canonical JSON (e.g. 34 and 34.0) is the same bundle
-        unchanged = canonical_sha256(target[path[-1]]) == canonical_sha256(replacement)
+    try:  # the same canonical JSON (e.g. 34 and 34.0) is the same bundle, except in its own integer members
+        unchanged = canonical_sha256(target[path[-1]]) == canonical_sha256(replacement) \
+            and (path not in BUNDLE_INTEGERS or type(replacement) is int)
     except ValueError:
         unchanged = False
     target[path[-1]] = replacement

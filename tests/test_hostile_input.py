@@ -113,7 +113,9 @@ def test_hostile_tables_end_in_one_line_and_create_no_ledger(fmt: str, data: st.
         st.tuples(st.integers(0, len(valid) - 1), st.binary(min_size=1, max_size=8)).map(
             lambda edit: valid[:edit[0]] + edit[1] + valid[edit[0] + 1:]),
         st.sampled_from([b"\xff\xfe\x00a", "window_id\n\u00e9".encode("latin-1"), b"a,b\n" + b"1e999999,2\n",
-                         b"window_id,tokens,mean_nll\n" + b"w,1,nan\n" * 3, b'{"a": ' * 3000, b"\x00" * 100]),
+                         b"window_id,tokens,mean_nll\n" + b"w,1,nan\n" * 3, b'{"a": ' * 3000, b"\x00" * 100,
+                         b'{"window_id": "w", "tokens": ' + b"9" * 5000 + b"}\n",  # over Python's int digits
+                         b"window_id,tokens\nw," + b"1" * 200_000 + b"\n"]),  # over csv's default field limit
     ))
     spec = _spec_with_subject(tmp_path, fmt, raw)
     ledger = Path(tempfile.mkdtemp(dir=tmp_path)) / "l.db"  # tmp_path is shared by the examples

@@ -193,7 +193,7 @@ def test_cli_report_writes_refuses_to_overwrite_and_prints_json(examples, tmp_pa
     forced = invoke("report", runs["conformal-pac"], "-o", str(out), "--force", "--ledger", str(db), "--json")
     assert forced.exit_code == 0 and out.read_bytes() == body
     assert json.loads(forced.stdout)["sha256"] == payload["sha256"]
-    assert not list(tmp_path.glob(".*.tmp"))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left behind
 
 
 def test_importing_the_cli_loads_no_plotting_or_templating() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ from cli import main
 from engine import run
 from engine.audit import verify
 from engine.errors import LedgerError
-from engine.reviews import PAYLOAD_TYPE, check_review, ledger_reviews, review_payload, reviews_of, unapproved_runs
+from engine.reviews import (PAYLOAD_TYPE, approval_by, check_review, ledger_reviews, review_payload, reviews_of,
+                            unapproved_runs)
 from ledger import Ledger
 from ledger.chain import encode_payload, entry_hash
 from ledger.dsse import generate_key_pair, key_id, load_private_key, load_public_key
@@ -298,3 +300,80 @@ def test_old_review_entries_of_the_golden_ledgers_are_unsigned_and_verify(versio
     assert (record.reviewer, record.decision, record.note) == ("golden-corpus", "comment", "golden corpus")
     assert (record.signed, record.signature_valid, record.key_ids, record.problem) == (False, None, (), None)
     assert _certa("verify", ledger=copy).exit_code == 0
+
+
+# ------------------------------------------------------------------------------- signing order vs chain order
+
+def _signed(ledger: Ledger, run_id: str, decision: str, keys, minute: int, *, reviewer: str = "alice") -> int:
+    """Record a review signed at 10:MM on 2026-11-22 (``review_payload(signed_at=...)``)."""
+    when = datetime(2026, 11, 22, 10, minute, tzinfo=timezone.utc)
+    payload = review_payload(reviewer=reviewer, decision=decision, note="", certificate=ledger.certificate(run_id),
+                             private_keys=list(keys), signed_at=when)
+    return ledger.record_note(run_id, "review", payload)
+
+
+def _swap_payloads(db: Path, a: int, b: int) -> None:
+    """Exchange two entries' payloads and recompute the chain: what someone with write access but no key can do."""
+    first, second = _payload(db, a), _payload(db, b)
+    _rewrite_entry(db, a, second)
+    _rewrite_entry(db, b, first)
+
+
+def test_swapping_an_approval_and_a_later_rejection_is_detected_and_approves_nothing(two_runs, alice):
+    db, first, _ = two_runs
+    with Ledger.open(db) as ledger:
+        approved = _signed(ledger, first, "approved", [alice[0]], 1)
+        rejected = _signed(ledger, first, "rejected", [alice[0]], 2)
+        assert verify(ledger).intact
+        assert unapproved_runs(ledger, [alice[1]], run_id=first)[1][0].reason == \
+            "its newest signed decision by this key is 'rejected'"
+    _swap_payloads(db, approved, rejected)  # the rejection first, the approval (signed before it) last
+    with Ledger.open(db) as ledger:
+        assert verify(ledger, check_reviews=False).intact  # the chain itself was recomputed consistently
+        report = verify(ledger)
+        records = reviews_of(ledger, first)
+        gaps = unapproved_runs(ledger, [alice[1]], run_id=first)[1]
+    assert not report.intact and [p.seq for p in report.problems] == [rejected]
+    problem = report.first_broken
+    assert f"entry {rejected}" in problem.where and f"before entry {approved}" in problem.message
+    assert "2026-11-22T10:01:00.000000Z" in problem.message and "2026-11-22T10:02:00.000000Z" in problem.message
+    assert [(r.decision, r.signature_valid, r.out_of_order) for r in records] == \
+        [("rejected", True, None), ("approved", True, approved)]
+    assert records[1].signed_at == "2026-11-22T10:01:00.000000Z"
+    assert len(gaps) == 1 and "out of signing order" in gaps[0].reason
+    pub = Path(db).parent / "alice.pub"
+    pub.write_bytes(alice[1].public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    text = _certa("verify", first, "--require-approval", str(pub), ledger=db)
+    assert text.exit_code == 1 and "TAMPERED" in text.output and f"NOT APPROVED: run {first}" in text.output
+    assert (f"entry {rejected}: alice approved run {first} (signed by {key_id(alice[1])[:16]}…: verifies, but "
+            f"recorded after entry {approved}, which one of its keys signed later)") in text.output
+    out = json.loads(_certa("verify", first, "--require-approval", str(pub), "--json", ledger=db).stdout)
+    assert [r["out_of_order"] for r in out["reviews"]] == [None, approved] and out["ok"] is False
+
+
+def test_an_old_approval_copied_after_a_rejection_is_detected(two_runs, alice):
+    db, first, _ = two_runs
+    with Ledger.open(db) as ledger:
+        approved = _signed(ledger, first, "approved", [alice[0]], 1)
+        _signed(ledger, first, "rejected", [alice[0]], 2)
+        copy = ledger.record_note(first, "review", _payload(db, approved))  # appended verbatim, signature intact
+        report = verify(ledger)
+        assert approval_by(reviews_of(ledger, first), key_id(alice[1])) is None
+    assert [p.seq for p in report.problems] == [copy]
+
+
+def test_signing_order_is_per_key_and_per_run(two_runs, alice, mallory):
+    """Reviews signed in order, a key reviewing again later, other keys and other runs signed at other times,
+    unsigned reviews: no problem, and the newest decision stands."""
+    db, first, second = two_runs
+    with Ledger.open(db) as ledger:
+        _signed(ledger, first, "approved", [alice[0]], 5)
+        _signed(ledger, first, "approved", [mallory[0]], 1)  # another key, signed earlier: no contradiction
+        _signed(ledger, second, "approved", [alice[0]], 2)  # another run, signed earlier: no contradiction
+        _review(ledger, first, "comment")  # unsigned
+        _signed(ledger, first, "rejected", [alice[0], mallory[0]], 6)
+        last = _signed(ledger, first, "approved", [alice[0]], 6)  # the same minute: not earlier
+        assert verify(ledger).intact
+        records = reviews_of(ledger, first)
+        assert approval_by(records, key_id(alice[1])).seq == last
+        assert approval_by(records, key_id(mallory[1])) is None  # its newest decision is the rejection

@@ -19,6 +19,7 @@ import pytest
 
 from engine import ProfileAbort, run
 from engine.audit import verify
+from engine.errors import LedgerError
 from ledger import Ledger
 from ledger.schema import alembic_version, metadata
 
@@ -277,6 +278,79 @@ def test_ledger_meta_keys_and_the_alembic_revision_are_checked(recorded_ledger: 
     assert "no alembic_version table" in report.first_broken.message
     report = _edit_and_verify(pristine, ("INSERT INTO alembic_version VALUES ('0001')", ()))
     assert "alembic_version holds 2 rows" in report.first_broken.message
+
+
+# ------------------------------------------------------------------------------------------ storage types
+
+STORAGE_TYPES = ("null", "integer", "real", "text", "blob")
+_STORED_AS = {  # SQL giving the cell's current value (``{c}``) in another SQLite storage type
+    "null": "NULL",
+    "integer": "length(CAST({c} AS BLOB)) + 900000",
+    "real": "length(CAST({c} AS BLOB)) + 0.5",
+    "text": "CASE typeof({c}) WHEN 'blob' THEN CAST({c} AS TEXT) ELSE CAST({c} AS TEXT) || 'x' END",
+    "blob": "CAST(CAST({c} AS TEXT) AS BLOB)",
+}
+TYPE_CASES = [(m, kind) for m in MUTATIONS if m.table != "alembic_version" for kind in STORAGE_TYPES]
+"""Every column of the ledger's own tables (the rows of ``MUTATIONS``, one per column and row) in every storage
+type; ``alembic_version`` is Alembic's table, read by the schema check before ``verify``."""
+
+
+@pytest.mark.parametrize(("mutation", "storage"), TYPE_CASES, ids=[f"{m.id}-{t}" for m, t in TYPE_CASES])
+def test_a_cell_stored_as_another_type_is_reported_naming_its_row(recorded_ledger: tuple[Path, Recorded],
+                                                                   mutation: Mutation, storage: str) -> None:
+    """SQLite stores any type in any column (type affinity converts only what it can losslessly, NOT NULL and
+    CHECK constraints refuse some); ``verify`` reports every cell whose type is not the one certa writes as
+    tampering of its row, and never crashes."""
+    pristine, recorded = recorded_ledger
+    db = _copy(pristine)
+    where, params = mutation.where(mutation.row(recorded), lambda key: f":{key}")
+    try:
+        with sqlite3.connect(db) as conn:
+            before = conn.execute(f"SELECT typeof({mutation.column}) FROM {mutation.table} WHERE {where}",
+                                  params).fetchone()[0]
+            if before == storage:
+                pytest.skip(f"{mutation.id} is stored as {storage} already (value edits: the test above)")
+            rowid = conn.execute(f"SELECT rowid FROM {mutation.table} WHERE {where}", params).fetchone()[0]
+            try:
+                conn.execute(f"UPDATE {mutation.table} SET {mutation.column} = "
+                             f"{_STORED_AS[storage].format(c=mutation.column)} WHERE rowid = :rowid", {"rowid": rowid})
+            except sqlite3.IntegrityError as refused:  # NOT NULL, CHECK, primary key: the database refuses it
+                pytest.skip(f"SQLite refuses {storage} in {mutation.id}: {refused}")
+            after = conn.execute(f"SELECT typeof({mutation.column}) FROM {mutation.table} WHERE rowid = :rowid",
+                                 {"rowid": rowid}).fetchone()[0]
+        if after != storage:
+            pytest.skip(f"SQLite's type affinity stores {storage} in {mutation.id} as {after}")
+        try:
+            with Ledger.open(db) as ledger:
+                report = verify(ledger)
+        except LedgerError as refused:  # opening reads schema_version first: a one-line refusal (exit 2)
+            assert mutation.row(recorded) == "schema_version" and "schema version" in str(refused), refused
+            return
+    finally:
+        db.unlink()
+    assert not report.intact, f"{mutation.id} as {storage}: verify found nothing"
+    row_name = mutation.names(recorded)
+    assert any(row_name in p.where + p.message for p in report.problems), report.problems
+
+
+def test_the_command_reports_a_blob_stored_as_text_naming_it(recorded_ledger: tuple[Path, Recorded]) -> None:
+    """The reported case, through ``certa verify``: exit 1 through ``sys.exit``, the blob and column named."""
+    from click.testing import CliRunner
+
+    from cli import main
+
+    pristine, recorded = recorded_ledger
+    db = _copy(pristine)
+    try:
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE blobs SET content = X'00' || substr(content, 2) WHERE sha256 = ?", (recorded.blob,))
+            assert conn.execute("SELECT typeof(content) FROM blobs WHERE sha256 = ?", (recorded.blob,)).fetchone() \
+                == ("text",)
+        result = CliRunner().invoke(main, ["verify", "--ledger", str(db)])
+    finally:
+        db.unlink()
+    assert isinstance(result.exception, SystemExit) and result.exit_code == 1, result.output
+    assert f"blob {recorded.blob[:12]}" in result.output and "blobs.content is text" in result.output, result.output
 
 
 # ------------------------------------------------------------------------------------------ PostgreSQL

@@ -17,6 +17,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from ..display_text import plain_text
 from ..gates import gate_display
 from . import plots
 from .data import ReportData
@@ -41,12 +42,20 @@ def stylesheet() -> str:
     return resources.files(__package__).joinpath("report.css").read_text(encoding="utf-8")
 
 
+def _displayed(value: Any) -> Any:
+    """Every ``{{ ... }}`` of the templates: a string (a recorded user string: spec description, reviewer, note,
+    input name, ...) without control and bidi characters (``engine.display_text.plain_text``; newlines kept,
+    HTML is escaped by the environment); markup certa built (plots, stylesheet, macros) and other values as
+    they are."""
+    return plain_text(value, newlines=True) if isinstance(value, str) and not isinstance(value, Markup) else value
+
+
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader(__package__, "templates"),
                              autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                             keep_trailing_newline=True)
+                             keep_trailing_newline=True, finalize=_displayed)
     env.filters["fmt"] = fmt
     env.tests["cell"] = lambda value: isinstance(value, Cell)
     return env

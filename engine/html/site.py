@@ -17,10 +17,15 @@ every run; certificate and review problems only their own run), and each run pag
 **Incremental rebuilds.** ``DIR/.certa-site.json`` maps each page to the SHA-256 of its inputs (the run's
 index row and certificate digest, its review and replay entry seqs, its verification status, the renderer's
 version: a digest of this package's templates, CSS, script and code) and of the bytes written. A page is
-rendered again only when its inputs changed, and written atomically (temporary file, ``os.replace``). A
+rendered again only when its inputs changed, and written atomically (``ledger.atomic_files``). A
 run page shows the ledger head of the build that wrote it: "intact as of head N" stays true as the chain
 grows, and a changed status rewrites the page. Files that certa did not write are never overwritten or
 deleted; a page certa wrote earlier and no longer produces is removed only while its bytes are unchanged.
+
+**A killed build is finished by the next one.** Before the first page is written the manifest lists every
+page the build will write as pending (no inputs digest), so a build killed at any moment leaves only pages the
+manifest claims: the next build rewrites them and removes the killed build's temporary files
+(``.NAME.RANDOM.certa-tmp``). The manifest itself is replaced atomically.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ledger import EntryRow, Ledger, Problem, RunRow, VerifyReport
+from ledger.atomic_files import is_temporary, make_folders, write_atomically
 from ledger.bundle import ledger_root
 from ledger.checkpoint import open_checkpoint, read_checkpoint_unverified
 from ledger.dsse import key_id
@@ -302,17 +308,10 @@ def _diff_rows(certificate_a: Mapping[str, Any], certificate_b: Mapping[str, Any
 
 # ------------------------------------------------------------------------------------------ writing
 
-def _write_atomically(path: Path, body: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_bytes(body)
-    os.replace(temporary, path)
-
-
 def _render_run_page(path: str, data: ReportData, out_dir: Path) -> tuple[str, str, int]:
     links = [Link("All runs", "../index.html"), Link("Chain and checkpoints", "../chain.html")]
     body = render_report(data, links=links, css_href=f"../{CSS_NAME}").encode("utf-8")
-    _write_atomically(out_dir / path, body)
+    write_atomically(out_dir / path, body)
     return path, hashlib.sha256(body).hexdigest(), len(body)
 
 
@@ -331,7 +330,7 @@ def _render_diff_page(page: _DiffPage, out_dir: Path, certificates: Mapping[str,
         equal=equal,
         same_content=certificate_a["content_sha256"] == certificate_b["content_sha256"])
     body = html.encode("utf-8")
-    _write_atomically(out_dir / page.path, body)
+    write_atomically(out_dir / page.path, body)
     return page.path, hashlib.sha256(body).hexdigest(), len(body)
 
 
@@ -353,6 +352,23 @@ def _read_manifest(out_dir: Path) -> dict[str, dict[str, Any]]:
     return manifest["pages"]
 
 
+def _write_manifest(out_dir: Path, version: str, pages: Mapping[str, Mapping[str, Any]]) -> None:
+    write_atomically(out_dir / MANIFEST_NAME, json.dumps({"certa_site": _SITE_FORMAT, "renderer": version,
+                                                          "pages": dict(sorted(pages.items()))},
+                                                         indent=1).encode("utf-8"))
+
+
+def _remove_temporaries(out_dir: Path, folders: set[Path]) -> None:
+    """Remove the temporary files a killed build left in the site's ``folders``."""
+    for folder in sorted(folders):
+        try:
+            names = [entry.name for entry in os.scandir(out_dir / folder) if is_temporary(entry.name)]
+        except FileNotFoundError:
+            continue
+        for name in names:
+            (out_dir / folder / name).unlink(missing_ok=True)
+
+
 def _is_current(out_dir: Path, path: str, inputs: str, manifest: Mapping[str, Mapping[str, Any]]) -> bool:
     known = manifest.get(path)
     if known is None or known.get("inputs") != inputs:
@@ -364,7 +380,7 @@ def _is_current(out_dir: Path, path: str, inputs: str, manifest: Mapping[str, Ma
 
 
 def _written_by_certa(out_dir: Path, path: str, manifest: Mapping[str, Mapping[str, Any]]) -> bool:
-    """True if ``path`` is absent, or certa wrote it (it is in the manifest)."""
+    """True if ``path`` is absent, or certa wrote it (it is in the manifest, perhaps as pending)."""
     return path in manifest or not (out_dir / path).exists()
 
 
@@ -378,7 +394,7 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
     ``progress(done, total)`` after each batch of pages; ``notify`` gets verify's progress lines.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    make_folders(out)
     manifest = _read_manifest(out)
     version = renderer_version()
 
@@ -424,11 +440,22 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
              "checkpoints": [s.__dict__ for s in statuses]}
     summary = {"runs": len(rows), "intact": report.intact, "head_seq": report.head[0], "head_hash": report.head[1]}
 
-    wanted = {p.path for p in run_pages} | {p.path for p in diff_pages} | {"index.html", "chain.html", CSS_NAME}
+    simple_inputs = {CSS_NAME: _digest({"page": "css", "version": version}),
+                     "chain.html": _digest({"page": "chain", "version": version, "chain": chain}),
+                     "index.html": _digest({"page": "index", "version": version, "rows": index_rows,
+                                            "summary": summary})}
+    wanted = {p.path: p.inputs for p in (*run_pages, *diff_pages)} | simple_inputs
     refused = sorted(p for p in wanted if not _written_by_certa(out, p, manifest))
     if refused:
         raise CertaError(f"{out / refused[0]} exists and was not written by 'certa site' (not in {MANIFEST_NAME}); "
                          f"move it away or choose another directory ({len(refused)} such file(s))")
+    _remove_temporaries(out, {Path(p).parent for p in wanted})
+    pending = {p: {**manifest.get(p, {}), "inputs": None} for p, inputs in wanted.items()
+               if not _is_current(out, p, inputs, manifest)}
+    if pending:  # claimed before written: a build killed from here on is finished by the next one
+        _write_manifest(out, version, {**manifest, **pending})
+        for folder in sorted({Path(p).parent for p in pending}):
+            make_folders(out / folder)
 
     new_manifest: dict[str, dict[str, Any]] = {}
     written = unchanged = 0
@@ -451,13 +478,13 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
             keep(path)
         else:
             body = render().encode("utf-8")
-            _write_atomically(out / path, body)
+            write_atomically(out / path, body)
             record(path, inputs, hashlib.sha256(body).hexdigest(), len(body))
         done += 1
 
     try:
         env = _environment()
-        simple_page(CSS_NAME, _digest({"page": "css", "version": version}), site_stylesheet)
+        simple_page(CSS_NAME, simple_inputs[CSS_NAME], site_stylesheet)
 
         stale_runs = []
         for page in run_pages:
@@ -526,10 +553,10 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
                 diff_pages_of(chunk)
         del work, batches
 
-        simple_page("chain.html", _digest({"page": "chain", "version": version, "chain": chain}),
+        simple_page("chain.html", simple_inputs["chain.html"],
                     lambda: env.get_template("site_chain.html.j2").render(css_href=CSS_NAME, root="", chain=chain,
                                                                           checkpoints=statuses))
-        simple_page("index.html", _digest({"page": "index", "version": version, "rows": index_rows, "summary": summary}),
+        simple_page("index.html", simple_inputs["index.html"],
                     lambda: env.get_template("site_index.html.j2").render(
                         css_href=CSS_NAME, root="", rows=index_rows, summary=summary,
                         names=sorted({r["name"] for r in index_rows}), script=index_script()))
@@ -537,10 +564,7 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
             progress(done, total)
 
     except BaseException:  # keep what was written: the next build must know these pages are certa's
-        partial = {**manifest, **new_manifest}
-        _write_atomically(out / MANIFEST_NAME, json.dumps({"certa_site": _SITE_FORMAT, "renderer": version,
-                                                            "pages": dict(sorted(partial.items()))},
-                                                           indent=1).encode("utf-8"))
+        _write_manifest(out, version, {**manifest, **pending, **new_manifest})
         raise
 
     removed = 0
@@ -554,8 +578,6 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
                 removed += 1
         except (FileNotFoundError, IsADirectoryError):
             pass
-    _write_atomically(out / MANIFEST_NAME, json.dumps({"certa_site": _SITE_FORMAT, "renderer": version,
-                                                        "pages": dict(sorted(new_manifest.items()))},
-                                                       indent=1).encode("utf-8"))
+    _write_manifest(out, version, new_manifest)
     return SiteResult(directory=str(out), pages_written=written, pages_unchanged=unchanged, pages_removed=removed,
                       runs=len(rows), intact=report.intact)

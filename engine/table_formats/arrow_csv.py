@@ -7,7 +7,8 @@ writes every error message. The subset (checked on the raw bytes, in C speed):
 * valid UTF-8 by Python's own decoder (a leading BOM is dropped by both readers), no NUL byte;
 * no quote character ``"`` anywhere: no quoting, so a cell is exactly the bytes between commas and line
   ends, and ``\\r``, ``\\n`` and ``\\r\\n`` end a line in both readers; empty lines are skipped by both;
-* every field shorter than 100,000 bytes (Python's ``csv`` refuses fields over 131,072 characters);
+* every field shorter than 100,000 bytes (``MAX_FIELD_BYTES``, or the caller's lower ``max_field_bytes``:
+  the Python reader then names the cell over the input's cell limit);
 * Arrow's parse succeeds: every row has the header's number of cells (otherwise the Python reader
   reports the row), with every column read as a string (no type inference: ``01`` stays ``01``).
 
@@ -38,8 +39,9 @@ def _column_count(raw: bytes) -> int | None:
     return first_line.count(b",") + 1
 
 
-def read_csv(raw: bytes) -> tuple[list[str], list[pa.Array]] | None:
-    """``(header, columns)`` with cells stripped as ``str.strip()`` does, or None outside the proven subset."""
+def read_csv(raw: bytes, *, max_field_bytes: int = MAX_FIELD_BYTES) -> tuple[list[str], list[pa.Array]] | None:
+    """``(header, columns)`` with cells stripped as ``str.strip()`` does, or None outside the proven subset
+    (which includes a field of ``max_field_bytes`` or more)."""
     if b'"' in raw or b"\x00" in raw:
         return None
     if not raw.isascii():
@@ -70,7 +72,7 @@ def read_csv(raw: bytes) -> tuple[list[str], list[pa.Array]] | None:
     columns: list[pa.Array] = []
     for chunked in table.columns:
         column = chunked.combine_chunks() if chunked.num_chunks != 1 else chunked.chunk(0)
-        if len(column) and pc.max(pc.binary_length(column)).as_py() >= MAX_FIELD_BYTES:
+        if len(column) and pc.max(pc.binary_length(column)).as_py() >= max_field_bytes:
             return None
         columns.append(pc.utf8_trim(column, characters=PY_WHITESPACE))
     header = [column[0].as_py() for column in columns]
