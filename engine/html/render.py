@@ -25,7 +25,7 @@ from .bakeoff_section import run_vendors
 from .sections import stage_section
 from .view import Cell, StageSection, fmt
 
-__all__ = ["Link", "render_report", "stylesheet", "report_sections", "identity_rows"]
+__all__ = ["Link", "render_report", "stylesheet", "report_sections", "identity_rows", "template_environment"]
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,9 @@ def _displayed(value: Any) -> Any:
 
 
 @lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
+def template_environment() -> jinja2.Environment:
+    """The Jinja2 environment of the report and the site (autoescape on, strict undefined, every shown string
+    stripped of control and bidi characters), built once per process."""
     env = jinja2.Environment(loader=jinja2.PackageLoader(__package__, "templates"),
                              autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
@@ -128,7 +130,7 @@ def render_report(data: ReportData, *, links: Sequence[Link] = (), css_href: str
     inputs = list((content or {}).get("inputs", []))
     captured = list((content or {}).get("captured", []))
     sections = report_sections(data)
-    template = _environment().get_template("report.html.j2")
+    template = template_environment().get_template("report.html.j2")
     return template.render(
         data=data, content=content, description=(content or {}).get("spec", {}).get("description") or "",
         identity=identity_rows(data), inputs=inputs, captured=captured, stage_versions=stage_versions,

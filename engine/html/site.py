@@ -59,7 +59,7 @@ from ..interpreter import WARNING_MARK
 from ..report import array_change_text, format_value, warnings_of
 from ..reviews import ReviewRecord, ledger_reviews
 from .data import ReportData, Verification, replay_status, sequential_checks_of
-from .render import Link, _environment, render_report, stylesheet
+from .render import Link, render_report, stylesheet, template_environment
 
 __all__ = ["MANIFEST_NAME", "CheckpointStatus", "SiteResult", "build_site", "index_script", "site_stylesheet"]
 
@@ -324,7 +324,7 @@ def _render_diff_page(page: _DiffPage, out_dir: Path, certificates: Mapping[str,
                       names: Mapping[str, RunRow]) -> tuple[str, str, int]:
     certificate_a, certificate_b = certificates[page.run_a], certificates[page.run_b]
     rows, changed, equal = _diff_rows(certificate_a, certificate_b)
-    html = _environment().get_template("site_diff.html.j2").render(
+    html = template_environment().get_template("site_diff.html.j2").render(
         css_href=f"../{CSS_NAME}", root="../", a=names[page.run_a], b=names[page.run_b],
         a_href=f"../{_run_path(page.run_a)}", b_href=f"../{_run_path(page.run_b)}", rows=rows, changed=changed,
         equal=equal,
@@ -483,7 +483,7 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
         done += 1
 
     try:
-        env = _environment()
+        env = template_environment()
         simple_page(CSS_NAME, simple_inputs[CSS_NAME], site_stylesheet)
 
         stale_runs = []
