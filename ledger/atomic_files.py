@@ -14,6 +14,7 @@ import contextlib
 import errno
 import os
 import secrets
+import stat
 from pathlib import Path
 
 from engine.errors import OutputError
@@ -117,6 +118,14 @@ def write_atomically(path: str | os.PathLike[str], data: bytes, *, private: bool
     target = Path(path)
     if not overwrite and target.exists():
         raise _failure(target, what, "it exists and is never overwritten")
+    try:
+        existing = os.lstat(target).st_mode
+    except FileNotFoundError:
+        existing = None
+    except (OSError, ValueError) as error:  # a path the system refuses (a NUL byte, too long, ...)
+        raise _failure(target, what, _reason(error) if isinstance(error, OSError) else str(error)) from None
+    if existing is not None and not stat.S_ISREG(existing):  # a rename would replace a device, FIFO or link
+        raise _failure(target, what, "it exists and is not a regular file; certa replaces only regular files")
     temporary: Path | None = None
     try:
         temporary, fd = _create_temporary(target, 0o600 if private else _PUBLIC)

@@ -26,8 +26,12 @@ _TABLES_NAMED = 12  # a foreign database's tables named in the refusal, at most
 
 
 def ledger_argument(ledger: str | os.PathLike[str] | None) -> str:
-    """The ledger as the user gave it: ``ledger``, else ``CERTA_LEDGER``, else ``certa-ledger.db``."""
-    return os.fspath(ledger) if ledger is not None else os.environ.get("CERTA_LEDGER") or DEFAULT_LEDGER_FILE
+    """The ledger as the user gave it: ``ledger``, else ``CERTA_LEDGER``, else ``certa-ledger.db``; a value with a
+    NUL byte, which no path or URL holds, is a ``LedgerError``."""
+    value = os.fspath(ledger) if ledger is not None else os.environ.get("CERTA_LEDGER") or DEFAULT_LEDGER_FILE
+    if "\0" in value:
+        raise LedgerError("the ledger's location holds a NUL byte; give a file path or a database URL")
+    return value
 
 
 def plain_sqlite_path(ledger: str | os.PathLike[str] | None) -> Path | None:

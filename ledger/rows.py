@@ -8,11 +8,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.errors import LedgerError, LedgerIntegrityError
 from engine.json_read import parse_json
-from engine.errors import LedgerError
 
 __all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "EntryRow", "RunRow", "SchemaState", "ENTRY_FIELDS",
-           "RUN_FIELDS", "rows_as", "checked_schema_version"]
+           "RUN_FIELDS", "rows_as", "run_rows", "checked_schema_version"]
 
 SCHEMA_VERSION = "3"
 #: The Alembic revision that brings a ledger to each schema version; the newest is the head.
@@ -66,6 +66,26 @@ def rows_as(cls: type, fields: tuple[str, ...], rows: Iterable[Sequence[Any]]) -
         item = new(cls)
         item.__dict__.update(zip(fields, row))
         out.append(item)
+    return out
+
+
+_RUN_TYPES = {name: (int,) if name in ("first_seq", "last_seq") else
+              (str, type(None)) if name in ("verdict", "certificate_sha256") else (str,) for name in RUN_FIELDS}
+
+
+def run_rows(rows: Iterable[Sequence[Any]], location: str) -> list[RunRow]:
+    """``RunRow``s of index rows, each cell checked to be of the type certa writes: a cell stored as another
+    type (a blob, a number for text) is ``LedgerIntegrityError`` naming the row and column, never a crash in
+    whatever prints it (``verify`` reports the same cell as tampering)."""
+    out = rows_as(RunRow, RUN_FIELDS, rows)
+    for row in out:
+        for name, types in _RUN_TYPES.items():
+            value = row.__dict__[name]
+            if not isinstance(value, types) or isinstance(value, bool):
+                shown = row.run_id if isinstance(row.run_id, str) else repr(row.run_id)
+                raise LedgerIntegrityError(f"ledger {location}: run {shown}: runs.{name} is stored as "
+                                           f"{type(value).__name__}, not as certa writes it (the ledger was "
+                                           "edited); run 'certa verify' for every problem")
     return out
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from engine.errors import LedgerError
 
 from .location import refuse_foreign_database, sqlite_read_only_uri
-from .rows import RUN_FIELDS, RunRow, SchemaState, checked_schema_version, rows_as
+from .rows import RUN_FIELDS, RunRow, SchemaState, checked_schema_version, run_rows
 
 __all__ = ["connect_read_only", "sqlite_read_problem", "sqlite_ledger_state", "newest_runs"]
 
@@ -90,10 +90,13 @@ def sqlite_ledger_state(path: Path) -> SchemaState:
 
 def newest_runs(path: Path, limit: int) -> list[RunRow]:
     """The ``limit`` newest runs of the SQLite ledger at ``path``, newest first (``Ledger.runs(limit=...)``).
-    A file with no tables yet (empty) lists no runs and stays as it is."""
+    A file with no tables yet (empty) lists no runs and stays as it is; a path that is not a regular file (a
+    device such as /dev/null, a FIFO) is no ledger."""
+    if path.exists() and not path.is_file():
+        raise LedgerError(f"no ledger at {path}: it is not a regular file")
     with _read_only(path) as conn:
         state = _schema_state(conn, str(path))
         if state.schema_version is None:
             return []
         checked_schema_version(state, str(path))
-        return rows_as(RunRow, RUN_FIELDS, conn.execute(_NEWEST_RUNS, (limit,)).fetchall())
+        return run_rows(conn.execute(_NEWEST_RUNS, (limit,)).fetchall(), str(path))

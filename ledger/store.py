@@ -40,7 +40,7 @@ from .location import (command_hint, ledger_argument, masked_ledger, plain_sqlit
                        sqlite_write_refusal)
 from .merkle import NodeKey, completed_levels, entry_leaves, frontier_nodes
 from .rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
-                   checked_schema_version, rows_as)
+                   checked_schema_version, rows_as, run_rows)
 from .schema import alembic_version, blobs, entries, ledger_meta, merkle_nodes, metadata, runs
 from .sqlite_read import connect_read_only, sqlite_ledger_state, sqlite_read_problem
 
@@ -484,7 +484,7 @@ class Ledger:
         full = self.resolve_run_id(run_id)
         with self._read() as conn:
             row = conn.execute(select(*_RUN_COLUMNS).where(runs.c.run_id == full)).one()
-        return RunRow(*row)
+        return run_rows([row], self.location)[0]
 
     def runs(self, *, limit: int | None = None) -> list[RunRow]:
         """Runs, newest first."""
@@ -492,7 +492,7 @@ class Ledger:
         if limit:
             query = query.limit(limit)
         with self._read() as conn:
-            return rows_as(RunRow, RUN_FIELDS, conn.execute(query).fetchall())
+            return run_rows(conn.execute(query).fetchall(), self.location)
 
     def entries(self, *, run_id: str | None = None, kinds: Sequence[str] | None = None,
                 after: int = 0, containing: str | None = None, batch: int = 2000) -> Iterator[EntryRow]:

@@ -1,0 +1,1 @@
+"""Adversarial sweep: generated hostile cases run through the certa command in-process."""
