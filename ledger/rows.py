@@ -100,8 +100,12 @@ class SchemaState:
 
 def checked_schema_version(state: SchemaState, location: str) -> str:
     """The schema version of a ledger this certa can read: its own or an older one it can migrate (read-only
-    until then). A newer schema or revision, or anything else, is a ``LedgerError`` naming what to do."""
+    until then). A newer schema or revision, or anything else, is a ``LedgerError`` naming what to do; a version
+    stored as another type than text is ``LedgerIntegrityError`` (tampering)."""
     version = state.schema_version or ""
+    if not isinstance(version, str):  # certa writes it as text: another storage type is an edit
+        raise LedgerIntegrityError(f"ledger {location}: ledger_meta.schema_version is stored as "
+                                   f"{type(version).__name__}, not as certa writes it (the ledger was edited)")
     if version.isdigit() and int(version) > int(SCHEMA_VERSION):
         raise LedgerError(f"ledger {location} was written by a newer certa (schema {version}); "
                           "upgrade certa to read it")
