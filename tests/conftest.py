@@ -145,6 +145,28 @@ def ledger(tmp_path: Path):
         yield store
 
 
+@contextmanager
+def read_only_folder(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``folder`` as on read-only media for the time of the block: its files 0444, the folder 0555, and for root
+    (whom permission bits do not stop) ``os.access`` denying writes inside it."""
+    for path in folder.iterdir():
+        path.chmod(0o444)
+    folder.chmod(0o555)
+    if os.geteuid() == 0:
+        real_access, inside = os.access, folder.resolve()
+
+        def access(path: object, mode: int, *args: object, **kwargs: object) -> bool:
+            if mode & os.W_OK and Path(os.fspath(path)).resolve().is_relative_to(inside):  # type: ignore[arg-type]
+                return False
+            return real_access(path, mode, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "access", access)
+    try:
+        yield
+    finally:
+        folder.chmod(0o755)
+
+
 def write_spec(folder: Path, text: str) -> Path:
     path = folder / "spec.yaml"
     path.write_text(textwrap.dedent(text), encoding="utf-8")

@@ -440,3 +440,10 @@ def test_gates_show_value_and_threshold_at_the_precision_that_decided(tmp_path: 
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(0), flags=re.S)
     value, threshold = cells[2], cells[3]
     assert threshold == "max 1.013648" and value.startswith("1.013647")  # not "1.01365" against "max 1.01365"
+
+
+def test_a_stage_type_without_a_layout_shows_its_outputs_as_a_table() -> None:
+    from engine.html.sections import stage_section
+    section = stage_section("x", "future.stage", "9.0.0", {"answer": 42}, (), ())
+    assert (section.stage_id, section.use) == ("x", "future.stage")
+    assert "No report layout" in section.summary and section.tables

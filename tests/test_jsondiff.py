@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 
 from engine.jsondiff import ArrayChange, FieldChange, flatten, json_diff, materiality, summarised
 

@@ -29,7 +29,7 @@ from engine.errors import LedgerError
 from ledger import Ledger
 from ledger.location import sqlite_read_only_uri
 
-from .conftest import SMALL_SPEC, columns_to_csv_bytes, window_columns
+from .conftest import SMALL_SPEC, columns_to_csv_bytes, read_only_folder, window_columns
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -106,33 +106,19 @@ def _read_only_mount(folder: Path, files: Mapping[str, Path]) -> Iterator[None]:
 
 
 @contextmanager
-def _read_only_folder(folder: Path, files: Mapping[str, Path], monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """``files`` copied into ``folder``, the files made 0444 and the folder 0555; for root (whom permission
-    bits do not stop) ``os.access`` also denies writing there, as it does on a read-only file system."""
+def _read_only_copy(folder: Path, files: Mapping[str, Path], monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``files`` copied into ``folder``, which then reads as read-only media (``read_only_folder``)."""
     folder.mkdir()
     for name, source in files.items():
         shutil.copyfile(source, folder / name)
-        (folder / name).chmod(0o444)
-    folder.chmod(0o555)
-    if os.geteuid() == 0:
-        real_access, inside = os.access, folder.resolve()
-
-        def access(path: object, mode: int, *args: object, **kwargs: object) -> bool:
-            if mode & os.W_OK and Path(os.fspath(path)).resolve().is_relative_to(inside):  # type: ignore[arg-type]
-                return False
-            return real_access(path, mode, *args, **kwargs)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(os, "access", access)
-    try:
+    with read_only_folder(folder, monkeypatch):
         yield
-    finally:
-        folder.chmod(0o755)
 
 
 @contextmanager
 def _media(kind: str, folder: Path, files: Mapping[str, Path], monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """``folder`` on read-only media of ``kind`` ("mount" or "folder"), holding ``files``."""
-    with (_read_only_mount(folder, files) if kind == "mount" else _read_only_folder(folder, files, monkeypatch)):
+    with (_read_only_mount(folder, files) if kind == "mount" else _read_only_copy(folder, files, monkeypatch)):
         yield folder
 
 

@@ -281,7 +281,7 @@ def _monitor(stage: StageInput) -> StageSection:
 
 def _generic(stage: StageInput) -> StageSection:
     outputs = stage.outputs
-    return StageSection(stage_id, "", "", decision="", ok=None, summary="No report layout for this stage type; "
+    return StageSection(stage.stage_id, "", "", decision="", ok=None, summary="No report layout for this stage type; "
                         "its outputs follow.", tables=(table("Outputs", ("output", "value"), list(outputs.items())),))
 
 

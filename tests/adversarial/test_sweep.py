@@ -32,7 +32,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,36 +41,31 @@ from click.testing import CliRunner, Result
 
 from cli import main
 
-from ..conftest import SMALL_SPEC, columns_to_csv_bytes, window_columns
+from ..conftest import SMALL_SPEC, columns_to_csv_bytes, read_only_folder, window_columns
 
 pytestmark = pytest.mark.adversarial
 
 COUNTS: Counter[str] = Counter()
-"""cases tried, refused (exit 1-4), accepted (exit 0), tracebacks, lost runs, partial files; what a case
-marked ``xfail`` (a known bug, reported) finds is counted apart, as "known-bug ..."."""
+"""Commands tried, refused (exit 1-4), accepted (exit 0), tracebacks, lost runs, partial files."""
 
 BY_CATEGORY: Counter[tuple[str, str]] = Counter()
 """Commands tried, refused and accepted, by category."""
 CASES_BY_CATEGORY: Counter[str] = Counter()
 """Parametrised cases run, by category (the test function's name); a case may run several commands."""
 
-_KNOWN_BUG = [False]
 _CATEGORY = [""]
 
 
 @pytest.fixture(autouse=True)
-def _known_bug(request: pytest.FixtureRequest) -> Iterator[None]:
-    """While a case marked xfail (a known, reported bug) runs, its findings are counted apart."""
-    _KNOWN_BUG[0] = request.node.get_closest_marker("xfail") is not None
+def _category(request: pytest.FixtureRequest) -> None:
+    """The category of the case that runs (its test function's name), for the counts."""
     _CATEGORY[0] = request.function.__name__.removeprefix("test_")
     if _CATEGORY[0] != "zz_summary":
         CASES_BY_CATEGORY[_CATEGORY[0]] += 1
-    yield
-    _KNOWN_BUG[0] = False
 
 
 def _count(what: str, n: int = 1) -> None:
-    COUNTS[f"known-bug {what}" if _KNOWN_BUG[0] and what in MUST_BE_ZERO else what] += n
+    COUNTS[what] += n
     if what in ("tried", "refused", "accepted"):
         BY_CATEGORY[_CATEGORY[0], what] += n
 
@@ -362,11 +356,7 @@ CELL_CHANGES = {  # name: SQL expression of the old value (x)
     "blob": "CAST(x AS BLOB)",
     "null": "NULL",
 }
-KNOWN_CELL_BUGS: dict[tuple[str, str, str], str] = {}  # runs cells stored as blobs: fixed (ledger.rows.run_rows)
-CELL_CASES = [pytest.param(t, c, k, id=f"{t}.{c}-{k}",
-                           marks=[pytest.mark.xfail(strict=True, reason=KNOWN_CELL_BUGS[t, c, k])]
-                           if (t, c, k) in KNOWN_CELL_BUGS else [])
-              for t, cols in LEDGER_COLUMNS.items() for c in cols for k in CELL_CHANGES]
+CELL_CASES = [pytest.param(t, c, k, id=f"{t}.{c}-{k}") for t, cols in LEDGER_COLUMNS.items() for c in cols for k in CELL_CHANGES]
 
 
 @pytest.mark.parametrize(("table", "column", "change"), CELL_CASES)
@@ -522,11 +512,7 @@ BAD_LEDGERS = {
 LEDGER_COMMANDS = {  # command: extra arguments (ids resolved against the world)
     "list": (), "head": (), "verify": (), "show": ("latest",), "run": ("{spec}",), "migrate": (),
 }
-KNOWN_LEDGER_BUGS: dict[tuple[str, str], str] = {}  # NUL in --ledger and /dev/null for list: fixed
-BAD_LEDGER_CASES = [pytest.param(b, c, id=f"{b}-{c}",
-                                 marks=[pytest.mark.xfail(strict=True, reason=KNOWN_LEDGER_BUGS[b, c])]
-                                 if (b, c) in KNOWN_LEDGER_BUGS else [])
-                    for b in BAD_LEDGERS for c in LEDGER_COMMANDS]
+BAD_LEDGER_CASES = [pytest.param(b, c, id=f"{b}-{c}") for b in BAD_LEDGERS for c in LEDGER_COMMANDS]
 
 
 @pytest.mark.parametrize(("bad", "command"), BAD_LEDGER_CASES)
@@ -558,10 +544,7 @@ BAD_TARGETS = {
     "under-a-file": "{tmp}/plain-file/out.json",
     "full-device": "{tmp}/full",  # a private copy of /dev/full (character device 1,7): never the real one
 }
-KNOWN_OUTPUT_BUGS: dict[tuple[str, str], str] = {}  # a device target: fixed (write_atomically refuses it)
-OUTPUT_CASES = [pytest.param(c, t, id=f"{c}-{t}", marks=[pytest.mark.xfail(strict=True, reason=KNOWN_OUTPUT_BUGS[c, t])]
-                             if (c, t) in KNOWN_OUTPUT_BUGS else [])
-                for c in OUTPUT_COMMANDS for t in BAD_TARGETS
+OUTPUT_CASES = [pytest.param(c, t, id=f"{c}-{t}") for c in OUTPUT_COMMANDS for t in BAD_TARGETS
                 if not (c == "keygen" and t in ("a-folder", "missing-folder"))]  # keygen creates its --out-dir
 
 
@@ -599,28 +582,6 @@ def test_run_unwritable_output(world: World, tmp_path: Path) -> None:
         assert _invoke("verify", "--ledger", db).exit_code == 0
 
 
-@contextmanager
-def _read_only_folder(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The approach of tests/test_readonly_ledger.py: the folder 0555, its files 0444, and for root (whom the
-    bits do not stop) ``os.access`` denying writes there, as on read-only media."""
-    for path in folder.iterdir():
-        path.chmod(0o444)
-    folder.chmod(0o555)
-    if os.geteuid() == 0:
-        real_access, inside = os.access, folder.resolve()
-
-        def access(path: object, mode: int, *args: object, **kwargs: object) -> bool:
-            if mode & os.W_OK and Path(os.fspath(path)).resolve().is_relative_to(inside):  # type: ignore[arg-type]
-                return False
-            return real_access(path, mode, *args, **kwargs)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(os, "access", access)
-    try:
-        yield
-    finally:
-        folder.chmod(0o755)
-
-
 READ_ONLY_WRITES = {
     "run": ("run", "{spec}"),
     "review": ("review", "latest", "--by", "mallory", "--decision", "approved"),
@@ -637,7 +598,7 @@ def test_read_only_ledger(command: str, world: World, tmp_path: Path, monkeypatc
     shutil.copyfile(world.ledger, media / "ledger.db")
     before = (media / "ledger.db").read_bytes()
     args = [a.format(spec=world.spec, key=world.key) for a in READ_ONLY_WRITES[command]]
-    with _read_only_folder(media, monkeypatch):
+    with read_only_folder(media, monkeypatch):
         result = _invoke(*args, "--ledger", media / "ledger.db")
     monkeypatch.undo()
     allowed = {0, 2} if command == "migrate" else {2}  # migrate on a current ledger has nothing to write
@@ -657,7 +618,6 @@ def test_zz_summary() -> None:
         print(f"  {category}: {n} cases, " + ", ".join(f"{BY_CATEGORY[category, k]} {k}" for k in (
             "tried", "refused", "accepted")))
     line = ("adversarial sweep commands: " + ", ".join(f"{COUNTS[k]} {k}" for k in (
-        "tried", "refused", "accepted", "tracebacks", "lost runs", "partial files"))
-        + "".join(f", {v} {k} (xfail)" for k, v in sorted(COUNTS.items()) if k.startswith("known-bug")))
+        "tried", "refused", "accepted", "tracebacks", "lost runs", "partial files")))
     print(line)
     assert all(COUNTS[k] == 0 for k in MUST_BE_ZERO), line
