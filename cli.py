@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from engine.display_text import json_display, plain_text
-from engine.errors import CertaError, LedgerError, OutputError, ProfileAbort, RecordedOutputError
+from engine.services.presentation.display_text import json_display, plain_text
+from engine.foundation.errors import CertaError, LedgerError, OutputError, ProfileAbort, RecordedOutputError
 from ledger import DEFAULT_LEDGER_FILE
 
 if TYPE_CHECKING:  # the command starts at once: numpy, scipy, numba, SQLAlchemy and cryptography load per command
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-    from engine.audit import ReplayResult
+    from engine.services.audit import ReplayResult
     from ledger import Ledger, RunRow
 
 EXIT_OK, EXIT_FAIL, EXIT_INVALID, EXIT_ABORTED = 0, 1, 2, 3
@@ -184,9 +184,9 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
     import time
 
     from engine import load_plan
-    from engine.interpreter import check_data_keys, load_tables, run_plan
-    from engine.junit import run_suite, utc_timestamp, write_junit
-    from ledger.atomic_files import check_writable
+    from engine.core.interpreter import check_data_keys, load_tables, run_plan
+    from engine.services.presentation.junit import run_suite, utc_timestamp, write_junit
+    from engine.foundation.atomic_files import check_writable
     from ledger.location import command_hint
     started, timestamp = time.monotonic(), utc_timestamp()
     name = str(spec)  # the spec's name once it loads: the JUnit report's suite and classname
@@ -212,8 +212,8 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
             with _new_ledger_removed_unless_written(ledger_url) as ledger:
                 result = run_plan(plan, tables, ledger=ledger, notify=notify)
     except ProfileAbort as abort:
-        from engine.interpreter import RunDecisions, run_warnings
-        from engine.report import failed_rules
+        from engine.core.interpreter import RunDecisions, run_warnings
+        from engine.services.presentation.markdown import failed_rules
         rules = failed_rules(abort.decisions)
         with _after_recording(abort.run_id and f"aborted run {abort.run_id}"):
             junit(run_id=abort.run_id, failed_rules=rules, abort_reason=str(abort))
@@ -262,7 +262,7 @@ def _after_recording(recorded: str | None, *, retry: str | None = None) -> Itera
 
 def _write_certificate(certificate: Mapping[str, Any], output: Path) -> None:
     """The certificate as indented JSON in ``output``, written atomically (``run -o``, ``export -o``)."""
-    from ledger.atomic_files import write_atomically
+    from engine.foundation.atomic_files import write_atomically
     write_atomically(output, (json.dumps(certificate, indent=2, sort_keys=True) + "\n").encode("utf-8"),
                      what="the certificate")
 
@@ -271,7 +271,7 @@ def _echo_abort(abort: ProfileAbort, rules: tuple[dict[str, Any], ...], warnings
                 ledger_url: str) -> None:
     """What ``certa run`` prints for a run a profile rule stopped: the reason, each failed rule with its value
     and requirement, the run id and where to read its decisions."""
-    from engine.report import rule_text
+    from engine.services.presentation.markdown import rule_text
     from ledger.location import command_hint, masked_ledger
     if as_json:
         _emit_json({**_error_json(abort), "run_id": abort.run_id, "rule": abort.rule, "stage": abort.stage_id,
@@ -290,7 +290,7 @@ def _echo_abort(abort: ProfileAbort, rules: tuple[dict[str, Any], ...], warnings
 
 def _summary(certificate: Mapping[str, Any]) -> str:
     """A few lines for the terminal after a run: verdict, identity, gates ('certa show' has the report)."""
-    from engine.gates import gate_display
+    from engine.core.gates import gate_display
     content = certificate["content"]
     lines = [
         f"{content['spec']['name']}: {content['verdict']}",
@@ -343,10 +343,10 @@ def verify(run_id: str | None, expect_head: str | None, checkpoint_file: Path | 
       certa verify --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub
       certa verify --require-approval audit/alice.pub
     """
-    from engine.audit import verify as verify_ledger
+    from engine.services.audit import verify as verify_ledger
     from ledger.checkpoint import open_checkpoint
-    from ledger.dsse import key_id
-    from engine.reviews import ledger_reviews, unapproved_runs
+    from engine.foundation.signing import key_id
+    from engine.services.reviews import ledger_reviews, unapproved_runs
 
     head = None
     if expect_head and checkpoint_file:
@@ -450,7 +450,7 @@ def replay(run_id: str | None, replay_every: bool, since: str | None, name_patte
       certa replay --all --name 'vendor-*' --since 2026-01-01 --json
       certa replay latest --no-record --ledger /media/audit/certa-ledger.db
     """
-    from engine.audit import replay as replay_run, replay_all, replayable_runs
+    from engine.services.audit import replay as replay_run, replay_all, replayable_runs
     if replay_every == (run_id is not None):
         raise click.UsageError("give a RUN_ID or --all (with optional --since and --name), not both")
     if not replay_every and (since or name_pattern):
@@ -500,13 +500,13 @@ def _replay_json(result: ReplayResult) -> dict[str, Any]:
 
 
 def _replay_counts(results: list[ReplayResult]) -> dict[str, int]:
-    from engine.audit import CANNOT_REPLAY, DIVERGED, REPRODUCED
+    from engine.services.audit import CANNOT_REPLAY, DIVERGED, REPRODUCED
     return {outcome: sum(r.outcome == outcome for r in results) for outcome in (REPRODUCED, DIVERGED, CANNOT_REPLAY)}
 
 
 def _echo_replay(result: ReplayResult) -> None:
-    from engine.jsondiff import summarised
-    from engine.report import change_text
+    from engine.services.jsondiff import summarised
+    from engine.services.presentation.markdown import change_text
     click.echo(plain_text(f"{result.outcome}: run {result.run_id}: {result.note}"))
     lines = summarised(result.changes)
     for change in lines[:50]:
@@ -516,8 +516,8 @@ def _echo_replay(result: ReplayResult) -> None:
 
 
 def _echo_replay_table(results: list[ReplayResult]) -> None:
-    from engine.audit import CANNOT_REPLAY, DIVERGED
-    from engine.jsondiff import summarised
+    from engine.services.audit import CANNOT_REPLAY, DIVERGED
+    from engine.services.jsondiff import summarised
     if not results:
         click.echo("no completed runs match")
         return
@@ -550,11 +550,11 @@ def show(run_id: str, explain: bool, as_json: bool, ledger_url: str) -> int:
       certa show 3f2a9c01
       certa show latest --explain
     """
-    from engine.report import certificate_markdown, recorded_warnings
+    from engine.services.presentation.markdown import certificate_markdown, recorded_warnings
     with _open(ledger_url) as ledger:
         row = ledger.run(run_id)
         if row.status == "aborted":
-            from engine.report import recorded_abort, rule_text
+            from engine.services.presentation.markdown import recorded_abort, rule_text
             from ledger.location import command_hint
             abort, rules = recorded_abort(ledger, row.run_id)
             if as_json:
@@ -597,7 +597,7 @@ def decisions(run_id: str, kind: str | None, limit: int, after: int, as_json: bo
     """
     import itertools
 
-    from engine.report import decision_line, recorded_decisions
+    from engine.services.presentation.markdown import decision_line, recorded_decisions
     from ledger.location import command_hint
     with _open(ledger_url) as ledger:
         full = ledger.resolve_run_id(run_id)
@@ -691,8 +691,8 @@ def diff(run_a: str, run_b: str, only_changed: bool, every_element: bool, as_jso
       certa diff 3f2a9c01 77b0e4d2 --only-changed
       certa diff 3f2a9c01 77b0e4d2 --all --json
     """
-    from engine.jsondiff import ArrayChange, flatten, json_diff, summarised
-    from engine.report import change_text
+    from engine.services.jsondiff import ArrayChange, flatten, json_diff, summarised
+    from engine.services.presentation.markdown import change_text
     with _open(ledger_url) as ledger:
         a, b = ledger.certificate(run_a), ledger.certificate(run_b)
     changes = json_diff(a["content"], b["content"])
@@ -810,14 +810,14 @@ def cosign(checkpoint_file: Path, key_files: tuple[Path, ...], public_key_files:
 
 
 def _private_keys(key_files: tuple[Path, ...]) -> list[Ed25519PrivateKey]:
-    from ledger.dsse import load_private_key
+    from engine.foundation.signing import load_private_key
     passphrase = os.environ.get("CERTA_KEY_PASSPHRASE")
     return [load_private_key(path.read_bytes(), passphrase=passphrase.encode() if passphrase else None)
             for path in key_files]
 
 
 def _public_keys(key_files: tuple[Path, ...]) -> list[Ed25519PublicKey]:
-    from ledger.dsse import load_public_key
+    from engine.foundation.signing import load_public_key
     return [load_public_key(path.read_bytes()) for path in key_files]
 
 
@@ -871,7 +871,7 @@ def attest(run_id: str, key_files: tuple[Path, ...], out_file: Path | None, as_j
     Example:
       certa attest 3f2a9c01 --key ~/.certa/certa.key -o 3f2a9c01.intoto.json
     """
-    from engine.attestation import attest_certificate, certificate_statement
+    from engine.services.attestation import attest_certificate, certificate_statement
     private_keys = _private_keys(key_files)
     with _open(ledger_url) as ledger:
         certificate = ledger.certificate(run_id)
@@ -908,7 +908,7 @@ def verify_attestation_command(attestation_file: Path, public_key_files: tuple[P
     Example:
       certa verify-attestation 3f2a9c01.intoto.json --public-key certa.pub --file data/decisions.csv
     """
-    from engine.attestation import verify_attestation
+    from engine.services.attestation import verify_attestation
     try:
         report = verify_attestation(attestation_file.read_bytes(), _public_keys(public_key_files),
                                     files={str(path): path.read_bytes() for path in data_files})
@@ -945,8 +945,8 @@ def verify_bundle_command(bundle_file: Path, public_key_files: tuple[Path, ...],
     Example:
       certa verify-bundle 3f2a9c01.bundle.json --public-key audit/certa.pub
     """
-    from engine.audit import verify_bundle
-    from engine.json_read import parse_document
+    from engine.services.audit import verify_bundle
+    from engine.foundation.json_read import parse_document
     try:
         try:
             bundle = parse_document(bundle_file.read_bytes(), "the bundle")
@@ -983,8 +983,8 @@ def keygen(out_dir: Path, name: str, as_json: bool) -> None:
     Example:
       certa keygen --out-dir ~/.certa && certa checkpoint --key ~/.certa/certa.key
     """
-    from ledger.atomic_files import make_folders, write_atomically
-    from ledger.dsse import generate_key_pair, key_id, load_public_key
+    from engine.foundation.atomic_files import make_folders, write_atomically
+    from engine.foundation.signing import generate_key_pair, key_id, load_public_key
     private_pem, public_pem = generate_key_pair()
     private_path, public_path = out_dir / f"{name}.key", out_dir / f"{name}.pub"
     try:
@@ -1020,7 +1020,7 @@ def _save_json(document: Any, out_file: Path | None) -> str:
     """``document`` as indented JSON text, also written to ``out_file`` (a new file) when given."""
     text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     if out_file is not None:
-        from ledger.atomic_files import write_atomically
+        from engine.foundation.atomic_files import write_atomically
         write_atomically(out_file, text.encode("utf-8"), overwrite=False)
     return text
 
@@ -1062,9 +1062,9 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
       certa batch candidates/ --input baseline=/data/eval/baseline-2026-11.csv
       certa batch specs/ --junit reports/certa.xml
     """
-    from engine.batch import run_batch  # imports Dask only on this path
-    from engine.junit import run_suite, utc_timestamp, write_junit
-    from engine.report import rule_text
+    from engine.services.batch import run_batch  # imports Dask only on this path
+    from engine.services.presentation.junit import run_suite, utc_timestamp, write_junit
+    from engine.services.presentation.markdown import rule_text
 
     overrides = _parse_input_overrides(input_overrides)
     notify = lambda message: click.echo(message, err=True)  # noqa: E731 - progress on stderr
@@ -1115,7 +1115,7 @@ def report(run_id: str, output: Path, force: bool, as_json: bool, ledger_url: st
     import hashlib
 
     try:
-        from engine.html import gather_report, render_report  # matplotlib and Jinja2: only for this command
+        from engine.services.presentation.html import gather_report, render_report  # matplotlib and Jinja2: only for this command
     except ImportError as error:
         raise CertaError(f"'certa report' needs the report extra ({error.name} is missing): "
                          "python3 -m pip install 'certa[report]'") from None
@@ -1125,7 +1125,7 @@ def report(run_id: str, output: Path, force: bool, as_json: bool, ledger_url: st
     with _open(ledger_url) as ledger:
         data = gather_report(ledger, run_id)
     body = render_report(data).encode("utf-8")
-    from ledger.atomic_files import write_atomically
+    from engine.foundation.atomic_files import write_atomically
     write_atomically(output, body, overwrite=force, what="the report")
     digest = hashlib.sha256(body).hexdigest()
     if as_json:
@@ -1160,11 +1160,11 @@ def site(out_dir: Path, checkpoint_files: tuple[Path, ...], public_key_files: tu
       certa site -o audit-site --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub
     """
     try:
-        from engine.html.site import build_site  # matplotlib and Jinja2: only for this command
+        from engine.services.presentation.html.site import build_site  # matplotlib and Jinja2: only for this command
     except ImportError as error:
         raise CertaError(f"'certa site' needs the report extra ({error.name} is missing): "
                          "python3 -m pip install 'certa[report]'") from None
-    from engine.interpreter import throttled_progress
+    from engine.core.interpreter import throttled_progress
 
     def notify(line: str) -> None:
         click.echo(line, err=True)
@@ -1211,7 +1211,7 @@ def review(run_id: str, reviewer: str, decision: str, note: str, key_files: tupl
       certa review 3f2a9c01 --by alice@example.org --decision approved --note "matches the model card"
       certa review 3f2a9c01 --by alice@example.org --decision approved --key ~/.certa/alice.key
     """
-    from engine.reviews import review_payload
+    from engine.services.reviews import review_payload
 
     private_keys = _private_keys(key_files)
     with _open(ledger_url, write=True) as ledger:
@@ -1274,7 +1274,7 @@ def stages(as_json: bool, ledger_url: str) -> int:
       certa stages
       certa stages --json
     """
-    from engine.stages import REGISTRY
+    from engine.core.stages import REGISTRY
     rows = [{"name": s.name, "version": s.version, "ref": s.ref, "newest": REGISTRY.is_newest(s),
              "status": "newest" if REGISTRY.is_newest(s) else "kept for replay", "inputs": list(s.input_knobs),
              "summary": s.summary, "changes": s.changes} for s in REGISTRY]

@@ -45,15 +45,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine import run  # noqa: E402
-from engine.audit import verify, verify_bundle  # noqa: E402
-from engine.certificate import seal  # noqa: E402
-from engine.interpreter import RunDecisions, StageDecisions, execute, load_tables  # noqa: E402
-from engine.spec import load_plan  # noqa: E402
-from engine.tables import columns_to_csv_bytes  # noqa: E402
+from engine.services.audit import verify, verify_bundle  # noqa: E402
+from engine.core.certificate import seal  # noqa: E402
+from engine.core.interpreter import RunDecisions, StageDecisions, execute, load_tables  # noqa: E402
+from engine.core.spec import load_plan  # noqa: E402
+from engine.core.tables import columns_to_csv_bytes  # noqa: E402
 from ledger import Ledger, merkle, verify_ledger  # noqa: E402
 from ledger.bundle import build_bundle  # noqa: E402
 from ledger.checkpoint import sign_checkpoint  # noqa: E402
-from ledger.dsse import generate_key_pair, load_private_key, load_public_key  # noqa: E402
+from engine.foundation.signing import generate_key_pair, load_private_key, load_public_key  # noqa: E402
 
 GOALS = {"runs_per_s": 100.0, "verify_s": 5.0, "list_s": 0.3, "prove_s": 0.05}
 
@@ -205,7 +205,7 @@ def main() -> int:
     with Ledger.open(big) as ledger:
         best, median, report = timed(lambda: verify(ledger), min(repeat, 3))
         assert report.intact, report.problems[:3]
-        line(f"verify, in process (engine.audit.verify, {report.certificates_checked} certificates)", best, median,
+        line(f"verify, in process (engine.services.audit.verify, {report.certificates_checked} certificates)", best, median,
              goal=GOALS["verify_s"])
         best, median, _ = timed(lambda: verify_ledger(ledger), min(repeat, 3))
         line("verify, chain/blobs/index/meta only (ledger.verify_ledger)", best, median)
@@ -221,7 +221,7 @@ def main() -> int:
         public_key = load_public_key(public_pem)
         best, median, checked = timed(lambda: verify_bundle(bundle, [public_key]), repeat)
         assert checked.verified
-        line("verify-bundle, in process (engine.audit.verify_bundle)", best, median)
+        line("verify-bundle, in process (engine.services.audit.verify_bundle)", best, median)
 
     checkpoint, pub = work / "big.checkpoint", work / "certa.pub"
     checkpoint.write_text(envelope, encoding="utf-8")

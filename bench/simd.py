@@ -93,7 +93,7 @@ except (AttributeError, OSError) as exc:
 info["glibc"] = glibc
 
 import engine
-from engine.canonical import canonical_bytes
+from engine.foundation.canonical import canonical_bytes
 results = {}
 for spec in specs:
     t0 = time.perf_counter()

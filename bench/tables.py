@@ -1,4 +1,4 @@
-"""Speed of input parsing (engine.tables through Apache Arrow) against certa 0.3.0's Python parser.
+"""Speed of input parsing (engine.core.tables through Apache Arrow) against certa 0.3.0's Python parser.
 
 Usage: python bench/tables.py [--rows 1000000] [--repeats 5] [--decisions 1000000] [--replicates 100]
                               [--record-repeats 2] [--skip-formats]
@@ -39,11 +39,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine import run  # noqa: E402
-from engine.errors import InputError  # noqa: E402
-from engine.certificate import seal  # noqa: E402
-from engine.interpreter import execute, load_tables, new_run_id  # noqa: E402
-from engine.spec import load_plan  # noqa: E402
-from engine.tables import columns_to_csv_bytes, parse_table  # noqa: E402
+from engine.foundation.errors import InputError  # noqa: E402
+from engine.core.certificate import seal  # noqa: E402
+from engine.core.interpreter import execute, load_tables, new_run_id  # noqa: E402
+from engine.core.spec import load_plan  # noqa: E402
+from engine.core.tables import columns_to_csv_bytes, parse_table  # noqa: E402
 from ledger import Ledger  # noqa: E402
 from timing import best_of  # noqa: E402
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from .errors import (CertaError, InputError, LedgerError, LedgerIntegrityError, ProfileAbort, ReplayDivergence,
+from engine.foundation.errors import (CertaError, InputError, LedgerError, LedgerIntegrityError, ProfileAbort, ReplayDivergence,
                      SpecError, StageError)
 
 __all__ = [
@@ -27,7 +27,7 @@ __all__ = [
     "StageError",
 ]
 
-_LAZY = {"run": "interpreter", "RunResult": "interpreter", "load_plan": "spec", "Plan": "spec"}
+_LAZY = {"run": "core.interpreter", "RunResult": "core.interpreter", "load_plan": "core.spec", "Plan": "core.spec"}
 
 
 def __getattr__(name: str) -> Any:

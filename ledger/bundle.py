@@ -25,15 +25,15 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from jsonschema import Draft202012Validator
 
-from engine.errors import LedgerError, LedgerIntegrityError
-from engine.json_read import check_document_depth
+from engine.foundation.errors import LedgerError, LedgerIntegrityError
+from engine.foundation.json_read import check_document_depth
 from schemas import load_schema
 
-from .chain import encode_payload, entry_hash
-from .checkpoint import Checkpoint, open_checkpoint, read_checkpoint_unverified
-from .merkle import (entry_leaves, leaf_hash, path_and_root_from_nodes, path_from_levels, path_nodes, root_hash,
+from ledger.chain import encode_payload, entry_hash
+from ledger.checkpoint import Checkpoint, open_checkpoint, read_checkpoint_unverified
+from ledger.merkle import (entry_leaves, leaf_hash, path_and_root_from_nodes, path_from_levels, path_nodes, root_hash,
                      tree_levels, verify_inclusion)
-from .store import Ledger
+from ledger.store import Ledger
 
 __all__ = ["BUNDLE_FORMAT", "BundleReport", "build_bundle", "check_bundle", "ledger_leaves_matching", "ledger_root",
            "ledger_root_matching"]

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.canonical import canonical_bytes, canonical_sha256, sha256_hex
+from engine.foundation.canonical import canonical_bytes, canonical_sha256, sha256_hex
 
 __all__ = ["GENESIS", "EncodedEntries", "encode_payload", "entry_hash", "header_template", "payload_digests",
            "chain_hashes"]
@@ -29,7 +29,7 @@ GENESIS = "0" * 64
 @dataclass(frozen=True)
 class EncodedEntries:
     """Consecutive entries of one kind whose payloads are already RFC 8785 canonical JSON text (e.g. from
-    ``engine.canonical.canonical_records``)."""
+    ``engine.foundation.canonical.canonical_records``)."""
 
     kind: str
     payloads: Sequence[str]

@@ -4,7 +4,7 @@ A hash chain proves nothing against whoever can rewrite the whole database: they
 hash. What they cannot do is forge a head that was exported earlier and signed with a key they do not
 hold. A checkpoint is the head (``seq``, ``entry_hash``), the RFC 6962 Merkle root of entries 1..seq
 (``ledger.merkle``: it lets one certificate be proven part of the ledger offline) and the time it was
-signed, as RFC 8785 canonical JSON, in a DSSE v1 envelope (``ledger.dsse``) of payload type
+signed, as RFC 8785 canonical JSON, in a DSSE v1 envelope (``engine.foundation.signing``) of payload type
 ``application/vnd.certa.checkpoint+json; version=1``::
 
     JCS({"certa_checkpoint": 1, "seq": N, "entry_hash": "…", "root_hash": "…", "signed_at": "…"})
@@ -26,11 +26,11 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from engine.canonical import canonical_bytes
-from engine.errors import LedgerError, LedgerIntegrityError
-from engine.json_read import parse_document
+from engine.foundation.canonical import canonical_bytes
+from engine.foundation.errors import LedgerError, LedgerIntegrityError
+from engine.foundation.json_read import parse_document
 
-from .dsse import add_signature, envelope_payload_unverified, open_envelope, seal_envelope
+from engine.foundation.signing import add_signature, envelope_payload_unverified, open_envelope, seal_envelope
 
 __all__ = ["PAYLOAD_TYPE", "Checkpoint", "sign_checkpoint", "open_checkpoint", "read_checkpoint_unverified",
            "cosign_checkpoint"]
@@ -106,7 +106,7 @@ def read_checkpoint_unverified(envelope_text: str | bytes) -> Checkpoint:
 
 
 def open_checkpoint(envelope_text: str | bytes, public_keys: Sequence[Ed25519PublicKey]) -> Checkpoint:
-    """Verify that each of ``public_keys`` signed the checkpoint (``ledger.dsse.open_envelope``) and return
+    """Verify that each of ``public_keys`` signed the checkpoint (``engine.foundation.signing.open_envelope``) and return
     its head; a payload that is not a certa checkpoint raises ``LedgerIntegrityError``."""
     payload, key_ids = open_envelope(envelope_text, PAYLOAD_TYPE, public_keys)
     return _payload(payload, key_ids)

@@ -27,10 +27,10 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy import Connection
 
-from engine.errors import LedgerError
+from engine.foundation.errors import LedgerError
 
-from .schema import HEAD_REVISION, REVISIONS, SCHEMA_VERSION
-from .store import read_schema_state
+from ledger.schema import HEAD_REVISION, REVISIONS, SCHEMA_VERSION
+from ledger.store import read_schema_state
 
 __all__ = ["MIGRATIONS_DIR", "Migration", "alembic_config", "script_head", "upgrade_to_head"]
 

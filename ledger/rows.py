@@ -8,8 +8,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import LedgerError, LedgerIntegrityError
-from engine.json_read import parse_json
+from engine.foundation.errors import LedgerError, LedgerIntegrityError
+from engine.foundation.json_read import parse_json
 
 __all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "EntryRow", "RunRow", "SchemaState", "ENTRY_FIELDS",
            "RUN_FIELDS", "rows_as", "run_rows", "checked_schema_version"]
@@ -32,7 +32,7 @@ class EntryRow:
     entry_hash: str
 
     def data(self) -> Any:
-        """The payload's values (``engine.canonical.parse_json``: RFC 8785's number model)."""
+        """The payload's values (``engine.foundation.canonical.parse_json``: RFC 8785's number model)."""
         return parse_json(self.payload)
 
 

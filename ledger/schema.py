@@ -21,7 +21,7 @@ from __future__ import annotations
 from sqlalchemy import (CHAR, CheckConstraint, Column, Index, Integer, LargeBinary, MetaData, PrimaryKeyConstraint,
                         String, Table, Text, UniqueConstraint)
 
-from .rows import HEAD_REVISION, REVISIONS, SCHEMA_VERSION
+from ledger.rows import HEAD_REVISION, REVISIONS, SCHEMA_VERSION
 
 __all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "metadata", "entries", "blobs", "runs", "ledger_meta",
            "merkle_nodes", "alembic_version", "ENTRY_KINDS"]

@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
-from engine.errors import LedgerError
+from engine.foundation.errors import LedgerError
 
-from .location import refuse_foreign_database, sqlite_read_only_uri
-from .rows import RUN_FIELDS, RunRow, SchemaState, checked_schema_version, run_rows
+from ledger.location import refuse_foreign_database, sqlite_read_only_uri
+from ledger.rows import RUN_FIELDS, RunRow, SchemaState, checked_schema_version, run_rows
 
 __all__ = ["connect_read_only", "sqlite_read_problem", "sqlite_ledger_state", "newest_runs"]
 

@@ -30,22 +30,22 @@ from sqlalchemy import Connection, create_engine, event, func, insert, inspect, 
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
-from engine.canonical import RecordColumns, canonical_bytes, canonical_records
-from engine.errors import LedgerError, LedgerIntegrityError
+from engine.foundation.canonical import RecordColumns, canonical_bytes, canonical_records
+from engine.foundation.errors import LedgerError, LedgerIntegrityError
 
-from . import DEFAULT_LEDGER_FILE
-from .bulk import bulk_cache, insert_rows
-from .chain import GENESIS, EncodedEntries, chain_hashes, payload_digests
-from .location import (command_hint, ledger_argument, masked_ledger, plain_sqlite_path, refuse_foreign_database,
+from ledger import DEFAULT_LEDGER_FILE
+from ledger.bulk import bulk_cache, insert_rows
+from ledger.chain import GENESIS, EncodedEntries, chain_hashes, payload_digests
+from ledger.location import (command_hint, ledger_argument, masked_ledger, plain_sqlite_path, refuse_foreign_database,
                        sqlite_write_refusal)
-from .merkle import NodeKey, completed_levels, entry_leaves, frontier_nodes
-from .rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
+from ledger.merkle import NodeKey, completed_levels, entry_leaves, frontier_nodes
+from ledger.rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
                    checked_schema_version, rows_as, run_rows)
-from .schema import alembic_version, blobs, entries, ledger_meta, merkle_nodes, metadata, runs
-from .sqlite_read import connect_read_only, sqlite_ledger_state, sqlite_read_problem
+from ledger.schema import alembic_version, blobs, entries, ledger_meta, merkle_nodes, metadata, runs
+from ledger.sqlite_read import connect_read_only, sqlite_ledger_state, sqlite_read_problem
 
 if TYPE_CHECKING:
-    from .migrate import Migration
+    from ledger.migrate import Migration
 
 __all__ = ["Ledger", "EntryRow", "RunRow", "SchemaState", "read_schema_state", "resolve_ledger_url",
            "DEFAULT_LEDGER_FILE"]
@@ -280,7 +280,7 @@ class Ledger:
         """Upgrade this ledger in place to the newest schema, in one transaction that holds the write lock
         (SQLite ``BEGIN IMMEDIATE``, PostgreSQL the head row ``FOR UPDATE``); no entry, blob or run row is
         rewritten. A failure leaves the ledger as it was. See ``ledger.migrate``."""
-        from .migrate import upgrade_to_head  # imports Alembic: only this path needs it
+        from ledger.migrate import upgrade_to_head  # imports Alembic: only this path needs it
 
         self._refuse_if_read_only()
         try:
@@ -388,7 +388,7 @@ class Ledger:
     def _run_entries(self, run_id: str, plan: Any, tables: Mapping[str, Any],
                      decisions: Any) -> list[NewEntry | EncodedEntries]:
         """A run's entries: the run, its inputs, then one ``decision`` entry per decision ``{"stage", "index",
-        "kind", "detail"}``, encoded group by group (``decisions.parts``: ``engine.interpreter.StageDecisions``)
+        "kind", "detail"}``, encoded group by group (``decisions.parts``: ``engine.core.interpreter.StageDecisions``)
         with ``canonical_records``, so columnar decisions are never built one by one."""
         out: list[NewEntry | EncodedEntries] = [NewEntry("run", {
             "run_id": run_id, "name": plan.name, "spec_text": plan.spec_text, "spec_sha256": plan.spec_sha256,

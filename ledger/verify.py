@@ -35,13 +35,13 @@ from typing import Any
 
 from sqlalchemy import inspect, select
 
-from engine.canonical import sha256_hex
-from engine.errors import LedgerError
+from engine.foundation.canonical import sha256_hex
+from engine.foundation.errors import LedgerError
 
-from . import merkle
-from .chain import GENESIS, entry_hash, header_template
-from .schema import REVISIONS, SCHEMA_VERSION, alembic_version, blobs, ledger_meta, merkle_nodes, runs
-from .store import EntryRow, Ledger
+from ledger import merkle
+from ledger.chain import GENESIS, entry_hash, header_template
+from ledger.schema import REVISIONS, SCHEMA_VERSION, alembic_version, blobs, ledger_meta, merkle_nodes, runs
+from ledger.store import EntryRow, Ledger
 
 __all__ = ["Problem", "VerifyReport", "verify_ledger"]
 

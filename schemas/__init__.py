@@ -3,7 +3,7 @@ outputs (``outputs/``), the certificate and the bundle.
 
 A stage version whose knobs or outputs differ from the newest version's has its own frozen file,
 ``<folder>/<name>@<version>.schema.json``; the others share ``<folder>/<name>.schema.json``
-(``engine.stages.base.StageType.schema_file`` and ``output_schema_file``)."""
+(``engine.core.stages.base.StageType.schema_file`` and ``output_schema_file``)."""
 
 from __future__ import annotations
 

@@ -144,7 +144,7 @@ def example_ledger(folder: Path) -> tuple[Path, dict[str, str]]:
 
 def write_screenshots(out_dir: Path = ROOT / "docs" / "screenshots") -> list[Path]:
     """Screenshots of each example's report and of the site index (``certa site`` of the examples)."""
-    from engine.html.site import build_site
+    from engine.services.presentation.html.site import build_site
     from ledger import Ledger
 
     written = []

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
-from engine.scorers import ENTRY_POINT_GROUP
-from engine.tables import columns_to_csv_bytes
+from engine.core.scorers import ENTRY_POINT_GROUP
+from engine.core.tables import columns_to_csv_bytes
 from ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[1]

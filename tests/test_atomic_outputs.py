@@ -1,4 +1,4 @@
-"""Every file certa writes is written atomically (``ledger.atomic_files``): on a full disk each command ends with
+"""Every file certa writes is written atomically (``engine.foundation.atomic_files``): on a full disk each command ends with
 one ``error:`` line and its documented exit code, leaving neither the file nor a temporary one; keys are
 private from the first instant and never replaced; ``run -o`` refuses an unwritable file before recording and
 says how to write it again after; a killed ``certa site`` is finished by the next one."""
@@ -17,10 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from engine.errors import OutputError, RecordedOutputError
-from engine.html.site import MANIFEST_NAME
+from engine.foundation.errors import OutputError, RecordedOutputError
+from engine.services.presentation.html.site import MANIFEST_NAME
 from ledger import Ledger
-from ledger.atomic_files import TEMPORARY_SUFFIX, check_writable, write_atomically
+from engine.foundation.atomic_files import TEMPORARY_SUFFIX, check_writable, write_atomically
 
 ROOT = Path(__file__).resolve().parents[1]
 ENOSPC = os.strerror(errno.ENOSPC)

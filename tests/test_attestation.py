@@ -1,4 +1,4 @@
-"""in-toto attestations of certificates (engine.attestation, ``certa attest`` / ``verify-attestation``)."""
+"""in-toto attestations of certificates (engine.services.attestation, ``certa attest`` / ``verify-attestation``)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from click.testing import CliRunner
 
 from cli import main
 from engine import run
-from engine.attestation import (PAYLOAD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, attest_certificate,
+from engine.services.attestation import (PAYLOAD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, attest_certificate,
                                 certificate_statement, verify_attestation)
-from engine.canonical import canonical_bytes, canonical_sha256
-from engine.certificate import results_sha256
-from engine.errors import LedgerIntegrityError
-from ledger.dsse import generate_key_pair, load_private_key, load_public_key, seal_envelope
+from engine.foundation.canonical import canonical_bytes, canonical_sha256
+from engine.core.certificate import results_sha256
+from engine.foundation.errors import LedgerIntegrityError
+from engine.foundation.signing import generate_key_pair, load_private_key, load_public_key, seal_envelope
 
 
 @pytest.fixture(scope="module")

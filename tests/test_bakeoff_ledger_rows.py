@@ -18,15 +18,15 @@ from click.testing import CliRunner
 
 from cli import main
 from engine import run
-from engine.audit import verify
-from engine.canonical import canonical_bytes
-from engine.interpreter import execute, load_tables
-from engine.spec import load_plan
-from engine.stages import bakeoff, bakeoff_gate
-from engine.stages.base import Decision, DecisionColumns
-from engine.stats.bakeoff_gate import LANES
-from engine.stats.bakeoff_pool import BAND_NAMES
-from engine.tables import columns_to_csv_bytes
+from engine.services.audit import verify
+from engine.foundation.canonical import canonical_bytes
+from engine.core.interpreter import execute, load_tables
+from engine.core.spec import load_plan
+from engine.core.stages import bakeoff, bakeoff_gate
+from engine.core.stages.base import Decision, DecisionColumns
+from engine.core.stats.bakeoff_gate import LANES
+from engine.core.stats.bakeoff_pool import BAND_NAMES
+from engine.core.tables import columns_to_csv_bytes
 from ledger import Ledger
 
 from .conftest import fresh_postgres_databases

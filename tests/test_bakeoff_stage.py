@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 
 from engine import run
-from engine.canonical import to_jsonable
-from engine.errors import InputError, StageError
-from engine.spec import fill_defaults
-from engine.stages import REGISTRY
-from engine.stages.bakeoff import STAGE as COMPARE
-from engine.stages.bakeoff import audit_bakeoff, render_bakeoff
-from engine.stages.bakeoff_merge import STAGE as MERGE
-from engine.stages.base import StageContext
-from engine.tables import parse_table, table_from_columns
+from engine.foundation.canonical import to_jsonable
+from engine.foundation.errors import InputError, StageError
+from engine.core.spec import fill_defaults
+from engine.core.stages import REGISTRY
+from engine.core.stages.bakeoff import STAGE as COMPARE
+from engine.core.stages.bakeoff import audit_bakeoff, render_bakeoff
+from engine.core.stages.bakeoff_merge import STAGE as MERGE
+from engine.core.stages.base import StageContext
+from engine.core.tables import parse_table, table_from_columns
 from schemas import load_schema
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 
 from engine import run
-from engine.canonical import to_jsonable
-from engine.errors import InputError, ProfileAbort
-from engine.spec import fill_defaults
-from engine.stages import REGISTRY
-from engine.stages.bakeoff import KERNELS, Reporting, RecordedReporting, audit_bakeoff, render_bakeoff
-from engine.stages.base import StageContext
-from engine.stats.bakeoff_bootstrap import holm_adjust, is_significant, pairwise_bootstrap, significance_level
-from engine.stats.bakeoff_pool import BandTable, decision_values
-from engine.tables import table_from_columns
+from engine.foundation.canonical import to_jsonable
+from engine.foundation.errors import InputError, ProfileAbort
+from engine.core.spec import fill_defaults
+from engine.core.stages import REGISTRY
+from engine.core.stages.bakeoff import KERNELS, Reporting, RecordedReporting, audit_bakeoff, render_bakeoff
+from engine.core.stages.base import StageContext
+from engine.core.stats.bakeoff_bootstrap import holm_adjust, is_significant, pairwise_bootstrap, significance_level
+from engine.core.stats.bakeoff_pool import BandTable, decision_values
+from engine.core.tables import table_from_columns
 from schemas import load_schema
 
 COMPARE = REGISTRY.get("bakeoff.compare", "1.2.0")

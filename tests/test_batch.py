@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from engine import run
-from engine.audit import REPRODUCED, replay
-from engine.audit import verify as verify_ledger
-from engine.batch import EXIT_ORDER, run_batch, worst_exit_code
-from engine.batch_ledger import LedgerSnapshot, batch_run_ids, idempotency_key
-from engine.errors import SpecError
-from engine.tables import columns_to_csv_bytes
+from engine.services.audit import REPRODUCED, replay
+from engine.services.audit import verify as verify_ledger
+from engine.services.batch import EXIT_ORDER, run_batch, worst_exit_code
+from engine.services.batch_ledger import LedgerSnapshot, batch_run_ids, idempotency_key
+from engine.foundation.errors import SpecError
+from engine.core.tables import columns_to_csv_bytes
 from ledger import Ledger
 
 from .conftest import window_columns
@@ -289,10 +289,10 @@ def test_certa_batch_refuses_an_input_no_spec_declares_before_starting_a_cluster
 def test_batch_run_ids_finds_exactly_the_runs_of_that_batch(small_spec: Path, tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from engine.batch import _batch_decision
-    from engine.certificate import seal
-    from engine.interpreter import execute, load_tables
-    from engine.spec import load_plan
+    from engine.services.batch import _batch_decision
+    from engine.core.certificate import seal
+    from engine.core.interpreter import execute, load_tables
+    from engine.core.spec import load_plan
 
     plan = load_plan(small_spec)
     execution = execute(plan, load_tables(plan))

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 from cli import main
 
-from engine.audit import verify as verify_ledger
-from engine.batch import run_batch
+from engine.services.audit import verify as verify_ledger
+from engine.services.batch import run_batch
 from ledger import Ledger
 
 from .test_batch import assert_same_as_certa_run, write_tiny_specs

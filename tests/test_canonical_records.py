@@ -1,4 +1,4 @@
-"""``engine.canonical.canonical_records`` (the ledger's column-wise encoder of per-decision payloads) and
+"""``engine.foundation.canonical.canonical_records`` (the ledger's column-wise encoder of per-decision payloads) and
 ``ledger.chain.chain_hashes`` (templated entry hashes) are byte-identical to ``canonical_bytes`` and
 ``entry_hash``, including floats at RFC 8785's format edges, non-finite floats, None, escapes, non-ASCII text
 and keys whose UTF-16 order differs from their code-point order."""
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.canonical import RecordColumns, canonical_bytes, canonical_records
+from engine.foundation.canonical import RecordColumns, canonical_bytes, canonical_records
 from ledger.chain import GENESIS, chain_hashes, entry_hash
 
 PROPERTY = settings(derandomize=True, max_examples=300, deadline=None)

@@ -18,14 +18,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from cli import main
 from engine import run
-from engine.audit import verify, verify_bundle
-from engine.canonical import canonical_sha256
-from engine.certificate import results_sha256
-from engine.errors import LedgerError, LedgerIntegrityError
+from engine.services.audit import verify, verify_bundle
+from engine.foundation.canonical import canonical_sha256
+from engine.core.certificate import results_sha256
+from engine.foundation.errors import LedgerError, LedgerIntegrityError
 from ledger import Ledger, merkle
 from ledger.bundle import build_bundle
 from ledger.checkpoint import PAYLOAD_TYPE, cosign_checkpoint, open_checkpoint, sign_checkpoint
-from ledger.dsse import (add_signature, generate_key_pair, key_id, load_private_key, load_public_key,
+from engine.foundation.signing import (add_signature, generate_key_pair, key_id, load_private_key, load_public_key,
                          pre_authentication_encoding)
 from ledger.chain import encode_payload, entry_hash
 

@@ -186,8 +186,8 @@ def test_replay_prints_diverged_fields_most_material_first_with_long_arrays_fold
     import copy
     import dataclasses
 
-    import engine.interpreter
-    from engine.stages import REGISTRY, StageOutput, StageRegistry
+    import engine.core.interpreter
+    from engine.core.stages import REGISTRY, StageOutput, StageRegistry
 
     db = tmp_path / "ledger.db"
     run_id = json.loads(invoke("run", str(small_spec), "--json", ledger=db).stdout)["run_id"]
@@ -202,7 +202,7 @@ def test_replay_prints_diverged_fields_most_material_first_with_long_arrays_fold
         outputs["primary_metric"]["ratio_vs_baseline"] += 1e-6
         return StageOutput(outputs=outputs, decisions=out.decisions)
 
-    monkeypatch.setattr(engine.interpreter, "REGISTRY", StageRegistry(
+    monkeypatch.setattr(engine.core.interpreter, "REGISTRY", StageRegistry(
         tuple(dataclasses.replace(s, run=moved) if s is original else s for s in REGISTRY.types)))
     result = invoke("replay", run_id, ledger=db)
     assert result.exit_code == 1

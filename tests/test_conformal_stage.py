@@ -14,16 +14,16 @@ import numpy as np
 import pytest
 
 from engine import run
-from engine.audit import replay
-from engine.canonical import canonical_bytes, canonical_sha256, to_jsonable
-from engine.errors import InputError, SpecError, StageError
-from engine.spec import fill_defaults, load_plan
-from engine.stages import REGISTRY
-from engine.stages.base import StageContext
-from engine.stats.mondrian import nonconformity_scores
-from engine.stats.rate_bounds import METHODS, clopper_pearson
-from engine.stats.ssbc import ssbc_correct
-from engine.tables import table_from_columns
+from engine.services.audit import replay
+from engine.foundation.canonical import canonical_bytes, canonical_sha256, to_jsonable
+from engine.foundation.errors import InputError, SpecError, StageError
+from engine.core.spec import fill_defaults, load_plan
+from engine.core.stages import REGISTRY
+from engine.core.stages.base import StageContext
+from engine.core.stats.mondrian import nonconformity_scores
+from engine.core.stats.rate_bounds import METHODS, clopper_pearson
+from engine.core.stats.ssbc import ssbc_correct
+from engine.core.tables import table_from_columns
 from schemas import load_schema
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,7 +134,7 @@ def test_prediction_stats_are_clopper_pearson_on_the_deployed_sets(version, risk
 
 
 def test_stage_versions_newest_last():
-    from engine.stages import conformal, conformal_monitor
+    from engine.core.stages import conformal, conformal_monitor
 
     for module in (conformal, conformal_monitor):
         assert [s.version for s in module.STAGES] == [k.version for k in module.KERNELS] == ["1.0.0", "1.1.0"]
@@ -379,7 +379,7 @@ def test_monitor_run_reads_the_report_from_the_ledger(tmp_path, ledger):
 
 
 def test_verify_recomputes_the_ssbc_correction_and_catches_an_edited_k():
-    from engine.stages.conformal import audit_pac_report
+    from engine.core.stages.conformal import audit_pac_report
 
     outputs = run(ROOT / "specs" / "conformal-pac" / "spec.yaml").certificate["content"]["stages"]["pac"]
     assert audit_pac_report(outputs) == []

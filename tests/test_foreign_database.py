@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from cli import main
-from engine.errors import LedgerError
+from engine.foundation.errors import LedgerError
 from ledger import Ledger
 from ledger.sqlite_read import newest_runs
 

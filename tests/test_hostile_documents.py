@@ -18,11 +18,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from cli import main
-from engine.attestation import PAYLOAD_TYPE as ATTESTATION_TYPE
-from engine.json_read import MAX_DOCUMENT_BYTES, MAX_DOCUMENT_DEPTH, parse_document
-from engine.reviews import check_review
+from engine.services.attestation import PAYLOAD_TYPE as ATTESTATION_TYPE
+from engine.foundation.json_read import MAX_DOCUMENT_BYTES, MAX_DOCUMENT_DEPTH, parse_document
+from engine.services.reviews import check_review
 from ledger.checkpoint import PAYLOAD_TYPE as CHECKPOINT_TYPE
-from ledger.dsse import load_private_key, seal_envelope
+from engine.foundation.signing import load_private_key, seal_envelope
 
 WRONG_TYPES: list[Any] = [None, True, 15.0, 1.5, "x", [], {}]
 """A value of every JSON type (and a float that is an integer's value) for any member."""

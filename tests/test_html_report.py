@@ -1,4 +1,4 @@
-"""The HTML report (engine.html, ``certa report``): every example renders with each stage's plot and tables,
+"""The HTML report (engine.services.presentation.html, ``certa report``): every example renders with each stage's plot and tables,
 the verdict first, then the stages (each opening with "How to read this"), gates, identity, verification and
 reviews; nothing fetched at view time, the same bytes twice, hostile strings escaped; every golden ledger's runs
 render; the bake-off, sequential and paired sections show what their outputs hold and nothing they do not."""
@@ -18,9 +18,9 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from engine.explain import EXPLAINED, bucket_lead, how_to_read
-from engine.html import Link, gather_report, render_report
-from engine.html.sections import stage_section
+from engine.services.presentation.explain import EXPLAINED, bucket_lead, how_to_read
+from engine.services.presentation.html import Link, gather_report, render_report
+from engine.services.presentation.html.sections import stage_section
 from ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -443,7 +443,7 @@ def test_gates_show_value_and_threshold_at_the_precision_that_decided(tmp_path: 
 
 
 def test_a_stage_type_without_a_layout_shows_its_outputs_as_a_table() -> None:
-    from engine.html.sections import stage_section
+    from engine.services.presentation.html.sections import stage_section
     section = stage_section("x", "future.stage", "9.0.0", {"answer": 42}, (), ())
     assert (section.stage_id, section.use) == ("x", "future.stage")
     assert "No report layout" in section.summary and section.tables

@@ -1,9 +1,9 @@
-"""engine.jsondiff: field changes most material first, indices in numeric order, long numeric arrays folded."""
+"""engine.services.jsondiff: field changes most material first, indices in numeric order, long numeric arrays folded."""
 
 from __future__ import annotations
 
 
-from engine.jsondiff import ArrayChange, FieldChange, flatten, json_diff, materiality, summarised
+from engine.services.jsondiff import ArrayChange, FieldChange, flatten, json_diff, materiality, summarised
 
 
 def _content() -> dict:

@@ -1,4 +1,4 @@
-"""JUnit XML reports (engine.junit, certa run --junit): valid against the JUnit schema CI test reporters read
+"""JUnit XML reports (engine.services.presentation.junit, certa run --junit): valid against the JUnit schema CI test reporters read
 (tests/data/junit.xsd), one case per gate, per aborting profile rule, an error case for a refused spec; the
 file is written whole also when the run fails or aborts."""
 
@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from engine.junit import JUnitCase, JUnitSuite, junit_bytes, run_suite, utc_timestamp, write_junit
+from engine.services.presentation.junit import JUnitCase, JUnitSuite, junit_bytes, run_suite, utc_timestamp, write_junit
 
 SCHEMA = Path(__file__).parent / "data" / "junit.xsd"
 
@@ -68,7 +68,7 @@ def test_markup_in_messages_is_escaped_and_an_unwritable_path_is_an_error(tmp_pa
                        utc_timestamp())
     root = ET.fromstring(junit_bytes([suite]))
     assert root.find("testsuite/testcase/failure").get("message") == 'a "quote" & <tag>'
-    from engine.errors import CertaError
+    from engine.foundation.errors import CertaError
     with pytest.raises(CertaError, match="cannot write the JUnit report"):
         write_junit(tmp_path / "missing" / "junit.xml", [suite])
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from engine import run
-from engine.audit import replay, verify
-from engine.canonical import canonical_bytes
-from engine.errors import LedgerIntegrityError
+from engine.services.audit import replay, verify
+from engine.foundation.canonical import canonical_bytes
+from engine.foundation.errors import LedgerIntegrityError
 from ledger import Ledger
 
 from .conftest import rebuild_merkle_nodes, run_concurrently
@@ -85,7 +85,7 @@ def test_editing_one_byte_of_a_certificate_is_detected(small_spec: Path, tmp_pat
 
 def test_rehashed_edit_still_breaks_the_chain_and_the_certificate(small_spec: Path, tmp_path: Path) -> None:
     """An editor who recomputes the edited entry's own hashes still breaks the next link and the cert hash."""
-    from engine.canonical import sha256_hex
+    from engine.foundation.canonical import sha256_hex
     from ledger.chain import entry_hash
 
     db = tmp_path / "l.db"
@@ -211,13 +211,13 @@ def test_replay_reports_divergence_field_by_field(small_spec: Path, tmp_path: Pa
 def test_a_run_recorded_with_other_library_versions_reproduces_and_lists_them(
         small_spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Library versions are the environment stamp, not a result: they are reported, never a divergence."""
-    import engine.interpreter
+    import engine.core.interpreter
 
-    real_versions = engine.interpreter.library_versions
-    monkeypatch.setattr(engine.interpreter, "library_versions", lambda: {**real_versions(), "numpy": "1.26.0"})
+    real_versions = engine.core.interpreter.library_versions
+    monkeypatch.setattr(engine.core.interpreter, "library_versions", lambda: {**real_versions(), "numpy": "1.26.0"})
     with Ledger.open(tmp_path / "l.db") as ledger:
         run_id = run(small_spec, ledger=ledger).run_id
-        monkeypatch.setattr(engine.interpreter, "library_versions", real_versions)
+        monkeypatch.setattr(engine.core.interpreter, "library_versions", real_versions)
         result = replay(ledger, run_id)
         note = [e.data() for e in ledger.entries(run_id=run_id, kinds=["replay"])][-1]
     assert result.outcome == "REPRODUCED" and result.changes == ()
@@ -232,11 +232,11 @@ def test_a_changed_stage_replays_as_diverged_naming_the_fields_and_the_other_mac
     """A stage whose numbers moved without a new version is caught by replay, field by field."""
     import dataclasses
 
-    import engine.certificate
-    import engine.interpreter
-    from engine.stages import REGISTRY, StageOutput, StageRegistry
+    import engine.core.certificate
+    import engine.core.interpreter
+    from engine.core.stages import REGISTRY, StageOutput, StageRegistry
 
-    monkeypatch.setattr(engine.certificate, "computing_platform",
+    monkeypatch.setattr(engine.core.certificate, "computing_platform",
                         lambda: {"system": "Linux", "machine": "x86_64", "numpy_simd": ["X86_V2", "X86_V4"]})
     with Ledger.open(tmp_path / "l.db") as ledger:
         run_id = run(small_spec, ledger=ledger).run_id
@@ -250,7 +250,7 @@ def test_a_changed_stage_replays_as_diverged_naming_the_fields_and_the_other_mac
         return StageOutput(outputs={**out.outputs, "primary_metric": metric}, decisions=out.decisions)
 
     patched = StageRegistry(tuple(dataclasses.replace(s, run=moved) if s is original else s for s in REGISTRY.types))
-    monkeypatch.setattr(engine.interpreter, "REGISTRY", patched)
+    monkeypatch.setattr(engine.core.interpreter, "REGISTRY", patched)
     with Ledger.open(tmp_path / "l.db") as ledger:
         result = replay(ledger, run_id)
         note = [e.data() for e in ledger.entries(run_id=run_id, kinds=["replay"])][-1]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.audit import verify
+from engine.services.audit import verify
 from ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[1]

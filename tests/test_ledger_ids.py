@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from cli import main
 from engine import run
-from engine.errors import LedgerError
+from engine.foundation.errors import LedgerError
 from ledger import Ledger, resolve_ledger_url
 from ledger.location import masked_ledger
 

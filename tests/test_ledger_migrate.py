@@ -26,7 +26,7 @@ from sqlalchemy.exc import OperationalError
 
 from cli import main
 from engine import LedgerError, run
-from engine.audit import verify
+from engine.services.audit import verify
 from ledger import Ledger
 from ledger.schema import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, blobs, entries, ledger_meta, merkle_nodes, runs
 from ledger.store import SchemaState, read_schema_state

@@ -14,11 +14,11 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from engine import run
-from engine.audit import replay, verify, verify_bundle
+from engine.services.audit import replay, verify, verify_bundle
 from ledger import Ledger, merkle
 from ledger.bundle import build_bundle
 from ledger.checkpoint import open_checkpoint, sign_checkpoint
-from ledger.dsse import generate_key_pair, load_private_key, load_public_key
+from engine.foundation.signing import generate_key_pair, load_private_key, load_public_key
 
 from .conftest import POSTGRES_SERVER, fresh_postgres_databases, run_concurrently
 

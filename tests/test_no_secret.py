@@ -37,9 +37,9 @@ from sqlalchemy.engine import make_url
 import cli
 from cli import main
 from engine import run
-from engine.tables import columns_to_csv_bytes
+from engine.core.tables import columns_to_csv_bytes
 from ledger import Ledger
-from ledger.dsse import generate_key_pair, load_private_key
+from engine.foundation.signing import generate_key_pair, load_private_key
 
 from .conftest import SMALL_SPEC, fresh_postgres_databases, window_columns
 

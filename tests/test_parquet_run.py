@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine import run
-from engine.audit import replay
-from engine.certificate import results_of
+from engine.services.audit import replay
+from engine.core.certificate import results_of
 from ledger import Ledger
 
 from .conftest import SMALL_SPEC, columns_to_csv_bytes, window_columns

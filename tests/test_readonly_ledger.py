@@ -25,7 +25,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from cli import main
-from engine.errors import LedgerError
+from engine.foundation.errors import LedgerError
 from ledger import Ledger
 from ledger.location import sqlite_read_only_uri
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine import run
-from engine.report import certificate_markdown, format_value
+from engine.services.presentation.markdown import certificate_markdown, format_value
 
 from .conftest import ROOT
 
@@ -35,8 +35,8 @@ def test_format_value() -> None:
 
 
 def test_failed_rules_and_their_text() -> None:
-    from engine.report import failed_rules, rule_text
-    from engine.stages import Decision
+    from engine.services.presentation.markdown import failed_rules, rule_text
+    from engine.core.stages import Decision
 
     import numpy as np
 
@@ -52,8 +52,8 @@ def test_failed_rules_and_their_text() -> None:
 
 
 def test_decision_and_change_lines() -> None:
-    from engine.jsondiff import json_diff, summarised
-    from engine.report import change_text, decision_line
+    from engine.services.jsondiff import json_diff, summarised
+    from engine.services.presentation.markdown import change_text, decision_line
 
     line = decision_line(12, {"stage": None, "kind": "gate", "detail": {"passed": True, "id": "g"}})
     assert line.split() == ["12", "gates", "gate", '{"id":', '"g",', '"passed":', "true}"]
@@ -63,7 +63,7 @@ def test_decision_and_change_lines() -> None:
 
 
 def test_explain_puts_how_to_read_before_each_stages_markdown(example_spec: Path) -> None:
-    from engine.explain import how_to_read
+    from engine.services.presentation.explain import how_to_read
 
     certificate = run(example_spec).certificate
     plain = certificate_markdown(certificate)

@@ -13,10 +13,10 @@ import pytest
 
 import engine
 from engine import InputError, SpecError, StageError, run
-from engine.canonical import canonical_sha256
-from engine.certificate import certificate_problems
-from engine.tables import columns_to_csv_bytes
-from engine.stages import REGISTRY
+from engine.foundation.canonical import canonical_sha256
+from engine.core.certificate import certificate_problems
+from engine.core.tables import columns_to_csv_bytes
+from engine.core.stages import REGISTRY
 from ledger import Ledger
 
 from .conftest import ROOT, window_columns, write_spec

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 from engine import ProfileAbort, run
-from engine.audit import replay
-from engine.canonical import to_jsonable
-from engine.errors import InputError, StageError
-from engine.scorers import available_scorers
-from engine.spec import fill_defaults, load_schema
-from engine.stages import REGISTRY
-from engine.stages.base import StageContext
-from engine.stages.sequential_diff import CAPTURED_SCORES, audit_sequential_diff
-from engine.tables import table_from_columns
+from engine.services.audit import replay
+from engine.foundation.canonical import to_jsonable
+from engine.foundation.errors import InputError, StageError
+from engine.core.scorers import available_scorers
+from engine.core.spec import fill_defaults, load_schema
+from engine.core.stages import REGISTRY
+from engine.core.stages.base import StageContext
+from engine.core.stages.sequential_diff import CAPTURED_SCORES, audit_sequential_diff
+from engine.core.tables import table_from_columns
 from ledger import Ledger
 
 from .conftest import PLUGIN_MODULE, ROOT
@@ -189,7 +189,7 @@ def test_scorer_run_records_its_scores_and_stops_scoring_at_the_decision() -> No
 def test_replay_from_captured_scores_reproduces_outputs_without_the_scorer(monkeypatch: pytest.MonkeyPatch) -> None:
     tables = _logprob_tables()
     live = _run(SCORER_KNOBS, tables)
-    import engine.stages.sequential_diff as stage_module
+    import engine.core.stages.sequential_diff as stage_module
 
     def refuse(*args, **kwargs):
         raise AssertionError("the scorer must not be called in a replay")

@@ -1,4 +1,4 @@
-"""``certa site`` (engine.html.site): every run's page, the index, diffs and the chain page; offline pages;
+"""``certa site`` (engine.services.presentation.html.site): every run's page, the index, diffs and the chain page; offline pages;
 one verification per build; incremental rebuilds that rewrite only what changed and never touch foreign files."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from engine.html.site import MANIFEST_NAME, build_site
+from engine.services.presentation.html.site import MANIFEST_NAME, build_site
 from ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,7 +137,7 @@ def test_tampering_is_shown_on_the_run_it_concerns(ledger_of_three, tmp_path: Pa
 
 
 def test_one_verification_per_build(ledger_of_three, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.html import data, site
+    from engine.services.presentation.html import data, site
 
     calls = []
     original = site.verify
@@ -168,7 +168,7 @@ def test_parallel_build_gives_the_same_pages(ledger_of_three, tmp_path: Path, mo
     db, _ = ledger_of_three
     with Ledger.open(str(db), create=False) as ledger:
         build_site(ledger, tmp_path / "one", jobs=1)
-    from engine.html import site
+    from engine.services.presentation.html import site
 
     monkeypatch.setattr(site, "_POOL_MIN_PAGES", 1)  # the process pool, even for three pages
     with Ledger.open(str(db), create=False) as ledger:
@@ -187,7 +187,7 @@ def test_a_checkpoint_this_ledger_does_not_match_is_named_on_the_chain_page(ledg
                                                                            forge, problem: str) -> None:
     from ledger.bundle import ledger_root
     from ledger.checkpoint import sign_checkpoint
-    from ledger.dsse import generate_key_pair, load_private_key
+    from engine.foundation.signing import generate_key_pair, load_private_key
 
     db, _ = ledger_of_three
     with Ledger.open(db, create=False) as ledger:
@@ -202,11 +202,12 @@ def test_a_checkpoint_this_ledger_does_not_match_is_named_on_the_chain_page(ledg
 
 
 def test_renderer_version_covers_the_engine_modules_a_page_prints(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The "How to read this" texts (engine/explain.py) and the gates' displayed numbers (engine/gates.py) are
-    part of a page: a change to them must rebuild every page, as a change to engine/html does."""
-    from engine.html import site
+    """The "How to read this" texts (engine/services/presentation/explain.py) and the gates' displayed numbers
+    (engine/core/gates.py) are part of a page: a change to them must rebuild every page, as a change to
+    engine/services/presentation/html does."""
+    from engine.services.presentation.html import site
 
-    assert site.RENDERED_ENGINE_MODULES == ("explain.py", "gates.py")
+    assert site.RENDERED_ENGINE_MODULES == ("engine.services.presentation.explain", "engine.core.gates")
     site.renderer_version.cache_clear()
     with_modules = site.renderer_version()
     monkeypatch.setattr(site, "RENDERED_ENGINE_MODULES", ())

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from engine import SpecError, load_plan
-from engine.canonical import canonical_sha256
-from engine.stages import REGISTRY
+from engine.foundation.canonical import canonical_sha256
+from engine.core.stages import REGISTRY
 
 from .conftest import SMALL_SPEC, write_spec
 

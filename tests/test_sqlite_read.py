@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from cli import main
 from engine import run
-from engine.errors import LedgerError, ProfileAbort
+from engine.foundation.errors import LedgerError, ProfileAbort
 from ledger import Ledger
 from ledger.sqlite_read import newest_runs
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from engine import run
-from engine.certificate import results_of
-from engine.errors import SpecError, StageError
-from engine.spec import load_plan
-from engine.stages import REGISTRY, StageRegistry, UnknownStage
-from engine.stages.registry import parse_stage_ref, version_key
-from engine.tables import parse_table
+from engine.core.certificate import results_of
+from engine.foundation.errors import SpecError, StageError
+from engine.core.spec import load_plan
+from engine.core.stages import REGISTRY, StageRegistry, UnknownStage
+from engine.core.stages.registry import parse_stage_ref, version_key
+from engine.core.tables import parse_table
 
 GOLDEN_010 = Path(__file__).parent / "golden" / "0.1.0" / "ledger.db"
 

@@ -1,6 +1,6 @@
 """Arrow-backed table parsing equals the Python parser of certa <= 0.3.0, bit for bit.
 
-The oracle (``_oracle_*``) is a verbatim copy of ``engine/tables.py`` as released in 0.3.0 (CSV by Python's
+The oracle (``_oracle_*``) is a verbatim copy of ``engine/core/tables.py`` as released in 0.3.0 (CSV by Python's
 ``csv`` module, numbers by ``astype(float64)`` on Python strings). Every table the oracle accepted must
 give the same columns (order, strings, float64 bits, row count, sha256); every table it refused must be
 refused with the same message.
@@ -25,8 +25,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import InputError
-from engine.table_formats.arrow_csv import PY_WHITESPACE
-from engine.tables import columns_to_csv_bytes, format_for_path, parse_table
+from engine.core.table_formats.arrow_csv import PY_WHITESPACE
+from engine.core.tables import columns_to_csv_bytes, format_for_path, parse_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -366,7 +366,7 @@ def test_cells_over_the_decimal_alphabet_parse_as_python_did(cells: list[str]) -
                 max_size=40))
 def test_factorize_of_an_arrow_column_equals_the_python_cells_path(labels: list[str]) -> None:
     """``Table.factorize`` dictionary-encodes an Arrow-read column; the answer is the one the cells give."""
-    from engine.tables import factorize_cells, parse_table
+    from engine.core.tables import factorize_cells, parse_table
 
     raw = ("label,x\n" + "".join(f"{label},1\n" for label in labels)).encode("utf-8")
     table = parse_table("t", raw, "csv")

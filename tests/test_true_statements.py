@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from engine import ProfileAbort, run
-from engine.stages import REGISTRY
+from engine.core.stages import REGISTRY
 
 from .conftest import window_columns
 

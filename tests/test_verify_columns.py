@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from engine import ProfileAbort, run
-from engine.audit import verify
-from engine.errors import LedgerError, LedgerIntegrityError
+from engine.services.audit import verify
+from engine.foundation.errors import LedgerError, LedgerIntegrityError
 from ledger import Ledger
 from ledger.schema import alembic_version, metadata
 
@@ -150,7 +150,7 @@ def test_every_column_of_every_table_has_a_mutation_case() -> None:
 def recorded_ledger(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Recorded]:
     """A ledger with a completed dev-profile run and a ci-profile run aborted by a floor (60 windows)."""
     from .conftest import SMALL_SPEC, window_columns
-    from engine.tables import columns_to_csv_bytes
+    from engine.core.tables import columns_to_csv_bytes
 
     folder = tmp_path_factory.mktemp("verify-columns")
     base, subj = window_columns(60, seed=3)

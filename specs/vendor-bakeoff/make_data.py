@@ -20,11 +20,11 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from engine.canonical import to_jsonable  # noqa: E402
-from engine.spec import fill_defaults  # noqa: E402
-from engine.stages.base import StageContext  # noqa: E402
-from engine.stages.bakeoff import STAGE  # noqa: E402
-from engine.tables import columns_to_csv_bytes, table_from_columns  # noqa: E402
+from engine.foundation.canonical import to_jsonable  # noqa: E402
+from engine.core.spec import fill_defaults  # noqa: E402
+from engine.core.stages.base import StageContext  # noqa: E402
+from engine.core.stages.bakeoff import STAGE  # noqa: E402
+from engine.core.tables import columns_to_csv_bytes, table_from_columns  # noqa: E402
 from schemas import load_schema  # noqa: E402
 
 E5 = {  # seed 002, E5: printed per-decision RSI (6 dp), w = 1, g = 0.80

@@ -1,0 +1,357 @@
+"""The interpreter: a resolved ``Plan`` and its tables in, certificate content and decisions out.
+
+``run`` is the Python API that mirrors ``certa run``: load and validate the spec, load and hash the
+inputs, execute the stages in order with their own seeded streams, evaluate the gates, seal the
+certificate and, when a ledger is given, record everything in one transaction.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engine.foundation.canonical import RecordColumns, to_jsonable
+from engine.services.presentation.markdown import format_value
+from engine.core.certificate import CONTENT_FORMAT, library_versions, seal
+from engine.foundation.errors import InputError, ProfileAbort, SpecError, StageError
+from engine.core.gates import evaluate_gate
+from engine.core.input_limits import InputLimits, read_input_file
+from engine.core.metric_paths import KeyColumn, closest, format_steps, key_column, key_values, parse_metric
+from engine.core.seeds import DERIVATION, stage_generator, stage_seed_record
+from engine.core.spec import Plan, load_plan
+from engine.core.stages import REGISTRY, Decision, StageContext
+from engine.core.stages.base import Concatenated, DecisionColumns, LedgerReader, Progress, decision_parts
+from engine.core.tables import Table, format_for_path, parse_table, table_from_columns
+
+__all__ = ["run", "run_plan", "execute", "load_tables", "new_run_id", "RunResult", "Execution", "StageDecision",
+           "StageDecisions", "RunDecisions", "AbortedExecution", "run_warnings", "warning_line", "WARNING_MARK",
+           "check_data_keys"]
+
+if TYPE_CHECKING:
+    from ledger import Ledger
+
+Columns = Mapping[str, Sequence[Any] | np.ndarray]
+Notify = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class StageDecision:
+    """A decision together with the stage that made it (``stage`` is None for gate decisions)."""
+
+    stage: str | None
+    decision: Decision
+
+
+class StageDecisions(Sequence[StageDecision]):
+    """One part of one stage's decisions (a tuple of ``Decision`` or a ``DecisionColumns``), each read as a
+    ``StageDecision``; the ledger reads ``stage`` and ``decisions`` whole instead."""
+
+    __slots__ = ("stage", "decisions")
+
+    def __init__(self, stage: str | None, decisions: Sequence[Decision]) -> None:
+        self.stage = stage
+        self.decisions = decisions
+
+    def __len__(self) -> int:
+        return len(self.decisions)
+
+    def __getitem__(self, index: int) -> StageDecision:  # type: ignore[override]
+        return StageDecision(self.stage, self.decisions[index])
+
+    def __iter__(self) -> Iterator[StageDecision]:
+        return (StageDecision(self.stage, d) for d in self.decisions)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return StageDecisions, (self.stage, self.decisions)
+
+    def record(self) -> RecordColumns:
+        """The decisions as ``{"kind", "detail"}`` records for ``engine.foundation.canonical.canonical_records`` (how the
+        ledger encodes them): ``DecisionColumns`` stay columns, other decisions are one cell each."""
+        if isinstance(self.decisions, DecisionColumns):
+            detail = RecordColumns(self.decisions.columns, self.decisions.constants)
+            return RecordColumns({"detail": detail}, {"kind": self.decisions.kind})
+        return RecordColumns({"kind": [d.kind for d in self.decisions], "detail": [d.detail for d in self.decisions]})
+
+
+class RunDecisions(Concatenated[StageDecision]):
+    """A run's decisions in order, kept grouped (``parts``: ``StageDecisions``) rather than wrapped one by one,
+    so that a stage's 10^6 columnar decisions stay arrays until something reads them."""
+
+    @classmethod
+    def of(cls, stage: str | None, decisions: Sequence[Decision]) -> RunDecisions:
+        """``decisions`` of ``stage``, one group per part (``engine.core.stages.base.decision_parts``)."""
+        return cls([StageDecisions(stage, part) for part in decision_parts(decisions)])
+
+    def __add__(self, other: RunDecisions) -> RunDecisions:
+        return RunDecisions([*self.parts, *other.parts])
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Everything a run produced before it is sealed and recorded."""
+
+    plan: Plan
+    tables: Mapping[str, Table]
+    content: Mapping[str, Any]
+    decisions: RunDecisions
+    captured: Mapping[str, Mapping[str, Table]]
+
+    @property
+    def verdict(self) -> str:
+        return str(self.content["verdict"])
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The outcome of ``engine.run``: ``run_id``, ``verdict`` (PASS/FAIL) and the ``certificate`` dict."""
+
+    run_id: str
+    verdict: str
+    certificate: dict[str, Any]
+    decisions: Sequence[StageDecision] = field(repr=False, default=())
+    warnings: tuple[str, ...] = ()
+    """One line per decision whose outcome is ``warn`` (``run_warnings``): what ``certa run`` prints."""
+
+    @property
+    def content_sha256(self) -> str:
+        return str(self.certificate["content_sha256"])
+
+    @property
+    def results_sha256(self) -> str:
+        return str(self.certificate["results_sha256"])
+
+    @property
+    def knobs_hash(self) -> str:
+        return str(self.certificate["content"]["knobs_hash"])
+
+
+class AbortedExecution(Exception):
+    """A ProfileAbort raised inside ``execute``, with the decisions made before it."""
+
+    def __init__(self, abort: ProfileAbort, decisions: RunDecisions) -> None:
+        super().__init__(str(abort))
+        self.abort = abort
+        self.decisions = decisions
+
+
+def load_tables(plan: Plan, *, inputs: Mapping[str, Columns | Table] | None = None,
+                input_paths: Mapping[str, str | Path] | None = None,
+                limits: InputLimits | None = None) -> dict[str, Table]:
+    """Load every declared input: in-memory ``inputs`` first, then ``input_paths``, then the spec's paths.
+
+    A pinned ``sha256`` is checked whatever the source. Unknown names in ``inputs``/``input_paths`` are
+    a ``SpecError``. Files are read and parsed within ``limits`` (default ``InputLimits.from_env()``: the
+    ``CERTA_INPUT_LIMITS`` setting); only regular files are read.
+    """
+    limits = limits or InputLimits.from_env()
+    inputs = dict(inputs or {})
+    input_paths = dict(input_paths or {})
+    for name in list(inputs) + list(input_paths):
+        if name not in plan.inputs:
+            raise SpecError(f"input '{name}' is not declared in the spec (declared: "
+                            f"{', '.join(sorted(plan.inputs)) or 'none'})", file=plan.source, path=f"inputs.{name}")
+    tables: dict[str, Table] = {}
+    for name, declared in plan.inputs.items():
+        if name in inputs:
+            given = inputs[name]
+            table = given if isinstance(given, Table) else table_from_columns(name, given, limits)
+            if table.name != name:
+                table = Table(name=name, columns=table.columns, sha256=table.sha256, fmt=table.fmt, raw=table.raw)
+        else:
+            path = Path(input_paths.get(name, declared.path))
+            fmt = declared.fmt or format_for_path(path)
+            table = parse_table(name, read_input_file(name, path, fmt, limits), fmt, limits)
+        if declared.sha256 is not None and declared.sha256 != table.sha256:
+            raise InputError(f"input '{name}': SHA-256 is {table.sha256} but the spec pins {declared.sha256}; "
+                             "the data changed since the spec was written: check it, then update the pin")
+        tables[name] = table
+    return tables
+
+
+def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | None = None,
+            captured: Mapping[str, Mapping[str, Table]] | None = None,
+            notify: Notify | None = None) -> Execution:
+    """Run the plan's stages and gates on loaded tables; nothing is recorded.
+
+    ``captured`` (a replay) hands each stage the tables it captured in the original run.
+    Raises ``AbortedExecution`` wrapping a ``ProfileAbort``, or ``SpecError`` before any stage runs when a gate
+    names a key its input does not hold (``check_data_keys``).
+    """
+    check_data_keys(plan, tables)
+    outputs: dict[str, Mapping[str, Any]] = {}
+    decisions = RunDecisions(())
+    captured_out: dict[str, Mapping[str, Table]] = {}
+    seeds: dict[str, Any] = {}
+    for index, stage in enumerate(plan.stages, start=1):
+        stage_type = REGISTRY.get(stage.use, stage.version)
+        if notify:
+            notify(f"[{index}/{len(plan.stages)}] stage '{stage.id}' ({stage.use} v{stage.version})")
+        seeds[stage.id] = stage_seed_record(plan.seed, stage.id)
+        ctx = StageContext(
+            stage_id=stage.id, knobs=stage.knobs, tables=tables, rng=stage_generator(plan.seed, stage.id),
+            profile=plan.profile, upstream=dict(outputs),
+            seed={**seeds[stage.id], "knobs_hash": plan.knobs_hash},
+            ledger=ledger, captured=(captured or {}).get(stage.id),
+            **({"progress": throttled_progress(notify, f"    {stage.id}: ")} if notify else {}),
+        )
+        try:
+            result = stage_type.run(ctx)
+        except ProfileAbort as abort:
+            abort.stage_id = abort.stage_id or stage.id
+            decisions += RunDecisions.of(stage.id, abort.decisions)
+            raise AbortedExecution(abort, decisions) from None
+        except StageError as exc:
+            raise StageError(f"stage '{stage.id}' ({stage.use}): {exc}") from None
+        outputs[stage.id] = to_jsonable(result.outputs)
+        decisions += RunDecisions.of(stage.id, result.decisions)
+        if result.captured:
+            captured_out[stage.id] = dict(result.captured)
+
+    gate_results = tuple(evaluate_gate(gate, outputs) for gate in plan.gates)
+    gate_records = [{"id": g.id, "metric": g.metric, "value": g.value, "threshold": dict(g.threshold),
+                     "passed": g.passed, "reason": g.reason} for g in gate_results]
+    decisions += RunDecisions.of(None, tuple(Decision("gate", record) for record in gate_records))
+    content: dict[str, Any] = {
+        "certa_format": CONTENT_FORMAT,
+        "spec": {"name": plan.name, "description": plan.description, "sha256": plan.spec_sha256,
+                 "profile": plan.profile},
+        "knobs_hash": plan.knobs_hash,
+        "knobs": plan.knobs,
+        "seed": {"root": str(plan.seed), "derivation": DERIVATION, "stages": seeds},
+        "inputs": [{"name": t.name, "sha256": t.sha256, "rows": t.n_rows, "format": t.fmt,
+                    "columns": list(t.columns)} for t in tables.values()],
+        "stages": outputs,
+        "gates": gate_records,
+        "verdict": "PASS" if all(g.passed for g in gate_results) else "FAIL",
+        "versions": library_versions(),
+    }
+    if captured_out:
+        content["captured"] = [{"stage": sid, "name": name, "sha256": t.sha256, "rows": t.n_rows}
+                               for sid, group in captured_out.items() for name, t in group.items()]
+    return Execution(plan=plan, tables=tables, content=to_jsonable(content), decisions=decisions,
+                     captured=captured_out)
+
+
+def check_data_keys(plan: Plan, tables: Mapping[str, Table]) -> None:
+    """Check each gate's keys that only the data know (a bucket, a vendor within that bucket:
+    ``GateSpec.data_keys``) against the input the stage reads them from, before anything is computed: a key the
+    input does not hold is a ``SpecError`` naming the gate's metric (file, line, column) and the closest real key."""
+    knobs = {stage.id: stage.knobs for stage in plan.stages}
+    for i, gate in enumerate(plan.gates):
+        if not gate.data_keys:
+            continue
+        stage_id, steps = parse_metric(gate.metric)
+        within: list[tuple[KeyColumn, str]] = []
+        for data_key in gate.data_keys:
+            where = key_column(data_key.source, knobs[stage_id])
+            if where is None:
+                continue
+            values = key_values(where, tables, within)
+            if data_key.key not in values:
+                hint = closest(data_key.key, values, cutoff=0.5)
+                rows = "".join(f" where column '{outer.column}' is '{key}'" for outer, key in within
+                               if outer.inputs == where.inputs)
+                shown = ", ".join(values[:10]) + (f", ... ({len(values)} in all)" if len(values) > 10 else "")
+                held = "" if where.lacks_column(tables) else f" (it holds: {shown or 'nothing'})"
+                raise SpecError(f"'{data_key.key}' in '{format_steps(steps[:data_key.step + 1], stage_id)}' is not in "
+                                f"{where.describe(tables)}{rows}{held}"
+                                + (f"; did you mean '{hint}'?" if hint else ""),
+                                file=plan.source, line=gate.line, column=gate.column, path=f"gates[{i}].metric")
+            within.append((where, data_key.key))
+
+
+def throttled_progress(notify: Notify, prefix: str, every_seconds: float = 1.0) -> Progress:
+    """A ``progress(done, total, label)`` that notifies "{prefix}{label} {done}/{total}" at most once every
+    ``every_seconds``, and at the end."""
+    last = [0.0]
+
+    def progress(done: int, total: int, label: str) -> None:
+        now = time.monotonic()
+        if done >= total or now - last[0] >= every_seconds:
+            last[0] = now
+            notify(f"{prefix}{label} {done}/{total}")
+
+    return progress
+
+
+def new_run_id() -> str:
+    """A fresh run id: 32 lower-case hex digits (a random UUID)."""
+    return uuid.uuid4().hex
+
+
+def run(spec: str | Path | Mapping[str, Any], *, inputs: Mapping[str, Columns | Table] | None = None,
+        ledger: Ledger | None = None, input_paths: Mapping[str, str | Path] | None = None,
+        notify: Notify | None = None) -> RunResult:
+    """Validate and run ``spec`` (a path, YAML text or dict); record it when ``ledger`` is given.
+
+    ``inputs`` maps input names to in-memory tables (dicts of column arrays) replacing the spec's paths;
+    their SHA-256 is that of their canonical CSV bytes. ``ledger`` is a ``ledger.Ledger`` (or None to run
+    without recording, e.g. in notebooks and simulations).
+
+    Raises ``SpecError``/``InputError``/``StageError`` (nothing recorded) or ``ProfileAbort`` (the
+    attempt and its reason are recorded; ``abort.run_id`` names it).
+
+    **Usage**::
+
+        from engine import run
+        result = run("specs/paired-ratio/spec.yaml")
+        result.verdict, result.certificate["content_sha256"]
+    """
+    plan = load_plan(spec)
+    return run_plan(plan, load_tables(plan, inputs=inputs, input_paths=input_paths), ledger=ledger, notify=notify)
+
+
+def run_plan(plan: Plan, tables: Mapping[str, Table], *, ledger: Ledger | None = None,
+             notify: Notify | None = None) -> RunResult:
+    """``run`` after the spec is validated and the inputs are loaded (``load_plan``, ``load_tables``): the
+    command line does those two first, so a bad spec or input never opens, let alone creates, a ledger."""
+    if ledger is not None:
+        ledger.require_writable()  # an old-schema ledger is refused before the work, not after it
+    run_id = new_run_id()
+    try:
+        execution = execute(plan, tables, ledger=ledger, notify=notify)
+    except AbortedExecution as aborted:
+        abort = aborted.abort
+        if ledger is not None:
+            ledger.record_abort(run_id=run_id, plan=plan, tables=tables, decisions=aborted.decisions,
+                                reason=str(abort), rule=abort.rule, stage_id=abort.stage_id)
+        abort.run_id = run_id if ledger is not None else None
+        raise abort from None
+    certificate = seal(execution.content, run_id)
+    if ledger is not None:
+        if notify:
+            notify(f"recording run {run_id}: {len(execution.decisions)} decision(s), {len(tables)} input(s)")
+        ledger.record_run(run_id=run_id, execution=execution, certificate=certificate)
+    return RunResult(run_id=run_id, verdict=execution.verdict, certificate=certificate,
+                     decisions=execution.decisions, warnings=run_warnings(execution.decisions))
+
+
+def run_warnings(decisions: RunDecisions) -> tuple[str, ...]:
+    """A line for each decision whose ``outcome`` is ``warn`` (a profile rule ``dev`` lets through, an unused
+    input column, data outside a declared range, ...), by ``warning_line``. Per-row decisions held as columns
+    (``DecisionColumns``) are never warnings and are not read."""
+    lines = (warning_line(part.stage, decision) for part in decisions.parts
+             if not isinstance(part.decisions, DecisionColumns) for decision in part.decisions)
+    return tuple(line for line in lines if line is not None)
+
+
+WARNING_MARK = '"outcome":"warn"'
+"""How a warning decision reads in the ledger's RFC 8785 payload text: what a database filter looks for."""
+
+
+def warning_line(stage: str | None, decision: Decision) -> str | None:
+    """``stage 'ID': MESSAGE`` for a decision whose ``outcome`` is ``warn``, else None. The message is the
+    decision's own ``message`` when it has one, else its rule, value and requirement."""
+    detail = decision.detail
+    if detail.get("outcome") != "warn":
+        return None
+    message = detail.get("message") or (
+        f"{detail.get('rule', decision.kind)} = {format_value(detail.get('value'))}, required "
+        f"{format_value(detail.get('required'))} (profile {detail.get('profile', '?')} lets it through)")
+    return f"{f'stage {stage!r}' if stage is not None else 'gates'}: {message}"

@@ -1,0 +1,127 @@
+"""Scorer plugins for ``sequential.diff``: found by name in the ``certa.scorers`` entry-point group.
+
+A spec names a scorer (``scorer: {name: logprob_tables, metric: delta_ce}``), never an import path. The
+name is looked up with ``importlib.metadata.entry_points(group="certa.scorers")``; a package registers
+its scorers in its own metadata, e.g. in ``pyproject.toml``::
+
+    [project.entry-points."certa.scorers"]
+    my_scorer = "my_package.scoring:make_scorer"
+
+The entry point's object is a factory called as ``factory(metric=..., options=...)`` (``metric`` a string
+or None, ``options`` the spec's free-form mapping) that returns a ``Scorer``:
+
+* ``prompts(reference, candidate) -> Sequence[str]``: the prompt population (deterministic order);
+* ``score(reference, candidate, prompt, K) -> float``: one prompt's score difference, averaged over its
+  K teacher-forced positions (the prompt is the unit of observation, never n·K);
+* optional ``score_batch(reference, candidate, prompts, K) -> array``: the same for many prompts;
+* optional ``support() -> tuple[float, float] | None``: the closed range [low, high] that every score of
+  the scorer's metric lies in by construction (its known finite support, e.g. [-1, 1] for a difference of
+  two accuracies in [0, 1]), or None when the metric is unbounded. ``sequential.diff`` (2.0.0 on) uses it
+  as the score range of a bounded method when the spec declares none; a scorer that omits ``support``
+  declares none.
+
+``reference`` and ``candidate`` are the input tables the spec names (``engine.core.tables.Table``), so a
+scorer reads nothing outside the paths the spec declares. The scores it returns are recorded by the
+stage (``StageOutput.captured``) and a replay recomputes every decision from them without calling it.
+
+The scorers shipped with certa are registered in certa's own ``pyproject.toml`` like any other plugin.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from engine.foundation.errors import StageError
+from engine.core.tables import Table
+
+__all__ = ["ENTRY_POINT_GROUP", "Scorer", "ScorerFactory", "available_scorers", "declared_support", "load_scorer",
+           "score_prompts"]
+
+ENTRY_POINT_GROUP = "certa.scorers"
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """What a scorer plugin provides (module docstring)."""
+
+    def prompts(self, reference: Table, candidate: Table) -> Sequence[str]:
+        """The prompt population, in a deterministic order."""
+        ...
+
+    def score(self, reference: Table, candidate: Table, prompt: str, K: int) -> float:
+        """The score difference of one prompt over its first K positions."""
+        ...
+
+
+ScorerFactory = Callable[..., Scorer]
+
+def _registered() -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def available_scorers() -> tuple[str, ...]:
+    """Names of every registered scorer, sorted."""
+    return tuple(sorted(_registered()))
+
+
+def load_scorer(name: str, *, metric: str | None = None, options: Mapping[str, Any] | None = None) -> Scorer:
+    """Build the scorer registered as ``name``; a ``StageError`` lists the registered names if unknown."""
+    registered = _registered()
+    if name in registered:
+        factory = registered[name].load()
+    else:
+        known = available_scorers()
+        hint = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+        raise StageError(f"scorer '{name}' is not registered in the '{ENTRY_POINT_GROUP}' entry-point group"
+                         + (f"; did you mean '{hint[0]}'?" if hint else f" (registered: {', '.join(known) or 'none'})")
+                         + "; install the package that provides it")
+    scorer = factory(metric=metric, options=dict(options or {}))
+    if not (callable(getattr(scorer, "score", None)) and callable(getattr(scorer, "prompts", None))):
+        raise StageError(f"scorer '{name}' does not provide score(reference, candidate, prompt, K) and "
+                         "prompts(reference, candidate)")
+    return scorer
+
+
+def declared_support(scorer: Scorer) -> tuple[float, float] | None:
+    """The finite support [low, high] the scorer declares for its metric (optional ``support()``), or None.
+
+    A declared support must be two finite numbers with low < high; anything else is a ``StageError``,
+    since a bounded method's guarantee would rest on it.
+    """
+    support = getattr(scorer, "support", None)
+    declared = support() if callable(support) else None
+    if declared is None:
+        return None
+    try:
+        low, high = (float(v) for v in declared)
+    except (TypeError, ValueError):
+        raise StageError(f"the scorer's support() must return (low, high) or None (got {declared!r})") from None
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise StageError(f"the scorer declares the support [{low!r}, {high!r}]; a support needs finite low < high")
+    return low, high
+
+
+def score_prompts(scorer: Scorer, reference: Table, candidate: Table, prompts: Sequence[str], K: int) -> np.ndarray:
+    """Scores of ``prompts`` (``score_batch`` when the scorer has it, else one ``score`` call per prompt).
+
+    Each call is the plugin's own (e.g. a model forward pass), so calling per prompt is inherent here.
+    Non-finite or non-numeric scores are a ``StageError``: certa never substitutes a value.
+    """
+    batch = getattr(scorer, "score_batch", None)
+    if callable(batch):
+        values = np.asarray(batch(reference, candidate, list(prompts), K), dtype=np.float64)
+    else:
+        values = np.array([float(scorer.score(reference, candidate, p, K)) for p in prompts], dtype=np.float64)
+    if values.shape != (len(prompts),):
+        raise StageError(f"the scorer returned {values.shape} scores for {len(prompts)} prompt(s)")
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        raise StageError(f"the scorer returned a non-finite score ({values[bad[0]]!r}) for prompt "
+                         f"{prompts[int(bad[0])]!r}; fix the scorer or its inputs (no value is substituted)")
+    return values

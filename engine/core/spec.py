@@ -1,0 +1,474 @@
+"""Load a run spec, validate it against ``schemas/`` and resolve it into a frozen ``Plan``.
+
+Validation happens before anything runs. An error names the file, the line and column of the offending
+node (from the YAML node marks), the key path (``stages[0].with.replicates``), what was expected, and,
+for a misspelt key, the closest valid one. Only ``yaml.SafeLoader`` is used: a spec is data, never code.
+
+Resolution fills every default from the schemas and computes ``knobs_hash``: the SHA-256 of the RFC 8785
+canonical JSON of the resolved knobs (profile, each stage's type, version and filled ``with:``, gates).
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from schemas import load_schema, read_schema, schema_exists
+
+from engine.foundation.canonical import canonical_bytes, canonical_sha256, sha256_hex
+from engine.foundation.errors import SpecError
+from engine.core.metric_paths import DataKey, MetricPathError, closest, parse_metric, resolve_in_schema
+from engine.core.stages import REGISTRY, StageType, UnknownStage, parse_stage_ref
+
+__all__ = ["InputSpec", "StagePlan", "GateSpec", "Plan", "load_plan", "SPEC_FORMAT"]
+
+SPEC_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """A declared input: its name, the resolved file path (None for a spec without a folder), pin, format."""
+
+    name: str
+    path: str
+    sha256: str | None
+    fmt: str | None
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """A stage with its type resolved and its knobs filled with defaults."""
+
+    id: str
+    use: str
+    version: str
+    knobs: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    """A gate: ``metric`` is ``<stage id>.<path>``; ``threshold`` holds min/max/equals/between.
+
+    ``data_keys`` are the steps of ``metric`` whose keys only the data know (a bucket, a vendor), checked once
+    the inputs are read (``engine.core.interpreter.check_data_keys``); ``line`` and ``column`` locate ``metric`` in
+    the spec for that message."""
+
+    id: str
+    metric: str
+    threshold: Mapping[str, Any]
+    data_keys: tuple[DataKey, ...] = field(default=(), compare=False)
+    line: int | None = field(default=None, compare=False)
+    column: int | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated, resolved run spec."""
+
+    name: str
+    description: str
+    seed: int
+    profile: str
+    inputs: Mapping[str, InputSpec]
+    stages: tuple[StagePlan, ...]
+    gates: tuple[GateSpec, ...]
+    knobs: Mapping[str, Any]
+    knobs_hash: str
+    spec_text: str
+    spec_sha256: str
+    source: str
+    base_dir: Path | None
+
+
+# --------------------------------------------------------------------------------------------- YAML
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate mapping keys (YAML allows them silently: an audit tool must not)."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            mark = key_node.start_mark
+            raise SpecError(f"duplicate key '{key}' (first given on line {seen[key].start_mark.line + 1})",
+                            file=mark.name, line=mark.line + 1, column=mark.column + 1)
+        seen[key] = key_node
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+MAX_SPEC_BYTES = 1_000_000
+"""A run spec is a short document; anything larger is refused before parsing."""
+
+
+MAX_SPEC_DEPTH = 64
+"""Nesting levels a spec may use (the deepest real spec uses about 8): deeper YAML is refused before it is
+composed, so a few kilobytes of ``[[[[...]]]]`` cannot exhaust the recursion of the YAML composer, the
+schema validator or the canonical-JSON hashing."""
+
+
+def _check_events(text: str, source: str) -> None:
+    """One pass over the YAML events, before anything is built: anchors and aliases are refused (a spec says
+    each value where it applies, and an alias bomb, a few lines expanding to billions of nodes, cannot
+    reach the canonical-JSON hashing), and so is nesting deeper than ``MAX_SPEC_DEPTH``."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_SPEC_DEPTH:
+                mark = event.start_mark
+                raise SpecError(f"the spec nests mappings and lists more than {MAX_SPEC_DEPTH} levels deep; a run "
+                                "spec is a short, flat document", file=source, line=mark.line + 1,
+                                column=mark.column + 1)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            mark = event.start_mark
+            raise SpecError("YAML anchors and aliases (&name, *name) are not allowed in a run spec; "
+                            "write each value out where it applies", file=source, line=mark.line + 1,
+                            column=mark.column + 1)
+
+
+_CLoader = getattr(yaml, "CSafeLoader", None)
+"""libyaml's parser, when PyYAML was built with it: parsing with it is about ten times faster."""
+
+
+class _Refused(Exception):
+    """The fast path met something it leaves to the reference path (which raises the user's error)."""
+
+
+def _compose_fast(text: str) -> tuple[Any, yaml.Node | None]:
+    """(data, node) with libyaml: one event pass (no anchors, aliases or deep nesting), one compose, and the
+    data constructed from that node with the duplicate-key check; ``_Refused`` or a YAML error otherwise."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_CLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_SPEC_DEPTH:
+                raise _Refused
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise _Refused
+    node = yaml.compose(text, Loader=_CLoader)
+    if node is None:
+        return None, None
+    constructor = _UniqueKeyLoader("")
+    try:
+        return constructor.construct_document(node), node
+    finally:
+        constructor.dispose()
+
+
+def _parse_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
+    """(data, node) of a spec's YAML text; ``SpecError`` with file, line and column if it is not a spec's YAML.
+
+    libyaml parses when it is available and the text has only characters PyYAML's reader allows. Anything it
+    does not accept (invalid YAML, a duplicate key, an anchor, deep nesting, a value that cannot be
+    converted) goes through PyYAML's pure-Python parser, whose messages and marks the user sees, as before.
+    """
+    if len(text.encode("utf-8")) > MAX_SPEC_BYTES:
+        raise SpecError(f"the spec is larger than {MAX_SPEC_BYTES} bytes; a run spec names its data files "
+                        "under inputs: instead of holding data", file=source)
+    if _CLoader is not None and not yaml.reader.Reader.NON_PRINTABLE.search(text):
+        try:
+            return _compose_fast(text)
+        except (_Refused, yaml.YAMLError, SpecError, ValueError, OverflowError, RecursionError):
+            pass  # the reference path below gives the error with PyYAML's own messages and marks
+    return _parse_yaml_reference(text, source)
+
+
+def _parse_yaml_reference(text: str, source: str) -> tuple[Any, yaml.Node | None]:
+    try:
+        _check_events(text, source)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        raise SpecError(f"not valid YAML: {exc.problem}", file=source,
+                        line=mark.line + 1 if mark else None,
+                        column=mark.column + 1 if mark else None) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, most control characters)
+        line = text[:exc.position].count("\n") + 1
+        raise SpecError(f"not valid YAML: character {exc.character!r} is not allowed in a spec", file=source,
+                        line=line) from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"not valid YAML: {' '.join(str(exc).split())}", file=source) from None
+    except (ValueError, OverflowError) as exc:  # a scalar YAML cannot convert, e.g. an integer of 5,000 digits
+        raise SpecError(f"a value cannot be read: {exc}", file=source) from None
+    return data, node
+
+
+def _node_at(node: yaml.Node | None, path: list[Any], *, key: bool = False) -> yaml.Node | None:
+    """The YAML node at ``path`` (the key node of the last step if ``key``), or the deepest one found."""
+    current = node
+    for i, step in enumerate(path):
+        if isinstance(current, yaml.MappingNode):
+            match = next(((k, v) for k, v in current.value if k.value == step), None)
+            if match is None:
+                return current
+            if key and i == len(path) - 1:
+                return match[0]
+            current = match[1]
+        elif isinstance(current, yaml.SequenceNode) and isinstance(step, int) and step < len(current.value):
+            current = current.value[step]
+        else:
+            return current
+    return current
+
+
+def _format_path(path: list[Any]) -> str:
+    out = ""
+    for step in path:
+        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else str(step))
+    return out or "(top level)"
+
+
+# --------------------------------------------------------------------------------------- validation
+
+
+def _describe(error: ValidationError) -> tuple[str, list[Any], bool]:
+    """A user-facing message for ``error``, the path to point at, and whether to point at a key."""
+    path = list(error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        name = extra[0]
+        hint = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+        message = f"unknown key '{name}'"
+        if hint:
+            message += f"; did you mean '{hint[0]}'?"
+        elif allowed:
+            message += f"; valid keys here: {', '.join(allowed)}"
+        return message, path + [name], True
+    if error.validator == "required":
+        return f"missing required key: {error.message.split(' ')[0]}", path, False
+    if error.validator in ("anyOf", "not", "dependentSchemas") and len(path) == 2 and path[0] == "gates":
+        return ("a gate needs exactly one kind of threshold: min and/or max, or equals, or between: [lo, hi]",
+                path, False)
+    if error.validator == "not" and isinstance(error.schema, Mapping) and error.schema.get("deprecated"):
+        return f"'{path[-1]}' is no longer a knob: {error.schema.get('description', 'removed')}", path, True
+    if error.validator == "enum":
+        return f"expected one of {', '.join(map(repr, error.validator_value))} (got {error.instance!r})", path, False
+    if error.validator == "const":
+        return f"expected {error.validator_value!r} (got {error.instance!r})", path, False
+    if error.validator == "type":
+        expected = error.validator_value
+        expected = " or ".join(expected) if isinstance(expected, list) else expected
+        return f"expected {expected} (got {type(error.instance).__name__} {error.instance!r})", path, False
+    if error.validator == "pattern":
+        return f"{error.instance!r} does not match the required pattern {error.validator_value}", path, False
+    description = error.schema.get("description") if isinstance(error.schema, Mapping) else None
+    message = error.message
+    if description:
+        message += f" ({description})"
+    return message, path, False
+
+
+def _validate(instance: Any, schema: Mapping[str, Any], *, node: yaml.Node | None, source: str,
+              prefix: list[Any]) -> None:
+    validator = Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(instance), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if not errors:
+        return
+    error = errors[0]
+    message, path, at_key = _describe(error)
+    full_path = prefix + path
+    target = _node_at(node, full_path, key=at_key)
+    line = target.start_mark.line + 1 if target is not None else None
+    column = target.start_mark.column + 1 if target is not None else None
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    raise SpecError(message + more, file=source, line=line, column=column, path=_format_path(full_path))
+
+
+def fill_defaults(instance: Any, schema: Mapping[str, Any]) -> Any:
+    """A copy of ``instance`` with every ``default`` of ``schema``'s ``properties`` filled in, recursively.
+
+    A nested object is created from its own ``"default": {}`` and then filled. ``additionalProperties``
+    schemas are applied to each extra value.
+    """
+    if not isinstance(instance, dict) or not isinstance(schema, Mapping):
+        return copy.deepcopy(instance)
+    out: dict[str, Any] = {}
+    properties = schema.get("properties", {})
+    extra = schema.get("additionalProperties")
+    for key, value in instance.items():
+        sub = properties.get(key, extra if isinstance(extra, Mapping) else {})
+        out[key] = fill_defaults(value, sub)
+    for key, sub in properties.items():
+        if key not in out and isinstance(sub, Mapping) and "default" in sub:
+            out[key] = fill_defaults(copy.deepcopy(sub["default"]), sub)
+    return out
+
+
+# ----------------------------------------------------------------------------------------- resolve
+
+
+def _read_source(spec: str | Path | Mapping[str, Any]) -> tuple[Any, yaml.Node | None, str, bytes, Path | None]:
+    """(data, yaml node, source name, spec bytes, base dir) for a path, YAML text or a dict."""
+    if isinstance(spec, Mapping):
+        raw = canonical_bytes(spec)
+        return copy.deepcopy(dict(spec)), None, "<dict>", raw, None
+    if isinstance(spec, Path) or ("\n" not in str(spec) and str(spec).endswith((".yaml", ".yml"))):
+        path = Path(spec)
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise SpecError(f"cannot read spec file: {exc.strerror}", file=str(path)) from None
+        text = _decode(raw, str(path))
+        data, node = _parse_yaml(text, str(path))
+        return data, node, str(path), raw, path.resolve().parent
+    text = str(spec)
+    data, node = _parse_yaml(text, "<text>")
+    return data, node, "<text>", text.encode("utf-8"), None
+
+
+def _decode(raw: bytes, source: str) -> str:
+    """The spec's text: a spec file is UTF-8."""
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(f"the spec is larger than {MAX_SPEC_BYTES} bytes; a run spec names its data files "
+                        "under inputs: instead of holding data", file=source)
+    try:
+        text = raw.decode("utf-8", errors="strict")
+    except UnicodeDecodeError as error:
+        line = raw[:error.start].count(b"\n") + 1
+        raise SpecError(f"not UTF-8 text: byte 0x{raw[error.start]:02x} at offset {error.start} cannot be "
+                        "decoded; save the spec as UTF-8", file=source, line=line) from None
+    return text
+
+
+def _resolve_input_path(name: str, raw_path: str, base_dir: Path | None, source: str,
+                        node: yaml.Node | None) -> str:
+    target = _node_at(node, ["inputs", name, "path"])
+    where = dict(file=source, line=target.start_mark.line + 1 if target else None,
+                 column=target.start_mark.column + 1 if target else None, path=f"inputs.{name}.path")
+    if Path(raw_path).is_absolute():
+        raise SpecError("absolute paths are not allowed in a spec (a spec reads only inside its folder); "
+                        "give an absolute path on the command line instead: --input NAME=PATH", **where)
+    root = (base_dir or Path.cwd()).resolve()
+    try:
+        resolved = (root / raw_path).resolve()
+    except (ValueError, OSError) as exc:  # an embedded NUL byte, a path the system cannot resolve
+        raise SpecError(f"invalid path {raw_path!r}: {exc}", **where) from None
+    if not resolved.is_relative_to(root):
+        raise SpecError(f"path '{raw_path}' leaves the spec's folder {root}; move the file under it "
+                        "or pass it on the command line with --input NAME=PATH", **where)
+    return str(resolved)
+
+
+def _check_metric(metric: str, stage_types: Mapping[str, StageType], need_number: bool) -> tuple[DataKey, ...]:
+    """Check a gate's ``metric`` against the output schema of the stage version it names (``MetricPathError``
+    naming the step and the closest valid key); the steps whose keys only the data know."""
+    stage_id, steps = parse_metric(metric)
+    if stage_id not in stage_types:
+        raise MetricPathError(f"gate metric names stage '{stage_id}', which is not a stage of this spec "
+                              f"(stages: {', '.join(sorted(stage_types))})", closest(stage_id, list(stage_types)))
+    stage_type = stage_types[stage_id]
+    if not schema_exists(stage_type.output_schema_file):  # a certa bug that sealing reports (output_problems)
+        return ()
+    try:
+        return resolve_in_schema(read_schema(stage_type.output_schema_file), steps, prefix=stage_id,
+                                 need_number=need_number)
+    except MetricPathError as error:
+        raise MetricPathError(f"{error.problem} (outputs of {stage_type.ref})", error.hint) from None
+
+
+def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[str, str] | None = None) -> Plan:
+    """Validate ``spec`` (a file path, YAML text or a dict) and resolve it into a ``Plan``.
+
+    Each stage runs the newest version of its type, or the version its ``use:`` pins
+    (``bakeoff.compare@1.0.0``). Each gate's metric path is checked against the output schema of the stage
+    version it names. ``stage_versions`` (stage id -> version; a replay passes the versions the run recorded)
+    overrides both; a replay re-evaluates the gates the run recorded, so their paths are not checked again (a
+    run recorded with a path that names nothing replays to the same failed gate). Raises ``SpecError`` naming
+    file, line, column and key path on any problem.
+    """
+    data, node, source, raw, base_dir = _read_source(spec)
+    if not isinstance(data, dict):
+        raise SpecError("a run spec must be a YAML mapping (certa:, name:, seed:, stages:, ...)", file=source)
+    schema = load_schema("spec.schema.json")
+    _validate(data, schema, node=node, source=source, prefix=[])
+    data = fill_defaults(data, schema)
+
+    def position(path: list[Any], *, at_key: bool = False) -> tuple[int | None, int | None]:
+        target = _node_at(node, path, key=at_key)
+        return (target.start_mark.line + 1, target.start_mark.column + 1) if target else (None, None)
+
+    def fail(message: str, path: list[Any], *, at_key: bool = False) -> SpecError:
+        line, column = position(path, at_key=at_key)
+        return SpecError(message, file=source, line=line, column=column, path=_format_path(path))
+
+    inputs = {
+        name: InputSpec(name=name, path=_resolve_input_path(name, entry["path"], base_dir, source, node),
+                        sha256=entry.get("sha256"), fmt=entry.get("format"))
+        for name, entry in data["inputs"].items()
+    }
+
+    stages: list[StagePlan] = []
+    stage_types: dict[str, StageType] = {}
+    for i, stage in enumerate(data["stages"]):
+        if stage["id"] in stage_types:
+            raise fail(f"stage id '{stage['id']}' is used twice; stage ids must be unique", ["stages", i, "id"])
+        name, pinned = parse_stage_ref(stage["use"])
+        version = (stage_versions or {}).get(stage["id"], pinned)
+        try:
+            stage_type = REGISTRY.newest(name) if version is None else REGISTRY.get(name, version)
+        except UnknownStage as error:
+            raise fail(str(error), ["stages", i, "use"]) from None
+        knob_schema = load_schema(stage_type.schema_file)
+        given = stage.get("with", {})  # "with:" may be omitted: the stage type's defaults apply
+        _validate(given, knob_schema, node=node, source=source, prefix=["stages", i, "with"])
+        knobs = fill_defaults(given, knob_schema)
+        for knob in stage_type.input_knobs:
+            named = knobs.get(knob, [])
+            for j, name in enumerate([named] if isinstance(named, str) else named):
+                if name not in inputs:
+                    declared = ", ".join(sorted(inputs)) or "none"
+                    raise fail(f"'{name}' is not a declared input (declared: {declared}); add it under inputs:",
+                               ["stages", i, "with", knob] + ([] if isinstance(named, str) else [j]))
+        stages.append(StagePlan(id=stage["id"], use=stage_type.name, version=stage_type.version, knobs=knobs))
+        stage_types[stage["id"]] = stage_type
+
+    gates: list[GateSpec] = []
+    gate_ids: set[str] = set()
+    for i, gate in enumerate(data["gates"]):
+        if gate["id"] in gate_ids:
+            raise fail(f"gate id '{gate['id']}' is used twice; gate ids must be unique", ["gates", i, "id"])
+        gate_ids.add(gate["id"])
+        threshold = {k: gate[k] for k in ("min", "max", "equals", "between") if k in gate}
+        if "between" in threshold and threshold["between"][0] > threshold["between"][1]:
+            raise fail("between: [lo, hi] needs lo <= hi", ["gates", i, "between"])
+        where = ["gates", i, "metric"]
+        try:
+            data_keys = () if stage_versions else _check_metric(gate["metric"], stage_types, "equals" not in threshold)
+        except MetricPathError as error:
+            raise fail(str(error), where) from None
+        line, column = position(where)
+        gates.append(GateSpec(id=gate["id"], metric=gate["metric"], threshold=threshold, data_keys=data_keys,
+                              line=line, column=column))
+
+    knobs = {
+        "certa": SPEC_FORMAT,
+        "profile": data["profile"],
+        "stages": [{"id": s.id, "use": s.use, "version": s.version, "with": s.knobs} for s in stages],
+        "gates": [{"id": g.id, "metric": g.metric, **g.threshold} for g in gates],
+    }
+    return Plan(
+        name=data["name"], description=data.get("description", ""), seed=data["seed"], profile=data["profile"],
+        inputs=inputs, stages=tuple(stages), gates=tuple(gates), knobs=knobs,
+        knobs_hash=canonical_sha256(knobs), spec_text=raw.decode("utf-8"), spec_sha256=sha256_hex(raw),
+        source=source, base_dir=base_dir,
+    )

@@ -1,0 +1,842 @@
+"""Stage ``sequential.diff``: are two models DIFFERENT, IDENTICAL, SAME (equivalent) or UNDECIDED? (seed 000)
+
+Observations are per-prompt score differences in arrival order, either from an input table (``input``;
+column ``score``, optional ``prompt_id`` and ``position``: with positions, the mean over a prompt's first
+``positions_per_prompt`` positions is one observation) or from a scorer plugin (``scorer`` with the
+input tables ``reference`` and ``candidate``, see ``engine.core.scorers``). A (1 - alpha) confidence sequence
+(``method``, ``engine.core.stats.confseq``) is computed for every prefix and the decision rules of
+``engine.core.stats.sequential_decision`` are checked after every observation (or batch), stopping at the
+first rule that fires and never after ``n_max``. Every check is one ``sequential_check`` decision in the
+ledger (n, mean, bounds, p-value, rule states); the certificate holds the stopping time, the final
+sequence values, the method, its validity statement and the score range with what was done to the scores.
+
+Scorer runs are recorded: the stage returns the scores it obtained in ``captured['scores']`` and, given
+``ctx.captured`` (a replay), recomputes everything from them without calling the scorer. The outputs
+depend only on the knobs and the scores, so a replay reproduces the certificate bit for bit.
+
+Profile rule ``optional_stopping_validity``: ``dev`` warns when the method is not (non-asymptotically)
+anytime-valid; ``ci`` aborts for the fixed-n methods and warns for ``asymptotic_cs``; ``release``
+aborts unless the method is anytime-valid.
+
+Versions (``KERNELS``, oldest first): each is this module's glue run with a ``SequentialKernels`` record of
+what differs. 1.0.0 computes exp, log, log1p and logaddexp with numpy's ufuncs, whose kernels numpy picks
+by CPU at run time; 1.1.0 with libm in compiled loops (``engine.core.stats.libm``), so its numbers do not
+depend on numpy's SIMD choice. Both take the score range of the bounded methods from ``clip_low`` /
+``clip_high`` (defaults [0, 0.2]) and clip scores outside it silently (``ClipKnobs``). 2.0.0 keeps libm and
+follows "a certificate says only what the data support" (``DeclaredRange``): the range has no default (it is
+declared, or the scorer metric's finite support, or the run is refused), a score outside it is refused in
+profiles ci and release, and clipping happens only on ``out_of_range: clip`` and is stated as the estimand;
+numbers derived from decimal knobs (the betting bounds, which are grid points on the range; 1 - alpha; the
+betting grid step) are computed exactly and rounded once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Protocol
+
+import numpy as np
+
+from engine.foundation.errors import InputError, ProfileAbort, StageError
+from engine.core.scorers import Scorer, declared_support, load_scorer, score_prompts
+from engine.core.stats.confseq import BOUNDED_METHODS, VALIDITY, CSSettings, PValuePath, confidence_sequence, null_p_value
+from engine.core.stats.confseq_common import (ConfidenceSequence, GridValues, exact_grid_values, float_grid_values,
+                                    prefix_mean)
+from engine.core.stats.libm import LIBM, NUMPY_UFUNCS, ElementaryFunctions
+from engine.core.stats.sequential_decision import (DECISION_OF, OUTCOMES, DecisionRules, RuleStates, Stop, all_zero_path,
+                                         first_stop, rule_states)
+from engine.core.tables import Table, table_from_columns
+from engine.core.stages.base import Decision, StageContext, StageOutput, StageType
+
+__all__ = ["STAGE", "STAGES", "SequentialKernels", "KERNELS", "CAPTURED_SCORES", "CAPTURED_SUPPORT", "analyse_scores",
+           "Analysis", "Observations", "ScoreRange", "RangeRule", "ClipKnobs", "DeclaredRange"]
+
+CAPTURED_SCORES = "scores"
+"""Name of the captured table (columns ``draw``, ``prompt_id``, ``score``) of a scorer run."""
+CAPTURED_SUPPORT = "scorer_support"
+"""Name of the captured table (columns ``low``, ``high``; one row) holding the finite support a scorer declared
+for its metric, when a 2.0.0 run used it as the score range (a replay needs it without the scorer)."""
+
+NULL_MEAN = 0.0
+
+_VALIDITY_RULE: dict[str, dict[str, str]] = {
+    # profile -> validity -> outcome
+    "dev": {"anytime-valid": "pass", "asymptotic anytime-valid": "warn", "not valid under optional stopping": "warn"},
+    "ci": {"anytime-valid": "pass", "asymptotic anytime-valid": "warn", "not valid under optional stopping": "abort"},
+    "release": {"anytime-valid": "pass", "asymptotic anytime-valid": "abort",
+                "not valid under optional stopping": "abort"},
+}
+
+
+# ------------------------------------------------------------------------------------------ score range
+
+NO_RANGE = "none: unbounded method"
+DECLARED = "declared"
+SCORER_SUPPORT = "scorer metric support"
+
+
+@dataclass(frozen=True)
+class Observations:
+    """The observations in arrival order, each with its origin: the 1-based row of the input table where it
+    starts (``unit`` "row") or its draw number in a scorer run (``unit`` "draw"); ``name`` says where from."""
+
+    scores: np.ndarray
+    origins: np.ndarray
+    unit: str
+    name: str
+
+    def first(self, n: int) -> Observations:
+        """The first ``n`` observations (all of them if there are fewer)."""
+        return Observations(self.scores[:n], self.origins[:n], self.unit, self.name)
+
+
+@dataclass(frozen=True)
+class ScoreRange:
+    """The range [low, high] a bounded method works on (None: the method needs none), where it comes from
+    (``source``), what a score outside it does (``out_of_range``: "refuse" or "clip"), and a range the spec
+    gave to a method that needs none (``ignored``)."""
+
+    low: float | None
+    high: float | None
+    source: str
+    out_of_range: str
+    ignored: tuple[float, float] | None = None
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """(low, high) for the kernels; (-inf, inf) when the method needs no range (it never reads them)."""
+        return (-math.inf if self.low is None else self.low, math.inf if self.high is None else self.high)
+
+
+@dataclass(frozen=True)
+class Outside:
+    """Observations outside [low, high]: how many, the observed min and max, the first one's origin."""
+
+    count: int
+    total: int
+    minimum: float
+    maximum: float
+    first: int
+
+
+def _outside_mask(scores: np.ndarray, low: float, high: float) -> np.ndarray:
+    """True where a score lies outside [low, high]."""
+    return (scores < low) | (scores > high)
+
+
+def _outside_range(obs: Observations, low: float, high: float) -> Outside | None:
+    """The observations of ``obs`` outside [low, high], or None when every one lies inside."""
+    outside = _outside_mask(obs.scores, low, high)
+    count = int(np.count_nonzero(outside))
+    if count == 0:
+        return None
+    return Outside(count=count, total=int(obs.scores.size), minimum=float(obs.scores.min()),
+                   maximum=float(obs.scores.max()), first=int(obs.origins[int(np.argmax(outside))]))
+
+
+class RangeRule(Protocol):
+    """How a version finds the score range, checks the scores against it and states it in the certificate."""
+
+    def check_knobs(self, knobs: Mapping[str, Any]) -> None:
+        """Raise ``StageError`` for range knobs the schema cannot refuse."""
+
+    def resolve(self, knobs: Mapping[str, Any], observed: Observations | None,
+                support: Callable[[], tuple[float, float] | None]) -> ScoreRange:
+        """The range the run uses (``observed``: the table's observations; None before a scorer run)."""
+
+    def screen(self, obs: Observations, score_range: ScoreRange, profile: str) -> tuple[Decision, ...]:
+        """Decisions about observations outside the range; raises ``InputError`` where the profile refuses."""
+
+    def report(self, a: Analysis, knobs: Mapping[str, Any], score_range: ScoreRange,
+               n_used: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(entries added to ``results``, output blocks) stating the range and what was done to the scores."""
+
+    def render(self, outputs: Mapping[str, Any]) -> tuple[str, list[str]]:
+        """(a note next to the decision, Markdown lines after the reason) for ``certa show``."""
+
+    def audit(self, outputs: Mapping[str, Any]) -> list[str]:
+        """Problems with the stored range statement that ``certa verify`` reports."""
+
+
+class ClipKnobs:
+    """Versions 1.x: the range is ``clip_low``/``clip_high`` (schema defaults [0, 0.2]), handed to every
+    method; the bounded methods clip scores outside it without a decision. Frozen: replays only."""
+
+    def check_knobs(self, knobs: Mapping[str, Any]) -> None:
+        if not knobs["clip_low"] < knobs["clip_high"]:
+            raise StageError(f"'clip_low' must be < 'clip_high' (got {knobs['clip_low']} and {knobs['clip_high']})")
+
+    def resolve(self, knobs: Mapping[str, Any], observed: Observations | None,
+                support: Callable[[], tuple[float, float] | None]) -> ScoreRange:
+        return ScoreRange(low=float(knobs["clip_low"]), high=float(knobs["clip_high"]), source="clip_low/clip_high",
+                          out_of_range="clip")
+
+    def screen(self, obs: Observations, score_range: ScoreRange, profile: str) -> tuple[Decision, ...]:
+        return ()
+
+    def report(self, a: Analysis, knobs: Mapping[str, Any], score_range: ScoreRange,
+               n_used: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        used = a.scores[:n_used]
+        n_clipped = int(np.count_nonzero(np.clip(used, knobs["clip_low"], knobs["clip_high"]) != used))
+        statement = (f"scores are assumed to lie in [{_num(knobs['clip_low'])}, {_num(knobs['clip_high'])}]; "
+                     "values outside are clipped and the estimand is the mean of the clipped scores"
+                     if a.bounded else "no bound is assumed; scores are used unclipped")
+        return {}, {"clip": {"applies": a.bounded, "low": knobs["clip_low"], "high": knobs["clip_high"],
+                             "assumption": statement, "n_clipped": n_clipped if a.bounded else 0,
+                             "n_outside_range": n_clipped}}
+
+    def render(self, outputs: Mapping[str, Any]) -> tuple[str, list[str]]:
+        clip = outputs["clip"]
+        if not clip["applies"]:
+            return "", []
+        return "", [f"Clip range [{clip['low']}, {clip['high']}] (assumption); clipped scores: {clip['n_clipped']}."]
+
+    def audit(self, outputs: Mapping[str, Any]) -> list[str]:
+        return []
+
+
+class DeclaredRange:
+    """Version 2.0.0: no default transforms data into a verdict (module docstring; ``docs/sequential.md``).
+
+    A bounded method's range is ``range`` if declared, else the scorer metric's declared finite support, else
+    the run is refused (``StageError``) naming the observed min and max. A score outside it is an
+    ``InputError`` in profiles ci and release and a recorded ``out_of_range`` warning in dev, which goes on
+    with the scores clipped; ``out_of_range: clip`` opts in to clipping. Whenever scores are (or may be)
+    clipped, the estimand is the mean of the clipped scores and the certificate says so. The unbounded
+    methods ignore a range, with a recorded ``range_ignored`` warning.
+    """
+
+    def check_knobs(self, knobs: Mapping[str, Any]) -> None:
+        declared = knobs.get("range")
+        if declared is not None and not (math.isfinite(declared[0]) and math.isfinite(declared[1])
+                                         and declared[0] < declared[1]):
+            raise StageError(f"'range' must be [low, high] with finite low < high (got [{declared[0]}, {declared[1]}])")
+
+    def resolve(self, knobs: Mapping[str, Any], observed: Observations | None,
+                support: Callable[[], tuple[float, float] | None]) -> ScoreRange:
+        declared, policy = knobs.get("range"), knobs["out_of_range"]
+        if knobs["method"] not in BOUNDED_METHODS:
+            ignored = None if declared is None else (float(declared[0]), float(declared[1]))
+            return ScoreRange(low=None, high=None, source=NO_RANGE, out_of_range=policy, ignored=ignored)
+        if declared is not None:
+            return ScoreRange(low=float(declared[0]), high=float(declared[1]), source=DECLARED, out_of_range=policy)
+        supported = support()
+        if supported is not None:
+            return ScoreRange(low=supported[0], high=supported[1], source=SCORER_SUPPORT, out_of_range=policy)
+        raise StageError(_no_range_message(knobs, observed))
+
+    def screen(self, obs: Observations, score_range: ScoreRange, profile: str) -> tuple[Decision, ...]:
+        if score_range.low is None or score_range.high is None:
+            return _ignored_range_decisions(score_range)
+        outside = _outside_range(obs, score_range.low, score_range.high)
+        if outside is None:
+            return ()
+        if score_range.out_of_range == "refuse" and profile != "dev":
+            raise InputError(_outside_message(obs, score_range, outside, profile))
+        return (_out_of_range_decision(obs, score_range, outside),)
+
+    def report(self, a: Analysis, knobs: Mapping[str, Any], score_range: ScoreRange,
+               n_used: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        used = a.scores[:n_used]
+        low, high = score_range.bounds
+        n_clipped = int(np.count_nonzero(_outside_mask(used, low, high)))
+        n_outside = int(np.count_nonzero(_outside_mask(a.scores, low, high)))
+        clipped = score_range.low is not None and (score_range.out_of_range == "clip" or n_outside > 0)
+        estimand = f"mean of the scores clipped to [{_num(low)}, {_num(high)}]" if clipped else "mean score difference"
+        block = {"low": score_range.low, "high": score_range.high, "source": score_range.source,
+                 "out_of_range": score_range.out_of_range, "n_outside": n_outside, "n_clipped": n_clipped,
+                 "statement": _range_statement(knobs, score_range, n_outside, n_clipped, int(a.scores.size), n_used)}
+        # the raw mean by the same prefix sums as ``mean``: the two are equal to the bit when nothing is clipped
+        return {"estimand": estimand, "raw_mean": float(prefix_mean(used)[-1])}, {"range": block}
+
+    def render(self, outputs: Mapping[str, Any]) -> tuple[str, list[str]]:
+        r, block = outputs["results"], outputs["range"]
+        shown = block["n_clipped"] > 0 or r["estimand"] != "mean score difference" or block["source"] != DECLARED
+        note = (f" (estimand: {r['estimand']}; clipped scores: {block['n_clipped']}; raw mean {r['raw_mean']:.6g})"
+                if shown else "")
+        return note, [f"Score range: {block['statement']}."]
+
+    def audit(self, outputs: Mapping[str, Any]) -> list[str]:
+        """The estimand agrees with the range block (clipped iff bounded and clipping was opted in or
+        happened), an unclipped estimand has mean == raw_mean, and n_clipped <= min(n_outside, n_used)."""
+        try:
+            r, block = outputs["results"], outputs["range"]
+            clipped = block["low"] is not None and (block["out_of_range"] == "clip" or block["n_outside"] > 0)
+            problems = []
+            if (r["estimand"] != "mean score difference") != clipped:
+                problems.append("results.estimand does not match the range block (what was clipped)")
+            if not clipped and r["mean"] != r["raw_mean"]:
+                problems.append("results.mean != results.raw_mean although no score was clipped")
+            if not 0 <= block["n_clipped"] <= min(block["n_outside"], r["n_used"]):
+                problems.append("range.n_clipped is outside [0, min(n_outside, n_used)]")
+            return problems
+        except (KeyError, TypeError):
+            return ["results or range is missing estimand, mean, raw_mean, n_used, low, out_of_range, n_outside "
+                    "or n_clipped"]
+
+
+def _no_range_message(knobs: Mapping[str, Any], observed: Observations | None) -> str:
+    """The refusal of a bounded method without a range: the observed min and max, and the knobs to set."""
+    method = knobs["method"]
+    if observed is None:
+        spec = knobs["scorer"]
+        seen = (f"scorer '{spec['name']}' (metric {spec.get('metric') or 'default'}) declares no finite support "
+                "for its scores")
+    else:
+        seen = (f"the {observed.scores.size} observation(s) of {observed.name} lie in "
+                f"[{_num(float(observed.scores.min()))}, {_num(float(observed.scores.max()))}] (observed min, max)")
+    return (f"method '{method}' needs the range the scores lie in, and none is declared; {seen}. Declare "
+            "'range: [low, high]' from what the metric can take (not from these data), add 'out_of_range: clip' "
+            "only to certify the mean of the clipped scores, or use method 'asymptotic_cs', which needs no range")
+
+
+def _outside_message(obs: Observations, score_range: ScoreRange, outside: Outside, profile: str) -> str:
+    """The refusal of observations outside the range: count, observed min and max, the first offender."""
+    return (f"{obs.name}: {outside.count} of {outside.total} observation(s) lie outside the score range "
+            f"[{_num(score_range.bounds[0])}, {_num(score_range.bounds[1])}] ({score_range.source}): observed min "
+            f"{_num(outside.minimum)}, max {_num(outside.maximum)}, the first at {obs.unit} {outside.first}. The "
+            f"method's guarantee holds only inside the range, so profile {profile} refuses them: widen 'range' to "
+            "a bound the scores cannot leave, set 'out_of_range: clip' to certify the mean of the clipped scores, "
+            "or use profile dev to go on with a warning")
+
+
+def _out_of_range_decision(obs: Observations, score_range: ScoreRange, outside: Outside) -> Decision:
+    """The ``out_of_range`` decision: a warning unless the spec opted in to clipping (``out_of_range: clip``)."""
+    low, high = score_range.bounds
+    opted_in = score_range.out_of_range == "clip"
+    message = (f"{outside.count} of {outside.total} observation(s) of {obs.name} lie outside the score range "
+               f"[{_num(low)}, {_num(high)}] ({score_range.source}; observed min {_num(outside.minimum)}, max "
+               f"{_num(outside.maximum)}, the first at {obs.unit} {outside.first}); they are clipped and the "
+               "estimand is the mean of the clipped scores"
+               + ("" if opted_in else ", because profile dev lets the run go on (ci and release refuse)"))
+    return Decision("out_of_range", {
+        "low": low, "high": high, "source": score_range.source, "n_outside": outside.count,
+        "observations": outside.total, "min": outside.minimum, "max": outside.maximum, "first": outside.first,
+        "first_unit": obs.unit, "action": "clip", "outcome": "pass" if opted_in else "warn", "message": message})
+
+
+def _ignored_range_decisions(score_range: ScoreRange) -> tuple[Decision, ...]:
+    """A ``range_ignored`` warning when the spec gave a range to a method that needs none."""
+    if score_range.ignored is None:
+        return ()
+    low, high = score_range.ignored
+    return (Decision("range_ignored", {
+        "low": low, "high": high, "outcome": "warn",
+        "message": f"the method needs no score range; 'range: [{_num(low)}, {_num(high)}]' was ignored and the "
+                   "scores are used unclipped (remove it, or use a bounded method to rely on it)"}),)
+
+
+def _range_statement(knobs: Mapping[str, Any], score_range: ScoreRange, n_outside: int, n_clipped: int,
+                     available: int, n_used: int) -> str:
+    """One sentence: the range, where it comes from, and what was done to the scores."""
+    if score_range.low is None:
+        ignored = score_range.ignored
+        note = "" if ignored is None else f" (the range [{_num(ignored[0])}, {_num(ignored[1])}] given was ignored)"
+        return f"method {knobs['method']} needs no score range; the scores are used unclipped{note}"
+    where = f"[{_num(score_range.bounds[0])}, {_num(score_range.bounds[1])}] ({score_range.source})"
+    if n_outside == 0 and score_range.out_of_range == "refuse":
+        return (f"the scores are assumed to lie in {where}; all {available} observation(s) do, none was clipped "
+                "and the estimand is the mean score difference")
+    why = ("out_of_range: clip" if score_range.out_of_range == "clip"
+           else "profile dev let the run go on; profiles ci and release refuse such data")
+    return (f"scores outside {where} are clipped to it ({why}): {n_outside} of {available} observation(s) lie "
+            f"outside and {n_clipped} of the {n_used} used were clipped; the estimand is the mean of the clipped "
+            "scores, not the mean score difference")
+
+
+# ---------------------------------------------------------------------------------------- knob arithmetic
+
+
+def float_confidence_level(alpha: float) -> float:
+    """1 - alpha in floating point (1.x: 1 - 0.01 gives 0.99, but e.g. 1 - 0.07 gives 0.9299999999999999)."""
+    return 1.0 - alpha
+
+
+def exact_confidence_level(alpha: float) -> float:
+    """1 - alpha computed on the decimal the knob was written as, rounded once:
+    float(1 - Fraction(str(alpha))) (``docs/contributing.md``: numbers derived from decimal knobs are exact)."""
+    return float(1 - Fraction(str(alpha)))
+
+
+def computed_parameters(parameters: Mapping[str, Any], score_range: ScoreRange) -> dict[str, Any]:
+    """The method's parameters as its kernel reports them (1.x)."""
+    return dict(parameters)
+
+
+def exact_parameters(parameters: Mapping[str, Any], score_range: ScoreRange) -> dict[str, Any]:
+    """The method's parameters with the betting grid step (high - low) / G computed exactly on the decimal
+    range, rounded once (e.g. [0.1, 0.3] gives 0.0002, not 0.00019999999999999998)."""
+    out = dict(parameters)
+    if "grid_step" in out and score_range.low is not None and score_range.high is not None:
+        span = Fraction(str(score_range.high)) - Fraction(str(score_range.low))
+        out["grid_step"] = float(span / out["grid_size"])
+    return out
+
+
+# -------------------------------------------------------------------------------------------- versions
+
+
+@dataclass(frozen=True)
+class SequentialKernels:
+    """What one version of ``sequential.diff`` computes with: the elementary functions (exp, log, log1p,
+    logaddexp) of its confidence sequences, p-values, e-value and stopping decisions; its score-range rule;
+    and how it derives values from decimal knobs: the betting bounds (grid points on the range), the
+    confidence level and the method parameters."""
+
+    version: str
+    elementary: ElementaryFunctions
+    range_rule: RangeRule
+    grid_values: GridValues
+    confidence_level: Callable[[float], float]
+    method_parameters: Callable[[Mapping[str, Any], ScoreRange], dict[str, Any]]
+    changes: str
+
+
+KERNELS: tuple[SequentialKernels, ...] = (
+    SequentialKernels(version="1.0.0", elementary=NUMPY_UFUNCS, range_rule=ClipKnobs(), grid_values=float_grid_values,
+                      confidence_level=float_confidence_level, method_parameters=computed_parameters,
+                      changes="first version (certa 0.1.0)"),
+    SequentialKernels(
+        version="1.1.0", elementary=LIBM, range_rule=ClipKnobs(), grid_values=float_grid_values,
+        confidence_level=float_confidence_level, method_parameters=computed_parameters,
+        changes="certa 0.3.0: exp, log, log1p (and logaddexp from them) by libm in compiled loops, independent "
+                "of numpy's run-time SIMD choice; p-values, e-values and bounds may move in the last bits"),
+    SequentialKernels(
+        version="2.0.0", elementary=LIBM, range_rule=DeclaredRange(), grid_values=exact_grid_values,
+        confidence_level=exact_confidence_level, method_parameters=exact_parameters,
+        changes="the score range has no default: 'range: [low, high]' (or the scorer metric's declared support) "
+                "replaces clip_low/clip_high (defaults [0, 0.2]); scores outside it are refused in ci and release "
+                "and clipped only on 'out_of_range: clip' or with a dev warning, stated as the estimand; a 'range' "
+                "block replaces 'clip'; the betting bounds (grid points), confidence_level and grid_step are "
+                "computed exactly from the decimal knobs"),
+)
+"""Every version, oldest first; the last is what an unpinned spec runs."""
+
+
+# ----------------------------------------------------------------------------------------------- knobs
+
+
+def _rules(knobs: Mapping[str, Any]) -> DecisionRules:
+    return DecisionRules(
+        n_min=knobs["n_min"], n_max=knobs["n_max"], check_every=knobs["check_every"], batch_size=knobs["batch_size"],
+        min_effect=knobs.get("min_effect"), equivalence_band=knobs.get("equivalence_band"),
+        rel_margin_target=knobs.get("rel_margin_target"), min_effect_floor=knobs["min_effect_floor"],
+        early_stop_threshold=knobs["early_stop_threshold"], identical_model_n_min=knobs["identical_model_n_min"],
+    )
+
+
+def _settings(knobs: Mapping[str, Any], grid_values: GridValues) -> CSSettings:
+    betting, stitching, asymptotic = knobs["betting"], knobs["stitching"], knobs["asymptotic"]
+    t_opt = asymptotic.get("t_opt")
+    return CSSettings(grid_size=betting["grid_size"], truncation=betting["truncation"], theta=betting["theta"],
+                      stitch_m=stitching["m"], stitch_s=stitching["s"], stitch_eta=stitching["eta"],
+                      t_opt=float(knobs["n_max"] if t_opt is None else t_opt), grid_values=grid_values)
+
+
+def _iv_knobs(knobs: Mapping[str, Any]) -> None:
+    """Cross-field checks the JSON Schema cannot express (messages name the knob, expectation, value)."""
+    has_input, has_scorer = knobs.get("input") is not None, knobs.get("scorer") is not None
+    if has_input == has_scorer:
+        raise StageError("give either 'input' (a table of per-prompt scores) or 'scorer' with 'reference' and "
+                         f"'candidate' (input tables the scorer reads), not {'both' if has_input else 'neither'}")
+    if has_scorer and (knobs.get("reference") is None or knobs.get("candidate") is None):
+        raise StageError("'scorer' needs 'reference' and 'candidate': the names of the input tables it reads")
+    if knobs["n_min"] > knobs["n_max"]:
+        raise StageError(f"'n_min' must be <= 'n_max' (got n_min={knobs['n_min']}, n_max={knobs['n_max']})")
+
+
+# ------------------------------------------------------------------------------------------ observations
+
+
+def _table_observations(table: Table, knobs: Mapping[str, Any]) -> tuple[Observations, dict[str, Any]]:
+    """Per-prompt observations in arrival order from the input table (the ``_iv`` step of table mode), each
+    with the 1-based row where it starts (its prompt's first row when positions are averaged)."""
+    cols = knobs["columns"]
+    score = table.numeric(cols["score"])
+    if score.size == 0:
+        raise InputError(f"input '{table.name}' has no rows")
+    info: dict[str, Any] = {"kind": "table", "input": knobs["input"], "rows": int(score.size)}
+    name = f"input '{table.name}'"
+    if not table.has(cols["position"]):
+        return Observations(score, np.arange(1, score.size + 1), "row", name), info
+    if not table.has(cols["prompt_id"]):
+        raise InputError(f"input '{table.name}' has a '{cols['position']}' column but no '{cols['prompt_id']}' column; "
+                         "per-position rows are averaged per prompt, so the prompt must be named")
+    prompts = table.text(cols["prompt_id"]).astype(str)
+    positions = table.numeric(cols["position"])
+    uniq, first_row, group = np.unique(prompts, return_index=True, return_inverse=True)
+    order = np.lexsort((positions, group))                       # rows by prompt, then position
+    g_sorted, pos_sorted = group[order], positions[order]
+    if np.any((g_sorted[1:] == g_sorted[:-1]) & (pos_sorted[1:] == pos_sorted[:-1])):
+        raise InputError(f"input '{table.name}': a (prompt_id, position) pair appears twice")
+    starts = np.searchsorted(g_sorted, np.arange(uniq.size))
+    rank = np.arange(order.size) - starts[g_sorted]
+    keep = rank < knobs["positions_per_prompt"]
+    counts = np.bincount(g_sorted[keep], minlength=uniq.size)
+    means = np.bincount(g_sorted[keep], weights=score[order][keep], minlength=uniq.size) / counts
+    arrival = np.argsort(first_row, kind="stable")               # prompts in order of first appearance
+    info.update({"prompts": int(uniq.size), "positions_used": {"min": int(counts.min()), "max": int(counts.max())},
+                 "positions_available": {"min": int(np.bincount(group).min()), "max": int(np.bincount(group).max())}})
+    return Observations(means[arrival], first_row[arrival] + 1, "row", name), info
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything computed from one score array (pure function of scores and knobs)."""
+
+    scores: np.ndarray
+    cs: ConfidenceSequence
+    estimand: np.ndarray          # clipped scores (bounded methods) or raw scores
+    mean: np.ndarray
+    p_value: PValuePath | None
+    states: RuleStates
+    stop: Stop
+    bounded: bool
+
+
+def analyse_scores(scores: np.ndarray, knobs: Mapping[str, Any], bounds: tuple[float, float], *,
+                   with_p_value: bool = True, elementary: ElementaryFunctions = NUMPY_UFUNCS,
+                   grid_values: GridValues = float_grid_values) -> Analysis:
+    """Confidence sequence, p-value, rule states and stopping time of ``scores`` (first n_max used).
+
+    ``bounds``: the score range (low, high) of the bounded methods, which clip to it (``ScoreRange.bounds``;
+    the unbounded methods never read it). Works on one stream (shape ``(n,)``) or many (``(streams, n)``,
+    e.g. in simulations). ``elementary``: the exp/log/log1p/logaddexp of the stage version (``KERNELS``;
+    default 1.0.0's numpy ufuncs); ``grid_values``: how it maps betting grid points to scores (default 1.x's
+    floating point; 2.0.0's is exact).
+    """
+    scores = np.asarray(scores, dtype=np.float64)[..., : knobs["n_max"]]
+    method, alpha = knobs["method"], knobs["alpha"]
+    low, high = float(bounds[0]), float(bounds[1])
+    settings = _settings(knobs, grid_values)
+    rules = _rules(knobs)
+    bounded = method in BOUNDED_METHODS
+    estimand = np.clip(scores, low, high) if bounded else scores
+    cs = confidence_sequence(scores, method, alpha, low, high, settings, elementary=elementary)
+    mean = prefix_mean(estimand)
+    p_value = (null_p_value(scores, method, NULL_MEAN, alpha, low, high, settings, start=knobs["n_min"],
+                            elementary=elementary)
+               if with_p_value else None)
+    states = rule_states(cs.lower, cs.upper, mean, all_zero_path(scores), rules)
+    return Analysis(scores=scores, cs=cs, estimand=estimand, mean=mean, p_value=p_value,
+                    states=states, stop=first_stop(states, rules), bounded=bounded)
+
+
+def _scorer_observations(ctx: StageContext, knobs: Mapping[str, Any], scorer: Scorer, bounds: tuple[float, float],
+                         screen: Callable[[Observations], object],
+                         kernels: SequentialKernels) -> tuple[Observations, Table]:
+    """Draw prompts with the stage's generator and score them batch by batch until a rule fires or n_max;
+    ``screen`` sees the scores so far after every batch (and may refuse them before more are scored)."""
+    spec = knobs["scorer"]
+    reference, candidate = ctx.table("reference"), ctx.table("candidate")
+    population = list(scorer.prompts(reference, candidate))
+    if not population:
+        raise StageError(f"scorer '{spec['name']}' found no prompts in '{knobs['reference']}' and "
+                         f"'{knobs['candidate']}'")
+    n_max, batch, k = knobs["n_max"], knobs["batch_size"], knobs["positions_per_prompt"]
+    draws = ctx.rng.integers(0, len(population), size=n_max)    # with replacement: iid prompts
+    prompts = [str(population[i]) for i in draws.tolist()]
+    values = np.empty(0)
+    while values.size < n_max:
+        chunk = prompts[values.size: values.size + batch]
+        values = np.concatenate([values, score_prompts(scorer, reference, candidate, chunk, k)])
+        ctx.progress(int(values.size), n_max, "prompts scored")
+        screen(_drawn(values, spec["name"]))
+        analysis = analyse_scores(values, knobs, bounds, with_p_value=False, elementary=kernels.elementary,
+                                  grid_values=kernels.grid_values)
+        if OUTCOMES[int(analysis.stop.outcome)] != "exhausted":
+            break
+    captured = table_from_columns(CAPTURED_SCORES, {
+        "draw": np.arange(1, values.size + 1), "prompt_id": prompts[: values.size], "score": values})
+    return _drawn(captured.numeric("score"), spec["name"]), captured
+
+
+def _drawn(values: np.ndarray, scorer_name: str) -> Observations:
+    """Scores of a scorer run, numbered by draw (1-based)."""
+    return Observations(values, np.arange(1, values.size + 1), "draw", f"scorer '{scorer_name}'")
+
+
+def _replayed_observations(captured: Table, scorer_name: str) -> Observations:
+    if not captured.has("score"):
+        raise InputError(f"captured table '{captured.name}' has no 'score' column")
+    return _drawn(captured.numeric("score"), scorer_name)
+
+
+def _replayed_support(captured: Table | None) -> tuple[float, float] | None:
+    """The scorer metric support a run recorded (``CAPTURED_SUPPORT``), or None if it recorded none."""
+    if captured is None:
+        return None
+    return float(captured.numeric("low")[0]), float(captured.numeric("high")[0])
+
+
+def _support_table(score_range: ScoreRange) -> dict[str, Table]:
+    """The captured support table when the range is the scorer metric's support (a replay needs it)."""
+    if score_range.source != SCORER_SUPPORT:
+        return {}
+    return {CAPTURED_SUPPORT: table_from_columns(CAPTURED_SUPPORT, {"low": [score_range.low],
+                                                                    "high": [score_range.high]})}
+
+
+# ---------------------------------------------------------------------------------------------- outputs
+
+
+def _num(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def _reason(outcome: str, n: int, lo: float, hi: float, mean: float, half: float, rel_me: float,
+            rules: DecisionRules) -> str:
+    ci = f"[{_num(lo)}, {_num(hi)}]"
+    delta = rules.delta_star
+    if outcome == "identical_zero":
+        return f"all {n} scores are exactly 0 (n >= identical_model_n_min = {rules.identical_model_n_min})"
+    if outcome == "identical_small":
+        return (f"|mean| = {_num(abs(mean))} and half-width = {_num(half)} are below early_stop_threshold = "
+                f"{_num(rules.early_stop_threshold)}")
+    if outcome == "different_higher":
+        return f"the confidence sequence {ci} lies above the minimum effect {_num(delta)}"
+    if outcome == "different_lower":
+        return f"the confidence sequence {ci} lies below minus the minimum effect -{_num(delta)}"
+    if outcome == "same":
+        return f"the confidence sequence {ci} lies inside the equivalence band ±{_num(rules.equivalence_band or 0.0)}"
+    straddles = f"the confidence sequence {ci} " + ("includes 0" if lo <= 0.0 <= hi else
+                                                    f"does not clear the minimum effect ±{_num(delta)}")
+    if outcome == "precision":
+        return (f"precision target reached: rel_me = {_num(rel_me)} <= rel_margin_target = "
+                f"{_num(rules.rel_margin_target or 0.0)}, and {straddles}")
+    if outcome == "n_max":
+        return f"n_max = {rules.n_max} reached and {straddles}"
+    return f"the input ran out after {n} of n_max = {rules.n_max} observations and {straddles}"
+
+
+_INTERPRETATION = {
+    "DIFFERENT": "The models differ by more than the minimum effect, at the stated error rate.",
+    "IDENTICAL": "The models' scores show no difference at all (identity, not a statistical test).",
+    "SAME": "Any difference between the models lies inside the equivalence band, at the stated error rate.",
+    "UNDECIDED": "The data do not support DIFFERENT or SAME yet; raise n_max, widen the band or reduce score noise.",
+}
+
+
+def _check_decisions(a: Analysis, outcome: str) -> tuple[Decision, ...]:
+    """One ``sequential_check`` decision per check up to and including the stop."""
+    assert a.p_value is not None
+    stop = int(a.stop.index)
+    checks = np.flatnonzero(a.states.checked[: stop + 1]).tolist()
+    s = a.states
+    rows = {
+        "n": (np.asarray(checks) + 1).tolist(), "mean": a.mean[checks].tolist(), "lower": a.cs.lower[checks].tolist(),
+        "upper": a.cs.upper[checks].tolist(), "half_width": s.half_width[checks].tolist(),
+        "rel_me": s.rel_me[checks].tolist(), "p_value": a.p_value.p[checks].tolist(),
+        "identical": (s.identical_zero | s.identical_small)[checks].tolist(),
+        "different": (s.different_higher | s.different_lower)[checks].tolist(), "same": s.same[checks].tolist(),
+        "precise": s.precise[checks].tolist(),
+    }
+    decisions = []
+    for j, t in enumerate(checks):
+        detail: dict[str, Any] = {
+            "n": rows["n"][j], "mean": rows["mean"][j], "lower": rows["lower"][j], "upper": rows["upper"][j],
+            "half_width": rows["half_width"][j], "rel_me": rows["rel_me"][j], "p_value": rows["p_value"][j],
+            "rules": {"identical": rows["identical"][j], "different": rows["different"][j], "same": rows["same"][j],
+                      "precision": rows["precise"][j]},
+            "stop": t == stop,
+        }
+        if t == stop:
+            detail["decision"] = DECISION_OF[outcome]
+            detail["outcome"] = outcome
+        decisions.append(Decision("sequential_check", detail))
+    return tuple(decisions)
+
+
+def _summary(values: np.ndarray) -> dict[str, float]:
+    q25, median, q75 = np.quantile(values, [0.25, 0.5, 0.75])
+    return {"min": float(values.min()), "max": float(values.max()), "median": float(median), "q25": float(q25),
+            "q75": float(q75), "iqr": float(q75 - q25)}
+
+
+def _outputs(a: Analysis, knobs: Mapping[str, Any], source: dict[str, Any], score_range: ScoreRange,
+             kernels: SequentialKernels) -> tuple[dict[str, Any], str]:
+    """The certificate outputs (the version's range rule adds its own block) and the outcome."""
+    assert a.p_value is not None
+    rules = _rules(knobs)
+    stop = int(a.stop.index)
+    n_used = stop + 1
+    outcome = OUTCOMES[int(a.stop.outcome)]
+    decision = DECISION_OF[outcome]
+    lo, hi = float(a.cs.lower[stop]), float(a.cs.upper[stop])
+    mean = float(a.mean[stop])
+    half = float(a.states.half_width[stop])
+    rel_me = float(a.states.rel_me[stop])
+    used = a.scores[:n_used]
+    variance = float(np.var(a.estimand[:n_used], ddof=1)) if n_used > 1 else 0.0
+    direction = {"different_higher": "higher", "different_lower": "lower"}.get(outcome)
+    e_value = (float(kernels.elementary.exp(np.max(a.p_value.log_evalue[:n_used]))) if a.p_value.log_evalue is not None
+               else None)
+    results = {
+        "decision": decision, "reason": _reason(outcome, n_used, lo, hi, mean, half, rel_me, rules),
+        "direction": direction, "outcome": outcome, "n_used": n_used, "mean": mean,
+        "raw_mean": float(np.mean(used)), "variance": variance, "std_dev": math.sqrt(variance),
+        "ci": [lo, hi], "confidence_level": kernels.confidence_level(knobs["alpha"]), "half_width": half,
+        "rel_me": rel_me, "p_value": float(a.p_value.p[stop]), "e_value": e_value,
+    }
+    range_results, range_blocks = kernels.range_rule.report(a, knobs, score_range, n_used)
+    results.update(range_results)
+    outputs = {
+        "results": results,
+        "method": {"name": a.cs.method, "validity": a.cs.validity, "alpha": knobs["alpha"],
+                   "parameters": kernels.method_parameters(a.cs.parameters, score_range), "p_value": a.p_value.kind},
+        **range_blocks,
+        "sequence": {"stopping_time": n_used, "checks": int(np.count_nonzero(a.states.checked[: stop + 1])),
+                     "check_every": knobs["check_every"], "observations_available": int(a.scores.size),
+                     "lower": lo, "upper": hi, "trajectory": "one sequential_check decision per check in the ledger"},
+        "config": {
+            "alpha": knobs["alpha"], "rel_margin_target": knobs.get("rel_margin_target"),
+            "min_effect_floor": knobs["min_effect_floor"], "method": knobs["method"], "n_min": knobs["n_min"],
+            "n_max": knobs["n_max"], "batch_size": knobs["batch_size"],
+            "positions_per_prompt": knobs["positions_per_prompt"], "equivalence_band": knobs.get("equivalence_band"),
+            "min_effect": knobs.get("min_effect"), "delta_star": rules.delta_star,
+            "early_stop_threshold": knobs["early_stop_threshold"],
+            "identical_model_n_min": knobs["identical_model_n_min"], "check_every": knobs["check_every"],
+        },
+        "source": source,
+        "scores_summary": _summary(used),
+        "interpretation": _INTERPRETATION[decision],
+    }
+    return outputs, outcome
+
+
+def _validity_rule(validity: str, profile: str) -> Decision:
+    outcome = _VALIDITY_RULE.get(profile, _VALIDITY_RULE["release"])[validity]
+    return Decision("profile_rule", {"rule": "optional_stopping_validity", "value": validity,
+                                     "required": "anytime-valid", "outcome": outcome, "profile": profile})
+
+
+def _no_support() -> None:
+    """An input table declares no support: its range is declared or the run is refused."""
+    return None
+
+
+def _enough(obs: Observations, knobs: Mapping[str, Any]) -> Observations:
+    """The first n_max observations; a ``StageError`` when there are fewer than n_min."""
+    if obs.scores.size < knobs["n_min"]:
+        raise StageError(f"{obs.scores.size} observation(s) but n_min = {knobs['n_min']}; add data or lower n_min")
+    return obs.first(knobs["n_max"])
+
+
+def _table_run(ctx: StageContext, kernels: SequentialKernels) -> tuple[Observations, ScoreRange, dict[str, Any],
+                                                                       dict[str, Table]]:
+    """Observations of the input table (the first n_max), its range and source; nothing is captured."""
+    obs, source = _table_observations(ctx.table("input"), ctx.knobs)
+    obs = _enough(obs, ctx.knobs)
+    return obs, kernels.range_rule.resolve(ctx.knobs, obs, _no_support), source, {}
+
+
+def _scorer_run(ctx: StageContext, kernels: SequentialKernels) -> tuple[Observations, ScoreRange, dict[str, Any],
+                                                                        dict[str, Table]]:
+    """Observations of a scorer run (live, or from the captured tables in a replay), its range, source and
+    captured tables. The range is resolved before the first prompt is scored."""
+    knobs, rule = ctx.knobs, kernels.range_rule
+    spec = knobs["scorer"]
+    source: dict[str, Any] = {"kind": "scorer", "scorer": spec["name"], "metric": spec.get("metric"),
+                              "options": dict(spec.get("options") or {}), "reference": knobs["reference"],
+                              "candidate": knobs["candidate"], "prompt_draws": "uniform with replacement, stage rng"}
+    recorded = ctx.captured or {}
+    if CAPTURED_SCORES in recorded:
+        table = recorded[CAPTURED_SCORES]
+        score_range = rule.resolve(knobs, None, lambda: _replayed_support(recorded.get(CAPTURED_SUPPORT)))
+        obs = _replayed_observations(table, spec["name"])
+    else:
+        scorer = load_scorer(spec["name"], metric=spec.get("metric"), options=spec.get("options"))
+        score_range = rule.resolve(knobs, None, lambda: declared_support(scorer))
+        obs, table = _scorer_observations(ctx, knobs, scorer, score_range.bounds,
+                                          lambda seen: rule.screen(seen, score_range, ctx.profile), kernels)
+    source["prompts_scored"] = int(obs.scores.size)
+    source["captured_sha256"] = table.sha256
+    obs = _enough(obs, knobs)
+    return obs, score_range, source, {CAPTURED_SCORES: table, **_support_table(score_range)}
+
+
+def run_sequential_diff(ctx: StageContext, kernels: SequentialKernels = KERNELS[-1]) -> StageOutput:
+    """The stage at ``kernels.version``."""
+    knobs = ctx.knobs
+    rule = kernels.range_rule
+    _iv_knobs(knobs)
+    rule.check_knobs(knobs)
+    validity = VALIDITY[knobs["method"]]
+    validity_rule = _validity_rule(validity, ctx.profile)
+    if validity_rule.detail["outcome"] == "abort":  # before any scoring: a refused method never calls a scorer
+        raise ProfileAbort(f"profile '{ctx.profile}' requires an anytime-valid method; '{knobs['method']}' is "
+                           f"{validity} (use betting, eb_cs or stitched, or profile dev to compare)",
+                           rule="optional_stopping_validity", decisions=(validity_rule,))
+    observe = _scorer_run if knobs.get("scorer") is not None else _table_run
+    obs, score_range, source, captured = observe(ctx, kernels)
+    range_decisions = rule.screen(obs, score_range, ctx.profile)
+    analysis = analyse_scores(obs.scores, knobs, score_range.bounds, elementary=kernels.elementary,
+                              grid_values=kernels.grid_values)
+    outputs, outcome = _outputs(analysis, knobs, source, score_range, kernels)
+    decisions = (validity_rule, *range_decisions, *_check_decisions(analysis, outcome))
+    return StageOutput(outputs=outputs, decisions=decisions, captured=captured)
+
+
+# ---------------------------------------------------------------------------------------------- audit
+
+
+def audit_sequential_diff(outputs: Mapping[str, Any]) -> list[str]:
+    """Identities ``certa verify`` re-checks on stored outputs: half-width, rel_me and the decision vs the CS."""
+    problems: list[str] = []
+    try:
+        r, cfg = outputs["results"], outputs["config"]
+        lo, hi = (float(v) for v in r["ci"])                # float() also reads "Infinity" / "-Infinity"
+        half, rel_me = float(r["half_width"]), float(r["rel_me"])
+        if half != max((hi - lo) / 2.0, 0.0):
+            problems.append("results.half_width != max((ci[1] - ci[0]) / 2, 0)")
+        if rel_me != half / max(abs(r["mean"]), cfg["min_effect_floor"]):
+            problems.append("results.rel_me != half_width / max(|mean|, min_effect_floor)")
+        if not 1 <= r["n_used"] <= cfg["n_max"]:
+            problems.append("results.n_used is outside [1, n_max]")
+        delta, band = cfg["delta_star"], cfg["equivalence_band"]
+        if r["decision"] == "DIFFERENT" and not (lo > delta or hi < -delta):
+            problems.append("decision DIFFERENT but the CS does not clear the minimum effect")
+        if r["decision"] == "SAME" and not (band is not None and -band < lo and hi < band):
+            problems.append("decision SAME but the CS is not inside the equivalence band")
+    except (KeyError, TypeError, ValueError):
+        problems.append("results or config is missing ci, half_width, rel_me, mean, n_used or decision")
+    return problems
+
+
+def render_sequential_diff(outputs: Mapping[str, Any], rule: RangeRule) -> str:
+    """A short Markdown view for ``certa show``; ``rule`` (the version's) adds the range: 2.0.0 puts the
+    estimand, the clipped count and the raw mean next to the decision when scores were (or may be) clipped
+    or the range was not declared."""
+    r, m = outputs["results"], outputs["method"]
+    lo, hi = r["ci"]
+    note, range_lines = rule.render(outputs)
+    lines = [
+        "| decision | n used | mean | CS | p (mean = 0) | method | validity |", "|---|---|---|---|---|---|---|",
+        f"| {r['decision']}{note} | {r['n_used']} | {r['mean']:.6g} | [{lo:.6g}, {hi:.6g}] | {r['p_value']:.4g} | "
+        f"{m['name']} | {m['validity']} |", "", r["reason"],
+    ]
+    return "\n".join(lines + range_lines)
+
+
+SUMMARY = "Sequential DIFFERENT/IDENTICAL/SAME/UNDECIDED decision on anytime-valid confidence sequences (seed 000)."
+
+
+def diff_stage(kernels: SequentialKernels) -> StageType:
+    """``sequential.diff`` at ``kernels.version``."""
+    return StageType(
+        name="sequential.diff",
+        version=kernels.version,
+        input_knobs=("input", "reference", "candidate"),
+        run=lambda ctx: run_sequential_diff(ctx, kernels),
+        summary=SUMMARY,
+        render_markdown=lambda outputs: render_sequential_diff(outputs, kernels.range_rule),
+        audit_checks=lambda outputs: audit_sequential_diff(outputs) + kernels.range_rule.audit(outputs),
+        changes=kernels.changes,
+    )
+
+
+STAGES = tuple(diff_stage(kernels) for kernels in KERNELS)
+STAGE = STAGES[-1]

@@ -1,0 +1,127 @@
+"""in-toto attestations of certificates: a signed statement that names the spec and data a certificate is
+about, so that supply-chain tooling (and ``certa verify-attestation``) can check it without certa's ledger.
+
+An attestation is an in-toto Statement v1 (https://github.com/in-toto/attestation, spec/v1/statement.md)
+
+    {"_type": "https://in-toto.io/Statement/v1",
+     "subject": [{"name": "spec:<spec name>", "digest": {"sha256": <spec SHA-256>}},
+                 {"name": "input:<input name>", "digest": {"sha256": <input file SHA-256>}}, …],
+     "predicateType": "urn:certa:predicate:certificate:1",
+     "predicate": <the certificate, exactly as recorded>}
+
+serialised as RFC 8785 canonical JSON and signed in a DSSE v1 envelope of payload type
+``application/vnd.in-toto+json`` (``engine.foundation.signing``; in-toto's envelope convention). The subjects are the
+digests the certificate itself records (``content.spec.sha256``, ``content.inputs[].sha256``), so whoever
+holds a data file can check that it is one the certificate is about. Verification checks every required
+signature, the statement's shape, the certificate (schema, ``content_sha256``, method identities), that
+the subjects are exactly the certificate's digests, and optionally local files against the subjects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from engine.foundation.signing import open_envelope, seal_envelope
+
+from engine.services.audit import check_certificate
+from engine.foundation.canonical import canonical_bytes
+from engine.foundation.errors import LedgerIntegrityError
+from engine.foundation.json_read import parse_document
+
+__all__ = ["STATEMENT_TYPE", "PREDICATE_TYPE", "PAYLOAD_TYPE", "AttestationReport", "certificate_statement",
+           "attest_certificate", "verify_attestation"]
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "urn:certa:predicate:certificate:1"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+
+
+def certificate_statement(certificate: Mapping[str, Any]) -> dict[str, Any]:
+    """The in-toto Statement v1 of a certificate (see module docstring)."""
+    content = certificate["content"]
+    subjects = [{"name": f"spec:{content['spec']['name']}", "digest": {"sha256": content["spec"]["sha256"]}}]
+    subjects += [{"name": f"input:{item['name']}", "digest": {"sha256": item["sha256"]}} for item in content["inputs"]]
+    return {"_type": STATEMENT_TYPE, "subject": subjects, "predicateType": PREDICATE_TYPE,
+            "predicate": dict(certificate)}
+
+
+def attest_certificate(certificate: Mapping[str, Any], private_keys: Sequence[Ed25519PrivateKey]) -> dict[str, Any]:
+    """The DSSE envelope of the certificate's statement, signed by each of ``private_keys``."""
+    return seal_envelope(PAYLOAD_TYPE, canonical_bytes(certificate_statement(certificate)), private_keys)
+
+
+@dataclass(frozen=True)
+class AttestationReport:
+    """Outcome of ``verify_attestation``: ``verified`` when ``problems`` is empty."""
+
+    run_id: str
+    content_sha256: str
+    verdict: str
+    subjects: tuple[tuple[str, str], ...]
+    """(name, sha256) of each subject."""
+    files: tuple[tuple[str, str], ...]
+    """(file label, the subject it matched) of each local file checked."""
+    key_ids: tuple[str, ...]
+    problems: tuple[str, ...]
+
+    @property
+    def verified(self) -> bool:
+        return not self.problems
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _subjects(found: Any) -> list[tuple[str, str]]:
+    """(name, sha256) of each subject of a statement, which must be a list of ``{"name": str, "digest": {"sha256":
+    64 lowercase hex}}``; another shape raises ``LedgerIntegrityError``."""
+    subjects = []
+    for subject in found if type(found) is list else [None]:
+        digest = subject.get("digest") if type(subject) is dict else None
+        name, sha = (subject.get("name"), digest.get("sha256")) if type(digest) is dict else (None, None)
+        if type(name) is not str or type(sha) is not str or not _SHA256.fullmatch(sha):
+            raise LedgerIntegrityError("the statement's subject is not a list of {name, digest: {sha256}} with "
+                                       "string names and SHA-256 digests (64 lowercase hex digits)")
+        subjects.append((name, sha))
+    return subjects
+
+
+def verify_attestation(envelope_text: str | bytes, public_keys: Sequence[Ed25519PublicKey], *,
+                       files: Mapping[str, bytes] | None = None) -> AttestationReport:
+    """Verify an attestation (see module docstring); ``files`` maps a label to bytes that must each be one
+    of the subjects. Signature failures raise ``LedgerIntegrityError``; the rest is listed in ``problems``."""
+    payload, key_ids = open_envelope(envelope_text, PAYLOAD_TYPE, public_keys)
+    try:
+        statement = parse_document(payload, "the signed statement")
+    except ValueError as error:
+        raise LedgerIntegrityError(f"the signed payload is not an in-toto statement ({error})") from None
+    if type(statement) is not dict or statement.get("_type") != STATEMENT_TYPE \
+            or statement.get("predicateType") != PREDICATE_TYPE or type(statement.get("predicate")) is not dict:
+        raise LedgerIntegrityError(f"the signed payload is not an in-toto statement ({STATEMENT_TYPE}) of predicate "
+                                   f"type {PREDICATE_TYPE} with a certificate as its predicate")
+    certificate = statement["predicate"]
+    subjects = _subjects(statement.get("subject"))
+    problems = [f"certificate: {message}" for message in check_certificate(certificate)]
+    if not problems:
+        expected = [(s["name"], s["digest"]["sha256"]) for s in certificate_statement(certificate)["subject"]]
+        if sorted(subjects) != sorted(expected):
+            problems.append("the statement's subjects are not the spec and inputs its certificate records")
+    digests = {sha: name for name, sha in subjects}
+    matched = []
+    for label, data in (files or {}).items():
+        sha = hashlib.sha256(data).hexdigest()
+        if sha in digests:
+            matched.append((label, digests[sha]))
+        else:
+            problems.append(f"{label} (sha256 {sha[:16]}…) is none of the attested subjects")
+    content = certificate.get("content") if isinstance(certificate.get("content"), dict) else {}
+    issued = certificate.get("issued") if isinstance(certificate.get("issued"), dict) else {}
+    return AttestationReport(run_id=str(issued.get("run_id", "")), content_sha256=str(certificate.get("content_sha256")),
+                             verdict=str(content.get("verdict")), subjects=tuple(subjects), files=tuple(matched),
+                             key_ids=key_ids, problems=tuple(problems))

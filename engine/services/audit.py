@@ -1,0 +1,273 @@
+"""Audit operations over a ledger: ``verify`` (integrity plus method identities), ``verify_bundle`` (one
+certificate, offline, against a signed checkpoint) and ``replay``.
+
+``verify`` re-checks the hash chain, the stored inputs and the runs index (``ledger.verify``), and every
+certificate's schema, digests and the method identities its stage types declare (for example
+``display_ci == exp(ci)`` for paired ratios). ``replay`` re-executes a stored run from the ledger alone
+(spec text, stored input bytes, captured tables, seed) with the stage versions the run recorded, and
+compares the results (``engine.core.certificate.results_of``: the content without its environment stamp) byte
+for byte; library versions that differ are reported as information. Every replay is itself recorded, unless
+asked not to (``record=False``: a ledger opened read-only, e.g. on read-only media, is replayed that way).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from ledger import Ledger, VerifyReport, verify_ledger
+from ledger.bundle import BundleReport, check_bundle
+from ledger.location import command_hint
+
+from engine.core.certificate import (ENVIRONMENT_KEYS, certificate_problems, computing_platform, library_versions, results_of,
+                          results_sha256)
+from engine.foundation.errors import CertaError, LedgerError, LedgerIntegrityError
+from engine.core.interpreter import AbortedExecution, Execution, Notify, execute, load_tables, throttled_progress
+from engine.services.jsondiff import FieldChange, json_diff
+from engine.services.reviews import review_problems
+from engine.core.spec import load_plan
+from engine.core.stages import REGISTRY
+from engine.core.tables import Table, parse_table
+
+__all__ = ["check_certificate", "verify", "verify_bundle", "reexecute", "replay", "replay_all", "replayable_runs",
+           "ReplayResult", "REPRODUCED", "DIVERGED", "CANNOT_REPLAY"]
+
+REPRODUCED, DIVERGED, CANNOT_REPLAY = "REPRODUCED", "DIVERGED", "CANNOT REPLAY"
+
+
+def check_certificate(certificate: Mapping[str, Any]) -> list[str]:
+    """Problems with one stored certificate: schema, hash, and each stage type's method identities."""
+    problems = certificate_problems(certificate)
+    if problems:  # the method checks below read the structure the schema guarantees
+        return problems
+    content = certificate["content"]
+    stage_uses = {str(s.get("id")): (str(s.get("use")), str(s.get("version")))
+                  for s in content["knobs"].get("stages", []) if isinstance(s, Mapping)}
+    for stage_id, outputs in content["stages"].items():
+        use, version = stage_uses.get(stage_id, ("?", "?"))
+        stage_type = REGISTRY.find(use, version)
+        if stage_type is None:
+            problems.append(f"stage '{stage_id}' uses {use}@{version}, a stage type or version this certa does not have")
+        elif stage_type.audit_checks is not None:
+            try:
+                problems.extend(f"stage '{stage_id}': {p}" for p in stage_type.audit_checks(outputs))
+            except (AttributeError, KeyError, TypeError, ValueError, IndexError) as error:
+                problems.append(f"stage '{stage_id}': outputs are malformed ({type(error).__name__}: {error})")
+    return problems
+
+
+def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int, str] | None = None,
+           expect_root: str | None = None, notify: Notify | None = None, check_reviews: bool = True) -> VerifyReport:
+    """Verify the whole ledger (see module docstring); ``notify`` gets progress lines about once a second.
+
+    With ``check_reviews`` (the default) every signed review (of ``run_id`` only, if given) is checked too
+    (``engine.services.reviews.check_review``): a signature that does not verify, or a signed statement that is not
+    its entry's or its run's certificate's, is a problem at that review's entry. Unsigned reviews pass.
+    """
+    full = ledger.resolve_run_id(run_id) if run_id else None
+    progress = None
+    if notify is not None:
+        report = throttled_progress(notify, "verify: ")
+
+        def progress(done: int, total: int) -> None:
+            report(done, total, "entries")
+    verified = verify_ledger(ledger, check_certificate=check_certificate, expect_head=expect_head,
+                             expect_root=expect_root, run_id=full, progress=progress)
+    if not check_reviews:
+        return verified
+    problems = [*verified.problems, *review_problems(ledger, run_id=full)]
+    problems.sort(key=lambda p: (p.seq is None, p.seq or 0))
+    return replace(verified, problems=tuple(problems))
+
+
+def verify_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519PublicKey]) -> BundleReport:
+    """Verify a certificate bundle offline (``ledger.bundle``), with the engine's certificate checks; the
+    checkpoint must be signed by every one of ``public_keys``."""
+    return check_bundle(bundle, public_keys, check_certificate=check_certificate)
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """One replay: ``outcome`` is REPRODUCED (results byte-identical), DIVERGED (``changes`` names the result
+    fields that differ) or CANNOT REPLAY (``note`` says why). ``environment`` lists the environment stamp's
+    differences (library versions), as information. ``recorded_sha256``/``replayed_sha256`` are results
+    digests (``results_sha256``)."""
+
+    run_id: str
+    name: str
+    outcome: str
+    recorded_sha256: str | None
+    replayed_sha256: str | None
+    changes: tuple[FieldChange, ...]
+    environment: tuple[FieldChange, ...]
+    note: str
+    entry_seq: int | None
+    """The ledger entry that records this replay (None: not recorded, by request or because the run failed an
+    integrity check)."""
+
+    @property
+    def reproduced(self) -> bool:
+        return self.outcome == REPRODUCED
+
+
+def _stored_table(ledger: Ledger, record: Mapping[str, Any]) -> Table:
+    return parse_table(record["name"], ledger.blob(record["sha256"]), record["format"])
+
+
+def _divergence_hint(recorded: Mapping[str, Any]) -> str:
+    """Why a replay may differ: other library versions, or another machine (numpy's SIMD targets)."""
+    installed = library_versions()
+    hints = [f"{name} {then} -> {installed[name]}" for name, then in
+             sorted(recorded.get("content", {}).get("versions", {}).items())
+             if name in installed and installed[name] != then]
+    then = recorded.get("issued", {}).get("platform")
+    now = computing_platform()
+    if then and then != now:
+        hints.append(f"recorded on {then.get('machine')} {'/'.join(then.get('numpy_simd', []))}, replayed on "
+                     f"{now['machine']} {'/'.join(now['numpy_simd'])}")
+    return f"; recorded with other versions or on another machine: {'; '.join(hints)}" if hints else ""
+
+
+@dataclass(frozen=True)
+class _StoredRun:
+    record: Mapping[str, Any]
+    tables: dict[str, Table]
+    captured: dict[str, dict[str, Table]]
+
+
+def _stored_run(ledger: Ledger, run_id: str) -> _StoredRun:
+    record: Mapping[str, Any] = {}
+    tables: dict[str, Table] = {}
+    captured: dict[str, dict[str, Table]] = {}
+    for entry in ledger.entries(run_id=run_id, kinds=["run", "input", "captured"]):
+        data = entry.data()
+        if entry.kind == "run":
+            record = data
+        elif entry.kind == "input":
+            tables[data["name"]] = _stored_table(ledger, data)
+        else:
+            captured.setdefault(data["stage"], {})[data["name"]] = _stored_table(ledger, data)
+    return _StoredRun(record, tables, captured)
+
+
+def _recorded_versions(content: Mapping[str, Any]) -> dict[str, str]:
+    """Stage id -> the stage version the run recorded (``content.knobs.stages[].version``)."""
+    return {str(s["id"]): str(s["version"]) for s in content["knobs"]["stages"]}
+
+
+def reexecute(ledger: Ledger, run_id: str, recorded: Mapping[str, Any], notify: Notify | None = None) -> Execution:
+    """Re-execute the stored run ``run_id`` (its certificate ``recorded``) from the ledger alone, with the stage
+    versions it recorded: its spec, its stored inputs and captured tables.
+
+    Raises ``CertaError`` (the run cannot be replayed: the reason is the message) or ``AbortedExecution``.
+    """
+    stored = _stored_run(ledger, run_id)
+    try:
+        versions = _recorded_versions(recorded["content"])
+    except (KeyError, TypeError) as error:
+        raise LedgerIntegrityError(f"run {run_id}: its certificate's knobs.stages are malformed "
+                                   f"({type(error).__name__}: {error}); "
+                                   f"run '{command_hint('verify', ledger=ledger.location)}'") from None
+    try:
+        spec_text = stored.record["spec_text"]
+    except (KeyError, TypeError) as error:
+        raise LedgerIntegrityError(f"run {run_id}: its recorded run entry is malformed "
+                                   f"({type(error).__name__}: {error}); "
+                                   f"run '{command_hint('verify', ledger=ledger.location)}'") from None
+    plan = load_plan(spec_text, stage_versions=versions)
+    return execute(plan, load_tables(plan, inputs=stored.tables), ledger=ledger, captured=stored.captured,
+                   notify=notify)
+
+
+def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None, record: bool = True) -> ReplayResult:
+    """Re-execute a stored run from the ledger alone and compare its results; records the replay unless
+    ``record`` is false (then nothing is written, ``entry_seq`` is None, and the ledger may be read-only or
+    at an older schema).
+
+    REPRODUCED when ``results_sha256`` of the new content equals the recorded one (computed from the
+    recorded content for format-1 certificates, which carry no ``results_sha256``). A run this certa
+    cannot re-execute (a stage version it does not have, a spec its schemas refuse, a missing blob) is
+    CANNOT REPLAY, with the reason; that is recorded too. ``LedgerError`` only if the run is unknown or
+    has no certificate.
+    """
+    full = ledger.resolve_run_id(run_id)
+    if record:
+        ledger.require_writable()  # the replay is recorded: an old-schema ledger needs 'certa migrate' first
+    row = ledger.run(full)
+    if row.status != "completed":
+        raise LedgerError(f"run {full} was {row.status}: it has no certificate to reproduce")
+    recorded = ledger.certificate(full)
+    if certificate_problems(recorded):
+        raise LedgerIntegrityError(f"run {full}: its stored certificate fails its own checks; run "
+                                   f"'{command_hint('verify', ledger=ledger.location)}'")
+    recorded_results = results_sha256(recorded["content"])
+    replayed_sha: str | None = None
+    changes: tuple[FieldChange, ...] = ()
+    environment: tuple[FieldChange, ...] = ()
+    try:
+        content = reexecute(ledger, full, recorded, notify).content
+    except AbortedExecution as aborted:
+        outcome, note = DIVERGED, f"the replay was aborted by a profile rule: {aborted.abort}"
+    except LedgerIntegrityError:
+        raise
+    except CertaError as error:
+        outcome, note = CANNOT_REPLAY, str(error)
+    else:
+        replayed_sha = results_sha256(content)
+        environment = tuple(json_diff({k: recorded["content"].get(k) for k in ENVIRONMENT_KEYS},
+                                      {k: content.get(k) for k in ENVIRONMENT_KEYS}))
+        if replayed_sha == recorded_results:
+            outcome = REPRODUCED
+            note = "same results" + (f" (environment differs: {_environment_text(environment)})" if environment else "")
+        else:
+            outcome = DIVERGED
+            changes = tuple(json_diff(results_of(recorded["content"]), results_of(content)))
+            note = f"{len(changes)} result field(s) differ" + _divergence_hint(recorded)
+    seq = None if not record else ledger.record_note(full, "replay", {
+        "outcome": outcome, "recorded_sha256": recorded_results, "replayed_sha256": replayed_sha,
+        "compared": "results_sha256", "note": note, "platform": computing_platform(),
+        "changes": [{"path": c.path, "recorded": c.before, "replayed": c.after} for c in changes[:200]],
+        "environment": [{"path": c.path, "recorded": c.before, "replayed": c.after} for c in environment],
+    })
+    return ReplayResult(run_id=full, name=row.name, outcome=outcome, recorded_sha256=recorded_results,
+                        replayed_sha256=replayed_sha, changes=changes, environment=environment, note=note,
+                        entry_seq=seq)
+
+
+def _environment_text(environment: Sequence[FieldChange]) -> str:
+    return ", ".join(f"{c.path.split('.', 1)[-1]} {c.before} -> {c.after}" for c in environment)
+
+
+def replayable_runs(ledger: Ledger, *, since: str | None = None, name: str | None = None) -> list[str]:
+    """Run ids of every completed run, oldest first; ``since`` keeps runs recorded at or after an ISO 8601
+    date or time (UTC), ``name`` those whose spec name matches (shell-style wildcards allowed)."""
+    rows = [r for r in reversed(ledger.runs()) if r.status == "completed"]
+    if since is not None:
+        rows = [r for r in rows if r.recorded_at >= since]
+    if name is not None:
+        rows = [r for r in rows if fnmatch.fnmatchcase(r.name, name)]
+    return [r.run_id for r in rows]
+
+
+def replay_all(ledger: Ledger, run_ids: Sequence[str], *,
+               progress: Callable[[int, int, ReplayResult], None] | None = None,
+               record: bool = True) -> Iterator[ReplayResult]:
+    """Replay each run in ``run_ids`` (recording each replay, unless ``record`` is false), yielding results as
+    they complete; ``progress(done, total, result)`` after each. A run whose stored records fail an integrity
+    check is CANNOT REPLAY (not recorded), and the batch goes on."""
+    if record:
+        ledger.require_writable()
+    for done, run_id in enumerate(run_ids, start=1):
+        try:
+            result = replay(ledger, run_id, record=record)
+        except LedgerIntegrityError as error:
+            result = ReplayResult(run_id=run_id, name=ledger.run(run_id).name, outcome=CANNOT_REPLAY,
+                                  recorded_sha256=None, replayed_sha256=None, changes=(), environment=(),
+                                  note=str(error), entry_seq=None)
+        if progress is not None:
+            progress(done, len(run_ids), result)
+        yield result

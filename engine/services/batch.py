@@ -1,0 +1,466 @@
+"""``certa batch``: many run specs computed on Dask workers, recorded by one client in one ledger.
+
+Data flow (one writer, so SQLite works as well as PostgreSQL)::
+
+    client: discover specs ─▶ load_plan (validate) + read_inputs (read and hash every input)
+            ─▶ idempotency key per spec ─▶ skip keys already recorded (resume)
+            ─▶ submit compute_run(plan, input bytes, ledger snapshot) ──▶ Dask worker: execute()
+            ◀─ WorkerResult (content, decisions, captured tables) as each completes
+            ─▶ seal(content, run id) ─▶ record_run / record_abort (+ a ``batch`` decision) ─▶ table
+
+* **Content-addressed inputs.** A worker never reads a file: it gets the bytes the client hashed (inline
+  when small, else scattered once per distinct SHA-256) and checks their SHA-256 before parsing, so it
+  computes on exactly the bytes the ledger stores.
+* **Idempotency.** run id = first 32 hex digits of SHA-256(JCS{batch_id, spec_sha256, input SHA-256s,
+  seed}) (``engine.services.batch_ledger``). The runs table's primary key makes a second record of the same key
+  impossible; a re-run of the same command skips the keys already recorded ("already recorded").
+  The default batch id is derived from the sorted (spec SHA-256, input SHA-256s) of the valid specs.
+* **Faults.** A worker that dies mid-run: Dask reschedules its tasks on the others (``retries`` more
+  attempts on errors); the client records each key once, when its one future completes. A task that
+  still fails (e.g. every attempt lost its worker) is reported as an error, nothing recorded: re-run to
+  resume. A spec that is invalid (``SpecError``/``InputError``) or whose stage fails (``StageError``) is an
+  error row (exit 2), a profile abort is recorded as by ``certa run`` (exit 3); the others go on.
+* **Ledger reads.** Stages that read recorded runs (``conformal.monitor``'s ``report_run``,
+  ``bakeoff.merge``'s ``shard_runs``/``shard_batch``) get a ``LedgerSnapshot`` of the certificates the
+  client fetched for them. A spec whose merge names this batch (``shard_batch: <batch id>``) waits until
+  every other spec of the batch is recorded.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ledger.location import masked_ledger
+
+from engine.services.batch_ledger import BATCH_DECISION, LedgerSnapshot, batch_run_ids, idempotency_key, ledger_references, run_id_for_key
+from engine.services.batch_worker import InputBlob, WorkerResult, compute_run
+from engine.foundation.canonical import canonical_sha256, sha256_hex
+from engine.core.certificate import seal
+from engine.foundation.errors import CertaError, InputError, LedgerError, SpecError
+from engine.core.input_limits import InputLimits, read_input_file
+from engine.core.interpreter import Execution, RunDecisions, run_warnings
+from engine.services.presentation.junit import JUnitSuite, run_suite
+from engine.services.presentation.markdown import failed_rules, recorded_abort
+from engine.core.spec import Plan, load_plan
+from engine.core.stages import Decision
+from engine.core.stages.base import DecisionColumns
+from engine.core.tables import FORMATS, format_for_path
+
+if TYPE_CHECKING:
+    from ledger import Ledger
+
+__all__ = ["BatchSpec", "BatchRow", "BatchReport", "discover_specs", "prepare_batch", "default_batch_id",
+           "run_batch", "EXIT_ORDER", "worst_exit_code"]
+
+Notify = Callable[[str], None]
+
+EXIT_ORDER = (2, 3, 1, 0)
+"""Severity of exit codes, worst first: 2 invalid/error (not recorded) > 3 aborted (recorded) > 1 FAIL > 0 PASS."""
+
+INLINE_BYTES = 4 << 20
+"""Inputs up to this size travel inside the task (a rescheduled task carries them along); larger ones are
+scattered once per distinct SHA-256 and their futures passed to the tasks."""
+
+# row statuses
+RECORDED, ALREADY, ABORTED, ERROR = "recorded", "already recorded", "aborted", "error"
+
+
+def worst_exit_code(codes: Iterable[int]) -> int:
+    """The worst exit code by ``EXIT_ORDER`` (0 for none)."""
+    codes = list(codes)
+    for code in EXIT_ORDER:
+        if code in codes:
+            return code
+    return 0
+
+
+@dataclass(frozen=True)
+class InputBytes:
+    """An input as the client holds it: read and hashed, not parsed (the worker parses it). ``n_rows`` is
+    the worker's count, filled in before recording; the fields are those of ``Table`` the ledger records."""
+
+    name: str
+    fmt: str
+    sha256: str
+    raw: bytes = field(repr=False)
+    n_rows: int = 0
+
+
+def read_inputs(plan: Plan, input_paths: Mapping[str, Path] | None = None) -> dict[str, InputBytes]:
+    """Read and hash every declared input of ``plan``, from ``input_paths[name]`` where given (``certa batch
+    --input``) or the spec's path (a pinned SHA-256 is checked here, like ``load_tables``)."""
+    inputs = {}
+    limits = InputLimits.from_env()
+    for name, declared in plan.inputs.items():
+        path = Path((input_paths or {}).get(name, declared.path))
+        fmt = declared.fmt or format_for_path(path)
+        if fmt not in FORMATS:
+            raise InputError(f"input '{name}': unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+        raw = read_input_file(name, path, fmt, limits)  # a regular file within the limits, as certa run reads it
+        sha = sha256_hex(raw)
+        if declared.sha256 is not None and declared.sha256 != sha:
+            raise InputError(f"input '{name}': SHA-256 is {sha} but the spec pins {declared.sha256}; "
+                             "the data changed since the spec was written: check it, then update the pin")
+        inputs[name] = InputBytes(name=name, fmt=fmt, sha256=sha, raw=raw)
+    return inputs
+
+
+@dataclass
+class BatchSpec:
+    """One spec of a batch as the client prepared it (``error`` set when it cannot run: no plan)."""
+
+    path: Path
+    plan: Plan | None = None
+    inputs: Mapping[str, InputBytes] = field(default_factory=dict)
+    key: str | None = None
+    error: CertaError | None = None
+
+    @property
+    def run_id(self) -> str | None:
+        return run_id_for_key(self.key) if self.key else None
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """One row of the final table. ``name`` is the spec's name (None when it could not be read); ``gates`` the
+    certificate's gates, ``failed_rules`` the profile rules that stopped an aborted run
+    (``engine.services.presentation.markdown.failed_rules``), ``warnings`` the run's warning lines (``run_warnings``; none for a run
+    recorded before)."""
+
+    spec: str
+    run_id: str | None
+    status: str
+    verdict: str | None
+    exit_code: int
+    error: str | None = None
+    worker: str | None = None
+    name: str | None = None
+    gates: tuple[Mapping[str, Any], ...] = ()
+    failed_rules: tuple[Mapping[str, Any], ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {"spec": self.spec, "name": self.name, "run_id": self.run_id, "status": self.status,
+                "verdict": self.verdict, "exit_code": self.exit_code, "error": self.error, "worker": self.worker,
+                "failed_rules": [dict(rule) for rule in self.failed_rules], "warnings": list(self.warnings)}
+
+    def junit_suite(self, timestamp: str) -> JUnitSuite:
+        """The row as a JUnit test suite (``engine.services.presentation.junit.run_suite``): its gates, the profile rules that aborted
+        it, or an error case; ``timestamp`` is when the batch started."""
+        aborted = self.exit_code == 3
+        return run_suite(name=self.name or self.spec, timestamp=timestamp, run_id=self.run_id, spec=self.spec,
+                         verdict=self.verdict, gates=self.gates, failed_rules=self.failed_rules,
+                         abort_reason=(self.error or "profile abort") if aborted else "",
+                         error=(self.error or "error") if self.status == ERROR else "")
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    batch_id: str
+    rows: tuple[BatchRow, ...]
+    seconds: float
+
+    @property
+    def exit_code(self) -> int:
+        return worst_exit_code(row.exit_code for row in self.rows)
+
+
+# --------------------------------------------------------------------------------------------- preparing
+
+
+def discover_specs(paths: Sequence[str | Path]) -> list[Path]:
+    """Spec files: each path itself, or for a folder every ``*.yaml``/``*.yml`` below it, sorted."""
+    found: list[Path] = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            found.extend(sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()))
+        else:
+            found.append(path)
+    seen: set[Path] = set()
+    unique = []
+    for path in found:
+        resolved = path.resolve()
+        if resolved not in seen:
+            seen.add(resolved)
+            unique.append(path)
+    if not unique:
+        raise SpecError("no spec files found (a folder is searched for *.yaml and *.yml below it)",
+                        file=", ".join(map(str, paths)))
+    return unique
+
+
+def default_batch_id(specs: Sequence[BatchSpec]) -> str:
+    """``batch-`` + 16 hex digits of SHA-256 over the sorted (spec SHA-256, input SHA-256s) of the valid specs:
+    the same specs on the same data give the same id, so re-running the command resumes."""
+    members = sorted([s.plan.spec_sha256, [t.sha256 for t in s.inputs.values()]] for s in specs if s.plan is not None)
+    return "batch-" + canonical_sha256(members)[:16]
+
+
+def prepare_batch(paths: Sequence[Path], *, batch_id: str | None = None,
+                  input_paths: Mapping[str, Path] | None = None) -> tuple[str, list[BatchSpec]]:
+    """Load and validate every spec and read and hash its inputs (the workers parse them); then fix the
+    batch id and each key. ``input_paths`` replaces an input's path in every spec that declares it; a name no
+    spec of the batch declares is a ``SpecError`` (nothing runs)."""
+    specs = []
+    for path in paths:
+        item = BatchSpec(path=path)
+        try:
+            item.plan = load_plan(path)
+            item.inputs = read_inputs(item.plan, input_paths)
+        except CertaError as error:
+            item.plan, item.error = None, error
+        specs.append(item)
+    declared = {name for item in specs if item.plan is not None for name in item.plan.inputs}
+    unknown = sorted(set(input_paths or {}) - declared)
+    if unknown:
+        raise SpecError(f"--input {', '.join(unknown)}: no valid spec of the batch declares "
+                        f"{'this input' if len(unknown) == 1 else 'these inputs'} (declared: "
+                        f"{', '.join(sorted(declared)) or 'none'})", file=", ".join(map(str, paths)))
+    batch = batch_id or default_batch_id(specs)
+    for item in specs:
+        if item.plan is not None:
+            item.key = idempotency_key(batch, item.plan.spec_sha256, [t.sha256 for t in item.inputs.values()],
+                                       item.plan.seed)
+    return batch, specs
+
+
+def _waits_for_batch(plan: Plan, batch_id: str) -> bool:
+    return batch_id in ledger_references(plan.stages)[1]
+
+
+def _snapshot(ledger: Ledger, plan: Plan) -> LedgerSnapshot:
+    """The certificates and batch listings ``plan`` reads, fetched from the ledger (missing ones are left
+    out: the stage then reports them)."""
+    run_ids, batches = ledger_references(plan.stages)
+    listings = {name: batch_run_ids(ledger, name) for name in batches}
+    certificates: dict[str, Any] = {}
+    for run_id in [*run_ids, *(rid for ids in listings.values() for rid in ids)]:
+        try:
+            certificates[run_id.strip().lower()] = ledger.certificate(run_id)
+        except LedgerError:
+            pass
+    return LedgerSnapshot(certificates=certificates, batches=listings)
+
+
+# --------------------------------------------------------------------------------------------- recording
+
+
+def _batch_decision(batch_id: str, key: str) -> RunDecisions:
+    return RunDecisions.of(None, (Decision(BATCH_DECISION, {"batch_id": batch_id, "idempotency_key": key}),))
+
+
+def _row_for_recorded(item: BatchSpec, ledger: Ledger) -> BatchRow:
+    row = ledger.run(item.run_id)
+    if row.status == "aborted":
+        abort, rules = recorded_abort(ledger, row.run_id)
+        return BatchRow(str(item.path), row.run_id, ALREADY, None, 3, error=abort["reason"], name=row.name,
+                        failed_rules=rules)
+    gates = tuple(ledger.certificate(row.run_id)["content"]["gates"])
+    return BatchRow(str(item.path), row.run_id, ALREADY, row.verdict, 0 if row.verdict == "PASS" else 1,
+                    name=row.name, gates=gates)
+
+
+def _listed_decisions(decisions: RunDecisions) -> Iterator[Decision]:
+    """The decisions not held as columns (per-row decisions are never profile rules or warnings)."""
+    for part in decisions.parts:
+        if not isinstance(part.decisions, DecisionColumns):
+            yield from part.decisions
+
+
+def _record(ledger: Ledger, batch_id: str, item: BatchSpec, result: WorkerResult) -> BatchRow:
+    """Seal and record one worker result (or report its error); a key recorded meanwhile is 'already recorded'."""
+    assert item.plan is not None and item.key is not None
+    run_id, plan = item.run_id, item.plan
+    if result.status == "error":
+        return BatchRow(str(item.path), None, ERROR, None, result.exit_code or 2,
+                        error=f"{result.error_type}: {result.reason}", worker=result.worker, name=plan.name)
+    decisions = result.decisions + _batch_decision(batch_id, item.key)
+    warnings = run_warnings(decisions)
+    tables = {name: replace(given, n_rows=result.rows[name]) for name, given in item.inputs.items()}
+    try:
+        if result.status == "aborted":
+            ledger.record_abort(run_id=run_id, plan=plan, tables=tables, decisions=decisions,
+                                reason=result.reason, rule=result.rule, stage_id=result.stage_id)
+            return BatchRow(str(item.path), run_id, ABORTED, None, 3, error=result.reason, worker=result.worker,
+                            name=plan.name, failed_rules=failed_rules(_listed_decisions(decisions)),
+                            warnings=warnings)
+        execution = Execution(plan=plan, tables=tables, content=result.content, decisions=decisions,
+                              captured=result.captured)
+        certificate = seal(result.content, run_id)
+        ledger.record_run(run_id=run_id, execution=execution, certificate=certificate)
+    except LedgerError as error:
+        try:
+            return _row_for_recorded(item, ledger)  # another client recorded this key first
+        except LedgerError:
+            return BatchRow(str(item.path), None, ERROR, None, error.exit_code, error=f"LedgerError: {error}",
+                            worker=result.worker)
+    verdict = execution.verdict
+    return BatchRow(str(item.path), run_id, RECORDED, verdict, 0 if verdict == "PASS" else 1, worker=result.worker,
+                    name=plan.name, gates=tuple(certificate["content"]["gates"]), warnings=warnings)
+
+
+# --------------------------------------------------------------------------------------------- running
+
+
+_SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+_SCHEDULER_ADDRESS = re.compile(r"(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:/@\[\]]+)"
+                                r":(?P<port>[0-9]{1,5})/?")
+
+
+def _check_scheduler_address(address: str) -> None:
+    """Raise ``CertaError`` (one line) unless ``address`` is a Dask scheduler address, ``[SCHEME://]HOST:PORT``
+    with a scheme Dask connects over (tcp when none is given) and a port from 1 to 65535; checked before any
+    work, so that a typo is not a traceback from deep inside Dask."""
+    found = _SCHEDULER_ADDRESS.fullmatch(address.strip())
+    scheme = (found and found["scheme"] or "tcp").lower()
+    if found is None or scheme not in _SCHEDULER_SCHEMES or not 0 < int(found["port"]) < 65536:
+        raise CertaError(f"--scheduler {masked_ledger(address)!r} is not a Dask scheduler address: give "
+                         f"tcp://HOST:PORT (or {', '.join(f'{s}://' for s in _SCHEDULER_SCHEMES[1:])}), e.g. "
+                         "tcp://10.0.0.5:8786")
+
+
+def _open_client(scheduler: str | None, workers: int, memory_limit: str | None) -> tuple[Any, Any]:
+    """A ``distributed.Client`` on ``scheduler``, or on a new ``LocalCluster`` of ``workers`` processes."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise CertaError("certa batch needs Dask distributed: python3 -m pip install 'certa[dask]'") from None
+    if scheduler:
+        try:
+            return Client(scheduler, timeout="30s"), None
+        except (OSError, TimeoutError) as exc:
+            raise CertaError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                           memory_limit=memory_limit or "auto")
+    return Client(cluster), cluster
+
+
+def run_batch(paths: Sequence[str | Path], *, ledger: Ledger, scheduler: str | None = None, workers: int = 2,
+              batch_id: str | None = None, retries: int = 2, client: Any = None, memory_limit: str | None = None,
+              input_paths: Mapping[str, Path] | None = None, notify: Notify | None = None,
+              on_recorded: Callable[[BatchRow], None] | None = None) -> BatchReport:
+    """Run every spec under ``paths`` on Dask and record each in ``ledger`` as it completes.
+
+    ``client`` (a ``distributed.Client``) overrides ``scheduler``/``workers``. ``input_paths`` reads an input
+    from another file in every spec that declares it (``prepare_batch``). ``on_recorded`` is called after
+    each row (tests use it to kill a worker, or the client, mid-batch).
+    """
+    started = time.monotonic()
+    say = notify or (lambda message: None)
+    if scheduler and client is None:
+        _check_scheduler_address(scheduler)
+    ledger.require_writable()
+    batch, specs = prepare_batch(discover_specs(paths), batch_id=batch_id, input_paths=input_paths)
+    say(f"batch {batch}: {len(specs)} spec(s)")
+    rows: dict[int, BatchRow] = {}
+    todo: list[int] = []
+    seen_keys: dict[str, int] = {}
+    for index, item in enumerate(specs):
+        if item.plan is None:
+            rows[index] = BatchRow(str(item.path), None, ERROR, None, item.error.exit_code if item.error else 2,
+                                   error=f"{type(item.error).__name__}: {item.error}")
+            say(f"error (not run, nothing recorded): {rows[index].error}")
+        elif item.key in seen_keys:
+            first = specs[seen_keys[item.key]].path
+            rows[index] = BatchRow(str(item.path), item.run_id, ERROR, None, 2,
+                                   error=f"same spec, inputs and seed as {first} (one run per key)")
+        else:
+            seen_keys[item.key] = index
+            todo.append(index)
+    recorded = {row.run_id for row in ledger.runs()}
+    for index in list(todo):
+        if specs[index].run_id in recorded:
+            rows[index] = _row_for_recorded(specs[index], ledger)
+            todo.remove(index)
+    if len(todo) < len(seen_keys):
+        say(f"resuming: {len(seen_keys) - len(todo)} run(s) of this batch already recorded")
+    first_wave = [i for i in todo if not _waits_for_batch(specs[i].plan, batch)]
+    second_wave = [i for i in todo if i not in first_wave]
+
+    def done(index: int, row: BatchRow) -> None:
+        rows[index] = row
+        label = row.verdict or row.status
+        say(f"[{len(rows)}/{len(specs)}] {row.spec}: {label}" + (f" (run {row.run_id})" if row.run_id else "")
+            + (f": {row.error}" if row.error and row.status == ERROR else ""))
+        if on_recorded is not None:
+            on_recorded(row)
+
+    if todo:
+        own_client = client is None
+        cluster = None
+        if own_client:
+            client, cluster = _open_client(scheduler, workers, memory_limit)
+        try:
+            if first_wave:
+                _run_wave(client, ledger, batch, specs, first_wave, retries=retries, done=done)
+            failed = [rows[i].spec for i in rows if rows[i].status in (ERROR, ABORTED) and i not in second_wave]
+            if failed and second_wave:
+                for index in second_wave:
+                    done(index, BatchRow(str(specs[index].path), None, ERROR, None, 2,
+                                         error=f"not run: it merges batch {batch}, and {len(failed)} of its spec(s) "
+                                               f"did not complete ({', '.join(failed[:3])}); fix them and re-run "
+                                               "the same command to resume"))
+            elif second_wave:
+                _run_wave(client, ledger, batch, specs, second_wave, retries=retries, done=done)
+        finally:
+            if own_client:
+                client.close()
+                if cluster is not None:
+                    cluster.close()
+    ordered = tuple(rows[i] for i in range(len(specs)))
+    return BatchReport(batch_id=batch, rows=ordered, seconds=time.monotonic() - started)
+
+
+def _submit(client: Any, ledger: Ledger, item: BatchSpec, scattered: dict[str, Any], retries: int,
+            attempt: int = 0) -> Any:
+    blobs, extra = [], []
+    for table in item.inputs.values():
+        if len(table.raw) <= INLINE_BYTES:
+            blobs.append(InputBlob(table.name, table.fmt, table.sha256, table.raw))
+        else:
+            if table.sha256 not in scattered:
+                scattered[table.sha256] = client.scatter(table.raw, hash=False)
+            blobs.append(InputBlob(table.name, table.fmt, table.sha256, None))
+            extra.append(scattered[table.sha256])
+    return client.submit(compute_run, item.plan, blobs, _snapshot(ledger, item.plan), *extra, key=f"certa-{item.key[:32]}-{attempt}",
+                         retries=retries, pure=False)
+
+
+def _run_wave(client: Any, ledger: Ledger, batch: str, specs: list[BatchSpec], wave: list[int], *, retries: int,
+              done: Callable[[int, BatchRow], None]) -> None:
+    """Submit ``wave``, record each result as it completes; a task failing outright (its workers lost, its
+    scattered inputs gone) is submitted again once with fresh inputs, then reported as an error."""
+    from distributed import as_completed
+
+    scattered: dict[str, Any] = {}
+    futures = {}
+    for index in wave:
+        futures[_submit(client, ledger, specs[index], scattered, retries)] = index
+    attempts = dict.fromkeys(wave, 0)
+    pending = as_completed(list(futures))
+    for future in pending:
+        index = futures.pop(future)
+        item = specs[index]
+        try:
+            result = future.result()
+        except Exception as exc:  # noqa: BLE001 - a lost worker or a bug on the worker: reported, not recorded
+            future.release()
+            if attempts[index] < 1:
+                attempts[index] += 1
+                scattered.clear()
+                again = _submit(client, ledger, item, scattered, retries, attempt=attempts[index])
+                futures[again] = index
+                pending.add(again)
+                continue
+            done(index, BatchRow(str(item.path), None, ERROR, None, 2,
+                                 error=f"{type(exc).__name__} on the cluster, nothing recorded: {exc} "
+                                       "(re-run the same command to resume)"))
+            continue
+        future.release()
+        done(index, _record(ledger, batch, item, result))

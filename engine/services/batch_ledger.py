@@ -1,0 +1,100 @@
+"""What a batch leaves in the ledger, and how stages find it again (no Dask here: stages import this).
+
+A run recorded by ``certa batch`` carries one extra decision, of kind ``batch`` (stage None, the last of
+the run's decisions): ``{"batch_id": NAME, "idempotency_key": KEY}``. Decisions are recorded in the ledger
+but are not part of the certificate's content, so a batch run's certificate is byte-identical to
+``certa run``'s.
+
+The **idempotency key** is SHA-256 of the RFC 8785 canonical JSON of
+``{"batch_id", "spec_sha256", "inputs": [input SHA-256s in declaration order], "seed"}``, and the run id is
+its first 32 hex digits: recording the same spec twice in the same batch hits the runs table's primary key,
+and a re-run of the batch skips the keys already recorded (resume).
+
+``batch_run_ids`` lists the runs of a batch (``bakeoff.merge``'s ``shard_batch``); ``LedgerSnapshot`` is the
+read-only ledger a Dask worker gets: the certificates and batch listings the client fetched for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.foundation.canonical import canonical_bytes, canonical_sha256
+from engine.foundation.errors import LedgerError
+
+__all__ = ["BATCH_DECISION", "idempotency_key", "run_id_for_key", "batch_run_ids", "LedgerSnapshot",
+           "ledger_references"]
+
+BATCH_DECISION = "batch"
+"""Kind of the decision that ties a run to its batch."""
+
+
+def idempotency_key(batch_id: str, spec_sha256: str, input_sha256s: Sequence[str], seed: int | str) -> str:
+    """SHA-256 (hex) of JCS ``{"batch_id", "spec_sha256", "inputs", "seed"}``: one key per spec of a batch."""
+    return canonical_sha256({"batch_id": batch_id, "spec_sha256": spec_sha256, "inputs": list(input_sha256s),
+                             "seed": str(seed)})
+
+
+def run_id_for_key(key: str) -> str:
+    """The run id a batch gives the run of ``key``: its first 32 hex digits (the shape of a random run id)."""
+    return key[:32]
+
+
+def batch_run_ids(ledger: Any, batch_id: str) -> list[str]:
+    """Run ids recorded with ``batch_id`` (sorted), from a ``LedgerSnapshot`` or a ``ledger.Ledger``.
+
+    On a ``Ledger`` the database picks the ``decision`` entries whose text holds the member
+    ``"batch_id":NAME`` as RFC 8785 writes it (a scan in the database, not in Python: a bake-off shard records
+    a million decisions), and each is then read to confirm it is a ``batch`` decision of that batch.
+    """
+    listing = getattr(ledger, "batch_runs", None)
+    if callable(listing):
+        return sorted(listing(batch_id))
+    member = canonical_bytes({"batch_id": batch_id}).decode("utf-8")[1:-1]
+    found = set()
+    for entry in ledger.entries(kinds=["decision"], containing=member):
+        data = entry.data()
+        if data.get("kind") == BATCH_DECISION and (data.get("detail") or {}).get("batch_id") == batch_id:
+            found.add(entry.run_id)
+    return sorted(found)
+
+
+@dataclass(frozen=True)
+class LedgerSnapshot:
+    """A read-only ``LedgerReader`` over certificates and batch listings fetched by the client (picklable).
+
+    ``certificates`` maps the run ids (or prefixes) a spec names to certificates; an id it does not hold is
+    a ``LedgerError``, as in the ledger itself.
+    """
+
+    certificates: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    batches: Mapping[str, Sequence[str]] = field(default_factory=dict)
+
+    def certificate(self, run_id: str) -> dict[str, Any]:
+        key = run_id.strip().lower()
+        if key in self.certificates:
+            return dict(self.certificates[key])
+        matches = [rid for rid in self.certificates if rid.startswith(key) and len(key) >= 4]
+        if len(matches) == 1:
+            return dict(self.certificates[matches[0]])
+        raise LedgerError(f"run {run_id!r} has no certificate in the ledger (or is not recorded)")
+
+    def batch_runs(self, batch_id: str) -> list[str]:
+        return list(self.batches.get(batch_id, ()))
+
+
+def ledger_references(stages: Iterable[Any]) -> tuple[list[str], list[str]]:
+    """(run ids, batch names) a plan's stages read from the ledger: ``conformal.monitor``'s ``report_run``,
+    ``bakeoff.merge``'s ``shard_runs`` and ``shard_batch``."""
+    run_ids: list[str] = []
+    batches: list[str] = []
+    for stage in stages:
+        knobs = stage.knobs
+        if stage.use == "conformal.monitor" and isinstance(knobs.get("report_run"), str):
+            run_ids.append(knobs["report_run"])
+        if stage.use == "bakeoff.merge":
+            run_ids.extend(knobs.get("shard_runs") or [])
+            if knobs.get("shard_batch"):
+                batches.append(knobs["shard_batch"])
+    return run_ids, batches

@@ -1,0 +1,134 @@
+"""Gather everything one run's HTML report shows, from the ledger, into a frozen ``ReportData``.
+
+This is the only part of ``engine.services.presentation.html`` that reads a ledger; ``render_report`` is a pure function of the
+gathered data. Nothing is recomputed: stage outputs come from the stored certificate, the sequential
+trajectory from the run's ``sequential_check`` decisions, reviews from ``engine.services.reviews.reviews_of``. The
+verification status (``engine.services.audit.verify``) and the newest replay are render-time data, but they are a
+function of the ledger only, so an unchanged ledger gives the same data (and the same report bytes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger import EntryRow, Ledger
+
+from engine.services.audit import verify
+from engine.core.certificate import results_sha256
+from engine.services.presentation.markdown import recorded_warnings
+from engine.services.reviews import ReviewRecord, reviews_of
+
+__all__ = ["ReplayStatus", "ReportData", "Verification", "gather_report", "replay_status", "sequential_checks",
+           "sequential_checks_of"]
+
+
+@dataclass(frozen=True)
+class Verification:
+    """``certa verify --run RUN`` at render time: the chain and this run's certificate checks."""
+
+    intact: bool
+    entries_checked: int
+    head_seq: int
+    head_hash: str
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReplayStatus:
+    """The newest ``replay`` entry of the run."""
+
+    seq: int
+    outcome: str
+    recorded_at: str
+    machine: str
+    note: str
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """One run, as its report shows it. ``certificate`` is None for an aborted run (``abort`` says why).
+    ``checks`` maps a stage id to its recorded per-check details (``sequential_check`` decisions), in order."""
+
+    run_id: str
+    name: str
+    status: str
+    verdict: str
+    profile: str
+    recorded_at: str
+    certificate: Mapping[str, Any] | None
+    results_sha256: str | None
+    abort: Mapping[str, Any] | None
+    checks: Mapping[str, tuple[Mapping[str, Any], ...]]
+    verification: Verification
+    replay: ReplayStatus | None
+    reviews: tuple[ReviewRecord, ...] = field(default=())
+    warnings: tuple[str, ...] = field(default=())
+    """What the run warned about when it ran (``engine.services.presentation.markdown.recorded_warnings``): shown under the verdict."""
+
+
+def _verification(ledger: Ledger, run_id: str) -> Verification:
+    report = verify(ledger, run_id=run_id)
+    return Verification(intact=report.intact, entries_checked=report.entries_checked, head_seq=report.head[0],
+                        head_hash=report.head[1], problems=tuple(f"{p.where}: {p.message}" for p in report.problems))
+
+
+def _newest_replay(ledger: Ledger, run_id: str) -> ReplayStatus | None:
+    newest = None
+    for entry in ledger.entries(run_id=run_id, kinds=["replay"]):
+        newest = entry
+    return None if newest is None else replay_status(newest)
+
+
+def replay_status(newest: EntryRow) -> ReplayStatus:
+    """The ``ReplayStatus`` of one ``replay`` entry."""
+    payload = newest.data()
+    platform = payload.get("platform") or {}
+    machine = " ".join(str(part) for part in (platform.get("system"), platform.get("machine"),
+                                                "/".join(platform.get("numpy_simd") or ())) if part)
+    return ReplayStatus(seq=newest.seq, outcome=str(payload.get("outcome", "?")), recorded_at=newest.recorded_at,
+                        machine=machine or "unknown", note=str(payload.get("note") or ""))
+
+
+def sequential_checks(ledger: Ledger, run_id: str) -> dict[str, tuple[Mapping[str, Any], ...]]:
+    """Stage id -> the details of the run's ``sequential_check`` decisions, in chain order."""
+    return sequential_checks_of(ledger.entries(run_id=run_id, kinds=["decision"])).get(run_id, {})
+
+
+def sequential_checks_of(decisions: Iterable[EntryRow]) -> dict[str, dict[str, tuple[Mapping[str, Any], ...]]]:
+    """Run id -> stage id -> ``sequential_check`` details, from ``decision`` entries in chain order (one pass
+    over many runs' decisions, for ``certa site``)."""
+    checks: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
+    for entry in decisions:
+        decision = entry.data()
+        if isinstance(decision, Mapping) and decision.get("kind") == "sequential_check":
+            checks.setdefault(entry.run_id, {}).setdefault(str(decision.get("stage")), []).append(
+                decision.get("detail") or {})
+    return {run: {stage: tuple(details) for stage, details in stages.items()} for run, stages in checks.items()}
+
+
+def gather_report(ledger: Ledger, run_id: str, *, verification: Verification | None = None) -> ReportData:
+    """Everything the report of ``run_id`` (a unique prefix or ``latest`` works too) shows.
+
+    ``verification``: a status the caller already has (``certa site`` verifies the whole ledger once and
+    maps its problems to runs) instead of ``verify(ledger, run_id=RUN)`` here, which reads the whole chain."""
+    row = ledger.run(run_id)
+    full = row.run_id
+    certificate: Mapping[str, Any] | None = None
+    abort = None
+    digest = None
+    if row.status == "aborted":
+        abort = next((e.data() for e in ledger.entries(run_id=full, kinds=["abort"])), {})
+    else:
+        certificate = ledger.certificate(full)
+        digest = certificate.get("results_sha256") or results_sha256(certificate["content"])
+    return ReportData(
+        run_id=full, name=row.name, status=row.status, verdict=row.verdict or row.status.upper(), profile=row.profile,
+        recorded_at=row.recorded_at, certificate=certificate, results_sha256=digest, abort=abort,
+        checks=sequential_checks(ledger, full),
+        verification=verification if verification is not None else _verification(ledger, full),
+        replay=_newest_replay(ledger, full),
+        reviews=tuple(reviews_of(ledger, full)),
+        warnings=recorded_warnings(ledger, full),
+    )

@@ -1,0 +1,376 @@
+"""Signed reviews of a run's certificate: building, signing and checking review entries (no I/O except
+``reviews_of`` / ``review_problems`` / ``unapproved_runs``, which read a ledger).
+
+A review is one ``review`` entry of the ledger, appended after the run (runs are never edited). Its payload::
+
+    {"reviewer": NAME, "decision": "approved" | "rejected" | "comment", "note": TEXT,
+     "certificate": {"run_id": ID, "content_sha256": HEX, "results_sha256": HEX},   # certa 0.4.0 and later
+     "signature": DSSE envelope,                       # only when signed
+     "public_keys": {KEY_ID: base64(raw Ed25519 public key), ...}}   # only when signed
+
+``certificate`` names the certificate reviewed (``results_sha256`` is computed from the content for format-1
+certificates, which do not store it); a review of an aborted run has none and cannot be signed. The
+envelope (``engine.foundation.signing``, payload type ``PAYLOAD_TYPE``) signs the RFC 8785 canonical JSON of::
+
+    {"certa_review": 1, "run_id": ID, "content_sha256": HEX, "results_sha256": HEX,
+     "reviewer": NAME, "decision": DECISION, "note": TEXT, "signed_at": "YYYY-MM-DDTHH:MM:SS.ffffffZ"}
+
+with one signature per key (several keys may sign one review). A DSSE signature carries only a key id, so
+the signers' public keys travel next to the envelope in ``public_keys``: anyone can check that the
+signatures verify (a key id is the SHA-256 of the raw key, so a swapped key is detected too). Whether a
+signer is *trusted* is a separate question, answered by key id against public keys held outside the ledger
+(``certa verify --require-approval KEY``). Reviews written before 0.4.0 (``reviewer``, ``decision``, ``note``
+only) and reviews recorded without ``--key`` are valid unsigned reviews.
+
+``check_review`` finds a signed review valid when every signature verifies against its embedded key and the
+signed statement names exactly the entry's reviewer, decision and note and the certificate digests of the
+run the entry belongs to (a signed review copied to another run, or an edited note, is refused).
+
+The chain order of a run's signed reviews must agree with their signing order, per key: a valid review
+signed *before* an earlier entry of the same run by one of its keys (``ReviewRecord.out_of_order``) is a
+problem naming both entries, and while a key has such a review on a run it approves nothing there
+(``approval_by``). Whoever writes the database without the keys cannot reorder, or copy forward, signed
+reviews (e.g. an approval after a later rejection) unnoticed; deleting a review needs a checkpoint to expose.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from ledger import Ledger, Problem
+from engine.foundation.signing import envelope_payload_unverified, key_id, open_envelope, seal_envelope
+
+from engine.foundation.canonical import canonical_bytes
+from engine.core.certificate import results_sha256
+from engine.foundation.errors import CertaError, LedgerError
+from engine.foundation.json_read import parse_document
+
+__all__ = ["PAYLOAD_TYPE", "DECISIONS", "ReviewCheck", "ReviewRecord", "MissingApproval", "certificate_digests",
+           "review_payload", "check_review", "reviews_of", "ledger_reviews", "review_problems", "approval_by",
+           "unapproved_runs"]
+
+PAYLOAD_TYPE = "application/vnd.certa.review+json; version=1"
+DECISIONS = ("approved", "rejected", "comment")
+
+
+def certificate_digests(certificate: Mapping[str, Any]) -> dict[str, str]:
+    """``{"run_id", "content_sha256", "results_sha256"}`` of a stored certificate (``results_sha256``
+    computed from its content, so format-1 certificates have one too)."""
+    return {"run_id": str(certificate["issued"]["run_id"]), "content_sha256": str(certificate["content_sha256"]),
+            "results_sha256": results_sha256(certificate["content"])}
+
+
+def _raw_public_key(public_key: Ed25519PublicKey) -> str:
+    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return base64.b64encode(raw).decode("ascii")
+
+
+def review_payload(*, reviewer: str, decision: str, note: str, certificate: Mapping[str, Any] | None,
+                   private_keys: Sequence[Ed25519PrivateKey] = (), signed_at: datetime | None = None) -> dict[str, Any]:
+    """The payload of a review entry (see module docstring), signed by each of ``private_keys`` (none:
+    unsigned). ``certificate`` is the run's stored certificate (None for an aborted run: unsigned only)."""
+    if decision not in DECISIONS:
+        raise CertaError(f"'decision' must be one of {', '.join(DECISIONS)} (got {decision!r})")
+    payload: dict[str, Any] = {"reviewer": reviewer, "decision": decision, "note": note}
+    if certificate is None:
+        if private_keys:
+            raise LedgerError("the run has no certificate (it was aborted): a signed review signs a certificate "
+                              "digest; record an unsigned review instead (without --key)")
+        return payload
+    digests = certificate_digests(certificate)
+    payload["certificate"] = digests
+    if private_keys:
+        when = (signed_at or datetime.now(timezone.utc)).astimezone(timezone.utc)
+        statement = {"certa_review": 1, **digests, "reviewer": reviewer, "decision": decision, "note": note,
+                     "signed_at": when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
+        payload["signature"] = seal_envelope(PAYLOAD_TYPE, canonical_bytes(statement), private_keys)
+        payload["public_keys"] = {key_id(k.public_key()): _raw_public_key(k.public_key()) for k in private_keys}
+    return payload
+
+
+@dataclass(frozen=True)
+class ReviewCheck:
+    """The outcome of ``check_review``. ``signatures_valid`` (every signature verifies against its embedded
+    key) and ``statement_matches`` (the signed statement is this entry's and this run's certificate's) are
+    None for an unsigned review; ``valid`` is True only when both hold, None when unsigned. ``key_ids`` are
+    the signers' key ids as the envelope names them; ``problems`` says what is wrong (empty when sound)."""
+
+    signed: bool
+    signatures_valid: bool | None
+    statement_matches: bool | None
+    key_ids: tuple[str, ...]
+    signed_at: str | None
+    problems: tuple[str, ...]
+
+    @property
+    def valid(self) -> bool | None:
+        return None if not self.signed else bool(self.signatures_valid and self.statement_matches)
+
+
+def _signatures(envelope: Any, public_keys: Any) -> tuple[tuple[str, ...], bytes | None, list[str]]:
+    """(key ids named, the verified payload or None, problems) of a review envelope."""
+    if not isinstance(envelope, Mapping) or not isinstance(envelope.get("signatures"), list):
+        return (), None, ["the signature is not a DSSE envelope"]
+    ids = tuple(str(s.get("keyid")) for s in envelope["signatures"] if isinstance(s, Mapping))
+    if not ids:
+        return ids, None, ["the review's envelope carries no signature"]
+    if not isinstance(public_keys, Mapping):
+        return ids, None, ["the review carries no public keys of its signers"]
+    keys = []
+    for kid in ids:
+        try:
+            raw = base64.b64decode(str(public_keys.get(kid, "")), validate=True)
+            key = Ed25519PublicKey.from_public_bytes(raw)
+        except (binascii.Error, ValueError):
+            return ids, None, [f"the public key of signer {kid[:16]}… is missing or not an Ed25519 key"]
+        if key_id(key) != kid:
+            return ids, None, [f"the public key given for signer {kid[:16]}… has another key id"]
+        keys.append(key)
+    try:
+        payload, _ = open_envelope(json.dumps(dict(envelope)), PAYLOAD_TYPE, keys)
+    except CertaError as error:
+        return ids, None, [f"signature: {error}"]
+    except RecursionError:  # json.dumps of a stored envelope nested too deeply to be one
+        return ids, None, ["the signature is not a DSSE envelope (nested too deeply)"]
+    return ids, payload, []
+
+
+def check_review(payload: Mapping[str, Any], certificate: Mapping[str, Any] | None) -> ReviewCheck:
+    """Check one review entry's payload against the stored certificate of the run it belongs to (None: the
+    run has none). See the module docstring for what a valid signed review is."""
+    problems: list[str] = []
+    digests = None
+    if certificate is not None:
+        try:
+            digests = certificate_digests(certificate)
+        except (KeyError, TypeError, ValueError):
+            problems.append("the run's certificate is malformed: the review cannot be checked against it")
+    named = payload.get("certificate")
+    if named is not None and digests is not None and named != digests:
+        problems.append("the review names another certificate than its run's "
+                        f"(content_sha256 {str(named.get('content_sha256') if isinstance(named, Mapping) else named)[:16]}…)")
+    if "signature" not in payload:
+        return ReviewCheck(signed=False, signatures_valid=None, statement_matches=None, key_ids=(), signed_at=None,
+                           problems=tuple(problems))
+    ids, verified, signature_problems = _signatures(payload.get("signature"), payload.get("public_keys"))
+    problems += signature_problems
+    body: Any = None
+    try:  # read the statement even when a signature fails, to say what else differs
+        body = parse_document(verified if verified is not None else
+                              envelope_payload_unverified(json.dumps(payload.get("signature")), PAYLOAD_TYPE),
+                              "the signed review statement")
+    except (CertaError, ValueError, TypeError, RecursionError):
+        pass
+    matches = False
+    signed_at = None
+    if not isinstance(body, Mapping) or body.get("certa_review") != 1:
+        problems.append("the signed statement is not a certa review (format 1)")
+    else:
+        signed_at = str(body.get("signed_at"))
+        expected = {"reviewer": payload.get("reviewer"), "decision": payload.get("decision"),
+                    "note": payload.get("note"), **(digests or {})}
+        differing = [name for name, value in expected.items() if body.get(name) != value]
+        if digests is None and certificate is None:
+            differing.append("run_id (the run has no certificate)")
+        matches = not differing
+        if differing:
+            problems.append(f"the signed statement differs from the entry in: {', '.join(differing)}")
+    return ReviewCheck(signed=True, signatures_valid=verified is not None, statement_matches=matches, key_ids=ids,
+                       signed_at=signed_at, problems=tuple(problems))
+
+
+@dataclass(frozen=True)
+class ReviewRecord:
+    """One review of a run, as a report shows it. ``signature_valid`` is ``ReviewCheck.valid`` (None when
+    unsigned): the signatures verify against the keys embedded in the review AND the signed statement is
+    this entry's and this run's certificate's; it says nothing about whether a signer is trusted (compare
+    ``key_ids`` with keys you hold). ``key_id`` is the first signer's; ``problem`` joins the problems.
+    ``signed_at`` is the signed statement's time (None when unsigned). ``out_of_order`` is the seq of an
+    earlier review of the same run, valid and signed by one of this review's keys, that was signed *after*
+    this one: the chain order contradicts the signing order, as when two signed reviews
+    are swapped and the chain recomputed; such a review is a problem, and its keys approve nothing on that
+    run (``approval_by``)."""
+
+    seq: int
+    recorded_at: str
+    reviewer: str
+    decision: str
+    note: str
+    signed: bool
+    signature_valid: bool | None
+    key_id: str | None
+    key_ids: tuple[str, ...]
+    problem: str | None
+    signed_at: str | None = None
+    out_of_order: int | None = None
+
+
+def _run_certificate(ledger: Ledger, run_id: str) -> Mapping[str, Any] | None:
+    try:
+        certificate = ledger.certificate(run_id)
+    except (LedgerError, ValueError):  # none (aborted), or an unreadable entry 'verify' reports by itself
+        return None
+    return certificate if isinstance(certificate, Mapping) else None
+
+
+def _signing_time(signed_at: str | None) -> datetime | None:
+    """A signed statement's ``signed_at`` as an aware UTC time (None when absent or not a time)."""
+    text = str(signed_at)
+    try:  # Python 3.10's fromisoformat does not read a trailing 'Z'
+        when = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        return None
+    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when
+
+
+class _SigningOrder:
+    """The signing order of a ledger's valid signed reviews, fed in chain order: per run and key, the review
+    signed latest so far. A review signed before such an earlier entry by one of its keys is out of order."""
+
+    def __init__(self) -> None:
+        self._latest: dict[tuple[str, str], tuple[datetime, ReviewRecord]] = {}
+
+    def place(self, run_id: str, record: ReviewRecord) -> ReviewRecord:
+        """``record`` (the next review of ``run_id`` in chain order), with ``out_of_order`` and a problem
+        when an earlier entry of the run by one of its keys was signed after it."""
+        when = _signing_time(record.signed_at)
+        if not record.signature_valid or when is None:
+            return record
+        contradicted: tuple[str, ReviewRecord] | None = None
+        for kid in record.key_ids:
+            seen = self._latest.get((run_id, kid))
+            if seen is None or when >= seen[0]:
+                self._latest[(run_id, kid)] = (when, record)
+            elif contradicted is None:
+                contradicted = kid, seen[1]
+        if contradicted is None:
+            return record
+        kid, later = contradicted
+        message = (f"signed at {record.signed_at} by key {kid[:16]}…, before entry {later.seq} (signed at "
+                   f"{later.signed_at} by the same key), which precedes it in the chain: the chain order "
+                   "contradicts the signing order (reviews reordered or copied?)")
+        return replace(record, out_of_order=later.seq,
+                       problem="; ".join(p for p in (record.problem, message) if p))
+
+
+def _records(entries: Iterable[Any], certificate_of: Any) -> Iterable[tuple[Any, ReviewRecord]]:
+    """Each review entry (in chain order) with its checked ``ReviewRecord``, its signing order included."""
+    order = _SigningOrder()
+    for entry, record in _checked_records(entries, certificate_of):
+        yield entry, order.place(entry.run_id, record)
+
+
+def _checked_records(entries: Iterable[Any], certificate_of: Any) -> Iterable[tuple[Any, ReviewRecord]]:
+    for entry in entries:
+        try:
+            payload = entry.data()
+        except ValueError:
+            payload = None
+        if not isinstance(payload, dict):
+            yield entry, ReviewRecord(seq=entry.seq, recorded_at=entry.recorded_at, reviewer="", decision="",
+                                      note="", signed=False, signature_valid=None, key_id=None, key_ids=(),
+                                      problem="the review payload is not a JSON object")
+            continue
+        check = check_review(payload, certificate_of(entry.run_id))
+        yield entry, ReviewRecord(seq=entry.seq, recorded_at=entry.recorded_at,
+                                  reviewer=str(payload.get("reviewer", "")), decision=str(payload.get("decision", "")),
+                                  note=str(payload.get("note", "")), signed=check.signed,
+                                  signature_valid=check.valid, key_id=check.key_ids[0] if check.key_ids else None,
+                                  key_ids=check.key_ids, problem="; ".join(check.problems) or None,
+                                  signed_at=check.signed_at)
+
+
+def reviews_of(ledger: Ledger, run_id: str) -> list[ReviewRecord]:
+    """Every review of a run (``run_id`` may be a unique prefix or ``latest``), oldest first, each checked."""
+    full = ledger.resolve_run_id(run_id)
+    certificate = _run_certificate(ledger, full)
+    return [record for _, record in _records(ledger.entries(run_id=full, kinds=["review"]), lambda _: certificate)]
+
+
+def ledger_reviews(ledger: Ledger, *, run_id: str | None = None) -> list[tuple[str, ReviewRecord]]:
+    """(run id, review) of every review in the ledger (or of the full ``run_id``), in chain order, each
+    checked against its own run's certificate."""
+    return [(entry.run_id, record) for entry, record in _all_records(ledger, run_id)]
+
+
+def _all_records(ledger: Ledger, run_id: str | None) -> Iterable[tuple[Any, ReviewRecord]]:
+    cache: dict[str, Mapping[str, Any] | None] = {}
+
+    def certificate_of(rid: str) -> Mapping[str, Any] | None:
+        if rid not in cache:
+            cache[rid] = _run_certificate(ledger, rid)
+        return cache[rid]
+
+    return _records(ledger.entries(run_id=run_id, kinds=["review"]), certificate_of)
+
+
+def review_problems(ledger: Ledger, *, run_id: str | None = None) -> list[Problem]:
+    """A ``Problem`` for every review (of ``run_id``, or of every run) that fails ``check_review``: a signature
+    that does not verify, a signed statement that is not the entry's or its run's, a malformed payload; or
+    that is recorded out of its signing order (``ReviewRecord.out_of_order``, the message names both
+    entries). Unsigned reviews are not problems."""
+    return [Problem(f"entry {entry.seq} (review, run {entry.run_id})", f"review: {record.problem}", entry.seq,
+                    entry.run_id)
+            for entry, record in _all_records(ledger, run_id) if record.problem is not None]
+
+
+def approval_by(records: Sequence[ReviewRecord], trusted_key_id: str) -> ReviewRecord | None:
+    """The review that approves a run for ``trusted_key_id``: the newest valid signed review by that key
+    whose decision is ``approved`` or ``rejected`` is the key's decision (comments do not count); it is
+    returned if it approves, else None. When any valid review signed by that key is recorded out of its
+    signing order (``ReviewRecord.out_of_order``: reviews reordered or copied), the chain order cannot tell
+    its decision, and the key approves nothing."""
+    mine = [r for r in records if r.signature_valid and trusted_key_id in r.key_ids]
+    if any(r.out_of_order is not None for r in mine):
+        return None
+    decisions = [r for r in mine if r.decision in ("approved", "rejected")]
+    if decisions and decisions[-1].decision == "approved":
+        return decisions[-1]
+    return None
+
+
+@dataclass(frozen=True)
+class MissingApproval:
+    """A completed PASS run with no standing approval signed by ``key_id``."""
+
+    run_id: str
+    name: str
+    key_id: str
+    reason: str
+
+
+def unapproved_runs(ledger: Ledger, trusted_keys: Sequence[Ed25519PublicKey], *,
+                    run_id: str | None = None) -> tuple[int, list[MissingApproval]]:
+    """(runs checked, gaps): every completed run with verdict PASS (only ``run_id`` if given) must have a
+    standing approval (``approval_by``) signed by each of ``trusted_keys``."""
+    rows = [ledger.run(run_id)] if run_id is not None else list(reversed(ledger.runs()))
+    rows = [row for row in rows if row.status == "completed" and row.verdict == "PASS"]
+    wanted = [key_id(k) for k in trusted_keys]
+    gaps = []
+    for row in rows:
+        records = reviews_of(ledger, row.run_id)
+        for kid in wanted:
+            if approval_by(records, kid) is not None:
+                continue
+            mine = [r for r in records if kid in r.key_ids and r.decision in ("approved", "rejected")]
+            disordered = [r for r in records if r.signature_valid and kid in r.key_ids and r.out_of_order is not None]
+            if disordered:
+                reason = (f"its reviews are recorded out of signing order (entry {disordered[0].seq} after entry "
+                          f"{disordered[0].out_of_order}, which one of its keys signed later)")
+            elif any(r.signature_valid for r in mine):
+                reason = "its newest signed decision by this key is 'rejected'"
+            elif mine:
+                reason = "the reviews signed by this key do not verify"
+            else:
+                reason = "no review signed by this key"
+            gaps.append(MissingApproval(run_id=row.run_id, name=row.name, key_id=kid, reason=reason))
+    return len(rows), gaps
