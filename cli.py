@@ -87,27 +87,6 @@ def _newest_runs(ledger_url: str, limit: int) -> list[RunRow]:
         return ledger.runs(limit=limit)
 
 
-@contextlib.contextmanager
-def _new_ledger_removed_unless_written(ledger_url: str) -> Iterator[Ledger]:
-    """Open (creating if needed) the ledger for a run; a SQLite file this run created is removed again when
-    the run records nothing (an input or stage error found while running): a refused run leaves no file."""
-    from ledger import Ledger
-    from ledger.store import sqlite_file
-    path = sqlite_file(ledger_url)
-    created = path is not None and not path.exists()
-    ledger = Ledger.open(ledger_url, create=True)
-    try:
-        yield ledger
-    except CertaError:
-        if created and ledger.entry_count() == 0:
-            ledger.close()
-            for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")):
-                leftover.unlink(missing_ok=True)
-        raise
-    finally:
-        ledger.close()
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="certa")
 def main() -> None:
@@ -184,7 +163,8 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
     import time
 
     from engine import load_plan
-    from engine.core.interpreter import check_data_keys, load_tables, run_plan
+    from engine.core.interpreter import check_data_keys, load_tables
+    from engine.services.run import ledger_for_run, run_plan
     from engine.services.presentation.junit import run_suite, utc_timestamp, write_junit
     from engine.foundation.atomic_files import check_writable
     from ledger.location import command_hint
@@ -209,10 +189,11 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
         if no_record:
             result = run_plan(plan, tables, notify=notify)
         else:
-            with _new_ledger_removed_unless_written(ledger_url) as ledger:
+            with ledger_for_run(ledger_url) as ledger:
                 result = run_plan(plan, tables, ledger=ledger, notify=notify)
     except ProfileAbort as abort:
-        from engine.core.interpreter import RunDecisions, run_warnings
+        from engine.core.interpreter import RunDecisions
+        from engine.services.presentation.warnings import run_warnings
         from engine.services.presentation.markdown import failed_rules
         rules = failed_rules(abort.decisions)
         with _after_recording(abort.run_id and f"aborted run {abort.run_id}"):
@@ -1065,12 +1046,13 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
     from engine.services.batch import run_batch  # imports Dask only on this path
     from engine.services.presentation.junit import run_suite, utc_timestamp, write_junit
     from engine.services.presentation.markdown import rule_text
+    from engine.services.run import ledger_for_run
 
     overrides = _parse_input_overrides(input_overrides)
     notify = lambda message: click.echo(message, err=True)  # noqa: E731 - progress on stderr
     timestamp = utc_timestamp()
     try:
-        with _new_ledger_removed_unless_written(ledger_url) as ledger:  # a refused batch leaves no new ledger file
+        with ledger_for_run(ledger_url) as ledger:  # a refused batch leaves no new ledger file
             report = run_batch(specs, ledger=ledger, scheduler=scheduler, workers=workers, batch_id=batch_id,
                                retries=retries, input_paths=overrides, notify=None if as_json else notify)
     except CertaError as error:  # the whole batch refused: the report says so

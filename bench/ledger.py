@@ -9,10 +9,10 @@ What it does:
 
 1. Runs/s. A tiny spec (the test suite's paired ratio on 60 windows, dev profile, 200 replicates) run end to
    end with ``engine.run(spec, ledger=...)`` (validate, load, bootstrap, seal, record), and the recording
-   alone (``Ledger.record_run`` of that run's execution again under new run ids), on SQLite (WAL,
+   alone (``engine.services.run.record_execution`` of that run's execution again under new run ids), on SQLite (WAL,
    ``synchronous=FULL``, as certa opens it) and on PostgreSQL when CERTA_BENCH_POSTGRES_URL or
    CERTA_TEST_POSTGRES_URL is set (a URL to a server where the bench may create a database).
-2. A big ledger: ``--runs`` runs recorded through ``Ledger.record_run``, each the tiny run's real spec,
+2. A big ledger: ``--runs`` runs recorded through ``engine.services.run.record_execution``, each the tiny run's real spec,
    inputs (the same two blobs, stored once) and certificate (re-sealed under its own run id), with its
    decisions padded to ``--decisions``: 1 run + 2 input + 6 decision + 1 certificate entry = 10 entries a
    run, so 10^4 runs give 10^5 entries and 10^4 certificates (every one checked by ``verify``).
@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from engine import run  # noqa: E402
 from engine.services.audit import verify, verify_bundle  # noqa: E402
-from engine.core.certificate import seal  # noqa: E402
+from engine.services.run import record_execution
 from engine.core.interpreter import RunDecisions, StageDecisions, execute, load_tables  # noqa: E402
 from engine.core.spec import load_plan  # noqa: E402
 from engine.core.tables import columns_to_csv_bytes  # noqa: E402
@@ -113,13 +113,14 @@ class TinyRecorder:
         real = list(execution.decisions)
         padded = RunDecisions([StageDecisions(d.stage, (d.decision,))
                                for d in ([real[i % len(real)] for i in range(decisions)] if decisions else real)])
-        self.execution = SimpleNamespace(plan=plan, tables=tables, decisions=padded, captured=execution.captured)
+        self.execution = SimpleNamespace(plan=plan, tables=tables, decisions=padded, captured=execution.captured,
+                                         content=execution.content)
         self.content = execution.content
         self.entries_per_run = 1 + len(tables) + len(padded) + sum(len(g) for g in execution.captured.values()) + 1
 
     def record(self, ledger: Ledger) -> str:
         run_id = uuid.uuid4().hex
-        ledger.record_run(run_id=run_id, execution=self.execution, certificate=seal(self.content, run_id))
+        record_execution(ledger, run_id, self.execution)  # type: ignore[arg-type]
         return run_id
 
 

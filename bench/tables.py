@@ -15,7 +15,7 @@ Usage: python bench/tables.py [--rows 1000000] [--repeats 5] [--decisions 100000
    replicates, from a CSV file in a temporary folder, with the stage's default ``ledger_rows:
    per_decision`` (one ledger decision per input row, held as columns until the ledger encodes them) and
    with ``per_bucket``; the time of loading the table alone; and, separately, the time of recording the
-   per_decision run (``Ledger.record_run``: an entry per decision, plus the run, its input, 4 stamps and the
+   per_decision run (``engine.services.run.record_execution``: an entry per decision, plus the run, its input, 4 stamps and the
    certificate) into a fresh SQLite ledger,
    best of --record-repeats. Goal: < 1 s for the run without a ledger.
 
@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine import run  # noqa: E402
 from engine.foundation.errors import InputError  # noqa: E402
-from engine.core.certificate import seal  # noqa: E402
-from engine.core.interpreter import execute, load_tables, new_run_id  # noqa: E402
+from engine.services.run import new_run_id, record_execution  # noqa: E402
+from engine.core.interpreter import execute, load_tables  # noqa: E402
 from engine.core.spec import load_plan  # noqa: E402
 from engine.core.tables import columns_to_csv_bytes, parse_table  # noqa: E402
 from ledger import Ledger  # noqa: E402
@@ -167,7 +167,7 @@ stages:
 
 
 def time_recording(spec: Path, repeats: int, folder: Path) -> tuple[float, int]:
-    """(best time of ``Ledger.record_run`` of the spec's run into a fresh SQLite ledger, entries recorded); the
+    """(best time of ``engine.services.run.record_execution`` of the spec's run into a fresh SQLite ledger, entries recorded); the
     run is executed once, untimed, and each attempt gets a new ledger file (deleted after)."""
     plan = load_plan(spec)
     tables = load_tables(plan)
@@ -177,9 +177,8 @@ def time_recording(spec: Path, repeats: int, folder: Path) -> tuple[float, int]:
         path = folder / f"record-{attempt}.db"
         with Ledger.open(path) as ledger:
             run_id = new_run_id()
-            certificate = seal(execution.content, run_id)
             start = time.perf_counter()
-            ledger.record_run(run_id=run_id, execution=execution, certificate=certificate)
+            record_execution(ledger, run_id, execution)  # seals (microseconds) and records
             best = min(best, time.perf_counter() - start)
             entries = ledger.entry_count()
         for suffix in ("", "-wal", "-shm"):

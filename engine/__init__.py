@@ -27,7 +27,7 @@ __all__ = [
     "StageError",
 ]
 
-_LAZY = {"run": "core.interpreter", "RunResult": "core.interpreter", "load_plan": "core.spec", "Plan": "core.spec"}
+_LAZY = {"run": "services.run", "RunResult": "services.run", "load_plan": "core.spec", "Plan": "core.spec"}
 
 
 def __getattr__(name: str) -> Any:

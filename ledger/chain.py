@@ -20,10 +20,18 @@ from typing import Any
 
 from engine.foundation.canonical import canonical_bytes, canonical_sha256, sha256_hex
 
-__all__ = ["GENESIS", "EncodedEntries", "encode_payload", "entry_hash", "header_template", "payload_digests",
+__all__ = ["GENESIS", "NewEntry", "EncodedEntries", "encode_payload", "entry_hash", "header_template", "payload_digests",
            "chain_hashes"]
 
 GENESIS = "0" * 64
+
+
+@dataclass(frozen=True)
+class NewEntry:
+    """An entry to append: its kind and JSON-able payload (run id and time are the transaction's)."""
+
+    kind: str
+    payload: Any
 
 
 @dataclass(frozen=True)

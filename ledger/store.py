@@ -21,7 +21,6 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,12 +29,12 @@ from sqlalchemy import Connection, create_engine, event, func, insert, inspect, 
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
-from engine.foundation.canonical import RecordColumns, canonical_bytes, canonical_records
+from engine.foundation.canonical import canonical_bytes
 from engine.foundation.errors import LedgerError, LedgerIntegrityError
 
 from ledger import DEFAULT_LEDGER_FILE
 from ledger.bulk import bulk_cache, insert_rows
-from ledger.chain import GENESIS, EncodedEntries, chain_hashes, payload_digests
+from ledger.chain import GENESIS, EncodedEntries, NewEntry, chain_hashes, payload_digests
 from ledger.location import (command_hint, ledger_argument, masked_ledger, plain_sqlite_path, refuse_foreign_database,
                        sqlite_write_refusal)
 from ledger.merkle import NodeKey, completed_levels, entry_leaves, frontier_nodes
@@ -46,6 +45,7 @@ from ledger.sqlite_read import connect_read_only, sqlite_ledger_state, sqlite_re
 
 if TYPE_CHECKING:
     from ledger.migrate import Migration
+    from ledger.run_record import RunRecord
 
 __all__ = ["Ledger", "EntryRow", "RunRow", "SchemaState", "read_schema_state", "resolve_ledger_url",
            "DEFAULT_LEDGER_FILE"]
@@ -54,14 +54,6 @@ _ENTRY_COLUMNS = [entries.c[name] for name in ENTRY_FIELDS]
 _RUN_COLUMNS = [runs.c[name] for name in RUN_FIELDS]
 _RUN_ID_PREFIX = re.compile(r"[0-9a-f]{4,32}")
 _URL_FORM = "a file path, or DIALECT[+DRIVER]://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
-
-
-@dataclass(frozen=True)
-class NewEntry:
-    """An entry to append: its kind and JSON-able payload (run id and time are the transaction's)."""
-
-    kind: str
-    payload: Any
 
 
 def resolve_ledger_url(ledger: str | os.PathLike[str] | None) -> str:
@@ -385,56 +377,13 @@ class Ledger:
         if missing:
             conn.execute(insert(blobs), missing)
 
-    def _run_entries(self, run_id: str, plan: Any, tables: Mapping[str, Any],
-                     decisions: Any) -> list[NewEntry | EncodedEntries]:
-        """A run's entries: the run, its inputs, then one ``decision`` entry per decision ``{"stage", "index",
-        "kind", "detail"}``, encoded group by group (``decisions.parts``: ``engine.core.interpreter.StageDecisions``)
-        with ``canonical_records``, so columnar decisions are never built one by one."""
-        out: list[NewEntry | EncodedEntries] = [NewEntry("run", {
-            "run_id": run_id, "name": plan.name, "spec_text": plan.spec_text, "spec_sha256": plan.spec_sha256,
-            "knobs_hash": plan.knobs_hash, "knobs": plan.knobs, "seed": str(plan.seed), "profile": plan.profile,
-            "source": plan.source})]
-        out += [NewEntry("input", {"name": t.name, "sha256": t.sha256, "format": t.fmt, "rows": t.n_rows})
-                for t in tables.values()]
-        index = 0
-        for group in decisions.parts:
-            record = group.record()
-            payloads = RecordColumns({**record.columns, "index": range(index, index + len(group))},
-                                     {**record.constants, "stage": group.stage})
-            out.append(EncodedEntries("decision", canonical_records(payloads)))
-            index += len(group)
-        return out
-
-    def record_run(self, *, run_id: str, execution: Any, certificate: Mapping[str, Any]) -> None:
-        """Record a completed run (spec, inputs, captured tables, decisions, certificate) atomically."""
-        plan = execution.plan
-        captured = [(sid, t) for sid, group in execution.captured.items() for t in group.values()]
-        new = self._run_entries(run_id, plan, execution.tables, execution.decisions)
-        new += [NewEntry("captured", {"stage": sid, "name": t.name, "sha256": t.sha256, "format": t.fmt,
-                                      "rows": t.n_rows}) for sid, t in captured]
-        new.append(NewEntry("certificate", certificate))
+    def append_run(self, record: RunRecord) -> None:
+        """Write a run's record (``ledger.run_record``: its entries, blobs and runs row) in one transaction, so a
+        crash or a refusal leaves none of it."""
         with self._write() as conn:
-            first, last, recorded_at = self._append(conn, run_id, new)  # locks the head first
-            self._store_blobs(conn, [(t.sha256, t.raw) for t in execution.tables.values()]
-                              + [(t.sha256, t.raw) for _, t in captured])
-            conn.execute(insert(runs).values(
-                run_id=run_id, name=plan.name, status="completed", verdict=certificate["content"]["verdict"],
-                profile=plan.profile, seed=str(plan.seed), knobs_hash=plan.knobs_hash, spec_sha256=plan.spec_sha256,
-                certificate_sha256=certificate["content_sha256"], recorded_at=recorded_at,
-                first_seq=first, last_seq=last))
-
-    def record_abort(self, *, run_id: str, plan: Any, tables: Mapping[str, Any], decisions: Sequence[Any],
-                     reason: str, rule: str, stage_id: str | None) -> None:
-        """Record a run a profile rule stopped: its spec, inputs, decisions so far and the reason."""
-        new = self._run_entries(run_id, plan, tables, decisions)
-        new.append(NewEntry("abort", {"reason": reason, "rule": rule, "stage": stage_id}))
-        with self._write() as conn:
-            first, last, recorded_at = self._append(conn, run_id, new)  # locks the head first
-            self._store_blobs(conn, [(t.sha256, t.raw) for t in tables.values()])
-            conn.execute(insert(runs).values(
-                run_id=run_id, name=plan.name, status="aborted", verdict=None, profile=plan.profile,
-                seed=str(plan.seed), knobs_hash=plan.knobs_hash, spec_sha256=plan.spec_sha256,
-                certificate_sha256=None, recorded_at=recorded_at, first_seq=first, last_seq=last))
+            first, last, recorded_at = self._append(conn, record.run_id, record.entries)  # locks the head first
+            self._store_blobs(conn, record.blobs)
+            conn.execute(insert(runs).values(**record.row, recorded_at=recorded_at, first_seq=first, last_seq=last))
 
     def record_note(self, run_id: str, kind: str, payload: Mapping[str, Any]) -> int:
         """Append one ``replay`` or ``review`` entry about an existing run; returns its seq."""

@@ -40,12 +40,12 @@ from engine.foundation.errors import LedgerError
 
 from ledger import merkle
 from ledger.chain import GENESIS, entry_hash, header_template
+from ledger.run_record import RECORD_KINDS, payload_problems, runs_row
 from ledger.schema import REVISIONS, SCHEMA_VERSION, alembic_version, blobs, ledger_meta, merkle_nodes, runs
 from ledger.store import EntryRow, Ledger
 
 __all__ = ["Problem", "VerifyReport", "verify_ledger"]
 
-_RECORD_KINDS = ("run", "input", "captured", "decision", "certificate", "abort")  # written with the run
 _META_KEYS = ("schema_version", "head")
 
 
@@ -187,7 +187,7 @@ class _ChainWalk:
         if span is None:
             span = self.run_spans[entry.run_id] = {"first": entry.seq, "last": entry.seq, "kinds": set(),
                                                    "recorded_at": entry.recorded_at}
-        if entry.kind in _RECORD_KINDS:
+        if entry.kind in RECORD_KINDS:
             span["last"] = entry.seq
         span["kinds"].add(entry.kind)
         try:
@@ -198,14 +198,16 @@ class _ChainWalk:
         if not isinstance(data, dict):
             problems.append(_entry_problem(entry, "payload is not a JSON object"))
             return
+        malformed = payload_problems(entry.kind, data)
+        if malformed:
+            problems.append(_entry_problem(entry, f"{entry.kind} payload does not match its schema "
+                                                  f"(schemas/ledger-entries.schema.json): {malformed[0]}"))
         if entry.kind in ("input", "captured"):
             self.referenced.add(str(data.get("sha256", "")))
         if entry.kind == "run":
             span["run"] = data
         if entry.kind == "certificate":
-            content = data.get("content")
-            span["certificate_sha256"] = data.get("content_sha256")
-            span["verdict"] = content.get("verdict") if isinstance(content, dict) else None
+            span["certificate"] = data
             if self.check_certificate is not None and (self.run_id is None or entry.run_id == self.run_id):
                 self.certificates += 1
                 problems.extend(_entry_problem(entry, f"certificate: {message}")
@@ -300,14 +302,8 @@ def _run_problems(walk: _ChainWalk, indexed: Mapping[str, Mapping[str, Any]]) ->
             problems.append(Problem(f"run {rid}", f"run is in the chain but missing from the runs index (no runs row "
                                                   f"with run_id {rid!r})", run_id=rid, column="runs.run_id"))
             continue
-        record = span["run"]
-        completed = "certificate" in span["kinds"]
-        expected = {"run_id": rid, "name": record.get("name"),
-                    "status": "completed" if completed else "aborted", "verdict": span.get("verdict"),
-                    "profile": record.get("profile"), "seed": record.get("seed"),
-                    "knobs_hash": record.get("knobs_hash"), "spec_sha256": record.get("spec_sha256"),
-                    "certificate_sha256": span.get("certificate_sha256"), "recorded_at": span["recorded_at"],
-                    "first_seq": span["first"], "last_seq": span["last"]}
+        expected = {**runs_row(span["run"], certificate=span.get("certificate")), "run_id": rid,
+                    "recorded_at": span["recorded_at"], "first_seq": span["first"], "last_seq": span["last"]}
         for key in runs.c.keys():
             found = row.get(key)
             value = expected.get(key)

@@ -1,5 +1,5 @@
 """JSON Schemas (Draft 2020-12) shipped with certa: the run spec, each stage type's knobs (``stages/``) and
-outputs (``outputs/``), the certificate and the bundle.
+outputs (``outputs/``), the certificate, the bundle and the ledger entries' payloads.
 
 A stage version whose knobs or outputs differ from the newest version's has its own frozen file,
 ``<folder>/<name>@<version>.schema.json``; the others share ``<folder>/<name>.schema.json``

@@ -290,7 +290,7 @@ def test_batch_run_ids_finds_exactly_the_runs_of_that_batch(small_spec: Path, tm
     from dataclasses import replace
 
     from engine.services.batch import _batch_decision
-    from engine.core.certificate import seal
+    from engine.services.run import record_execution
     from engine.core.interpreter import execute, load_tables
     from engine.core.spec import load_plan
 
@@ -301,7 +301,7 @@ def test_batch_run_ids_finds_exactly_the_runs_of_that_batch(small_spec: Path, tm
         for number, batch in enumerate(["nightly", "nightly-2", "x_nightly", "nightly"]):
             run_id = f"{number:032x}"
             tagged = replace(execution, decisions=execution.decisions + _batch_decision(batch, f"key{number}"))
-            ledger.record_run(run_id=run_id, execution=tagged, certificate=seal(execution.content, run_id))
+            record_execution(ledger, run_id, tagged)
             ids.setdefault(batch, []).append(run_id)
         assert batch_run_ids(ledger, "nightly") == ids["nightly"]
         assert batch_run_ids(ledger, "nightly-2") == ids["nightly-2"]

@@ -80,7 +80,7 @@ def test_every_decision_a_release_recorded_is_recorded_again_byte_for_byte(versi
     """The decision entries are not part of a certificate, so a replay does not compare them; re-executing
     each golden run and recording it in a fresh ledger must give the very payloads that release wrote."""
     from engine.services.audit import reexecute
-    from engine.core.certificate import seal
+    from engine.services.run import record_execution
     from ledger import Ledger
 
     copy = tmp_path / "golden.db"
@@ -90,7 +90,7 @@ def test_every_decision_a_release_recorded_is_recorded_again_byte_for_byte(versi
         assert runs
         for row in runs:
             execution = reexecute(golden, row.run_id, golden.certificate(row.run_id))
-            again.record_run(run_id=row.run_id, execution=execution, certificate=seal(execution.content, row.run_id))
+            record_execution(again, row.run_id, execution)
             recorded = [entry.payload for entry in golden.entries(run_id=row.run_id, kinds=["decision"])]
             assert recorded and [entry.payload for entry in again.entries(run_id=row.run_id, kinds=["decision"])] \
                 == recorded, (row.name, version)

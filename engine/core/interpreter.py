@@ -1,40 +1,34 @@
 """The interpreter: a resolved ``Plan`` and its tables in, certificate content and decisions out.
 
-``run`` is the Python API that mirrors ``certa run``: load and validate the spec, load and hash the
-inputs, execute the stages in order with their own seeded streams, evaluate the gates, seal the
-certificate and, when a ledger is given, record everything in one transaction.
+``load_tables`` loads and hashes the inputs; ``execute`` runs the stages in order, each with its own seeded
+stream, and evaluates the gates. Nothing here seals or records: that is the run service
+(``engine.services.run``), which the Python API ``engine.run`` and ``certa run`` call.
 """
 
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from engine.foundation.canonical import RecordColumns, to_jsonable
-from engine.services.presentation.markdown import format_value
-from engine.core.certificate import CONTENT_FORMAT, library_versions, seal
+from engine.core.certificate import CONTENT_FORMAT, library_versions
 from engine.foundation.errors import InputError, ProfileAbort, SpecError, StageError
 from engine.core.gates import evaluate_gate
 from engine.core.input_limits import InputLimits, read_input_file
 from engine.core.metric_paths import KeyColumn, closest, format_steps, key_column, key_values, parse_metric
 from engine.core.seeds import DERIVATION, stage_generator, stage_seed_record
-from engine.core.spec import Plan, load_plan
+from engine.core.spec import Plan
 from engine.core.stages import REGISTRY, Decision, StageContext
 from engine.core.stages.base import Concatenated, DecisionColumns, LedgerReader, Progress, decision_parts
 from engine.core.tables import Table, format_for_path, parse_table, table_from_columns
 
-__all__ = ["run", "run_plan", "execute", "load_tables", "new_run_id", "RunResult", "Execution", "StageDecision",
-           "StageDecisions", "RunDecisions", "AbortedExecution", "run_warnings", "warning_line", "WARNING_MARK",
-           "check_data_keys"]
-
-if TYPE_CHECKING:
-    from ledger import Ledger
+__all__ = ["execute", "load_tables", "Execution", "StageDecision", "StageDecisions", "RunDecisions",
+           "AbortedExecution", "check_data_keys", "throttled_progress", "Columns", "Notify"]
 
 Columns = Mapping[str, Sequence[Any] | np.ndarray]
 Notify = Callable[[str], None]
@@ -105,30 +99,6 @@ class Execution:
     @property
     def verdict(self) -> str:
         return str(self.content["verdict"])
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """The outcome of ``engine.run``: ``run_id``, ``verdict`` (PASS/FAIL) and the ``certificate`` dict."""
-
-    run_id: str
-    verdict: str
-    certificate: dict[str, Any]
-    decisions: Sequence[StageDecision] = field(repr=False, default=())
-    warnings: tuple[str, ...] = ()
-    """One line per decision whose outcome is ``warn`` (``run_warnings``): what ``certa run`` prints."""
-
-    @property
-    def content_sha256(self) -> str:
-        return str(self.certificate["content_sha256"])
-
-    @property
-    def results_sha256(self) -> str:
-        return str(self.certificate["results_sha256"])
-
-    @property
-    def knobs_hash(self) -> str:
-        return str(self.certificate["content"]["knobs_hash"])
 
 
 class AbortedExecution(Exception):
@@ -278,80 +248,3 @@ def throttled_progress(notify: Notify, prefix: str, every_seconds: float = 1.0) 
             notify(f"{prefix}{label} {done}/{total}")
 
     return progress
-
-
-def new_run_id() -> str:
-    """A fresh run id: 32 lower-case hex digits (a random UUID)."""
-    return uuid.uuid4().hex
-
-
-def run(spec: str | Path | Mapping[str, Any], *, inputs: Mapping[str, Columns | Table] | None = None,
-        ledger: Ledger | None = None, input_paths: Mapping[str, str | Path] | None = None,
-        notify: Notify | None = None) -> RunResult:
-    """Validate and run ``spec`` (a path, YAML text or dict); record it when ``ledger`` is given.
-
-    ``inputs`` maps input names to in-memory tables (dicts of column arrays) replacing the spec's paths;
-    their SHA-256 is that of their canonical CSV bytes. ``ledger`` is a ``ledger.Ledger`` (or None to run
-    without recording, e.g. in notebooks and simulations).
-
-    Raises ``SpecError``/``InputError``/``StageError`` (nothing recorded) or ``ProfileAbort`` (the
-    attempt and its reason are recorded; ``abort.run_id`` names it).
-
-    **Usage**::
-
-        from engine import run
-        result = run("specs/paired-ratio/spec.yaml")
-        result.verdict, result.certificate["content_sha256"]
-    """
-    plan = load_plan(spec)
-    return run_plan(plan, load_tables(plan, inputs=inputs, input_paths=input_paths), ledger=ledger, notify=notify)
-
-
-def run_plan(plan: Plan, tables: Mapping[str, Table], *, ledger: Ledger | None = None,
-             notify: Notify | None = None) -> RunResult:
-    """``run`` after the spec is validated and the inputs are loaded (``load_plan``, ``load_tables``): the
-    command line does those two first, so a bad spec or input never opens, let alone creates, a ledger."""
-    if ledger is not None:
-        ledger.require_writable()  # an old-schema ledger is refused before the work, not after it
-    run_id = new_run_id()
-    try:
-        execution = execute(plan, tables, ledger=ledger, notify=notify)
-    except AbortedExecution as aborted:
-        abort = aborted.abort
-        if ledger is not None:
-            ledger.record_abort(run_id=run_id, plan=plan, tables=tables, decisions=aborted.decisions,
-                                reason=str(abort), rule=abort.rule, stage_id=abort.stage_id)
-        abort.run_id = run_id if ledger is not None else None
-        raise abort from None
-    certificate = seal(execution.content, run_id)
-    if ledger is not None:
-        if notify:
-            notify(f"recording run {run_id}: {len(execution.decisions)} decision(s), {len(tables)} input(s)")
-        ledger.record_run(run_id=run_id, execution=execution, certificate=certificate)
-    return RunResult(run_id=run_id, verdict=execution.verdict, certificate=certificate,
-                     decisions=execution.decisions, warnings=run_warnings(execution.decisions))
-
-
-def run_warnings(decisions: RunDecisions) -> tuple[str, ...]:
-    """A line for each decision whose ``outcome`` is ``warn`` (a profile rule ``dev`` lets through, an unused
-    input column, data outside a declared range, ...), by ``warning_line``. Per-row decisions held as columns
-    (``DecisionColumns``) are never warnings and are not read."""
-    lines = (warning_line(part.stage, decision) for part in decisions.parts
-             if not isinstance(part.decisions, DecisionColumns) for decision in part.decisions)
-    return tuple(line for line in lines if line is not None)
-
-
-WARNING_MARK = '"outcome":"warn"'
-"""How a warning decision reads in the ledger's RFC 8785 payload text: what a database filter looks for."""
-
-
-def warning_line(stage: str | None, decision: Decision) -> str | None:
-    """``stage 'ID': MESSAGE`` for a decision whose ``outcome`` is ``warn``, else None. The message is the
-    decision's own ``message`` when it has one, else its rule, value and requirement."""
-    detail = decision.detail
-    if detail.get("outcome") != "warn":
-        return None
-    message = detail.get("message") or (
-        f"{detail.get('rule', decision.kind)} = {format_value(detail.get('value'))}, required "
-        f"{format_value(detail.get('required'))} (profile {detail.get('profile', '?')} lets it through)")
-    return f"{f'stage {stage!r}' if stage is not None else 'gates'}: {message}"

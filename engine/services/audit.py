@@ -20,6 +20,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ledger import Ledger, VerifyReport, verify_ledger
+from ledger.run_record import read_stored_run
 from ledger.bundle import BundleReport, check_bundle
 from ledger.location import command_hint
 
@@ -132,28 +133,6 @@ def _divergence_hint(recorded: Mapping[str, Any]) -> str:
     return f"; recorded with other versions or on another machine: {'; '.join(hints)}" if hints else ""
 
 
-@dataclass(frozen=True)
-class _StoredRun:
-    record: Mapping[str, Any]
-    tables: dict[str, Table]
-    captured: dict[str, dict[str, Table]]
-
-
-def _stored_run(ledger: Ledger, run_id: str) -> _StoredRun:
-    record: Mapping[str, Any] = {}
-    tables: dict[str, Table] = {}
-    captured: dict[str, dict[str, Table]] = {}
-    for entry in ledger.entries(run_id=run_id, kinds=["run", "input", "captured"]):
-        data = entry.data()
-        if entry.kind == "run":
-            record = data
-        elif entry.kind == "input":
-            tables[data["name"]] = _stored_table(ledger, data)
-        else:
-            captured.setdefault(data["stage"], {})[data["name"]] = _stored_table(ledger, data)
-    return _StoredRun(record, tables, captured)
-
-
 def _recorded_versions(content: Mapping[str, Any]) -> dict[str, str]:
     """Stage id -> the stage version the run recorded (``content.knobs.stages[].version``)."""
     return {str(s["id"]): str(s["version"]) for s in content["knobs"]["stages"]}
@@ -165,21 +144,19 @@ def reexecute(ledger: Ledger, run_id: str, recorded: Mapping[str, Any], notify: 
 
     Raises ``CertaError`` (the run cannot be replayed: the reason is the message) or ``AbortedExecution``.
     """
-    stored = _stored_run(ledger, run_id)
+    stored = read_stored_run(ledger, run_id)
     try:
         versions = _recorded_versions(recorded["content"])
     except (KeyError, TypeError) as error:
         raise LedgerIntegrityError(f"run {run_id}: its certificate's knobs.stages are malformed "
                                    f"({type(error).__name__}: {error}); "
                                    f"run '{command_hint('verify', ledger=ledger.location)}'") from None
-    try:
-        spec_text = stored.record["spec_text"]
-    except (KeyError, TypeError) as error:
-        raise LedgerIntegrityError(f"run {run_id}: its recorded run entry is malformed "
-                                   f"({type(error).__name__}: {error}); "
-                                   f"run '{command_hint('verify', ledger=ledger.location)}'") from None
-    plan = load_plan(spec_text, stage_versions=versions)
-    return execute(plan, load_tables(plan, inputs=stored.tables), ledger=ledger, captured=stored.captured,
+    plan = load_plan(stored.spec_text, stage_versions=versions)
+    tables = {record["name"]: _stored_table(ledger, record) for record in stored.inputs}
+    captured: dict[str, dict[str, Table]] = {}
+    for record in stored.captured:
+        captured.setdefault(record["stage"], {})[record["name"]] = _stored_table(ledger, record)
+    return execute(plan, load_tables(plan, inputs=tables), ledger=ledger, captured=captured,
                    notify=notify)
 
 

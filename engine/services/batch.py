@@ -6,7 +6,7 @@ Data flow (one writer, so SQLite works as well as PostgreSQL)::
             ─▶ idempotency key per spec ─▶ skip keys already recorded (resume)
             ─▶ submit compute_run(plan, input bytes, ledger snapshot) ──▶ Dask worker: execute()
             ◀─ WorkerResult (content, decisions, captured tables) as each completes
-            ─▶ seal(content, run id) ─▶ record_run / record_abort (+ a ``batch`` decision) ─▶ table
+            ─▶ engine.services.run.record_execution / record_abort (+ a ``batch`` decision) ─▶ table
 
 * **Content-addressed inputs.** A worker never reads a file: it gets the bytes the client hashed (inline
   when small, else scattered once per distinct SHA-256) and checks their SHA-256 before parsing, so it
@@ -40,10 +40,11 @@ from ledger.location import masked_ledger
 from engine.services.batch_ledger import BATCH_DECISION, LedgerSnapshot, batch_run_ids, idempotency_key, ledger_references, run_id_for_key
 from engine.services.batch_worker import InputBlob, WorkerResult, compute_run
 from engine.foundation.canonical import canonical_sha256, sha256_hex
-from engine.core.certificate import seal
 from engine.foundation.errors import CertaError, InputError, LedgerError, SpecError
 from engine.core.input_limits import InputLimits, read_input_file
-from engine.core.interpreter import Execution, RunDecisions, run_warnings
+from engine.core.interpreter import Execution, RunDecisions
+from engine.services.presentation.warnings import run_warnings
+from engine.services.run import record_abort, record_execution
 from engine.services.presentation.junit import JUnitSuite, run_suite
 from engine.services.presentation.markdown import failed_rules, recorded_abort
 from engine.core.spec import Plan, load_plan
@@ -285,15 +286,14 @@ def _record(ledger: Ledger, batch_id: str, item: BatchSpec, result: WorkerResult
     tables = {name: replace(given, n_rows=result.rows[name]) for name, given in item.inputs.items()}
     try:
         if result.status == "aborted":
-            ledger.record_abort(run_id=run_id, plan=plan, tables=tables, decisions=decisions,
-                                reason=result.reason, rule=result.rule, stage_id=result.stage_id)
+            record_abort(ledger, run_id, plan, tables, decisions, reason=result.reason, rule=result.rule,
+                         stage_id=result.stage_id)
             return BatchRow(str(item.path), run_id, ABORTED, None, 3, error=result.reason, worker=result.worker,
                             name=plan.name, failed_rules=failed_rules(_listed_decisions(decisions)),
                             warnings=warnings)
         execution = Execution(plan=plan, tables=tables, content=result.content, decisions=decisions,
                               captured=result.captured)
-        certificate = seal(result.content, run_id)
-        ledger.record_run(run_id=run_id, execution=execution, certificate=certificate)
+        certificate = record_execution(ledger, run_id, execution)
     except LedgerError as error:
         try:
             return _row_for_recorded(item, ledger)  # another client recorded this key first

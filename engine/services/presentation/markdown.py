@@ -73,14 +73,14 @@ def recorded_decisions(ledger: Ledger, run_id: str, *, kind: str | None = None,
 def recorded_warnings(ledger: Ledger, run_id: str) -> tuple[str, ...]:
     """The warnings a recorded run printed when it ran, read back from its decisions (``warnings_of``): the
     database filters the entries' text first, so a run with 10^6 per-row decisions is not read whole."""
-    from engine.core.interpreter import WARNING_MARK
+    from engine.services.presentation.warnings import WARNING_MARK
     return warnings_of(ledger.entries(run_id=run_id, kinds=["decision"], containing=WARNING_MARK)).get(run_id, ())
 
 
 def warnings_of(entries: Iterable[EntryRow]) -> dict[str, tuple[str, ...]]:
     """Run id -> the warning lines (``engine.core.interpreter.warning_line``) of those of ``entries`` (decision
     entries, in chain order) whose outcome is ``warn``."""
-    from engine.core.interpreter import warning_line
+    from engine.services.presentation.warnings import warning_line
     found: dict[str, list[str]] = {}
     for entry in entries:
         payload = entry.data()

@@ -55,7 +55,7 @@ from engine.foundation.canonical import canonical_bytes
 from engine.core.certificate import results_sha256
 from engine.foundation.errors import CertaError, LedgerIntegrityError
 from engine.services.jsondiff import ArrayChange, flatten, json_diff, summarised
-from engine.core.interpreter import WARNING_MARK
+from engine.services.presentation.warnings import WARNING_MARK
 from engine.services.presentation.markdown import array_change_text, format_value, warnings_of
 from engine.services.reviews import ReviewRecord, ledger_reviews
 from engine.services.presentation.html.data import ReportData, Verification, replay_status, sequential_checks_of

@@ -1,0 +1,34 @@
+"""Warning lines: the decisions a run let through with a warning, as ``certa run`` prints them and ``certa show``
+and the HTML report list them again from the ledger."""
+
+from __future__ import annotations
+
+from engine.core.interpreter import RunDecisions
+from engine.core.stages.base import Decision, DecisionColumns
+from engine.services.presentation.markdown import format_value
+
+__all__ = ["run_warnings", "warning_line", "WARNING_MARK"]
+
+def run_warnings(decisions: RunDecisions) -> tuple[str, ...]:
+    """A line for each decision whose ``outcome`` is ``warn`` (a profile rule ``dev`` lets through, an unused
+    input column, data outside a declared range, ...), by ``warning_line``. Per-row decisions held as columns
+    (``DecisionColumns``) are never warnings and are not read."""
+    lines = (warning_line(part.stage, decision) for part in decisions.parts
+             if not isinstance(part.decisions, DecisionColumns) for decision in part.decisions)
+    return tuple(line for line in lines if line is not None)
+
+
+WARNING_MARK = '"outcome":"warn"'
+"""How a warning decision reads in the ledger's RFC 8785 payload text: what a database filter looks for."""
+
+
+def warning_line(stage: str | None, decision: Decision) -> str | None:
+    """``stage 'ID': MESSAGE`` for a decision whose ``outcome`` is ``warn``, else None. The message is the
+    decision's own ``message`` when it has one, else its rule, value and requirement."""
+    detail = decision.detail
+    if detail.get("outcome") != "warn":
+        return None
+    message = detail.get("message") or (
+        f"{detail.get('rule', decision.kind)} = {format_value(detail.get('value'))}, required "
+        f"{format_value(detail.get('required'))} (profile {detail.get('profile', '?')} lets it through)")
+    return f"{f'stage {stage!r}' if stage is not None else 'gates'}: {message}"

@@ -1,0 +1,160 @@
+"""Run and record: the service behind ``certa run``, ``certa batch`` and the Python API ``engine.run``.
+
+    spec ──load_plan──▶ Plan ──load_tables──▶ tables ──execute (core)──▶ Execution
+         ──seal──▶ certificate ──ledger.run_record.completed_run──▶ Ledger.append_run   (one transaction)
+
+A profile rule that stops the run is recorded as an aborted run (``ledger.run_record.aborted_run``) and
+re-raised as ``ProfileAbort`` naming it. Sealing and recording are written once, here (``record_execution``,
+``record_abort``), for ``run`` and ``batch`` alike. A run that records nothing leaves nothing behind: a SQLite
+ledger file that ``ledger_for_run`` created for it is removed again (the Python API keeps this promise as the
+command line does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.core.certificate import seal
+from engine.core.interpreter import AbortedExecution, Columns, Execution, Notify, RunDecisions, StageDecision, execute, \
+    load_tables
+from engine.core.spec import Plan, load_plan
+from engine.core.tables import Table
+from engine.foundation.errors import CertaError
+from engine.services.presentation.warnings import run_warnings
+
+if TYPE_CHECKING:
+    from ledger import Ledger
+
+__all__ = ["run", "run_plan", "RunResult", "new_run_id", "ledger_for_run", "record_execution", "record_abort"]
+
+LedgerLocation = str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The outcome of ``engine.run``: ``run_id``, ``verdict`` (PASS/FAIL) and the ``certificate`` dict."""
+
+    run_id: str
+    verdict: str
+    certificate: dict[str, Any]
+    decisions: Sequence[StageDecision] = field(repr=False, default=())
+    warnings: tuple[str, ...] = ()
+    """One line per decision whose outcome is ``warn`` (``run_warnings``): what ``certa run`` prints."""
+
+    @property
+    def content_sha256(self) -> str:
+        return str(self.certificate["content_sha256"])
+
+    @property
+    def results_sha256(self) -> str:
+        return str(self.certificate["results_sha256"])
+
+    @property
+    def knobs_hash(self) -> str:
+        return str(self.certificate["content"]["knobs_hash"])
+
+
+def new_run_id() -> str:
+    """A fresh run id: 32 lower-case hex digits (a random UUID)."""
+    return uuid.uuid4().hex
+
+
+@contextlib.contextmanager
+def ledger_for_run(location: LedgerLocation | None) -> Iterator[Ledger]:
+    """Open (creating if needed) the ledger at ``location`` for runs; a SQLite file opened here that holds no
+    entry when a ``CertaError`` ends the block (an input or stage error found while running) is removed again,
+    with its WAL and journal: a refused run leaves no file behind."""
+    from ledger import Ledger
+    from ledger.store import sqlite_file
+
+    path = sqlite_file(location)
+    created = path is not None and not path.exists()
+    ledger = Ledger.open(location, create=True)
+    try:
+        yield ledger
+    except CertaError:
+        if created and path is not None and ledger.entry_count() == 0:
+            ledger.close()
+            for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")):
+                leftover.unlink(missing_ok=True)
+        raise
+    finally:
+        ledger.close()
+
+
+def record_execution(ledger: Ledger, run_id: str, execution: Execution) -> dict[str, Any]:
+    """Seal ``execution``'s content as run ``run_id`` and record the completed run in one transaction; returns
+    the certificate."""
+    from ledger.run_record import completed_run
+
+    certificate = seal(execution.content, run_id)
+    ledger.append_run(completed_run(run_id, execution.plan, execution.tables, execution.decisions.parts,
+                                    execution.captured, certificate))
+    return certificate
+
+
+def record_abort(ledger: Ledger, run_id: str, plan: Plan, tables: Mapping[str, Table], decisions: RunDecisions,
+                 *, reason: str, rule: str, stage_id: str | None) -> None:
+    """Record a run a profile rule stopped: its spec, inputs, the decisions so far and the reason."""
+    from ledger.run_record import aborted_run
+
+    ledger.append_run(aborted_run(run_id, plan, tables, decisions.parts, reason=reason, rule=rule, stage_id=stage_id))
+
+
+def run_plan(plan: Plan, tables: Mapping[str, Table], *, ledger: Ledger | None = None,
+             notify: Notify | None = None) -> RunResult:
+    """``run`` after the spec is validated and the inputs are loaded (``load_plan``, ``load_tables``): the
+    command line does those two first, so a bad spec or input never opens, let alone creates, a ledger."""
+    if ledger is not None:
+        ledger.require_writable()  # an old-schema ledger is refused before the work, not after it
+    run_id = new_run_id()
+    try:
+        execution = execute(plan, tables, ledger=ledger, notify=notify)
+    except AbortedExecution as aborted:
+        abort = aborted.abort
+        if ledger is not None:
+            record_abort(ledger, run_id, plan, tables, aborted.decisions, reason=str(abort), rule=abort.rule,
+                         stage_id=abort.stage_id)
+        abort.run_id = run_id if ledger is not None else None
+        raise abort from None
+    if ledger is None:
+        certificate = seal(execution.content, run_id)
+    else:
+        if notify:
+            notify(f"recording run {run_id}: {len(execution.decisions)} decision(s), {len(tables)} input(s)")
+        certificate = record_execution(ledger, run_id, execution)
+    return RunResult(run_id=run_id, verdict=execution.verdict, certificate=certificate,
+                     decisions=execution.decisions, warnings=run_warnings(execution.decisions))
+
+
+def run(spec: str | Path | Mapping[str, Any], *, inputs: Mapping[str, Columns | Table] | None = None,
+        ledger: Ledger | LedgerLocation | None = None, input_paths: Mapping[str, str | Path] | None = None,
+        notify: Notify | None = None) -> RunResult:
+    """Validate and run ``spec`` (a path, YAML text or dict); record it when ``ledger`` is given.
+
+    ``inputs`` maps input names to in-memory tables (dicts of column arrays) replacing the spec's paths;
+    their SHA-256 is that of their canonical CSV bytes. ``ledger`` is an open ``ledger.Ledger``, or a location
+    (a SQLite path or a database URL, opened and closed here: a run refused there leaves no new file), or None
+    to run without recording (notebooks, simulations).
+
+    Raises ``SpecError``/``InputError``/``StageError`` (nothing recorded) or ``ProfileAbort`` (the
+    attempt and its reason are recorded; ``abort.run_id`` names it).
+
+    **Usage**::
+
+        from engine import run
+        result = run("specs/paired-ratio/spec.yaml", ledger="certa-ledger.db")
+        result.verdict, result.certificate["content_sha256"]
+    """
+    plan = load_plan(spec)
+    tables = load_tables(plan, inputs=inputs, input_paths=input_paths)
+    if ledger is None or not isinstance(ledger, (str, os.PathLike)):
+        return run_plan(plan, tables, ledger=ledger, notify=notify)
+    with ledger_for_run(ledger) as opened:
+        return run_plan(plan, tables, ledger=opened, notify=notify)
