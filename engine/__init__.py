@@ -9,8 +9,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from engine.foundation.errors import (CertaError, InputError, LedgerError, LedgerIntegrityError, ProfileAbort, ReplayDivergence,
-                     SpecError, StageError)
+from engine.foundation.errors import (CertaError, InputError, LedgerError, LedgerIntegrityError, ProfileAbort,
+                                      SpecError, StageError)
 
 __all__ = [
     "CertaError",
@@ -20,7 +20,6 @@ __all__ = [
     "load_plan",
     "Plan",
     "ProfileAbort",
-    "ReplayDivergence",
     "run",
     "RunResult",
     "SpecError",

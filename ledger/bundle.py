@@ -25,7 +25,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from jsonschema import Draft202012Validator
 
-from engine.foundation.errors import LedgerError, LedgerIntegrityError
+from engine.foundation.errors import BundleError, LedgerError, LedgerIntegrityError
 from engine.foundation.json_read import check_document_depth
 from schemas import load_schema
 
@@ -202,11 +202,11 @@ def _shape_problem(bundle: Any) -> str | None:
 def check_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519PublicKey], *,
                  check_certificate: Callable[[Mapping[str, Any]], list[str]]) -> BundleReport:
     """Verify a bundle offline (see module docstring). A checkpoint that is not signed by every one of
-    ``public_keys`` raises ``LedgerIntegrityError``; everything else found wrong is listed in ``problems``; a
-    ``bundle`` of another shape (``bundle.schema.json``, integers that are JSON integers) raises ``LedgerError``."""
+    ``public_keys`` raises ``SignatureVerificationError``; everything else found wrong is listed in ``problems``; a
+    ``bundle`` of another shape (``bundle.schema.json``, integers that are JSON integers) raises ``BundleError``."""
     wrong = _shape_problem(bundle)
     if wrong:
-        raise LedgerError(f"not a certa bundle (format {BUNDLE_FORMAT}): {wrong}")
+        raise BundleError(f"not a certa bundle (format {BUNDLE_FORMAT}): {wrong}")
     certificate, entry, inclusion = bundle["certificate"], bundle["entry"], bundle["inclusion"]
     fields = {name: entry[name] for name in _ENTRY_FIELDS}
     index, size = inclusion["leaf_index"], inclusion["tree_size"]

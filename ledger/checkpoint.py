@@ -107,7 +107,8 @@ def read_checkpoint_unverified(envelope_text: str | bytes) -> Checkpoint:
 
 def open_checkpoint(envelope_text: str | bytes, public_keys: Sequence[Ed25519PublicKey]) -> Checkpoint:
     """Verify that each of ``public_keys`` signed the checkpoint (``engine.foundation.signing.open_envelope``) and return
-    its head; a payload that is not a certa checkpoint raises ``LedgerIntegrityError``."""
+    its head; a signature that is missing or does not verify raises ``SignatureVerificationError``, a payload that
+    is not a certa checkpoint ``LedgerIntegrityError``."""
     payload, key_ids = open_envelope(envelope_text, PAYLOAD_TYPE, public_keys)
     return _payload(payload, key_ids)
 
@@ -115,9 +116,10 @@ def open_checkpoint(envelope_text: str | bytes, public_keys: Sequence[Ed25519Pub
 def cosign_checkpoint(envelope_text: str | bytes, private_keys: Sequence[Ed25519PrivateKey],
                       signer_keys: Sequence[Ed25519PublicKey]) -> dict[str, Any]:
     """The checkpoint's envelope with a signature by each of ``private_keys`` added, once every signature it
-    already carries verifies against ``signer_keys`` (the public keys of its signers; ``LedgerIntegrityError``
-    otherwise, as ``open_checkpoint``): a co-signature never vouches for a signature nobody checked. The
-    caller first compares the checkpoint with its ledger (``ledger.bundle.ledger_root_matching``)."""
+    already carries verifies against ``signer_keys`` (the public keys of its signers;
+    ``SignatureVerificationError`` otherwise, as ``open_checkpoint``): a co-signature never vouches for a
+    signature nobody checked. The caller first compares the checkpoint with its ledger
+    (``ledger.bundle.ledger_root_matching``)."""
     open_envelope(envelope_text, PAYLOAD_TYPE, signer_keys, every_signature=True)
     envelope = parse_document(envelope_text, "the checkpoint")
     for private_key in private_keys:

@@ -16,7 +16,7 @@ from engine.services.attestation import (PAYLOAD_TYPE, PREDICATE_TYPE, STATEMENT
                                 certificate_statement, verify_attestation)
 from engine.foundation.canonical import canonical_bytes, canonical_sha256
 from engine.core.certificate import results_sha256
-from engine.foundation.errors import LedgerIntegrityError
+from engine.foundation.errors import AttestationError, SignatureVerificationError
 from engine.foundation.signing import generate_key_pair, load_private_key, load_public_key, seal_envelope
 
 
@@ -55,7 +55,7 @@ def test_verification_checks_signature_certificate_subjects_and_local_files(smal
     assert not edited_data.verified and "none of the attested subjects" in edited_data.problems[0]
 
     other_public = load_public_key(generate_key_pair()[1])
-    with pytest.raises(LedgerIntegrityError, match="no signature by key"):
+    with pytest.raises(SignatureVerificationError, match="no signature by key"):
         verify_attestation(text, [other_public])
 
     # signed by the right key but inconsistent: a subject that the certificate does not record
@@ -75,7 +75,7 @@ def test_verification_checks_signature_certificate_subjects_and_local_files(smal
     resealed = json.dumps(seal_envelope(PAYLOAD_TYPE, canonical_bytes(statement), [private]))
     assert verify_attestation(resealed, [public]).verified  # a signer can attest anything: trust is in the key
     not_a_statement = json.dumps(seal_envelope(PAYLOAD_TYPE, b'{"_type": "x"}', [private]))
-    with pytest.raises(LedgerIntegrityError, match="not an in-toto statement"):
+    with pytest.raises(AttestationError, match="not an in-toto statement"):
         verify_attestation(not_a_statement, [public])
 
 

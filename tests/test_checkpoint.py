@@ -21,7 +21,8 @@ from engine import run
 from engine.services.audit import verify, verify_bundle
 from engine.foundation.canonical import canonical_sha256
 from engine.core.certificate import results_sha256
-from engine.foundation.errors import LedgerError, LedgerIntegrityError
+from engine.foundation.errors import (BundleError, LedgerError, LedgerIntegrityError, SignatureVerificationError,
+                                      SigningError)
 from ledger import Ledger, merkle
 from ledger.bundle import build_bundle
 from ledger.checkpoint import PAYLOAD_TYPE, cosign_checkpoint, open_checkpoint, sign_checkpoint
@@ -77,25 +78,25 @@ def _with_payload(envelope: dict, **changes) -> dict:
 def test_an_altered_payload_type_or_signature_or_another_key_is_refused(keys):
     private, public = keys
     envelope = sign_checkpoint([private], 7, HEAD_HASH, ROOT_HASH)
-    with pytest.raises(LedgerIntegrityError, match="does not verify"):
+    with pytest.raises(SignatureVerificationError, match="does not verify"):
         open_checkpoint(json.dumps(_with_payload(envelope, seq=8)), [public])  # moved to another head
     sig = bytearray(base64.b64decode(envelope["signatures"][0]["sig"]))
     sig[0] ^= 1
     forged = {**envelope, "signatures": [{**envelope["signatures"][0], "sig": base64.b64encode(sig).decode()}]}
-    with pytest.raises(LedgerIntegrityError, match="does not verify"):
+    with pytest.raises(SignatureVerificationError, match="does not verify"):
         open_checkpoint(json.dumps(forged), [public])
-    with pytest.raises(LedgerIntegrityError, match="payload type"):
+    with pytest.raises(SignatureVerificationError, match="payload type"):
         open_checkpoint(json.dumps({**envelope, "payloadType": "application/json"}), [public])
     _, other_public = generate_key_pair()
-    with pytest.raises(LedgerIntegrityError, match="no signature by key"):
+    with pytest.raises(SignatureVerificationError, match="no signature by key"):
         open_checkpoint(json.dumps(envelope), [load_public_key(other_public)])
-    with pytest.raises(LedgerError, match="not a DSSE envelope"):
+    with pytest.raises(SigningError, match="not a DSSE envelope"):
         open_checkpoint("{not json", [public])
     ec_public = ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    with pytest.raises(LedgerError, match="not an Ed25519"):
+    with pytest.raises(SigningError, match="not an Ed25519"):
         load_public_key(ec_public)
-    with pytest.raises(LedgerError, match="cannot read the public key"):
+    with pytest.raises(SigningError, match="cannot read the public key"):
         load_public_key(b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
 
 
@@ -259,9 +260,9 @@ def test_a_bundle_proves_one_certificate_offline_and_any_edit_fails(small_spec: 
     assert any("does not lead to the signed Merkle root" in p for p in edited(other_sibling))
     assert any("not the certificate of run" in p for p in edited(claim_another_run))
     other_private, other_public = generate_key_pair()
-    with pytest.raises(LedgerIntegrityError, match="no signature by key"):
+    with pytest.raises(SignatureVerificationError, match="no signature by key"):
         verify_bundle(bundle, [load_public_key(other_public)])
-    with pytest.raises(LedgerError, match="not a certa bundle"):
+    with pytest.raises(BundleError, match="not a certa bundle"):
         verify_bundle({"certificate": {}}, [public])
 
 
@@ -319,14 +320,14 @@ def test_a_checkpoint_signed_by_two_keys_needs_both_when_both_are_required(keys)
     two = add_signature(one, other_private, PAYLOAD_TYPE)
     assert open_checkpoint(json.dumps(two), [public, other_public]).key_ids == (key_id(public), key_id(other_public))
     assert open_checkpoint(json.dumps(two), [other_public]).seq == 3
-    with pytest.raises(LedgerIntegrityError, match="no signature by key"):
+    with pytest.raises(SignatureVerificationError, match="no signature by key"):
         open_checkpoint(json.dumps(one), [public, other_public])
-    with pytest.raises(LedgerError, match="already signed"):
+    with pytest.raises(SigningError, match="already signed"):
         add_signature(two, private, PAYLOAD_TYPE)
     swapped = {**two, "signatures": [two["signatures"][0], {**two["signatures"][1], "sig": two["signatures"][0]["sig"]}]}
-    with pytest.raises(LedgerIntegrityError, match="does not verify"):
+    with pytest.raises(SignatureVerificationError, match="does not verify"):
         open_checkpoint(json.dumps(swapped), [public, other_public])
-    with pytest.raises(LedgerError, match="at least one public key"):
+    with pytest.raises(SigningError, match="at least one public key"):
         open_checkpoint(json.dumps(two), [])
 
 
@@ -347,16 +348,16 @@ def test_cosigning_needs_every_existing_signature_to_verify(keys):
     unsigned = {**signed, "signatures": []}
     for envelope, refusal in ((forged, "does not verify"), (altered, "does not verify"),
                               (unsigned, "no signature by key")):
-        with pytest.raises(LedgerIntegrityError, match=refusal) as refused:
+        with pytest.raises(SignatureVerificationError, match=refusal) as refused:
             cosign_checkpoint(json.dumps(envelope), [officer], [public])
         assert refused.value.exit_code == 1 and "\n" not in str(refused.value)
     # a valid signature next to one nobody can check (or a second, forged one under the same key id)
     stranger = add_signature(signed, load_private_key(generate_key_pair()[0]), PAYLOAD_TYPE)
     duplicated = {**signed, "signatures": [*signed["signatures"], forged["signatures"][0]]}
     for envelope, refusal in ((stranger, "by none of the public keys given"), (duplicated, "does not verify")):
-        with pytest.raises(LedgerIntegrityError, match=refusal):
+        with pytest.raises(SignatureVerificationError, match=refusal):
             cosign_checkpoint(json.dumps(envelope), [officer], [public])
-    with pytest.raises(LedgerError, match="at least one public key"):
+    with pytest.raises(SigningError, match="at least one public key"):
         cosign_checkpoint(json.dumps(signed), [officer], [])
 
 
@@ -398,7 +399,7 @@ BUNDLE_INTEGERS = {("certa_bundle",), ("entry", "seq"), ("inclusion", "leaf_inde
 @given(data=st.data())
 def test_verify_bundle_never_crashes_on_a_mangled_bundle(sample_bundle, keys, data):
     """Any value anywhere replaced by arbitrary JSON: a report (not verified unless nothing changed) or a
-    LedgerError, never another exception."""
+    BundleError or a SigningError, never another exception."""
     bundle = json.loads(json.dumps(sample_bundle))
     paths = list(_paths(bundle))[1:]
     path = data.draw(st.sampled_from(paths))
@@ -414,7 +415,7 @@ def test_verify_bundle_never_crashes_on_a_mangled_bundle(sample_bundle, keys, da
     target[path[-1]] = replacement
     try:
         report = verify_bundle(bundle, [keys[1]])
-    except LedgerError:
+    except (BundleError, SigningError):
         assert not unchanged
         return
     assert report.verified == unchanged, (path, replacement, report.problems)

@@ -25,7 +25,7 @@ from .conftest import ROOT, window_columns, write_spec
 def test_public_api_is_pinned() -> None:
     assert engine.__all__ == sorted(engine.__all__, key=str.casefold)
     assert set(engine.__all__) == {"CertaError", "InputError", "LedgerError", "LedgerIntegrityError", "Plan",
-                                   "ProfileAbort", "ReplayDivergence", "RunResult", "SpecError", "StageError",
+                                   "ProfileAbort", "RunResult", "SpecError", "StageError",
                                    "load_plan", "run"}
 
 

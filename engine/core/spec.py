@@ -426,8 +426,8 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
         version = (stage_versions or {}).get(stage["id"], pinned)
         try:
             stage_type = REGISTRY.newest(name) if version is None else REGISTRY.get(name, version)
-        except UnknownStage as error:
-            raise fail(str(error), ["stages", i, "use"]) from None
+        except UnknownStage as error:  # the spec's file, line and key path added to the registry's message
+            raise fail(error.detail, ["stages", i, "use"]) from None
         knob_schema = load_schema(stage_type.schema_file)
         given = stage.get("with", {})  # "with:" may be omitted: the stage type's defaults apply
         _validate(given, knob_schema, node=node, source=source, prefix=["stages", i, "with"])

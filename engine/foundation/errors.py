@@ -1,17 +1,25 @@
-"""Errors certa raises, each mapped to one documented exit code of the ``certa`` command.
+"""Errors certa raises, named by what went wrong, each carrying the exit code of the ``certa`` command.
 
 ::
 
-    CertaError                      (exit 2 unless stated)
-    ├── SpecError                   the run spec is not valid: file, line, column and key path are named
-    ├── InputError                  an input table is missing, unreadable, mis-pinned or malformed
-    ├── StageError                  a stage's data cannot support its method (e.g. fewer than 2 pairs)
-    ├── ProfileAbort        exit 3  a profile rule (ci / release floors, pairing) stopped the run; recorded
-    ├── OutputError                 a file certa was asked to write cannot be written (nothing partial is left)
+    CertaError                          exit 2 unless stated
+    ├── SpecError                       the run spec is not valid: file, line, column and key path are named
+    │   └── UnknownStage                it names a stage type or version this certa lacks
+    ├── InputError                      an input table is missing, unreadable, mis-pinned or malformed
+    ├── StageError                      a stage's data cannot support its method (e.g. fewer than 2 pairs)
+    ├── ProfileAbort            exit 3  a profile rule (ci / release floors, pairing) stopped the run; recorded
+    ├── OutputError                     a file certa was asked to write cannot be written (nothing partial is left)
     │   └── RecordedOutputError exit 4  ... after ``certa run`` recorded the run: do not run it again
-    ├── LedgerError                 the ledger cannot be opened or written, or a run id is unknown
-    │   └── LedgerIntegrityError exit 1  verify found an edited, deleted or reordered entry
-    └── ReplayDivergence    exit 1  a replay produced a different certificate
+    ├── LedgerError                     the ledger cannot be opened or written, or a run id is unknown
+    │   └── LedgerIntegrityError exit 1 verify found an edited, deleted or reordered entry
+    ├── SigningError                    a key cannot be read or is not Ed25519, or a text is not a DSSE envelope
+    │   └── SignatureVerificationError exit 1  a required signature is missing or does not verify
+    ├── AttestationError        exit 1  what an attestation signs is not an in-toto statement of a certificate
+    └── BundleError                     a file given as a certificate bundle is not one
+
+``README.md`` lists the same classes and codes; ``tests/test_errors.py`` checks that every class here is
+documented there and raised somewhere. A replay that diverges is an outcome, not an error:
+``engine.services.audit.replay`` returns it (``DIVERGED``), records it, and ``certa replay`` exits 1.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from typing import ClassVar
 __all__ = [
     "CertaError",
     "SpecError",
+    "UnknownStage",
     "InputError",
     "StageError",
     "ProfileAbort",
@@ -28,7 +37,10 @@ __all__ = [
     "RecordedOutputError",
     "LedgerError",
     "LedgerIntegrityError",
-    "ReplayDivergence",
+    "SigningError",
+    "SignatureVerificationError",
+    "AttestationError",
+    "BundleError",
 ]
 
 
@@ -52,6 +64,10 @@ class SpecError(CertaError):
         prefix = f"{where}: " + (f"{path}: " if path else "")
         super().__init__(prefix + message)
         self.detail = message
+
+
+class UnknownStage(SpecError):
+    """The spec names a stage type or version this certa does not have; the message says which it has."""
 
 
 class InputError(CertaError):
@@ -99,7 +115,21 @@ class LedgerIntegrityError(LedgerError):
     exit_code: ClassVar[int] = 1
 
 
-class ReplayDivergence(CertaError):
-    """A replay produced a certificate whose content differs from the recorded one."""
+class SigningError(CertaError):
+    """A key cannot be read or is not an Ed25519 key, or a text is not a DSSE envelope: nothing was signed."""
+
+
+class SignatureVerificationError(SigningError):
+    """A required key has no signature, a signature does not verify, or the envelope holds another payload type."""
 
     exit_code: ClassVar[int] = 1
+
+
+class AttestationError(CertaError):
+    """An attestation's signatures verify, but what they sign is not an in-toto statement of a certa certificate."""
+
+    exit_code: ClassVar[int] = 1
+
+
+class BundleError(CertaError):
+    """A file given as a certificate bundle is not one: not JSON, or not shaped as ``bundle.schema.json`` says."""

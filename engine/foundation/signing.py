@@ -9,6 +9,10 @@ len(BODY) SP BODY (lengths in ASCII decimal), so a signature covers the payload 
 bytes and never depends on how the JSON around them is formatted. Keys are Ed25519 (RFC 8032) through the
 ``cryptography`` package; a key id is the SHA-256 (hex) of the 32 raw public-key bytes. An envelope may
 carry several signatures, and verification can require every one of several keys.
+
+Errors are this module's own (``engine.foundation.errors``): ``SigningError`` (exit 2) for a key that cannot be
+read or is not Ed25519 and for a text that is not an envelope; its subclass ``SignatureVerificationError``
+(exit 1) for an envelope that is not signed, as required, by each given key.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from engine.foundation.errors import LedgerError, LedgerIntegrityError
+from engine.foundation.errors import SignatureVerificationError, SigningError
 from engine.foundation.json_read import parse_document
 
 __all__ = [
@@ -67,9 +71,9 @@ def load_private_key(pem: bytes, *, passphrase: bytes | None = None) -> Ed25519P
     try:
         key = serialization.load_pem_private_key(pem, password=passphrase)
     except (ValueError, TypeError) as error:
-        raise LedgerError(f"cannot read the signing key: {error}") from None
+        raise SigningError(f"cannot read the signing key: {error}") from None
     if not isinstance(key, Ed25519PrivateKey):
-        raise LedgerError("the signing key is not an Ed25519 key (create one with 'certa keygen')")
+        raise SigningError("the signing key is not an Ed25519 key (create one with 'certa keygen')")
     return key
 
 
@@ -78,9 +82,9 @@ def load_public_key(pem: bytes) -> Ed25519PublicKey:
     try:
         key = serialization.load_pem_public_key(pem)
     except (ValueError, TypeError) as error:
-        raise LedgerError(f"cannot read the public key: {error}") from None
+        raise SigningError(f"cannot read the public key: {error}") from None
     if not isinstance(key, Ed25519PublicKey):
-        raise LedgerError("the public key is not an Ed25519 key (create one with 'certa keygen')")
+        raise SigningError("the public key is not an Ed25519 key (create one with 'certa keygen')")
     return key
 
 
@@ -96,26 +100,26 @@ def seal_envelope(payload_type: str, payload: bytes, private_keys: Sequence[Ed25
 def _parts(envelope_text: str | bytes, payload_type: str) -> tuple[bytes, list[dict[str, str]]]:
     """(payload bytes, signatures) of an envelope, its shape checked exactly (``parse_document``'s bounds; string
     members; signatures a list of ``{"keyid": str, "sig": str}``, ``keyid`` optional as in DSSE); another shape
-    is a ``LedgerError``."""
+    is a ``SigningError``, another payload type a ``SignatureVerificationError``."""
     try:
         envelope = parse_document(envelope_text, "the envelope")
     except ValueError as error:
-        raise LedgerError(f"not a DSSE envelope ({error})") from None
+        raise SigningError(f"not a DSSE envelope ({error})") from None
     if type(envelope) is not dict:
-        raise LedgerError(f"not a DSSE envelope (a JSON {type(envelope).__name__}, not an object)")
+        raise SigningError(f"not a DSSE envelope (a JSON {type(envelope).__name__}, not an object)")
     found_type, encoded, signatures = envelope.get("payloadType"), envelope.get("payload"), envelope.get("signatures")
     for name, value in (("payloadType", found_type), ("payload", encoded)):
         if type(value) is not str:
-            raise LedgerError(f"not a DSSE envelope ({name} is {_json_kind(value)}, not a string)")
+            raise SigningError(f"not a DSSE envelope ({name} is {_json_kind(value)}, not a string)")
     if type(signatures) is not list or not all(type(entry) is dict and type(entry.get("keyid", "")) is str
                                                and type(entry.get("sig")) is str for entry in signatures):
-        raise LedgerError("not a DSSE envelope (signatures is not a list of objects with a string sig and keyid)")
+        raise SigningError("not a DSSE envelope (signatures is not a list of objects with a string sig and keyid)")
     try:
         payload = base64.b64decode(encoded, validate=True)
     except (ValueError, binascii.Error) as error:
-        raise LedgerError(f"not a DSSE envelope (payload is not base64: {error})") from None
+        raise SigningError(f"not a DSSE envelope (payload is not base64: {error})") from None
     if found_type != payload_type:
-        raise LedgerIntegrityError(f"the envelope's payload type is {found_type!r}, expected {payload_type!r}")
+        raise SignatureVerificationError(f"the envelope's payload type is {found_type!r}, expected {payload_type!r}")
     return payload, signatures
 
 
@@ -129,7 +133,7 @@ def add_signature(envelope: Mapping[str, Any], private_key: Ed25519PrivateKey, p
     payload, signatures = _parts(json.dumps(dict(envelope)), payload_type)
     signer = key_id(private_key.public_key())
     if any(entry.get("keyid") == signer for entry in signatures):
-        raise LedgerError(f"the envelope is already signed by key {signer[:16]}…")
+        raise SigningError(f"the envelope is already signed by key {signer[:16]}…")
     signature = private_key.sign(pre_authentication_encoding(payload_type, payload))
     return {**envelope, "signatures": [*signatures, {"keyid": signer,
                                                      "sig": base64.b64encode(signature).decode("ascii")}]}
@@ -146,33 +150,33 @@ def open_envelope(envelope_text: str | bytes, payload_type: str, public_keys: Se
     ``every_signature``, also each signature the envelope carries is by one of ``public_keys`` and verifies (before
     adding one: a co-signature must not vouch for a signature nobody checked).
 
-    Raises ``LedgerIntegrityError`` (exit 1) for another payload type, a key without a signature or a
-    signature that does not verify, and ``LedgerError`` for text that is not an envelope or no key.
+    Raises ``SignatureVerificationError`` (exit 1) for another payload type, a key without a signature or a
+    signature that does not verify, and ``SigningError`` for text that is not an envelope or no key.
     """
     if not public_keys:
-        raise LedgerError("give at least one public key")
+        raise SigningError("give at least one public key")
     payload, signatures = _parts(envelope_text, payload_type)
     message = pre_authentication_encoding(payload_type, payload)
     by_id = {key_id(public_key): public_key for public_key in public_keys}
     for wanted, public_key in by_id.items():
         entry = next((e for e in signatures if e.get("keyid") == wanted), None)
         if entry is None:
-            raise LedgerIntegrityError(f"no signature by key {wanted[:16]}…")
+            raise SignatureVerificationError(f"no signature by key {wanted[:16]}…")
         _check_signature(public_key, wanted, entry["sig"], message)
     if every_signature:
         for entry in signatures:
             signer = entry.get("keyid", "")
             if signer not in by_id:
-                raise LedgerIntegrityError(f"the signature by key {signer[:16]}… is by none of the public keys "
-                                           "given: it cannot be checked")
+                raise SignatureVerificationError(f"the signature by key {signer[:16]}… is by none of the public "
+                                                 "keys given: it cannot be checked")
             _check_signature(by_id[signer], signer, entry["sig"], message)
     return payload, tuple(by_id)
 
 
 def _check_signature(public_key: Ed25519PublicKey, signer: str, sig: str, message: bytes) -> None:
-    """Raise ``LedgerIntegrityError`` unless ``sig`` (base64) is ``public_key``'s signature of ``message``."""
+    """Raise ``SignatureVerificationError`` unless ``sig`` (base64) is ``public_key``'s signature of ``message``."""
     try:
         public_key.verify(base64.b64decode(sig, validate=True), message)
     except (InvalidSignature, binascii.Error, ValueError):
-        raise LedgerIntegrityError(f"the signature by key {signer[:16]}… does not verify: the payload was "
-                                   "altered or signed by another key") from None
+        raise SignatureVerificationError(f"the signature by key {signer[:16]}… does not verify: the payload was "
+                                         "altered or signed by another key") from None

@@ -31,7 +31,7 @@ from engine.foundation.signing import open_envelope, seal_envelope
 
 from engine.services.audit import check_certificate
 from engine.foundation.canonical import canonical_bytes
-from engine.foundation.errors import LedgerIntegrityError
+from engine.foundation.errors import AttestationError
 from engine.foundation.json_read import parse_document
 
 __all__ = ["STATEMENT_TYPE", "PREDICATE_TYPE", "PAYLOAD_TYPE", "AttestationReport", "certificate_statement",
@@ -80,14 +80,14 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 def _subjects(found: Any) -> list[tuple[str, str]]:
     """(name, sha256) of each subject of a statement, which must be a list of ``{"name": str, "digest": {"sha256":
-    64 lowercase hex}}``; another shape raises ``LedgerIntegrityError``."""
+    64 lowercase hex}}``; another shape raises ``AttestationError``."""
     subjects = []
     for subject in found if type(found) is list else [None]:
         digest = subject.get("digest") if type(subject) is dict else None
         name, sha = (subject.get("name"), digest.get("sha256")) if type(digest) is dict else (None, None)
         if type(name) is not str or type(sha) is not str or not _SHA256.fullmatch(sha):
-            raise LedgerIntegrityError("the statement's subject is not a list of {name, digest: {sha256}} with "
-                                       "string names and SHA-256 digests (64 lowercase hex digits)")
+            raise AttestationError("the statement's subject is not a list of {name, digest: {sha256}} with "
+                                   "string names and SHA-256 digests (64 lowercase hex digits)")
         subjects.append((name, sha))
     return subjects
 
@@ -95,16 +95,17 @@ def _subjects(found: Any) -> list[tuple[str, str]]:
 def verify_attestation(envelope_text: str | bytes, public_keys: Sequence[Ed25519PublicKey], *,
                        files: Mapping[str, bytes] | None = None) -> AttestationReport:
     """Verify an attestation (see module docstring); ``files`` maps a label to bytes that must each be one
-    of the subjects. Signature failures raise ``LedgerIntegrityError``; the rest is listed in ``problems``."""
+    of the subjects. Signature failures raise ``SignatureVerificationError``, a signed payload that is not a
+    statement of a certificate ``AttestationError`` (both exit 1); the rest is listed in ``problems``."""
     payload, key_ids = open_envelope(envelope_text, PAYLOAD_TYPE, public_keys)
     try:
         statement = parse_document(payload, "the signed statement")
     except ValueError as error:
-        raise LedgerIntegrityError(f"the signed payload is not an in-toto statement ({error})") from None
+        raise AttestationError(f"the signed payload is not an in-toto statement ({error})") from None
     if type(statement) is not dict or statement.get("_type") != STATEMENT_TYPE \
             or statement.get("predicateType") != PREDICATE_TYPE or type(statement.get("predicate")) is not dict:
-        raise LedgerIntegrityError(f"the signed payload is not an in-toto statement ({STATEMENT_TYPE}) of predicate "
-                                   f"type {PREDICATE_TYPE} with a certificate as its predicate")
+        raise AttestationError(f"the signed payload is not an in-toto statement ({STATEMENT_TYPE}) of predicate "
+                               f"type {PREDICATE_TYPE} with a certificate as its predicate")
     certificate = statement["predicate"]
     subjects = _subjects(statement.get("subject"))
     problems = [f"certificate: {message}" for message in check_certificate(certificate)]

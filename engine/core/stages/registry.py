@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from engine.core.stages.base import StageType
+from engine.foundation.errors import UnknownStage
 
 __all__ = ["StageRegistry", "UnknownStage", "parse_stage_ref", "version_key"]
 
@@ -33,10 +34,6 @@ def parse_stage_ref(ref: str) -> tuple[str, str | None]:
     """``"bakeoff.compare@1.0.0"`` -> ``("bakeoff.compare", "1.0.0")``; no ``@`` -> ``(ref, None)``."""
     name, at, version = ref.partition("@")
     return name, (version if at else None)
-
-
-class UnknownStage(LookupError):
-    """A stage type or version this certa does not have; the message says what it does have."""
 
 
 @dataclass(frozen=True)
