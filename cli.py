@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from engine.services.presentation.display_text import json_display, plain_text
-from engine.foundation.errors import CertaError, LedgerError, OutputError, ProfileAbort, RecordedOutputError
+from engine.foundation.errors import BundleError, CertaError, OutputError, ProfileAbort, RecordedOutputError
 from ledger import DEFAULT_LEDGER_FILE
 
 if TYPE_CHECKING:  # the command starts at once: numpy, scipy, numba, SQLAlchemy and cryptography load per command
@@ -932,7 +932,7 @@ def verify_bundle_command(bundle_file: Path, public_key_files: tuple[Path, ...],
         try:
             bundle = parse_document(bundle_file.read_bytes(), "the bundle")
         except ValueError as error:
-            raise LedgerError(f"{bundle_file} is not JSON: {error}") from None
+            raise BundleError(f"{bundle_file} is not JSON: {error}") from None
         report = verify_bundle(bundle, _public_keys(public_key_files))
     except CertaError as error:
         _fail(as_json, error)
@@ -1103,7 +1103,7 @@ def report(run_id: str, output: Path, force: bool, as_json: bool, ledger_url: st
                          "python3 -m pip install 'certa[report]'") from None
 
     if output.exists() and not force:
-        raise CertaError(f"{output} exists; pass --force to overwrite it")
+        raise OutputError(f"{output} exists; pass --force to overwrite it")
     with _open(ledger_url) as ledger:
         data = gather_report(ledger, run_id)
     body = render_report(data).encode("utf-8")
