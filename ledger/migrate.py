@@ -29,8 +29,7 @@ from sqlalchemy import Connection
 
 from engine.foundation.errors import LedgerError
 
-from ledger.schema import HEAD_REVISION, REVISIONS, SCHEMA_VERSION
-from ledger.store import read_schema_state
+from ledger.schema import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, read_schema_state
 
 __all__ = ["MIGRATIONS_DIR", "Migration", "alembic_config", "script_head", "upgrade_to_head"]
 

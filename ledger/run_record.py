@@ -39,7 +39,7 @@ __all__ = ["ENTRY_FORMAT", "RECORD_KINDS", "NOTE_KINDS", "RecordedPlan", "Record
 ENTRY_FORMAT = 1
 """Version of the entry payloads' layout (``schemas/ledger-entries.schema.json``); a change is a new format."""
 
-RECORD_KINDS = ("run", "input", "decision", "captured", "certificate", "abort")
+RECORD_KINDS = ("run", "input", "captured", "decision", "certificate", "abort")
 """Entry kinds written with the run, in one transaction."""
 NOTE_KINDS = ("replay", "review")
 """Entry kinds appended later about a recorded run."""

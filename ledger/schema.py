@@ -18,15 +18,16 @@ no Alembic import).
 
 from __future__ import annotations
 
-from sqlalchemy import (CHAR, CheckConstraint, Column, Index, Integer, LargeBinary, MetaData, PrimaryKeyConstraint,
-                        String, Table, Text, UniqueConstraint)
+from sqlalchemy import (CHAR, CheckConstraint, Column, Connection, Index, Integer, LargeBinary, MetaData,
+                        PrimaryKeyConstraint, String, Table, Text, UniqueConstraint, inspect, select)
 
-from ledger.rows import HEAD_REVISION, REVISIONS, SCHEMA_VERSION
+from ledger.rows import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, SchemaState
+from ledger.run_record import NOTE_KINDS, RECORD_KINDS
 
 __all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "metadata", "entries", "blobs", "runs", "ledger_meta",
-           "merkle_nodes", "alembic_version", "ENTRY_KINDS"]
+           "merkle_nodes", "alembic_version", "ENTRY_KINDS", "read_schema_state"]
 
-ENTRY_KINDS = ("run", "input", "captured", "decision", "certificate", "abort", "replay", "review")
+ENTRY_KINDS = RECORD_KINDS + NOTE_KINDS
 
 metadata = MetaData()
 
@@ -94,3 +95,15 @@ alembic_version = Table(
     Column("version_num", String(32), nullable=False),
     PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
 )
+
+
+def read_schema_state(conn: Connection) -> SchemaState:
+    """The ledger schema state of the database on ``conn`` (inspects first: a missing table is no error)."""
+    inspector = inspect(conn)
+    if not inspector.has_table(ledger_meta.name):
+        return SchemaState(None, None)
+    version = conn.execute(select(ledger_meta.c.value).where(ledger_meta.c.key == "schema_version")).scalar()
+    revision = None
+    if inspector.has_table(alembic_version.name):
+        revision = conn.execute(select(alembic_version.c.version_num)).scalar()
+    return SchemaState(version, revision)

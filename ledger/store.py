@@ -40,14 +40,14 @@ from ledger.location import (command_hint, ledger_argument, masked_ledger, plain
 from ledger.merkle import NodeKey, completed_levels, entry_leaves, frontier_nodes
 from ledger.rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
                    checked_schema_version, rows_as, run_rows)
-from ledger.schema import alembic_version, blobs, entries, ledger_meta, merkle_nodes, metadata, runs
+from ledger.schema import alembic_version, blobs, entries, ledger_meta, merkle_nodes, metadata, read_schema_state, runs
 from ledger.sqlite_read import connect_read_only, sqlite_ledger_state, sqlite_read_problem
 
 if TYPE_CHECKING:
     from ledger.migrate import Migration
     from ledger.run_record import RunRecord
 
-__all__ = ["Ledger", "EntryRow", "RunRow", "SchemaState", "read_schema_state", "resolve_ledger_url",
+__all__ = ["Ledger", "EntryRow", "RunRow", "SchemaState", "resolve_ledger_url",
            "DEFAULT_LEDGER_FILE"]
 
 _ENTRY_COLUMNS = [entries.c[name] for name in ENTRY_FIELDS]
@@ -82,18 +82,6 @@ def database_message(error: SQLAlchemyError) -> str:
     whole payloads) and a link on further lines; an error line a user reads should not carry them."""
     original = getattr(error, "orig", None)
     return " ".join(str(original if original is not None else error).split()) or type(error).__name__
-
-
-def read_schema_state(conn: Connection) -> SchemaState:
-    """The ledger schema state of the database on ``conn`` (inspects first: a missing table is no error)."""
-    inspector = inspect(conn)
-    if not inspector.has_table(ledger_meta.name):
-        return SchemaState(None, None)
-    version = conn.execute(select(ledger_meta.c.value).where(ledger_meta.c.key == "schema_version")).scalar()
-    revision = None
-    if inspector.has_table(alembic_version.name):
-        revision = conn.execute(select(alembic_version.c.version_num)).scalar()
-    return SchemaState(version, revision)
 
 
 def _ledger_state(conn: Connection, location: str) -> SchemaState:
@@ -397,7 +385,9 @@ class Ledger:
     # ------------------------------------------------------------------------------------ reading
 
     @contextmanager
-    def _read(self) -> Iterator[Connection]:
+    def read_transaction(self) -> Iterator[Connection]:
+        """A connection inside one read transaction (a consistent snapshot on SQLite; see ``ledger.verify`` for
+        the order of reads on PostgreSQL); a database error is a ``LedgerError`` naming the ledger."""
         try:
             with self._engine.connect().execution_options(sqlite_begin="DEFERRED") as conn:
                 with conn.begin():
@@ -418,7 +408,7 @@ class Ledger:
         if not _RUN_ID_PREFIX.fullmatch(prefix):
             raise LedgerError(f"{given!r} is not a run id: a run id is 32 hex digits (0-9, a-f); give at least the "
                               "first 4 of them, or 'latest'")
-        with self._read() as conn:
+        with self.read_transaction() as conn:
             found = list(conn.execute(select(runs.c.run_id).where(runs.c.run_id.startswith(prefix, autoescape=True))
                                       .limit(2)).scalars())
         if not found:
@@ -431,7 +421,7 @@ class Ledger:
     def run(self, run_id: str) -> RunRow:
         """The index row of a run (``run_id`` may be a unique prefix)."""
         full = self.resolve_run_id(run_id)
-        with self._read() as conn:
+        with self.read_transaction() as conn:
             row = conn.execute(select(*_RUN_COLUMNS).where(runs.c.run_id == full)).one()
         return run_rows([row], self.location)[0]
 
@@ -440,7 +430,7 @@ class Ledger:
         query = select(*_RUN_COLUMNS).order_by(runs.c.first_seq.desc())
         if limit:
             query = query.limit(limit)
-        with self._read() as conn:
+        with self.read_transaction() as conn:
             return run_rows(conn.execute(query).fetchall(), self.location)
 
     def entries(self, *, run_id: str | None = None, kinds: Sequence[str] | None = None,
@@ -457,7 +447,7 @@ class Ledger:
                 query = query.where(entries.c.kind.in_(list(kinds)))
             if containing is not None:
                 query = query.where(entries.c.payload.contains(containing, autoescape=True))
-            with self._read() as conn:
+            with self.read_transaction() as conn:
                 chunk = rows_as(EntryRow, ENTRY_FIELDS, conn.execute(query).fetchall())
             yield from chunk
             if len(chunk) < batch:
@@ -466,7 +456,7 @@ class Ledger:
 
     def head(self) -> tuple[int, str]:
         """(seq, entry_hash) of the last entry as recorded in the head row."""
-        with self._read() as conn:
+        with self.read_transaction() as conn:
             value = conn.execute(select(ledger_meta.c.value).where(ledger_meta.c.key == "head")).scalar_one()
         seq, colon, digest = value.partition(":") if isinstance(value, str) else ("", "", "")
         if not (colon and seq.isdigit()):
@@ -479,7 +469,7 @@ class Ledger:
         # 10^5 rows for a ``prove``: read through the driver's cursor (plain tuples, no result rows), in the
         # read transaction; the bound is an int, written into the statement.
         sql = f"SELECT entry_hash FROM entries WHERE seq <= {int(upto)} ORDER BY seq"
-        with self._read() as conn:
+        with self.read_transaction() as conn:
             cursor = conn.connection.driver_connection.cursor()
             try:
                 cursor.execute(sql)
@@ -495,16 +485,16 @@ class Ledger:
     def merkle_nodes(self, keys: Iterable[NodeKey]) -> dict[NodeKey, bytes]:
         """The stored hashes of the Merkle nodes ``keys`` ((level, position), see ``ledger.merkle``); a key
         without a row is left out. Needs ``has_merkle_nodes``."""
-        with self._read() as conn:
+        with self.read_transaction() as conn:
             return self._read_merkle_nodes(conn, keys)
 
     def entry_hash_at(self, seq: int) -> str | None:
         """The ``entry_hash`` of entry ``seq``, or None if there is none."""
-        with self._read() as conn:
+        with self.read_transaction() as conn:
             return conn.execute(select(entries.c.entry_hash).where(entries.c.seq == seq)).scalar()
 
     def entry_count(self) -> int:
-        with self._read() as conn:
+        with self.read_transaction() as conn:
             return int(conn.execute(select(func.count()).select_from(entries)).scalar_one())
 
     def certificate(self, run_id: str) -> dict[str, Any]:
@@ -518,7 +508,7 @@ class Ledger:
 
     def blob(self, sha256: str) -> bytes:
         """The stored bytes with this SHA-256."""
-        with self._read() as conn:
+        with self.read_transaction() as conn:
             content = conn.execute(select(blobs.c.content).where(blobs.c.sha256 == sha256)).scalar()
         if content is None:
             raise LedgerError(f"the ledger has no stored copy of blob {sha256}")
@@ -526,6 +516,6 @@ class Ledger:
 
     def blob_shas(self) -> Iterator[tuple[str, bytes]]:
         """(recorded sha256, content) of every stored blob."""
-        with self._read() as conn:
+        with self.read_transaction() as conn:
             for sha, content in conn.execute(select(blobs.c.sha256, blobs.c.content).order_by(blobs.c.sha256)):
                 yield sha, bytes(content)

@@ -264,7 +264,7 @@ def _read_tables(ledger: Ledger) -> _Tables:
     On PostgreSQL (read committed) each statement sees its own snapshot, so the order matters: a runs row
     or blob read here was committed before the head read after it, hence its entries are at or before it.
     """
-    with ledger._read() as conn:
+    with ledger.read_transaction() as conn:
         names = list(runs.c.keys())
         run_rows = {row[0]: dict(zip(names, row)) for row in conn.execute(select(*runs.c)).fetchall()}
         blob_rows = []

@@ -29,7 +29,8 @@ from engine import LedgerError, run
 from engine.services.audit import verify
 from ledger import Ledger
 from ledger.schema import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, blobs, entries, ledger_meta, merkle_nodes, runs
-from ledger.store import SchemaState, read_schema_state
+from ledger.schema import read_schema_state
+from ledger.store import SchemaState
 
 from .conftest import fresh_postgres_databases
 
