@@ -209,6 +209,7 @@ def merge_stage(kernels: BakeoffKernels) -> StageType:
         summary="Vendor bake-off from per-shard (U, W) sums: exact merge, pools, bands, ranking and stamps "
                 "identical to the unsharded bakeoff.compare.",
         render_markdown=render_bakeoff,
+        presentation="engine.services.presentation.stages.bakeoff",
         audit_checks=audit_bakeoff,
         changes=_CHANGES[kernels.version],
     )

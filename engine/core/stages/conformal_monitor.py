@@ -237,6 +237,7 @@ def monitor_stage(kernels: MonitorKernels) -> StageType:
         summary=("Apply a recorded conformal.pac_report's thresholds to new labelled data; "
                  "realised rates vs certified bounds."),
         render_markdown=render_monitor,
+        presentation="engine.services.presentation.stages.conformal_monitor",
         changes=kernels.changes,
     )
 
