@@ -14,7 +14,7 @@ from engine import run
 from engine.services.audit import REPRODUCED, replay
 from engine.services.audit import verify as verify_ledger
 from engine.services.batch import EXIT_ORDER, run_batch, worst_exit_code
-from engine.services.batch_ledger import LedgerSnapshot, batch_run_ids, idempotency_key
+from engine.services.batch_ledger import LedgerSnapshot, RecordedLedger, idempotency_key
 from engine.foundation.errors import SpecError
 from engine.core.tables import columns_to_csv_bytes
 from ledger import Ledger
@@ -93,7 +93,7 @@ def test_idempotency_key_covers_batch_spec_inputs_and_seed() -> None:
     assert key != idempotency_key("b", "a" * 64, ["2" * 64, "1" * 64], 7)
     assert key != idempotency_key("b", "a" * 64, ["1" * 64, "2" * 64], 8)
     snapshot = LedgerSnapshot(certificates={"abcdef12" * 4: {"content": {}}}, batches={"b": ["x"]})
-    assert snapshot.certificate("abcdef12") == {"content": {}} and batch_run_ids(snapshot, "b") == ["x"]
+    assert snapshot.certificate("abcdef12") == {"content": {}} and snapshot.batch_runs("b") == ["x"]
 
 
 def test_batch_on_the_default_local_cluster_matches_certa_run_and_survives_bad_specs(tmp_path: Path) -> None:
@@ -116,7 +116,7 @@ def test_batch_on_the_default_local_cluster_matches_certa_run_and_survives_bad_s
         assert_same_as_certa_run(ledger, ok)
         assert verify_ledger(ledger).intact
         assert sorted(r.run_id for r in ledger.runs()) == sorted(r.run_id for r in ok)
-        assert batch_run_ids(ledger, report.batch_id) == sorted(r.run_id for r in ok)
+        assert RecordedLedger(ledger).batch_runs(report.batch_id) == sorted(r.run_id for r in ok)
         assert any(m.startswith("[5/5]") for m in messages) and any("bogus" in m for m in messages)
 
 
@@ -286,7 +286,7 @@ def test_certa_batch_refuses_an_input_no_spec_declares_before_starting_a_cluster
     assert bad.exit_code == 2 and "expected NAME=PATH" in bad.output
 
 
-def test_batch_run_ids_finds_exactly_the_runs_of_that_batch(small_spec: Path, tmp_path: Path) -> None:
+def test_batch_runs_finds_exactly_the_runs_of_that_batch(small_spec: Path, tmp_path: Path) -> None:
     from dataclasses import replace
 
     from engine.services.batch import _batch_decision
@@ -303,10 +303,11 @@ def test_batch_run_ids_finds_exactly_the_runs_of_that_batch(small_spec: Path, tm
             tagged = replace(execution, decisions=execution.decisions + _batch_decision(batch, f"key{number}"))
             ledger.record_run(run_id=run_id, execution=tagged, certificate=seal(execution.content, run_id))
             ids.setdefault(batch, []).append(run_id)
-        assert batch_run_ids(ledger, "nightly") == ids["nightly"]
-        assert batch_run_ids(ledger, "nightly-2") == ids["nightly-2"]
-        assert batch_run_ids(ledger, "x_nightly") == ids["x_nightly"]  # LIKE's wildcard, escaped
-        assert batch_run_ids(ledger, "nigh%") == [] and batch_run_ids(ledger, "other") == []
+        reader = RecordedLedger(ledger)
+        assert reader.batch_runs("nightly") == ids["nightly"]
+        assert reader.batch_runs("nightly-2") == ids["nightly-2"]
+        assert reader.batch_runs("x_nightly") == ids["x_nightly"]  # LIKE's wildcard, escaped
+        assert reader.batch_runs("nigh%") == [] and reader.batch_runs("other") == []
 
 
 def test_certa_batch_prints_warnings_and_writes_junit(tmp_path: Path, cluster_client) -> None:

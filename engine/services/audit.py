@@ -27,6 +27,7 @@ from engine.core.certificate import (ENVIRONMENT_KEYS, certificate_problems, com
                           results_sha256)
 from engine.foundation.errors import CertaError, LedgerError, LedgerIntegrityError
 from engine.core.interpreter import AbortedExecution, Execution, Notify, execute, load_tables, throttled_progress
+from engine.services.batch_ledger import RecordedLedger
 from engine.services.jsondiff import FieldChange, json_diff
 from engine.services.reviews import review_problems
 from engine.core.spec import load_plan
@@ -179,8 +180,8 @@ def reexecute(ledger: Ledger, run_id: str, recorded: Mapping[str, Any], notify: 
                                    f"({type(error).__name__}: {error}); "
                                    f"run '{command_hint('verify', ledger=ledger.location)}'") from None
     plan = load_plan(spec_text, stage_versions=versions)
-    return execute(plan, load_tables(plan, inputs=stored.tables), ledger=ledger, captured=stored.captured,
-                   notify=notify)
+    return execute(plan, load_tables(plan, inputs=stored.tables), ledger=RecordedLedger(ledger),
+                   captured=stored.captured, notify=notify)
 
 
 def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None, record: bool = True) -> ReplayResult:

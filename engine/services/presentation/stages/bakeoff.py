@@ -189,6 +189,7 @@ def _leads_paragraph(buckets: Mapping[str, Any]) -> str | None:
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
+    """How to read a ``bakeoff.compare`` or ``bakeoff.merge`` stage\'s outputs."""
     texts = [
         "What was tested: every vendor answered the same prompts; each decision got a bounded score RSI in (-1, 1). "
         "Per bucket, the scores are pooled per vendor (in rapidity space u = atanh(RSI), mapped back by tanh) and the "

@@ -44,6 +44,7 @@ def section(stage: StageInput) -> StageSection:
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
+    """How to read a ``bakeoff.gate`` stage\'s outputs (``engine.services.presentation.explain.how_to_read``)."""
     summary = mapping(outputs.get("summary"))
     flagged = summary.get("flagged")
     return (

@@ -6,28 +6,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from engine.core.stages.conformal import RATE_METRICS
 from engine.services.presentation.explain import finite_number, number_text
 from engine.services.presentation.html import plots
 from engine.services.presentation.html.view import Plot, StageInput, StageSection, fmt, mapping, table, threshold_values
 
-__all__ = ["section", "how_to_read", "RATES"]
-
-RATES = ("singleton", "doublet", "abstention", "error_given_singleton")
+__all__ = ["section", "how_to_read"]
 
 
 def _pac_scopes(outputs: Mapping[str, Any], prefix: str) -> list[str]:
+    """The classes with ``prefix`` blocks, sorted, then ``marginal``."""
     classes = sorted(k[len(prefix):] for k in outputs if k.startswith(prefix) and not k.endswith("marginal"))
     return [*classes, "marginal"] if f"{prefix}marginal" in outputs else classes
 
 
 def section(stage: StageInput) -> StageSection:
+    """The report section of a ``conformal.pac_report`` stage."""
     stage_id, outputs, gates = stage.stage_id, stage.outputs, stage.gates
     scopes = _pac_scopes(outputs, "pac_bounds_")
     bounds = {}
     rows = []
     for scope in scopes:
         block = outputs.get(f"pac_bounds_{scope}") or {}
-        for metric in RATES:
+        for metric in RATE_METRICS:
             b = block.get(metric) or {}
             bounds[(metric, scope)] = (b.get("estimate"), b.get("lower"), b.get("upper"))
             rows.append((scope, metric, b.get("count"), b.get("n"), b.get("estimate"), b.get("lower"), b.get("upper"),
@@ -35,9 +36,9 @@ def section(stage: StageInput) -> StageSection:
     thresholds = []
     for gate in gates:
         parts = str(gate.get("metric", "")).split(".")
-        if len(parts) >= 4 and parts[1].startswith("pac_bounds_") and parts[2] in RATES:
+        if len(parts) >= 4 and parts[1].startswith("pac_bounds_") and parts[2] in RATE_METRICS:
             thresholds += [(parts[1][len("pac_bounds_"):], parts[2], v) for v in threshold_values(gate)]
-    svg = plots.pac_bounds_plot(f"{stage_id}-pac", metrics=RATES, scopes=scopes, bounds=bounds,
+    svg = plots.pac_bounds_plot(f"{stage_id}-pac", metrics=RATE_METRICS, scopes=scopes, bounds=bounds,
                                 thresholds=[(s, m, v) for s, m, v in thresholds])
     ssbc_rows = []
     for scope in scopes:
@@ -67,6 +68,7 @@ def section(stage: StageInput) -> StageSection:
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
+    """How to read a ``conformal.pac_report`` stage\'s outputs (``engine.services.presentation.explain.how_to_read``)."""
     joint = mapping(outputs.get("joint_guarantee"))
     level = finite_number(joint.get("level"))
     return (

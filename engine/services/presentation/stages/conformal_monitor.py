@@ -6,21 +6,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from engine.core.stages.conformal import RATE_METRICS
 from engine.services.presentation.html import plots
 from engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, fmt, table
-from engine.services.presentation.stages.conformal import RATES
 
 __all__ = ["section", "how_to_read"]
 
 
 def section(stage: StageInput) -> StageSection:
+    """The report section of a ``conformal.monitor`` stage."""
     stage_id, outputs = stage.stage_id, stage.outputs
     metrics_out = outputs.get("metrics") or {}
     scopes = [s for s in sorted(metrics_out) if s != "marginal"] + (["marginal"] if "marginal" in metrics_out else [])
     compare_to = str(outputs.get("compare_to") or "certified")
     bounds, inside, rows = {}, {}, []
     for scope in scopes:
-        for metric in RATES:
+        for metric in RATE_METRICS:
             m = (metrics_out.get(scope) or {}).get(metric) or {}
             bound = (m.get("realised_size") or {}).get("bound") if compare_to == "realised_size" else m.get("certified")
             bound = bound or [None, None]
@@ -29,7 +30,7 @@ def section(stage: StageInput) -> StageSection:
             rows.append((scope, metric, m.get("count"), m.get("n"), m.get("rate"), m.get("certified"),
                          (m.get("realised_size") or {}).get("bound"),
                          Cell(fmt(m.get("inside")), bool(m.get("inside")))))
-    svg = plots.monitor_plot(f"{stage_id}-monitor", metrics=RATES, scopes=scopes, bounds=bounds, inside=inside)
+    svg = plots.monitor_plot(f"{stage_id}-monitor", metrics=RATE_METRICS, scopes=scopes, bounds=bounds, inside=inside)
     coverage = outputs.get("coverage") or {}
     tables = [
         table(f"Production rates against the bounds (compared to: {compare_to})",
@@ -52,6 +53,7 @@ def section(stage: StageInput) -> StageSection:
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
+    """How to read a ``conformal.monitor`` stage\'s outputs (``engine.services.presentation.explain.how_to_read``)."""
     all_inside = outputs.get("all_inside")
     compare_to = outputs.get("compare_to") or "certified"
     return (

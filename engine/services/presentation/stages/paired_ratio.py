@@ -14,6 +14,7 @@ __all__ = ["section", "how_to_read"]
 
 
 def section(stage: StageInput) -> StageSection:
+    """The report section of a ``paired.ppl_ratio`` stage."""
     outputs, gates = stage.outputs, stage.gates
     primary = mapping(outputs.get("primary_metric"))
     drift = mapping(outputs.get("drift"))  # absent (1.2.0) when the input has no phase column
@@ -75,6 +76,7 @@ def section(stage: StageInput) -> StageSection:
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
+    """How to read a ``paired.ppl_ratio`` stage\'s outputs (``engine.services.presentation.explain.how_to_read``)."""
     primary = mapping(outputs.get("primary_metric"))
     level = percent_text(primary.get("confidence_level"))
     texts = [

@@ -44,6 +44,7 @@ def _check_summary(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, Any]]:
 
 
 def section(stage: StageInput) -> StageSection:
+    """The report section of a ``sequential.diff`` stage."""
     outputs = stage.outputs
     results = mapping(outputs.get("results"))
     config = mapping(outputs.get("config"))
@@ -134,6 +135,7 @@ def sequential_estimand(outputs: Mapping[str, Any]) -> str:
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
+    """How to read a ``sequential.diff`` stage\'s outputs (``engine.services.presentation.explain.how_to_read``)."""
     results = mapping(outputs.get("results"))
     config = mapping(outputs.get("config"))
     method = mapping(outputs.get("method"))
