@@ -18,7 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from engine.services.presentation.explain import EXPLAINED, bucket_lead, how_to_read
+from engine.services.presentation.explain import EXPLAINED, how_to_read
+from engine.services.presentation.stages.bakeoff import bucket_lead
 from engine.services.presentation.html import Link, gather_report, render_report
 from engine.services.presentation.html.sections import stage_section
 from ledger import Ledger
@@ -233,6 +234,18 @@ def test_every_stage_section_opens_with_how_to_read(examples, example: str) -> N
         assert html.index('class="how-to-read"') < html.index('<figure class="plot"')
         for paragraph in how_to_read(uses[stage_id], content["stages"][stage_id]):
             assert f"<p>{paragraph}</p>".replace('"', "&#34;").replace("'", "&#39;") in box.group(1)
+
+
+def test_every_stage_type_names_a_presentation_module_with_a_section_and_texts() -> None:
+    """``StageType.presentation`` is a module name the core cannot import: each must import and define both parts."""
+    from engine.core.stages import REGISTRY
+    from engine.services.presentation.stages import presentation_of
+
+    for stage in REGISTRY:
+        presentation = presentation_of(stage.ref)
+        assert presentation is not None, stage.ref
+        assert callable(presentation.section) and callable(presentation.how_to_read), stage.ref
+    assert EXPLAINED == frozenset(REGISTRY.names())
 
 
 @pytest.mark.parametrize("use", sorted(EXPLAINED))

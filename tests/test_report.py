@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine import run
-from engine.services.presentation.markdown import certificate_markdown, format_value
+from engine.core.value_text import format_value
+from engine.services.presentation.markdown import certificate_markdown
 
 from .conftest import ROOT
 

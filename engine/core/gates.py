@@ -84,7 +84,7 @@ def evaluate_gate(gate: GateSpec, stages: Mapping[str, Any]) -> GateResult:
 
 
 _MIN_DIGITS = 6
-"""Significant digits a displayed gate number has at least (as ``engine.services.presentation.markdown.format_value``)."""
+"""Significant digits a displayed gate number has at least (as ``engine.core.value_text.format_value``)."""
 
 
 def _is_number(value: Any) -> bool:

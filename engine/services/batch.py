@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.location import masked_ledger
 
-from engine.services.batch_ledger import BATCH_DECISION, LedgerSnapshot, batch_run_ids, idempotency_key, ledger_references, run_id_for_key
+from engine.services.batch_ledger import (BATCH_DECISION, LedgerSnapshot, RecordedLedger, idempotency_key, ledger_references,
+                                          run_id_for_key)
 from engine.services.batch_worker import InputBlob, WorkerResult, compute_run
 from engine.foundation.canonical import canonical_sha256, sha256_hex
 from engine.foundation.errors import CertaError, InputError, LedgerError, SpecError
@@ -232,18 +233,18 @@ def prepare_batch(paths: Sequence[Path], *, batch_id: str | None = None,
 
 
 def _waits_for_batch(plan: Plan, batch_id: str) -> bool:
-    return batch_id in ledger_references(plan.stages)[1]
+    return batch_id in ledger_references(plan.stages).batches
 
 
 def _snapshot(ledger: Ledger, plan: Plan) -> LedgerSnapshot:
     """The certificates and batch listings ``plan`` reads, fetched from the ledger (missing ones are left
     out: the stage then reports them)."""
-    run_ids, batches = ledger_references(plan.stages)
-    listings = {name: batch_run_ids(ledger, name) for name in batches}
+    references, reader = ledger_references(plan.stages), RecordedLedger(ledger)
+    listings = {name: reader.batch_runs(name) for name in references.batches}
     certificates: dict[str, Any] = {}
-    for run_id in [*run_ids, *(rid for ids in listings.values() for rid in ids)]:
+    for run_id in [*references.runs, *(rid for ids in listings.values() for rid in ids)]:
         try:
-            certificates[run_id.strip().lower()] = ledger.certificate(run_id)
+            certificates[run_id.strip().lower()] = reader.certificate(run_id)
         except LedgerError:
             pass
     return LedgerSnapshot(certificates=certificates, batches=listings)

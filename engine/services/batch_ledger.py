@@ -1,4 +1,4 @@
-"""What a batch leaves in the ledger, and how stages find it again (no Dask here: stages import this).
+"""What a batch leaves in the ledger, and how stages find it again (no Dask here: the workers import this).
 
 A run recorded by ``certa batch`` carries one extra decision, of kind ``batch`` (stage None, the last of
 the run's decisions): ``{"batch_id": NAME, "idempotency_key": KEY}``. Decisions are recorded in the ledger
@@ -10,8 +10,10 @@ The **idempotency key** is SHA-256 of the RFC 8785 canonical JSON of
 its first 32 hex digits: recording the same spec twice in the same batch hits the runs table's primary key,
 and a re-run of the batch skips the keys already recorded (resume).
 
-``batch_run_ids`` lists the runs of a batch (``bakeoff.merge``'s ``shard_batch``); ``LedgerSnapshot`` is the
-read-only ledger a Dask worker gets: the certificates and batch listings the client fetched for it.
+Stages read a ledger through ``engine.core.stages.base.LedgerReader`` (certificates, the runs of a batch for
+``bakeoff.merge``'s ``shard_batch``), implemented twice here: ``RecordedLedger`` over a ``ledger.Ledger`` and
+``LedgerSnapshot``, the read-only ledger a Dask worker gets: the certificates and batch listings the client
+fetched for it (``ledger_references`` says which, from the stage types).
 """
 
 from __future__ import annotations
@@ -20,10 +22,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.core.spec import StagePlan
+from engine.core.stages import REGISTRY
+from engine.core.stages.base import LedgerReferences
 from engine.foundation.canonical import canonical_bytes, canonical_sha256
 from engine.foundation.errors import LedgerError
+from ledger import Ledger
 
-__all__ = ["BATCH_DECISION", "idempotency_key", "run_id_for_key", "batch_run_ids", "LedgerSnapshot",
+__all__ = ["BATCH_DECISION", "idempotency_key", "run_id_for_key", "RecordedLedger", "LedgerSnapshot",
            "ledger_references"]
 
 BATCH_DECISION = "batch"
@@ -41,23 +47,28 @@ def run_id_for_key(key: str) -> str:
     return key[:32]
 
 
-def batch_run_ids(ledger: Any, batch_id: str) -> list[str]:
-    """Run ids recorded with ``batch_id`` (sorted), from a ``LedgerSnapshot`` or a ``ledger.Ledger``.
+@dataclass(frozen=True)
+class RecordedLedger:
+    """A ``ledger.Ledger`` read as a stage's ``LedgerReader``: its certificates, and the runs of a batch.
 
-    On a ``Ledger`` the database picks the ``decision`` entries whose text holds the member
+    ``batch_runs`` lets the database pick the ``decision`` entries whose text holds the member
     ``"batch_id":NAME`` as RFC 8785 writes it (a scan in the database, not in Python: a bake-off shard records
-    a million decisions), and each is then read to confirm it is a ``batch`` decision of that batch.
+    a million decisions), and reads each to confirm it is a ``batch`` decision of that batch.
     """
-    listing = getattr(ledger, "batch_runs", None)
-    if callable(listing):
-        return sorted(listing(batch_id))
-    member = canonical_bytes({"batch_id": batch_id}).decode("utf-8")[1:-1]
-    found = set()
-    for entry in ledger.entries(kinds=["decision"], containing=member):
-        data = entry.data()
-        if data.get("kind") == BATCH_DECISION and (data.get("detail") or {}).get("batch_id") == batch_id:
-            found.add(entry.run_id)
-    return sorted(found)
+
+    ledger: Ledger
+
+    def certificate(self, run_id: str) -> dict[str, Any]:
+        return self.ledger.certificate(run_id)
+
+    def batch_runs(self, batch_id: str) -> list[str]:
+        member = canonical_bytes({"batch_id": batch_id}).decode("utf-8")[1:-1]
+        found = set()
+        for entry in self.ledger.entries(kinds=["decision"], containing=member):
+            data = entry.data()
+            if data.get("kind") == BATCH_DECISION and (data.get("detail") or {}).get("batch_id") == batch_id:
+                found.add(entry.run_id)
+        return sorted(found)
 
 
 @dataclass(frozen=True)
@@ -81,20 +92,13 @@ class LedgerSnapshot:
         raise LedgerError(f"run {run_id!r} has no certificate in the ledger (or is not recorded)")
 
     def batch_runs(self, batch_id: str) -> list[str]:
-        return list(self.batches.get(batch_id, ()))
+        return sorted(self.batches.get(batch_id, ()))
 
 
-def ledger_references(stages: Iterable[Any]) -> tuple[list[str], list[str]]:
-    """(run ids, batch names) a plan's stages read from the ledger: ``conformal.monitor``'s ``report_run``,
-    ``bakeoff.merge``'s ``shard_runs`` and ``shard_batch``."""
-    run_ids: list[str] = []
-    batches: list[str] = []
-    for stage in stages:
-        knobs = stage.knobs
-        if stage.use == "conformal.monitor" and isinstance(knobs.get("report_run"), str):
-            run_ids.append(knobs["report_run"])
-        if stage.use == "bakeoff.merge":
-            run_ids.extend(knobs.get("shard_runs") or [])
-            if knobs.get("shard_batch"):
-                batches.append(knobs["shard_batch"])
-    return run_ids, batches
+def ledger_references(stages: Iterable[StagePlan]) -> LedgerReferences:
+    """The runs and batches a plan's stages read from the ledger, as each stage type declares them
+    (``StageType.ledger_reads``), in stage order."""
+    found = [reads(stage.knobs) for stage in stages
+             if (reads := REGISTRY.get(stage.use, stage.version).ledger_reads) is not None]
+    return LedgerReferences(runs=tuple(run for refs in found for run in refs.runs),
+                            batches=tuple(batch for refs in found for batch in refs.batches))

@@ -927,6 +927,7 @@ def compare_stage(kernels: BakeoffKernels) -> StageType:
         run=lambda ctx: run_bakeoff_compare(ctx, kernels),
         summary=SUMMARY,
         render_markdown=render_bakeoff,
+        presentation="engine.services.presentation.stages.bakeoff",
         audit_checks=audit_bakeoff,
         changes=kernels.changes,
     )

@@ -285,6 +285,7 @@ def gate_stage(version: GateVersion) -> StageType:
         run=lambda ctx: run_bakeoff_gate(ctx, version),
         summary="Calm gate g per decision from telemetry lanes F, D, L, E, V, Q (weighted mix, safety notch, "
                 "smoothing; presets A/B/C), for bakeoff.compare's gate.from.",
+        presentation="engine.services.presentation.stages.bakeoff_gate",
         changes=version.changes,
     )
 

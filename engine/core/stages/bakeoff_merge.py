@@ -26,16 +26,16 @@ than null.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from engine.services.batch_ledger import batch_run_ids
 from engine.core.certificate import certificate_problems
 from engine.foundation.errors import InputError, LedgerError, StageError
 from engine.core.stats.bakeoff_pool import FIXED_POINT_BITS, GroupSums, merge_group_sums, pools_from_sums
 from engine.core.tables import Table, parse_table
 from engine.core.stages.bakeoff import (KERNELS, BakeoffKernels, audit_bakeoff, bucket_outputs, config_from_knobs, one_page_table,
                       render_bakeoff, run_knobs_hash, stage_manifest, sums_rows)
-from engine.core.stages.base import Decision, StageContext, StageOutput, StageType
+from engine.core.stages.base import Decision, LedgerReferences, StageContext, StageOutput, StageType
 
 __all__ = ["STAGE", "STAGES", "read_sums_table"]
 
@@ -147,6 +147,12 @@ def run_bakeoff_merge(ctx: StageContext, kernels: BakeoffKernels = KERNELS[-1]) 
 _SHARD_TYPES = ("bakeoff.compare", "bakeoff.merge")
 
 
+def shard_sources(knobs: Mapping[str, Any]) -> LedgerReferences:
+    """The recorded shard runs (``shard_runs``) and the batch (``shard_batch``) this stage merges, if named."""
+    batch = knobs.get("shard_batch")
+    return LedgerReferences(runs=tuple(knobs.get("shard_runs") or ()), batches=(batch,) if batch else ())
+
+
 def _recorded_shards(ctx: StageContext) -> tuple[list[tuple[dict[str, Any], Table]], list[dict[str, str]]]:
     """The shards named by ``shard_runs`` or ``shard_batch``, read from the ledger: (record, sums table)
     per shard run, in run id order for a batch, and the batch's runs of other specs (``run_id``, ``reason``),
@@ -159,7 +165,7 @@ def _recorded_shards(ctx: StageContext) -> tuple[list[tuple[dict[str, Any], Tabl
         raise StageError(f"{source} reads shard runs from the ledger, but this run has no ledger; run it with the "
                          "ledger that recorded the shards, or export their sums and use shards:")
     if batch:
-        run_ids = batch_run_ids(ctx.ledger, batch)
+        run_ids = ctx.ledger.batch_runs(batch)
         allowed: tuple[str, ...] = ("bakeoff.compare",)
     else:
         run_ids = list(knobs["shard_runs"])
@@ -209,6 +215,8 @@ def merge_stage(kernels: BakeoffKernels) -> StageType:
         summary="Vendor bake-off from per-shard (U, W) sums: exact merge, pools, bands, ranking and stamps "
                 "identical to the unsharded bakeoff.compare.",
         render_markdown=render_bakeoff,
+        ledger_reads=shard_sources,
+        presentation="engine.services.presentation.stages.bakeoff",
         audit_checks=audit_bakeoff,
         changes=_CHANGES[kernels.version],
     )

@@ -14,6 +14,26 @@ cost their arrays, not 10^6 Python objects, and the ledger encodes them column b
 (``engine.foundation.canonical.canonical_records``).
 
 Numerical work belongs in ``engine.core.stats``: pure functions, arrays in, frozen dataclasses out.
+
+**A stage is declared by its ``StageType``**, so that nothing outside ``engine.core.stages`` switches on a stage
+name: its knobs and outputs schemas (by name), its kernels (``run``), its Markdown (``render_markdown``), its
+audit checks, what it reads from a ledger (``ledger_reads``, through ``LedgerReader``) and its presentation.
+The presentation is the one part the core cannot hold as a function: the HTML section and the "how to read
+this" paragraphs use the services' view model and plots, and the core may not import the services. So
+``StageType.presentation`` is the *dotted name* of the presentation module
+(``engine.services.presentation.stages.<module>``, defining ``section`` and ``how_to_read``), which the
+presentation layer imports when it renders (``engine.services.presentation.stages.presentation_of``). Weighed against the alternatives:
+
+- a table keyed by stage name in the presentation layer (what it replaces) makes adding a stage touch a second
+  registry and lets the two drift apart; a registration call from each presentation module needs something
+  to import those modules first, which is the same table again;
+- a short key resolved by convention (``presentation="bakeoff"``) hides the module a reader must open;
+- a declarative description of the section in the core (tables and plots as data) would move the report's
+  layout into the core and grow a small language for it.
+
+The dotted name keeps the declaration in the stage module, the import direction services → core, and adding a
+stage at its module, its presentation module and its one line in ``engine.core.stages._STAGE_MODULES``; a test
+imports every named module.
 """
 
 from __future__ import annotations
@@ -30,7 +50,7 @@ from engine.foundation.canonical import RecordColumns
 from engine.core.tables import Table
 
 __all__ = ["Decision", "DecisionColumns", "DecisionParts", "Concatenated", "decision_parts", "StageOutput",
-           "StageContext", "StageType", "LedgerReader", "Progress"]
+           "StageContext", "StageType", "LedgerReader", "LedgerReferences", "Progress"]
 
 T = TypeVar("T")
 
@@ -155,11 +175,24 @@ class StageOutput:
 
 
 class LedgerReader(Protocol):
-    """Read-only view of the ledger a stage may use (e.g. to read a recorded certificate)."""
+    """Everything a stage may read from a ledger, read-only: recorded certificates and the runs of a batch. The
+    services implement it (the ledger itself, and the snapshot a batch hands its workers)."""
 
     def certificate(self, run_id: str) -> dict[str, Any]:
         """The stored certificate of ``run_id``; raises ``LedgerError`` if unknown."""
         ...
+
+    def batch_runs(self, batch_id: str) -> list[str]:
+        """The run ids recorded by ``certa batch`` with ``batch_id``, sorted (empty if none)."""
+        ...
+
+
+@dataclass(frozen=True)
+class LedgerReferences:
+    """What a stage's knobs name in the ledger: recorded runs (ids or prefixes) and batches (their ids)."""
+
+    runs: tuple[str, ...] = ()
+    batches: tuple[str, ...] = ()
 
 
 Progress = Callable[[int, int, str], None]
@@ -204,6 +237,14 @@ class StageType:
     """Optional: a Markdown rendering of this stage's outputs for ``certa show``."""
     audit_checks: Callable[[Mapping[str, Any]], list[str]] | None = None
     """Optional: method identities ``certa verify`` re-checks on stored outputs (returns problems found)."""
+    ledger_reads: Callable[[Mapping[str, Any]], LedgerReferences] | None = None
+    """Optional: the runs and batches this type's resolved knobs name, which it reads through ``LedgerReader``
+    (a batch fetches them for its workers, and runs a spec that reads the batch itself after the batch's other
+    runs); None: it reads nothing from a ledger."""
+    presentation: str | None = None
+    """Optional: the dotted name of the module that presents this type's outputs in the HTML report and in
+    "how to read this" paragraphs (``engine.services.presentation.stages.<module>``); None: a generic outputs
+    table. A name, not a function: see the module docstring."""
     changes: str = ""
     """What this version changed in the numbers against the previous one (``certa stages`` shows it)."""
 

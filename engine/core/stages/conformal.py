@@ -483,6 +483,7 @@ def pac_report_stage(kernels: PacReportKernels) -> StageType:
         run=lambda ctx: run_pac_report(ctx, kernels),
         summary="PAC report for binary Mondrian conformal sets: exact SSBC, LOO rates, prediction bounds (seed 003).",
         render_markdown=render_pac_report,
+        presentation="engine.services.presentation.stages.conformal",
         audit_checks=audit_pac_report,
         changes=kernels.changes,
     )

@@ -37,7 +37,7 @@ from engine.foundation.errors import StageError
 from engine.core.stats.lazy_scipy import stats
 from engine.core.stats.mondrian import prediction_sets, summarise_sets
 from engine.core.stats.ssbc import exact_fraction
-from engine.core.stages.base import Decision, StageContext, StageOutput, StageType
+from engine.core.stages.base import Decision, LedgerReferences, StageContext, StageOutput, StageType
 from engine.core.stages.conformal import (RATE_METRICS, SCOPES, float_number, load_calibration, loo_envelope_bounds, metric_counts,
                         threshold_from_json)
 
@@ -99,6 +99,12 @@ def _find_report(stages: Mapping[str, Any], stage_id: str | None, where: str) ->
         raise StageError(f"{where} has {len(found)} conformal.pac_report stages ({', '.join(found) or 'none'}); "
                          "set report_stage to the one to monitor")
     return found[0], stages[found[0]]
+
+
+def monitored_run(knobs: Mapping[str, Any]) -> LedgerReferences:
+    """The recorded run whose report this stage monitors (``report_run``), if it names one."""
+    run_id = knobs.get("report_run")
+    return LedgerReferences(runs=(run_id,) if isinstance(run_id, str) else ())
 
 
 def _load_report(ctx: StageContext) -> tuple[dict[str, Any], Mapping[str, Any]]:
@@ -237,6 +243,8 @@ def monitor_stage(kernels: MonitorKernels) -> StageType:
         summary=("Apply a recorded conformal.pac_report's thresholds to new labelled data; "
                  "realised rates vs certified bounds."),
         render_markdown=render_monitor,
+        ledger_reads=monitored_run,
+        presentation="engine.services.presentation.stages.conformal_monitor",
         changes=kernels.changes,
     )
 

@@ -469,6 +469,7 @@ def ratio_stage(kernels: PairedRatioKernels) -> StageType:
         summary="Paired perplexity ratio vs a baseline, token-weighted, with a paired BCa bootstrap CI (seed 001).",
         audit_checks=audit_paired_ratio,
         render_markdown=render_paired_ratio,
+        presentation="engine.services.presentation.stages.paired_ratio",
         changes=kernels.changes,
     )
 

@@ -833,6 +833,7 @@ def diff_stage(kernels: SequentialKernels) -> StageType:
         run=lambda ctx: run_sequential_diff(ctx, kernels),
         summary=SUMMARY,
         render_markdown=lambda outputs: render_sequential_diff(outputs, kernels.range_rule),
+        presentation="engine.services.presentation.stages.sequential_diff",
         audit_checks=lambda outputs: audit_sequential_diff(outputs) + kernels.range_rule.audit(outputs),
         changes=kernels.changes,
     )

@@ -4,7 +4,8 @@
 
 Formatting of stored records (the report: identity (run, hashes, seed, profile), inputs, each stage's own
 Markdown (``StageType.render_markdown``), the gates and the library versions), and two readers that stream a
-run's recorded decisions from the ledger. Nothing is recomputed.
+run's recorded decisions from the ledger. Nothing is recomputed. Values are written by the one formatter,
+``engine.core.value_text.format_value``, in JSON's words (``null``, ``true``, ``false``).
 
 Every recorded string is shown through ``engine.services.presentation.display_text``: the Markdown report escapes it for Markdown
 and HTML, the one-line texts (decisions, changes, failed rules) lose control and bidi characters.
@@ -13,7 +14,6 @@ and HTML, the one-line texts (decisions, changes, failed rules) lose control and
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -24,25 +24,13 @@ from engine.services.presentation.explain import how_to_read
 from engine.core.gates import gate_display
 from engine.services.jsondiff import ArrayChange, FieldChange
 from engine.core.stages import REGISTRY, Decision
+from engine.core.value_text import format_value
 
 if TYPE_CHECKING:
     from ledger import EntryRow, Ledger
 
-__all__ = ["certificate_markdown", "format_value", "failed_rules", "rule_text", "recorded_warnings", "warnings_of",
+__all__ = ["certificate_markdown", "failed_rules", "rule_text", "recorded_warnings", "warnings_of",
            "recorded_decisions", "recorded_abort", "decision_line", "change_text", "array_change_text"]
-
-
-def format_value(value: Any) -> str:
-    """A compact human form of a JSON value (6 significant digits for floats)."""
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    if isinstance(value, float):
-        return f"{value:.6g}" if math.isfinite(value) else str(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(format_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return json.dumps(value, sort_keys=True)
-    return str(value)
 
 
 def failed_rules(decisions: Iterable[Decision]) -> tuple[dict[str, Any], ...]:

@@ -21,9 +21,8 @@ from engine.services.presentation.display_text import plain_text
 from engine.core.gates import gate_display
 from engine.services.presentation.html import plots
 from engine.services.presentation.html.data import ReportData
-from engine.services.presentation.html.bakeoff_section import run_vendors
 from engine.services.presentation.html.sections import stage_section
-from engine.services.presentation.html.view import Cell, StageSection, fmt
+from engine.services.presentation.html.view import Cell, StageSection, fmt, run_vendors
 
 __all__ = ["Link", "render_report", "stylesheet", "report_sections", "identity_rows", "template_environment"]
 

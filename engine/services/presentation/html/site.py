@@ -56,7 +56,9 @@ from engine.core.certificate import results_sha256
 from engine.foundation.errors import CertaError, LedgerIntegrityError
 from engine.services.jsondiff import ArrayChange, flatten, json_diff, summarised
 from engine.services.presentation.warnings import WARNING_MARK
-from engine.services.presentation.markdown import array_change_text, format_value, warnings_of
+from engine.services.presentation.markdown import array_change_text, warnings_of
+from engine.core.value_text import format_value
+from engine.services.presentation.stages import presentation_modules
 from engine.services.reviews import ReviewRecord, ledger_reviews
 from engine.services.presentation.html.data import ReportData, Verification, replay_status, sequential_checks_of
 from engine.services.presentation.html.render import Link, render_report, stylesheet, template_environment
@@ -129,9 +131,12 @@ def renderer_version() -> str:
     return digest.hexdigest()
 
 
-RENDERED_ENGINE_MODULES = ("engine.services.presentation.explain", "engine.core.gates")
+RENDERED_ENGINE_MODULES = ("engine.services.presentation.explain", "engine.core.gates", "engine.core.value_text",
+                           *presentation_modules())
 """Modules outside ``engine.services.presentation.html`` whose text a report prints: the "How to read this" paragraphs
-(``engine.services.presentation.explain``) and the gates' displayed numbers (``engine.core.gates.gate_display``)."""
+(``engine.services.presentation.explain`` and each stage type's presentation module, which also builds its
+section), the gates' displayed numbers (``engine.core.gates.gate_display``) and every formatted value
+(``engine.core.value_text``)."""
 
 
 def _digest(document: Any) -> str:

@@ -1,30 +1,23 @@
 """The view model of a report section (cells, tables, plots, the section itself, what a builder reads) and the
-formatting helpers every section builder shares. Plain data: the templates escape every string."""
+formatting helpers every section builder shares, with the vendors of a run (one colour each in every bake-off plot).
+Plain data: the templates escape every string."""
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Cell", "Table", "Plot", "StageSection", "StageInput", "fmt", "table", "mapping", "threshold_values"]
+from engine.core.value_text import READER_STYLE, format_value
+
+__all__ = ["Cell", "Table", "Plot", "StageSection", "StageInput", "fmt", "table", "mapping", "threshold_values",
+           "run_vendors"]
 
 
 def fmt(value: Any, digits: int = 6) -> str:
-    """A compact human form of a JSON value (``digits`` significant digits for floats)."""
-    if value is None:
-        return "–"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}" if math.isfinite(value) else str(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(fmt(v, digits) for v in value) + "]"
-    if isinstance(value, dict):
-        return json.dumps(value, sort_keys=True, ensure_ascii=False)
-    return str(value)
+    """``value`` as the report writes it: ``engine.core.value_text.format_value`` in words (``–`` for a missing
+    value, ``yes``/``no`` for booleans), floats with ``digits`` significant digits."""
+    return format_value(value, digits=digits, style=READER_STYLE)
 
 
 @dataclass(frozen=True)
@@ -98,3 +91,14 @@ def threshold_values(gate: Mapping[str, Any]) -> list[float]:
     threshold = gate.get("threshold") or {}
     values = [threshold.get("min"), threshold.get("max"), *(threshold.get("between") or [])]
     return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def run_vendors(stages: Mapping[str, Any]) -> list[str]:
+    """Every vendor id of a run's bake-off stages (``input.vendors`` and ``buckets.<id>.vendors``), sorted: the
+    colour order."""
+    found = {str(vendor) for outputs in stages.values() if isinstance(outputs, Mapping)
+             for bucket in mapping(outputs.get("buckets")).values() if isinstance(bucket, Mapping)
+             for vendor in mapping(bucket.get("vendors"))}
+    found.update(str(vendor) for outputs in stages.values() if isinstance(outputs, Mapping)
+                 for vendor in mapping(outputs.get("input")).get("vendors") or () if "buckets" in outputs)
+    return sorted(found)

@@ -1,31 +1,21 @@
-"""The bake-off sections: ``bakeoff.compare`` and ``bakeoff.merge`` (pooled values per bucket and vendor, one
-colour per vendor in every plot of the run, the lead and its significance, Δu with its interval, overlays) and
-``bakeoff.gate`` (the calm gate per decision row). Builders read the stored outputs only."""
+"""How ``bakeoff.compare`` and ``bakeoff.merge`` read: pooled values per bucket and vendor (one colour per vendor
+in every plot of the run), the lead and its significance, Δu with its interval, the overlays."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from engine.services.presentation.explain import bucket_lead, lead_sentence, p_value_text
+from engine.core.value_text import format_value
+from engine.services.presentation.explain import finite_number, number_text
 from engine.services.presentation.html import plots
 from engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, Table, fmt, mapping, table
 
-__all__ = ["run_vendors", "bakeoff_section", "bakeoff_merge_section", "calm_gate_section"]
+__all__ = ["section", "how_to_read", "Lead", "bucket_lead", "lead_sentence", "p_value_text"]
 
 
 _OVERLAYS = (("tokens", "tokens"), ("lat_ms", "latency ms"), ("cost", "cost"))
-
-
-def run_vendors(stages: Mapping[str, Any]) -> list[str]:
-    """Every vendor id of a run's bake-off stages (``input.vendors`` and ``buckets.<id>.vendors``), sorted: the
-    colour order."""
-    found = {str(vendor) for outputs in stages.values() if isinstance(outputs, Mapping)
-             for bucket in mapping(outputs.get("buckets")).values() if isinstance(bucket, Mapping)
-             for vendor in mapping(bucket.get("vendors"))}
-    found.update(str(vendor) for outputs in stages.values() if isinstance(outputs, Mapping)
-                 for vendor in mapping(outputs.get("input")).get("vendors") or () if "buckets" in outputs)
-    return sorted(found)
 
 
 def _overlay_table(name: str, vendors: Mapping[str, Any], order: Sequence[str]) -> Table | None:
@@ -66,8 +56,8 @@ def _p_text(p: Any, replicates: Any) -> str:
     return fmt(p) if p is None else p_value_text(p, replicates).removeprefix("= ")
 
 
-def bakeoff_section(stage: StageInput, use: str = "bakeoff.compare") -> StageSection:
-    """The section of a ``bakeoff.compare`` stage (``use`` names a merge, which has no bootstrap)."""
+def section(stage: StageInput) -> StageSection:
+    """The section of a ``bakeoff.compare`` or ``bakeoff.merge`` stage (a merge has no bootstrap)."""
     outputs = stage.outputs
     buckets = mapping(outputs.get("buckets"))
     bands = mapping(mapping(outputs.get("manifest")).get("bands"))
@@ -124,43 +114,98 @@ def bakeoff_section(stage: StageInput, use: str = "bakeoff.compare") -> StageSec
     caption = ("Pooled value per vendor and bucket (points, ranking order) with its bootstrap interval (bars) over "
                "the band regions; one colour per vendor throughout the report." if boot else
                "Pooled value per vendor and bucket over the band regions; one colour per vendor throughout the report.")
-    return StageSection(stage.stage_id, use, "", decision=decision, ok=None, summary=summary,
+    return StageSection(stage.stage_id, "", "", decision=decision, ok=None, summary=summary,
                         facts=tuple(headlines), plots=(Plot(svg, caption),), tables=tuple(tables))
 
 
-def bakeoff_merge_section(stage: StageInput) -> StageSection:
-    """The section of a ``bakeoff.merge`` stage."""
-    return bakeoff_section(stage, use="bakeoff.merge")
+@dataclass(frozen=True)
+class Lead:
+    """A bake-off bucket's leader against the runner-up: the Holm-adjusted p of their pair and its significance."""
+
+    leader: str
+    runner_up: str
+    diff_u: float | None
+    p_holm: float | None
+    significant: bool
 
 
-# -- bakeoff.gate ---------------------------------------------------------------------------------------------
+def bucket_lead(bucket: Mapping[str, Any]) -> Lead | None:
+    """The lead of one ``bakeoff.compare`` bucket: its ``lead`` block (1.2.0), or for older versions the pair of
+    the leader and the runner-up (second in the ranking) with its Holm p; None when there is no leader, no
+    runner-up, that pair was not tested, or the ranking is by ``RSI_pool`` (the bootstrap tests the gated pools,
+    not that ranking key: 1.2.0 records no lead then either)."""
+    lead = bucket.get("lead")
+    if isinstance(lead, Mapping):
+        if lead.get("leader") is None or lead.get("runner_up") is None:
+            return None
+        return Lead(str(lead["leader"]), str(lead["runner_up"]), finite_number(lead.get("diff_u")), finite_number(lead.get("p_holm")),
+                    bool(lead.get("significant")))
+    leader, ranking = bucket.get("leader"), bucket.get("ranking")
+    if (leader is None or not isinstance(ranking, list) or len(ranking) < 2 or ranking[0] != leader
+            or bucket.get("rank_by", "RSI_pool_env") != "RSI_pool_env"):
+        return None
+    runner_up = ranking[1]
+    for pair in bucket.get("pairs") or ():
+        if not isinstance(pair, Mapping) or pair.get("reason") is not None or {pair.get("a"), pair.get("b")} != {
+                leader, runner_up}:
+            continue
+        diff = finite_number(pair.get("diff_u"))
+        diff_u = None if diff is None else (diff if pair.get("a") == leader else -diff)
+        return Lead(str(leader), str(runner_up), diff_u, finite_number(pair.get("p_holm")),
+                    bool(pair.get("significant")) and diff_u is not None and diff_u > 0)
+    return None
 
-def calm_gate_section(stage: StageInput) -> StageSection:
-    """The section of a ``bakeoff.gate`` stage."""
-    stage_id, outputs = stage.stage_id, stage.outputs
-    params = outputs.get("params") or {}
-    summary_out = outputs.get("summary") or {}
-    g = [float(v) for v in outputs.get("g") or [] if isinstance(v, (int, float))]
-    svg = plots.calm_gate_plot(f"{stage_id}-gate", g=g, g_min=params.get("g_min"),
-                               flagged_rows=outputs.get("flagged_rows") or [])
-    weights = params.get("weights") or {}
-    lanes = outputs.get("lanes") or {}
-    tables = [
-        table("Lanes", ("lane", "telemetry", "weight"), [(k, v, weights.get(k)) for k, v in lanes.items()],
-              numeric=(2,)),
-        table("Gate summary", ("quantity", "value"),
-              [(k, summary_out.get(k)) for k in summary_out] +
-              [("rows", outputs.get("n_rows")), ("mode", outputs.get("mode")), ("preset", outputs.get("preset")),
-                ("cold start", outputs.get("cold_start")), ("streams by", outputs.get("stream_by"))]),
-        table("Parameters and references", ("knob", "value"),
-              [(k, v) for k, v in params.items() if k != "weights"] +
-              [(f"reference {k}", v) for k, v in (outputs.get("references") or {}).items()]),
+
+def p_value_text(p: Any, replicates: Any = None) -> str:
+    """A bootstrap p-value for reading: 0 means only that no replicate crossed 0, i.e. p < 2/B."""
+    b = finite_number(replicates)
+    if finite_number(p) == 0.0 and b is not None and b > 0:
+        return f"< {format_value(2 / b, digits=2)}"
+    return f"= {number_text(p)}"
+
+
+def lead_sentence(bucket_id: str, lead: Lead, replicates: Any = None) -> str:
+    """"vendor-a leads e5, but the lead over vendor-b is not significant (p_Holm = 0.61)" and its positive form."""
+    p = p_value_text(lead.p_holm, replicates)
+    if lead.significant:
+        return f"{lead.leader} leads {bucket_id}; the lead over {lead.runner_up} is significant (p_Holm {p})."
+    return f"{lead.leader} leads {bucket_id}, but the lead over {lead.runner_up} is not significant (p_Holm {p})."
+
+
+def _leads_paragraph(buckets: Mapping[str, Any]) -> str | None:
+    """Which buckets' leads are established in this run, and which are not."""
+    leads = {str(name): bucket_lead(bucket) for name, bucket in sorted(buckets.items()) if isinstance(bucket, Mapping)}
+    established = [name for name, lead in leads.items() if lead is not None and lead.significant]
+    open_ = [name for name, lead in leads.items() if lead is not None and not lead.significant]
+    if not established and not open_:
+        return None
+    texts = []
+    if open_:
+        texts.append(f"In this run the lead is NOT significant in {', '.join(open_)}: there the data do not establish "
+                     "which of the top two vendors is better, whatever the ranking shows.")
+    if established:
+        texts.append(f"The lead is significant in {', '.join(established)}.")
+    return " ".join(texts)
+
+
+def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
+    """How to read a ``bakeoff.compare`` or ``bakeoff.merge`` stage\'s outputs."""
+    texts = [
+        "What was tested: every vendor answered the same prompts; each decision got a bounded score RSI in (-1, 1). "
+        "Per bucket, the scores are pooled per vendor (in rapidity space u = atanh(RSI), mapped back by tanh) and the "
+        "vendors are ranked by the pooled value, with token use and latency only as tie-breaks.",
+        "What the ranking means: the leader has the highest pooled score on these prompts. A lead is a claim only "
+        "when the bootstrap test of the difference in pooled rapidity (delta-u) against the runner-up is significant "
+        "after Holm's correction over the pairs of the bucket. A non-significant lead does NOT show the leader is "
+        "better; nor does any ranking say how the vendors compare on other prompts or tasks.",
     ]
-    flag = summary_out.get("flag")
-    summary = (f"Calm gate over {fmt(outputs.get('n_rows'))} rows: g from {fmt(summary_out.get('g_min'))} to "
-               f"{fmt(summary_out.get('g_max'))} (mean {fmt(summary_out.get('g_mean'))}), "
-               f"{fmt(summary_out.get('flagged'))} rows flagged" + (f" ({flag})." if flag else "."))
-    return StageSection(stage_id, "bakeoff.gate", "", decision=f"{fmt(summary_out.get('flagged'))} flagged", ok=None,
-                        summary=summary,
-                        plots=(Plot(svg, "The calm gate g of each decision row against its floor g_min; flagged "
-                                         "rows are marked."),), tables=tuple(tables))
+    if outputs.get("bootstrap") is None and "shards" in outputs:
+        texts[1] = ("What the ranking means: this is a merge of shard sums: the pooled values equal one comparison "
+                    "over all decisions, but a merge has no bootstrap, so no lead is tested here.")
+    leads = _leads_paragraph(mapping(outputs.get("buckets")))
+    if leads:
+        texts.append(leads)
+    texts.append("Assumptions: the prompts are a fair sample of the workload, decisions are independent, and the "
+                 "scores of different vendors are comparable. Tanh-mapped intervals are displays of the u-space "
+                 "interval, not intervals of the difference of two pooled scores.")
+    return tuple(texts)

@@ -1,0 +1,56 @@
+"""Each stage type's presentation: its HTML report section and its "how to read this" paragraphs.
+
+A stage type names its presentation module in ``StageType.presentation`` (a dotted module name; see
+``engine.core.stages.base`` for why a name and not a function): the core may not import the services, so it
+names the module and ``presentation_of`` imports it when a report or ``certa show --explain`` needs it. Each
+module here serves the stage module of ``engine.core.stages`` of the same name (``bakeoff`` serves
+``bakeoff.compare`` and ``bakeoff.merge``) and defines::
+
+    section(stage: StageInput) -> StageSection        the stage's HTML report section
+    how_to_read(outputs) -> tuple[str, ...]           plain-language paragraphs (HTML and Markdown)
+
+Both read the stored outputs only, defensively, and compute no statistic. Adding a stage type's presentation is
+writing its module here and naming it in the ``StageType``: nothing here lists stage names.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from engine.core.stages import REGISTRY, parse_stage_ref
+
+if TYPE_CHECKING:  # the view model lives in the HTML package, which only the report commands import
+    from engine.services.presentation.html.view import StageInput, StageSection
+
+__all__ = ["StagePresentation", "presentation_of", "presentation_modules"]
+
+
+class StagePresentation(Protocol):
+    """What a stage type's presentation module defines."""
+
+    def section(self, stage: StageInput) -> StageSection:
+        """The stage's report section (``stage_id``, ``use``, ``version`` and ``how_to_read`` are filled in by
+        ``engine.services.presentation.html.sections.stage_section``)."""
+        ...
+
+    def how_to_read(self, outputs: Mapping[str, Any]) -> tuple[str, ...]:
+        """Plain-language paragraphs on reading the stage's stored outputs."""
+        ...
+
+
+def presentation_modules() -> tuple[str, ...]:
+    """The presentation modules the registered stage types name, sorted (the text a report prints)."""
+    return tuple(sorted({stage.presentation for stage in REGISTRY if stage.presentation is not None}))
+
+
+@functools.cache
+def presentation_of(use: str) -> StagePresentation | None:
+    """The presentation module of stage type ``use`` (``name`` or ``name@version``: every version of a type shares
+    the newest version's presentation, which reads older outputs defensively); None for a type this certa does
+    not have or one without a presentation."""
+    versions = REGISTRY.versions(parse_stage_ref(use)[0])
+    module = versions[-1].presentation if versions else None
+    return None if module is None else cast(StagePresentation, import_module(module))
