@@ -32,7 +32,7 @@ from engine.foundation.errors import LedgerIntegrityError
 
 from ledger.chain import EncodedEntries, NewEntry
 
-__all__ = ["ENTRY_FORMAT", "RECORD_KINDS", "NOTE_KINDS", "RecordedPlan", "RecordedTable", "DecisionGroup",
+__all__ = ["ENTRY_FORMAT", "RECORD_KINDS", "NOTE_KINDS", "BATCH_DECISION", "RecordedPlan", "RecordedTable", "DecisionGroup",
            "RunRecord", "completed_run", "aborted_run", "runs_row", "StoredRun", "read_stored_run",
            "payload_problems"]
 
@@ -43,6 +43,9 @@ RECORD_KINDS = ("run", "input", "captured", "decision", "certificate", "abort")
 """Entry kinds written with the run, in one transaction."""
 NOTE_KINDS = ("replay", "review")
 """Entry kinds appended later about a recorded run."""
+BATCH_DECISION = "batch"
+"""Kind of the decision that ties a run to its ``certa batch``: ``{"batch_id", "idempotency_key"}`` (stage None,
+the run's last decision; ``Ledger.batch_runs`` finds a batch's runs by it)."""
 
 
 class RecordedPlan(Protocol):

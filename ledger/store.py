@@ -40,6 +40,7 @@ from ledger.location import (command_hint, ledger_argument, masked_ledger, plain
 from ledger.merkle import NodeKey, completed_levels, entry_leaves, frontier_nodes
 from ledger.rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
                    checked_schema_version, rows_as, run_rows)
+from ledger.run_record import BATCH_DECISION
 from ledger.schema import alembic_version, blobs, entries, ledger_meta, merkle_nodes, metadata, read_schema_state, runs
 from ledger.sqlite_read import connect_read_only, sqlite_ledger_state, sqlite_read_problem
 
@@ -505,6 +506,19 @@ class Ledger:
             status = self.run(full).status
             raise LedgerError(f"run {full} has no certificate (status: {status})")
         return found[-1]
+
+    def batch_runs(self, batch_id: str) -> list[str]:
+        """The run ids recorded by ``certa batch`` with ``batch_id``, sorted (``LedgerReader``): the database picks
+        the ``decision`` entries whose text holds the member ``"batch_id":NAME`` as RFC 8785 writes it (a scan in
+        the database, not in Python: a bake-off shard records a million decisions), and each is read to confirm
+        it is a ``batch`` decision (``BATCH_DECISION``) of that batch."""
+        member = canonical_bytes({"batch_id": batch_id}).decode("utf-8")[1:-1]
+        found = set()
+        for entry in self.entries(kinds=["decision"], containing=member):
+            data = entry.data()
+            if data.get("kind") == BATCH_DECISION and (data.get("detail") or {}).get("batch_id") == batch_id:
+                found.add(entry.run_id)
+        return sorted(found)
 
     def blob(self, sha256: str) -> bytes:
         """The stored bytes with this SHA-256."""

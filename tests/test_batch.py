@@ -14,7 +14,7 @@ from engine import run
 from engine.services.audit import REPRODUCED, replay
 from engine.services.audit import verify as verify_ledger
 from engine.services.batch import EXIT_ORDER, run_batch, worst_exit_code
-from engine.services.batch_ledger import LedgerSnapshot, RecordedLedger, idempotency_key
+from engine.services.batch_ledger import LedgerSnapshot, idempotency_key
 from engine.foundation.errors import SpecError, StageError
 from engine.core.tables import columns_to_csv_bytes
 from ledger import Ledger
@@ -116,7 +116,7 @@ def test_batch_on_the_default_local_cluster_matches_certa_run_and_survives_bad_s
         assert_same_as_certa_run(ledger, ok)
         assert verify_ledger(ledger).intact
         assert sorted(r.run_id for r in ledger.runs()) == sorted(r.run_id for r in ok)
-        assert RecordedLedger(ledger).batch_runs(report.batch_id) == sorted(r.run_id for r in ok)
+        assert ledger.batch_runs(report.batch_id) == sorted(r.run_id for r in ok)
         assert any(m.startswith("[5/5]") for m in messages) and any("bogus" in m for m in messages)
 
 
@@ -303,29 +303,25 @@ def test_batch_runs_finds_exactly_the_runs_of_that_batch(small_spec: Path, tmp_p
             tagged = replace(execution, decisions=execution.decisions + _batch_decision(batch, f"key{number}"))
             record_execution(ledger, run_id, tagged)
             ids.setdefault(batch, []).append(run_id)
-        reader = RecordedLedger(ledger)
-        assert reader.batch_runs("nightly") == ids["nightly"]
-        assert reader.batch_runs("nightly-2") == ids["nightly-2"]
-        assert reader.batch_runs("x_nightly") == ids["x_nightly"]  # LIKE's wildcard, escaped
-        assert reader.batch_runs("nigh%") == [] and reader.batch_runs("other") == []
+        assert ledger.batch_runs("nightly") == ids["nightly"]
+        assert ledger.batch_runs("nightly-2") == ids["nightly-2"]
+        assert ledger.batch_runs("x_nightly") == ids["x_nightly"]  # LIKE's wildcard, escaped
+        assert ledger.batch_runs("nigh%") == [] and ledger.batch_runs("other") == []
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="certa run hands the stages its ledger.Ledger, which has no LedgerReader.batch_runs until "
-                          "ledger/store.py gains it (issue 18); then this passes and the mark goes")
 def test_certa_run_reads_the_runs_of_a_batch_from_its_ledger(small_spec: Path, tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from engine.services.batch import _batch_decision
-    from engine.core.certificate import seal
     from engine.core.interpreter import execute, load_tables
     from engine.core.spec import load_plan
+    from engine.services.batch import _batch_decision
+    from engine.services.run import record_execution
 
     plan = load_plan(small_spec)
     execution = execute(plan, load_tables(plan))
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         tagged = replace(execution, decisions=execution.decisions + _batch_decision("nightly", "key"))
-        ledger.record_run(run_id="0" * 32, execution=tagged, certificate=seal(execution.content, "0" * 32))
+        record_execution(ledger, "0" * 32, tagged)
         with pytest.raises(StageError, match="no shard run found"):  # its one run holds no bakeoff.compare
             run(write_spec(tmp_path / "merge", MERGE_SPEC.format(knob="shard_batch: nightly")), ledger=ledger)
 

@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.location import masked_ledger
+from ledger.run_record import BATCH_DECISION
 
-from engine.services.batch_ledger import (BATCH_DECISION, LedgerSnapshot, RecordedLedger, idempotency_key, ledger_references,
-                                          run_id_for_key)
+from engine.services.batch_ledger import LedgerSnapshot, idempotency_key, ledger_references, run_id_for_key
 from engine.services.batch_worker import InputBlob, WorkerResult, compute_run
 from engine.foundation.canonical import canonical_sha256, sha256_hex
 from engine.foundation.errors import CertaError, InputError, LedgerError, SpecError
@@ -239,12 +239,12 @@ def _waits_for_batch(plan: Plan, batch_id: str) -> bool:
 def _snapshot(ledger: Ledger, plan: Plan) -> LedgerSnapshot:
     """The certificates and batch listings ``plan`` reads, fetched from the ledger (missing ones are left
     out: the stage then reports them)."""
-    references, reader = ledger_references(plan.stages), RecordedLedger(ledger)
-    listings = {name: reader.batch_runs(name) for name in references.batches}
+    references = ledger_references(plan.stages)
+    listings = {name: ledger.batch_runs(name) for name in references.batches}
     certificates: dict[str, Any] = {}
     for run_id in [*references.runs, *(rid for ids in listings.values() for rid in ids)]:
         try:
-            certificates[run_id.strip().lower()] = reader.certificate(run_id)
+            certificates[run_id.strip().lower()] = ledger.certificate(run_id)
         except LedgerError:
             pass
     return LedgerSnapshot(certificates=certificates, batches=listings)

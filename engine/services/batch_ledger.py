@@ -11,8 +11,8 @@ its first 32 hex digits: recording the same spec twice in the same batch hits th
 and a re-run of the batch skips the keys already recorded (resume).
 
 Stages read a ledger through ``engine.core.stages.base.LedgerReader`` (certificates, the runs of a batch for
-``bakeoff.merge``'s ``shard_batch``), implemented twice here: ``RecordedLedger`` over a ``ledger.Ledger`` and
-``LedgerSnapshot``, the read-only ledger a Dask worker gets: the certificates and batch listings the client
+``bakeoff.merge``'s ``shard_batch``), implemented by ``ledger.Ledger`` and here by ``LedgerSnapshot``, the
+read-only ledger a Dask worker gets: the certificates and batch listings the client
 fetched for it (``ledger_references`` says which, from the stage types).
 """
 
@@ -25,16 +25,11 @@ from typing import Any
 from engine.core.spec import StagePlan
 from engine.core.stages import REGISTRY
 from engine.core.stages.base import LedgerReferences
-from engine.foundation.canonical import canonical_bytes, canonical_sha256
+from engine.foundation.canonical import canonical_sha256
 from engine.foundation.errors import LedgerError
-from ledger import Ledger
 
-__all__ = ["BATCH_DECISION", "idempotency_key", "run_id_for_key", "RecordedLedger", "LedgerSnapshot",
+__all__ = ["idempotency_key", "run_id_for_key", "LedgerSnapshot",
            "ledger_references"]
-
-BATCH_DECISION = "batch"
-"""Kind of the decision that ties a run to its batch."""
-
 
 def idempotency_key(batch_id: str, spec_sha256: str, input_sha256s: Sequence[str], seed: int | str) -> str:
     """SHA-256 (hex) of JCS ``{"batch_id", "spec_sha256", "inputs", "seed"}``: one key per spec of a batch."""
@@ -45,30 +40,6 @@ def idempotency_key(batch_id: str, spec_sha256: str, input_sha256s: Sequence[str
 def run_id_for_key(key: str) -> str:
     """The run id a batch gives the run of ``key``: its first 32 hex digits (the shape of a random run id)."""
     return key[:32]
-
-
-@dataclass(frozen=True)
-class RecordedLedger:
-    """A ``ledger.Ledger`` read as a stage's ``LedgerReader``: its certificates, and the runs of a batch.
-
-    ``batch_runs`` lets the database pick the ``decision`` entries whose text holds the member
-    ``"batch_id":NAME`` as RFC 8785 writes it (a scan in the database, not in Python: a bake-off shard records
-    a million decisions), and reads each to confirm it is a ``batch`` decision of that batch.
-    """
-
-    ledger: Ledger
-
-    def certificate(self, run_id: str) -> dict[str, Any]:
-        return self.ledger.certificate(run_id)
-
-    def batch_runs(self, batch_id: str) -> list[str]:
-        member = canonical_bytes({"batch_id": batch_id}).decode("utf-8")[1:-1]
-        found = set()
-        for entry in self.ledger.entries(kinds=["decision"], containing=member):
-            data = entry.data()
-            if data.get("kind") == BATCH_DECISION and (data.get("detail") or {}).get("batch_id") == batch_id:
-                found.add(entry.run_id)
-        return sorted(found)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from engine.core.interpreter import RunDecisions
 from engine.core.stages.base import Decision, DecisionColumns
-from engine.services.presentation.markdown import format_value
+from engine.core.value_text import format_value
 
 __all__ = ["run_warnings", "warning_line", "WARNING_MARK"]
 
