@@ -1,0 +1,1 @@
+"""certa's numerical core."""

@@ -1,0 +1,1 @@
+"""Statistical kernels: pure functions of arrays (numpy, scipy, numba), no I/O."""

@@ -1,0 +1,34 @@
+"""Argument checks shared by the ``_..._iv`` validation steps of this package.
+
+Each returns the normalised value or raises ``ValueError`` naming the field, the expectation and the value.
+"""
+
+from __future__ import annotations
+
+import math
+
+ALTERNATIVES = ("two-sided", "greater", "less")
+"""``greater``: H1 says the subject is better than the null value (Δ > Δ0); ``less``: worse (Δ < Δ0)."""
+
+
+def open_unit(name: str, value: float) -> float:
+    """``value`` as a float in (0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < float(value) < 1.0:
+        raise ValueError(f"'{name}' must be a number in (0, 1) (got {value!r})")
+    return float(value)
+
+
+def alternative(value: str) -> str:
+    if value not in ALTERNATIVES:
+        raise ValueError(f"'alternative' must be one of {ALTERNATIVES} (got {value!r})")
+    return value
+
+
+def margin(value: float, *, allow_zero: bool) -> float:
+    """A difference margin δ in [0, 1) (``allow_zero``) or (0, 1)."""
+    low_ok = (lambda v: v >= 0.0) if allow_zero else (lambda v: v > 0.0)
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or not (low_ok(float(value)) and float(value) < 1.0)):
+        interval = "[0, 1)" if allow_zero else "(0, 1)"
+        raise ValueError(f"'margin' must be a number in {interval} (got {value!r})")
+    return float(value)
