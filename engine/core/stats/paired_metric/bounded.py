@@ -103,7 +103,7 @@ def _differences_iv(subject: object, baseline: object, metric_range: object) -> 
         bad = ~((x >= low) & (x <= high))
         if bad.any():
             i = np.unravel_index(int(np.flatnonzero(bad)[0]), x.shape)
-            raise ValueError(f"'{name}' must lie in the metric range [{low}, {high}] (item {i[-1]} is {x[i]!r})")
+            raise ValueError(f"'{name}' must lie in the metric range [{low}, {high}] (item {i[-1]} is {x[i].item()!r})")
     return s - b, (low, high)
 
 

@@ -40,8 +40,8 @@ class McNemarTest:
 def mcnemar_exact_test(table: PairedTable, alternative: str = "two-sided", *, mid_p: bool = False) -> McNemarTest:
     """Exact conditional McNemar test (module docstring), elementwise over the tables."""
     alternative, mid_p = _mcnemar_exact_test_iv(alternative, mid_p)
-    k = np.asarray(table.n10, dtype=np.float64)
-    m = np.asarray(table.n10 + table.n01, dtype=np.float64)
+    k = np.asarray(table.n10)
+    m = np.asarray(table.n10 + table.n01)
     at_most = special.bdtr(k, m, 0.5)
     at_least = special.bdtr(m - k, m, 0.5)
     point = np.exp(special.gammaln(m + 1.0) - special.gammaln(k + 1.0) - special.gammaln(m - k + 1.0)
@@ -52,8 +52,7 @@ def mcnemar_exact_test(table: PairedTable, alternative: str = "two-sided", *, mi
         p = at_most - point / 2.0
     else:
         p = np.minimum(1.0, 2.0 * np.minimum(at_most, at_least) - point)
-    discordant = table.n10 + table.n01
-    return McNemarTest(_count(table.n10), _count(discordant), _scalar_or_array(p), alternative, mid_p)
+    return McNemarTest(_count(k), _count(m), _scalar_or_array(p), alternative, mid_p)
 
 
 def _mcnemar_exact_test_iv(alternative: str, mid_p: bool) -> tuple[str, bool]:

@@ -90,7 +90,7 @@ def _sorted_iv(p_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"'p_values' must have at least one p-value along the last axis (got shape {p.shape})")
     bad = ~((p >= 0.0) & (p <= 1.0))
     if bad.any():
-        raise ValueError(f"'p_values' must lie in [0, 1] (got {p[bad].flat[0]!r})")
+        raise ValueError(f"'p_values' must lie in [0, 1] (got {p[bad].flat[0].item()!r})")
     order = np.argsort(p, axis=-1, kind="stable")
     return np.take_along_axis(p, order, axis=-1), order
 

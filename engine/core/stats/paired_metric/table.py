@@ -61,7 +61,7 @@ def _paired_table_iv(*counts: object) -> tuple[np.ndarray, ...]:
         value = raw.astype(np.float64)
         bad = ~(np.isfinite(value) & (value >= 0) & (value == np.floor(value)))
         if bad.any():
-            raise ValueError(f"'{name}' must be a non-negative integer count (got {value[bad].flat[0]!r})")
+            raise ValueError(f"'{name}' must be a non-negative integer count (got {value[bad].flat[0].item()!r})")
         arrays.append(raw.astype(np.int64))
     try:
         arrays = np.broadcast_arrays(*arrays)
@@ -84,7 +84,7 @@ def _outcomes_iv(subject: object, baseline: object, labels: object = None) -> tu
             bad = ~np.isin(x, (0, 1))
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                raise ValueError(f"'{name}' must hold 0/1 outcomes (item {i} is {x[i]!r})")
+                raise ValueError(f"'{name}' must hold 0/1 outcomes (item {i} is {x[i].item()!r})")
     if s.size != b.size:
         raise ValueError(f"'subject' and 'baseline' must pair item by item (got {s.size} and {b.size} items)")
     out = [s.astype(bool), b.astype(bool)]

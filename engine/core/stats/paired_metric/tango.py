@@ -13,7 +13,7 @@ root of 2n p² + W p − n01 Δ0 (1 − Δ0) = 0:
     p̃01 = ( sqrt(W² + 8 n n01 Δ0 (1 − Δ0)) − W ) / (4n),    W = −n10 − n01 + (2n − n10 + n01) Δ0.
 
 At Δ0 = 0, T is McNemar's (n10 − n01) / sqrt(n10 + n01). T is decreasing in Δ0 (pinned over every table up
-to n = 30 by a test), so the (1 − α) interval {Δ0 : |T(Δ0)| < z_{1−α/2}} has one bound on each side of Δ̂,
+to n = 20 by a test), so the (1 − α) interval {Δ0 : |T(Δ0)| < z_{1−α/2}} has one bound on each side of Δ̂,
 found by a bracketing root-finder (Chandrupatla's, ``scipy.optimize.elementwise.find_root``) on
 
     S(Δ0) = T / sqrt(1 + T²) = num / sqrt(num² + n·var) ∈ [−1, 1],
