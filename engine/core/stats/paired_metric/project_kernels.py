@@ -7,9 +7,8 @@ What is reused rather than rewritten, with its import path fixed here only:
   every weight t_i = 1 its weighted mean Σ t_i d_i / Σ t_i is the plain mean of the differences;
 * the confidence sequences of Waudby-Smith & Ramdas (2023) in ``engine.stats.confseq_betting`` (hedged
   betting, Theorem 3) and ``engine.stats.confseq_eb`` (predictable plug-in empirical Bernstein, Theorem 2);
-* the lazy loader of ``engine.stats.lazy_scipy``: ``special`` and ``elementwise`` (``scipy.special``,
-  ``scipy.optimize.elementwise``) import on first use, so importing this package (as the stage registry does
-  for every command) does not cost the second that scipy takes to load.
+* the lazy loader of ``engine.stats.lazy_scipy``: ``special`` (``scipy.special``) imports on first use, so
+  importing this package (as the stage registry does for every command) does not load scipy.
 """
 
 from __future__ import annotations
@@ -19,12 +18,9 @@ import numpy as np
 from engine.stats.bootstrap import BootstrapCI, weighted_mean_bootstrap_ci
 from engine.stats.confseq_betting import betting_cs
 from engine.stats.confseq_eb import eb_cs
-from engine.stats.lazy_scipy import LazyModule, special
+from engine.stats.lazy_scipy import special
 
-__all__ = ["BootstrapCI", "CONFIDENCE_SEQUENCES", "bca_bootstrap_of_mean", "confidence_sequence_at_end", "elementwise",
-           "special"]
-
-elementwise = LazyModule("scipy.optimize.elementwise")
+__all__ = ["BootstrapCI", "CONFIDENCE_SEQUENCES", "bca_bootstrap_of_mean", "confidence_sequence_at_end", "special"]
 
 CONFIDENCE_SEQUENCES = ("betting", "empirical_bernstein")
 
