@@ -176,10 +176,10 @@ def main() -> None:
         ref_wall, ref_cpu = best_times(1, reference[name]) if name in reference else (wall, cpu)
         for i, value in enumerate((wall, cpu, ref_wall, ref_cpu)):
             totals[i] += value
-        ratio = f"{ref_cpu / cpu:8.0f}x" if name in reference else "    (same)"
-        print(f"{name:18s} {wall:10.4f}s {cpu:9.4f}s {ref_wall:9.3f}s {ref_cpu:8.3f}s {ratio}")
-    print(f"{'all (kernel)':18s} {totals[0]:10.4f}s {totals[1]:9.4f}s {totals[2]:9.3f}s {totals[3]:8.3f}s "
-          f"{totals[3] / totals[1]:8.0f}x")
+        ratio = f"{ref_cpu / cpu:8.1f}x" if name in reference else "    (same)"
+        print(f"{name:18s} {wall:10.4f}s {cpu:9.4f}s {ref_wall:9.4f}s {ref_cpu:8.4f}s {ratio}")
+    print(f"{'all (kernel)':18s} {totals[0]:10.4f}s {totals[1]:9.4f}s {totals[2]:9.4f}s {totals[3]:8.4f}s "
+          f"{totals[3] / totals[1]:8.1f}x")
     verdict = "met" if fresh[0] < PIPELINE_GOAL_S else "NOT met"
     print(f"fresh interpreter, imports + data + all of the above: {fresh[0]:.3f} s wall, {fresh[1]:.3f} s CPU "
           f"(goal < {PIPELINE_GOAL_S:.0f} s wall: {verdict})")

@@ -1,17 +1,18 @@
 """Mean paired difference of a bounded continuous per-item metric (F1, ROUGE, a graded score in [a, b]).
 
 For items i = 1..n with subject and baseline scores s_i, b_i in the metric's range [a, b], the estimand is
-the mean difference Δ = E[s − b], estimated by Δ̂ = (1/n) Σ d_i with d_i = s_i − b_i ∈ [−(b − a), b − a].
+the mean difference Δ = E[s − b], estimated by Δ̂ = (1/n) Σ d_i, d_i = s_i − b_i ∈ [−(b − a), b − a].
 Two intervals:
 
 ``bca_mean_difference``
     The BCa bootstrap interval (Efron, B. (1987). Better bootstrap confidence intervals. JASA 82, 171–185;
     Efron & Tibshirani 1993, §14.3): [Q(α₁), Q(α₂)] of the B bootstrap means, α_k = Φ(z0 + (z0 + z_k) /
-    (1 − a (z0 + z_k))), z0 = Φ⁻¹(share of replicates below Δ̂, ties one half), a = Σ U_i³ / (6 (Σ U_i²)^{3/2})
-    from the jackknife deviations U_i = d_i − Δ̂ (up to a factor that cancels). The replicates come from
-    the project's compiled kernel (``project_kernels``): SFC64 streams spawned from ``rng`` in blocks of 256
-    replicates, Lemire's bounded integers, no Python loop over replicates; the result depends on the seed
-    and never on the number of threads. Fixed-n validity, asymptotic (second-order accurate).
+    (1 − a (z0 + z_k))), z0 = Φ⁻¹(share of replicates below Δ̂, ties one half), and
+    a = Σ U_i³ / (6 (Σ U_i²)^{3/2}) from the jackknife deviations U_i = d_i − Δ̂ (up to a factor that
+    cancels). The replicates come from the project's compiled kernel (``project_kernels``): SFC64 streams
+    spawned from ``rng`` in blocks of 256 replicates, Lemire's bounded integers, no Python loop over
+    replicates; the result depends on the seed and never on the number of threads. Fixed-n validity,
+    asymptotic (second-order accurate).
 
 ``anytime_mean_difference``
     A confidence sequence for the mean of d_i (Waudby-Smith, I. & Ramdas, A. (2023). Estimating means of
@@ -27,9 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _checks
+from . import _shared
 from .project_kernels import CONFIDENCE_SEQUENCES, bca_bootstrap_of_mean, confidence_sequence_at_end
-from .tango import _scalar_or_array
 
 __all__ = ["AnytimeMeanDifference", "BootstrapMeanDifference", "anytime_mean_difference", "bca_mean_difference"]
 
@@ -84,8 +84,8 @@ def anytime_mean_difference(subject: np.ndarray, baseline: np.ndarray, *, confid
     span = high - low
     lower, upper = confidence_sequence_at_end(d, alpha=1.0 - level, low=-span, high=span, method=method,
                                               grid_size=grid_size)
-    return AnytimeMeanDifference(_scalar_or_array(d.mean(axis=-1)), _scalar_or_array(lower),
-                                 _scalar_or_array(upper), level, method, (low, high))
+    return AnytimeMeanDifference(_shared.scalar_or_array(d.mean(axis=-1)), _shared.scalar_or_array(lower),
+                                 _shared.scalar_or_array(upper), level, method, (low, high))
 
 
 def _differences_iv(subject: object, baseline: object, metric_range: object) -> tuple[np.ndarray, tuple[float, float]]:
@@ -113,10 +113,10 @@ def _bca_mean_difference_iv(subject: object, baseline: object, rng: object, repl
     if d.ndim != 1 or d.size < 2:
         raise ValueError(f"'subject' and 'baseline' must be 1-D with at least 2 items (got shape {d.shape})")
     if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"'rng' must be a numpy.random.Generator (got {type(rng).__name__})")
+        raise TypeError(f"'rng' must be a numpy.random.Generator (got {type(rng).__name__})")
     if isinstance(replicates, bool) or not isinstance(replicates, (int, np.integer)) or replicates < 100:
         raise ValueError(f"'replicates' must be an integer >= 100 (got {replicates!r})")
-    return d, _checks.open_unit("confidence_level", confidence_level)
+    return d, _shared.open_unit("confidence_level", confidence_level)
 
 
 def _anytime_mean_difference_iv(subject: object, baseline: object, confidence_level: object, metric_range: object,
@@ -126,4 +126,4 @@ def _anytime_mean_difference_iv(subject: object, baseline: object, confidence_le
         raise ValueError(f"'method' must be one of {CONFIDENCE_SEQUENCES} (got {method!r})")
     if isinstance(grid_size, bool) or not isinstance(grid_size, (int, np.integer)) or grid_size < 2:
         raise ValueError(f"'grid_size' must be an integer >= 2 (got {grid_size!r})")
-    return d, _checks.open_unit("confidence_level", confidence_level), bounds
+    return d, _shared.open_unit("confidence_level", confidence_level), bounds

@@ -24,10 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _checks
+from . import _shared
 from .project_kernels import special
 from .table import PairedTable
-from .tango import _scalar_or_array
 
 __all__ = ["DetectableDifference", "minimum_detectable_difference"]
 
@@ -61,15 +60,15 @@ def minimum_detectable_difference(table: PairedTable, *, alpha: float = 0.05, po
     reach = np.sqrt(np.maximum(n + z_b * z_b - z_a * z_a, 0.0))
     difference = np.sqrt(psi) * (z_a * np.sqrt(n) + z_b * reach) / (n + z_b * z_b)
     attainable = (difference <= psi) & (n + z_b * z_b >= z_a * z_a)
-    return DetectableDifference(_scalar_or_array(difference), _scalar_or_array(psi),
-                                int(table.n) if np.ndim(table.n) == 0 else np.asarray(table.n), alpha, power, sides,
-                                bool(attainable) if np.ndim(attainable) == 0 else attainable)
+    return DetectableDifference(_shared.scalar_or_array(difference), _shared.scalar_or_array(psi),
+                                _shared.scalar_or_array(table.n), alpha, power, sides,
+                                _shared.scalar_or_array(attainable))
 
 
 def _minimum_detectable_difference_iv(alpha: float, power: float, sides: str,
                                       discordance: float | None) -> tuple[float, float, str, float | None]:
-    alpha = _checks.open_unit("alpha", alpha)
-    power = _checks.open_unit("power", power)
+    alpha = _shared.open_unit("alpha", alpha)
+    power = _shared.open_unit("power", power)
     if power <= 0.5:
         raise ValueError(f"'power' must be in (0.5, 1) for Connor's approximation (got {power!r})")
     if sides not in SIDES:

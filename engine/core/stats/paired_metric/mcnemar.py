@@ -18,10 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _checks
+from . import _shared
 from .project_kernels import special
 from .table import PairedTable
-from .tango import _scalar_or_array
 
 __all__ = ["McNemarTest", "mcnemar_exact_test"]
 
@@ -52,14 +51,11 @@ def mcnemar_exact_test(table: PairedTable, alternative: str = "two-sided", *, mi
         p = at_most - point / 2.0
     else:
         p = np.minimum(1.0, 2.0 * np.minimum(at_most, at_least) - point)
-    return McNemarTest(_count(k), _count(m), _scalar_or_array(p), alternative, mid_p)
+    return McNemarTest(_shared.scalar_or_array(k), _shared.scalar_or_array(m), _shared.scalar_or_array(p),
+                       alternative, mid_p)
 
 
 def _mcnemar_exact_test_iv(alternative: str, mid_p: bool) -> tuple[str, bool]:
     if not isinstance(mid_p, bool):
-        raise ValueError(f"'mid_p' must be True or False (got {mid_p!r})")
-    return _checks.alternative(alternative), mid_p
-
-
-def _count(x: np.ndarray) -> int | np.ndarray:
-    return int(x) if np.ndim(x) == 0 else np.asarray(x)
+        raise TypeError(f"'mid_p' must be True or False (got {mid_p!r})")
+    return _shared.alternative(alternative), mid_p

@@ -23,17 +23,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _checks
+from . import _shared
 from .project_kernels import special
 from .table import PairedTable
-from .tango import DifferenceInterval, _scalar_or_array
+from .tango import DifferenceInterval
 
 __all__ = ["newcombe_interval", "newcombe_phi", "wilson_interval"]
 
 
-def wilson_interval(successes: np.ndarray, n: np.ndarray, confidence_level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+def wilson_interval(successes: np.ndarray, n: np.ndarray,
+                    confidence_level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Wilson's (1927) score interval (low, high) for a proportion x / n, elementwise (module docstring)."""
-    z = float(special.ndtri(0.5 + _checks.open_unit("confidence_level", confidence_level) / 2.0))
+    z = float(special.ndtri(0.5 + _shared.open_unit("confidence_level", confidence_level) / 2.0))
     return _wilson(np.asarray(successes, dtype=np.float64), np.asarray(n, dtype=np.float64), z)
 
 
@@ -50,7 +51,7 @@ def newcombe_phi(table: PairedTable) -> np.ndarray:
 
 def newcombe_interval(table: PairedTable, confidence_level: float = 0.95) -> DifferenceInterval:
     """Newcombe's (1998) method-10 hybrid score interval for Δ (module docstring), elementwise."""
-    level = _checks.open_unit("confidence_level", confidence_level)
+    level = _shared.open_unit("confidence_level", confidence_level)
     z = float(special.ndtri(0.5 + level / 2.0))
     n = np.asarray(table.n, dtype=np.float64)
     x1 = np.asarray(table.n11 + table.n10, dtype=np.float64)
@@ -62,8 +63,8 @@ def newcombe_interval(table: PairedTable, confidence_level: float = 0.95) -> Dif
     estimate = p1 - p2
     low = estimate - _combined(p1 - l1, u2 - p2, phi)
     high = estimate + _combined(u1 - p1, p2 - l2, phi)
-    return DifferenceInterval(_scalar_or_array(estimate), _scalar_or_array(low), _scalar_or_array(high), level,
-                              "newcombe_hybrid_score")
+    return DifferenceInterval(_shared.scalar_or_array(estimate), _shared.scalar_or_array(low),
+                              _shared.scalar_or_array(high), level, "newcombe_hybrid_score")
 
 
 def _combined(first: np.ndarray, second: np.ndarray, phi: np.ndarray) -> np.ndarray:

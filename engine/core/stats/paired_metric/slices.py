@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _checks
+from . import _shared
 from .mcnemar import mcnemar_exact_test
 from .multiplicity import SliceResults, adjusted_slices
 from .newcombe import newcombe_interval
@@ -39,4 +39,4 @@ def binary_slices(subject: np.ndarray, baseline: np.ndarray, labels: np.ndarray,
 def _binary_slices_iv(margin: float | None, interval: str) -> float | None:
     if interval not in INTERVALS:
         raise ValueError(f"'interval' must be one of {tuple(INTERVALS)} (got {interval!r})")
-    return None if margin is None else _checks.margin(margin, allow_zero=True)
+    return None if margin is None else _shared.margin(margin, allow_zero=True)

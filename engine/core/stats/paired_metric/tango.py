@@ -30,12 +30,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _checks
+from . import _shared
 from .project_kernels import special
 from .table import PairedTable
 
-__all__ = ["BISECTIONS", "DifferenceInterval", "EquivalenceTest", "ScoreTest", "tango_equivalence_test", "tango_interval",
-           "tango_noninferiority_test", "tango_score_statistic", "tango_score_test"]
+__all__ = ["BISECTIONS", "DifferenceInterval", "EquivalenceTest", "ScoreTest", "tango_equivalence_test",
+           "tango_interval", "tango_noninferiority_test", "tango_score_statistic", "tango_score_test"]
 
 BISECTIONS = 60
 """Halvings of each bound's bracket (width ≤ 2): the bound is within 2⁻⁵⁹ ≈ 1.7e-18 of the exact root."""
@@ -95,35 +95,35 @@ def tango_score_test(table: PairedTable, null_difference: float = 0.0,
         p = special.ndtr(statistic)
     else:
         p = 2.0 * special.ndtr(-np.abs(statistic))
-    return ScoreTest(_scalar_or_array(statistic), _scalar_or_array(p), delta0, alternative)
+    return ScoreTest(_shared.scalar_or_array(statistic), _shared.scalar_or_array(p), delta0, alternative)
 
 
 def tango_noninferiority_test(table: PairedTable, margin: float) -> ScoreTest:
     """Tango's score test of H0: Δ ≤ −margin against H1: Δ > −margin (the subject is at most ``margin``
     worse): p = Φ(−T(−margin)). It rejects at level α exactly when the lower bound of the two-sided
     (1 − 2α) ``tango_interval`` exceeds −margin (Tango 1998, §3)."""
-    return tango_score_test(table, -_checks.margin(margin, allow_zero=True), "greater")
+    return tango_score_test(table, -_shared.margin(margin, allow_zero=True), "greater")
 
 
 def tango_equivalence_test(table: PairedTable, margin: float) -> EquivalenceTest:
     """H0: Δ ≤ −margin or Δ ≥ margin against |Δ| < margin by two one-sided score tests (Tango 1998, §3):
     p = max(Φ(−T(−margin)), Φ(T(margin)))."""
-    delta = _checks.margin(margin, allow_zero=False)
+    delta = _shared.margin(margin, allow_zero=False)
     lower = tango_score_test(table, -delta, "greater")
     upper = tango_score_test(table, delta, "less")
-    return EquivalenceTest(_scalar_or_array(np.maximum(lower.p_value, upper.p_value)), delta, lower, upper)
+    return EquivalenceTest(_shared.scalar_or_array(np.maximum(lower.p_value, upper.p_value)), delta, lower, upper)
 
 
 def tango_interval(table: PairedTable, confidence_level: float = 0.95) -> DifferenceInterval:
     """Tango's (1998) score interval for Δ at ``confidence_level`` (module docstring), elementwise."""
-    level = _checks.open_unit("confidence_level", confidence_level)
+    level = _shared.open_unit("confidence_level", confidence_level)
     z = float(special.ndtri(0.5 + level / 2.0))
     target = z / np.sqrt(1.0 + z * z)
     n10, n01, n = (np.asarray(x, dtype=np.float64) for x in (table.n10, table.n01, table.n))
     estimate = (n10 - n01) / n
     low, high = _bisected_bounds(n10, n01, n, estimate, target)
-    return DifferenceInterval(_scalar_or_array(estimate), _scalar_or_array(low), _scalar_or_array(high), level,
-                              "tango_score")
+    return DifferenceInterval(_shared.scalar_or_array(estimate), _shared.scalar_or_array(low),
+                              _shared.scalar_or_array(high), level, "tango_score")
 
 
 def _bisected_bounds(n10: np.ndarray, n01: np.ndarray, n: np.ndarray, estimate: np.ndarray,
@@ -155,8 +155,8 @@ def _bounded_score_minus(delta0: np.ndarray, n10: np.ndarray, n01: np.ndarray, n
 
 def _score_parts(n10: np.ndarray, n01: np.ndarray, n: np.ndarray,
                  delta0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(n10 − n01 − n Δ0, n (2 p̃01 + Δ0 (1 − Δ0))) with the restricted MLE p̃01; the variance is clipped at 0
-    (it is ≥ 0 exactly; rounding can push it a few ulp below at Δ0 = ±1)."""
+    """(n10 − n01 − n Δ0, n (2 p̃01 + Δ0 (1 − Δ0))) with the restricted MLE p̃01; the variance is clipped
+    at 0 (it is ≥ 0 exactly; rounding can push it a few ulp below at Δ0 = ±1)."""
     n10, n01, n = (np.asarray(x, dtype=np.float64) for x in (n10, n01, n))
     spread = delta0 * (1.0 - delta0)
     w = -n10 - n01 + (2.0 * n - n10 + n01) * delta0
@@ -177,8 +177,5 @@ def _tango_score_test_iv(null_difference: float, alternative: str) -> tuple[floa
     if isinstance(null_difference, bool) or not isinstance(null_difference, (int, float)) \
             or not -1.0 <= float(null_difference) <= 1.0:
         raise ValueError(f"'null_difference' must be a number in [-1, 1] (got {null_difference!r})")
-    return float(null_difference), _checks.alternative(alternative)
+    return float(null_difference), _shared.alternative(alternative)
 
-
-def _scalar_or_array(x: np.ndarray) -> float | np.ndarray:
-    return float(x) if np.ndim(x) == 0 else np.asarray(x)

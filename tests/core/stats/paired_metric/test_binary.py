@@ -53,13 +53,13 @@ def test_restricted_mle_closed_form_maximises_the_constrained_likelihood():
         t = PairedTable(*counts)
         n10, n01, n = int(t.n10), int(t.n01), int(t.n)
         for delta0 in (-0.6, -0.2, -0.01, 0.0, 0.15, 0.5):
-            def negative_log_likelihood(p, d=delta0):
+            def negative_log_likelihood(p, d=delta0, n10=n10, n01=n01, n=n):
                 terms = [(n10, p + d), (n01, p), (n - n10 - n01, 1 - 2 * p - d)]
                 return -sum(k * math.log(q) for k, q in terms if k > 0)
             low, high = max(0.0, -delta0), (1.0 - delta0) / 2.0
             numeric = optimize.minimize_scalar(negative_log_likelihood, bounds=(low + 1e-12, high - 1e-12),
                                                method="bounded", options={"xatol": 1e-12}).x
-            numerator, n_variance = _score_parts(n10, n01, n, delta0)
+            _, n_variance = _score_parts(n10, n01, n, delta0)
             closed = (n_variance / n - delta0 * (1 - delta0)) / 2.0
             assert closed == pytest.approx(numeric, abs=1e-6), (counts, delta0)
 
@@ -159,7 +159,8 @@ def test_minimum_detectable_difference_solves_connors_power_equation():
     t = PairedTable(800, 60, 40, 100)
     mdd = minimum_detectable_difference(t, alpha=0.05, power=0.8)
     za, zb, psi, n = stats.norm.ppf(0.975), stats.norm.ppf(0.8), 0.1, 1000
-    assert math.sqrt(n) * mdd.difference == pytest.approx(za * math.sqrt(psi) + zb * math.sqrt(psi - mdd.difference ** 2))
+    power_equation = za * math.sqrt(psi) + zb * math.sqrt(psi - mdd.difference ** 2)
+    assert math.sqrt(n) * mdd.difference == pytest.approx(power_equation)
     assert mdd.attainable and mdd.discordance == pytest.approx(0.1)
     assert minimum_detectable_difference(PairedTable(3, 1, 1, 1), discordance=0.05).attainable is False
 
@@ -172,13 +173,18 @@ def test_minimum_detectable_difference_solves_connors_power_equation():
     (lambda: paired_table_from_outcomes([1, 0, 2], [1, 0, 1]), "'subject' must hold 0/1 outcomes (item 2 is 2)"),
     (lambda: paired_table_from_outcomes([1, 0], [1, 0, 1]), "must pair item by item (got 2 and 3 items)"),
     (lambda: tango_interval(PairedTable(1, 2, 3, 4), 1.5), "'confidence_level' must be a number in (0, 1) (got 1.5)"),
-    (lambda: tango_noninferiority_test(PairedTable(1, 2, 3, 4), -0.1), "'margin' must be a number in [0, 1) (got -0.1)"),
+    (lambda: tango_noninferiority_test(PairedTable(1, 2, 3, 4), -0.1),
+     "'margin' must be a number in [0, 1) (got -0.1)"),
     (lambda: tango_equivalence_test(PairedTable(1, 2, 3, 4), 0), "'margin' must be a number in (0, 1) (got 0)"),
     (lambda: tango_score_test(PairedTable(1, 2, 3, 4), 0.0, "worse"), "'alternative' must be one of"),
-    (lambda: mcnemar_exact_test(PairedTable(1, 2, 3, 4), mid_p=1), "'mid_p' must be True or False (got 1)"),
     (lambda: minimum_detectable_difference(PairedTable(1, 2, 3, 4), power=0.4), "'power' must be in (0.5, 1)"),
 ])
 def test_invalid_input_names_the_field_the_expectation_and_the_value(call, message):
     with pytest.raises(ValueError) as error:
         call()
     assert message in str(error.value)
+
+
+def test_a_mid_p_flag_of_another_type_is_a_type_error():
+    with pytest.raises(TypeError, match=r"'mid_p' must be True or False \(got 1\)"):
+        mcnemar_exact_test(PairedTable(1, 2, 3, 4), mid_p=1)

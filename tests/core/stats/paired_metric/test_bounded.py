@@ -74,7 +74,6 @@ def test_the_metric_range_scales_the_sequence():
     (lambda s, b: bca_mean_difference(s, b[:-1], rng=np.random.default_rng()), "must pair item by item"),
     (lambda s, b: bca_mean_difference(s + 1, b, rng=np.random.default_rng()),
      "'subject' must lie in the metric range [0.0, 1.0] (item 0 is"),
-    (lambda s, b: bca_mean_difference(s, b, rng=1), "'rng' must be a numpy.random.Generator (got int)"),
     (lambda s, b: bca_mean_difference(s, b, rng=np.random.default_rng(), replicates=50),
      "'replicates' must be an integer >= 100 (got 50)"),
     (lambda s, b: anytime_mean_difference(s, b, method="hoeffding"), "'method' must be one of"),
@@ -85,3 +84,9 @@ def test_invalid_input_names_the_field_the_expectation_and_the_value(call, messa
     with pytest.raises(ValueError) as error:
         call(subject, baseline)
     assert message in str(error.value)
+
+
+def test_a_generator_of_another_type_is_a_type_error():
+    subject, baseline = f1_like(9, 20)
+    with pytest.raises(TypeError, match=r"'rng' must be a numpy.random.Generator \(got int\)"):
+        bca_mean_difference(subject, baseline, rng=1)

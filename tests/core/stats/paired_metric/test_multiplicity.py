@@ -63,6 +63,11 @@ def test_adjustment_runs_along_the_last_axis_of_many_families():
     np.testing.assert_array_equal(benjamini_hochberg_adjust(p)[3], benjamini_hochberg_adjust(p[3]))
 
 
+def own_table(subject: np.ndarray, baseline: np.ndarray) -> PairedTable:
+    return PairedTable(np.sum(subject & baseline), np.sum(subject & ~baseline), np.sum(~subject & baseline),
+                       np.sum(~subject & ~baseline))
+
+
 def test_binary_slices_equal_the_per_slice_computations():
     rng = np.random.default_rng(2)
     n = 3000
@@ -72,20 +77,14 @@ def test_binary_slices_equal_the_per_slice_computations():
     result = binary_slices(subject, baseline, labels, margin=0.02, adjustment="holm", interval="newcombe")
     raw = []
     for row in result.slices:
-        mask = labels == row.name
-        own = PairedTable(*(np.sum(s & b) for s, b in ((subject[mask], baseline[mask]), (subject[mask], ~baseline[mask]),
-                                                       (~subject[mask], baseline[mask]),
-                                                       (~subject[mask], ~baseline[mask]))))
+        own = own_table(subject[labels == row.name], baseline[labels == row.name])
         ci = newcombe_interval(own)
         assert (row.estimate, row.low, row.high) == pytest.approx((ci.estimate, ci.low, ci.high))
         assert row.p_value == pytest.approx(tango_noninferiority_test(own, 0.02).p_value)
         raw.append(row.p_value)
     assert [row.adjusted_p_value for row in result.slices] == pytest.approx(list(holm_adjust(np.array(raw))))
-    plain = binary_slices(subject, baseline, labels)
-    first = plain.slices[0]
-    mask = labels == first.name
-    own = PairedTable(np.sum(subject[mask] & baseline[mask]), np.sum(subject[mask] & ~baseline[mask]),
-                      np.sum(~subject[mask] & baseline[mask]), np.sum(~subject[mask] & ~baseline[mask]))
+    first = binary_slices(subject, baseline, labels).slices[0]
+    own = own_table(subject[labels == first.name], baseline[labels == first.name])
     assert first.p_value == pytest.approx(mcnemar_exact_test(own).p_value)
     assert first.low == pytest.approx(tango_interval(own).low)
 

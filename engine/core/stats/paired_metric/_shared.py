@@ -1,11 +1,14 @@
-"""Argument checks shared by the ``_..._iv`` validation steps of this package.
+"""What the modules of this package share: the argument checks of their ``_..._iv`` validation steps, and the
+form of an elementwise result (a Python scalar for one table, an array for many).
 
-Each returns the normalised value or raises ``ValueError`` naming the field, the expectation and the value.
+Each check returns the normalised value or raises ``ValueError`` naming the field, the expectation and the value.
 """
 
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 ALTERNATIVES = ("two-sided", "greater", "less")
 """``greater``: H1 says the subject is better than the null value (Δ > Δ0); ``less``: worse (Δ < Δ0)."""
@@ -32,3 +35,8 @@ def margin(value: float, *, allow_zero: bool) -> float:
         interval = "[0, 1)" if allow_zero else "(0, 1)"
         raise ValueError(f"'margin' must be a number in {interval} (got {value!r})")
     return float(value)
+
+
+def scalar_or_array(x: np.ndarray | float) -> object:
+    """A 0-d result as the Python scalar of its type (float, int or bool), anything else as an array."""
+    return np.asarray(x).item() if np.ndim(x) == 0 else np.asarray(x)
