@@ -22,6 +22,7 @@ def open_unit(name: str, value: float) -> float:
 
 
 def alternative(value: str) -> str:
+    """``value`` if it names one of ``ALTERNATIVES``."""
     if value not in ALTERNATIVES:
         raise ValueError(f"'alternative' must be one of {ALTERNATIVES} (got {value!r})")
     return value
@@ -29,9 +30,8 @@ def alternative(value: str) -> str:
 
 def margin(value: float, *, allow_zero: bool) -> float:
     """A difference margin δ in [0, 1) (``allow_zero``) or (0, 1)."""
-    low_ok = (lambda v: v >= 0.0) if allow_zero else (lambda v: v > 0.0)
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-            or not (low_ok(float(value)) and float(value) < 1.0)):
+    number = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    if not (number and (value >= 0.0 if allow_zero else value > 0.0) and value < 1.0):
         interval = "[0, 1)" if allow_zero else "(0, 1)"
         raise ValueError(f"'margin' must be a number in {interval} (got {value!r})")
     return float(value)
