@@ -1,0 +1,329 @@
+"""Category of the adversarial sweep: SIGKILL of a real ``certa`` process during ``run``, ``review``,
+``migrate``, ``site`` and ``batch``, at several moments each.
+
+Each case starts ``certa`` as its own process (in its own process group, so that a batch's Dask workers die with
+it) and kills it with SIGKILL, no clean-up possible, at one moment:
+
+- after a delay (a spread over the command's duration): ``python -m cli ...``, exactly as a user runs it;
+- at a named point, deterministically: the same command started through ``PROBE``, which wraps one function of
+  certa (or of the standard library) so that the process stops itself (SIGSTOP) before or after its N-th call;
+  the test sees it stopped and kills it there. Nothing in certa knows about it (no test hook in product code).
+
+After each kill: ``certa verify`` says intact; the run count is the one before or at most the command's new runs
+more (no partial run); no ``*.certa-tmp`` file and no partial output (an output file is absent or complete); the
+next ``certa migrate`` / ``certa site`` / ``certa batch`` completes what the killed one began. Points inside an
+atomic write (a temporary file written, not yet renamed) are killed only for ``certa site``, which removes such
+leftovers of its own; anywhere else a SIGKILL at that instant leaves one ``.NAME.RANDOM.certa-tmp`` beside the
+target (never a partial target), which README "Hostile environments" documents.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ..conftest import SMALL_SPEC, columns_to_csv_bytes, window_columns
+from .conftest import World, check, count, invoke, leftovers, run_count
+
+pytestmark = [pytest.mark.adversarial,
+              pytest.mark.skipif(not hasattr(signal, "SIGKILL") or os.name != "posix", reason="needs POSIX signals")]
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN_OLD_SCHEMA = ROOT / "tests" / "golden" / "0.1.0" / "ledger.db"
+
+PROBE = r"""
+import importlib, os, signal, sys
+
+module, attribute, nth, when = sys.argv[1:5]
+owner = importlib.import_module(module)
+*parents, name = attribute.split(".")
+for parent in parents:
+    owner = getattr(owner, parent)
+real, calls = getattr(owner, name), [0]
+
+
+def probe(*args, **kwargs):
+    calls[0] += 1
+    hit = calls[0] == int(nth)
+    if hit and when == "before":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    result = real(*args, **kwargs)
+    if hit and when == "after":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    return result
+
+
+setattr(owner, name, probe)
+sys.argv = ["certa", *sys.argv[5:]]
+from cli import main
+
+main()
+"""
+"""``python -c PROBE MODULE ATTRIBUTE N before|after CERTA-ARGS...``: certa, stopping itself (SIGSTOP) before or
+after the N-th call of ``MODULE.ATTRIBUTE`` (``Class.method`` allowed)."""
+
+
+@dataclass(frozen=True)
+class Moment:
+    """When to kill: after ``delay`` seconds, or at a ``probe`` point (module, attribute, N, before|after)."""
+
+    name: str
+    delay: float | None = None
+    probe: tuple[str, str, int, str] | None = None
+
+
+def _delays(*seconds: float) -> list[Moment]:
+    return [Moment(f"after-{s:g}s", delay=s) for s in seconds]
+
+
+def _at(name: str, module: str, attribute: str, nth: int, when: str) -> Moment:
+    return Moment(name, probe=(module, attribute, nth, when))
+
+
+IN_TRANSACTION = _at("in-its-transaction", "ledger.store", "Ledger._append", 1, "after")
+"""Entries inserted and the head moved, not committed."""
+
+
+def _kill(args: tuple[object, ...], moment: Moment) -> int | None:
+    """Run certa with ``args`` and SIGKILL it (with its process group) at ``moment``; counted. Returns None if it
+    was killed, its exit code if it ended first (possible only for a delay: a probe point must be reached)."""
+    command = ([sys.executable, "-c", PROBE, *map(str, moment.probe)] if moment.probe
+               else [sys.executable, "-m", "cli"])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+    process = subprocess.Popen([*command, *map(str, args)], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + (moment.delay if moment.delay is not None else 60)
+    killed = True
+    try:
+        while True:
+            pid, status = os.waitpid(process.pid, os.WNOHANG | os.WUNTRACED)
+            if pid and os.WIFSTOPPED(status):  # at the probe point
+                break
+            if pid:
+                process.returncode, killed = os.waitstatus_to_exitcode(status), False
+                break
+            if time.monotonic() >= deadline:
+                assert moment.probe is None, f"certa never reached {moment.name} in 60 s"
+                break
+            time.sleep(0.003)
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # also a batch's Dask workers, whatever happened
+        except ProcessLookupError:
+            pass
+        if process.returncode is None:
+            os.waitpid(process.pid, 0)
+            process.returncode = -signal.SIGKILL
+    if moment.probe is not None:
+        assert killed, f"certa ended before {moment.name}"
+    count("tried")
+    count("sigkills" if killed else "accepted" if process.returncode == 0 else "refused")
+    return None if killed else process.returncode
+
+
+def _after_kill(case: str, *, ledger: Path, runs: int, new_runs: int, folders: tuple[Path, ...]) -> int:
+    """Assert that the ledger verifies, holds ``runs`` to ``runs + new_runs`` runs and that ``folders`` hold no
+    temporary file (counting lost runs and partial files). Returns the run count."""
+    intact = invoke("verify", "--ledger", ledger)
+    now = run_count(ledger)
+    lost = intact.exit_code != 0 or not runs <= now <= runs + new_runs
+    partial = leftovers(*folders)
+    if lost:
+        count("lost runs")
+    if partial:
+        count("partial files", len(partial))
+    assert not lost, f"{case}: verify exit {intact.exit_code} ({intact.output!r}), {now} runs (was {runs})"
+    assert not partial, f"{case}: left behind {partial}"
+    return now
+
+
+def _copy_world_ledger(world: World, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    db = folder / "ledger.db"
+    shutil.copyfile(world.ledger, db)
+    return db
+
+
+def _sql_rows(db: Path, query: str) -> list[tuple]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute(query).fetchall()
+    finally:
+        conn.close()
+
+
+def _ids(moments: list[Moment]) -> list[str]:
+    return [m.name for m in moments]
+
+
+# ------------------------------------------------------------------------------------------------------- run
+
+RUN_MOMENTS = [
+    *_delays(0.4, 0.8, 1.2, 1.6),
+    _at("before-the-run", "engine.interpreter", "run_plan", 1, "before"),
+    _at("transaction-open", "ledger.store", "Ledger._append", 1, "before"),
+    IN_TRANSACTION,
+    _at("recorded-before-its-files", "ledger.atomic_files", "write_atomically", 1, "before"),
+    _at("certificate-written-not-junit", "ledger.atomic_files", "write_atomically", 2, "before"),
+]
+
+
+@pytest.mark.parametrize("moment", RUN_MOMENTS, ids=_ids(RUN_MOMENTS))
+def test_kill_run(moment: Moment, world: World, tmp_path: Path) -> None:
+    """``certa run -o cert.json --junit junit.xml``: no run or one whole run; each file absent or complete (the
+    certificate the one ``certa export`` gives of the recorded run)."""
+    db, out = _copy_world_ledger(world, tmp_path), tmp_path / "out"
+    out.mkdir()
+    cert, junit = out / "cert.json", out / "junit.xml"
+    _kill(("run", world.spec, "-o", cert, "--junit", junit, "--ledger", db), moment)
+    now = _after_kill(f"run killed {moment.name}", ledger=db, runs=world.runs, new_runs=1, folders=(out, tmp_path))
+    if now == world.runs:
+        assert not cert.exists() and not junit.exists(), "an output of a run that was not recorded"
+    if cert.exists():
+        assert invoke("export", "latest", "-o", tmp_path / "export.json", "--ledger", db).exit_code == 0
+        exported = json.loads((tmp_path / "export.json").read_bytes())
+        assert json.loads(cert.read_bytes()) == exported, "a partial certificate"  # 1.0 == 1: the stored JSON
+    if junit.exists():
+        ET.parse(junit)
+
+
+# ---------------------------------------------------------------------------------------------------- review
+
+REVIEW_MOMENTS = [*_delays(0.3, 0.6), _at("transaction-open", "ledger.store", "Ledger._append", 1, "before"),
+                  IN_TRANSACTION]
+REVIEW_CASES = [pytest.param(m, signed, id=f"{'signed-' if signed else ''}{m.name}")
+                for signed in (False, True) for m in REVIEW_MOMENTS if not signed or m.probe]
+
+
+@pytest.mark.parametrize(("moment", "signed"), REVIEW_CASES)
+def test_kill_review(moment: Moment, signed: bool, world: World, tmp_path: Path) -> None:
+    """``certa review``: the review is there whole or not at all; no run changes."""
+    db = _copy_world_ledger(world, tmp_path)
+    reviews = "SELECT count(*) FROM entries WHERE kind = 'review'"
+    before = _sql_rows(db, reviews)[0][0]
+    key = ("--key", world.key) if signed else ()
+    _kill(("review", "latest", "--by", "kim", "--decision", "approved", *key, "--ledger", db), moment)
+    _after_kill(f"review killed {moment.name}", ledger=db, runs=world.runs, new_runs=0, folders=(tmp_path,))
+    assert _sql_rows(db, reviews)[0][0] in (before, before + 1)
+
+
+# --------------------------------------------------------------------------------------------------- migrate
+
+MIGRATE_MOMENTS = [
+    *_delays(0.25, 0.45, 0.6),
+    *(_at(f"index-{n}-created", "alembic.operations", "Operations.create_index", n, "after") for n in (1, 2, 3)),
+    _at("merkle-table-created", "alembic.operations", "Operations.create_table", 1, "after"),
+    _at("merkle-nodes-inserted", "alembic.operations", "Operations.bulk_insert", 1, "after"),
+]
+
+
+@pytest.mark.skipif(not GOLDEN_OLD_SCHEMA.exists(), reason="no golden ledger of certa 0.1.0")
+@pytest.mark.parametrize("moment", MIGRATE_MOMENTS, ids=_ids(MIGRATE_MOMENTS))
+def test_kill_migrate(moment: Moment, tmp_path: Path) -> None:
+    """``certa migrate`` of a certa 0.1.0 ledger: the ledger still verifies with every entry unchanged, and the
+    next ``certa migrate`` completes it."""
+    db = tmp_path / "ledger.db"
+    shutil.copyfile(GOLDEN_OLD_SCHEMA, db)
+    chain = "SELECT seq, entry_hash FROM entries ORDER BY seq"
+    entries, runs = _sql_rows(db, chain), run_count(db)
+    _kill(("migrate", "--ledger", db), moment)
+    _after_kill(f"migrate killed {moment.name}", ledger=db, runs=runs, new_runs=0, folders=(tmp_path,))
+    assert _sql_rows(db, chain) == entries
+    check(f"migrate after a kill {moment.name}", invoke("migrate", "--ledger", db), allowed={0})
+    assert invoke("verify", "--ledger", db).exit_code == 0 and _sql_rows(db, chain) == entries
+    assert _sql_rows(db, "SELECT value FROM ledger_meta WHERE key = 'schema_version'") == [("3",)]
+
+
+# ------------------------------------------------------------------------------------------------------ site
+
+SITE_MOMENTS = [
+    *_delays(0.5, 0.9, 1.3),
+    *(_at(f"before-file-{n}", "ledger.atomic_files", "write_atomically", n, "before") for n in (3, 5)),
+    *(_at(f"file-{n}-fsynced-not-renamed", "os", "fsync", n, "after") for n in (1, 4)),
+    _at("file-2-renamed", "os", "replace", 2, "after"),
+]
+
+
+@pytest.fixture(scope="module")
+def reference_site(world: World, tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """The site of the world's ledger built whole, file by file (the same ledger gives the same bytes)."""
+    out = tmp_path_factory.mktemp("reference-site")
+    assert invoke("site", "-o", out / "site", "--ledger", world.ledger).exit_code == 0
+    return _files(out / "site")
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("moment", SITE_MOMENTS, ids=_ids(SITE_MOMENTS))
+def test_kill_site(moment: Moment, world: World, reference_site: dict[str, bytes], tmp_path: Path) -> None:
+    """``certa site``: the next ``certa site`` completes the folder (its own leftovers removed) to the same
+    files, byte for byte, as a site built whole."""
+    db, out = _copy_world_ledger(world, tmp_path), tmp_path / "site"
+    _kill(("site", "-o", out, "--ledger", db), moment)
+    check(f"site after a kill {moment.name}", invoke("site", "-o", out, "--ledger", db), allowed={0})
+    _after_kill(f"site killed {moment.name}, then rebuilt", ledger=db, runs=world.runs, new_runs=0,
+                folders=(tmp_path,))
+    assert _files(out) == reference_site
+
+
+# ----------------------------------------------------------------------------------------------------- batch
+
+BATCH_MOMENTS = [
+    *_delays(1.5, 2.5),
+    IN_TRANSACTION,
+    _at("first-run-committed", "ledger.store", "Ledger._append", 2, "before"),
+    _at("all-recorded-before-junit", "engine.junit", "write_junit", 1, "before"),
+]
+
+
+@pytest.fixture(scope="module")
+def scheduler() -> Iterator[str]:
+    """The address of one small Dask LocalCluster that every killed batch uses (a batch's own cluster would
+    cost seconds per case)."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                                       memory_limit="1GiB")
+    try:
+        yield cluster.scheduler_address
+    finally:
+        cluster.close()
+
+
+def _batch_specs(folder: Path) -> Path:
+    """Two small specs (both PASS), one folder each, with their data."""
+    base, subj = window_columns(60, seed=3)
+    for seed in (21, 22):
+        spec_folder = folder / f"s{seed}"
+        (spec_folder / "data").mkdir(parents=True)
+        (spec_folder / "data" / "baseline.csv").write_bytes(columns_to_csv_bytes(base))
+        (spec_folder / "data" / "subject.csv").write_bytes(columns_to_csv_bytes(subj))
+        (spec_folder / "spec.yaml").write_text(SMALL_SPEC.replace("seed: 7", f"seed: {seed}"), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize("moment", BATCH_MOMENTS, ids=_ids(BATCH_MOMENTS))
+def test_kill_batch(moment: Moment, world: World, scheduler: str, tmp_path: Path) -> None:
+    """``certa batch --junit``: every recorded run whole; the same batch again records each spec exactly once."""
+    db, out, specs = _copy_world_ledger(world, tmp_path), tmp_path / "out", _batch_specs(tmp_path / "specs")
+    out.mkdir()
+    args = ("batch", specs, "--scheduler", scheduler, "--junit", out / "junit.xml", "--ledger", db)
+    _kill(args, moment)
+    _after_kill(f"batch killed {moment.name}", ledger=db, runs=world.runs, new_runs=2, folders=(out, tmp_path))
+    if (out / "junit.xml").exists():
+        ET.parse(out / "junit.xml")
+    check(f"batch after a kill {moment.name}", invoke(*args), allowed={0})
+    assert run_count(db) == world.runs + 2 and invoke("verify", "--ledger", db).exit_code == 0
