@@ -54,8 +54,9 @@ def count(what: str, n: int = 1) -> None:
 
 TMP_SUFFIX = ".certa-tmp"
 MUST_BE_ZERO = ("tracebacks", "lost runs", "partial files")
-PROGRESS = re.compile(r"^\[\d+/\d+\] stage ")
-"""``certa run`` prints a progress line per stage on stderr before it refuses (documented): not an error line."""
+PROGRESS = re.compile(r"^(\[\d+/\d+\] stage |recording run [0-9a-f]{32}: |[a-z]+: [a-z ]+ \d+/\d+$)")
+"""Progress lines on stderr before a refusal (documented), not error lines: ``certa run``'s one per stage and
+``recording run ID: ...``, ``verify: entries 1/22``, ``site: pages 4/8``."""
 VERIFY_LINE = ("error:", "NOT VERIFIED", "TAMPERED", "tampered")
 
 
@@ -104,12 +105,17 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     return world
 
 
-def run_count(db: Path) -> int:
+def sql_rows(db: Path, query: str) -> list[tuple]:
+    """The rows of ``query`` on the SQLite file ``db``, opened read-only."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        return int(conn.execute("SELECT count(*) FROM runs").fetchone()[0])
+        return conn.execute(query).fetchall()
     finally:
         conn.close()
+
+
+def run_count(db: Path) -> int:
+    return int(sql_rows(db, "SELECT count(*) FROM runs")[0][0])
 
 
 def leftovers(*folders: Path) -> list[Path]:
@@ -136,18 +142,13 @@ def check(case: str, result: Result, *, allowed: set[int], folders: tuple[Path, 
     partial = leftovers(*folders) + [p for p in no_files if p.exists()]
     if partial:
         count("partial files", len(partial))
-    lost = False
-    if ledger is not None and result.exit_code != 0:
-        intact = invoke("verify", "--ledger", ledger)
-        lost = intact.exit_code != 0 or (runs is not None and run_count(ledger) != runs)
-        if lost:
-            count("lost runs")
     detail = (f"{case}: exit {result.exit_code}, exception {result.exception!r}\n"
               f"stdout {result.stdout!r}\nstderr {result.stderr!r}")
+    if ledger is not None and result.exit_code != 0:
+        assert_ledger_kept(detail, ledger, runs)
     assert not traceback, detail
     assert result.exit_code in allowed, detail
     assert not partial, f"{detail}\nleft behind: {partial}"
-    assert not lost, f"{detail}\nthe ledger lost committed runs or no longer verifies"
     if result.exit_code != 0:
         lines = [line for line in result.stderr.splitlines() if not PROGRESS.match(line)]
         if verdict_command and result.exit_code == 1:  # `certa run`: a FAIL verdict, recorded, not a refusal
@@ -167,3 +168,15 @@ def doc_command(world: World, doc: str, path: Path) -> Result:
     if doc == "attestation.json":
         return invoke("verify-attestation", path, "--public-key", world.pub)
     return invoke("verify", "--checkpoint", path, "--public-key", world.pub, "--ledger", world.ledger)
+
+
+def assert_ledger_kept(case: str, ledger: Path, runs: int | None, new_runs: int = 0) -> None:
+    """Assert that ``ledger`` verifies intact and holds ``runs`` to ``runs + new_runs`` runs (any number when
+    ``runs`` is None): no committed run lost, no partial one. A failure counts as a lost run."""
+    intact = invoke("verify", "--ledger", ledger)
+    now = run_count(ledger) if runs is not None else None
+    lost = intact.exit_code != 0 or (now is not None and not runs <= now <= runs + new_runs)
+    if lost:
+        count("lost runs")
+    assert not lost, (f"{case}\nthe ledger lost committed runs or no longer verifies: verify exit "
+                      f"{intact.exit_code} {intact.output!r}, {now} runs (were {runs})")
