@@ -58,9 +58,9 @@ def require_postgres(what: str) -> str:
 
 
 @contextmanager
-def fresh_postgres_databases(what: str) -> Iterator[Callable[[], str]]:
-    """A factory of new, empty databases on the test server (each call: one more URL), all dropped afterwards;
-    ``require_postgres(what)`` first."""
+def fresh_postgres_databases(what: str) -> Iterator[Callable[..., str]]:
+    """A factory of new databases on the test server (each call: one more URL; empty, or a copy of the database
+    ``template`` names when given), all dropped afterwards; ``require_postgres(what)`` first."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
@@ -68,10 +68,10 @@ def fresh_postgres_databases(what: str) -> Iterator[Callable[[], str]]:
     admin = create_engine(server, isolation_level="AUTOCOMMIT")
     created: list[str] = []
 
-    def new() -> str:
+    def new(template: str | None = None) -> str:
         name = f"certa_test_{uuid.uuid4().hex[:12]}"
         with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
+            conn.execute(text(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else "")))
         created.append(name)
         return make_url(server).set(database=name).render_as_string(hide_password=False)
 

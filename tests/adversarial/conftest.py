@@ -114,8 +114,17 @@ def sql_rows(db: Path, query: str) -> list[tuple]:
         conn.close()
 
 
-def run_count(db: Path) -> int:
-    return int(sql_rows(db, "SELECT count(*) FROM runs")[0][0])
+def run_count(ledger: Path | str) -> int:
+    """The runs in a SQLite ledger file or, given a URL, in that database."""
+    if isinstance(ledger, Path):
+        return int(sql_rows(ledger, "SELECT count(*) FROM runs")[0][0])
+    from sqlalchemy import create_engine, text
+    engine = create_engine(ledger)
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(text("SELECT count(*) FROM runs")).scalar_one())
+    finally:
+        engine.dispose()
 
 
 def leftovers(*folders: Path) -> list[Path]:
@@ -170,7 +179,7 @@ def doc_command(world: World, doc: str, path: Path) -> Result:
     return invoke("verify", "--checkpoint", path, "--public-key", world.pub, "--ledger", world.ledger)
 
 
-def assert_ledger_kept(case: str, ledger: Path, runs: int | None, new_runs: int = 0) -> None:
+def assert_ledger_kept(case: str, ledger: Path | str, runs: int | None, new_runs: int = 0) -> None:
     """Assert that ``ledger`` verifies intact and holds ``runs`` to ``runs + new_runs`` runs (any number when
     ``runs`` is None): no committed run lost, no partial one. A failure counts as a lost run."""
     intact = invoke("verify", "--ledger", ledger)
