@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 
 from cli import main
 
-from ..conftest import SMALL_SPEC, columns_to_csv_bytes, window_columns
+from ..conftest import two_run_ledger
 
 COUNTS: Counter[str] = Counter()
 """Commands tried, refused (exit 1-4), accepted (exit 0), tracebacks, lost runs, partial files, SIGKILLs."""
@@ -84,14 +84,7 @@ def invoke(*args: object, env: dict[str, str] | None = None) -> Result:
 def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     """One small ledger (two runs), a key pair, a checkpoint, a bundle and an attestation of the latest run."""
     folder = tmp_path_factory.mktemp("adversarial")
-    base, subj = window_columns(60, seed=3)
-    (folder / "data").mkdir()
-    (folder / "data" / "baseline.csv").write_bytes(columns_to_csv_bytes(base))
-    (folder / "data" / "subject.csv").write_bytes(columns_to_csv_bytes(subj))
-    spec, db = folder / "spec.yaml", folder / "ledger.db"
-    for seed in (8, 7):
-        spec.write_text(SMALL_SPEC.replace("seed: 7", f"seed: {seed}"), encoding="utf-8")
-        assert invoke("run", spec, "--ledger", db).exit_code == 0
+    spec, db = two_run_ledger(folder)
     assert invoke("keygen", "--out-dir", folder / "keys").exit_code == 0
     key, pub = folder / "keys" / "certa.key", folder / "keys" / "certa.pub"
     cp, bundle, att = folder / "head.checkpoint", folder / "bundle.json", folder / "attestation.json"

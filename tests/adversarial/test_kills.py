@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import SMALL_SPEC, columns_to_csv_bytes, window_columns
+from ..conftest import small_spec_folder
 from .conftest import World, assert_ledger_kept, check, count, invoke, leftovers, run_count, sql_rows
 
 pytestmark = [pytest.mark.adversarial,
@@ -342,13 +342,8 @@ def test_kill_site(moment: Moment, killed: dict[tuple[str, str], Future[Killed]]
 
 def _batch_specs(folder: Path) -> Path:
     """Two small specs (both PASS), one folder each, with their data."""
-    base, subj = window_columns(60, seed=3)
     for seed in (21, 22):
-        spec_folder = folder / f"s{seed}"
-        (spec_folder / "data").mkdir(parents=True)
-        (spec_folder / "data" / "baseline.csv").write_bytes(columns_to_csv_bytes(base))
-        (spec_folder / "data" / "subject.csv").write_bytes(columns_to_csv_bytes(subj))
-        (spec_folder / "spec.yaml").write_text(SMALL_SPEC.replace("seed: 7", f"seed: {seed}"), encoding="utf-8")
+        small_spec_folder(folder / f"s{seed}", seed=seed)
     return folder
 
 
