@@ -200,16 +200,14 @@ def _prepare(command: str, folder: Path, world: World, scheduler: str | None) ->
     db = folder / "ledger.db"
     shutil.copyfile(GOLDEN_OLD_SCHEMA if command == "migrate" else world.ledger, db)
     review = ("review", "latest", "--by", "kim", "--decision", "approved")
-    args: dict[str, tuple[object, ...]] = {
-        "run": ("run", world.spec, "-o", folder / "out" / "cert.json", "--junit", folder / "out" / "junit.xml"),
-        "review": review,
-        "review-signed": (*review, "--key", world.key),
-        "migrate": ("migrate",),
-        "site": ("site", "-o", folder / "site"),
-        "batch": ("batch", _batch_specs(folder / "specs"), "--scheduler", str(scheduler), "--junit",
-                  folder / "out" / "junit.xml"),
-    }
-    return db, (*args[command], "--ledger", db)
+    if command == "batch":
+        args: tuple[object, ...] = ("batch", _batch_specs(folder / "specs"), "--scheduler", str(scheduler),
+                                    "--junit", folder / "out" / "junit.xml")
+    else:
+        args = {"run": ("run", world.spec, "-o", folder / "out" / "cert.json", "--junit", folder / "out" / "junit.xml"),
+                "review": review, "review-signed": (*review, "--key", world.key), "migrate": ("migrate",),
+                "site": ("site", "-o", folder / "site")}[command]
+    return db, (*args, "--ledger", db)
 
 
 BEFORE = {"review": "SELECT count(*) FROM entries WHERE kind = 'review'",

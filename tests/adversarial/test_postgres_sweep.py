@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
 
 from ..conftest import POSTGRES_SERVER, fresh_postgres_databases, require_postgres
 from .conftest import World, assert_ledger_kept, check, invoke
@@ -186,10 +187,11 @@ def test_pg_ledger_cell(table: str, column: str, pg_world: PgWorld) -> None:
                                      "AND column_name = :c AND table_schema = 'public'"),
                                 {"t": table, "c": column}).scalar_one()
             change = CHANGE.get(kind, CHANGE["text"]).format(c=f'"{column}"')
+            update = text(f'UPDATE {table} SET "{column}" = {change} WHERE {ROW[table]}')
             try:
                 with conn.begin_nested():
-                    changed = conn.execute(text(f'UPDATE {table} SET "{column}" = {change} WHERE {ROW[table]}')).rowcount
-            except Exception:  # noqa: BLE001 - a constraint refused the edit itself (CHECK, UNIQUE, foreign key)
+                    changed = conn.execute(update).rowcount
+            except IntegrityError:  # a constraint refused the edit itself (CHECK, UNIQUE)
                 changed = 0
     finally:
         engine.dispose()
