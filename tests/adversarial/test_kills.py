@@ -217,15 +217,17 @@ BEFORE = {"review": "SELECT count(*) FROM entries WHERE kind = 'review'",
 
 
 @pytest.fixture(scope="module")
-def scheduler() -> Iterator[str | None]:
+def scheduler(request: pytest.FixtureRequest) -> Iterator[str | None]:
     """The address of one small Dask LocalCluster that every killed batch uses (a batch's own cluster would
-    cost seconds per case); None without Dask (the batch cases skip)."""
+    cost seconds per case); None without Dask (the batch cases skip) or when no batch case is selected."""
     try:
         import distributed
     except ImportError:
+        distributed = None
+    if distributed is None or not any(command == "batch" for command, _ in _selected(request.session.items)):
         yield None
         return
-    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
                                        memory_limit="1GiB")
     try:
         yield cluster.scheduler_address
@@ -234,12 +236,13 @@ def scheduler() -> Iterator[str | None]:
 
 
 @pytest.fixture(scope="module")
-def killed(world: World, scheduler: str | None,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Future[Killed]]]:
-    """Every case's command started and killed, two at a time (the kills are processes: on two cores this halves
-    the category's time); each case's test then checks its own folder. A case whose kill failed raises in its
-    test (``Future.result``)."""
+def killed(world: World, scheduler: str | None, tmp_path_factory: pytest.TempPathFactory,
+           request: pytest.FixtureRequest) -> Iterator[dict[tuple[str, str], Future[Killed]]]:
+    """Every selected case's command started and killed, two at a time (the kills are processes: on two cores
+    this halves the category's time); each case's test then checks its own folder. A case whose kill failed
+    raises in its test (``Future.result``)."""
     root = tmp_path_factory.mktemp("kills")
+    selected = _selected(request.session.items)
 
     def one(command: str, moment: Moment) -> Killed:
         folder = root / f"{command}-{moment.name}"
@@ -248,9 +251,20 @@ def killed(world: World, scheduler: str | None,
         return Killed(folder, db, args, before, _kill(args, moment))
 
     cases = [(command, moment) for command, moments in KILLS.items() for moment in moments
-             if command != "batch" or scheduler is not None]
+             if (command, moment.name) in selected and (command != "batch" or scheduler is not None)]
     with ThreadPoolExecutor(max_workers=2) as pool:
         yield {(command, moment.name): pool.submit(one, command, moment) for command, moment in cases}
+
+
+def _selected(items: list[pytest.Item]) -> set[tuple[str, str]]:
+    """The (command, moment) of each kill case pytest is to run (``-k`` may choose a few)."""
+    chosen = set()
+    for item in items:
+        callspec, name = getattr(item, "callspec", None), getattr(item, "originalname", "")
+        if callspec is not None and name.startswith("test_kill_"):
+            params = callspec.params
+            chosen.add((params.get("command", name.removeprefix("test_kill_")), params["moment"].name))
+    return chosen
 
 
 def _killed(killed: dict[tuple[str, str], Future[Killed]], command: str, moment: Moment) -> Killed:
