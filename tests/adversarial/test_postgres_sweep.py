@@ -200,6 +200,4 @@ def test_pg_ledger_cell(table: str, column: str, pg_world: PgWorld) -> None:
           verify_command=True)
     if changed:
         assert "tampered" in (result.stdout + result.stderr).lower()
-    for command in (("list",), ("show", "latest"), ("head",)):
-        check(f"{' '.join(command)} after UPDATE {table}.{column}", invoke(*command, "--ledger", url),
-              allowed={0, 1, 2})
+    check(f"list after UPDATE {table}.{column}", invoke("list", "--ledger", url), allowed={0, 1, 2})
