@@ -229,9 +229,9 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
 
 @contextlib.contextmanager
 def _after_recording(recorded: str | None, *, retry: str | None = None) -> Iterator[None]:
-    """Around a write of ``certa run`` after ``recorded`` ("run ID (PASS)"; None: nothing was recorded): an
-    ``OutputError`` becomes a ``RecordedOutputError`` (exit 4) naming the run and the ``retry`` command, so that
-    a scheduler does not run and record it again."""
+    """Around a write of ``certa run`` or ``certa batch`` after ``recorded`` ("run ID (PASS)", "batch B (runs
+    ID, ...)"; None: nothing was recorded): an ``OutputError`` becomes a ``RecordedOutputError`` (exit 4) naming
+    the runs and the ``retry`` command, so that a scheduler does not run and record them again."""
     try:
         yield
     except OutputError as error:
@@ -1032,8 +1032,8 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
     the client read and hashed; the client seals and records (the only ledger writer). Runs already
     recorded by the same batch are skipped ("already recorded"), so re-running resumes. Exit code: the
     worst of the batch, 2 (invalid spec/input or error, not recorded) > 3 (aborted, recorded) > 1 (FAIL)
-    > 0 (PASS). Each run's warnings are printed on stderr ('warning: ...') and listed in --json. See
-    docs/batch.md.
+    > 0 (PASS); 4 when runs were recorded but the --junit file could not be written (the message names them).
+    Each run's warnings are printed on stderr ('warning: ...') and listed in --json. See docs/batch.md.
 
     \b
     Examples:
@@ -1043,7 +1043,8 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
       certa batch candidates/ --input baseline=/data/eval/baseline-2026-11.csv
       certa batch specs/ --junit reports/certa.xml
     """
-    from engine.services.batch import run_batch  # imports Dask only on this path
+    from engine.foundation.atomic_files import check_writable
+    from engine.services.batch import ERROR, run_batch  # imports Dask only on this path
     from engine.services.presentation.junit import run_suite, utc_timestamp, write_junit
     from engine.services.presentation.markdown import rule_text
     from engine.services.run import ledger_for_run
@@ -1051,6 +1052,8 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
     overrides = _parse_input_overrides(input_overrides)
     notify = lambda message: click.echo(message, err=True)  # noqa: E731 - progress on stderr
     timestamp = utc_timestamp()
+    if junit_file is not None:  # refused before anything is recorded
+        check_writable(junit_file, what="the JUnit report")
     try:
         with ledger_for_run(ledger_url) as ledger:  # a refused batch leaves no new ledger file
             report = run_batch(specs, ledger=ledger, scheduler=scheduler, workers=workers, batch_id=batch_id,
@@ -1061,7 +1064,9 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
                                                error_type=type(error).__name__)])
         raise
     if junit_file is not None:
-        write_junit(junit_file, [row.junit_suite(timestamp) for row in report.rows])
+        recorded = [row.run_id for row in report.rows if row.run_id and row.status != ERROR]
+        with _after_recording(f"batch {report.batch_id} (runs {', '.join(recorded)})" if recorded else None):
+            write_junit(junit_file, [row.junit_suite(timestamp) for row in report.rows])
     if as_json:
         _emit_json({"ok": report.exit_code in (0, 1), "batch_id": report.batch_id, "exit_code": report.exit_code,
                     "seconds": round(report.seconds, 3), "runs": [row.as_json() for row in report.rows]})

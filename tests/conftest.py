@@ -58,9 +58,9 @@ def require_postgres(what: str) -> str:
 
 
 @contextmanager
-def fresh_postgres_databases(what: str) -> Iterator[Callable[[], str]]:
-    """A factory of new, empty databases on the test server (each call: one more URL), all dropped afterwards;
-    ``require_postgres(what)`` first."""
+def fresh_postgres_databases(what: str) -> Iterator[Callable[..., str]]:
+    """A factory of new databases on the test server (each call: one more URL; empty, or a copy of the database
+    ``template`` names when given), all dropped afterwards; ``require_postgres(what)`` first."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
@@ -68,10 +68,10 @@ def fresh_postgres_databases(what: str) -> Iterator[Callable[[], str]]:
     admin = create_engine(server, isolation_level="AUTOCOMMIT")
     created: list[str] = []
 
-    def new() -> str:
+    def new(template: str | None = None) -> str:
         name = f"certa_test_{uuid.uuid4().hex[:12]}"
         with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
+            conn.execute(text(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else "")))
         created.append(name)
         return make_url(server).set(database=name).render_as_string(hide_password=False)
 
@@ -119,16 +119,34 @@ gates:
 """
 
 
+def small_spec_folder(folder: Path, *, seed: int = 7) -> Path:
+    """``SMALL_SPEC`` (with ``seed``) and its 60 windows of data written into ``folder`` (created if needed);
+    returns the spec's path."""
+    base, subj = window_columns(60, seed=3)
+    (folder / "data").mkdir(parents=True, exist_ok=True)
+    (folder / "data" / "baseline.csv").write_bytes(columns_to_csv_bytes(base))
+    (folder / "data" / "subject.csv").write_bytes(columns_to_csv_bytes(subj))
+    spec = folder / "spec.yaml"
+    spec.write_text(SMALL_SPEC.replace("seed: 7", f"seed: {seed}"), encoding="utf-8")
+    return spec
+
+
+def two_run_ledger(folder: Path) -> tuple[Path, Path]:
+    """``folder/ledger.db`` holding two runs of ``SMALL_SPEC`` (seed 8, then 7), and the spec (seed 7)."""
+    from engine import run
+
+    db = folder / "ledger.db"
+    with Ledger.open(db) as ledger:
+        for seed in (8, 7):
+            spec = small_spec_folder(folder, seed=seed)
+            run(spec, ledger=ledger)
+    return spec, db
+
+
 @pytest.fixture
 def small_spec(tmp_path: Path) -> Path:
     """A dev-profile paired-ratio spec on 60 windows, in its own folder (returns the spec path)."""
-    base, subj = window_columns(60, seed=3)
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "baseline.csv").write_bytes(columns_to_csv_bytes(base))
-    (tmp_path / "data" / "subject.csv").write_bytes(columns_to_csv_bytes(subj))
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(SMALL_SPEC, encoding="utf-8")
-    return spec
+    return small_spec_folder(tmp_path)
 
 
 @pytest.fixture

@@ -58,14 +58,10 @@ class Documents:
 
 @pytest.fixture(scope="module")
 def documents(tmp_path_factory: pytest.TempPathFactory) -> Documents:
-    from .conftest import SMALL_SPEC, columns_to_csv_bytes, window_columns
+    from .conftest import small_spec_folder
 
     folder = tmp_path_factory.mktemp("hostile")
-    base, subj = window_columns(60, seed=3)
-    (folder / "data").mkdir()
-    (folder / "data" / "baseline.csv").write_bytes(columns_to_csv_bytes(base))
-    (folder / "data" / "subject.csv").write_bytes(columns_to_csv_bytes(subj))
-    (folder / "spec.yaml").write_text(SMALL_SPEC, encoding="utf-8")
+    small_spec_folder(folder)
     ledger = str(folder / "l.db")
     runner = CliRunner()
     made = json.loads(runner.invoke(main, ["keygen", "--out-dir", str(folder / "keys"), "--json"]).stdout)

@@ -143,6 +143,32 @@ def test_hostile_strings_are_escaped(tmp_path: Path) -> None:
     assert "unsigned" in page
 
 
+SPOOFED = "acme\u202e<b>devorppa</b> & --\x1b[31m\x07"
+"""A name from a spec or its data with a right-to-left override, markup, a comment end and control characters."""
+
+
+def test_plot_labels_lose_control_and_bidi_characters_and_stay_well_formed_xml() -> None:
+    """Gate, vendor, bucket, band, metric and scope names reach the SVG plots without U+202E or control
+    characters (as glyph paths and in matplotlib's comments), and the SVG is still well-formed, escaped XML."""
+    import xml.etree.ElementTree as ET
+
+    from engine.services.presentation.html import plots
+
+    svgs = [
+        plots.bakeoff_plot("b", buckets=[(SPOOFED, [(SPOOFED, 0.1, [0.0, 0.2]), ("other", -0.1, None)])],
+                           band_edges={SPOOFED: 0.05}, value_label=SPOOFED,
+                           colours=plots.vendor_colours([SPOOFED, "other"])),
+        plots.ratio_plot("r", ratio=1.01, display_ci=[0.99, 1.03], confidence_level=0.95,
+                         gate_lines=[(SPOOFED, 1.05)], drift_ratio=None, drift_band=None, delta=None),
+        plots.pac_bounds_plot("p", metrics=[SPOOFED], scopes=[SPOOFED], bounds={(SPOOFED, SPOOFED): (0.1, 0.05, 0.2)},
+                              thresholds=[(SPOOFED, SPOOFED, 0.15)]),
+    ]
+    for svg in svgs:
+        assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", svg)
+        ET.fromstring(svg)  # well-formed: the name's markup and "--" are escaped inside the comments
+        assert "<b>" not in svg and "acme&lt;b&gt;devorppa&lt;/b&gt; &amp;" in svg
+
+
 def test_reviews_and_replay_status_are_shown(tmp_path: Path, small_spec: Path) -> None:
     db = tmp_path / "ledger.db"
     run_id = json.loads(invoke("run", str(small_spec), "--ledger", str(db), "--json").stdout)["run_id"]

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from cli import main
 from engine.services.presentation.junit import JUnitCase, JUnitSuite, junit_bytes, run_suite, utc_timestamp, write_junit
+from ledger import Ledger
 
 SCHEMA = Path(__file__).parent / "data" / "junit.xsd"
 
@@ -104,3 +105,29 @@ def test_an_abort_without_a_named_rule_is_one_failure() -> None:
     (case,) = suite.cases
     assert (case.name, case.outcome, case.kind) == ("profile abort", "failure", "ProfileAbort")
     assert suite.properties["verdict"] == "ABORTED"
+
+
+def test_batch_junit_unwritable_is_exit_2_before_and_exit_4_after_recording_on_a_local_cluster(tmp_path: Path) -> None:
+    """``certa batch --junit``: a report that cannot be written is refused before anything runs (exit 2, no
+    ledger created); one that fails only after the runs were recorded (here a symbolic link, which certa never
+    replaces) is exit 4 with one line naming every recorded run, so that a scheduler does not count it as a
+    refused batch."""
+    pytest.importorskip("distributed")
+    from .test_batch import write_tiny_specs
+
+    write_tiny_specs(tmp_path / "specs", 2)
+    db = tmp_path / "ledger.db"
+    early = _run("batch", str(tmp_path / "specs"), "--junit", str(tmp_path / "missing" / "junit.xml"),
+                 "--ledger", str(db))
+    assert early.exit_code == 2 and early.stderr.startswith("error: cannot write the JUnit report")
+    assert not db.exists()
+    link = tmp_path / "junit.xml"
+    link.symlink_to(tmp_path / "elsewhere.xml")
+    late = _run("batch", str(tmp_path / "specs"), "--workers", "1", "--junit", str(link), "--ledger", str(db))
+    errors = [line for line in late.stderr.splitlines() if line.startswith("error:")]
+    assert late.exit_code == 4, late.output
+    assert len(errors) == 1 and "Traceback" not in late.output
+    with Ledger.open(db, create=False) as ledger:
+        run_ids = [row.run_id for row in ledger.runs()]
+    assert len(run_ids) == 2 and all(run_id in errors[0] for run_id in run_ids)
+    assert "cannot write the JUnit report" in errors[0] and link.is_symlink() and not link.exists()

@@ -29,7 +29,7 @@ from engine.foundation.errors import LedgerError
 from ledger import Ledger
 from ledger.location import sqlite_read_only_uri
 
-from .conftest import SMALL_SPEC, columns_to_csv_bytes, read_only_folder, window_columns
+from .conftest import read_only_folder, two_run_ledger
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -55,15 +55,7 @@ class Recorded:
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     folder = tmp_path_factory.mktemp("recorded")
-    base, subj = window_columns(60, seed=3)
-    (folder / "data").mkdir()
-    (folder / "data" / "baseline.csv").write_bytes(columns_to_csv_bytes(base))
-    (folder / "data" / "subject.csv").write_bytes(columns_to_csv_bytes(subj))
-    spec = folder / "spec.yaml"
-    db = folder / "ledger.db"
-    for seed in (8, 7):
-        spec.write_text(SMALL_SPEC.replace("seed: 7", f"seed: {seed}"), encoding="utf-8")
-        assert _invoke("run", str(spec), "--ledger", str(db)).exit_code == 0
+    spec, db = two_run_ledger(folder)
     with Ledger.open(db, create=False) as ledger:
         run_b, run_a = (row.run_id for row in ledger.runs())
     assert _invoke("review", run_a, "--by", "alice", "--decision", "approved", "--ledger", str(db)).exit_code == 0

@@ -14,8 +14,10 @@ Categories, one parametrised test each (failures name the case):
 4. hostile ``--input`` files for ``certa run``: exit 2, one line, no ledger created;
 5. bad environments: ``--ledger`` values, unwritable ``-o`` targets, a read-only ledger.
 
-The last test prints the counts (``python3 -m pytest tests/adversarial -q -s``) and asserts that tracebacks,
-lost runs and partial files are all 0.
+More categories live beside this file: SIGKILLs of real ``certa`` processes (test_kills.py), a real full disk
+(test_full_disk.py) and PostgreSQL ledgers (test_postgres_sweep.py). The shared machinery is conftest.py;
+test_zz_summary.py, collected last, prints the counts (``python3 -m pytest tests/adversarial -q -s``) and
+asserts that tracebacks, lost runs and partial files are all 0.
 """
 
 from __future__ import annotations
@@ -24,172 +26,23 @@ import base64
 import copy
 import json
 import os
-import re
+import sqlite3
 import stat
 import shutil
-import sqlite3
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import rfc8785
-from click.testing import CliRunner, Result
 
-from cli import main
-
-from ..conftest import SMALL_SPEC, columns_to_csv_bytes, read_only_folder, window_columns
+from ..conftest import columns_to_csv_bytes, read_only_folder, window_columns
+from .conftest import World, check, doc_command, invoke, run_count
 
 pytestmark = pytest.mark.adversarial
 
-COUNTS: Counter[str] = Counter()
-"""Commands tried, refused (exit 1-4), accepted (exit 0), tracebacks, lost runs, partial files."""
-
-BY_CATEGORY: Counter[tuple[str, str]] = Counter()
-"""Commands tried, refused and accepted, by category."""
-CASES_BY_CATEGORY: Counter[str] = Counter()
-"""Parametrised cases run, by category (the test function's name); a case may run several commands."""
-
-_CATEGORY = [""]
-
-
-@pytest.fixture(autouse=True)
-def _category(request: pytest.FixtureRequest) -> None:
-    """The category of the case that runs (its test function's name), for the counts."""
-    _CATEGORY[0] = request.function.__name__.removeprefix("test_")
-    if _CATEGORY[0] != "zz_summary":
-        CASES_BY_CATEGORY[_CATEGORY[0]] += 1
-
-
-def _count(what: str, n: int = 1) -> None:
-    COUNTS[what] += n
-    if what in ("tried", "refused", "accepted"):
-        BY_CATEGORY[_CATEGORY[0], what] += n
-
-TMP_SUFFIX = ".certa-tmp"
-MUST_BE_ZERO = ("tracebacks", "lost runs", "partial files")
-PROGRESS = re.compile(r"^\[\d+/\d+\] stage ")
-"""``certa run`` prints a progress line per stage on stderr before it refuses (documented): not an error line."""
-VERIFY_LINE = ("error:", "NOT VERIFIED", "TAMPERED", "tampered")
-
-
-# ---------------------------------------------------------------------------------------------- the world
-
-
-@dataclass(frozen=True)
-class World:
-    folder: Path
-    ledger: Path
-    spec: Path
-    key: Path
-    pub: Path
-    checkpoint: Path
-    bundle: Path
-    attestation: Path
-    runs: int
-
-
-def _invoke(*args: object, env: dict[str, str] | None = None) -> Result:
-    return CliRunner().invoke(main, [str(a) for a in args], env=env)
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> World:
-    """One small ledger (two runs), a key pair, a checkpoint, a bundle and an attestation of the latest run."""
-    folder = tmp_path_factory.mktemp("adversarial")
-    base, subj = window_columns(60, seed=3)
-    (folder / "data").mkdir()
-    (folder / "data" / "baseline.csv").write_bytes(columns_to_csv_bytes(base))
-    (folder / "data" / "subject.csv").write_bytes(columns_to_csv_bytes(subj))
-    spec, db = folder / "spec.yaml", folder / "ledger.db"
-    for seed in (8, 7):
-        spec.write_text(SMALL_SPEC.replace("seed: 7", f"seed: {seed}"), encoding="utf-8")
-        assert _invoke("run", spec, "--ledger", db).exit_code == 0
-    assert _invoke("keygen", "--out-dir", folder / "keys").exit_code == 0
-    key, pub = folder / "keys" / "certa.key", folder / "keys" / "certa.pub"
-    cp, bundle, att = folder / "head.checkpoint", folder / "bundle.json", folder / "attestation.json"
-    assert _invoke("checkpoint", "--key", key, "--out", cp, "--ledger", db).exit_code == 0
-    assert _invoke("prove", "latest", "--checkpoint", cp, "-o", bundle, "--ledger", db).exit_code == 0
-    assert _invoke("attest", "latest", "--key", key, "-o", att, "--ledger", db).exit_code == 0
-    world = World(folder, db, spec, key, pub, cp, bundle, att, _run_count(db))
-    assert world.runs == 2
-    for doc in (cp, bundle, att):  # the pristine documents verify
-        assert _doc_command(world, doc.name, doc).exit_code == 0
-    return world
-
-
-def _run_count(db: Path) -> int:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return int(conn.execute("SELECT count(*) FROM runs").fetchone()[0])
-    finally:
-        conn.close()
-
-
-def _leftovers(*folders: Path) -> list[Path]:
-    found: list[Path] = []
-    for folder in folders:
-        if folder.is_dir():
-            found += [p for p in folder.rglob("*") if p.name.endswith(TMP_SUFFIX)]
-    return found
-
-
-# ------------------------------------------------------------------------------------------- the invariants
-
-
-def check(case: str, result: Result, *, allowed: set[int], folders: tuple[Path, ...] = (),
-          verify_command: bool = False, verdict_command: bool = False, no_files: tuple[Path, ...] = (),
-          ledger: Path | None = None, runs: int | None = None) -> None:
-    """Record ``result`` in COUNTS and assert the sweep's invariants (see the module docstring)."""
-    _count("tried")
-    out = (result.stdout or "") + (result.stderr or "")
-    traceback = ("Traceback" in out or (result.exception is not None and not isinstance(result.exception, SystemExit)))
-    if traceback:
-        _count("tracebacks")
-    _count("accepted" if result.exit_code == 0 else "refused")
-    partial = _leftovers(*folders) + [p for p in no_files if p.exists()]
-    if partial:
-        _count("partial files", len(partial))
-    lost = False
-    if ledger is not None and result.exit_code != 0:
-        intact = _invoke("verify", "--ledger", ledger)
-        lost = intact.exit_code != 0 or (runs is not None and _run_count(ledger) != runs)
-        if lost:
-            _count("lost runs")
-    detail = (f"{case}: exit {result.exit_code}, exception {result.exception!r}\n"
-              f"stdout {result.stdout!r}\nstderr {result.stderr!r}")
-    assert not traceback, detail
-    assert result.exit_code in allowed, detail
-    assert not partial, f"{detail}\nleft behind: {partial}"
-    assert not lost, f"{detail}\nthe ledger lost committed runs or no longer verifies"
-    if result.exit_code != 0:
-        lines = [line for line in result.stderr.splitlines() if not PROGRESS.match(line)]
-        if verdict_command and result.exit_code == 1:  # `certa run`: a FAIL verdict, recorded, not a refusal
-            assert "FAIL" in result.stdout, detail
-        elif verify_command and result.exit_code == 1:
-            assert any(line.startswith(VERIFY_LINE) for line in (result.stdout + result.stderr).splitlines()), detail
-        elif result.exit_code == 2 and lines and lines[0].startswith("Usage:"):  # click's usage error (exit 2)
-            _count("usage errors")
-            assert sum(line.startswith("Error:") for line in lines) == 1, detail
-        else:
-            assert len(lines) == 1 and lines[0].startswith("error:"), detail
-
-
 # -------------------------------------------------------------------------- 1-2: the signed documents
-
-
-DOCS = ("head.checkpoint", "bundle.json", "attestation.json")
-
-
-def _doc_command(world: World, doc: str, path: Path) -> Result:
-    if doc == "bundle.json":
-        return _invoke("verify-bundle", path, "--public-key", world.pub)
-    if doc == "attestation.json":
-        return _invoke("verify-attestation", path, "--public-key", world.pub)
-    return _invoke("verify", "--checkpoint", path, "--public-key", world.pub, "--ledger", world.ledger)
 
 
 def _canonical(data: bytes) -> bytes | None:
@@ -213,7 +66,7 @@ def test_byte_flip(doc: str, i: int, world: World, tmp_path: Path) -> None:
     flipped[position] ^= mask
     path = tmp_path / doc
     path.write_bytes(bytes(flipped))
-    result = _doc_command(world, doc, path)
+    result = doc_command(world, doc, path)
     same = _canonical(bytes(flipped)) is not None and _canonical(bytes(flipped)) == _canonical(original)
     check(f"{doc} byte {position} ^ {mask:#04x}", result, allowed={0, 1, 2} if same else {1, 2},
           folders=(tmp_path, world.folder), verify_command=True, ledger=world.ledger, runs=world.runs)
@@ -331,7 +184,7 @@ def test_type_swap(doc: str, where: str, path: tuple, to: str, world: World, tmp
     path_out = tmp_path / doc
     path_out.write_text(json.dumps(mutated, indent=2), encoding="utf-8")
     same = rfc8785.dumps(mutated) == rfc8785.dumps(original)
-    result = _doc_command(world, doc, path_out)
+    result = doc_command(world, doc, path_out)
     check(f"{doc} {where} {'/'.join(map(str, path)) or '(root)'} -> {to}", result,
           allowed={0, 1, 2} if same else {1, 2}, folders=(tmp_path, world.folder), verify_command=True,
           ledger=world.ledger, runs=world.runs)
@@ -379,7 +232,7 @@ def test_ledger_cell(table: str, column: str, change: str, world: World, tmp_pat
     case = f"{table}.{column} {change}: {before[0]} -> {after[0]}"
     failures = []
     for command in (("verify",), ("list",), ("show", "latest"), ("head",)):
-        result = _invoke(*command, "--ledger", db)
+        result = invoke(*command, "--ledger", db)
         try:
             if command == ("verify",):
                 check(f"verify after {case}", result, allowed={1} if changed else {0}, folders=(tmp_path,),
@@ -482,7 +335,7 @@ def test_hostile_input(kind: str, which: str, world: World, tmp_path: Path) -> N
     source = make(tmp_path) if make else _write(tmp_path / name, b"")
     db, cert = tmp_path / "new-ledger.db", tmp_path / "cert.json"
     started = time.monotonic()
-    result = _invoke("run", world.spec, "--input", f"{which}={source}", "--ledger", db, "-o", cert,
+    result = invoke("run", world.spec, "--input", f"{which}={source}", "--ledger", db, "-o", cert,
                      env={"CERTA_INPUT_LIMITS": "cell_bytes=1MiB"})
     assert time.monotonic() - started < 4, f"{kind}: certa blocked on the input"
     if kind in HOSTILE_DATA:
@@ -522,7 +375,7 @@ def test_bad_ledger(bad: str, command: str, world: World, tmp_path: Path) -> Non
     location = BAD_LEDGERS[bad].format(tmp=tmp_path)
     args = [a.format(spec=world.spec) for a in LEDGER_COMMANDS[command]]
     before = sorted(p.name for p in tmp_path.iterdir())
-    result = _invoke(command, *args, "--ledger", location)
+    result = invoke(command, *args, "--ledger", location)
     check(f"{command} --ledger {location!r}", result, allowed={2}, folders=(tmp_path,),
           verify_command=command == "verify")
     assert sorted(p.name for p in tmp_path.iterdir()) == before, f"{command} --ledger {location!r} created files"
@@ -560,7 +413,7 @@ def test_unwritable_output(command: str, target: str, world: World, tmp_path: Pa
     out = BAD_TARGETS[target].format(tmp=tmp_path)
     args = [a.format(cp=world.checkpoint, key=world.key) for a in OUTPUT_COMMANDS[command]]
     ledger_args = () if command == "keygen" else ("--ledger", world.ledger)
-    result = _invoke(*args, out, *ledger_args)
+    result = invoke(*args, out, *ledger_args)
     check(f"{command} -> {target}", result, allowed={2}, folders=(tmp_path, world.folder),
           ledger=world.ledger, runs=world.runs)
     assert sorted(p.name for p in (tmp_path / "folder").iterdir()) == []
@@ -575,11 +428,11 @@ def test_run_unwritable_output(world: World, tmp_path: Path) -> None:
     db = tmp_path / "ledger.db"
     shutil.copyfile(world.ledger, db)
     for out_option in ("-o", "--junit"):
-        before = _run_count(db)
-        result = _invoke("run", world.spec, out_option, tmp_path / "no" / "folder" / "out", "--ledger", db)
+        before = run_count(db)
+        result = invoke("run", world.spec, out_option, tmp_path / "no" / "folder" / "out", "--ledger", db)
         check(f"run {out_option} into a missing folder", result, allowed={2, 4}, folders=(tmp_path,))
-        assert _run_count(db) == before + (1 if result.exit_code == 4 else 0)
-        assert _invoke("verify", "--ledger", db).exit_code == 0
+        assert run_count(db) == before + (1 if result.exit_code == 4 else 0)
+        assert invoke("verify", "--ledger", db).exit_code == 0
 
 
 READ_ONLY_WRITES = {
@@ -599,25 +452,10 @@ def test_read_only_ledger(command: str, world: World, tmp_path: Path, monkeypatc
     before = (media / "ledger.db").read_bytes()
     args = [a.format(spec=world.spec, key=world.key) for a in READ_ONLY_WRITES[command]]
     with read_only_folder(media, monkeypatch):
-        result = _invoke(*args, "--ledger", media / "ledger.db")
+        result = invoke(*args, "--ledger", media / "ledger.db")
     monkeypatch.undo()
     allowed = {0, 2} if command == "migrate" else {2}  # migrate on a current ledger has nothing to write
     check(f"{command} on a read-only ledger", result, allowed=allowed, folders=(tmp_path,))
     assert (media / "ledger.db").read_bytes() == before
     assert sorted(p.name for p in media.iterdir()) == ["ledger.db"]
-    assert _run_count(media / "ledger.db") == world.runs
-
-
-# -------------------------------------------------------------------------------------------- the summary
-
-
-def test_zz_summary() -> None:
-    """Runs last (file order): prints the counts and asserts the must-be-0 ones."""
-    print(f"\nadversarial sweep: {sum(CASES_BY_CATEGORY.values())} cases")
-    for category, n in CASES_BY_CATEGORY.items():
-        print(f"  {category}: {n} cases, " + ", ".join(f"{BY_CATEGORY[category, k]} {k}" for k in (
-            "tried", "refused", "accepted")))
-    line = ("adversarial sweep commands: " + ", ".join(f"{COUNTS[k]} {k}" for k in (
-        "tried", "refused", "accepted", "tracebacks", "lost runs", "partial files")))
-    print(line)
-    assert all(COUNTS[k] == 0 for k in MUST_BE_ZERO), line
+    assert run_count(media / "ledger.db") == world.runs

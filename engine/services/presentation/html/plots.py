@@ -5,7 +5,8 @@ one ``<svg>`` element as a string, ready to inline in HTML: no XML prologue, no 
 reference. Determinism: a fixed ``svg.hashsalt``, no ``Date`` metadata, glyphs drawn as paths
 (``svg.fonttype = 'path'``: the same picture in every viewer and in print, no font needed) and every ``id``
 prefixed by the caller's ``key`` so several plots share one page without id clashes.
-Text drawn in a plot becomes paths, never markup, so names from a spec cannot inject anything.
+Text drawn in a plot becomes paths, never markup, so names from a spec cannot inject anything; control and
+bidi characters (U+202E ...) are removed from every drawn string first (``_RendererSVG.draw_text``).
 
 Speed (``certa site`` draws thousands of plots in a process): text sizes, glyph layouts and font metrics are
 kept for the process (``_CachedTextToPath``, ``_RendererSVG``), and the ratio plot is drawn on one reused
@@ -30,6 +31,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.font_manager import fontManager, get_font
 from matplotlib.textpath import TextToPath
+
+from engine.services.presentation.display_text import plain_text
 
 __all__ = ["ratio_plot", "sequence_plot", "bakeoff_plot", "calm_gate_plot", "pac_bounds_plot", "monitor_plot",
            "vendor_colours", "VENDOR_GID"]
@@ -124,6 +127,17 @@ class _RendererSVG(RendererSVG):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._text2path = _TEXT_TO_PATH
+
+    def get_text_width_height_descent(self, s: str, prop: Any, ismath: Any) -> tuple[float, float, float]:
+        """The size of ``s`` as drawn: without its control and bidi characters (see ``draw_text``)."""
+        return super().get_text_width_height_descent(plain_text(s), prop, ismath)
+
+    def draw_text(self, gc: Any, x: float, y: float, s: str, prop: Any, angle: float, ismath: Any = False,
+                  mtext: Any = None) -> None:
+        """Draw ``s`` without control and bidi characters (``plain_text``): every string a plot shows (stage,
+        gate, vendor, bucket, band and scope names from a spec or its data) passes here, as glyph paths and as
+        the XML comment matplotlib writes before them, so none of them reaches the SVG."""
+        super().draw_text(gc, x, y, plain_text(s), prop, angle, ismath, mtext)
 
     def _get_font_height_metrics(self, prop: Any) -> tuple[float, float, float] | tuple[None, None, None]:
         known = _FONT_HEIGHTS.get(prop)
