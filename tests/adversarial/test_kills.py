@@ -146,7 +146,7 @@ def _after_kill(case: str, *, ledger: Path, runs: int, new_runs: int, folders: t
 
 RUN_MOMENTS = [
     *_delays(0.4, 0.8, 1.2, 1.6),
-    _at("before-the-run", "engine.core.interpreter", "run_plan", 1, "before"),
+    _at("before-the-run", "engine.services.run", "run_plan", 1, "before"),
     _at("transaction-open", "ledger.store", "Ledger._append", 1, "before"),
     IN_TRANSACTION,
     _at("recorded-before-its-files", "engine.foundation.atomic_files", "write_atomically", 1, "before"),
