@@ -1,0 +1,141 @@
+"""Reading an export's bytes within certa's input limits: files, JSON Lines, JSON documents, numbers in text.
+
+Every failure is an ``InputError`` whose message starts with the export's name and the line or member, and
+names the field: a hostile file (a device, a multi-gigabyte file, text nested a thousand levels deep,
+``NaN``, a number spelt as text that is not one) is refused, never a traceback.
+
+Limits are ``engine.input_limits.InputLimits`` (``CERTA_INPUT_LIMITS`` raises them): ``bytes`` and
+``text_bytes`` for a file or ZIP member, ``rows`` for records, ``cell_bytes`` for one JSON line; nesting is
+bounded by ``engine.json_read.MAX_DOCUMENT_DEPTH`` per line (JSON Lines) or per value hashed (documents).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.canonical import canonical_sha256, sha256_hex
+from engine.errors import InputError
+from engine.input_limits import InputLimits, read_input_file
+from engine.json_read import check_document_depth, parse_document, parse_json
+
+__all__ = ["Source", "read_source", "json_lines", "json_document", "strict_floats", "field_of", "number_of",
+           "value_digest", "stated_text", "sha256_hex"]
+
+Source = bytes | str | Path
+"""An export given as its bytes, or as the path of a regular file."""
+
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def read_source(source: Source, name: str | None, limits: InputLimits) -> tuple[str, bytes]:
+    """(the name messages use, the bytes) of an export: a path is read as a regular file within ``limits``
+    (text formats: ``text_bytes``); bytes are checked against the same limits. ``name`` defaults to the
+    file's name, or ``<bytes>``."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        label = name or "<bytes>"
+        raw = bytes(source)
+        limits.check_size(label, "jsonl", len(raw))
+        return label, raw
+    path = Path(source)
+    label = name or path.name
+    return label, read_input_file(label, path, "jsonl", limits)
+
+
+def json_lines(where: str, raw: bytes, limits: InputLimits) -> tuple[list[dict[str, Any]], list[int]]:
+    """The JSON objects of JSON Lines text, one per non-blank line, and their 1-based line numbers.
+
+    Each line is bounded (``cell_bytes``, ``MAX_DOCUMENT_DEPTH``) and parsed under RFC 8259 (no ``NaN``); the
+    record count is bounded by ``rows``."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        raise InputError(f"{where}, line {line}: not UTF-8 text ({error.reason}); export the file as UTF-8") from None
+    lines = text.split("\n")
+    numbered = [(number, line) for number, line in enumerate(lines, start=1) if line.strip()]
+    limits.check(where, "rows", len(numbered), "the number of records")
+    records: list[dict[str, Any]] = []
+    for number, line in numbered:
+        if len(line) > limits.cell_bytes:
+            limits.check(f"{where}, line {number}", "cell_bytes", len(line.encode("utf-8")), "the line's length in bytes")
+        try:
+            record = parse_document(line, "the line")
+        except ValueError as error:
+            raise InputError(f"{where}, line {number}: not a JSON object ({error})") from None
+        if type(record) is not dict:
+            raise InputError(f"{where}, line {number}: a JSON {type(record).__name__} where a JSON object "
+                             "(one record per line) was expected")
+        records.append(record)
+    return records, [number for number, _ in numbered]
+
+
+def json_document(where: str, raw: bytes) -> dict[str, Any]:
+    """A JSON object that is a whole export (Inspect's JSON log, lm-eval's results file), parsed under
+    RFC 8259 (no ``NaN``); text nested beyond the decoder's recursion is an ``InputError``. Values taken from
+    it and hashed are bounded by ``value_digest``."""
+    try:
+        document = parse_json(raw)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise InputError(f"{where}: not a JSON document ({error})") from None
+    if type(document) is not dict:
+        raise InputError(f"{where}: a JSON {type(document).__name__} where a JSON object was expected")
+    return document
+
+
+def field_of(record: dict[str, Any], name: str, kinds: tuple[type, ...], where: str) -> Any:
+    """``record[name]``, which must exist and be exactly one of ``kinds`` (``bool`` is not ``int``)."""
+    if name not in record:
+        raise InputError(f"{where}: field '{name}' is missing")
+    value = record[name]
+    if type(value) not in kinds:
+        expected = " or ".join(kind.__name__ if kind is not dict else "object" for kind in kinds)
+        raise InputError(f"{where}: field '{name}' must be {expected} (got {_shown(value)})")
+    return value
+
+
+def number_of(value: Any, where: str) -> float:
+    """A finite JSON number (``true``/``false`` read as 1 and 0) as a float."""
+    if type(value) is bool:
+        return float(value)
+    if type(value) not in (int, float) or not np.isfinite(value):
+        raise InputError(f"{where} must be a finite number (got {_shown(value)})")
+    return float(value)
+
+
+def strict_floats(texts: Sequence[Any], where: Callable[[int], str]) -> np.ndarray:
+    """Numbers that an export stores as text (lm-eval's ``resps``), as float64: each must be a string of a
+    plain decimal (``-12.5``, ``3e-4``) with a finite value; ``where(i)`` names the item of a bad one."""
+    for index, text in enumerate(texts):
+        if type(text) is not str or _PLAIN_NUMBER.fullmatch(text) is None:
+            raise InputError(f"{where(index)} must be a number written as text (got {_shown(text)})")
+    values = np.array(texts, dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        raise InputError(f"{where(int(bad[0]))} is {texts[bad[0]]!r}, not finite ({bad.size} such value(s))")
+    return values
+
+
+def value_digest(value: Any, where: str) -> str:
+    """SHA-256 (hex) of the RFC 8785 canonical JSON of a parsed value (an item's input or variables): equal
+    values give equal digests whatever their key order or spacing. Nesting is bounded first."""
+    try:
+        check_document_depth(value, where)
+        return canonical_sha256(value)
+    except ValueError as error:
+        raise InputError(f"{where}: {error}") from None
+
+
+def stated_text(value: Any) -> str | None:
+    """A value an export states (a version, a model name), as text: ``None`` stays ``None``, text stays as it
+    is, anything else is its Python ``repr``."""
+    return value if value is None or type(value) is str else repr(value)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
