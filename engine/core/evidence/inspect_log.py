@@ -213,9 +213,9 @@ def _provenance(where: str, raw: bytes, log: dict[str, Any]) -> Provenance:
     models = [(key, stated_text(spec[key])) for key in ("model", "model_base_url") if spec.get(key) not in (None, "")]
     if spec.get("model_args"):
         models.append(("model_args_sha256", value_digest(spec["model_args"], f"{where}: eval.model_args")))
-    details = [(key, stated_text(value)) for key, value in (("status", log.get("status")), ("task_id", spec.get("task_id")),
-                                                      ("run_id", spec.get("run_id")), ("created", spec.get("created")))
-               if value not in (None, "")]
+    stated_details = (("status", log.get("status")), ("task_id", spec.get("task_id")), ("run_id", spec.get("run_id")),
+                      ("created", spec.get("created")))
+    details = [(key, stated_text(value)) for key, value in stated_details if value not in (None, "")]
     version = spec.get("task_version")
     return Provenance(tool="inspect_ai", tool_version=stated_text(packages.get("inspect_ai")),
                       task=stated_text(spec.get("task")), task_version=stated_text(version),

@@ -113,7 +113,8 @@ def _doc_id(record: dict[str, Any], where: str) -> int:
 def _hex_digest(record: dict[str, Any], field: str, where: str) -> str:
     value = field_of(record, field, (str,), where)
     if _HEX64.fullmatch(value) is None:
-        raise InputError(f"{where}: field '{field}' must be a hex SHA-256 (64 lower-case hex digits; got {value[:70]!r})")
+        raise InputError(f"{where}: field '{field}' must be a hex SHA-256 (64 lower-case hex digits; "
+                         f"got {value[:70]!r})")
     return value
 
 

@@ -11,6 +11,7 @@ bounded by ``engine.json_read.MAX_DOCUMENT_DEPTH`` per line (JSON Lines) or per 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -62,7 +63,8 @@ def json_lines(where: str, raw: bytes, limits: InputLimits) -> tuple[list[dict[s
     records: list[dict[str, Any]] = []
     for number, line in numbered:
         if len(line) > limits.cell_bytes:
-            limits.check(f"{where}, line {number}", "cell_bytes", len(line.encode("utf-8")), "the line's length in bytes")
+            limits.check(f"{where}, line {number}", "cell_bytes", len(line.encode("utf-8")),
+                         "the line's length in bytes")
         try:
             record = parse_document(line, "the line")
         except ValueError as error:
@@ -132,8 +134,8 @@ def value_digest(value: Any, where: str) -> str:
 
 def stated_text(value: Any) -> str | None:
     """A value an export states (a version, a model name), as text: ``None`` stays ``None``, text stays as it
-    is, anything else is its Python ``repr``."""
-    return value if value is None or type(value) is str else repr(value)
+    is, anything else is its JSON text with sorted keys (``1.0``, ``{"dtype": "float32", ...}``)."""
+    return value if value is None or type(value) is str else json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 def _shown(value: Any) -> str:
