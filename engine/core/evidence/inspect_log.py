@@ -76,10 +76,13 @@ def read_inspect_eval(log: Source, *, slice_metadata: str | None = None, name: s
     by_name = {member.filename: member for member in members}
     if "header.json" not in by_name:
         raise InputError(f"{where}: member 'header.json' is missing; is it an Inspect .eval log (format 2)?")
-    header = json_document(f"{where}, member header.json", _member_bytes(where, raw, by_name["header.json"], limits))
+    header = json_document(f"{where}, member header.json",
+                           _member_bytes(where, raw, archive, by_name["header.json"], limits))
     sample_members = [member for member in members if _SAMPLE_MEMBER.fullmatch(member.filename)]
     limits.check(where, "rows", len(sample_members), "the number of samples")
-    samples = [json_document(f"{where}, member {member.filename}", _member_bytes(where, raw, member, limits))
+    limits.check(where, "text_bytes", sum(member.file_size for member in sample_members),
+                 "the declared size in bytes of the samples")
+    samples = [json_document(f"{where}, member {member.filename}", _member_bytes(where, raw, archive, member, limits))
                for member in sample_members]
     located = [f"member {member.filename}" for member in sample_members]
     return _records(where, raw, header, samples, located, slice_metadata)
@@ -100,13 +103,14 @@ def read_inspect_json(log: Source, *, slice_metadata: str | None = None, name: s
     return _records(where, raw, document, samples, located, slice_metadata)
 
 
-def _member_bytes(where: str, raw: bytes, member: zipfile.ZipInfo, limits: InputLimits) -> bytes:
+def _member_bytes(where: str, raw: bytes, archive: zipfile.ZipFile, member: zipfile.ZipInfo,
+                  limits: InputLimits) -> bytes:
     """A member's bytes, decompressed within its declared size (and ``text_bytes``) and CRC-checked."""
     at = f"{where}, member {member.filename}"
     limits.check(at, "text_bytes", member.file_size, "the member's declared size in bytes")
     if member.compress_type != _ZSTD:
         try:
-            with zipfile.ZipFile(io.BytesIO(raw)).open(member) as stream:
+            with archive.open(member) as stream:
                 return stream.read(member.file_size + 1)
         except (zipfile.BadZipFile, NotImplementedError, OSError, ValueError, zlib.error, EOFError) as error:
             raise InputError(f"{at}: cannot be read ({error})") from None

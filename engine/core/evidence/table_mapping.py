@@ -17,6 +17,7 @@ from engine.input_limits import InputLimits, read_input_file
 from engine.tables import FORMATS, format_for_path, parse_table
 
 from .records import EvidenceRecords, Provenance, require_unique_keys
+from .sources import Source
 
 __all__ = ["TableMapping", "read_mapped_table"]
 
@@ -43,7 +44,7 @@ class TableMapping:
             raise InputError(f"a table mapping names column(s) {', '.join(repeated)} more than once")
 
 
-def read_mapped_table(table: bytes | str | Path, mapping: TableMapping, *, fmt: str | None = None,
+def read_mapped_table(table: Source, mapping: TableMapping, *, fmt: str | None = None,
                       name: str | None = None, limits: InputLimits | None = None) -> EvidenceRecords:
     """The records of a table under ``mapping``; ``fmt`` (``csv``, ``jsonl``, ``parquet``) defaults to the
     file's suffix and must be given for bytes."""
