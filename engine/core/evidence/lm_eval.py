@@ -70,17 +70,16 @@ def read_lm_eval_samples(samples: Source, results: Source | None = None, *, task
                                 dtype=object) for field in IDENTITY_FIELDS}
     names = _metric_names(where, records, located)
     rolling = [metric for metric in names if metric in ROLLING_METRICS]
+    metrics = {metric: np.array([number_of(record.get(metric), f"{where}, {at}: metric '{metric}'")
+                                 for record, at in zip(records, located)], dtype=np.float64)
+               for metric in names if metric not in ROLLING_METRICS}
+    counts, weights = {}, None
     if rolling:
-        metrics, counts = _perplexity(where, records, located, rolling)
+        nll, counts = _perplexity(where, records, located, rolling)
         if count_unit not in counts:
             raise InputError(f"{where}: count_unit '{count_unit}' is not logged (metrics {', '.join(rolling)}); "
                              f"use {' or '.join(sorted(counts))}")
-        weights = counts[count_unit]
-    else:
-        metrics = {metric: np.array([number_of(record.get(metric), f"{where}, {at}: metric '{metric}'")
-                                     for record, at in zip(records, located)], dtype=np.float64)
-                   for metric in names}
-        counts, weights = {}, None
+        metrics["nll"], weights = nll, counts[count_unit]
     provenance = _provenance(where, raw, results, task, chosen, limits)
     return EvidenceRecords(source=where, key_fields=("doc_id",), keys={"doc_id": doc_ids}, metrics=metrics,
                            provenance=provenance, identity=identity, counts=counts,
@@ -133,8 +132,8 @@ def _metric_names(where: str, records: list[dict[str, Any]], located: list[str])
 
 
 def _perplexity(where: str, records: list[dict[str, Any]], located: list[str],
-                rolling: list[str]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """(``{"nll": ...}``, counts by unit) of a loglikelihood_rolling task."""
+                rolling: list[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(−loglikelihood, counts by unit) of a loglikelihood_rolling task."""
     texts = []
     for record, at in zip(records, located):
         resps = field_of(record, "filtered_resps", (list,), f"{where}, {at}")
@@ -156,7 +155,7 @@ def _perplexity(where: str, records: list[dict[str, Any]], located: list[str],
             raise InputError(f"{where}, {at}: metric '{metric}' logs another {unit} count than the other "
                              "perplexity metrics")
         counts[unit] = values
-    return {"nll": -loglik}, counts
+    return -loglik, counts
 
 
 def _rolling_pair(record: dict[str, Any], metric: str, where: str) -> tuple[float, int]:

@@ -248,3 +248,9 @@ def test_mapped_tables_refuse_duplicates_gaps_and_negative_weights() -> None:
     raises(r"needs its format", read_mapped_table, b"id,acc\na,1\n", mapping)
     with pytest.raises(InputError, match=r"names column\(s\) id more than once"):
         TableMapping(item_id="id", metrics=("id",))
+
+
+def test_other_metrics_beside_perplexity_are_kept() -> None:
+    line = rolling_line(0, metrics=["word_perplexity", "byte_perplexity", "bits_per_byte", "extra"], extra=0.5)
+    records = read_lm_eval_samples(jsonl(line), name="s")
+    assert sorted(records.metrics) == ["extra", "nll"] and records.metrics["extra"].tolist() == [0.5]

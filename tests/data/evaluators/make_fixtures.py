@@ -2,7 +2,7 @@
 
 Run with the evaluation-tools venv (see README.md beside this file)::
 
-    /work/venvs/evaltools/bin/python tests/data/evaluators/make_fixtures.py --js-tiktoken PATH/TO/package
+    evaltools/bin/python tests/data/evaluators/make_fixtures.py --js-tiktoken PATH/TO/package
 
 Steps, all on the CPU and without a model or dataset hub:
 
