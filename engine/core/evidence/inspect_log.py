@@ -22,7 +22,7 @@ import re
 import struct
 import zipfile
 import zlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import zstandard
@@ -76,16 +76,16 @@ def read_inspect_eval(log: Source, *, slice_metadata: str | None = None, name: s
     by_name = {member.filename: member for member in members}
     if "header.json" not in by_name:
         raise InputError(f"{where}: member 'header.json' is missing; is it an Inspect .eval log (format 2)?")
-    header = json_document(f"{where}, member header.json",
-                           _member_bytes(where, raw, archive, by_name["header.json"], limits))
+    unpack = _MemberReader(where, raw, archive, limits)
+    header = json_document(f"{where}, member header.json", unpack(by_name["header.json"]))
     sample_members = [member for member in members if _SAMPLE_MEMBER.fullmatch(member.filename)]
     limits.check(where, "rows", len(sample_members), "the number of samples")
     limits.check(where, "text_bytes", sum(member.file_size for member in sample_members),
                  "the declared size in bytes of the samples")
-    samples = [json_document(f"{where}, member {member.filename}", _member_bytes(where, raw, archive, member, limits))
-               for member in sample_members]
     located = [f"member {member.filename}" for member in sample_members]
-    return _records(where, raw, header, samples, located, slice_metadata)
+    rows = [_sample_row(json_document(f"{where}, {at}", unpack(member)), f"{where}, {at}", slice_metadata)
+            for member, at in zip(sample_members, located)]
+    return _records(where, raw, header, rows, located)
 
 
 def read_inspect_json(log: Source, *, slice_metadata: str | None = None, name: str | None = None,
@@ -97,82 +97,102 @@ def read_inspect_json(log: Source, *, slice_metadata: str | None = None, name: s
     samples = field_of(document, "samples", (list,), where)
     limits.check(where, "rows", len(samples), "the number of samples")
     located = [f"samples[{index}]" for index in range(len(samples))]
-    for sample, at in zip(samples, located):
-        if type(sample) is not dict:
-            raise InputError(f"{where}, {at}: a sample must be a JSON object")
-    return _records(where, raw, document, samples, located, slice_metadata)
+    rows = [_sample_row(sample, f"{where}, {at}", slice_metadata) for sample, at in zip(samples, located)]
+    return _records(where, raw, document, rows, located)
 
 
-def _member_bytes(where: str, raw: bytes, archive: zipfile.ZipFile, member: zipfile.ZipInfo,
-                  limits: InputLimits) -> bytes:
-    """A member's bytes, decompressed within its declared size (and ``text_bytes``) and CRC-checked."""
-    at = f"{where}, member {member.filename}"
-    limits.check(at, "text_bytes", member.file_size, "the member's declared size in bytes")
-    if member.compress_type != _ZSTD:
+class _MemberReader:
+    """Members' bytes of one archive, decompressed within each one's declared size (and ``text_bytes``) and
+    CRC-checked; one zstd decompression context serves every member."""
+
+    def __init__(self, where: str, raw: bytes, archive: zipfile.ZipFile, limits: InputLimits) -> None:
+        self.where, self.raw, self.archive, self.limits = where, raw, archive, limits
+        self.zstd = zstandard.ZstdDecompressor()
+
+    def __call__(self, member: zipfile.ZipInfo) -> bytes:
+        at = f"{self.where}, member {member.filename}"
+        self.limits.check(at, "text_bytes", member.file_size, "the member's declared size in bytes")
+        if member.compress_type != _ZSTD:
+            try:
+                with self.archive.open(member) as stream:
+                    return stream.read(member.file_size + 1)
+            except (zipfile.BadZipFile, NotImplementedError, OSError, ValueError, zlib.error, EOFError) as error:
+                raise InputError(f"{at}: cannot be read ({error})") from None
+        data = self._zstd_member(at, member)
+        if len(data) != member.file_size or zlib.crc32(data) != member.CRC:
+            raise InputError(f"{at}: decompressed size or CRC-32 differs from the archive's directory; the file "
+                             "is damaged")
+        return data
+
+    def _zstd_member(self, at: str, member: zipfile.ZipInfo) -> bytes:
+        """The member's compressed bytes (after its local header) decompressed, never past its declared size
+        (a frame's own content size is not trusted)."""
+        start = member.header_offset
+        fixed = self.raw[start:start + _LOCAL_HEADER.size]
+        if len(fixed) < _LOCAL_HEADER.size or fixed[:4] != b"PK\x03\x04":
+            raise InputError(f"{at}: the member's local header is missing or damaged")
+        name_length, extra_length = _LOCAL_HEADER.unpack(fixed)[-2:]
+        offset = start + _LOCAL_HEADER.size + name_length + extra_length
+        compressed = self.raw[offset:offset + member.compress_size]
+        if len(compressed) != member.compress_size:
+            raise InputError(f"{at}: the archive ends inside the member")
+        chunks, total = [], 0
         try:
-            with archive.open(member) as stream:
-                return stream.read(member.file_size + 1)
-        except (zipfile.BadZipFile, NotImplementedError, OSError, ValueError, zlib.error, EOFError) as error:
-            raise InputError(f"{at}: cannot be read ({error})") from None
-    start = member.header_offset
-    fixed = raw[start:start + _LOCAL_HEADER.size]
-    if len(fixed) < _LOCAL_HEADER.size or fixed[:4] != b"PK\x03\x04":
-        raise InputError(f"{at}: the member's local header is missing or damaged")
-    name_length, extra_length = _LOCAL_HEADER.unpack(fixed)[-2:]
-    offset = start + _LOCAL_HEADER.size + name_length + extra_length
-    compressed = raw[offset:offset + member.compress_size]
-    if len(compressed) != member.compress_size:
-        raise InputError(f"{at}: the archive ends inside the member")
-    chunks, total = [], 0
-    try:
-        reader = zstandard.ZstdDecompressor().stream_reader(compressed, read_across_frames=True)
-        while chunk := reader.read(1 << 20):
-            total += len(chunk)
-            if total > member.file_size:
-                raise InputError(f"{at}: decompresses to more than its declared {member.file_size:,} bytes")
-            chunks.append(chunk)
-    except zstandard.ZstdError as error:
-        raise InputError(f"{at}: not valid zstd data ({error})") from None
-    data = b"".join(chunks)
-    if len(data) != member.file_size or zlib.crc32(data) != member.CRC:
-        raise InputError(f"{at}: decompressed size or CRC-32 differs from the archive's directory; the file is damaged")
-    return data
+            reader = self.zstd.stream_reader(compressed, read_across_frames=True)
+            while chunk := reader.read(member.file_size + 1 - total):
+                total += len(chunk)
+                if total > member.file_size:
+                    raise InputError(f"{at}: decompresses to more than its declared {member.file_size:,} bytes")
+                chunks.append(chunk)
+        except zstandard.ZstdError as error:
+            raise InputError(f"{at}: not valid zstd data ({error})") from None
+        return b"".join(chunks)
 
 
-def _records(where: str, raw: bytes, log: dict[str, Any], samples: list[dict[str, Any]], located: list[str],
-             slice_metadata: str | None) -> EvidenceRecords:
-    """The records of parsed samples, with provenance from the log's ``eval`` and ``plan``."""
-    if not samples:
+class _SampleRow(NamedTuple):
+    """What certa keeps of one sample."""
+
+    id: int | str
+    epoch: int
+    scores: dict[str, float]
+    input_sha256: str
+    target_sha256: str
+    slice: str | None
+
+
+def _sample_row(sample: Any, where: str, slice_metadata: str | None) -> _SampleRow:
+    """One sample's key, scores, identity digests and slice (the rest of the sample is not kept)."""
+    if type(sample) is not dict:
+        raise InputError(f"{where}: a sample must be a JSON object")
+    epoch = field_of(sample, "epoch", (int,), where)
+    if epoch < 1:
+        raise InputError(f"{where}: field 'epoch' must be ≥ 1 (got {epoch})")
+    digests = [value_digest(field_of(sample, field, (str, list), where), f"{where}: field '{field}'")
+               for field in ("input", "target")]
+    return _SampleRow(field_of(sample, "id", (int, str), where), epoch, _sample_scores(sample, where), *digests,
+                      None if slice_metadata is None else _slice(sample, slice_metadata, where))
+
+
+def _records(where: str, raw: bytes, log: dict[str, Any], rows: list[_SampleRow],
+             located: list[str]) -> EvidenceRecords:
+    """The records of the samples' rows, with provenance from the log's ``eval`` and ``plan``."""
+    if not rows:
         raise InputError(f"{where}: the log holds no samples; run the evaluation without --no-log-samples")
-    ids, epochs, scores = [], [], []
-    for sample, at in zip(samples, located):
-        here = f"{where}, {at}"
-        ids.append(field_of(sample, "id", (int, str), here))
-        epoch = field_of(sample, "epoch", (int,), here)
-        if epoch < 1:
-            raise InputError(f"{here}: field 'epoch' must be ≥ 1 (got {epoch})")
-        epochs.append(epoch)
-        scores.append(_sample_scores(sample, here))
-    require_unique_keys(where, ("id", "epoch"), list(zip(ids, epochs)), located)
-    names = sorted(scores[0])
-    for sample_scores, at in zip(scores, located):
-        if sorted(sample_scores) != names:
-            raise InputError(f"{where}, {at}: scores {sorted(sample_scores)}, not {names} as on the first sample")
-    metrics = {metric: np.array([sample_scores[metric] for sample_scores in scores], dtype=np.float64)
-               for metric in names}
-    identity = {f"{field}_sha256": np.array([value_digest(field_of(sample, field, (str, list), f"{where}, {at}"),
-                                                          f"{where}, {at}: field '{field}'")
-                                             for sample, at in zip(samples, located)], dtype=object)
-                for field in ("input", "target")}
-    slices = None
-    if slice_metadata is not None:
-        slices = np.array([_slice(sample, slice_metadata, f"{where}, {at}") for sample, at in zip(samples, located)],
-                          dtype=object)
-    id_array = np.empty(len(ids), dtype=object)
-    id_array[:] = ids
+    require_unique_keys(where, ("id", "epoch"), [(row.id, row.epoch) for row in rows], located)
+    names = sorted(rows[0].scores)
+    for row, at in zip(rows, located):
+        if sorted(row.scores) != names:
+            raise InputError(f"{where}, {at}: scores {sorted(row.scores)}, not {names} as on the first sample")
+    metrics = {metric: np.array([row.scores[metric] for row in rows], dtype=np.float64) for metric in names}
+    identity = {"input_sha256": np.array([row.input_sha256 for row in rows], dtype=object),
+                "target_sha256": np.array([row.target_sha256 for row in rows], dtype=object)}
+    slices = None if rows[0].slice is None else np.array([row.slice for row in rows], dtype=object)
+    ids = np.empty(len(rows), dtype=object)
+    ids[:] = [row.id for row in rows]
     return EvidenceRecords(source=where, key_fields=("id", "epoch"),
-                           keys={"id": id_array, "epoch": np.array(epochs, dtype=np.int64)}, metrics=metrics,
-                           provenance=_provenance(where, raw, log), identity=identity, slices=slices)
+                           keys={"id": ids, "epoch": np.array([row.epoch for row in rows], dtype=np.int64)},
+                           metrics=metrics, provenance=_provenance(where, raw, log), identity=identity,
+                           slices=slices)
 
 
 def _sample_scores(sample: dict[str, Any], where: str) -> dict[str, float]:

@@ -22,7 +22,7 @@ import numpy as np
 from engine.canonical import canonical_sha256, sha256_hex
 from engine.errors import InputError
 from engine.input_limits import InputLimits, read_input_file
-from engine.json_read import check_document_depth, parse_document, parse_json
+from engine.json_read import check_document_depth, parse_document
 
 __all__ = ["Source", "read_source", "json_lines", "json_document", "strict_floats", "field_of", "number_of",
            "value_digest", "stated_text", "sha256_hex"]
@@ -77,16 +77,27 @@ def json_lines(where: str, raw: bytes, limits: InputLimits) -> tuple[list[dict[s
 
 
 def json_document(where: str, raw: bytes) -> dict[str, Any]:
-    """A JSON object that is a whole export (Inspect's JSON log, lm-eval's results file), parsed under
-    RFC 8259 (no ``NaN``); text nested beyond the decoder's recursion is an ``InputError``. Values taken from
-    it and hashed are bounded by ``value_digest``."""
+    """A JSON object that is a whole export (Inspect's JSON log or one sample of a ``.eval``, lm-eval's results
+    file), parsed under RFC 8259 (no ``NaN``); text nested beyond the decoder's recursion is an ``InputError``.
+    Values taken from it and hashed are bounded by ``value_digest``. Integers are read as Python's ``json``
+    reads them (``engine.json_read``'s number model is for certa's own documents, and its integer hook would
+    make a sample's many integers cost a Python call each)."""
     try:
-        document = parse_json(raw)
+        document = _DECODE_DOCUMENT(raw.decode("utf-8"))
+    except RecursionError:
+        raise InputError(f"{where}: not a JSON document (nested too deeply to read)") from None
     except (ValueError, UnicodeDecodeError) as error:
         raise InputError(f"{where}: not a JSON document ({error})") from None
     if type(document) is not dict:
         raise InputError(f"{where}: a JSON {type(document).__name__} where a JSON object was expected")
     return document
+
+
+def _refuse_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not a JSON number (RFC 8259)")
+
+
+_DECODE_DOCUMENT = json.JSONDecoder(parse_constant=_refuse_constant).decode
 
 
 def field_of(record: dict[str, Any], name: str, kinds: tuple[type, ...], where: str) -> Any:

@@ -177,6 +177,9 @@ def test_malformed_inspect_samples_name_the_sample() -> None:
     raises(r"samples\[1\]: scores \['match', 'other'\], not \['match'\]", read_inspect_json,
            log(inspect_sample("a"), extra), name="log.json")
     raises(r"the log holds no samples", read_inspect_json, log(), name="log.json")
+    raises(r"log\.json: not a JSON document \(NaN is not a JSON number", read_inspect_json,
+           log(inspect_sample("a", value=0.5)).replace(b"0.5", b"NaN"), name="log.json")
+    raises(r"log\.json: not a JSON document \(nested too deeply", read_inspect_json, b"[" * 100_000, name="log.json")
     raises(r"field 'samples' is missing", read_inspect_json, b'{"eval": {}}', name="log.json")
     deep = inspect_sample("a")
     deep["input"] = json.loads("[" * 90 + "]" * 90)
@@ -201,6 +204,8 @@ def test_damaged_eval_archives_name_the_member() -> None:
            read_inspect_eval, bomb, name="x.eval", limits=InputLimits(text_bytes=1_000_000))
     raises(rf"member {member}: not a JSON document", read_inspect_eval,
            zstd_zip({"header.json": b"{}", member: b"{"}), name="x.eval")
+    raises(rf"member {member}: not a JSON document \(Infinity is not a JSON number", read_inspect_eval,
+           zstd_zip({"header.json": b"{}", member: b'{"id": "a", "epoch": Infinity}'}), name="x.eval")
 
 
 def test_deflated_members_are_read_too() -> None:
