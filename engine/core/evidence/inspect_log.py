@@ -18,6 +18,7 @@ and scores 0 (a list, a text it cannot read), certa refuses the log instead.
 from __future__ import annotations
 
 import io
+import math
 import re
 import struct
 import zipfile
@@ -54,9 +55,9 @@ def score_value(value: Any, where: str) -> float:
             return LETTER_VALUES[value]
         if value.lower() in _WORD_VALUES:
             return _WORD_VALUES[value.lower()]
-        if _NUMBER_TEXT.fullmatch(value) and np.isfinite(float(value)):
+        if _NUMBER_TEXT.fullmatch(value) and math.isfinite(float(value)):
             return float(value)
-    elif type(value) in (int, float, bool) and np.isfinite(value):
+    elif type(value) in (int, float, bool) and math.isfinite(value):
         return float(value)
     raise InputError(f"{where} is {value!r:.60}, not a number, a boolean, a score letter "
                      f"({', '.join(LETTER_VALUES)}) or yes/no/true/false")

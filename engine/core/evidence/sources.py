@@ -5,13 +5,15 @@ names the field: a hostile file (a device, a multi-gigabyte file, text nested a 
 ``NaN``, a number spelt as text that is not one) is refused, never a traceback.
 
 Limits are ``engine.input_limits.InputLimits`` (``CERTA_INPUT_LIMITS`` raises them): ``bytes`` and
-``text_bytes`` for a file or ZIP member, ``rows`` for records, ``cell_bytes`` for one JSON line; nesting is
-bounded by ``engine.json_read.MAX_DOCUMENT_DEPTH`` per line (JSON Lines) or per value hashed (documents).
+``text_bytes`` for a file or ZIP member, ``rows`` for records, ``cell_bytes`` for one JSON line. JSON nested
+beyond the decoder's recursion limit is refused; a value that is hashed (and so walked) is bounded by
+``engine.json_read.MAX_DOCUMENT_DEPTH``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,7 +24,7 @@ import numpy as np
 from engine.canonical import canonical_sha256, sha256_hex
 from engine.errors import InputError
 from engine.input_limits import InputLimits, read_input_file
-from engine.json_read import check_document_depth, parse_document
+from engine.json_read import check_document_depth
 
 __all__ = ["Source", "read_source", "json_lines", "json_document", "strict_floats", "field_of", "number_of",
            "value_digest", "stated_text", "sha256_hex"]
@@ -50,8 +52,8 @@ def read_source(source: Source, name: str | None, limits: InputLimits) -> tuple[
 def json_lines(where: str, raw: bytes, limits: InputLimits) -> tuple[list[dict[str, Any]], list[int]]:
     """The JSON objects of JSON Lines text, one per non-blank line, and their 1-based line numbers.
 
-    Each line is bounded (``cell_bytes``, ``MAX_DOCUMENT_DEPTH``) and parsed under RFC 8259 (no ``NaN``); the
-    record count is bounded by ``rows``."""
+    Each line is bounded (``cell_bytes``) and parsed as ``json_document`` parses a document; the record count
+    is bounded by ``rows``."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -66,7 +68,9 @@ def json_lines(where: str, raw: bytes, limits: InputLimits) -> tuple[list[dict[s
             limits.check(f"{where}, line {number}", "cell_bytes", len(line.encode("utf-8")),
                          "the line's length in bytes")
         try:
-            record = parse_document(line, "the line")
+            record = _DECODE_DOCUMENT(line)
+        except RecursionError:
+            raise InputError(f"{where}, line {number}: not a JSON object (nested too deeply to read)") from None
         except ValueError as error:
             raise InputError(f"{where}, line {number}: not a JSON object ({error})") from None
         if type(record) is not dict:
@@ -115,7 +119,7 @@ def number_of(value: Any, where: str) -> float:
     """A finite JSON number (``true``/``false`` read as 1 and 0) as a float."""
     if type(value) is bool:
         return float(value)
-    if type(value) not in (int, float) or not np.isfinite(value):
+    if type(value) not in (int, float) or not math.isfinite(value):  # math: a numpy ufunc costs µs a call
         raise InputError(f"{where} must be a finite number (got {_shown(value)})")
     return float(value)
 
