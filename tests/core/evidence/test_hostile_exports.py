@@ -217,6 +217,8 @@ def test_deflated_members_are_read_too() -> None:
 
 
 def promptfoo_line(test: int, provider: str = "echo", score: float = 1.0, **changes: object) -> dict:
+    """A promptfoo result, hand-built after promptfoo's ``EvaluateResult`` as ``--output x.jsonl`` writes it (the
+    fixtures hold no real promptfoo run)."""
     record = {"evalId": "eval-1", "promptIdx": 0, "testIdx": test, "testCase": {"vars": {"q": f"q{test}"}},
               "prompt": {"raw": "Answer {{q}}", "label": "p"}, "provider": {"id": provider, "label": provider},
               "success": score == 1.0, "score": score, "namedScores": {"exact": score}}
