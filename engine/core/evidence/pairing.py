@@ -54,9 +54,11 @@ class PairingReport:
         return self.n_paired == self.n_baseline == self.n_subject
 
     def as_dict(self) -> dict[str, Any]:
-        """The report as plain JSON values (for a certificate or a recorded decision)."""
+        """The report as plain JSON values (for a certificate or a recorded decision): counts, then keys."""
         return {"key_fields": list(self.key_fields), "n_baseline": self.n_baseline, "n_subject": self.n_subject,
-                "n_paired": self.n_paired,
+                "n_paired": self.n_paired, "n_unmatched_baseline": len(self.unmatched_baseline),
+                "n_unmatched_subject": len(self.unmatched_subject),
+                "n_identity_mismatched": len(self.mismatched_keys),
                 "unmatched_baseline": [list(key) for key in self.unmatched_baseline],
                 "unmatched_subject": [list(key) for key in self.unmatched_subject],
                 "identity_mismatches": {field: [list(key) for key in keys]

@@ -38,6 +38,7 @@ def test_unmatched_and_mismatched_items_are_named_and_left_out() -> None:
     assert paired.baseline.keys["id"].tolist() == paired.subject.keys["id"].tolist() == ["b"]
     assert paired.subject.metrics["acc"].tolist() == [1.0] and paired.baseline.metrics["acc"].tolist() == [0.0]
     assert report.as_dict() == {"key_fields": ["id"], "n_baseline": 3, "n_subject": 3, "n_paired": 1,
+                                "n_unmatched_baseline": 1, "n_unmatched_subject": 1, "n_identity_mismatched": 1,
                                 "unmatched_baseline": [["c"]], "unmatched_subject": [["d"]],
                                 "identity_mismatches": {"slice": [["a"]]}}
 
