@@ -86,6 +86,8 @@ def test_lm_eval_json_errors_name_the_line() -> None:
     raises(r"line 1: not a JSON object \(nested too deeply to read\)", read_lm_eval_samples,
            b"[" * 100_000 + b"]" * 100_000 + b"\n", name="s")
     raises(r"line 1: not a JSON object", read_lm_eval_samples, b"[" * 100_000 + b"\n", name="s")
+    raises(r"line 1: not a JSON object \(Exceeds the limit", read_lm_eval_samples,
+           b'{"doc_id": ' + b"9" * 5000 + b"}\n", name="s")
     raises(r"s: no records", read_lm_eval_samples, b"\n\n", name="s")
 
 
