@@ -1,0 +1,149 @@
+"""Speed of importing evaluator exports (engine.core.evidence) against plain ``json.loads`` of the same records.
+
+Usage: PYTHONPATH=. python bench/evidence_import.py [--records 100000] [--repeats 3]
+
+Each export holds --records records, made by repeating a record of the real fixtures in
+``tests/data/evaluators/`` under new item keys (and new digests), so records have the size and shape the tools
+write (Inspect samples without their event transcript, which would make 10^5 samples about 1 GB). Timed, best of --repeats: bytes -> ``EvidenceRecords`` for each format, and ``pair_records`` of two
+such sides. The reference beside each figure is the least any Python reader of the same bytes pays: one
+``json.loads`` per line (JSON Lines), of the document (Inspect JSON), or per member after zstd decompression
+(Inspect ``.eval``); for tables, ``json.loads`` of each row written as a JSON line. Goal (issue 19): well
+under 1 s for 10^5 records per side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import json
+import os
+import sys
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import zstandard
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from engine.core.evidence import (TableMapping, pair_records, read_inspect_eval, read_inspect_json,  # noqa: E402
+                                  read_lm_eval_samples, read_mapped_table, read_promptfoo_jsonl)
+from tests.core.evidence.zstd_zip import zstd_zip  # noqa: E402
+
+FIXTURES = ROOT / "tests" / "data" / "evaluators"
+
+
+def best(repeats: int, work: Callable[[], object]) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def lm_eval_lines(task: str, n: int) -> bytes:
+    """``n`` records shaped as the fixture's first record of ``task``, with doc ids 0..n-1."""
+    (path,) = (FIXTURES / "lm_eval" / "baseline").glob(f"samples_{task}_*.jsonl")
+    template = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+    lines = []
+    for doc_id in range(n):
+        template.update(doc_id=doc_id, doc_hash=digest(f"d{doc_id}"), prompt_hash=digest(f"p{doc_id}"))
+        lines.append(json.dumps(template, ensure_ascii=False))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def inspect_samples(n: int) -> tuple[dict, list[dict]]:
+    """The fixture's JSON log without samples, and ``n`` copies of its first sample with ids 0..n-1, without the
+    sample's ``events`` (the transcript: 8 of its 9 KB, which the readers skip)."""
+    log = json.loads(gzip.decompress((FIXTURES / "inspect" / "baseline.json.gz").read_bytes()))
+    template = {key: value for key, value in log.pop("samples")[0].items() if key != "events"}
+    return log, [{**template, "id": f"s{i}", "epoch": 1} for i in range(n)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    n, repeats = args.records, args.repeats
+    print(f"{n:,} records per export, best of {repeats}; load average {os.getloadavg()[0]:.2f}")
+
+    ppl, mc = lm_eval_lines("certa_ppl", n), lm_eval_lines("certa_mc", n)
+    log, samples = inspect_samples(n)
+    json_log = json.dumps({**log, "samples": samples}).encode()
+    members = {"header.json": json.dumps(log).encode()}
+    members |= {f"samples/{s['id']}_epoch_1.json": json.dumps(s).encode() for s in samples}
+    eval_log = zstd_zip(members)
+    promptfoo = b"".join(json.dumps({"evalId": "e", "promptIdx": 0, "testIdx": i, "testCase": {"vars": {"q": f"q{i}"}},
+                                     "prompt": {"raw": "Answer {{q}}", "label": "p"},
+                                     "provider": {"id": "echo", "label": "echo"}, "success": i % 3 > 0,
+                                     "score": float(i % 3 > 0), "namedScores": {}, "latencyMs": 3}).encode() + b"\n"
+                         for i in range(n))
+    rng = np.random.default_rng(0)
+    table = pa.table({"item": [f"item-{i}" for i in range(n)], "acc": (rng.random(n) < 0.7).astype(float),
+                      "tokens": rng.integers(1, 500, n).astype(float), "slice": [f"s{i % 7}" for i in range(n)]})
+    csv_out = io.BytesIO()
+    pacsv.write_csv(table, csv_out, pacsv.WriteOptions(quoting_style="none"))
+    parquet_out = io.BytesIO()
+    pq.write_table(table, parquet_out)
+    rows_jsonl = b"".join(json.dumps(row).encode() + b"\n" for row in table.to_pylist())
+    mapping = TableMapping(item_id="item", metrics=("acc",), weight="tokens", slice="slice")
+
+    def per_line(raw: bytes) -> Callable[[], object]:
+        return lambda: [json.loads(line) for line in raw.splitlines() if line]
+
+    def per_member() -> list:
+        archive = zipfile.ZipFile(io.BytesIO(eval_log))
+        dctx = zstandard.ZstdDecompressor()
+        out = []
+        for info in archive.infolist():
+            start = info.header_offset + 30 + len(info.filename.encode())
+            out.append(json.loads(dctx.decompress(eval_log[start:start + info.compress_size],
+                                                  max_output_size=info.file_size)))
+        return out
+
+    cases = [
+        ("lm-eval samples, perplexity", lambda: read_lm_eval_samples(ppl, name="samples_certa_ppl.jsonl"),
+         per_line(ppl), len(ppl)),
+        ("lm-eval samples, multiple choice", lambda: read_lm_eval_samples(mc, name="samples_certa_mc.jsonl"),
+         per_line(mc), len(mc)),
+        ("Inspect .eval (zstd members)", lambda: read_inspect_eval(eval_log, name="log.eval"), per_member,
+         len(eval_log)),
+        ("Inspect JSON log", lambda: read_inspect_json(json_log, name="log.json"), lambda: json.loads(json_log),
+         len(json_log)),
+        ("promptfoo JSONL", lambda: read_promptfoo_jsonl(promptfoo, name="r.jsonl"), per_line(promptfoo),
+         len(promptfoo)),
+        ("table CSV + mapping", lambda: read_mapped_table(csv_out.getvalue(), mapping, fmt="csv", name="t.csv"),
+         per_line(rows_jsonl), len(csv_out.getvalue())),
+        ("table Parquet + mapping", lambda: read_mapped_table(parquet_out.getvalue(), mapping, fmt="parquet",
+                                                              name="t.parquet"), per_line(rows_jsonl),
+         len(parquet_out.getvalue())),
+        ("table JSON Lines + mapping", lambda: read_mapped_table(rows_jsonl, mapping, fmt="jsonl", name="t.jsonl"),
+         per_line(rows_jsonl), len(rows_jsonl)),
+    ]
+    print(f"{'export':36} {'MB':>7} {'import s':>9} {'json.loads s':>13} {'ratio':>6}")
+    for label, read, reference, size in cases:
+        seconds, base = best(repeats, read), best(repeats, reference)
+        print(f"{label:36} {size / 1e6:7.1f} {seconds:9.3f} {base:13.3f} {seconds / base:6.2f}")
+
+    baseline = read_lm_eval_samples(ppl, name="a")
+    subject = read_lm_eval_samples(ppl, name="b")
+    seconds = best(repeats, lambda: pair_records(baseline, subject))
+    print(f"{'pair_records, lm-eval sides':36} {'':>7} {seconds:9.3f}")
+
+
+if __name__ == "__main__":
+    main()

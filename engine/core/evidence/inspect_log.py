@@ -1,0 +1,248 @@
+"""Inspect AI evaluation logs: the native ``.eval`` archive and its JSON form (``inspect log convert --to json``).
+
+A ``.eval`` file is a ZIP archive whose members are zstd-compressed (ZIP method 93), which Python's
+``zipfile`` reads only from 3.14: each member's compressed bytes are taken from the archive and decompressed
+with the ``zstandard`` binding, bounded by the member's declared size and checked against its CRC-32. Members
+read: ``header.json`` (the eval spec and plan) and ``samples/<id>_epoch_<n>.json`` (one sample each). The JSON
+form holds the same ``eval``, ``plan`` and a ``samples`` list.
+
+Item key (sample ``id``, ``epoch``); identity the SHA-256 of the canonical JSON of the sample's ``input`` and
+``target``. Metrics: one per scorer (``scores.<scorer>.value``), or ``<scorer>.<key>`` for a scorer whose
+value is an object. Values become numbers as Inspect's ``value_to_float`` defines them
+(``inspect_ai.scorer._metric.value_to_float``, defaults ``CORRECT``/``INCORRECT``/``PARTIAL``/``NOANSWER``):
+the letters ``C`` = 1, ``P`` = 0.5, ``I`` = ``N`` = 0; numbers and booleans as they are; the texts ``yes`` and
+``true`` = 1, ``no`` and ``false`` = 0, any case; a text of a finite number as that number. Where Inspect warns
+and scores 0 (a list, a text it cannot read), certa refuses the log instead.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+import struct
+import zipfile
+import zlib
+from typing import Any, NamedTuple
+
+import numpy as np
+import zstandard
+
+from engine.foundation.errors import InputError
+from engine.core.input_limits import InputLimits
+
+from .records import EvidenceRecords, Provenance, require_unique_keys
+from .sources import (Source, field_of, json_document, read_source, sha256_hex, stated_text,
+                      value_digest)
+
+__all__ = ["LETTER_VALUES", "score_value", "read_inspect_eval", "read_inspect_json"]
+
+LETTER_VALUES = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
+"""Inspect's score letters (correct, partial, incorrect, no answer) and the numbers its metrics give them."""
+
+_WORD_VALUES = {"yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}
+_NUMBER_TEXT = re.compile(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*")
+_ZSTD = 93
+_LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # ZIP local file header (APPNOTE 4.3.7)
+_SAMPLE_MEMBER = re.compile(r"samples/[^/]+\.json")
+
+
+def score_value(value: Any, where: str) -> float:
+    """A sample score's value as Inspect's metrics read it (see the module docstring); an ``InputError``
+    where Inspect would only warn."""
+    if type(value) is str:
+        if value in LETTER_VALUES:
+            return LETTER_VALUES[value]
+        if value.lower() in _WORD_VALUES:
+            return _WORD_VALUES[value.lower()]
+        if _NUMBER_TEXT.fullmatch(value) and math.isfinite(float(value)):
+            return float(value)
+    elif type(value) in (int, float, bool) and math.isfinite(value):
+        return float(value)
+    raise InputError(f"{where} is {value!r:.60}, not a number, a boolean, a score letter "
+                     f"({', '.join(LETTER_VALUES)}) or yes/no/true/false")
+
+
+def read_inspect_eval(log: Source, *, slice_metadata: str | None = None, name: str | None = None,
+                      limits: InputLimits | None = None) -> EvidenceRecords:
+    """The per-sample scores of a native ``.eval`` log; ``slice_metadata`` names a key of each sample's
+    ``metadata`` whose value becomes the item's slice."""
+    limits = limits or InputLimits.from_env()
+    where, raw = read_source(log, name, limits)
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(raw))
+        members = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
+        raise InputError(f"{where}: not an Inspect .eval archive (a ZIP file; {error})") from None
+    by_name = {member.filename: member for member in members}
+    if "header.json" not in by_name:
+        raise InputError(f"{where}: member 'header.json' is missing; is it an Inspect .eval log (format 2)?")
+    unpack = _MemberReader(where, raw, archive, limits)
+    header = json_document(f"{where}, member header.json", unpack(by_name["header.json"]))
+    sample_members = [member for member in members if _SAMPLE_MEMBER.fullmatch(member.filename)]
+    limits.check(where, "rows", len(sample_members), "the number of samples")
+    limits.check(where, "text_bytes", sum(member.file_size for member in sample_members),
+                 "the declared size in bytes of the samples")
+    located = [f"member {member.filename}" for member in sample_members]
+    rows = [_sample_row(json_document(f"{where}, {at}", unpack(member)), f"{where}, {at}", slice_metadata)
+            for member, at in zip(sample_members, located)]
+    return _records(where, raw, header, rows, located)
+
+
+def read_inspect_json(log: Source, *, slice_metadata: str | None = None, name: str | None = None,
+                      limits: InputLimits | None = None) -> EvidenceRecords:
+    """The per-sample scores of a log in Inspect's JSON form (``inspect log convert --to json``)."""
+    limits = limits or InputLimits.from_env()
+    where, raw = read_source(log, name, limits)
+    document = json_document(where, raw)
+    samples = field_of(document, "samples", (list,), where)
+    limits.check(where, "rows", len(samples), "the number of samples")
+    located = [f"samples[{index}]" for index in range(len(samples))]
+    rows = [_sample_row(sample, f"{where}, {at}", slice_metadata) for sample, at in zip(samples, located)]
+    return _records(where, raw, document, rows, located)
+
+
+class _MemberReader:
+    """Members' bytes of one archive, decompressed within each one's declared size (and ``text_bytes``) and
+    CRC-checked; one zstd decompression context serves every member."""
+
+    def __init__(self, where: str, raw: bytes, archive: zipfile.ZipFile, limits: InputLimits) -> None:
+        self.where, self.raw, self.archive, self.limits = where, raw, archive, limits
+        self.zstd = zstandard.ZstdDecompressor()
+
+    def __call__(self, member: zipfile.ZipInfo) -> bytes:
+        at = f"{self.where}, member {member.filename}"
+        self.limits.check(at, "text_bytes", member.file_size, "the member's declared size in bytes")
+        if member.compress_type != _ZSTD:
+            try:
+                with self.archive.open(member) as stream:
+                    return stream.read(member.file_size + 1)
+            except (zipfile.BadZipFile, NotImplementedError, OSError, ValueError, zlib.error, EOFError) as error:
+                raise InputError(f"{at}: cannot be read ({error})") from None
+        data = self._zstd_member(at, member)
+        if len(data) != member.file_size or zlib.crc32(data) != member.CRC:
+            raise InputError(f"{at}: decompressed size or CRC-32 differs from the archive's directory; the file "
+                             "is damaged")
+        return data
+
+    def _zstd_member(self, at: str, member: zipfile.ZipInfo) -> bytes:
+        """The member's compressed bytes (after its local header) decompressed, never past its declared size
+        (a frame's own content size is not trusted)."""
+        start = member.header_offset
+        fixed = self.raw[start:start + _LOCAL_HEADER.size]
+        if len(fixed) < _LOCAL_HEADER.size or fixed[:4] != b"PK\x03\x04":
+            raise InputError(f"{at}: the member's local header is missing or damaged")
+        name_length, extra_length = _LOCAL_HEADER.unpack(fixed)[-2:]
+        offset = start + _LOCAL_HEADER.size + name_length + extra_length
+        compressed = self.raw[offset:offset + member.compress_size]
+        if len(compressed) != member.compress_size:
+            raise InputError(f"{at}: the archive ends inside the member")
+        chunks, total = [], 0
+        try:
+            reader = self.zstd.stream_reader(compressed, read_across_frames=True)
+            while chunk := reader.read(member.file_size + 1 - total):
+                total += len(chunk)
+                if total > member.file_size:
+                    raise InputError(f"{at}: decompresses to more than its declared {member.file_size:,} bytes")
+                chunks.append(chunk)
+        except zstandard.ZstdError as error:
+            raise InputError(f"{at}: not valid zstd data ({error})") from None
+        return b"".join(chunks)
+
+
+class _SampleRow(NamedTuple):
+    """What certa keeps of one sample."""
+
+    id: int | str
+    epoch: int
+    scores: dict[str, float]
+    input_sha256: str
+    target_sha256: str
+    slice: str | None
+
+
+def _sample_row(sample: Any, where: str, slice_metadata: str | None) -> _SampleRow:
+    """One sample's key, scores, identity digests and slice (the rest of the sample is not kept)."""
+    if type(sample) is not dict:
+        raise InputError(f"{where}: a sample must be a JSON object")
+    epoch = field_of(sample, "epoch", (int,), where)
+    if epoch < 1:
+        raise InputError(f"{where}: field 'epoch' must be ≥ 1 (got {epoch})")
+    digests = [value_digest(field_of(sample, field, (str, list), where), f"{where}: field '{field}'")
+               for field in ("input", "target")]
+    return _SampleRow(field_of(sample, "id", (int, str), where), epoch, _sample_scores(sample, where), *digests,
+                      None if slice_metadata is None else _slice(sample, slice_metadata, where))
+
+
+def _records(where: str, raw: bytes, log: dict[str, Any], rows: list[_SampleRow],
+             located: list[str]) -> EvidenceRecords:
+    """The records of the samples' rows, with provenance from the log's ``eval`` and ``plan``."""
+    if not rows:
+        raise InputError(f"{where}: the log holds no samples; run the evaluation without --no-log-samples")
+    require_unique_keys(where, ("id", "epoch"), [(row.id, row.epoch) for row in rows], located)
+    names = sorted(rows[0].scores)
+    for row, at in zip(rows, located):
+        if sorted(row.scores) != names:
+            raise InputError(f"{where}, {at}: scores {sorted(row.scores)}, not {names} as on the first sample")
+    metrics = {metric: np.array([row.scores[metric] for row in rows], dtype=np.float64) for metric in names}
+    identity = {"input_sha256": np.array([row.input_sha256 for row in rows], dtype=object),
+                "target_sha256": np.array([row.target_sha256 for row in rows], dtype=object)}
+    slices = None if rows[0].slice is None else np.array([row.slice for row in rows], dtype=object)
+    ids = np.empty(len(rows), dtype=object)
+    ids[:] = [row.id for row in rows]
+    return EvidenceRecords(source=where, key_fields=("id", "epoch"),
+                           keys={"id": ids, "epoch": np.array([row.epoch for row in rows], dtype=np.int64)},
+                           metrics=metrics, provenance=_provenance(where, raw, log), identity=identity,
+                           slices=slices)
+
+
+def _sample_scores(sample: dict[str, Any], where: str) -> dict[str, float]:
+    """``{metric: value}`` of one sample: a scalar scorer value under the scorer's name, an object value's
+    entries as ``<scorer>.<key>``."""
+    scores = sample.get("scores")
+    if type(scores) is not dict or not scores:
+        error = sample.get("error")
+        reason = f" (the sample failed: {str(error)[:80]})" if error else ""
+        raise InputError(f"{where}: field 'scores' is missing or empty{reason}")
+    values: dict[str, float] = {}
+    for scorer, score in scores.items():
+        if type(score) is not dict or "value" not in score:
+            raise InputError(f"{where}: scores.{scorer} must be an object with a 'value'")
+        value = score["value"]
+        if type(value) is dict:
+            for key, item in value.items():
+                values[f"{scorer}.{key}"] = score_value(item, f"{where}: scores.{scorer}.value.{key}")
+        else:
+            values[scorer] = score_value(value, f"{where}: scores.{scorer}.value")
+    return values
+
+
+def _slice(sample: dict[str, Any], key: str, where: str) -> str:
+    metadata = sample.get("metadata")
+    if type(metadata) is not dict or key not in metadata:
+        raise InputError(f"{where}: metadata.{key} (the slice) is missing")
+    value = metadata[key]
+    if type(value) not in (str, int, bool):
+        raise InputError(f"{where}: metadata.{key} (the slice) must be text, an integer or a boolean")
+    return str(value)
+
+
+def _provenance(where: str, raw: bytes, log: dict[str, Any]) -> Provenance:
+    """Tool version (``eval.packages.inspect_ai``), task, configuration digest and model from the log."""
+    spec = field_of(log, "eval", (dict,), where)
+    stated = {key: spec.get(key) for key in ("task_args", "dataset", "config", "scorers", "solver", "solver_args")
+              if key in spec}
+    if "plan" in log:
+        stated["plan"] = log["plan"]
+    packages = spec.get("packages") if type(spec.get("packages")) is dict else {}
+    models = [(key, stated_text(spec[key])) for key in ("model", "model_base_url") if spec.get(key) not in (None, "")]
+    if spec.get("model_args"):
+        models.append(("model_args_sha256", value_digest(spec["model_args"], f"{where}: eval.model_args")))
+    stated_details = (("status", log.get("status")), ("task_id", spec.get("task_id")), ("run_id", spec.get("run_id")),
+                      ("created", spec.get("created")))
+    details = [(key, stated_text(value)) for key, value in stated_details if value not in (None, "")]
+    version = spec.get("task_version")
+    return Provenance(tool="inspect_ai", tool_version=stated_text(packages.get("inspect_ai")),
+                      task=stated_text(spec.get("task")), task_version=stated_text(version),
+                      task_config_sha256=value_digest(stated, f"{where}: eval"), models=tuple(models),
+                      details=tuple(details), sources=((where, sha256_hex(raw)),))

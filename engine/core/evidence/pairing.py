@@ -1,0 +1,111 @@
+"""Pairing two sides' records by the tool's own item identity, with a report of everything left unpaired.
+
+Items pair when their keys are equal (lm-eval: ``doc_id``; Inspect: (``id``, ``epoch``); promptfoo:
+(``testIdx``, ``promptIdx``); a mapped table: its id column). A pair whose identity digests differ (lm-eval's
+``doc_hash``, ``prompt_hash``, ``target_hash``; Inspect's input and target; promptfoo's variables and prompt),
+or whose slices differ, is not the same item on both sides: it is left out of the pairs and named in the
+report, as are the items of each side that have no partner. Nothing is dropped without being reported; whether
+an incomplete pairing is acceptable is a profile's decision (recorded in ``dev``, an abort in ``ci`` and
+``release``), taken upstream from ``PairingReport``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import repeat
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from engine.foundation.errors import InputError
+
+from .records import EvidenceRecords
+
+__all__ = ["PairingReport", "PairedEvidence", "pair_records"]
+
+
+@dataclass(frozen=True)
+class PairingReport:
+    """What pairing two sides found: counts, and the keys of unmatched and mismatched items (in each side's
+    order)."""
+
+    key_fields: tuple[str, ...]
+    n_baseline: int
+    n_subject: int
+    n_paired: int
+    unmatched_baseline: tuple[tuple, ...]
+    """Keys of baseline items with no subject item of the same key."""
+    unmatched_subject: tuple[tuple, ...]
+    """Keys of subject items with no baseline item of the same key."""
+    identity_mismatches: Mapping[str, tuple[tuple, ...]]
+    """For each identity field (e.g. ``prompt_hash``, ``slice``), the keys whose values differ between sides."""
+
+    @property
+    def mismatched_keys(self) -> tuple[tuple, ...]:
+        """Keys present on both sides but not paired, because at least one identity field differs."""
+        keys = {key for mismatched in self.identity_mismatches.values() for key in mismatched}
+        return tuple(sorted(keys, key=repr))
+
+    @property
+    def complete(self) -> bool:
+        """Every item of both sides is paired."""
+        return self.n_paired == self.n_baseline == self.n_subject
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as plain JSON values (for a certificate or a recorded decision): counts, then keys."""
+        return {"key_fields": list(self.key_fields), "n_baseline": self.n_baseline, "n_subject": self.n_subject,
+                "n_paired": self.n_paired, "n_unmatched_baseline": len(self.unmatched_baseline),
+                "n_unmatched_subject": len(self.unmatched_subject),
+                "n_identity_mismatched": len(self.mismatched_keys),
+                "unmatched_baseline": [list(key) for key in self.unmatched_baseline],
+                "unmatched_subject": [list(key) for key in self.unmatched_subject],
+                "identity_mismatches": {field: [list(key) for key in keys]
+                                        for field, keys in self.identity_mismatches.items()}}
+
+
+@dataclass(frozen=True, eq=False)
+class PairedEvidence:
+    """The paired items of two sides: ``baseline`` and ``subject`` hold the same items in the same order
+    (the baseline's), so ``subject.metrics[m] - baseline.metrics[m]`` is the per-item difference."""
+
+    baseline: EvidenceRecords
+    subject: EvidenceRecords
+    report: PairingReport
+
+
+def pair_records(baseline: EvidenceRecords, subject: EvidenceRecords) -> PairedEvidence:
+    """Pair ``baseline`` and ``subject`` items by key, requiring equal identity digests and slices."""
+    if baseline.key_fields != subject.key_fields:
+        raise InputError(f"cannot pair {baseline.source} (items keyed by {', '.join(baseline.key_fields)}) with "
+                         f"{subject.source} (keyed by {', '.join(subject.key_fields)}); export both sides with "
+                         "the same tool, or map both tables' id columns to the same name")
+    base_keys, subject_keys = baseline.item_keys(), subject.item_keys()
+    position = {key: index for index, key in enumerate(subject_keys)}
+    partner = np.fromiter(map(position.get, base_keys, repeat(-1)), dtype=np.intp, count=len(base_keys))
+    has_partner = partner >= 0
+    base_index, subject_index = np.flatnonzero(has_partner), partner[has_partner]
+    claimed = np.zeros(len(subject_keys), dtype=bool)
+    claimed[subject_index] = True
+
+    compared = {field: (baseline.identity[field], subject.identity[field])
+                for field in baseline.identity if field in subject.identity}
+    if baseline.slices is not None and subject.slices is not None:
+        compared["slice"] = (baseline.slices, subject.slices)
+    agrees = np.ones(len(base_index), dtype=bool)
+    mismatches: dict[str, tuple[tuple, ...]] = {}
+    for field, (base_values, subject_values) in compared.items():
+        differs = np.asarray(base_values[base_index] != subject_values[subject_index], dtype=bool)
+        if differs.any():
+            mismatches[field] = tuple(base_keys[i] for i in base_index[differs].tolist())
+        agrees &= ~differs
+
+    report = PairingReport(
+        key_fields=baseline.key_fields, n_baseline=baseline.n_items, n_subject=subject.n_items,
+        n_paired=int(agrees.sum()),
+        unmatched_baseline=tuple(base_keys[i] for i in np.flatnonzero(~has_partner).tolist()),
+        unmatched_subject=tuple(subject_keys[i] for i in np.flatnonzero(~claimed).tolist()),
+        identity_mismatches=MappingProxyType(mismatches))
+    return PairedEvidence(baseline=baseline.take(base_index[agrees]), subject=subject.take(subject_index[agrees]),
+                          report=report)

@@ -1,0 +1,110 @@
+"""promptfoo results as JSON Lines (``promptfoo eval --output results.jsonl``): one evaluation result per line.
+
+Item key (``testIdx``, ``promptIdx``); identity the SHA-256 of the canonical JSON of the test case's variables
+(``testCase.vars``, else ``vars``) and of the prompt's text (``prompt.raw``). Metrics: ``score`` (the graded
+score), ``success`` (pass = 1, fail = 0) and each named score as ``named.<name>``. One file may hold the results
+of several providers: ``provider`` selects one (by ``provider.id`` or ``provider.label``); a file with results
+of more than one provider and none selected is refused, never mixed.
+
+Source: promptfoo's ``EvaluateResult`` type and its JSONL output (``src/types``, ``src/util/output``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.foundation.errors import InputError
+from engine.core.input_limits import InputLimits
+
+from .records import EvidenceRecords, Provenance, require_unique_keys
+from .sources import Source, field_of, json_lines, number_of, read_source, sha256_hex, value_digest
+
+__all__ = ["read_promptfoo_jsonl"]
+
+
+def read_promptfoo_jsonl(results: Source, *, provider: str | None = None, name: str | None = None,
+                         limits: InputLimits | None = None) -> EvidenceRecords:
+    """The per-test results of one provider in a promptfoo JSON Lines file."""
+    limits = limits or InputLimits.from_env()
+    where, raw = read_source(results, name, limits)
+    records, lines = json_lines(where, raw, limits)
+    if not records:
+        raise InputError(f"{where}: no results")
+    providers = [_provider(record, f"{where}, line {line}") for record, line in zip(records, lines)]
+    distinct = sorted(set(providers))
+    if provider is None and len(distinct) > 1:
+        raise InputError(f"{where}: results of {len(distinct)} providers ({', '.join(p[0] for p in distinct)}); "
+                         "select one (provider)")
+    chosen = distinct[0] if provider is None else next((p for p in distinct if provider in p), None)
+    if chosen is None:
+        raise InputError(f"{where}: no results of provider {provider!r} (providers: "
+                         f"{', '.join(p[0] for p in distinct)})")
+    kept = [index for index, value in enumerate(providers) if value == chosen]
+    records, located = [records[i] for i in kept], [f"line {lines[i]}" for i in kept]
+    test_idx = [_index(record, "testIdx", f"{where}, {at}") for record, at in zip(records, located)]
+    prompt_idx = [_index(record, "promptIdx", f"{where}, {at}") for record, at in zip(records, located)]
+    require_unique_keys(where, ("testIdx", "promptIdx"), list(zip(test_idx, prompt_idx)), located)
+    named = [_named_scores(record, f"{where}, {at}") for record, at in zip(records, located)]
+    for scores, at in zip(named, located):
+        if sorted(scores) != sorted(named[0]):
+            raise InputError(f"{where}, {at}: named scores {sorted(scores)}, not {sorted(named[0])} as on the "
+                             "first result")
+    metrics = {
+        "score": np.array([number_of(field_of(record, "score", (int, float), f"{where}, {at}"),
+                                     f"{where}, {at}: field 'score'") for record, at in zip(records, located)]),
+        "success": np.array([float(field_of(record, "success", (bool,), f"{where}, {at}"))
+                             for record, at in zip(records, located)]),
+        **{f"named.{key}": np.array([scores[key] for scores in named]) for key in sorted(named[0])},
+    }
+    identity = {
+        "vars_sha256": np.array([value_digest(_variables(record, f"{where}, {at}"), f"{where}, {at}: vars")
+                                 for record, at in zip(records, located)], dtype=object),
+        "prompt_sha256": np.array([sha256_hex(_prompt_text(record, f"{where}, {at}").encode("utf-8"))
+                                   for record, at in zip(records, located)], dtype=object),
+    }
+    eval_ids = sorted({record["evalId"] for record in records if type(record.get("evalId")) is str})
+    provenance = Provenance(tool="promptfoo", models=(("provider.id", chosen[0]), ("provider.label", chosen[1])),
+                            details=tuple(("evalId", eval_id) for eval_id in eval_ids),
+                            sources=((where, sha256_hex(raw)),))
+    return EvidenceRecords(source=where, key_fields=("testIdx", "promptIdx"),
+                           keys={"testIdx": np.array(test_idx, dtype=np.int64),
+                                 "promptIdx": np.array(prompt_idx, dtype=np.int64)},
+                           metrics=metrics, provenance=provenance, identity=identity)
+
+
+def _provider(record: dict[str, Any], where: str) -> tuple[str, str]:
+    """(``provider.id``, ``provider.label`` or the id)."""
+    provider = field_of(record, "provider", (dict,), where)
+    provider_id = field_of(provider, "id", (str,), f"{where}: provider")
+    label = provider.get("label")
+    return provider_id, label if type(label) is str and label else provider_id
+
+
+def _index(record: dict[str, Any], field: str, where: str) -> int:
+    value = field_of(record, field, (int,), where)
+    if value < 0:
+        raise InputError(f"{where}: field '{field}' must be ≥ 0 (got {value})")
+    return value
+
+
+def _named_scores(record: dict[str, Any], where: str) -> dict[str, float]:
+    scores = record.get("namedScores") or {}
+    if type(scores) is not dict:
+        raise InputError(f"{where}: field 'namedScores' must be an object")
+    return {key: number_of(value, f"{where}: namedScores.{key}") for key, value in scores.items()}
+
+
+def _variables(record: dict[str, Any], where: str) -> Any:
+    test_case = record.get("testCase")
+    if type(test_case) is dict and "vars" in test_case:
+        return test_case["vars"]
+    if "vars" in record:
+        return record["vars"]
+    raise InputError(f"{where}: neither 'testCase.vars' nor 'vars' is present (the item's variables)")
+
+
+def _prompt_text(record: dict[str, Any], where: str) -> str:
+    prompt = field_of(record, "prompt", (dict,), where)
+    return field_of(prompt, "raw", (str,), f"{where}: prompt")

@@ -1,0 +1,116 @@
+"""The frozen result every evidence reader returns: per-item records (keys, metrics, counts, weights, slice)
+and the provenance the export states.
+
+Arrays are read-only and all of one length (the number of items); mappings are read-only views. A reader
+never drops a record: a record it cannot read is an ``InputError`` naming the file, the line or member and the
+field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+import numpy as np
+
+from engine.foundation.errors import InputError
+
+__all__ = ["Provenance", "EvidenceRecords", "require_unique_keys"]
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What an export says about where its numbers come from (``None`` where it does not say)."""
+
+    tool: str
+    """The evaluator: ``lm-evaluation-harness``, ``inspect_ai``, ``promptfoo`` or ``table``."""
+    tool_version: str | None = None
+    task: str | None = None
+    task_version: str | None = None
+    task_config_sha256: str | None = None
+    """SHA-256 of the RFC 8785 canonical JSON of the task's configuration as the export records it."""
+    models: tuple[tuple[str, str], ...] = ()
+    """(field, value) pairs naming the model, in the export's own words (e.g. ``("model_args", "pretrained=...")``)."""
+    details: tuple[tuple[str, str], ...] = ()
+    """Other stated facts worth recording (the tool's own task hash, run status, date, filter)."""
+    sources: tuple[tuple[str, str], ...] = ()
+    """(file name, SHA-256 of its bytes) for every file read."""
+
+
+def _frozen_array(values: np.ndarray) -> np.ndarray:
+    array = np.array(values)  # a copy: the caller's array stays the caller's
+    array.flags.writeable = False
+    return array
+
+
+def _frozen_mapping(columns: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
+    return MappingProxyType({name: _frozen_array(values) for name, values in columns.items()})
+
+
+@dataclass(frozen=True, eq=False)
+class EvidenceRecords:
+    """One side's per-item records, in the order of the export.
+
+    ``keys`` holds one array per field of the tool's item identity (``key_fields``), ``identity`` the digests
+    that must agree when two sides are paired (lm-eval's ``doc_hash``, ``prompt_hash``, ``target_hash``),
+    ``metrics`` the per-item values (float64, finite), ``counts`` the per-item counts a metric is normalised
+    by (int64), ``weights`` the per-item weight (float64) and ``slices`` each item's category (text).
+    """
+
+    source: str
+    key_fields: tuple[str, ...]
+    keys: Mapping[str, np.ndarray]
+    metrics: Mapping[str, np.ndarray]
+    provenance: Provenance
+    identity: Mapping[str, np.ndarray] = field(default_factory=dict)
+    counts: Mapping[str, np.ndarray] = field(default_factory=dict)
+    weights: np.ndarray | None = None
+    slices: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if tuple(self.keys) != self.key_fields:
+            raise ValueError(f"keys {tuple(self.keys)} do not follow key_fields {self.key_fields}")
+        for name in ("keys", "metrics", "identity", "counts"):
+            object.__setattr__(self, name, _frozen_mapping(getattr(self, name)))
+        for name in ("weights", "slices"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _frozen_array(getattr(self, name)))
+        lengths = {len(values) for group in (self.keys, self.metrics, self.identity, self.counts)
+                   for values in group.values()}
+        lengths |= {len(values) for values in (self.weights, self.slices) if values is not None}
+        if len(lengths) > 1:
+            raise ValueError(f"{self.source}: per-item arrays of different lengths {sorted(lengths)}")
+
+    @property
+    def n_items(self) -> int:
+        """The number of items (records) read."""
+        return len(self.keys[self.key_fields[0]])
+
+    def item_keys(self) -> list[tuple]:
+        """Each item's key as a tuple of Python values, in the order of ``key_fields``."""
+        return list(zip(*(self.keys[name].tolist() for name in self.key_fields)))
+
+    def take(self, index: np.ndarray) -> EvidenceRecords:
+        """The records at ``index`` (positions into this side), in that order, with the same provenance."""
+        def rows(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+            return {name: values[index] for name, values in columns.items()}
+
+        return replace(self, keys=rows(self.keys), metrics=rows(self.metrics), identity=rows(self.identity),
+                       counts=rows(self.counts), weights=None if self.weights is None else self.weights[index],
+                       slices=None if self.slices is None else self.slices[index])
+
+
+def require_unique_keys(where: str, key_fields: Sequence[str], keys: Sequence[tuple],
+                        locations: Sequence[str]) -> None:
+    """Raise an ``InputError`` naming both locations of the first item key that occurs twice in ``keys``
+    (``locations[i]`` says where record ``i`` was read: a line or a member)."""
+    if len(set(keys)) == len(keys):
+        return
+    first: dict[tuple, int] = {}
+    for index, key in enumerate(keys):
+        if key in first:
+            named = ", ".join(f"{name}={value!r}" for name, value in zip(key_fields, key))
+            raise InputError(f"{where}: {locations[index]}: item {named} occurs twice (first at "
+                             f"{locations[first[key]]}); each item must appear once per export")
+        first[key] = index

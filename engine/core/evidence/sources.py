@@ -1,0 +1,158 @@
+"""Reading an export's bytes within certa's input limits: files, JSON Lines, JSON documents, numbers in text.
+
+Every failure is an ``InputError`` whose message starts with the export's name and the line or member, and
+names the field: a hostile file (a device, a multi-gigabyte file, text nested a thousand levels deep,
+``NaN``, a number spelt as text that is not one) is refused, never a traceback.
+
+Limits are ``engine.core.input_limits.InputLimits`` (``CERTA_INPUT_LIMITS`` raises them): ``bytes`` and
+``text_bytes`` for a file or ZIP member, ``rows`` for records, ``cell_bytes`` for one JSON line. JSON nested
+beyond the decoder's recursion limit is refused; a value that is hashed (and so walked) is bounded by
+``engine.foundation.json_read.MAX_DOCUMENT_DEPTH``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.foundation.canonical import canonical_sha256, sha256_hex
+from engine.foundation.errors import InputError
+from engine.core.input_limits import InputLimits, read_input_file
+from engine.foundation.json_read import check_document_depth
+
+__all__ = ["Source", "read_source", "json_lines", "json_document", "strict_floats", "field_of", "number_of",
+           "value_digest", "stated_text", "sha256_hex"]
+
+Source = bytes | str | Path
+"""An export given as its bytes, or as the path of a regular file."""
+
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def read_source(source: Source, name: str | None, limits: InputLimits) -> tuple[str, bytes]:
+    """(the name messages use, the bytes) of an export: a path is read as a regular file within ``limits``
+    (text formats: ``text_bytes``); bytes are checked against the same limits. ``name`` defaults to the
+    file's name, or ``<bytes>``."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        label = name or "<bytes>"
+        raw = bytes(source)
+        limits.check_size(label, "jsonl", len(raw))
+        return label, raw
+    path = Path(source)
+    label = name or path.name
+    return label, read_input_file(label, path, "jsonl", limits)
+
+
+def json_lines(where: str, raw: bytes, limits: InputLimits) -> tuple[list[dict[str, Any]], list[int]]:
+    """The JSON objects of JSON Lines text, one per non-blank line, and their 1-based line numbers.
+
+    Each line is bounded (``cell_bytes``) and parsed as ``json_document`` parses a document; the record count
+    is bounded by ``rows``."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        raise InputError(f"{where}, line {line}: not UTF-8 text ({error.reason}); export the file as UTF-8") from None
+    lines = text.split("\n")
+    numbered = [(number, line) for number, line in enumerate(lines, start=1) if line.strip()]
+    limits.check(where, "rows", len(numbered), "the number of records")
+    records: list[dict[str, Any]] = []
+    for number, line in numbered:
+        if len(line) > limits.cell_bytes:
+            limits.check(f"{where}, line {number}", "cell_bytes", len(line.encode("utf-8")),
+                         "the line's length in bytes")
+        try:
+            record = _DECODE_DOCUMENT(line)
+        except RecursionError:
+            raise InputError(f"{where}, line {number}: not a JSON object (nested too deeply to read)") from None
+        except ValueError as error:
+            raise InputError(f"{where}, line {number}: not a JSON object ({error})") from None
+        if type(record) is not dict:
+            raise InputError(f"{where}, line {number}: a JSON {type(record).__name__} where a JSON object "
+                             "(one record per line) was expected")
+        records.append(record)
+    return records, [number for number, _ in numbered]
+
+
+def json_document(where: str, raw: bytes) -> dict[str, Any]:
+    """A JSON object that is a whole export (Inspect's JSON log or one sample of a ``.eval``, lm-eval's results
+    file), parsed under RFC 8259 (no ``NaN``); text nested beyond the decoder's recursion is an ``InputError``.
+    Values taken from it and hashed are bounded by ``value_digest``. Integers are read as Python's ``json``
+    reads them (``engine.foundation.json_read``'s number model is for certa's own documents, and its integer hook would
+    make a sample's many integers cost a Python call each)."""
+    try:
+        document = _DECODE_DOCUMENT(raw.decode("utf-8"))
+    except RecursionError:
+        raise InputError(f"{where}: not a JSON document (nested too deeply to read)") from None
+    except (ValueError, UnicodeDecodeError) as error:
+        raise InputError(f"{where}: not a JSON document ({error})") from None
+    if type(document) is not dict:
+        raise InputError(f"{where}: a JSON {type(document).__name__} where a JSON object was expected")
+    return document
+
+
+def _refuse_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not a JSON number (RFC 8259)")
+
+
+_DECODE_DOCUMENT = json.JSONDecoder(parse_constant=_refuse_constant).decode
+
+
+def field_of(record: dict[str, Any], name: str, kinds: tuple[type, ...], where: str) -> Any:
+    """``record[name]``, which must exist and be exactly one of ``kinds`` (``bool`` is not ``int``)."""
+    if name not in record:
+        raise InputError(f"{where}: field '{name}' is missing")
+    value = record[name]
+    if type(value) not in kinds:
+        expected = " or ".join(kind.__name__ if kind is not dict else "object" for kind in kinds)
+        raise InputError(f"{where}: field '{name}' must be {expected} (got {_shown(value)})")
+    return value
+
+
+def number_of(value: Any, where: str) -> float:
+    """A finite JSON number (``true``/``false`` read as 1 and 0) as a float."""
+    if type(value) is bool:
+        return float(value)
+    if type(value) not in (int, float) or not math.isfinite(value):  # math: a numpy ufunc costs µs a call
+        raise InputError(f"{where} must be a finite number (got {_shown(value)})")
+    return float(value)
+
+
+def strict_floats(texts: Sequence[Any], where: Callable[[int], str]) -> np.ndarray:
+    """Numbers that an export stores as text (lm-eval's ``resps``), as float64: each must be a string of a
+    plain decimal (``-12.5``, ``3e-4``) with a finite value; ``where(i)`` names the item of a bad one."""
+    for index, text in enumerate(texts):
+        if type(text) is not str or _PLAIN_NUMBER.fullmatch(text) is None:
+            raise InputError(f"{where(index)} must be a number written as text (got {_shown(text)})")
+    values = np.array(texts, dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        raise InputError(f"{where(int(bad[0]))} is {texts[bad[0]]!r}, not finite ({bad.size} such value(s))")
+    return values
+
+
+def value_digest(value: Any, where: str) -> str:
+    """SHA-256 (hex) of the RFC 8785 canonical JSON of a parsed value (an item's input or variables): equal
+    values give equal digests whatever their key order or spacing. Nesting is bounded first."""
+    try:
+        check_document_depth(value, where)
+        return canonical_sha256(value)
+    except ValueError as error:
+        raise InputError(f"{where}: {error}") from None
+
+
+def stated_text(value: Any) -> str | None:
+    """A value an export states (a version, a model name), as text: ``None`` stays ``None``, text stays as it
+    is, anything else is its JSON text with sorted keys (``1.0``, ``{"dtype": "float32", ...}``)."""
+    return value if value is None or type(value) is str else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,78 @@
+"""Any per-record table (CSV, JSON Lines or Parquet) read as evidence through a declared mapping of its columns.
+
+The table is parsed by ``engine.core.tables.parse_table`` (the reader of every certa input, within the same input
+limits); the mapping names the item id column, the metric columns, and optionally a weight and a slice column.
+Item key: the id column's text. Metrics and weights: finite numbers (weights ≥ 0); slice: text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.foundation.errors import InputError
+from engine.core.input_limits import InputLimits, read_input_file
+from engine.core.tables import FORMATS, format_for_path, parse_table
+
+from .records import EvidenceRecords, Provenance, require_unique_keys
+from .sources import Source
+
+__all__ = ["TableMapping", "read_mapped_table"]
+
+
+@dataclass(frozen=True)
+class TableMapping:
+    """Which columns of a per-record table are what."""
+
+    item_id: str
+    """The column naming each item; its values must be unique and are paired across the two sides."""
+    metrics: tuple[str, ...]
+    """The columns of per-item metric values (each becomes a metric of the same name)."""
+    weight: str | None = None
+    """A column of per-item weights (e.g. token or byte counts), finite and ≥ 0."""
+    slice: str | None = None
+    """A column of per-item categories, for results per slice."""
+
+    def __post_init__(self) -> None:
+        if not self.metrics:
+            raise InputError("a table mapping names at least one metric column")
+        named = [self.item_id, *self.metrics, *(c for c in (self.weight, self.slice) if c is not None)]
+        repeated = sorted({column for column in named if named.count(column) > 1})
+        if repeated:
+            raise InputError(f"a table mapping names column(s) {', '.join(repeated)} more than once")
+
+
+def read_mapped_table(table: Source, mapping: TableMapping, *, fmt: str | None = None,
+                      name: str | None = None, limits: InputLimits | None = None) -> EvidenceRecords:
+    """The records of a table under ``mapping``; ``fmt`` (``csv``, ``jsonl``, ``parquet``) defaults to the
+    file's suffix and must be given for bytes."""
+    limits = limits or InputLimits.from_env()
+    if isinstance(table, (bytes, bytearray, memoryview)):
+        if fmt not in FORMATS:
+            raise InputError(f"a table given as bytes needs its format: one of {', '.join(FORMATS)} (got {fmt!r})")
+        where, raw = name or "<bytes>", bytes(table)
+    else:
+        path = Path(table)
+        fmt = fmt or format_for_path(path)
+        where = name or path.name
+        raw = read_input_file(where, path, fmt, limits)
+    parsed = parse_table(where, raw, fmt, limits)
+    ids = parsed.text(mapping.item_id)
+    located = [f"row {row}" for row in range(1, len(ids) + 1)]
+    if not len(ids):
+        raise InputError(f"input '{where}': the table has no rows")
+    require_unique_keys(f"input '{where}'", (mapping.item_id,), [(item,) for item in ids.tolist()], located)
+    metrics = {column: parsed.numeric(column) for column in mapping.metrics}
+    weights = None
+    if mapping.weight is not None:
+        weights = parsed.numeric(mapping.weight)
+        negative = np.flatnonzero(weights < 0)
+        if negative.size:
+            raise InputError(f"input '{where}', column '{mapping.weight}', row {negative[0] + 1}: weight "
+                             f"{float(weights[negative[0]])!r} is negative ({negative.size} such row(s))")
+    slices = parsed.text(mapping.slice) if mapping.slice is not None else None
+    provenance = Provenance(tool="table", details=(("format", fmt),), sources=((where, parsed.sha256),))
+    return EvidenceRecords(source=where, key_fields=(mapping.item_id,), keys={mapping.item_id: ids},
+                           metrics=metrics, provenance=provenance, weights=weights, slices=slices)

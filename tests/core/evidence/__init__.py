@@ -1,0 +1,1 @@
+"""Tests of engine.core.evidence: the readers of evaluator exports, on real fixtures and hostile input."""

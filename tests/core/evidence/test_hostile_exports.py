@@ -1,0 +1,265 @@
+"""Hostile and malformed exports: every one is an ``InputError`` naming the file, the line or member and the
+field, never a traceback; nothing is dropped silently."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from io import BytesIO
+from pathlib import Path
+
+import pytest
+
+from engine.core.evidence import (TableMapping, read_inspect_eval, read_inspect_json, read_lm_eval_samples,
+                                  read_mapped_table, read_promptfoo_jsonl)
+from engine.foundation.errors import InputError
+from engine.core.input_limits import InputLimits
+from tests.core.evidence.zstd_zip import zstd_zip
+
+HEX = "ab" * 32
+
+
+def rolling_line(doc_id: int, loglik: str = "-120.5", **changes: object) -> dict:
+    """A loglikelihood_rolling record as lm-eval 0.4 logs it (values as observed in the fixtures)."""
+    value = float(loglik) if loglik.lstrip("-").replace(".", "").isdigit() else -1.0
+    record = {"doc_id": doc_id, "doc": {"text": "some words"}, "target": "some words",
+              "arguments": {"gen_args_0": {"arg_0": "some words", "arg_1": None}},
+              "resps": [[loglik]], "filtered_resps": [loglik], "filter": "none",
+              "metrics": ["word_perplexity", "byte_perplexity", "bits_per_byte"],
+              "word_perplexity": [value, 2], "byte_perplexity": [value, 10], "bits_per_byte": [value, 10],
+              "doc_hash": HEX, "prompt_hash": HEX, "target_hash": HEX}
+    record.update(changes)
+    return record
+
+
+def jsonl(*records: dict) -> bytes:
+    return "".join(json.dumps(record) + "\n" for record in records).encode()
+
+
+def inspect_sample(sample_id: object, epoch: int = 1, value: object = "C") -> dict:
+    return {"id": sample_id, "epoch": epoch, "input": "What is 1 + 1?", "target": "2",
+            "scores": {"match": {"value": value, "answer": "2"}}}
+
+
+def inspect_log(*samples: dict) -> dict:
+    return {"version": 2, "status": "success", "eval": {"task": "t", "model": "mockllm/model",
+                                                         "packages": {"inspect_ai": "0.3.285"}},
+            "samples": list(samples)}
+
+
+def eval_archive(*samples: dict, **options: dict) -> bytes:
+    members = {"header.json": json.dumps({k: v for k, v in inspect_log().items() if k != "samples"}).encode()}
+    members |= {f"samples/{s['id']}_epoch_{s['epoch']}.json": json.dumps(s).encode() for s in samples}
+    return zstd_zip(members, **options)
+
+
+def raises(match: str, read, *args, **kwargs) -> str:
+    with pytest.raises(InputError, match=match) as caught:
+        read(*args, **kwargs)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("record, message", [
+    (rolling_line(0, "nan"), r"line 1: field 'filtered_resps' .* must be a number written as text \(got 'nan'\)"),
+    (rolling_line(0, "1e999"), r"line 1: field 'filtered_resps' .* is '1e999', not finite"),
+    (rolling_line(0, "-1_0"), r"line 1: .*got '-1_0'"),
+    (rolling_line(0, filtered_resps=[-3.5]), r"line 1: .*must be a number written as text \(got -3.5\)"),
+    (rolling_line(0, doc_hash="xyz"), r"line 1: field 'doc_hash' must be a hex SHA-256"),
+    ({k: v for k, v in rolling_line(0).items() if k != "prompt_hash"}, r"line 1: field 'prompt_hash' is missing"),
+    ({**rolling_line(0), "doc_id": True}, r"line 1: field 'doc_id' must be int \(got True\)"),
+    ({**rolling_line(0), "doc_id": -1}, r"line 1: field 'doc_id' must be ≥ 0"),
+    (rolling_line(0, byte_perplexity=[-120.5, 0]), r"line 1: metric 'byte_perplexity' must be \[loglikelihood"),
+    (rolling_line(0, bits_per_byte=[-99.0, 10]), r"line 1: metric 'bits_per_byte' logs loglikelihood -99.0"),
+    (rolling_line(0, bits_per_byte=[-120.5, 11]), r"line 1: metric 'bits_per_byte' logs another bytes count"),
+])
+def test_malformed_lm_eval_records_name_line_and_field(record: dict, message: str) -> None:
+    raises(message, read_lm_eval_samples, jsonl(record), name="samples_x.jsonl")
+
+
+def test_lm_eval_json_errors_name_the_line() -> None:
+    good = json.dumps(rolling_line(0)).encode()
+    raises(r"samples\.jsonl, line 2: not a JSON object", read_lm_eval_samples, good + b"\n{bad\n", name="samples.jsonl")
+    raises(r"line 2: not a JSON object .*NaN is not a JSON number", read_lm_eval_samples,
+           good + b'\n{"doc_id": NaN}\n', name="s")
+    raises(r"line 1: a JSON list where a JSON object", read_lm_eval_samples, b"[1, 2]\n", name="s")
+    raises(r"line 3: not UTF-8 text", read_lm_eval_samples, good + b"\n" + good + b"\n\xff\xfe\n", name="s")
+    raises(r"line 1: not a JSON object \(nested too deeply to read\)", read_lm_eval_samples,
+           b"[" * 100_000 + b"]" * 100_000 + b"\n", name="s")
+    raises(r"line 1: not a JSON object", read_lm_eval_samples, b"[" * 100_000 + b"\n", name="s")
+    raises(r"line 1: not a JSON object \(Exceeds the limit", read_lm_eval_samples,
+           b'{"doc_id": ' + b"9" * 5000 + b"}\n", name="s")
+    raises(r"s: no records", read_lm_eval_samples, b"\n\n", name="s")
+
+
+def test_duplicate_doc_ids_name_both_lines() -> None:
+    message = raises(r"line 3: item doc_id=0 occurs twice \(first at line 1\)", read_lm_eval_samples,
+                     jsonl(rolling_line(0), rolling_line(1), rolling_line(0)), name="s")
+    assert message.startswith("s: ")
+
+
+def test_metric_lists_must_agree_and_corpus_metrics_are_refused() -> None:
+    mc = {**rolling_line(0), "metrics": ["acc"], "acc": 1.0}
+    raises(r"line 2: field 'metrics' is \['acc_norm'\], not \['acc'\]", read_lm_eval_samples,
+           jsonl(mc, {**mc, "doc_id": 1, "metrics": ["acc_norm"], "acc_norm": 0.0}), name="s")
+    raises(r"line 1: metric 'bleu' must be a finite number \(got \['a', 'b'\]\)", read_lm_eval_samples,
+           jsonl({**mc, "metrics": ["bleu"], "bleu": ["a", "b"]}), name="s")
+    raises(r"line 1: metric 'acc' must be a finite number \(got None\)", read_lm_eval_samples,
+           jsonl({**mc, "acc": None}), name="s")
+
+
+def test_several_filters_need_a_choice_and_the_choice_is_recorded() -> None:
+    mc = {**rolling_line(0), "metrics": ["exact_match"], "exact_match": 1.0}
+    data = jsonl(mc, {**mc, "filter": "strict", "exact_match": 0.0})
+    raises(r"records of 2 filters \(none, strict\); name the one", read_lm_eval_samples, data, name="s")
+    records = read_lm_eval_samples(data, name="s", filter_name="strict")
+    assert records.metrics["exact_match"].tolist() == [0.0]
+    assert ("filter", "strict") in records.provenance.details
+    raises(r"no records of filter 'flexible'", read_lm_eval_samples, data, name="s", filter_name="flexible")
+
+
+def test_word_counts_on_request() -> None:
+    records = read_lm_eval_samples(jsonl(rolling_line(0), rolling_line(1, "-7.25")), name="s", count_unit="words")
+    assert records.weights.tolist() == [2.0, 2.0]
+    assert records.metrics["nll"].tolist() == [120.5, 7.25]
+    raises(r"count_unit must be 'bytes' or 'words'", read_lm_eval_samples, jsonl(rolling_line(0)), count_unit="tokens")
+
+
+def test_files_over_the_limits_are_refused_before_parsing(tmp_path: Path) -> None:
+    path = tmp_path / "samples_t_2026-01-01T00-00-00.000.jsonl"
+    path.write_bytes(jsonl(rolling_line(0), rolling_line(1)))
+    raises(r"the file size in bytes is .* over the limit bytes=100", read_lm_eval_samples, path,
+           limits=InputLimits(bytes=100))
+    raises(r"the number of records is 2, over the limit rows=1", read_lm_eval_samples, path,
+           limits=InputLimits(rows=1))
+    raises(r"line 1: the line's length in bytes is .* over the limit cell_bytes=50", read_lm_eval_samples, path,
+           limits=InputLimits(cell_bytes=50))
+    raises(r"is a folder", read_lm_eval_samples, tmp_path)
+    raises(r"cannot read", read_lm_eval_samples, tmp_path / "absent.jsonl")
+
+
+def test_results_file_must_describe_the_samples_task(tmp_path: Path) -> None:
+    samples = jsonl(rolling_line(0))
+    results = tmp_path / "results.json"
+    results.write_text("{")
+    raises(r"results\.json: not a JSON document", read_lm_eval_samples, samples, results, task="t")
+    results.write_text(json.dumps({"configs": {"other": {}}}))
+    raises(r"results\.json: no configuration of task 't'", read_lm_eval_samples, samples, results, task="t")
+    results.write_text(json.dumps({"configs": {}}))
+    raises(r"field 'configs' .* is missing or empty", read_lm_eval_samples, samples, results, task="t")
+
+
+@pytest.mark.parametrize("value, expected", [("C", 1.0), ("I", 0.0), ("P", 0.5), ("N", 0.0), ("yes", 1.0),
+                                             ("FALSE", 0.0), ("0.25", 0.25), (True, 1.0), (3, 3.0), (0.75, 0.75)])
+def test_score_values_follow_inspect(value: object, expected: float) -> None:
+    records = read_inspect_json(json.dumps(inspect_log(inspect_sample("a", value=value))).encode(), name="log.json")
+    assert records.metrics["match"].tolist() == [expected]
+
+
+@pytest.mark.parametrize("value", ["c", "maybe", "nan", "inf", [1, 0], None])
+def test_unreadable_score_values_are_refused_where_inspect_scores_zero(value: object) -> None:
+    raises(r"log\.json, samples\[0\]: scores\.match\.value is .*, not a number", read_inspect_json,
+           json.dumps(inspect_log(inspect_sample("a", value=value))).encode(), name="log.json")
+
+
+def test_malformed_inspect_samples_name_the_sample() -> None:
+    def log(*samples: dict) -> bytes:
+        return json.dumps(inspect_log(*samples)).encode()
+
+    raises(r"samples\[1\]: item id='a', epoch=1 occurs twice \(first at samples\[0\]\)", read_inspect_json,
+           log(inspect_sample("a"), inspect_sample("a")), name="log.json")
+    failed = {**inspect_sample("b"), "scores": None, "error": {"message": "boom"}}
+    raises(r"samples\[1\]: field 'scores' is missing or empty \(the sample failed", read_inspect_json,
+           log(inspect_sample("a"), failed), name="log.json")
+    raises(r"samples\[0\]: field 'epoch' must be ≥ 1", read_inspect_json, log(inspect_sample("a", epoch=0)),
+           name="log.json")
+    raises(r"samples\[0\]: field 'id' must be int or str \(got 1.5\)", read_inspect_json,
+           log(inspect_sample(1.5)), name="log.json")
+    extra = inspect_sample("b")
+    extra["scores"]["other"] = {"value": 1}
+    raises(r"samples\[1\]: scores \['match', 'other'\], not \['match'\]", read_inspect_json,
+           log(inspect_sample("a"), extra), name="log.json")
+    raises(r"the log holds no samples", read_inspect_json, log(), name="log.json")
+    raises(r"log\.json: not a JSON document \(NaN is not a JSON number", read_inspect_json,
+           log(inspect_sample("a", value=0.5)).replace(b"0.5", b"NaN"), name="log.json")
+    raises(r"log\.json: not a JSON document \(nested too deeply", read_inspect_json, b"[" * 100_000, name="log.json")
+    raises(r"field 'samples' is missing", read_inspect_json, b'{"eval": {}}', name="log.json")
+    deep = inspect_sample("a")
+    deep["input"] = json.loads("[" * 90 + "]" * 90)
+    raises(r"samples\[0\]: field 'input': .*nested more than 75 levels", read_inspect_json, log(deep), name="log.json")
+
+
+def test_damaged_eval_archives_name_the_member() -> None:
+    sample = inspect_sample("a")
+    member = "samples/a_epoch_1.json"
+    raises(r"x\.eval: not an Inspect \.eval archive", read_inspect_eval, b"PK\x03\x04 not a zip", name="x.eval")
+    raises(r"member 'header\.json' is missing", read_inspect_eval, zstd_zip({member: b"{}"}), name="x.eval")
+    raises(rf"member {member}: not valid zstd data", read_inspect_eval,
+           eval_archive(sample, payloads={member: b"\x28\xb5\x2f\xfd garbage"}), name="x.eval")
+    raises(rf"member {member}: decompresses to more than its declared 10 bytes", read_inspect_eval,
+           eval_archive(sample, declared_sizes={member: 10}), name="x.eval")
+    raises(r"x\.eval: the declared size in bytes of the samples is 4,294,967,295, over the limit text_bytes",
+           read_inspect_eval, eval_archive(sample, declared_sizes={member: 0xFFFF_FFFF}), name="x.eval")
+    raises(r"member header\.json: the member's declared size in bytes is 4,294,967,295, over the limit text_bytes",
+           read_inspect_eval, eval_archive(sample, declared_sizes={"header.json": 0xFFFF_FFFF}), name="x.eval")
+    bomb = zstd_zip({"header.json": b"{}", member: b" " * 50_000_000})
+    raises(r"the declared size in bytes of the samples is 50,000,000, over the limit text_bytes=1,000,000",
+           read_inspect_eval, bomb, name="x.eval", limits=InputLimits(text_bytes=1_000_000))
+    raises(rf"member {member}: not a JSON document", read_inspect_eval,
+           zstd_zip({"header.json": b"{}", member: b"{"}), name="x.eval")
+    raises(rf"member {member}: not a JSON document \(Infinity is not a JSON number", read_inspect_eval,
+           zstd_zip({"header.json": b"{}", member: b'{"id": "a", "epoch": Infinity}'}), name="x.eval")
+
+
+def test_deflated_members_are_read_too() -> None:
+    buffer = BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("header.json", json.dumps({"eval": {"task": "t"}}))
+        archive.writestr("samples/a_epoch_1.json", json.dumps(inspect_sample("a")))
+    assert read_inspect_eval(buffer.getvalue(), name="x.eval").metrics["match"].tolist() == [1.0]
+
+
+def promptfoo_line(test: int, provider: str = "echo", score: float = 1.0, **changes: object) -> dict:
+    """A promptfoo result, hand-built after promptfoo's ``EvaluateResult`` as ``--output x.jsonl`` writes it (the
+    fixtures hold no real promptfoo run)."""
+    record = {"evalId": "eval-1", "promptIdx": 0, "testIdx": test, "testCase": {"vars": {"q": f"q{test}"}},
+              "prompt": {"raw": "Answer {{q}}", "label": "p"}, "provider": {"id": provider, "label": provider},
+              "success": score == 1.0, "score": score, "namedScores": {"exact": score}}
+    record.update(changes)
+    return record
+
+
+def test_promptfoo_providers_are_never_mixed() -> None:
+    data = jsonl(promptfoo_line(0), promptfoo_line(0, "other", 0.0))
+    raises(r"results of 2 providers \(echo, other\); select one", read_promptfoo_jsonl, data, name="r.jsonl")
+    other = read_promptfoo_jsonl(data, provider="other", name="r.jsonl")
+    assert other.metrics["score"].tolist() == [0.0] and other.metrics["success"].tolist() == [0.0]
+    assert other.metrics["named.exact"].tolist() == [0.0]
+    raises(r"no results of provider 'third'", read_promptfoo_jsonl, data, provider="third", name="r.jsonl")
+    raises(r"line 2: item testIdx=0, promptIdx=0 occurs twice", read_promptfoo_jsonl,
+           jsonl(promptfoo_line(0), promptfoo_line(0)), name="r.jsonl")
+    raises(r"line 1: field 'score' must be int or float \(got None\)", read_promptfoo_jsonl,
+           jsonl(promptfoo_line(0, score=None, namedScores={})), name="r.jsonl")
+    raises(r"line 1: namedScores\.exact must be a finite number", read_promptfoo_jsonl,
+           jsonl(promptfoo_line(0, namedScores={"exact": "high"})), name="r.jsonl")
+    raises(r"line 1: field 'success' must be bool", read_promptfoo_jsonl,
+           jsonl(promptfoo_line(0, success=1)), name="r.jsonl")
+
+
+def test_mapped_tables_refuse_duplicates_gaps_and_negative_weights() -> None:
+    mapping = TableMapping(item_id="id", metrics=("acc",), weight="w")
+    raises(r"input 't': row 3: item id='a' occurs twice \(first at row 1\)", read_mapped_table,
+           b"id,acc,w\na,1,1\nb,0,1\na,1,1\n", mapping, fmt="csv", name="t")
+    raises(r"column 'acc', row 2: value 'nan' is missing or not finite", read_mapped_table,
+           b"id,acc,w\na,1,1\nb,nan,1\n", mapping, fmt="csv", name="t")
+    raises(r"column 'w', row 1: weight -1.0 is negative", read_mapped_table,
+           b"id,acc,w\na,1,-1\n", mapping, fmt="csv", name="t")
+    raises(r"has no column 'w'", read_mapped_table, b"id,acc\na,1\n", mapping, fmt="csv", name="t")
+    raises(r"needs its format", read_mapped_table, b"id,acc\na,1\n", mapping)
+    with pytest.raises(InputError, match=r"names column\(s\) id more than once"):
+        TableMapping(item_id="id", metrics=("id",))
+
+
+def test_other_metrics_beside_perplexity_are_kept() -> None:
+    line = rolling_line(0, metrics=["word_perplexity", "byte_perplexity", "bits_per_byte", "extra"], extra=0.5)
+    records = read_lm_eval_samples(jsonl(line), name="s")
+    assert sorted(records.metrics) == ["extra", "nll"] and records.metrics["extra"].tolist() == [0.5]

@@ -1,0 +1,196 @@
+"""Build the evaluator fixtures under ``tests/data/evaluators/`` by running the real tools offline.
+
+Run with the evaluation-tools venv (see README.md beside this file)::
+
+    evaltools/bin/python tests/data/evaluators/make_fixtures.py --js-tiktoken PATH/TO/package
+
+Steps, all on the CPU and without a model or dataset hub:
+
+1. texts: a perplexity set (docstring paragraphs of ``statistics``) and a multiple-choice set (sums), written
+   as JSON Lines beside the task YAML files in ``tasks/``; the tokenizer and model train on the docstrings of
+   other standard-library modules;
+2. models: a byte-level BPE (``tokenizers``) and a two-layer GPT-2 (``transformers``), seed 0, 300 Adam steps;
+   the "subject" is the baseline with every 2-D weight fake-quantised to 4 bits (per-tensor absmax);
+3. lm-evaluation-harness (``hf`` model on each local folder, tasks ``certa_ppl`` and ``certa_mc``,
+   ``--log_samples``) into ``lm_eval/{baseline,subject}/``;
+4. Inspect AI (``mockllm/model``, task ``inspect_task.py@certa_arith`` with seeds 1 and 2) into
+   ``inspect/{baseline,subject}.eval`` and ``inspect log convert --to json`` into ``.json.gz`` beside them
+   (the converted JSON, gzipped byte for byte to keep the repository small).
+
+tiktoken's ``o200k_base`` (which the mock model counts tokens with) is rebuilt from the npm package
+``js-tiktoken`` into ``TIKTOKEN_CACHE_DIR`` and checked against the SHA-256 tiktoken expects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import gzip
+import hashlib
+import inspect as pyinspect
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false"}
+TRAIN_MODULES = ("collections", "functools", "itertools", "json", "pathlib", "textwrap", "argparse", "decimal",
+                 "fractions", "random", "string", "typing", "dataclasses", "enum", "csv", "shutil", "zipfile")
+
+
+def module_paragraphs(name: str) -> list[str]:
+    """The non-empty paragraphs of the docstrings of module ``name`` and its public members, in name order."""
+    module = __import__(name)
+    docs = [pyinspect.getdoc(module) or ""]
+    docs += [pyinspect.getdoc(getattr(module, attr)) or "" for attr in sorted(dir(module)) if not attr.startswith("_")]
+    paragraphs = (" ".join(p.split()) for doc in docs for p in doc.split("\n\n"))
+    return [p for p in paragraphs if len(p) > 40]
+
+
+def write_task_data() -> None:
+    """The two local datasets the task YAML files name (JSON Lines, one row per document)."""
+    texts = [p for p in module_paragraphs("statistics") if len(p) <= 700][:24]
+    with open(HERE / "tasks" / "certa_ppl.jsonl", "w", encoding="utf-8") as out:
+        out.writelines(json.dumps({"text": text}, ensure_ascii=False) + "\n" for text in texts)
+    rng = random.Random(7)
+    with open(HERE / "tasks" / "certa_mc.jsonl", "w", encoding="utf-8") as out:
+        for _ in range(24):
+            left, right = rng.randint(2, 40), rng.randint(2, 40)
+            choices = [str(left + right + offset) for offset in (0, 1, -1, 2)]
+            rng.shuffle(choices)
+            row = {"question": f"Question: what is {left} plus {right}?\nAnswer:", "choices": choices,
+                   "label": choices.index(str(left + right))}
+            out.write(json.dumps(row) + "\n")
+
+
+def build_models(folder: Path) -> tuple[Path, Path]:
+    """Train the tokenizer and the baseline model; save the baseline and its 4-bit fake-quantised copy."""
+    import torch
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    corpus = [p for name in TRAIN_MODULES for p in module_paragraphs(name)]
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(corpus, vocab_size=1024, min_frequency=2, special_tokens=["<|endoftext|>"])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<|endoftext|>",
+                                        eos_token="<|endoftext|>", unk_token="<|endoftext|>")
+    tokenizer.pad_token = tokenizer.eos_token
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_embd=64, n_head=2, n_positions=256, vocab_size=len(tokenizer),
+                        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)
+    model = GPT2LMHeadModel(config)
+    ids = torch.tensor(tokenizer("<|endoftext|>".join(corpus))["input_ids"])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3)
+    generator = torch.Generator().manual_seed(0)
+    window = 128
+    model.train()
+    for step in range(1, 301):
+        starts = torch.randint(0, len(ids) - window - 1, (16,), generator=generator)
+        batch = torch.stack([ids[s:s + window] for s in starts.tolist()])
+        loss = model(input_ids=batch, labels=batch).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step % 50 == 0:
+            print(f"step {step}: loss {loss.item():.3f}", flush=True)
+    model.eval()
+
+    baseline, subject = folder / "baseline", folder / "subject"
+    for target in (baseline, subject):
+        tokenizer.save_pretrained(target)
+    model.save_pretrained(baseline, safe_serialization=True)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() == 2:
+                step = parameter.abs().max() / 7
+                parameter.copy_(torch.round(parameter / step).clamp(-7, 7) * step)
+    model.save_pretrained(subject, safe_serialization=True)
+    return baseline, subject
+
+
+def provide_o200k(js_tiktoken: Path, cache: Path) -> None:
+    """Rebuild tiktoken's ``o200k_base`` file from js-tiktoken's ranks (``dist/ranks/o200k_base.cjs``: lines of
+    "<ignored> <first rank> <base64 token> ..."), placed where tiktoken looks for its download."""
+    text = (js_tiktoken / "dist" / "ranks" / "o200k_base.cjs").read_text(encoding="utf-8")
+    ranks = json.loads(text[text.index("{"):text.rindex("}") + 1])["bpe_ranks"]
+    lines = []
+    for row in filter(None, ranks.split("\n")):
+        _, first, *tokens = row.split(" ")
+        lines += [f"{token} {int(first) + i}" for i, token in enumerate(tokens)]
+    data = ("\n".join(lines) + "\n").encode("ascii")
+    if hashlib.sha256(data).hexdigest() != O200K_SHA256:
+        sys.exit("the ranks rebuilt from js-tiktoken do not match tiktoken's o200k_base SHA-256")
+    base64.b64decode(lines[0].split()[0])  # the tokens are base64, as tiktoken reads them
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / hashlib.sha1(O200K_URL.encode()).hexdigest()).write_bytes(data)
+
+
+def run(command: list[str], env: dict[str, str]) -> None:
+    """Run a tool from this folder (its task files name their data relative to it), failing loudly."""
+    print("+", " ".join(command), flush=True)
+    subprocess.run(command, cwd=HERE, env=env, check=True)
+
+
+def run_lm_eval(models: dict[str, Path], work: Path, env: dict[str, str]) -> None:
+    """lm-eval on both models; keep each model's results and samples files under ``lm_eval/<side>/``."""
+    for side, folder in models.items():
+        output = work / f"lm_eval_{side}"
+        run([sys.executable, "-m", "lm_eval", "--model", "hf",
+             "--model_args", f"pretrained={folder},dtype=float32", "--tasks", "certa_ppl,certa_mc",
+             "--include_path", "tasks", "--device", "cpu", "--batch_size", "4", "--seed", "0",
+             "--log_samples", "--output_path", str(output)], env)
+        kept = HERE / "lm_eval" / side
+        shutil.rmtree(kept, ignore_errors=True)
+        kept.mkdir(parents=True)
+        for produced in sorted(output.rglob("*.json*")):
+            shutil.copy2(produced, kept / produced.name)
+
+
+def run_inspect(work: Path, env: dict[str, str]) -> None:
+    """Inspect's mock model, seeds 1 (baseline) and 2 (subject); the native ``.eval`` and its JSON form (gzipped)
+    kept."""
+    kept = HERE / "inspect"
+    shutil.rmtree(kept, ignore_errors=True)
+    kept.mkdir()
+    inspect = str(Path(sys.executable).with_name("inspect"))
+    for side, seed, accuracy in (("baseline", 1, 0.8), ("subject", 2, 0.7)):
+        logs = work / f"inspect_{side}"
+        run([inspect, "eval", "inspect_task.py@certa_arith", "--model", "mockllm/model", "-T", f"seed={seed}",
+             "-T", f"accuracy={accuracy}", "--log-dir", str(logs), "--log-format", "eval", "--display", "none"],
+            env)
+        (produced,) = logs.glob("*.eval")
+        shutil.copy2(produced, kept / f"{side}.eval")
+        run([inspect, "log", "convert", "--to", "json", "--output-dir", str(logs / "json"), str(produced)], env)
+        (converted,) = (logs / "json").rglob("*.json")
+        with gzip.GzipFile(kept / f"{side}.json.gz", "wb", mtime=0) as out:  # 570 KB of JSON, 25 KB gzipped
+            out.write(converted.read_bytes())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--js-tiktoken", type=Path, required=True,
+                        help="the unpacked npm package js-tiktoken (the folder holding dist/)")
+    parser.add_argument("--work", type=Path, help="where models and raw outputs go (default: a temporary folder)")
+    args = parser.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="certa-fixtures-"))
+    env = {**os.environ, **OFFLINE, "TIKTOKEN_CACHE_DIR": str(work / "tiktoken"), "PYTHONHASHSEED": "0",
+           "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+    write_task_data()
+    baseline, subject = build_models(work / "models")
+    run_lm_eval({"baseline": baseline, "subject": subject}, work, env)
+    provide_o200k(args.js_tiktoken, work / "tiktoken")
+    run_inspect(work, env)
+    print(f"fixtures written under {HERE}; models and raw outputs in {work}")
+
+
+if __name__ == "__main__":
+    main()
