@@ -25,6 +25,7 @@ from engine.core.seeds import DERIVATION, stage_generator, stage_seed_record
 from engine.core.spec import Plan
 from engine.core.stages import REGISTRY, Decision, StageContext
 from engine.core.stages.base import Concatenated, DecisionColumns, LedgerReader, Progress, decision_parts
+from engine.core.evidence.formats import COMPANION_OPTIONS, EVIDENCE_FORMATS, unparsed_table
 from engine.core.tables import Table, format_for_path, parse_table, table_from_columns
 
 __all__ = ["execute", "load_tables", "Execution", "StageDecision", "StageDecisions", "RunDecisions",
@@ -136,11 +137,18 @@ def load_tables(plan: Plan, *, inputs: Mapping[str, Columns | Table] | None = No
         else:
             path = Path(input_paths.get(name, declared.path))
             fmt = declared.fmt or format_for_path(path)
-            table = parse_table(name, read_input_file(name, path, fmt, limits), fmt, limits)
+            raw = read_input_file(name, path, fmt, limits)
+            table = unparsed_table(name, raw, fmt) if fmt in EVIDENCE_FORMATS else parse_table(name, raw, fmt, limits)
         if declared.sha256 is not None and declared.sha256 != table.sha256:
             raise InputError(f"input '{name}': SHA-256 is {table.sha256} but the spec pins {declared.sha256}; "
                              "the data changed since the spec was written: check it, then update the pin")
         tables[name] = table
+    for name, declared in plan.inputs.items():  # an evaluator's export: read with its declared options
+        table = tables[name]
+        if table.fmt in EVIDENCE_FORMATS:
+            companions = {option: tables[other].raw for option, other in declared.read.items()
+                          if option in COMPANION_OPTIONS}
+            tables[name] = parse_table(name, table.raw, table.fmt, limits, read=declared.read, companions=companions)
     return tables
 
 

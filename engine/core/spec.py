@@ -41,6 +41,8 @@ class InputSpec:
     path: str
     sha256: str | None
     fmt: str | None
+    read: Mapping[str, Any] = field(default_factory=dict)
+    """An evaluator format's reader options (``engine.core.evidence.formats``)."""
 
 
 @dataclass(frozen=True)
@@ -350,6 +352,27 @@ def _decode(raw: bytes, source: str) -> str:
     return text
 
 
+def read_option_problems(inputs: Mapping[str, InputSpec]) -> list[tuple[str, list[str]]]:
+    """(message, path under ``inputs``) for each ``read:`` option its input's format does not take, and each
+    option naming another input (``results``) that is not declared with the format it needs."""
+    from engine.core.evidence.formats import COMPANION_OPTIONS, READ_OPTIONS
+
+    problems = []
+    for name, declared in inputs.items():
+        allowed = READ_OPTIONS.get(declared.fmt or "", frozenset())
+        for option, value in declared.read.items():
+            if option not in allowed:
+                takes = f"takes {', '.join(sorted(allowed))}" if allowed else "takes no read option"
+                problems.append((f"input '{name}': format {declared.fmt or 'from the file suffix'} {takes}, not "
+                                 f"'{option}'", [name, "read", option]))
+            elif option in COMPANION_OPTIONS:
+                other = inputs.get(value)
+                if other is None or other.fmt != COMPANION_OPTIONS[option]:
+                    problems.append((f"input '{name}': read.{option} must name another input of format "
+                                     f"{COMPANION_OPTIONS[option]} (got {value!r})", [name, "read", option]))
+    return problems
+
+
 def _resolve_input_path(name: str, raw_path: str, base_dir: Path | None, source: str,
                         node: yaml.Node | None) -> str:
     target = _node_at(node, ["inputs", name, "path"])
@@ -413,9 +436,11 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
 
     inputs = {
         name: InputSpec(name=name, path=_resolve_input_path(name, entry["path"], base_dir, source, node),
-                        sha256=entry.get("sha256"), fmt=entry.get("format"))
+                        sha256=entry.get("sha256"), fmt=entry.get("format"), read=dict(entry.get("read") or {}))
         for name, entry in data["inputs"].items()
     }
+    for problem, path in read_option_problems(inputs):
+        raise fail(problem, ["inputs", *path])
 
     stages: list[StagePlan] = []
     stage_types: dict[str, StageType] = {}

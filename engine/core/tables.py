@@ -145,7 +145,17 @@ class Columns(Mapping[str, np.ndarray]):
 
 
 def _as_columns(cells: Mapping[str, np.ndarray]) -> Columns:
-    return Columns({k: _Column(cells=v) for k, v in cells.items()})
+    return Columns({k: column_of_cells(v) for k, v in cells.items()})
+
+
+def column_of_cells(cells: np.ndarray) -> _Column:
+    """A column of text cells (an object array of Python strings)."""
+    return _Column(cells=cells)
+
+
+def column_of_numbers(values: np.ndarray) -> _Column:
+    """A column of finite float64 numbers (its text, when asked for, is each value's ``repr``)."""
+    return _Column(numbers=(values, np.zeros(len(values), dtype=bool), None), kind="float")
 
 
 @dataclass(frozen=True)
@@ -157,6 +167,8 @@ class Table:
     sha256: str
     fmt: str
     raw: bytes = field(repr=False, compare=False)
+    evidence: Any = field(default=None, repr=False, compare=False)
+    """An evaluator export's per-item records (``engine.core.evidence.EvidenceRecords``); None for a plain table."""
 
     @property
     def n_rows(self) -> int:
@@ -428,11 +440,17 @@ def _parse_parquet(name: str, raw: bytes, limits: InputLimits) -> Columns:
                     for column, kind, payload in read_parquet(name, raw, limits)})
 
 
-def parse_table(name: str, raw: bytes, fmt: str, limits: InputLimits | None = None) -> Table:
+def parse_table(name: str, raw: bytes, fmt: str, limits: InputLimits | None = None, *,
+                read: Mapping[str, Any] | None = None, companions: Mapping[str, bytes] | None = None) -> Table:
     """Parse ``raw`` bytes as a ``csv``, ``jsonl`` or ``parquet`` table named ``name``, within ``limits``
-    (default: ``InputLimits.from_env()``)."""
+    (default: ``InputLimits.from_env()``), or as an evaluator's export (``engine.core.evidence.formats``: its
+    reader's ``read`` options, and ``companions``, the bytes of the inputs those options name)."""
+    from engine.core.evidence.formats import EVIDENCE_FORMATS, evidence_table
+
+    if fmt in EVIDENCE_FORMATS:
+        return evidence_table(name, raw, fmt, options=read, companions=companions, limits=limits)
     if fmt not in FORMATS:
-        raise InputError(f"input '{name}': unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+        raise InputError(f"input '{name}': unknown format {fmt!r}; use one of {', '.join(FORMATS + EVIDENCE_FORMATS)}")
     limits = limits or InputLimits.from_env()
     limits.check_size(name, fmt, len(raw))
     if fmt == "csv":

@@ -30,6 +30,7 @@ from engine.foundation.errors import CertaError, LedgerError, LedgerIntegrityErr
 from engine.core.interpreter import AbortedExecution, Execution, Notify, execute, load_tables, throttled_progress
 from engine.services.jsondiff import FieldChange, json_diff
 from engine.services.reviews import review_problems
+from engine.core.evidence.formats import EVIDENCE_FORMATS, unparsed_table
 from engine.core.spec import load_plan
 from engine.core.stages import REGISTRY
 from engine.core.tables import Table, parse_table
@@ -116,7 +117,10 @@ class ReplayResult:
 
 
 def _stored_table(ledger: Ledger, record: Mapping[str, Any]) -> Table:
-    return parse_table(record["name"], ledger.blob(record["sha256"]), record["format"])
+    """A stored input or captured table; an evaluator's export is read by ``load_tables`` with the options its
+    spec declares."""
+    raw, fmt = ledger.blob(record["sha256"]), record["format"]
+    return unparsed_table(record["name"], raw, fmt) if fmt in EVIDENCE_FORMATS else parse_table(record["name"], raw, fmt)
 
 
 def _divergence_hint(recorded: Mapping[str, Any]) -> str:

@@ -15,7 +15,8 @@ from typing import Any
 
 from engine.services.batch_ledger import LedgerSnapshot
 from engine.foundation.errors import CertaError, InputError
-from engine.core.interpreter import AbortedExecution, RunDecisions, execute
+from engine.core.evidence.formats import EVIDENCE_FORMATS, unparsed_table
+from engine.core.interpreter import AbortedExecution, RunDecisions, execute, load_tables
 from engine.core.spec import Plan
 from engine.core.tables import Table, parse_table
 
@@ -68,11 +69,13 @@ def compute_run(plan: Plan, blobs: Sequence[InputBlob], snapshot: LedgerSnapshot
         tables: dict[str, Table] = {}
         for blob in blobs:
             raw = blob.raw if blob.raw is not None else pending.pop(0)
-            table = parse_table(blob.name, raw, blob.fmt)
+            table = (unparsed_table(blob.name, raw, blob.fmt) if blob.fmt in EVIDENCE_FORMATS
+                     else parse_table(blob.name, raw, blob.fmt))
             if table.sha256 != blob.sha256:
                 raise InputError(f"input '{blob.name}': the worker received bytes with SHA-256 {table.sha256}, "
                                  f"not the {blob.sha256} the client hashed (transfer corrupted)")
             tables[blob.name] = table
+        tables = load_tables(plan, inputs=tables)  # evaluator exports are read with their declared options
         rows = {name: table.n_rows for name, table in tables.items()}
         execution = execute(plan, tables, ledger=snapshot)
     except AbortedExecution as aborted:

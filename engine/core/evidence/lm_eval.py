@@ -45,6 +45,7 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def read_lm_eval_samples(samples: Source, results: Source | None = None, *, task: str | None = None,
+                         results_name: str | None = None,
                          filter_name: str | None = None, count_unit: str = "bytes", name: str | None = None,
                          limits: InputLimits | None = None) -> EvidenceRecords:
     """The per-document records of one task's samples file (and provenance from its results file).
@@ -80,7 +81,7 @@ def read_lm_eval_samples(samples: Source, results: Source | None = None, *, task
             raise InputError(f"{where}: count_unit '{count_unit}' is not logged (metrics {', '.join(rolling)}); "
                              f"use {' or '.join(sorted(counts))}")
         metrics["nll"], weights = nll, counts[count_unit]
-    provenance = _provenance(where, raw, results, task, chosen, limits)
+    provenance = _provenance(where, raw, (results, results_name), task, chosen, limits)
     return EvidenceRecords(source=where, key_fields=("doc_id",), keys={"doc_id": doc_ids}, metrics=metrics,
                            provenance=provenance, identity=identity, counts=counts,
                            weights=None if weights is None else weights.astype(np.float64))
@@ -166,14 +167,16 @@ def _rolling_pair(record: dict[str, Any], metric: str, where: str) -> tuple[floa
     return number_of(pair[0], f"{where}: metric '{metric}' loglikelihood"), pair[1]
 
 
-def _provenance(where: str, raw: bytes, results: Source | None, task: str | None, filter_name: str,
-                limits: InputLimits) -> Provenance:
-    """Tool version, task version and configuration digest, and the model, from ``results_<time>.json``."""
+def _provenance(where: str, raw: bytes, named_results: tuple[Source | None, str | None], task: str | None,
+                filter_name: str, limits: InputLimits) -> Provenance:
+    """Tool version, task version and configuration digest, and the model, from ``results_<time>.json`` (given
+    with the name it is shown by)."""
+    results, results_name = named_results
     sources = [(where, sha256_hex(raw))]
     details = [("filter", filter_name)]
     if results is None:
         return Provenance(tool="lm-evaluation-harness", task=task, details=tuple(details), sources=tuple(sources))
-    results_where, results_raw = read_source(results, None, limits)
+    results_where, results_raw = read_source(results, results_name, limits)
     sources.append((results_where, sha256_hex(results_raw)))
     document = json_document(results_where, results_raw)
     configs = document.get("configs")
@@ -181,7 +184,8 @@ def _provenance(where: str, raw: bytes, results: Source | None, task: str | None
         raise InputError(f"{results_where}: field 'configs' (the task configurations) is missing or empty")
     if task is None:
         if len(configs) != 1:
-            raise InputError(f"{results_where}: tasks {', '.join(sorted(configs))}; name the samples file's task")
+            raise InputError(f"{results_where}: tasks {', '.join(sorted(configs))}; name the samples file's task "
+                             "(an input's read.task)")
         task = next(iter(configs))
     if task not in configs or type(configs[task]) is not dict:
         raise InputError(f"{results_where}: no configuration of task '{task}' (tasks: {', '.join(sorted(configs))}); "

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,14 @@ class Provenance:
     """Other stated facts worth recording (the tool's own task hash, run status, date, filter)."""
     sources: tuple[tuple[str, str], ...] = ()
     """(file name, SHA-256 of its bytes) for every file read."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON values, as a certificate records them (each (field, value) pair an object, in the export's order)."""
+        return {"tool": self.tool, "tool_version": self.tool_version, "task": self.task,
+                "task_version": self.task_version, "task_config_sha256": self.task_config_sha256,
+                "models": [{"field": k, "value": v} for k, v in self.models],
+                "details": [{"field": k, "value": v} for k, v in self.details],
+                "files": [{"name": name, "sha256": digest} for name, digest in self.sources]}
 
 
 def _frozen_array(values: np.ndarray) -> np.ndarray:

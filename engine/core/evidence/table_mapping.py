@@ -14,12 +14,12 @@ import numpy as np
 
 from engine.foundation.errors import InputError
 from engine.core.input_limits import InputLimits, read_input_file
-from engine.core.tables import FORMATS, format_for_path, parse_table
+from engine.core.tables import FORMATS, Table, format_for_path, parse_table
 
 from .records import EvidenceRecords, Provenance, require_unique_keys
 from .sources import Source
 
-__all__ = ["TableMapping", "read_mapped_table"]
+__all__ = ["TableMapping", "read_mapped_table", "mapped_records"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,12 @@ def read_mapped_table(table: Source, mapping: TableMapping, *, fmt: str | None =
         fmt = fmt or format_for_path(path)
         where = name or path.name
         raw = read_input_file(where, path, fmt, limits)
-    parsed = parse_table(where, raw, fmt, limits)
+    return mapped_records(parse_table(where, raw, fmt, limits), mapping)
+
+
+def mapped_records(parsed: Table, mapping: TableMapping) -> EvidenceRecords:
+    """The records of an input table already parsed (``engine.core.tables.Table``) under ``mapping``."""
+    where, fmt = parsed.name, parsed.fmt
     ids = parsed.text(mapping.item_id)
     located = [f"row {row}" for row in range(1, len(ids) + 1)]
     if not len(ids):

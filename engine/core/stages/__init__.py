@@ -21,6 +21,7 @@ _STAGE_MODULES: tuple[str, ...] = (
     "bakeoff_gate",
     "bakeoff_merge",
     "sequential_diff",
+    "paired_metric",
 )
 
 REGISTRY = StageRegistry.of(import_module(f"{__name__}.{module}").STAGES for module in _STAGE_MODULES)

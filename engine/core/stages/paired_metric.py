@@ -29,6 +29,7 @@ input error naming the count and the first item; every unpaired item is counted 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -106,6 +107,11 @@ def _check_scale(values: np.ndarray, records: EvidenceRecords, side: str, knobs:
                          f"{float(values[first])!r}){hint}")
 
 
+def _one_sided_alpha(level: float) -> float:
+    """(1 − level)/2 as the decimal numbers read (0.95 gives 0.025, not 1 − 0.95's binary 0.0500000000000000444/2)."""
+    return float((Decimal(1) - Decimal(repr(level))) / 2)
+
+
 def _binary(subject: np.ndarray, baseline: np.ndarray, knobs: Mapping[str, Any]) -> tuple[dict[str, Any], float]:
     table: PairedTable = paired_table_from_outcomes(subject, baseline)
     level = knobs["confidence_level"]
@@ -114,7 +120,7 @@ def _binary(subject: np.ndarray, baseline: np.ndarray, knobs: Mapping[str, Any])
         raise StageError(f"method '{method}' is for bounded metrics; a binary metric takes {' or '.join(BINARY_METHODS)}")
     ci = (tango_interval if method == "tango" else newcombe_interval)(table, level)
     exact = mcnemar_exact_test(table)
-    alpha = (1.0 - level) / 2.0
+    alpha = _one_sided_alpha(level)
     detectable = minimum_detectable_difference(table, alpha=2 * alpha, power=knobs["power"])
     out = {
         "difference": {"estimate": float(ci.estimate), "ci": [float(ci.low), float(ci.high)],
@@ -160,7 +166,7 @@ def _bounded(subject: np.ndarray, baseline: np.ndarray, ctx: StageContext) -> tu
     if margin is not None:
         low = difference["ci"][0]
         out["noninferiority"] = {"margin": margin, "null": f"subject worse by {margin} or more (Δ ≤ −{margin})",
-                                 "method": "lower confidence bound above −margin", "alpha": (1.0 - level) / 2.0,
+                                 "method": "lower confidence bound above −margin", "alpha": _one_sided_alpha(level),
                                  "lower_bound": low, "noninferior": bool(low > -margin)}
     return out, float(difference["ci"][0])
 
@@ -183,8 +189,12 @@ def _slices(paired: PairedEvidence, subject: np.ndarray, baseline: np.ndarray,
 
 def run_metric_delta(ctx: StageContext) -> StageOutput:
     knobs = ctx.knobs
-    if knobs["scale"] == "bounded" and knobs.get("range") is None:
+    if knobs["scale"] == "bounded" and knobs["range"] is None:
         raise StageError("scale: bounded needs the range the metric takes (range: [low, high], e.g. [0, 1] for F1)")
+    if knobs["scale"] == "binary" and knobs["range"] is not None:
+        raise StageError(f"range {knobs['range']} applies to scale: bounded; a binary metric's values are 0 and 1")
+    if knobs["range"] is not None and not knobs["range"][0] < knobs["range"][1]:
+        raise StageError(f"range {knobs['range']} must be [low, high] with low < high")
     sides = {arm: _records(ctx, arm) for arm in ("baseline", "subject")}
     paired = pair_records(sides["baseline"], sides["subject"])
     report = paired.report

@@ -36,7 +36,7 @@ def benjamini_hochberg_adjust(p_values: np.ndarray) -> np.ndarray:
     """Benjamini–Hochberg step-up adjusted p-values along the last axis (module docstring)."""
     p, order = _sorted_iv(p_values)
     m = p.shape[-1]
-    scaled = np.minimum(1.0, m * p / np.arange(1, m + 1))
+    scaled = np.minimum(1.0, p * (m / np.arange(1, m + 1)))  # m/k ≥ 1 exactly, so each scaled value ≥ its p
     adjusted = np.minimum.accumulate(scaled[..., ::-1], axis=-1)[..., ::-1]
     return _unsorted(adjusted, order)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -48,6 +48,9 @@ def test_benjamini_hochberg_equals_its_definition(p):
 
 
 @given(p_vectors)
+@example(
+    p=np.array([0.93626177, 0.93626177, 0.93626177, 0.93626177, 0.93626177]),
+).via('discovered failure')
 def test_adjusted_p_values_dominate_the_raw_ones_and_keep_their_order(p):
     for adjusted in (holm_adjust(p), benjamini_hochberg_adjust(p)):
         assert np.all(adjusted >= p) and np.all(adjusted <= 1)

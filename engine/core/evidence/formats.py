@@ -1,0 +1,124 @@
+"""Evaluator exports as input formats: a spec declares ``format: lm-eval-samples`` (or ``inspect-eval``,
+``inspect-json``, ``promptfoo-jsonl``, ``lm-eval-results``) on an input, and the input is read by that tool's
+reader into a ``Table`` that carries its ``EvidenceRecords``.
+
+The input's bytes are the export's own, so its SHA-256 is the file's and the ledger stores the file as it is:
+a replay reads the same bytes with the same reader and the same options. Options are declared with the input
+(``read:``), never guessed:
+
+==================  ============================================================================================
+format              options (``read:``)
+==================  ============================================================================================
+lm-eval-samples     ``task`` (default: from the file name), ``filter`` (required when the file holds several),
+                    ``count_unit`` (``bytes``, default, or ``words``: the counts a perplexity is normalised
+                    by), ``results`` (the name of another input, of format ``lm-eval-results``: the run's
+                    ``results_<time>.json``, read for the tool version, task configuration and model)
+lm-eval-results     none (read through the samples input that names it)
+inspect-eval/-json  ``slice`` (a key of each sample's ``metadata`` whose value is the item's slice)
+promptfoo-jsonl     ``provider`` (required when the file holds several providers' results)
+==================  ============================================================================================
+
+The table's columns show the records: the key fields (``doc_id``; ``id`` and ``epoch``; ...), the identity
+digests, every metric, the counts, and ``weight`` and ``slice`` when present.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from engine.core.evidence.inspect_log import read_inspect_eval, read_inspect_json
+from engine.core.evidence.lm_eval import read_lm_eval_samples
+from engine.core.evidence.promptfoo import read_promptfoo_jsonl
+from engine.core.evidence.records import EvidenceRecords
+from engine.core.evidence.sources import json_document
+from engine.core.evidence.table_mapping import TableMapping, mapped_records
+from engine.core.input_limits import InputLimits
+from engine.core.tables import Columns, Table, column_of_cells, column_of_numbers
+from engine.foundation.canonical import sha256_hex
+from engine.foundation.errors import InputError
+
+__all__ = ["EVIDENCE_FORMATS", "READ_OPTIONS", "COMPANION_OPTIONS", "evidence_table", "unparsed_table",
+           "records_of_table"]
+
+READ_OPTIONS: Mapping[str, frozenset[str]] = {
+    "lm-eval-samples": frozenset({"task", "filter", "count_unit", "results"}),
+    "lm-eval-results": frozenset(),
+    "inspect-eval": frozenset({"slice"}),
+    "inspect-json": frozenset({"slice"}),
+    "promptfoo-jsonl": frozenset({"provider"}),
+}
+"""The ``read:`` options each evaluator format accepts."""
+EVIDENCE_FORMATS = tuple(READ_OPTIONS)
+COMPANION_OPTIONS: Mapping[str, str] = {"results": "lm-eval-results"}
+"""Options whose value names another input, and the format that input must have."""
+
+
+def _records(name: str, raw: bytes, fmt: str, options: Mapping[str, Any], companions: Mapping[str, bytes],
+             limits: InputLimits) -> EvidenceRecords | None:
+    if fmt == "lm-eval-samples":
+        return read_lm_eval_samples(raw, companions.get("results"), task=options.get("task"),
+                                    results_name=f"input '{options['results']}'" if "results" in options else None,
+                                    filter_name=options.get("filter"), count_unit=options.get("count_unit", "bytes"),
+                                    name=f"input '{name}'", limits=limits)
+    if fmt == "inspect-eval":
+        return read_inspect_eval(raw, slice_metadata=options.get("slice"), name=f"input '{name}'", limits=limits)
+    if fmt == "inspect-json":
+        return read_inspect_json(raw, slice_metadata=options.get("slice"), name=f"input '{name}'", limits=limits)
+    if fmt == "promptfoo-jsonl":
+        return read_promptfoo_jsonl(raw, provider=options.get("provider"), name=f"input '{name}'", limits=limits)
+    json_document(name, raw)  # lm-eval-results: a JSON document, read for provenance by its samples input
+    return None
+
+
+def evidence_table(name: str, raw: bytes, fmt: str, *, options: Mapping[str, Any] | None = None,
+                   companions: Mapping[str, bytes] | None = None, limits: InputLimits | None = None) -> Table:
+    """The input ``name``: the export ``raw`` read by ``fmt``'s reader with ``options`` (``companions``: the
+    bytes of the inputs the options name, by option)."""
+    options = dict(options or {})
+    unknown = sorted(set(options) - READ_OPTIONS[fmt])
+    if unknown:
+        allowed = ", ".join(sorted(READ_OPTIONS[fmt])) or "none"
+        raise InputError(f"input '{name}': format {fmt} has no read option {', '.join(map(repr, unknown))} "
+                         f"(its options: {allowed})")
+    limits = limits or InputLimits.from_env()
+    limits.check_size(name, "jsonl", len(raw))
+    records = _records(name, raw, fmt, options, companions or {}, limits)
+    columns = Columns({}) if records is None else _columns(records)
+    return Table(name=name, columns=columns, sha256=sha256_hex(raw), fmt=fmt, raw=raw, evidence=records)
+
+
+def unparsed_table(name: str, raw: bytes, fmt: str) -> Table:
+    """An export's bytes, hashed but not yet read (it is read once the inputs its options name are loaded)."""
+    return Table(name=name, columns=Columns({}), sha256=sha256_hex(raw), fmt=fmt, raw=raw)
+
+
+def _columns(records: EvidenceRecords) -> Columns:
+    """The records as table columns: key fields and identity digests as text, metrics, counts and weights as
+    numbers, the slice as text."""
+    text = {**records.keys, **records.identity, **({"slice": records.slices} if records.slices is not None else {})}
+    numbers = {**records.metrics, **records.counts,
+               **({"weight": records.weights} if records.weights is not None else {})}
+    clash = sorted(set(text) & set(numbers))
+    if clash:
+        raise InputError(f"{records.source}: field(s) {', '.join(clash)} are both a key and a metric")
+    return Columns({**{n: column_of_cells(np.asarray(v).astype(str).astype(object)) for n, v in text.items()},
+                    **{n: column_of_numbers(np.asarray(v, dtype=np.float64)) for n, v in numbers.items()}})
+
+
+def records_of_table(table: Table, *, item: str, metrics: Sequence[str], slice_column: str | None,
+                     weight_column: str | None = None) -> EvidenceRecords:
+    """The records of an input: an evaluator export's own (its items keyed by the tool's identity; ``item``
+    does not apply), or a plain table's rows under the mapping ``item`` / ``metrics`` / ``slice_column``."""
+    if table.evidence is not None:
+        if slice_column is not None:
+            raise InputError(f"input '{table.name}' is a {table.fmt} export: its slices come from the input's read "
+                             f"option 'slice', not from a column ({slice_column!r})")
+        return table.evidence
+    if table.fmt in EVIDENCE_FORMATS:
+        raise InputError(f"input '{table.name}' (format {table.fmt}) holds no per-item records; it is read through "
+                         "the samples input that names it")
+    return mapped_records(table, TableMapping(item_id=item, metrics=tuple(metrics), weight=weight_column,
+                                              slice=slice_column))
