@@ -43,8 +43,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from engine.core.stats.compiled import kernel, on_chunks
-from engine.core.stats.sfc64_streams import spawned_sfc64_states
+from engine.core.stats.kernels.compiled import kernel, on_chunks
+from engine.core.stats.kernels.sfc64 import spawned_sfc64_states
 
 __all__ = [
     "VendorInterval",

@@ -1,7 +1,7 @@
 """Paired, token-weighted bootstrap of a weighted mean, with BCa and percentile intervals (compiled).
 
 This is the kernel of ``paired.ppl_ratio`` 1.1.0; 1.0.0's numpy kernel is frozen in
-``engine/core/stats/bootstrap_v1_0_0.py``. For paired windows i = 1..n with deltas d_i (per-token log-loss of
+``engine/core/stats/bootstrap/weighted_mean_v1_0_0.py``. For paired windows i = 1..n with deltas d_i (per-token log-loss of
 arm B minus arm A) and token counts t_i > 0, the estimate is the token-weighted mean (seed 001,
 "Paired Evaluation Math")
 
@@ -43,7 +43,7 @@ confidence_level) and never on the number of threads or the machine.
 Each replicate sums its draws left to right in two interleaved float64 accumulators (draws 0, 2, 4, …
 and 1, 3, 5, …) added at the end: θ* = (Σ₀ t d + Σ₁ t d) / (Σ₀ t + Σ₁ t) for ``uniform``, with t d
 precomputed as ``t * d``, and (Σ₀ d + Σ₁ d) / n for ``token_weighted``. The loop is compiled without
-fast-math (``engine/core/stats/compiled.py``), so every machine gives the same bits. No index array is ever
+fast-math (``engine/core/stats/kernels/compiled.py``), so every machine gives the same bits. No index array is ever
 materialised: the memory is O(n + B), about 24 n + 8 B bytes.
 
 Intervals at level 1 − 2α (Efron & Tibshirani 1993, §14.3, eqs. 14.10, 14.14, 14.15):
@@ -69,9 +69,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from engine.core.stats.compiled import kernel, on_chunks
-from engine.core.stats.lazy_scipy import special
-from engine.core.stats.sfc64_streams import spawned_sfc64_states
+from engine.core.stats.kernels.compiled import kernel, on_chunks
+from engine.core.stats.kernels.lazy_scipy import special
+from engine.core.stats.kernels.sfc64 import spawned_sfc64_states
 
 __all__ = [
     "REPLICATE_BLOCK",
