@@ -1,8 +1,8 @@
 """Paired, token-weighted bootstrap of a weighted mean, with BCa and percentile intervals (compiled).
 
 This is the kernel of ``paired.ppl_ratio`` 1.1.0; 1.0.0's numpy kernel is frozen in
-``engine/core/stats/bootstrap/weighted_mean_v1_0_0.py``. For paired windows i = 1..n with deltas d_i (per-token log-loss of
-arm B minus arm A) and token counts t_i > 0, the estimate is the token-weighted mean (seed 001,
+``engine/core/stats/bootstrap/weighted_mean_v1_0_0.py``. For paired windows i = 1..n with deltas d_i
+(per-token log-loss of arm B minus arm A) and token counts t_i > 0, the estimate is the token-weighted mean (seed 001,
 "Paired Evaluation Math")
 
     θ̂ = Σ t_i d_i / Σ t_i.

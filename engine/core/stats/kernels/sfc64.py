@@ -12,7 +12,8 @@ numpy's ``sfc64_next64``):
 Replicates (``resampled_sums``). Stream s fills its run of ``rows_per_stream`` consecutive replicates (the last
 run may be shorter), replicate after replicate, draw after draw; each replicate draws n indices i_1..i_n from
 the stream and sums the drawn values (and weights) left to right in two interleaved float64 accumulators,
-draws 0, 2, 4, … and 1, 3, 5, …, added at the end: num = Σ₀ v_i + Σ₁ v_i, den = Σ₀ w_i + Σ₁ w_i. Two draws:
+draws 0, 2, 4, … and 1, 3, 5, …, added at the end: num = Σ₀ v_i + Σ₁ v_i, den = Σ₀ w_i + Σ₁ w_i.
+Two draws:
 
 * uniform (no alias table): index i is Lemire's (2019) multiply-shift of a 32-bit word u by n, i = (u · n) >> 32,
   rejecting the 2³² mod n low products (u · n mod 2³² < 2³² mod n) that would bias it; the 32-bit words are
