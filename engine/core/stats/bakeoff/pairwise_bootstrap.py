@@ -98,15 +98,12 @@ def resampled_weighted_means(u: np.ndarray, w: np.ndarray | None, replicates: in
     weighted = np.ascontiguousarray(weighted)
     states = spawned_sfc64_states(rng, n_sets)
     numerator = np.empty(n_sets * replicates, dtype=np.float64)
-    denominator = np.empty(0 if weights is None else n_sets * replicates, dtype=np.float64)
-    no_rows = np.empty((0, 0), dtype=np.float64)
-    no_alias = np.empty((0, 3), dtype=np.float64), np.empty(0, dtype=np.int64)
-    no_indices = np.empty((0, 0), dtype=np.uint32)
+    denominator = None if weights is None else np.empty(n_sets * replicates, dtype=np.float64)
 
     def run(rows: slice) -> None:
         flat = slice(rows.start * replicates, rows.stop * replicates)
-        resampled_sums(weighted[rows], no_rows if weights is None else weights[rows], *no_alias, states[rows],
-                       replicates, numerator[flat], denominator[flat], no_indices)
+        resampled_sums(weighted[rows], None if weights is None else weights[rows], None, None, states[rows],
+                       replicates, numerator[flat], None if denominator is None else denominator[flat], None)
 
     on_chunks(run, n_sets, threads=threads, name="certa-bootstrap")
     sums = numerator.reshape(n_sets, replicates)

@@ -113,7 +113,6 @@ RESAMPLING = {
 _UINT32 = 1 << 32
 _SLICE_BLOCKS = 4           # blocks per unit of work handed to a thread (finer units balance a busy machine)
 _MIN_THREADED_DRAWS = 1 << 20
-_NO_ROWS = np.empty((0, 0), dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -352,25 +351,23 @@ def _replicates(d: np.ndarray, t: np.ndarray, rng: np.random.Generator, replicat
         _build_alias(t, prob, alias)
         alias_rows = np.empty((n, 3), dtype=np.float64)
         alias_rows[:, 0], alias_rows[:, 1], alias_rows[:, 2] = prob, d, d[alias]
-        values, weights = d[None, :], _NO_ROWS
+        values, weights, denominator = d[None, :], None, None
     else:
-        alias_rows, alias = np.empty((0, 3), dtype=np.float64), np.empty(0, dtype=np.int64)
-        values, weights = (t * d)[None, :], t[None, :]
+        alias_rows = alias = None
+        values, weights, denominator = (t * d)[None, :], t[None, :], np.empty(replicates, dtype=np.float64)
     blocks = _block_count(replicates)
     states = spawned_sfc64_states(rng, blocks)
     numerator = np.empty(replicates, dtype=np.float64)
-    denominator = np.empty(replicates if weights.size else 0, dtype=np.float64)
-    no_indices = np.empty((0, 0), dtype=np.uint32)
 
     def run(part: slice) -> None:
         rows = slice(part.start * REPLICATE_BLOCK, min(part.stop * REPLICATE_BLOCK, replicates))
         resampled_sums(values, weights, alias_rows, alias, states[part], REPLICATE_BLOCK, numerator[rows],
-                       denominator[rows], no_indices if indices is None else indices[rows])
+                       None if denominator is None else denominator[rows], None if indices is None else indices[rows])
 
     if threads is None and n * replicates < _MIN_THREADED_DRAWS:
         threads = 1                     # too little work to repay starting threads
     on_chunks(run, blocks, max_rows=_SLICE_BLOCKS, threads=threads, name="certa-paired-bootstrap")
-    return numerator / denominator if weights.size else numerator / float(n)
+    return numerator / float(n) if denominator is None else numerator / denominator
 
 
 def checked_windows(deltas: np.ndarray, tokens: np.ndarray, *, min_n: int) -> tuple[np.ndarray, np.ndarray]:
