@@ -92,7 +92,7 @@ def run_case(case: str, n: int, replicates: int, repeats: int) -> dict:
         return _numba_floor()
 
     import engine
-    from engine.core.stats import bootstrap
+    from engine.core.stats.bootstrap import weighted_mean as bootstrap
 
     inputs, d, t = _data(n)
 
@@ -100,7 +100,7 @@ def run_case(case: str, n: int, replicates: int, repeats: int) -> dict:
         return (t * d).sum(axis) / t.sum(axis)
 
     if case.endswith("-1thread"):
-        from engine.core.stats import compiled
+        from engine.core.stats.kernels import compiled
 
         compiled.THREADS = 1
 

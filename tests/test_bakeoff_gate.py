@@ -1,4 +1,4 @@
-"""The calm gate (engine.core.stats.bakeoff_gate and stage bakeoff.gate): lane formulas, mix and notch by
+"""The calm gate (engine.core.stats.bakeoff.calm_gate and stage bakeoff.gate): lane formulas, mix and notch by
 hand, the smoothing scan against the plain recursion, presets, and missing telemetry."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from engine.foundation.errors import InputError, StageError
 from engine.core.spec import fill_defaults
 from engine.core.stages.bakeoff_gate import STAGE
 from engine.core.stages.base import StageContext
-from engine.core.stats.bakeoff_gate import (PRESETS, GateParams, calm_gate, lane_d, lane_e, lane_l, lane_q, lane_v,
+from engine.core.stats.bakeoff.calm_gate import (PRESETS, GateParams, calm_gate, lane_d, lane_e, lane_l, lane_q, lane_v,
                                        lanes_mix, smooth_gate)
 from engine.core.tables import table_from_columns
 from schemas import load_schema

@@ -24,8 +24,8 @@ from engine.core.interpreter import execute, load_tables
 from engine.core.spec import load_plan
 from engine.core.stages import bakeoff, bakeoff_gate
 from engine.core.stages.base import Decision, DecisionColumns
-from engine.core.stats.bakeoff_gate import LANES
-from engine.core.stats.bakeoff_pool import BAND_NAMES
+from engine.core.stats.bakeoff.calm_gate import LANES
+from engine.core.stats.bakeoff.pool import BAND_NAMES
 from engine.core.tables import columns_to_csv_bytes
 from ledger import Ledger
 

@@ -21,8 +21,8 @@ from engine.core.spec import fill_defaults
 from engine.core.stages import REGISTRY
 from engine.core.stages.bakeoff import KERNELS, Reporting, RecordedReporting, audit_bakeoff, render_bakeoff
 from engine.core.stages.base import StageContext
-from engine.core.stats.bakeoff_bootstrap import holm_adjust, is_significant, pairwise_bootstrap, significance_level
-from engine.core.stats.bakeoff_pool import BandTable, decision_values
+from engine.core.stats.bakeoff.pairwise_bootstrap import holm_adjust, is_significant, pairwise_bootstrap, significance_level
+from engine.core.stats.bakeoff.pool import BandTable, decision_values
 from engine.core.tables import table_from_columns
 from schemas import load_schema
 

@@ -1,5 +1,5 @@
-"""Tests of engine/core/stats/bootstrap.py (the compiled kernel of ``paired.ppl_ratio`` 1.1.0) and of the frozen
-engine/core/stats/bootstrap_v1_0_0.py (1.0.0).
+"""Tests of engine/core/stats/bootstrap/weighted_mean.py (the compiled kernel of ``paired.ppl_ratio`` 1.1.0) and of the frozen
+engine/core/stats/bootstrap/weighted_mean_v1_0_0.py (1.0.0).
 
 1.1.0: the drawn indices equal numpy's own SFC64 draws bit for bit (Lemire integers for ``uniform``, the alias
 method on ``Generator(SFC64).random()`` for ``token_weighted``); the replicates equal the documented statistic
@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from engine.core.stats import bootstrap as bs
-from engine.core.stats import bootstrap_v1_0_0 as v1
-from engine.core.stats.bootstrap import (
+from engine.core.stats.bootstrap import weighted_mean as bs
+from engine.core.stats.bootstrap import weighted_mean_v1_0_0 as v1
+from engine.core.stats.bootstrap.weighted_mean import (
     REPLICATE_BLOCK,
     BootstrapCI,
     alias_table,
@@ -456,7 +456,7 @@ def test_public_api_is_pinned():
 
 
 # --------------------------------------------------------------------------------------------------
-# 1.0.0, frozen (engine/core/stats/bootstrap_v1_0_0.py): still scipy's index stream and arithmetic
+# 1.0.0, frozen (engine/core/stats/bootstrap/weighted_mean_v1_0_0.py): still scipy's index stream and arithmetic
 
 
 @pytest.mark.parametrize("n, replicates", [(37, 999), (1000, 3000)])

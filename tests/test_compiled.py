@@ -1,4 +1,4 @@
-"""Compiled kernels (engine.core.stats.compiled): compiled on first call, and still compiled without a cache."""
+"""Compiled kernels (engine.core.stats.kernels.compiled): compiled on first call, and still compiled without a cache."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numba
 import numpy as np
 import pytest
 
-from engine.core.stats.compiled import kernel
+from engine.core.stats.kernels.compiled import kernel
 
 
 def _weighted_total(values, weights):

@@ -20,9 +20,9 @@ from engine.foundation.errors import InputError, SpecError, StageError
 from engine.core.spec import fill_defaults, load_plan
 from engine.core.stages import REGISTRY
 from engine.core.stages.base import StageContext
-from engine.core.stats.mondrian import nonconformity_scores
-from engine.core.stats.rate_bounds import METHODS, clopper_pearson
-from engine.core.stats.ssbc import ssbc_correct
+from engine.core.stats.conformal.mondrian import nonconformity_scores
+from engine.core.stats.conformal.rate_bounds import METHODS, clopper_pearson
+from engine.core.stats.conformal.ssbc import ssbc_correct
 from engine.core.tables import table_from_columns
 from schemas import load_schema
 

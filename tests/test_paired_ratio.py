@@ -217,7 +217,7 @@ def test_1_2_0_computes_the_numbers_of_1_1_0(scheme: str) -> None:
 def test_1_1_0_states_its_streams_and_1_0_0_is_unchanged(scheme: str) -> None:
     """1.1.0's bootstrap block names the SFC64 streams of its scheme; a spec pinned to 1.0.0 computes exactly the
     frozen kernel's interval (the golden corpus pins 1.0.0's bytes); both give the same point estimate."""
-    from engine.core.stats import bootstrap, bootstrap_v1_0_0
+    from engine.core.stats.bootstrap import weighted_mean as bootstrap, weighted_mean_v1_0_0 as bootstrap_v1_0_0
 
     base, subj = window_columns(150, seed=3, shift=0.02)
     new = run(_version_spec("1.1.0", scheme), inputs={"baseline": base, "subject": subj})

@@ -22,7 +22,7 @@ AVX-512F kernels round differently from the libm loops numpy uses without them (
 log1p and 5 % of exp arguments). On an AVX-512 machine its ``results.p_value`` and ``results.e_value`` of
 the example's ``finetune`` stage (and the p-values of its ``sequential_check`` decisions) moved by 8 and
 16 ulp with numpy's X86_V4 loops disabled. Version 1.1.0, which the examples run, takes those functions
-from libm in compiled loops (``engine/core/stats/libm.py``) and does not move. To show the comparison is not
+from libm in compiled loops (``engine/core/stats/kernels/libm.py``) and does not move. To show the comparison is not
 vacuous, each child also runs the example's ``finetune`` stage pinned to 1.0.0: on a machine with numpy's
 X86_V4 loops that run must move, and the test says so if it does not.
 """

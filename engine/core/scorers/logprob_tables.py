@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from engine.foundation.errors import InputError, StageError
-from engine.core.stats.lazy_scipy import special
+from engine.core.stats.kernels.lazy_scipy import special
 from engine.core.tables import Table
 
 __all__ = ["LogprobTablesScorer", "METRICS", "SUPPORT"]

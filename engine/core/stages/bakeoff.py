@@ -6,11 +6,11 @@ cell gives g = 1 and flags the row), ``tokens``, ``lat_ms``, ``cost`` (from 1.2.
 Alternatively g comes from an upstream ``bakeoff.gate`` stage (``gate.from``).
 
 Per (bucket, vendor): U, W, U_env and the pools RSI_pool = tanh(U / max(W, eps_w)) and RSI_pool_env,
-computed from exact fixed-point sums (``engine.core.stats.bakeoff_pool``); band counts and shares on RSI_env;
+computed from exact fixed-point sums (``engine.core.stats.bakeoff.pool``); band counts and shares on RSI_env;
 median (and mean) tokens and lat_ms beside the index. Per bucket: a ranking with the seed's tie-breaks
 (ties reported), a bootstrap interval per vendor and, for every vendor pair, a u-space bootstrap of the
 difference of pooled rapidities with the seed's one-tailed ``p_min``, the two-sided p and Holm-adjusted
-p-values (``engine.core.stats.bakeoff_bootstrap``); and one stamp line ``SSMBO|bucket=…|…|manifest=<knobs_hash>``.
+p-values (``engine.core.stats.bakeoff.pairwise_bootstrap``); and one stamp line ``SSMBO|bucket=…|…|manifest=<knobs_hash>``.
 
 Outputs also carry ``sums``: the mergeable (U, W) sufficient statistics per group, as rows a
 ``bakeoff.merge`` stage reads back (``engine.core.stages.bakeoff_merge``). Every decision is recorded as one
@@ -35,10 +35,10 @@ import numpy as np
 
 from engine.foundation.canonical import canonical_sha256
 from engine.foundation.errors import InputError, ProfileAbort, StageError
-from engine.core.stats import bakeoff_v1_0_0
-from engine.core.stats.bakeoff_bootstrap import (PairwiseBootstrap, Resampler, is_significant, pairwise_bootstrap,
+from engine.core.stats.bakeoff import v1_0_0 as bakeoff_v1_0_0
+from engine.core.stats.bakeoff.pairwise_bootstrap import (PairwiseBootstrap, Resampler, is_significant, pairwise_bootstrap,
                                        resampled_weighted_means, significance_level)
-from engine.core.stats.bakeoff_pool import (BAND_NAMES, FIXED_POINT_BITS, BandTable, DecisionValues, GroupSums, Hysteresis,
+from engine.core.stats.bakeoff.pool import (BAND_NAMES, FIXED_POINT_BITS, BandTable, DecisionValues, GroupSums, Hysteresis,
                                   Pools, decision_values, group_means, group_medians, group_sums, half_even,
                                   pools_from_sums, rank_vendors)
 from engine.core.tables import Table
@@ -537,7 +537,7 @@ def _lead(entry: Mapping[str, Any], confidence_level: float) -> dict[str, Any] |
 
 
 def format6(x: float) -> str:
-    """6 decimals, half-even on the shortest repr (``engine.core.stats.bakeoff_pool.half_even``)."""
+    """6 decimals, half-even on the shortest repr (``engine.core.stats.bakeoff.pool.half_even``)."""
     return format(half_even(x), "f")
 
 

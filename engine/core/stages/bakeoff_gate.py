@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from engine.foundation.errors import InputError, StageError
-from engine.core.stats.bakeoff_gate import (LANES, PRESETS, GateParams, GateResult, calm_gate, lane_d, lane_e, lane_l,
+from engine.core.stats.bakeoff.calm_gate import (LANES, PRESETS, GateParams, GateResult, calm_gate, lane_d, lane_e, lane_l,
                                   lane_q, lane_v)
 from engine.core.tables import Table
 from engine.core.stages.bakeoff import refuse_if_aborted

@@ -31,7 +31,7 @@ from typing import Any
 
 from engine.core.certificate import certificate_problems
 from engine.foundation.errors import InputError, LedgerError, StageError
-from engine.core.stats.bakeoff_pool import FIXED_POINT_BITS, GroupSums, merge_group_sums, pools_from_sums
+from engine.core.stats.bakeoff.pool import FIXED_POINT_BITS, GroupSums, merge_group_sums, pools_from_sums
 from engine.core.tables import Table, parse_table
 from engine.core.stages.bakeoff import (KERNELS, BakeoffKernels, audit_bakeoff, bucket_outputs, config_from_knobs, one_page_table,
                       render_bakeoff, run_knobs_hash, stage_manifest, sums_rows)

@@ -34,9 +34,9 @@ from fractions import Fraction
 from typing import Any
 
 from engine.foundation.errors import StageError
-from engine.core.stats.lazy_scipy import stats
-from engine.core.stats.mondrian import prediction_sets, summarise_sets
-from engine.core.stats.ssbc import exact_fraction
+from engine.core.stats.kernels.lazy_scipy import stats
+from engine.core.stats.conformal.mondrian import prediction_sets, summarise_sets
+from engine.core.stats.conformal.ssbc import exact_fraction
 from engine.core.stages.base import Decision, LedgerReferences, StageContext, StageOutput, StageType
 from engine.core.stages.conformal import (RATE_METRICS, SCOPES, float_number, load_calibration, loo_envelope_bounds, metric_counts,
                         threshold_from_json)

@@ -12,9 +12,9 @@ differ between arms, or windows/replicates fall below the floors (ci 200/1200, r
 Nothing is ever silently truncated.
 
 Versions (``KERNELS``, oldest first): each is this module's glue run with a ``PairedRatioKernels`` record of
-what differs. 1.0.0 draws numpy PCG64 index blocks (``engine/core/stats/bootstrap_v1_0_0.py``, frozen); 1.1.0
+what differs. 1.0.0 draws numpy PCG64 index blocks (``engine/core/stats/bootstrap/weighted_mean_v1_0_0.py``, frozen); 1.1.0
 draws them in a compiled SFC64 loop, one stream per block of 256 replicates, and states its streams in
-``bootstrap.resampling`` (``engine/core/stats/bootstrap.py``). 1.2.0 keeps 1.1.0's numbers and states only what the
+``bootstrap.resampling`` (``engine/core/stats/bootstrap/weighted_mean.py``). 1.2.0 keeps 1.1.0's numbers and states only what the
 data hold (``DataClaims``): without a ``phase`` column there are no preview counts, preview coverage, preview
 perplexity or drift block (the keys are absent, not null); without token offsets there is no overlap fraction;
 a recognised column the knobs leave unused is an ``unused_column`` decision.
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from engine.foundation.errors import InputError, ProfileAbort, StageError
-from engine.core.stats import bootstrap, bootstrap_v1_0_0
+from engine.core.stats.bootstrap import weighted_mean as bootstrap, weighted_mean_v1_0_0 as bootstrap_v1_0_0
 from engine.core.stats.pairing import duplicated_ids, overlap_fraction, pair_windows
 from engine.core.tables import Table
 from engine.core.stages.base import Decision, StageContext, StageOutput, StageType
@@ -187,7 +187,7 @@ TRUE_CLAIMS = DataClaims(counts=_counts_of_its_phases, overlap=_overlap_of_arms_
 
 @dataclass(frozen=True)
 class PairedRatioKernels:
-    """What one version of ``paired.ppl_ratio`` computes with: its bootstrap CI (``engine.core.stats.bootstrap`` or
+    """What one version of ``paired.ppl_ratio`` computes with: its bootstrap CI (``engine.core.stats.bootstrap.weighted_mean`` or
     the frozen ``bootstrap_v1_0_0``; the point estimates are shared), how its certificate describes the resampling
     of each scheme (None: that version stated nothing beyond the scheme and ``index_streams``), how it states what
     the data hold (``DataClaims``), and what changed."""

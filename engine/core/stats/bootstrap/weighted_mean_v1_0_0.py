@@ -2,10 +2,10 @@
 
 Kept, unchanged in what it computes, so that every 1.0.0 certificate replays bit for bit (see
 ``docs/contributing.md``, "Versioned stages"; ``tests/test_golden.py`` replays them). Do not edit.
-1.1.0 (``engine/core/stats/bootstrap.py``) replaced the index streams: numpy PCG64 blocks on ``rng.spawn(2)``
-gathered with ``np.take`` here, a compiled SFC64 loop per fixed block of replicates there. Only the
+1.1.0 (``engine/core/stats/bootstrap/weighted_mean.py``) replaced the index streams: numpy PCG64 blocks on
+``rng.spawn(2)`` gathered with ``np.take`` here, a compiled SFC64 loop per fixed block of replicates there. Only the
 resampling lives here; validation, the estimate and the BCa/percentile interval are shared with 1.1.0
-(``bootstrap.checked_windows``, ``token_weighted_mean``, ``interval_from_replicates``), which compute the
+(``weighted_mean.checked_windows``, ``token_weighted_mean``, ``interval_from_replicates``), which compute the
 same bytes for both (the golden replay is the proof).
 
 The module as released in certa 0.3.0 (commit a5c9d03; last changed in 50ee047), its docstring below:
@@ -76,8 +76,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from engine.core.stats.bootstrap import (METHODS, SCHEMES, BootstrapCI, checked_windows, interval_from_replicates,
-                        token_weighted_mean)
+from engine.core.stats.bootstrap.weighted_mean import (METHODS, SCHEMES, BootstrapCI, checked_windows,
+                                                        interval_from_replicates, token_weighted_mean)
 
 __all__ = [
     "resample_block_rows",

@@ -5,7 +5,7 @@ Theorem 2 (``predmix_empbern_cs`` of the confseq package). For y_i in [0, 1] wit
 mean mu:
 
     lambda_t = min( sqrt(2 ln(2/alpha) / (sigma2_{t-1} t ln(1+t))), c )          (c = truncation)
-    w_t      = (y_t - mu_{t-1})^2                       (regularised means, ``confseq_common``)
+    w_t      = (y_t - mu_{t-1})^2                       (regularised means, ``common``)
     psi(l)   = -ln(1 - l) - l
     centre_t = sum lambda_i y_i / sum lambda_i
     radius_t = ( ln(2/alpha) + sum w_i psi(lambda_i) ) / sum lambda_i
@@ -13,16 +13,16 @@ mean mu:
 
 P(mu not in C_t for some t >= 1) <= alpha (two-sided; each side is a Ville bound at alpha/2). Every
 quantity is a prefix sum, so the whole path costs O(n). ln and log1p come from the ``elementary`` record
-(``confseq_common`` module docstring).
+(``common`` module docstring).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from engine.core.stats.confseq_common import (ConfidenceSequence, from_unit_interval, prpl_parts, running_intersection,
+from engine.core.stats.confseq.common import (ConfidenceSequence, from_unit_interval, prpl_parts, running_intersection,
                              to_unit_interval)
-from engine.core.stats.libm import NUMPY_UFUNCS, ElementaryFunctions
+from engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["prpl_eb_unit", "eb_cs"]
 

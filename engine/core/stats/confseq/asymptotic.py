@@ -15,15 +15,15 @@ certificate labels it "asymptotic anytime-valid". No bound on the scores is assu
 The mixture martingale behind it, M_t = exp( rho^2 Z_t^2 / (2 (t rho^2 + 1)) ) / sqrt(t rho^2 + 1) with
 Z_t = t (mean_t - m0) / sigma_t, gives the (asymptotic) anytime p-value p_t = min(1, 1 / max_{s<=t} M_s)
 for H0: mean = m0, using the rho fixed above. exp, ln and log1p come from the ``elementary`` record
-(``confseq_common`` module docstring).
+(``common`` module docstring).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from engine.core.stats.confseq_common import ConfidenceSequence, prefix_mean_variance, running_intersection, time_index
-from engine.core.stats.libm import NUMPY_UFUNCS, ElementaryFunctions
+from engine.core.stats.confseq.common import ConfidenceSequence, prefix_mean_variance, running_intersection, time_index
+from engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["mixture_rho2", "asymptotic_cs", "asymptotic_p_value"]
 

@@ -18,7 +18,7 @@ when scores are clipped).
 ``t_fixed_n``: mean_t ± t_{1 - alpha/2, t-1} · s_t / sqrt(t) on raw scores with the real Student-t
 quantile at the configured alpha (the seed's step table is always 99 %, whatever alpha is).
 
-``eb_fixed_n`` takes ln and exp from the ``elementary`` record (``confseq_common`` module docstring);
+``eb_fixed_n`` takes ln and exp from the ``elementary`` record (``common`` module docstring);
 ``t_fixed_n`` uses scipy's Student-t functions (``stdtr``, ``stdtrit``, ``ndtri``: scipy's own compiled
 code, not numpy's CPU-dispatched loops) and only correctly rounded arithmetic besides.
 """
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.core.stats.confseq_common import ConfidenceSequence, prefix_mean_variance, time_index, to_unit_interval
-from engine.core.stats.lazy_scipy import special
-from engine.core.stats.libm import NUMPY_UFUNCS, ElementaryFunctions
+from engine.core.stats.confseq.common import ConfidenceSequence, prefix_mean_variance, time_index, to_unit_interval
+from engine.core.stats.kernels.lazy_scipy import special
+from engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["student_t_quantile", "eb_fixed_n", "t_fixed_n", "eb_fixed_n_p_value", "t_fixed_n_p_value"]
 

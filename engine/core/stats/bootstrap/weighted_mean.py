@@ -1,8 +1,8 @@
 """Paired, token-weighted bootstrap of a weighted mean, with BCa and percentile intervals (compiled).
 
 This is the kernel of ``paired.ppl_ratio`` 1.1.0; 1.0.0's numpy kernel is frozen in
-``engine/core/stats/bootstrap_v1_0_0.py``. For paired windows i = 1..n with deltas d_i (per-token log-loss of
-arm B minus arm A) and token counts t_i > 0, the estimate is the token-weighted mean (seed 001,
+``engine/core/stats/bootstrap/weighted_mean_v1_0_0.py``. For paired windows i = 1..n with deltas d_i
+(per-token log-loss of arm B minus arm A) and token counts t_i > 0, the estimate is the token-weighted mean (seed 001,
 "Paired Evaluation Math")
 
     θ̂ = Σ t_i d_i / Σ t_i.
@@ -42,9 +42,10 @@ confidence_level) and never on the number of threads or the machine.
 
 Each replicate sums its draws left to right in two interleaved float64 accumulators (draws 0, 2, 4, …
 and 1, 3, 5, …) added at the end: θ* = (Σ₀ t d + Σ₁ t d) / (Σ₀ t + Σ₁ t) for ``uniform``, with t d
-precomputed as ``t * d``, and (Σ₀ d + Σ₁ d) / n for ``token_weighted``. The loop is compiled without
-fast-math (``engine/core/stats/compiled.py``), so every machine gives the same bits. No index array is ever
-materialised: the memory is O(n + B), about 24 n + 8 B bytes.
+precomputed as ``t * d``, and (Σ₀ d + Σ₁ d) / n for ``token_weighted``, each division done after the loop.
+The loop is ``engine/core/stats/kernels/sfc64.py``'s ``resampled_sums``, shared with the bake-off's bootstrap and
+compiled without fast-math, so every machine gives the same bits. No index array is ever materialised: the
+memory is O(n + B), at most 40 n + 16 B bytes.
 
 Intervals at level 1 − 2α (Efron & Tibshirani 1993, §14.3, eqs. 14.10, 14.14, 14.15):
 
@@ -69,9 +70,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from engine.core.stats.compiled import kernel, on_chunks
-from engine.core.stats.lazy_scipy import special
-from engine.core.stats.sfc64_streams import spawned_sfc64_states
+from engine.core.stats.kernels.compiled import kernel, on_chunks
+from engine.core.stats.kernels.lazy_scipy import special
+from engine.core.stats.kernels.sfc64 import resampled_sums, spawned_sfc64_states
 
 __all__ = [
     "REPLICATE_BLOCK",
@@ -285,7 +286,7 @@ def interval_from_replicates(d: np.ndarray, t: np.ndarray, estimate: float, thet
 
 
 # --------------------------------------------------------------------------------------------------
-# compiled loops
+# compiled alias table (the replicate loop is kernels.sfc64.resampled_sums)
 
 
 @kernel
@@ -332,115 +333,6 @@ def _build_alias(t: np.ndarray, prob: np.ndarray, alias: np.ndarray) -> None:
         alias[small[n_small]] = small[n_small]
 
 
-@kernel
-def _resample_blocks(table: np.ndarray, alias: np.ndarray, states: np.ndarray, block_rows: int,
-                     weighted_draws: bool, out: np.ndarray, indices: np.ndarray) -> None:
-    """Replicates out[r] for the blocks whose SFC64 states (a, b, c, counter) are ``states``.
-
-    Block b fills rows b·block_rows .. min((b + 1)·block_rows, len(out)) − 1. ``uniform`` (not
-    ``weighted_draws``): table[:, 0] = t·d, table[:, 1] = t, Lemire indices. ``token_weighted``:
-    table[:, 0] = prob, table[:, 1] = d, table[:, 2] = d[alias], alias-method indices. When ``indices`` has
-    rows, the drawn window indices are recorded there too (tests and audits).
-    """
-    n = table.shape[0]
-    rows = out.shape[0]
-    record = indices.shape[0] > 0
-    n64 = np.uint64(n)
-    low32 = np.uint64(0xFFFFFFFF)
-    shift32 = np.uint64(32)
-    shift11 = np.uint64(11)
-    threshold = np.uint64(_UINT32 % n)
-    scale = 1.0 / 9007199254740992.0
-    n_float = float(n)
-
-    def sfc64_next(a, b, c, counter):  # one SFC64 step (Doty-Humphrey), as numpy's sfc64_next64
-        value = a + b + counter
-        rotated = (c << np.uint64(24)) | (c >> np.uint64(40))
-        return value, b ^ (b >> np.uint64(11)), c + (c << np.uint64(3)), rotated + value, counter + np.uint64(1)
-
-    for block in range(states.shape[0]):
-        a, b, c, counter = states[block, 0], states[block, 1], states[block, 2], states[block, 3]
-        first_row = block * block_rows
-        last_row = min(first_row + block_rows, rows)
-        if weighted_draws:
-            for r in range(first_row, last_row):
-                sum0 = 0.0
-                sum1 = 0.0
-                for k in range(n):
-                    value, a, b, c, counter = sfc64_next(a, b, c, counter)
-                    v = float(value >> shift11) * scale * n_float
-                    column = int(v)
-                    if column >= n:
-                        column = n - 1
-                    other = 1 + int(v - column >= table[column, 0])    # 1: the column, 2: its alias
-                    drawn = table[column, other]
-                    if record:
-                        indices[r, k] = column if other == 1 else alias[column]
-                    if k & 1:
-                        sum1 += drawn
-                    else:
-                        sum0 += drawn
-                out[r] = (sum0 + sum1) / n_float
-            continue
-        spare = np.uint64(0)
-        have_spare = False
-        for r in range(first_row, last_row):
-            num0 = 0.0
-            num1 = 0.0
-            den0 = 0.0
-            den1 = 0.0
-            k = 0
-            while k < n:
-                if not have_spare and k + 1 < n:
-                    # fast path: both 32-bit halves of one SFC64 output, low half first
-                    value, a, b, c, counter = sfc64_next(a, b, c, counter)
-                    first = (value & low32) * n64
-                    second = (value >> shift32) * n64
-                    if (first & low32) >= threshold and (second & low32) >= threshold:
-                        i = first >> shift32
-                        j = second >> shift32
-                        if k & 1:
-                            num1 += table[i, 0]
-                            den1 += table[i, 1]
-                            num0 += table[j, 0]
-                            den0 += table[j, 1]
-                        else:
-                            num0 += table[i, 0]
-                            den0 += table[i, 1]
-                            num1 += table[j, 0]
-                            den1 += table[j, 1]
-                        if record:
-                            indices[r, k] = i
-                            indices[r, k + 1] = j
-                        k += 2
-                        continue
-                    # a half was rejected: replay this output one half at a time
-                    spare = value >> shift32
-                    have_spare = True
-                    product = first
-                elif have_spare:
-                    product = spare * n64
-                    have_spare = False
-                else:
-                    value, a, b, c, counter = sfc64_next(a, b, c, counter)
-                    spare = value >> shift32
-                    have_spare = True
-                    product = (value & low32) * n64
-                if (product & low32) < threshold:
-                    continue  # rejected (Lemire): draw the next 32-bit word
-                i = product >> shift32
-                if k & 1:
-                    num1 += table[i, 0]
-                    den1 += table[i, 1]
-                else:
-                    num0 += table[i, 0]
-                    den0 += table[i, 1]
-                if record:
-                    indices[r, k] = i
-                k += 1
-            out[r] = (num0 + num1) / (den0 + den1)
-
-
 # --------------------------------------------------------------------------------------------------
 # internals
 
@@ -453,30 +345,29 @@ def _replicates(d: np.ndarray, t: np.ndarray, rng: np.random.Generator, replicat
                 threads: int | None, indices: np.ndarray | None = None) -> np.ndarray:
     """All B replicates; threads take whole blocks (each with its own stream), so they never matter."""
     n = d.size
-    table = np.zeros((n, 3), dtype=np.float64)
-    weighted_draws = scheme == "token_weighted"
-    if weighted_draws:
+    if scheme == "token_weighted":
         prob = np.empty(n, dtype=np.float64)
         alias = np.empty(n, dtype=np.int64)
         _build_alias(t, prob, alias)
-        table[:, 0], table[:, 1], table[:, 2] = prob, d, d[alias]
+        alias_rows = np.empty((n, 3), dtype=np.float64)
+        alias_rows[:, 0], alias_rows[:, 1], alias_rows[:, 2] = prob, d, d[alias]
+        values, weights, denominator = d[None, :], None, None
     else:
-        alias = np.zeros(1, dtype=np.int64)
-        table[:, 0], table[:, 1] = t * d, t
+        alias_rows = alias = None
+        values, weights, denominator = (t * d)[None, :], t[None, :], np.empty(replicates, dtype=np.float64)
     blocks = _block_count(replicates)
     states = spawned_sfc64_states(rng, blocks)
-    out = np.empty(replicates, dtype=np.float64)
-    no_indices = np.empty((0, 0), dtype=np.uint32)
+    numerator = np.empty(replicates, dtype=np.float64)
 
     def run(part: slice) -> None:
         rows = slice(part.start * REPLICATE_BLOCK, min(part.stop * REPLICATE_BLOCK, replicates))
-        _resample_blocks(table, alias, states[part], REPLICATE_BLOCK, weighted_draws, out[rows],
-                         no_indices if indices is None else indices[rows])
+        resampled_sums(values, weights, alias_rows, alias, states[part], REPLICATE_BLOCK, numerator[rows],
+                       None if denominator is None else denominator[rows], None if indices is None else indices[rows])
 
     if threads is None and n * replicates < _MIN_THREADED_DRAWS:
         threads = 1                     # too little work to repay starting threads
     on_chunks(run, blocks, max_rows=_SLICE_BLOCKS, threads=threads, name="certa-paired-bootstrap")
-    return out
+    return numerator / float(n) if denominator is None else numerator / denominator
 
 
 def checked_windows(deltas: np.ndarray, tokens: np.ndarray, *, min_n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -7,7 +7,7 @@ Theorem 3 with the predictable plug-in bets of §5.3 (``hedged_cs`` of the confs
     lambda+_t(m) = min(lambda_t, c / m),   lambda-_t(m) = min(lambda_t, c / (1 - m))   (c = truncation)
     K+_t(m) = prod_{i<=t} (1 + lambda+_i(m) (y_i - m)),   K-_t(m) = prod_{i<=t} (1 - lambda-_i(m) (y_i - m))
 
-with lambda_t the predictable plug-in of ``confseq_common.prpl_lambda``. theta K+ + (1 - theta) K- is a
+with lambda_t the predictable plug-in of ``common.prpl_lambda``. theta K+ + (1 - theta) K- is a
 nonnegative martingale with initial value 1 at the true mean, so by Ville's inequality
 
     C_t = { m : max_{s<=t} theta K+_s(m) < 1/alpha  and  max_{s<=t} (1 - theta) K-_s(m) < 1/alpha }
@@ -25,15 +25,16 @@ path is identical to the full-grid computation. Memory is bounded by processing 
 The same martingale at m0 is an e-process; p_t = min(1, 1 / max_{s<=t} (theta K+_s(m0) + (1 - theta) K-_s(m0)))
 is an anytime-valid p-value for H0: mean = m0 (P(exists t: p_t <= a) <= a for every a).
 
-exp, log, log1p and logaddexp come from the ``elementary`` record (``confseq_common`` module docstring).
+exp, log, log1p and logaddexp come from the ``elementary`` record (``common`` module docstring).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from engine.core.stats.confseq_common import ConfidenceSequence, GridValues, float_grid_values, prpl_lambda, to_unit_interval
-from engine.core.stats.libm import NUMPY_UFUNCS, ElementaryFunctions
+from engine.core.stats.confseq.common import (ConfidenceSequence, GridValues, float_grid_values, prpl_lambda,
+                                              to_unit_interval)
+from engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["hedged_betting_grid", "hedged_betting_unit", "betting_cs", "hedged_log_evalue", "anytime_p_value"]
 
@@ -143,7 +144,7 @@ def betting_cs(scores: np.ndarray, alpha: float, low: float, high: float, *, gri
                truncation: float = 0.5, theta: float = 0.5, elementary: ElementaryFunctions = NUMPY_UFUNCS,
                grid_values: GridValues = float_grid_values) -> ConfidenceSequence:
     """Hedged betting confidence sequence for the mean of the scores clipped to [low, high] (score units);
-    ``grid_values`` maps the grid indices of the bounds to score values (``confseq_common``)."""
+    ``grid_values`` maps the grid indices of the bounds to score values (``common``)."""
     unit = to_unit_interval(scores, low, high)
     lo, hi = hedged_betting_grid(unit.y, alpha, grid_size=grid_size, truncation=truncation, theta=theta,
                                  elementary=elementary)

@@ -17,7 +17,7 @@ so with alpha/2 per side
 
     C_t = mean(y_1..y_t) ± u(V_t; alpha/2) / t.
 
-ln comes from the ``elementary`` record (``confseq_common`` module docstring); zeta(s) is scipy's
+ln comes from the ``elementary`` record (``common`` module docstring); zeta(s) is scipy's
 (``scipy.special.zeta``, one scalar per call, not a numpy ufunc loop chosen by CPU).
 """
 
@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.core.stats.confseq_common import (ConfidenceSequence, from_unit_interval, running_intersection, time_index,
+from engine.core.stats.confseq.common import (ConfidenceSequence, from_unit_interval, running_intersection, time_index,
                              to_unit_interval)
-from engine.core.stats.lazy_scipy import special
-from engine.core.stats.libm import NUMPY_UFUNCS, ElementaryFunctions
+from engine.core.stats.kernels.lazy_scipy import special
+from engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["poly_stitching_boundary", "stitched_eb_unit", "stitched_cs"]
 

@@ -20,7 +20,8 @@ d*_b = m*_A,b − m*_B,b (Efron & Tibshirani 1993, ch. 13 and 16):
 * ``p_holm``: Holm's (1979) step-down adjustment over the pairs of a family, controlling the
   family-wise error rate: with p sorted ascending, p̃_(j) = max_{k≤j} min(1, (m − k + 1) p_(k)).
 
-Resampling (one compiled loop, no Python loop over replicates or draws): sample s of a call is resampled
+Resampling (one compiled loop, ``engine.core.stats.kernels.sfc64.resampled_sums``, shared with the paired
+bootstrap; no Python loop over replicates or draws): sample s of a call is resampled
 from its own stream, ``SFC64`` seeded by ``rng.bit_generator.seed_seq.spawn(S)[s]``, replicate by replicate,
 draw by draw. Each index is Lemire's (2019) multiply-shift of a 32-bit word with rejection of the
 2^32 mod n low values that would bias it, the 32-bit words being the low then the high half of each
@@ -43,8 +44,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from engine.core.stats.compiled import kernel, on_chunks
-from engine.core.stats.sfc64_streams import spawned_sfc64_states
+from engine.core.stats.kernels.compiled import on_chunks
+from engine.core.stats.kernels.sfc64 import resampled_sums, spawned_sfc64_states
 
 __all__ = [
     "VendorInterval",
@@ -63,86 +64,6 @@ _UINT32 = 1 << 32
 
 Resampler = Callable[..., np.ndarray]
 """``resample(u, w, replicates, rng, *, eps_w) -> replicates``: one vendor's bootstrap means."""
-
-
-@kernel
-def _resampled_sums(values: np.ndarray, weights: np.ndarray, states: np.ndarray, replicates: int,
-                    numerator: np.ndarray, denominator: np.ndarray) -> None:
-    """For each row s of ``values`` (S, n) and replicate r: numerator[s, r] = Σ values[s, i_k] and, when
-    ``weights`` has S rows, denominator[s, r] = Σ weights[s, i_k], over n indices i_k drawn from the SFC64
-    state ``states[s]`` = (a, b, c, counter) (see module docstring)."""
-    n_sets, n = values.shape
-    weighted = weights.shape[0] == n_sets
-    n64 = np.uint64(n)
-    low32 = np.uint64(0xFFFFFFFF)
-    threshold = np.uint64(_UINT32 % n)
-
-    def sfc64_next(a, b, c, counter):  # one SFC64 step (Doty-Humphrey), as numpy's sfc64_next64
-        out = a + b + counter
-        rotated = (c << np.uint64(24)) | (c >> np.uint64(40))
-        return out, b ^ (b >> np.uint64(11)), c + (c << np.uint64(3)), rotated + out, counter + np.uint64(1)
-
-    for s in range(n_sets):
-        a, b, c, counter = states[s, 0], states[s, 1], states[s, 2], states[s, 3]
-        spare = np.uint64(0)
-        have_spare = False
-        for r in range(replicates):
-            num0 = 0.0
-            num1 = 0.0
-            den0 = 0.0
-            den1 = 0.0
-            k = 0
-            while k < n:
-                if not have_spare and k + 1 < n:
-                    # fast path: both halves of one SFC64 output, low half first
-                    out, a, b, c, counter = sfc64_next(a, b, c, counter)
-                    first = (out & low32) * n64
-                    second = (out >> np.uint64(32)) * n64
-                    if (first & low32) >= threshold and (second & low32) >= threshold:
-                        i = first >> np.uint64(32)
-                        j = second >> np.uint64(32)
-                        if k & 1:
-                            num1 += values[s, i]
-                            num0 += values[s, j]
-                            if weighted:
-                                den1 += weights[s, i]
-                                den0 += weights[s, j]
-                        else:
-                            num0 += values[s, i]
-                            num1 += values[s, j]
-                            if weighted:
-                                den0 += weights[s, i]
-                                den1 += weights[s, j]
-                        k += 2
-                        continue
-                    # a half was rejected: replay this output one half at a time
-                    spare = out >> np.uint64(32)
-                    have_spare = True
-                    product = first
-                else:
-                    if have_spare:
-                        product = spare * n64
-                        have_spare = False
-                    else:
-                        out, a, b, c, counter = sfc64_next(a, b, c, counter)
-                        spare = out >> np.uint64(32)
-                        have_spare = True
-                        product = (out & low32) * n64
-                if (product & low32) < threshold:
-                    continue  # rejected (Lemire): draw the next 32-bit word
-                i = product >> np.uint64(32)
-                if k & 1:
-                    num1 += values[s, i]
-                    if weighted:
-                        den1 += weights[s, i]
-                else:
-                    num0 += values[s, i]
-                    if weighted:
-                        den0 += weights[s, i]
-                k += 1
-            numerator[s, r] = num0 + num1
-            if weighted:
-                denominator[s, r] = den0 + den1
 
 
 def resampled_weighted_means(u: np.ndarray, w: np.ndarray | None, replicates: int, rng: np.random.Generator,
@@ -176,19 +97,20 @@ def resampled_weighted_means(u: np.ndarray, w: np.ndarray | None, replicates: in
             weighted, weights, totals = values * full, np.ascontiguousarray(full), None
     weighted = np.ascontiguousarray(weighted)
     states = spawned_sfc64_states(rng, n_sets)
-    numerator = np.empty((n_sets, replicates), dtype=np.float64)
-    unused = np.empty((0, 0), dtype=np.float64)
-    denominator = unused if weights is None else np.empty((n_sets, replicates), dtype=np.float64)
+    numerator = np.empty(n_sets * replicates, dtype=np.float64)
+    denominator = None if weights is None else np.empty(n_sets * replicates, dtype=np.float64)
 
     def run(rows: slice) -> None:
-        _resampled_sums(weighted[rows], unused if weights is None else weights[rows], states[rows], replicates,
-                        numerator[rows], unused if weights is None else denominator[rows])
+        flat = slice(rows.start * replicates, rows.stop * replicates)
+        resampled_sums(weighted[rows], None if weights is None else weights[rows], None, None, states[rows],
+                       replicates, numerator[flat], None if denominator is None else denominator[flat], None)
 
     on_chunks(run, n_sets, threads=threads, name="certa-bootstrap")
+    sums = numerator.reshape(n_sets, replicates)
     if weights is None:
-        out = numerator / np.maximum(totals, eps_w)[:, None]
+        out = sums / np.maximum(totals, eps_w)[:, None]
     else:
-        out = numerator / np.maximum(denominator, eps_w)
+        out = sums / np.maximum(denominator.reshape(n_sets, replicates), eps_w)
     return out[0] if squeeze else out
 
 

@@ -1,21 +1,21 @@
 """One entry point over the confidence-sequence methods of ``sequential.diff``, and the p-value for mean = m0.
 
-| method          | module                | bounds used            | validity                          |
-|-----------------|-----------------------|------------------------|-----------------------------------|
-| ``betting``     | ``confseq_betting``   | clip range [low, high] | anytime-valid                     |
-| ``eb_cs``       | ``confseq_eb``        | clip range             | anytime-valid                     |
-| ``stitched``    | ``confseq_stitched``  | clip range             | anytime-valid                     |
-| ``asymptotic_cs``| ``confseq_asymptotic``| none (raw scores)     | asymptotic anytime-valid          |
-| ``eb_fixed_n``  | ``confseq_fixed_n``   | clip range             | not valid under optional stopping |
-| ``t_fixed_n``   | ``confseq_fixed_n``   | none (raw scores)      | not valid under optional stopping |
+| method           | module           | bounds used            | validity                          |
+|------------------|------------------|------------------------|-----------------------------------|
+| ``betting``      | ``betting``      | clip range [low, high] | anytime-valid                     |
+| ``eb_cs``        | ``eb``           | clip range             | anytime-valid                     |
+| ``stitched``     | ``stitched``     | clip range             | anytime-valid                     |
+| ``asymptotic_cs``| ``asymptotic``   | none (raw scores)      | asymptotic anytime-valid          |
+| ``eb_fixed_n``   | ``fixed_n``      | clip range             | not valid under optional stopping |
+| ``t_fixed_n``    | ``fixed_n``      | none (raw scores)      | not valid under optional stopping |
 
 The p-value for H0: mean = m0 that goes with each method: for the bounded anytime methods, the hedged
-betting e-process at m0 (``confseq_betting``; anytime-valid whatever CS is used for the decision);
+betting e-process at m0 (``betting``; anytime-valid whatever CS is used for the decision);
 for ``asymptotic_cs`` the normal-mixture martingale (asymptotic); for the fixed-n methods their own
 fixed-n p-value (labelled as such).
 
 Both entry points take the elementary functions (exp, log, log1p, logaddexp) as the keyword argument
-``elementary`` (``engine.core.stats.libm``; default ``NUMPY_UFUNCS``) and hand it down to every method, so the
+``elementary`` (``engine.core.stats.kernels.libm``; default ``NUMPY_UFUNCS``) and hand it down to every method, so the
 caller (a stage version) fixes which functions all its numbers come from.
 """
 
@@ -25,13 +25,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.core.stats.confseq_asymptotic import asymptotic_cs, asymptotic_p_value
-from engine.core.stats.confseq_betting import anytime_p_value, betting_cs, hedged_log_evalue
-from engine.core.stats.confseq_common import ConfidenceSequence, GridValues, float_grid_values, to_unit_interval
-from engine.core.stats.confseq_eb import eb_cs
-from engine.core.stats.confseq_fixed_n import eb_fixed_n, eb_fixed_n_p_value, t_fixed_n, t_fixed_n_p_value
-from engine.core.stats.confseq_stitched import stitched_cs
-from engine.core.stats.libm import NUMPY_UFUNCS, ElementaryFunctions
+from engine.core.stats.confseq.asymptotic import asymptotic_cs, asymptotic_p_value
+from engine.core.stats.confseq.betting import anytime_p_value, betting_cs, hedged_log_evalue
+from engine.core.stats.confseq.common import ConfidenceSequence, GridValues, float_grid_values, to_unit_interval
+from engine.core.stats.confseq.eb import eb_cs
+from engine.core.stats.confseq.fixed_n import eb_fixed_n, eb_fixed_n_p_value, t_fixed_n, t_fixed_n_p_value
+from engine.core.stats.confseq.stitched import stitched_cs
+from engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["METHODS", "BOUNDED_METHODS", "VALIDITY", "CSSettings", "PValuePath", "confidence_sequence",
            "null_p_value"]
