@@ -230,7 +230,7 @@ def payload_problems(kind: str, payload: Any) -> list[str]:
 
     A ledger holds up to millions of ``decision`` entries, and their schema constrains only each member's
     presence and JSON type and the sign of ``index``: a decision payload is validated once per
-    ``_decision_shape`` found valid (``tests/test_run_record.py`` checks that this keeps the answer exact)."""
+    ``_decision_shape`` found valid (``tests/ledger/test_run_record.py`` checks that this keeps the answer exact)."""
     if kind not in RECORD_KINDS + NOTE_KINDS:
         return []
     shape = _decision_shape(payload) if kind == "decision" and isinstance(payload, dict) else None

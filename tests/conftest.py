@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import sqlite3
 import sys
 import textwrap
 import uuid
@@ -24,17 +26,19 @@ ROOT = Path(__file__).resolve().parents[1]
 POSTGRES_SERVER = os.environ.get("CERTA_TEST_POSTGRES_URL")
 """The PostgreSQL server the shared-ledger tests use (``.ci/run`` starts one on loopback and sets it)."""
 
-_COMPONENT_OF_MODULE = {"test_ledger_postgres": "postgres", "test_browser": "browser",
-                        "test_batch_cluster": "dask", "test_wheel": "wheel"}
+_COMPONENT_OF_MODULE = {"test_ledger_postgres": "postgres", "test_postgres_sweep": "postgres",
+                        "test_browser": "browser", "test_batch_cluster": "cluster", "test_wheel": "wheel",
+                        "test_ledger_crash": "crash", "test_kills": "crash"}
 _POSTGRES_FIXTURES = {"pg_url", "pg_recorded"}
-_DASK_FIXTURES = {"cluster_client"}
+_CLUSTER_FIXTURES = {"cluster_client"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test by the real component it needs (``postgres``, ``browser``, ``dask``, ``wheel``), so that
-    ``pytest -m "not (slow or postgres or browser or dask or wheel)"`` is a unit run of seconds. A test needs
-    PostgreSQL when it takes a PostgreSQL fixture or a ``postgresql`` parameter, Dask when it takes the cluster
-    fixture or starts the default LocalCluster (its name says so)."""
+    """Mark each test by the real component it needs (``postgres``, ``browser``, ``cluster``, ``crash``,
+    ``wheel``), so that ``pytest -m "not (slow or postgres or browser or cluster or crash or wheel or
+    adversarial)"`` is a unit run of seconds. A test needs PostgreSQL when it takes a PostgreSQL fixture or a
+    ``postgresql`` parameter, a Dask cluster when it takes the cluster fixture or starts the default LocalCluster
+    (its name says so), and kills real processes (``crash``) when its module or its name says so."""
     for item in items:
         module = getattr(item, "module", None)
         component = _COMPONENT_OF_MODULE.get(module.__name__.rpartition(".")[2]) if module else None
@@ -44,8 +48,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         callspec = getattr(item, "callspec", None)
         if names & _POSTGRES_FIXTURES or (callspec and "postgresql" in map(str, callspec.params.values())):
             item.add_marker("postgres")
-        if names & _DASK_FIXTURES or "local_cluster" in item.name:
-            item.add_marker("dask")
+        if names & _CLUSTER_FIXTURES or "local_cluster" in item.name:
+            item.add_marker("cluster")
+        if "killed" in item.name:
+            item.add_marker("crash")
 
 
 def require_postgres(what: str) -> str:
@@ -263,3 +269,23 @@ def rebuild_merkle_nodes(conn) -> None:
     conn.executemany("INSERT INTO merkle_nodes (level, position, hash) VALUES (?, ?, ?)",
                      [(level, position, digest.hex())
                       for (level, position), digest in perfect_nodes(entry_leaves(hashes)).items()])
+
+
+def rechain(db: Path, from_seq: int) -> None:
+    """Recompute payload hashes, entry hashes and the head from ``from_seq`` on, as a careful forger would."""
+    from ledger.chain import entry_hash
+
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT seq, run_id, kind, recorded_at, payload, prev_hash FROM entries ORDER BY seq").fetchall()
+        prev = None
+        for seq, run_id, kind, recorded_at, payload, prev_hash in rows:
+            if seq < from_seq:
+                prev = conn.execute("SELECT entry_hash FROM entries WHERE seq = ?", (seq,)).fetchone()[0]
+                continue
+            payload_sha = hashlib.sha256(payload.encode("utf-8")).hexdigest()
+            digest = entry_hash(seq=seq, run_id=run_id, kind=kind, recorded_at=recorded_at,
+                                payload_sha256=payload_sha, prev_hash=prev or prev_hash)
+            conn.execute("UPDATE entries SET payload_sha256 = ?, prev_hash = ?, entry_hash = ? WHERE seq = ?",
+                         (payload_sha, prev or prev_hash, digest, seq))
+            prev = digest
+        conn.execute("UPDATE ledger_meta SET value = ? WHERE key = 'head'", (f"{rows[-1][0]}:{prev}",))

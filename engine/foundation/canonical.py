@@ -12,12 +12,12 @@ RFC 8785 prints for it (``1.0`` -> ``1``; below 1e16), then lets the C encoder o
 no spaces, no ASCII escaping: its string escapes are RFC 8785's), and reformats the few float tokens the two
 write differently (those with an exponent, ``1e-05`` -> ``0.00001``, via ``rfc8785`` itself). Anything it
 cannot prove identical (a key with a character at or above U+E000, where UTF-16 and code-point order may
-differ; text that is not valid UTF-8) goes through ``rfc8785.dumps`` unchanged. ``tests/test_perf_canonical.py``
+differ; text that is not valid UTF-8) goes through ``rfc8785.dumps`` unchanged. ``tests/foundation/test_perf_canonical.py``
 checks the bytes against ``rfc8785.dumps`` on generated JSON.
 
 ``canonical_records`` writes many objects with the same keys (a stage's per-decision ledger rows) column by
 column: each column's tokens at once (numpy masks pick the floats whose form differs from ``repr``), then one
-``%`` template per record. ``tests/test_canonical_records.py`` checks it against ``canonical_bytes``. It imports
+``%`` template per record. ``tests/foundation/test_canonical_records.py`` checks it against ``canonical_bytes``. It imports
 numpy when first called, as ``to_jsonable`` avoids importing it: ledger readers start without numpy.
 """
 

@@ -17,7 +17,7 @@
     ├── AttestationError        exit 1  what an attestation signs is not an in-toto statement of a certificate
     └── BundleError                     a file given as a certificate bundle is not one
 
-``README.md`` lists the same classes and codes; ``tests/test_errors.py`` checks that every class here is
+``README.md`` lists the same classes and codes; ``tests/foundation/test_errors.py`` checks that every class here is
 documented there and raised somewhere. A replay that diverges is an outcome, not an error:
 ``engine.services.audit.replay`` returns it (``DIVERGED``), records it, and ``certa replay`` exits 1.
 """

@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 
 from cli import main
 
-from ..conftest import two_run_ledger
+from tests.conftest import two_run_ledger
 
 COUNTS: Counter[str] = Counter()
 """Commands tried, refused (exit 1-4), accepted (exit 0), tracebacks, lost runs, partial files, SIGKILLs."""

@@ -6,7 +6,7 @@ SQLite ledger living on the full tmpfs is given to ``run`` and ``review``.
 Each must end in one ``error:`` line with its documented exit code (2; 4 for ``run`` when the run was recorded
 on another disk and only its file failed), leave no temporary file and no partial output, and lose no committed
 run: once space is freed, the ledger verifies with the same runs and the command succeeds. Where no tmpfs can
-be mounted the category is skipped; ``tests/test_atomic_outputs.py`` injects ENOSPC instead.
+be mounted the category is skipped; ``tests/foundation/test_atomic_outputs.py`` injects ENOSPC instead.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ FILLER = "filler"
 def tmpfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A tmpfs of ``SIZE`` mounted for this module, unmounted afterwards whatever happens."""
     if not sys.platform.startswith("linux") or os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root on Linux; tests/test_atomic_outputs.py injects ENOSPC instead")
+        pytest.skip("mounting a tmpfs needs root on Linux; tests/foundation/test_atomic_outputs.py injects ENOSPC instead")
     mount_point = tmp_path_factory.mktemp("full-disk")
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SIZE},mode=0755", "certa-full-disk",
                               str(mount_point)], capture_output=True, text=True)
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}); tests/test_atomic_outputs.py injects "
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}); tests/foundation/test_atomic_outputs.py injects "
                     "ENOSPC instead")
     try:
         yield mount_point

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import small_spec_folder
+from tests.conftest import small_spec_folder
 from .conftest import World, assert_ledger_kept, check, count, invoke, leftovers, run_count, sql_rows
 
 pytestmark = [pytest.mark.adversarial,

@@ -23,7 +23,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
-from ..conftest import POSTGRES_SERVER, fresh_postgres_databases, require_postgres
+from tests.conftest import POSTGRES_SERVER, fresh_postgres_databases, require_postgres
 from .conftest import World, assert_ledger_kept, check, invoke
 
 pytestmark = [pytest.mark.adversarial, pytest.mark.postgres]

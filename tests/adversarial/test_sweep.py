@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 import rfc8785
 
-from ..conftest import columns_to_csv_bytes, read_only_folder, window_columns
+from tests.conftest import columns_to_csv_bytes, read_only_folder, window_columns
 from .conftest import World, check, doc_command, invoke, run_count
 
 pytestmark = pytest.mark.adversarial

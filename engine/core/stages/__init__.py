@@ -3,7 +3,7 @@
 Each module listed in ``_STAGE_MODULES`` defines ``STAGES: tuple[StageType, ...]`` (its versions: the
 newest and every older one kept for replay); registering a new stage type is adding its module name here
 (one line) next to its knob schema in ``schemas/stages/`` and its output schema in ``schemas/outputs/``
-(``tests/test_output_schemas.py`` requires one for every registered version).
+(``tests/core/test_output_schemas.py`` requires one for every registered version).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ From a calibration table (true ``label`` 0/1 and ``p1``, optionally ``p0``):
    the k-fixed LOO covers k/n_c of the points (optimistic) and the shifted one (k-1)/n_c (pessimistic),
    so the two bracket it. Without the envelope the beta_binomial bounds fall below their nominal
    coverage at small n_c (error given singleton: 0.82 instead of 0.90 at n_c = 30 in
-   tests/test_conformal_bounds.py's simulation); with it they hold. The two counts differ by at most
+   tests/core/stats/test_conformal_bounds.py's simulation); with it they hold. The two counts differ by at most
    one point per class without ties, so the envelope is barely wider.
 5. The joint guarantee: coverage of both classes and all rate bounds hold together with probability
    at least 1 - delta_0 - delta_1 - sum of the bounds' risks (union bound).

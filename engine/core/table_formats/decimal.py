@@ -10,7 +10,7 @@ Cells are sorted into three kinds, all vectorised except the last:
   alphabet both accept exactly the plain decimals ``[+-]?(digits[.digits*] | .digits)([eE][+-]?digits)?``
   (no underscores, no non-ASCII digits, no ``nan``/``inf`` words): pinned exhaustively for every string of
   up to 5 characters over ``0 1 9 + - . e E`` and by property tests on long mantissas, halfway cases,
-  exponents and subnormals (``tests/test_tables_arrow.py``). If the cast fails (a cell such as ``1.2.3``),
+  exponents and subnormals (``tests/core/test_tables_arrow.py``). If the cast fails (a cell such as ``1.2.3``),
   the cells matching that grammar (RE2) are cast and the others go to the last kind;
 * everything else (``nan``/``inf`` spellings, ``1_000``, non-ASCII digits, bad cells): Python's own
   conversion, cell by cell, exactly the code that converted every cell before.

@@ -1,7 +1,7 @@
 """Frozen: the paired bootstrap of ``paired.ppl_ratio`` 1.0.0 (certa 0.1.0 to 0.3.0).
 
 Kept, unchanged in what it computes, so that every 1.0.0 certificate replays bit for bit (see
-``docs/contributing.md``, "Versioned stages"; ``tests/test_golden.py`` replays them). Do not edit.
+``docs/contributing.md``, "Versioned stages"; ``tests/services/test_golden.py`` replays them). Do not edit.
 1.1.0 (``engine/core/stats/bootstrap/weighted_mean.py``) replaced the index streams: numpy PCG64 blocks on
 ``rng.spawn(2)`` gathered with ``np.take`` here, a compiled SFC64 loop per fixed block of replicates there. Only the
 resampling lives here; validation, the estimate and the BCa/percentile interval are shared with 1.1.0

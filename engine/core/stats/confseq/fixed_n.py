@@ -3,7 +3,7 @@
 Neither is a confidence sequence: each is a valid (1 - alpha) interval only at one sample size fixed in
 advance, and checking it after every observation inflates the error rate: by the law of the iterated
 logarithm a radius of order sqrt(ln(1/alpha) / n) is crossed eventually with probability one (see Howard,
-Ramdas, McAuliffe & Sekhon 2021, Ann. Statist.; measured in ``tests/test_sequential_validity.py``).
+Ramdas, McAuliffe & Sekhon 2021, Ann. Statist.; measured in ``tests/core/stats/test_sequential_validity.py``).
 The certificate labels both "not valid under optional stopping".
 
 ``eb_fixed_n``: the fixed-n empirical-Bernstein bound of Audibert, Munos & Szepesvari (2009) as the seed

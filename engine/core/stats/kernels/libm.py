@@ -27,7 +27,7 @@ different versions never see each other's choice).
     d <= 0, so exp's argument is never positive; nan if either argument is nan. It is within 2 ulp of the
     exact result wherever the sum does not cancel (max(x, y) >= 0, or the result <= max(x, y) / 2); where
     it does (both arguments negative, the result near 0) the absolute error stays within 2 ulp of
-    max(|x|, |y|, ln 2), as with numpy's formula (pinned against mpmath in ``tests/test_sequential_libm.py``).
+    max(|x|, |y|, ln 2), as with numpy's formula (pinned against mpmath in ``tests/core/stats/test_sequential_libm.py``).
 
 The limit: libm itself is not correctly rounded, so another C library, or glibc's variants for another
 CPU family, may still round a result differently in the last bit. The certificate's ``issued.platform``

@@ -29,7 +29,7 @@ Two draws:
 This one loop serves ``bootstrap.weighted_mean`` (streams = blocks of 256 replicates sharing one table of
 t·d and t, or of d for the alias draws) and ``bakeoff.pairwise_bootstrap`` (streams = vendors' samples, one
 table each): both stage versions' certificates were computed by its two copies, which it replaced bit for
-bit (``tests/test_sfc64_replicates.py`` pins the replicates of both callers, recorded before the merge). The
+bit (``tests/core/stats/test_sfc64_replicates.py`` pins the replicates of both callers, recorded before the merge). The
 loop is compiled without fast-math (``kernels.compiled``), so every machine gives the same bits.
 """
 

@@ -10,7 +10,7 @@ bidi characters (U+202E ...) are removed from every drawn string first (``_Rende
 
 Speed (``certa site`` draws thousands of plots in a process): text sizes, glyph layouts and font metrics are
 kept for the process (``_CachedTextToPath``, ``_RendererSVG``), and the ratio plot is drawn on one reused
-figure per layout (``_RatioFigure``); neither changes a byte (``tests/test_plots_reuse.py``).
+figure per layout (``_RatioFigure``); neither changes a byte (``tests/services/presentation/test_plots_reuse.py``).
 """
 
 from __future__ import annotations

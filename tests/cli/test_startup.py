@@ -1,0 +1,65 @@
+"""The command starts at once: ``certa --help``, every ``certa COMMAND --help`` and the browsing commands
+import only what they need (speed is measured in bench/cli_startup.py, not here)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("numpy", "scipy", "numba", "sqlalchemy", "cryptography", "matplotlib", "jinja2", "pyarrow", "dask",
+         "distributed", "alembic", "jsonschema", "yaml", "rfc8785")
+
+
+def _modules_after(*argv: str, cwd: Path = ROOT) -> set[str]:
+    """The top-level packages in ``sys.modules`` after ``certa ARGV`` ran in a fresh interpreter."""
+    script = ("import sys, json\nsys.argv = ['certa', *json.loads(sys.argv[1])]\nimport cli\n"
+              "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+              "sys.stderr.write('\\nMODULES ' + json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n")
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(list(argv))], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+    return set(json.loads(done.stderr.rsplit("MODULES ", 1)[1]))
+
+
+def test_help_imports_no_heavy_library() -> None:
+    assert not _modules_after("--help") & set(HEAVY)
+
+
+@pytest.mark.parametrize("command", sorted(main.commands))
+def test_each_commands_help_imports_no_heavy_library(command: str) -> None:
+    assert not _modules_after(command, "--help") & set(HEAVY)
+
+
+def test_list_of_a_sqlite_file_reads_it_through_the_standard_library_alone(small_spec: Path, tmp_path: Path) -> None:
+    from engine import run
+    from ledger import Ledger
+
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        run(small_spec, ledger=ledger)
+    loaded = _modules_after("list", "--ledger", str(tmp_path / "l.db"))
+    assert "sqlite3" in loaded  # it did read the ledger
+    assert not loaded & set(HEAVY)
+
+
+def test_validate_loads_no_kernel_library_no_crypto_no_plotting() -> None:
+    loaded = _modules_after("validate", "specs/paired-ratio/spec.yaml")
+    assert "jsonschema" in loaded
+    assert not loaded & {"scipy", "numba", "cryptography", "sqlalchemy", "matplotlib", "jinja2", "pyarrow", "dask",
+                         "alembic"}
+
+
+def test_show_loads_the_ledger_and_no_kernel_library(small_spec: Path, tmp_path: Path) -> None:
+    from engine import run
+    from ledger import Ledger
+
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        run(small_spec, ledger=ledger)
+    loaded = _modules_after("show", "latest", "--ledger", str(tmp_path / "l.db"))
+    assert "sqlalchemy" in loaded  # it did read the ledger
+    assert not loaded & {"scipy", "numba", "cryptography", "matplotlib", "jinja2", "pyarrow", "dask", "alembic"}

@@ -1,0 +1,93 @@
+"""The compiled certificate schema check (``engine.core.certificate._compile``) agrees with ``jsonschema`` exactly,
+and ``certificate_problems`` reports what it reported before (messages come from ``jsonschema``)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.core.certificate import _certificate_checker, _compile, certificate_problems
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+
+
+def golden_certificates() -> list[dict]:
+    found = []
+    for db in sorted(GOLDEN.glob("*/ledger.db")):
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            found += [json.loads(p) for (p,) in conn.execute("SELECT payload FROM entries WHERE kind = 'certificate'")]
+    return found
+
+
+CERTIFICATES = golden_certificates()
+VALIDATOR, FAST = _certificate_checker()
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.0, 1.0, 2.0, 1.5, 2, 1])
+                           | st.sampled_from(["", "x", "dev", "PASS", "a" * 64, "0" * 64, "0" * 32, "12"]),
+                           lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from(["id", "x", "name"]), c,
+                                                                               max_size=3), max_leaves=6)
+
+
+def paths(value, prefix=()):
+    yield prefix
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from paths(item, (*prefix, i))
+
+
+def test_golden_certificates_exist_and_pass_both() -> None:
+    assert CERTIFICATES and FAST is not None
+    for certificate in CERTIFICATES:
+        assert FAST(certificate) is VALIDATOR.is_valid(certificate) is True
+
+
+@pytest.mark.slow  # thousands of property examples: CI runs them, a unit run does not
+@settings(derandomize=True, max_examples=1500, deadline=None)
+@given(st.data())
+def test_compiled_check_equals_jsonschema_on_edited_certificates(data) -> None:
+    certificate = copy.deepcopy(data.draw(st.sampled_from(CERTIFICATES)))
+    for _ in range(data.draw(st.integers(1, 3))):
+        candidates = list(paths(certificate))[1:]
+        path = data.draw(st.sampled_from(candidates))
+        parent = certificate
+        for step in path[:-1]:
+            parent = parent[step]
+        action = data.draw(st.sampled_from(["replace", "delete", "add"]))
+        if action == "replace":
+            parent[path[-1]] = data.draw(json_values)
+        elif action == "delete" and isinstance(parent, dict):
+            del parent[path[-1]]
+        elif isinstance(parent, dict):
+            parent[data.draw(st.sampled_from(["extra", "results_sha256", "platform", "versions"]))] = data.draw(json_values)
+    assert FAST(certificate) is VALIDATOR.is_valid(certificate)
+    messages = certificate_problems(certificate)
+    assert [m for m in messages if m.startswith("schema: ")] == [
+        f"schema: {'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in VALIDATOR.iter_errors(certificate)]
+
+
+@pytest.mark.parametrize("schema", [{"$ref": "#/x"}, {"$ref": "other.schema.json#/x"},
+                                    {"$ref": "#/$defs/a", "type": "object"}, {"patternProperties": {}},
+                                    {"enum": [[1]]}, {"type": "thing"}])
+def test_unknown_keywords_are_not_compiled(schema) -> None:
+    with pytest.raises(NotImplementedError):
+        _compile(schema)
+
+
+def test_local_refs_any_of_and_fixed_length_arrays_compile_as_jsonschema_checks_them() -> None:
+    from jsonschema import Draft202012Validator
+
+    schema = {"$defs": {"real": {"anyOf": [{"type": "number"}, {"enum": ["NaN", "Infinity", "-Infinity"]}]}},
+              "type": "array", "prefixItems": [{"$ref": "#/$defs/real"}, {"type": "string"}], "items": False,
+              "minItems": 1, "maxItems": 2, "x-certa-note": "annotations never fail"}
+    check = _compile(schema)
+    for instance in ([1.5], [1, "a"], ["NaN", "b"], [], [1, 2], ["nan"], [True], [1, "a", 3], "x", [1.0, "a"]):
+        assert check(instance) is Draft202012Validator(schema).is_valid(instance), instance

@@ -1,0 +1,376 @@
+"""Arrow-backed table parsing equals the Python parser of certa <= 0.3.0, bit for bit.
+
+The oracle (``_oracle_*``) is a verbatim copy of ``engine/core/tables.py`` as released in 0.3.0 (CSV by Python's
+``csv`` module, numbers by ``astype(float64)`` on Python strings). Every table the oracle accepted must
+give the same columns (order, strings, float64 bits, row count, sha256); every table it refused must be
+refused with the same message.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import struct
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine import InputError
+from engine.core.table_formats.arrow_csv import PY_WHITESPACE
+from engine.core.tables import columns_to_csv_bytes, format_for_path, parse_table
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# --------------------------------------------------------------------------- the oracle: certa 0.3.0
+
+def _oracle_cells(values: list[Any]) -> np.ndarray:
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    return arr
+
+
+def _oracle_parse_csv(name: str, raw: bytes) -> dict[str, np.ndarray]:
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"input '{name}' is not UTF-8 text: {exc}") from None
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    rows = [r for r in rows if r]
+    if not rows:
+        raise InputError(f"input '{name}' is empty: a CSV table needs a header row and at least one data row")
+    header = [h.strip() for h in rows[0]]
+    if len(set(header)) != len(header) or any(h == "" for h in header):
+        raise InputError(f"input '{name}': the header has empty or repeated column names: {header}")
+    body = rows[1:]
+    for i, row in enumerate(body):
+        if len(row) != len(header):
+            raise InputError(
+                f"input '{name}', row {i + 1}: {len(row)} cells but the header has {len(header)} columns"
+            )
+    return {h: _oracle_cells([row[j].strip() for row in body]) for j, h in enumerate(header)}
+
+
+def _oracle_is_float(cell: str) -> bool:
+    try:
+        float(cell or "nan")
+    except ValueError:
+        return False
+    return True
+
+
+def _oracle_numeric(name: str, column: str, cells: np.ndarray, allow_missing: bool) -> np.ndarray:
+    filled = np.where(cells == "", "nan", cells)
+    try:
+        values = filled.astype(np.float64)
+    except ValueError:
+        bad = next(i for i, c in enumerate(cells.tolist()) if not _oracle_is_float(c))
+        raise InputError(
+            f"input '{name}', column '{column}', row {bad + 1}: {cells[bad]!r} is not a number"
+        ) from None
+    if not allow_missing:
+        bad_rows = np.flatnonzero(~np.isfinite(values))
+        if bad_rows.size:
+            row = int(bad_rows[0])
+            raise InputError(
+                f"input '{name}', column '{column}', row {row + 1}: value {cells[row]!r} is missing or "
+                f"not finite ({bad_rows.size} such row(s)); clean the data or drop those rows"
+            )
+    return values
+
+
+# --------------------------------------------------------------------------- comparison
+
+def _bits(values: np.ndarray) -> list[int]:
+    return np.asarray(values, dtype=np.float64).view(np.uint64).tolist()
+
+
+def _outcome(fn):
+    try:
+        return ("ok", fn())
+    except InputError as exc:
+        return ("InputError", str(exc))
+    except csv.Error as exc:
+        return ("csv.Error", str(exc))
+
+
+def assert_csv_same_as_oracle(raw: bytes) -> None:
+    expected = _outcome(lambda: _oracle_parse_csv("t", raw))
+    got = _outcome(lambda: parse_table("t", raw, "csv"))
+    assert got[0] == expected[0], (raw, got, expected)
+    if expected[0] != "ok":
+        assert got[1] == expected[1]
+        return
+    oracle, table = expected[1], got[1]
+    assert list(table.columns) == list(oracle)
+    assert table.n_rows == (len(next(iter(oracle.values()))) if oracle else 0)
+    for column, cells in oracle.items():
+        text = table.text(column)
+        assert text.dtype == object and text.tolist() == cells.tolist()
+        assert all(type(c) is str for c in text.tolist())
+        for allow_missing in (True, False):
+            want = _outcome(lambda: _bits(_oracle_numeric("t", column, cells, allow_missing)))
+            have = _outcome(lambda: _bits(table.numeric(column, allow_missing=allow_missing)))
+            assert have == want, (raw, column, allow_missing)
+
+
+# --------------------------------------------------------------------------- strategies
+
+def _halfway(draw) -> str:
+    """A decimal at, just below or just above the midpoint of two adjacent doubles (often > 17 digits)."""
+    x = draw(st.floats(min_value=5e-324, max_value=1.7e308, allow_nan=False, allow_infinity=False))
+    up = np.nextafter(x, np.inf)
+    mid = (Decimal(x) + Decimal(float(up))) / 2
+    digits = format(mid, "e")
+    nudge = draw(st.sampled_from(["", "0", "1", "9", "00000000000000000001", "99999999999999999999"]))
+    mantissa, exponent = digits.split("e")
+    if nudge and "." in mantissa:
+        mantissa = mantissa + nudge if draw(st.booleans()) else mantissa[:-1]
+    return f"{mantissa}e{exponent}"
+
+
+SPECIAL = ["nan", "NaN", "NAN", "-nan", "+nan", "inf", "-inf", "+inf", "Inf", "INF", "infinity", "Infinity",
+           "-Infinity", "+INFINITY", "1_000", "1_0.5e1_0", "١٢٣", "１２", "0x10", "1e", "e5", ".", "+", "-", "+-1",
+           "1.2.3", "1e5.5", "--1", "abc", "1 2", "nan1", "infinit", "1d5", "1f", "0.0", "-0", "-0.0", "+0",
+           "1E+400", "-1e400", "1e-400", "4.9e-324", "2.4703282292062328e-324", "2.4703282292062327e-324",
+           "2.2250738585072011e-308", "2.2250738585072012e-308", "1.7976931348623157e308",
+           "1.7976931348623158e308", "1.797693134862315807e308", "9007199254740993", "0000012", "1.",
+           ".5", "-.5e-3", "+5.", "1e0000000000000000000001", "1e-99999999999999999999"]
+
+
+@st.composite
+def decimal_cell(draw) -> str:
+    kind = draw(st.integers(0, 5))
+    if kind == 0:
+        return draw(st.sampled_from(SPECIAL))
+    if kind == 1:
+        return _halfway(draw)
+    if kind == 2:
+        return repr(draw(st.floats(allow_nan=False, allow_infinity=False)))
+    sign = draw(st.sampled_from(["", "-", "+"]))
+    int_part = draw(st.text("0123456789", max_size=30))
+    frac = draw(st.none() | st.text("0123456789", max_size=30))
+    mantissa = int_part + ("" if frac is None else "." + frac)
+    if not mantissa.strip(".") :
+        mantissa = "0"
+    exponent = draw(st.none() | st.integers(-400, 400) | st.integers(-10**25, 10**25))
+    exp_text = "" if exponent is None else draw(st.sampled_from(["e", "E"])) + (
+        ("+" if exponent >= 0 and draw(st.booleans()) else "") + str(exponent))
+    return sign + mantissa + exp_text
+
+
+WHITESPACE = st.sampled_from(["", "", " ", "\t", "  ", "\xa0", "\u2003", "\x0b", "\x0c", "\x1c", "\x85", "\u3000"])
+
+
+@st.composite
+def padded_cell(draw) -> str:
+    return draw(WHITESPACE) + draw(decimal_cell()) + draw(WHITESPACE)
+
+
+# --------------------------------------------------------------------------- properties
+
+def test_py_whitespace_is_what_str_strip_removes() -> None:
+    assert set(PY_WHITESPACE) == {chr(c) for c in range(0x110000) if chr(c).isspace()}
+
+
+@settings(derandomize=True, max_examples=400, deadline=None)
+@given(st.lists(padded_cell(), min_size=1, max_size=40))
+def test_numbers_equal_pythons_float_bit_for_bit(cells: list[str]) -> None:
+    raw = ("x\n" + "\n".join(cells) + "\n").encode("utf-8")
+    assert_csv_same_as_oracle(raw)
+
+
+@settings(derandomize=True, max_examples=200, deadline=None)
+@given(st.lists(decimal_cell(), min_size=1, max_size=200))
+def test_numbers_without_bad_cells_equal_pythons_float(cells: list[str]) -> None:
+    good = [c for c in cells if _oracle_is_float(c)] or ["1"]
+    table = parse_table("t", ("x\n" + "\n".join(good) + "\n").encode(), "csv")
+    assert _bits(table.numeric("x", allow_missing=True)) == _bits([float(c) for c in good])
+
+
+CELL_TEXT = st.text(alphabet=st.sampled_from(list("ab01.e-+ ,\t\"\r\n\x00\x1c\xa0é\u2003x\ufeff")), max_size=6)
+
+
+@st.composite
+def csv_bytes(draw) -> bytes:
+    n_cols = draw(st.integers(1, 4))
+    lines = []
+    for _ in range(draw(st.integers(0, 6))):
+        if draw(st.integers(0, 9)) == 0:
+            lines.append("")  # an empty line
+            continue
+        width = n_cols if draw(st.integers(0, 7)) else draw(st.integers(1, 5))
+        lines.append(",".join(draw(st.one_of(CELL_TEXT, padded_cell())) for _ in range(width)))
+    header = ",".join(draw(st.sampled_from(["a", " b", "c ", "a", "", "é", "x\ty"])) for _ in range(n_cols))
+    ends = [draw(st.sampled_from(["\n", "\r\n", "\r"])) for _ in range(len(lines) + 1)]
+    text = header + "".join(end + line for end, line in zip(ends, lines))
+    if draw(st.booleans()):
+        text += ends[-1]
+    raw = text.encode("utf-8")
+    if draw(st.integers(0, 5)) == 0:
+        raw = b"\xef\xbb\xbf" + raw
+    if draw(st.integers(0, 9)) == 0:
+        raw += b"\xff"  # invalid UTF-8
+    return raw
+
+
+@settings(derandomize=True, max_examples=600, deadline=None)
+@given(csv_bytes())
+def test_csv_files_parse_as_python_csv_did(raw: bytes) -> None:
+    assert_csv_same_as_oracle(raw)
+
+
+@pytest.mark.parametrize("raw", [
+    b"", b"\n\n", b"\xef\xbb\xbf", b"a\n", b"a,b\n1,2\n\n\n3,4", b"a,b\r\n1,2\r\n", b"a,b\r1,2\r3,4",
+    b" a , b \n 01 , 2 \n", b"id\n01\n007\n", b"a\n\"q\"\n", b"a,b\n1\n", b"a\n1,2\n", b"a,a\n1,2\n",
+    b"a,\n1,2\n", b"\xef\xbb\xbfa\n1\n", b"a\n\xff\n", b"a\n1\x002\n", b"a\n" + b"x" * 200_000 + b"\n",
+    b"a\n" + b"1" * 120_000 + b"\n", b"x\nnan\n-nan\n+inf\n", b"x\n1\n2\noops\n", b"a\n\x1c1\x1c\n",
+])
+def test_edge_case_files_parse_as_python_csv_did(raw: bytes) -> None:
+    assert_csv_same_as_oracle(raw)
+
+
+def test_long_ids_and_leading_zeros_stay_text() -> None:
+    table = parse_table("t", b"id,x\n01,1\n0007,2\n12345678901234567890123,3\n", "csv")
+    assert table.text("id").tolist() == ["01", "0007", "12345678901234567890123"]
+
+
+def test_large_csv_matches_oracle() -> None:
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(20_000) * 10.0 ** rng.integers(-300, 300, 20_000)
+    raw = columns_to_csv_bytes({"id": [f"r{i:06d}" for i in range(x.size)], "x": x,
+                                "k": rng.integers(-10**18, 10**18, x.size)})
+    assert_csv_same_as_oracle(raw)
+    assert _bits(parse_table("t", raw, "csv").numeric("x")) == _bits(x)
+
+
+# --------------------------------------------------------------------------- Parquet
+
+def _parquet(table: pa.Table, **kwargs: Any) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, **kwargs)
+    return sink.getvalue()
+
+
+def test_parquet_and_csv_with_the_same_values_give_equal_columns() -> None:
+    rng = np.random.default_rng(3)
+    n = 500
+    x = rng.standard_normal(n) * 10.0 ** rng.integers(-300, 300, n)
+    k = rng.integers(-2**62, 2**62, n)
+    ids = [f"r{i:04d}" for i in range(n)]
+    flag = rng.integers(0, 2, n).astype(bool)
+    cols = {"id": ids, "x": x, "k": k, "flag": flag}
+    from_csv = parse_table("t", columns_to_csv_bytes(cols), "csv")
+    raw = _parquet(pa.table({"id": pa.array(ids).dictionary_encode(), "x": x, "k": k, "flag": flag}))
+    from_parquet = parse_table("t", raw, "parquet")
+    assert from_parquet.fmt == "parquet" and from_parquet.raw == raw
+    assert list(from_parquet.columns) == list(from_csv.columns) and from_parquet.n_rows == n
+    for column in cols:
+        assert from_parquet.text(column).tolist() == from_csv.text(column).tolist()
+    for column in ("x", "k"):
+        assert _bits(from_parquet.numeric(column)) == _bits(from_csv.numeric(column))
+    for table in (from_csv, from_parquet):
+        with pytest.raises(InputError, match=r"column 'flag', row 1: '(true|false)' is not a number"):
+            table.numeric("flag")
+    assert _bits(from_parquet.numeric("k")) == _bits([float(v) for v in k.tolist()])
+
+
+def test_parquet_nulls_are_missing_like_empty_csv_cells() -> None:
+    raw = _parquet(pa.table({"x": pa.array([1.5, None, 3.0]), "k": pa.array([1, None, 3]),
+                             "s": pa.array(["1", None, " 2 "]), "z": pa.nulls(3)}))
+    table = parse_table("t", raw, "parquet")
+    csv_table = parse_table("t", b"x,k,s,z\n1.5,1,1,\n,,,\n3.0,3, 2 ,\n", "csv")
+    assert table.text("x").tolist() == csv_table.text("x").tolist() == ["1.5", "", "3.0"]
+    assert table.text("k").tolist() == ["1", "", "3"] and table.text("z").tolist() == ["", "", ""]
+    assert table.text("s").tolist() == ["1", "", " 2 "]  # Parquet strings are kept as stored (not stripped)
+    for column in "xksz":
+        assert _bits(table.numeric(column, allow_missing=True)) == _bits(csv_table.numeric(column, allow_missing=True))
+        with pytest.raises(InputError, match=rf"column '{column}', row \d: value '' is missing"):
+            table.numeric(column)
+
+
+@pytest.mark.parametrize("arrow_type, values", [
+    (pa.list_(pa.int64()), [[1], [2]]), (pa.struct([("a", pa.int64())]), [{"a": 1}, {"a": 2}]),
+    (pa.decimal128(5, 2), [Decimal("1.25"), Decimal("2.50")]), (pa.timestamp("s"), [0, 1]), (pa.binary(), [b"a", b"b"]),
+])
+def test_unsupported_parquet_types_are_refused_naming_the_column(arrow_type: pa.DataType, values: list) -> None:
+    raw = _parquet(pa.table({"ok": [1.0, 2.0], "bad": pa.array(values, type=arrow_type)}))
+    with pytest.raises(InputError, match=r"input 't', column 'bad': Parquet type .* is not supported"):
+        parse_table("t", raw, "parquet")
+
+
+def test_parquet_refusals_name_the_input() -> None:
+    with pytest.raises(InputError, match="input 't' is not a readable Parquet file"):
+        parse_table("t", b"x\n1\n", "parquet")
+    assert format_for_path(Path("data/x.parquet")) == "parquet"
+
+
+def test_parquet_float32_and_big_ints_convert_exactly() -> None:
+    f32 = np.array([0.1, 1e-40, 3.4e38], dtype=np.float32)
+    big = [2**53 + 1, -(2**63), 2**63 - 1]
+    raw = _parquet(pa.table({"f": f32, "i": pa.array(big, pa.int64()), "u": pa.array([2**64 - 1, 0, 1], pa.uint64())}))
+    table = parse_table("t", raw, "parquet")
+    assert _bits(table.numeric("f")) == _bits(f32.astype(np.float64))
+    assert _bits(table.numeric("i")) == _bits([float(v) for v in big])
+    assert table.text("u").tolist() == [str(2**64 - 1), "0", "1"]
+    assert _bits(table.numeric("u")) == _bits([float(2**64 - 1), 0.0, 1.0])
+
+
+# --------------------------------------------------------------------------- import cost
+
+def test_pyarrow_is_not_imported_by_certa_help_or_import_engine() -> None:
+    code = ("import sys, cli, engine\n"
+            "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print('pyarrow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_arrow_cast_accepts_exactly_what_float_accepts_over_the_decimal_alphabet() -> None:
+    """Every string of up to 5 characters over 0 1 9 + - . e E: Arrow's cast succeeds exactly where Python's
+    float() does, with the same bits (the premise of ``table_formats.decimal``'s fast path)."""
+    import itertools
+
+    import pyarrow.compute as pc
+
+    for length in range(1, 6):
+        for chars in itertools.product("019+-.eE", repeat=length):
+            cell = "".join(chars)
+            try:
+                arrow = pc.cast(pa.array([cell]), pa.float64())[0].as_py()
+            except pa.ArrowInvalid:
+                arrow = None
+            python = float(cell) if _oracle_is_float(cell) and cell else None
+            assert (arrow is None) == (python is None), cell
+            if python is not None:
+                assert struct.pack("<d", arrow) == struct.pack("<d", python), cell
+
+
+@settings(derandomize=True, max_examples=300, deadline=None)
+@given(st.lists(st.text("0123456789+-.eE", min_size=1, max_size=12), min_size=1, max_size=30))
+def test_cells_over_the_decimal_alphabet_parse_as_python_did(cells: list[str]) -> None:
+    assert_csv_same_as_oracle(("x\n" + "\n".join(cells) + "\n").encode())
+
+
+@settings(derandomize=True, max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(["vendor-a", "vendor-b", "é", "a b", "0", "01", "Z", "zz"]), min_size=1,
+                max_size=40))
+def test_factorize_of_an_arrow_column_equals_the_python_cells_path(labels: list[str]) -> None:
+    """``Table.factorize`` dictionary-encodes an Arrow-read column; the answer is the one the cells give."""
+    from engine.core.tables import factorize_cells, parse_table
+
+    raw = ("label,x\n" + "".join(f"{label},1\n" for label in labels)).encode("utf-8")
+    table = parse_table("t", raw, "csv")
+    found_labels, codes = table.factorize("label")
+    expected_labels, expected_codes = factorize_cells(table.text("label"))
+    assert found_labels == expected_labels == tuple(sorted(set(labels)))
+    assert codes.tolist() == expected_codes.tolist() == [found_labels.index(label) for label in labels]

@@ -1,0 +1,400 @@
+"""Schema migrations of the ledger (Alembic, ``certa migrate``).
+
+An older ledger is upgraded in place with every hashed byte unchanged (so checkpoints signed before still
+verify), in one transaction; until then it can be read but not written; a ledger of a newer certa is
+refused. Every test runs on SQLite, and on PostgreSQL when CERTA_TEST_POSTGRES_URL is set (a fresh
+database per ledger, dropped afterwards).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import create_engine, inspect, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+
+from cli import main
+from engine import LedgerError, run
+from engine.services.audit import verify
+from ledger import Ledger
+from ledger.schema import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, blobs, entries, ledger_meta, merkle_nodes, runs
+from ledger.schema import read_schema_state
+from ledger.store import SchemaState
+
+from tests.conftest import fresh_postgres_databases
+
+ROOT = Path(__file__).resolve().parents[2]
+NEW_INDEXES = {"ix_entries_run_id_kind", "ix_runs_name", "ix_runs_recorded_at"}
+
+NewDatabase = Callable[[], str]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[NewDatabase]:
+    """A factory of fresh, empty databases (URLs): SQLite files, or PostgreSQL databases dropped afterwards."""
+    if request.param == "sqlite":
+        numbers = itertools.count()
+        yield lambda: f"sqlite:///{tmp_path / f'ledger-{next(numbers)}.db'}"
+        return
+    with fresh_postgres_databases("migration tests") as new_database:
+        yield new_database
+
+
+def _sql(url: str, *statements: str) -> None:
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        for statement in statements:
+            conn.execute(text(statement))
+    engine.dispose()
+
+
+def _make_schema_1(url: str) -> None:
+    """Turn a ledger of this certa into one as certa 0.1.0/0.2.0 left it: no new indexes, no merkle_nodes, no
+    alembic_version, schema_version '1' (``test_revision_0001_is_the_schema_of_certa_0_2_0`` pins that this is
+    exact)."""
+    _sql(url, *(f"DROP INDEX {name}" for name in sorted(NEW_INDEXES)), "DROP TABLE merkle_nodes",
+         "DROP TABLE alembic_version", "UPDATE ledger_meta SET value = '1' WHERE key = 'schema_version'")
+
+
+def _make_schema_2(url: str) -> None:
+    """Turn a ledger of this certa into one as certa 0.3.0 left it: no merkle_nodes, schema 2, revision 0002."""
+    _sql(url, "DROP TABLE merkle_nodes", "UPDATE alembic_version SET version_num = '0002'",
+         "UPDATE ledger_meta SET value = '2' WHERE key = 'schema_version'")
+
+
+def _nodes(url: str) -> list[tuple]:
+    """Every merkle_nodes row, in key order."""
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        rows = [tuple(row) for row in conn.execute(select(merkle_nodes).order_by(*merkle_nodes.primary_key))]
+    engine.dispose()
+    return rows
+
+
+@pytest.fixture
+def old_ledger(database: NewDatabase, small_spec: Path) -> str:
+    """The URL of a schema-1 ledger holding two runs and a review."""
+    url = database()
+    with Ledger.open(url) as ledger:
+        first = run(small_spec, ledger=ledger).run_id
+        run(small_spec, ledger=ledger)
+        ledger.record_note(first, "review", {"reviewer": "alice", "decision": "approved", "note": ""})
+    _make_schema_1(url)
+    return url
+
+
+def _rows(url: str) -> dict[str, list[tuple]]:
+    """Every row of entries, blobs and runs (all columns, in key order) and the chain head row."""
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        snapshot = {table.name: [tuple(row) for row in conn.execute(select(table).order_by(*table.primary_key))]
+                    for table in (entries, blobs, runs)}
+        snapshot["head"] = list(conn.execute(select(ledger_meta).where(ledger_meta.c.key == "head")))
+    engine.dispose()
+    return snapshot
+
+
+def _schema(url: str) -> dict[str, dict]:
+    """Tables with their columns, primary keys, indexes, unique and check constraints."""
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        found = inspect(conn)
+        schema = {table: {
+            "columns": [(c["name"], str(c["type"]), c["nullable"]) for c in found.get_columns(table)],
+            "primary_key": found.get_pk_constraint(table)["constrained_columns"],
+            "indexes": sorted((i["name"], tuple(i["column_names"]), bool(i["unique"]))
+                              for i in found.get_indexes(table)),
+            "unique": sorted((u["name"], tuple(u["column_names"])) for u in found.get_unique_constraints(table)),
+            "checks": sorted(c["name"] for c in found.get_check_constraints(table)),
+        } for table in found.get_table_names()}
+    engine.dispose()
+    return schema
+
+
+def _state(url: str) -> SchemaState:
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        state = read_schema_state(conn)
+    engine.dispose()
+    return state
+
+
+def _apply_revisions(url: str, revision: str) -> None:
+    """Run the Alembic revisions up to ``revision`` on the (empty) database at ``url``."""
+    from alembic import command
+
+    from ledger.migrate import alembic_config
+
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), revision)
+    engine.dispose()
+
+
+def _location(url: str) -> str:
+    with Ledger.open(url) as ledger:
+        return ledger.location
+
+
+def invoke(*args: str, ledger: str):
+    return CliRunner().invoke(main, [*args, "--ledger", ledger], catch_exceptions=False)
+
+
+def test_migrate_keeps_every_row_and_a_checkpoint_signed_before(old_ledger: str, small_spec: Path,
+                                                               tmp_path: Path) -> None:
+    before = _rows(old_ledger)
+    assert _state(old_ledger) == SchemaState("1", None)
+    keys = tmp_path / "keys"
+    assert CliRunner().invoke(main, ["keygen", "--out-dir", str(keys)]).exit_code == 0
+    checkpoint = str(tmp_path / "before.checkpoint")
+    assert invoke("checkpoint", "--key", str(keys / "certa.key"), "--out", checkpoint, ledger=old_ledger).exit_code == 0
+    check = ("verify", "--checkpoint", checkpoint, "--public-key", str(keys / "certa.pub"))
+    assert invoke(*check, ledger=old_ledger).exit_code == 0
+
+    result = invoke("migrate", "--json", ledger=old_ledger)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {
+        "ok": True, "ledger": _location(old_ledger), "changed": True, "stamped": True,
+        "from_schema": "1", "from_revision": "0001", "to_schema": "3", "to_revision": "0003"}
+
+    assert _rows(old_ledger) == before
+    assert _state(old_ledger) == SchemaState("3", "0003")
+    indexes = {i[0] for table in ("entries", "runs") for i in _schema(old_ledger)[table]["indexes"]}
+    assert NEW_INDEXES <= indexes
+    verified = invoke(*check, ledger=old_ledger)
+    assert verified.exit_code == 0 and verified.stdout.startswith("intact: ")
+
+    again = invoke("migrate", ledger=old_ledger)
+    assert again.exit_code == 0 and "already at the newest schema (version 3, revision 0003)" in again.stdout
+    assert json.loads(invoke("migrate", "--json", ledger=old_ledger).stdout)["changed"] is False
+    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("3", "0003")
+
+    with Ledger.open(old_ledger) as ledger:  # writable now
+        run(small_spec, ledger=ledger)
+        assert verify(ledger).intact and len(ledger.runs()) == 3
+
+
+def test_an_old_schema_ledger_is_readable_but_writing_is_refused_and_changes_nothing(
+        old_ledger: str, small_spec: Path, tmp_path: Path) -> None:
+    before, schema = _rows(old_ledger), _schema(old_ledger)
+    reads = (["list"], ["show", "latest"], ["head"], ["verify"], ["export", "latest", "-o", str(tmp_path / "c.json")])
+    for command in reads:
+        assert invoke(*command, ledger=old_ledger).exit_code == 0, command
+    where = _location(old_ledger)
+    message = (f"ledger {where} has schema version 1, older than this certa's {SCHEMA_VERSION}: run 'certa migrate "
+               f"--ledger {where}' (it keeps every entry byte-identical)")
+    with Ledger.open(old_ledger) as ledger:
+        first = ledger.runs()[-1].run_id
+        with pytest.raises(LedgerError, match=re.escape(message)):
+            run(small_spec, ledger=ledger)
+        with pytest.raises(LedgerError, match=re.escape(message)):
+            ledger.record_note(first, "replay", {"outcome": "REPRODUCED"})
+    refused = invoke("review", first, "--by", "bob", "--decision", "approved", ledger=old_ledger)
+    assert refused.exit_code == 2 and message in refused.stderr
+    assert _rows(old_ledger) == before and _schema(old_ledger) == schema
+    assert _state(old_ledger) == SchemaState("1", None)
+
+
+@pytest.mark.parametrize(("statement", "message"), [
+    ("UPDATE ledger_meta SET value = '4' WHERE key = 'schema_version'", "(schema 4); upgrade certa to read it"),
+    ("UPDATE alembic_version SET version_num = '0004'", "(schema revision 0004, unknown to this one); upgrade certa"),
+])
+def test_a_ledger_of_a_newer_certa_is_refused_for_reading_and_writing(database: NewDatabase, small_spec: Path,
+                                                                       statement: str, message: str) -> None:
+    url = database()
+    with Ledger.open(url) as ledger:
+        run(small_spec, ledger=ledger)
+        where = ledger.location
+    _sql(url, statement)
+    before, state = _rows(url), _state(url)
+    with pytest.raises(LedgerError, match=re.escape(f"ledger {where} was written by a newer certa {message}")):
+        Ledger.open(url)
+    for command in (["list"], ["verify"], ["migrate"]):
+        result = invoke(*command, ledger=url)
+        assert result.exit_code == 2 and "was written by a newer certa" in result.stderr
+    assert _rows(url) == before and _state(url) == state
+
+
+def test_a_failure_in_the_middle_of_the_migration_leaves_the_ledger_unchanged(
+        old_ledger: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from alembic.operations import Operations
+
+    before, schema = _rows(old_ledger), _schema(old_ledger)
+    real_create_index = Operations.create_index
+    calls: list[str] = []
+
+    def create_then_fail(self: Operations, name: str, *args: object, **kwargs: object) -> object:
+        calls.append(name)
+        if len(calls) == 2:  # after the stamp and the first new index
+            raise OperationalError(f"CREATE INDEX {name}", {}, Exception("disk full (simulated)"))
+        return real_create_index(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(Operations, "create_index", create_then_fail)
+    result = invoke("migrate", ledger=old_ledger)
+    assert result.exit_code == 2 and "failed, it is unchanged" in result.stderr
+    assert len(calls) == 2
+    assert _rows(old_ledger) == before and _schema(old_ledger) == schema
+    assert _state(old_ledger) == SchemaState("1", None)  # not even the stamp stayed
+
+    monkeypatch.undo()
+    assert invoke("migrate", ledger=old_ledger).exit_code == 0
+    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("3", "0003")
+
+
+def _writer_could_lock(url: str) -> bool:
+    """Whether another writer could take the ledger's write lock right now (without waiting)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        conn = sqlite3.connect(parsed.database, timeout=0, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+            return True
+        except sqlite3.OperationalError:
+            return False
+        finally:
+            conn.close()
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            conn.execute(select(ledger_meta).where(ledger_meta.c.key == "head").with_for_update(nowait=True))
+        return True
+    except OperationalError:
+        return False
+    finally:
+        engine.dispose()
+
+
+def test_the_migration_holds_the_write_lock_from_its_first_read(old_ledger: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import ledger.migrate
+
+    real_read = ledger.migrate.read_schema_state
+    could_lock: list[bool] = []
+
+    def read_while_a_writer_tries(conn: object) -> SchemaState:
+        could_lock.append(_writer_could_lock(old_ledger))
+        return real_read(conn)
+
+    monkeypatch.setattr(ledger.migrate, "read_schema_state", read_while_a_writer_tries)
+    assert invoke("migrate", ledger=old_ledger).exit_code == 0
+    assert could_lock == [False, False]  # before the stamp, and after the upgrade
+    assert _writer_could_lock(old_ledger)  # released at commit
+
+
+def test_a_new_ledger_is_created_at_the_head_revision_as_the_migrations_build_it(database: NewDatabase) -> None:
+    from ledger.migrate import script_head
+
+    assert HEAD_REVISION == REVISIONS[SCHEMA_VERSION] == script_head()
+    created, migrated = database(), database()
+    Ledger.open(created).close()
+    _apply_revisions(migrated, "head")
+    assert _state(created) == _state(migrated) == SchemaState(SCHEMA_VERSION, HEAD_REVISION)
+    assert _schema(created) == _schema(migrated)
+    assert NEW_INDEXES <= {i[0] for table in ("entries", "runs") for i in _schema(created)[table]["indexes"]}
+    result = invoke("migrate", ledger=created)
+    assert result.exit_code == 0 and "already at the newest schema" in result.output
+
+
+def test_revision_0001_is_the_schema_of_certa_0_2_0(database: NewDatabase, old_ledger: str) -> None:
+    url = database()
+    _apply_revisions(url, "0001")
+    assert _state(url) == SchemaState("1", "0001")
+    assert _rows(url) == {"entries": [], "blobs": [], "runs": [], "head": [("head", "0:" + "0" * 64)]}
+    applied = _schema(url)
+    del applied["alembic_version"]
+    assert applied == _schema(old_ledger)
+
+
+GOLDEN = sorted((ROOT / "tests" / "golden").glob("*/ledger.db"))
+
+
+@pytest.mark.skipif(not GOLDEN, reason="no golden ledgers recorded (tests/golden/VERSION/ledger.db)")
+@pytest.mark.parametrize("golden", GOLDEN, ids=lambda path: path.parent.name)
+def test_a_golden_ledger_of_a_released_certa_migrates_byte_identically(golden: Path, tmp_path: Path) -> None:
+    """A released ledger has exactly the schema of its revision (0001 for certa 0.1.0/0.2.0, unstamped; the
+    newest for later releases) and migrates to the newest without changing a row."""
+    manifest = json.loads((golden.parent / "MANIFEST.json").read_text())
+    db = tmp_path / f"{golden.parent.name}.db"
+    shutil.copyfile(golden, db)  # never open a golden ledger in place
+    url = f"sqlite:///{db}"
+    released = _state(url)
+    revision = released.revision or "0001"  # certa <= 0.2.0 wrote no alembic_version: schema 1 is revision 0001
+    reference = tmp_path / f"revision-{revision}.db"
+    _apply_revisions(f"sqlite:///{reference}", revision)
+
+    def ddl(path: Path) -> set[tuple]:
+        with sqlite3.connect(path) as conn:
+            return set(conn.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE '%alembic%'"))
+
+    assert ddl(db) == ddl(reference)  # the released schema is exactly its revision's
+    before = _rows(url)
+    with Ledger.open(url) as ledger:
+        assert f"{ledger.head()[0]}:{ledger.head()[1]}" == manifest["head"]
+        assert verify(ledger).intact
+        done = ledger.migrate()
+        assert (done.from_revision, done.to_revision, done.stamped) == (revision, "0003", released.revision is None)
+        assert verify(ledger).intact
+    assert _rows(url) == before and _state(url) == SchemaState("3", "0003")
+    entries_count = int(manifest["head"].split(":")[0])
+    assert len(_nodes(url)) == 2 * entries_count - entries_count.bit_count()  # one per complete perfect subtree
+
+
+def test_alembic_is_imported_only_by_migrate(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from cli import main\n"
+        "from ledger import Ledger\n"
+        "assert CliRunner().invoke(main, ['--help']).exit_code == 0\n"
+        f"Ledger.open({str(tmp_path / 'l.db')!r}).close()\n"
+        "assert CliRunner().invoke(main, ['list', '--ledger', " f"{str(tmp_path / 'l.db')!r}]).exit_code == 0\n"
+        "print(sorted(name for name in sys.modules if name.startswith(('alembic', 'ledger.migrat'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_revision_0003_backfills_the_merkle_nodes_the_writes_keep(database: NewDatabase, small_spec: Path,
+                                                                  tmp_path: Path) -> None:
+    """A schema 2 ledger (certa 0.3.0) migrated to 3 gets exactly the merkle_nodes rows that writing its entries
+    at schema 3 gave; a checkpoint signed before the migration still verifies, and ``prove`` gives the same
+    bundle from the old ledger (every entry hashed) and the migrated one (the nodes)."""
+    url = database()
+    with Ledger.open(url) as ledger:
+        first = run(small_spec, ledger=ledger).run_id
+        run(small_spec, ledger=ledger)
+        ledger.record_note(first, "review", {"reviewer": "alice", "decision": "approved", "note": ""})
+        n = ledger.head()[0]
+    written = _nodes(url)
+    assert len(written) == 2 * n - n.bit_count()  # one per complete perfect subtree
+    _make_schema_2(url)
+    before = _rows(url)
+    keys = tmp_path / "keys"
+    assert CliRunner().invoke(main, ["keygen", "--out-dir", str(keys)]).exit_code == 0
+    checkpoint = str(tmp_path / "before.checkpoint")
+    assert invoke("checkpoint", "--key", str(keys / "certa.key"), "--out", checkpoint, ledger=url).exit_code == 0
+    proved = invoke("prove", first, "--checkpoint", checkpoint, "--json", ledger=url)
+    assert proved.exit_code == 0, proved.output
+
+    result = invoke("migrate", "--json", ledger=url)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) | {"ledger": None} == {
+        "ok": True, "ledger": None, "changed": True, "stamped": False,
+        "from_schema": "2", "from_revision": "0002", "to_schema": "3", "to_revision": "0003"}
+    assert _rows(url) == before and _nodes(url) == written
+    assert invoke("verify", "--checkpoint", checkpoint, "--public-key", str(keys / "certa.pub"),
+                  ledger=url).exit_code == 0
+    again = invoke("prove", first, "--checkpoint", checkpoint, "--json", ledger=url)
+    assert again.exit_code == 0 and json.loads(again.stdout) == json.loads(proved.stdout)

@@ -1,0 +1,162 @@
+"""The report and the site in a real browser: headless Debian Chromium driven by Playwright (tests/browser_support.py),
+pages opened from file://. No console error, no network request, plots that are not blank, a visible "How to
+read this" box in every stage section, one colour per vendor in every bake-off plot, a working filter and sort
+on the index, and a PDF with a page per stage. Skipped only where Chromium or Playwright is missing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli import main
+from ledger import Ledger
+
+from tests.browser_support import (
+    browser,
+    example_ledger,
+    missing_browser_reason,
+    open_page,
+    pdf_page_count,
+    plot_pixel_spread,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = sorted(p.parent.name for p in (ROOT / "specs").glob("*/spec.yaml"))
+
+pytestmark = pytest.mark.skipif(missing_browser_reason() is not None, reason=missing_browser_reason() or "")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The examples in one ledger (reviewed, the paired-ratio example run twice), each one's standalone
+    report, and the site of the ledger."""
+    folder = tmp_path_factory.mktemp("browser")
+    db, runs = example_ledger(folder)
+    result = CliRunner().invoke(main, ["run", str(ROOT / "specs" / "paired-ratio" / "spec.yaml"), "--ledger", str(db),
+                                       "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    reports = {}
+    for example, run_id in runs.items():
+        reports[example] = folder / f"{example}.html"
+        result = CliRunner().invoke(main, ["report", run_id, "-o", str(reports[example]), "--ledger", str(db)])
+        assert result.exit_code == 0, result.output
+    site = folder / "site"
+    result = CliRunner().invoke(main, ["site", "-o", str(site), "--ledger", str(db), "--json"])
+    assert result.exit_code == 0, result.output
+    with Ledger.open(str(db), create=False) as ledger:
+        stages = {example: len(ledger.certificate(run_id)["content"]["stages"]) for example, run_id in runs.items()}
+    return {"db": db, "runs": runs, "reports": reports, "site": site, "stages": stages}
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    with browser() as context:
+        yield context
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_report_renders_offline_with_visible_plots(built, chromium, example: str) -> None:
+    page, log = open_page(chromium, built["reports"][example])
+    try:
+        assert log.console_errors == []
+        assert log.network_requests == []
+        assert page.locator("#verdict .verdict-word").inner_text() in {"PASS", "FAIL"}
+        spreads = plot_pixel_spread(page)
+        assert len(spreads) >= built["stages"][example]
+        assert all(spread > 10 for spread in spreads), spreads  # a blank plot area has a spread of 0
+        boxes = page.locator("section.stage .how-to-read")
+        assert boxes.count() == built["stages"][example]
+        for i in range(boxes.count()):
+            box = boxes.nth(i)
+            box.scroll_into_view_if_needed()
+            assert box.is_visible() and box.inner_text().startswith("How to read this")
+            assert box.bounding_box()["height"] > 40
+    finally:
+        page.close()
+
+
+_VENDOR_FILLS = """() => Array.from(document.querySelectorAll("figure.plot svg g[id*='-vendor']"))
+    .filter(g => /-vendor\\d+-row\\d+$/.test(g.id))
+    .map(g => [g.closest("figure").dataset.stage, g.id.match(/-vendor(\\d+)-row/)[1],
+               getComputedStyle(g.querySelector("use, path:not(defs path)") || g).fill])"""
+
+
+def test_each_vendor_is_drawn_in_one_colour_in_every_bakeoff_plot(built, chromium) -> None:
+    page, log = open_page(chromium, built["reports"]["vendor-bakeoff"])
+    try:
+        marks = page.evaluate(_VENDOR_FILLS)
+    finally:
+        page.close()
+    assert log.console_errors == []
+    assert len({stage for stage, _, _ in marks}) >= 2  # several bake-off plots
+    colours: dict[str, set[str]] = {}
+    for _, vendor, fill in marks:
+        colours.setdefault(vendor, set()).add(fill)
+    assert len(colours) >= 3 and all(len(fills) == 1 for fills in colours.values()), colours
+    assert len({next(iter(f)) for f in colours.values()}) == len(colours)
+
+
+def test_site_run_page_loads_the_shared_stylesheet(built, chromium) -> None:
+    run_id = built["runs"]["paired-ratio"]
+    page, log = open_page(chromium, built["site"] / "runs" / f"{run_id}.html")
+    try:
+        assert log.console_errors == [] and log.network_requests == []
+        assert any(url.endswith("/certa.css") for url in log.requests)
+        # the stylesheet applied: the verdict box is green-bordered, not the default black
+        assert page.eval_on_selector("#verdict", "e => getComputedStyle(e).borderTopColor") == "rgb(26, 127, 55)"
+        assert all(spread > 10 for spread in plot_pixel_spread(page))
+    finally:
+        page.close()
+
+
+def _visible_names(page) -> list[str]:
+    return page.eval_on_selector_all("#runs-table tbody tr", "rows => rows.filter(r => !r.hidden && r.offsetParent !== null)"
+                                                              ".map(r => r.dataset.name)")
+
+
+def test_index_filters_and_sorts_without_a_server(built, chromium) -> None:
+    page, log = open_page(chromium, built["site"] / "index.html")
+    try:
+        assert log.console_errors == [] and log.network_requests == []
+        everything = _visible_names(page)
+        assert len(everything) == len(built["runs"]) + 1
+        page.fill("#filter", "llama-edit-vs-base")
+        assert _visible_names(page) == ["llama-edit-vs-base", "llama-edit-vs-base"]
+        assert page.inner_text("#shown") == f"2 of {len(everything)} runs"
+        page.fill("#filter", "no such spec")
+        assert _visible_names(page) == [] and page.is_visible("#no-match")
+        page.fill("#filter", "")
+        page.click("button[data-sort='name']")
+        assert _visible_names(page) == sorted(everything)
+        page.click("button[data-sort='name']")
+        assert _visible_names(page) == sorted(everything, reverse=True)
+        assert page.get_attribute("#runs-table th:nth-child(2)", "aria-sort") == "descending"
+        page.click("button[data-sort='time']")  # ascending: oldest first
+        times = page.eval_on_selector_all("#runs-table tbody tr", "rows => rows.map(r => Number(r.dataset.time))")
+        assert times == sorted(times)
+        page.click("a[href^='runs/']")  # the links work from file://
+        page.wait_for_selector("#verdict")
+        assert log.console_errors == [] and log.network_requests == []
+    finally:
+        page.close()
+
+
+def test_report_prints_to_pdf_with_a_page_per_stage(built, chromium) -> None:
+    example = "vendor-bakeoff" if "vendor-bakeoff" in EXAMPLES else EXAMPLES[0]
+    page, _ = open_page(chromium, built["reports"][example])
+    try:
+        pdf = page.pdf(format="A4", print_background=True)
+    finally:
+        page.close()
+    assert pdf.startswith(b"%PDF")
+    # the first page (verdict), then each stage on a page of its own (gates, identity, verification after the
+    # last one), then the reviews
+    assert pdf_page_count(pdf) >= built["stages"][example] + 1
+
+
+def test_json_summary_of_the_site(built) -> None:
+    result = CliRunner().invoke(main, ["site", "-o", str(built["site"]), "--ledger", str(built["db"]), "--json"])
+    assert json.loads(result.stdout)["pages_written"] == 0

@@ -1,0 +1,488 @@
+"""The HTML report (engine.services.presentation.html, ``certa report``): every example renders with each stage's plot and tables,
+the verdict first, then the stages (each opening with "How to read this"), gates, identity, verification and
+reviews; nothing fetched at view time, the same bytes twice, hostile strings escaped; every golden ledger's runs
+render; the bake-off, sequential and paired sections show what their outputs hold and nothing they do not."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli import main
+from engine.services.presentation.explain import EXPLAINED, how_to_read
+from engine.services.presentation.stages.bakeoff import bucket_lead
+from engine.services.presentation.html import Link, gather_report, render_report
+from engine.services.presentation.html.sections import stage_section
+from ledger import Ledger
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = sorted(p.parent.name for p in (ROOT / "specs").glob("*/spec.yaml"))
+GOLDEN = sorted(p.parent.name for p in (ROOT / "tests" / "golden").glob("*/ledger.db"))
+HOSTILE = "<script>alert(\"x\")</script> & 'single' \"double\""
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """Every example spec run into one temporary ledger: (ledger path, example folder -> run id)."""
+    db = tmp_path_factory.mktemp("html") / "ledger.db"
+    runs = {}
+    for example in EXAMPLES:
+        result = invoke("run", str(ROOT / "specs" / example / "spec.yaml"), "--ledger", str(db), "--json")
+        assert result.exit_code == 0, result.output
+        runs[example] = json.loads(result.stdout)["run_id"]
+    return db, runs
+
+
+def _report(db: Path, run_id: str) -> str:
+    with Ledger.open(str(db), create=False) as ledger:
+        return render_report(gather_report(ledger, run_id))
+
+
+def _sections(page: str) -> dict[str, str]:
+    """Stage id -> the HTML of its section."""
+    found = re.findall(r'<section class="stage" id="stage-([^"]+)"[^>]*>(.*?)</section>', page, flags=re.S)
+    return dict(found)
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_stage_has_a_plot_and_tables_after_the_verdict(examples, example: str) -> None:
+    db, runs = examples
+    page = _report(db, runs[example])
+    with Ledger.open(str(db), create=False) as ledger:
+        certificate = ledger.certificate(runs[example])
+    stage_ids = [s["id"] for s in certificate["content"]["knobs"]["stages"]]  # the spec's order
+    sections = _sections(page)
+    assert list(sections) == stage_ids
+    for stage_id, html in sections.items():
+        assert '<figure class="plot"' in html and "<svg" in html, stage_id
+        assert "<table" in html and "<td" in html, stage_id
+    first_section = re.search(r"<section[^>]*>", page)
+    assert first_section is not None and 'id="verdict"' in first_section.group(0)
+    # verdict -> stages with their plots -> gates -> identity -> verification -> reviews
+    last_stage = page.rindex('<section class="stage"')
+    assert page.index('id="verdict"') < page.index('<section class="stage"') <= last_stage < page.index('id="gates"')
+    assert page.index('id="gates"') < page.index('id="identity"') < page.index('id="verification"')
+    assert page.index('id="verification"') < page.index('id="reviews"')
+    assert f'<p class="verdict-word">{certificate["content"]["verdict"]}</p>' in page
+    for gate in certificate["content"]["gates"]:
+        assert gate["id"] in page
+    for item in certificate["content"]["inputs"]:
+        assert item["sha256"] in page
+    assert certificate["content_sha256"] in page and certificate["content"]["knobs_hash"] in page
+    assert certificate["results_sha256"] in page
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_report_references_nothing_outside_itself(examples, example: str) -> None:
+    db, runs = examples
+    page = _report(db, runs[example])
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:|//)""", page, flags=re.I)
+    assert not re.search(r"""url\(\s*["']?\s*(?:https?:|//)""", page, flags=re.I)
+    assert "@import" not in page and "<script" not in page.lower() and "<link" not in page.lower()
+    assert "<?xml" not in page and "<!DOCTYPE svg" not in page
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    assert len(ids) == len(set(ids)), "element ids must be unique across the inline SVGs"
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_report_is_byte_identical_when_rendered_twice(examples, example: str) -> None:
+    db, runs = examples
+    assert _report(db, runs[example]) == _report(db, runs[example])
+
+
+def test_sequential_plot_uses_the_recorded_checks(examples) -> None:
+    db, runs = examples
+    with Ledger.open(str(db), create=False) as ledger:
+        data = gather_report(ledger, runs["sequential-diff"])
+        certificate = ledger.certificate(runs["sequential-diff"])
+    for stage_id, outputs in certificate["content"]["stages"].items():
+        checks = data.checks[stage_id]
+        assert len(checks) == outputs["sequence"]["checks"]
+        assert checks[-1]["n"] == outputs["sequence"]["stopping_time"] and checks[-1]["stop"] is True
+    page = render_report(data)
+    for stage_id, html in _sections(page).items():
+        n = len(data.checks[stage_id])
+        # a summary of the checks, and the full table folded inside <details>
+        assert "checks recorded" in html and f"All {n} recorded checks" in html
+        details = re.search(r"<details[^>]*>(.*?)</details>", html, flags=re.S)
+        assert details is not None and details.group(1).count("<tr>") == n + 1  # header + one row per check
+        assert html.count("<tr>") - details.group(1).count("<tr>") < 40  # the rest of the section stays short
+
+
+def test_hostile_strings_are_escaped(tmp_path: Path) -> None:
+    folder = tmp_path / "paired"
+    shutil.copytree(ROOT / "specs" / "paired-ratio", folder)
+    spec = folder / "spec.yaml"
+    text = spec.read_text()
+    text = re.sub(r"description: >\n(?:  .*\n)+", "description: " + json.dumps(HOSTILE) + "\n", text)
+    spec.write_text(text)
+    db = tmp_path / "ledger.db"
+    run_id = json.loads(invoke("run", str(spec), "--ledger", str(db), "--json").stdout)["run_id"]
+    assert invoke("review", run_id, "--by", HOSTILE, "--decision", "comment", "--note", HOSTILE,
+                  "--ledger", str(db)).exit_code == 0
+    with Ledger.open(str(db), create=False) as ledger:
+        data = gather_report(ledger, run_id)
+    assert data.certificate["content"]["spec"]["description"].strip() == HOSTILE
+    page = render_report(dataclasses.replace(data, name=HOSTILE))
+    assert "<script" not in page
+    escaped = "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; &#39;single&#39; &#34;double&#34;"
+    assert page.count(escaped) >= 4  # title, heading, description, reviewer, note
+    assert "unsigned" in page
+
+
+SPOOFED = "acme\u202e<b>devorppa</b> & --\x1b[31m\x07"
+"""A name from a spec or its data with a right-to-left override, markup, a comment end and control characters."""
+
+
+def test_plot_labels_lose_control_and_bidi_characters_and_stay_well_formed_xml() -> None:
+    """Gate, vendor, bucket, band, metric and scope names reach the SVG plots without U+202E or control
+    characters (as glyph paths and in matplotlib's comments), and the SVG is still well-formed, escaped XML."""
+    import xml.etree.ElementTree as ET
+
+    from engine.services.presentation.html import plots
+
+    svgs = [
+        plots.bakeoff_plot("b", buckets=[(SPOOFED, [(SPOOFED, 0.1, [0.0, 0.2]), ("other", -0.1, None)])],
+                           band_edges={SPOOFED: 0.05}, value_label=SPOOFED,
+                           colours=plots.vendor_colours([SPOOFED, "other"])),
+        plots.ratio_plot("r", ratio=1.01, display_ci=[0.99, 1.03], confidence_level=0.95,
+                         gate_lines=[(SPOOFED, 1.05)], drift_ratio=None, drift_band=None, delta=None),
+        plots.pac_bounds_plot("p", metrics=[SPOOFED], scopes=[SPOOFED], bounds={(SPOOFED, SPOOFED): (0.1, 0.05, 0.2)},
+                              thresholds=[(SPOOFED, SPOOFED, 0.15)]),
+    ]
+    for svg in svgs:
+        assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", svg)
+        ET.fromstring(svg)  # well-formed: the name's markup and "--" are escaped inside the comments
+        assert "<b>" not in svg and "acme&lt;b&gt;devorppa&lt;/b&gt; &amp;" in svg
+
+
+def test_reviews_and_replay_status_are_shown(tmp_path: Path, small_spec: Path) -> None:
+    db = tmp_path / "ledger.db"
+    run_id = json.loads(invoke("run", str(small_spec), "--ledger", str(db), "--json").stdout)["run_id"]
+    page = _report(db, run_id)
+    assert "never replayed" in page and "No reviews recorded" in page and "intact" in page
+    assert invoke("replay", run_id, "--ledger", str(db)).exit_code == 0
+    assert invoke("review", run_id, "--by", "alice@example.org", "--decision", "approved", "--note",
+                  "matches the model card", "--ledger", str(db)).exit_code == 0
+    page = _report(db, run_id)
+    assert "REPRODUCED" in page and "never replayed" not in page
+    assert "alice@example.org" in page and "matches the model card" in page and "approved" in page
+
+
+def test_links_must_be_relative(examples) -> None:
+    db, runs = examples
+    with Ledger.open(str(db), create=False) as ledger:
+        data = gather_report(ledger, runs["paired-ratio"])
+    page = render_report(data, links=[Link("All runs", "../index.html")], css_href="../report.css")
+    assert '<a href="../index.html">All runs</a>' in page and 'href="../report.css"' in page and "<style>" not in page
+    for bad in ("https://example.org/", "//example.org/x", "javascript:alert(1)"):
+        with pytest.raises(ValueError):
+            render_report(data, links=[Link("x", bad)])
+
+
+def test_render_time_is_a_parameter(examples) -> None:
+    db, runs = examples
+    with Ledger.open(str(db), create=False) as ledger:
+        data = gather_report(ledger, runs["paired-ratio"])
+    assert "2030-01-01T00:00:00Z" in render_report(data, rendered_at="2030-01-01T00:00:00Z")
+    assert "Rendered at" not in render_report(data)
+
+
+def test_cli_report_writes_refuses_to_overwrite_and_prints_json(examples, tmp_path: Path) -> None:
+    db, runs = examples
+    out = tmp_path / "run.html"
+    result = invoke("report", runs["conformal-pac"][:10], "-o", str(out), "--ledger", str(db), "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    body = out.read_bytes()
+    assert payload["ok"] is True and payload["file"] == str(out)
+    assert payload["sha256"] == hashlib.sha256(body).hexdigest()
+    assert body.decode("utf-8") == _report(db, runs["conformal-pac"])
+
+    out.write_text("keep me")
+    refused = invoke("report", runs["conformal-pac"], "-o", str(out), "--ledger", str(db), "--json")
+    assert refused.exit_code == 2 and json.loads(refused.stdout)["ok"] is False
+    assert out.read_text() == "keep me"
+
+    forced = invoke("report", runs["conformal-pac"], "-o", str(out), "--force", "--ledger", str(db), "--json")
+    assert forced.exit_code == 0 and out.read_bytes() == body
+    assert json.loads(forced.stdout)["sha256"] == payload["sha256"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left behind
+
+
+def test_importing_the_cli_loads_no_plotting_or_templating() -> None:
+    code = ("import sys, cli; loaded = [m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'jinja2')]; "
+            "print(loaded); sys.exit(1 if loaded else 0)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_an_aborted_run_renders_its_reason_without_stages(tmp_path: Path) -> None:
+    folder = tmp_path / "aborted"
+    shutil.copytree(ROOT / "specs" / "paired-ratio", folder)
+    spec = folder / "spec.yaml"
+    spec.write_text(re.sub(r"replicates: \d+", "replicates: 200", spec.read_text()))  # below release's minimum
+    db = tmp_path / "ledger.db"
+    result = invoke("run", str(spec), "--ledger", str(db), "--json")
+    assert result.exit_code == 3
+    with Ledger.open(str(db), create=False) as ledger:
+        page = render_report(gather_report(ledger, "latest"))
+    assert '<p class="verdict-word">ABORTED</p>' in page and "min_replicates" in page
+    assert not _sections(page)
+
+
+# -- how to read ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_stage_section_opens_with_how_to_read(examples, example: str) -> None:
+    db, runs = examples
+    page = _report(db, runs[example])
+    with Ledger.open(str(db), create=False) as ledger:
+        content = ledger.certificate(runs[example])["content"]
+    uses = {s["id"]: s["use"] for s in content["knobs"]["stages"]}
+    for stage_id, html in _sections(page).items():
+        assert uses[stage_id] in EXPLAINED
+        box = re.search(r'<aside class="how-to-read"[^>]*>(.*?)</aside>', html, flags=re.S)
+        assert box is not None and "How to read this" in box.group(1), stage_id
+        assert html.index('class="how-to-read"') < html.index('<figure class="plot"')
+        for paragraph in how_to_read(uses[stage_id], content["stages"][stage_id]):
+            assert f"<p>{paragraph}</p>".replace('"', "&#34;").replace("'", "&#39;") in box.group(1)
+
+
+def test_every_stage_type_names_a_presentation_module_with_a_section_and_texts() -> None:
+    """``StageType.presentation`` is a module name the core cannot import: each must import and define both parts."""
+    from engine.core.stages import REGISTRY
+    from engine.services.presentation.stages import presentation_of
+
+    for stage in REGISTRY:
+        presentation = presentation_of(stage.ref)
+        assert presentation is not None, stage.ref
+        assert callable(presentation.section) and callable(presentation.how_to_read), stage.ref
+    assert EXPLAINED == frozenset(REGISTRY.names())
+
+
+@pytest.mark.parametrize("use", sorted(EXPLAINED))
+def test_how_to_read_never_raises_on_missing_or_odd_keys(use: str) -> None:
+    for outputs in ({}, {"results": None, "buckets": {"x": None}, "range": "?", "joint_guarantee": []},
+                    {"buckets": {"all": {"leader": "a", "ranking": ["a"], "pairs": [None]}}}):
+        texts = how_to_read(use, outputs)
+        assert texts and all(isinstance(t, str) and t for t in texts)
+    assert how_to_read("no.such_stage", {}) == ()
+    assert how_to_read(f"{use}@1.0.0", {}) == how_to_read(use, {})
+
+
+def test_how_to_read_depends_on_the_decision_and_the_clipping() -> None:
+    same = how_to_read("sequential.diff", {"results": {"decision": "SAME", "estimand": "mean score difference"},
+                                           "config": {"alpha": 0.05, "equivalence_band": 0.01},
+                                           "method": {"validity": "anytime-valid"},
+                                           "range": {"low": -0.2, "high": 0.2, "source": "declared", "n_clipped": 0}})
+    text = " ".join(same)
+    assert "NOT identical" in text and "anytime-valid" in text and "[-0.2, 0.2]" in text and "part of the claim" in text
+    assert "clipped to it" not in text
+    clipped = " ".join(how_to_read("sequential.diff", {
+        "results": {"decision": "SAME", "raw_mean": -0.03}, "config": {"equivalence_band": 0.005},
+        "clip": {"applies": True, "low": 0, "high": 0.2, "n_clipped": 1200}}))
+    assert "1200 score(s) fell outside the range" in clipped and "-0.03" in clipped
+    assert "NOT mean the models are the same" in " ".join(how_to_read("sequential.diff",
+                                                                      {"results": {"decision": "UNDECIDED"}}))
+    asymptotic = " ".join(how_to_read("sequential.diff", {"method": {"validity": "asymptotic anytime-valid"},
+                                                          "range": {"low": None, "high": None}}))
+    assert "approximation at small n" in asymptotic and "no score range" in asymptotic
+    fixed = " ".join(how_to_read("sequential.diff", {"method": {"validity": "not valid under optional stopping"}}))
+    assert "indicative" in fixed
+
+
+def test_the_lead_of_an_old_bakeoff_version_comes_from_its_pairs() -> None:
+    bucket = {"leader": "b", "ranking": ["b", "a"], "pairs": [
+        {"a": "a", "b": "b", "diff_u": -0.3, "p_holm": 0.01, "significant": True, "reason": None}]}
+    lead = bucket_lead(bucket)
+    assert lead is not None and (lead.leader, lead.runner_up, lead.diff_u, lead.significant) == ("b", "a", 0.3, True)
+    assert bucket_lead({**bucket, "pairs": [{"a": "a", "b": "b", "reason": "not_in_pairs"}]}) is None
+    assert bucket_lead({"leader": None, "ranking": ["a", "b"]}) is None
+    assert bucket_lead({**bucket, "rank_by": "RSI_pool"}) is None  # the bootstrap tests the gated pools only
+
+
+# -- golden ledgers: every recorded stage version renders ---------------------------------------------------------
+
+@pytest.mark.parametrize("version", GOLDEN)
+def test_every_golden_run_renders(version: str, tmp_path: Path) -> None:
+    copy = tmp_path / "ledger.db"
+    shutil.copyfile(ROOT / "tests" / "golden" / version / "ledger.db", copy)
+    assert invoke("migrate", "--ledger", str(copy)).exit_code == 0
+    with Ledger.open(str(copy), create=False) as ledger:
+        for row in ledger.runs():
+            page = render_report(gather_report(ledger, row.run_id))
+            content = ledger.certificate(row.run_id)["content"]
+            sections = _sections(page)
+            assert list(sections) == [s["id"] for s in content["knobs"]["stages"]]
+            assert all('class="how-to-read"' in html for html in sections.values())
+            if "cmp" in content["stages"]:  # bakeoff.compare 1.0/1.1: the headline from the pairs' Holm p-values
+                lead = bucket_lead(content["stages"]["cmp"]["buckets"]["e5"])
+                assert lead is not None and not lead.significant
+                assert (f"vendor-a leads e5, but the lead over vendor-b is not significant (p_Holm = "
+                        f"{lead.p_holm:.4g})") in sections["cmp"]
+                assert "ci_tanh" not in sections["cmp"] and "diff_rsi" not in sections["cmp"]
+            if "finetune" in content["stages"]:
+                version = next(s["version"] for s in content["knobs"]["stages"] if s["id"] == "finetune")
+                estimand = ("mean of the scores clipped to [0, 0.2]" if version.startswith("1.")  # 1.x: clip block
+                            else "mean score difference")                          # 2.x: a declared range, no clip
+                assert f"estimand: {estimand}" in sections["finetune"]
+                assert "scores clipped: 0" in sections["finetune"] and "raw mean (unclipped)" in sections["finetune"]
+
+
+# -- bake-off ----------------------------------------------------------------------------------------------------
+
+def _vendor_fills(html: str) -> dict[tuple[str, int], set[str]]:
+    """(plot key, vendor index) -> the fill colours of that vendor's point markers."""
+    fills: dict[tuple[str, int], set[str]] = {}
+    for key, index, body in re.findall(r'<g id="(.+?)-vendor(\d+)-row\d+">(.*?)</g>\s*</g>', html, flags=re.S):
+        fills.setdefault((key, int(index)), set()).update(re.findall(r"fill: (#[0-9a-f]{6})", body))
+    return fills
+
+
+def test_each_vendor_has_one_colour_in_every_bakeoff_plot(examples) -> None:
+    db, runs = examples
+    page = _report(db, runs["vendor-bakeoff"])
+    fills = _vendor_fills(page)
+    plots_seen = {key for key, _ in fills}
+    assert len(plots_seen) >= 2
+    by_vendor: dict[int, set[str]] = {}
+    for (_, index), colours in fills.items():
+        by_vendor.setdefault(index, set()).update(colours)
+    assert len(by_vendor) >= 3 and all(len(colours) == 1 for colours in by_vendor.values()), by_vendor
+    assert len({next(iter(c)) for c in by_vendor.values()}) == len(by_vendor)  # distinct vendors, distinct colours
+
+
+def test_bakeoff_section_states_the_estimand_overlays_and_lead(examples) -> None:
+    db, runs = examples
+    page = _report(db, runs["vendor-bakeoff"])
+    with Ledger.open(str(db), create=False) as ledger:
+        outputs = ledger.certificate(runs["vendor-bakeoff"])["content"]["stages"]["cmp"]
+    html = _sections(page)["cmp"]
+    assert "Δu" in html and "CI of Δu" in html and "display: tanh(Δu)" in html and "display: tanh(CI)" in html
+    for bucket in outputs["buckets"].values():
+        for pair in bucket["pairs"]:
+            if pair.get("reason") is None:  # Δu is shown, diff_rsi is not (it has no interval)
+                assert f"{pair['diff_u']:.4g}" in html
+                assert f"{pair['diff_rsi']:.6g}" not in html
+        lead = bucket_lead(bucket)
+        if lead is not None and not lead.significant:
+            assert f"but the lead over {lead.runner_up} is not significant" in html
+    assert "tokens median" in html and "latency ms mean" in html
+    assert "cost median" not in html  # the example has no cost column: absent data are not shown
+    for note in outputs["input"].get("data_notes", []):  # 1.2.0: what was done to the data, as recorded
+        assert note.replace("'", "&#39;") in html
+    assert "What was done to the data" not in _sections(page)["merged"]  # no notes recorded: no table
+
+
+def test_bakeoff_cost_overlay_and_old_flat_ci_tanh() -> None:
+    outputs = {"bootstrap": {"confidence_level": 0.95, "replicates": 1000}, "buckets": {"all": {
+        "leader": "x", "ranking": ["x", "y"], "rank_by": "RSI_pool_env",
+        "vendors": {"x": {"rank": 1, "RSI_pool_env": 0.5, "cost_median": 0.25, "cost_mean": 0.375},
+                    "y": {"rank": 2, "RSI_pool_env": 0.4}},
+        "pairs": [{"a": "x", "b": "y", "diff_u": 0.125, "ci_u": [-0.5, 0.75], "ci_tanh": [-0.4621, 0.6351],
+                   "diff_rsi": 0.1, "p_two_sided": 0.0, "p_holm": 0.0, "significant": True, "reason": None}]}}}
+    section = stage_section("cmp", "bakeoff.compare", "1.1.0", outputs, [], [])
+    cells = [c for t in section.tables for row in t.rows for c in row]
+    assert "cost median" in [h for t in section.tables for h in t.headers] and "0.375" in cells
+    assert "tokens median" not in [h for t in section.tables for h in t.headers]
+    assert "[-0.4621, 0.6351]" in cells and "0.1" not in cells  # the flat 1.1 ci_tanh as display; no diff_rsi
+    assert "< 0.002" in cells  # p = 0 means p < 2/B
+    assert section.facts == ("x leads all; the lead over y is significant (p_Holm < 0.002).",)
+
+
+# -- sequential ---------------------------------------------------------------------------------------------------
+
+def test_sequential_states_estimand_clipped_count_and_raw_mean_beside_the_decision(examples) -> None:
+    db, runs = examples
+    page = _report(db, runs["sequential-diff"])
+    with Ledger.open(str(db), create=False) as ledger:
+        stages = ledger.certificate(runs["sequential-diff"])["content"]["stages"]
+    for stage_id, html in _sections(page).items():
+        results, block = stages[stage_id]["results"], stages[stage_id]["range"]
+        facts = re.search(r'<ul class="facts">(.*?)</ul>', html, flags=re.S)
+        assert facts is not None and html.index('class="decision"') < html.index('class="facts"')
+        assert f"estimand: {results['estimand']}" in facts.group(1)
+        assert f"scores clipped: {block['n_clipped']}" in facts.group(1)
+        assert f"raw mean (unclipped): {results['raw_mean']:.6g}" in facts.group(1)
+        assert block["statement"] in html
+
+
+def test_sequential_range_2_0_0_with_clipped_scores() -> None:
+    outputs = {"results": {"decision": "SAME", "estimand": "mean of the scores clipped to [0, 0.2]", "mean": 0.001,
+                           "raw_mean": -0.03},
+               "range": {"low": 0, "high": 0.2, "source": "declared", "out_of_range": "clip", "n_outside": 1200,
+                         "n_clipped": 1100, "statement": "scores outside [0, 0.2] are clipped"},
+               "config": {"equivalence_band": 0.005}, "sequence": {}, "method": {}}
+    section = stage_section("s", "sequential.diff", "2.0.0", outputs, [], [])
+    assert section.facts == ("estimand: mean of the scores clipped to [0, 0.2]", "scores clipped: 1100",
+                             "raw mean (unclipped): -0.03")
+    assert any("1100 score(s) fell outside the range" in p for p in section.how_to_read)
+
+
+# -- paired --------------------------------------------------------------------------------------------------------
+
+def test_paired_without_phase_column_shows_no_drift(examples, tmp_path: Path) -> None:
+    folder = tmp_path / "nophase"
+    (folder / "data").mkdir(parents=True)
+    for arm in ("baseline", "subject"):
+        lines = (ROOT / "specs" / "paired-ratio" / "data" / f"{arm}.csv").read_text().splitlines()
+        header = lines[0].split(",")
+        phase = header.index("phase")
+        kept = [",".join(c for i, c in enumerate(line.split(",")) if i != phase) for line in lines
+                if line.split(",")[phase] != "preview"]
+        (folder / "data" / f"{arm}.csv").write_text("\n".join(kept) + "\n")
+    (folder / "spec.yaml").write_text(
+        "certa: 1\nname: nophase\nseed: 1\nprofile: dev\ninputs:\n  baseline: {path: data/baseline.csv}\n"
+        "  subject: {path: data/subject.csv}\nstages:\n  - id: ratio\n    use: paired.ppl_ratio\n"
+        "    with: {baseline: baseline, subject: subject, replicates: 500}\n")
+    db = tmp_path / "ledger.db"
+    result = invoke("run", str(folder / "spec.yaml"), "--ledger", str(db), "--json")
+    assert result.exit_code == 0, result.output
+    page = _report(db, json.loads(result.stdout)["run_id"])
+    html = _sections(page)["ratio"]
+    assert "drift" not in html.lower() and "OUTSIDE" not in html and "preview" not in html.lower().replace(
+        "preview/final drift", "")
+    with_drift = _sections(_report(examples[0], examples[1]["paired-ratio"]))["ratio"]
+    assert "Preview / final drift" in with_drift
+    axes = lambda h: len(re.findall(r'<g id="[^"]*-axes_\d+">', h))  # noqa: E731
+    assert axes(html) == axes(with_drift) - 1  # no empty drift panel
+
+
+# -- gates --------------------------------------------------------------------------------------------------------
+
+def test_gates_show_value_and_threshold_at_the_precision_that_decided(tmp_path: Path) -> None:
+    folder = tmp_path / "close"
+    shutil.copytree(ROOT / "specs" / "paired-ratio", folder)
+    spec = folder / "spec.yaml"
+    spec.write_text(spec.read_text().replace("max: 1.05", "max: 1.013648"))  # the upper bound is 1.0136479...
+    db = tmp_path / "ledger.db"
+    result = invoke("run", str(spec), "--ledger", str(db), "--json")
+    assert result.exit_code == 0, result.output
+    page = _report(db, json.loads(result.stdout)["run_id"])
+    gates = page[page.index('id="gates"'):page.index('id="identity"')]
+    row = re.search(r"<tr><td>no-regression</td>.*?</tr>", gates, flags=re.S)
+    assert row is not None
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(0), flags=re.S)
+    value, threshold = cells[2], cells[3]
+    assert threshold == "max 1.013648" and value.startswith("1.013647")  # not "1.01365" against "max 1.01365"
+
+
+def test_a_stage_type_without_a_layout_shows_its_outputs_as_a_table() -> None:
+    from engine.services.presentation.html.sections import stage_section
+    section = stage_section("x", "future.stage", "9.0.0", {"answer": 42}, (), ())
+    assert (section.stage_id, section.use) == ("x", "future.stage")
+    assert "No report layout" in section.summary and section.tables

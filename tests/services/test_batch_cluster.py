@@ -1,0 +1,94 @@
+"""certa batch on a real Dask cluster (a `dask scheduler` and two `dask worker` processes on 127.0.0.1):
+a worker SIGKILLed mid-batch loses nothing and duplicates nothing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli import main
+
+from engine.services.audit import verify as verify_ledger
+from engine.services.batch import run_batch
+from ledger import Ledger
+
+from tests.services.test_batch import assert_same_as_certa_run, write_tiny_specs
+
+distributed = pytest.importorskip("distributed")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _dask(*args: str, log: Path) -> subprocess.Popen:
+    handle = log.open("wb")
+    return subprocess.Popen([str(Path(sys.executable).with_name("dask")), *args], stdout=handle,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+@pytest.fixture
+def dask_cluster(tmp_path: Path):
+    """A scheduler and two workers (1 thread, 1 GiB each, no nanny: a killed worker stays dead); yields
+    (address, worker processes); every process is stopped afterwards, also on failure."""
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [_dask("scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard",
+                   log=tmp_path / "scheduler.log")]
+    try:
+        workers = [_dask("worker", address, "--nthreads", "1", "--memory-limit", "1GiB", "--no-nanny",
+                         "--host", "127.0.0.1", "--no-dashboard", "--name", f"w{i}", log=tmp_path / f"worker{i}.log")
+                   for i in range(2)]
+        procs += workers
+        with distributed.Client(address, timeout="30s") as client:
+            client.wait_for_workers(2, timeout=60)
+        yield address, workers
+    finally:
+        for proc in reversed(procs):
+            if proc.poll() is None:
+                proc.terminate()
+        deadline = time.monotonic() + 10
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_batch_loses_and_duplicates_nothing(tmp_path: Path, dask_cluster) -> None:
+    address, workers = dask_cluster
+    specs = write_tiny_specs(tmp_path / "specs", 20)
+    killed: list[int] = []
+    recorded: list = []
+
+    def kill_a_worker_after_three(row) -> None:
+        recorded.append(row)
+        if len(recorded) == 3:
+            os.kill(workers[0].pid, signal.SIGKILL)
+            killed.append(workers[0].pid)
+
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        report = run_batch([tmp_path / "specs"], ledger=ledger, scheduler=address, retries=2,
+                           on_recorded=kill_a_worker_after_three)
+        assert killed and workers[0].wait(timeout=10) == -signal.SIGKILL
+        assert [row.status for row in report.rows] == ["recorded"] * 20, [r.error for r in report.rows]
+        runs = ledger.runs()
+        assert len(runs) == 20 and sorted(r.run_id for r in runs) == sorted(r.run_id for r in report.rows)
+        assert sorted(r.name for r in runs) == sorted(f"tiny-{i}" for i in range(20))
+        assert verify_ledger(ledger).intact
+        assert CliRunner().invoke(main, ["verify", "--ledger", str(tmp_path / "ledger.db")]).exit_code == 0
+        assert_same_as_certa_run(ledger, report.rows)
+        assert report.exit_code == 1 and [r.verdict for r in report.rows] == ["PASS", "FAIL"] * 10
+    assert len(specs) == 20
