@@ -3,8 +3,9 @@
 Each function takes a result object (``LedgerAudit``, ``Replays``, ...) and returns the lines the command
 prints, joined by newlines, with user strings passed through ``plain_text`` (no control or bidi characters).
 The JSON form of the same results is their own ``as_json()``; nothing here is recorded. This module loads
-only the standard library (``certa list`` starts at once); the functions that show changes load the Markdown
-module (and the stage registry it reads) when called.
+only the standard library and certa's light modules (``certa list`` starts at once); the functions that
+need the Markdown helpers (changes, rules, decisions, reports) load them, and the stage registry they read,
+when called.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def ledger_audit_text(audit: LedgerAudit) -> str:
         lines.append(f"reviews: {len(audit.reviews)} ({len(signed)} signed, "
                      f"{'all verify' if not failing else f'{failing} do not verify'}; "
                      f"{len(audit.reviews) - len(signed)} unsigned)"
-                     f"{'; the newest 20:' if len(audit.reviews) > SHOWN_PROBLEMS else ''}")
+                     f"{f'; the newest {SHOWN_PROBLEMS}:' if len(audit.reviews) > SHOWN_PROBLEMS else ''}")
         for rid, r in audit.reviews[-SHOWN_PROBLEMS:]:
             status = ("unsigned" if not r.signed else
                       f"signed by {key_ids_text(r.key_ids)}: "
