@@ -24,7 +24,7 @@ documented there and raised somewhere. A replay that diverges is an outcome, not
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 __all__ = [
     "CertaError",
@@ -48,6 +48,11 @@ class CertaError(Exception):
     """Base class: every certa error carries the exit code the CLI returns for it."""
 
     exit_code: ClassVar[int] = 2
+
+    def as_json(self) -> dict[str, Any]:
+        """The error as a command's ``--json`` output: ``ok`` false, the error's class name, message and exit
+        code."""
+        return {"ok": False, "error": {"type": type(self).__name__, "message": str(self), "exit_code": self.exit_code}}
 
 
 class SpecError(CertaError):

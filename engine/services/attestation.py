@@ -23,7 +23,8 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
@@ -33,9 +34,14 @@ from engine.services.audit import check_certificate
 from engine.foundation.canonical import canonical_bytes
 from engine.foundation.errors import AttestationError
 from engine.foundation.json_read import parse_document
+from engine.services.documents import document_text, save_document
+from engine.services.presentation.terminal import attestation_report_text
 
-__all__ = ["STATEMENT_TYPE", "PREDICATE_TYPE", "PAYLOAD_TYPE", "AttestationReport", "certificate_statement",
-           "attest_certificate", "verify_attestation"]
+if TYPE_CHECKING:
+    from ledger import Ledger
+
+__all__ = ["STATEMENT_TYPE", "PREDICATE_TYPE", "PAYLOAD_TYPE", "AttestationReport", "RunAttestation",
+           "certificate_statement", "attest_certificate", "attest_run", "verify_attestation"]
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "urn:certa:predicate:certificate:1"
@@ -57,6 +63,39 @@ def attest_certificate(certificate: Mapping[str, Any], private_keys: Sequence[Ed
 
 
 @dataclass(frozen=True)
+class RunAttestation:
+    """The attestation of a run's certificate: its ``envelope``, the ``statement`` it signs, and ``file``
+    where it was written (None: it is printed)."""
+
+    run_id: str
+    statement: dict[str, Any]
+    envelope: dict[str, Any]
+    file: Path | None
+
+    def as_json(self) -> dict[str, Any]:
+        """The run, the subjects, the file, and the envelope itself when it went to no file."""
+        return {"ok": True, "run_id": self.run_id, "subjects": self.statement["subject"],
+                "file": str(self.file) if self.file else None, **({} if self.file else {"envelope": self.envelope})}
+
+    def text(self) -> str:
+        """Which run went to which file, or the envelope itself."""
+        if self.file is None:
+            return document_text(self.envelope)
+        return f"attested run {self.run_id} ({len(self.statement['subject'])} subjects) -> {self.file}"
+
+
+def attest_run(ledger: Ledger, run_id: str, private_keys: Sequence[Ed25519PrivateKey],
+               out_file: Path | None = None) -> RunAttestation:
+    """Attest ``run_id``'s certificate (``attest_certificate``); write it to ``out_file`` (new) when given."""
+    certificate = ledger.certificate(run_id)
+    envelope = attest_certificate(certificate, private_keys)
+    if out_file is not None:
+        save_document(envelope, out_file)
+    return RunAttestation(run_id=certificate["issued"]["run_id"], statement=certificate_statement(certificate),
+                          envelope=envelope, file=out_file)
+
+
+@dataclass(frozen=True)
 class AttestationReport:
     """Outcome of ``verify_attestation``: ``verified`` when ``problems`` is empty."""
 
@@ -73,6 +112,17 @@ class AttestationReport:
     @property
     def verified(self) -> bool:
         return not self.problems
+
+    def as_json(self) -> dict[str, Any]:
+        """The outcome as ``certa verify-attestation --json`` prints it."""
+        return {"ok": self.verified, "verified": self.verified, "run_id": self.run_id,
+                "content_sha256": self.content_sha256, "verdict": self.verdict, "key_ids": list(self.key_ids),
+                "subjects": [{"name": n, "sha256": d} for n, d in self.subjects],
+                "files": [{"file": f, "subject": n} for f, n in self.files], "problems": list(self.problems)}
+
+    def text(self) -> str:
+        """VERIFIED with the signers and each file's subject, or NOT VERIFIED with each problem."""
+        return attestation_report_text(self)
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")

@@ -15,30 +15,40 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ledger import Ledger, VerifyReport, verify_ledger
+from ledger.checkpoint import open_checkpoint
 from ledger.run_record import read_stored_run
 from ledger.bundle import BundleReport, check_bundle
 from ledger.location import command_hint
 
 from engine.core.certificate import (ENVIRONMENT_KEYS, certificate_problems, computing_platform, library_versions, results_of,
                           results_sha256)
-from engine.foundation.errors import CertaError, LedgerError, LedgerIntegrityError
+from engine.foundation.errors import BundleError, CertaError, LedgerError, LedgerIntegrityError
+from engine.foundation.json_read import parse_document
 from engine.core.interpreter import AbortedExecution, Execution, Notify, execute, load_tables, throttled_progress
 from engine.services.jsondiff import FieldChange, json_diff
-from engine.services.reviews import review_problems
+from engine.foundation.signing import key_id
+from engine.services.presentation.display_text import plain_text
+from engine.services.presentation.terminal import bundle_report_text, ledger_audit_text, replays_text
+from engine.services.reviews import MissingApproval, ReviewRecord, ledger_reviews, review_problems, unapproved_runs
 from engine.core.evidence.formats import EVIDENCE_FORMATS, unparsed_table
 from engine.core.spec import load_plan
 from engine.core.stages import REGISTRY
 from engine.core.tables import Table, parse_table
 
-__all__ = ["check_certificate", "verify", "verify_bundle", "reexecute", "replay", "replay_all", "replayable_runs",
-           "ReplayResult", "REPRODUCED", "DIVERGED", "CANNOT_REPLAY"]
+__all__ = ["check_certificate", "verify", "audit_ledger", "LedgerAudit", "verify_bundle", "verify_bundle_file",
+           "BundleVerification", "reexecute", "replay",
+           "replay_all", "replay_runs", "replayable_runs", "ReplayResult", "Replays", "REPRODUCED", "DIVERGED",
+           "CANNOT_REPLAY", "REPLAY_SIDES"]
 
 REPRODUCED, DIVERGED, CANNOT_REPLAY = "REPRODUCED", "DIVERGED", "CANNOT REPLAY"
+REPLAY_SIDES = ("recorded", "replayed")
+"""The names of a replay change's two values, in its ledger record and its JSON form."""
 
 
 def check_certificate(certificate: Mapping[str, Any]) -> list[str]:
@@ -86,10 +96,111 @@ def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int,
     return replace(verified, problems=tuple(problems))
 
 
+@dataclass(frozen=True)
+class LedgerAudit:
+    """What ``certa verify`` reports: the ledger's integrity (``report``), every review (of one run, if asked)
+    with its signature status, and, when approval keys are required (``required_key_ids``), how many PASS runs
+    were checked and the approvals ``missing``."""
+
+    report: VerifyReport
+    reviews: tuple[tuple[str, ReviewRecord], ...]
+    required_key_ids: tuple[str, ...]
+    runs_checked: int
+    missing: tuple[MissingApproval, ...]
+
+    @property
+    def approved(self) -> bool:
+        """Every required approval is there (true when none is required)."""
+        return not self.missing
+
+    @property
+    def ok(self) -> bool:
+        """Intact and approved: ``certa verify`` exits 0."""
+        return self.report.intact and self.approved
+
+    def as_json(self) -> dict[str, Any]:
+        """The audit as ``certa verify --json`` prints it."""
+        report = self.report
+        return {"ok": self.ok, "intact": report.intact, "entries_checked": report.entries_checked,
+                "certificates_checked": report.certificates_checked, "blobs_checked": report.blobs_checked,
+                "head": f"{report.head[0]}:{report.head[1]}",
+                "problems": [{"where": p.where, "message": p.message, "seq": p.seq, "run_id": p.run_id,
+                              "column": p.column} for p in report.problems],
+                "reviews": [{"seq": r.seq, "run_id": rid, "recorded_at": r.recorded_at, "reviewer": r.reviewer,
+                             "decision": r.decision, "note": r.note, "signed": r.signed,
+                             "signature_valid": r.signature_valid, "key_ids": list(r.key_ids),
+                             "signed_at": r.signed_at, "out_of_order": r.out_of_order, "problem": r.problem}
+                            for rid, r in self.reviews],
+                "approval": None if not self.required_key_ids else {
+                    "approved": self.approved, "required_key_ids": list(self.required_key_ids),
+                    "runs_checked": self.runs_checked,
+                    "missing": [{"run_id": m.run_id, "name": m.name, "key_id": m.key_id, "reason": m.reason}
+                                for m in self.missing]}}
+
+    def text(self) -> str:
+        """The audit as ``certa verify`` prints it on a terminal."""
+        return ledger_audit_text(self)
+
+
+def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int, str] | None = None,
+                 checkpoint: bytes | None = None, checkpoint_keys: Sequence[Ed25519PublicKey] = (),
+                 approvers: Sequence[Ed25519PublicKey] = (), notify: Notify | None = None) -> LedgerAudit:
+    """``verify`` the ledger (or one run), list its reviews, and check that every completed PASS run has an
+    approval signed by each of ``approvers`` (``engine.services.reviews.unapproved_runs``).
+
+    ``checkpoint``: a signed checkpoint's bytes; its signatures must verify with every one of
+    ``checkpoint_keys`` (``SignatureVerificationError`` otherwise), and the ledger must still hold its head and
+    Merkle root. ``expect_head``: a head ``(seq, entry_hash)`` kept outside the database.
+    """
+    root = None
+    if checkpoint is not None:
+        signed = open_checkpoint(checkpoint, list(checkpoint_keys))
+        expect_head, root = (signed.seq, signed.entry_hash), signed.root_hash
+    full = ledger.resolve_run_id(run_id) if run_id else None
+    report = verify(ledger, run_id=full, expect_head=expect_head, expect_root=root, notify=notify)
+    reviews = ledger_reviews(ledger, run_id=full)
+    runs_checked, missing = unapproved_runs(ledger, approvers, run_id=full) if approvers else (0, [])
+    return LedgerAudit(report=report, reviews=tuple(reviews), required_key_ids=tuple(key_id(k) for k in approvers),
+                       runs_checked=runs_checked, missing=tuple(missing))
+
+
 def verify_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519PublicKey]) -> BundleReport:
     """Verify a certificate bundle offline (``ledger.bundle``), with the engine's certificate checks; the
     checkpoint must be signed by every one of ``public_keys``."""
     return check_bundle(bundle, public_keys, check_certificate=check_certificate)
+
+
+@dataclass(frozen=True)
+class BundleVerification:
+    """``verify_bundle``'s report on a bundle file, with its JSON and text forms (``certa verify-bundle``)."""
+
+    report: BundleReport
+
+    @property
+    def verified(self) -> bool:
+        return self.report.verified
+
+    def as_json(self) -> dict[str, Any]:
+        """The outcome, the certificate, its entry and the checkpoint it is proven against."""
+        report, checkpoint = self.report, self.report.checkpoint
+        return {"ok": report.verified, "verified": report.verified, "run_id": report.run_id,
+                "content_sha256": report.content_sha256, "entry_seq": report.seq,
+                "checkpoint": {"seq": checkpoint.seq, "root_hash": checkpoint.root_hash,
+                               "signed_at": checkpoint.signed_at, "key_ids": list(checkpoint.key_ids)},
+                "problems": list(report.problems)}
+
+    def text(self) -> str:
+        """VERIFIED with the entry and the checkpoint's signers, or NOT VERIFIED with each problem."""
+        return bundle_report_text(self.report)
+
+
+def verify_bundle_file(path: Path, public_keys: Sequence[Ed25519PublicKey]) -> BundleVerification:
+    """``verify_bundle`` the bundle in the file at ``path``; ``BundleError`` if it is not JSON."""
+    try:
+        bundle = parse_document(path.read_bytes(), "the bundle")
+    except ValueError as error:
+        raise BundleError(f"{path} is not JSON: {error}") from None
+    return BundleVerification(report=verify_bundle(bundle, public_keys))
 
 
 @dataclass(frozen=True)
@@ -114,6 +225,42 @@ class ReplayResult:
     @property
     def reproduced(self) -> bool:
         return self.outcome == REPRODUCED
+
+    def as_json(self) -> dict[str, Any]:
+        """The replay as ``certa replay --json`` lists it (every changed field)."""
+        return {"run_id": self.run_id, "name": self.name, "outcome": self.outcome,
+                "recorded_results_sha256": self.recorded_sha256, "replayed_results_sha256": self.replayed_sha256,
+                "note": self.note, "entry_seq": self.entry_seq,
+                "changes": [c.as_json(REPLAY_SIDES) for c in self.changes],
+                "environment": [c.as_json(REPLAY_SIDES) for c in self.environment]}
+
+
+@dataclass(frozen=True)
+class Replays:
+    """The replays of one ``certa replay``: one run, or (``every``) every run its filters kept, oldest first."""
+
+    results: tuple[ReplayResult, ...]
+    every: bool
+
+    @property
+    def reproduced(self) -> bool:
+        """Every replayed run is REPRODUCED (``certa replay`` exits 0)."""
+        return all(r.reproduced for r in self.results)
+
+    def counts(self) -> dict[str, int]:
+        """How many runs had each outcome, REPRODUCED, DIVERGED then CANNOT REPLAY."""
+        return {outcome: sum(r.outcome == outcome for r in self.results)
+                for outcome in (REPRODUCED, DIVERGED, CANNOT_REPLAY)}
+
+    def as_json(self) -> dict[str, Any]:
+        """One run's replay with ``ok``, or (``every``) ``ok``, the runs and the counts."""
+        if not self.every:
+            return {"ok": self.reproduced, **self.results[0].as_json()}
+        return {"ok": self.reproduced, "runs": [r.as_json() for r in self.results], "counts": self.counts()}
+
+    def text(self) -> str:
+        """The replays as ``certa replay`` prints them on a terminal."""
+        return replays_text(self)
 
 
 def _stored_table(ledger: Ledger, record: Mapping[str, Any]) -> Table:
@@ -211,8 +358,8 @@ def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None, record:
     seq = None if not record else ledger.record_note(full, "replay", {
         "outcome": outcome, "recorded_sha256": recorded_results, "replayed_sha256": replayed_sha,
         "compared": "results_sha256", "note": note, "platform": computing_platform(),
-        "changes": [{"path": c.path, "recorded": c.before, "replayed": c.after} for c in changes[:200]],
-        "environment": [{"path": c.path, "recorded": c.before, "replayed": c.after} for c in environment],
+        "changes": [c.as_json(REPLAY_SIDES) for c in changes[:200]],
+        "environment": [c.as_json(REPLAY_SIDES) for c in environment],
     })
     return ReplayResult(run_id=full, name=row.name, outcome=outcome, recorded_sha256=recorded_results,
                         replayed_sha256=replayed_sha, changes=changes, environment=environment, note=note,
@@ -252,3 +399,18 @@ def replay_all(ledger: Ledger, run_ids: Sequence[str], *,
         if progress is not None:
             progress(done, len(run_ids), result)
         yield result
+
+
+def replay_runs(ledger: Ledger, run_id: str | None = None, *, since: str | None = None, name: str | None = None,
+                record: bool = True, notify: Notify | None = None) -> Replays:
+    """``replay`` one run, or (``run_id`` None) ``replay_all`` the ``replayable_runs`` that ``since`` and
+    ``name`` keep; ``notify`` gets the progress lines (one per run of many, "replay 3/40: ...")."""
+    if run_id is not None:
+        return Replays(results=(replay(ledger, run_id, notify=notify, record=record),), every=False)
+
+    def progress(done: int, total: int, result: ReplayResult) -> None:
+        if notify is not None:
+            notify(plain_text(f"replay {done}/{total}: {result.run_id[:12]} {result.name}: {result.outcome}"))
+
+    run_ids = replayable_runs(ledger, since=since, name=name)
+    return Replays(results=tuple(replay_all(ledger, run_ids, progress=progress, record=record)), every=True)

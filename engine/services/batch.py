@@ -48,6 +48,7 @@ from engine.services.presentation.warnings import run_warnings
 from engine.services.run import record_abort, record_execution
 from engine.services.presentation.junit import JUnitSuite, run_suite
 from engine.services.presentation.markdown import failed_rules, recorded_abort
+from engine.services.presentation.terminal import batch_report_text, warning_lines
 from engine.core.spec import Plan, load_plan
 from engine.core.stages import Decision
 from engine.core.stages.base import DecisionColumns
@@ -146,6 +147,11 @@ class BatchRow:
     failed_rules: tuple[Mapping[str, Any], ...] = ()
     warnings: tuple[str, ...] = ()
 
+    @property
+    def already_recorded(self) -> bool:
+        """The spec's run was recorded by an earlier run of the same batch, and skipped."""
+        return self.status == ALREADY
+
     def as_json(self) -> dict[str, Any]:
         return {"spec": self.spec, "name": self.name, "run_id": self.run_id, "status": self.status,
                 "verdict": self.verdict, "exit_code": self.exit_code, "error": self.error, "worker": self.worker,
@@ -163,6 +169,8 @@ class BatchRow:
 
 @dataclass(frozen=True)
 class BatchReport:
+    """A batch's outcome: one row per spec, in the order given, and how long it took."""
+
     batch_id: str
     rows: tuple[BatchRow, ...]
     seconds: float
@@ -170,6 +178,19 @@ class BatchReport:
     @property
     def exit_code(self) -> int:
         return worst_exit_code(row.exit_code for row in self.rows)
+
+    def as_json(self) -> dict[str, Any]:
+        """The batch id, its exit code, the time and every row (``ok``: no run was refused or aborted)."""
+        return {"ok": self.exit_code in (0, 1), "batch_id": self.batch_id, "exit_code": self.exit_code,
+                "seconds": round(self.seconds, 3), "runs": [row.as_json() for row in self.rows]}
+
+    def diagnostics(self) -> str:
+        """Each run's warnings, for stderr, named by the run's spec name."""
+        return "\n".join(warning_lines([f"{row.name}: {line}" for row in self.rows for line in row.warnings]))
+
+    def text(self) -> str:
+        """One line per spec (run id, verdict or status, note) with the profile rules that stopped a run."""
+        return batch_report_text(self)
 
 
 # --------------------------------------------------------------------------------------------- preparing

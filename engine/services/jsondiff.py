@@ -53,6 +53,11 @@ class FieldChange:
     parts: tuple[PathPart, ...] = field(default=(), compare=False, repr=False)
     """The path as keys and indices (what ``path`` spells)."""
 
+    def as_json(self, sides: tuple[str, str]) -> dict[str, Any]:
+        """The change as JSON, its two values under the names ``sides`` (``("recorded", "replayed")`` for a
+        replay, ``("a", "b")`` for ``certa diff``)."""
+        return {"path": self.path, sides[0]: self.before, sides[1]: self.after}
+
 
 @dataclass(frozen=True)
 class ArrayChange:

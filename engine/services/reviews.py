@@ -54,7 +54,8 @@ from engine.core.certificate import results_sha256
 from engine.foundation.errors import CertaError, LedgerError
 from engine.foundation.json_read import parse_document
 
-__all__ = ["PAYLOAD_TYPE", "DECISIONS", "ReviewCheck", "ReviewRecord", "MissingApproval", "certificate_digests",
+__all__ = ["PAYLOAD_TYPE", "DECISIONS", "ReviewCheck", "ReviewRecord", "RecordedReview", "MissingApproval",
+           "certificate_digests", "record_review",
            "review_payload", "check_review", "reviews_of", "ledger_reviews", "review_problems", "approval_by",
            "unapproved_runs"]
 
@@ -95,6 +96,42 @@ def review_payload(*, reviewer: str, decision: str, note: str, certificate: Mapp
         payload["signature"] = seal_envelope(PAYLOAD_TYPE, canonical_bytes(statement), private_keys)
         payload["public_keys"] = {key_id(k.public_key()): _raw_public_key(k.public_key()) for k in private_keys}
     return payload
+
+
+@dataclass(frozen=True)
+class RecordedReview:
+    """A review appended to the ledger as entry ``seq``: its run and its ``payload`` (signed when ``key_ids``)."""
+
+    run_id: str
+    seq: int
+    payload: dict[str, Any]
+
+    @property
+    def key_ids(self) -> list[str]:
+        """The ids of the keys that signed the review (none: unsigned)."""
+        return [sig["keyid"] for sig in self.payload.get("signature", {}).get("signatures", [])]
+
+    def as_json(self) -> dict[str, Any]:
+        """The run, the entry, the signers and the certificate digests the review is about."""
+        return {"ok": True, "run_id": self.run_id, "entry": self.seq, "seq": self.seq, "signed": bool(self.key_ids),
+                "key_ids": self.key_ids, "certificate": self.payload.get("certificate")}
+
+    def text(self) -> str:
+        """Which run, which entry, signed by which keys (or unsigned)."""
+        if self.key_ids:
+            return f"recorded review of {self.run_id} as entry {self.seq}, signed by key(s) {', '.join(self.key_ids)}"
+        return f"recorded review of {self.run_id} as entry {self.seq} (unsigned)"
+
+
+def record_review(ledger: Ledger, run_id: str, *, reviewer: str, decision: str, note: str,
+                  private_keys: Sequence[Ed25519PrivateKey]) -> RecordedReview:
+    """Append a review of ``run_id`` (``review_payload``: about its certificate when it completed, signed by
+    each of ``private_keys``) to ``ledger``, opened for writing."""
+    full = ledger.resolve_run_id(run_id)
+    certificate = ledger.certificate(full) if ledger.run(full).status == "completed" else None
+    payload = review_payload(reviewer=reviewer, decision=decision, note=note, certificate=certificate,
+                             private_keys=private_keys)
+    return RecordedReview(run_id=full, seq=ledger.record_note(full, "review", payload), payload=payload)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from cli import main
 
 COMMANDS = ["attest", "batch", "checkpoint", "cosign", "decisions", "diff", "export", "head", "keygen", "list", "migrate", "prove", "replay", "report", "review", "run", "show", "site",
             "stages", "validate", "verify", "verify-attestation", "verify-bundle"]
-NO_LEDGER = {"keygen", "verify-attestation", "verify-bundle"}
+NO_LEDGER = {"keygen", "stages", "validate", "verify-attestation", "verify-bundle"}
 
 
 def invoke(*args: str, ledger: Path | None = None):

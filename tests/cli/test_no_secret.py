@@ -166,7 +166,6 @@ def _takes_ledger(command: str) -> bool:
     return any(param.name == "ledger_url" for param in main.commands[command].params)
 
 
-LEDGERLESS = {"validate", "stages"}  # take --ledger but never open it
 SCENARIOS = {"sqlite": lambda w: ["--ledger", w.ledger], "url": lambda w: ["--ledger", SECRET_URL],
              "env": lambda w: [], "bad-url": lambda w: ["--ledger", MALFORMED_URL]}
 """The ledger arguments of each scenario (``CERTA_LEDGER`` is ``SECRET_URL``); ``help`` is ``--help``."""
@@ -217,7 +216,7 @@ def test_no_command_prints_a_secret(command: str, scenario: str, as_json: bool, 
     args = ["--help"] if scenario == "help" else [*_arguments(command, world, tmp_path), *SCENARIOS[scenario](world),
                                                   *(["--json"] if as_json else [])]
     result = _check(command, args, world, tmp_path)
-    if scenario in ("url", "bad-url", "env") and _takes_ledger(command) and command not in LEDGERLESS:
+    if scenario in ("url", "bad-url", "env") and _takes_ledger(command):
         assert result.exit_code == 2 and "***" in result.stderr, result.output  # the masked URL is named
     if scenario == "sqlite" and command not in ("verify", "batch"):
         assert result.exit_code == 0, result.output  # it ran to its end
@@ -231,7 +230,7 @@ def test_no_command_prints_the_password_of_a_reachable_postgresql_ledger(given: 
     """Every command that opens a ledger, run to its end on PostgreSQL (the URL's password in ``--ledger``, or
     only in ``CERTA_LEDGER``, when the hints certa prints name no ``--ledger``)."""
     environment = {**ENVIRONMENT, "CERTA_LEDGER": pg_world.ledger}
-    for command in sorted(name for name in main.commands if _takes_ledger(name) and name not in LEDGERLESS):
+    for command in sorted(name for name in main.commands if _takes_ledger(name)):
         out = tmp_path / command
         out.mkdir()
         args = [*_arguments(command, pg_world, out), *(["--ledger", pg_world.ledger] if given == "--ledger" else []),

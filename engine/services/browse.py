@@ -1,0 +1,193 @@
+"""Reading recorded runs for people: one run's report (``certa show``), its decisions page by page (``certa
+decisions``), two runs compared (``certa diff``), a certificate written out (``certa export``) and the chain
+head (``certa head``). Nothing here writes to the ledger."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger import Ledger
+from ledger.rows import RunRow
+from engine.services.documents import write_certificate
+from engine.services.jsondiff import ArrayChange, FieldChange, flatten, json_diff, summarised
+from engine.services.presentation.display_text import json_display
+from engine.services.presentation.markdown import recorded_abort, recorded_decisions, recorded_warnings
+from engine.services.presentation.terminal import decision_listing_text, run_diff_text, run_view_text
+
+__all__ = ["RunView", "show_run", "DecisionListing", "list_decisions", "RunDiff", "diff_runs", "ExportedCertificate",
+           "export_certificate", "LedgerHead", "ledger_head", "DIFF_SIDES"]
+
+DIFF_SIDES = ("a", "b")
+"""The names of a ``certa diff`` change's two values in its JSON form."""
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One run as ``certa show`` prints it: a completed run's ``certificate`` (with its recorded ``warnings``,
+    and the plain-language paragraphs when ``explain``), or an aborted run's ``abort`` and failed ``rules``.
+    ``ledger`` names the ledger in the command it suggests."""
+
+    row: RunRow
+    certificate: Mapping[str, Any] | None
+    warnings: tuple[str, ...]
+    abort: Mapping[str, Any] | None
+    rules: tuple[dict[str, Any], ...]
+    explain: bool
+    ledger: str
+
+    def as_json(self) -> Mapping[str, Any]:
+        """The whole certificate, or an aborted run's reason and failed rules."""
+        if self.certificate is not None:
+            return self.certificate
+        return {"run_id": self.row.run_id, "status": "aborted", "abort": self.abort, "failed_rules": list(self.rules)}
+
+    def text(self) -> str:
+        """The certificate as a Markdown report, or why the run was aborted."""
+        return run_view_text(self)
+
+
+def show_run(ledger: Ledger, run_id: str, *, explain: bool = False, ledger_name: str) -> RunView:
+    """``run_id``'s certificate and warnings, or (an aborted run) the reason and the rules that stopped it;
+    ``ledger_name`` is the ledger as the user gave it (for the command the text suggests)."""
+    row = ledger.run(run_id)
+    if row.status == "aborted":
+        abort, rules = recorded_abort(ledger, row.run_id)
+        return RunView(row=row, certificate=None, warnings=(), abort=abort, rules=rules, explain=explain,
+                       ledger=ledger_name)
+    return RunView(row=row, certificate=ledger.certificate(row.run_id), warnings=recorded_warnings(ledger, row.run_id),
+                   abort=None, rules=(), explain=explain, ledger=ledger_name)
+
+
+@dataclass
+class DecisionListing:
+    """A page of a run's decisions (``limit`` of them, 0: all) recorded after entry ``after``, read from the
+    ledger as it is printed: ``json_chunks`` or ``text_chunks`` consume it once, while the ledger is open.
+    Then ``last`` is the seq of the last decision listed and ``more`` says whether another page follows."""
+
+    run_id: str
+    kind: str | None
+    limit: int
+    after: int
+    ledger: str
+    """The ledger as the user gave it (for the command that reads the next page)."""
+    found: Iterator[tuple[int, dict[str, Any]]] = field(repr=False)
+    last: int | None = None
+    more: bool = False
+
+    def decisions(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(seq, decision) of each decision of the page, in order."""
+        page = self.found if not self.limit else itertools.islice(self.found, self.limit)
+        for seq, payload in page:
+            self.last = seq
+            yield seq, payload
+        self.more = bool(self.limit) and self.last is not None and next(self.found, None) is not None
+
+    def json_chunks(self) -> Iterator[str]:
+        """The page as one JSON object, streamed: run, kind, the decisions, and the seq to read the next page
+        after (null on the last page)."""
+        yield f'{{"run_id": {json.dumps(self.run_id)}, "kind": {json.dumps(self.kind)}, "decisions": ['
+        for index, (seq, payload) in enumerate(self.decisions()):
+            item = json_display(json.dumps({"seq": seq, **payload}, sort_keys=True, ensure_ascii=False))
+            yield ("\n  " if index == 0 else ",\n  ") + item
+        yield f'\n], "next_after": {json.dumps(self.last if self.more else None)}}}\n'
+
+    def text_chunks(self) -> Iterator[str]:
+        """The page as lines, streamed: one per decision, then the command for the next page."""
+        return decision_listing_text(self)
+
+
+def list_decisions(ledger: Ledger, run_id: str, *, kind: str | None = None, limit: int = 100, after: int = 0,
+                   ledger_name: str) -> DecisionListing:
+    """The decisions of ``run_id`` (of ``kind`` only, if given) recorded after entry ``after``, ``limit`` at a
+    time (0: all); ``ledger_name`` is the ledger as the user gave it."""
+    full = ledger.resolve_run_id(run_id)
+    return DecisionListing(run_id=full, kind=kind, limit=limit, after=after, ledger=ledger_name,
+                           found=recorded_decisions(ledger, full, kind=kind, after=after))
+
+
+@dataclass(frozen=True)
+class RunDiff:
+    """Two runs' certificate contents compared: every changed field (``changes``), the ``lines`` shown (long
+    arrays folded unless every element was asked for) and how many fields are ``equal``."""
+
+    run_a: str
+    run_b: str
+    same_content: bool
+    changes: tuple[FieldChange, ...]
+    lines: tuple[FieldChange | ArrayChange, ...]
+    equal: int
+    only_changed: bool
+
+    def as_json(self) -> dict[str, Any]:
+        """Both runs, whether the contents are the same, every change, and the lines shown."""
+        return {"run_a": self.run_a, "run_b": self.run_b, "same_content": self.same_content,
+                "changes": [c.as_json(DIFF_SIDES) for c in self.changes],
+                "summary": [c.as_json() if isinstance(c, ArrayChange) else c.as_json(DIFF_SIDES) for c in self.lines]}
+
+    def text(self) -> str:
+        """How many fields differ, one line per change, and (unless ``only_changed``) how many are equal."""
+        return run_diff_text(self)
+
+
+def diff_runs(ledger: Ledger, run_a: str, run_b: str, *, every_element: bool = False,
+              only_changed: bool = False) -> RunDiff:
+    """Compare the certificates of ``run_a`` and ``run_b`` field by field, most material first
+    (``engine.services.jsondiff``); ``every_element`` lists each changed element of a long array."""
+    a, b = ledger.certificate(run_a), ledger.certificate(run_b)
+    changes = json_diff(a["content"], b["content"])
+    return RunDiff(run_a=a["issued"]["run_id"], run_b=b["issued"]["run_id"],
+                   same_content=a["content_sha256"] == b["content_sha256"], changes=tuple(changes),
+                   lines=tuple(changes if every_element else summarised(changes)),
+                   equal=len(flatten(a["content"])) - len(changes), only_changed=only_changed)
+
+
+@dataclass(frozen=True)
+class ExportedCertificate:
+    """A run's certificate written to ``path``."""
+
+    run_id: str
+    path: Path
+    content_sha256: str
+
+    def as_json(self) -> dict[str, Any]:
+        """The run, the file and the certificate's digest."""
+        return {"ok": True, "run_id": self.run_id, "path": str(self.path), "certificate_sha256": self.content_sha256}
+
+    def text(self) -> str:
+        """The file and the certificate's digest."""
+        return f"wrote {self.path} (content_sha256 {self.content_sha256})"
+
+
+def export_certificate(ledger: Ledger, run_id: str, output: Path) -> ExportedCertificate:
+    """Write ``run_id``'s certificate to ``output`` (indented JSON, atomically)."""
+    certificate = ledger.certificate(run_id)
+    write_certificate(certificate, output)
+    return ExportedCertificate(run_id=certificate["issued"]["run_id"], path=output,
+                               content_sha256=certificate["content_sha256"])
+
+
+@dataclass(frozen=True)
+class LedgerHead:
+    """The chain head: entry ``seq`` has hash ``entry_hash``."""
+
+    seq: int
+    entry_hash: str
+
+    def as_json(self) -> dict[str, Any]:
+        """The head, also as ``SEQ:HASH``."""
+        return {"seq": self.seq, "entry_hash": self.entry_hash, "head": self.text()}
+
+    def text(self) -> str:
+        """``SEQ:HASH``, as ``certa verify --expect-head`` takes it."""
+        return f"{self.seq}:{self.entry_hash}"
+
+
+def ledger_head(ledger: Ledger) -> LedgerHead:
+    """The ledger's chain head."""
+    seq, digest = ledger.head()
+    return LedgerHead(seq=seq, entry_hash=digest)

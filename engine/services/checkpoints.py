@@ -1,0 +1,114 @@
+"""Signed heads of a ledger: sign one (``certa checkpoint``), add a signature to one after checking it
+against the ledger (``certa cosign``), and prove a run's certificate against one (``certa prove``: a bundle
+anyone checks offline with ``engine.services.audit.verify_bundle_file``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from ledger import Ledger
+from ledger.bundle import build_bundle, ledger_root, ledger_root_matching
+from ledger.checkpoint import cosign_checkpoint, read_checkpoint_unverified, sign_checkpoint
+from engine.services.documents import document_text, save_document
+
+__all__ = ["SignedHead", "sign_head", "Cosigned", "cosign", "RunProof", "prove_run"]
+
+
+@dataclass(frozen=True)
+class SignedHead:
+    """A checkpoint of head ``seq:entry_hash`` with Merkle root ``root_hash``; ``file`` where it was written
+    (None: it is printed)."""
+
+    seq: int
+    entry_hash: str
+    root_hash: str
+    envelope: dict[str, Any]
+    file: Path | None
+
+    def as_json(self) -> dict[str, Any]:
+        """The head, the signing keys' ids, the file and the envelope itself."""
+        return {"ok": True, "seq": self.seq, "entry_hash": self.entry_hash, "root_hash": self.root_hash,
+                "key_ids": [sig["keyid"] for sig in self.envelope["signatures"]],
+                "file": str(self.file) if self.file else None, "envelope": self.envelope}
+
+    def text(self) -> str:
+        """Which head went to which file, or the envelope itself."""
+        return f"signed head {self.seq}:{self.entry_hash} -> {self.file}" if self.file else document_text(self.envelope)
+
+
+def sign_head(ledger: Ledger, private_keys: Sequence[Ed25519PrivateKey], out_file: Path | None = None) -> SignedHead:
+    """Sign the ledger's current head and Merkle root with each of ``private_keys``; write the envelope to
+    ``out_file`` (a new file) when given."""
+    seq, digest = ledger.head()
+    root = ledger_root(ledger, seq).hex()
+    envelope = sign_checkpoint(private_keys, seq, digest, root)
+    if out_file is not None:
+        save_document(envelope, out_file)
+    return SignedHead(seq=seq, entry_hash=digest, root_hash=root, envelope=envelope, file=out_file)
+
+
+@dataclass(frozen=True)
+class Cosigned:
+    """A checkpoint of head ``seq:entry_hash`` that matched the ledger, with all its ``key_ids`` now, written to
+    ``file``."""
+
+    seq: int
+    entry_hash: str
+    key_ids: tuple[str, ...]
+    file: Path
+
+    def as_json(self) -> dict[str, Any]:
+        """The head's seq, every signer's key id and the file."""
+        return {"ok": True, "seq": self.seq, "key_ids": list(self.key_ids), "file": str(self.file)}
+
+    def text(self) -> str:
+        """The head matched, how many signatures, where."""
+        return (f"head {self.seq}:{self.entry_hash} matches this ledger; {len(self.key_ids)} signature(s) "
+                f"-> {self.file}")
+
+
+def cosign(ledger: Ledger, checkpoint: bytes, private_keys: Sequence[Ed25519PrivateKey],
+           signer_keys: Sequence[Ed25519PublicKey], out_file: Path) -> Cosigned:
+    """Add a signature by each of ``private_keys`` to ``checkpoint`` once the ledger holds exactly its head and
+    Merkle root and every signature it carries verifies with ``signer_keys``; write it to ``out_file`` (new)."""
+    claimed = read_checkpoint_unverified(checkpoint)
+    ledger_root_matching(ledger, claimed)
+    envelope = cosign_checkpoint(checkpoint, private_keys, signer_keys)
+    save_document(envelope, out_file)
+    return Cosigned(seq=claimed.seq, entry_hash=claimed.entry_hash,
+                    key_ids=tuple(sig["keyid"] for sig in envelope["signatures"]), file=out_file)
+
+
+@dataclass(frozen=True)
+class RunProof:
+    """A run's certificate bundled with its inclusion proof; ``file`` where it was written (None: printed)."""
+
+    bundle: dict[str, Any]
+    file: Path | None
+
+    def as_json(self) -> dict[str, Any]:
+        """The run, its entry, the tree size, the file, and the bundle itself when it went to no file."""
+        return {"ok": True, "run_id": self.bundle["entry"]["run_id"], "entry_seq": self.bundle["entry"]["seq"],
+                "tree_size": self.bundle["inclusion"]["tree_size"], "file": str(self.file) if self.file else None,
+                **({} if self.file else {"bundle": self.bundle})}
+
+    def text(self) -> str:
+        """Which certificate went to which file, or the bundle itself."""
+        if self.file is None:
+            return document_text(self.bundle)
+        return (f"certificate of run {self.bundle['entry']['run_id']} (entry {self.bundle['entry']['seq']} of "
+                f"{self.bundle['inclusion']['tree_size']}) -> {self.file}")
+
+
+def prove_run(ledger: Ledger, run_id: str, checkpoint: bytes, out_file: Path | None = None) -> RunProof:
+    """Bundle ``run_id``'s certificate with a Merkle inclusion proof against the signed ``checkpoint``; write
+    it to ``out_file`` (a new file) when given."""
+    bundle = build_bundle(ledger, run_id, checkpoint)
+    if out_file is not None:
+        save_document(bundle, out_file)
+    return RunProof(bundle=bundle, file=out_file)

@@ -1,0 +1,88 @@
+"""HTML for reviewers, written to files: one run's report page (``certa report``) and a static site of the
+whole ledger (``certa site``). Importing this module imports matplotlib and Jinja2 (the ``report`` extra):
+``ImportError`` when they are missing."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from ledger import Ledger
+from engine.core.interpreter import throttled_progress
+from engine.foundation.atomic_files import write_atomically
+from engine.foundation.errors import OutputError
+from engine.services.presentation.html import gather_report, render_report
+from engine.services.presentation.html.site import SiteResult, build_site
+
+__all__ = ["WrittenReport", "write_report", "WrittenSite", "write_site"]
+
+
+@dataclass(frozen=True)
+class WrittenReport:
+    """The report page of run ``run_id`` (spec ``name``, ``verdict``) written to ``file``; ``sha256`` of its
+    bytes."""
+
+    file: Path
+    sha256: str
+    run_id: str
+    name: str
+    verdict: str
+
+    def as_json(self) -> dict[str, Any]:
+        """The file, its digest and the run."""
+        return {"ok": True, "file": str(self.file), "sha256": self.sha256, "run_id": self.run_id}
+
+    def text(self) -> str:
+        """The file, the run's name and verdict, the digest."""
+        return f"wrote {self.file} ({self.name}: {self.verdict}; sha256 {self.sha256})"
+
+
+def write_report(ledger: Ledger, run_id: str, output: Path, *, force: bool = False) -> WrittenReport:
+    """Write ``run_id``'s report page to ``output`` (atomically); ``OutputError`` if it exists, unless
+    ``force``."""
+    if output.exists() and not force:
+        raise OutputError(f"{output} exists; pass --force to overwrite it")
+    data = gather_report(ledger, run_id)
+    body = render_report(data).encode("utf-8")
+    write_atomically(output, body, overwrite=force, what="the report")
+    return WrittenReport(file=output, sha256=hashlib.sha256(body).hexdigest(), run_id=data.run_id, name=data.name,
+                         verdict=data.verdict)
+
+
+@dataclass(frozen=True)
+class WrittenSite:
+    """What ``write_site`` did (``build_site``'s result)."""
+
+    site: SiteResult
+
+    def as_json(self) -> dict[str, Any]:
+        """The folder and how many pages were written and kept."""
+        return {"ok": True, "dir": self.site.directory, "pages_written": self.site.pages_written,
+                "pages_unchanged": self.site.pages_unchanged}
+
+    def text(self) -> str:
+        """Pages written and kept, the runs, the chain's state, and the page to open."""
+        site = self.site
+        return (f"wrote {site.pages_written} page(s), {site.pages_unchanged} unchanged, in {site.directory} "
+                f"({site.runs} runs; chain {'intact' if site.intact else 'BROKEN'}); open "
+                f"{(site.directory and Path(site.directory) / 'index.html')}")
+
+
+def write_site(ledger: Ledger, out_dir: Path, *, checkpoints: Sequence[Path] = (),
+               public_keys: Sequence[Ed25519PublicKey] = (), jobs: int = 1,
+               notify: Callable[[str], None] | None = None) -> WrittenSite:
+    """``build_site`` of ``ledger`` in ``out_dir``; ``notify`` gets the progress lines (verify's, then the
+    pages', about once a second)."""
+    report_pages = throttled_progress(notify, "site: ") if notify is not None else None
+
+    def progress(done: int, total: int) -> None:
+        if report_pages is not None:
+            report_pages(done, total, "pages")
+
+    return WrittenSite(site=build_site(ledger, out_dir, checkpoints=checkpoints, public_keys=public_keys, jobs=jobs,
+                                       progress=progress, notify=notify))

@@ -1,0 +1,138 @@
+"""``certa run`` as one call: run a spec file, record it (unless asked not to), write the certificate
+(``-o``) and a JUnit report (``--junit``) also when the run fails, aborts or is refused, and report the
+outcome with its text and JSON forms.
+
+Files are checked writable before anything is recorded (or the ledger file created), and the spec and its
+inputs before the ledger is opened. A file that cannot be written after the run was recorded is a
+``RecordedOutputError`` (exit 4) naming the run and the command that writes it again, so that a scheduler does
+not run and record it twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.core.interpreter import Notify, RunDecisions, check_data_keys, load_tables
+from engine.core.spec import load_plan
+from engine.foundation.atomic_files import check_writable
+from engine.foundation.errors import CertaError, OutputError, ProfileAbort, RecordedOutputError
+from engine.services.documents import write_certificate
+from engine.services.presentation.junit import run_suite, utc_timestamp, write_junit
+from engine.services.presentation.markdown import failed_rules
+from engine.services.presentation.terminal import run_report_diagnostics, run_report_text
+from engine.services.presentation.warnings import run_warnings
+from engine.services.run import RunResult, ledger_for_run, run_plan
+from ledger.location import command_hint
+
+__all__ = ["RunReport", "run_spec_file", "after_recording"]
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """One ``certa run``: a completed run (``result``) or one a profile rule stopped (``abort``, with its
+    failed ``rules``), its ``warnings``, and ``ledger`` as the user named it (None: not recorded)."""
+
+    result: RunResult | None
+    abort: ProfileAbort | None
+    rules: tuple[dict[str, Any], ...]
+    warnings: tuple[str, ...]
+    ledger: str | None
+
+    @property
+    def run_id(self) -> str | None:
+        """The recorded run's id (None: not recorded)."""
+        if self.abort is not None:
+            return self.abort.run_id
+        return self.result.run_id if self.result is not None and self.ledger is not None else None
+
+    @property
+    def exit_code(self) -> int:
+        """0 PASS, 1 FAIL, 3 aborted by a profile rule."""
+        if self.abort is not None:
+            return self.abort.exit_code
+        return 0 if self.result is not None and self.result.verdict == "PASS" else 1
+
+    def as_json(self) -> dict[str, Any]:
+        """The run id, verdict and digests; for an aborted run the error, the rule, the stage and the failed
+        rules."""
+        if self.abort is not None:
+            return {**self.abort.as_json(), "run_id": self.abort.run_id, "rule": self.abort.rule,
+                    "stage": self.abort.stage_id, "failed_rules": list(self.rules), "warnings": list(self.warnings)}
+        assert self.result is not None
+        return {"ok": True, "run_id": self.run_id, "verdict": self.result.verdict,
+                "certificate_sha256": self.result.content_sha256, "results_sha256": self.result.results_sha256,
+                "knobs_hash": self.result.knobs_hash, "warnings": list(self.warnings)}
+
+    def diagnostics(self) -> str:
+        """What goes to stderr: each warning, and for an aborted run the reason and each failed rule."""
+        return run_report_diagnostics(self)
+
+    def text(self) -> str:
+        """The verdict, identity and gates and where the run is recorded; or that it was aborted."""
+        return run_report_text(self)
+
+
+@contextlib.contextmanager
+def after_recording(recorded: str | None, *, retry: str | None = None) -> Iterator[None]:
+    """Around a write after ``recorded`` ("run ID (PASS)"; None: nothing was recorded): an ``OutputError``
+    becomes a ``RecordedOutputError`` (exit 4) naming the run and the ``retry`` command."""
+    try:
+        yield
+    except OutputError as error:
+        if recorded is None:
+            raise
+        raise RecordedOutputError(f"{recorded} is recorded, but {error}"
+                                  + (f"; write it with: {retry}" if retry else "")) from None
+
+
+def run_spec_file(spec: Path, *, input_paths: Mapping[str, Path] | None = None, ledger: str | None = None,
+                  output: Path | None = None, junit_file: Path | None = None,
+                  notify: Notify | None = None) -> RunReport:
+    """Run the spec at ``spec`` (inputs read from ``input_paths`` instead of the spec's paths), record it in
+    ``ledger`` (None: not recorded), and write the certificate to ``output`` and a JUnit report to
+    ``junit_file`` when given. A refused spec or input raises its ``CertaError`` (its JUnit report written
+    first); a run a profile rule stopped is a ``RunReport`` with ``abort``."""
+    started, timestamp = time.monotonic(), utc_timestamp()
+    name = str(spec)  # the spec's name once it loads: the JUnit report's suite and classname
+
+    def junit(**outcome: Any) -> None:
+        if junit_file is not None:
+            write_junit(junit_file, [run_suite(name=name, timestamp=timestamp, seconds=time.monotonic() - started,
+                                               spec=str(spec), **outcome)])
+
+    try:
+        for path, what in ((output, "the certificate"), (junit_file, "the JUnit report")):
+            if path is not None:  # refused before anything is recorded (or the ledger file created)
+                check_writable(path, what=what)
+        plan = load_plan(spec)  # the spec and its inputs are checked before the ledger is opened (or created)
+        name = plan.name
+        tables = load_tables(plan, input_paths=input_paths)
+        check_data_keys(plan, tables)  # a gate's bucket or vendor the data lack: refused before the ledger opens
+        if ledger is None:
+            result = run_plan(plan, tables, notify=notify)
+        else:
+            with ledger_for_run(ledger) as opened:
+                result = run_plan(plan, tables, ledger=opened, notify=notify)
+    except ProfileAbort as abort:
+        rules = failed_rules(abort.decisions)
+        with after_recording(abort.run_id and f"aborted run {abort.run_id}"):
+            junit(run_id=abort.run_id, failed_rules=rules, abort_reason=str(abort))
+        return RunReport(result=None, abort=abort, rules=rules,
+                         warnings=run_warnings(RunDecisions.of(abort.stage_id, abort.decisions)), ledger=ledger)
+    except CertaError as error:
+        junit(error=str(error), error_type=type(error).__name__)
+        raise
+    recorded = None if ledger is None else f"run {result.run_id} ({result.verdict})"
+    if output is not None:
+        retry = command_hint("export", result.run_id[:12], "-o", str(output), ledger=ledger)
+        with after_recording(recorded, retry=retry):
+            write_certificate(result.certificate, output)
+    with after_recording(recorded):
+        junit(run_id=None if ledger is None else result.run_id, verdict=result.verdict,
+              gates=result.certificate["content"]["gates"])
+    return RunReport(result=result, abort=None, rules=(), warnings=result.warnings, ledger=ledger)
