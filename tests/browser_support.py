@@ -143,13 +143,17 @@ def example_ledger(folder: Path) -> tuple[Path, dict[str, str]]:
 
 
 def write_screenshots(out_dir: Path = ROOT / "docs" / "screenshots") -> list[Path]:
-    """Screenshots of each example's report and of the site index (``certa site`` of the examples)."""
+    """Screenshots of each example's report, of a ``paired.metric_delta`` report with slices
+    (``report-paired-metric.png``: tests/paired_metric_support.py) and of the site index (``certa site`` of
+    them all)."""
     from engine.services.presentation.html.site import build_site
     from ledger import Ledger
+    from tests.paired_metric_support import run_spec, sliced_spec
 
     written = []
     with tempfile.TemporaryDirectory() as folder:
         db, runs = example_ledger(Path(folder))
+        runs["paired-metric"] = run_spec(sliced_spec(Path(folder) / "paired-metric"), db)
         site = Path(folder) / "site"
         with Ledger.open(str(db), create=False) as ledger:
             build_site(ledger, site)

@@ -21,7 +21,9 @@ from tests.browser_support import (
     open_page,
     pdf_page_count,
     plot_pixel_spread,
+    save_screenshot,
 )
+from tests.paired_metric_support import lm_eval_spec, run_spec, sliced_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted(p.parent.name for p in (ROOT / "specs").glob("*/spec.yaml"))
@@ -160,3 +162,59 @@ def test_report_prints_to_pdf_with_a_page_per_stage(built, chromium) -> None:
 def test_json_summary_of_the_site(built) -> None:
     result = CliRunner().invoke(main, ["site", "-o", str(built["site"]), "--ledger", str(built["db"]), "--json"])
     assert json.loads(result.stdout)["pages_written"] == 0
+
+
+_OVERFLOWS = """() => {
+  const problems = [];
+  const page = document.documentElement;
+  if (page.scrollWidth > page.clientWidth) problems.push(`page: ${page.scrollWidth} > ${page.clientWidth} px`);
+  for (const section of document.querySelectorAll("section.stage")) {
+    const right = section.getBoundingClientRect().right + 0.5;
+    for (const element of section.querySelectorAll("*")) {
+      if (element.closest("svg")) continue;
+      const name = `${element.tagName} "${element.textContent.trim().slice(0, 40)}"`;
+      if (element.getBoundingClientRect().right > right) problems.push(`${name} ends right of its section`);
+      else if (element.clientWidth && element.scrollWidth > element.clientWidth + 1) problems.push(`${name} overflows`);
+    }
+    for (const svg of section.querySelectorAll("figure.plot > svg")) {
+      const view = svg.viewBox.baseVal, drawn = svg.querySelector(":scope > g").getBBox();
+      if (drawn.x < view.x - 0.5 || drawn.y < view.y - 0.5 || drawn.x + drawn.width > view.x + view.width + 0.5
+          || drawn.y + drawn.height > view.y + view.height + 0.5) problems.push(`a plot draws outside its view box`);
+    }
+  }
+  return problems;
+}"""
+"""What sticks out: the page wider than the window, an element of a stage section past the section's right edge
+or with content wider than itself, a plot drawing outside its view box (a cut legend or label)."""
+
+
+@pytest.fixture(scope="module")
+def metric_reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The standalone reports of paired.metric_delta on the lm-eval fixtures and on the sliced CSV tables."""
+    folder = tmp_path_factory.mktemp("metric-browser")
+    db = folder / "ledger.db"
+    reports = {}
+    for name, spec in (("lm-eval", lm_eval_spec(folder / "lm-eval")), ("sliced", sliced_spec(folder / "sliced"))):
+        reports[name] = folder / f"{name}.html"
+        result = CliRunner().invoke(main, ["report", run_spec(spec, db), "-o", str(reports[name]), "--ledger", str(db)])
+        assert result.exit_code == 0, result.output
+    return reports
+
+
+@pytest.mark.parametrize("name", ["lm-eval", "sliced"])
+def test_metric_delta_report_fits_its_page_in_a_browser(metric_reports, chromium, name: str, tmp_path: Path) -> None:
+    page, log = open_page(chromium, metric_reports[name])
+    try:
+        assert log.console_errors == [] and log.network_requests == []
+        assert page.locator("section.stage .decision .badge").inner_text().endswith("non-inferior at margin 0.05")
+        box = page.locator("section.stage .how-to-read")
+        assert box.is_visible() and box.inner_text().startswith("How to read this")
+        assert all(spread > 10 for spread in plot_pixel_spread(page))
+        assert page.locator("section.stage table.data caption").count() >= 7
+        for width in (1200, 800):  # the screenshot's width, and a narrow window
+            page.set_viewport_size({"width": width, "height": 900})
+            assert page.evaluate(_OVERFLOWS) == [], width
+        page.set_viewport_size({"width": 1200, "height": 900})
+        assert save_screenshot(page, tmp_path / f"report-paired-metric-{name}.png") > 20_000
+    finally:
+        page.close()

@@ -18,11 +18,14 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
+from engine.core.value_text import format_value
 from engine.services.presentation.explain import EXPLAINED, how_to_read
 from engine.services.presentation.stages.bakeoff import bucket_lead
 from engine.services.presentation.html import Link, gather_report, render_report
 from engine.services.presentation.html.sections import stage_section
 from ledger import Ledger
+
+from tests.paired_metric_support import LM_EVAL_GATE, SLICED_GATE, SLICES, lm_eval_spec, run_spec, sliced_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted(p.parent.name for p in (ROOT / "specs").glob("*/spec.yaml"))
@@ -162,6 +165,8 @@ def test_plot_labels_lose_control_and_bidi_characters_and_stay_well_formed_xml()
                          gate_lines=[(SPOOFED, 1.05)], drift_ratio=None, drift_band=None, delta=None),
         plots.pac_bounds_plot("p", metrics=[SPOOFED], scopes=[SPOOFED], bounds={(SPOOFED, SPOOFED): (0.1, 0.05, 0.2)},
                               thresholds=[(SPOOFED, SPOOFED, 0.15)]),
+        plots.difference_plot("d", overall=("overall", 0.01, [-0.02, 0.04]), slices=[(SPOOFED, 0.0, [-0.1, 0.1])],
+                              confidence_level=0.95, margin=0.05, gate_lines=[(SPOOFED, -0.03)], value_label=SPOOFED),
     ]
     for svg in svgs:
         assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", svg)
@@ -486,3 +491,217 @@ def test_a_stage_type_without_a_layout_shows_its_outputs_as_a_table() -> None:
     section = stage_section("x", "future.stage", "9.0.0", {"answer": 42}, (), ())
     assert (section.stage_id, section.use) == ("x", "future.stage")
     assert "No report layout" in section.summary and section.tables
+
+
+# -- paired.metric_delta ------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def metric_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """The lm-eval fixtures (accuracy on certa_mc) and the sliced CSV tables, each run once into one ledger."""
+    folder = tmp_path_factory.mktemp("metric")
+    db = folder / "ledger.db"
+    return db, {"lm-eval": run_spec(lm_eval_spec(folder / "lm-eval"), db),
+                "sliced": run_spec(sliced_spec(folder / "sliced"), db)}
+
+
+def _metric_stage(db: Path, run_id: str) -> tuple[str, dict, list]:
+    """(the HTML of stage ``acc``, its stored outputs, the run's gates)."""
+    with Ledger.open(str(db), create=False) as ledger:
+        content = ledger.certificate(run_id)["content"]
+    return _sections(_report(db, run_id))["acc"], content["stages"]["acc"], content["gates"]
+
+
+def _tables(html: str) -> dict[str, list[list[str]]]:
+    """Caption -> the rows of that table, each a list of its cells' text (badges unwrapped)."""
+    found = {}
+    for caption, body in re.findall(r"<caption>(.*?)</caption>.*?<tbody>(.*?)</tbody>", html, flags=re.S):
+        rows = re.findall(r"<tr>(.*?)</tr>", body, flags=re.S)
+        found[caption] = [[re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S)]
+                          for row in rows]
+    return found
+
+
+def _escaped(text: str) -> str:
+    """``text`` as the templates write it (``markupsafe`` escaping)."""
+    from markupsafe import escape
+
+    return str(escape(text))
+
+
+def _svg_strings(html: str) -> set[str]:
+    """The strings a plot drew (matplotlib writes each one as an XML comment before its glyphs)."""
+    return {comment.strip() for comment in re.findall(r"<!--(.*?)-->", html, flags=re.S)}
+
+
+def test_metric_delta_report_renders_every_part(metric_runs) -> None:
+    db, runs = metric_runs
+    html, outputs, gates = _metric_stage(db, runs["lm-eval"])
+    assert '<span class="badge badge-fail">NOT shown non-inferior at margin 0.05</span>' in html
+    assert ("acc over 24 paired items: subject 0.1667, baseline 0.08333, difference +0.08333 (subject − baseline), "
+            "95% CI [-0.06614, 0.2585] (Tango score interval for paired proportions). NOT shown non-inferior at margin "
+            "0.05: the data do not rule out that the subject is 5 points or more worse (Tango score test, one-sided "
+            "p = 0.03323 ≥ α = 0.025).") in html
+    assert "<li>every item paired (24)</li>" in html  # the fixtures' task configs differ in their model metadata:
+    assert "<li>the exports differ in: task config digest (SHA-256)</li>" in html
+    box = re.search(r'<aside class="how-to-read"[^>]*>(.*?)</aside>', html, flags=re.S)
+    assert box is not None
+    for paragraph in how_to_read("paired.metric_delta", outputs):
+        assert f"<p>{_escaped(paragraph)}</p>" in box.group(1)
+    assert html.index('class="how-to-read"') < html.index('<figure class="plot"') < html.index("<table")
+
+    tables = _tables(html)
+    provenance = [f"Provenance: {side} (as its export states it)" for side in ("baseline", "subject")]
+    two_by_two = "Paired 2×2 table of the items (discordant: 2 correct for the subject only, 0 for the baseline only)"
+    assert list(tables) == ["Result", two_by_two, "Exact McNemar test", "Non-inferiority test",
+                            "Minimum detectable difference at n = 24", "Pairing of the items", *provenance]
+    result = dict(map(tuple, tables["Result"]))
+    assert result["95% CI of the difference"] == "[-0.0661409, 0.258488]" and result["paired items n"] == "24"
+    counts = outputs["table"]
+    assert tables[two_by_two] == [
+        ["subject correct (1)", str(counts["both"]), str(counts["subject_only"]),
+         str(counts["both"] + counts["subject_only"])],
+        ["subject wrong (0)", str(counts["baseline_only"]), str(counts["neither"]),
+         str(counts["baseline_only"] + counts["neither"])],
+        ["total", str(counts["both"] + counts["baseline_only"]), str(counts["subject_only"] + counts["neither"]), "24"]]
+    assert dict(map(tuple, tables["Exact McNemar test"]))["p-value (two-sided)"] == "0.5"
+    assert dict(map(tuple, tables["Non-inferiority test"]))["verdict"] == "NOT shown non-inferior"
+    detectable = dict(map(tuple, tables["Minimum detectable difference at n = 24"]))
+    assert detectable["attainable with the discordance observed"] == "no"
+    for side, caption in zip(("baseline", "subject"), provenance):
+        stated = outputs["sources"][side]
+        rows = dict(map(tuple, tables[caption]))
+        assert rows["tool"] == "lm-evaluation-harness" and rows["tool version"] == "0.4.13"
+        assert rows["task"] == "certa_mc" and rows["task config digest (SHA-256)"] == stated["task_config_sha256"]
+        assert stated["models"] and stated["files"]
+        for entry in stated["models"]:
+            assert rows[f"model: {entry['field']}"] == _escaped(entry["value"])
+        for entry in stated["details"]:
+            assert rows[entry["field"]] == _escaped(entry["value"])
+        for entry in stated["files"]:
+            assert rows[f"file read as {_escaped(entry['name'])} (SHA-256)"] == entry["sha256"]
+
+    drawn = _svg_strings(html)
+    assert {"overall (n = 24)", "−margin −0.05 (non-inferiority)", f"gate {LM_EVAL_GATE[0]}"} <= drawn
+    assert not any(g["id"] == "no-worse-than-5-points" and f"gate {g['id']}" in drawn for g in gates)  # not on the axis
+
+
+def test_metric_delta_slices_and_unpaired_items(metric_runs) -> None:
+    db, runs = metric_runs
+    html, outputs, _ = _metric_stage(db, runs["sliced"])
+    assert '<span class="badge badge-pass">non-inferior at margin 0.05</span>' in html
+    assert "Non-inferior at margin 0.05: the subject is at most 5 points worse (Tango score test" in html
+    assert "<li>items not paired (not in the estimate): 1 only in the baseline, 1 only in the subject</li>" in html
+    assert "<li>both exports state the same tool</li>" in html
+    tables = _tables(html)
+    caption = next(c for c in tables if "slices" in c)
+    assert caption == ("4 slices: p-values of the Tango non-inferiority test, adjusted across slices by Holm "
+                       "(familywise error rate); intervals not adjusted")
+    rows = outputs["slices"]["rows"]
+    assert sorted(row["slice"] for row in rows) == sorted(SLICES)
+    assert tables[caption] == [[row["slice"], str(row["items"]), *(format_value(v, digits=6) for v in (
+        row["estimate"], *row["ci"], row["p_value"], row["adjusted_p_value"]))] for row in rows]
+    pairing = dict(map(tuple, tables["Pairing of the items"]))
+    for side, key in (("baseline", "q0008"), ("subject", "q0005")):
+        assert pairing[f"items not paired: only in the {side}"] == "1"
+        assert pairing[f"first keys: only in the {side}"] == key
+    assert re.search(r'<td><span class="badge badge-fail">1</span></td>', html)
+    assert "first keys: with different identity digests" not in pairing
+    assert dict(map(tuple, tables["Provenance: baseline (as its export states it)"]))["tool version"] == "not stated"
+    drawn = _svg_strings(html)
+    assert {f"{row['slice']} (n = {row['items']})" for row in rows} <= drawn
+    assert {"overall (n = 598)", f"gate {SLICED_GATE[0]}", "95% CI per slice (unadjusted)"} <= drawn
+    assert "Slices: each of the 4 slices" in html and "were not paired" in html
+
+
+def test_difference_plot_is_well_formed_deterministic_and_keyed() -> None:
+    import xml.etree.ElementTree as ET
+
+    from engine.services.presentation.html import plots
+
+    def draw() -> str:
+        return plots.difference_plot("acc-difference", overall=("overall (n = 598)", 0.018, [0.0015, 0.037]),
+                                     slices=[("s" * 60, -0.05, [-0.1, -0.03]), ("b", 0.0, [-0.02, 0.02])],
+                                     confidence_level=0.95, margin=0.05, gate_lines=[("g", -0.03)],
+                                     value_label="difference in acc")
+    svg = draw()
+    assert svg == draw() and svg.startswith('<svg role="img" ')
+    ET.fromstring(svg)
+    ids = re.findall(r'\bid="([^"]+)"', svg)
+    assert ids and all(i.startswith("acc-difference-") for i in ids)
+    assert "s" * 35 + "…" in _svg_strings(svg)  # a long slice name is cut, the plot keeps its width
+    bare = plots.difference_plot("x", overall=("overall", None, None), confidence_level=None, margin=None,
+                                 value_label="difference")
+    ET.fromstring(bare)
+    assert "−margin" not in bare and "gate" not in bare
+
+
+def _metric_outputs(**changes) -> dict:
+    """Stored outputs of a binary paired.metric_delta (the shape 1.0.0 records), with ``changes``."""
+    outputs = {"metric": "acc", "scale": "binary", "direction": "difference = subject − baseline", "n_paired": 400,
+               "baseline_mean": 0.7, "subject_mean": 0.695,
+               "difference": {"estimate": -0.005, "ci": [-0.009, 0.001], "confidence_level": 0.95,
+                              "method": "tango_score"},
+               "table": {"both": 270, "subject_only": 8, "baseline_only": 10, "neither": 112},
+               "test": {"name": "exact McNemar", "null": "equal", "p_value": 0.81},
+               "noninferiority": {"margin": 0.01, "null": "Δ ≤ −0.01", "method": "Tango score test",
+                                  "alpha": 0.025, "p_value": 0.001, "noninferior": True},
+               "detectable_difference": {"difference": 0.03, "power": 0.8, "alpha_two_sided": 0.05,
+                                         "attainable": True, "approximation": "Connor (1987)"},
+               "slices": None,
+               "pairing": {"key_fields": ["doc_id"], "baseline_items": 400, "subject_items": 400, "paired": 400,
+                           "unmatched_baseline": 0, "unmatched_subject": 0, "identity_mismatched": 0,
+                           "identity_fields_mismatched": [], "examples": {}},
+               "sources": {}}
+    outputs.update(changes)
+    return outputs
+
+
+def test_metric_delta_words_follow_the_verdict_the_scale_and_the_pairing() -> None:
+    passed = _metric_outputs()
+    section = stage_section("acc", "paired.metric_delta", "1.0.0", passed, (), ())
+    assert section.ok is True and section.decision == "non-inferior at margin 0.01"
+    assert ("Non-inferior at margin 0.01: the subject is at most 1 point worse (Tango score test, one-sided "
+            "p = 0.001 < α = 0.025).") in section.summary
+    text = " ".join(how_to_read("paired.metric_delta", passed))
+    assert "compatible with a loss no larger than the margin" in text
+    assert "does NOT say that the models are equal" in text
+    assert "Δ = subject − baseline" in text and "fair sample" in text and "identity digests" in text
+    assert "Minimum detectable difference" in text and "not attainable" not in text and "Here every item paired" in text
+
+    failed = _metric_outputs(noninferiority={**passed["noninferiority"], "p_value": 0.2, "noninferior": False},
+                             detectable_difference={**passed["detectable_difference"], "attainable": False},
+                             pairing={**passed["pairing"], "unmatched_subject": 3, "identity_mismatched": 2})
+    section = stage_section("acc", "paired.metric_delta", "1.0.0", failed,
+                            [{"id": "g", "metric": "acc.difference.ci[0]", "passed": True, "threshold": {"min": -0.1}}],
+                            ())
+    assert section.ok is True and section.decision == "NOT shown non-inferior at margin 0.01"  # the gates decide ok
+    assert ("NOT shown non-inferior at margin 0.01: the data do not rule out that the subject is 1 point or more "
+            "worse (Tango score test, one-sided p = 0.2 ≥ α = 0.025).") in section.summary
+    text = " ".join(how_to_read("paired.metric_delta", failed))
+    assert "does NOT show that the subject is worse" in text and "not attainable" in text
+    assert "3 item(s) only in the subject, 2 item(s) with different identity digests were not paired" in text
+
+    unset = " ".join(how_to_read("paired.metric_delta", _metric_outputs(noninferiority=None)))
+    assert "no non-inferiority margin was set" in unset and "does NOT mean the models are equal" in unset
+
+    bounded = _metric_outputs(scale="bounded", range=[0, 1], table=None, test=None, detectable_difference=None,
+                              difference={"estimate": 0.01, "ci": [-0.05, 0.07], "confidence_level": 0.9,
+                                          "method": "betting", "validity": "anytime-valid"},
+                              noninferiority={"margin": 0.03, "method": "lower confidence bound above −margin",
+                                              "alpha": 0.05, "lower_bound": -0.05, "noninferior": False})
+    section = stage_section("f1", "paired.metric_delta", "1.0.0", bounded, (), ())
+    assert section.ok is False and not any("2×2" in t.caption for t in section.tables)
+    assert "the interval's lower bound -0.05 does NOT lie above −margin = -0.03" in section.summary
+    assert "0.03 or more worse" in section.summary
+    assert "90% CI [-0.05, 0.07] (betting confidence sequence)" in section.summary
+    text = " ".join(how_to_read("paired.metric_delta", bounded))
+    assert "declared range [0, 1]" in text and "confidence sequence" in text and "Minimum detectable" not in text
+
+
+@pytest.mark.parametrize("outputs", [{}, {"difference": None, "table": {"both": "x"}, "range": "?",
+                                          "slices": {"rows": [None, {"ci": "ab"}]}, "sources": {"baseline": 1},
+                                          "pairing": {"examples": {"unmatched_baseline": "q"}},
+                                          "noninferiority": {"margin": "?"}}])
+def test_metric_delta_section_reads_odd_outputs(outputs: dict) -> None:
+    section = stage_section("acc", "paired.metric_delta", "1.0.0", outputs, (), ())
+    assert section.plots and "<svg" in section.plots[0].svg and section.tables and section.how_to_read

@@ -35,9 +35,11 @@ from matplotlib.textpath import TextToPath
 from engine.services.presentation.display_text import plain_text
 
 __all__ = ["ratio_plot", "sequence_plot", "bakeoff_plot", "calm_gate_plot", "pac_bounds_plot", "monitor_plot",
-           "vendor_colours", "VENDOR_GID"]
+           "difference_plot", "DifferenceRow", "vendor_colours", "VENDOR_GID"]
 
 PASS, FAIL, INK, MUTED, ACCENT, BAND = "#1a7f37", "#cf222e", "#24292f", "#8c959f", "#0969da", "#ddf4ff"
+MARGIN = "#bc4c00"
+"""The non-inferiority limit −δ (orange: not a gate threshold, which is red)."""
 PALETTE = ("#0969da", "#bc4c00", "#8250df", "#1a7f37", "#cf222e", "#6e7781")
 VENDOR_PALETTE = ("#0969da", "#bc4c00", "#8250df", "#1a7f37", "#bf3989", "#4d2d00", "#1b7c83", "#6e7781")
 """Vendor colours (blue, orange, purple, green, pink, brown, teal, grey): distinct for up to 8 vendors."""
@@ -213,15 +215,17 @@ def _label_margin(labels: Sequence[str]) -> float:
     return 0.25 + 0.068 * max((len(label) for label in labels), default=0)
 
 
-def _legend(fig: Figure, axes: Sequence[Any]) -> None:
-    """One legend for the whole figure, above the plots (labels deduplicated, first occurrence kept)."""
+def _legend(fig: Figure, axes: Sequence[Any], columns: int = 4) -> int:
+    """One legend for the whole figure, above the plots (labels deduplicated, first occurrence kept), in at
+    most ``columns`` columns; returns its number of rows."""
     seen: dict[str, Any] = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(label, handle)
     if seen:
         fig.legend(list(seen.values()), list(seen), loc="upper center", bbox_to_anchor=(0.5, 1.0),
-                   ncols=min(4, len(seen)), borderaxespad=0.2)
+                   ncols=min(columns, len(seen)), borderaxespad=0.2)
+    return -(-len(seen) // columns)
 
 
 def ratio_plot(key: str, *, ratio: float | None, display_ci: Sequence[float] | None, confidence_level: float | None,
@@ -573,3 +577,66 @@ def _interval_panel(key: str, *, metrics: Sequence[str], scopes: Sequence[str],
         axes[-1].set_xlabel("rate")
         _legend(fig, axes)
     return _to_svg(fig, key)
+
+
+DifferenceRow = tuple[str, float | None, Sequence[float] | None]
+"""One row of a forest plot: (label, point estimate, [low, high])."""
+
+_LABEL_CHARS = 36
+"""Names from a spec or its data (slices, gates) longer than this are cut with an ellipsis in a forest plot's
+row labels and legend, so the plot keeps its width."""
+
+
+def difference_plot(key: str, *, overall: DifferenceRow, slices: Sequence[DifferenceRow] = (),
+                    confidence_level: float | None, margin: float | None,
+                    gate_lines: Sequence[tuple[str, float]] = (), value_label: str) -> str:
+    """paired.metric_delta: a forest plot of the paired difference subject − baseline, the overall estimate
+    with its interval (diamond, first row) and, below it, each slice's estimate with its unadjusted interval;
+    a line at 0 (no difference), a dashed line at −``margin`` (the non-inferiority limit, when a margin was
+    set) and the gate thresholds on the difference or its interval (dashed red). The legend, in three columns
+    above the plot, takes the rows it needs."""
+    rows = [overall, *slices]
+    labels = [_short_label(name) for name, _, _ in rows]
+    level = f"{100 * confidence_level:g}% CI" if _finite(confidence_level) is not None else "CI"
+    body, bottom = 0.35 + 0.27 * len(rows), 0.5
+    with matplotlib.rc_context(_STYLE):
+        fig, (ax,) = _figure(body + 0.5 + bottom, left=_label_margin(labels), top=0.5, bottom=bottom)
+        values: list[Any] = [0.0]
+        for row, (_, estimate, interval) in enumerate(rows):
+            y = len(rows) - 1 - row
+            first = row == 0
+            colour = ACCENT if first else INK
+            if interval is not None and len(interval) == 2 and all(_finite(v) is not None for v in interval):
+                ax.hlines(y, interval[0], interval[1], color=colour, lw=4 if first else 2.5, alpha=0.45,
+                          label=(f"{level}, overall" if first else f"{level} per slice (unadjusted)")
+                          if row < 2 else None)
+                ax.plot(list(interval), [y, y], "|", color=colour, ms=9 if first else 7)
+                values += list(interval)
+            if _finite(estimate) is not None:
+                ax.plot([estimate], [y], "D" if first else "o", color=colour, ms=7 if first else 4.5,
+                        label=("difference, overall" if first else "difference per slice") if row < 2 else None)
+                values.append(estimate)
+        if slices:
+            ax.axhline(len(rows) - 1.5, color=MUTED, lw=0.6)
+        ax.axvline(0.0, color=MUTED, lw=1, label="0: no difference")
+        if _finite(margin) is not None:
+            ax.axvline(-margin, color=MARGIN, lw=1.3, ls="--", label=f"−margin −{margin:g} (non-inferiority)")
+            values.append(-margin)
+        for i, (name, value) in enumerate(gate_lines):
+            ax.axvline(value, color=FAIL, lw=1.2, ls="--", label=f"gate {_short_label(name)}" if i < 3 else None)
+            values.append(value)
+        ax.set_yticks(range(len(rows)), labels[::-1])
+        ax.set_ylim(-0.6, len(rows) - 0.4)
+        _pad_axis(ax, values)
+        ax.set_xlabel(value_label)
+        top = 0.2 + 0.17 * _legend(fig, (ax,), columns=3)
+        height = body + top + bottom
+        fig.set_size_inches(_WIDTH, height)
+        fig.subplots_adjust(top=1 - top / height, bottom=bottom / height)
+    return _to_svg(fig, key)
+
+
+def _short_label(name: str) -> str:
+    """A name as a forest plot draws it (``plain_text``), cut to ``_LABEL_CHARS`` characters."""
+    text = plain_text(name)
+    return text if len(text) <= _LABEL_CHARS else text[:_LABEL_CHARS - 1] + "…"

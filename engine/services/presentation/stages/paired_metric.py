@@ -1,0 +1,437 @@
+"""How ``paired.metric_delta`` reads: the paired difference subject − baseline of a per-item metric with its
+interval against the non-inferiority margin and the gate thresholds, the paired 2×2 table and the tests, the
+smallest difference this many items detect, the slices with raw and adjusted p-values, how the items paired,
+and what each evaluator export states about where its numbers come from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from engine.services.presentation.explain import finite_number, number_text, percent_text
+from engine.services.presentation.html import plots
+from engine.services.presentation.html.view import (Cell, Plot, StageInput, StageSection, Table, fmt, mapping, table,
+                                                    threshold_values)
+
+__all__ = ["section", "how_to_read"]
+
+SIDES = ("baseline", "subject")
+
+METHOD_NAMES = {
+    "tango_score": "Tango score interval for paired proportions",
+    "newcombe_hybrid_score": "Newcombe hybrid score interval for paired proportions",
+    "bca": "BCa bootstrap interval over whole items",
+    "percentile": "percentile bootstrap interval over whole items, BCa being undefined",
+    "empirical_bernstein": "empirical-Bernstein confidence sequence",
+    "betting": "betting confidence sequence",
+}
+"""The interval methods the stage records (``difference.method``), in words; another name is shown as it is."""
+
+ADJUSTMENTS = {"holm": "Holm (familywise error rate)",
+               "benjamini_hochberg": "Benjamini–Hochberg (false discovery rate)"}
+
+STATED = ("tool", "tool_version", "task", "task_version", "task_config_sha256")
+"""The provenance fields every export states (or states as not known: null)."""
+
+STATED_NAMES = {"tool": "tool", "tool_version": "tool version", "task": "task", "task_version": "task version",
+                "task_config_sha256": "task config digest (SHA-256)"}
+
+UNPAIRED = (("only in the baseline", "unmatched_baseline"), ("only in the subject", "unmatched_subject"),
+            ("with different identity digests", "identity_mismatched"))
+"""The kinds of items left out of the estimate: (words, ``pairing`` count key, also its ``examples`` key)."""
+
+SLICE_ROWS_SHOWN = 15
+"""Slice tables with more rows than this are folded (the plot shows every slice)."""
+
+
+def _method_name(difference: Mapping[str, Any]) -> str:
+    """The recorded interval method in words."""
+    method = difference.get("method")
+    return METHOD_NAMES.get(str(method), fmt(method))
+
+
+def _signed(value: Any) -> str:
+    """A difference in a sentence: 4 significant digits with its sign (``+0.05``, ``-0.02``)."""
+    number = finite_number(value)
+    return f"+{number_text(number)}" if number is not None and number > 0 else number_text(value)
+
+
+def _pair(value: Any) -> tuple[Any, Any]:
+    """``value`` as (low, high) when it is a list of two (an interval, a range), else (None, None)."""
+    if isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2:
+        return value[0], value[1]
+    return None, None
+
+
+def _interval_text(ci: Any) -> str:
+    """``[low, high]`` in a sentence (``[?, ?]`` when the interval is not two numbers)."""
+    low, high = _pair(ci)
+    return f"[{number_text(low)}, {number_text(high)}]"
+
+
+def _adjustment_name(slices: Mapping[str, Any]) -> str:
+    """The slices' multiplicity adjustment in words."""
+    return ADJUSTMENTS.get(str(slices.get("adjustment")), fmt(slices.get("adjustment")))
+
+
+def _loss_text(margin: Any, scale: Any) -> str:
+    """A loss of ``margin`` in words: percentage points for a binary metric (0.01 is 1 point), else the metric's
+    own units."""
+    number = finite_number(margin)
+    if number is None:
+        return "the margin"
+    if scale == "binary":
+        points = number_text(100 * number)
+        return f"{points} point{'' if points == '1' else 's'}"
+    return number_text(number)
+
+
+def _verdict_sentence(outputs: Mapping[str, Any]) -> str:
+    """The non-inferiority verdict in words, with the evidence it rests on; a statement that no margin was set
+    when the stage records none."""
+    ni = mapping(outputs.get("noninferiority"))
+    if not ni:
+        test = mapping(outputs.get("test"))
+        return ("No non-inferiority margin was set, so there is no verdict on a loss"
+                + (f"; exact McNemar test of equal proportions: p = {number_text(test.get('p_value'))}." if test
+                   else "."))
+    loss = _loss_text(ni.get("margin"), outputs.get("scale"))
+    alpha = number_text(ni.get("alpha"))
+    if "p_value" in ni:
+        evidence = f"{fmt(ni.get('method'))}, one-sided p = {number_text(ni.get('p_value'))}"
+        evidence += f" {'<' if ni.get('noninferior') else '≥'} α = {alpha}"
+    else:
+        limit = finite_number(ni.get("margin"))
+        evidence = (f"the interval's lower bound {number_text(ni.get('lower_bound'))} "
+                    f"{'lies' if ni.get('noninferior') else 'does NOT lie'} above −margin = "
+                    f"{number_text(None if limit is None else -limit)}")
+    margin = number_text(ni.get("margin"))
+    if ni.get("noninferior") is True:
+        return f"Non-inferior at margin {margin}: the subject is at most {loss} worse ({evidence})."
+    return (f"NOT shown non-inferior at margin {margin}: the data do not rule out that the subject is {loss} or "
+            f"more worse ({evidence}).")
+
+
+def _summary(outputs: Mapping[str, Any]) -> str:
+    """The section's opening sentence: the means, the difference with its interval, the verdict."""
+    difference = mapping(outputs.get("difference"))
+    return (f"{fmt(outputs.get('metric'))} over {fmt(outputs.get('n_paired'))} paired items: subject "
+            f"{number_text(outputs.get('subject_mean'))}, baseline {number_text(outputs.get('baseline_mean'))}, "
+            f"difference {_signed(difference.get('estimate'))} (subject − baseline), "
+            f"{percent_text(difference.get('confidence_level'))} CI {_interval_text(difference.get('ci'))} "
+            f"({_method_name(difference)}). {_verdict_sentence(outputs)}")
+
+
+def _decision(outputs: Mapping[str, Any]) -> tuple[str, bool | None]:
+    """The badge: the non-inferiority verdict when a margin was set, else the difference."""
+    ni = mapping(outputs.get("noninferiority"))
+    if ni:
+        margin = number_text(ni.get("margin"))
+        if ni.get("noninferior") is True:
+            return f"non-inferior at margin {margin}", True
+        return f"NOT shown non-inferior at margin {margin}", False
+    return f"difference {_signed(mapping(outputs.get('difference')).get('estimate'))}", None
+
+
+def _left_out(pairing: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """(kind, count) of each kind of item left out of the estimate, when there are any."""
+    counts = [(kind, pairing.get(key)) for kind, key in UNPAIRED]
+    return [(kind, count) for kind, count in counts if isinstance(count, int) and not isinstance(count, bool)
+            and count > 0]
+
+
+def _facts(outputs: Mapping[str, Any]) -> tuple[str, ...]:
+    """Beside the decision: the sign convention, the items left out and how the two exports' statements compare."""
+    facts = [str(outputs["direction"])] if isinstance(outputs.get("direction"), str) else []
+    pairing = mapping(outputs.get("pairing"))
+    left_out = _left_out(pairing)
+    if left_out:
+        facts.append("items not paired (not in the estimate): "
+                     + ", ".join(f"{fmt(count)} {kind}" for kind, count in left_out))
+    elif pairing:
+        facts.append(f"every item paired ({fmt(pairing.get('paired'))})")
+    sources = mapping(outputs.get("sources"))
+    stated = [mapping(sources.get(side)) for side in SIDES]
+    if all(stated):
+        differ = [STATED_NAMES[field] for field in STATED if stated[0].get(field) != stated[1].get(field)]
+        same = [STATED_NAMES[field] for field in STATED if stated[0].get(field) is not None]
+        facts.append("the exports differ in: " + ", ".join(differ) if differ else
+                     "both exports state the same " + ", ".join(same) if same else "neither export states its tool")
+    return tuple(facts)
+
+
+def _result_table(outputs: Mapping[str, Any]) -> Table:
+    """The means, the difference, its interval and how the interval was made."""
+    difference = mapping(outputs.get("difference"))
+    scale = outputs.get("scale")
+    rows: list[tuple[str, Any]] = [
+        ("metric", outputs.get("metric")),
+        ("scale", f"{fmt(scale)} in {fmt(outputs.get('range'))}" if "range" in outputs else scale),
+        ("paired items n", outputs.get("n_paired")),
+        ("baseline mean", outputs.get("baseline_mean")),
+        ("subject mean", outputs.get("subject_mean")),
+        ("difference subject − baseline (estimate)", difference.get("estimate")),
+        (f"{percent_text(difference.get('confidence_level'))} CI of the difference", difference.get("ci")),
+        ("interval method", _method_name(difference)),
+    ]
+    rows += [(label, difference.get(key)) for label, key in (
+        ("validity", "validity"), ("bootstrap replicates", "replicates"), ("BCa bias correction z0", "z0"),
+        ("BCa acceleration", "acceleration"), ("fallback", "fallback")) if key in difference]
+    return table("Result", ("quantity", "value"), rows)
+
+
+def _two_by_two(counts: Mapping[str, Any]) -> Table | None:
+    """The paired 2×2 table with its margins (None when the four counts are not all integers)."""
+    both, subject_only, baseline_only, neither = (counts.get(k) for k in ("both", "subject_only", "baseline_only",
+                                                                           "neither"))
+    cells = (both, subject_only, baseline_only, neither)
+    if not all(isinstance(c, int) and not isinstance(c, bool) for c in cells):
+        return None
+    return table(f"Paired 2×2 table of the items (discordant: {subject_only} correct for the subject only, "
+                 f"{baseline_only} for the baseline only)",
+                 ("", "baseline correct (1)", "baseline wrong (0)", "total"),
+                 [("subject correct (1)", both, subject_only, both + subject_only),
+                  ("subject wrong (0)", baseline_only, neither, baseline_only + neither),
+                  ("total", both + baseline_only, subject_only + neither, sum(cells))], numeric=(1, 2, 3))
+
+
+def _test_tables(outputs: Mapping[str, Any]) -> list[Table]:
+    """The exact McNemar test, the non-inferiority test and the minimum detectable difference, as recorded."""
+    tables = []
+    test = mapping(outputs.get("test"))
+    if test:
+        tables.append(table("Exact McNemar test", ("quantity", "value"), [
+            ("test", test.get("name")), ("null hypothesis", test.get("null")),
+            ("p-value (two-sided)", test.get("p_value"))]))
+    ni = mapping(outputs.get("noninferiority"))
+    if ni:
+        noninferior = ni.get("noninferior")
+        verdict = Cell("non-inferior" if noninferior is True else "NOT shown non-inferior", noninferior is True)
+        evidence = ([("p-value (one-sided)", ni.get("p_value"))] if "p_value" in ni else []) + \
+                   ([("lower bound of the interval", ni.get("lower_bound"))] if "lower_bound" in ni else [])
+        tables.append(table("Non-inferiority test", ("quantity", "value"), [
+            ("margin δ", ni.get("margin")), ("null hypothesis (rejected to declare non-inferiority)", ni.get("null")),
+            ("method", ni.get("method")), ("one-sided level α", ni.get("alpha")), *evidence,
+            ("verdict", verdict)]))
+    detectable = mapping(outputs.get("detectable_difference"))
+    if detectable:
+        attainable = detectable.get("attainable")
+        tables.append(table(f"Minimum detectable difference at n = {fmt(outputs.get('n_paired'))}",
+                            ("quantity", "value"), [
+            ("minimum detectable |difference|", detectable.get("difference")), ("power", detectable.get("power")),
+            ("two-sided α", detectable.get("alpha_two_sided")),
+            ("attainable with the discordance observed",
+             Cell(fmt(attainable), attainable if isinstance(attainable, bool) else None)),
+            ("approximation", detectable.get("approximation"))]))
+    return tables
+
+
+def _slice_rows(outputs: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The recorded slices (none when the stage had no slice column)."""
+    return [row for row in mapping(outputs.get("slices")).get("rows") or () if isinstance(row, Mapping)]
+
+
+def _slice_table(outputs: Mapping[str, Any]) -> Table | None:
+    """One row per slice with its raw and adjusted p-values (None without slices)."""
+    slices = mapping(outputs.get("slices"))
+    rows = _slice_rows(outputs)
+    if not rows:
+        return None
+    return table(f"{len(rows)} slices: p-values of the {fmt(slices.get('p_value_of'))}, adjusted across slices by "
+                 f"{_adjustment_name(slices)}; intervals not adjusted",
+                 ("slice", "items", "difference", "CI low", "CI high", "p-value", "adjusted p-value"),
+                 [(row.get("slice"), row.get("items"), row.get("estimate"), *_pair(row.get("ci")),
+                   row.get("p_value"), row.get("adjusted_p_value")) for row in rows],
+                 numeric=(1, 2, 3, 4, 5, 6), collapsed=len(rows) > SLICE_ROWS_SHOWN)
+
+
+def _keys_text(keys: Any) -> str:
+    """Item keys (each a list of key field values) as ``a; b, c``."""
+    if not isinstance(keys, Sequence) or isinstance(keys, str) or not keys:
+        return "–"
+    return "; ".join(", ".join(fmt(part) for part in key) if isinstance(key, Sequence) and not isinstance(key, str)
+                     else fmt(key) for key in keys)
+
+
+def _pairing_table(pairing: Mapping[str, Any]) -> Table:
+    """How the items paired: the identity used, the counts (unpaired ones flagged) and the first unpaired keys."""
+    examples = mapping(pairing.get("examples"))
+    counts = [(f"items not paired: {kind}", Cell(fmt(count), count == 0 if isinstance(count, int) else None))
+              for kind, count in ((kind, pairing.get(key)) for kind, key in UNPAIRED)]
+    shown = [(f"first keys: {kind}", _keys_text(examples.get(key))) for kind, key in UNPAIRED if examples.get(key)]
+    return table("Pairing of the items", ("quantity", "value"), [
+        ("item identity (key fields)", ", ".join(map(str, pairing.get("key_fields") or ())) or "–"),
+        ("items read: baseline", pairing.get("baseline_items")), ("items read: subject", pairing.get("subject_items")),
+        ("items paired", pairing.get("paired")), *counts,
+        ("identity fields that differed",
+         ", ".join(map(str, pairing.get("identity_fields_mismatched") or ())) or "–"),
+        *shown])
+
+
+def _stated(value: Any) -> str:
+    """A value an export states (``not stated`` for null)."""
+    return "not stated" if value is None else fmt(value)
+
+
+def _provenance_table(side: str, source: Mapping[str, Any]) -> Table:
+    """What one side's export states: tool, version, task, task config digest, model and other fields, and every
+    file read with its SHA-256."""
+
+    def entries(key: str) -> list[Mapping[str, Any]]:
+        return [e for e in source.get(key) or () if isinstance(e, Mapping)]
+
+    rows: list[tuple[str, Any]] = [(STATED_NAMES[field], _stated(source.get(field))) for field in STATED]
+    rows += [(f"model: {fmt(e.get('field'))}", _stated(e.get("value"))) for e in entries("models")]
+    rows += [(fmt(e.get("field")), _stated(e.get("value"))) for e in entries("details")]
+    rows += [(f"file read as {fmt(e.get('name'))} (SHA-256)", e.get("sha256")) for e in entries("files")]
+    return table(f"Provenance: {side} (as its export states it)", ("field", "value"), rows)
+
+
+def _gate_lines(stage: StageInput) -> list[tuple[str, float]]:
+    """The thresholds of the gates on the difference or its interval (``<id>.difference.ci[...]``,
+    ``<id>.difference.estimate``): they share the plot's axis."""
+    on_axis = (f"{stage.stage_id}.difference.ci", f"{stage.stage_id}.difference.estimate")
+    return [(str(g.get("id")), v) for g in stage.gates if str(g.get("metric", "")).startswith(on_axis)
+            for v in threshold_values(g)]
+
+
+def _plot(stage: StageInput) -> Plot:
+    """The forest plot of the difference (``plots.difference_plot``) with its caption."""
+    outputs = stage.outputs
+    difference = mapping(outputs.get("difference"))
+    margin = mapping(outputs.get("noninferiority")).get("margin")
+    gates = _gate_lines(stage)
+    slices = [(f"{fmt(row.get('slice'))} (n = {fmt(row.get('items'))})", row.get("estimate"), row.get("ci"))
+              for row in _slice_rows(outputs)]
+    svg = plots.difference_plot(
+        f"{stage.stage_id}-difference", overall=(f"overall (n = {fmt(outputs.get('n_paired'))})",
+                                                 difference.get("estimate"), difference.get("ci")),
+        slices=slices, confidence_level=difference.get("confidence_level"), margin=finite_number(margin),
+        gate_lines=gates,
+        value_label=f"difference in {fmt(outputs.get('metric'))}, subject − baseline "
+                    "(negative: the subject is worse)")
+    level = percent_text(difference.get("confidence_level"))
+    caption = (f"The difference subject − baseline with its {level} interval, overall (diamond)"
+               + (" and per slice (intervals not adjusted for multiplicity)" if slices else "")
+               + ", against 0 (no difference)"
+               + (f", the non-inferiority limit −margin = −{number_text(margin)} (orange, dashed)"
+                  if finite_number(margin) is not None else "")
+               + (" and the gate thresholds (red, dashed)" if gates else "") + ".")
+    return Plot(svg, caption)
+
+
+def section(stage: StageInput) -> StageSection:
+    """The report section of a ``paired.metric_delta`` stage."""
+    outputs = stage.outputs
+    decision, verdict = _decision(outputs)
+    ok = all(g.get("passed") for g in stage.gates) if stage.gates else verdict
+    two_by_two = _two_by_two(mapping(outputs.get("table")))
+    slices = _slice_table(outputs)
+    sources = mapping(outputs.get("sources"))
+    tables = [_result_table(outputs), *([two_by_two] if two_by_two else []), *_test_tables(outputs),
+              *([slices] if slices else []), _pairing_table(mapping(outputs.get("pairing"))),
+              *(_provenance_table(side, mapping(sources.get(side))) for side in SIDES if side in sources)]
+    return StageSection(stage.stage_id, "", "", decision=decision, ok=ok, summary=_summary(outputs),
+                        facts=_facts(outputs), plots=(_plot(stage),), tables=tuple(tables))
+
+
+def _tested_text(outputs: Mapping[str, Any]) -> str:
+    """What was tested: the pairing, the estimand, the interval (and the McNemar test)."""
+    difference = mapping(outputs.get("difference"))
+    pairing = mapping(outputs.get("pairing"))
+    keys = ", ".join(map(str, pairing.get("key_fields") or ())) or "the item id"
+    text = (f"What was tested: every benchmark item was scored by both models, the baseline and the subject, and the "
+            f"two sides were paired item by item (by {keys}). The estimand is Δ = subject − baseline: the mean "
+            f"{fmt(outputs.get('metric'))} of the subject minus that of the baseline over the "
+            f"{fmt(outputs.get('n_paired'))} paired items; a negative Δ means the subject is worse. The interval "
+            f"for Δ is a two-sided {percent_text(difference.get('confidence_level'))} {_method_name(difference)}.")
+    if outputs.get("test"):
+        text += (" The exact McNemar test of Δ = 0 uses only the discordant items (right on one side, wrong on the "
+                 "other); a large p-value does NOT show that the models are equal.")
+    if str(difference.get("validity", "")).startswith("anytime"):
+        text += (" The interval is a confidence sequence: it stays valid however often the evaluation is re-run "
+                 "and looked at, at the price of being wider than a fixed-n interval.")
+    return text
+
+
+def _verdict_text(outputs: Mapping[str, Any]) -> str:
+    """What the non-inferiority verdict means and does not mean (or that no margin was set)."""
+    ni = mapping(outputs.get("noninferiority"))
+    if not ni:
+        return ("What the result means: no non-inferiority margin was set, so the stage gives no verdict; read the "
+                "interval, which holds the differences the data are compatible with at that level, and the gates "
+                "(if any) that compare it with thresholds. An interval containing 0 does NOT mean the models are "
+                "equal.")
+    loss = _loss_text(ni.get("margin"), outputs.get("scale"))
+    alpha = number_text(ni.get("alpha"))
+    if ni.get("noninferior") is True:
+        return (f"What the verdict means: non-inferior at margin {number_text(ni.get('margin'))}: the hypothesis "
+                f"\"the subject is worse by {loss} or more\" was rejected at one-sided level α = {alpha}, so the "
+                "data are compatible with a loss no larger than the margin at that level. It does NOT say that the "
+                "models are equal or that the subject is better, nor anything about other benchmarks, other "
+                "metrics or items unlike these.")
+    return (f"What the verdict means: NOT shown non-inferior at margin {number_text(ni.get('margin'))}: the data "
+            f"do not rule out, at one-sided level α = {alpha}, that the subject is worse by {loss} or more. It does "
+            "NOT show that the subject is worse: the interval may also hold no loss at all, and a small evaluation "
+            "cannot tell the two apart (see the minimum detectable difference).")
+
+
+def _assumptions_text(outputs: Mapping[str, Any]) -> str:
+    """The assumptions: fair and independent items, the same items on both sides (and the declared range)."""
+    pairing = mapping(outputs.get("pairing"))
+    text = ("Assumptions: the items are a fair sample of the items the models will face and independent of each "
+            "other, and both sides scored the same items. Items were paired by their identity (the evaluator's own "
+            "item id, or a table's item column); where the export records identity digests "
+            "(lm-evaluation-harness: document, prompt and target hashes) they were compared, and an item whose "
+            "digests differ is not paired.")
+    left_out = _left_out(pairing)
+    if left_out:
+        text += (" Here " + ", ".join(f"{count} item(s) {kind}" for kind, count in left_out) + " were not paired: the "
+                 "estimate covers the paired items only, and is biased if the missing items are harder or easier "
+                 "than the rest.")
+    elif pairing:
+        text += " Here every item paired."
+    if _pair(outputs.get("range")) != (None, None):
+        text += (f" The metric's values lie in the declared range {_interval_text(outputs.get('range'))} (values "
+                 "outside it are refused, never clipped): the interval relies on that bound.")
+    return text
+
+
+def _detectable_text(outputs: Mapping[str, Any]) -> str | None:
+    """What the minimum detectable difference says about the evaluation's size (binary metrics)."""
+    detectable = mapping(outputs.get("detectable_difference"))
+    if not detectable:
+        return None
+    text = (f"Minimum detectable difference: with {fmt(outputs.get('n_paired'))} paired items and the share of "
+            f"discordant items observed, a true |Δ| of {number_text(detectable.get('difference'))} would be found "
+            f"with power {number_text(detectable.get('power'))} at two-sided α = "
+            f"{number_text(detectable.get('alpha_two_sided'))}. Differences smaller than that are likely to go "
+            "unnoticed: a wide interval or a large p-value with a detectable difference above the margin says the "
+            "evaluation is too small to decide, not that there is no difference; more items narrow it.")
+    if detectable.get("attainable") is False:
+        text += (" That difference is not attainable with the discordance observed (too few items on which the "
+                 "models disagree): the test has little power here.")
+    return text
+
+
+def _slices_text(outputs: Mapping[str, Any]) -> str | None:
+    """How to read the slices: adjusted p-values, unadjusted intervals."""
+    slices = mapping(outputs.get("slices"))
+    rows = _slice_rows(outputs)
+    if not rows:
+        return None
+    return (f"Slices: each of the {len(rows)} slices has its own estimate, interval and p-value (of the "
+            f"{fmt(slices.get('p_value_of'))}); the p-values are adjusted across slices by "
+            f"{_adjustment_name(slices)}, the intervals are not. Judge a slice by its adjusted p-value: with several "
+            "slices some raw p-values are small by chance. Slices hold fewer items, so their intervals are wider than "
+            "the overall one.")
+
+
+def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
+    """How to read a ``paired.metric_delta`` stage's outputs (``engine.services.presentation.explain.how_to_read``)."""
+    texts = [_tested_text(outputs), _verdict_text(outputs), _assumptions_text(outputs), _detectable_text(outputs),
+             _slices_text(outputs),
+             ("Provenance: the tool, version, task and model of each side are what its export states about itself, "
+              "copied as written; certa records the SHA-256 of every file it read, but cannot check that the "
+              "statements are true.")]
+    return tuple(text for text in texts if text)
