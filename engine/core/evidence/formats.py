@@ -9,10 +9,11 @@ a replay reads the same bytes with the same reader and the same options. Options
 ==================  ============================================================================================
 format              options (``read:``)
 ==================  ============================================================================================
-lm-eval-samples     ``task`` (default: from the file name), ``filter`` (required when the file holds several),
-                    ``count_unit`` (``bytes``, default, or ``words``: the counts a perplexity is normalised
-                    by), ``results`` (the name of another input, of format ``lm-eval-results``: the run's
-                    ``results_<time>.json``, read for the tool version, task configuration and model)
+lm-eval-samples     ``results`` (the name of another input, of format ``lm-eval-results``: the run's
+                    ``results_<time>.json``, read for the tool version, task configuration and model) with
+                    ``task`` (the samples' task, required with ``results``: the samples' lines do not name it),
+                    ``filter`` (required when the file holds several), ``count_unit`` (``bytes``, default, or
+                    ``words``: the counts a perplexity is normalised by)
 lm-eval-results     none (read through the samples input that names it)
 inspect-eval/-json  ``slice`` (a key of each sample's ``metadata`` whose value is the item's slice)
 promptfoo-jsonl     ``provider`` (required when the file holds several providers' results)
@@ -59,6 +60,10 @@ COMPANION_OPTIONS: Mapping[str, str] = {"results": "lm-eval-results"}
 def _records(name: str, raw: bytes, fmt: str, options: Mapping[str, Any], companions: Mapping[str, bytes],
              limits: InputLimits) -> EvidenceRecords | None:
     if fmt == "lm-eval-samples":
+        if "results" in options and "task" not in options:  # never guessed: a results file may describe any task
+            raise InputError(f"input '{name}': read.results needs read.task, the task of these samples (the file "
+                             f"name samples_<task>_<time>.jsonl says it; input '{options['results']}' is read for "
+                             "that task's configuration)")
         return read_lm_eval_samples(raw, companions.get("results"), task=options.get("task"),
                                     results_name=f"input '{options['results']}'" if "results" in options else None,
                                     filter_name=options.get("filter"), count_unit=options.get("count_unit", "bytes"),
