@@ -24,6 +24,7 @@ COUNT_METRIC = {"bytes": "byte_perplexity", "words": "word_perplexity"}
 
 
 def _one(folder: Path, pattern: str) -> Path:
+    """The one file of ``folder`` matching ``pattern``."""
     (found,) = sorted(folder.glob(pattern))
     return found
 
@@ -42,6 +43,8 @@ def raw_documents(arm: str, unit: str) -> dict[int, tuple[float, int]]:
 
 
 def perplexity_spec(folder: Path, unit: str, *, with_results: bool) -> Path:
+    """A ``paired.ppl_ratio`` spec over the fixtures' perplexity samples (copied into ``folder``), counts in
+    ``unit``, with or without the results companions."""
     inputs: dict[str, Any] = {}
     for arm in ARMS:
         inputs[arm] = {"path": f"{arm}_{SAMPLES[arm].name}", "format": "lm-eval-samples",

@@ -30,6 +30,7 @@ SEED = 11
 
 
 def _one(folder: Path, pattern: str) -> Path:
+    """The one file of ``folder`` matching ``pattern``."""
     (found,) = sorted(folder.glob(pattern))
     return found
 
@@ -73,6 +74,7 @@ def item_table(values: np.ndarray | list[float], *, metric: str = "correct", ids
 
 
 def write_csv(path: Path, columns: dict[str, Any]) -> None:
+    """``columns`` as a CSV file with a header row."""
     names = list(columns)
     rows = zip(*(np.asarray(columns[name]).tolist() for name in names))
     path.write_text("\n".join([",".join(names), *(",".join(map(str, row)) for row in rows)]) + "\n", encoding="utf-8")
@@ -87,6 +89,7 @@ def copy_in(folder: Path, source: Path, name: str | None = None) -> str:
 
 
 def outputs(result: Any) -> dict[str, Any]:
+    """The stage's outputs in a run's certificate."""
     return result.certificate["content"]["stages"][STAGE_ID]
 
 
@@ -96,14 +99,17 @@ def rules(decisions: Any) -> dict[str, dict[str, Any]]:
 
 
 def recorded_rules(result: Any) -> dict[str, dict[str, Any]]:
+    """The profile-rule decisions a run recorded, by rule."""
     return rules(d.decision for d in result.decisions)
 
 
 def jsonl_lines(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSON Lines file, read with the standard library."""
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
+    """``records`` as JSON Lines."""
     path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
 
 
@@ -117,6 +123,7 @@ LETTERS = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
 
 
 def inspect_match(samples: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
+    """(sample id, epoch) -> the scorer ``match``'s letter as Inspect reads it."""
     return {(s["id"], s["epoch"]): LETTERS[s["scores"]["match"]["value"]] for s in samples}
 
 
@@ -392,6 +399,7 @@ def write_promptfoo(path: Path, successes: list[int], provider: str) -> None:
 
 
 def lm_eval_acc(path: Path) -> dict[int, float]:
+    """doc_id -> ``acc`` of an lm-eval samples file, read with the standard library."""
     return {record["doc_id"]: float(record["acc"]) for record in jsonl_lines(path)}
 
 
