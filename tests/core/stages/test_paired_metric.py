@@ -161,7 +161,8 @@ def test_binary_table_estimate_and_kernels_numbers_on_a_hand_computed_case(metho
 
 
 def test_tango_noninferiority_agrees_with_the_interval_lower_bound() -> None:
-    """Tango's test of Δ ≤ −δ at α = (1 − level)/2 rejects exactly when the interval's lower bound is above −δ."""
+    """Tango's test of Δ ≤ −δ at α = (1 − level)/2 rejects exactly when the interval's lower bound is above
+    −δ."""
     rng = np.random.default_rng(5)
     for margin in (0.05, 0.1, 0.2):
         baseline = rng.integers(0, 2, 120).astype(float)
@@ -295,7 +296,8 @@ def test_a_partial_credit_letter_is_refused_for_a_binary_metric(tmp_path: Path) 
     (tmp_path / "subject.json").write_text(json.dumps(inspect_log({"a": "C", "b": "C", "c": "C", "d": "I"})))
     inputs = {arm: {"path": f"{arm}.json", "format": "inspect-json"} for arm in ("baseline", "subject")}
     with pytest.raises(InputError, match=r"input 'baseline': metric 'match' must be 0 or 1 \(scale: binary\), but 2 "
-                                         r"of 4 item\(s\) are not \(first: item id='c', epoch=1, value 0\.5\); a metric with partial credit is scale: bounded"):
+                                         r"of 4 item\(s\) are not \(first: item id='c', epoch=1, value 0\.5\); "
+                                         r"a metric with partial credit is scale: bounded"):
         run(write_spec(tmp_path, inputs, {"metric": "match"}))
     bounded = outputs(run(write_spec(tmp_path, inputs, {"metric": "match", "scale": "bounded", "range": [0, 1],
                                                         "replicates": 200})))
@@ -305,7 +307,8 @@ def test_a_partial_credit_letter_is_refused_for_a_binary_metric(tmp_path: Path) 
 def test_bounded_values_outside_the_range_are_refused_not_clipped() -> None:
     knobs = {"scale": "bounded", "range": [0, 1]}
     inputs = {"baseline": item_table([0.5, 0.5, 0.5, 0.5]), "subject": item_table([0.5, 1.25, 0.5, -0.1])}
-    with pytest.raises(InputError, match=r"input 'subject': metric 'correct' must be within the declared range \[0, 1\] \(scale: bounded\), "
+    with pytest.raises(InputError, match=r"input 'subject': metric 'correct' must be within the declared range "
+                                         r"\[0, 1\] \(scale: bounded\), "
                                          r"but 2 of 4 item\(s\) are not \(first: item item_id='i001', value 1\.25\)"):
         run(table_spec(knobs), inputs=inputs)
 
@@ -377,7 +380,8 @@ def test_slices_of_an_inspect_log_come_from_its_sample_metadata(tmp_path: Path) 
 
 
 def test_a_slice_column_does_not_apply_to_an_evaluator_export(tmp_path: Path) -> None:
-    inputs = {arm: {"path": copy_in(tmp_path, INSPECT_EVAL[arm]), "format": "inspect-eval"} for arm in ("baseline", "subject")}
+    inputs = {arm: {"path": copy_in(tmp_path, INSPECT_EVAL[arm]), "format": "inspect-eval"}
+              for arm in ("baseline", "subject")}
     with pytest.raises(InputError, match=r"its slices come from the input's read option 'slice'"):
         run(write_spec(tmp_path, inputs, {"metric": "match", "columns": {"slice": "kind"}}))
 
@@ -464,7 +468,8 @@ def test_every_input_format_certifies_records_and_replays(tmp_path: Path, fmt: s
     baseline = np.array([values["baseline"][k] for k in keys])
     subject = np.array([values["subject"][k] for k in keys])
     assert out["n_paired"] == len(keys) == out["pairing"]["baseline_items"] == out["pairing"]["subject_items"]
-    assert out["baseline_mean"] == pytest.approx(baseline.mean()) and out["subject_mean"] == pytest.approx(subject.mean())
+    assert out["baseline_mean"] == pytest.approx(baseline.mean())
+    assert out["subject_mean"] == pytest.approx(subject.mean())
     table = out["table"]
     assert table["subject_only"] == int(((subject == 1) & (baseline == 0)).sum())
     assert table["baseline_only"] == int(((subject == 0) & (baseline == 1)).sum())
@@ -539,7 +544,8 @@ def test_a_results_companion_needs_the_task_and_must_describe_it(tmp_path: Path)
 
 
 def test_the_same_spec_gives_the_same_certificate_and_bca_follows_the_stage_generator(tmp_path: Path) -> None:
-    inputs = {arm: {"path": copy_in(tmp_path, INSPECT_EVAL[arm]), "format": "inspect-eval"} for arm in ("baseline", "subject")}
+    inputs = {arm: {"path": copy_in(tmp_path, INSPECT_EVAL[arm]), "format": "inspect-eval"}
+              for arm in ("baseline", "subject")}
     bounded = {"metric": "closeness", "scale": "bounded", "range": [0, 1], "replicates": 400}
     first = run(write_spec(tmp_path, inputs, bounded))
     second = run(write_spec(tmp_path, inputs, bounded))
@@ -574,7 +580,8 @@ def simulated_pair(rng: np.random.Generator, n: int, cells: tuple[float, float, 
 @pytest.mark.slow
 def test_simulated_noninferiority_gate_holds_its_level_and_refuses_a_clearly_worse_subject() -> None:
     """At the boundary (true Δ = −margin = −0.05, n = 500, 300 runs of the stage) the gate passes at most
-    α = 0.025 plus three binomial standard errors (3 · 0.009); a subject 10 points worse (margin 0.01) never passes."""
+    α = 0.025 plus three binomial standard errors (3 · 0.009); a subject 10 points worse (margin 0.01) never
+    passes."""
     rng = np.random.default_rng(20261124)
     boundary = (0.70, 0.05, 0.10, 0.15)  # Δ = 0.05 − 0.10
     spec = table_spec({"margin": 0.05}, profile="release")
