@@ -19,6 +19,9 @@ inspect-eval/-json  ``slice`` (a key of each sample's ``metadata`` whose value i
 promptfoo-jsonl     ``provider`` (required when the file holds several providers' results)
 ==================  ============================================================================================
 
+A results file is checked against its samples: lm-eval's ``task_hashes.<task>`` must be the digest of the
+samples' identity (``_check_results_sibling``).
+
 The table's columns show the records: the key fields (``doc_id``; ``id`` and ``epoch``; ...), the identity
 digests, every metric, the counts, and ``weight`` and ``slice`` when present.
 """
@@ -64,10 +67,14 @@ def _records(name: str, raw: bytes, fmt: str, options: Mapping[str, Any], compan
             raise InputError(f"input '{name}': read.results needs read.task, the task of these samples (the file "
                              f"name samples_<task>_<time>.jsonl says it; input '{options['results']}' is read for "
                              "that task's configuration)")
-        return read_lm_eval_samples(raw, companions.get("results"), task=options.get("task"),
-                                    results_name=f"input '{options['results']}'" if "results" in options else None,
-                                    filter_name=options.get("filter"), count_unit=options.get("count_unit", "bytes"),
-                                    name=f"input '{name}'", limits=limits)
+        records = read_lm_eval_samples(raw, companions.get("results"), task=options.get("task"),
+                                       results_name=f"input '{options['results']}'" if "results" in options else None,
+                                       filter_name=options.get("filter"),
+                                       count_unit=options.get("count_unit", "bytes"), name=f"input '{name}'",
+                                       limits=limits)
+        if "results" in options:
+            _check_results_sibling(name, raw, records, options)
+        return records
     if fmt == "inspect-eval":
         return read_inspect_eval(raw, slice_metadata=options.get("slice"), name=f"input '{name}'", limits=limits)
     if fmt == "inspect-json":
@@ -76,6 +83,26 @@ def _records(name: str, raw: bytes, fmt: str, options: Mapping[str, Any], compan
         return read_promptfoo_jsonl(raw, provider=options.get("provider"), name=f"input '{name}'", limits=limits)
     json_document(name, raw)  # lm-eval-results: a JSON document, read for provenance by its samples input
     return None
+
+
+def _check_results_sibling(name: str, raw: bytes, records: EvidenceRecords, options: Mapping[str, Any]) -> None:
+    """Refuse a results file that is not the samples' own run of the task: lm-evaluation-harness 0.4 states, in
+    ``task_hashes.<task>``, the SHA-256 of the task's samples' ``doc_hash + prompt_hash + target_hash``
+    concatenated in the samples file's order (``EvaluationTracker.save_results_aggregated``,
+    ``lm_eval/loggers/evaluation_tracker.py``). Checked when the results file states it and the samples file
+    holds only the records read (one filter: the digest of several filters covers all of their lines)."""
+    stated = dict(records.provenance.details).get("task_hash")
+    lines = sum(1 for line in raw.splitlines() if line.strip())
+    if stated is None or lines != records.n_items:
+        return
+    identity = records.identity
+    joined = "".join(map("".join, zip(identity["doc_hash"], identity["prompt_hash"], identity["target_hash"])))
+    digest = sha256_hex(joined.encode("utf-8"))
+    if digest != stated:
+        raise InputError(f"input '{options['results']}' does not describe the samples of input '{name}' as task "
+                         f"'{options['task']}': its task_hashes.{options['task']} is {stated}, the samples' "
+                         f"digests give {digest}; give the samples' own results_<time>.json "
+                         f"(--input {options['results']}=PATH) and their task (read.task)")
 
 
 def evidence_table(name: str, raw: bytes, fmt: str, *, options: Mapping[str, Any] | None = None,

@@ -6,6 +6,7 @@ non-inferiority gate. Expected numbers are computed here from the raw files, nev
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -538,6 +539,23 @@ def test_a_results_companion_needs_the_task_and_must_describe_it(tmp_path: Path)
     inputs["baseline"]["read"]["task"] = "certa_mc"
     with pytest.raises(InputError, match=r"no configuration of task 'certa_mc'"):
         run(write_spec(tmp_path, inputs, {"metric": "acc"}))
+
+
+def test_a_results_companion_of_other_samples_is_refused(tmp_path: Path) -> None:
+    """lm-eval's ``task_hashes.<task>`` is the SHA-256 of the samples' concatenated doc, prompt and target
+    digests: the perplexity task's samples read with the multiple-choice task's results are refused (what
+    ``--input baseline=OTHER`` without ``--input baseline_results=...`` would do)."""
+    inputs = mc_inputs(tmp_path)
+    inputs["baseline"]["path"] = copy_in(tmp_path, _one(EVALUATORS / "lm_eval" / "baseline", "samples_certa_ppl_*"))
+    inputs["baseline"]["read"] = {"results": "baseline_results", "task": "certa_mc"}
+    inputs["baseline_results"] = {"path": copy_in(tmp_path, RESULTS["baseline"]), "format": "lm-eval-results"}
+    with pytest.raises(InputError, match=r"input 'baseline_results' does not describe the samples of input "
+                                         r"'baseline' as task 'certa_mc': its task_hashes\.certa_mc is dc63c4bf"):
+        run(write_spec(tmp_path, inputs, {"metric": "acc"}))
+    samples = jsonl_lines(MC_SAMPLES["baseline"])  # the digest lm-eval states, computed from the raw lines
+    joined = "".join(line["doc_hash"] + line["prompt_hash"] + line["target_hash"] for line in samples)
+    stated = json.loads(RESULTS["baseline"].read_text())["task_hashes"]["certa_mc"]
+    assert hashlib.sha256(joined.encode()).hexdigest() == stated
 
 
 # -------------------------------------------------------------------------------------------------- determinism
