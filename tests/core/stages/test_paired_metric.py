@@ -610,3 +610,25 @@ def test_simulated_noninferiority_gate_holds_its_level_and_refuses_a_clearly_wor
     spec = table_spec({"margin": 0.01}, profile="release")
     assert not any(outputs(run(spec, inputs=simulated_pair(rng, 500, worse)))["noninferiority"]["noninferior"]
                    for _ in range(60))
+
+
+def simulated_bounded_pair(rng: np.random.Generator, n: int, drop: float) -> dict[str, Any]:
+    """Per-item scores on {0, 0.25, ..., 1}: the subject loses 0.25 on an item the baseline scores ≥ 0.25 with
+    probability ``drop``, so the true Δ = −0.25 · 0.8 · ``drop`` exactly."""
+    baseline = rng.integers(0, 5, n) / 4
+    subject = np.where((baseline >= 0.25) & (rng.random(n) < drop), baseline - 0.25, baseline)
+    return {"baseline": item_table(baseline), "subject": item_table(subject)}
+
+
+@pytest.mark.slow
+def test_simulated_bounded_gate_holds_its_level_and_refuses_a_clearly_worse_subject() -> None:
+    """BCa on the stage's generator, n = 500: at true Δ = −margin = −0.05 (200 runs) the gate passes at most
+    α = 0.025 plus three binomial standard errors; at Δ = −0.10 with margin 0.01 (30 runs) it never passes."""
+    rng = np.random.default_rng(20261125)
+    spec = table_spec({"scale": "bounded", "range": [0, 1], "margin": 0.05}, profile="release")
+    passes = [outputs(run(spec, inputs=simulated_bounded_pair(rng, 500, 0.25)))["noninferiority"]["noninferior"]
+              for _ in range(200)]
+    assert np.mean(passes) <= 0.025 + 3 * np.sqrt(0.025 * 0.975 / 200)
+    spec = table_spec({"scale": "bounded", "range": [0, 1], "margin": 0.01}, profile="release")
+    assert not any(outputs(run(spec, inputs=simulated_bounded_pair(rng, 500, 0.5)))["noninferiority"]["noninferior"]
+                   for _ in range(30))
