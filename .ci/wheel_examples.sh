@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The wheel is the product: build it as `pip install .` does (from a copy of the project's files, so the
 # checkout gets no build/ or *.egg-info), install it with its optional extras into a clean venv (no system
-# site-packages, no editable certa), and run the four examples end to end from a folder outside the checkout:
-# `certa run` each spec into one ledger (each must PASS), `certa verify`, `certa replay --all`,
-# `certa report latest`, `certa site`. Quiet unless a step fails (then the step's log is printed); one line per
-# example and the time taken. Exit 0 only if every step succeeded.
+# site-packages, no editable certa), and run every example (specs/*/spec.yaml, from a copy of its folder: the
+# examples' data are not in the wheel) end to end from a folder outside the checkout: `certa run` each spec into
+# one ledger (each must PASS), `certa verify`, `certa replay --all`, `certa report latest`, `certa site`.
+# Quiet unless a step fails (then the step's log is printed); one line per example and the time taken.
+# Exit 0 only if every step succeeded.
 #   bash .ci/wheel_examples.sh            (KEEP=1 keeps the temporary folder; EXTRAS=... overrides the extras)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

@@ -9,14 +9,18 @@ a replay reads the same bytes with the same reader and the same options. Options
 ==================  ============================================================================================
 format              options (``read:``)
 ==================  ============================================================================================
-lm-eval-samples     ``task`` (default: from the file name), ``filter`` (required when the file holds several),
-                    ``count_unit`` (``bytes``, default, or ``words``: the counts a perplexity is normalised
-                    by), ``results`` (the name of another input, of format ``lm-eval-results``: the run's
-                    ``results_<time>.json``, read for the tool version, task configuration and model)
+lm-eval-samples     ``results`` (the name of another input, of format ``lm-eval-results``: the run's
+                    ``results_<time>.json``, read for the tool version, task configuration and model) with
+                    ``task`` (the samples' task, required with ``results``: the samples' lines do not name it),
+                    ``filter`` (required when the file holds several), ``count_unit`` (``bytes``, default, or
+                    ``words``: the counts a perplexity is normalised by)
 lm-eval-results     none (read through the samples input that names it)
 inspect-eval/-json  ``slice`` (a key of each sample's ``metadata`` whose value is the item's slice)
 promptfoo-jsonl     ``provider`` (required when the file holds several providers' results)
 ==================  ============================================================================================
+
+A results file is checked against its samples: lm-eval's ``task_hashes.<task>`` must be the digest of the
+samples' identity (``_check_results_sibling``).
 
 The table's columns show the records: the key fields (``doc_id``; ``id`` and ``epoch``; ...), the identity
 digests, every metric, the counts, and ``weight`` and ``slice`` when present.
@@ -59,10 +63,18 @@ COMPANION_OPTIONS: Mapping[str, str] = {"results": "lm-eval-results"}
 def _records(name: str, raw: bytes, fmt: str, options: Mapping[str, Any], companions: Mapping[str, bytes],
              limits: InputLimits) -> EvidenceRecords | None:
     if fmt == "lm-eval-samples":
-        return read_lm_eval_samples(raw, companions.get("results"), task=options.get("task"),
-                                    results_name=f"input '{options['results']}'" if "results" in options else None,
-                                    filter_name=options.get("filter"), count_unit=options.get("count_unit", "bytes"),
-                                    name=f"input '{name}'", limits=limits)
+        if "results" in options and "task" not in options:  # never guessed: a results file may describe any task
+            raise InputError(f"input '{name}': read.results needs read.task, the task of these samples (the file "
+                             f"name samples_<task>_<time>.jsonl says it; input '{options['results']}' is read for "
+                             "that task's configuration)")
+        records = read_lm_eval_samples(raw, companions.get("results"), task=options.get("task"),
+                                       results_name=f"input '{options['results']}'" if "results" in options else None,
+                                       filter_name=options.get("filter"),
+                                       count_unit=options.get("count_unit", "bytes"), name=f"input '{name}'",
+                                       limits=limits)
+        if "results" in options:
+            _check_results_sibling(name, raw, records, options)
+        return records
     if fmt == "inspect-eval":
         return read_inspect_eval(raw, slice_metadata=options.get("slice"), name=f"input '{name}'", limits=limits)
     if fmt == "inspect-json":
@@ -71,6 +83,26 @@ def _records(name: str, raw: bytes, fmt: str, options: Mapping[str, Any], compan
         return read_promptfoo_jsonl(raw, provider=options.get("provider"), name=f"input '{name}'", limits=limits)
     json_document(name, raw)  # lm-eval-results: a JSON document, read for provenance by its samples input
     return None
+
+
+def _check_results_sibling(name: str, raw: bytes, records: EvidenceRecords, options: Mapping[str, Any]) -> None:
+    """Refuse a results file that is not the samples' own run of the task: lm-evaluation-harness 0.4 states, in
+    ``task_hashes.<task>``, the SHA-256 of the task's samples' ``doc_hash + prompt_hash + target_hash``
+    concatenated in the samples file's order (``EvaluationTracker.save_results_aggregated``,
+    ``lm_eval/loggers/evaluation_tracker.py``). Checked when the results file states it and the samples file
+    holds only the records read (one filter: the digest of several filters covers all of their lines)."""
+    stated = dict(records.provenance.details).get("task_hash")
+    lines = sum(1 for line in raw.splitlines() if line.strip())
+    if stated is None or lines != records.n_items:
+        return
+    identity = records.identity
+    joined = "".join(map("".join, zip(identity["doc_hash"], identity["prompt_hash"], identity["target_hash"])))
+    digest = sha256_hex(joined.encode("utf-8"))
+    if digest != stated:
+        raise InputError(f"input '{options['results']}' does not describe the samples of input '{name}' as task "
+                         f"'{options['task']}': its task_hashes.{options['task']} is {stated}, the samples' "
+                         f"digests give {digest}; give the samples' own results_<time>.json "
+                         f"(--input {options['results']}=PATH) and their task (read.task)")
 
 
 def evidence_table(name: str, raw: bytes, fmt: str, *, options: Mapping[str, Any] | None = None,

@@ -82,7 +82,7 @@ def _pairing(paired: PairedEvidence, knobs: Mapping[str, Any]) -> dict[str, Any]
 
 def _metric_values(records: EvidenceRecords, metric: str, side: str) -> np.ndarray:
     if metric not in records.metrics:
-        raise InputError(f"input '{side}' ({records.source}) has no metric '{metric}' (its metrics: "
+        raise InputError(f"input '{side}' has no metric '{metric}' (its metrics: "
                          f"{', '.join(sorted(records.metrics)) or 'none'}); set the stage's metric knob")
     return np.asarray(records.metrics[metric], dtype=np.float64)
 
@@ -101,8 +101,8 @@ def _check_scale(values: np.ndarray, records: EvidenceRecords, side: str, knobs:
         hint = "; declare the range the metric can take"
     if bad.size:
         first = int(bad[0])
-        key = ", ".join(f"{f}={records.keys[f][first]!r}" for f in records.key_fields)
-        raise InputError(f"input '{side}' ({records.source}): metric '{knobs['metric']}' must be {wanted}, but "
+        key = ", ".join(f"{f}={v!r}" for f, v in zip(records.key_fields, records.item_keys()[first]))
+        raise InputError(f"input '{side}': metric '{knobs['metric']}' must be {wanted}, but "
                          f"{bad.size} of {values.size} item(s) are not (first: item {key}, value "
                          f"{float(values[first])!r}){hint}")
 
