@@ -86,3 +86,11 @@ def test_the_private_name_check_finds_what_it_looks_for(tmp_path: Path) -> None:
                       "import ledger\n\ndef f(store):\n    return store._read(), ledger._cache\n", encoding="utf-8")
     assert sorted(_private_uses(sample)) == ["line 1: from engine.core.stages.base import _hidden",
                                              "line 6: ledger._cache", "line 6: store._read"]
+
+
+def test_the_command_line_calls_services_never_the_core() -> None:
+    """``cli.py`` parses and prints: what it runs is a service (``engine.services``); it may name the foundation's
+    errors and the ledger's default location, never a module of the core."""
+    found = [f"cli.py:{line} imports {module}" for line, module in _imports(ROOT / "cli.py")
+             if module.startswith("engine.core") or module == "engine"]
+    assert found == []
