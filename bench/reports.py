@@ -8,7 +8,7 @@ Run: ``cd /work/main && PYTHONPATH=. python3 bench/reports.py``
    report data from the ledger (certificate, checks, ``verify`` of the chain, replay, reviews) and the time
    to render it to HTML (plots and template), after imports and one warm-up render; best and median of 7.
    Goal: render < 0.5 s per report. Also the page size and whether two renders give the same bytes.
-3. ``certa site`` (``engine.services.presentation.html.site.build_site``) of a ledger of 1,000 runs (``--site-runs N``): small
+3. ``certa site`` (``engine.services.site.build_site``) of a ledger of 1,000 runs (``--site-runs N``): small
    paired-ratio runs (60 windows, 100 bootstrap replicates, 25 spec names so that every run but the first of
    a name has a diff page, every 10th run reviewed) recorded through the engine API. Timed: the first build
    (all pages, ``jobs`` = CPU count), an unchanged re-run (in this process, and ``certa site`` as a new
@@ -82,7 +82,7 @@ def build_bench_ledger(db: Path, runs: int) -> None:
 
 
 def bench_site(runs: int) -> None:
-    from engine.services.presentation.html.site import build_site
+    from engine.services.site import build_site
     from engine.services.reviews import review_payload
     from ledger import Ledger
 

@@ -1,6 +1,7 @@
 """Print certa's import graph between its packages, as a reviewer reads it: one line per edge ``a -> b (n)``,
-where ``n`` counts the import statements (at any level, lazy ones inside functions included) in modules under
-``a`` that name modules under ``b``, and the cycles among those packages.
+where ``n`` counts the import statements (at any level, lazy ones inside functions included; those under
+``if TYPE_CHECKING:``, for annotations only, left out) in modules under ``a`` that name modules under ``b``, and
+the cycles among those packages.
 
     python3 docs/import_graph.py            # edges between engine's layers, ledger and cli
     python3 docs/import_graph.py --depth 3  # one level finer (engine.core.stats, engine.core.stages, ...)
@@ -42,10 +43,24 @@ def package_edges(depth: int) -> Counter[tuple[str, str]]:
     return edges
 
 
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node of ``tree`` except what sits under ``if TYPE_CHECKING:`` (imports for annotations only)."""
+    found: list[ast.AST] = []
+    pending: list[ast.AST] = [tree]
+    while pending:
+        node = pending.pop()
+        found.append(node)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            pending.extend(node.orelse)
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
 def imported_modules(tree: ast.Module, package: str) -> list[str]:
     """The modules each import statement of ``tree`` names (relative imports resolved against ``package``)."""
     names: list[str] = []
-    for node in ast.walk(tree):
+    for node in _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):

@@ -146,7 +146,7 @@ def write_screenshots(out_dir: Path = ROOT / "docs" / "screenshots") -> list[Pat
     """Screenshots of each example's report, of a ``paired.metric_delta`` report with slices
     (``report-paired-metric.png``: tests/paired_metric_support.py) and of the site index (``certa site`` of
     them all)."""
-    from engine.services.presentation.html.site import build_site
+    from engine.services.site import build_site
     from ledger import Ledger
     from tests.paired_metric_support import run_spec, sliced_spec
 

@@ -25,7 +25,7 @@ from engine.core.seeds import DERIVATION, stage_generator, stage_seed_record
 from engine.core.spec import Plan
 from engine.core.stages import REGISTRY, Decision, StageContext
 from engine.core.stages.base import Concatenated, DecisionColumns, LedgerReader, Progress, decision_parts
-from engine.core.evidence.formats import COMPANION_OPTIONS, EVIDENCE_FORMATS, unparsed_table
+from engine.core.evidence.formats import COMPANION_OPTIONS, EVIDENCE_FORMATS, evidence_table, unparsed_table
 from engine.core.tables import Table, format_for_path, parse_table, table_from_columns
 
 __all__ = ["execute", "load_tables", "Execution", "StageDecision", "StageDecisions", "RunDecisions",
@@ -148,7 +148,8 @@ def load_tables(plan: Plan, *, inputs: Mapping[str, Columns | Table] | None = No
         if table.fmt in EVIDENCE_FORMATS:
             companions = {option: tables[other].raw for option, other in declared.read.items()
                           if option in COMPANION_OPTIONS}
-            tables[name] = parse_table(name, table.raw, table.fmt, limits, read=declared.read, companions=companions)
+            tables[name] = evidence_table(name, table.raw, table.fmt, options=declared.read, companions=companions,
+                                          limits=limits)
     return tables
 
 

@@ -440,17 +440,11 @@ def _parse_parquet(name: str, raw: bytes, limits: InputLimits) -> Columns:
                     for column, kind, payload in read_parquet(name, raw, limits)})
 
 
-def parse_table(name: str, raw: bytes, fmt: str, limits: InputLimits | None = None, *,
-                read: Mapping[str, Any] | None = None, companions: Mapping[str, bytes] | None = None) -> Table:
+def parse_table(name: str, raw: bytes, fmt: str, limits: InputLimits | None = None) -> Table:
     """Parse ``raw`` bytes as a ``csv``, ``jsonl`` or ``parquet`` table named ``name``, within ``limits``
-    (default: ``InputLimits.from_env()``), or as an evaluator's export (``engine.core.evidence.formats``: its
-    reader's ``read`` options, and ``companions``, the bytes of the inputs those options name)."""
-    from engine.core.evidence.formats import EVIDENCE_FORMATS, evidence_table
-
-    if fmt in EVIDENCE_FORMATS:
-        return evidence_table(name, raw, fmt, options=read, companions=companions, limits=limits)
+    (default: ``InputLimits.from_env()``). An evaluator's export is read by ``engine.core.evidence.formats``."""
     if fmt not in FORMATS:
-        raise InputError(f"input '{name}': unknown format {fmt!r}; use one of {', '.join(FORMATS + EVIDENCE_FORMATS)}")
+        raise InputError(f"input '{name}': unknown table format {fmt!r}; use one of {', '.join(FORMATS)}")
     limits = limits or InputLimits.from_env()
     limits.check_size(name, fmt, len(raw))
     if fmt == "csv":

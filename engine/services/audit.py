@@ -31,7 +31,7 @@ from engine.core.certificate import (ENVIRONMENT_KEYS, certificate_problems, com
 from engine.foundation.errors import BundleError, CertaError, LedgerError, LedgerIntegrityError
 from engine.foundation.json_read import parse_document
 from engine.core.interpreter import AbortedExecution, Execution, Notify, execute, load_tables, throttled_progress
-from engine.services.jsondiff import FieldChange, json_diff
+from engine.foundation.jsondiff import FieldChange, json_diff
 from engine.foundation.signing import key_id
 from engine.services.presentation.display_text import plain_text
 from engine.services.presentation.terminal import bundle_report_text, ledger_audit_text, replays_text

@@ -16,8 +16,9 @@ from ledger import Ledger
 from engine.core.interpreter import throttled_progress
 from engine.foundation.atomic_files import write_atomically
 from engine.foundation.errors import OutputError
-from engine.services.presentation.html import gather_report, render_report
-from engine.services.presentation.html.site import SiteResult, build_site
+from engine.services.presentation.html import render_report
+from engine.services.report_data import gather_report
+from engine.services.site import SiteResult, build_site
 
 __all__ = ["WrittenReport", "write_report", "WrittenSite", "write_site"]
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from cli import main
 from engine.foundation.errors import OutputError, RecordedOutputError
-from engine.services.presentation.html.site import MANIFEST_NAME
+from engine.services.site import MANIFEST_NAME
 from ledger import Ledger
 from engine.foundation.atomic_files import TEMPORARY_SUFFIX, check_writable, write_atomically
 

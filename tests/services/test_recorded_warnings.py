@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 from cli import main
 from engine import run
-from engine.services.presentation.html import gather_report, render_report
+from engine.services.presentation.html import render_report
+from engine.services.report_data import gather_report
 from engine.services.presentation.markdown import recorded_warnings
 from engine.core.tables import columns_to_csv_bytes
 from ledger import Ledger
@@ -51,7 +52,7 @@ def test_a_run_without_warnings_shows_no_warnings_section(small_spec: Path, tmp_
 
 
 def test_the_sites_run_page_shows_the_warnings(small_spec: Path, tmp_path: Path) -> None:
-    from engine.services.presentation.html.site import build_site
+    from engine.services.site import build_site
     _unmatched_windows(small_spec)
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         result = run(small_spec, ledger=ledger)

@@ -22,7 +22,7 @@ from engine.core.certificate import results_sha256
 from engine.services.presentation.display_text import markdown_code, markdown_strings, markdown_text, plain_text
 from engine.services.presentation.explain import how_to_read
 from engine.core.gates import gate_display
-from engine.services.jsondiff import ArrayChange, FieldChange
+from engine.foundation.jsondiff import ArrayChange, FieldChange
 from engine.core.stages import REGISTRY, Decision
 from engine.core.value_text import format_value
 

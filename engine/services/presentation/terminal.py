@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.services.jsondiff import summarised
+from engine.foundation.jsondiff import summarised
 from engine.services.presentation.display_text import plain_text
 from ledger.location import command_hint, masked_ledger
 

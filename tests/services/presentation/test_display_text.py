@@ -17,7 +17,7 @@ from hypothesis import given, strategies as st
 from cli import main
 from engine import run
 from engine.services.presentation.display_text import json_display, markdown_code, markdown_strings, markdown_text, plain_text
-from engine.services.jsondiff import FieldChange
+from engine.foundation.jsondiff import FieldChange
 from engine.services.presentation.markdown import certificate_markdown, change_text, decision_line
 from ledger import Ledger
 

@@ -21,7 +21,8 @@ from cli import main
 from engine.core.value_text import format_value
 from engine.services.presentation.explain import EXPLAINED, how_to_read
 from engine.services.presentation.stages.bakeoff import bucket_lead
-from engine.services.presentation.html import Link, gather_report, render_report
+from engine.services.presentation.html import Link, render_report
+from engine.services.report_data import gather_report
 from engine.services.presentation.html.sections import stage_section
 from ledger import Ledger
 

@@ -53,7 +53,7 @@ def test_failed_rules_and_their_text() -> None:
 
 
 def test_decision_and_change_lines() -> None:
-    from engine.services.jsondiff import json_diff, summarised
+    from engine.foundation.jsondiff import json_diff, summarised
     from engine.services.presentation.markdown import change_text, decision_line
 
     line = decision_line(12, {"stage": None, "kind": "gate", "detail": {"passed": True, "id": "g"}})

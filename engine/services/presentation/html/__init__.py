@@ -2,8 +2,8 @@
 
 Two steps, so that other pages (a static site of the whole ledger) reuse them::
 
-    data = gather_report(ledger, run_id)   # reads the ledger (certificate, checks, verify, replay, reviews)
-    html = render_report(data)             # pure: the same data give the same bytes
+    data = engine.services.report_data.gather_report(ledger, run_id)   # a service: reads the ledger
+    html = render_report(data)                                          # pure: the same data give the same bytes
 
 The page is self-contained (inline CSS, plots as inline SVG in ``<figure class="plot">``, no script, no
 network reference) and prints to PDF with one stage per page. This package imports matplotlib and Jinja2;
@@ -12,14 +12,9 @@ only the report commands import it, so ``certa --help`` stays fast. See docs/rep
 
 from __future__ import annotations
 
-from engine.services.presentation.html.data import ReplayStatus, ReportData, Verification, gather_report
 from engine.services.presentation.html.render import Link, render_report, report_sections, stylesheet
+from engine.services.presentation.html.report_model import ReplayStatus, ReportData, Verification
 from engine.services.presentation.html.view import Cell, Plot, StageSection, Table
 
-__all__ = ["gather_report", "render_report", "report_html", "ReportData", "Verification", "ReplayStatus", "Link",
-           "StageSection", "Table", "Cell", "Plot", "report_sections", "stylesheet"]
-
-
-def report_html(ledger: object, run_id: str) -> str:
-    """``render_report(gather_report(ledger, run_id))``: the report page of one run."""
-    return render_report(gather_report(ledger, run_id))  # type: ignore[arg-type]
+__all__ = ["render_report", "ReportData", "Verification", "ReplayStatus", "Link", "StageSection", "Table", "Cell",
+           "Plot", "report_sections", "stylesheet"]

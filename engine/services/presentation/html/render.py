@@ -20,7 +20,7 @@ from markupsafe import Markup
 from engine.services.presentation.display_text import plain_text
 from engine.core.gates import gate_display
 from engine.services.presentation.html import plots
-from engine.services.presentation.html.data import ReportData
+from engine.services.presentation.html.report_model import ReportData
 from engine.services.presentation.html.sections import stage_section
 from engine.services.presentation.html.view import Cell, StageSection, fmt, run_vendors
 

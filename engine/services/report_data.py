@@ -10,7 +10,6 @@ function of the ledger only, so an unchanged ledger gives the same data (and the
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from ledger import EntryRow, Ledger
@@ -18,54 +17,11 @@ from ledger import EntryRow, Ledger
 from engine.services.audit import verify
 from engine.core.certificate import results_sha256
 from engine.services.presentation.markdown import recorded_warnings
-from engine.services.reviews import ReviewRecord, reviews_of
+from engine.services.presentation.html.report_model import ReplayStatus, ReportData, Verification
+from engine.services.reviews import reviews_of
 
 __all__ = ["ReplayStatus", "ReportData", "Verification", "gather_report", "replay_status", "sequential_checks",
            "sequential_checks_of"]
-
-
-@dataclass(frozen=True)
-class Verification:
-    """``certa verify --run RUN`` at render time: the chain and this run's certificate checks."""
-
-    intact: bool
-    entries_checked: int
-    head_seq: int
-    head_hash: str
-    problems: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ReplayStatus:
-    """The newest ``replay`` entry of the run."""
-
-    seq: int
-    outcome: str
-    recorded_at: str
-    machine: str
-    note: str
-
-
-@dataclass(frozen=True)
-class ReportData:
-    """One run, as its report shows it. ``certificate`` is None for an aborted run (``abort`` says why).
-    ``checks`` maps a stage id to its recorded per-check details (``sequential_check`` decisions), in order."""
-
-    run_id: str
-    name: str
-    status: str
-    verdict: str
-    profile: str
-    recorded_at: str
-    certificate: Mapping[str, Any] | None
-    results_sha256: str | None
-    abort: Mapping[str, Any] | None
-    checks: Mapping[str, tuple[Mapping[str, Any], ...]]
-    verification: Verification
-    replay: ReplayStatus | None
-    reviews: tuple[ReviewRecord, ...] = field(default=())
-    warnings: tuple[str, ...] = field(default=())
-    """What the run warned about when it ran (``engine.services.presentation.markdown.recorded_warnings``): shown under the verdict."""
 
 
 def _verification(ledger: Ledger, run_id: str) -> Verification:

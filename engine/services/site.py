@@ -6,7 +6,7 @@ Pages (all relative links, one shared stylesheet ``certa.css``, no network refer
                              sortable and filterable by a small inline script (engine/services/presentation/html/site_index.js)
     runs/RUN_ID.html         the run's report (``render_report`` with links back to the index)
     diffs/A_RUN-B_RUN.html   the changed certificate fields between consecutive runs of one spec name
-                             (``engine.services.jsondiff.json_diff`` of the certificates' content)
+                             (``engine.foundation.jsondiff.json_diff`` of the certificates' content)
     chain.html               the chain head, the verification status and each ``--checkpoint`` given
 
 **One verification per build.** ``engine.services.audit.verify`` runs once over the whole ledger; its problems are
@@ -54,14 +54,17 @@ from engine.services.audit import verify
 from engine.foundation.canonical import canonical_bytes
 from engine.core.certificate import results_sha256
 from engine.foundation.errors import CertaError, LedgerIntegrityError
-from engine.services.jsondiff import ArrayChange, flatten, json_diff, summarised
+from engine.foundation.jsondiff import ArrayChange, flatten, json_diff, summarised
 from engine.services.presentation.warnings import WARNING_MARK
 from engine.services.presentation.markdown import array_change_text, warnings_of
 from engine.core.value_text import format_value
 from engine.services.presentation.stages import presentation_modules
 from engine.services.reviews import ReviewRecord, ledger_reviews
-from engine.services.presentation.html.data import ReportData, Verification, replay_status, sequential_checks_of
+from engine.services.report_data import ReportData, Verification, replay_status, sequential_checks_of
 from engine.services.presentation.html.render import Link, render_report, stylesheet, template_environment
+
+HTML_PACKAGE = "engine.services.presentation.html"
+"""The package whose templates, stylesheet and script the site pages use (and whose files its version hashes)."""
 
 __all__ = ["MANIFEST_NAME", "CheckpointStatus", "SiteResult", "build_site", "index_script", "site_stylesheet"]
 
@@ -104,14 +107,14 @@ class CheckpointStatus:
 @lru_cache(maxsize=1)
 def site_stylesheet() -> str:
     """``certa.css``: the report stylesheet followed by the site's own rules (index table, filter, diffs)."""
-    site_css = resources.files(__package__).joinpath("site.css").read_text(encoding="utf-8")
+    site_css = resources.files(HTML_PACKAGE).joinpath("site.css").read_text(encoding="utf-8")
     return f"{stylesheet()}\n{site_css}"
 
 
 @lru_cache(maxsize=1)
 def index_script() -> str:
     """The index page's inline script (filter and sort, no network, works from ``file://``)."""
-    return resources.files(__package__).joinpath("site_index.js").read_text(encoding="utf-8")
+    return resources.files(HTML_PACKAGE).joinpath("site_index.js").read_text(encoding="utf-8")
 
 
 @lru_cache(maxsize=1)
@@ -119,7 +122,7 @@ def renderer_version() -> str:
     """SHA-256 over this package's templates, CSS, script and code, and the engine modules whose text the pages
     print (``RENDERED_ENGINE_MODULES``): a new certa that renders differently rebuilds every page."""
     digest = hashlib.sha256(f"certa-site {_SITE_FORMAT}".encode())
-    root = resources.files(__package__)
+    root = resources.files(HTML_PACKAGE)
     names = sorted(p.name for p in root.iterdir() if p.name.endswith((".py", ".css", ".js")))
     names += sorted(f"templates/{p.name}" for p in root.joinpath("templates").iterdir() if p.name.endswith(".j2"))
     files = [(name, root.joinpath(name)) for name in names]
@@ -131,9 +134,10 @@ def renderer_version() -> str:
     return digest.hexdigest()
 
 
-RENDERED_ENGINE_MODULES = ("engine.services.presentation.explain", "engine.core.gates", "engine.core.value_text",
-                           *presentation_modules())
-"""Modules outside ``engine.services.presentation.html`` whose text a report prints: the "How to read this" paragraphs
+RENDERED_ENGINE_MODULES = ("engine.services.site", "engine.services.report_data", "engine.services.presentation.explain",
+                           "engine.core.gates", "engine.core.value_text", *presentation_modules())
+"""Modules outside ``engine.services.presentation.html`` whose text a page prints: this builder and the report's data
+(``engine.services.report_data``), the "How to read this" paragraphs
 (``engine.services.presentation.explain`` and each stage type's presentation module, which also builds its
 section), the gates' displayed numbers (``engine.core.gates.gate_display``) and every formatted value
 (``engine.core.value_text``)."""

@@ -1,9 +1,9 @@
-"""engine.services.jsondiff: field changes most material first, indices in numeric order, long numeric arrays folded."""
+"""engine.foundation.jsondiff: field changes most material first, indices in numeric order, long numeric arrays folded."""
 
 from __future__ import annotations
 
 
-from engine.services.jsondiff import ArrayChange, FieldChange, flatten, json_diff, materiality, summarised
+from engine.foundation.jsondiff import ArrayChange, FieldChange, flatten, json_diff, materiality, summarised
 
 
 def _content() -> dict:

@@ -1,0 +1,60 @@
+"""What a run's HTML report shows, as data: the view model ``render_report`` turns into a page (pure).
+
+``engine.services.report_data.gather_report`` (and the site builder, ``engine.services.site``) read the ledger
+and fill it; nothing here reads a ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.services.reviews import ReviewRecord
+
+__all__ = ["ReplayStatus", "ReportData", "Verification"]
+
+
+@dataclass(frozen=True)
+class Verification:
+    """``certa verify --run RUN`` at render time: the chain and this run's certificate checks."""
+
+    intact: bool
+    entries_checked: int
+    head_seq: int
+    head_hash: str
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReplayStatus:
+    """The newest ``replay`` entry of the run."""
+
+    seq: int
+    outcome: str
+    recorded_at: str
+    machine: str
+    note: str
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """One run, as its report shows it. ``certificate`` is None for an aborted run (``abort`` says why).
+    ``checks`` maps a stage id to its recorded per-check details (``sequential_check`` decisions), in order."""
+
+    run_id: str
+    name: str
+    status: str
+    verdict: str
+    profile: str
+    recorded_at: str
+    certificate: Mapping[str, Any] | None
+    results_sha256: str | None
+    abort: Mapping[str, Any] | None
+    checks: Mapping[str, tuple[Mapping[str, Any], ...]]
+    verification: Verification
+    replay: ReplayStatus | None
+    reviews: tuple[ReviewRecord, ...] = field(default=())
+    warnings: tuple[str, ...] = field(default=())
+    """What the run warned about when it ran (``engine.services.presentation.markdown.recorded_warnings``): shown under the verdict."""
