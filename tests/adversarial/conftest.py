@@ -99,8 +99,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
 
 
 def sql_rows(db: Path, query: str) -> list[tuple]:
-    """The rows of ``query`` on the SQLite file ``db``, opened read-only."""
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    """The rows of ``query`` on the SQLite file ``db``, opened read-only; after a SIGKILL the WAL may need the
+    recovery only a writer can do ("attempt to write a readonly database"), and then a plain connection reads."""
+    try:
+        return _rows(sqlite3.connect(f"file:{db}?mode=ro", uri=True), query)
+    except sqlite3.OperationalError:
+        return _rows(sqlite3.connect(db), query)
+
+
+def _rows(conn: sqlite3.Connection, query: str) -> list[tuple]:
     try:
         return conn.execute(query).fetchall()
     finally:
