@@ -223,7 +223,7 @@ def _columns(where: str, fields: _Fields, count_unit: str) -> _Columns:
     the first bad value is an ``InputError`` naming its line and field."""
     located = fields.located
     doc_ids = _doc_ids(where, fields.doc_ids, located)
-    if np.unique(doc_ids).size < doc_ids.size:
+    if len(set(fields.doc_ids)) < len(fields.doc_ids):
         require_unique_keys(where, ("doc_id",), [(doc_id,) for doc_id in fields.doc_ids], located)
     identity = {field: _hex_digests(where, field, values, located) for field, values in fields.identity.items()}
     metrics = {metric: number_column(values, lambda i, m=metric: f"{where}, {located[i]}: metric '{m}'")
