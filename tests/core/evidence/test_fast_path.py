@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st
@@ -181,8 +182,6 @@ def test_the_fast_path_agrees_with_the_reference_on_hostile_exports(raw: bytes, 
     (b"\xc2\xa0", "blank to str.strip only"),
 ])
 def test_typed_lines_decline_what_json_lines_must_decide(line: bytes, why: str) -> None:
-    import msgspec
-
     decoder = msgspec.json.Decoder(dict)
     assert typed_json_lines(b'{"a": 1}\n' + line + b"\n", InputLimits(), lambda first: decoder) is None, why
 
