@@ -38,7 +38,7 @@ from engine.core.input_limits import InputLimits, read_input_file
 from engine.foundation.json_read import check_document_depth
 
 __all__ = ["Source", "read_source", "json_lines", "typed_json_lines", "json_document", "strict_floats", "field_of",
-           "number_of", "number_column", "value_digest", "stated_text", "sha256_hex"]
+           "number_of", "finite_number", "number_column", "value_digest", "stated_text", "sha256_hex"]
 
 Source = bytes | str | Path
 """An export given as its bytes, or as the path of a regular file."""
@@ -161,12 +161,12 @@ def number_of(value: Any, where: str) -> float:
     """A finite JSON number (``true``/``false`` read as 1 and 0) as a float."""
     if type(value) is bool:
         return float(value)
-    if type(value) not in (int, float) or not _finite(value):
+    if type(value) not in (int, float) or not finite_number(value):
         raise InputError(f"{where} must be a finite number (got {_shown(value)})")
     return float(value)
 
 
-def _finite(value: int | float) -> bool:
+def finite_number(value: int | float) -> bool:
     """``value`` is a finite number that float64 holds (an integer beyond it is not)."""
     try:
         return math.isfinite(value)  # math: a numpy ufunc costs µs a call
