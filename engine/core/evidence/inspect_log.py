@@ -32,7 +32,7 @@ from engine.foundation.errors import InputError
 from engine.core.input_limits import InputLimits
 
 from .records import EvidenceRecords, Provenance, require_unique_keys
-from .sources import (Source, field_of, json_document, read_source, sha256_hex, stated_text,
+from .sources import (Source, field_of, finite_number, json_document, read_source, sha256_hex, stated_text,
                       value_digest)
 
 __all__ = ["LETTER_VALUES", "score_value", "read_inspect_eval", "read_inspect_json"]
@@ -57,7 +57,7 @@ def score_value(value: Any, where: str) -> float:
             return _WORD_VALUES[value.lower()]
         if _NUMBER_TEXT.fullmatch(value) and math.isfinite(float(value)):
             return float(value)
-    elif type(value) in (int, float, bool) and math.isfinite(value):
+    elif type(value) in (int, float, bool) and finite_number(value):
         return float(value)
     raise InputError(f"{where} is {value!r:.60}, not a number, a boolean, a score letter "
                      f"({', '.join(LETTER_VALUES)}) or yes/no/true/false")

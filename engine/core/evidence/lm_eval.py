@@ -19,18 +19,21 @@ Source: the harness's ``EvaluationTracker.save_results_samples`` and ``Task.proc
 
 from __future__ import annotations
 
+import contextlib
 import re
+from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import msgspec
 import numpy as np
 
 from engine.foundation.errors import InputError
 from engine.core.input_limits import InputLimits
 
 from .records import EvidenceRecords, Provenance, require_unique_keys
-from .sources import (Source, field_of, json_document, json_lines, number_of, read_source, sha256_hex,
-                      stated_text, strict_floats, value_digest)
+from .sources import (Source, field_of, json_document, json_lines, number_column, read_source, sha256_hex,
+                      stated_text, strict_floats, typed_json_lines, value_digest)
 
 __all__ = ["ROLLING_METRICS", "IDENTITY_FIELDS", "read_lm_eval_samples"]
 
@@ -42,6 +45,8 @@ IDENTITY_FIELDS = ("doc_hash", "prompt_hash", "target_hash")
 
 _SAMPLES_NAME = re.compile(r"samples_(?P<task>.+)_(?P<time>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.jsonl")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX_DIGITS = b"0123456789abcdef"
+_INT64_MAX = 2**63 - 1
 
 
 def read_lm_eval_samples(samples: Source, results: Source | None = None, *, task: str | None = None,
@@ -52,39 +57,149 @@ def read_lm_eval_samples(samples: Source, results: Source | None = None, *, task
 
     ``task`` defaults to the name in ``samples_<task>_<time>.jsonl``; ``filter_name`` must be given when the
     file holds more than one filter's records; ``count_unit`` (``bytes`` or ``words``) picks the weights of a
-    perplexity task."""
+    perplexity task. The lines are decoded by msgspec into the fields read (``sources.typed_json_lines``), or,
+    where that path declines, by ``json`` with a check of every field (``sources.json_lines``)."""
     limits = limits or InputLimits.from_env()
     if count_unit not in ("bytes", "words"):
         raise InputError(f"count_unit must be 'bytes' or 'words' (got {count_unit!r})")
     where, raw = read_source(samples, name, limits)
-    records, lines = json_lines(where, raw, limits)
-    if not records:
-        raise InputError(f"{where}: no records; is it the samples file of a run with --log_samples?")
     if task is None and not isinstance(samples, (bytes, bytearray, memoryview)):
         match = _SAMPLES_NAME.fullmatch(Path(samples).name)
         task = match["task"] if match else None
+    fields, (doc_ids, identity, metrics, counts, weights) = _read(where, raw, limits, filter_name, count_unit)
+    provenance = _provenance(where, raw, (results, results_name), task, fields.filter, limits)
+    return EvidenceRecords(source=where, key_fields=("doc_id",), keys={"doc_id": doc_ids}, metrics=metrics,
+                           provenance=provenance, identity=identity, counts=counts, weights=weights)
+
+
+_Columns = tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray | None]
+"""(doc ids, identity, metrics, counts, weights) of one side."""
+
+
+def _read(where: str, raw: bytes, limits: InputLimits, filter_name: str | None,
+          count_unit: str) -> tuple[_Fields, _Columns]:
+    """The fields read and their checked columns: from the fast path, or, where it declines or its columns
+    fail a check, from the reference path, whose error is then the one raised."""
+    fast = _typed_fields(raw, limits, filter_name)
+    if fast is not None:
+        with contextlib.suppress(InputError):
+            return fast, _columns(where, fast, count_unit)
+    fields = _checked_fields(where, raw, limits, filter_name)
+    return fields, _columns(where, fields, count_unit)
+
+
+class _Fields(NamedTuple):
+    """The fields read of one filter's records, a list per field, each value of the type the export must
+    give it (its value not yet checked)."""
+
+    filter: str
+    located: list[str]
+    doc_ids: list[int]
+    identity: dict[str, list[str]]
+    names: tuple[str, ...]
+    """The metric names (``metrics``, the same list on every record)."""
+    values: dict[str, list[Any]]
+    """Each metric's value per record, but for the perplexity metrics."""
+    pairs: dict[str, tuple[list[Any], list[int]]]
+    """Each perplexity metric's ``[loglikelihood, count]`` per record, as (loglikelihoods, counts)."""
+    loglik_texts: list[Any]
+    """``filtered_resps[0]`` of a perplexity task's records (``None`` where it is not one element)."""
+
+
+def _checked_fields(where: str, raw: bytes, limits: InputLimits, filter_name: str | None) -> _Fields:
+    """The reference path: every line through ``json``, every field checked record by record."""
+    records, lines = json_lines(where, raw, limits)
+    if not records:
+        raise InputError(f"{where}: no records; is it the samples file of a run with --log_samples?")
     chosen, records, lines = _one_filter(where, records, lines, filter_name)
     located = [f"line {line}" for line in lines]
-    doc_ids = np.array([_doc_id(record, f"{where}, {at}") for record, at in zip(records, located)], dtype=np.int64)
-    require_unique_keys(where, ("doc_id",), [(doc_id,) for doc_id in doc_ids.tolist()], located)
-    identity = {field: np.array([_hex_digest(record, field, f"{where}, {at}") for record, at in zip(records, located)],
-                                dtype=object) for field in IDENTITY_FIELDS}
-    names = _metric_names(where, records, located)
-    rolling = [metric for metric in names if metric in ROLLING_METRICS]
-    metrics = {metric: np.array([number_of(record.get(metric), f"{where}, {at}: metric '{metric}'")
-                                 for record, at in zip(records, located)], dtype=np.float64)
-               for metric in names if metric not in ROLLING_METRICS}
-    counts, weights = {}, None
-    if rolling:
-        nll, counts = _perplexity(where, records, located, rolling)
-        if count_unit not in counts:
-            raise InputError(f"{where}: count_unit '{count_unit}' is not logged (metrics {', '.join(rolling)}); "
-                             f"use {' or '.join(sorted(counts))}")
-        metrics["nll"], weights = nll, counts[count_unit]
-    provenance = _provenance(where, raw, (results, results_name), task, chosen, limits)
-    return EvidenceRecords(source=where, key_fields=("doc_id",), keys={"doc_id": doc_ids}, metrics=metrics,
-                           provenance=provenance, identity=identity, counts=counts,
-                           weights=None if weights is None else weights.astype(np.float64))
+    doc_ids = [field_of(record, "doc_id", (int,), f"{where}, {at}") for record, at in zip(records, located)]
+    identity = {field: [field_of(record, field, (str,), f"{where}, {at}") for record, at in zip(records, located)]
+                for field in IDENTITY_FIELDS}
+    names = _metric_names(where, [field_of(record, "metrics", (list,), f"{where}, {at}")
+                                  for record, at in zip(records, located)], located)
+    values = {metric: [record.get(metric) for record in records] for metric in names if metric not in ROLLING_METRICS}
+    pairs = {metric: tuple(map(list, zip(*[_rolling_pair(record, metric, f"{where}, {at}")
+                                          for record, at in zip(records, located)])))
+             for metric in names if metric in ROLLING_METRICS}
+    texts = []
+    if any(metric in ROLLING_METRICS for metric in names):
+        for record, at in zip(records, located):
+            resps = field_of(record, "filtered_resps", (list,), f"{where}, {at}")
+            texts.append(resps[0] if len(resps) == 1 else None)
+    return _Fields(chosen, located, doc_ids, identity, names, values, pairs, texts)
+
+
+class _Names(msgspec.Struct):
+    """The first record's metric names, which decide the fields the fast path decodes."""
+
+    metrics: list[str]
+
+
+class _RollingPair(msgspec.Struct, array_like=True, gc=False):
+    """A perplexity metric's ``[loglikelihood, count]`` (an array of two; a struct, never a container the
+    garbage collector walks)."""
+
+    loglik: Any
+    count: int
+
+
+class _OneResponse(msgspec.Struct, array_like=True, gc=False):
+    """``filtered_resps`` of a perplexity record: an array of exactly one value (the loglikelihood as text)."""
+
+    text: Any
+
+
+_FIXED_FIELDS = ("filter", "doc_id", *IDENTITY_FIELDS, "metrics", "filtered_resps")
+
+
+def _decoder_for(first: bytes) -> msgspec.json.Decoder | None:
+    """A decoder of the fields read, for records listing the same metrics as the first record ``first``:
+    ``filter``, ``doc_id``, the digests and ``metrics`` by their types, each metric as it is (a perplexity
+    metric as [value, integer]), ``filtered_resps`` for a perplexity task. ``None`` where the names do not
+    make a struct (none, twice the same, one of the fixed fields)."""
+    try:
+        names = msgspec.json.decode(first, type=_Names).metrics
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if not names or len(set(names)) != len(names) or set(names) & set(_FIXED_FIELDS):
+        return None
+    metrics = [(f"m{index}", _RollingPair if metric in ROLLING_METRICS else Any, msgspec.field(name=metric))
+               for index, metric in enumerate(names)]
+    rolling = [("filtered_resps", _OneResponse)] if set(names) & set(ROLLING_METRICS) else []
+    record = msgspec.defstruct("LmEvalRecord", [("filter", str), ("doc_id", int),
+                                                *((field, str) for field in IDENTITY_FIELDS),
+                                                ("metrics", list[str]), *metrics, *rolling], gc=False)
+    return msgspec.json.Decoder(record)
+
+
+def _typed_fields(raw: bytes, limits: InputLimits, filter_name: str | None) -> _Fields | None:
+    """The fast path: the fields read, decoded by msgspec into typed structs (``sources.typed_json_lines``);
+    ``None`` where ``_checked_fields`` must read the file."""
+    decoded = typed_json_lines(raw, limits, _decoder_for)
+    if decoded is None:
+        return None
+    records, lines = decoded
+    columns = {field: list(map(attrgetter(field), records)) for field in records[0].__struct_fields__}
+    filters = columns.pop("filter")
+    present = set(filters)
+    chosen = next(iter(present)) if filter_name is None else filter_name
+    if (len(present) > 1 and filter_name is None) or chosen not in present:
+        return None
+    if len(present) > 1:
+        kept = [index for index, value in enumerate(filters) if value == chosen]
+        lines = [lines[i] for i in kept]
+        columns = {field: [column[i] for i in kept] for field, column in columns.items()}
+    names = tuple(records[0].metrics)
+    if columns["metrics"].count(list(names)) != len(lines):
+        return None
+    values = {metric: columns[f"m{index}"] for index, metric in enumerate(names) if metric not in ROLLING_METRICS}
+    pairs = {metric: (list(map(attrgetter("loglik"), columns[f"m{index}"])),
+                      list(map(attrgetter("count"), columns[f"m{index}"])))
+             for index, metric in enumerate(names) if metric in ROLLING_METRICS}
+    texts = list(map(attrgetter("text"), columns.get("filtered_resps", ())))
+    return _Fields(chosen, [f"line {line}" for line in lines], columns["doc_id"],
+                   {field: columns[field] for field in IDENTITY_FIELDS}, names, values, pairs, texts)
 
 
 def _one_filter(where: str, records: list[dict[str, Any]], lines: list[int],
@@ -103,68 +218,90 @@ def _one_filter(where: str, records: list[dict[str, Any]], lines: list[int],
     return filter_name, [records[i] for i in kept], [lines[i] for i in kept]
 
 
-def _doc_id(record: dict[str, Any], where: str) -> int:
-    doc_id = field_of(record, "doc_id", (int,), where)
-    if doc_id < 0:
-        raise InputError(f"{where}: field 'doc_id' must be ≥ 0 (got {doc_id})")
-    return doc_id
+def _columns(where: str, fields: _Fields, count_unit: str) -> _Columns:
+    """(doc ids, identity, metrics, counts, weights) of the fields read, every value checked column by column;
+    the first bad value is an ``InputError`` naming its line and field."""
+    located = fields.located
+    doc_ids = _doc_ids(where, fields.doc_ids, located)
+    if len(set(fields.doc_ids)) < len(fields.doc_ids):
+        require_unique_keys(where, ("doc_id",), [(doc_id,) for doc_id in fields.doc_ids], located)
+    identity = {field: _hex_digests(where, field, values, located) for field, values in fields.identity.items()}
+    metrics = {metric: number_column(values, lambda i, m=metric: f"{where}, {located[i]}: metric '{m}'")
+               for metric, values in fields.values.items()}
+    rolling = list(fields.pairs)
+    if not rolling:
+        return doc_ids, identity, metrics, {}, None
+    nll, counts = _perplexity(where, fields, rolling)
+    if count_unit not in counts:
+        raise InputError(f"{where}: count_unit '{count_unit}' is not logged (metrics {', '.join(rolling)}); "
+                         f"use {' or '.join(sorted(counts))}")
+    metrics["nll"] = nll
+    return doc_ids, identity, metrics, counts, counts[count_unit].astype(np.float64)
 
 
-def _hex_digest(record: dict[str, Any], field: str, where: str) -> str:
-    value = field_of(record, field, (str,), where)
-    if _HEX64.fullmatch(value) is None:
-        raise InputError(f"{where}: field '{field}' must be a hex SHA-256 (64 lower-case hex digits; "
-                         f"got {value[:70]!r})")
-    return value
+def _doc_ids(where: str, values: list[int], located: list[str]) -> np.ndarray:
+    """The doc ids as int64: each ≥ 0 and within int64."""
+    if min(values) < 0 or max(values) > _INT64_MAX:
+        bad = next(index for index, value in enumerate(values) if not 0 <= value <= _INT64_MAX)
+        raise InputError(f"{where}, {located[bad]}: field 'doc_id' must be ≥ 0 and < 2^63 (got {values[bad]})")
+    return np.array(values, dtype=np.int64)
 
 
-def _metric_names(where: str, records: list[dict[str, Any]], located: list[str]) -> tuple[str, ...]:
+def _hex_digests(where: str, field: str, values: list[str], located: list[str]) -> np.ndarray:
+    """The values of an identity field, each a hex SHA-256 (64 lower-case hex digits)."""
+    if set(map(len, values)) != {64} or "".join(values).encode("utf-8").translate(None, _HEX_DIGITS):
+        bad = next(index for index, value in enumerate(values) if _HEX64.fullmatch(value) is None)
+        raise InputError(f"{where}, {located[bad]}: field '{field}' must be a hex SHA-256 (64 lower-case hex "
+                         f"digits; got {values[bad][:70]!r})")
+    return np.array(values, dtype=object)
+
+
+def _metric_names(where: str, listed: list[list[Any]], located: list[str]) -> tuple[str, ...]:
     """The metric names every record lists (``metrics``), which must be the same list on every line."""
-    names = None
-    for record, at in zip(records, located):
-        listed = field_of(record, "metrics", (list,), f"{where}, {at}")
-        if names is None:
-            if not listed or not all(type(metric) is str for metric in listed):
-                raise InputError(f"{where}, {at}: field 'metrics' must be a non-empty list of metric names")
-            names = listed
-        elif listed != names:
-            raise InputError(f"{where}, {at}: field 'metrics' is {listed}, not {names} as on the first record")
+    names = listed[0]
+    if not names or not all(type(metric) is str for metric in names):
+        raise InputError(f"{where}, {located[0]}: field 'metrics' must be a non-empty list of metric names")
+    for metrics, at in zip(listed, located):
+        if metrics != names:
+            raise InputError(f"{where}, {at}: field 'metrics' is {metrics}, not {names} as on the first record")
     return tuple(names)
 
 
-def _perplexity(where: str, records: list[dict[str, Any]], located: list[str],
-                rolling: list[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def _perplexity(where: str, fields: _Fields, rolling: list[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(−loglikelihood, counts by unit) of a loglikelihood_rolling task."""
-    texts = []
-    for record, at in zip(records, located):
-        resps = field_of(record, "filtered_resps", (list,), f"{where}, {at}")
-        texts.append(resps[0] if len(resps) == 1 else None)
-    loglik = strict_floats(texts, lambda i: f"{where}, {located[i]}: field 'filtered_resps' (one loglikelihood)")
+    located = fields.located
+    loglik = strict_floats(fields.loglik_texts,
+                           lambda i: f"{where}, {located[i]}: field 'filtered_resps' (one loglikelihood)")
     counts: dict[str, np.ndarray] = {}
     for metric in rolling:
-        pairs = [_rolling_pair(record, metric, f"{where}, {at}") for record, at in zip(records, located)]
-        logged = np.array([pair[0] for pair in pairs], dtype=np.float64)
+        logliks, values = fields.pairs[metric]
+        logged = number_column(logliks, lambda i, m=metric: f"{where}, {located[i]}: metric '{m}' loglikelihood")
+        if min(values) < 1 or max(values) > _INT64_MAX:
+            bad = next(index for index, value in enumerate(values) if not 1 <= value <= _INT64_MAX)
+            raise InputError(f"{where}, {located[bad]}: metric '{metric}' must be [loglikelihood, positive count] "
+                             f"(got {[logliks[bad], values[bad]]!r:.60})")
         differs = np.flatnonzero(logged != loglik)
         if differs.size:
             at = located[int(differs[0])]
             raise InputError(f"{where}, {at}: metric '{metric}' logs loglikelihood {float(logged[differs[0]])!r}, but "
                              f"'filtered_resps' holds {float(loglik[differs[0]])!r}; the record is inconsistent")
         unit = ROLLING_METRICS[metric]
-        values = np.array([pair[1] for pair in pairs], dtype=np.int64)
-        if unit in counts and not np.array_equal(counts[unit], values):
-            at = located[int(np.flatnonzero(counts[unit] != values)[0])]
+        column = np.array(values, dtype=np.int64)
+        if unit in counts and not np.array_equal(counts[unit], column):
+            at = located[int(np.flatnonzero(counts[unit] != column)[0])]
             raise InputError(f"{where}, {at}: metric '{metric}' logs another {unit} count than the other "
                              "perplexity metrics")
-        counts[unit] = values
+        counts[unit] = column
     return -loglik, counts
 
 
-def _rolling_pair(record: dict[str, Any], metric: str, where: str) -> tuple[float, int]:
-    """A perplexity metric's ``[loglikelihood, count]``: a finite number and a positive integer."""
+def _rolling_pair(record: dict[str, Any], metric: str, where: str) -> list[Any]:
+    """A perplexity metric's ``[loglikelihood, count]`` as logged: a list of two, the count an integer (the
+    values are checked column by column, ``_perplexity``)."""
     pair = field_of(record, metric, (list,), where)
-    if len(pair) != 2 or type(pair[1]) is not int or pair[1] < 1:
+    if len(pair) != 2 or type(pair[1]) is not int:
         raise InputError(f"{where}: metric '{metric}' must be [loglikelihood, positive count] (got {pair!r:.60})")
-    return number_of(pair[0], f"{where}: metric '{metric}' loglikelihood"), pair[1]
+    return pair
 
 
 def _provenance(where: str, raw: bytes, named_results: tuple[Source | None, str | None], task: str | None,

@@ -84,8 +84,8 @@ def _provider(record: dict[str, Any], where: str) -> tuple[str, str]:
 
 def _index(record: dict[str, Any], field: str, where: str) -> int:
     value = field_of(record, field, (int,), where)
-    if value < 0:
-        raise InputError(f"{where}: field '{field}' must be ≥ 0 (got {value})")
+    if not 0 <= value < 2**63:
+        raise InputError(f"{where}: field '{field}' must be ≥ 0 and < 2^63 (got {value})")
     return value
 
 

@@ -8,10 +8,20 @@ Limits are ``engine.core.input_limits.InputLimits`` (``CERTA_INPUT_LIMITS`` rais
 ``text_bytes`` for a file or ZIP member, ``rows`` for records, ``cell_bytes`` for one JSON line. JSON nested
 beyond the decoder's recursion limit is refused; a value that is hashed (and so walked) is bounded by
 ``engine.foundation.json_read.MAX_DOCUMENT_DEPTH``.
+
+JSON Lines have two readers. ``json_lines`` is the reference: every line becomes Python objects through
+``json``, and a reader checks each record's fields one by one, with a message naming the line and the field.
+``typed_json_lines`` is the fast path: msgspec decodes each line into a typed struct of only the fields a
+reader needs (the other fields are parsed and checked as JSON, never built), about ten times faster on the
+~1 KB records evaluators write. It decides nothing: on anything it does not take (a wrong type, an over-long
+line, text msgspec refuses but ``json`` reads, such as a lone surrogate escape), it answers ``None`` and the
+reader reads the export through ``json_lines``, whose checks decide the error. Both give the same records
+(``tests/core/evidence/test_fast_path.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -19,6 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from engine.foundation.canonical import canonical_sha256, sha256_hex
@@ -26,8 +37,8 @@ from engine.foundation.errors import InputError
 from engine.core.input_limits import InputLimits, read_input_file
 from engine.foundation.json_read import check_document_depth
 
-__all__ = ["Source", "read_source", "json_lines", "json_document", "strict_floats", "field_of", "number_of",
-           "value_digest", "stated_text", "sha256_hex"]
+__all__ = ["Source", "read_source", "json_lines", "typed_json_lines", "json_document", "strict_floats", "field_of",
+           "number_of", "finite_number", "number_column", "value_digest", "stated_text", "sha256_hex"]
 
 Source = bytes | str | Path
 """An export given as its bytes, or as the path of a regular file."""
@@ -80,6 +91,37 @@ def json_lines(where: str, raw: bytes, limits: InputLimits) -> tuple[list[dict[s
     return records, [number for number, _ in numbered]
 
 
+def typed_json_lines(raw: bytes, limits: InputLimits,
+                     decoder_for: Callable[[bytes], msgspec.json.Decoder | None]) -> tuple[list[Any], list[int]] | None:
+    """The records of JSON Lines text as msgspec decodes them, one per non-blank line, by the decoder (of a
+    struct type) that ``decoder_for`` makes for the first such line, and their 1-based line numbers; ``None``
+    where ``json_lines`` must decide: no record, text that is not UTF-8 (msgspec does not check the strings it
+    skips), more records than ``rows``, a line over ``cell_bytes``, no decoder for the first line, a line
+    msgspec refuses (not JSON, a field of another type, nesting beyond the recursion limit).
+
+    Whatever it returns ``json_lines`` reads too, as the same values: both refuse ``NaN`` and ``Infinity``,
+    both keep the last of duplicate keys, numbers are parsed to the same floats (msgspec's parser is correctly
+    rounded, as ``float`` is). A line blank to ``bytes.strip`` is blank to ``str.strip``; a line blank only to
+    the latter (a no-break space) is refused by msgspec, so it leads to ``json_lines`` as well."""
+    if not raw.isascii():
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    lines = raw.split(b"\n")
+    numbered = [number for number, line in enumerate(lines, start=1) if line.strip()]
+    if not numbered or len(numbered) > limits.rows or max(map(len, lines)) > limits.cell_bytes:
+        return None
+    decoder = decoder_for(lines[numbered[0] - 1])
+    if decoder is None:
+        return None
+    decode = decoder.decode
+    try:
+        return [decode(lines[number - 1]) for number in numbered], numbered
+    except (msgspec.DecodeError, RecursionError):  # msgspec.ValidationError is a DecodeError
+        return None
+
+
 def json_document(where: str, raw: bytes) -> dict[str, Any]:
     """A JSON object that is a whole export (Inspect's JSON log or one sample of a ``.eval``, lm-eval's results
     file), parsed under RFC 8259 (no ``NaN``); text nested beyond the decoder's recursion is an ``InputError``.
@@ -119,9 +161,28 @@ def number_of(value: Any, where: str) -> float:
     """A finite JSON number (``true``/``false`` read as 1 and 0) as a float."""
     if type(value) is bool:
         return float(value)
-    if type(value) not in (int, float) or not math.isfinite(value):  # math: a numpy ufunc costs µs a call
+    if type(value) not in (int, float) or not finite_number(value):
         raise InputError(f"{where} must be a finite number (got {_shown(value)})")
     return float(value)
+
+
+def finite_number(value: int | float) -> bool:
+    """``value`` is a finite number that float64 holds (an integer beyond it is not)."""
+    try:
+        return math.isfinite(value)  # math: a numpy ufunc costs µs a call
+    except OverflowError:
+        return False
+
+
+def number_column(values: Sequence[Any], where: Callable[[int], str]) -> np.ndarray:
+    """``[number_of(value, where(i)) for i, value in enumerate(values)]`` as float64, checked for the whole
+    column at once where every value is a finite number (the first bad value is reported by ``number_of``)."""
+    if set(map(type, values)) <= {float, int, bool}:
+        with contextlib.suppress(OverflowError):  # an integer beyond float64: number_of names it
+            column = np.fromiter(map(float, values), dtype=np.float64, count=len(values))
+            if np.isfinite(column).all():
+                return column
+    return np.array([number_of(value, where(index)) for index, value in enumerate(values)], dtype=np.float64)
 
 
 def strict_floats(texts: Sequence[Any], where: Callable[[int], str]) -> np.ndarray:

@@ -68,6 +68,9 @@ def raises(match: str, read, *args, **kwargs) -> str:
     ({k: v for k, v in rolling_line(0).items() if k != "prompt_hash"}, r"line 1: field 'prompt_hash' is missing"),
     ({**rolling_line(0), "doc_id": True}, r"line 1: field 'doc_id' must be int \(got True\)"),
     ({**rolling_line(0), "doc_id": -1}, r"line 1: field 'doc_id' must be ≥ 0"),
+    ({**rolling_line(0), "doc_id": 2**63}, r"line 1: field 'doc_id' must be ≥ 0 and < 2\^63 \(got 9223372036854775808\)"),
+    (rolling_line(0, metrics=["acc"], acc=10**400), r"line 1: metric 'acc' must be a finite number \(got 1000"),
+    (rolling_line(0, byte_perplexity=[-120.5, 2**64]), r"line 1: metric 'byte_perplexity' must be \[loglikelihood"),
     (rolling_line(0, byte_perplexity=[-120.5, 0]), r"line 1: metric 'byte_perplexity' must be \[loglikelihood"),
     (rolling_line(0, bits_per_byte=[-99.0, 10]), r"line 1: metric 'bits_per_byte' logs loglikelihood -99.0"),
     (rolling_line(0, bits_per_byte=[-120.5, 11]), r"line 1: metric 'bits_per_byte' logs another bytes count"),
@@ -155,7 +158,7 @@ def test_score_values_follow_inspect(value: object, expected: float) -> None:
     assert records.metrics["match"].tolist() == [expected]
 
 
-@pytest.mark.parametrize("value", ["c", "maybe", "nan", "inf", [1, 0], None])
+@pytest.mark.parametrize("value", ["c", "maybe", "nan", "inf", [1, 0], None, 10**400])
 def test_unreadable_score_values_are_refused_where_inspect_scores_zero(value: object) -> None:
     raises(r"log\.json, samples\[0\]: scores\.match\.value is .*, not a number", read_inspect_json,
            json.dumps(inspect_log(inspect_sample("a", value=value))).encode(), name="log.json")
@@ -226,6 +229,12 @@ def promptfoo_line(test: int, provider: str = "echo", score: float = 1.0, **chan
               "success": score == 1.0, "score": score, "namedScores": {"exact": score}}
     record.update(changes)
     return record
+
+
+@pytest.mark.parametrize("field", ["testIdx", "promptIdx"])
+def test_promptfoo_indices_beyond_int64_are_refused(field: str) -> None:
+    raises(rf"line 1: field '{field}' must be ≥ 0 and < 2\^63 \(got {2**63}\)", read_promptfoo_jsonl,
+           jsonl(promptfoo_line(0, **{field: 2**63})), name="r.jsonl")
 
 
 def test_promptfoo_providers_are_never_mixed() -> None:
