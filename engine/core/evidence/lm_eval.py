@@ -19,6 +19,8 @@ Source: the harness's ``EvaluationTracker.save_results_samples`` and ``Task.proc
 
 from __future__ import annotations
 
+import json
+
 import contextlib
 import re
 from operator import attrgetter
@@ -327,8 +329,9 @@ def _provenance(where: str, raw: bytes, named_results: tuple[Source | None, str 
     if task not in configs or type(configs[task]) is not dict:
         raise InputError(f"{results_where}: no configuration of task '{task}' (tasks: {', '.join(sorted(configs))}); "
                          "is it the samples file's sibling?")
-    digest = value_digest(configs[task], f"{results_where}: configs.{task}")
     config = document.get("config") if type(document.get("config")) is dict else {}
+    digest = value_digest(task_configuration(configs[task], config.get("model_args")),
+                          f"{results_where}: configs.{task}")
     models = [(key, stated_text(config[key])) for key in ("model", "model_args", "model_num_parameters", "model_dtype",
                                                    "model_revision", "model_sha") if config.get(key) not in (None, "")]
     models += [(key, stated_text(document[key])) for key in ("model_name", "model_name_sanitized")
@@ -343,3 +346,27 @@ def _provenance(where: str, raw: bytes, named_results: tuple[Source | None, str 
     return Provenance(tool="lm-evaluation-harness", tool_version=stated_text(tool_version),
                       task=task, task_version=stated_text(version),
                       task_config_sha256=digest, models=tuple(models), details=tuple(details), sources=tuple(sources))
+
+
+def model_argument_names(model_args: Any) -> set[str]:
+    """The argument names in lm-eval's ``config.model_args``: a mapping, its JSON text, or ``k=v,k=v`` text."""
+    if isinstance(model_args, dict):
+        return set(model_args)
+    if not isinstance(model_args, str):
+        return set()
+    try:
+        parsed = json.loads(model_args)
+    except ValueError:
+        return {part.partition("=")[0].strip() for part in model_args.split(",") if "=" in part}
+    return set(parsed) if isinstance(parsed, dict) else set()
+
+
+def task_configuration(task_config: dict[str, Any], model_args: Any) -> dict[str, Any]:
+    """The task's own configuration: lm-eval 0.4 copies the model's arguments (``pretrained``, ``dtype``, ...) into
+    each task's ``metadata``, so two models' runs of one task differ there; those members are left out, so that
+    ``task_config_sha256`` is equal exactly when the two sides ran the same task configuration."""
+    metadata = task_config.get("metadata")
+    if not isinstance(metadata, dict):
+        return task_config
+    names = model_argument_names(model_args)
+    return {**task_config, "metadata": {k: v for k, v in metadata.items() if k not in names}}

@@ -68,7 +68,9 @@ def test_provenance_is_what_the_results_file_states() -> None:
     assert provenance.tool == "lm-evaluation-harness"
     assert provenance.tool_version == document["lm_eval_version"]
     assert provenance.task == "certa_mc" and provenance.task_version == str(document["versions"]["certa_mc"])
-    assert provenance.task_config_sha256 == hashlib.sha256(rfc8785.dumps(document["configs"]["certa_mc"])).hexdigest()
+    own = dict(document["configs"]["certa_mc"])
+    own["metadata"] = {k: v for k, v in own["metadata"].items() if k not in ("pretrained", "dtype")}  # the model's
+    assert provenance.task_config_sha256 == hashlib.sha256(rfc8785.dumps(own)).hexdigest()
     models = dict(provenance.models)
     assert models["model"] == "hf" and json.loads(models["model_args"]) == document["config"]["model_args"]
     assert ("task_hash", document["task_hashes"]["certa_mc"]) in provenance.details
@@ -106,3 +108,10 @@ def test_a_changed_prompt_and_a_missing_document_are_reported(tmp_path: Path) ->
     assert dict(report.identity_mismatches) == {"prompt_hash": ((lines[3]["doc_id"],),)}
     assert report.n_paired == report.n_baseline - 2
     assert lines[3]["doc_id"] not in paired.baseline.keys["doc_id"].tolist()
+
+
+def test_the_two_models_runs_of_one_task_have_one_task_configuration_digest() -> None:
+    """lm-eval copies the model's arguments into each task's metadata; the digest leaves them out, so the
+    baseline's and the subject's exports of the same task state the same configuration."""
+    sides = [read_lm_eval_samples(*files(side, "certa_mc"), task="certa_mc") for side in ("baseline", "subject")]
+    assert sides[0].provenance.task_config_sha256 == sides[1].provenance.task_config_sha256
