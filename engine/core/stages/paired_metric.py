@@ -271,5 +271,6 @@ STAGE = StageType(
             "intervals, exact McNemar, non-inferiority margin, slices with Holm/BH; reads evaluator exports.",
     render_markdown=render_metric_delta,
     presentation="engine.services.presentation.stages.paired_metric",
+    changes="certa 0.7.0: first version.",
 )
 STAGES = (STAGE,)
