@@ -112,7 +112,7 @@ def _one_sided_alpha(level: float) -> float:
     return float((Decimal(1) - Decimal(repr(level))) / 2)
 
 
-def _binary(subject: np.ndarray, baseline: np.ndarray, knobs: Mapping[str, Any]) -> tuple[dict[str, Any], float]:
+def _binary(subject: np.ndarray, baseline: np.ndarray, knobs: Mapping[str, Any]) -> dict[str, Any]:
     table: PairedTable = paired_table_from_outcomes(subject, baseline)
     level = knobs["confidence_level"]
     method = knobs["method"] or "tango"
@@ -139,10 +139,10 @@ def _binary(subject: np.ndarray, baseline: np.ndarray, knobs: Mapping[str, Any])
         out["noninferiority"] = {"margin": margin, "null": f"subject worse by {margin} or more (Δ ≤ −{margin})",
                                  "method": "Tango score test", "alpha": alpha, "p_value": float(test.p_value),
                                  "noninferior": bool(test.p_value < alpha)}
-    return out, float(ci.low)
+    return out
 
 
-def _bounded(subject: np.ndarray, baseline: np.ndarray, ctx: StageContext) -> tuple[dict[str, Any], float]:
+def _bounded(subject: np.ndarray, baseline: np.ndarray, ctx: StageContext) -> dict[str, Any]:
     knobs = ctx.knobs
     level = knobs["confidence_level"]
     method = knobs["method"] or "bca"
@@ -168,7 +168,7 @@ def _bounded(subject: np.ndarray, baseline: np.ndarray, ctx: StageContext) -> tu
         out["noninferiority"] = {"margin": margin, "null": f"subject worse by {margin} or more (Δ ≤ −{margin})",
                                  "method": "lower confidence bound above −margin", "alpha": _one_sided_alpha(level),
                                  "lower_bound": low, "noninferior": bool(low > -margin)}
-    return out, float(difference["ci"][0])
+    return out
 
 
 def _slices(paired: PairedEvidence, subject: np.ndarray, baseline: np.ndarray,
@@ -223,8 +223,7 @@ def run_metric_delta(ctx: StageContext) -> StageOutput:
     subject = _metric_values(paired.subject, metric, knobs["subject"])
     _check_scale(baseline, paired.baseline, knobs["baseline"], knobs)
     _check_scale(subject, paired.subject, knobs["subject"], knobs)
-    computed, _ = (_binary(subject, baseline, knobs) if knobs["scale"] == "binary"
-                   else _bounded(subject, baseline, ctx))
+    computed = _binary(subject, baseline, knobs) if knobs["scale"] == "binary" else _bounded(subject, baseline, ctx)
     outputs = {
         "metric": metric,
         "scale": knobs["scale"],
