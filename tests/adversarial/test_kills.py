@@ -131,14 +131,22 @@ def _kill(args: tuple[object, ...], moment: Moment) -> int | None:
     return None if killed else process.returncode
 
 
-def _after_kill(case: str, *, ledger: Path, runs: int, new_runs: int, folders: tuple[Path, ...]) -> int:
+def _after_kill(case: str, *, ledger: Path, runs: int, new_runs: int, folders: tuple[Path, ...],
+                writes_files: bool = False) -> int:
     """Assert that the ledger verifies and holds ``runs`` to ``runs + new_runs`` runs, and that ``folders`` hold
-    no temporary file (counting lost runs and partial files). Returns the run count."""
+    no temporary file (counting lost runs and partial files). Returns the run count.
+
+    A command that ``writes_files`` (``run -o``, ``batch --junit``) may leave one ``.NAME.RANDOM.certa-tmp`` when
+    the kill lands between that file's fsync and its rename (README, "Hostile environments": never a partial
+    target); such a file is counted as a kill leftover, not a partial file, and the callers check the targets."""
     assert_ledger_kept(case, ledger, runs, new_runs)
-    partial = leftovers(*folders)
-    if partial:
-        count("partial files", len(partial))
-    assert not partial, f"{case}: left behind {partial}"
+    left = leftovers(*folders)
+    if left and writes_files:
+        count("kill leftovers", len(left))
+        return run_count(ledger)
+    if left:
+        count("partial files", len(left))
+    assert not left, f"{case}: left behind {left}"
     return run_count(ledger)
 
 
@@ -289,7 +297,7 @@ def test_kill_run(moment: Moment, killed: dict[tuple[str, str], Future[Killed]],
     case = _killed(killed, "run", moment)
     cert, junit = case.folder / "out" / "cert.json", case.folder / "out" / "junit.xml"
     now = _after_kill(f"run killed {moment.name}", ledger=case.ledger, runs=world.runs, new_runs=1,
-                      folders=(case.folder,))
+                      folders=(case.folder,), writes_files=True)
     if now == world.runs:
         assert not cert.exists() and not junit.exists(), "an output of a run that was not recorded"
     if cert.exists():
@@ -368,7 +376,7 @@ def test_kill_batch(moment: Moment, killed: dict[tuple[str, str], Future[Killed]
     case = _killed(killed, "batch", moment)
     junit = case.folder / "out" / "junit.xml"
     _after_kill(f"batch killed {moment.name}", ledger=case.ledger, runs=world.runs, new_runs=2,
-                folders=(case.folder,))
+                folders=(case.folder,), writes_files=True)
     if junit.exists():
         ET.parse(junit)
     check(f"batch after a kill {moment.name}", invoke(*case.args), allowed={0})
