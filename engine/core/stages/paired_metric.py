@@ -68,7 +68,7 @@ def _rule(name: str, ok: bool, value: Any, required: Any, profile: str) -> Decis
     return Decision("profile_rule", detail)
 
 
-def _pairing(paired: PairedEvidence, knobs: Mapping[str, Any]) -> dict[str, Any]:
+def _pairing(paired: PairedEvidence) -> dict[str, Any]:
     report = paired.report
     return {"key_fields": list(report.key_fields), "baseline_items": report.n_baseline,
             "subject_items": report.n_subject, "paired": report.n_paired,
@@ -198,7 +198,7 @@ def run_metric_delta(ctx: StageContext) -> StageOutput:
     sides = {arm: _records(ctx, arm) for arm in ("baseline", "subject")}
     paired = pair_records(sides["baseline"], sides["subject"])
     report = paired.report
-    pairing = _pairing(paired, knobs)
+    pairing = _pairing(paired)
     floor = PROFILE_FLOORS[ctx.profile]
     rules = [
         _rule("items_paired", report.complete, {k: pairing[k] for k in (
