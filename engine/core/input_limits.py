@@ -57,6 +57,8 @@ class InputLimits:
     """UTF-8 bytes of one cell (a JSON Lines number: the bytes of its token)."""
     parquet_bytes: int = 4 << 30
     """Decompressed and decoded size in memory of a Parquet table, estimated from its footer."""
+    model_bytes: int = 256 << 30
+    """Bytes of all files of a model folder (``engine.core.models.manifest``), hashed in blocks (not held)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> InputLimits:

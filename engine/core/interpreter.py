@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from engine.core.seeds import DERIVATION, stage_generator, stage_seed_record
 from engine.core.spec import Plan
 from engine.core.stages import REGISTRY, Decision, StageContext
 from engine.core.stages.base import Concatenated, DecisionColumns, LedgerReader, Progress, decision_parts
+from engine.core.models.manifest import MODEL_FORMAT, folder_manifest
 from engine.core.evidence.formats import COMPANION_OPTIONS, EVIDENCE_FORMATS, evidence_table, unparsed_table
 from engine.core.tables import Table, format_for_path, parse_table, table_from_columns
 
@@ -137,8 +138,13 @@ def load_tables(plan: Plan, *, inputs: Mapping[str, Columns | Table] | None = No
         else:
             path = Path(input_paths.get(name, declared.path))
             fmt = declared.fmt or format_for_path(path)
-            raw = read_input_file(name, path, fmt, limits)
-            table = unparsed_table(name, raw, fmt) if fmt in EVIDENCE_FORMATS else parse_table(name, raw, fmt, limits)
+            if fmt == MODEL_FORMAT:
+                manifest = folder_manifest(name, path, limits)
+                table = replace(unparsed_table(name, manifest.raw, fmt), origin=path)
+            else:
+                raw = read_input_file(name, path, fmt, limits)
+                table = (unparsed_table(name, raw, fmt) if fmt in EVIDENCE_FORMATS
+                         else parse_table(name, raw, fmt, limits))
         if declared.sha256 is not None and declared.sha256 != table.sha256:
             raise InputError(f"input '{name}': SHA-256 is {table.sha256} but the spec pins {declared.sha256}; "
                              "the data changed since the spec was written: check it, then update the pin")
@@ -148,8 +154,8 @@ def load_tables(plan: Plan, *, inputs: Mapping[str, Columns | Table] | None = No
         if table.fmt in EVIDENCE_FORMATS:
             companions = {option: tables[other].raw for option, other in declared.read.items()
                           if option in COMPANION_OPTIONS}
-            tables[name] = evidence_table(name, table.raw, table.fmt, options=declared.read, companions=companions,
-                                          limits=limits)
+            tables[name] = replace(evidence_table(name, table.raw, table.fmt, options=declared.read,
+                                                  companions=companions, limits=limits), origin=table.origin)
     return tables
 
 

@@ -25,6 +25,7 @@ from schemas import load_schema, read_schema, schema_exists
 
 from engine.foundation.canonical import canonical_bytes, canonical_sha256, sha256_hex
 from engine.foundation.errors import SpecError
+from engine.core.models.manifest import MODEL_FORMAT
 from engine.core.metric_paths import DataKey, MetricPathError, closest, parse_metric, resolve_in_schema
 from engine.core.stages import REGISTRY, StageType, UnknownStage, parse_stage_ref
 
@@ -261,6 +262,11 @@ def _describe(error: ValidationError) -> tuple[str, list[Any], bool]:
     if error.validator in ("anyOf", "not", "dependentSchemas") and len(path) == 2 and path[0] == "gates":
         return ("a gate needs exactly one kind of threshold: min and/or max, or equals, or between: [lo, hi]",
                 path, False)
+    if error.validator == "oneOf" and len(path) == 2 and path[0] == "inputs":
+        given = sorted({"path", "model", "format", "read"} & set(error.instance))
+        return ("an input is either a table file (path:, with optional format: and read:) or a model folder "
+                f"(model:, nothing else but sha256:); this one gives {', '.join(given) or 'neither path nor model'}",
+                path, False)
     if error.validator == "not" and isinstance(error.schema, Mapping) and error.schema.get("deprecated"):
         return f"'{path[-1]}' is no longer a knob: {error.schema.get('description', 'removed')}", path, True
     if error.validator == "enum":
@@ -374,10 +380,10 @@ def read_option_problems(inputs: Mapping[str, InputSpec]) -> list[tuple[str, lis
 
 
 def _resolve_input_path(name: str, raw_path: str, base_dir: Path | None, source: str,
-                        node: yaml.Node | None) -> str:
-    target = _node_at(node, ["inputs", name, "path"])
+                        node: yaml.Node | None, *, key: str) -> str:
+    target = _node_at(node, ["inputs", name, key])
     where = dict(file=source, line=target.start_mark.line + 1 if target else None,
-                 column=target.start_mark.column + 1 if target else None, path=f"inputs.{name}.path")
+                 column=target.start_mark.column + 1 if target else None, path=f"inputs.{name}.{key}")
     if Path(raw_path).is_absolute():
         raise SpecError("absolute paths are not allowed in a spec (a spec reads only inside its folder); "
                         "give an absolute path on the command line instead: --input NAME=PATH", **where)
@@ -435,8 +441,11 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
         return SpecError(message, file=source, line=line, column=column, path=_format_path(path))
 
     inputs = {
-        name: InputSpec(name=name, path=_resolve_input_path(name, entry["path"], base_dir, source, node),
+        name: InputSpec(name=name, path=_resolve_input_path(name, entry["path"], base_dir, source, node, key="path"),
                         sha256=entry.get("sha256"), fmt=entry.get("format"), read=dict(entry.get("read") or {}))
+        if "path" in entry else
+        InputSpec(name=name, path=_resolve_input_path(name, entry["model"], base_dir, source, node, key="model"),
+                  sha256=entry.get("sha256"), fmt=MODEL_FORMAT)
         for name, entry in data["inputs"].items()
     }
     for problem, path in read_option_problems(inputs):

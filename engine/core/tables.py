@@ -169,6 +169,9 @@ class Table:
     raw: bytes = field(repr=False, compare=False)
     evidence: Any = field(default=None, repr=False, compare=False)
     """An evaluator export's per-item records (``engine.core.evidence.EvidenceRecords``); None for a plain table."""
+    origin: Path | None = field(default=None, repr=False, compare=False)
+    """A model input's folder, where it was read from (``engine.core.models.manifest``: the table is its
+    manifest); None for every other table and for a model input read back from a ledger."""
 
     @property
     def n_rows(self) -> int:
