@@ -30,12 +30,13 @@ _COMPONENT_OF_MODULE = {"test_ledger_postgres": "postgres", "test_postgres_sweep
                         "test_browser": "browser", "test_batch_cluster": "cluster", "test_wheel": "wheel",
                         "test_ledger_crash": "crash", "test_kills": "crash"}
 _POSTGRES_FIXTURES = {"pg_url", "pg_recorded"}
+_MODEL_FIXTURES = {"tiny_models"}
 _CLUSTER_FIXTURES = {"cluster_client"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test by the real component it needs (``postgres``, ``browser``, ``cluster``, ``crash``,
-    ``wheel``), so that ``pytest -m "not (slow or postgres or browser or cluster or crash or wheel or
+    ``wheel``, ``models``), so that ``pytest -m "not (slow or postgres or browser or cluster or crash or wheel or
     adversarial)"`` is a unit run of seconds. A test needs PostgreSQL when it takes a PostgreSQL fixture or a
     ``postgresql`` parameter, a Dask cluster when it takes the cluster fixture or starts the default LocalCluster
     (its name says so), and kills real processes (``crash``) when its module or its name says so."""
@@ -52,6 +53,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("cluster")
         if "killed" in item.name:
             item.add_marker("crash")
+        if names & _MODEL_FIXTURES:
+            item.add_marker("models")
 
 
 def require_postgres(what: str) -> str:
@@ -289,3 +292,28 @@ def rechain(db: Path, from_seq: int) -> None:
                          (payload_sha, prev or prev_hash, digest, seq))
             prev = digest
         conn.execute("UPDATE ledger_meta SET value = ? WHERE key = 'head'", (f"{rows[-1][0]}:{prev}",))
+
+
+TINY_MODEL_TEXT = "\n".join(filter(None, (textwrap.dedent(m.__doc__ or "") for m in (textwrap, os, shutil, hashlib,
+                                                                                       sqlite3, uuid))))
+"""Local text the tiny test models are trained on (standard-library docstrings: nothing is downloaded)."""
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Three tiny GPT-2 model folders built locally once per session (``engine.core.models.tiny``):
+    ``baseline``, ``same`` (a bit-identical copy), ``subject`` (every weight matrix perturbed by 5%), and
+    ``other`` (trained from another seed, with its own tokenizer trained on the same text). Skipped with the
+    reason when the ``models`` extra or torch is not installed."""
+    for module in ("torch", "transformers", "tokenizers", "safetensors"):
+        pytest.importorskip(module, reason=f"the model tests need {module}: pip install torch==2.13.0 "
+                                           "'certa[models]' (.ci/run installs them)")
+    from engine.core.models.tiny import build_tiny_model, perturbed_copy
+
+    root = tmp_path_factory.mktemp("tiny_models")
+    baseline = build_tiny_model(root / "baseline", TINY_MODEL_TEXT, seed=0)
+    return {"baseline": baseline,
+            "same": perturbed_copy(baseline, root / "same", scale=0.0),
+            "subject": perturbed_copy(baseline, root / "subject", scale=0.05, seed=1),
+            "other": build_tiny_model(root / "other", TINY_MODEL_TEXT[: len(TINY_MODEL_TEXT) // 2], seed=1,
+                                      vocab_size=300)}
