@@ -18,7 +18,15 @@ or None, ``options`` the spec's free-form mapping) that returns a ``Scorer``:
   the scorer's metric lies in by construction (its known finite support, e.g. [-1, 1] for a difference of
   two accuracies in [0, 1]), or None when the metric is unbounded. ``sequential.diff`` (2.0.0 on) uses it
   as the score range of a bounded method when the spec declares none; a scorer that omits ``support``
-  declares none.
+  declares none;
+* optional ``usage() -> Mapping[str, int]``: what the scorer has spent so far, as named non-negative counts
+  (e.g. ``forward_passes``, ``model_calls``). ``sequential.diff`` records it after a live run as the captured
+  table ``scorer_usage`` and a ``scorer_usage`` decision beside the prompts scored and ``n_max``, so the ledger
+  states how much evaluation the run cost and a replay restates it without the scorer.
+
+A factory that declares a keyword parameter ``tables`` is also given ``tables=``: every input table of the run
+by input name, for a scorer that reads a further declared input its options name (``hf_models`` reads its
+prompt set from ``options.prompts``). A factory without the parameter is called as before.
 
 ``reference`` and ``candidate`` are the input tables the spec names (``engine.core.tables.Table``), so a
 scorer reads nothing outside the paths the spec declares. The scores it returns are recorded by the
@@ -30,6 +38,7 @@ The scorers shipped with certa are registered in certa's own ``pyproject.toml`` 
 from __future__ import annotations
 
 import difflib
+import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import EntryPoint, entry_points
@@ -41,7 +50,7 @@ from engine.foundation.errors import StageError
 from engine.core.tables import Table
 
 __all__ = ["ENTRY_POINT_GROUP", "Scorer", "ScorerFactory", "available_scorers", "declared_support", "load_scorer",
-           "score_prompts"]
+           "reported_usage", "score_prompts"]
 
 ENTRY_POINT_GROUP = "certa.scorers"
 
@@ -70,8 +79,19 @@ def available_scorers() -> tuple[str, ...]:
     return tuple(sorted(_registered()))
 
 
-def load_scorer(name: str, *, metric: str | None = None, options: Mapping[str, Any] | None = None) -> Scorer:
-    """Build the scorer registered as ``name``; a ``StageError`` lists the registered names if unknown."""
+def _takes_tables(factory: Callable[..., Any]) -> bool:
+    """True when ``factory`` declares a ``tables`` parameter (module docstring)."""
+    try:
+        return "tables" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a callable without an inspectable signature declares nothing
+        return False
+
+
+def load_scorer(name: str, *, metric: str | None = None, options: Mapping[str, Any] | None = None,
+                tables: Mapping[str, Table] | None = None) -> Scorer:
+    """Build the scorer registered as ``name``; a ``StageError`` lists the registered names if unknown.
+    ``tables`` (the run's input tables by name) is passed on to a factory that declares a ``tables``
+    parameter."""
     registered = _registered()
     if name in registered:
         factory = registered[name].load()
@@ -81,7 +101,8 @@ def load_scorer(name: str, *, metric: str | None = None, options: Mapping[str, A
         raise StageError(f"scorer '{name}' is not registered in the '{ENTRY_POINT_GROUP}' entry-point group"
                          + (f"; did you mean '{hint[0]}'?" if hint else f" (registered: {', '.join(known) or 'none'})")
                          + "; install the package that provides it")
-    scorer = factory(metric=metric, options=dict(options or {}))
+    extra = {"tables": dict(tables or {})} if _takes_tables(factory) else {}
+    scorer = factory(metric=metric, options=dict(options or {}), **extra)
     if not (callable(getattr(scorer, "score", None)) and callable(getattr(scorer, "prompts", None))):
         raise StageError(f"scorer '{name}' does not provide score(reference, candidate, prompt, K) and "
                          "prompts(reference, candidate)")
@@ -105,6 +126,25 @@ def declared_support(scorer: Scorer) -> tuple[float, float] | None:
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise StageError(f"the scorer declares the support [{low!r}, {high!r}]; a support needs finite low < high")
     return low, high
+
+
+def reported_usage(scorer: Scorer) -> dict[str, int] | None:
+    """The counts the scorer reports with its optional ``usage()`` (module docstring), or None without one.
+
+    Names must be identifiers and counts non-negative integers; anything else is a ``StageError``.
+    """
+    usage = getattr(scorer, "usage", None)
+    if not callable(usage):
+        return None
+    reported = usage()
+    try:
+        counts = {str(key): value for key, value in dict(reported).items()}
+    except (TypeError, ValueError):
+        raise StageError(f"the scorer's usage() must return a mapping of counts (got {reported!r})") from None
+    for key, value in counts.items():
+        if not (key.isidentifier() and isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+            raise StageError(f"the scorer's usage() must map names to counts >= 0 (got {key!r}: {value!r})")
+    return counts
 
 
 def score_prompts(scorer: Scorer, reference: Table, candidate: Table, prompts: Sequence[str], K: int) -> np.ndarray:

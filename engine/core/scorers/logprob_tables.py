@@ -13,7 +13,8 @@ positions (by position) i = 1..K' (K' = min(K, positions available)):
     delta_ce = (1/K') sum_i ( logprob_ref,i - logprob_cand,i )          = CE(candidate) - CE(reference)
     sym_kl   = (1/K') sum_i sum_v (p_i(v) - q_i(v)) (ln p_i(v) - ln q_i(v)) = mean of KL(p||q) + KL(q||p)
 
-(p the reference's, q the candidate's distribution). The prompt mean is one observation (seed 000:
+(p the reference's, q the candidate's distribution; the formulas are ``engine.core.scorers.divergences``', shared
+with the ``hf_models`` scorer). The prompt mean is one observation (seed 000:
 score_fn(ref, cand, prompt, K) averages over K positions; positions within a prompt are correlated, so
 the sample size is the number of prompts, never n·K).
 
@@ -34,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from engine.foundation.errors import InputError, StageError
+from engine.core.scorers.divergences import delta_ce_positions, prompt_means, sym_kl_positions
 from engine.core.stats.kernels.lazy_scipy import special
 from engine.core.tables import Table
 
@@ -102,7 +104,7 @@ class LogprobTablesScorer:
         if self.metric == "delta_ce":
             ref_lp = reference.numeric(cols["logprob_column"])[ref_order]
             cand_lp = candidate.numeric(cols["logprob_column"])[cand_order]
-            value = ref_lp - cand_lp
+            value = delta_ce_positions(ref_lp, cand_lp)
         else:
             value = self._sym_kl(reference, candidate, ref_order, cand_order)
         prompts, start, group = np.unique(ref_prompts, return_index=True, return_inverse=True)
@@ -122,7 +124,7 @@ class LogprobTablesScorer:
         log_q = np.column_stack([candidate.numeric(c) for c in cand_cols])[cand_order]
         log_p = log_p - special.logsumexp(log_p, axis=1, keepdims=True)
         log_q = log_q - special.logsumexp(log_q, axis=1, keepdims=True)
-        return np.sum((np.exp(log_p) - np.exp(log_q)) * (log_p - log_q), axis=1)
+        return sym_kl_positions(log_p, log_q)
 
     def support(self) -> tuple[float, float] | None:
         """The metric's declared finite support: None (``SUPPORT``; both metrics are unbounded)."""
@@ -138,15 +140,14 @@ class LogprobTablesScorer:
             raise StageError(f"positions_per_prompt must be >= 1 (got {K})")
         prepared = self._prepare(reference, candidate)
         keep = prepared.rank < K
-        counts = np.bincount(prepared.group[keep], minlength=prepared.prompts.size)
-        sums = np.bincount(prepared.group[keep], weights=prepared.value[keep], minlength=prepared.prompts.size)
+        means = prompt_means(prepared.group[keep], prepared.value[keep], prepared.prompts.size)
         wanted = np.asarray(prompts, dtype=str)
         where = np.searchsorted(prepared.prompts, wanted)
         size = prepared.prompts.size
         found = (where < size) & (prepared.prompts[np.minimum(where, size - 1)] == wanted)
         if not np.all(found):
             raise StageError(f"prompt {wanted[~found][0]!r} is not in the log-prob tables")
-        return sums[where] / counts[where]
+        return means[where]
 
     def score(self, reference: Table, candidate: Table, prompt: str, K: int) -> float:
         """One prompt's score (``score_batch`` of one)."""

@@ -12,7 +12,10 @@ sequence values, the method, its validity statement and the score range with wha
 
 Scorer runs are recorded: the stage returns the scores it obtained in ``captured['scores']`` and, given
 ``ctx.captured`` (a replay), recomputes everything from them without calling the scorer. The outputs
-depend only on the knobs and the scores, so a replay reproduces the certificate bit for bit.
+depend only on the knobs and the scores, so a replay reproduces the certificate bit for bit. A scorer that
+reports its ``usage()`` (e.g. ``hf_models``: forward passes and model calls) has it recorded as the captured
+table ``scorer_usage`` and one ``scorer_usage`` decision (with the prompts scored and ``n_max``), which a replay
+restates from the table; the outputs do not change.
 
 Profile rule ``optional_stopping_validity``: ``dev`` warns when the method is not (non-asymptotically)
 anytime-valid; ``ci`` aborts for the fixed-n methods and warns for ``asymptotic_cs``; ``release``
@@ -41,7 +44,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from engine.foundation.errors import InputError, ProfileAbort, StageError
-from engine.core.scorers import Scorer, declared_support, load_scorer, score_prompts
+from engine.core.scorers import Scorer, declared_support, load_scorer, reported_usage, score_prompts
 from engine.core.stats.confseq.methods import BOUNDED_METHODS, VALIDITY, CSSettings, PValuePath, confidence_sequence, null_p_value
 from engine.core.stats.confseq.common import (ConfidenceSequence, GridValues, exact_grid_values, float_grid_values,
                                     prefix_mean)
@@ -51,7 +54,8 @@ from engine.core.stats.confseq.decision import (DECISION_OF, OUTCOMES, DecisionR
 from engine.core.tables import Table, table_from_columns
 from engine.core.stages.base import Decision, StageContext, StageOutput, StageType
 
-__all__ = ["STAGE", "STAGES", "SequentialKernels", "KERNELS", "CAPTURED_SCORES", "CAPTURED_SUPPORT", "analyse_scores",
+__all__ = ["STAGE", "STAGES", "SequentialKernels", "KERNELS", "CAPTURED_SCORES", "CAPTURED_SUPPORT", "CAPTURED_USAGE",
+           "analyse_scores",
            "Analysis", "Observations", "ScoreRange", "RangeRule", "ClipKnobs", "DeclaredRange"]
 
 CAPTURED_SCORES = "scores"
@@ -59,6 +63,8 @@ CAPTURED_SCORES = "scores"
 CAPTURED_SUPPORT = "scorer_support"
 """Name of the captured table (columns ``low``, ``high``; one row) holding the finite support a scorer declared
 for its metric, when a 2.0.0 run used it as the score range (a replay needs it without the scorer)."""
+CAPTURED_USAGE = "scorer_usage"
+"""Name of the captured table (one row, a column per count) of what a scorer reported with ``usage()``."""
 
 NULL_MEAN = 0.0
 
@@ -572,6 +578,23 @@ def _replayed_support(captured: Table | None) -> tuple[float, float] | None:
     return float(captured.numeric("low")[0]), float(captured.numeric("high")[0])
 
 
+def _usage_table(usage: Mapping[str, int] | None) -> dict[str, Table]:
+    """The captured ``scorer_usage`` table (one row) of the counts a scorer reported, if it reported any."""
+    if not usage:
+        return {}
+    return {CAPTURED_USAGE: table_from_columns(CAPTURED_USAGE, {key: [value] for key, value in usage.items()})}
+
+
+def _usage_decisions(usage: Table | None, source: Mapping[str, Any], knobs: Mapping[str, Any]) -> tuple[Decision, ...]:
+    """The ``scorer_usage`` decision: the scorer's counts beside the prompts scored and n_max (none without)."""
+    if usage is None:
+        return ()
+    counts = {column: int(usage.numeric(column)[0]) for column in usage.columns}
+    scored = int(source["prompts_scored"])
+    return (Decision("scorer_usage", {"scorer": source["scorer"], "prompts_scored": scored, "n_max": knobs["n_max"],
+                                      "stopped_before_n_max": scored < knobs["n_max"], **counts}),)
+
+
 def _support_table(score_range: ScoreRange) -> dict[str, Table]:
     """The captured support table when the range is the scorer metric's support (a replay needs it)."""
     if score_range.source != SCORER_SUPPORT:
@@ -747,15 +770,17 @@ def _scorer_run(ctx: StageContext, kernels: SequentialKernels) -> tuple[Observat
         table = recorded[CAPTURED_SCORES]
         score_range = rule.resolve(knobs, None, lambda: _replayed_support(recorded.get(CAPTURED_SUPPORT)))
         obs = _replayed_observations(table, spec["name"])
+        usage = {CAPTURED_USAGE: recorded[CAPTURED_USAGE]} if CAPTURED_USAGE in recorded else {}
     else:
-        scorer = load_scorer(spec["name"], metric=spec.get("metric"), options=spec.get("options"))
+        scorer = load_scorer(spec["name"], metric=spec.get("metric"), options=spec.get("options"), tables=ctx.tables)
         score_range = rule.resolve(knobs, None, lambda: declared_support(scorer))
         obs, table = _scorer_observations(ctx, knobs, scorer, score_range.bounds,
                                           lambda seen: rule.screen(seen, score_range, ctx.profile), kernels)
+        usage = _usage_table(reported_usage(scorer))
     source["prompts_scored"] = int(obs.scores.size)
     source["captured_sha256"] = table.sha256
     obs = _enough(obs, knobs)
-    return obs, score_range, source, {CAPTURED_SCORES: table, **_support_table(score_range)}
+    return obs, score_range, source, {CAPTURED_SCORES: table, **_support_table(score_range), **usage}
 
 
 def run_sequential_diff(ctx: StageContext, kernels: SequentialKernels = KERNELS[-1]) -> StageOutput:
@@ -776,7 +801,8 @@ def run_sequential_diff(ctx: StageContext, kernels: SequentialKernels = KERNELS[
     analysis = analyse_scores(obs.scores, knobs, score_range.bounds, elementary=kernels.elementary,
                               grid_values=kernels.grid_values)
     outputs, outcome = _outputs(analysis, knobs, source, score_range, kernels)
-    decisions = (validity_rule, *range_decisions, *_check_decisions(analysis, outcome))
+    decisions = (validity_rule, *range_decisions, *_usage_decisions(captured.get(CAPTURED_USAGE), source, knobs),
+                 *_check_decisions(analysis, outcome))
     return StageOutput(outputs=outputs, decisions=decisions, captured=captured)
 
 

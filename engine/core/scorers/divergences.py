@@ -1,0 +1,39 @@
+"""The per-position formulas of the scorer metrics ``delta_ce`` and ``sym_kl``, and the per-prompt mean: one
+definition for every built-in scorer (``logprob_tables`` reads the log-probs from tables, ``hf_models`` computes
+them with the two models), so the same prompt gets the same score whichever scorer produced the log-probs.
+
+For a prompt's teacher-forced positions i = 1..K' (p_i the reference's and q_i the candidate's next-token
+distribution, x_i the teacher-forced token; seed 000's ``score_fn(ref, cand, prompt, K)``):
+
+    delta_ce_i = ln p_i(x_i) - ln q_i(x_i)                                (its mean: CE(candidate) - CE(reference))
+    sym_kl_i   = sum_v (p_i(v) - q_i(v)) (ln p_i(v) - ln q_i(v))  = KL(p_i||q_i) + KL(q_i||p_i)   (Jeffreys 1946)
+
+and the prompt's score is the mean over its K' positions (the prompt is the unit of observation, never n·K).
+All arithmetic is float64; the sum over the vocabulary is numpy's pairwise sum along the last axis, so a row's
+value does not depend on the other rows of the array.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["delta_ce_positions", "sym_kl_positions", "prompt_means"]
+
+
+def delta_ce_positions(ref_logprob: np.ndarray, cand_logprob: np.ndarray) -> np.ndarray:
+    """ln p_i(x_i) - ln q_i(x_i) per position (float64)."""
+    return np.asarray(ref_logprob, dtype=np.float64) - np.asarray(cand_logprob, dtype=np.float64)
+
+
+def sym_kl_positions(log_p: np.ndarray, log_q: np.ndarray) -> np.ndarray:
+    """sum_v (p(v) - q(v)) (ln p(v) - ln q(v)) over the last axis (normalised log-distributions, float64)."""
+    log_p = np.asarray(log_p, dtype=np.float64)
+    log_q = np.asarray(log_q, dtype=np.float64)
+    return np.sum((np.exp(log_p) - np.exp(log_q)) * (log_p - log_q), axis=-1)
+
+
+def prompt_means(group: np.ndarray, values: np.ndarray, prompts: int) -> np.ndarray:
+    """The mean of ``values`` per prompt index ``group`` (0..prompts-1), each sum taken in row order."""
+    counts = np.bincount(group, minlength=prompts)
+    sums = np.bincount(group, weights=values, minlength=prompts)
+    return sums / counts
