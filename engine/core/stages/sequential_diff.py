@@ -534,8 +534,12 @@ def analyse_scores(scores: np.ndarray, knobs: Mapping[str, Any], bounds: tuple[f
 def _scorer_observations(ctx: StageContext, knobs: Mapping[str, Any], scorer: Scorer, bounds: tuple[float, float],
                          screen: Callable[[Observations], object],
                          kernels: SequentialKernels) -> tuple[Observations, Table]:
-    """Draw prompts with the stage's generator and score them batch by batch until a rule fires or n_max;
-    ``screen`` sees the scores so far after every batch (and may refuse them before more are scored)."""
+    """Draw prompts with the stage's generator and score them batch by batch until a rule fires (from n_min on)
+    or n_max; ``screen`` sees the scores so far after every batch (and may refuse them before more are scored).
+
+    The rules are not checked before n_min scores: ``check_mask`` makes the last score of a stream a check, so a
+    rule firing on the first batches used to stop scoring below n_min, and the run was refused for too few
+    observations (no certificate was issued that way, so no recorded number changes)."""
     spec = knobs["scorer"]
     reference, candidate = ctx.table("reference"), ctx.table("candidate")
     population = list(scorer.prompts(reference, candidate))
@@ -551,6 +555,8 @@ def _scorer_observations(ctx: StageContext, knobs: Mapping[str, Any], scorer: Sc
         values = np.concatenate([values, score_prompts(scorer, reference, candidate, chunk, k)])
         ctx.progress(int(values.size), n_max, "prompts scored")
         screen(_drawn(values, spec["name"]))
+        if values.size < knobs["n_min"]:    # the scores' last one always counts as a check: none before n_min
+            continue
         analysis = analyse_scores(values, knobs, bounds, with_p_value=False, elementary=kernels.elementary,
                                   grid_values=kernels.grid_values)
         if OUTCOMES[int(analysis.stop.outcome)] != "exhausted":

@@ -347,3 +347,11 @@ def test_the_example_runs_and_passes(hf_registered, tmp_path: Path) -> None:
         assert stages["distribution"]["results"]["decision"] == "DIFFERENT"
         assert all(s["source"]["prompts_scored"] < 200 for s in stages.values())
         assert replay(ledger, result.run_id).reproduced
+
+
+def test_a_rule_that_holds_on_the_first_batch_does_not_stop_scoring_before_n_min(hf_registered, tables) -> None:
+    """asymptotic_cs clears 0 after 4 sym_kl scores; scoring goes on to n_min (it used to stop at 4 and refuse)."""
+    out = _run(_knobs("subject", "sym_kl", method="asymptotic_cs"), tables)
+    results = out.outputs["results"]
+    assert results["decision"] == "DIFFERENT" and results["n_used"] == 10
+    assert out.outputs["source"]["prompts_scored"] == 12                     # whole batches of 4 up to n_min
