@@ -75,7 +75,7 @@ def _evaluated(ctx: StageContext) -> dict[str, Table]:
     seq_len = knobs["seq_len"]
     stride = knobs.get("stride", seq_len - 1)
     for model in models.values():
-        limit = int(getattr(model.model.config, "max_position_embeddings", 0) or 0)
+        limit = _positions(model)
         if unit == "tokens" and limit and seq_len > limit:
             raise InputError(f"seq_len {seq_len} exceeds input '{model.name}''s {limit} positions; lower seq_len")
     pieces = byte_pieces(texts, knobs["window_bytes"]) if unit == "bytes" else []
@@ -87,7 +87,7 @@ def _evaluated(ctx: StageContext) -> dict[str, Table]:
         else:
             windows = piece_windows(pieces, [e.ids for e in model.tokenizer.encode_batch(
                 [p.decode("utf-8") for _, _, p in pieces], add_special_tokens=False)], _bos(model))
-            limit = int(getattr(model.model.config, "max_position_embeddings", 0) or 0)
+            limit = _positions(model)
             if limit and windows.length.size and int(windows.length.max()) > limit:
                 raise InputError(f"a {knobs['window_bytes']}-byte window is {int(windows.length.max())} tokens for "
                                  f"input '{model.name}', over its {limit} positions; lower window_bytes")
@@ -111,6 +111,11 @@ def _evaluated(ctx: StageContext) -> dict[str, Table]:
                       for arm in ARMS],
         "device": [device] * 2, "libraries": [_json(libraries)] * 2})
     return tables
+
+
+def _positions(model: Any) -> int:
+    """The most input positions the model's configuration allows (0: it states none)."""
+    return int(getattr(model.model.config, "max_position_embeddings", 0) or 0)
 
 
 def _bos(model: Any) -> int:
