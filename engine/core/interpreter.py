@@ -179,7 +179,9 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
             notify: Notify | None = None) -> Execution:
     """Run the plan's stages and gates on loaded tables; nothing is recorded.
 
-    ``captured`` (a replay) hands each stage the tables it captured in the original run.
+    ``captured`` (a replay) hands each stage the tables it captured in the original run. A table a stage
+    declares in ``StageType.produces`` is readable by the later stages as ``<stage id>.<table>`` once the stage has
+    run (the certificate's ``inputs`` stay the declared inputs; the table is listed under ``captured``).
     Raises ``AbortedExecution`` wrapping a ``ProfileAbort``, or ``SpecError`` before any stage runs when a gate
     names a key its input does not hold (``check_data_keys``).
     """
