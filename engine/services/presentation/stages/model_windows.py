@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.services.presentation.html.view import StageInput, StageSection, fmt, mapping, table
+from engine.services.presentation.html import plots
+from engine.services.presentation.html.view import Plot, StageInput, StageSection, fmt, mapping, table
 
 __all__ = ["section", "how_to_read"]
 
@@ -43,8 +44,11 @@ def section(stage: StageInput) -> StageSection:
     summary = (f"Both models scored on {fmt(windows.get('count'))} windows ({fmt(windows.get('scored'))} {unit}) of "
                f"input '{fmt(text.get('input'))}': NLL per {unit[:-1]} {fmt(nll.get('baseline'))} (baseline), "
                f"{fmt(nll.get('subject'))} (subject).")
+    svg = plots.model_nll_plot(f"{stage.stage_id}-nll", nll={arm: nll.get(arm) for arm in ARMS}, unit=unit[:-1])
     return StageSection(stage.stage_id, "", "", decision=f"{fmt(windows.get('count'))} windows", ok=None,
-                        summary=summary, tables=tables)
+                        summary=summary, tables=tables,
+                        plots=(Plot(svg, f"Each model's mean log-loss per {unit[:-1]} on the same windows (lower is "
+                                         "better; the paired comparison is the ratio stage's)."),))
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
