@@ -263,9 +263,15 @@ def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_f
               "wildcards allowed, e.g. 'vendor-*').")
 @click.option("--no-record", is_flag=True, help="Replay and compare without recording the replay: the ledger is "
               "opened read-only, so this works on read-only media (e.g. an auditor's copy).")
+@click.option("--recompute-evidence", is_flag=True, help="Re-run the run's models (model inputs) and compare the "
+              "tables its stages captured, bit for bit or by the largest deviation per column; nothing is recorded. "
+              "Model folders: --input NAME=FOLDER, else the spec's model: paths relative to the current directory; "
+              "a folder whose manifest is not the recorded one is refused.")
+@click.option("--input", "input_overrides", multiple=True, metavar="NAME=FOLDER",
+              help="With --recompute-evidence: read model input NAME from FOLDER.")
 @certa_command
 def replay(run_id: str | None, replay_every: bool, since: str | None, name_pattern: str | None, no_record: bool,
-           as_json: bool, ledger_url: str) -> int:
+           recompute_evidence: bool, input_overrides: tuple[str, ...], as_json: bool, ledger_url: str) -> int:
     """Re-execute recorded runs from the ledger alone and compare their results.
 
     A run is replayed with the stage versions it recorded, and is REPRODUCED when its results (the
@@ -282,12 +288,25 @@ def replay(run_id: str | None, replay_every: bool, since: str | None, name_patte
       certa replay --all                      # the auditor's batch job: every run, one table
       certa replay --all --name 'vendor-*' --since 2026-01-01 --json
       certa replay latest --no-record --ledger /media/audit/certa-ledger.db
+      cd specs/model-perplexity && certa replay latest --recompute-evidence --ledger ../../certa-ledger.db
+      certa replay 3f2a9c01 --recompute-evidence --input baseline=/models/base --input subject=/models/new
     """
     from engine.services.audit import replay_runs
     if replay_every == (run_id is not None):
         raise click.UsageError("give a RUN_ID or --all (with optional --since and --name), not both")
     if not replay_every and (since or name_pattern):
         raise click.UsageError("--since and --name filter --all")
+    if input_overrides and not recompute_evidence:
+        raise click.UsageError("--input gives model folders to --recompute-evidence")
+    if recompute_evidence:
+        if replay_every:
+            raise click.UsageError("--recompute-evidence re-runs one RUN_ID's models, not --all")
+        from engine.services.evidence_recompute import recompute_evidence as recompute
+        with _open(ledger_url) as ledger:
+            evidence = recompute(ledger, run_id or "", folders=_parse_input_overrides(input_overrides),
+                                 notify=_progress(as_json))
+        _print(evidence, as_json)
+        return EXIT_OK if evidence.reproduced else EXIT_FAIL
     with _open(ledger_url, write=not no_record) as ledger:
         replays = replay_runs(ledger, run_id, since=since, name=name_pattern, record=not no_record,
                               notify=_progress(as_json and not replay_every))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
+import re
 import shutil
 import sqlite3
 import sys
@@ -34,6 +36,13 @@ _MODEL_FIXTURES = {"tiny_models"}
 _CLUSTER_FIXTURES = {"cluster_client"}
 
 
+MODEL_EXAMPLES = tuple(sorted(spec.parent.name for spec in (ROOT / "specs").glob("*/spec.yaml")
+                             if re.search(r"^\s+\S+: \{?model: ", spec.read_text(encoding="utf-8"), re.MULTILINE)))
+"""Example specs with model inputs (``model:``): their parametrized tests are marked ``models``."""
+_MISSING_MODEL_LIBRARY = next((m for m in ("torch", "transformers", "tokenizers", "safetensors")
+                               if importlib.util.find_spec(m) is None), None)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test by the real component it needs (``postgres``, ``browser``, ``cluster``, ``crash``,
     ``wheel``, ``models``), so that ``pytest -m "not (slow or postgres or browser or cluster or crash or wheel or
@@ -53,8 +62,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("cluster")
         if "killed" in item.name:
             item.add_marker("crash")
-        if names & _MODEL_FIXTURES:
+        if names & _MODEL_FIXTURES or (callspec and any(example in str(value) for value in callspec.params.values()
+                                                        for example in MODEL_EXAMPLES)):
             item.add_marker("models")
+            if _MISSING_MODEL_LIBRARY and not names & _MODEL_FIXTURES:
+                item.add_marker(pytest.mark.skip(reason=f"the model examples need {_MISSING_MODEL_LIBRARY}: pip install "
+                                                        "torch==2.13.0 'certa[models]' (.ci/run installs them)"))
 
 
 def require_postgres(what: str) -> str:

@@ -25,7 +25,8 @@ from engine.core.seeds import DERIVATION, stage_generator, stage_seed_record
 from engine.core.spec import Plan
 from engine.core.stages import REGISTRY, Decision, StageContext
 from engine.core.stages.base import Concatenated, DecisionColumns, LedgerReader, Progress, decision_parts
-from engine.core.models.manifest import MODEL_FORMAT, folder_manifest
+from engine.core.models.manifest import MODEL_FORMAT, ModelManifest, folder_manifest
+from engine.core.models.signature import STRICT_STATUSES, SignatureCheck, check_signature
 from engine.core.evidence.formats import COMPANION_OPTIONS, EVIDENCE_FORMATS, evidence_table, unparsed_table
 from engine.core.tables import Table, format_for_path, parse_table, table_from_columns
 
@@ -140,7 +141,9 @@ def load_tables(plan: Plan, *, inputs: Mapping[str, Columns | Table] | None = No
             fmt = declared.fmt or format_for_path(path)
             if fmt == MODEL_FORMAT:
                 manifest = folder_manifest(name, path, limits)
-                table = replace(unparsed_table(name, manifest.raw, fmt), origin=path)
+                key = Path(declared.public_key) if declared.public_key else None
+                table = replace(unparsed_table(name, manifest.raw, fmt), origin=path,
+                                signature=_checked_signature(name, path, manifest, key, plan.profile))
             else:
                 raw = read_input_file(name, path, fmt, limits)
                 table = (unparsed_table(name, raw, fmt) if fmt in EVIDENCE_FORMATS
@@ -155,8 +158,20 @@ def load_tables(plan: Plan, *, inputs: Mapping[str, Columns | Table] | None = No
             companions = {option: tables[other].raw for option, other in declared.read.items()
                           if option in COMPANION_OPTIONS}
             tables[name] = replace(evidence_table(name, table.raw, table.fmt, options=declared.read,
-                                                  companions=companions, limits=limits), origin=table.origin)
+                                                  companions=companions, limits=limits), origin=table.origin,
+                                  signature=table.signature)
     return tables
+
+
+def _checked_signature(name: str, folder: Path, manifest: ModelManifest, public_key: Path | None,
+                       profile: str) -> SignatureCheck:
+    """The model folder's signature check (``engine.core.models.signature``); in the ci and release profiles an
+    outcome other than verified or unsigned is an ``InputError``."""
+    check = check_signature(folder, manifest, public_key)
+    if profile != "dev" and check.status not in STRICT_STATUSES:
+        raise InputError(f"input '{name}': model signature {check.status.replace('_', ' ')}: {check.reason} "
+                         f"(profile {profile} accepts only a verified signature or none)")
+    return check
 
 
 def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | None = None,
@@ -164,11 +179,14 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
             notify: Notify | None = None) -> Execution:
     """Run the plan's stages and gates on loaded tables; nothing is recorded.
 
-    ``captured`` (a replay) hands each stage the tables it captured in the original run.
+    ``captured`` (a replay) hands each stage the tables it captured in the original run. A table a stage
+    declares in ``StageType.produces`` is readable by the later stages as ``<stage id>.<table>`` once the stage has
+    run (the certificate's ``inputs`` stay the declared inputs; the table is listed under ``captured``).
     Raises ``AbortedExecution`` wrapping a ``ProfileAbort``, or ``SpecError`` before any stage runs when a gate
     names a key its input does not hold (``check_data_keys``).
     """
     check_data_keys(plan, tables)
+    readable = dict(tables)  # the inputs, then each table a stage produces (StageType.produces) once it has run
     outputs: dict[str, Mapping[str, Any]] = {}
     decisions = RunDecisions(())
     captured_out: dict[str, Mapping[str, Table]] = {}
@@ -179,7 +197,7 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
             notify(f"[{index}/{len(plan.stages)}] stage '{stage.id}' ({stage.use} v{stage.version})")
         seeds[stage.id] = stage_seed_record(plan.seed, stage.id)
         ctx = StageContext(
-            stage_id=stage.id, knobs=stage.knobs, tables=tables, rng=stage_generator(plan.seed, stage.id),
+            stage_id=stage.id, knobs=stage.knobs, tables=readable, rng=stage_generator(plan.seed, stage.id),
             profile=plan.profile, upstream=dict(outputs),
             seed={**seeds[stage.id], "knobs_hash": plan.knobs_hash},
             ledger=ledger, captured=(captured or {}).get(stage.id),
@@ -197,6 +215,8 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
         decisions += RunDecisions.of(stage.id, result.decisions)
         if result.captured:
             captured_out[stage.id] = dict(result.captured)
+            readable.update({f"{stage.id}.{name}": result.captured[name] for name in stage_type.produces
+                             if name in result.captured})
 
     gate_results = tuple(evaluate_gate(gate, outputs) for gate in plan.gates)
     gate_records = [{"id": g.id, "metric": g.metric, "value": g.value, "threshold": dict(g.threshold),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,8 @@ class InputSpec:
     fmt: str | None
     read: Mapping[str, Any] = field(default_factory=dict)
     """An evaluator format's reader options (``engine.core.evidence.formats``)."""
+    public_key: str | None = None
+    """A model input's ``signature.public_key``, resolved like ``path`` (``engine.core.models.signature``)."""
 
 
 @dataclass(frozen=True)
@@ -381,7 +383,7 @@ def read_option_problems(inputs: Mapping[str, InputSpec]) -> list[tuple[str, lis
 
 def _resolve_input_path(name: str, raw_path: str, base_dir: Path | None, source: str,
                         node: yaml.Node | None, *, key: str) -> str:
-    target = _node_at(node, ["inputs", name, key])
+    target = _node_at(node, ["inputs", name, *key.split(".")])
     where = dict(file=source, line=target.start_mark.line + 1 if target else None,
                  column=target.start_mark.column + 1 if target else None, path=f"inputs.{name}.{key}")
     if Path(raw_path).is_absolute():
@@ -415,6 +417,27 @@ def _check_metric(metric: str, stage_types: Mapping[str, StageType], need_number
         raise MetricPathError(f"{error.problem} (outputs of {stage_type.ref})", error.hint) from None
 
 
+def _produced_tables(stages: list[Mapping[str, Any]], inputs: Mapping[str, InputSpec],
+                     fail: Callable[..., SpecError]) -> dict[str, int]:
+    """``<stage id>.<table>`` -> index of the stage that produces it (``StageType.produces``), for every table
+    a stage of the spec produces; a declared input of the same name is a ``SpecError``. A stage whose type is
+    unknown produces nothing here (its ``use:`` is refused when it is resolved)."""
+    produced: dict[str, int] = {}
+    for i, stage in enumerate(stages):
+        name, pinned = parse_stage_ref(stage["use"])
+        try:
+            stage_type = REGISTRY.newest(name) if pinned is None else REGISTRY.get(name, pinned)
+        except UnknownStage:
+            continue
+        for table in stage_type.produces:
+            produced[f"{stage['id']}.{table}"] = i
+    for name in inputs:
+        if name in produced:
+            raise fail(f"input '{name}' has the name of a table stage '{stages[produced[name]]['id']}' produces; "
+                       "rename the input", ["inputs", name], at_key=True)
+    return produced
+
+
 def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[str, str] | None = None) -> Plan:
     """Validate ``spec`` (a file path, YAML text or a dict) and resolve it into a ``Plan``.
 
@@ -445,7 +468,9 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
                         sha256=entry.get("sha256"), fmt=entry.get("format"), read=dict(entry.get("read") or {}))
         if "path" in entry else
         InputSpec(name=name, path=_resolve_input_path(name, entry["model"], base_dir, source, node, key="model"),
-                  sha256=entry.get("sha256"), fmt=MODEL_FORMAT)
+                  sha256=entry.get("sha256"), fmt=MODEL_FORMAT,
+                  public_key=_resolve_input_path(name, entry["signature"]["public_key"], base_dir, source, node,
+                                                 key="signature.public_key") if "signature" in entry else None)
         for name, entry in data["inputs"].items()
     }
     for problem, path in read_option_problems(inputs):
@@ -453,6 +478,7 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
 
     stages: list[StagePlan] = []
     stage_types: dict[str, StageType] = {}
+    produced = _produced_tables(data["stages"], inputs, fail)
     for i, stage in enumerate(data["stages"]):
         if stage["id"] in stage_types:
             raise fail(f"stage id '{stage['id']}' is used twice; stage ids must be unique", ["stages", i, "id"])
@@ -469,10 +495,16 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
         for knob in stage_type.input_knobs:
             named = knobs.get(knob, [])
             for j, name in enumerate([named] if isinstance(named, str) else named):
-                if name not in inputs:
+                where = ["stages", i, "with", knob] + ([] if isinstance(named, str) else [j])
+                if name in produced and produced[name] >= i:
+                    raise fail(f"'{name}' is a table stage '{data['stages'][produced[name]]['id']}' produces, "
+                               "which runs at or after this stage; a stage reads only tables of the stages "
+                               "before it", where)
+                if name not in inputs and name not in produced:
                     declared = ", ".join(sorted(inputs)) or "none"
-                    raise fail(f"'{name}' is not a declared input (declared: {declared}); add it under inputs:",
-                               ["stages", i, "with", knob] + ([] if isinstance(named, str) else [j]))
+                    made = f"; produced by earlier stages: {', '.join(sorted(produced))}" if produced else ""
+                    raise fail(f"'{name}' is not a declared input (declared: {declared}{made}); add it under "
+                               "inputs:", where)
         stages.append(StagePlan(id=stage["id"], use=stage_type.name, version=stage_type.version, knobs=knobs))
         stage_types[stage["id"]] = stage_type
 

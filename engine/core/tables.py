@@ -172,6 +172,9 @@ class Table:
     origin: Path | None = field(default=None, repr=False, compare=False)
     """A model input's folder, where it was read from (``engine.core.models.manifest``: the table is its
     manifest); None for every other table and for a model input read back from a ledger."""
+    signature: Any = field(default=None, repr=False, compare=False)
+    """A model input's signature check (``engine.core.models.signature.SignatureCheck``), made when the folder
+    was read; None for every other table and for a model input read back from a ledger."""
 
     @property
     def n_rows(self) -> int:

@@ -22,6 +22,7 @@ _STAGE_MODULES: tuple[str, ...] = (
     "bakeoff_merge",
     "sequential_diff",
     "paired_metric",
+    "model_windows",
 )
 
 REGISTRY = StageRegistry.of(import_module(f"{__name__}.{module}").STAGES for module in _STAGE_MODULES)

@@ -247,6 +247,11 @@ class StageType:
     table. A name, not a function: see the module docstring."""
     changes: str = ""
     """What this version changed in the numbers against the previous one (``certa stages`` shows it)."""
+    produces: tuple[str, ...] = ()
+    """Names of tables in ``StageOutput.captured`` that later stages of a spec may read as inputs, named
+    ``<stage id>.<table>`` in their input knobs (the spec loader accepts those names only after the producing
+    stage; the interpreter adds each table once the stage has run, and a replay hands the stage its recorded
+    tables back, so later stages read the same bytes)."""
 
     @property
     def ref(self) -> str:

@@ -506,6 +506,22 @@ def _band_names_at(band_edges: Mapping[str, float]) -> list[str]:
     return [*negative, "A0", *positive]
 
 
+def model_nll_plot(key: str, *, nll: Mapping[str, float | None], unit: str) -> str:
+    """model.windows: each model's mean log-loss per token (or byte) on the same windows, one bar per model."""
+    names = list(nll)
+    with matplotlib.rc_context(_STYLE):
+        fig, (ax,) = _figure(0.9 + 0.35 * max(1, len(names)), left=_label_margin(names), top=0.2)
+        values = [_finite(nll[name]) for name in names]
+        ax.barh(range(len(names)), [v or 0.0 for v in values], color=ACCENT, height=0.5)
+        for y, v in enumerate(values):
+            if v is not None:
+                ax.text(v, y, f" {v:.4g}", va="center", fontsize=7.5)
+        ax.set_yticks(range(len(names)), names)
+        ax.invert_yaxis()
+        ax.set_xlabel(f"mean negative log-likelihood per {unit} (nats)")
+    return _to_svg(fig, key)
+
+
 def calm_gate_plot(key: str, *, g: Sequence[float], g_min: float | None, flagged_rows: Sequence[int],
                    streams: Sequence[str] | None = None) -> str:
     """bakeoff.gate: the calm gate g per decision row (in table order), its floor g_min and the flagged rows."""

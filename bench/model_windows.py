@@ -1,0 +1,104 @@
+"""Speed of certa's window evaluation (``engine.core.models.windows.window_nll``) against a plain transformers
+loop over the same windows, in one run, for two locally built GPT-2 models.
+
+    PYTHONPATH=. python3 bench/model_windows.py                    # both models, 1 thread, best of 3
+    PYTHONPATH=. python3 bench/model_windows.py --threads 2 --repeats 5
+
+Models (nothing is downloaded): ``tiny``, the example's baseline (``specs/model-perplexity/models/baseline``:
+2 layers, n_embd 64, vocabulary 320, 129 k parameters); ``small``, a GPT-2 of 4 layers, n_embd 256, 4 heads,
+vocabulary 50 257 (random weights, seed 0; 16 M parameters), written to a temporary folder and loaded through
+``load_causal_lm`` like any model input. Text: the example's ``data/text.jsonl`` tokenized by the example's
+tokenizer; token windows of ``--seq-len`` (128) with ``stride = seq_len - 1``.
+
+Reference: the Hugging Face perplexity recipe one window at a time (``labels`` = the input with the context
+positions set to -100, ``loss × targets``), the plain loop a user writes. certa is timed at batch size 1 (the
+overhead of its bookkeeping: equal-length grouping, float32 log-softmax and gather, float64 sums; goal <= 10 %)
+and at its default batch size 8. Each figure is the best of ``--repeats`` wall-clock timings after a warm-up,
+in this one process (the machine may be shared: the load average is printed beside the figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from timing import best_of
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "specs" / "model-perplexity"
+
+
+def _loaded(folder: Path):
+    from engine.core.evidence.formats import unparsed_table
+    from engine.core.input_limits import InputLimits
+    from engine.core.models.manifest import folder_manifest
+    from engine.core.models.runtime import load_causal_lm
+
+    manifest = folder_manifest(folder.name, folder, InputLimits())
+    return load_causal_lm(replace(unparsed_table(folder.name, manifest.raw, "hf-model"), origin=folder))
+
+
+def _small_model(folder: Path) -> Path:
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=4, n_embd=256, n_head=4, n_positions=512, vocab_size=50257)
+    transformers.GPT2LMHeadModel(config).save_pretrained(folder, safe_serialization=True)
+    shutil.copyfile(EXAMPLE / "models" / "baseline" / "tokenizer.json", folder / "tokenizer.json")
+    return folder
+
+
+def _plain_loop(model, windows) -> list[float]:
+    import torch
+
+    sums = []
+    for start, length, targets in zip(windows.start.tolist(), windows.length.tolist(), windows.targets.tolist()):
+        inputs = torch.from_numpy(windows.flat[start: start + length][None, :])
+        labels = inputs.clone()
+        labels[:, : length - targets] = -100
+        with torch.no_grad():
+            sums.append(float(model(input_ids=inputs, labels=labels).loss) * targets)
+    return sums
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seq-len", type=int, default=128)
+    args = parser.parse_args()
+    from engine.core.models.runtime import deterministic_torch, model_libraries
+    from engine.core.models.windows import token_windows, window_nll
+
+    deterministic_torch(args.threads)
+    texts = [json.loads(line)["text"] for line in (EXAMPLE / "data" / "text.jsonl").read_text().splitlines()]
+    print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} on {os.cpu_count()} CPUs; "
+          f"{args.threads} thread(s); {model_libraries()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, folder in (("tiny", EXAMPLE / "models" / "baseline"), ("small", _small_model(Path(tmp) / "small"))):
+            loaded = _loaded(folder)
+            ids = [e.ids for e in loaded.tokenizer.encode_batch(texts, add_special_tokens=False)]
+            windows = token_windows(ids, seq_len=args.seq_len, stride=args.seq_len - 1)
+            scored = int(windows.targets.sum())
+            window_nll(loaded.model, windows, batch_size=8)  # warm-up
+            plain, reference = best_of(args.repeats, lambda: _plain_loop(loaded.model, windows))
+            one, sums = best_of(args.repeats, lambda: window_nll(loaded.model, windows, batch_size=1))
+            eight, _ = best_of(args.repeats, lambda: window_nll(loaded.model, windows, batch_size=8))
+            deviation = max(abs(a - b) / abs(b) for a, b in zip(sums.tolist(), reference))
+            print(f"{name}: {loaded.parameters:,} parameters, {windows.start.size} windows, {scored:,} tokens scored")
+            print(f"  plain transformers loop (batch 1): {plain:.3f} s  {scored / plain:,.0f} tokens/s")
+            print(f"  certa window_nll, batch 1:         {one:.3f} s  {scored / one:,.0f} tokens/s  "
+                  f"ratio {one / plain:.3f} (goal <= 1.10)")
+            print(f"  certa window_nll, batch 8:         {eight:.3f} s  {scored / eight:,.0f} tokens/s  "
+                  f"ratio {eight / plain:.3f}")
+            print(f"  largest relative difference of the sums, certa vs plain: {deviation:.2e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""Stage ``model.windows``: two local models scored on the same text windows, one table per model.
+
+Inputs: two model folders (``baseline``, ``subject``: inputs declared with ``model:``) and a text table (JSON
+Lines, Parquet or CSV) whose ``column`` holds one document per row. The stage tokenizes the text, cuts windows
+and sums each window's negative log-likelihood under each model (``engine.core.models.windows``: what is scored,
+exactly, and the numerics), and produces the per-window tables ``baseline`` and ``subject`` (columns
+``window_id``, ``tokens``, ``nll_sum``) that ``paired.ppl_ratio`` reads as ``<stage id>.baseline`` and
+``<stage id>.subject`` (``StageType.produces``). One spec thus goes from two model folders and a text file to a
+perplexity certificate.
+
+``unit``: ``tokens`` when both models' ``tokenizer.json`` have the same SHA-256 (token windows, ``seq_len`` and
+``stride``); ``bytes`` otherwise (byte windows of ``window_bytes``: each model scores its own tokenization of the
+same text, counted in UTF-8 bytes); ``auto`` (the default) picks by the digests, ``tokens`` refuses differing
+tokenizers.
+
+Evidence: the two tables, and a ``models`` table (one row per model: manifest SHA-256, model type, parameter
+count, tokenizer SHA-256, signature check, device, library versions), are captured: the ledger stores them like
+inputs, and a replay (``ctx.captured``) recomputes the outputs from them without loading any model (checking that
+the recorded manifests are the inputs' manifests). The outputs are computed from the captured tables in both
+cases, so a replay reproduces them bit for bit. Tokens per second is shown in progress, never recorded (it
+varies from run to run).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from engine.foundation.canonical import canonical_bytes
+from engine.foundation.errors import InputError, StageError
+from engine.core.models.manifest import MODEL_FORMAT
+from engine.core.tables import Table, table_from_columns
+from engine.core.stages.base import StageContext, StageOutput, StageType
+
+__all__ = ["STAGE", "STAGES", "ARMS", "MODELS_TABLE", "run_model_windows"]
+
+ARMS = ("baseline", "subject")
+MODELS_TABLE = "models"
+"""Name of the captured table describing the two models (one row per arm)."""
+_MODEL_COLUMNS = ("arm", "input", "manifest_sha256", "model_type", "parameters", "tokenizer_sha256", "signature",
+                  "device", "libraries")
+
+
+def _evaluated(ctx: StageContext) -> dict[str, Table]:
+    """Load both models, cut the windows and score them: the captured tables (module docstring)."""
+    from engine.core.models.runtime import deterministic_torch, load_causal_lm, model_libraries
+    from engine.core.models.windows import byte_pieces, piece_windows, token_windows, window_nll
+
+    knobs = ctx.knobs
+    for arm in ARMS:
+        if ctx.table(arm).fmt != MODEL_FORMAT:
+            raise StageError(f"'{knobs[arm]}' ({arm}) is not a model input; declare it with model: FOLDER")
+    text_table = ctx.table("text")
+    texts = [str(t) for t in text_table.text(knobs["column"])]
+    device = knobs["device"]
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise StageError("device: cuda asked for, but torch sees no CUDA GPU here; use device: cpu")
+    deterministic_torch(knobs["threads"])
+    models = {arm: load_causal_lm(ctx.table(arm), device=device) for arm in ARMS}
+    for arm, model in models.items():
+        if model.tokenizer is None:
+            raise InputError(f"input '{model.name}': the model folder has no tokenizer.json")
+    same_tokenizer = models["baseline"].tokenizer_sha256 == models["subject"].tokenizer_sha256
+    unit = knobs["unit"] if knobs["unit"] != "auto" else ("tokens" if same_tokenizer else "bytes")
+    if unit == "tokens" and not same_tokenizer:
+        raise InputError("unit: tokens needs one tokenizer, but the models' tokenizer.json differ "
+                         f"({models['baseline'].tokenizer_sha256[:12]} vs {models['subject'].tokenizer_sha256[:12]}); "
+                         "use unit: bytes (or auto)")
+    seq_len = knobs["seq_len"]
+    stride = knobs.get("stride", seq_len - 1)
+    for model in models.values():
+        limit = _positions(model)
+        if unit == "tokens" and limit and seq_len > limit:
+            raise InputError(f"seq_len {seq_len} exceeds input '{model.name}''s {limit} positions; lower seq_len")
+    pieces = byte_pieces(texts, knobs["window_bytes"]) if unit == "bytes" else []
+    tables: dict[str, Table] = {}
+    for arm, model in models.items():
+        if unit == "tokens":
+            windows = token_windows([e.ids for e in model.tokenizer.encode_batch(texts, add_special_tokens=False)],
+                                    seq_len=seq_len, stride=stride)
+        else:
+            windows = piece_windows(pieces, [e.ids for e in model.tokenizer.encode_batch(
+                [p.decode("utf-8") for _, _, p in pieces], add_special_tokens=False)], _bos(model))
+            limit = _positions(model)
+            if limit and windows.length.size and int(windows.length.max()) > limit:
+                raise InputError(f"a {knobs['window_bytes']}-byte window is {int(windows.length.max())} tokens for "
+                                 f"input '{model.name}', over its {limit} positions; lower window_bytes")
+        if not windows.ids:
+            raise InputError(f"input '{knobs['text']}' gives no window to score (every document is shorter than "
+                             "two tokens)")
+
+        def progress(done: int, total: int, rate: float, arm: str = arm) -> None:
+            ctx.progress(done, total, f"{arm}: {rate:,.0f} scored {unit}/s; windows")
+
+        sums = window_nll(model.model, windows, batch_size=knobs["batch_size"], device=device, progress=progress)
+        tables[arm] = table_from_columns(arm, {"window_id": windows.ids, "tokens": windows.counts, "nll_sum": sums})
+    libraries = model_libraries()
+    tables[MODELS_TABLE] = table_from_columns(MODELS_TABLE, {
+        "arm": list(ARMS), "input": [knobs[arm] for arm in ARMS],
+        "manifest_sha256": [models[arm].manifest_sha256 for arm in ARMS],
+        "model_type": [models[arm].model_type for arm in ARMS],
+        "parameters": [models[arm].parameters for arm in ARMS],
+        "tokenizer_sha256": [models[arm].tokenizer_sha256 for arm in ARMS],
+        "signature": [_json(ctx.table(arm).signature.record() if ctx.table(arm).signature else {"status": "not_read"})
+                      for arm in ARMS],
+        "device": [device] * 2, "libraries": [_json(libraries)] * 2})
+    return tables
+
+
+def _positions(model: Any) -> int:
+    """The most input positions the model's configuration allows (0: it states none)."""
+    return int(getattr(model.model.config, "max_position_embeddings", 0) or 0)
+
+
+def _bos(model: Any) -> int:
+    config = model.model.config
+    bos = config.bos_token_id if config.bos_token_id is not None else config.eos_token_id
+    if bos is None:
+        raise InputError(f"input '{model.name}': byte windows start with the model's beginning-of-sequence token, "
+                         "but its config.json names neither bos_token_id nor eos_token_id")
+    return int(bos)
+
+
+def _json(value: Any) -> str:
+    return canonical_bytes(value).decode("utf-8")
+
+
+def _recorded(ctx: StageContext, captured: Mapping[str, Table]) -> dict[str, Table]:
+    """The tables of the original run (a replay), checked to belong to this run's model inputs."""
+    missing = [name for name in (*ARMS, MODELS_TABLE) if name not in captured]
+    if missing:
+        raise InputError(f"the recorded run lacks the captured table(s) {', '.join(missing)}")
+    models = captured[MODELS_TABLE]
+    for arm, manifest in zip(models.text("arm"), models.text("manifest_sha256")):
+        if arm in ARMS and ctx.table(str(arm)).sha256 != manifest:
+            raise InputError(f"the captured windows of {arm} were scored with the model of manifest {manifest}, not "
+                             f"the input '{ctx.knobs[str(arm)]}' ({ctx.table(str(arm)).sha256})")
+    return {name: captured[name] for name in (*ARMS, MODELS_TABLE)}
+
+
+def _outputs(ctx: StageContext, tables: Mapping[str, Table]) -> dict[str, Any]:
+    knobs = ctx.knobs
+    models = tables[MODELS_TABLE]
+    rows = {str(arm): i for i, arm in enumerate(models.text("arm"))}
+    column = {name: models.text(name) for name in _MODEL_COLUMNS if name != "parameters"}
+    parameters = models.numeric("parameters")
+    described = {arm: {"input": str(column["input"][i]), "manifest_sha256": str(column["manifest_sha256"][i]),
+                       "model_type": str(column["model_type"][i]), "parameters": int(parameters[i]),
+                       "tokenizer_sha256": str(column["tokenizer_sha256"][i]),
+                       "signature": json.loads(str(column["signature"][i]))}
+                 for arm, i in rows.items()}
+    counts = {arm: tables[arm].numeric("tokens") for arm in ARMS}
+    sums = {arm: tables[arm].numeric("nll_sum") for arm in ARMS}
+    same_tokenizer = described["baseline"]["tokenizer_sha256"] == described["subject"]["tokenizer_sha256"]
+    unit = knobs["unit"] if knobs["unit"] != "auto" else ("tokens" if same_tokenizer else "bytes")
+    windows = ({"seq_len": knobs["seq_len"], "stride": knobs.get("stride", knobs["seq_len"] - 1)}
+               if unit == "tokens" else {"window_bytes": knobs["window_bytes"]})
+    text = ctx.table("text")
+    return {
+        "unit": unit,
+        "tokenizers_match": same_tokenizer,
+        "windows": {"count": int(counts["baseline"].size), "scored": int(counts["baseline"].sum()), **windows},
+        "text": {"input": knobs["text"], "column": knobs["column"], "sha256": text.sha256, "documents": text.n_rows},
+        "models": described,
+        "nll_per_unit": {arm: float(sums[arm].sum() / counts[arm].sum()) for arm in ARMS},
+        "tables": {arm: {"name": f"{ctx.stage_id}.{arm}", "sha256": tables[arm].sha256, "rows": tables[arm].n_rows}
+                   for arm in ARMS},
+        "runtime": {"device": str(column["device"][0]), "threads": knobs["threads"], "batch_size": knobs["batch_size"],
+                    "dtype": "float32", "accumulation": "float64",
+                    "libraries": json.loads(str(column["libraries"][0]))},
+    }
+
+
+def run_model_windows(ctx: StageContext) -> StageOutput:
+    """Score both models on the text's windows, or read the recorded tables back in a replay."""
+    tables = _recorded(ctx, ctx.captured) if ctx.captured is not None else _evaluated(ctx)
+    return StageOutput(outputs=_outputs(ctx, tables), captured=tables)
+
+
+def render_model_windows(outputs: Mapping[str, Any]) -> str:
+    """A short Markdown view for ``certa show``."""
+    lines = ["| model | manifest | type | parameters | tokenizer | signature | NLL per " + outputs["unit"][:-1] + " |",
+             "|---|---|---|---|---|---|---|"]
+    for arm, model in outputs["models"].items():
+        lines.append(f"| {arm} ({model['input']}) | {model['manifest_sha256'][:12]} | {model['model_type']} | "
+                     f"{model['parameters']:,} | {model['tokenizer_sha256'][:12]} | {model['signature']['status']} | "
+                     f"{outputs['nll_per_unit'][arm]:.6g} |")
+    w, r = outputs["windows"], outputs["runtime"]
+    lines += ["", f"{w['count']} windows, {w['scored']} {outputs['unit']} scored; {r['device']}, {r['threads']} "
+                  f"thread(s), {r['dtype']} weights, NLL summed in {r['accumulation']}."]
+    return "\n".join(lines)
+
+
+STAGE = StageType(
+    name="model.windows",
+    version="1.0.0",
+    input_knobs=("baseline", "subject", "text"),
+    run=run_model_windows,
+    summary="Two local models scored on the same text windows: per-window token counts and NLL sums for "
+            "paired.ppl_ratio.",
+    render_markdown=render_model_windows,
+    presentation="engine.services.presentation.stages.model_windows",
+    produces=ARMS,
+)
+STAGES = (STAGE,)

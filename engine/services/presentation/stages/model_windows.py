@@ -1,0 +1,76 @@
+"""How ``model.windows`` reads: which two models were scored (by manifest, tokenizer and signature), on which
+windows of which text, each model's log-loss per unit, and the runtime the tables were computed with."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from engine.services.presentation.html import plots
+from engine.services.presentation.html.view import Plot, StageInput, StageSection, fmt, mapping, table
+
+__all__ = ["section", "how_to_read"]
+
+ARMS = ("baseline", "subject")
+
+
+def section(stage: StageInput) -> StageSection:
+    """The report section of a ``model.windows`` stage."""
+    outputs = stage.outputs
+    models, nll = mapping(outputs.get("models")), mapping(outputs.get("nll_per_unit"))
+    windows, text, runtime = (mapping(outputs.get(k)) for k in ("windows", "text", "runtime"))
+    produced = mapping(outputs.get("tables"))
+    unit = str(outputs.get("unit", "tokens"))
+    rows = [(arm, mapping(models.get(arm)).get("input"), mapping(models.get(arm)).get("manifest_sha256"),
+             mapping(models.get(arm)).get("model_type"), mapping(models.get(arm)).get("parameters"),
+             mapping(models.get(arm)).get("tokenizer_sha256"),
+             mapping(mapping(models.get(arm)).get("signature")).get("status"), nll.get(arm)) for arm in ARMS]
+    tables = (
+        table("Models", ("arm", "input", "manifest SHA-256", "type", "parameters", "tokenizer SHA-256", "signature",
+                         f"NLL per {unit[:-1]} (nats)"), rows, numeric=(4, 7)),
+        table("Windows", ("quantity", "value"), [
+            ("unit", unit), ("tokenizers match", outputs.get("tokenizers_match")),
+            ("windows", windows.get("count")), (f"{unit} scored per model", windows.get("scored")),
+            *[(k.replace("_", " "), windows.get(k)) for k in ("seq_len", "stride", "window_bytes") if k in windows],
+            ("text input / column", f"{fmt(text.get('input'))} / {fmt(text.get('column'))}"),
+            ("text SHA-256", text.get("sha256")), ("documents", text.get("documents"))]),
+        table("Produced tables", ("arm", "name", "SHA-256", "rows"),
+              [(arm, mapping(produced.get(arm)).get("name"), mapping(produced.get(arm)).get("sha256"),
+                mapping(produced.get(arm)).get("rows")) for arm in ARMS]),
+        table("Runtime", ("setting", "value"),
+              [(k, runtime.get(k)) for k in ("device", "threads", "batch_size", "dtype", "accumulation")] +
+              [(name, version) for name, version in mapping(runtime.get("libraries")).items()]),
+    )
+    summary = (f"Both models scored on {fmt(windows.get('count'))} windows ({fmt(windows.get('scored'))} {unit}) of "
+               f"input '{fmt(text.get('input'))}': NLL per {unit[:-1]} {fmt(nll.get('baseline'))} (baseline), "
+               f"{fmt(nll.get('subject'))} (subject).")
+    svg = plots.model_nll_plot(f"{stage.stage_id}-nll", nll={arm: nll.get(arm) for arm in ARMS}, unit=unit[:-1])
+    return StageSection(stage.stage_id, "", "", decision=f"{fmt(windows.get('count'))} windows", ok=None,
+                        summary=summary, tables=tables,
+                        plots=(Plot(svg, f"Each model's mean log-loss per {unit[:-1]} on the same windows (lower is "
+                                         "better; the paired comparison is the ratio stage's)."),))
+
+
+def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
+    """How to read a ``model.windows`` stage's outputs (``engine.services.presentation.explain.how_to_read``)."""
+    unit = outputs.get("unit")
+    signatures = {arm: mapping(mapping(mapping(outputs.get("models")).get(arm)).get("signature")).get("status")
+                  for arm in ARMS}
+    scored = ("each window's scored tokens never overlap another's, and every token of a document but its first is "
+              "scored once, with up to seq_len tokens of context" if unit == "tokens" else
+              "the tokenizers differ, so the text was cut into windows of at most window_bytes UTF-8 bytes and each "
+              "model scored its own tokenization of each window; counts are bytes, so the NLL is per byte")
+    return (
+        "What was computed: both local models, identified by the SHA-256 of their file manifests, were run on the "
+        f"same windows of the text; {scored}. Each window's negative log-likelihood was summed in float64 from "
+        "float32 log-probabilities.",
+        "What it means: the two per-window tables are the evidence a later paired.ppl_ratio stage compares; the NLL "
+        "per unit shown here is each model's average log-loss, not a test. The tables are stored in the ledger, so "
+        "a replay recomputes the statistics without the models; 'certa replay --recompute-evidence' re-runs the "
+        "models to check the tables themselves.",
+        "Signatures: " + ", ".join(f"{arm} {status}" for arm, status in signatures.items()) + " (verified: the "
+        "model-signing signature verified with the spec's public key and signs exactly the files certa hashed; "
+        "unsigned: the folder carries no signature).",
+        "Assumptions: determinism holds on one machine at one thread count; another CPU or library version may move "
+        "the last bits of the sums.",
+    )

@@ -1,0 +1,73 @@
+"""Loading a model input: the hashed bytes are the loaded bytes, safetensors only, no model code, every tensor
+accounted for."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from engine.foundation.errors import InputError, StageError
+from engine.core.evidence.formats import unparsed_table
+from engine.core.input_limits import InputLimits
+from engine.core.models.manifest import folder_manifest
+from engine.core.models.runtime import load_causal_lm
+
+
+def _table(folder: Path):
+    manifest = folder_manifest("m", folder, InputLimits())
+    return replace(unparsed_table("m", manifest.raw, "hf-model"), origin=folder)
+
+
+def _copy(tiny_models, tmp_path) -> Path:
+    return Path(shutil.copytree(tiny_models["baseline"], tmp_path / "copy"))
+
+
+def test_loads_the_model_and_tokenizer_it_hashed(tiny_models):
+    loaded = load_causal_lm(_table(tiny_models["baseline"]))
+    assert loaded.model_type == "gpt2" and loaded.parameters > 0 and not loaded.model.training
+    assert loaded.tokenizer.encode("hello").ids
+    assert loaded.manifest_sha256 == folder_manifest("m", tiny_models["baseline"], InputLimits()).sha256
+
+
+def test_a_file_changed_after_the_manifest_was_taken_is_refused(tiny_models, tmp_path):
+    folder = _copy(tiny_models, tmp_path)
+    table = _table(folder)
+    raw = bytearray((folder / "model.safetensors").read_bytes())
+    raw[-1] ^= 1
+    (folder / "model.safetensors").write_bytes(bytes(raw))
+    with pytest.raises(InputError, match="model.safetensors has SHA-256 .* the folder changed during the run"):
+        load_causal_lm(table)
+
+
+def test_model_code_is_refused(tiny_models, tmp_path):
+    folder = _copy(tiny_models, tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"] = {"AutoModelForCausalLM": "modeling.MyModel"}
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InputError, match="auto_map"):
+        load_causal_lm(_table(folder))
+
+
+def test_unexpected_and_missing_tensors_are_refused(tiny_models, tmp_path):
+    import safetensors.torch as st
+    import torch
+
+    folder = _copy(tiny_models, tmp_path)
+    state = st.load((folder / "model.safetensors").read_bytes())
+    st.save_file({**state, "extra.weight": torch.zeros(2)}, str(folder / "model.safetensors"))
+    with pytest.raises(InputError, match="tensors the 'gpt2' architecture does not have: extra.weight"):
+        load_causal_lm(_table(folder))
+    missing = {k: v for k, v in state.items() if not k.endswith("h.0.mlp.c_fc.weight")}
+    st.save_file(missing, str(folder / "model.safetensors"))
+    with pytest.raises(InputError, match="lack 1 tensor.*h.0.mlp.c_fc.weight"):
+        load_causal_lm(_table(folder))
+
+
+def test_a_manifest_read_back_from_a_ledger_cannot_load_a_model(tiny_models):
+    table = _table(tiny_models["baseline"])
+    with pytest.raises(StageError, match="read back from a ledger"):
+        load_causal_lm(replace(table, origin=None))

@@ -1,0 +1,151 @@
+"""Stage model.windows: two model folders and a text to the per-window tables paired.ppl_ratio reads, in one
+spec; token windows with one tokenizer, byte windows otherwise; replayed from the ledger without the models."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.foundation.errors import InputError, SpecError
+from engine.core.spec import load_plan
+from engine.services.audit import replay
+from engine.services.run import run
+from ledger import Ledger
+from tests.conftest import TINY_MODEL_TEXT, write_spec
+
+DOCUMENTS = [d for d in TINY_MODEL_TEXT.split("\n\n") if d.strip()][:30]
+
+
+def _spec(folder: Path, models: dict[str, Path], subject: str = "subject", *, knobs: str = "", profile: str = "dev",
+          ratio: bool = True) -> Path:
+    for name in ("baseline", subject):
+        if not (folder / name).exists():
+            shutil.copytree(models[name], folder / name)
+    (folder / "text.jsonl").write_text("".join(json.dumps({"body": d}) + "\n" for d in DOCUMENTS), encoding="utf-8")
+    stage = ("\n          - {id: ratio, use: paired.ppl_ratio, with: {baseline: w.baseline, subject: w.subject, "
+             "replicates: 200}}") if ratio else ""
+    return write_spec(folder, f"""\
+        certa: 1
+        name: model-windows
+        seed: 3
+        profile: {profile}
+        inputs:
+          base: {{model: baseline}}
+          subj: {{model: {subject}}}
+          text: {{path: text.jsonl}}
+        stages:
+          - {{id: w, use: model.windows, with: {{baseline: base, subject: subj, text: text, column: body,
+              seq_len: 32, stride: 24, batch_size: 5{knobs}}}}}{stage}
+        """)
+
+
+def test_one_spec_from_two_model_folders_and_a_text_to_a_perplexity_ratio(tiny_models, tmp_path):
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        result = run(_spec(tmp_path, tiny_models), ledger=ledger)
+        stages = result.certificate["content"]["stages"]
+        w, ratio = stages["w"], stages["ratio"]
+        assert w["unit"] == "tokens" and w["tokenizers_match"] is True
+        assert w["models"]["baseline"]["signature"] == {"status": "unsigned"}
+        assert w["models"]["baseline"]["manifest_sha256"] == result.certificate["content"]["inputs"][0]["sha256"]
+        assert w["runtime"]["dtype"] == "float32" and w["runtime"]["accumulation"] == "float64"
+        assert set(w["runtime"]["libraries"]) == {"torch", "transformers", "safetensors", "tokenizers"}
+        # the windows: every token of each document but the first, scored once
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(tiny_models["baseline"] / "tokenizer.json"))
+        lengths = [len(e.ids) for e in tokenizer.encode_batch(DOCUMENTS, add_special_tokens=False)]
+        assert w["windows"]["scored"] == sum(n - 1 for n in lengths if n >= 2)
+        assert w["windows"]["count"] == sum(math.ceil((n - 1) / 24) for n in lengths if n >= 2)
+        # the ratio stage read the produced tables: its ratio is exp of the token-weighted mean NLL difference
+        assert ratio["dataset"]["windows"]["stats"]["window_match_fraction"] == 1.0
+        delta = w["nll_per_unit"]["subject"] - w["nll_per_unit"]["baseline"]
+        assert ratio["primary_metric"]["ratio_vs_baseline"] == pytest.approx(math.exp(delta), rel=1e-9)
+        assert {c["name"] for c in result.certificate["content"]["captured"]} == {"baseline", "subject", "models"}
+        assert replay(ledger, result.run_id).outcome == "REPRODUCED"
+
+
+def test_a_replay_loads_no_model(tiny_models, tmp_path, monkeypatch):
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        result = run(_spec(tmp_path, tiny_models, ratio=False), ledger=ledger)
+        import engine.core.models.runtime as runtime
+
+        def refuse(*args, **kwargs):
+            raise AssertionError("a replay loaded a model")
+
+        monkeypatch.setattr(runtime, "load_causal_lm", refuse)
+        assert replay(ledger, result.run_id).outcome == "REPRODUCED"
+
+
+def test_differing_tokenizers_give_byte_windows_counted_in_utf8_bytes(tiny_models, tmp_path):
+    result = run(_spec(tmp_path, tiny_models, "other", knobs=", window_bytes: 64", ratio=False))
+    w = result.certificate["content"]["stages"]["w"]
+    assert w["unit"] == "bytes" and w["tokenizers_match"] is False and "seq_len" not in w["windows"]
+    assert w["windows"]["scored"] == sum(len(d.encode("utf-8")) for d in DOCUMENTS)
+    assert w["windows"]["count"] == sum(math.ceil(len(d.encode("utf-8")) / 64) for d in DOCUMENTS)
+    with pytest.raises(InputError, match="unit: tokens needs one tokenizer"):
+        run(_spec(tmp_path, tiny_models, "other", knobs=", unit: tokens", ratio=False))
+
+
+def test_the_same_machine_gives_bit_identical_tables(tiny_models, tmp_path):
+    spec = _spec(tmp_path, tiny_models, ratio=False)
+    first, second = run(spec), run(spec)
+    assert first.certificate["content"]["captured"] == second.certificate["content"]["captured"]
+    assert first.certificate["content"]["stages"] == second.certificate["content"]["stages"]
+
+
+def test_seq_len_beyond_the_models_positions_is_refused(tiny_models, tmp_path):
+    spec = _spec(tmp_path, tiny_models, ratio=False)
+    spec.write_text(spec.read_text().replace("seq_len: 32, stride: 24", "seq_len: 4096"))
+    with pytest.raises(InputError, match="seq_len 4096 exceeds input 'base''s 128 positions"):
+        run(spec)
+
+
+def _loader_spec(tmp_path: Path, ratio_first: bool, extra_input: str = "") -> Path:
+    ratio = "  - {id: ratio, use: paired.ppl_ratio, with: {baseline: w.baseline, subject: w.subject}}\n"
+    windows = "  - {id: w, use: model.windows, with: {baseline: base, subject: base, text: text}}\n"
+    (tmp_path / "m").mkdir(exist_ok=True)
+    text = ("certa: 1\nname: order\nseed: 1\ninputs:\n  base: {model: m}\n  text: {path: t.jsonl}\n" + extra_input +
+            "stages:\n" + (ratio + windows if ratio_first else windows + ratio))
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_the_loader_accepts_produced_tables_only_after_their_stage(tmp_path):
+    plan = load_plan(_loader_spec(tmp_path, ratio_first=False))
+    assert plan.stages[1].knobs["baseline"] == "w.baseline"
+    with pytest.raises(SpecError, match=r"spec.yaml:8:57: stages\[0\].with.baseline: 'w.baseline' is a table stage "
+                                        "'w' produces, which runs at or after this stage"):
+        load_plan(_loader_spec(tmp_path, ratio_first=True))
+    with pytest.raises(SpecError, match="input 'w.baseline' has the name of a table stage 'w' produces"):
+        load_plan(_loader_spec(tmp_path, ratio_first=False, extra_input="  w.baseline: {path: t.jsonl}\n"))
+
+
+def test_an_unknown_table_name_lists_the_produced_ones(tmp_path):
+    path = _loader_spec(tmp_path, ratio_first=False)
+    path.write_text(path.read_text().replace("subject: w.subject", "subject: w.subjet"))
+    with pytest.raises(SpecError, match=r"'w.subjet' is not a declared input \(declared: base, text; produced by "
+                                        r"earlier stages: w.baseline, w.subject\)"):
+        load_plan(path)
+
+
+def test_the_stage_refuses_a_table_input_as_a_model(tmp_path):
+    from engine.foundation.errors import StageError
+
+    (tmp_path / "t.csv").write_text("text\nabc\n")
+    spec = write_spec(tmp_path, """\
+        certa: 1
+        name: notmodel
+        seed: 1
+        inputs:
+          t: {path: t.csv}
+        stages:
+          - {id: w, use: model.windows, with: {baseline: t, subject: t, text: t}}
+        """)
+    with pytest.raises(StageError, match="'t' \\(baseline\\) is not a model input"):
+        run(spec)
