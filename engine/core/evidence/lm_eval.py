@@ -138,16 +138,18 @@ class _Names(msgspec.Struct):
     metrics: list[str]
 
 
-class _RollingPair(msgspec.Struct, array_like=True, gc=False):
-    """A perplexity metric's ``[loglikelihood, count]`` (an array of two; a struct, never a container the
-    garbage collector walks)."""
+class _RollingPair(msgspec.Struct, array_like=True, gc=False, forbid_unknown_fields=True):
+    """A perplexity metric's ``[loglikelihood, count]`` (an array of exactly two: msgspec ignores an array-like
+    struct's extra elements unless ``forbid_unknown_fields``; a struct, never a container the garbage collector
+    walks)."""
 
     loglik: Any
     count: int
 
 
-class _OneResponse(msgspec.Struct, array_like=True, gc=False):
-    """``filtered_resps`` of a perplexity record: an array of exactly one value (the loglikelihood as text)."""
+class _OneResponse(msgspec.Struct, array_like=True, gc=False, forbid_unknown_fields=True):
+    """``filtered_resps`` of a perplexity record: an array of exactly one value (the loglikelihood as text; a
+    longer array is left to the reference path, which refuses it)."""
 
     text: Any
 

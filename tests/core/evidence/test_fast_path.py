@@ -194,3 +194,21 @@ def test_limits_refuse_on_both_paths_alike(limits: InputLimits, monkeypatch: pyt
     fast, reference, _ = both_paths(raw, monkeypatch, limits=limits)
     assert isinstance(reference, str) and "over the limit" in reference
     assert fast == reference
+
+
+@pytest.mark.parametrize("field, value", [("filtered_resps", '["0.0", "0.0"]'),
+                                          ("byte_perplexity", "[0.0, 10, 3]")])
+def test_an_array_longer_than_its_struct_is_refused_by_both_paths(field: str, value: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """msgspec ignores an array-like struct's extra elements unless told not to: a perplexity record's
+    ``filtered_resps`` of two values (or a metric pair of three) once passed the fast path (found by hypothesis)."""
+    fields = {"doc_id": 0, "filter": "none", "doc_hash": "0" * 64, "prompt_hash": "0" * 64, "target_hash": "0" * 64,
+              "filtered_resps": '["0.0"]', "word_perplexity": "[0.0, 1]", "byte_perplexity": "[0.0, 10]",
+              "bits_per_byte": "[0.0, 10]"}
+    fields[field] = value
+    body = ", ".join(f'"{k}": {v if k not in ("filter",) and not k.endswith("hash") else repr(v).replace(chr(39), chr(34))}'
+                     for k, v in fields.items())
+    raw = ("{" + body + ', "metrics": ["word_perplexity", "byte_perplexity", "bits_per_byte"]}').encode()
+    fast, reference, _ = both_paths(raw, monkeypatch)
+    assert isinstance(reference, str) and reference.startswith("InputError")
+    assert_same_outcome(fast, reference)
