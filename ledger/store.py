@@ -369,10 +369,17 @@ class Ledger:
     def append_run(self, record: RunRecord) -> None:
         """Write a run's record (``ledger.run_record``: its entries, blobs and runs row) in one transaction, so a
         crash or a refusal leaves none of it."""
+        self.append_runs([record])
+
+    def append_runs(self, records: Iterable[RunRecord]) -> None:
+        """Write several runs' records, one after the other in chain order, in one transaction (all or none):
+        one commit for many runs, for an import or for building a large ledger (``bench/ledger_reads.py``)."""
         with self._write() as conn:
-            first, last, recorded_at = self._append(conn, record.run_id, record.entries)  # locks the head first
-            self._store_blobs(conn, record.blobs)
-            conn.execute(insert(runs).values(**record.row, recorded_at=recorded_at, first_seq=first, last_seq=last))
+            for record in records:
+                first, last, recorded_at = self._append(conn, record.run_id, record.entries)  # locks the head first
+                self._store_blobs(conn, record.blobs)
+                conn.execute(insert(runs).values(**record.row, recorded_at=recorded_at, first_seq=first,
+                                                 last_seq=last))
 
     def record_note(self, run_id: str, kind: str, payload: Mapping[str, Any]) -> int:
         """Append one ``replay`` or ``review`` entry about an existing run; returns its seq."""
