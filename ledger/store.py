@@ -441,7 +441,7 @@ class Ledger:
         return run_rows([row], self.location)[0]
 
     def runs(self, *, limit: int | None = None) -> list[RunRow]:
-        """Runs, newest first."""
+        """Runs, newest first (read from the end of ``ix_runs_first_seq``: ``limit`` rows, not a sort of all)."""
         query = select(*_RUN_COLUMNS).order_by(runs.c.first_seq.desc())
         if limit:
             query = query.limit(limit)
