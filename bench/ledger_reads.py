@@ -108,7 +108,8 @@ class Subject:
 
     def __init__(self, folder: Path) -> None:
         spec = small_spec_folder(folder)
-        spec.write_text(spec.read_text(encoding="utf-8").replace("replicates: 500", "replicates: 200"), encoding="utf-8")
+        text = spec.read_text(encoding="utf-8")
+        spec.write_text(text.replace("replicates: 500", "replicates: 200"), encoding="utf-8")
         self.plan = load_plan(spec)
         self.tables = load_tables(self.plan)
         self.execution = execute(self.plan, self.tables)

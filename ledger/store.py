@@ -423,7 +423,8 @@ class Ledger:
         # A range of the primary key (LIKE 'prefix%' is answered by reading every run id: SQLite does not search an
         # index for LIKE with ESCAPE, PostgreSQL not for LIKE under a non-C collation). Run ids are lowercase hex, so
         # every id that starts with the prefix sorts in [prefix, prefix + "g"); the LIKE keeps the match literal.
-        where = (runs.c.run_id >= prefix, runs.c.run_id < prefix + "g", runs.c.run_id.startswith(prefix, autoescape=True))
+        where = (runs.c.run_id >= prefix, runs.c.run_id < prefix + "g",
+                 runs.c.run_id.startswith(prefix, autoescape=True))
         with self.read_transaction() as conn:
             found = list(conn.execute(select(runs.c.run_id).where(*where).limit(2)).scalars())
         if not found:
@@ -560,8 +561,9 @@ class Ledger:
             rows = conn.execute(query).fetchall()
         found = set()
         for run_id, kind, payload in rows:
-            data = parse_json(payload) if kind == "decision" else {}
-            if data.get("kind") == BATCH_DECISION and (data.get("detail") or {}).get("batch_id") == batch_id:
+            data = parse_json(payload) if kind == "decision" else None
+            if (isinstance(data, dict) and data.get("kind") == BATCH_DECISION
+                    and (data.get("detail") or {}).get("batch_id") == batch_id):
                 found.add(run_id)
         return sorted(found)
 

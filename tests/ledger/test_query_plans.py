@@ -48,9 +48,9 @@ _PLAN_TABLE = re.compile(r"^(SCAN|SEARCH) (\w+)")
 def sqlite_plan_problems(db: Path, statements: list[str]) -> list[str]:
     """What reads a ledger table whole, walks the chain or sorts, among ``statements`` (SQLite, values inlined):
     a ``SCAN`` of a ledger table, unless it follows an index to read the first rows of its order (``_reads_an_end``:
-    ``certa list``, the newest runs) or reads a partial index (``PARTIAL_INDEXES``); a ``SEARCH`` of entries by a seq range alone (a walk from a seq to the end of
-    the chain); one run's entries found by an index without the run (walking other runs' entries); a temporary
-    B-tree (a sort or a DISTINCT of whatever the statement read)."""
+    ``certa list``, the newest runs) or reads a partial index (``PARTIAL_INDEXES``); a ``SEARCH`` of entries by a
+    seq range alone (a walk from a seq to the end of the chain); one run's entries found by an index without the
+    run (walking other runs' entries); a temporary B-tree (a sort or a DISTINCT of whatever the statement read)."""
     problems = []
     with sqlite3.connect(db) as conn:
         for statement in statements:
