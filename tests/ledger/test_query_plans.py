@@ -239,7 +239,7 @@ def test_the_plan_check_finds_a_scan_a_chain_walk_and_a_sort(tmp_path: Path, sma
 
 @pytest.mark.postgres
 def test_every_read_of_a_command_can_be_an_index_search_on_postgresql(tmp_path: Path, small_spec: Path) -> None:
-    with fresh_postgres_databases("the query plan test") as new_database:
+    with fresh_postgres_databases("query plan tests") as new_database:
         url = new_database()
         log: list[tuple[str, Any]] = []
 
@@ -323,3 +323,27 @@ def test_a_run_id_prefix_is_found_by_its_range(tmp_path: Path, small_spec: Path)
         for missing in ("abcc", "abcd1", "abcf0", "abce" + "0" * 27 + "1"):
             with pytest.raises(LedgerError, match="no run with id"):
                 ledger.resolve_run_id(missing)
+
+
+def test_append_runs_writes_all_runs_in_one_transaction_or_none(tmp_path: Path, small_spec: Path) -> None:
+    """``Ledger.append_runs``: runs in chain order, one after the other, and verified intact; a run that cannot be
+    written (here: its id is taken) leaves none of the batch, not even the runs before it."""
+    from engine.services.audit import verify
+    from ledger.run_record import aborted_run
+
+    plan = load_plan(small_spec)
+    tables = load_tables(plan)
+
+    def record(run_id: str) -> Any:
+        return aborted_run(run_id, plan, tables, RunDecisions.of(None, (Decision("d", {"i": 1}),)).parts,
+                           reason="test", rule="test", stage_id=None)
+
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        ledger.append_runs(record(run_id) for run_id in ("a" * 32, "b" * 32))
+        head, rows = ledger.head(), ledger.runs()
+        assert [row.run_id for row in rows] == ["b" * 32, "a" * 32]
+        assert (rows[1].first_seq, rows[0].first_seq, rows[0].last_seq) == (1, rows[1].last_seq + 1, head[0])
+        with pytest.raises(LedgerError, match="nothing was recorded"):
+            ledger.append_runs([record("c" * 32), record("a" * 32)])
+        assert ledger.head() == head and ledger.runs() == rows
+        assert verify(ledger).intact
