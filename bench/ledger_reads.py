@@ -28,7 +28,9 @@ What it does:
    (``audit.replay_runs``), ``export`` (``browse.export_certificate``), a run id prefix resolved, and the runs
    of batch ``bench`` (``Ledger.batch_runs``, what ``certa batch`` reads for a bake-off); the ratio big/small.
 3. Recording: ``--record-runs`` tiny runs recorded (the subject's execution re-sealed under new run ids) into an
-   empty ledger and into the big ledger of 2., alternately, best of ``--repeat``: runs/s and the ratio.
+   empty ledger and into the big ledger of 2., alternately, best of ``--repeat``: runs/s and the ratio; then the
+   database pages one run writes to the WAL on each (what a commit writes and syncs, and a checkpoint copies into
+   the file), by table or index (SQLite's ``dbstat``): a count the machine's load does not move.
 
 Timings are the best of ``--repeat`` (the least disturbed by other load on a shared machine) with the median
 beside; every ratio is of figures measured in this one process; ``uptime`` is printed first and last.
@@ -37,16 +39,20 @@ beside; every ratio is of figures measured in this one process; ``uptime`` is pr
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import shutil
+import sqlite3
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +75,7 @@ from tests.conftest import small_spec_folder  # noqa: E402
 GOALS = {"list_s": 0.060, "flat_ratio": 1.25, "record_ratio": 0.9}
 BATCH_RUNS = 1000
 FILLER_DECISIONS = 10_000
+PAGE_RUNS = 10
 
 
 def timed(action: Callable[[], Any], repeat: int) -> tuple[float, float]:
@@ -253,6 +260,30 @@ def bench_recording(work: Path, subject: Subject, big: Path, runs: int, repeat: 
     ratio = rates["big"] / rates["empty"]
     print(f"  ratio big/empty x{ratio:.3f} (median x{medians['big'] / medians['empty']:.3f}); goal >= "
           f"x{GOALS['record_ratio']}: {verdict(ratio >= GOALS['record_ratio'])}")
+    print("  database pages a run writes (WAL frames, whatever the machine's load), by table or index:")
+    for name, db in (("empty", empty), ("big", big)):
+        pages, owners = pages_written(db, subject, PAGE_RUNS)
+        shown = ", ".join(f"{owner} {count / PAGE_RUNS:.1f}" for owner, count in owners.most_common(6))
+        print(f"    {name:<5} {pages / PAGE_RUNS:5.1f} a run: {shown}")
+
+
+def pages_written(db: Path, subject: Subject, runs: int) -> tuple[int, collections.Counter[str]]:
+    """(pages, pages by table or index) that recording ``runs`` tiny runs writes to the WAL of ``db``: the WAL is
+    checkpointed and emptied first, and ``runs`` is small enough that no automatic checkpoint (at 1000 pages)
+    empties it again; each WAL frame is a 24-byte header (its page number first) and one page."""
+    wal = Path(f"{db}-wal")
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    with Ledger.open(db) as ledger:
+        for _ in range(runs):
+            subject.record(ledger)
+        frames = wal.read_bytes()[32:]  # after the WAL header; read while the ledger is open (no checkpoint yet)
+    numbers = [struct.unpack(">I", frames[at:at + 4])[0] for at in range(0, len(frames), 24 + page_size)]
+    with closing(sqlite3.connect(db)) as conn:
+        wanted = ",".join(map(str, set(numbers)))
+        owner = dict(conn.execute(f"SELECT pageno, name FROM dbstat WHERE pageno IN ({wanted})"))
+    return len(numbers), collections.Counter(owner.get(number, "freelist") for number in numbers)
 
 
 def main() -> int:

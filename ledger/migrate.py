@@ -8,7 +8,7 @@ The revisions (``ledger/migrations/versions``) are small, ordered and never edit
 - ``0003``: schema version 3, the table ``merkle_nodes`` (hashes of the complete perfect subtrees of the
   entries' Merkle tree), filled from the entries in the same transaction; ``schema_version`` becomes ``'3'``;
 - ``0004``: schema version 4, indexes so that every read a command makes is an index search: ``runs(first_seq)``,
-  ``entries(kind, seq)``, a partial index of the batch decisions and, on PostgreSQL, ``entries(run_id, kind,
+  a partial index of the batch decisions and, on PostgreSQL, ``entries(run_id, kind,
   seq)``; ``schema_version`` becomes ``'4'``.
 
 No revision touches a row of ``entries``, ``blobs``, ``runs`` or ``merkle_nodes``, nor the chain head: every hashed byte

@@ -61,7 +61,6 @@ entries = Table(
     CheckConstraint("kind IN ('run','input','captured','decision','certificate','abort','replay','review')",
                     name="ck_entries_kind"),
     Index("ix_entries_run_id_kind", "run_id", "kind"),  # since 2: one run's entries of some kinds
-    Index("ix_entries_kind_seq", "kind", "seq"),  # since 4: the entries of some kinds, in chain order
     # since 4, PostgreSQL only: one run's entries of a kind in chain order, without sorting them (a SQLite index
     # holds the rowid, here seq, after its columns: ix_entries_run_id_kind is this index there)
     Index("ix_entries_run_id_kind_seq", "run_id", "kind", "seq").ddl_if(dialect="postgresql"),

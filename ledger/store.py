@@ -466,10 +466,11 @@ class Ledger:
         payload text contains ``containing``: a filter the database applies, for finding a few entries among
         millions), in batches.
 
-        Each kind is read by its own index search (``ix_entries_run_id_kind`` for a run's, ``ix_entries_kind_seq``
-        for all runs'), and several kinds are merged by seq: one statement with ``kind IN (...)`` ordered by seq is
-        answered by walking every entry of the run (a run's 10^6 decisions to find its run entry), or of the
-        ledger, in seq order."""
+        A run's entries of several kinds are read by one index search per kind (``ix_entries_run_id_kind``) and
+        merged by seq: one statement with ``kind IN (...)`` ordered by seq is answered by walking every entry of the
+        run in seq order (a bake-off's 10^6 decisions to find its run entry). Without a run, the chain is walked
+        (``certa site``, which publishes every run; no index of the kinds, which would cost every recording a page
+        per kind at the end of each kind's range)."""
         wanted = list(dict.fromkeys(kinds or ()))
         if len(wanted) > 1:
             yield from heapq.merge(*(self._entries_of(run_id, kind, after, containing, batch) for kind in wanted),

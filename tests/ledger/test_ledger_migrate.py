@@ -36,7 +36,7 @@ from tests.conftest import fresh_postgres_databases
 
 ROOT = Path(__file__).resolve().parents[2]
 NEW_INDEXES = {"ix_entries_run_id_kind", "ix_runs_name", "ix_runs_recorded_at"}
-SCHEMA_4_INDEXES = {"ix_runs_first_seq", "ix_entries_kind_seq", "ix_entries_batch_decisions"}
+SCHEMA_4_INDEXES = {"ix_runs_first_seq", "ix_entries_batch_decisions"}
 POSTGRESQL_4_INDEXES = {"ix_entries_run_id_kind_seq"}  # on PostgreSQL only
 
 NewDatabase = Callable[[], str]

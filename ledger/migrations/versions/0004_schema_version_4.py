@@ -1,8 +1,7 @@
 """Schema version 4: indexes so that every read a command makes is an index search, whatever the ledger's size.
 
 Adds indexes on ``runs(first_seq)`` (``certa list``: the newest runs without reading and sorting the whole
-table), ``entries(kind, seq)`` (the entries of some kinds in chain order, without walking the chain), on
-PostgreSQL ``entries(run_id, kind, seq)`` (one run's entries of a kind in chain order, unsorted; on SQLite
+table), on PostgreSQL ``entries(run_id, kind, seq)`` (one run's entries of a kind in chain order, unsorted; on SQLite
 ``entries(run_id, kind)`` of schema 2 holds the seq already, as the rowid after its columns), and a
 partial index on ``entries(seq)`` holding only the entries whose payload text has the member ``"kind":"batch"``
 (the decision that ties a run to its ``certa batch``, so that a batch's runs are found among those few instead
@@ -36,7 +35,6 @@ def _set_schema_version(value: str) -> None:
 
 def upgrade() -> None:
     op.create_index("ix_runs_first_seq", "runs", ["first_seq"])
-    op.create_index("ix_entries_kind_seq", "entries", ["kind", "seq"])
     if op.get_bind().dialect.name == "postgresql":  # SQLite's ix_entries_run_id_kind holds seq (the rowid) already
         op.create_index("ix_entries_run_id_kind_seq", "entries", ["run_id", "kind", "seq"])
     op.create_index("ix_entries_batch_decisions", "entries", ["seq"], sqlite_where=sa.text(BATCH_DECISIONS),
@@ -48,6 +46,5 @@ def downgrade() -> None:
     op.drop_index("ix_entries_batch_decisions", table_name="entries")
     if op.get_bind().dialect.name == "postgresql":
         op.drop_index("ix_entries_run_id_kind_seq", table_name="entries")
-    op.drop_index("ix_entries_kind_seq", table_name="entries")
     op.drop_index("ix_runs_first_seq", table_name="runs")
     _set_schema_version("3")
