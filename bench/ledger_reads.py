@@ -260,7 +260,14 @@ def bench_recording(work: Path, subject: Subject, big: Path, runs: int, repeat: 
     ratio = rates["big"] / rates["empty"]
     print(f"  ratio big/empty x{ratio:.3f} (median x{medians['big'] / medians['empty']:.3f}); goal >= "
           f"x{GOALS['record_ratio']}: {verdict(ratio >= GOALS['record_ratio'])}")
+    print_pages_written(work, subject, big)
+
+
+def print_pages_written(work: Path, subject: Subject, big: Path) -> None:
     print("  database pages a run writes (WAL frames, whatever the machine's load), by table or index:")
+    empty = fresh(work / "pages.db")
+    with Ledger.open(empty) as ledger:
+        subject.record(ledger)  # the first run creates the pages every later one finds
     for name, db in (("empty", empty), ("big", big)):
         pages, owners = pages_written(db, subject, PAGE_RUNS)
         shown = ", ".join(f"{owner} {count / PAGE_RUNS:.1f}" for owner, count in owners.most_common(6))
