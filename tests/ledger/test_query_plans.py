@@ -85,8 +85,8 @@ def postgres_plan_problems(plan: list[str], statement: str) -> list[str]:
     ``enable_seqscan = off``: a sequential scan of a ledger table (no index can serve the statement), or an index
     scan with no ``Index Cond`` (the whole index read in its order instead), unless the statement reads the first
     rows of the index's order (``_reads_an_end``) with no sort or reads a partial index; entries of a run or a kind
-    found by an index without it (a ``Filter`` on run_id or kind). A sort after an index search is allowed: it sorts what the
-    search found."""
+    found by an index without it (a ``Filter`` on run_id or kind). A sort after an index search is allowed: it
+    sorts what the search found."""
     problems = []
     for number, line in enumerate(plan):
         found = _PG_SCAN.search(line)
