@@ -6,9 +6,12 @@ The revisions (``ledger/migrations/versions``) are small, ordered and never edit
 - ``0002``: schema version 2, indexes on ``entries(run_id, kind)``, ``runs(name)`` and ``runs(recorded_at)``
   for batch replay; ``ledger_meta.schema_version`` becomes ``'2'``;
 - ``0003``: schema version 3, the table ``merkle_nodes`` (hashes of the complete perfect subtrees of the
-  entries' Merkle tree), filled from the entries in the same transaction; ``schema_version`` becomes ``'3'``.
+  entries' Merkle tree), filled from the entries in the same transaction; ``schema_version`` becomes ``'3'``;
+- ``0004``: schema version 4, indexes so that every read a command makes is an index search: ``runs(first_seq)``,
+  a partial index of the batch decisions and, on PostgreSQL, ``entries(run_id, kind,
+  seq)``; ``schema_version`` becomes ``'4'``.
 
-No revision touches a row of ``entries``, ``blobs`` or ``runs``, nor the chain head: every hashed byte
+No revision touches a row of ``entries``, ``blobs``, ``runs`` or ``merkle_nodes``, nor the chain head: every hashed byte
 stays as it was, so ``certa verify`` and checkpoints signed before a migration still hold. A ledger
 written by certa 0.1.0 or 0.2.0 has no ``alembic_version`` table; it is stamped at the revision of its
 ``schema_version`` before upgrading. Alembic is configured here in code (no ``alembic.ini``), runs on the

@@ -1,4 +1,4 @@
-"""The ledger's tables (SQLAlchemy Core). Schema version 3.
+"""The ledger's tables (SQLAlchemy Core). Schema version 4.
 
 ``entries`` is the append-only, hash-chained log: every run, input, decision, certificate, abort, replay
 and review is one entry. ``blobs`` holds content-addressed copies of input tables (and captured tables),
@@ -7,27 +7,36 @@ against the entries. ``ledger_meta`` holds the schema version and the chain head
 serialises writers on PostgreSQL via ``SELECT ... FOR UPDATE``). ``merkle_nodes`` (since 3) holds the RFC 6962
 hash of every complete perfect subtree of the entries' Merkle tree (``ledger.merkle``), written with the
 entries that complete it, so an inclusion proof reads O(log n) rows; ``verify`` checks it against the chain.
+The indexes (those marked "since 4" added by schema 4) make every read a command makes an index search
+(``tests/ledger/test_query_plans.py`` checks each command's statements), so that one run's reads, and
+``certa list``, take the same time on 10^6 entries as on 10^4 (``bench/ledger_reads.py``).
 
 The schema moves only by Alembic revisions (``ledger/migrations/versions``, run by ``certa migrate``):
 revision 0001 is schema version 1 (certa 0.1.0 and 0.2.0), revision 0002 schema version 2 (the indexes
-below marked "since 2"), revision 0003 schema version 3 (``merkle_nodes``, backfilled from the entries). A
-new ledger is created here directly at the newest schema and stamped with its
-revision in ``alembic_version`` (the table Alembic keeps, declared here so that creating a ledger needs
-no Alembic import).
+below marked "since 2"), revision 0003 schema version 3 (``merkle_nodes``, backfilled from the entries),
+revision 0004 schema version 4 (the indexes marked "since 4"). A new ledger is created here directly at the
+newest schema and stamped with its revision in ``alembic_version`` (the table Alembic keeps, declared here so
+that creating a ledger needs no Alembic import).
 """
 
 from __future__ import annotations
 
 from sqlalchemy import (CHAR, CheckConstraint, Column, Connection, Index, Integer, LargeBinary, MetaData,
-                        PrimaryKeyConstraint, String, Table, Text, UniqueConstraint, inspect, select)
+                        PrimaryKeyConstraint, String, Table, Text, UniqueConstraint, inspect, select, text)
 
 from ledger.rows import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, SchemaState
 from ledger.run_record import NOTE_KINDS, RECORD_KINDS
 
 __all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "metadata", "entries", "blobs", "runs", "ledger_meta",
-           "merkle_nodes", "alembic_version", "ENTRY_KINDS", "read_schema_state"]
+           "merkle_nodes", "alembic_version", "ENTRY_KINDS", "BATCH_DECISIONS", "read_schema_state"]
 
 ENTRY_KINDS = RECORD_KINDS + NOTE_KINDS
+BATCH_DECISIONS = "payload LIKE '%\"kind\":\"batch\"%'"
+"""The entries ``ix_entries_batch_decisions`` holds: those whose canonical payload text has the member
+``"kind":"batch"``, the batch decisions (``run_record.BATCH_DECISION``; hardly any other entry), which
+``Ledger.batch_runs`` reads with this very condition (SQLite serves a query from a partial index when the
+query's condition contains the index's, written the same; no other index may compete, so the query names no
+``kind``)."""
 
 metadata = MetaData()
 
@@ -52,6 +61,11 @@ entries = Table(
     CheckConstraint("kind IN ('run','input','captured','decision','certificate','abort','replay','review')",
                     name="ck_entries_kind"),
     Index("ix_entries_run_id_kind", "run_id", "kind"),  # since 2: one run's entries of some kinds
+    # since 4, PostgreSQL only: one run's entries of a kind in chain order, without sorting them (a SQLite index
+    # holds the rowid, here seq, after its columns: ix_entries_run_id_kind is this index there)
+    Index("ix_entries_run_id_kind_seq", "run_id", "kind", "seq").ddl_if(dialect="postgresql"),
+    Index("ix_entries_batch_decisions", "seq", sqlite_where=text(BATCH_DECISIONS),
+          postgresql_where=text(BATCH_DECISIONS)),  # since 4: the decisions that tie runs to batches
 )
 
 blobs = Table(
@@ -78,6 +92,7 @@ runs = Table(
     CheckConstraint("status IN ('completed','aborted')", name="ck_runs_status"),
     Index("ix_runs_name", "name"),  # since 2: batch replay by spec name
     Index("ix_runs_recorded_at", "recorded_at"),  # since 2: batch replay since a date
+    Index("ix_runs_first_seq", "first_seq"),  # since 4: certa list, the newest runs first
 )
 
 merkle_nodes = Table(  # since 3

@@ -89,7 +89,8 @@ def sqlite_ledger_state(path: Path) -> SchemaState:
 
 
 def newest_runs(path: Path, limit: int) -> list[RunRow]:
-    """The ``limit`` newest runs of the SQLite ledger at ``path``, newest first (``Ledger.runs(limit=...)``).
+    """The ``limit`` newest runs of the SQLite ledger at ``path``, newest first (``Ledger.runs(limit=...)``; read from
+    the end of the index ``ix_runs_first_seq`` of schema 4, so as fast on 10^5 runs as on one).
     A file with no tables yet (empty) lists no runs and stays as it is; a path that is not a regular file (a
     device such as /dev/null, a FIFO) is no ledger."""
     if path.exists() and not path.is_file():

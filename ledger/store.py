@@ -17,20 +17,23 @@ SQLite file for writing that cannot be written is refused in one line, before SQ
 
 from __future__ import annotations
 
+import heapq
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, create_engine, event, func, insert, inspect, select, update
+from sqlalchemy import Connection, create_engine, event, func, insert, inspect, select, text, update
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from engine.foundation.canonical import canonical_bytes
 from engine.foundation.errors import LedgerError, LedgerIntegrityError
+from engine.foundation.json_read import parse_json
 
 from ledger import DEFAULT_LEDGER_FILE
 from ledger.bulk import bulk_cache, insert_rows
@@ -41,7 +44,8 @@ from ledger.merkle import NodeKey, completed_levels, entry_leaves, frontier_node
 from ledger.rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
                    checked_schema_version, rows_as, run_rows)
 from ledger.run_record import BATCH_DECISION
-from ledger.schema import alembic_version, blobs, entries, ledger_meta, merkle_nodes, metadata, read_schema_state, runs
+from ledger.schema import (BATCH_DECISIONS, alembic_version, blobs, entries, ledger_meta, merkle_nodes, metadata,
+                           read_schema_state, runs)
 from ledger.sqlite_read import connect_read_only, sqlite_ledger_state, sqlite_read_problem
 
 if TYPE_CHECKING:
@@ -369,10 +373,17 @@ class Ledger:
     def append_run(self, record: RunRecord) -> None:
         """Write a run's record (``ledger.run_record``: its entries, blobs and runs row) in one transaction, so a
         crash or a refusal leaves none of it."""
+        self.append_runs([record])
+
+    def append_runs(self, records: Iterable[RunRecord]) -> None:
+        """Write several runs' records, one after the other in chain order, in one transaction (all or none):
+        one commit for many runs, for an import or for building a large ledger (``bench/ledger_reads.py``)."""
         with self._write() as conn:
-            first, last, recorded_at = self._append(conn, record.run_id, record.entries)  # locks the head first
-            self._store_blobs(conn, record.blobs)
-            conn.execute(insert(runs).values(**record.row, recorded_at=recorded_at, first_seq=first, last_seq=last))
+            for record in records:
+                first, last, recorded_at = self._append(conn, record.run_id, record.entries)  # locks the head first
+                self._store_blobs(conn, record.blobs)
+                conn.execute(insert(runs).values(**record.row, recorded_at=recorded_at, first_seq=first,
+                                                 last_seq=last))
 
     def record_note(self, run_id: str, kind: str, payload: Mapping[str, Any]) -> int:
         """Append one ``replay`` or ``review`` entry about an existing run; returns its seq."""
@@ -409,9 +420,13 @@ class Ledger:
         if not _RUN_ID_PREFIX.fullmatch(prefix):
             raise LedgerError(f"{given!r} is not a run id: a run id is 32 hex digits (0-9, a-f); give at least the "
                               "first 4 of them, or 'latest'")
+        # A range of the primary key (LIKE 'prefix%' is answered by reading every run id: SQLite does not search an
+        # index for LIKE with ESCAPE, PostgreSQL not for LIKE under a non-C collation). Run ids are lowercase hex, so
+        # every id that starts with the prefix sorts in [prefix, prefix + "g"); the LIKE keeps the match literal.
+        where = (runs.c.run_id >= prefix, runs.c.run_id < prefix + "g",
+                 runs.c.run_id.startswith(prefix, autoescape=True))
         with self.read_transaction() as conn:
-            found = list(conn.execute(select(runs.c.run_id).where(runs.c.run_id.startswith(prefix, autoescape=True))
-                                      .limit(2)).scalars())
+            found = list(conn.execute(select(runs.c.run_id).where(*where).limit(2)).scalars())
         if not found:
             raise LedgerError(f"no run with id {prefix!r} in {self.location}; "
                               f"'{command_hint('list', ledger=self.location)}' shows the runs")
@@ -427,25 +442,52 @@ class Ledger:
         return run_rows([row], self.location)[0]
 
     def runs(self, *, limit: int | None = None) -> list[RunRow]:
-        """Runs, newest first."""
+        """Runs, newest first (read from the end of ``ix_runs_first_seq``: ``limit`` rows, not a sort of all)."""
         query = select(*_RUN_COLUMNS).order_by(runs.c.first_seq.desc())
         if limit:
             query = query.limit(limit)
         with self.read_transaction() as conn:
             return run_rows(conn.execute(query).fetchall(), self.location)
 
+    def recorded_run_ids(self, run_ids: Iterable[str]) -> set[str]:
+        """Which of ``run_ids`` (full ids) are recorded: primary-key lookups, 500 ids a statement (``certa batch``
+        resuming asks about its specs' runs, not about every run of the ledger)."""
+        wanted = sorted(set(run_ids))
+        found: set[str] = set()
+        with self.read_transaction() as conn:
+            for start in range(0, len(wanted), 500):
+                found.update(conn.execute(select(runs.c.run_id).where(runs.c.run_id.in_(wanted[start:start + 500])))
+                             .scalars())
+        return found
+
     def entries(self, *, run_id: str | None = None, kinds: Sequence[str] | None = None,
                 after: int = 0, containing: str | None = None, batch: int = 2000) -> Iterator[EntryRow]:
         """Entries in chain order (optionally one run's, some kinds, those after seq ``after``, or those whose
         payload text contains ``containing``: a filter the database applies, for finding a few entries among
-        millions), in batches."""
+        millions), in batches.
+
+        A run's entries of several kinds are read by one index search per kind (``ix_entries_run_id_kind``) and
+        merged by seq: one statement with ``kind IN (...)`` ordered by seq is answered by walking every entry of the
+        run in seq order (a bake-off's 10^6 decisions to find its run entry). Without a run, the chain is walked
+        (``certa site``, which publishes every run; no index of the kinds, which would cost every recording a page
+        per kind at the end of each kind's range)."""
+        wanted = list(dict.fromkeys(kinds or ()))
+        if len(wanted) > 1:
+            yield from heapq.merge(*(self._entries_of(run_id, kind, after, containing, batch) for kind in wanted),
+                                   key=attrgetter("seq"))
+        else:
+            yield from self._entries_of(run_id, wanted[0] if wanted else None, after, containing, batch)
+
+    def _entries_of(self, run_id: str | None, kind: str | None, after: int, containing: str | None,
+                    batch: int) -> Iterator[EntryRow]:
+        """``entries`` of one kind (or of every kind: None), in batches of ``batch``, each in a read transaction."""
         last = after
         while True:
             query = select(*_ENTRY_COLUMNS).where(entries.c.seq > last).order_by(entries.c.seq).limit(batch)
             if run_id is not None:
                 query = query.where(entries.c.run_id == run_id)
-            if kinds:
-                query = query.where(entries.c.kind.in_(list(kinds)))
+            if kind is not None:
+                query = query.where(entries.c.kind == kind)
             if containing is not None:
                 query = query.where(entries.c.payload.contains(containing, autoescape=True))
             with self.read_transaction() as conn:
@@ -508,16 +550,22 @@ class Ledger:
         return found[-1]
 
     def batch_runs(self, batch_id: str) -> list[str]:
-        """The run ids recorded by ``certa batch`` with ``batch_id``, sorted (``LedgerReader``): the database picks
-        the ``decision`` entries whose text holds the member ``"batch_id":NAME`` as RFC 8785 writes it (a scan in
-        the database, not in Python: a bake-off shard records a million decisions), and each is read to confirm
-        it is a ``batch`` decision (``BATCH_DECISION``) of that batch."""
+        """The run ids recorded by ``certa batch`` with ``batch_id``, sorted (``LedgerReader``): the database picks,
+        among the entries that may be batch decisions (``schema.BATCH_DECISIONS``, the partial index
+        ``ix_entries_batch_decisions``: one entry per batch run, not the million decisions of a bake-off shard),
+        those whose text holds the member ``"batch_id":NAME`` as RFC 8785 writes it, and each is read to confirm
+        it is a ``decision`` entry and a ``batch`` decision (``BATCH_DECISION``) of that batch."""
         member = canonical_bytes({"batch_id": batch_id}).decode("utf-8")[1:-1]
+        query = (select(entries.c.run_id, entries.c.kind, entries.c.payload)
+                 .where(text(BATCH_DECISIONS), entries.c.payload.contains(member, autoescape=True)))
+        with self.read_transaction() as conn:
+            rows = conn.execute(query).fetchall()
         found = set()
-        for entry in self.entries(kinds=["decision"], containing=member):
-            data = entry.data()
-            if data.get("kind") == BATCH_DECISION and (data.get("detail") or {}).get("batch_id") == batch_id:
-                found.add(entry.run_id)
+        for run_id, kind, payload in rows:
+            data = parse_json(payload) if kind == "decision" else None
+            if (isinstance(data, dict) and data.get("kind") == BATCH_DECISION
+                    and (data.get("detail") or {}).get("batch_id") == batch_id):
+                found.add(run_id)
         return sorted(found)
 
     def blob(self, sha256: str) -> bytes:

@@ -395,7 +395,7 @@ def run_batch(paths: Sequence[str | Path], *, ledger: Ledger, scheduler: str | N
         else:
             seen_keys[item.key] = index
             todo.append(index)
-    recorded = {row.run_id for row in ledger.runs()}
+    recorded = ledger.recorded_run_ids(specs[index].run_id for index in todo)
     for index in list(todo):
         if specs[index].run_id in recorded:
             rows[index] = _row_for_recorded(specs[index], ledger)

@@ -36,6 +36,8 @@ from tests.conftest import fresh_postgres_databases
 
 ROOT = Path(__file__).resolve().parents[2]
 NEW_INDEXES = {"ix_entries_run_id_kind", "ix_runs_name", "ix_runs_recorded_at"}
+SCHEMA_4_INDEXES = {"ix_runs_first_seq", "ix_entries_batch_decisions"}
+POSTGRESQL_4_INDEXES = {"ix_entries_run_id_kind_seq"}  # on PostgreSQL only
 
 NewDatabase = Callable[[], str]
 
@@ -59,18 +61,31 @@ def _sql(url: str, *statements: str) -> None:
     engine.dispose()
 
 
+def _drop_schema_4_indexes(url: str) -> None:
+    _sql(url, *(f"DROP INDEX IF EXISTS {name}" for name in sorted(SCHEMA_4_INDEXES | POSTGRESQL_4_INDEXES)))
+
+
 def _make_schema_1(url: str) -> None:
     """Turn a ledger of this certa into one as certa 0.1.0/0.2.0 left it: no new indexes, no merkle_nodes, no
     alembic_version, schema_version '1' (``test_revision_0001_is_the_schema_of_certa_0_2_0`` pins that this is
     exact)."""
+    _drop_schema_4_indexes(url)
     _sql(url, *(f"DROP INDEX {name}" for name in sorted(NEW_INDEXES)), "DROP TABLE merkle_nodes",
          "DROP TABLE alembic_version", "UPDATE ledger_meta SET value = '1' WHERE key = 'schema_version'")
 
 
 def _make_schema_2(url: str) -> None:
     """Turn a ledger of this certa into one as certa 0.3.0 left it: no merkle_nodes, schema 2, revision 0002."""
+    _drop_schema_4_indexes(url)
     _sql(url, "DROP TABLE merkle_nodes", "UPDATE alembic_version SET version_num = '0002'",
          "UPDATE ledger_meta SET value = '2' WHERE key = 'schema_version'")
+
+
+def _make_schema_3(url: str) -> None:
+    """Turn a ledger of this certa into one as certa 0.4.0 to 0.7.0 left it: schema 3, revision 0003."""
+    _drop_schema_4_indexes(url)
+    _sql(url, "UPDATE alembic_version SET version_num = '0003'",
+         "UPDATE ledger_meta SET value = '3' WHERE key = 'schema_version'")
 
 
 def _nodes(url: str) -> list[tuple]:
@@ -166,19 +181,19 @@ def test_migrate_keeps_every_row_and_a_checkpoint_signed_before(old_ledger: str,
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {
         "ok": True, "ledger": _location(old_ledger), "changed": True, "stamped": True,
-        "from_schema": "1", "from_revision": "0001", "to_schema": "3", "to_revision": "0003"}
+        "from_schema": "1", "from_revision": "0001", "to_schema": "4", "to_revision": "0004"}
 
     assert _rows(old_ledger) == before
-    assert _state(old_ledger) == SchemaState("3", "0003")
+    assert _state(old_ledger) == SchemaState("4", "0004")
     indexes = {i[0] for table in ("entries", "runs") for i in _schema(old_ledger)[table]["indexes"]}
-    assert NEW_INDEXES <= indexes
+    assert NEW_INDEXES | SCHEMA_4_INDEXES <= indexes
     verified = invoke(*check, ledger=old_ledger)
     assert verified.exit_code == 0 and verified.stdout.startswith("intact: ")
 
     again = invoke("migrate", ledger=old_ledger)
-    assert again.exit_code == 0 and "already at the newest schema (version 3, revision 0003)" in again.stdout
+    assert again.exit_code == 0 and "already at the newest schema (version 4, revision 0004)" in again.stdout
     assert json.loads(invoke("migrate", "--json", ledger=old_ledger).stdout)["changed"] is False
-    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("3", "0003")
+    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("4", "0004")
 
     with Ledger.open(old_ledger) as ledger:  # writable now
         run(small_spec, ledger=ledger)
@@ -207,8 +222,8 @@ def test_an_old_schema_ledger_is_readable_but_writing_is_refused_and_changes_not
 
 
 @pytest.mark.parametrize(("statement", "message"), [
-    ("UPDATE ledger_meta SET value = '4' WHERE key = 'schema_version'", "(schema 4); upgrade certa to read it"),
-    ("UPDATE alembic_version SET version_num = '0004'", "(schema revision 0004, unknown to this one); upgrade certa"),
+    ("UPDATE ledger_meta SET value = '5' WHERE key = 'schema_version'", "(schema 5); upgrade certa to read it"),
+    ("UPDATE alembic_version SET version_num = '0005'", "(schema revision 0005, unknown to this one); upgrade certa"),
 ])
 def test_a_ledger_of_a_newer_certa_is_refused_for_reading_and_writing(database: NewDatabase, small_spec: Path,
                                                                        statement: str, message: str) -> None:
@@ -249,7 +264,7 @@ def test_a_failure_in_the_middle_of_the_migration_leaves_the_ledger_unchanged(
 
     monkeypatch.undo()
     assert invoke("migrate", ledger=old_ledger).exit_code == 0
-    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("3", "0003")
+    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("4", "0004")
 
 
 def _writer_could_lock(url: str) -> bool:
@@ -302,7 +317,8 @@ def test_a_new_ledger_is_created_at_the_head_revision_as_the_migrations_build_it
     _apply_revisions(migrated, "head")
     assert _state(created) == _state(migrated) == SchemaState(SCHEMA_VERSION, HEAD_REVISION)
     assert _schema(created) == _schema(migrated)
-    assert NEW_INDEXES <= {i[0] for table in ("entries", "runs") for i in _schema(created)[table]["indexes"]}
+    assert NEW_INDEXES | SCHEMA_4_INDEXES <= {i[0] for table in ("entries", "runs")
+                                              for i in _schema(created)[table]["indexes"]}
     result = invoke("migrate", ledger=created)
     assert result.exit_code == 0 and "already at the newest schema" in result.output
 
@@ -344,9 +360,9 @@ def test_a_golden_ledger_of_a_released_certa_migrates_byte_identically(golden: P
         assert f"{ledger.head()[0]}:{ledger.head()[1]}" == manifest["head"]
         assert verify(ledger).intact
         done = ledger.migrate()
-        assert (done.from_revision, done.to_revision, done.stamped) == (revision, "0003", released.revision is None)
+        assert (done.from_revision, done.to_revision, done.stamped) == (revision, "0004", released.revision is None)
         assert verify(ledger).intact
-    assert _rows(url) == before and _state(url) == SchemaState("3", "0003")
+    assert _rows(url) == before and _state(url) == SchemaState("4", "0004")
     entries_count = int(manifest["head"].split(":")[0])
     assert len(_nodes(url)) == 2 * entries_count - entries_count.bit_count()  # one per complete perfect subtree
 
@@ -392,9 +408,57 @@ def test_revision_0003_backfills_the_merkle_nodes_the_writes_keep(database: NewD
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) | {"ledger": None} == {
         "ok": True, "ledger": None, "changed": True, "stamped": False,
-        "from_schema": "2", "from_revision": "0002", "to_schema": "3", "to_revision": "0003"}
+        "from_schema": "2", "from_revision": "0002", "to_schema": "4", "to_revision": "0004"}
     assert _rows(url) == before and _nodes(url) == written
     assert invoke("verify", "--checkpoint", checkpoint, "--public-key", str(keys / "certa.pub"),
                   ledger=url).exit_code == 0
     again = invoke("prove", first, "--checkpoint", checkpoint, "--json", ledger=url)
     assert again.exit_code == 0 and json.loads(again.stdout) == json.loads(proved.stdout)
+
+
+def _table_digests(url: str) -> dict[str, str]:
+    """SHA-256 of every row of entries, blobs, runs, merkle_nodes and ledger_meta (all columns, in key order)."""
+    import hashlib
+
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        digests = {}
+        for table in (entries, blobs, runs, merkle_nodes, ledger_meta):
+            rows = conn.execute(select(table).order_by(*table.primary_key)).fetchall()
+            digests[table.name] = hashlib.sha256(repr([tuple(row) for row in rows]).encode()).hexdigest()
+    engine.dispose()
+    return digests
+
+
+def test_revision_0004_adds_the_indexes_and_changes_no_row(database: NewDatabase, small_spec: Path) -> None:
+    """A schema 3 ledger (certa 0.4.0 to 0.7.0) migrated to 4 gets the read indexes, and exactly the schema of a
+    ledger created at 4; no row of any table changes but ledger_meta's schema version; it verifies intact, the
+    batch decisions are found through the partial index, and it can be written."""
+    url, reference = database(), database()
+    Ledger.open(reference).close()
+    with Ledger.open(url) as ledger:
+        first = run(small_spec, ledger=ledger).run_id
+        run(small_spec, ledger=ledger)
+        ledger.record_note(first, "review", {"reviewer": "alice", "decision": "approved", "note": ""})
+    _make_schema_3(url)
+    before, head = _table_digests(url), _rows(url)["head"]
+    indexes = {i[0] for table in ("entries", "runs") for i in _schema(url)[table]["indexes"]}
+    assert not indexes & (SCHEMA_4_INDEXES | POSTGRESQL_4_INDEXES)
+
+    result = invoke("migrate", "--json", ledger=url)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) | {"ledger": None} == {
+        "ok": True, "ledger": None, "changed": True, "stamped": False,
+        "from_schema": "3", "from_revision": "0003", "to_schema": "4", "to_revision": "0004"}
+    after = _table_digests(url)
+    assert after.pop("ledger_meta") != before.pop("ledger_meta")  # its schema version; the head stays:
+    assert after == before and _rows(url)["head"] == head
+    assert _state(url) == SchemaState("4", "0004")
+    assert _schema(url) == _schema(reference)
+    indexes = {i[0] for table in ("entries", "runs") for i in _schema(url)[table]["indexes"]}
+    dialect = make_url(url).get_backend_name()
+    assert SCHEMA_4_INDEXES <= indexes and bool(POSTGRESQL_4_INDEXES & indexes) == (dialect == "postgresql")
+    with Ledger.open(url) as ledger:
+        assert verify(ledger).intact
+        run(small_spec, ledger=ledger)
+        assert verify(ledger).intact and len(ledger.runs()) == 3

@@ -1,0 +1,325 @@
+"""Do reads and writes of one run stay flat as the ledger grows? ``certa list``, ``show``, ``diff``, ``prove``,
+``replay`` and recording, against the ledger's size.
+
+Usage: python bench/ledger_reads.py [--repeat 5] [--workdir DIR] [--list-runs 1000,10000,100000]
+                                    [--entries 10000,1000000] [--record-runs 50]
+
+Goals (issue 21, "Audit at scale", item 3: indexed reads):
+
+- ``certa list`` on 10^5 runs < 60 ms (wall time of the command, interpreter start-up included), flat in the
+  number of runs (10^5 runs against 10^3: ratio ~1);
+- ``show``, ``diff``, ``prove`` and ``replay`` of one run independent of the ledger's size (10^6 entries
+  against 10^4: ratio ~1);
+- recording (``engine.services.run.record_execution``: seal and ``Ledger.append_run``) on a 10^6-entry ledger
+  within 10% of an empty one (ratio >= 0.9).
+
+What it does:
+
+1. ``certa --version`` (the start-up every command pays), then one SQLite ledger (it begins with the two
+   subject runs of 2. and a run of batch ``bench``) grown to each of ``--list-runs`` runs (aborted runs of one
+   decision: run, two input, decision and abort entries, written with ``Ledger.append_runs`` 1000 runs a
+   transaction); at each size ``certa list`` in a fresh process (as a user runs it) and
+   ``engine.services.run_list.newest_runs`` in process.
+2. Two ledgers that begin alike (two real runs of a tiny spec, the subjects, and a run of batch ``bench``): the
+   small one filled with filler runs (aborted, 10^4 decisions each) up to the first of ``--entries`` entries,
+   the big one, the ledger of 1. (10^5 runs), up to the last. On each, in process, the service each command
+   calls, for the first subject: ``show`` (``browse.show_run``), ``diff`` (``browse.diff_runs``, against the
+   second), ``prove`` (``checkpoints.prove_run`` against a checkpoint of the whole ledger), ``replay --no-record``
+   (``audit.replay_runs``), ``export`` (``browse.export_certificate``), a run id prefix resolved, and the runs
+   of batch ``bench`` (``Ledger.batch_runs``, what ``certa batch`` reads for a bake-off); the ratio big/small.
+3. Recording: ``--record-runs`` tiny runs recorded (the subject's execution re-sealed under new run ids) into an
+   empty ledger and into the big ledger of 2., alternately, best of ``--repeat``: runs/s and the ratio; then the
+   database pages one run writes to the WAL on each (what a commit writes and syncs, and a checkpoint copies into
+   the file), by table or index (SQLite's ``dbstat``): a count the machine's load does not move.
+
+Timings are the best of ``--repeat`` (the least disturbed by other load on a shared machine) with the median
+beside; every ratio is of figures measured in this one process; ``uptime`` is printed first and last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from engine.core.interpreter import Decision, RunDecisions, execute, load_tables  # noqa: E402
+from engine.core.spec import load_plan  # noqa: E402
+from engine.foundation.signing import generate_key_pair, load_private_key  # noqa: E402
+from engine.services.audit import replay_runs  # noqa: E402
+from engine.services.browse import diff_runs, export_certificate, show_run  # noqa: E402
+from engine.services.checkpoints import prove_run, sign_head  # noqa: E402
+from engine.services.run import record_execution  # noqa: E402
+from engine.services.run_list import newest_runs  # noqa: E402
+from ledger import Ledger  # noqa: E402
+from ledger.run_record import BATCH_DECISION, RunRecord, aborted_run  # noqa: E402
+
+from tests.conftest import small_spec_folder  # noqa: E402
+
+GOALS = {"list_s": 0.060, "flat_ratio": 1.25, "record_ratio": 0.9}
+BATCH_RUNS = 1000
+FILLER_DECISIONS = 10_000
+PAGE_RUNS = 10
+
+
+def timed(action: Callable[[], Any], repeat: int) -> tuple[float, float]:
+    """(best, median) wall seconds of ``repeat`` calls."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - start)
+    return min(times), statistics.median(times)
+
+
+def cli_time(args: list[str], repeat: int) -> tuple[float, float]:
+    """(best, median) wall seconds of ``certa ARGS`` in a fresh process."""
+    def once() -> None:
+        done = subprocess.run([sys.executable, "-c", "import sys; from cli import main; sys.exit(main())", *args],
+                              cwd=ROOT, capture_output=True, text=True, env=os.environ.copy())
+        assert done.returncode == 0, done.stderr
+    return timed(once, repeat)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:8.2f} ms"
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "NOT MET"
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+class Subject:
+    """The tiny spec (the test suite's small paired spec, 200 replicates), executed once: recorded as real runs,
+    re-sealed under new run ids for the recording figures, and its plan and tables reused for filler runs."""
+
+    def __init__(self, folder: Path) -> None:
+        spec = small_spec_folder(folder)
+        text = spec.read_text(encoding="utf-8")
+        spec.write_text(text.replace("replicates: 500", "replicates: 200"), encoding="utf-8")
+        self.plan = load_plan(spec)
+        self.tables = load_tables(self.plan)
+        self.execution = execute(self.plan, self.tables)
+
+    def record(self, ledger: Ledger) -> str:
+        run_id = uuid.uuid4().hex
+        record_execution(ledger, run_id, self.execution)  # type: ignore[arg-type]
+        return run_id
+
+    def filler(self, decisions: int, *, batch: str | None = None) -> RunRecord:
+        """An aborted run of this plan with ``decisions`` decisions (one group), the last tying it to ``batch``
+        as ``certa batch`` does when given."""
+        made = [Decision("bench", {"i": i}) for i in range(decisions)]
+        if batch is not None:
+            made.append(Decision(BATCH_DECISION, {"batch_id": batch, "idempotency_key": uuid.uuid4().hex}))
+        group = RunDecisions.of("filler", tuple(made))
+        return aborted_run(uuid.uuid4().hex, self.plan, self.tables, group.parts, reason="bench filler",
+                           rule="bench", stage_id=None)
+
+
+def begin(db: Path, subject: Subject) -> tuple[str, str]:
+    """A new ledger at ``db`` holding two real runs of the subject and a run of batch ``bench``; their ids."""
+    with Ledger.open(fresh(db)) as ledger:
+        first, second = subject.record(ledger), subject.record(ledger)
+        ledger.append_run(subject.filler(1, batch="bench"))
+    return first, second
+
+
+def grow(ledger: Ledger, records: Iterator[RunRecord], count: int) -> None:
+    """Append ``count`` records, ``BATCH_RUNS`` a transaction."""
+    while count > 0:
+        n = min(count, BATCH_RUNS)
+        ledger.append_runs(next(records) for _ in range(n))
+        count -= n
+
+
+def fresh(path: Path) -> Path:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return path
+
+
+def bench_list(db: Path, subject: Subject, sizes: list[int], repeat: int) -> tuple[str, str]:
+    """Section 1 on the ledger ``db`` (left at the largest size, for section 2); the subjects' run ids."""
+    print(f"\n1. certa list (50 newest runs) against the number of runs (best of {repeat}, median)")
+    version, version_med = cli_time(["--version"], repeat)
+    print(f"  certa --version (interpreter and CLI start-up, the floor of any command): {ms(version)} "
+          f"({ms(version_med)} median)")
+    ids = begin(db, subject)
+    fillers = iter(lambda: subject.filler(1), None)
+    figures: dict[int, tuple[float, float]] = {}
+    with Ledger.open(db) as ledger:
+        for size in sizes:
+            start = time.perf_counter()
+            grow(ledger, fillers, size - len(ledger.runs()))
+            built = time.perf_counter() - start
+            cli, cli_med = cli_time(["list", "--ledger", str(db)], repeat)
+            inproc, inproc_med = timed(lambda: newest_runs(str(db), 50), repeat * 4)
+            figures[size] = (cli, inproc)
+            print(f"  {size:>7} runs (grown in {built:5.1f} s): certa list {ms(cli)} ({ms(cli_med)} median)"
+                  f"   in process {ms(inproc)} ({ms(inproc_med)} median)")
+    small, big = sizes[0], sizes[-1]
+    cli_ratio, inproc_ratio = figures[big][0] / figures[small][0], figures[big][1] / figures[small][1]
+    print(f"  goal certa list on {big} runs < {GOALS['list_s'] * 1000:.0f} ms: {ms(figures[big][0]).strip()}, "
+          f"{verdict(figures[big][0] < GOALS['list_s'])} (beyond start-up: {ms(figures[big][0] - version).strip()})")
+    print(f"  flat: {big} runs / {small} runs: certa list x{cli_ratio:.2f}, in process x{inproc_ratio:.2f} "
+          f"(goal <= x{GOALS['flat_ratio']}: {verdict(inproc_ratio <= GOALS['flat_ratio'])})")
+    return ids
+
+
+def fill_to(db: Path, subject: Subject, entries: int) -> None:
+    """Filler runs of ``FILLER_DECISIONS`` decisions appended to ``db`` up to about ``entries`` entries."""
+    with Ledger.open(db) as ledger:
+        per_run = FILLER_DECISIONS + 1 + len(subject.tables) + 1
+        missing = max(0, entries - ledger.head()[0])
+        grow(ledger, iter(lambda: subject.filler(FILLER_DECISIONS), None), -(-missing // per_run))
+
+
+def one_run_reads(ledger: Ledger, first: str, second: str, checkpoint: bytes,
+                  work: Path) -> dict[str, Callable[[], Any]]:
+    out = work / "export.json"
+
+    def export() -> None:
+        out.unlink(missing_ok=True)
+        export_certificate(ledger, first, out)
+
+    return {
+        "show": lambda: show_run(ledger, first, ledger_name=str(ledger.location)),
+        "diff": lambda: diff_runs(ledger, first, second),
+        "prove": lambda: prove_run(ledger, first, checkpoint),
+        "replay --no-record": lambda: replay_runs(ledger, first, record=False),
+        "export": export,
+        "resolve a run id prefix": lambda: ledger.resolve_run_id(first[:8]),
+        "batch's runs (batch_runs)": lambda: ledger.batch_runs("bench"),
+    }
+
+
+def bench_one_run(ledgers: dict[int, tuple[Path, tuple[str, str]]], subject: Subject, repeat: int) -> None:
+    """Section 2 on ``ledgers`` (entries wanted: (file, the subjects' run ids)), each filled up to its size."""
+    print(f"\n2. One run's reads against the ledger's size (in process, best of {repeat * 4}, median)")
+    private = load_private_key(generate_key_pair()[0])
+    results: dict[int, dict[str, float]] = {}
+    for size, (db, (first, second)) in ledgers.items():
+        start = time.perf_counter()
+        fill_to(db, subject, size)
+        built = time.perf_counter() - start
+        with Ledger.open(db, read_only=True) as ledger:
+            n = ledger.head()[0]
+            checkpoint = json.dumps(sign_head(ledger, [private]).envelope).encode()
+            print(f"  ledger of {n} entries, {len(ledger.runs())} runs (filled in {built:.1f} s)")
+            results[size] = {}
+            for name, action in one_run_reads(ledger, first, second, checkpoint, db.parent).items():
+                action()  # warm
+                best, median = timed(action, repeat * 4)
+                results[size][name] = best
+                print(f"    {name:<26} {ms(best)} ({ms(median)} median)")
+    small, big = min(results), max(results)
+    print(f"  ratio {big} entries / {small} entries (goal: independent of size, <= x{GOALS['flat_ratio']}):")
+    for name in results[small]:
+        ratio = results[big][name] / results[small][name]
+        print(f"    {name:<26} x{ratio:6.2f}  {verdict(ratio <= GOALS['flat_ratio'])}")
+
+
+def bench_recording(work: Path, subject: Subject, big: Path, runs: int, repeat: int) -> None:
+    print(f"\n3. Recording ({runs} tiny runs a timing, alternately, best of {repeat}, median)")
+    empty = fresh(work / "empty.db")
+    with Ledger.open(empty) as small_ledger, Ledger.open(big) as big_ledger:
+        size = big_ledger.head()[0]
+        subject.record(small_ledger), subject.record(big_ledger)  # warm
+        times: dict[str, list[float]] = {"empty": [], "big": []}
+        for _ in range(repeat):
+            for name, ledger in (("empty", small_ledger), ("big", big_ledger)):
+                start = time.perf_counter()
+                for _ in range(runs):
+                    subject.record(ledger)
+                times[name].append(time.perf_counter() - start)
+    rates = {name: runs / min(values) for name, values in times.items()}
+    medians = {name: runs / statistics.median(values) for name, values in times.items()}
+    print(f"  empty ledger:            {rates['empty']:7.1f} runs/s ({medians['empty']:.1f} median)")
+    print(f"  ledger of {size} entries: {rates['big']:7.1f} runs/s ({medians['big']:.1f} median)")
+    ratio = rates["big"] / rates["empty"]
+    print(f"  ratio big/empty x{ratio:.3f} (median x{medians['big'] / medians['empty']:.3f}); goal >= "
+          f"x{GOALS['record_ratio']}: {verdict(ratio >= GOALS['record_ratio'])}")
+    print_pages_written(work, subject, big)
+
+
+def print_pages_written(work: Path, subject: Subject, big: Path) -> None:
+    print("  database pages a run writes (WAL frames, whatever the machine's load), by table or index:")
+    empty = fresh(work / "pages.db")
+    with Ledger.open(empty) as ledger:
+        subject.record(ledger)  # the first run creates the pages every later one finds
+    for name, db in (("empty", empty), ("big", big)):
+        pages, owners = pages_written(db, subject, PAGE_RUNS)
+        shown = ", ".join(f"{owner} {count / PAGE_RUNS:.1f}" for owner, count in owners.most_common(6))
+        print(f"    {name:<5} {pages / PAGE_RUNS:5.1f} a run: {shown}")
+
+
+def pages_written(db: Path, subject: Subject, runs: int) -> tuple[int, collections.Counter[str]]:
+    """(pages, pages by table or index) that recording ``runs`` tiny runs writes to the WAL of ``db``: the WAL is
+    checkpointed and emptied first, and ``runs`` is small enough that no automatic checkpoint (at 1000 pages)
+    empties it again; each WAL frame is a 24-byte header (its page number first) and one page."""
+    wal = Path(f"{db}-wal")
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    with Ledger.open(db) as ledger:
+        for _ in range(runs):
+            subject.record(ledger)
+        frames = wal.read_bytes()[32:]  # after the WAL header; read while the ledger is open (no checkpoint yet)
+    numbers = [struct.unpack(">I", frames[at:at + 4])[0] for at in range(0, len(frames), 24 + page_size)]
+    with closing(sqlite3.connect(db)) as conn:
+        wanted = ",".join(map(str, set(numbers)))
+        owner = dict(conn.execute(f"SELECT pageno, name FROM dbstat WHERE pageno IN ({wanted})"))
+    return len(numbers), collections.Counter(owner.get(number, "freelist") for number in numbers)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="timings per figure; the best is reported")
+    parser.add_argument("--workdir", type=Path, help="keep the ledgers here (default: a temporary folder, removed)")
+    parser.add_argument("--list-runs", default="1000,10000,100000", help="ledger sizes in runs for 1.")
+    parser.add_argument("--entries", default="10000,1000000", help="ledger sizes in entries for 2. and 3.")
+    parser.add_argument("--record-runs", type=int, default=50, help="runs per recording timing")
+    args = parser.parse_args()
+
+    print("uptime:", uptime())
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="certa-bench-reads-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        subject = Subject(work / "tiny")
+        sizes = sorted(int(n) for n in args.entries.split(","))
+        small = work / f"entries-{sizes[0]}.db"
+        ledgers = {sizes[0]: (small, begin(small, subject))}
+        big = work / "big.db"
+        ledgers[sizes[-1]] = (big, bench_list(big, subject, [int(n) for n in args.list_runs.split(",")], args.repeat))
+        bench_one_run(ledgers, subject, args.repeat)
+        bench_recording(work, subject, big, args.record_runs, args.repeat)
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    print("\nuptime:", uptime())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
