@@ -91,6 +91,11 @@ def _paired_bootstrap(out: str | dict) -> list[Row]:
     if weighted:
         rows.append(["the same, `token_weighted`", f"**{_fmt(weighted['best'])}×** ({_fmt(weighted['cpu'])}× in CPU "
                      "time)", "≥ 10×"])
+    frozen = summary["speedups"].get("stage-1.0.0-uniform")
+    if frozen:
+        rows.append(["the same, 1.0.0 (frozen, kept for replay: numpy PCG64 index blocks), `uniform`",
+                     f"{cases['stage-1.0.0-uniform']['min_seconds']:.3f} s: {_fmt(frozen['best'])}× "
+                     f"({_fmt(frozen['cpu'])}× in CPU time)", ""])
     limit = summary.get("limit")
     if limit:
         r = cases["limit"]
@@ -357,8 +362,9 @@ def main() -> None:
             (args.save / f"{name}.json").write_text(json.dumps(results[name]), encoding="utf-8")
     rows = [row for name in names for row in rows_of(name, results[name])]
     ran = {n: r for n, r in results.items() if not r.get("missing")}
-    if args.source and ran:
-        started = min(datetime.datetime.fromisoformat(r["started"]) for r in ran.values())
+    starts = [datetime.datetime.fromisoformat(r["started"]) for r in ran.values() if "started" in r]
+    if args.source and starts:
+        started = min(starts)
     if args.json:
         print(json.dumps({"started": started.isoformat(timespec="seconds"), "fast": args.fast, "cpus": os.cpu_count(),
                           "benches": {n: {k: r[k] for k in ("argv", "code", "seconds", "load_before", "load_after")}
