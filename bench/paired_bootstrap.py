@@ -49,6 +49,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -275,9 +276,8 @@ def _cached_module(name: str, source: str):
     folder = os.path.join(tempfile.gettempdir(), "certa-bench-kernels")
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, name + ".py")
-    if not os.path.exists(path) or open(path, encoding="utf-8").read() != source:
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(source)
+    if not os.path.exists(path) or Path(path).read_text(encoding="utf-8") != source:
+        Path(path).write_text(source, encoding="utf-8")
     if folder not in sys.path:
         sys.path.insert(0, folder)
     return importlib.import_module(name)
