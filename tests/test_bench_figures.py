@@ -52,6 +52,24 @@ import 2×10,000 records + pair + certify: 0.329 s (median 0.625 s; json.loads o
 (median 0.131 s)
 """
 
+LEDGER_READS = """\
+1. certa list (50 newest runs) against the number of runs (best of 5, median)
+     1000 runs (grown in   1.0 s): certa list   300.00 ms (  310.00 median)   in process     5.00 ms (    6.00 median)
+  goal certa list on 100000 runs < 60 ms:    45.12 ms, met (beyond start-up: 10.00 ms)
+  flat: 100000 runs / 1000 runs: certa list x1.05, in process x1.10 (goal <= x1.25: met)
+
+2. One run's reads against the ledger's size (in process, best of 20, median)
+  ratio 1000000 entries / 10000 entries (goal: independent of size, <= x1.25):
+    show                       x  1.02  met
+    replay --no-record         x  1.31  NOT MET
+    batch's runs (batch_runs)  x  0.98  met
+
+3. Recording (50 tiny runs a timing, alternately, best of 5, median)
+  empty ledger:              120.0 runs/s (118.0 median)
+  ledger of 1000000 entries:   115.0 runs/s (110.0 median)
+  ratio big/empty x0.958 (median x0.932); goal >= x0.9: met
+"""
+
 
 def _result(stdout: str, *, json_mode: bool = False, code: int = 0) -> dict:
     return {"name": "x", "argv": [], "json": json_mode, "code": code, "stdout": stdout, "stderr": "Boom: bad\n"}
@@ -106,3 +124,11 @@ def test_paired_bootstrap_rows_come_from_its_json(figures):
 
 def test_markdown_escapes_pipes(figures):
     assert figures.markdown([["a|b", "c", "d"]]).splitlines()[-1] == "| a\\|b | c | d |"
+
+
+def test_ledger_reads_rows_are_parsed_from_its_printed_lines(figures):
+    listing, flat, reads, record = figures.rows_of("ledger_reads", _result(LEDGER_READS))
+    assert listing == ["`certa list` (50 newest runs) on 100000 runs", "**45.1 ms**", "< 60 ms"]
+    assert flat[1] == "×1.05 (in process ×1.10)"
+    assert reads[1] == "at most **×1.31** (replay --no-record)" and reads[2] == "≤ ×1.25"
+    assert record[1] == "**×0.958** the rate" and record[2] == "≥ ×0.9"
