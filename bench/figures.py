@@ -107,7 +107,8 @@ def _paired_bootstrap(out: str | dict) -> list[Row]:
                      f"CPU); the kernel (`weighted_mean_bootstrap_ci`) **{wall['kernel']:.2f}×** the limit in wall "
                      f"time, {cpu['kernel']:.2f}× in CPU; the stage through `engine.run` {wall['stage']:.2f}× "
                      f"({r['wall']['stage']:.3f} s)",
-                     f"≤ {limit['goal']:g}× (kernel): {'met' if wall['kernel'] <= limit['goal'] else '**not met**'}"])
+                     f"≤ {limit['goal']:g}× (kernel): "
+                     + ("met" if wall["kernel"] <= limit["goal"] else "**not met**")])
     memory = summary["memory"].get("stage-1.1.0-uniform")
     if memory:
         floor = cases.get("numba-floor")
@@ -262,8 +263,8 @@ def _batch(out: str | dict) -> list[Row]:
 
 def _evidence_import(out: str | dict) -> list[Row]:
     text = str(out)
-    found = re.search(r"import (?:\d+×)?([\d,]+) records \+ pair \+ certify: ([\d.]+) s .*?median ([\d.]+) s; json\.loads "
-                      r"of the same lines ([\d.]+) s", text)
+    found = re.search(r"import (?:\d+×)?([\d,]+) records \+ pair \+ certify: ([\d.]+) s .*?median ([\d.]+) s; "
+                      r"json\.loads of the same lines ([\d.]+) s", text)
     stage = _num(text, r"through the stage's input path[^:]*:[^:]*?: ([\d.]+) s")
     return [["two lm-eval multiple-choice exports: read, paired, certified (`paired.metric_delta`'s binary path)"
              + (f", {found.group(1)} records each" if found else ""),
@@ -285,7 +286,8 @@ def _bakeoff(out: str | dict) -> list[Row]:
     boot_ratio = re.search(r"ratio:\s+([\d.]+)x\s+one thread:\s+([\d.]+)x", text)
     return [[f"`bakeoff.compare`'s pooling of {decisions or '?'} decisions (group codes given)",
              "not measured" if None in (kernel, reference, pool_ratio) else
-             f"{kernel} ms: **{pool_ratio}×** a pure-Python rendering of the seed's steps ({reference} ms)", "≥ 100×"],
+             f"{kernel} ms: **{pool_ratio}×** a pure-Python rendering of the seed's steps ({reference} ms)",
+             "≥ 100×"],
             [f"its pairwise bootstrap, {per_vendor or '?'} decisions per vendor × {replicates or '?'} replicates",
              "not measured" if boot is None or boot_ratio is None else
              f"{boot} s: **{boot_ratio.group(1)}×** the seed's `diff_ci` in plain Python (one thread "
@@ -336,8 +338,8 @@ def run_bench(name: str, bench: Bench, fast: bool) -> dict:
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     before, start = _load(), time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, env=_env(), cwd=ROOT, check=False)
-    return {"name": name, "started": started, "argv": [Path(a).name if a == str(script) else a for a in argv[1:]], "json": json_mode,
-            "code": done.returncode, "stdout": done.stdout, "stderr": done.stderr[-2000:],
+    return {"name": name, "started": started, "argv": [Path(a).name if a == str(script) else a for a in argv[1:]],
+            "json": json_mode, "code": done.returncode, "stdout": done.stdout, "stderr": done.stderr[-2000:],
             "seconds": time.perf_counter() - start, "load_before": before, "load_after": _load()}
 
 
@@ -403,8 +405,9 @@ def main() -> None:
                                       for n, r in ran.items()},
                           "missing": [n for n in names if n not in ran], "rows": rows}))
         return
+    fast = " (FAST MODE: small sizes, not the README figures)" if args.fast else ""
     print(f"Measured {started:%Y-%m-%d %H:%M} UTC on {os.cpu_count()} CPUs by `python3 bench/figures.py"
-          f"{' --fast' if args.fast else ''}`{' (FAST MODE: small sizes, not the README figures)' if args.fast else ''}")
+          f"{' --fast' if args.fast else ''}`{fast}")
     for name, r in ran.items():
         print(f"- bench/{BENCHES[name].script} {' '.join(r['argv'][1:])}: {r['seconds']:.0f} s, load average "
               f"{r['load_before']} before, {r['load_after']} after" + ("" if r["code"] == 0 else f", exit {r['code']}"))

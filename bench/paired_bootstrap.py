@@ -356,8 +356,8 @@ def _limit_lines(r: dict) -> list[str]:
                      f"{r['cpu'][name] / limit_cpu:9.2f}x")
     kernel = r["wall"]["kernel"] / limit
     lines.append(f"the limit is the faster of limit-1 and limit-2; its sums equal the kernel's numerators bit for "
-                 f"bit on {r['sums_equal']} of {r['replicates']} replicates (the others come after a Lemire rejection in their "
-                 "stream, which the limit does not make, so their draws are shifted)")
+                 f"bit on {r['sums_equal']} of {r['replicates']} replicates (the others come after a Lemire "
+                 "rejection in their stream, which the limit does not make, so their draws are shifted)")
     lines.append(f"kernel (weighted_mean_bootstrap_ci) / limit: {kernel:.2f}x wall, "
                  f"{r['cpu']['kernel'] / limit_cpu:.2f}x CPU; goal <= {r['goal']:g}x (wall, {r['threads']} threads): "
                  f"{'met' if kernel <= r['goal'] else 'NOT met'}; the stage through engine.run: "

@@ -47,7 +47,8 @@ LEDGER = """\
 """
 
 EVIDENCE = """\
-import 2×10,000 records + pair + certify: 0.329 s (median 0.625 s; json.loads of the same lines 1.424 s, median 1.512 s)
+import 2×10,000 records + pair + certify: 0.329 s (median 0.625 s; json.loads of the same lines 1.424 s, \
+median 1.512 s)
   the same through the stage's input path (formats.evidence_table: the input's digest and table columns too): 0.131 s \
 (median 0.131 s)
 """
@@ -78,7 +79,8 @@ def _result(stdout: str, *, json_mode: bool = False, code: int = 0) -> dict:
 def test_text_parsers_carry_the_printed_figures(figures):
     csv, per_bucket, per_decision, record = figures.rows_of("tables", _result(TABLES))
     assert csv == ["CSV, 100,000 rows × 3 columns",
-                   "**11.0×** faster than certa 0.3.0's parser (0.021 s against 0.232 s), values bit-identical", "≥ 10×"]
+                   "**11.0×** faster than certa 0.3.0's parser (0.021 s against 0.232 s), values bit-identical",
+                   "≥ 10×"]
     assert per_bucket[1] == "**0.114 s**" and per_decision[1] == "**0.148 s**"
     assert "100,008 entries" in record[0] and record[1] == "3.707 s"
     rate, verify, listing, prove = figures.rows_of("ledger", _result(LEDGER))
