@@ -61,6 +61,11 @@ def _fmt(x: float, digits: int = 1) -> str:
     return f"{x:.{digits}f}"
 
 
+def _n(text: str | None) -> str:
+    """A count the bench printed, as ``_count`` writes it ("?" when absent)."""
+    return "?" if text is None else _count(int(text.replace(",", "")))
+
+
 def _count(n: int) -> str:
     """10⁴ for a power of ten of at least 100, else the number with thousands separators."""
     k = len(str(n)) - 1
@@ -137,12 +142,12 @@ def _tables(out: str | dict) -> list[Row]:
     record = _num(text, r"fresh SQLite ledger \([\d,]+ entries\):\s+([\d.]+) s")
     csv = "not measured" if None in (ratio, new, old) else \
         f"**{ratio}×** faster than certa 0.3.0's parser ({new} s against {old} s), values bit-identical"
-    return [[f"CSV, {rows_n or '?'} rows × 3 columns", csv, "≥ 10×"],
-            [f"`bakeoff.compare`, {decisions or '?'} decisions, `ledger_rows: per_bucket`",
+    return [[f"CSV, {_n(rows_n)} rows × 3 columns", csv, "≥ 10×"],
+            [f"`bakeoff.compare`, {_n(decisions)} decisions, `ledger_rows: per_bucket`",
              _cell(per_bucket, "**{} s**"), "< 1 s"],
             ["the same with `ledger_rows: per_decision` (one ledger decision per row, held as columns)",
              _cell(per_decision, "**{} s**"), "< 1 s"],
-            [f"recording that `per_decision` run ({entries or '?'} entries) into a fresh SQLite ledger",
+            [f"recording that `per_decision` run ({_n(entries)} entries) into a fresh SQLite ledger",
              _cell(record, "{} s"), ""]]
 
 
@@ -183,12 +188,12 @@ def _ledger(out: str | dict) -> list[Row]:
         rate += f" / PostgreSQL {float(pg):.0f}/s (`record_run` {float(pg_record or 0):.0f}/s)"
     return [["runs recorded per second, tiny spec, through `engine.run`: SQLite" + (" / PostgreSQL" if pg else ""),
              rate, "≥ 100/s on SQLite"],
-            [f"`verify` of {entries or '?'} entries ({certificates or '?'} certificates), in process / `certa verify`",
+            [f"`verify` of {_n(entries)} entries ({_n(certificates)} certificates), in process / `certa verify`",
              "not measured" if verify is None else f"**{sec(verify)} s** / {sec(verify_cli) or '?'} s", "< 5 s"],
-            [f"`certa list` on {runs or '?'} runs / in process",
+            [f"`certa list` on {_n(runs)} runs / in process",
              "not measured" if list_cli is None else f"**{sec(list_cli)} s** / **{float(listing or 0):.0f} ms**",
              "< 0.3 s"],
-            [f"`prove` on a {entries or '?'}-entry ledger, in process / `certa prove`",
+            [f"`prove` on a {_n(entries)}-entry ledger, in process / `certa prove`",
              "not measured" if prove is None else f"**{float(prove):.1f} ms** / {sec(prove_cli) or '?'} s",
              "< 50 ms"]]
 
@@ -219,7 +224,7 @@ def _ledger_reads(out: str | dict) -> list[Row]:
                      f"{sizes.group(2)}", f"at most **×{worst:.2f}** ({name})", f"≤ ×{sizes.group(3)}"])
     else:
         rows.append(["one run's reads against the ledger's size", "not measured", ""])
-    rows.append([f"recording runs into a ledger of {record_size or '?'} entries against an empty one",
+    rows.append([f"recording runs into a ledger of {_n(record_size)} entries against an empty one",
                  "not measured" if record is None else f"**×{record.group(1)}** the rate",
                  f"≥ ×{record.group(2) if record else '?'}"])
     return rows
@@ -234,7 +239,7 @@ def _reports(out: str | dict) -> list[Row]:
     again = _num(text, r"site: unchanged re-run ([\d.]+) s")
     return [["one HTML report per example, after imports (best of 7)",
              f"**{min(renders):.2f}–{max(renders):.2f} s**" if renders else "not measured", "< 0.5 s"],
-            [f"`certa site` of {runs or '?'} runs, first build / unchanged re-run",
+            [f"`certa site` of {_n(runs)} runs, first build / unchanged re-run",
              "not measured" if first is None else f"**{first} s** / **{again} s**", "< 30 s / < 2 s"]]
 
 
@@ -253,7 +258,7 @@ def _batch(out: str | dict) -> list[Row]:
              "not measured" if None in (warm, cli, serial) else
              f"{warm} s: **{float(cli) / float(warm):.1f}×** `certa run` one after another ({cli} s); "
              f"{float(serial) / float(warm):.2f}× a loop of `engine.run` in one process", "≥ 1.7×"]]
-    rows.append([f"a {decisions or '?'}-decision bake-off as {sharded.group(1) if sharded else '?'} shards + merge on "
+    rows.append([f"a {_n(decisions)}-decision bake-off as {sharded.group(1) if sharded else '?'} shards + merge on "
                  f"{sharded.group(2) if sharded else '?'} workers",
                  "not measured" if sharded is None or single is None else
                  f"{sharded.group(3)} s vs {single} s in one process (**{sharded.group(4)}×**), pools "
@@ -263,7 +268,7 @@ def _batch(out: str | dict) -> list[Row]:
 
 def _evidence_import(out: str | dict) -> list[Row]:
     text = str(out)
-    found = re.search(r"import (?:\d+×)?([\d,]+) records \+ pair \+ certify: ([\d.]+) s .*?median ([\d.]+) s; "
+    found = re.search(r"import (?:\d+×)?([\d,⁰¹²³⁴⁵⁶⁷⁸⁹]+) records \+ pair \+ certify: ([\d.]+) s .*?median ([\d.]+) s; "
                       r"json\.loads of the same lines ([\d.]+) s", text)
     stage = _num(text, r"through the stage's input path[^:]*:[^:]*?: ([\d.]+) s")
     return [["two lm-eval multiple-choice exports: read, paired, certified (`paired.metric_delta`'s binary path)"
@@ -284,11 +289,11 @@ def _bakeoff(out: str | dict) -> list[Row]:
     boot = _num(text, r"certa pairwise_bootstrap\s+([\d.]+) s")
     one = re.search(r"certa on one thread\s+([\d.]+) s\s+\(([\d.]+) ns per draw\)", text)
     boot_ratio = re.search(r"ratio:\s+([\d.]+)x\s+one thread:\s+([\d.]+)x", text)
-    return [[f"`bakeoff.compare`'s pooling of {decisions or '?'} decisions (group codes given)",
+    return [[f"`bakeoff.compare`'s pooling of {_n(decisions)} decisions (group codes given)",
              "not measured" if None in (kernel, reference, pool_ratio) else
              f"{kernel} ms: **{pool_ratio}×** a pure-Python rendering of the seed's steps ({reference} ms)",
              "≥ 100×"],
-            [f"its pairwise bootstrap, {per_vendor or '?'} decisions per vendor × {replicates or '?'} replicates",
+            [f"its pairwise bootstrap, {_n(per_vendor)} decisions per vendor × {replicates or '?'} replicates",
              "not measured" if boot is None or boot_ratio is None else
              f"{boot} s: **{boot_ratio.group(1)}×** the seed's `diff_ci` in plain Python (one thread "
              f"{one.group(1) if one else '?'} s, {one.group(2) if one else '?'} ns per draw, "
@@ -409,7 +414,7 @@ def main() -> None:
     print(f"Measured {started:%Y-%m-%d %H:%M} UTC on {os.cpu_count()} CPUs by `python3 bench/figures.py"
           f"{' --fast' if args.fast else ''}`{fast}")
     for name, r in ran.items():
-        print(f"- bench/{BENCHES[name].script} {' '.join(r['argv'][1:])}: {r['seconds']:.0f} s, load average "
+        print(f"- bench/{' '.join(r['argv'])}: {r['seconds']:.0f} s, load average "
               f"{r['load_before']} before, {r['load_after']} after" + ("" if r["code"] == 0 else f", exit {r['code']}"))
     for name in names:
         if name not in ran:

@@ -78,18 +78,22 @@ def _result(stdout: str, *, json_mode: bool = False, code: int = 0) -> dict:
 
 def test_text_parsers_carry_the_printed_figures(figures):
     csv, per_bucket, per_decision, record = figures.rows_of("tables", _result(TABLES))
-    assert csv == ["CSV, 100,000 rows × 3 columns",
+    assert csv == ["CSV, 10⁵ rows × 3 columns",
                    "**11.0×** faster than certa 0.3.0's parser (0.021 s against 0.232 s), values bit-identical",
                    "≥ 10×"]
     assert per_bucket[1] == "**0.114 s**" and per_decision[1] == "**0.148 s**"
     assert "100,008 entries" in record[0] and record[1] == "3.707 s"
     rate, verify, listing, prove = figures.rows_of("ledger", _result(LEDGER))
     assert rate[1] == "**34/s** (`record_run` alone 69/s)"
-    assert verify[0].startswith("`verify` of 5000 entries (500 certificates)") and verify[1] == "**1.71 s** / 5.11 s"
+    assert verify[0].startswith("`verify` of 5,000 entries (500 certificates)") and verify[1] == "**1.71 s** / 5.11 s"
     assert listing[1] == "**0.29 s** / **8 ms**" and prove[1] == "**6.3 ms** / 1.68 s"
     (evidence,) = figures.rows_of("evidence_import", _result(EVIDENCE))
     assert evidence[0].endswith(", 10,000 records each")
     assert evidence[1].startswith("**0.329 s** best, median 0.625 s (`json.loads` of the same lines alone 1.424 s)")
+    full = "import 2×10⁵ records + pair + certify: 2.221 s (goal < 2 s; median 2.358 s; json.loads of the same lines \
+10.601 s, median 11.955 s)"
+    (evidence,) = figures.rows_of("evidence_import", _result(full))
+    assert evidence[0].endswith(", 10⁵ records each") and evidence[1].startswith("**2.221 s** best, median 2.358 s")
 
 
 def test_a_figure_the_bench_no_longer_prints_is_not_measured(figures):
