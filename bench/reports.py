@@ -142,7 +142,8 @@ def bench_reports() -> None:
     from click.testing import CliRunner
 
     from cli import main as cli_main
-    from engine.services.presentation.html import gather_report, render_report
+    from engine.services.presentation.html import render_report
+    from engine.services.report_data import gather_report
     from ledger import Ledger
 
     with tempfile.TemporaryDirectory() as folder:
