@@ -29,7 +29,8 @@ import json
 import math
 import re
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,15 +58,17 @@ def factorize_cells(values: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
 class _Column:
     """One column: its cells as Python strings (object array) on first use, and its float64 values.
 
-    Backed by an object array of strings (the Python readers), an Arrow string array (Arrow CSV, Parquet
-    text) or Parquet numbers (``float64`` values, null mask and the Arrow array).
+    Backed by an object array of strings (the Python readers), an Arrow string array (Parquet text; Arrow CSV,
+    whose cells are stripped as ``str.strip()`` does on the first request for text, ``strip``) or Parquet
+    numbers (``float64`` values, null mask and the Arrow array).
     """
 
-    __slots__ = ("_cells", "_arrow", "_numbers", "_kind", "_length")
+    __slots__ = ("_cells", "_arrow", "_numbers", "_kind", "_length", "_strip")
 
     def __init__(self, *, cells: np.ndarray | None = None, arrow: Any = None,
-                 numbers: tuple[np.ndarray, np.ndarray, Any] | None = None, kind: str = "text") -> None:
-        self._cells, self._arrow, self._numbers, self._kind = cells, arrow, numbers, kind
+                 numbers: tuple[np.ndarray, np.ndarray, Any] | None = None, kind: str = "text",
+                 strip: bool = False) -> None:
+        self._cells, self._arrow, self._numbers, self._kind, self._strip = cells, arrow, numbers, kind, strip
         self._length = len(cells) if cells is not None else len(arrow) if arrow is not None else len(numbers[0])
 
     def __len__(self) -> int:
@@ -79,12 +82,21 @@ class _Column:
                 python = arr.to_pylist() if self._kind == "int" else values.tolist()
                 self._cells = _cells(["" if null else as_text(v) for v, null in zip(python, nulls.tolist())])
             else:
-                self._cells = self._arrow.to_numpy(zero_copy_only=False)
+                self._cells = self._text_arrow().to_numpy(zero_copy_only=False)
         return self._cells
+
+    def _text_arrow(self) -> Any:
+        """The Arrow cells, stripped once if they came unstripped."""
+        if self._strip:
+            from engine.core.table_formats.arrow_csv import strip
+
+            self._arrow, self._strip = strip(self._arrow), False
+        return self._arrow
 
     def cell(self, row: int) -> str:
         if self._cells is None and self._arrow is not None:
-            return self._arrow[row].as_py()
+            text = self._arrow[row].as_py()
+            return text.strip() if self._strip else text
         return self.cells()[row]
 
     def factorize(self) -> tuple[tuple[str, ...], np.ndarray]:
@@ -95,7 +107,8 @@ class _Column:
             import pyarrow as pa
             import pyarrow.compute as pc
 
-            arrow = self._arrow.combine_chunks() if isinstance(self._arrow, pa.ChunkedArray) else self._arrow
+            text = self._text_arrow()
+            arrow = text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
             encoded = pc.dictionary_encode(arrow)
             found = encoded.dictionary.to_pylist()
             labels = tuple(sorted(found))
@@ -112,8 +125,12 @@ class _Column:
             return np.empty(0, dtype=np.float64), None
         import pyarrow as pa
 
-        from engine.core.table_formats.decimal import strings_to_float64
-        arrow = self._arrow if self._arrow is not None else pa.array(self._cells, type=pa.string())
+        from engine.core.table_formats.decimal import cast_float64, strings_to_float64
+        if self._strip:  # a cell the cast accepts has no whitespace to strip
+            quick = cast_float64(self._arrow)
+            if quick is not None:
+                return quick
+        arrow = self._text_arrow() if self._arrow is not None else pa.array(self._cells, type=pa.string())
         return strings_to_float64(arrow)
 
 
@@ -430,7 +447,7 @@ def _parse_csv(name: str, raw: bytes, limits: InputLimits) -> Columns:
     limits.check(f"input '{name}'", "rows", len(arrays[0]), "the number of data rows")
     if len(set(header)) != len(header) or any(h == "" for h in header):
         raise InputError(f"input '{name}': the header has empty or repeated column names: {header}")
-    return Columns({h: _Column(arrow=a) for h, a in zip(header, arrays)})
+    return Columns({h: _Column(arrow=a, strip=True) for h, a in zip(header, arrays)})
 
 
 def _parse_parquet(name: str, raw: bytes, limits: InputLimits) -> Columns:
@@ -438,6 +455,26 @@ def _parse_parquet(name: str, raw: bytes, limits: InputLimits) -> Columns:
 
     return Columns({column: _Column(arrow=payload) if kind == "text" else _Column(numbers=payload, kind=kind)
                     for column, kind, payload in read_parquet(name, raw, limits)})
+
+
+CONCURRENT_HASH_BYTES = 1 << 20
+"""Inputs of at least this many bytes are hashed on a thread of their own while they are parsed."""
+
+
+def _parse_and_hash(raw: bytes, parse: Callable[[], Columns]) -> tuple[Columns, str]:
+    """``(parse(), sha256_hex(raw))``, a large input hashed on another thread while it is parsed: ``hashlib``
+    releases the GIL while it hashes a buffer of more than 2 KiB, and Arrow while it parses, so the two run
+    on two cores. The digest is of the same immutable bytes either way."""
+    if len(raw) < CONCURRENT_HASH_BYTES:
+        return parse(), sha256_hex(raw)
+    digest: list[str] = []
+    hasher = threading.Thread(target=lambda: digest.append(sha256_hex(raw)), name="certa-sha256", daemon=True)
+    hasher.start()
+    try:
+        columns = parse()
+    finally:
+        hasher.join()
+    return columns, digest[0]
 
 
 def parse_table(name: str, raw: bytes, fmt: str, limits: InputLimits | None = None) -> Table:
@@ -448,12 +485,13 @@ def parse_table(name: str, raw: bytes, fmt: str, limits: InputLimits | None = No
     limits = limits or InputLimits.from_env()
     limits.check_size(name, fmt, len(raw))
     if fmt == "csv":
-        columns = _parse_csv(name, raw, limits)
+        parse = lambda: _parse_csv(name, raw, limits)  # noqa: E731
     elif fmt == "jsonl":
-        columns = _as_columns(_parse_jsonl(name, raw, limits))
+        parse = lambda: _as_columns(_parse_jsonl(name, raw, limits))  # noqa: E731
     else:
-        columns = _parse_parquet(name, raw, limits)
-    return Table(name=name, columns=columns, sha256=sha256_hex(raw), fmt=fmt, raw=raw)
+        parse = lambda: _parse_parquet(name, raw, limits)  # noqa: E731
+    columns, sha256 = _parse_and_hash(raw, parse)
+    return Table(name=name, columns=columns, sha256=sha256, fmt=fmt, raw=raw)
 
 
 def format_for_path(path: Path) -> str:

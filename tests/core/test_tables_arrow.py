@@ -374,3 +374,117 @@ def test_factorize_of_an_arrow_column_equals_the_python_cells_path(labels: list[
     expected_labels, expected_codes = factorize_cells(table.text("label"))
     assert found_labels == expected_labels == tuple(sorted(set(labels)))
     assert codes.tolist() == expected_codes.tolist() == [found_labels.index(label) for label in labels]
+
+
+# --------------------------------------------------------------------------- threads, blocks, the quick cast
+
+def test_arrow_cast_gives_python_floats_bits_wherever_it_gives_a_finite_value() -> None:
+    """Every string of up to 4 characters over digits, signs, point, exponent letters, the letters of nan/inf,
+    ``(``, ``x``, ``_`` and a space: where Arrow's cast succeeds with a finite value, Python's ``float()`` gives
+    the same bits (the premise of ``decimal.cast_float64``, which converts the non-finite ones again)."""
+    import itertools
+
+    import pyarrow.compute as pc
+
+    accepted = 0
+    for length in range(1, 5):
+        for chars in itertools.product("019+-.eEnaif(x_ ", repeat=length):
+            cell = "".join(chars)
+            try:
+                arrow = pc.cast(pa.array([cell]), pa.float64())[0].as_py()
+            except pa.ArrowInvalid:
+                continue
+            accepted += 1
+            if np.isfinite(arrow):
+                assert _oracle_is_float(cell), cell
+                assert struct.pack("<d", arrow) == struct.pack("<d", float(cell)), cell
+    assert accepted > 500  # the enumeration reaches the cast's accepted strings
+
+
+EDGE_CELLS = ["", "", "-0.0", "-0", "0", "+0", "1e308", "1.7976931348623157e308", "1e309", "-1e309", "5e-324",
+              "2.4703282292062328e-324", "1e-400", "-1e-400", "9007199254740993", "-9007199254740993",
+              "18446744073709551617", "123456789012345678901234567890", "1E+5", "1e-05", ".5", "5.", "+.5e+3",
+              "nan", "-NaN", "inf", "-Infinity", "nan(1)", "0x10", "1_0", " 7 ", "\t-2.5\x0b", "\xa01\u3000",
+              "1.2.3", "abc", "0.1", "1e-7", "0000.5000", "1e0000000000000000000001"]
+
+
+@st.composite
+def halfway_cell(draw) -> str:
+    return _halfway(draw)
+
+
+@st.composite
+def numeric_csv(draw) -> tuple[bytes, int]:
+    """A CSV of 1 to 3 columns and up to 120 rows, cells mostly numbers (``EDGE_CELLS``, floats' reprs, big
+    integers, halfway decimals), sometimes a quote; line ends LF, CRLF or CR; sometimes a BOM and empty lines."""
+    n_cols = draw(st.integers(1, 3))
+    clean = st.one_of(st.floats(allow_nan=False).map(repr), st.integers(-2**70, 2**70).map(str), halfway_cell(),
+                      st.sampled_from(["", "-0.0", "-0", "1e-400", "1e309", "nan", "-inf", "nan(1)"]))
+    mixed = st.one_of(st.sampled_from(EDGE_CELLS), clean, decimal_cell())
+    kinds = [draw(st.sampled_from([clean, mixed])) for _ in range(n_cols)]  # a clean column: Arrow's quick cast
+    n_rows = draw(st.integers(1, 120))
+    rows = list(zip(*(draw(st.lists(kind, min_size=n_rows, max_size=n_rows)) for kind in kinds)))
+    rows = [list(row) for row in rows]
+    if draw(st.integers(0, 7)) == 0:
+        rows[draw(st.integers(0, len(rows) - 1))][0] = '"1.5"'
+    end = draw(st.sampled_from(["\n", "\r\n", "\r"]))
+    lines = [",".join(f"c{j}" for j in range(n_cols)), *(",".join(row) for row in rows)]
+    if draw(st.integers(0, 4)) == 0:
+        lines.insert(draw(st.integers(1, len(lines))), "")
+    raw = (end.join(lines) + end).encode("utf-8")
+    return (b"\xef\xbb\xbf" + raw if draw(st.integers(0, 4)) == 0 else raw), n_cols
+
+
+@pytest.mark.parametrize("block_bytes, parallel_rows", [(64, 1), (1000, 7), (1 << 20, 1 << 17)])
+def test_results_do_not_depend_on_block_size_or_threads(monkeypatch, block_bytes: int, parallel_rows: int) -> None:
+    """Arrow parses blocks on its threads and long columns are cast in row ranges on threads: with tiny blocks
+    (many chunks per column) and casts split down to one row per range, every table is still the 0.3.0 parser's."""
+    from engine.core.table_formats import arrow_csv, decimal
+
+    monkeypatch.setattr(arrow_csv, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(decimal, "PARALLEL_ROWS", parallel_rows)
+
+    @settings(derandomize=True, max_examples=150, deadline=None)
+    @given(numeric_csv())
+    def check(case: tuple[bytes, int]) -> None:
+        assert_csv_same_as_oracle(case[0])
+
+    check()
+
+
+def test_small_blocks_keep_the_arrow_path_and_split_columns_into_chunks(monkeypatch) -> None:
+    """The block-size test above runs through Arrow (not the Python fallback), with several chunks a column."""
+    from engine.core.table_formats import arrow_csv, decimal
+
+    monkeypatch.setattr(arrow_csv, "BLOCK_BYTES", 256)
+    monkeypatch.setattr(decimal, "PARALLEL_ROWS", 3)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(400) * 10.0 ** rng.integers(-300, 300, 400)
+    raw = columns_to_csv_bytes({"id": [f"r{i}" for i in range(400)], "x": x, "k": rng.integers(-2**62, 2**62, 400)})
+    header, columns = arrow_csv.read_csv(raw)
+    assert header == ["id", "x", "k"] and all(column.num_chunks > 10 for column in columns)
+    values, bad = decimal.cast_float64(columns[1])
+    assert bad is None and _bits(values) == _bits(x)
+    assert_csv_same_as_oracle(raw)
+
+
+def test_large_inputs_are_hashed_on_a_thread_to_the_same_digest(monkeypatch) -> None:
+    import hashlib
+
+    import engine.core.tables as tables
+
+    monkeypatch.setattr(tables, "CONCURRENT_HASH_BYTES", 1)
+    for raw, fmt in ((b"a,b\n1,2\n", "csv"), (b'{"a": 1}\n', "jsonl")):
+        assert parse_table("t", raw, fmt).sha256 == hashlib.sha256(raw).hexdigest()
+    with pytest.raises(InputError, match="row 1: 2 cells"):  # a parse error still surfaces, the hasher joined
+        parse_table("t", b"a\n1,2\n", "csv")
+
+
+def test_unstripped_cells_give_stripped_text_and_numbers() -> None:
+    """Arrow-read cells are stripped on the first request for text; numbers come from the cells either way."""
+    raw = "id,x\n a ,\t1.5\n\u3000b, 2 \nc,3\n".encode("utf-8")
+    table = parse_table("t", raw, "csv")
+    assert table.columns.column("id").cell(0) == "a" and table.columns.column("x").cell(1) == "2"
+    assert table.numeric("x").tolist() == [1.5, 2.0, 3.0]
+    assert table.text("id").tolist() == ["a", "b", "c"] and table.factorize("id")[0] == ("a", "b", "c")
+    assert table.text("x").tolist() == ["1.5", "2", "3"]
