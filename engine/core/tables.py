@@ -15,6 +15,10 @@ CSV files outside that proven subset (quoted cells, NUL bytes, invalid UTF-8, ra
 Lines are parsed by that Python code, and every error message is still written by it. Numbers are
 converted vectorised (``table_formats.decimal``), equal bit for bit to Python's ``float()``.
 
+Speed (``bench/tables.py``): Arrow parses a CSV file on its CPU threads while another thread hashes the same
+bytes (both release the GIL), and numbers are cast on threads; no result depends on the thread count, the
+block size or the order in which threads finish (every cell's value depends on that cell alone).
+
 Every table is read within ``engine.core.input_limits.InputLimits`` (bytes, rows, columns, cell size, Parquet
 decoded size; ``CERTA_INPUT_LIMITS`` raises them): a table over a limit is an ``InputError`` naming the
 input, the row or line and the column where there is one, the limit and the value.
@@ -411,7 +415,7 @@ def _jsonl_record(name: str, lineno: int, line: str, limits: InputLimits) -> Any
     return record
 
 
-def _parse_jsonl(name: str, raw: bytes, limits: InputLimits) -> dict[str, np.ndarray]:
+def _parse_jsonl(name: str, raw: bytes, limits: InputLimits) -> Columns:
     limits.check(f"input '{name}'", "text_bytes", len(raw), "the size in bytes of a jsonl file")
     records: list[dict[str, Any]] = []
     names: dict[str, None] = {}  # every key, in order of first appearance
@@ -433,7 +437,7 @@ def _parse_jsonl(name: str, raw: bytes, limits: InputLimits) -> dict[str, np.nda
             limits.check(f"input '{name}', line {lineno}", "columns", len(names), "the number of columns")
     if not records:
         raise InputError(f"input '{name}' is empty: a JSON Lines table needs at least one record")
-    return {k: _cells([_jsonl_cell(r.get(k)) for r in records]) for k in names}
+    return _as_columns({k: _cells([_jsonl_cell(r.get(k)) for r in records]) for k in names})
 
 
 def _parse_csv(name: str, raw: bytes, limits: InputLimits) -> Columns:
@@ -484,13 +488,8 @@ def parse_table(name: str, raw: bytes, fmt: str, limits: InputLimits | None = No
         raise InputError(f"input '{name}': unknown table format {fmt!r}; use one of {', '.join(FORMATS)}")
     limits = limits or InputLimits.from_env()
     limits.check_size(name, fmt, len(raw))
-    if fmt == "csv":
-        parse = lambda: _parse_csv(name, raw, limits)  # noqa: E731
-    elif fmt == "jsonl":
-        parse = lambda: _as_columns(_parse_jsonl(name, raw, limits))  # noqa: E731
-    else:
-        parse = lambda: _parse_parquet(name, raw, limits)  # noqa: E731
-    columns, sha256 = _parse_and_hash(raw, parse)
+    reader = {"csv": _parse_csv, "jsonl": _parse_jsonl, "parquet": _parse_parquet}[fmt]
+    columns, sha256 = _parse_and_hash(raw, lambda: reader(name, raw, limits))
     return Table(name=name, columns=columns, sha256=sha256, fmt=fmt, raw=raw)
 
 
