@@ -88,8 +88,11 @@ def _cast_ranges(cells: pa.Array | pa.ChunkedArray) -> np.ndarray:
     values = np.empty(n, dtype=np.float64)
 
     def cast(i: int) -> None:
-        part = cells.slice(bounds[i], bounds[i + 1] - bounds[i])
-        values[bounds[i]:bounds[i + 1]] = pc.cast(part, pa.float64()).to_numpy(zero_copy_only=False)
+        row = bounds[i]
+        part = cells.slice(row, bounds[i + 1] - row)
+        for chunk in part.chunks if isinstance(part, pa.ChunkedArray) else [part]:  # one copy, chunk by chunk
+            values[row:row + len(chunk)] = pc.cast(chunk, pa.float64()).to_numpy(zero_copy_only=False)
+            row += len(chunk)
 
     if parts == 1:
         cast(0)
@@ -102,12 +105,14 @@ def _cast_ranges(cells: pa.Array | pa.ChunkedArray) -> np.ndarray:
 def cast_float64(cells: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int | None] | None:
     """``strings_to_float64``'s answer when Arrow's cast accepts every non-empty cell, else None. The cells may
     be unstripped: the cast accepts no whitespace, and the non-finite ones are converted stripped."""
-    empty = pc.equal(pc.binary_length(cells), 0)
-    any_empty = pc.any(empty).as_py()
+    any_empty = pc.min(pc.binary_length(cells)).as_py() == 0
+    empty = pc.equal(pc.binary_length(cells), 0) if any_empty else None
     try:
         values = _cast_ranges(pc.if_else(empty, "0", cells) if any_empty else cells)
     except pa.ArrowInvalid:
         return None
+    if np.isfinite(values).all():
+        return values, None
     missing = empty.to_numpy(zero_copy_only=False) if any_empty else np.zeros(len(values), dtype=bool)
     values[missing] = float("nan")
     other = np.flatnonzero(~np.isfinite(values) & ~missing)
