@@ -111,7 +111,7 @@ def cast_float64(cells: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int | N
         values = _cast_ranges(pc.if_else(empty, "0", cells) if any_empty else cells)
     except pa.ArrowInvalid:
         return None
-    if np.isfinite(values).all():
+    if not any_empty and np.isfinite(values).all():
         return values, None
     missing = empty.to_numpy(zero_copy_only=False) if any_empty else np.zeros(len(values), dtype=bool)
     values[missing] = float("nan")
