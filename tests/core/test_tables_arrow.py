@@ -488,3 +488,16 @@ def test_unstripped_cells_give_stripped_text_and_numbers() -> None:
     assert table.numeric("x").tolist() == [1.5, 2.0, 3.0]
     assert table.text("id").tolist() == ["a", "b", "c"] and table.factorize("id")[0] == ("a", "b", "c")
     assert table.text("x").tolist() == ["1.5", "2", "3"]
+
+
+@settings(derandomize=True, max_examples=150, deadline=None)
+@given(st.lists(st.one_of(padded_cell(), st.sampled_from([" ", "\t", "nan(1)", " nan ", "", "1_0"])), min_size=1,
+                max_size=30))
+def test_parquet_text_cells_convert_unstripped_as_python_did(cells: list[str]) -> None:
+    """Parquet strings are not stripped; their numbers are ``astype(float64)`` of the cells as stored (which
+    skips surrounding whitespace, but refuses a whitespace-only cell)."""
+    table = parse_table("t", _parquet(pa.table({"s": pa.array(cells, pa.string())})), "parquet")
+    for allow_missing in (True, False):
+        want = _outcome(lambda: _bits(_oracle_numeric("t", "s", _oracle_cells(cells), allow_missing)))
+        have = _outcome(lambda: _bits(table.numeric("s", allow_missing=allow_missing)))
+        assert have == want, (cells, allow_missing)

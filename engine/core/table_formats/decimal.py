@@ -104,7 +104,8 @@ def _cast_ranges(cells: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 def cast_float64(cells: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int | None] | None:
     """``strings_to_float64``'s answer when Arrow's cast accepts every non-empty cell, else None. The cells may
-    be unstripped: the cast accepts no whitespace, and the non-finite ones are converted stripped."""
+    be unstripped: a cell the cast accepts (the non-finite ones, converted again by Python, included) holds no
+    whitespace, so it is its own stripped text."""
     any_empty = pc.min(pc.binary_length(cells)).as_py() == 0
     empty = pc.equal(pc.binary_length(cells), 0) if any_empty else None
     try:
@@ -123,8 +124,8 @@ def cast_float64(cells: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int | N
 
 def _python_rows(cells: pa.Array | pa.ChunkedArray, values: np.ndarray, rows: np.ndarray
                  ) -> tuple[np.ndarray, int | None]:
-    """``values`` with ``rows`` converted by Python's ``float()`` of the stripped cells, or the first bad row."""
-    subset = [cell.strip() for cell in cells.take(pa.array(rows)).to_pylist()]
+    """``values`` with ``rows`` converted by Python's ``float()`` of the cells, or the first bad row."""
+    subset = cells.take(pa.array(rows)).to_pylist()
     try:
         values[rows] = _python_float64(subset)
     except ValueError:
