@@ -9,8 +9,8 @@ decimal ``[+-]?(digits[.digits*] | .digits)([eE][+-]?digits)?`` (no whitespace, 
 non-ASCII digits), which ``float()`` reads to the same bits, or a ``nan``/``inf``/``infinity`` spelling
 (``nan(...)`` included), which gives a non-finite value: so every finite value of a successful cast is
 ``float()``'s, and the few non-finite ones are converted again by Python's ``float()`` (which refuses
-``nan(1)``). Pinned exhaustively for every string of up to 4 characters over an alphabet of digits, signs,
-points, exponent letters, the letters of the words, ``x``, ``_`` and whitespace, and by property tests on long
+``nan(1)``). Pinned exhaustively for every string of up to 4 characters over digits, signs, point, exponent
+letters, the letters of ``nan`` and ``inf``, ``(``, ``x``, ``_`` and a space, and by property tests on long
 mantissas, halfway cases, exponents and subnormals (``tests/core/test_tables_arrow.py``). Long columns are
 cast in row ranges on ``pyarrow.cpu_count()`` threads (the cast releases the GIL); a value depends only on
 its cell, so the result does not depend on the split.
