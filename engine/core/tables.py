@@ -63,16 +63,18 @@ class _Column:
     """One column: its cells as Python strings (object array) on first use, and its float64 values.
 
     Backed by an object array of strings (the Python readers), an Arrow string array (Parquet text; Arrow CSV,
-    whose cells are stripped as ``str.strip()`` does on the first request for text, ``strip``) or Parquet
-    numbers (``float64`` values, null mask and the Arrow array).
+    whose cells are stripped as ``str.strip()`` does on the first request for text, ``strip``), Parquet
+    numbers (``float64`` values, null mask and the Arrow array) or Arrow CSV numbers (``float64`` values and
+    ``source``, which reads the column's unstripped cells from the file on the first request for text).
     """
 
-    __slots__ = ("_cells", "_arrow", "_numbers", "_kind", "_length", "_strip")
+    __slots__ = ("_cells", "_arrow", "_numbers", "_kind", "_length", "_strip", "_source")
 
     def __init__(self, *, cells: np.ndarray | None = None, arrow: Any = None,
                  numbers: tuple[np.ndarray, np.ndarray, Any] | None = None, kind: str = "text",
-                 strip: bool = False) -> None:
+                 strip: bool = False, source: Callable[[], Any] | None = None) -> None:
         self._cells, self._arrow, self._numbers, self._kind, self._strip = cells, arrow, numbers, kind, strip
+        self._source = source
         self._length = len(cells) if cells is not None else len(arrow) if arrow is not None else len(numbers[0])
 
     def __len__(self) -> int:
@@ -80,24 +82,31 @@ class _Column:
 
     def cells(self) -> np.ndarray:
         if self._cells is None:
-            if self._numbers is not None:
+            if self._text_arrow() is not None:
+                self._cells = self._text_arrow().to_numpy(zero_copy_only=False)
+            elif self._numbers is not None:
                 values, nulls, arr = self._numbers
                 as_text = repr if self._kind == "float" else str
                 python = arr.to_pylist() if self._kind == "int" else values.tolist()
                 self._cells = _cells(["" if null else as_text(v) for v, null in zip(python, nulls.tolist())])
-            else:
-                self._cells = self._text_arrow().to_numpy(zero_copy_only=False)
         return self._cells
 
     def _text_arrow(self) -> Any:
-        """The Arrow cells, stripped once if they came unstripped."""
+        """The Arrow cells (read from the file first for Arrow CSV numbers), stripped once if they came
+        unstripped; None for a column of Python strings or Parquet numbers."""
+        self._read_source()
         if self._strip:
             from engine.core.table_formats.arrow_csv import strip
 
             self._arrow, self._strip = strip(self._arrow), False
         return self._arrow
 
+    def _read_source(self) -> None:
+        if self._source is not None:
+            self._arrow, self._strip, self._source = self._source(), True, None
+
     def cell(self, row: int) -> str:
+        self._read_source()
         if self._cells is None and self._arrow is not None:
             text = self._arrow[row].as_py()
             return text.strip() if self._strip else text
@@ -107,11 +116,11 @@ class _Column:
         """(sorted distinct cells, each row's index into them). An Arrow-backed text column is
         dictionary-encoded by Arrow, so its rows never become Python strings; otherwise the cells are
         hashed with C-level builtins (``set``, ``map``), about 4x faster than ``np.unique`` on text."""
-        if self._cells is None and self._arrow is not None and self._arrow.null_count == 0:
+        text = self._text_arrow() if self._cells is None else None
+        if text is not None and text.null_count == 0:
             import pyarrow as pa
             import pyarrow.compute as pc
 
-            text = self._text_arrow()
             arrow = text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
             encoded = pc.dictionary_encode(arrow)
             found = encoded.dictionary.to_pylist()
@@ -446,12 +455,15 @@ def _parse_csv(name: str, raw: bytes, limits: InputLimits) -> Columns:
     read = read_csv(raw, max_field_bytes=min(MAX_FIELD_BYTES, limits.cell_bytes + 1))
     if read is None:
         return _as_columns(_parse_csv_python(name, raw, limits))
-    header, arrays = read
+    header, columns = read
+    rows = len(columns[0].cells) if columns[0].cells is not None else len(columns[0].values)
     limits.check(f"input '{name}'", "columns", len(header), "the number of columns in the header")
-    limits.check(f"input '{name}'", "rows", len(arrays[0]), "the number of data rows")
+    limits.check(f"input '{name}'", "rows", rows, "the number of data rows")
     if len(set(header)) != len(header) or any(h == "" for h in header):
         raise InputError(f"input '{name}': the header has empty or repeated column names: {header}")
-    return Columns({h: _Column(arrow=a, strip=True) for h, a in zip(header, arrays)})
+    return Columns({h: _Column(arrow=c.cells, strip=True) if c.cells is not None else
+                    _Column(numbers=(c.values, np.zeros(0, dtype=bool), None), kind="csv", source=c.read_cells)
+                    for h, c in zip(header, columns)})
 
 
 def _parse_parquet(name: str, raw: bytes, limits: InputLimits) -> Columns:

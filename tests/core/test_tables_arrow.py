@@ -453,19 +453,65 @@ def test_results_do_not_depend_on_block_size_or_threads(monkeypatch, block_bytes
 
 
 def test_small_blocks_keep_the_arrow_path_and_split_columns_into_chunks(monkeypatch) -> None:
-    """The block-size test above runs through Arrow (not the Python fallback), with several chunks a column."""
+    """The block-size test above runs through Arrow (not the Python fallback), with several chunks a column,
+    Arrow's numbers kept where proven, and casts split into ranges where a column is read as text."""
     from engine.core.table_formats import arrow_csv, decimal
 
     monkeypatch.setattr(arrow_csv, "BLOCK_BYTES", 256)
     monkeypatch.setattr(decimal, "PARALLEL_ROWS", 3)
     rng = np.random.default_rng(11)
     x = rng.standard_normal(400) * 10.0 ** rng.integers(-300, 300, 400)
-    raw = columns_to_csv_bytes({"id": [f"r{i}" for i in range(400)], "x": x, "k": rng.integers(-2**62, 2**62, 400)})
+    raw = columns_to_csv_bytes({"id": [f"r{i}" for i in range(400)], "x": x, "k": rng.integers(-2**62, 2**62, 400),
+                                "t": [f"\x0b{v!r}" for v in x.tolist()]})
     header, columns = arrow_csv.read_csv(raw)
-    assert header == ["id", "x", "k"] and all(column.num_chunks > 10 for column in columns)
-    values, bad = decimal.cast_float64(columns[1])
+    assert header == ["id", "x", "k", "t"]
+    assert columns[0].cells.num_chunks > 10 and columns[3].cells.num_chunks > 10
+    assert _bits(columns[1].values) == _bits(x) and columns[2].cells is None
+    values, bad = decimal.strings_to_float64(arrow_csv.strip(columns[3].cells))
     assert bad is None and _bits(values) == _bits(x)
     assert_csv_same_as_oracle(raw)
+
+
+@pytest.mark.parametrize("cells, kept", [
+    (["1", "2", "-3"], True), (["1", "", "3"], True), (["1.5", "", "-0.0", " 2 ", "\t7"], True),
+    (["0x10", "2"], False), (["1", "0"], False), (["1", "-0"], False), (["1.5", "nan"], False), (["1", "inf"], False),
+    (["1e999", "1"], False), (["true", "false"], False), (["2020-01-01"], False), (["12:00"], False), (["", ""], False),
+    (["9223372036854775808", "1"], True), (["1", "1.5"], True), (["01", "007"], True),
+])
+def test_arrow_typed_columns_are_kept_only_where_proven(cells: list[str], kept: bool) -> None:
+    """Arrow's inferred numbers are kept only where they are ``float()`` of the cells (no hexadecimal, no
+    integer zero, nothing non-finite, numbers only); elsewhere the column is read as text. Either way the
+    table is the 0.3.0 parser's."""
+    from engine.core.table_formats import arrow_csv
+
+    raw = ("x,y\n" + "".join(f"{cell},a\n" for cell in cells)).encode("utf-8")
+    _, columns = arrow_csv.read_csv(raw)
+    assert (columns[0].values is not None) == kept and columns[1].cells is not None
+    assert_csv_same_as_oracle(raw)
+
+
+def test_types_that_later_blocks_widen_give_the_same_table(monkeypatch) -> None:
+    """Integers then a fraction, numbers then a word, in later blocks: Arrow widens the column's type (or,
+    if it cannot, every column is read as text); the table is the 0.3.0 parser's either way."""
+    from engine.core.table_formats import arrow_csv
+
+    monkeypatch.setattr(arrow_csv, "BLOCK_BYTES", 64)
+    raw = ("x,y\n" + "".join(f"{i},{i}.5\n" for i in range(1, 60)) + "1.5,abc\n").encode()
+    _, columns = arrow_csv.read_csv(raw)
+    assert columns[0].values is not None and columns[1].cells is not None
+    assert_csv_same_as_oracle(raw)
+
+
+def test_a_long_field_is_measured_before_arrows_numbers_are_kept() -> None:
+    """A field of at least the limit is never read by Arrow (the Python reader names the cell over the limit)."""
+    from engine.core.table_formats import arrow_csv
+
+    assert arrow_csv.read_csv(b"x\n" + b" " * 150_000 + b"1\n2\n") is None
+    assert arrow_csv.read_csv(b"x\n" + b"1" * 120_000 + b"\n") is None
+    assert arrow_csv.read_csv(b"x" * 100_000 + b"\n1\n") is None
+    assert arrow_csv.read_csv(b"x\n" + b"0" * 99_990 + b"1\n")[1][0].values.tolist() == [1.0]
+    assert arrow_csv.read_csv(b"x\n1\n", max_field_bytes=2)[1][0].cells is not None
+    assert arrow_csv.read_csv(b"x\n11\n", max_field_bytes=2) is None
 
 
 def test_large_inputs_are_hashed_on_a_thread_to_the_same_digest(monkeypatch) -> None:
@@ -488,6 +534,11 @@ def test_unstripped_cells_give_stripped_text_and_numbers() -> None:
     assert table.numeric("x").tolist() == [1.5, 2.0, 3.0]
     assert table.text("id").tolist() == ["a", "b", "c"] and table.factorize("id")[0] == ("a", "b", "c")
     assert table.text("x").tolist() == ["1.5", "2", "3"]
+    typed = parse_table("t", b"x,y\n 1.50 ,a\n2e0,b\n", "csv")
+    assert typed.columns.column("x").cell(1) == "2e0" and typed.numeric("x").tolist() == [1.5, 2.0]
+    labels, codes = typed.factorize("x")
+    assert labels == ("1.50", "2e0") and codes.tolist() == [0, 1]
+    assert typed.text("x").tolist() == ["1.50", "2e0"]
 
 
 @settings(derandomize=True, max_examples=150, deadline=None)
