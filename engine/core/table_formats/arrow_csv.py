@@ -25,6 +25,7 @@ cells, else it is read again as text (its numbers then come from ``engine.core.t
   text when a hexadecimal cell is possible (an ``x`` or ``X`` in the data) or it holds a zero (``float('-0')``
   is -0.0); otherwise each value converts to the float64 nearest to it, ties to even, as ``float()`` of its
   digits does.
+* ``string``: the cells (an empty cell is never null in a text column).
 * anything else Arrow infers (dates, times, timestamps, an all-empty column): read as text.
 
 Arrow widens a column's type when a later block needs it (``1`` then ``1.5`` or ``a``); if its typed read
@@ -176,7 +177,8 @@ def read_csv(raw: bytes, *, max_field_bytes: int = MAX_FIELD_BYTES) -> tuple[lis
         return header, [CsvColumn(cells=column) for column in text.columns]
     hex_possible = any(pa.types.is_int64(column.type) for column in typed.columns) and (
         raw.find(b"x", offset) >= 0 or raw.find(b"X", offset) >= 0)
-    columns = [CsvColumn(values=values, read_cells=partial(_read_text, body, names, name))
+    columns = [CsvColumn(cells=column) if pa.types.is_string(column.type) and not column.null_count else
+               CsvColumn(values=values, read_cells=partial(_read_text, body, names, name))
                if (values := _typed_values(column, hex_possible)) is not None else None
                for name, column in zip(names, typed.columns)]
     again = [name for name, column in zip(names, columns) if column is None]
