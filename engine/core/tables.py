@@ -15,9 +15,10 @@ CSV files outside that proven subset (quoted cells, NUL bytes, invalid UTF-8, ra
 Lines are parsed by that Python code, and every error message is still written by it. Numbers are
 converted vectorised (``table_formats.decimal``), equal bit for bit to Python's ``float()``.
 
-Speed (``bench/tables.py``): Arrow parses a CSV file on its CPU threads while another thread hashes the same
-bytes (both release the GIL), and numbers are cast on threads; no result depends on the thread count, the
-block size or the order in which threads finish (every cell's value depends on that cell alone).
+Speed (``bench/tables.py``): Arrow parses and types a CSV file on its CPU threads while another thread hashes
+the same bytes (both release the GIL); Arrow's numbers are kept where they are provably ``float()``'s
+(``table_formats.arrow_csv``), and text columns are cast on threads. No result depends on the thread count,
+the block size or the order in which threads finish (every cell's value depends on that cell alone).
 
 Every table is read within ``engine.core.input_limits.InputLimits`` (bytes, rows, columns, cell size, Parquet
 decoded size; ``CERTA_INPUT_LIMITS`` raises them): a table over a limit is an ``InputError`` naming the

@@ -500,6 +500,19 @@ def test_types_that_later_blocks_widen_give_the_same_table(monkeypatch) -> None:
     _, columns = arrow_csv.read_csv(raw)
     assert columns[0].values is not None and columns[1].cells is not None
     assert_csv_same_as_oracle(raw)
+    for first, last in (("-0", "1.5"), ("0x10", "1.5"), ("-0", "1"), ("7", "0x1f"), ("1", "2020-01-01")):
+        assert_csv_same_as_oracle(f"x\n{first}\n{''.join(f'{i}{chr(10)}' for i in range(1, 60))}{last}\n".encode())
+
+
+def test_every_short_cell_through_arrows_typed_read_is_pythons() -> None:
+    """Every cell of up to 3 characters over digits, signs, point, exponent letters, ``n a i f x``, space and
+    tab, alone in a column and next to a plain number: the table (text, numbers, refusals) is 0.3.0's."""
+    import itertools
+
+    for length in range(1, 4):
+        for chars in itertools.product("09+-.eEnaifx \t", repeat=length):
+            cell = "".join(chars)
+            assert_csv_same_as_oracle(f"x,y\n{cell},1\n2.5,{cell}\n".encode())
 
 
 def test_a_long_field_is_measured_before_arrows_numbers_are_kept() -> None:
