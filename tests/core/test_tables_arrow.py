@@ -530,7 +530,7 @@ def test_a_long_field_is_measured_before_arrows_numbers_are_kept() -> None:
 def test_large_inputs_are_hashed_on_a_thread_to_the_same_digest(monkeypatch) -> None:
     import hashlib
 
-    import engine.core.tables as tables
+    from engine.core import tables
 
     monkeypatch.setattr(tables, "CONCURRENT_HASH_BYTES", 1)
     for raw, fmt in ((b"a,b\n1,2\n", "csv"), (b'{"a": 1}\n', "jsonl")):

@@ -57,8 +57,8 @@ MAX_FIELD_BYTES = 100_000
 BLOCK_BYTES = 1 << 20
 """Bytes of CSV per block Arrow parses on one of its threads (Arrow's default); tests vary it."""
 _BOM = b"\xef\xbb\xbf"
-_PARSE = dict(delimiter=",", quote_char=False, escape_char=False, double_quote=False, newlines_in_values=False,
-              ignore_empty_lines=True)
+_PARSE = {"delimiter": ",", "quote_char": False, "escape_char": False, "double_quote": False,
+          "newlines_in_values": False, "ignore_empty_lines": True}
 
 
 @dataclass(frozen=True)
