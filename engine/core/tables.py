@@ -83,8 +83,9 @@ class _Column:
 
     def cells(self) -> np.ndarray:
         if self._cells is None:
-            if self._text_arrow() is not None:
-                self._cells = self._text_arrow().to_numpy(zero_copy_only=False)
+            arrow = self._text_arrow()
+            if arrow is not None:
+                self._cells = arrow.to_numpy(zero_copy_only=False)
             elif self._numbers is not None:
                 values, nulls, arr = self._numbers
                 as_text = repr if self._kind == "float" else str
@@ -462,7 +463,7 @@ def _parse_csv(name: str, raw: bytes, limits: InputLimits) -> Columns:
     limits.check(f"input '{name}'", "rows", rows, "the number of data rows")
     if len(set(header)) != len(header) or any(h == "" for h in header):
         raise InputError(f"input '{name}': the header has empty or repeated column names: {header}")
-    return Columns({h: _Column(arrow=c.cells, strip=True) if c.cells is not None else
+    return Columns({h: _Column(arrow=c.cells, strip=True) if c.cells is not None else  # numbers' text: read_cells
                     _Column(numbers=(c.values, np.zeros(0, dtype=bool), None), kind="csv", source=c.read_cells)
                     for h, c in zip(header, columns)})
 
