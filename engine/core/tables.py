@@ -15,6 +15,11 @@ CSV files outside that proven subset (quoted cells, NUL bytes, invalid UTF-8, ra
 Lines are parsed by that Python code, and every error message is still written by it. Numbers are
 converted vectorised (``table_formats.decimal``), equal bit for bit to Python's ``float()``.
 
+Speed (``bench/tables.py``): Arrow parses and types a CSV file on its CPU threads while another thread hashes
+the same bytes (both release the GIL); Arrow's numbers are kept where they are provably ``float()``'s
+(``table_formats.arrow_csv``), and text columns are cast on threads. No result depends on the thread count,
+the block size or the order in which threads finish (every cell's value depends on that cell alone).
+
 Every table is read within ``engine.core.input_limits.InputLimits`` (bytes, rows, columns, cell size, Parquet
 decoded size; ``CERTA_INPUT_LIMITS`` raises them): a table over a limit is an ``InputError`` naming the
 input, the row or line and the column where there is one, the limit and the value.
@@ -29,7 +34,8 @@ import json
 import math
 import re
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,15 +63,19 @@ def factorize_cells(values: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
 class _Column:
     """One column: its cells as Python strings (object array) on first use, and its float64 values.
 
-    Backed by an object array of strings (the Python readers), an Arrow string array (Arrow CSV, Parquet
-    text) or Parquet numbers (``float64`` values, null mask and the Arrow array).
+    Backed by an object array of strings (the Python readers), an Arrow string array (Parquet text; Arrow CSV,
+    whose cells are stripped as ``str.strip()`` does on the first request for text, ``strip``), Parquet
+    numbers (``float64`` values, null mask and the Arrow array) or Arrow CSV numbers (``float64`` values and
+    ``source``, which reads the column's unstripped cells from the file on the first request for text).
     """
 
-    __slots__ = ("_cells", "_arrow", "_numbers", "_kind", "_length")
+    __slots__ = ("_cells", "_arrow", "_numbers", "_kind", "_length", "_strip", "_source")
 
     def __init__(self, *, cells: np.ndarray | None = None, arrow: Any = None,
-                 numbers: tuple[np.ndarray, np.ndarray, Any] | None = None, kind: str = "text") -> None:
-        self._cells, self._arrow, self._numbers, self._kind = cells, arrow, numbers, kind
+                 numbers: tuple[np.ndarray, np.ndarray, Any] | None = None, kind: str = "text",
+                 strip: bool = False, source: Callable[[], Any] | None = None) -> None:
+        self._cells, self._arrow, self._numbers, self._kind, self._strip = cells, arrow, numbers, kind, strip
+        self._source = source
         self._length = len(cells) if cells is not None else len(arrow) if arrow is not None else len(numbers[0])
 
     def __len__(self) -> int:
@@ -73,29 +83,47 @@ class _Column:
 
     def cells(self) -> np.ndarray:
         if self._cells is None:
-            if self._numbers is not None:
+            arrow = self._text_arrow()
+            if arrow is not None:
+                self._cells = arrow.to_numpy(zero_copy_only=False)
+            elif self._numbers is not None:
                 values, nulls, arr = self._numbers
                 as_text = repr if self._kind == "float" else str
                 python = arr.to_pylist() if self._kind == "int" else values.tolist()
                 self._cells = _cells(["" if null else as_text(v) for v, null in zip(python, nulls.tolist())])
-            else:
-                self._cells = self._arrow.to_numpy(zero_copy_only=False)
         return self._cells
 
+    def _text_arrow(self) -> Any:
+        """The Arrow cells (read from the file first for Arrow CSV numbers), stripped once if they came
+        unstripped; None for a column of Python strings or Parquet numbers."""
+        self._read_source()
+        if self._strip:
+            from engine.core.table_formats.arrow_csv import strip
+
+            self._arrow, self._strip = strip(self._arrow), False
+        return self._arrow
+
+    def _read_source(self) -> None:
+        if self._source is not None:
+            self._arrow, self._strip, self._source = self._source(), True, None
+
     def cell(self, row: int) -> str:
+        self._read_source()
         if self._cells is None and self._arrow is not None:
-            return self._arrow[row].as_py()
+            text = self._arrow[row].as_py()
+            return text.strip() if self._strip else text
         return self.cells()[row]
 
     def factorize(self) -> tuple[tuple[str, ...], np.ndarray]:
         """(sorted distinct cells, each row's index into them). An Arrow-backed text column is
         dictionary-encoded by Arrow, so its rows never become Python strings; otherwise the cells are
         hashed with C-level builtins (``set``, ``map``), about 4x faster than ``np.unique`` on text."""
-        if self._cells is None and self._arrow is not None and self._arrow.null_count == 0:
+        text = self._text_arrow() if self._cells is None else None
+        if text is not None and text.null_count == 0:
             import pyarrow as pa
             import pyarrow.compute as pc
 
-            arrow = self._arrow.combine_chunks() if isinstance(self._arrow, pa.ChunkedArray) else self._arrow
+            arrow = text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
             encoded = pc.dictionary_encode(arrow)
             found = encoded.dictionary.to_pylist()
             labels = tuple(sorted(found))
@@ -112,8 +140,12 @@ class _Column:
             return np.empty(0, dtype=np.float64), None
         import pyarrow as pa
 
-        from engine.core.table_formats.decimal import strings_to_float64
-        arrow = self._arrow if self._arrow is not None else pa.array(self._cells, type=pa.string())
+        from engine.core.table_formats.decimal import cast_float64, strings_to_float64
+        if self._strip:  # a cell the cast accepts has no whitespace to strip
+            quick = cast_float64(self._arrow)
+            if quick is not None:
+                return quick
+        arrow = self._text_arrow() if self._arrow is not None else pa.array(self._cells, type=pa.string())
         return strings_to_float64(arrow)
 
 
@@ -400,7 +432,7 @@ def _jsonl_record(name: str, lineno: int, line: str, limits: InputLimits) -> Any
     return record
 
 
-def _parse_jsonl(name: str, raw: bytes, limits: InputLimits) -> dict[str, np.ndarray]:
+def _parse_jsonl(name: str, raw: bytes, limits: InputLimits) -> Columns:
     limits.check(f"input '{name}'", "text_bytes", len(raw), "the size in bytes of a jsonl file")
     records: list[dict[str, Any]] = []
     names: dict[str, None] = {}  # every key, in order of first appearance
@@ -422,7 +454,7 @@ def _parse_jsonl(name: str, raw: bytes, limits: InputLimits) -> dict[str, np.nda
             limits.check(f"input '{name}', line {lineno}", "columns", len(names), "the number of columns")
     if not records:
         raise InputError(f"input '{name}' is empty: a JSON Lines table needs at least one record")
-    return {k: _cells([_jsonl_cell(r.get(k)) for r in records]) for k in names}
+    return _as_columns({k: _cells([_jsonl_cell(r.get(k)) for r in records]) for k in names})
 
 
 def _parse_csv(name: str, raw: bytes, limits: InputLimits) -> Columns:
@@ -431,12 +463,15 @@ def _parse_csv(name: str, raw: bytes, limits: InputLimits) -> Columns:
     read = read_csv(raw, max_field_bytes=min(MAX_FIELD_BYTES, limits.cell_bytes + 1))
     if read is None:
         return _as_columns(_parse_csv_python(name, raw, limits))
-    header, arrays = read
+    header, columns = read
+    rows = len(columns[0].cells) if columns[0].cells is not None else len(columns[0].values)
     limits.check(f"input '{name}'", "columns", len(header), "the number of columns in the header")
-    limits.check(f"input '{name}'", "rows", len(arrays[0]), "the number of data rows")
+    limits.check(f"input '{name}'", "rows", rows, "the number of data rows")
     if len(set(header)) != len(header) or any(h == "" for h in header):
         raise InputError(f"input '{name}': the header has empty or repeated column names: {header}")
-    return Columns({h: _Column(arrow=a) for h, a in zip(header, arrays)})
+    return Columns({h: _Column(arrow=c.cells, strip=True) if c.cells is not None else  # numbers' text: read_cells
+                    _Column(numbers=(c.values, np.zeros(0, dtype=bool), None), kind="csv", source=c.read_cells)
+                    for h, c in zip(header, columns)})
 
 
 def _parse_parquet(name: str, raw: bytes, limits: InputLimits) -> Columns:
@@ -446,6 +481,26 @@ def _parse_parquet(name: str, raw: bytes, limits: InputLimits) -> Columns:
                     for column, kind, payload in read_parquet(name, raw, limits)})
 
 
+CONCURRENT_HASH_BYTES = 1 << 20
+"""Inputs of at least this many bytes are hashed on a thread of their own while they are parsed."""
+
+
+def _parse_and_hash(raw: bytes, parse: Callable[[], Columns]) -> tuple[Columns, str]:
+    """``(parse(), sha256_hex(raw))``, a large input hashed on another thread while it is parsed: ``hashlib``
+    releases the GIL while it hashes a buffer of more than 2 KiB, and Arrow while it parses, so the two run
+    on two cores. The digest is of the same immutable bytes either way."""
+    if len(raw) < CONCURRENT_HASH_BYTES:
+        return parse(), sha256_hex(raw)
+    digest: list[str] = []
+    hasher = threading.Thread(target=lambda: digest.append(sha256_hex(raw)), name="certa-sha256", daemon=True)
+    hasher.start()
+    try:
+        columns = parse()
+    finally:
+        hasher.join()
+    return columns, digest[0]
+
+
 def parse_table(name: str, raw: bytes, fmt: str, limits: InputLimits | None = None) -> Table:
     """Parse ``raw`` bytes as a ``csv``, ``jsonl`` or ``parquet`` table named ``name``, within ``limits``
     (default: ``InputLimits.from_env()``). An evaluator's export is read by ``engine.core.evidence.formats``."""
@@ -453,13 +508,9 @@ def parse_table(name: str, raw: bytes, fmt: str, limits: InputLimits | None = No
         raise InputError(f"input '{name}': unknown table format {fmt!r}; use one of {', '.join(FORMATS)}")
     limits = limits or InputLimits.from_env()
     limits.check_size(name, fmt, len(raw))
-    if fmt == "csv":
-        columns = _parse_csv(name, raw, limits)
-    elif fmt == "jsonl":
-        columns = _as_columns(_parse_jsonl(name, raw, limits))
-    else:
-        columns = _parse_parquet(name, raw, limits)
-    return Table(name=name, columns=columns, sha256=sha256_hex(raw), fmt=fmt, raw=raw)
+    reader = {"csv": _parse_csv, "jsonl": _parse_jsonl, "parquet": _parse_parquet}[fmt]
+    columns, sha256 = _parse_and_hash(raw, lambda: reader(name, raw, limits))
+    return Table(name=name, columns=columns, sha256=sha256, fmt=fmt, raw=raw)
 
 
 def format_for_path(path: Path) -> str:

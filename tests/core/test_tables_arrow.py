@@ -374,3 +374,194 @@ def test_factorize_of_an_arrow_column_equals_the_python_cells_path(labels: list[
     expected_labels, expected_codes = factorize_cells(table.text("label"))
     assert found_labels == expected_labels == tuple(sorted(set(labels)))
     assert codes.tolist() == expected_codes.tolist() == [found_labels.index(label) for label in labels]
+
+
+# --------------------------------------------------------------------------- threads, blocks, the quick cast
+
+def test_arrow_cast_gives_python_floats_bits_wherever_it_gives_a_finite_value() -> None:
+    """Every string of up to 4 characters over digits, signs, point, exponent letters, the letters of nan/inf,
+    ``(``, ``x``, ``_`` and a space: where Arrow's cast succeeds with a finite value, Python's ``float()`` gives
+    the same bits (the premise of ``decimal.cast_float64``, which converts the non-finite ones again)."""
+    import itertools
+
+    import pyarrow.compute as pc
+
+    accepted = 0
+    for length in range(1, 5):
+        for chars in itertools.product("019+-.eEnaif(x_ ", repeat=length):
+            cell = "".join(chars)
+            try:
+                arrow = pc.cast(pa.array([cell]), pa.float64())[0].as_py()
+            except pa.ArrowInvalid:
+                continue
+            accepted += 1
+            if np.isfinite(arrow):
+                assert _oracle_is_float(cell), cell
+                assert struct.pack("<d", arrow) == struct.pack("<d", float(cell)), cell
+    assert accepted > 500  # the enumeration reaches the cast's accepted strings
+
+
+EDGE_CELLS = ["", "", "-0.0", "-0", "0", "+0", "1e308", "1.7976931348623157e308", "1e309", "-1e309", "5e-324",
+              "2.4703282292062328e-324", "1e-400", "-1e-400", "9007199254740993", "-9007199254740993",
+              "18446744073709551617", "123456789012345678901234567890", "1E+5", "1e-05", ".5", "5.", "+.5e+3",
+              "nan", "-NaN", "inf", "-Infinity", "nan(1)", "0x10", "1_0", " 7 ", "\t-2.5\x0b", "\xa01\u3000",
+              "1.2.3", "abc", "0.1", "1e-7", "0000.5000", "1e0000000000000000000001"]
+
+
+@st.composite
+def halfway_cell(draw) -> str:
+    return _halfway(draw)
+
+
+@st.composite
+def numeric_csv(draw) -> tuple[bytes, int]:
+    """A CSV of 1 to 3 columns and up to 120 rows, cells mostly numbers (``EDGE_CELLS``, floats' reprs, big
+    integers, halfway decimals), sometimes a quote; line ends LF, CRLF or CR; sometimes a BOM and empty lines."""
+    n_cols = draw(st.integers(1, 3))
+    clean = st.one_of(st.floats(allow_nan=False).map(repr), st.integers(-2**70, 2**70).map(str), halfway_cell(),
+                      st.sampled_from(["", "-0.0", "-0", "1e-400", "1e309", "nan", "-inf", "nan(1)"]))
+    mixed = st.one_of(st.sampled_from(EDGE_CELLS), clean, decimal_cell())
+    kinds = [draw(st.sampled_from([clean, mixed])) for _ in range(n_cols)]  # a clean column: Arrow's quick cast
+    n_rows = draw(st.integers(1, 120))
+    rows = list(zip(*(draw(st.lists(kind, min_size=n_rows, max_size=n_rows)) for kind in kinds)))
+    rows = [list(row) for row in rows]
+    if draw(st.integers(0, 7)) == 0:
+        rows[draw(st.integers(0, len(rows) - 1))][0] = '"1.5"'
+    end = draw(st.sampled_from(["\n", "\r\n", "\r"]))
+    lines = [",".join(f"c{j}" for j in range(n_cols)), *(",".join(row) for row in rows)]
+    if draw(st.integers(0, 4)) == 0:
+        lines.insert(draw(st.integers(1, len(lines))), "")
+    raw = (end.join(lines) + end).encode("utf-8")
+    return (b"\xef\xbb\xbf" + raw if draw(st.integers(0, 4)) == 0 else raw), n_cols
+
+
+@pytest.mark.parametrize("block_bytes, parallel_rows", [(64, 1), (1000, 7), (1 << 20, 1 << 17)])
+def test_results_do_not_depend_on_block_size_or_threads(monkeypatch, block_bytes: int, parallel_rows: int) -> None:
+    """Arrow parses blocks on its threads and long columns are cast in row ranges on threads: with tiny blocks
+    (many chunks per column) and casts split down to one row per range, every table is still the 0.3.0 parser's."""
+    from engine.core.table_formats import arrow_csv, decimal
+
+    monkeypatch.setattr(arrow_csv, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(decimal, "PARALLEL_ROWS", parallel_rows)
+
+    @settings(derandomize=True, max_examples=150, deadline=None)
+    @given(numeric_csv())
+    def check(case: tuple[bytes, int]) -> None:
+        assert_csv_same_as_oracle(case[0])
+
+    check()
+
+
+def test_small_blocks_keep_the_arrow_path_and_split_columns_into_chunks(monkeypatch) -> None:
+    """The block-size test above runs through Arrow (not the Python fallback), with several chunks a column,
+    Arrow's numbers kept where proven, and casts split into ranges where a column is read as text."""
+    from engine.core.table_formats import arrow_csv, decimal
+
+    monkeypatch.setattr(arrow_csv, "BLOCK_BYTES", 256)
+    monkeypatch.setattr(decimal, "PARALLEL_ROWS", 3)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(400) * 10.0 ** rng.integers(-300, 300, 400)
+    raw = columns_to_csv_bytes({"id": [f"r{i}" for i in range(400)], "x": x, "k": rng.integers(-2**62, 2**62, 400),
+                                "t": [f"\x0b{v!r}" for v in x.tolist()]})
+    header, columns = arrow_csv.read_csv(raw)
+    assert header == ["id", "x", "k", "t"]
+    assert columns[0].cells.num_chunks > 10 and columns[3].cells.num_chunks > 10
+    assert _bits(columns[1].values) == _bits(x) and columns[2].cells is None
+    values, bad = decimal.strings_to_float64(arrow_csv.strip(columns[3].cells))
+    assert bad is None and _bits(values) == _bits(x)
+    assert_csv_same_as_oracle(raw)
+
+
+@pytest.mark.parametrize("cells, kept", [
+    (["1", "2", "-3"], True), (["1", "", "3"], True), (["1.5", "", "-0.0", " 2 ", "\t7"], True),
+    (["0x10", "2"], False), (["1", "0"], False), (["1", "-0"], False), (["1.5", "nan"], False), (["1", "inf"], False),
+    (["1e999", "1"], False), (["true", "false"], False), (["2020-01-01"], False), (["12:00"], False), (["", ""], False),
+    (["9223372036854775808", "1"], True), (["1", "1.5"], True), (["01", "007"], True),
+])
+def test_arrow_typed_columns_are_kept_only_where_proven(cells: list[str], kept: bool) -> None:
+    """Arrow's inferred numbers are kept only where they are ``float()`` of the cells (no hexadecimal, no
+    integer zero, nothing non-finite, numbers only); elsewhere the column is read as text. Either way the
+    table is the 0.3.0 parser's."""
+    from engine.core.table_formats import arrow_csv
+
+    raw = ("x,y\n" + "".join(f"{cell},a\n" for cell in cells)).encode("utf-8")
+    _, columns = arrow_csv.read_csv(raw)
+    assert (columns[0].values is not None) == kept and columns[1].cells is not None
+    assert_csv_same_as_oracle(raw)
+
+
+def test_types_that_later_blocks_widen_give_the_same_table(monkeypatch) -> None:
+    """Integers then a fraction, numbers then a word, in later blocks: Arrow widens the column's type (or,
+    if it cannot, every column is read as text); the table is the 0.3.0 parser's either way."""
+    from engine.core.table_formats import arrow_csv
+
+    monkeypatch.setattr(arrow_csv, "BLOCK_BYTES", 64)
+    raw = ("x,y\n" + "".join(f"{i},{i}.5\n" for i in range(1, 60)) + "1.5,abc\n").encode()
+    _, columns = arrow_csv.read_csv(raw)
+    assert columns[0].values is not None and columns[1].cells is not None
+    assert_csv_same_as_oracle(raw)
+    for first, last in (("-0", "1.5"), ("0x10", "1.5"), ("-0", "1"), ("7", "0x1f"), ("1", "2020-01-01")):
+        assert_csv_same_as_oracle(f"x\n{first}\n{''.join(f'{i}{chr(10)}' for i in range(1, 60))}{last}\n".encode())
+
+
+def test_every_short_cell_through_arrows_typed_read_is_pythons() -> None:
+    """Every cell of up to 3 characters over digits, signs, point, exponent letters, ``n a i f x``, space and
+    tab, alone in a column and next to a plain number: the table (text, numbers, refusals) is 0.3.0's."""
+    import itertools
+
+    for length in range(1, 4):
+        for chars in itertools.product("09+-.eEnaifx \t", repeat=length):
+            cell = "".join(chars)
+            assert_csv_same_as_oracle(f"x,y\n{cell},1\n2.5,{cell}\n".encode())
+
+
+def test_a_long_field_is_measured_before_arrows_numbers_are_kept() -> None:
+    """A field of at least the limit is never read by Arrow (the Python reader names the cell over the limit)."""
+    from engine.core.table_formats import arrow_csv
+
+    assert arrow_csv.read_csv(b"x\n" + b" " * 150_000 + b"1\n2\n") is None
+    assert arrow_csv.read_csv(b"x\n" + b"1" * 120_000 + b"\n") is None
+    assert arrow_csv.read_csv(b"x" * 100_000 + b"\n1\n") is None
+    assert arrow_csv.read_csv(b"x\n" + b"0" * 99_990 + b"1\n")[1][0].values.tolist() == [1.0]
+    assert arrow_csv.read_csv(b"x\n1\n", max_field_bytes=2)[1][0].cells is not None
+    assert arrow_csv.read_csv(b"x\n11\n", max_field_bytes=2) is None
+
+
+def test_large_inputs_are_hashed_on_a_thread_to_the_same_digest(monkeypatch) -> None:
+    import hashlib
+
+    from engine.core import tables
+
+    monkeypatch.setattr(tables, "CONCURRENT_HASH_BYTES", 1)
+    for raw, fmt in ((b"a,b\n1,2\n", "csv"), (b'{"a": 1}\n', "jsonl")):
+        assert parse_table("t", raw, fmt).sha256 == hashlib.sha256(raw).hexdigest()
+    with pytest.raises(InputError, match="row 1: 2 cells"):  # a parse error still surfaces, the hasher joined
+        parse_table("t", b"a\n1,2\n", "csv")
+
+
+def test_unstripped_cells_give_stripped_text_and_numbers() -> None:
+    """Arrow-read cells are stripped on the first request for text; numbers come from the cells either way."""
+    raw = "id,x\n a ,\t1.5\n\u3000b, 2 \nc,3\n".encode("utf-8")
+    table = parse_table("t", raw, "csv")
+    assert table.columns.column("id").cell(0) == "a" and table.columns.column("x").cell(1) == "2"
+    assert table.numeric("x").tolist() == [1.5, 2.0, 3.0]
+    assert table.text("id").tolist() == ["a", "b", "c"] and table.factorize("id")[0] == ("a", "b", "c")
+    assert table.text("x").tolist() == ["1.5", "2", "3"]
+    typed = parse_table("t", b"x,y\n 1.50 ,a\n2e0,b\n", "csv")
+    assert typed.columns.column("x").cell(1) == "2e0" and typed.numeric("x").tolist() == [1.5, 2.0]
+    labels, codes = typed.factorize("x")
+    assert labels == ("1.50", "2e0") and codes.tolist() == [0, 1]
+    assert typed.text("x").tolist() == ["1.50", "2e0"]
+
+
+@settings(derandomize=True, max_examples=150, deadline=None)
+@given(st.lists(st.one_of(padded_cell(), st.sampled_from([" ", "\t", "nan(1)", " nan ", "", "1_0"])), min_size=1,
+                max_size=30))
+def test_parquet_text_cells_convert_unstripped_as_python_did(cells: list[str]) -> None:
+    """Parquet strings are not stripped; their numbers are ``astype(float64)`` of the cells as stored (which
+    skips surrounding whitespace, but refuses a whitespace-only cell)."""
+    table = parse_table("t", _parquet(pa.table({"s": pa.array(cells, pa.string())})), "parquet")
+    for allow_missing in (True, False):
+        want = _outcome(lambda: _bits(_oracle_numeric("t", "s", _oracle_cells(cells), allow_missing)))
+        have = _outcome(lambda: _bits(table.numeric("s", allow_missing=allow_missing)))
+        assert have == want, (cells, allow_missing)
