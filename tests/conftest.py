@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-import re
 import shutil
 import sqlite3
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from hypothesis import settings
 
 from engine.core.scorers import ENTRY_POINT_GROUP
@@ -37,10 +37,22 @@ _CLUSTER_FIXTURES = {"cluster_client"}
 
 
 MODEL_EXAMPLES = tuple(sorted(spec.parent.name for spec in (ROOT / "specs").glob("*/spec.yaml")
-                             if re.search(r"^\s+\S+: \{?model: ", spec.read_text(encoding="utf-8"), re.MULTILINE)))
+                             if any("model" in entry for entry in
+                                    (yaml.safe_load(spec.read_text(encoding="utf-8")).get("inputs") or {}).values())))
 """Example specs with model inputs (``model:``): their parametrized tests are marked ``models``."""
 _MISSING_MODEL_LIBRARY = next((m for m in ("torch", "transformers", "tokenizers", "safetensors")
                                if importlib.util.find_spec(m) is None), None)
+RUNNABLE_EXAMPLES = tuple(sorted(spec.parent.name for spec in (ROOT / "specs").glob("*/spec.yaml")
+                                if not (_MISSING_MODEL_LIBRARY and spec.parent.name in MODEL_EXAMPLES)))
+"""The example specs this installation can run: all of them, but the model examples without the ``models`` extra
+(tests that run every example at once use this; their parametrized model cases are skipped with the reason)."""
+
+
+def require_model_libraries() -> None:
+    """Skip the calling test, with the reason, when the ``models`` extra or torch is not installed."""
+    if _MISSING_MODEL_LIBRARY:
+        pytest.skip(f"the model tests need {_MISSING_MODEL_LIBRARY}: pip install torch==2.13.0 'certa[models]' "
+                    "(.ci/run installs them)")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -34,7 +34,7 @@ from engine.core.stages.sequential_diff import CAPTURED_SCORES, CAPTURED_USAGE
 from engine.core.tables import Table, table_from_columns
 from ledger import Ledger
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, require_model_libraries
 
 STAGE = REGISTRY["sequential.diff"]
 PROMPT_LINES = [line.strip() for line in "\n".join(textwrap.dedent(m.__doc__ or "") for m in (json, textwrap))
@@ -336,6 +336,7 @@ def test_a_run_replays_from_the_ledger_with_the_model_folders_deleted(hf_registe
 
 
 def test_the_example_runs_and_passes(hf_registered, tmp_path: Path) -> None:
+    require_model_libraries()
     example = ROOT / "specs" / "model-sequential"
     if not (example / "models" / "base").exists():
         pytest.skip("build the example's models first: python3 specs/model-sequential/make_data.py")
