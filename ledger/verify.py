@@ -158,15 +158,16 @@ def _no_constant(token: str) -> Any:
 
 
 _SCAN_JSON = json.JSONDecoder(parse_constant=_no_constant).scan_once
-_LONG_NUMBER = re.compile(r"(?<![\d.eE])(?<![eE][+-])\d{16}(?![\d]*[.eE])")
+_LONG_DIGITS = re.compile(r"\d{16}")
+_SHORT = 1024
 
 
 def _payload_data(payload: str) -> Any:
-    """``parse_json(payload)``, through the C scanner alone for a payload certa writes (no whitespace around it,
-    no integer token of 16 or more digits, so every integer is within ±(2**53 − 1) and reads as ``parse_json``
-    reads it; a fraction or an exponent is no integer token, a digit run inside a string may look like one and
-    only costs the slower path); any other text goes through ``parse_json`` itself (and its ``ValueError``)."""
-    if _LONG_NUMBER.search(payload) is None:
+    """``parse_json(payload)`` by the decoder's C scanner alone, without ``decode``'s per-call work and without
+    a Python call per integer, for a short payload as certa writes it: no whitespace around it and no run of 16
+    digits, so that every integer is within ±(2**53 − 1) and reads as ``parse_json`` (RFC 8785's number
+    model) reads it. Any other text goes through ``parse_json`` itself, for its answer and its ``ValueError``."""
+    if len(payload) < _SHORT and _LONG_DIGITS.search(payload) is None:
         try:
             data, end = _SCAN_JSON(payload, 0)
             if end == len(payload):
@@ -326,7 +327,7 @@ class _ChainWalk:
             return payload_problems(kind, data)
         index = data.get("index")
         kind_of_index = type(index)
-        key = (tuple(data), tuple(map(type, data.values())),
+        key = (*data, *map(type, data.values()),
                index >= 0 if kind_of_index is int else
                (index >= 0, math.isfinite(index) and index.is_integer()) if kind_of_index is float else None)
         found = self.shapes.get(key)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, inspect, or_, select, text
+from sqlalchemy import Connection, func, inspect, select, text
 
 from ledger.schema import alembic_version, blobs, entries, ledger_meta, merkle_nodes, runs
 from ledger.store import Ledger
@@ -116,29 +116,31 @@ def _snapshot(conn: Connection) -> None:
         conn.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
 
 
+def _driver_rows(conn: Connection, sql: str) -> list[tuple[Any, ...]]:
+    """The rows of ``sql`` (its values ints written into it) as the driver's plain tuples, in the transaction."""
+    cursor = conn.connection.driver_connection.cursor()
+    try:
+        cursor.execute(sql)
+        return [tuple(row) for row in cursor.fetchall()]
+    finally:
+        cursor.close()
+
+
 def _nodes_in(conn: Connection, start: int, end: int) -> list[tuple[Any, Any, Any]]:
-    ranges = node_ranges(start, end)
-    if not ranges:
-        return []
-    where = or_(*(and_(merkle_nodes.c.level == level, merkle_nodes.c.position >= first,
-                       merkle_nodes.c.position < stop) for level, first, stop in ranges))
-    query = (select(merkle_nodes.c.level, merkle_nodes.c.position, merkle_nodes.c.hash).where(where)
-             .order_by(merkle_nodes.c.level, merkle_nodes.c.position))
-    return [tuple(row) for row in conn.execute(query)]
+    """The stored rows in ``node_ranges(start, end)``: one primary-key range per level, in key order."""
+    found: list[tuple[Any, Any, Any]] = []
+    for level, first, stop in node_ranges(start, end):
+        found += _driver_rows(conn, f"SELECT level, position, hash FROM {merkle_nodes.name} WHERE level = {level} "
+                                    f"AND position >= {first} AND position < {stop} ORDER BY position")
+    return found
 
 
 def _batches(conn: Connection, after: int, first_leaf: int, with_nodes: bool) -> Iterator[EntryBatch]:
     last, leaf = after, first_leaf
-    driver = conn.connection.driver_connection
     while True:
         query = select(*_ENTRY_COLUMNS).where(entries.c.seq > last).order_by(entries.c.seq).limit(BATCH)
-        compiled = query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True})
-        cursor = driver.cursor()  # plain tuples from the driver: no result-row objects for 10^7 rows
-        try:
-            cursor.execute(str(compiled))
-            rows = cursor.fetchall()
-        finally:
-            cursor.close()
+        # plain tuples from the driver: no result-row objects for 10^7 rows
+        rows = _driver_rows(conn, str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True})))
         if not rows:
             return
         nodes = _nodes_in(conn, leaf, leaf + len(rows)) if with_nodes else []
