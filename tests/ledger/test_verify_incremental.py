@@ -201,3 +201,15 @@ def test_a_read_only_ledger_verifies_but_records_nothing(base, tmp_path, monkeyp
     assert code == 0 and report["recorded"].startswith("not recorded"), report
     with Ledger.open(db, read_only=True) as ledger:
         assert read_verifications(ledger) == {}
+
+
+def test_the_site_chain_page_says_how_far_the_recorded_verifications_reached(base, tmp_path):
+    db = _copy(base, tmp_path)
+    assert _verify(base, db)[0] == 0
+    with Ledger.open(db, read_only=True) as ledger:
+        head = ledger.head()[0]
+    result = CliRunner().invoke(main, ["site", "-o", str(tmp_path / "site"), "--ledger", str(db)])
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "site" / "chain.html").read_text(encoding="utf-8")
+    assert f"last full verification: entries 1..{head} intact at" in page
+    assert "last incremental verification: none recorded" in page
