@@ -219,10 +219,10 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
 @click.option("--since-checkpoint", is_flag=True,
               help="With --checkpoint: check its signature, its entry and Merkle root against the ledger (O(log n) "
                    "stored nodes), then only the entries after it (and the runs and blobs they record).")
-@click.option("--no-record", is_flag=True,
-              help="Do not record in the ledger how far this verification reached (recorded by default when the "
-                   "ledger verifies intact and can be written; shown by 'certa checkpoint' and the site's chain "
-                   "page).")
+@click.option("--record", is_flag=True,
+              help="Once the ledger verifies intact, record how far this verification reached in the ledger's "
+                   "metadata (never in the chain), shown by 'certa checkpoint' and the site's chain page; a ledger "
+                   "that cannot be written records nothing and says why.")
 @click.option("--require-approval", "approval_key_files", multiple=True, metavar="PUBKEY",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="An Ed25519 public key (PEM): every completed PASS run (or RUN_ID only) must have a valid "
@@ -230,7 +230,7 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
                    "reviews recorded in the order they were signed; repeat it to require several approvers.")
 @certa_command
 def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_file: Path | None,
-           public_key_files: tuple[Path, ...], since_checkpoint: bool, no_record: bool,
+           public_key_files: tuple[Path, ...], since_checkpoint: bool, record: bool,
            approval_key_files: tuple[Path, ...], as_json: bool, ledger_url: str) -> int:
     """Re-check the ledger: hash chain, certificates, stored inputs, method identities, signed reviews.
 
@@ -243,7 +243,7 @@ def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_f
       certa verify 3f2a9c01 --json
       certa verify --expect-head 1042:9b1f...e0
       certa verify --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub
-      certa verify --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub --since-checkpoint
+      certa verify --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub --since-checkpoint --record
       certa verify --require-approval audit/alice.pub
     """
     from engine.services.audit import audit_ledger
@@ -259,7 +259,7 @@ def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_f
         audit = audit_ledger(ledger, run_id=run_id, expect_head=expect_head,
                              checkpoint=checkpoint_file.read_bytes() if checkpoint_file else None,
                              checkpoint_keys=checkpoint_keys, approvers=approvers, notify=_progress(as_json),
-                             since_checkpoint=since_checkpoint, record=not no_record)
+                             since_checkpoint=since_checkpoint, record=record)
     _print(audit, as_json)
     return EXIT_OK if audit.ok else EXIT_FAIL
 

@@ -57,7 +57,8 @@ def verification_line(key: str, record: VerificationRecord | None, head_seq: int
     """One line on the last verification of a kind (``ledger.verify_record`` key) of a ledger at ``head_seq``."""
     what = "full" if key == VERIFIED_KEYS[0] else "incremental"
     if record is None:
-        return f"last {what} verification: none recorded ('certa verify' records one when the ledger verifies intact)"
+        return (f"last {what} verification: none recorded ('certa verify --record' records one when the ledger "
+                "verifies intact)")
     behind = head_seq - record.seq
     return (f"last {what} verification: entries {record.first}..{record.seq} intact at {record.verified_at}"
             + (f"; {behind} entries recorded since" if behind > 0 else "; the head has not moved since"))

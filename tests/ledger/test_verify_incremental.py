@@ -168,7 +168,10 @@ def test_verifications_are_recorded_outside_the_chain_and_verify_accepts_them(ba
     with Ledger.open(db, read_only=True) as ledger:
         head = ledger.head()
     assert _verify(base, db)[0] == 0
-    assert _incremental(base, db)[0] == 0
+    with Ledger.open(db, read_only=True) as ledger:
+        assert read_verifications(ledger) == {}  # a plain verify is a read command: it writes nothing
+    assert _verify(base, db, "--record")[0] == 0
+    assert _incremental(base, db, "--record")[0] == 0
     with Ledger.open(db, read_only=True) as ledger:
         records = read_verifications(ledger)
         assert ledger.head() == head  # nothing appended to the chain
@@ -176,7 +179,7 @@ def test_verifications_are_recorded_outside_the_chain_and_verify_accepts_them(ba
     assert report.intact, report.problems
     assert records[VERIFIED_FULL].seq == head[0] and records[VERIFIED_FULL].entry_hash == head[1]
     assert records[VERIFIED_INCREMENTAL].first == _checkpoint_seq(base) + 1
-    code, report = _verify(base, db, "--no-record")
+    code, report = _verify(base, db)
     assert code == 0 and report["recorded"] == ""
     result = CliRunner().invoke(main, ["checkpoint", "--key", str(base["folder"] / "certa.key"), "--ledger", str(db),
                                        "--out", str(tmp_path / "new.checkpoint")])
@@ -195,7 +198,7 @@ def test_a_read_only_ledger_verifies_but_records_nothing(base, tmp_path, monkeyp
     db = _copy(base, media)
     before = db.read_bytes()
     with read_only_folder(media, monkeypatch):
-        code, report = _verify(base, db)
+        code, report = _verify(base, db, "--record")
     monkeypatch.undo()
     assert db.read_bytes() == before and sorted(p.name for p in media.iterdir()) == ["ledger.db"]
     assert code == 0 and report["recorded"].startswith("not recorded"), report
@@ -205,7 +208,7 @@ def test_a_read_only_ledger_verifies_but_records_nothing(base, tmp_path, monkeyp
 
 def test_the_site_chain_page_says_how_far_the_recorded_verifications_reached(base, tmp_path):
     db = _copy(base, tmp_path)
-    assert _verify(base, db)[0] == 0
+    assert _verify(base, db, "--record")[0] == 0
     with Ledger.open(db, read_only=True) as ledger:
         head = ledger.head()[0]
     result = CliRunner().invoke(main, ["site", "-o", str(tmp_path / "site"), "--ledger", str(db)])
