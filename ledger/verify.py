@@ -610,6 +610,7 @@ NOT_CHECKED_INCREMENTAL = ("entries before the checkpoint (vouched for by its si
                            "root, which the stored entry and merkle_nodes still give)",
                            "runs rows and blobs of runs recorded before the checkpoint",
                            "stored blobs that no entry after the checkpoint names",
+                           "signed reviews recorded before the checkpoint",
                            "merkle_nodes rows of subtrees within the entries before the checkpoint (beyond the "
                            "frontier that gives its root)")
 

@@ -99,7 +99,7 @@ def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int,
                                  expect_root=expect_root, run_id=full, progress=progress)
     if not check_reviews:
         return verified
-    problems = [*verified.problems, *review_problems(ledger, run_id=full)]
+    problems = [*verified.problems, *review_problems(ledger, run_id=full, after=since.seq if since else 0)]
     problems.sort(key=lambda p: (p.seq is None, p.seq or 0))
     return replace(verified, problems=tuple(problems))
 
@@ -188,7 +188,7 @@ def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tupl
     full = ledger.resolve_run_id(run_id) if run_id else None
     report = verify(ledger, run_id=full, expect_head=expect_head, expect_root=root, notify=notify,
                     since=signed if since_checkpoint else None)
-    reviews = ledger_reviews(ledger, run_id=full)
+    reviews = ledger_reviews(ledger, run_id=full, after=signed.seq if since_checkpoint and signed else 0)
     runs_checked, missing = unapproved_runs(ledger, approvers, run_id=full) if approvers else (0, [])
     recorded = _record(ledger, report) if record else ""
     return LedgerAudit(report=report, reviews=tuple(reviews), required_key_ids=tuple(key_id(k) for k in approvers),
