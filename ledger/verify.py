@@ -209,7 +209,7 @@ class _ChainWalk:
         self.records_after = records_after
         self.orphan_records: dict[Any, int] = {}  # incremental: run -> first record entry after the checkpoint
 
-    def check_batch(self, batch: EntryBatch, compare_nodes: bool) -> None:
+    def check_batch(self, batch: EntryBatch) -> None:
         rows = batch.rows
         columns = list(zip(*rows))
         hashes = self._clean_batch(columns)
@@ -227,7 +227,7 @@ class _ChainWalk:
             for row in rows:
                 check_payload(row[0], row[1], row[2], row[3], row[4])
         self.leaves += len(rows)
-        self.merkle.add(leaves_of(hashes), batch.nodes if compare_nodes else None)
+        self.merkle.add(leaves_of(hashes), batch.nodes)
 
     def _clean_batch(self, columns: list[tuple[Any, ...]]) -> list[str] | None:
         """The batch's entry hashes when every entry is of the types certa writes and every chain check passes
@@ -547,15 +547,15 @@ def _walk(ledger: Ledger, start: _Start, *, check_certificate: CheckCertificate 
             return None, None
         return runs.c.first_seq > (expect_seq or 0), sorted(walk.referenced)
 
-    has_nodes = ledger.has_merkle_nodes
     for item in read_snapshot(ledger, after=start.seq, tables=wanted):
         if isinstance(item, Tables):
             tables = item
         else:
-            walk.check_batch(item, has_nodes)
+            walk.check_batch(item)
             if progress is not None:
                 progress(walk.seq, max(total, walk.seq))
-    assert tables is not None
+    if tables is None:  # read_snapshot ends with the tables, or raises
+        raise LedgerError(f"cannot read ledger {ledger.location}: its tables were not read")
     return walk, tables
 
 

@@ -61,8 +61,9 @@ class EntryBatch:
     rows: list[tuple[Any, ...]]
     start: int
     """The leaf index of the first entry (entries read before it in this walk, plus the walk's first leaf)."""
-    nodes: list[tuple[Any, Any, Any]]
-    """(level, position, hash) of the stored rows in ``node_ranges(start, start + len(rows))``, in key order."""
+    nodes: list[tuple[Any, Any, Any]] | None
+    """(level, position, hash) of the stored rows in ``node_ranges(start, start + len(rows))``, in key order;
+    None: the ledger has no ``merkle_nodes`` table (schema 1 and 2)."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ def _batches(conn: Connection, after: int, first_leaf: int, with_nodes: bool) ->
         rows = _driver_rows(conn, str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True})))
         if not rows:
             return
-        nodes = _nodes_in(conn, leaf, leaf + len(rows)) if with_nodes else []
+        nodes = _nodes_in(conn, leaf, leaf + len(rows)) if with_nodes else None
         yield EntryBatch(rows, leaf, nodes)
         leaf += len(rows)
         if len(rows) < BATCH:
@@ -214,7 +215,7 @@ def read_snapshot(ledger: Ledger, *, after: int = 0, tables: Callable[[], tuple[
                 for batch in _batches(conn, after, after, has_nodes):
                     if not put(batch):
                         return
-                    leaf, nodes_read = batch.start + len(batch.rows), nodes_read + len(batch.nodes)
+                    leaf, nodes_read = batch.start + len(batch.rows), nodes_read + len(batch.nodes or ())
                 if not put(None):  # every batch read: wait for the caller to say which tables it needs
                     return
                 while not checked.wait(0.1):
