@@ -170,10 +170,12 @@ def _tables(conn: Connection, leaves: tuple[int, int], run_filter: Any | None, b
             else:  # stored by hand as another SQLite type
                 blob_rows.append(BlobRow(sha, size, None, stored_type(content)))
     node_count, outside, outside_count = None, [], 0
-    if has_nodes:
+    start, end = leaves
+    if has_nodes and start > 0:  # a walk from a checkpoint: the rows before it are not counted (O(n))
+        node_count = nodes_read
+    elif has_nodes:
         node_count = int(conn.execute(select(func.count()).select_from(merkle_nodes)).scalar_one())
-        start, end = leaves
-        if node_count != nodes_read and start == 0:  # rows outside every range read: find them
+        if node_count != nodes_read:  # rows outside every range read: find them
             scan = select(merkle_nodes.c.level, merkle_nodes.c.position, merkle_nodes.c.hash)
             for level, position, digest in conn.execute(scan.execution_options(yield_per=4096)):
                 if not in_ranges(level, position, start, end):
