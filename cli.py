@@ -216,6 +216,13 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="An Ed25519 public key (PEM) that must have signed --checkpoint; repeat it to require "
                    "several signers.")
+@click.option("--since-checkpoint", is_flag=True,
+              help="With --checkpoint: check its signature, its entry and Merkle root against the ledger (O(log n) "
+                   "stored nodes), then only the entries after it (and the runs and blobs they record).")
+@click.option("--record", is_flag=True,
+              help="Once the ledger verifies intact, record how far this verification reached in the ledger's "
+                   "metadata (never in the chain), shown by 'certa checkpoint' and the site's chain page; a ledger "
+                   "that cannot be written records nothing and says why.")
 @click.option("--require-approval", "approval_key_files", multiple=True, metavar="PUBKEY",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="An Ed25519 public key (PEM): every completed PASS run (or RUN_ID only) must have a valid "
@@ -223,8 +230,8 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
                    "reviews recorded in the order they were signed; repeat it to require several approvers.")
 @certa_command
 def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_file: Path | None,
-           public_key_files: tuple[Path, ...], approval_key_files: tuple[Path, ...], as_json: bool,
-           ledger_url: str) -> int:
+           public_key_files: tuple[Path, ...], since_checkpoint: bool, record: bool,
+           approval_key_files: tuple[Path, ...], as_json: bool, ledger_url: str) -> int:
     """Re-check the ledger: hash chain, certificates, stored inputs, method identities, signed reviews.
 
     Exit 0 intact, 1 tampered (the first broken entry is named, or the checkpoint signature fails) or, with
@@ -236,6 +243,7 @@ def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_f
       certa verify 3f2a9c01 --json
       certa verify --expect-head 1042:9b1f...e0
       certa verify --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub
+      certa verify --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub --since-checkpoint --record
       certa verify --require-approval audit/alice.pub
     """
     from engine.services.audit import audit_ledger
@@ -244,11 +252,14 @@ def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_f
         raise click.UsageError("give either --expect-head or --checkpoint, not both")
     if (checkpoint_file is None) != (not public_key_files):
         raise click.UsageError("--checkpoint and --public-key go together")
+    if since_checkpoint and checkpoint_file is None:
+        raise click.UsageError("--since-checkpoint needs --checkpoint and --public-key")
     checkpoint_keys, approvers = public_keys(public_key_files), public_keys(approval_key_files)
     with _open(ledger_url) as ledger:
         audit = audit_ledger(ledger, run_id=run_id, expect_head=expect_head,
                              checkpoint=checkpoint_file.read_bytes() if checkpoint_file else None,
-                             checkpoint_keys=checkpoint_keys, approvers=approvers, notify=_progress(as_json))
+                             checkpoint_keys=checkpoint_keys, approvers=approvers, notify=_progress(as_json),
+                             since_checkpoint=since_checkpoint, record=record)
     _print(audit, as_json)
     return EXIT_OK if audit.ok else EXIT_FAIL
 
@@ -449,7 +460,9 @@ def head(as_json: bool, ledger_url: str) -> int:
 def checkpoint(key_files: tuple[Path, ...], out_file: Path | None, as_json: bool, ledger_url: str) -> int:
     """Sign the ledger's current head (a DSSE envelope, Ed25519). Keep checkpoints outside the database;
     'certa verify --checkpoint FILE --public-key KEY' then detects a truncated or rewritten chain even if
-    every hash in the database was recomputed.
+    every hash in the database was recomputed, and '... --since-checkpoint' verifies only what follows it.
+    It also says how far the last full and incremental 'certa verify' reached (on standard error when the
+    envelope goes to standard output).
 
     \b
     Examples:
@@ -461,7 +474,7 @@ def checkpoint(key_files: tuple[Path, ...], out_file: Path | None, as_json: bool
     signing_keys = private_keys(key_files)
     with _open(ledger_url) as ledger:
         signed = sign_head(ledger, signing_keys, out_file)
-    _print(signed, as_json)
+    _print(signed, as_json, stderr="" if out_file else signed.verification_text())
     return EXIT_OK
 
 

@@ -12,41 +12,60 @@ chain (a ``Problem`` names the table and column in ``column``, e.g. ``runs.seed`
   ``first_seq``/``last_seq`` from the entries themselves.
 * ``blobs``: ``sha256`` = SHA-256(``content``), ``size`` = len(``content``); every blob an input or
   captured entry names is stored, and every stored blob is named by one.
-* ``ledger_meta``: exactly the keys ``schema_version`` (this certa's or an older readable one) and
-  ``head`` (= ``seq:entry_hash`` of the last entry); ``alembic_version``, where present, holds the
-  revision of that schema version (a schema 1 ledger of certa <= 0.2.0 has none).
+* ``ledger_meta``: the keys ``schema_version`` (this certa's or an older readable one) and ``head``
+  (= ``seq:entry_hash`` of the last entry), and the verification records ``ledger.verify_record`` keeps
+  (``VERIFIED_KEYS``: no part of the chain, never hashed; a malformed one is reported);
+  ``alembic_version``, where present, holds the revision of that schema version (a schema 1 ledger of
+  certa <= 0.2.0 has none).
 * ``merkle_nodes`` (schema 3 and later): exactly one row for every complete perfect subtree of the Merkle
-  tree of the entries read (``merkle.perfect_nodes`` of their ``entry_hash`` values), each ``hash`` equal to
-  that subtree's root; a row whose ``level`` or ``position`` was edited is recognised by its hash, and a
-  deleted or added row is reported by its key.
+  tree of the entries read, each ``hash`` equal to that subtree's root (``ledger.verify_merkle``); a row whose
+  ``level`` or ``position`` was edited is recognised by its hash, and a deleted or added row is reported by
+  its key.
 
-Reads may interleave with writers (a run is one transaction): the chain is read first, then the tables
-derived from it, then the head; if the head moved, the new entries are read and the tables again.
+The ledger is read as one snapshot, streamed in batches (``ledger.verify_read``): memory stays bounded
+whatever the number of entries; what is kept is the chain's running state (last seq and hash), the Merkle
+frontier (O(log n) nodes), one small summary per run (what its ``runs`` row is checked against) and the
+names of the blobs entries reference. A batch whose every entry is well formed is checked column-wise (its
+seqs, links, payload digests and entry hashes at once); any other batch entry by entry, with the same checks
+and messages.
+
+``verify_since`` checks only what follows a signed checkpoint (``ledger.checkpoint``): the checkpoint's
+entry and Merkle root against the stored entry and the O(log n) stored ``merkle_nodes`` of its frontier, then
+the entries after it and the tables derived from them. What it does not check (the entries before the
+checkpoint, the runs rows and blobs of earlier runs, unreferenced blobs) it says in ``VerifyReport.scope``.
 """
 
 from __future__ import annotations
 
 import gc
 import hashlib
+import json
+import math
+import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import inspect, select
-
 from engine.foundation.canonical import sha256_hex
 from engine.foundation.errors import LedgerError
+from engine.foundation.json_read import parse_json
 
-from ledger import merkle
 from ledger.chain import GENESIS, entry_hash, header_template
+from ledger.merkle import frontier_nodes
+from ledger.rows import ENTRY_FIELDS, rows_as
 from ledger.run_record import RECORD_KINDS, payload_problems, runs_row
-from ledger.schema import REVISIONS, SCHEMA_VERSION, alembic_version, blobs, ledger_meta, merkle_nodes, runs
+from ledger.schema import REVISIONS, SCHEMA_VERSION, runs
 from ledger.store import EntryRow, Ledger
+from ledger.verify_merkle import MerkleCheck, leaves_of
+from ledger.verify_read import BlobRow, EntryBatch, Tables, read_snapshot, stored_type
+from ledger.verify_record import VERIFIED_KEYS, record_problem
 
-__all__ = ["Problem", "VerifyReport", "verify_ledger"]
+__all__ = ["Problem", "VerifyReport", "VerifyScope", "verify_ledger", "verify_since"]
 
 _META_KEYS = ("schema_version", "head")
+
+CheckCertificate = Callable[[Mapping[str, Any]], list[str]]
 
 
 @dataclass(frozen=True)
@@ -62,12 +81,31 @@ class Problem:
 
 
 @dataclass(frozen=True)
+class VerifyScope:
+    """What a verification covered: entries ``vouched`` (1..vouched, by a signed checkpoint, not re-read) and
+    ``first``..``last`` verified; ``full`` when everything was checked (the runs rows and blobs of every run,
+    every stored blob); ``not_checked`` says what an incremental verification left out."""
+
+    full: bool
+    vouched: int
+    first: int
+    last: int
+    not_checked: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {"mode": "full" if self.full else "incremental", "vouched_by_checkpoint": self.vouched,
+                "verified_from": self.first, "verified_through": self.last, "not_checked": list(self.not_checked)}
+
+
+@dataclass(frozen=True)
 class VerifyReport:
     entries_checked: int
     certificates_checked: int
     blobs_checked: int
     head: tuple[int, str]
     problems: tuple[Problem, ...] = field(default=())
+    scope: VerifyScope | None = None
+    """None: a full verification of entries 1..head."""
 
     @property
     def intact(self) -> bool:
@@ -104,116 +142,202 @@ def _entry_hash(entry: EntryRow) -> str:
                       payload_sha256=entry.payload_sha256, prev_hash=entry.prev_hash)
 
 
-def _entry_problem(entry: EntryRow, message: str) -> Problem:
+def _entry_problem(seq: Any, kind: Any, run_id: Any, message: str) -> Problem:
     """A problem with one entry, named by its seq, kind and run."""
-    return Problem(f"entry {entry.seq} ({entry.kind}, run {entry.run_id})", message, entry.seq, entry.run_id)
-
-
-_SQL_TYPES = {type(None): "NULL", int: "an integer", float: "a real number", str: "text", bytes: "a blob"}
-"""How a cell's value (what the driver returns for each SQLite storage type) is named in a problem."""
-
-
-def _stored_as(value: Any) -> str:
-    """A cell's storage type and value, for a problem: ``a blob (b'15')``."""
-    shown = repr(value)
-    return f"{_SQL_TYPES.get(type(value), type(value).__name__)} ({shown[:40]}{'…' if len(shown) > 40 else ''})"
+    return Problem(f"entry {seq} ({kind}, run {run_id})", message, seq, run_id)
 
 
 def _mistyped_columns(entry: EntryRow) -> list[str]:
     """The columns of an entry whose value is not of the type certa writes (``seq`` an integer, the rest text)."""
-    return [f"entries.{name} is {_stored_as(value)}, not {'an integer' if name == 'seq' else 'text'}"
+    return [f"entries.{name} is {stored_type(value)}, not {'an integer' if name == 'seq' else 'text'}"
             for name, value in entry.__dict__.items() if type(value) is not (int if name == "seq" else str)]
 
 
-def _hex_leaves(hashes: list[str]) -> list[bytes]:
-    """``merkle.entry_leaves`` of recorded entry hashes; one that is no hex digest (an edited cell, reported at its
-    entry) becomes the leaf of its text's SHA-256, so that it matches no stored node."""
-    try:
-        return merkle.entry_leaves(hashes)
-    except (ValueError, TypeError):
-        return [merkle.leaf_hash(_digest_bytes(digest)) for digest in hashes]
+def _no_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not a JSON number")
 
 
-def _digest_bytes(digest: Any) -> bytes:
-    try:
-        return bytes.fromhex(digest)
-    except (ValueError, TypeError):
-        return hashlib.sha256(repr(digest).encode("utf-8")).digest()
+_SCAN_JSON = json.JSONDecoder(parse_constant=_no_constant).scan_once
+_LONG_DIGITS = re.compile(r"\d{16}")
+_SHORT = 1024
+
+
+def _payload_data(payload: str) -> Any:
+    """``parse_json(payload)`` by the decoder's C scanner alone, without ``decode``'s per-call work and without
+    a Python call per integer, for a short payload as certa writes it: no whitespace around it and no run of 16
+    digits, so that every integer is within ±(2**53 − 1) and reads as ``parse_json`` (RFC 8785's number
+    model) reads it. Any other text goes through ``parse_json`` itself, for its answer and its ``ValueError``."""
+    if len(payload) < _SHORT and _LONG_DIGITS.search(payload) is None:
+        try:
+            data, end = _SCAN_JSON(payload, 0)
+            if end == len(payload):
+                return data
+        except (StopIteration, ValueError, RecursionError):
+            pass
+    return parse_json(payload)
+
+
+_MAX_SHAPES = 4096
+
+
+def _slim_certificate(data: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``runs_row`` reads of a certificate (its content's verdict and its ``content_sha256``)."""
+    content = data.get("content")
+    return {"content": {"verdict": content.get("verdict")} if isinstance(content, Mapping) else content,
+            "content_sha256": data.get("content_sha256")}
 
 
 class _ChainWalk:
-    """Checks entries one by one in chain order and collects what the run/blob checks need."""
+    """Checks entries batch by batch in chain order and keeps what the run/blob/Merkle checks need: per run
+    [first seq, last record seq, recorded_at, ``runs_row`` of its run entry, its certificate's slim form]."""
 
-    def __init__(self, *, check_certificate: Callable[[Mapping[str, Any]], list[str]] | None,
-                 run_id: str | None, expect_seq: int | None) -> None:
+    def __init__(self, *, check_certificate: CheckCertificate | None, run_id: str | None, expect_seq: int | None,
+                 start: int = 0, prev: str = GENESIS, merkle: MerkleCheck | None = None,
+                 records_after: int | None = None) -> None:
         self.check_certificate, self.run_id, self.expect_seq = check_certificate, run_id, expect_seq
         self.problems: list[Problem] = []
-        self.seq = 0
-        self.prev = GENESIS
+        self.seq = start
+        self.leaves = start
+        self.prev = prev
         self.certificates = 0
-        self.run_spans: dict[str, dict[str, Any]] = {}
+        self.run_spans: dict[Any, list[Any]] = {}
         self.referenced: set[str] = set()
         self.hash_at_expected_seq: str | None = None
-        self.prefix_hashes: list[str] = []  # entry hashes of entries 1..expect_seq (for the Merkle root)
-        self.entry_hashes: list[str] = []  # of every entry, in chain order (the Merkle nodes)
+        self.expected_leaf: int | None = None
+        self.merkle = merkle or MerkleCheck(start, root_at=expect_seq)
+        self.shapes: dict[tuple[Any, ...], list[str]] = {}
+        self.records_after = records_after
+        self.orphan_records: dict[Any, int] = {}  # incremental: run -> first record entry after the checkpoint
 
-    def check(self, entry: EntryRow) -> None:
+    def check_batch(self, batch: EntryBatch) -> None:
+        rows = batch.rows
+        columns = list(zip(*rows))
+        hashes = self._clean_batch(columns)
+        if hashes is None:
+            hashes = [self._check_one(entry, self.leaves + i + 1)
+                      for i, entry in enumerate(rows_as(EntryRow, ENTRY_FIELDS, rows))]
+        else:
+            first = self.seq + 1
+            if self.expect_seq is not None and first <= self.expect_seq < first + len(rows):
+                self.hash_at_expected_seq = hashes[self.expect_seq - first]
+                self.expected_leaf = self.leaves + self.expect_seq - first + 1
+            self.seq += len(rows)
+            self.prev = hashes[-1]
+            check_payload = self._payload
+            for row in rows:
+                check_payload(row[0], row[1], row[2], row[3], row[4])
+        self.leaves += len(rows)
+        self.merkle.add(leaves_of(hashes), batch.nodes)
+
+    def _clean_batch(self, columns: list[tuple[Any, ...]]) -> list[str] | None:
+        """The batch's entry hashes when every entry is of the types certa writes and every chain check passes
+        (consecutive seqs, each prev_hash the previous entry's hash, each payload's and entry's hash right),
+        checked column-wise; None otherwise (then each entry is checked on its own, with its problems)."""
+        seqs, run_ids, kinds, times, payloads, digests, prevs, hashes = columns
+        if set(map(type, seqs)) != {int} or any(set(map(type, column)) != {str} for column in columns[1:]):
+            return None
+        n = len(seqs)
+        if seqs != tuple(range(self.seq + 1, self.seq + 1 + n)) or seqs[-1] > _MAX_SAFE_INT \
+                or prevs[0] != self.prev or prevs[1:] != hashes[:-1]:
+            return None
+        sha256 = hashlib.sha256
+        try:
+            if [sha256(p.encode("utf-8")).hexdigest() for p in payloads] != list(digests):
+                return None
+        except UnicodeEncodeError:
+            return None
+        texts = [_ENTRY_TEMPLATE % fields for fields in zip(kinds, digests, prevs, times, run_ids, seqs)]
+        joined = "".join(texts)
+        if not (joined.isascii() and joined.isprintable() and "\\" not in joined
+                and joined.count('"') == _TEMPLATE_QUOTES * n):
+            return None
+        if [sha256(t.encode("ascii")).hexdigest() for t in texts] != list(hashes):
+            return None
+        return list(hashes)
+
+    def _check_one(self, entry: EntryRow, leaf: int) -> str:
+        """The chain checks of one entry, then its payload's; returns the hash it adds to the Merkle tree."""
         problems = self.problems
         if not (type(entry.seq) is int and type(entry.run_id) is type(entry.kind) is type(entry.recorded_at)
                 is type(entry.payload) is type(entry.payload_sha256) is type(entry.prev_hash)
                 is type(entry.entry_hash) is str):
-            self._mistyped(entry)
-            return
+            return self._mistyped(entry, leaf)
         self.seq += 1
         if entry.seq != self.seq:
-            problems.append(_entry_problem(entry, f"sequence gap: expected entry {self.seq}, found {entry.seq} "
-                                                  "(entries were deleted)"))
+            problems.append(_entry_problem(entry.seq, entry.kind, entry.run_id,
+                                           f"sequence gap: expected entry {self.seq}, found {entry.seq} "
+                                           "(entries were deleted)"))
             self.seq = entry.seq
         if entry.prev_hash != self.prev:
-            problems.append(_entry_problem(entry, "link broken: prev_hash does not match the previous entry's hash "
-                                                  "(an entry before it was edited, deleted or moved)"))
+            problems.append(_entry_problem(entry.seq, entry.kind, entry.run_id,
+                                           "link broken: prev_hash does not match the previous entry's hash "
+                                           "(an entry before it was edited, deleted or moved)"))
         if sha256_hex(entry.payload.encode("utf-8")) != entry.payload_sha256:
-            problems.append(_entry_problem(entry, "payload edited: its SHA-256 no longer matches"))
-        recomputed = _entry_hash(entry)
-        if recomputed != entry.entry_hash:
-            problems.append(_entry_problem(entry, "entry edited: its hash no longer matches its fields"))
+            problems.append(_entry_problem(entry.seq, entry.kind, entry.run_id,
+                                           "payload edited: its SHA-256 no longer matches"))
+        if _entry_hash(entry) != entry.entry_hash:
+            problems.append(_entry_problem(entry.seq, entry.kind, entry.run_id,
+                                           "entry edited: its hash no longer matches its fields"))
         self.prev = entry.entry_hash
-        self.entry_hashes.append(entry.entry_hash)
-        if self.expect_seq is not None and entry.seq <= self.expect_seq:
-            self.prefix_hashes.append(entry.entry_hash)
-            if entry.seq == self.expect_seq:
-                self.hash_at_expected_seq = entry.entry_hash
-        span = self.run_spans.get(entry.run_id)
+        if self.expect_seq is not None and entry.seq == self.expect_seq:
+            self.hash_at_expected_seq, self.expected_leaf = entry.entry_hash, leaf
+        self._payload(entry.seq, entry.run_id, entry.kind, entry.recorded_at, entry.payload)
+        return entry.entry_hash
+
+    def _payload(self, seq: int, run_id: str, kind: str, recorded_at: str, payload: str) -> None:
+        """The payload checks of one well-typed entry; notes its run, the blob it names, its certificate."""
+        problems = self.problems
+        span = self.run_spans.get(run_id)
         if span is None:
-            span = self.run_spans[entry.run_id] = {"first": entry.seq, "last": entry.seq, "kinds": set(),
-                                                   "recorded_at": entry.recorded_at}
-        if entry.kind in RECORD_KINDS:
-            span["last"] = entry.seq
-        span["kinds"].add(entry.kind)
+            span = self.run_spans[run_id] = [seq, seq, recorded_at, None, None]
+        if kind in RECORD_KINDS:
+            span[1] = seq
+            if self.records_after is not None and seq > self.records_after and kind != "run" and span[3] is None:
+                self.orphan_records.setdefault(run_id, seq)
         try:
-            data = entry.data()
+            data = _payload_data(payload)
         except ValueError:
-            problems.append(_entry_problem(entry, "payload is not valid JSON"))
+            problems.append(_entry_problem(seq, kind, run_id, "payload is not valid JSON"))
             return
-        if not isinstance(data, dict):
-            problems.append(_entry_problem(entry, "payload is not a JSON object"))
+        if type(data) is not dict:
+            problems.append(_entry_problem(seq, kind, run_id, "payload is not a JSON object"))
             return
-        malformed = payload_problems(entry.kind, data)
+        malformed = self._schema_problems(kind, data)
         if malformed:
-            problems.append(_entry_problem(entry, f"{entry.kind} payload does not match its schema "
-                                                  f"(schemas/ledger-entries.schema.json): {malformed[0]}"))
-        if entry.kind in ("input", "captured"):
+            problems.append(_entry_problem(seq, kind, run_id, f"{kind} payload does not match its schema "
+                                                              f"(schemas/ledger-entries.schema.json): {malformed[0]}"))
+        if kind == "decision":
+            return
+        if kind in ("input", "captured"):
             self.referenced.add(str(data.get("sha256", "")))
-        if entry.kind == "run":
-            span["run"] = data
-        if entry.kind == "certificate":
-            span["certificate"] = data
-            if self.check_certificate is not None and (self.run_id is None or entry.run_id == self.run_id):
+        elif kind == "run":
+            span[3] = runs_row(data, certificate=None)
+        elif kind == "certificate":
+            span[4] = _slim_certificate(data)
+            if self.check_certificate is not None and (self.run_id is None or run_id == self.run_id):
                 self.certificates += 1
-                problems.extend(_entry_problem(entry, f"certificate: {message}")
+                problems.extend(_entry_problem(seq, kind, run_id, f"certificate: {message}")
                                 for message in self.check_certificate(data))
 
-    def _mistyped(self, entry: EntryRow) -> None:
+    def _schema_problems(self, kind: str, data: dict[str, Any]) -> list[str]:
+        """``payload_problems``, remembered for decisions by their members, the members' types and the sign and
+        integrality of ``index`` (all the decision schema constrains: a finer partition than
+        ``payload_problems``' own, so the answer is the same)."""
+        if kind != "decision":
+            return payload_problems(kind, data)
+        index = data.get("index")
+        kind_of_index = type(index)
+        key = (*data, *map(type, data.values()),
+               index >= 0 if kind_of_index is int else
+               (index >= 0, math.isfinite(index) and index.is_integer()) if kind_of_index is float else None)
+        found = self.shapes.get(key)
+        if found is None:
+            found = payload_problems(kind, data)
+            if len(self.shapes) < _MAX_SHAPES:
+                self.shapes[key] = found
+        return found
+
+    def _mistyped(self, entry: EntryRow, leaf: int) -> str:
         """An entry with a cell of another type than certa writes (stored by hand; SQLite keeps any type in any
         column): one problem naming it by its place in the chain, which continues after it."""
         self.seq += 1
@@ -223,87 +347,24 @@ class _ChainWalk:
                                      self.seq, run))
         digest = entry.entry_hash if type(entry.entry_hash) is str else repr(entry.entry_hash)
         self.prev = digest
-        self.entry_hashes.append(digest)
-        if self.expect_seq is not None and self.seq <= self.expect_seq:
-            self.prefix_hashes.append(digest)
-            if self.seq == self.expect_seq:
-                self.hash_at_expected_seq = digest
-
-
-@dataclass(frozen=True)
-class _BlobRow:
-    sha256: str
-    size: int
-    content_sha256: str | None
-    """None: ``content`` is not a blob (``content_size`` then says what it is, as ``_stored_as``)."""
-    content_size: int | str
-
-
-@dataclass(frozen=True)
-class _Tables:
-    """The tables derived from the chain, read in one transaction after the entries (the head last)."""
-
-    runs: dict[str, dict[str, Any]]
-    blobs: list[_BlobRow]
-    meta: dict[str, str]
-    revisions: list[str] | None  # alembic_version rows; None: no such table
-    nodes: list[tuple[int, int, str]] | None  # merkle_nodes rows by key; None: no such table (schema 1 and 2)
-
-    def head(self) -> tuple[int, str] | None:
-        value = self.meta.get("head", "")
-        if type(value) is not str:
-            return None
-        seq, _, digest = value.partition(":")
-        return (int(seq), digest) if seq.isdigit() and digest else None
-
-
-def _read_tables(ledger: Ledger) -> _Tables:
-    """``runs``, ``blobs`` (hashed as they stream by), ``merkle_nodes``, then ``ledger_meta`` and
-    ``alembic_version``.
-
-    On PostgreSQL (read committed) each statement sees its own snapshot, so the order matters: a runs row
-    or blob read here was committed before the head read after it, hence its entries are at or before it.
-    """
-    with ledger.read_transaction() as conn:
-        names = list(runs.c.keys())
-        run_rows = {row[0]: dict(zip(names, row)) for row in conn.execute(select(*runs.c)).fetchall()}
-        blob_rows = []
-        for sha, size, content in conn.execute(select(blobs.c.sha256, blobs.c.size, blobs.c.content)
-                                               .execution_options(yield_per=64)):
-            if isinstance(content, (bytes, bytearray, memoryview)):
-                raw = bytes(content)
-                blob_rows.append(_BlobRow(sha, size, sha256_hex(raw), len(raw)))
-            else:  # stored by hand as another SQLite type
-                blob_rows.append(_BlobRow(sha, size, None, _stored_as(content)))
-        found = inspect(conn)
-        nodes = None
-        if found.has_table(merkle_nodes.name):  # 2·10^5 rows for 10^5 entries: plain tuples from the driver
-            cursor = conn.connection.driver_connection.cursor()
-            try:
-                cursor.execute(f"SELECT level, position, hash FROM {merkle_nodes.name} ORDER BY level, position")
-                nodes = [tuple(row) for row in cursor.fetchall()]
-            finally:
-                cursor.close()
-        meta = {key: value for key, value in conn.execute(select(ledger_meta.c.key, ledger_meta.c.value))}
-        revisions = None
-        if found.has_table(alembic_version.name):
-            revisions = list(conn.execute(select(alembic_version.c.version_num)).scalars())
-    return _Tables(run_rows, blob_rows, meta, revisions, nodes)
+        if self.expect_seq is not None and self.seq == self.expect_seq:
+            self.hash_at_expected_seq, self.expected_leaf = digest, leaf
+        return digest
 
 
 def _run_problems(walk: _ChainWalk, indexed: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
     """Every ``runs`` column of every run against the run's entries; rows without a run, runs without a row."""
     problems = []
-    for rid, span in walk.run_spans.items():
-        if "run" not in span:
-            continue  # no readable run entry: already a problem at that entry
+    for rid, (first, last, recorded_at, run, certificate) in walk.run_spans.items():
+        if run is None:
+            continue  # no readable run entry: already a problem at that entry (or, incremental: before it)
         row = indexed.get(rid)
         if row is None:
             problems.append(Problem(f"run {rid}", f"run is in the chain but missing from the runs index (no runs row "
                                                   f"with run_id {rid!r})", run_id=rid, column="runs.run_id"))
             continue
-        expected = {**runs_row(span["run"], certificate=span.get("certificate")), "run_id": rid,
-                    "recorded_at": span["recorded_at"], "first_seq": span["first"], "last_seq": span["last"]}
+        expected = {**runs_row(run, certificate=certificate), "run_id": rid, "recorded_at": recorded_at,
+                    "first_seq": first, "last_seq": last}
         for key in runs.c.keys():
             found = row.get(key)
             value = expected.get(key)
@@ -317,7 +378,7 @@ def _run_problems(walk: _ChainWalk, indexed: Mapping[str, Mapping[str, Any]]) ->
     return problems
 
 
-def _blob_problems(walk: _ChainWalk, stored: list[_BlobRow]) -> list[Problem]:
+def _blob_problems(walk: _ChainWalk, stored: list[BlobRow]) -> list[Problem]:
     """Each blob's ``sha256`` and ``size`` against its content; referenced blobs stored, stored ones referenced."""
     problems = []
     keys = {row.sha256 for row in stored}
@@ -348,19 +409,19 @@ def _blob_problems(walk: _ChainWalk, stored: list[_BlobRow]) -> list[Problem]:
     return problems
 
 
-def _mistyped_blob(row: _BlobRow) -> list[tuple[str, str]]:
+def _mistyped_blob(row: BlobRow) -> list[tuple[str, str]]:
     """(column, message) of each ``blobs`` cell of another type than certa writes."""
     found = []
     if type(row.sha256) is not str:
-        found.append(("blobs.sha256", f"blobs.sha256 is {_stored_as(row.sha256)}, not text"))
+        found.append(("blobs.sha256", f"blobs.sha256 is {stored_type(row.sha256)}, not text"))
     if type(row.size) is not int:
-        found.append(("blobs.size", f"blobs.size is {_stored_as(row.size)}, not an integer"))
+        found.append(("blobs.size", f"blobs.size is {stored_type(row.size)}, not an integer"))
     if row.content_sha256 is None:
         found.append(("blobs.content", f"blobs.content is {row.content_size}, not a blob"))
     return found
 
 
-def _meta_problems(tables: _Tables, last: tuple[int, str]) -> list[Problem]:
+def _meta_problems(tables: Tables, last: tuple[int, str]) -> list[Problem]:
     """``ledger_meta``: known keys only, a readable schema version matching ``alembic_version``, the head."""
     problems = []
     meta = tables.meta
@@ -368,16 +429,21 @@ def _meta_problems(tables: _Tables, last: tuple[int, str]) -> list[Problem]:
         for column, cell in (("key", key), ("value", value)):
             if type(cell) is not str:
                 problems.append(Problem("ledger_meta", f"ledger_meta row {key!r} edited outside certa: "
-                                                       f"ledger_meta.{column} is {_stored_as(cell)}, not text",
+                                                       f"ledger_meta.{column} is {stored_type(cell)}, not text",
                                         column=f"ledger_meta.{column}"))
-    for key in sorted(set(meta) - set(_META_KEYS), key=repr):
+    for key in VERIFIED_KEYS:
+        wrong = record_problem(key, meta[key], last[0]) if key in meta else None
+        if wrong is not None:
+            problems.append(Problem("ledger_meta", f"ledger_meta value of key {key!r} (a verification record) is "
+                                                   f"edited: {wrong}", column="ledger_meta.value"))
+    for key in sorted(set(meta) - set(_META_KEYS) - set(VERIFIED_KEYS), key=repr):
         problems.append(Problem("ledger_meta", f"ledger_meta has an unknown key {key!r} (value {meta[key]!r}); it "
                                                f"holds only {', '.join(_META_KEYS)}", column="ledger_meta.key"))
     for key in _META_KEYS:
         if key not in meta:
             problems.append(Problem("ledger_meta", f"ledger_meta has no {key!r} row (its key was edited or the row "
                                                    "deleted)", column="ledger_meta.key"))
-    head = tables.head()
+    head = _recorded_head(meta)
     if "head" in meta and head != last:
         problems.append(Problem("chain head", f"the recorded head (ledger_meta value of key 'head') "
                                               f"{str(meta['head'])[:20]}… does not match the last entry "
@@ -407,70 +473,6 @@ def _meta_problems(tables: _Tables, last: tuple[int, str]) -> list[Problem]:
     return problems
 
 
-_MAX_NODE_PROBLEMS = 20
-
-
-def _node_name(key: tuple[int, int]) -> str:
-    level, position = key
-    first = position << level
-    return f"merkle node (level {level}, position {position}: entries {first + 1}..{first + (1 << level)})"
-
-
-def _node_order(key: tuple[Any, Any]) -> tuple[tuple[int, Any], ...]:
-    """Sort key of a stored node's (level, position): integers in order, then cells of any other type (edited)."""
-    return tuple((0, part) if type(part) is int else (1, repr(part)) for part in key)
-
-
-def _merkle_problems(walk: _ChainWalk, tables: _Tables) -> list[Problem]:
-    """``merkle_nodes`` against the Merkle tree of the entries read: a row for every complete perfect subtree
-    (no more), each with its hash. An edited ``level`` or ``position`` shows as a row missing and another
-    added with the missing one's hash: reported once, naming the column. At most ``_MAX_NODE_PROBLEMS``
-    problems are listed (a rewritten chain changes every node above it), then how many more there are."""
-    version = str(tables.meta.get("schema_version", ""))
-    if tables.nodes is None:
-        if version.isdigit() and int(version) >= 3:
-            return [Problem("merkle_nodes", f"ledger_meta value of key 'schema_version' is {version!r} but the "
-                                            "ledger has no merkle_nodes table (it was dropped)",
-                            column="merkle_nodes.level")]
-        return []
-    levels = merkle.perfect_levels(_hex_leaves(walk.entry_hashes))
-    in_order = [(level, position, digest.hex()) for level, nodes in enumerate(levels)
-                for position, digest in enumerate(nodes)]
-    if tables.nodes == in_order:  # the usual case, checked in one comparison
-        return []
-    expected = {(level, position): digest for level, position, digest in in_order}
-    stored = {(level, position): digest for level, position, digest in tables.nodes}
-    problems = []
-    missing = {expected[key]: key for key in expected.keys() - stored.keys()}
-    for key in sorted(stored.keys() - expected.keys(), key=_node_order):
-        moved_from = missing.pop(stored[key], None)
-        level, position = key
-        if moved_from is not None:
-            column = "level" if level != moved_from[0] else "position"
-            problems.append(Problem(_node_name(moved_from), f"merkle_nodes.{column} edited: the row (level {level}, "
-                                                            f"position {position}) holds the hash of this node, "
-                                                            "which has no row of its own",
-                                    column=f"merkle_nodes.{column}"))
-        else:
-            problems.append(Problem(f"merkle node (level {level}, position {position})",
-                                    f"merkle_nodes has a row (level {level}, position {position}) that is no complete "
-                                    f"subtree of entries 1..{walk.seq} (a row was added, or its level or position "
-                                    "edited)", column="merkle_nodes.position"))
-    for key in sorted(missing.values()):
-        problems.append(Problem(_node_name(key), f"merkle_nodes has no row (level {key[0]}, position {key[1]}) "
-                                                 "for this complete subtree (the row was deleted, or its level or "
-                                                 "position edited)", column="merkle_nodes.position"))
-    for key in sorted(stored.keys() & expected.keys()):
-        if stored[key] != expected[key]:
-            problems.append(Problem(_node_name(key), f"merkle_nodes.hash edited: it is {stored[key]!r}, the chain "
-                                                     f"gives {expected[key]!r}", column="merkle_nodes.hash"))
-    if len(problems) > _MAX_NODE_PROBLEMS:
-        more = len(problems) - _MAX_NODE_PROBLEMS
-        problems = problems[:_MAX_NODE_PROBLEMS]
-        problems.append(Problem("merkle_nodes", f"... and {more} more merkle_nodes problems"))
-    return problems
-
-
 def _head_seq_hint(ledger: Ledger) -> int:
     """The head's seq before the walk, for progress only (a malformed head is reported later, not here)."""
     try:
@@ -493,7 +495,99 @@ def _cyclic_collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, Any]], list[str]] | None = None,
+
+
+def _recorded_head(meta: Mapping[Any, Any]) -> tuple[int, str] | None:
+    """The head ``ledger_meta`` records (``seq:entry_hash``), or None when its value is malformed."""
+    value = meta.get("head", "")
+    if type(value) is not str:
+        return None
+    seq, _, digest = value.partition(":")
+    return (int(seq), digest) if seq.isdigit() and digest else None
+
+
+def _merkle_problems(walk: _ChainWalk, tables: Tables) -> list[Problem]:
+    """``merkle_nodes`` against the Merkle tree of the entries read (``ledger.verify_merkle``); a schema 3 or
+    later ledger without the table is a problem of its own."""
+    version = str(tables.meta.get("schema_version", ""))
+    if tables.node_count is None:
+        if version.isdigit() and int(version) >= 3:
+            return [Problem("merkle_nodes", f"ledger_meta value of key 'schema_version' is {version!r} but the "
+                                            "ledger has no merkle_nodes table (it was dropped)",
+                            column="merkle_nodes.level")]
+        return []
+    for level, position, digest in tables.outside:
+        walk.merkle.note_extra(level, position, digest)
+    walk.merkle.counts[1] += tables.outside_count - len(tables.outside)
+    return walk.merkle.problems(Problem, walk.seq)
+
+
+@dataclass(frozen=True)
+class _Start:
+    """Where a walk begins: after entry ``seq`` (its hash ``prev``), its Merkle frontier known."""
+
+    seq: int = 0
+    prev: str = GENESIS
+    frontier: Mapping[tuple[int, int], bytes] | None = None
+
+
+def _walk(ledger: Ledger, start: _Start, *, check_certificate: CheckCertificate | None, run_id: str | None,
+          expect_seq: int | None, progress: Callable[[int, int], None] | None,
+          incremental: bool) -> tuple[_ChainWalk, Tables]:
+    """Stream the entries after ``start`` through a ``_ChainWalk``, then read the tables it needs (incremental:
+    the runs rows of runs beginning after ``expect_seq``, the blobs named after it)."""
+    walk = _ChainWalk(check_certificate=check_certificate, run_id=run_id, expect_seq=expect_seq, start=start.seq,
+                      prev=start.prev, merkle=MerkleCheck(start.seq, start.frontier, root_at=expect_seq),
+                      records_after=expect_seq if incremental else None)
+    total = _head_seq_hint(ledger)
+    tables: Tables | None = None
+
+    def wanted() -> tuple[Any | None, list[str] | None]:
+        if not incremental:
+            return None, None
+        return runs.c.first_seq > (expect_seq or 0), sorted(walk.referenced)
+
+    for item in read_snapshot(ledger, after=start.seq, tables=wanted):
+        if isinstance(item, Tables):
+            tables = item
+        else:
+            walk.check_batch(item)
+            if progress is not None:
+                progress(walk.seq, max(total, walk.seq))
+    if tables is None:  # read_snapshot ends with the tables, or raises
+        raise LedgerError(f"cannot read ledger {ledger.location}: its tables were not read")
+    return walk, tables
+
+
+def _report(walk: _ChainWalk, tables: Tables, *, expect_head: tuple[int, str] | None, expect_root: str | None,
+            run_id: str | None, scope: VerifyScope | None, extra: list[Problem]) -> VerifyReport:
+    problems = [*extra, *walk.problems]
+    expected_seq, prev = walk.seq, walk.prev
+    problems.extend(_meta_problems(tables, (expected_seq, prev)))
+    if expect_head is not None:
+        seq, digest = expect_head
+        if seq > expected_seq:
+            problems.append(Problem("expected head", f"the ledger ends at entry {expected_seq} but an earlier head "
+                                                     f"was at entry {seq}: entries were removed"))
+        elif walk.hash_at_expected_seq != digest:
+            problems.append(Problem("expected head", f"entry {seq} is not the one recorded in the expected head "
+                                                     "(the chain was rewritten)", seq))
+        elif expect_root is not None and walk.expected_leaf == seq and walk.merkle.root is not None \
+                and walk.merkle.root.hex() != expect_root:
+            problems.append(Problem("expected head", f"the Merkle root of entries 1..{seq} differs from the signed "
+                                                     "root (the chain was rewritten)", seq))
+    problems.extend(_blob_problems(walk, tables.blobs))
+    problems.extend(_run_problems(walk, tables.runs))
+    problems.extend(_merkle_problems(walk, tables))
+    if run_id is not None and run_id not in walk.run_spans and scope is None:
+        problems.append(Problem(f"run {run_id}", "no entries for this run in the chain", run_id=run_id))
+    problems.sort(key=lambda p: (p.seq is None, p.seq or 0))
+    return VerifyReport(entries_checked=expected_seq - (scope.vouched if scope else 0),
+                        certificates_checked=walk.certificates, blobs_checked=len(tables.blobs),
+                        head=(expected_seq, prev), problems=tuple(problems), scope=scope)
+
+
+def verify_ledger(ledger: Ledger, *, check_certificate: CheckCertificate | None = None,
                   expect_head: tuple[int, str] | None = None, expect_root: str | None = None,
                   run_id: str | None = None, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
     """Re-check the whole chain, every blob, every column of the runs index and ``ledger_meta``;
@@ -503,43 +597,62 @@ def verify_ledger(ledger: Ledger, *, check_certificate: Callable[[Mapping[str, A
     whole) but certificate checks are limited to that run. ``expect_head`` is a head recorded earlier
     outside the database (``seq``, ``entry_hash``): the chain must still contain it unchanged; with
     ``expect_root`` (hex, from a signed checkpoint) the Merkle root of entries 1..seq must equal it too.
-    ``progress(entries checked, entries in the ledger)`` is called after every entry.
+    ``progress(entries checked, entries in the ledger)`` is called after every batch.
     """
     with _cyclic_collector_paused():
-        walk = _ChainWalk(check_certificate=check_certificate, run_id=run_id,
-                          expect_seq=expect_head[0] if expect_head else None)
-        total = _head_seq_hint(ledger)
-        while True:  # writers may append while we read: read the chain, then the tables, until the head stays put
-            before = walk.seq
-            for entry in ledger.entries(after=walk.seq):
-                walk.check(entry)
-                if progress is not None:
-                    progress(walk.seq, max(total, walk.seq))
-            tables = _read_tables(ledger)
-            head = tables.head()
-            if head is None or head[0] <= walk.seq or walk.seq == before:
-                break
-            total = head[0]
-        problems = walk.problems
-        expected_seq, prev = walk.seq, walk.prev
-        problems.extend(_meta_problems(tables, (expected_seq, prev)))
-        if expect_head is not None:
-            seq, digest = expect_head
-            if seq > expected_seq:
-                problems.append(Problem("expected head", f"the ledger ends at entry {expected_seq} but an earlier head "
-                                                         f"was at entry {seq}: entries were removed"))
-            elif walk.hash_at_expected_seq != digest:
-                problems.append(Problem("expected head", f"entry {seq} is not the one recorded in the expected head "
-                                                         "(the chain was rewritten)", seq))
-            elif expect_root is not None and len(walk.prefix_hashes) == seq \
-                    and merkle.root_hash(_hex_leaves(walk.prefix_hashes)).hex() != expect_root:
-                problems.append(Problem("expected head", f"the Merkle root of entries 1..{seq} differs from the signed "
-                                                         "root (the chain was rewritten)", seq))
-        problems.extend(_blob_problems(walk, tables.blobs))
-        problems.extend(_run_problems(walk, tables.runs))
-        problems.extend(_merkle_problems(walk, tables))
-        if run_id is not None and run_id not in walk.run_spans:
-            problems.append(Problem(f"run {run_id}", "no entries for this run in the chain", run_id=run_id))
-        problems.sort(key=lambda p: (p.seq is None, p.seq or 0))
-        return VerifyReport(entries_checked=expected_seq, certificates_checked=walk.certificates,
-                            blobs_checked=len(tables.blobs), head=(expected_seq, prev), problems=tuple(problems))
+        walk, tables = _walk(ledger, _Start(), check_certificate=check_certificate, run_id=run_id,
+                             expect_seq=expect_head[0] if expect_head else None, progress=progress, incremental=False)
+        return _report(walk, tables, expect_head=expect_head, expect_root=expect_root, run_id=run_id, scope=None,
+                       extra=[])
+
+
+NOT_CHECKED_INCREMENTAL = ("entries before the checkpoint (vouched for by its signature, its entry and its Merkle "
+                           "root, which the stored entry and merkle_nodes still give)",
+                           "runs rows and blobs of runs recorded before the checkpoint",
+                           "stored blobs that no entry after the checkpoint names",
+                           "signed reviews recorded before the checkpoint",
+                           "merkle_nodes rows of subtrees within the entries before the checkpoint (beyond the "
+                           "frontier that gives its root)")
+
+
+def verify_since(ledger: Ledger, seq: int, entry_hash_at_seq: str, root_hash: str, *,
+                 check_certificate: CheckCertificate | None = None, run_id: str | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+    """Verify what follows a checkpoint of entries 1..``seq`` (entry ``seq`` had ``entry_hash_at_seq``, entries
+    1..seq Merkle root ``root_hash``), whose signature the caller has checked.
+
+    The anchor: entry ``seq`` is read again with the entry before it (its fields must still give its hash,
+    that hash must be the signed one) and the Merkle root of entries 1..seq is folded from the stored
+    ``merkle_nodes`` of the frontier of entries 1..seq − 1 (O(log n) rows) and entry ``seq``'s leaf: it must be
+    the signed root, so entries or nodes before the checkpoint rewritten since show here. Then every entry
+    after ``seq`` is checked as ``verify_ledger`` checks it (chain continuity from entry ``seq``, payloads,
+    certificates, the Merkle nodes they complete), the runs rows of runs that begin after it, the blobs its
+    entries name, and ``ledger_meta``. ``VerifyReport.scope`` says what was not checked."""
+    if not ledger.has_merkle_nodes:
+        raise LedgerError(f"ledger {ledger.location} has schema version {ledger.schema_version}, without "
+                          "merkle_nodes: verify it in full (or migrate it first)")
+    extra: list[Problem] = []
+    before = max(seq - 1, 0)
+    prev = GENESIS if before == 0 else (ledger.entry_hash_at(before) or "")
+    keys = frontier_nodes(before)
+    frontier = ledger.merkle_nodes(keys)
+    for level, position in sorted(set(keys) - set(frontier)):
+        extra.append(Problem("checkpoint", f"merkle_nodes has no row (level {level}, position {position}) of "
+                                           f"the frontier of entries 1..{before}: the checkpoint's root cannot "
+                                           "be recomputed (rows were deleted; run a full verify)", seq,
+                             column="merkle_nodes.position"))
+        frontier[(level, position)] = b"\0" * 32
+    if before and not prev:
+        extra.append(Problem("checkpoint", f"the ledger has no entry {before}: entries were removed", before))
+    with _cyclic_collector_paused():
+        walk, tables = _walk(ledger, _Start(before, prev, frontier), check_certificate=check_certificate,
+                             run_id=run_id, expect_seq=seq or None, progress=progress, incremental=True)
+        extra += [Problem(f"run {rid}", f"run {rid} has entries of its record after the checkpoint (from entry "
+                                        f"{first}) but no run entry after it: a run is recorded in one transaction, "
+                                        "so its record cannot span a checkpoint (run a full verify)", first, rid)
+                  for rid, first in walk.orphan_records.items() if walk.run_spans[rid][3] is None]
+        scope = VerifyScope(full=False, vouched=seq, first=seq + 1, last=walk.seq, not_checked=NOT_CHECKED_INCREMENTAL)
+        if seq == 0:
+            return _report(walk, tables, expect_head=None, expect_root=None, run_id=run_id, scope=scope, extra=extra)
+        return _report(walk, tables, expect_head=(seq, entry_hash_at_seq), expect_root=root_hash, run_id=run_id,
+                       scope=scope, extra=extra)

@@ -21,7 +21,9 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ledger import Ledger, VerifyReport, verify_ledger
-from ledger.checkpoint import open_checkpoint
+from ledger.checkpoint import Checkpoint, open_checkpoint
+from ledger.verify import verify_since
+from ledger.verify_record import record_verification
 from ledger.run_record import read_stored_run
 from ledger.bundle import BundleReport, check_bundle
 from ledger.location import command_hint
@@ -73,8 +75,12 @@ def check_certificate(certificate: Mapping[str, Any]) -> list[str]:
 
 
 def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int, str] | None = None,
-           expect_root: str | None = None, notify: Notify | None = None, check_reviews: bool = True) -> VerifyReport:
+           expect_root: str | None = None, notify: Notify | None = None, check_reviews: bool = True,
+           since: Checkpoint | None = None) -> VerifyReport:
     """Verify the whole ledger (see module docstring); ``notify`` gets progress lines about once a second.
+
+    ``since``: a checkpoint whose signature the caller verified; only what follows it is checked
+    (``ledger.verify.verify_since``: its entry and Merkle root against the ledger, then the entries after it).
 
     With ``check_reviews`` (the default) every signed review (of ``run_id`` only, if given) is checked too
     (``engine.services.reviews.check_review``): a signature that does not verify, or a signed statement that is not
@@ -85,11 +91,15 @@ def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int,
     if notify is not None:
         report = throttled_progress(notify, "verify: ")
         progress = lambda done, total: report(done, total, "entries")  # noqa: E731 - verify's progress callback
-    verified = verify_ledger(ledger, check_certificate=check_certificate, expect_head=expect_head,
-                             expect_root=expect_root, run_id=full, progress=progress)
+    if since is not None:
+        verified = verify_since(ledger, since.seq, since.entry_hash, since.root_hash,
+                                check_certificate=check_certificate, run_id=full, progress=progress)
+    else:
+        verified = verify_ledger(ledger, check_certificate=check_certificate, expect_head=expect_head,
+                                 expect_root=expect_root, run_id=full, progress=progress)
     if not check_reviews:
         return verified
-    problems = [*verified.problems, *review_problems(ledger, run_id=full)]
+    problems = [*verified.problems, *review_problems(ledger, run_id=full, after=since.seq if since else 0)]
     problems.sort(key=lambda p: (p.seq is None, p.seq or 0))
     return replace(verified, problems=tuple(problems))
 
@@ -105,6 +115,11 @@ class LedgerAudit:
     required_key_ids: tuple[str, ...]
     runs_checked: int
     missing: tuple[MissingApproval, ...]
+    checkpoint: Checkpoint | None = None
+    """The signed checkpoint verified against (None: none given)."""
+    recorded: str = ""
+    """Whether the verification was recorded in the ledger (``ledger.verify_record``), or why not; "" when not
+    asked."""
 
     @property
     def approved(self) -> bool:
@@ -119,7 +134,15 @@ class LedgerAudit:
     def as_json(self) -> dict[str, Any]:
         """The audit as ``certa verify --json`` prints it."""
         report = self.report
+        scope = report.scope.as_json() if report.scope is not None else {
+            "mode": "full", "vouched_by_checkpoint": 0, "verified_from": 1, "verified_through": report.head[0],
+            "not_checked": []}
+        checkpoint = None if self.checkpoint is None else {
+            "seq": self.checkpoint.seq, "entry_hash": self.checkpoint.entry_hash,
+            "root_hash": self.checkpoint.root_hash, "signed_at": self.checkpoint.signed_at,
+            "key_ids": list(self.checkpoint.key_ids)}
         return {"ok": self.ok, "intact": report.intact, "entries_checked": report.entries_checked,
+                "scope": scope, "checkpoint": checkpoint, "recorded": self.recorded,
                 "certificates_checked": report.certificates_checked, "blobs_checked": report.blobs_checked,
                 "head": f"{report.head[0]}:{report.head[1]}",
                 "problems": [{"where": p.where, "message": p.message, "seq": p.seq, "run_id": p.run_id,
@@ -142,24 +165,48 @@ class LedgerAudit:
 
 def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int, str] | None = None,
                  checkpoint: bytes | None = None, checkpoint_keys: Sequence[Ed25519PublicKey] = (),
-                 approvers: Sequence[Ed25519PublicKey] = (), notify: Notify | None = None) -> LedgerAudit:
+                 approvers: Sequence[Ed25519PublicKey] = (), notify: Notify | None = None,
+                 since_checkpoint: bool = False, record: bool = False) -> LedgerAudit:
     """``verify`` the ledger (or one run), list its reviews, and check that every completed PASS run has an
     approval signed by each of ``approvers`` (``engine.services.reviews.unapproved_runs``).
 
     ``checkpoint``: a signed checkpoint's bytes; its signatures must verify with every one of
     ``checkpoint_keys`` (``SignatureVerificationError`` otherwise), and the ledger must still hold its head and
     Merkle root. ``expect_head``: a head ``(seq, entry_hash)`` kept outside the database.
+
+    ``since_checkpoint``: check only what follows the checkpoint (``verify(since=...)``). ``record``: once the
+    ledger verified intact, record how far this verification reached (``ledger.verify_record``) in its own
+    transaction, through a connection opened for writing; a ledger that cannot be written (read-only media, a
+    role without write access, an older schema) records nothing and ``LedgerAudit.recorded`` says why.
     """
-    root = None
+    if since_checkpoint and checkpoint is None:
+        raise LedgerError("an incremental verification needs a signed checkpoint (--checkpoint FILE --public-key KEY)")
+    root, signed = None, None
     if checkpoint is not None:
         signed = open_checkpoint(checkpoint, list(checkpoint_keys))
         expect_head, root = (signed.seq, signed.entry_hash), signed.root_hash
     full = ledger.resolve_run_id(run_id) if run_id else None
-    report = verify(ledger, run_id=full, expect_head=expect_head, expect_root=root, notify=notify)
-    reviews = ledger_reviews(ledger, run_id=full)
+    report = verify(ledger, run_id=full, expect_head=expect_head, expect_root=root, notify=notify,
+                    since=signed if since_checkpoint else None)
+    reviews = ledger_reviews(ledger, run_id=full, after=signed.seq if since_checkpoint and signed else 0)
     runs_checked, missing = unapproved_runs(ledger, approvers, run_id=full) if approvers else (0, [])
+    recorded = _record(ledger, report) if record else ""
     return LedgerAudit(report=report, reviews=tuple(reviews), required_key_ids=tuple(key_id(k) for k in approvers),
-                       runs_checked=runs_checked, missing=tuple(missing))
+                       runs_checked=runs_checked, missing=tuple(missing), checkpoint=signed, recorded=recorded)
+
+
+def _record(ledger: Ledger, report: VerifyReport) -> str:
+    """Record an intact verification of ``ledger`` (``ledger.verify_record``); what happened, in words."""
+    if not report.intact:
+        return "not recorded (the ledger does not verify)"
+    scope = report.scope
+    try:
+        with Ledger.open(ledger.url, create=False) as writable:
+            done = record_verification(writable, full=scope is None, seq=report.head[0], entry_hash=report.head[1],
+                                       first=1 if scope is None else scope.first)
+    except LedgerError as error:
+        return f"not recorded: {error}"
+    return f"recorded in the ledger ({done.key} = entry {done.seq})"
 
 
 def verify_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519PublicKey]) -> BundleReport:

@@ -14,9 +14,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from ledger import Ledger
 from ledger.bundle import build_bundle, ledger_root, ledger_root_matching
 from ledger.checkpoint import cosign_checkpoint, read_checkpoint_unverified, sign_checkpoint
+from ledger.verify_record import VERIFIED_KEYS, VerificationRecord, read_verifications
 from engine.services.documents import document_text, save_document
 
-__all__ = ["SignedHead", "sign_head", "Cosigned", "cosign", "RunProof", "prove_run"]
+__all__ = ["SignedHead", "sign_head", "verification_line", "Cosigned", "cosign", "RunProof", "prove_run"]
 
 
 @dataclass(frozen=True)
@@ -29,16 +30,38 @@ class SignedHead:
     root_hash: str
     envelope: dict[str, Any]
     file: Path | None
+    verifications: tuple[VerificationRecord, ...] = ()
+    """The last full and incremental verifications recorded in the ledger (``ledger.verify_record``)."""
 
     def as_json(self) -> dict[str, Any]:
-        """The head, the signing keys' ids, the file and the envelope itself."""
+        """The head, the signing keys' ids, the file, the envelope itself and the recorded verifications."""
         return {"ok": True, "seq": self.seq, "entry_hash": self.entry_hash, "root_hash": self.root_hash,
                 "key_ids": [sig["keyid"] for sig in self.envelope["signatures"]],
-                "file": str(self.file) if self.file else None, "envelope": self.envelope}
+                "file": str(self.file) if self.file else None, "envelope": self.envelope,
+                "verifications": [record.as_json() for record in self.verifications]}
 
     def text(self) -> str:
-        """Which head went to which file, or the envelope itself."""
-        return f"signed head {self.seq}:{self.entry_hash} -> {self.file}" if self.file else document_text(self.envelope)
+        """Which head went to which file, and how far the last verifications reached; or the envelope itself
+        (``verification_text`` then goes to standard error)."""
+        if not self.file:
+            return document_text(self.envelope)
+        return "\n".join([f"signed head {self.seq}:{self.entry_hash} -> {self.file}", self.verification_text()])
+
+    def verification_text(self) -> str:
+        """How far the last full and incremental verification reached, against this head."""
+        return "\n".join(verification_line(key, {r.key: r for r in self.verifications}.get(key), self.seq)
+                         for key in VERIFIED_KEYS)
+
+
+def verification_line(key: str, record: VerificationRecord | None, head_seq: int) -> str:
+    """One line on the last verification of a kind (``ledger.verify_record`` key) of a ledger at ``head_seq``."""
+    what = "full" if key == VERIFIED_KEYS[0] else "incremental"
+    if record is None:
+        return (f"last {what} verification: none recorded ('certa verify --record' records one when the ledger "
+                "verifies intact)")
+    behind = head_seq - record.seq
+    return (f"last {what} verification: entries {record.first}..{record.seq} intact at {record.verified_at}"
+            + (f"; {behind} entries recorded since" if behind > 0 else "; the head has not moved since"))
 
 
 def sign_head(ledger: Ledger, private_keys: Sequence[Ed25519PrivateKey], out_file: Path | None = None) -> SignedHead:
@@ -49,7 +72,8 @@ def sign_head(ledger: Ledger, private_keys: Sequence[Ed25519PrivateKey], out_fil
     envelope = sign_checkpoint(private_keys, seq, digest, root)
     if out_file is not None:
         save_document(envelope, out_file)
-    return SignedHead(seq=seq, entry_hash=digest, root_hash=root, envelope=envelope, file=out_file)
+    return SignedHead(seq=seq, entry_hash=digest, root_hash=root, envelope=envelope, file=out_file,
+                      verifications=tuple(read_verifications(ledger).values()))
 
 
 @dataclass(frozen=True)

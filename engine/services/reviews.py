@@ -333,13 +333,13 @@ def reviews_of(ledger: Ledger, run_id: str) -> list[ReviewRecord]:
     return [record for _, record in _records(ledger.entries(run_id=full, kinds=["review"]), lambda _: certificate)]
 
 
-def ledger_reviews(ledger: Ledger, *, run_id: str | None = None) -> list[tuple[str, ReviewRecord]]:
-    """(run id, review) of every review in the ledger (or of the full ``run_id``), in chain order, each
-    checked against its own run's certificate."""
-    return [(entry.run_id, record) for entry, record in _all_records(ledger, run_id)]
+def ledger_reviews(ledger: Ledger, *, run_id: str | None = None, after: int = 0) -> list[tuple[str, ReviewRecord]]:
+    """(run id, review) of every review in the ledger (or of the full ``run_id``; only those after entry
+    ``after``), in chain order, each checked against its own run's certificate."""
+    return [(entry.run_id, record) for entry, record in _all_records(ledger, run_id, after)]
 
 
-def _all_records(ledger: Ledger, run_id: str | None) -> Iterable[tuple[Any, ReviewRecord]]:
+def _all_records(ledger: Ledger, run_id: str | None, after: int = 0) -> Iterable[tuple[Any, ReviewRecord]]:
     cache: dict[str, Mapping[str, Any] | None] = {}
 
     def certificate_of(rid: str) -> Mapping[str, Any] | None:
@@ -347,17 +347,18 @@ def _all_records(ledger: Ledger, run_id: str | None) -> Iterable[tuple[Any, Revi
             cache[rid] = _run_certificate(ledger, rid)
         return cache[rid]
 
-    return _records(ledger.entries(run_id=run_id, kinds=["review"]), certificate_of)
+    return _records(ledger.entries(run_id=run_id, kinds=["review"], after=after), certificate_of)
 
 
-def review_problems(ledger: Ledger, *, run_id: str | None = None) -> list[Problem]:
+def review_problems(ledger: Ledger, *, run_id: str | None = None, after: int = 0) -> list[Problem]:
     """A ``Problem`` for every review (of ``run_id``, or of every run) that fails ``check_review``: a signature
     that does not verify, a signed statement that is not the entry's or its run's, a malformed payload; or
     that is recorded out of its signing order (``ReviewRecord.out_of_order``, the message names both
-    entries). Unsigned reviews are not problems."""
+    entries). Unsigned reviews are not problems. ``after``: only the reviews after that entry (an incremental
+    verification)."""
     return [Problem(f"entry {entry.seq} (review, run {entry.run_id})", f"review: {record.problem}", entry.seq,
                     entry.run_id)
-            for entry, record in _all_records(ledger, run_id) if record.problem is not None]
+            for entry, record in _all_records(ledger, run_id, after) if record.problem is not None]
 
 
 def approval_by(records: Sequence[ReviewRecord], trusted_key_id: str) -> ReviewRecord | None:

@@ -7,7 +7,8 @@ Pages (all relative links, one shared stylesheet ``certa.css``, no network refer
     runs/RUN_ID.html         the run's report (``render_report`` with links back to the index)
     diffs/A_RUN-B_RUN.html   the changed certificate fields between consecutive runs of one spec name
                              (``engine.foundation.jsondiff.json_diff`` of the certificates' content)
-    chain.html               the chain head, the verification status and each ``--checkpoint`` given
+    chain.html               the chain head, the verification status, how far the last recorded full and
+                             incremental ``certa verify`` reached, and each ``--checkpoint`` given
 
 **One verification per build.** ``engine.services.audit.verify`` runs once over the whole ledger; its problems are
 mapped to runs exactly as ``verify(run_id=RUN)`` would report them (chain, blob and index problems concern
@@ -48,9 +49,11 @@ from ledger import EntryRow, Ledger, Problem, RunRow, VerifyReport
 from engine.foundation.atomic_files import is_temporary, make_folders, write_atomically
 from ledger.bundle import ledger_root
 from ledger.checkpoint import open_checkpoint, read_checkpoint_unverified
+from ledger.verify_record import VERIFIED_KEYS, read_verifications
 from engine.foundation.signing import key_id
 
 from engine.services.audit import verify
+from engine.services.checkpoints import verification_line
 from engine.foundation.canonical import canonical_bytes
 from engine.core.certificate import results_sha256
 from engine.foundation.errors import CertaError, LedgerIntegrityError
@@ -221,6 +224,12 @@ def _stored_root(ledger: Ledger, seq: int) -> str:
         return ledger_root(ledger, seq).hex()
     except LedgerIntegrityError:
         return ""
+
+
+def _verification_lines(ledger: Ledger, report: VerifyReport) -> list[str]:
+    """How far the last full and incremental ``certa verify`` reached (``ledger.verify_record``), one line each."""
+    records = read_verifications(ledger)
+    return [verification_line(key, records.get(key), report.head[0]) for key in VERIFIED_KEYS]
 
 
 def _checkpoint_status(path: Path, ledger: Ledger, report: VerifyReport,
@@ -447,7 +456,7 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
              "certificates": report.certificates_checked, "blobs": report.blobs_checked, "intact": report.intact,
              "problems": [f"{p.where}: {p.message}" for p in report.problems], "runs": len(rows),
              "key_ids": sorted(key_id(k) for k in public_keys),
-             "checkpoints": [s.__dict__ for s in statuses]}
+             "checkpoints": [s.__dict__ for s in statuses], "verifications": _verification_lines(ledger, report)}
     summary = {"runs": len(rows), "intact": report.intact, "head_seq": report.head[0], "head_hash": report.head[1]}
 
     simple_inputs = {CSS_NAME: _digest({"page": "css", "version": version}),

@@ -48,6 +48,7 @@ def ledger_audit_text(audit: LedgerAudit) -> str:
     """``certa verify``: intact (with counts and head) or TAMPERED (the first problem, then up to 19 more),
     the reviews with their signature status, and the approval result when keys were required."""
     report = audit.report
+    scope = report.scope
     if report.intact:
         lines = [f"intact: {report.entries_checked} entries, {report.certificates_checked} certificate(s), "
                  f"{report.blobs_checked} stored input(s) checked; head {report.head[0]}:{report.head[1]}"]
@@ -57,6 +58,14 @@ def ledger_audit_text(audit: LedgerAudit) -> str:
         lines += [plain_text(f"  also: {p.where}: {p.message}") for p in report.problems[1:SHOWN_PROBLEMS]]
         if len(report.problems) > SHOWN_PROBLEMS:
             lines.append(f"  ... and {len(report.problems) - SHOWN_PROBLEMS} more")
+    if scope is not None and audit.checkpoint is not None:
+        signed = audit.checkpoint
+        lines.append(f"incremental: entries 1..{scope.vouched} vouched for by the checkpoint signed by "
+                     f"{key_ids_text(signed.key_ids)} at {signed.signed_at} (its entry and Merkle root checked "
+                     f"against the ledger); entries {scope.first}..{scope.last} verified")
+        lines += [f"  not checked: {what}" for what in scope.not_checked]
+    if audit.recorded:
+        lines.append(f"verification {audit.recorded}")
     if audit.reviews:
         signed = [r for _, r in audit.reviews if r.signed]
         failing = sum(1 for r in signed if not r.signature_valid)

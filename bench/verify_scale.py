@@ -1,0 +1,169 @@
+"""``certa verify`` at scale: time and peak memory of a full and an incremental verification.
+
+Usage: python bench/verify_scale.py [--entries 100000 1000000] [--huge] [--workdir DIR] [--new 1000]
+
+Goals (issue "Audit at scale", items 1 and 2): a full ``verify`` of 10^6 entries (per-decision bake-off runs
+plus 10^3 ordinary runs) in <= 10 s and <= 200 MB peak RSS, memory flat from 10^5 to 10^7 entries (``--huge``
+adds 10^7, once); ``verify --since-checkpoint`` of 10^3 entries appended after a checkpoint of 10^6 < 1 s.
+
+The ledgers: 10^3 ordinary runs (the tiny spec of ``bench/ledger.py``, 10 entries each) and then runs of 10^4
+decision entries each (one entry per decision, as a bake-off with per-decision rows records them) up to the
+size asked. Each verification runs in a fresh interpreter (``engine.services.audit.verify``, every
+certificate checked), whose wall time and peak RSS (``VmHWM`` of ``/proc/self/status``: Linux keeps ``ru_maxrss``
+across ``exec``, so it would include the bench's own RSS at the fork) it reports;
+the interpreter's own start-up and imports are measured alone beside it, and the process's CPU time (user +
+system, imports included: on a loaded machine the wall time overstates what an idle one would take). Ledgers
+are kept in ``--workdir`` and reused when present (a 10^7 ledger takes minutes to build). ``uptime`` is printed
+first and last: the machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ledger import Ledger  # noqa: E402
+
+GOALS = {"full_s": 10.0, "full_mb": 200.0, "incremental_s": 1.0}
+ORDINARY_RUNS = 1000
+DECISIONS_PER_BIG_RUN = 10_000
+
+_MEASURE = r"""
+import json, resource, sys, time
+start = time.perf_counter()
+sys.path.insert(0, sys.argv[1])
+from ledger import Ledger
+from engine.services.audit import audit_ledger
+from engine.services.keys import public_keys
+imported = time.perf_counter()
+mode, db = sys.argv[2], sys.argv[3]
+with Ledger.open(db, read_only=True) as ledger:
+    if mode == "imports":
+        audit = None
+    elif mode == "full":
+        audit = audit_ledger(ledger, record=False)
+    else:
+        from pathlib import Path
+        audit = audit_ledger(ledger, checkpoint=Path(sys.argv[4]).read_bytes(),
+                             checkpoint_keys=public_keys([Path(sys.argv[5])]), since_checkpoint=True, record=False)
+done = time.perf_counter()
+usage = resource.getrusage(resource.RUSAGE_SELF)
+status = open("/proc/self/status").read()  # VmHWM: this image's peak (ru_maxrss keeps the parent's across exec)
+peak_kib = int(status.split("VmHWM:")[1].split()[0]) if "VmHWM:" in status else usage.ru_maxrss
+print(json.dumps({"ok": audit is None or audit.ok, "entries": audit.report.entries_checked if audit else 0,
+                  "seconds": done - imported, "imports": imported - start, "cpu": usage.ru_utime + usage.ru_stime,
+                  "peak_mib": peak_kib / 1024}))
+"""
+
+
+def measure(mode: str, db: Path, *extra: Path) -> dict:
+    """Verify ``db`` in a fresh interpreter: its seconds (imports excluded), imports and peak RSS (MiB)."""
+    done = subprocess.run([sys.executable, "-c", _MEASURE, str(ROOT), mode, str(db), *map(str, extra)],
+                          capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"verify {mode} {db} failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _bench_ledger():
+    """``bench/ledger.py`` (its tiny spec and recorder), loaded by path: its module name is the ledger package's."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_ledger", ROOT / "bench" / "ledger.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def build(db: Path, entries: int, work: Path) -> None:
+    """``ORDINARY_RUNS`` tiny runs, then runs of ``DECISIONS_PER_BIG_RUN`` decision entries up to ``entries``."""
+    bench = _bench_ledger()
+    spec = bench.write_tiny_spec(work / "tiny")
+    small, big = bench.TinyRecorder(spec, 6), bench.TinyRecorder(spec, DECISIONS_PER_BIG_RUN)
+    start = time.perf_counter()
+    with Ledger.open(db) as ledger:
+        for _ in range(ORDINARY_RUNS):
+            small.record(ledger)
+        while ledger.head()[0] + big.entries_per_run <= entries:
+            big.record(ledger)
+        count = ledger.head()[0]
+    print(f"  built {db.name}: {count} entries in {time.perf_counter() - start:.0f} s, "
+          f"{db.stat().st_size / 1e6:.0f} MB")
+
+
+def ledger_file(work: Path, entries: int) -> Path:
+    db = work / f"verify-{entries}.db"
+    if not db.exists():
+        build(db, entries, work)
+    return db
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--huge", action="store_true", help="also 10^7 entries (builds a ~10 GB ledger once)")
+    parser.add_argument("--new", type=int, default=1000, help="entries appended after the checkpoint")
+    parser.add_argument("--workdir", type=Path, help="keep (and reuse) the ledgers here")
+    args = parser.parse_args()
+    print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="certa-bench-verify-"))
+    work.mkdir(parents=True, exist_ok=True)
+    sizes = sorted(set(args.entries + ([10_000_000] if args.huge else [])))
+    base = measure("imports", ledger_file(work, sizes[0]))
+    print(f"\ninterpreter start-up and imports: {base['imports']:.2f} s, {base['peak_mib']:.0f} MiB peak RSS")
+    print("\n1. Full verify (engine.services.audit.audit_ledger: chain, blobs, runs, meta, Merkle nodes, every "
+          "certificate and review)")
+    for size in sizes:
+        got = measure("full", ledger_file(work, size))
+        goal = ""
+        if size == 1_000_000:
+            goal = (f"   goal <= {GOALS['full_s']:g} s: {'met' if got['seconds'] <= GOALS['full_s'] else 'NOT MET'}, "
+                    f"<= {GOALS['full_mb']:g} MB: {'met' if got['peak_mib'] * 1.048576 <= GOALS['full_mb'] else 'NOT MET'}")
+        print(f"  {got['entries']:>9} entries: {got['seconds']:7.2f} s wall ({got['seconds'] / got['entries'] * 1e6:5.1f} "
+              f"µs/entry), {got['cpu']:7.2f} s CPU (imports included), peak RSS {got['peak_mib']:6.0f} MiB  "
+              f"intact={got['ok']}{goal}")
+    incremental(work, max(s for s in sizes if s <= 1_000_000), args.new)
+    print("\nuptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def incremental(work: Path, size: int, new: int) -> None:
+    """A checkpoint of the ``size``-entry ledger (a copy), ``new`` decision entries appended, then
+    ``--since-checkpoint``."""
+    from engine.foundation.signing import generate_key_pair, load_private_key
+    from engine.services.checkpoints import sign_head
+
+    db = work / f"incremental-{size}.db"
+    shutil.copyfile(ledger_file(work, size), db)
+    private_pem, public_pem = generate_key_pair()
+    checkpoint, pub = work / "incremental.checkpoint", work / "incremental.pub"
+    pub.write_bytes(public_pem)
+    checkpoint.unlink(missing_ok=True)
+    bench = _bench_ledger()
+    recorder = bench.TinyRecorder(bench.write_tiny_spec(work / "tiny"), new - 4)
+    with Ledger.open(db) as ledger:
+        signed = sign_head(ledger, [load_private_key(private_pem)], checkpoint).seq
+        recorder.record(ledger)
+        added = ledger.head()[0] - signed
+    got = measure("incremental", db, checkpoint, pub)
+    print(f"\n2. Incremental verify (--since-checkpoint) of {added} entries appended after a checkpoint of {signed}")
+    print(f"  {got['seconds']:7.3f} s wall, {got['cpu']:.2f} s CPU (imports included), peak RSS "
+          f"{got['peak_mib']:6.0f} MiB  intact={got['ok']}   goal < {GOALS['incremental_s']:g} s: "
+          f"{'met' if got['seconds'] < GOALS['incremental_s'] else 'NOT MET'}")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,248 @@
+"""The reads of ``ledger.verify``: one snapshot of the ledger, streamed in bounded batches by a reader thread.
+
+Everything is read in one read transaction, so the chain and the tables derived from it are one consistent
+state however writers append meanwhile (SQLite: a deferred ``BEGIN`` is a snapshot from its first read, WAL
+keeps it; PostgreSQL: the transaction is set to ``REPEATABLE READ``, one snapshot for all its statements).
+
+Entries come ordered by ``seq`` (the primary key) in batches of ``BATCH`` rows by keyset pagination
+(``WHERE seq > last ORDER BY seq LIMIT BATCH``), as columns (a tuple per column), each with the ``merkle_nodes``
+rows the batch's leaves complete: leaves ``start`` .. ``end`` − 1 (0-based, in chain order) complete the nodes
+(level l, position p) with ``start >> l <= p < end >> l`` (``ledger.merkle.completed_nodes``), read by primary
+key ranges ordered by (level, position). Then the small tables: ``runs``, ``blobs`` (each content hashed as it
+streams by: hashlib releases the GIL for large buffers), ``ledger_meta`` and ``alembic_version``; and the
+number of ``merkle_nodes`` rows, with the rows outside every range read (only when that count differs from the
+rows the ranges gave, and only for a walk from the first entry).
+
+A reader thread runs the reads and hands each batch over a queue of ``DEPTH`` items, so the next batch is read
+(SQLite steps without the GIL) while the caller checks the previous one; memory is bounded by ``DEPTH + 2``
+batches whatever the ledger's size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, func, inspect, select, text
+
+from ledger.schema import alembic_version, blobs, entries, ledger_meta, merkle_nodes, runs
+from ledger.store import Ledger
+
+__all__ = ["BATCH", "DEPTH", "EntryBatch", "Tables", "BlobRow", "read_snapshot", "node_ranges", "in_ranges",
+           "stored_type"]
+
+BATCH = 10_000
+"""Entries per batch."""
+DEPTH = 2
+"""Batches read ahead of the one being checked."""
+MAX_OUTSIDE_ROWS = 10_000
+"""``merkle_nodes`` rows outside every range kept for the report (the rest are counted)."""
+
+_ENTRY_NAMES = ", ".join(entries.c[name].name for name in ("seq", "run_id", "kind", "recorded_at", "payload",
+                                                           "payload_sha256", "prev_hash", "entry_hash"))
+
+_SQL_TYPES = {type(None): "NULL", int: "an integer", float: "a real number", str: "text", bytes: "a blob"}
+
+
+def stored_type(value: Any) -> str:
+    """A cell's storage type and value, for a problem: ``a blob (b'15')``."""
+    shown = repr(value)
+    return f"{_SQL_TYPES.get(type(value), type(value).__name__)} ({shown[:40]}{'…' if len(shown) > 40 else ''})"
+
+
+@dataclass(frozen=True)
+class EntryBatch:
+    """Consecutive entries in chain order as columns, with the stored Merkle nodes their leaves complete."""
+
+    rows: list[tuple[Any, ...]]
+    start: int
+    """The leaf index of the first entry (entries read before it in this walk, plus the walk's first leaf)."""
+    nodes: list[tuple[Any, Any, Any]] | None
+    """(level, position, hash) of the stored rows in ``node_ranges(start, start + len(rows))``, in key order;
+    None: the ledger has no ``merkle_nodes`` table (schema 1 and 2)."""
+
+
+@dataclass(frozen=True)
+class BlobRow:
+    sha256: Any
+    size: Any
+    content_sha256: str | None
+    """None: ``content`` is not a blob (``content_size`` then says what it is, as ``stored_type``)."""
+    content_size: int | str
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The tables derived from the chain, read after the entries in the same snapshot."""
+
+    runs: dict[Any, dict[str, Any]]
+    blobs: list[BlobRow]
+    meta: dict[Any, Any]
+    revisions: list[Any] | None
+    """``alembic_version`` rows; None: no such table."""
+    node_count: int | None
+    """Rows in ``merkle_nodes``; None: no such table (schema 1 and 2)."""
+    outside: list[tuple[Any, Any, Any]]
+    """``merkle_nodes`` rows in no range the walk read (at most ``MAX_OUTSIDE_ROWS``)."""
+    outside_count: int
+
+
+def node_ranges(start: int, end: int) -> list[tuple[int, int, int]]:
+    """(level, first position, end position) of the perfect nodes leaves ``start`` .. ``end`` − 1 complete."""
+    found, level = [], 0
+    while end >> level:
+        first, stop = start >> level, end >> level
+        if stop > first:
+            found.append((level, first, stop))
+        level += 1
+    return found
+
+
+def in_ranges(level: Any, position: Any, start: int, end: int) -> bool:
+    """Whether a stored row's key is in ``node_ranges(start, end)``'s ranges as the database compares (a
+    number of any type equal to an integer level, a position within its level's range)."""
+    if type(level) not in (int, float) or type(position) not in (int, float) or level != int(level) or level < 0:
+        return False
+    level = int(level)
+    return level < end.bit_length() and (start >> level) <= position < (end >> level)
+
+
+def _snapshot(conn: Connection) -> None:
+    """Make ``conn``'s transaction one snapshot (PostgreSQL; a SQLite read transaction is one already)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
+
+
+def _driver_rows(conn: Connection, sql: str) -> list[tuple[Any, ...]]:
+    """The rows of ``sql`` (its values ints written into it) as the driver's plain tuples, in the transaction."""
+    cursor = conn.connection.driver_connection.cursor()
+    try:
+        cursor.execute(sql)
+        return [tuple(row) for row in cursor.fetchall()]
+    finally:
+        cursor.close()
+
+
+def _nodes_in(conn: Connection, start: int, end: int) -> list[tuple[Any, Any, Any]]:
+    """The stored rows in ``node_ranges(start, end)``: one primary-key range per level, in key order."""
+    found: list[tuple[Any, Any, Any]] = []
+    for level, first, stop in node_ranges(start, end):
+        found += _driver_rows(conn, f"SELECT level, position, hash FROM {merkle_nodes.name} WHERE level = {level} "
+                                    f"AND position >= {first} AND position < {stop} ORDER BY position")
+    return found
+
+
+def _batches(conn: Connection, after: int, first_leaf: int, with_nodes: bool) -> Iterator[EntryBatch]:
+    last, leaf = after, first_leaf
+    while True:
+        # plain tuples from the driver (no result-row objects for 10^7 rows) and no statement compiled per batch
+        # (a compiled statement holds reference cycles, kept while verify pauses the cyclic collector)
+        rows = _driver_rows(conn, f"SELECT {_ENTRY_NAMES} FROM {entries.name} WHERE seq > {int(last)} ORDER BY seq "
+                                  f"LIMIT {int(BATCH)}")
+        if not rows:
+            return
+        nodes = _nodes_in(conn, leaf, leaf + len(rows)) if with_nodes else None
+        yield EntryBatch(rows, leaf, nodes)
+        leaf += len(rows)
+        if len(rows) < BATCH:
+            return
+        last = rows[-1][0]
+
+
+def _tables(conn: Connection, leaves: tuple[int, int], run_filter: Any | None, blob_filter: list[str] | None,
+            has_nodes: bool, nodes_read: int) -> Tables:
+    names = list(runs.c.keys())
+    query = select(*runs.c) if run_filter is None else select(*runs.c).where(run_filter)
+    run_rows = {row[0]: dict(zip(names, row)) for row in conn.execute(query)}
+    blob_query = select(blobs.c.sha256, blobs.c.size, blobs.c.content)
+    blob_rows = []
+    for chunk in ([None] if blob_filter is None else [blob_filter[i:i + 500] for i in range(0, len(blob_filter), 500)]):
+        if chunk is not None and not chunk:
+            continue
+        found = blob_query if chunk is None else blob_query.where(blobs.c.sha256.in_(chunk))
+        for sha, size, content in conn.execute(found.execution_options(yield_per=64)):
+            if isinstance(content, (bytes, bytearray, memoryview)):
+                raw = bytes(content)
+                blob_rows.append(BlobRow(sha, size, hashlib.sha256(raw).hexdigest(), len(raw)))
+            else:  # stored by hand as another SQLite type
+                blob_rows.append(BlobRow(sha, size, None, stored_type(content)))
+    node_count, outside, outside_count = None, [], 0
+    start, end = leaves
+    if has_nodes and start > 0:  # a walk from a checkpoint: the rows before it are not counted (O(n))
+        node_count = nodes_read
+    elif has_nodes:
+        node_count = int(conn.execute(select(func.count()).select_from(merkle_nodes)).scalar_one())
+        if node_count != nodes_read:  # rows outside every range read: find them
+            scan = select(merkle_nodes.c.level, merkle_nodes.c.position, merkle_nodes.c.hash)
+            for level, position, digest in conn.execute(scan.execution_options(yield_per=4096)):
+                if not in_ranges(level, position, start, end):
+                    outside_count += 1
+                    if len(outside) < MAX_OUTSIDE_ROWS:
+                        outside.append((level, position, digest))
+    meta = {key: value for key, value in conn.execute(select(ledger_meta.c.key, ledger_meta.c.value))}
+    revisions = None
+    if inspect(conn).has_table(alembic_version.name):
+        revisions = list(conn.execute(select(alembic_version.c.version_num)).scalars())
+    return Tables(run_rows, blob_rows, meta, revisions, node_count, outside, outside_count)
+
+
+def read_snapshot(ledger: Ledger, *, after: int = 0, tables: Callable[[], tuple[Any | None, list[str] | None]]
+                  ) -> Iterator[EntryBatch | Tables]:
+    """The entries after seq ``after`` (leaf ``after`` onwards) as ``EntryBatch``es, then ``Tables``, from one
+    snapshot read by a reader thread. ``tables()`` is called once the caller has checked every batch: (a
+    ``runs`` filter or None for every row, the blob names to read or None for every blob)."""
+    handoff: queue.Queue[Any] = queue.Queue(maxsize=DEPTH)
+    checked = threading.Event()
+    stop = threading.Event()
+    wanted: list[Any] = []
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                handoff.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def reader() -> None:
+        try:
+            with ledger.read_transaction() as conn:
+                _snapshot(conn)
+                has_nodes = inspect(conn).has_table(merkle_nodes.name)
+                leaf, nodes_read = after, 0
+                for batch in _batches(conn, after, after, has_nodes):
+                    if not put(batch):
+                        return
+                    leaf, nodes_read = batch.start + len(batch.rows), nodes_read + len(batch.nodes or ())
+                if not put(None):  # every batch read: wait for the caller to say which tables it needs
+                    return
+                while not checked.wait(0.1):
+                    if stop.is_set():
+                        return
+                run_filter, blob_filter = wanted[0]
+                put(_tables(conn, (after, leaf), run_filter, blob_filter, has_nodes, nodes_read))
+        except BaseException as error:  # handed to the caller, raised there
+            put(error)
+
+    thread = threading.Thread(target=reader, name="certa-verify-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = handoff.get()
+            if isinstance(item, BaseException):
+                raise item
+            if item is None:
+                wanted.append(tables())
+                checked.set()
+                continue
+            yield item
+            if isinstance(item, Tables):
+                return
+    finally:
+        stop.set()
+        thread.join()

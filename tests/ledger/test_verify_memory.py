@@ -1,0 +1,72 @@
+"""``verify`` keeps bounded state: the Python memory it allocates at its peak (``tracemalloc``) does not grow with
+the number of entries (issue "Audit at scale": per-entry state is what made 10^6 entries take 2 GiB)."""
+
+from __future__ import annotations
+
+import tracemalloc
+import uuid
+from pathlib import Path
+
+import pytest
+
+from engine import run
+from ledger import Ledger, verify_ledger
+from ledger import verify_read
+from ledger.chain import EncodedEntries, NewEntry
+from ledger.run_record import RunRecord, runs_row
+
+from tests.conftest import small_spec_folder
+
+
+def _ledger_with(folder: Path, decisions: int) -> Path:
+    """A ledger of one real run, then an aborted run of ``decisions`` decision entries (a bake-off's per-decision
+    rows), its payloads those of the real run's first decision with its index counted on."""
+    db = folder / f"ledger-{decisions}.db"
+    with Ledger.open(db) as ledger:
+        run(small_spec_folder(folder / "spec"), ledger=ledger)
+        entries = list(ledger.entries())
+        run_payload = next(e.data() for e in entries if e.kind == "run")
+        first = next(e for e in entries if e.kind == "decision").payload
+        head, _, tail = first.partition('"index":0')
+        assert tail, first
+        run_id = uuid.uuid4().hex
+        opened = {**run_payload, "run_id": run_id}
+        ledger.append_run(RunRecord(run_id, [NewEntry("run", opened),
+                                             EncodedEntries("decision", [f'{head}"index":{i}{tail}'
+                                                                         for i in range(decisions)]),
+                                             NewEntry("abort", {"reason": "test", "rule": "test", "stage": None})],
+                                    [], runs_row(opened, certificate=None)))
+    return db
+
+
+def _peak(db: Path) -> tuple[int, int]:
+    """(entries verified, peak bytes Python allocated during ``verify_ledger``)."""
+    with Ledger.open(db, read_only=True) as ledger:
+        tracemalloc.start()
+        try:
+            report = verify_ledger(ledger)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert report.intact, report.problems[:3]
+    return report.entries_checked, peak
+
+
+def _assert_flat(folder: Path, small: int, large: int) -> None:
+    (n_small, peak_small), (n_large, peak_large) = _peak(_ledger_with(folder, small)), _peak(_ledger_with(folder, large))
+    assert n_large - n_small == large - small
+    # per-entry state (a hash, a leaf, a node: ~400 bytes an entry) would add 400 * (large - small) bytes
+    assert peak_large < peak_small * 1.25, (peak_small, peak_large)
+    assert peak_large - peak_small < 20 * (large - small), (peak_small, peak_large)
+
+
+def test_verify_memory_does_not_grow_with_the_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verify_read, "BATCH", 500)  # the same walk in smaller batches, so that a few 10^3 suffice
+    _assert_flat(tmp_path, 4_000, 20_000)
+
+
+@pytest.mark.slow
+def test_verify_memory_is_flat_from_2e4_to_1e5_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # batches of 2000: both ledgers span many batches, so both peaks hold the most batches a walk holds at once
+    monkeypatch.setattr(verify_read, "BATCH", 2_000)
+    _assert_flat(tmp_path, 20_000, 100_000)
