@@ -62,16 +62,22 @@ def _fmt(x: float, digits: int = 1) -> str:
 
 
 def _n(text: str | None) -> str:
-    """A count the bench printed, as ``_count`` writes it ("?" when absent)."""
-    return "?" if text is None else _count(int(text.replace(",", "")))
+    """A count the bench printed, as ``count`` writes it ("?" when absent)."""
+    return "?" if text is None else count(int(text.replace(",", "")))
 
 
-def _count(n: int) -> str:
-    """10⁴ for a power of ten of at least 100, else the number with thousands separators."""
+def count(n: int) -> str:
+    """10⁴ for a power of ten of at least 100, else the number with thousands separators (also used by the benches
+    that print ``--json`` rows)."""
     k = len(str(n)) - 1
     if n >= 100 and n == 10 ** k:
         return "10" + str(k).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"))
     return f"{n:,}"
+
+
+def met(ok: bool) -> str:
+    """A goal cell's verdict: "met", or "**not met**" in bold."""
+    return "met" if ok else "**not met**"
 
 
 # ----------------------------------------------------------------------------------------------- per bench
@@ -81,8 +87,8 @@ def _paired_bootstrap(out: str | dict) -> list[Row]:
     if not isinstance(out, dict):
         return [["`paired.ppl_ratio`", "not measured (bench/paired_bootstrap.py printed no JSON)", ""]]
     cases, summary = out["cases"], out["summary"]
-    size = f"n = B = {_count(out['n'])}" if out["n"] == out["replicates"] else \
-        f"n = {_count(out['n'])}, B = {_count(out['replicates'])}"
+    size = f"n = B = {count(out['n'])}" if out["n"] == out["replicates"] else \
+        f"n = {count(out['n'])}, B = {count(out['replicates'])}"
     rows = []
     uniform = summary["speedups"].get("stage-1.1.0-uniform")
     scipy = cases.get("scipy-batch500")
@@ -105,15 +111,14 @@ def _paired_bootstrap(out: str | dict) -> list[Row]:
     if limit:
         r = cases["limit"]
         wall, cpu = limit["wall_ratio"], limit["cpu_ratio"]
-        rows.append([f"its bootstrap against the machine's limit, `uniform`, {_count(r['draws'])} draws on "
+        rows.append([f"its bootstrap against the machine's limit, `uniform`, {count(r['draws'])} draws on "
                      f"{r['threads']} threads: a minimal compiled loop making the same SFC64/Lemire draws and summing "
                      "the drawn values",
                      f"limit {limit['seconds']:.3f} s ({limit['cpu_seconds'] / r['draws'] * 1e9:.2f} ns per draw "
                      f"CPU); the kernel (`weighted_mean_bootstrap_ci`) **{wall['kernel']:.2f}×** the limit in wall "
                      f"time, {cpu['kernel']:.2f}× in CPU; the stage through `engine.run` {wall['stage']:.2f}× "
                      f"({r['wall']['stage']:.3f} s)",
-                     f"≤ {limit['goal']:g}× (kernel): "
-                     + ("met" if wall["kernel"] <= limit["goal"] else "**not met**")])
+                     f"≤ {limit['goal']:g}× (kernel): {met(wall['kernel'] <= limit['goal'])}"])
     memory = summary["memory"].get("stage-1.1.0-uniform")
     if memory:
         floor = cases.get("numba-floor")
@@ -124,8 +129,8 @@ def _paired_bootstrap(out: str | dict) -> list[Row]:
                      "whole process",
                      f"**{memory['allocated_mb']:.1f} MB** (O(n + B): no B × n index array) / "
                      f"{memory['peak_rss_mb']:.0f} MB{floor_text}",
-                     f"≤ {goal:g} MB: {'met' if memory['allocated_mb'] <= goal else '**not met**'} for the run's "
-                     f"memory; {'met' if memory['peak_rss_mb'] <= goal else '**not met**'} for the process"])
+                     f"≤ {goal:g} MB: {met(memory['allocated_mb'] <= goal)} for the run's "
+                     f"memory; {met(memory['peak_rss_mb'] <= goal)} for the process"])
     return rows
 
 
@@ -198,35 +203,10 @@ def _ledger(out: str | dict) -> list[Row]:
              "< 50 ms"]]
 
 
-def _ledger_reads(out: str | dict) -> list[Row]:
-    """Rows of bench/ledger_reads.py (another engineer's, landing separately): parsed from its printed lines
-    until it prints ``--json`` rows."""
-    text = str(out)
-    listing = re.search(r"goal certa list on (\d+) runs < (\d+) ms:\s+([\d.]+) ms", text)
-    flat = re.search(r"flat: (\d+) runs / (\d+) runs: certa list x([\d.]+), in process x([\d.]+) \(goal <= x([\d.]+)",
-                     text)
-    sizes = re.search(r"ratio (\d+) entries / (\d+) entries \(goal: independent of size, <= x([\d.]+)\):\n"
-                      r"((?:\s{4}.+\n?)+)", text)
-    reads = [(m.group(1).strip(), float(m.group(2))) for m in
-             re.finditer(r"^\s{4}(\S.*?)\s+x\s*([\d.]+)\s+(?:met|NOT MET)$", sizes.group(4), re.MULTILINE)] \
-        if sizes else []
-    record = re.search(r"ratio big/empty x([\d.]+) .*?goal >= x([\d.]+)", text)
-    record_size = _num(text, r"ledger of (\d+) entries:\s+[\d.]+ runs/s")
-    rows = [[f"`certa list` (50 newest runs) on {listing.group(1) if listing else '?'} runs",
-             "not measured" if listing is None else f"**{float(listing.group(3)):.1f} ms**",
-             f"< {listing.group(2) if listing else '?'} ms"],
-            [f"`certa list` on {flat.group(1) if flat else '?'} runs against {flat.group(2) if flat else '?'} runs",
-             "not measured" if flat is None else f"×{flat.group(3)} (in process ×{flat.group(4)})",
-             f"≤ ×{flat.group(5) if flat else '?'} in process"]]
-    if reads:
-        name, worst = max(reads, key=lambda read: read[1])
-        rows.append([f"one run's reads ({', '.join(n for n, _ in reads)}) on {sizes.group(1)} entries against "
-                     f"{sizes.group(2)}", f"at most **×{worst:.2f}** ({name})", f"≤ ×{sizes.group(3)}"])
-    else:
-        rows.append(["one run's reads against the ledger's size", "not measured", ""])
-    rows.append([f"recording runs into a ledger of {_n(record_size)} entries against an empty one",
-                 "not measured" if record is None else f"**×{record.group(1)}** the rate",
-                 f"≥ ×{record.group(2) if record else '?'}"])
+def _json_rows(script: str) -> Callable[[str | dict], list[Row]]:
+    """The rows of a bench that owns its rows (``--json`` rows): when it printed none, one row saying so."""
+    def rows(out: str | dict) -> list[Row]:
+        return [[f"`bench/{script}`", "not measured (the bench printed no JSON rows)", ""]]
     return rows
 
 
@@ -310,13 +290,18 @@ BENCHES: dict[str, Bench] = {
     "cli_startup": Bench("cli_startup.py", ("--repeats", "3"), _cli_startup),
     "ledger": Bench("ledger.py", ("--runs", "500", "--small", "20", "--repeat", "2"), _ledger),
     "ledger_reads": Bench("ledger_reads.py", ("--list-runs", "100,1000", "--entries", "1000,10000", "--repeat", "2",
-                                              "--record-runs", "10"), _ledger_reads),
+                                              "--record-runs", "10"), _json_rows("ledger_reads.py")),
+    "verify_scale": Bench("verify_scale.py", ("--entries", "10000", "20000"), _json_rows("verify_scale.py")),
     "reports": Bench("reports.py", ("--site-runs", "50"), _reports),
     "batch": Bench("batch.py", ("--specs", "6", "--cli-runs", "2", "--decisions", "200000", "--shards", "2",
                                 "--repeats", "1"), _batch),
     "evidence_import": Bench("evidence_import.py", ("--records", "10000", "--repeats", "2"), _evidence_import),
+    "model_windows": Bench("model_windows.py", ("--models", "tiny", "--repeats", "1"), _json_rows("model_windows.py")),
+    "model_sequential": Bench("model_sequential.py", ("--replicates", "5"), _json_rows("model_sequential.py")),
 }
-"""The benches whose figures make the table, in the table's order (a bench not in this checkout gives no rows)."""
+"""The benches whose figures make the table, in the table's order (a bench not in this checkout gives no rows).
+Without ``--fast`` a bench runs with its own defaults, the README's sizes (verify_scale: 10⁵ and 10⁶ entries;
+ledger_reads: ``certa list`` on 10³..10⁵ runs, reads and recording at 10⁴ vs 10⁶ entries)."""
 
 
 def _offers_json(script: Path) -> bool:

@@ -2,7 +2,7 @@
 ``replay`` and recording, against the ledger's size.
 
 Usage: python bench/ledger_reads.py [--repeat 5] [--workdir DIR] [--list-runs 1000,10000,100000]
-                                    [--entries 10000,1000000] [--record-runs 50]
+                                    [--entries 10000,1000000] [--record-runs 50] [--json]
 
 Goals (issue 21, "Audit at scale", item 3: indexed reads):
 
@@ -34,6 +34,8 @@ What it does:
 
 Timings are the best of ``--repeat`` (the least disturbed by other load on a shared machine) with the median
 beside; every ratio is of figures measured in this one process; ``uptime`` is printed first and last.
+``--json`` adds, as the last line, ``{"rows": [[what, measured, goal], ...], "figures": {...}}``: the README
+table's rows (``bench/figures.py``) from the figures printed.
 """
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ from ledger import Ledger  # noqa: E402
 from ledger.run_record import BATCH_DECISION, RunRecord, aborted_run  # noqa: E402
 
 from tests.conftest import small_spec_folder  # noqa: E402
+
+sys.path.insert(1, str(ROOT / "bench"))
+from figures import count, met  # noqa: E402  (bench/figures.py)
 
 GOALS = {"list_s": 0.060, "flat_ratio": 1.25, "record_ratio": 0.9}
 BATCH_RUNS = 1000
@@ -159,8 +164,9 @@ def fresh(path: Path) -> Path:
     return path
 
 
-def bench_list(db: Path, subject: Subject, sizes: list[int], repeat: int) -> tuple[str, str]:
-    """Section 1 on the ledger ``db`` (left at the largest size, for section 2); the subjects' run ids."""
+def bench_list(db: Path, subject: Subject, sizes: list[int], repeat: int, report: dict) -> tuple[str, str]:
+    """Section 1 on the ledger ``db`` (left at the largest size, for section 2); the subjects' run ids. Its figures
+    go into ``report["list"]``."""
     print(f"\n1. certa list (50 newest runs) against the number of runs (best of {repeat}, median)")
     version, version_med = cli_time(["--version"], repeat)
     print(f"  certa --version (interpreter and CLI start-up, the floor of any command): {ms(version)} "
@@ -184,6 +190,8 @@ def bench_list(db: Path, subject: Subject, sizes: list[int], repeat: int) -> tup
           f"{verdict(figures[big][0] < GOALS['list_s'])} (beyond start-up: {ms(figures[big][0] - version).strip()})")
     print(f"  flat: {big} runs / {small} runs: certa list x{cli_ratio:.2f}, in process x{inproc_ratio:.2f} "
           f"(goal <= x{GOALS['flat_ratio']}: {verdict(inproc_ratio <= GOALS['flat_ratio'])})")
+    report["list"] = {"small": small, "big": big, "cli_s": figures[big][0], "inproc_s": figures[big][1],
+                      "cli_ratio": cli_ratio, "inproc_ratio": inproc_ratio}
     return ids
 
 
@@ -214,8 +222,10 @@ def one_run_reads(ledger: Ledger, first: str, second: str, checkpoint: bytes,
     }
 
 
-def bench_one_run(ledgers: dict[int, tuple[Path, tuple[str, str]]], subject: Subject, repeat: int) -> None:
-    """Section 2 on ``ledgers`` (entries wanted: (file, the subjects' run ids)), each filled up to its size."""
+def bench_one_run(ledgers: dict[int, tuple[Path, tuple[str, str]]], subject: Subject, repeat: int,
+                  report: dict) -> None:
+    """Section 2 on ``ledgers`` (entries wanted: (file, the subjects' run ids)), each filled up to its size; the
+    ratios big/small into ``report["reads"]``."""
     print(f"\n2. One run's reads against the ledger's size (in process, best of {repeat * 4}, median)")
     private = load_private_key(generate_key_pair()[0])
     results: dict[int, dict[str, float]] = {}
@@ -235,12 +245,13 @@ def bench_one_run(ledgers: dict[int, tuple[Path, tuple[str, str]]], subject: Sub
                 print(f"    {name:<26} {ms(best)} ({ms(median)} median)")
     small, big = min(results), max(results)
     print(f"  ratio {big} entries / {small} entries (goal: independent of size, <= x{GOALS['flat_ratio']}):")
-    for name in results[small]:
-        ratio = results[big][name] / results[small][name]
+    ratios = {name: results[big][name] / results[small][name] for name in results[small]}
+    for name, ratio in ratios.items():
         print(f"    {name:<26} x{ratio:6.2f}  {verdict(ratio <= GOALS['flat_ratio'])}")
+    report["reads"] = {"small": small, "big": big, "ratios": ratios}
 
 
-def bench_recording(work: Path, subject: Subject, big: Path, runs: int, repeat: int) -> None:
+def bench_recording(work: Path, subject: Subject, big: Path, runs: int, repeat: int, report: dict) -> None:
     print(f"\n3. Recording ({runs} tiny runs a timing, alternately, best of {repeat}, median)")
     empty = fresh(work / "empty.db")
     with Ledger.open(empty) as small_ledger, Ledger.open(big) as big_ledger:
@@ -260,6 +271,7 @@ def bench_recording(work: Path, subject: Subject, big: Path, runs: int, repeat: 
     ratio = rates["big"] / rates["empty"]
     print(f"  ratio big/empty x{ratio:.3f} (median x{medians['big'] / medians['empty']:.3f}); goal >= "
           f"x{GOALS['record_ratio']}: {verdict(ratio >= GOALS['record_ratio'])}")
+    report["record"] = {"entries": size, "empty_rate": rates["empty"], "big_rate": rates["big"], "ratio": ratio}
     print_pages_written(work, subject, big)
 
 
@@ -300,25 +312,50 @@ def main() -> int:
     parser.add_argument("--list-runs", default="1000,10000,100000", help="ledger sizes in runs for 1.")
     parser.add_argument("--entries", default="10000,1000000", help="ledger sizes in entries for 2. and 3.")
     parser.add_argument("--record-runs", type=int, default=50, help="runs per recording timing")
+    parser.add_argument("--json", action="store_true", help="last line: the README table's rows as JSON")
     args = parser.parse_args()
 
     print("uptime:", uptime())
     work = args.workdir or Path(tempfile.mkdtemp(prefix="certa-bench-reads-"))
     work.mkdir(parents=True, exist_ok=True)
+    report: dict = {}
     try:
         subject = Subject(work / "tiny")
         sizes = sorted(int(n) for n in args.entries.split(","))
         small = work / f"entries-{sizes[0]}.db"
         ledgers = {sizes[0]: (small, begin(small, subject))}
         big = work / "big.db"
-        ledgers[sizes[-1]] = (big, bench_list(big, subject, [int(n) for n in args.list_runs.split(",")], args.repeat))
-        bench_one_run(ledgers, subject, args.repeat)
-        bench_recording(work, subject, big, args.record_runs, args.repeat)
+        ledgers[sizes[-1]] = (big, bench_list(big, subject, [int(n) for n in args.list_runs.split(",")], args.repeat,
+                                                report))
+        bench_one_run(ledgers, subject, args.repeat, report)
+        bench_recording(work, subject, big, args.record_runs, args.repeat, report)
     finally:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
     print("\nuptime:", uptime())
+    if args.json:
+        print(json.dumps({"rows": json_rows(report), "figures": report}))
     return 0
+
+
+def json_rows(report: dict) -> list[list[str]]:
+    """The README table's rows from the figures sections 1-3 put into ``report``."""
+    listing, reads, record = report["list"], report["reads"], report["record"]
+    worst = max(reads["ratios"], key=reads["ratios"].get)
+    flat = GOALS["flat_ratio"]
+    return [[f"`certa list` (50 newest runs) on {count(listing['big'])} runs, fresh process (`bench/ledger_reads.py`)",
+             f"**{listing['cli_s'] * 1000:.1f} ms** (in process {listing['inproc_s'] * 1000:.2f} ms)",
+             f"< {GOALS['list_s'] * 1000:.0f} ms: {met(listing['cli_s'] < GOALS['list_s'])}"],
+            [f"`certa list` on {count(listing['big'])} runs against {count(listing['small'])} runs",
+             f"in process **×{listing['inproc_ratio']:.2f}** (`certa list` ×{listing['cli_ratio']:.2f})",
+             f"≤ ×{flat} in process: {met(listing['inproc_ratio'] <= flat)}"],
+            [f"one run's reads ({', '.join(reads['ratios'])}) on {count(reads['big'])} entries against "
+             f"{count(reads['small'])}",
+             f"at most **×{reads['ratios'][worst]:.2f}** ({worst})",
+             f"≤ ×{flat} each: {met(reads['ratios'][worst] <= flat)}"],
+            [f"recording runs into a ledger of {count(record['entries'])} entries against an empty one",
+             f"**×{record['ratio']:.3f}** the rate ({record['big_rate']:.1f} vs {record['empty_rate']:.1f} runs/s)",
+             f"≥ ×{GOALS['record_ratio']}: {met(record['ratio'] >= GOALS['record_ratio'])}"]]
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Model queries the live sequential scorer saves (issue 20, item 7): ``sequential.diff`` with ``hf_models``.
 
-Run: ``PYTHONPATH=. python3 bench/model_sequential.py [--replicates 300] [--models DIR]``
+Run: ``PYTHONPATH=. python3 bench/model_sequential.py [--replicates 300] [--models DIR] [--json]``
 
 Setting (seed 000): alpha = 0.01, K = 32 teacher-forced positions, batch_size 4, n_min 10, n_max 200, checks
 after every prompt, DIFFERENT when the confidence sequence excludes 0 (delta* = 0, no band), IDENTICAL when all
@@ -27,12 +27,15 @@ Methods: betting (non-asymptotically anytime-valid; needs a declared range) and 
 asymptotically anytime-valid). Each candidate's betting range is declared from a pilot on other text (the
 models' training text), as a user would: r = 4·max |pilot score| rounded up to one significant digit, [-r, r]
 for delta_ce and [0, r] for sym_kl (the null, whose pilot is all zeros, gets the small effect's); the bench
-stops if a pool score leaves it. Prints uptime/load: the machine may be shared.
+stops if a pool score leaves it. Prints uptime/load: the machine may be shared. ``--json`` adds, as the last line,
+``{"rows": [[what, measured, goal], ...], "figures": [...]}``: the README table's rows (``bench/figures.py``), one
+per candidate and metric, from the figures of the printed table.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -46,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from figures import met  # noqa: E402  (bench/figures.py)
 from sequential import fixed_n_t_test_size  # noqa: E402  (bench/sequential.py)
 
 from engine.core.evidence.formats import unparsed_table  # noqa: E402
@@ -141,6 +145,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicates", type=int, default=300)
     parser.add_argument("--models", type=Path, default=None, help="folder to build the models in (default: temp)")
+    parser.add_argument("--json", action="store_true", help="last line: the README table's rows as JSON")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="certa-bench-models-")) if args.models is None else args.models
     register_hf_models(work / "site")
@@ -176,31 +181,67 @@ def main() -> None:
                     sys.exit(f"{label} {metric} {method}: the live stage scored {live}, the emulation {scored[0]}")
                 name = f"{method} n_max {n_max}" + (f" {declared}" if method == "betting" else "")
                 rows.append((label, metric, name, pool, decisions, scored, rate))
-    print_table(rows)
+    figures = row_figures(rows)
+    print_table(figures)
+    if args.json:
+        print(json.dumps({"rows": json_rows(figures, args.replicates), "figures": figures}))
 
 
-def print_table(rows: list) -> None:
-    print(f"\nalpha = {ALPHA}, K = {K}, batch {BATCH}; forward passes = 2 x prompts; "
-          "fixed-n: two-sided one-sample t-test, same alpha, power = the sequential test's")
-    header = (f"{'candidate':<31} {'metric':<8} {'method':<36} {'d=mu/sd':>8} {'decided':<30} {'power':>6} "
-              f"{'E[prompts]':>10} {'median':>6} {'E[passes]':>9} {'fixed n':>7} {'passes':>6} {'seq/fixed':>9} "
-              f"{'prompts/s':>9}")
-    print(header)
+def row_figures(rows: list) -> list[dict]:
+    """Each row's figures: standardised effect d, decisions' shares, power, E[prompts], median prompts, the fixed n
+    of equal power (module docstring, 2) and the ratio E[prompts] / fixed n (None without a fixed n)."""
     planned: dict[tuple[str, str], int] = {}
+    out = []
     for label, metric, method, pool, decisions, scored, rate in rows:
         sd = float(pool.std())
         d = float(pool.mean()) / sd if sd > 0 else 0.0
         values, counts = np.unique(decisions, return_counts=True)
-        decided = ", ".join(f"{v} {c / decisions.size:.0%}" for v, c in zip(values, counts))
         power = float(np.mean(decisions == "DIFFERENT"))
         if power > 0 and d > 0:
             fixed = fixed_n_t_test_size(d, min(power, 0.999), ALPHA)
             planned.setdefault((metric, method), fixed)          # the small effect comes first
         else:
             fixed = planned.get((metric, method), 0)
-        ratio = f"{scored.mean() / fixed:9.2f}" if fixed else f"{'-':>9}"
-        print(f"{label:<31} {metric:<8} {method:<36} {d:8.3f} {decided:<30} {power:6.3f} {scored.mean():10.1f} "
-              f"{np.median(scored):6.0f} {2 * scored.mean():9.1f} {fixed:7d} {2 * fixed:6d} {ratio} {rate:9.0f}")
+        out.append({"candidate": label, "metric": metric, "method": method, "d": d,
+                    "decided": {str(v): int(c) / decisions.size for v, c in zip(values, counts)}, "power": power,
+                    "prompts": float(scored.mean()), "median_prompts": float(np.median(scored)), "fixed_n": int(fixed),
+                    "ratio": float(scored.mean() / fixed) if fixed else None, "prompts_per_s": float(rate)})
+    return out
+
+
+def json_rows(figures: list[dict], replicates: int) -> list[list[str]]:
+    """One row per candidate and metric: each method's E[prompts] (forward passes = 2 x prompts) against the fixed-n
+    test of equal power; goal: fewer model queries than that test."""
+    rows = []
+    for key in dict.fromkeys((f["candidate"], f["metric"]) for f in figures):
+        cells = [f for f in figures if (f["candidate"], f["metric"]) == key]
+        parts = [f"{f['method']}: E[prompts] {f['prompts']:.1f} ({2 * f['prompts']:.0f} passes), power "
+                 f"{f['power']:.2f}, " + (f"**{f['ratio']:.2f}×** the fixed n {f['fixed_n']}" if f["ratio"] is not None
+                                          else "no fixed n (nothing decided)") for f in cells]
+        compared = [f for f in cells if f["ratio"] is not None]
+        fewer = sum(f["ratio"] < 1 for f in compared)
+        rows.append([f"`sequential.diff` with `hf_models`, {key[0]}, `{key[1]}`: prompts of the live sequential test "
+                     f"vs a fixed-n t-test of equal power (alpha {ALPHA}, K {K}, {replicates} replicates; "
+                     "`bench/model_sequential.py`)",
+                     "; ".join(parts),
+                     f"fewer prompts than fixed n: {met(bool(compared) and fewer == len(compared))} "
+                     f"({fewer} of {len(compared)} methods with a fixed n)"])
+    return rows
+
+
+def print_table(figures: list[dict]) -> None:
+    print(f"\nalpha = {ALPHA}, K = {K}, batch {BATCH}; forward passes = 2 x prompts; "
+          "fixed-n: two-sided one-sample t-test, same alpha, power = the sequential test's")
+    header = (f"{'candidate':<31} {'metric':<8} {'method':<36} {'d=mu/sd':>8} {'decided':<30} {'power':>6} "
+              f"{'E[prompts]':>10} {'median':>6} {'E[passes]':>9} {'fixed n':>7} {'passes':>6} {'seq/fixed':>9} "
+              f"{'prompts/s':>9}")
+    print(header)
+    for f in figures:
+        decided = ", ".join(f"{v} {share:.0%}" for v, share in f["decided"].items())
+        ratio = f"{f['ratio']:9.2f}" if f["ratio"] is not None else f"{'-':>9}"
+        print(f"{f['candidate']:<31} {f['metric']:<8} {f['method']:<36} {f['d']:8.3f} {decided:<30} "
+              f"{f['power']:6.3f} {f['prompts']:10.1f} {f['median_prompts']:6.0f} {2 * f['prompts']:9.1f} "
+              f"{f['fixed_n']:7d} {2 * f['fixed_n']:6d} {ratio} {f['prompts_per_s']:9.0f}")
     print("null rows: the fixed n is the one planned for the small effect (a fixed-n plan spends it whatever the "
           "truth); seq/fixed = E[prompts] / fixed n = E[passes] / fixed passes")
     print(f"uptime/load at the end: {os.getloadavg()}")

@@ -1,6 +1,6 @@
 """``certa verify`` at scale: time and peak memory of a full and an incremental verification.
 
-Usage: python bench/verify_scale.py [--entries 100000 1000000] [--huge] [--workdir DIR] [--new 1000]
+Usage: python bench/verify_scale.py [--entries 100000 1000000] [--huge] [--workdir DIR] [--new 1000] [--json]
 
 Goals (issue "Audit at scale", items 1 and 2): a full ``verify`` of 10^6 entries (per-decision bake-off runs
 plus 10^3 ordinary runs) in <= 10 s and <= 200 MB peak RSS, memory flat from 10^5 to 10^7 entries (``--huge``
@@ -14,7 +14,8 @@ across ``exec``, so it would include the bench's own RSS at the fork) it reports
 the interpreter's own start-up and imports are measured alone beside it, and the process's CPU time (user +
 system, imports included: on a loaded machine the wall time overstates what an idle one would take). Ledgers
 are kept in ``--workdir`` and reused when present (a 10^7 ledger takes minutes to build). ``uptime`` is printed
-first and last: the machine is shared.
+first and last: the machine is shared. ``--json`` adds, as the last line, ``{"rows": [[what, measured, goal], ...],
+"full": [...], "incremental": {...}}``: the README table's rows (``bench/figures.py``) from the figures printed.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from figures import count, met  # noqa: E402  (bench/figures.py)
 from ledger import Ledger  # noqa: E402
 
 GOALS = {"full_s": 10.0, "full_mb": 200.0, "incremental_s": 1.0}
@@ -113,6 +115,7 @@ def main() -> int:
     parser.add_argument("--huge", action="store_true", help="also 10^7 entries (builds a ~10 GB ledger once)")
     parser.add_argument("--new", type=int, default=1000, help="entries appended after the checkpoint")
     parser.add_argument("--workdir", type=Path, help="keep (and reuse) the ledgers here")
+    parser.add_argument("--json", action="store_true", help="last line: the README table's rows as JSON")
     args = parser.parse_args()
     print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     work = args.workdir or Path(tempfile.mkdtemp(prefix="certa-bench-verify-"))
@@ -122,8 +125,10 @@ def main() -> int:
     print(f"\ninterpreter start-up and imports: {base['imports']:.2f} s, {base['peak_mib']:.0f} MiB peak RSS")
     print("\n1. Full verify (engine.services.audit.audit_ledger: chain, blobs, runs, meta, Merkle nodes, every "
           "certificate and review)")
+    full = []
     for size in sizes:
         got = measure("full", ledger_file(work, size))
+        full.append(got)
         goal = ""
         if size == 1_000_000:
             goal = (f"   goal <= {GOALS['full_s']:g} s: {'met' if got['seconds'] <= GOALS['full_s'] else 'NOT MET'}, "
@@ -131,16 +136,40 @@ def main() -> int:
         print(f"  {got['entries']:>9} entries: {got['seconds']:7.2f} s wall ({got['seconds'] / got['entries'] * 1e6:5.1f} "
               f"µs/entry), {got['cpu']:7.2f} s CPU (imports included), peak RSS {got['peak_mib']:6.0f} MiB  "
               f"intact={got['ok']}{goal}")
-    incremental(work, max(s for s in sizes if s <= 1_000_000), args.new)
+    since = incremental(work, max(s for s in sizes if s <= 1_000_000), args.new)
     print("\nuptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        print(json.dumps({"rows": json_rows(full, since), "full": full, "incremental": since}))
     return 0
 
 
-def incremental(work: Path, size: int, new: int) -> None:
+def json_rows(full: list[dict], since: dict) -> list[list[str]]:
+    """The README table's rows: the full verify of the largest ledger of at most 10^6 entries (the goal's size) with
+    its peak RSS against the smallest ledger's (flat memory), and the incremental verify."""
+    goal = max((got for got in full if got["entries"] <= 1_000_000), key=lambda got: got["entries"])
+    first, largest = full[0], full[-1]
+    flat = "" if len(full) == 1 else (
+        f" (flat from {count(first['entries'])} entries: {first['peak_mib']:.0f} MiB"
+        + ("" if largest is goal else f"; {count(largest['entries'])}: {largest['peak_mib']:.0f} MiB") + ")")
+    fast = goal["seconds"] <= GOALS["full_s"]
+    small = goal["peak_mib"] * 1.048576 <= GOALS["full_mb"]
+    return [[f"`verify` of {count(goal['entries'])} entries ({ORDINARY_RUNS} ordinary runs and per-decision runs of "
+             f"{count(DECISIONS_PER_BIG_RUN)} decisions; every certificate), fresh process (`bench/verify_scale.py`)",
+             f"**{goal['seconds']:.1f} s** wall, {goal['cpu']:.1f} s CPU (imports included); "
+             f"**{goal['peak_mib']:.0f} MiB** peak RSS{flat}; intact: {goal['ok']}",
+             f"≤ {GOALS['full_s']:g} s: {met(fast)}; ≤ {GOALS['full_mb']:g} MB: {met(small)}"],
+            [f"`verify --since-checkpoint` of {count(since['added'])} entries after a checkpoint of "
+             f"{count(since['checkpoint'])}",
+             f"**{since['seconds']:.2f} s** after imports (fresh process, {since['peak_mib']:.0f} MiB peak RSS); "
+             f"intact: {since['ok']}",
+             f"< {GOALS['incremental_s']:g} s: {met(since['seconds'] < GOALS['incremental_s'])}"]]
+
+
+def incremental(work: Path, size: int, new: int) -> dict:
     """A checkpoint of the ``size``-entry ledger (a copy), ``new`` decision entries appended, then
-    ``--since-checkpoint``."""
+    ``--since-checkpoint``: the figures of ``measure`` with the checkpoint's ``seq`` and the entries ``added``."""
     from engine.foundation.signing import generate_key_pair, load_private_key
     from engine.services.checkpoints import sign_head
 
@@ -163,6 +192,7 @@ def incremental(work: Path, size: int, new: int) -> None:
           f"{'met' if got['seconds'] < GOALS['incremental_s'] else 'NOT MET'}")
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
+    return {**got, "checkpoint": signed, "added": added}
 
 
 if __name__ == "__main__":

@@ -53,25 +53,6 @@ median 1.512 s)
 (median 0.131 s)
 """
 
-LEDGER_READS = """\
-1. certa list (50 newest runs) against the number of runs (best of 5, median)
-     1000 runs (grown in   1.0 s): certa list   300.00 ms (  310.00 median)   in process     5.00 ms (    6.00 median)
-  goal certa list on 100000 runs < 60 ms:    45.12 ms, met (beyond start-up: 10.00 ms)
-  flat: 100000 runs / 1000 runs: certa list x1.05, in process x1.10 (goal <= x1.25: met)
-
-2. One run's reads against the ledger's size (in process, best of 20, median)
-  ratio 1000000 entries / 10000 entries (goal: independent of size, <= x1.25):
-    show                       x  1.02  met
-    replay --no-record         x  1.31  NOT MET
-    batch's runs (batch_runs)  x  0.98  met
-
-3. Recording (50 tiny runs a timing, alternately, best of 5, median)
-  empty ledger:              120.0 runs/s (118.0 median)
-  ledger of 1000000 entries:   115.0 runs/s (110.0 median)
-  ratio big/empty x0.958 (median x0.932); goal >= x0.9: met
-"""
-
-
 def _result(stdout: str, *, json_mode: bool = False, code: int = 0) -> dict:
     return {"name": "x", "argv": [], "json": json_mode, "code": code, "stdout": stdout, "stderr": "Boom: bad\n"}
 
@@ -132,9 +113,95 @@ def test_markdown_escapes_pipes(figures):
     assert figures.markdown([["a|b", "c", "d"]]).splitlines()[-1] == "| a\\|b | c | d |"
 
 
-def test_ledger_reads_rows_are_parsed_from_its_printed_lines(figures):
-    listing, flat, reads, record = figures.rows_of("ledger_reads", _result(LEDGER_READS))
-    assert listing == ["`certa list` (50 newest runs) on 100000 runs", "**45.1 ms**", "< 60 ms"]
-    assert flat[1] == "×1.05 (in process ×1.10)"
-    assert reads[1] == "at most **×1.31** (replay --no-record)" and reads[2] == "≤ ×1.25"
-    assert record[1] == "**×0.958** the rate" and record[2] == "≥ ×0.9"
+@pytest.fixture()
+def bench_module(monkeypatch):
+    """Load ``bench/NAME.py`` as a module (its row builders are pure; no bench runs)."""
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    before = set(sys.modules)
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    yield load
+    for name in ("figures", "timing", "sequential"):       # bench/ modules imported by the benches
+        if name not in before:
+            sys.modules.pop(name, None)
+
+
+def _through_figures(figures, name: str, rows: list) -> list:
+    """The rows as bench/figures.py reads them from the bench's last stdout line."""
+    out = "progress\n" + json.dumps({"rows": rows, "figures": {}}) + "\n"
+    return figures.rows_of(name, _result(out, json_mode=True))
+
+
+def test_verify_scale_json_rows_carry_its_figures(figures, bench_module):
+    verify_scale = bench_module("verify_scale")
+    full = [{"ok": True, "entries": 100_000, "seconds": 1.9, "cpu": 2.5, "peak_mib": 144.2},
+            {"ok": True, "entries": 1_000_000, "seconds": 18.54, "cpu": 16.61, "peak_mib": 146.4}]
+    since = {"ok": True, "seconds": 0.051, "peak_mib": 77.0, "checkpoint": 1_000_000, "added": 1000}
+    rows = verify_scale.json_rows(full, since)
+    verify, incremental = _through_figures(figures, "verify_scale", rows)
+    assert verify[0].startswith("`verify` of 10⁶ entries")
+    assert verify[1] == ("**18.5 s** wall, 16.6 s CPU (imports included); **146 MiB** peak RSS (flat from 10⁵ "
+                         "entries: 144 MiB); intact: True")
+    assert verify[2] == "≤ 10 s: **not met**; ≤ 200 MB: met"
+    assert incremental[0] == "`verify --since-checkpoint` of 10³ entries after a checkpoint of 10⁶"
+    assert incremental[1].startswith("**0.05 s** after imports") and incremental[2] == "< 1 s: met"
+    full[1].update(seconds=9.0, peak_mib=200.0)           # 200 MiB = 209.7 MB
+    assert verify_scale.json_rows(full, since)[0][2] == "≤ 10 s: met; ≤ 200 MB: **not met**"
+
+
+def test_ledger_reads_json_rows_carry_its_figures(figures, bench_module):
+    report = {"list": {"small": 1000, "big": 100_000, "cli_s": 0.04512, "inproc_s": 0.005, "cli_ratio": 1.05,
+                       "inproc_ratio": 1.1},
+              "reads": {"small": 10_000, "big": 1_000_000, "ratios": {"show": 1.02, "replay --no-record": 1.31}},
+              "record": {"entries": 1_000_017, "empty_rate": 120.0, "big_rate": 115.0, "ratio": 0.9583}}
+    listing, flat, reads, record = _through_figures(figures, "ledger_reads",
+                                                    bench_module("ledger_reads").json_rows(report))
+    assert listing[0].startswith("`certa list` (50 newest runs) on 10⁵ runs")
+    assert listing[1] == "**45.1 ms** (in process 5.00 ms)" and listing[2] == "< 60 ms: met"
+    assert flat == ["`certa list` on 10⁵ runs against 10³ runs", "in process **×1.10** (`certa list` ×1.05)",
+                    "≤ ×1.25 in process: met"]
+    assert reads[0] == "one run's reads (show, replay --no-record) on 10⁶ entries against 10⁴"
+    assert reads[1] == "at most **×1.31** (replay --no-record)" and reads[2] == "≤ ×1.25 each: **not met**"
+    assert record[0] == "recording runs into a ledger of 1,000,017 entries against an empty one"
+    assert record[1] == "**×0.958** the rate (115.0 vs 120.0 runs/s)" and record[2] == "≥ ×0.9: met"
+
+
+def test_model_windows_json_row_carries_its_figures(figures, bench_module):
+    models = {"tiny": {"parameters": 128_768, "vocabulary": 320, "tokens": 19_473, "plain_s": 1.43, "batch1_s": 1.19,
+                       "batch8_s": 0.8, "deviation": 2e-7},
+              "small": {"parameters": 16_000_000, "vocabulary": 50_257, "tokens": 19_473, "plain_s": 63.0,
+                        "batch1_s": 72.0, "batch8_s": 64.0, "deviation": 1e-7}}
+    (row,) = _through_figures(figures, "model_windows", bench_module("model_windows").json_rows(models, 1, 6.0))
+    assert "(19,473 tokens, 1 thread(s); load average 6.0" in row[0]
+    assert row[1].startswith("tiny GPT-2 (129 k parameters, vocabulary 320): **0.83×** the loop's time at batch 1 "
+                             "(16,364 vs 13,617 tokens/s), 0.56× at batch 8; 4-layer GPT-2 (16 M parameters")
+    assert row[1].endswith("**1.14×** the loop's time at batch 1 (270 vs 309 tokens/s), 1.02× at batch 8; sums "
+                           "equal to 2.0e-07 relative")
+    assert row[2] == "overhead ≤ 10 % (≤ 1.10×): **not met**"
+
+
+def test_model_sequential_json_rows_carry_its_figures(figures, bench_module):
+    def cell(candidate: str, method: str, power: float, prompts: float, fixed: int) -> dict:
+        return {"candidate": candidate, "metric": "delta_ce", "method": method, "power": power, "prompts": prompts,
+                "fixed_n": fixed, "ratio": prompts / fixed if fixed else None}
+
+    cells = [cell("small", "betting n_max 200", 0.9, 40.0, 50), cell("small", "asymptotic_cs n_max 200", 0.9, 60.0, 50),
+             cell("null", "betting n_max 200", 0.0, 200.0, 50), cell("null", "asymptotic_cs n_max 200", 0.0, 20.0, 0)]
+    small, null = _through_figures(figures, "model_sequential",
+                                   bench_module("model_sequential").json_rows(cells, 300))
+    assert small[0].startswith("`sequential.diff` with `hf_models`, small, `delta_ce`") and "300 replicates" in small[0]
+    assert small[1] == ("betting n_max 200: E[prompts] 40.0 (80 passes), power 0.90, **0.80×** the fixed n 50; "
+                        "asymptotic_cs n_max 200: E[prompts] 60.0 (120 passes), power 0.90, **1.20×** the fixed n 50")
+    assert small[2] == "fewer prompts than fixed n: **not met** (1 of 2 methods with a fixed n)"
+    assert null[1].endswith("no fixed n (nothing decided)") and null[2].endswith("(0 of 1 methods with a fixed n)")
+
+
+def test_json_benches_without_json_rows_say_so(figures):
+    for name in ("verify_scale", "ledger_reads", "model_windows", "model_sequential"):
+        (row,) = figures.rows_of(name, _result("no json here\n", json_mode=True))
+        assert row == [f"`bench/{name}.py`", "not measured (the bench printed no JSON rows)", ""]
