@@ -291,7 +291,7 @@ BENCHES: dict[str, Bench] = {
     "ledger": Bench("ledger.py", ("--runs", "500", "--small", "20", "--repeat", "2"), _ledger),
     "ledger_reads": Bench("ledger_reads.py", ("--list-runs", "100,1000", "--entries", "1000,10000", "--repeat", "2",
                                               "--record-runs", "10"), _json_rows("ledger_reads.py")),
-    "verify_scale": Bench("verify_scale.py", ("--entries", "10000", "20000"), _json_rows("verify_scale.py")),
+    "verify_scale": Bench("verify_scale.py", ("--entries", "10000", "30000"), _json_rows("verify_scale.py")),
     "reports": Bench("reports.py", ("--site-runs", "50"), _reports),
     "batch": Bench("batch.py", ("--specs", "6", "--cli-runs", "2", "--decisions", "200000", "--shards", "2",
                                 "--repeats", "1"), _batch),

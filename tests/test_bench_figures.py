@@ -139,14 +139,15 @@ def _through_figures(figures, name: str, rows: list) -> list:
 
 def test_verify_scale_json_rows_carry_its_figures(figures, bench_module):
     verify_scale = bench_module("verify_scale")
-    full = [{"ok": True, "entries": 100_000, "seconds": 1.9, "cpu": 2.5, "peak_mib": 144.2},
-            {"ok": True, "entries": 1_000_000, "seconds": 18.54, "cpu": 16.61, "peak_mib": 146.4}]
+    full = [{"ok": True, "size": 100_000, "entries": 100_000, "seconds": 1.9, "cpu": 2.5, "peak_mib": 144.2},
+            {"ok": True, "size": 1_000_000, "entries": 1_000_000, "seconds": 18.54, "cpu": 16.61, "peak_mib": 146.4},
+            {"ok": True, "size": 10_000_000, "entries": 9_990_004, "seconds": 190.0, "cpu": 180.0, "peak_mib": 150.0}]
     since = {"ok": True, "seconds": 0.051, "peak_mib": 77.0, "checkpoint": 1_000_000, "added": 1000}
     rows = verify_scale.json_rows(full, since)
     verify, incremental = _through_figures(figures, "verify_scale", rows)
     assert verify[0].startswith("`verify` of 10⁶ entries")
     assert verify[1] == ("**18.5 s** wall, 16.6 s CPU (imports included); **146 MiB** peak RSS (flat from 10⁵ "
-                         "entries: 144 MiB); intact: True")
+                         "entries: 144 MiB; 9,990,004: 150 MiB); intact: True")
     assert verify[2] == "≤ 10 s: **not met**; ≤ 200 MB: met"
     assert incremental[0] == "`verify --since-checkpoint` of 10³ entries after a checkpoint of 10⁶"
     assert incremental[1].startswith("**0.05 s** after imports") and incremental[2] == "< 1 s: met"
