@@ -3,19 +3,21 @@ the number of entries (issue "Audit at scale": per-entry state is what made 10^6
 
 from __future__ import annotations
 
-import tracemalloc
+import json
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
 from engine import run
-from ledger import Ledger, verify_ledger
-from ledger import verify_read
+from ledger import Ledger
 from ledger.chain import EncodedEntries, NewEntry
 from ledger.run_record import RunRecord, runs_row
 
-from tests.conftest import small_spec_folder
+from tests.conftest import ROOT, small_spec_folder
 
 
 def _ledger_with(folder: Path, decisions: int) -> Path:
@@ -39,34 +41,44 @@ def _ledger_with(folder: Path, decisions: int) -> Path:
     return db
 
 
-def _peak(db: Path) -> tuple[int, int]:
-    """(entries verified, peak bytes Python allocated during ``verify_ledger``)."""
-    with Ledger.open(db, read_only=True) as ledger:
-        tracemalloc.start()
-        try:
-            report = verify_ledger(ledger)
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-    assert report.intact, report.problems[:3]
-    return report.entries_checked, peak
+_MEASURE = """
+import json, sys, tracemalloc
+from ledger import Ledger, verify_ledger, verify_read
+verify_read.BATCH = int(sys.argv[2])
+with Ledger.open(sys.argv[1], read_only=True) as ledger:
+    tracemalloc.start()
+    report = verify_ledger(ledger)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+print(json.dumps([report.intact, report.entries_checked, peak]))
+"""
 
 
-def _assert_flat(folder: Path, small: int, large: int) -> None:
-    (n_small, peak_small), (n_large, peak_large) = _peak(_ledger_with(folder, small)), _peak(_ledger_with(folder, large))
+def _peak(db: Path, batch: int) -> tuple[int, int]:
+    """(entries verified, peak bytes Python allocated during ``verify_ledger``), measured in a fresh interpreter
+    (as ``certa verify`` runs: in a long test session other threads and caches allocate during the walk too)."""
+    done = subprocess.run([sys.executable, "-c", _MEASURE, str(db), str(batch)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    intact, entries, peak = json.loads(done.stdout.strip().splitlines()[-1])
+    assert intact
+    return entries, peak
+
+
+def _assert_flat(folder: Path, small: int, large: int, batch: int) -> None:
+    (n_small, peak_small), (n_large, peak_large) = (_peak(_ledger_with(folder, small), batch),
+                                                    _peak(_ledger_with(folder, large), batch))
     assert n_large - n_small == large - small
     # per-entry state (a hash, a leaf, a node: ~400 bytes an entry) would add 400 * (large - small) bytes
     assert peak_large < peak_small * 1.25, (peak_small, peak_large)
     assert peak_large - peak_small < 20 * (large - small), (peak_small, peak_large)
 
 
-def test_verify_memory_does_not_grow_with_the_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(verify_read, "BATCH", 500)  # the same walk in smaller batches, so that a few 10^3 suffice
-    _assert_flat(tmp_path, 4_000, 20_000)
+def test_verify_memory_does_not_grow_with_the_entries(tmp_path: Path) -> None:
+    _assert_flat(tmp_path, 4_000, 20_000, batch=500)  # the same walk in smaller batches: a few 10^3 suffice
 
 
 @pytest.mark.slow
-def test_verify_memory_is_flat_from_2e4_to_1e5_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_verify_memory_is_flat_from_2e4_to_1e5_entries(tmp_path: Path) -> None:
     # batches of 2000: both ledgers span many batches, so both peaks hold the most batches a walk holds at once
-    monkeypatch.setattr(verify_read, "BATCH", 2_000)
-    _assert_flat(tmp_path, 20_000, 100_000)
+    _assert_flat(tmp_path, 20_000, 100_000, batch=2_000)

@@ -10,10 +10,16 @@ distribution, x_i the teacher-forced token; seed 000's ``score_fn(ref, cand, pro
 
 and the prompt's score is the mean over its K' positions (the prompt is the unit of observation, never n·K).
 All arithmetic is float64; the sum over the vocabulary is numpy's pairwise sum along the last axis, so a row's
-value does not depend on the other rows of the array.
+value does not depend on the other rows of the array. ``exp`` is a parameter: numpy's ``np.exp`` picks its kernel
+by CPU at run time (its last bits depend on the machine's SIMD features), so ``hf_models`` passes libm's
+(``engine.core.stats.kernels.libm.LIBM.exp``: the same bits on every x86-64 machine, checked by
+``tests/core/test_simd_independence.py``); ``logprob_tables`` keeps numpy's, as in certa 0.7.0, so that its
+scores do not move.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -25,11 +31,13 @@ def delta_ce_positions(ref_logprob: np.ndarray, cand_logprob: np.ndarray) -> np.
     return np.asarray(ref_logprob, dtype=np.float64) - np.asarray(cand_logprob, dtype=np.float64)
 
 
-def sym_kl_positions(log_p: np.ndarray, log_q: np.ndarray) -> np.ndarray:
-    """sum_v (p(v) - q(v)) (ln p(v) - ln q(v)) over the last axis (normalised log-distributions, float64)."""
+def sym_kl_positions(log_p: np.ndarray, log_q: np.ndarray,
+                     exp: Callable[[np.ndarray], np.ndarray] = np.exp) -> np.ndarray:
+    """sum_v (p(v) - q(v)) (ln p(v) - ln q(v)) over the last axis (normalised log-distributions, float64), with
+    p = ``exp``(ln p) (module docstring: which ``exp``)."""
     log_p = np.asarray(log_p, dtype=np.float64)
     log_q = np.asarray(log_q, dtype=np.float64)
-    return np.sum((np.exp(log_p) - np.exp(log_q)) * (log_p - log_q), axis=-1)
+    return np.sum((exp(log_p) - exp(log_q)) * (log_p - log_q), axis=-1)
 
 
 def prompt_means(group: np.ndarray, values: np.ndarray, prompts: int) -> np.ndarray:

@@ -50,6 +50,7 @@ import numpy as np
 from engine.foundation.errors import InputError, StageError
 from engine.core.models.runtime import LoadedModel, deterministic_torch, load_causal_lm, require_model_libraries
 from engine.core.scorers.divergences import delta_ce_positions, prompt_means, sym_kl_positions
+from engine.core.stats.kernels.libm import LIBM
 from engine.core.tables import Table
 
 __all__ = ["HfModelsScorer", "METRICS", "ModelPair", "load_pair"]
@@ -183,7 +184,7 @@ class HfModelsScorer:
             targets = batch[:, 1:].unsqueeze(-1)
             return delta_ce_positions(log_p.gather(-1, targets).squeeze(-1).numpy(),
                                       log_q.gather(-1, targets).squeeze(-1).numpy())
-        return sym_kl_positions(log_p.numpy(), log_q.numpy())
+        return sym_kl_positions(log_p.numpy(), log_q.numpy(), exp=LIBM.exp)
 
     def score_batch(self, reference: Table, candidate: Table, prompts: Sequence[str], K: int) -> np.ndarray:
         """Scores of ``prompts`` over their first K teacher-forced positions (module docstring)."""
