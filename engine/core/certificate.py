@@ -20,6 +20,7 @@ import getpass
 import platform
 import re
 import socket
+import sys
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from importlib import metadata
@@ -74,15 +75,30 @@ def library_versions() -> dict[str, str]:
 
 
 def computing_platform() -> dict[str, Any]:
-    """OS, CPU architecture and numpy's run-time SIMD targets (baseline and found).
+    """OS, CPU architecture and numpy's run-time SIMD targets (baseline and found); torch's CPU kernels and CUDA
+    GPUs when the run evaluated models (``_torch_platform``).
 
     numpy picks some transcendental-function kernels by CPU at run time (e.g. AVX-512 variants), and
     those may differ in the last bit between CPU families; this records which machine computed a
     certificate, outside its hash.
     """
     simd = np.show_config(mode="dicts").get("SIMD Extensions", {})
-    return {"system": platform.system(), "machine": platform.machine(),
-            "numpy_simd": [str(x) for x in [*simd.get("baseline", []), *simd.get("found", [])]]}
+    found = {"system": platform.system(), "machine": platform.machine(),
+             "numpy_simd": [str(x) for x in [*simd.get("baseline", []), *simd.get("found", [])]]}
+    return {**found, **_torch_platform()}
+
+
+def _torch_platform() -> dict[str, Any]:
+    """When the run evaluated models (torch is loaded: it is never imported for this): the CPU kernels torch
+    dispatches to (``torch.backends.cpu.get_cpu_capability``: AVX2 and AVX-512 kernels may differ in the last bits
+    of a logit), and the CUDA GPUs it used, by name, when it used any."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
+    found: dict[str, Any] = {"torch_cpu_capability": str(torch.backends.cpu.get_cpu_capability())}
+    if torch.cuda.is_initialized():
+        found["cuda_devices"] = [str(torch.cuda.get_device_name(i)) for i in range(torch.cuda.device_count())]
+    return found
 
 
 def _who() -> tuple[str, str]:
