@@ -128,6 +128,7 @@ def example_ledger(folder: Path) -> tuple[Path, dict[str, str]]:
     from click.testing import CliRunner
 
     from cli import main
+    from tests.conftest import RUNNABLE_EXAMPLES  # the model examples need the models extra
 
     db = folder / "ledger.db"
     runs = {}
