@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger.schema import SCHEMA_VERSION
 from tests.conftest import small_spec_folder
 from .conftest import World, assert_ledger_kept, check, count, invoke, leftovers, run_count, sql_rows
 
@@ -333,7 +334,7 @@ def test_kill_migrate(moment: Moment, killed: dict[tuple[str, str], Future[Kille
     check(f"migrate after a kill {moment.name}", invoke(*case.args), allowed={0})
     assert invoke("verify", "--ledger", case.ledger).exit_code == 0
     assert sql_rows(case.ledger, BEFORE["migrate"]) == case.before
-    assert sql_rows(case.ledger, "SELECT value FROM ledger_meta WHERE key = 'schema_version'") == [("3",)]
+    assert sql_rows(case.ledger, "SELECT value FROM ledger_meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
 
 
 @pytest.fixture(scope="module")

@@ -21,13 +21,14 @@ def section(stage: StageInput) -> StageSection:
     windows, text, runtime = (mapping(outputs.get(k)) for k in ("windows", "text", "runtime"))
     produced = mapping(outputs.get("tables"))
     unit = str(outputs.get("unit", "tokens"))
-    rows = [(arm, mapping(models.get(arm)).get("input"), mapping(models.get(arm)).get("manifest_sha256"),
-             mapping(models.get(arm)).get("model_type"), mapping(models.get(arm)).get("parameters"),
-             mapping(models.get(arm)).get("tokenizer_sha256"),
-             mapping(mapping(models.get(arm)).get("signature")).get("status"), nll.get(arm)) for arm in ARMS]
+    described = {arm: mapping(models.get(arm)) for arm in ARMS}
+    fields = (("input", "input"), ("manifest SHA-256", "manifest_sha256"), ("type", "model_type"),
+              ("parameters", "parameters"), ("tokenizer SHA-256", "tokenizer_sha256"))
+    rows = [*((label, *(described[arm].get(key) for arm in ARMS)) for label, key in fields),
+            ("signature", *(mapping(described[arm].get("signature")).get("status") for arm in ARMS)),
+            (f"NLL per {unit[:-1]} (nats)", *(nll.get(arm) for arm in ARMS))]
     tables = (
-        table("Models", ("arm", "input", "manifest SHA-256", "type", "parameters", "tokenizer SHA-256", "signature",
-                         f"NLL per {unit[:-1]} (nats)"), rows, numeric=(4, 7)),
+        table("Models", ("", *ARMS), rows),
         table("Windows", ("quantity", "value"), [
             ("unit", unit), ("tokenizers match", outputs.get("tokenizers_match")),
             ("windows", windows.get("count")), (f"{unit} scored per model", windows.get("scored")),
