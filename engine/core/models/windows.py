@@ -22,10 +22,12 @@ for both models) and ``nll_sum`` the summed NLL of all its tokens, so Σ nll_sum
 log-loss (bits per byte × ln 2) and the ratio of two models' is a byte-level perplexity ratio, comparable across
 tokenizers (Gao et al. 2020, "The Pile", §5: bits per UTF-8 byte).
 
-**Numerics.** Windows of equal input length are batched (``batch_size`` at a time, in a fixed order: by input
-length, then by window), so no padding or attention mask ever enters a forward pass and a window's result does
-not depend on its neighbours' lengths. Weights and logits are float32; log-softmax and the gather of the
-targets' log-probabilities are float32; each window's NLL is summed in float64. With
+**Numerics.** Windows of equal input length and equal target count are batched (``batch_size`` at a time, in a
+fixed order: by input length, target count, then window), so no padding or attention mask ever enters a forward
+pass and a window's result does not depend on its neighbours' shapes. Weights and logits are float32; log-softmax and the gather of the
+targets' log-probabilities are float32 (``torch.nn.functional.cross_entropy``, which fuses them: no vocabulary-wide
+log-softmax tensor is kept), computed for the scored positions only (the output projection of context-only
+positions is skipped where the model takes ``logits_to_keep``); each window's NLL is summed in float64. With
 ``engine.core.models.runtime.deterministic_torch`` (fixed threads, deterministic kernels) the same machine gives
 bit-identical sums.
 
@@ -37,6 +39,7 @@ pair by id and two identical passages at different places keep distinct ids.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -122,28 +125,37 @@ def piece_windows(pieces: Sequence[tuple[int, int, bytes]], encoded: Sequence[Se
     return Windows(flat=flat, start=start, length=length, targets=length - 1, ids=ids, counts=counts)
 
 
+def _last_logits(model: Any, inputs: Any, keep: int) -> Any:
+    """The logits of the last ``keep`` positions: the model's output projection is computed for those alone when
+    its ``forward`` takes ``logits_to_keep`` (transformers >= 4.50), else for every position and sliced after."""
+    if "logits_to_keep" in inspect.signature(model.forward).parameters:
+        return model(input_ids=inputs, logits_to_keep=keep).logits
+    return model(input_ids=inputs).logits
+
+
 def window_nll(model: Any, windows: Windows, *, batch_size: int, device: str = "cpu",
                progress: ScoreProgress | None = None) -> np.ndarray:
     """Each window's summed NLL of its targets under ``model`` (float64; module docstring for the numerics)."""
     import torch
 
     sums = np.zeros(windows.start.size, dtype=np.float64)
-    order = np.lexsort((np.arange(windows.start.size), windows.length))
-    lengths = windows.length[order]
-    edges = np.flatnonzero(np.diff(lengths)) + 1
+    order = np.lexsort((np.arange(windows.start.size), windows.targets, windows.length))
+    shapes = np.stack([windows.length[order], windows.targets[order]])   # a batch: one input length, one target count
+    edges = np.flatnonzero(np.any(np.diff(shapes, axis=1), axis=0)) + 1
     batches = [group[i: i + batch_size] for group in np.split(order, edges) for i in range(0, group.size, batch_size)]
     done, scored, began = 0, 0, time.monotonic()
     for batch in batches:
         length = int(windows.length[batch[0]])
+        keep = int(windows.targets[batch[0]])                    # the scored positions: the last `keep`
         index = windows.start[batch][:, None] + np.arange(length)[None, :]
         inputs = torch.from_numpy(windows.flat[index]).to(device)
         with torch.inference_mode():
-            logits = model(input_ids=inputs).logits[:, :-1, :].float()
-            logp = torch.log_softmax(logits, dim=-1)
-            nll = -torch.gather(logp, 2, inputs[:, 1:, None])[:, :, 0]
+            logits = _last_logits(model, inputs, keep + 1)[:, -(keep + 1):-1, :].float()
+            nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                    inputs[:, length - keep:].reshape(-1),
+                                                    reduction="none").view(batch.size, keep)
         nll64 = nll.to("cpu", torch.float64).numpy()
-        mask = np.arange(length - 1)[None, :] >= (length - 1 - windows.targets[batch])[:, None]
-        sums[batch] = np.where(mask, nll64, 0.0).sum(axis=1)
+        sums[batch] = nll64.sum(axis=1)
         done += batch.size
         scored += int(windows.targets[batch].sum())
         if progress:
