@@ -69,9 +69,11 @@ def _assert_flat(folder: Path, small: int, large: int, batch: int) -> None:
     (n_small, peak_small), (n_large, peak_large) = (_peak(_ledger_with(folder, small), batch),
                                                     _peak(_ledger_with(folder, large), batch))
     assert n_large - n_small == large - small
-    # per-entry state (a hash, a leaf, a node: ~400 bytes an entry) would add 400 * (large - small) bytes
+    # per-entry state (a hash, a leaf, a node: ~400 bytes an entry) would add 400 * (large - small) bytes; the
+    # bound leaves room for one batch more or less in flight at the peak (the reader thread's timing: ~0.5 MB at
+    # batches of 500, seen in CI), which is noise, not growth
     assert peak_large < peak_small * 1.25, (peak_small, peak_large)
-    assert peak_large - peak_small < 20 * (large - small), (peak_small, peak_large)
+    assert peak_large - peak_small < 60 * (large - small), (peak_small, peak_large)
 
 
 def test_verify_memory_does_not_grow_with_the_entries(tmp_path: Path) -> None:
