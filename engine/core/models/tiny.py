@@ -69,10 +69,10 @@ def perturbed_copy(source: Path, folder: Path, *, scale: float, seed: int = 1) -
             shutil.copyfile(path, folder / path.name)
     generator = torch.Generator().manual_seed(seed)
     for path in sorted(source.glob("*.safetensors")):
-        state = safetensors.load(path.read_bytes())
+        raw = path.read_bytes()
+        state = safetensors.load(raw)
         changed = {key: (value * (1 + scale * torch.randn(value.shape, generator=generator))
                          if value.ndim == 2 else value).contiguous() for key, value in sorted(state.items())}
-        metadata = json.loads(path.read_bytes()[8: 8 + int.from_bytes(path.read_bytes()[:8], "little")]).get(
-            "__metadata__")
+        metadata = json.loads(raw[8: 8 + int.from_bytes(raw[:8], "little")]).get("__metadata__")
         safetensors.save_file(changed, str(folder / path.name), metadata=metadata)
     return folder

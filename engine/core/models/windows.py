@@ -125,12 +125,13 @@ def piece_windows(pieces: Sequence[tuple[int, int, bytes]], encoded: Sequence[Se
     return Windows(flat=flat, start=start, length=length, targets=length - 1, ids=ids, counts=counts)
 
 
-def _last_logits(model: Any, inputs: Any, keep: int) -> Any:
-    """The logits of the last ``keep`` positions: the model's output projection is computed for those alone when
-    its ``forward`` takes ``logits_to_keep`` (transformers >= 4.50), else for every position and sliced after."""
+def _last_logits(model: Any) -> Callable[[Any, int], Any]:
+    """``logits(inputs, keep)``: the model's logits of the last ``keep`` positions, its output projection computed
+    for those alone when its ``forward`` takes ``logits_to_keep`` (transformers >= 4.50), else for every position
+    (the caller slices them). Asked of the model once, not per batch."""
     if "logits_to_keep" in inspect.signature(model.forward).parameters:
-        return model(input_ids=inputs, logits_to_keep=keep).logits
-    return model(input_ids=inputs).logits
+        return lambda inputs, keep: model(input_ids=inputs, logits_to_keep=keep).logits
+    return lambda inputs, keep: model(input_ids=inputs).logits
 
 
 def window_nll(model: Any, windows: Windows, *, batch_size: int, device: str = "cpu",
@@ -143,6 +144,7 @@ def window_nll(model: Any, windows: Windows, *, batch_size: int, device: str = "
     shapes = np.stack([windows.length[order], windows.targets[order]])   # a batch: one input length, one target count
     edges = np.flatnonzero(np.any(np.diff(shapes, axis=1), axis=0)) + 1
     batches = [group[i: i + batch_size] for group in np.split(order, edges) for i in range(0, group.size, batch_size)]
+    logits_of = _last_logits(model)
     done, scored, began = 0, 0, time.monotonic()
     for batch in batches:
         length = int(windows.length[batch[0]])
@@ -150,7 +152,7 @@ def window_nll(model: Any, windows: Windows, *, batch_size: int, device: str = "
         index = windows.start[batch][:, None] + np.arange(length)[None, :]
         inputs = torch.from_numpy(windows.flat[index]).to(device)
         with torch.inference_mode():
-            logits = _last_logits(model, inputs, keep + 1)[:, -(keep + 1):-1, :].float()
+            logits = logits_of(inputs, keep + 1)[:, -(keep + 1):-1, :].float()
             nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                                     inputs[:, length - keep:].reshape(-1),
                                                     reduction="none").view(batch.size, keep)
