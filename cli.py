@@ -228,10 +228,13 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
               help="An Ed25519 public key (PEM): every completed PASS run (or RUN_ID only) must have a valid "
                    "'approved' review signed by it, not followed by a 'rejected' one by the same key, its "
                    "reviews recorded in the order they were signed; repeat it to require several approvers.")
+@click.option("--workers", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Processes checking entries beside the one reading the ledger (default: one per CPU for 50,000 "
+                   "entries or more, none below; 0: none). The report is the same whatever their number.")
 @certa_command
 def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_file: Path | None,
            public_key_files: tuple[Path, ...], since_checkpoint: bool, record: bool,
-           approval_key_files: tuple[Path, ...], as_json: bool, ledger_url: str) -> int:
+           approval_key_files: tuple[Path, ...], workers: int | None, as_json: bool, ledger_url: str) -> int:
     """Re-check the ledger: hash chain, certificates, stored inputs, method identities, signed reviews.
 
     Exit 0 intact, 1 tampered (the first broken entry is named, or the checkpoint signature fails) or, with
@@ -245,6 +248,7 @@ def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_f
       certa verify --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub
       certa verify --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub --since-checkpoint --record
       certa verify --require-approval audit/alice.pub
+      certa verify --workers 0
     """
     from engine.services.audit import audit_ledger
     from engine.services.keys import public_keys
@@ -259,7 +263,7 @@ def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_f
         audit = audit_ledger(ledger, run_id=run_id, expect_head=expect_head,
                              checkpoint=checkpoint_file.read_bytes() if checkpoint_file else None,
                              checkpoint_keys=checkpoint_keys, approvers=approvers, notify=_progress(as_json),
-                             since_checkpoint=since_checkpoint, record=record)
+                             since_checkpoint=since_checkpoint, record=record, workers=workers)
     _print(audit, as_json)
     return EXIT_OK if audit.ok else EXIT_FAIL
 

@@ -39,9 +39,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import json
-import math
-import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -49,35 +46,23 @@ from typing import Any
 
 from engine.foundation.canonical import sha256_hex
 from engine.foundation.errors import LedgerError
-from engine.foundation.json_read import parse_json
 
-from ledger.chain import GENESIS, entry_hash, header_template
+from ledger.chain import GENESIS, entry_hash
 from ledger.merkle import frontier_nodes
 from ledger.rows import ENTRY_FIELDS, rows_as
-from ledger.run_record import RECORD_KINDS, payload_problems, runs_row
+from ledger.run_record import runs_row
 from ledger.schema import REVISIONS, SCHEMA_VERSION, runs
 from ledger.store import EntryRow, Ledger
+from ledger.verify_batch import (ENTRY_TEMPLATE, MAX_SAFE_INT, TEMPLATE_QUOTES, BatchChecker, BatchSummary,
+                                 CheckCertificate, Problem, entry_problem)
 from ledger.verify_merkle import MerkleCheck, leaves_of
+from ledger.verify_pool import BatchPool, default_workers
 from ledger.verify_read import BlobRow, EntryBatch, Tables, read_snapshot, stored_type
 from ledger.verify_record import VERIFIED_KEYS, record_problem
 
 __all__ = ["Problem", "VerifyReport", "VerifyScope", "verify_ledger", "verify_since"]
 
 _META_KEYS = ("schema_version", "head")
-
-CheckCertificate = Callable[[Mapping[str, Any]], list[str]]
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One integrity failure: where (entry seq / run / blob / table) and what; ``column`` is the edited
-    ``table.column`` when the problem is in a table derived from the chain (``runs.seed``)."""
-
-    where: str
-    message: str
-    seq: int | None = None
-    run_id: str | None = None
-    column: str | None = None
 
 
 @dataclass(frozen=True)
@@ -116,13 +101,6 @@ class VerifyReport:
         return self.problems[0] if self.problems else None
 
 
-_MAX_SAFE_INT = 2**53 - 1
-
-
-_ENTRY_TEMPLATE = header_template('"%s"', '"%s"', '"%s"')  # fields: kind, payload, prev, time, run id, seq
-_TEMPLATE_QUOTES = _ENTRY_TEMPLATE.count('"')
-
-
 def _entry_hash(entry: EntryRow) -> str:
     """``ledger.chain.entry_hash`` of an entry's fields, about 20 times faster for the fields certa writes
     (hex digests, a run id, a kind and an ISO time: printable ASCII), whose RFC 8785 form is a fixed template
@@ -133,18 +111,13 @@ def _entry_hash(entry: EntryRow) -> str:
     an int within ±(2**53 − 1)."""
     seq, kind, digest, prev, at, run = (entry.seq, entry.kind, entry.payload_sha256, entry.prev_hash, entry.recorded_at,
                                         entry.run_id)
-    if type(seq) is int and -_MAX_SAFE_INT <= seq <= _MAX_SAFE_INT \
+    if type(seq) is int and -MAX_SAFE_INT <= seq <= MAX_SAFE_INT \
             and type(kind) is type(digest) is type(prev) is type(at) is type(run) is str:
-        text = _ENTRY_TEMPLATE % (kind, digest, prev, at, run, seq)
-        if text.isascii() and text.isprintable() and "\\" not in text and text.count('"') == _TEMPLATE_QUOTES:
+        text = ENTRY_TEMPLATE % (kind, digest, prev, at, run, seq)
+        if text.isascii() and text.isprintable() and "\\" not in text and text.count('"') == TEMPLATE_QUOTES:
             return hashlib.sha256(text.encode("ascii")).hexdigest()
     return entry_hash(seq=seq, run_id=entry.run_id, kind=entry.kind, recorded_at=entry.recorded_at,
                       payload_sha256=entry.payload_sha256, prev_hash=entry.prev_hash)
-
-
-def _entry_problem(seq: Any, kind: Any, run_id: Any, message: str) -> Problem:
-    """A problem with one entry, named by its seq, kind and run."""
-    return Problem(f"entry {seq} ({kind}, run {run_id})", message, seq, run_id)
 
 
 def _mistyped_columns(entry: EntryRow) -> list[str]:
@@ -153,48 +126,15 @@ def _mistyped_columns(entry: EntryRow) -> list[str]:
             for name, value in entry.__dict__.items() if type(value) is not (int if name == "seq" else str)]
 
 
-def _no_constant(token: str) -> Any:
-    raise ValueError(f"{token} is not a JSON number")
-
-
-_SCAN_JSON = json.JSONDecoder(parse_constant=_no_constant).scan_once
-_LONG_DIGITS = re.compile(r"\d{16}")
-_SHORT = 1024
-
-
-def _payload_data(payload: str) -> Any:
-    """``parse_json(payload)`` by the decoder's C scanner alone, without ``decode``'s per-call work and without
-    a Python call per integer, for a short payload as certa writes it: no whitespace around it and no run of 16
-    digits, so that every integer is within ±(2**53 − 1) and reads as ``parse_json`` (RFC 8785's number
-    model) reads it. Any other text goes through ``parse_json`` itself, for its answer and its ``ValueError``."""
-    if len(payload) < _SHORT and _LONG_DIGITS.search(payload) is None:
-        try:
-            data, end = _SCAN_JSON(payload, 0)
-            if end == len(payload):
-                return data
-        except (StopIteration, ValueError, RecursionError):
-            pass
-    return parse_json(payload)
-
-
-_MAX_SHAPES = 4096
-
-
-def _slim_certificate(data: Mapping[str, Any]) -> dict[str, Any]:
-    """What ``runs_row`` reads of a certificate (its content's verdict and its ``content_sha256``)."""
-    content = data.get("content")
-    return {"content": {"verdict": content.get("verdict")} if isinstance(content, Mapping) else content,
-            "content_sha256": data.get("content_sha256")}
-
-
 class _ChainWalk:
-    """Checks entries batch by batch in chain order and keeps what the run/blob/Merkle checks need: per run
-    [first seq, last record seq, recorded_at, ``runs_row`` of its run entry, its certificate's slim form]."""
+    """Takes the checked batches in chain order (``ledger.verify_pool``): checks each one's links to the chain
+    before it, or the whole batch entry by entry when they or its own chain checks fail, and keeps what the
+    run/blob/Merkle checks need: per run [first seq, last record seq, recorded_at, ``runs_row`` of its run
+    entry, its certificate's slim form]."""
 
-    def __init__(self, *, check_certificate: CheckCertificate | None, run_id: str | None, expect_seq: int | None,
-                 start: int = 0, prev: str = GENESIS, merkle: MerkleCheck | None = None,
-                 records_after: int | None = None) -> None:
-        self.check_certificate, self.run_id, self.expect_seq = check_certificate, run_id, expect_seq
+    def __init__(self, *, checker: BatchChecker, expect_seq: int | None, start: int = 0, prev: str = GENESIS,
+                 merkle: MerkleCheck | None = None) -> None:
+        self.checker, self.expect_seq = checker, expect_seq
         self.problems: list[Problem] = []
         self.seq = start
         self.leaves = start
@@ -205,146 +145,83 @@ class _ChainWalk:
         self.hash_at_expected_seq: str | None = None
         self.expected_leaf: int | None = None
         self.merkle = merkle or MerkleCheck(start, root_at=expect_seq)
-        self.shapes: dict[tuple[Any, ...], list[str]] = {}
-        self.records_after = records_after
         self.orphan_records: dict[Any, int] = {}  # incremental: run -> first record entry after the checkpoint
 
-    def check_batch(self, batch: EntryBatch) -> None:
+    def check_batch(self, batch: EntryBatch, summary: BatchSummary) -> None:
+        """Take ``batch``, whose ``summary`` ``BatchChecker.check_columns`` made: when its chain holds within
+        it and it continues the chain so far, its summary; otherwise its every entry checked here."""
         rows = batch.rows
-        columns = list(zip(*rows))
-        hashes = self._clean_batch(columns)
-        if hashes is None:
-            hashes = [self._check_one(entry, self.leaves + i + 1)
-                      for i, entry in enumerate(rows_as(EntryRow, ENTRY_FIELDS, rows))]
+        first, last = rows[0], rows[-1]
+        if summary.clean and first[0] == self.seq + 1 and first[6] == self.prev:
+            if self.expect_seq is not None and first[0] <= self.expect_seq <= last[0]:
+                self.hash_at_expected_seq = rows[self.expect_seq - first[0]][7]
+                self.expected_leaf = self.leaves + self.expect_seq - first[0] + 1
+            self.seq, self.prev = last[0], last[7]
+            leaves = summary.leaves
         else:
-            first = self.seq + 1
-            if self.expect_seq is not None and first <= self.expect_seq < first + len(rows):
-                self.hash_at_expected_seq = hashes[self.expect_seq - first]
-                self.expected_leaf = self.leaves + self.expect_seq - first + 1
-            self.seq += len(rows)
-            self.prev = hashes[-1]
-            check_payload = self._payload
-            for row in rows:
-                check_payload(row[0], row[1], row[2], row[3], row[4])
+            summary = BatchSummary(clean=False)
+            leaves = leaves_of([self._check_one(entry, self.leaves + i + 1, summary)
+                                for i, entry in enumerate(rows_as(EntryRow, ENTRY_FIELDS, rows))])
+        self._merge(summary)
         self.leaves += len(rows)
-        self.merkle.add(leaves_of(hashes), batch.nodes)
+        self.merkle.add(leaves, batch.nodes)
 
-    def _clean_batch(self, columns: list[tuple[Any, ...]]) -> list[str] | None:
-        """The batch's entry hashes when every entry is of the types certa writes and every chain check passes
-        (consecutive seqs, each prev_hash the previous entry's hash, each payload's and entry's hash right),
-        checked column-wise; None otherwise (then each entry is checked on its own, with its problems)."""
-        seqs, run_ids, kinds, times, payloads, digests, prevs, hashes = columns
-        if set(map(type, seqs)) != {int} or any(set(map(type, column)) != {str} for column in columns[1:]):
-            return None
-        n = len(seqs)
-        if seqs != tuple(range(self.seq + 1, self.seq + 1 + n)) or seqs[-1] > _MAX_SAFE_INT \
-                or prevs[0] != self.prev or prevs[1:] != hashes[:-1]:
-            return None
-        sha256 = hashlib.sha256
-        try:
-            if [sha256(p.encode("utf-8")).hexdigest() for p in payloads] != list(digests):
-                return None
-        except UnicodeEncodeError:
-            return None
-        texts = [_ENTRY_TEMPLATE % fields for fields in zip(kinds, digests, prevs, times, run_ids, seqs)]
-        joined = "".join(texts)
-        if not (joined.isascii() and joined.isprintable() and "\\" not in joined
-                and joined.count('"') == _TEMPLATE_QUOTES * n):
-            return None
-        if [sha256(t.encode("ascii")).hexdigest() for t in texts] != list(hashes):
-            return None
-        return list(hashes)
+    def _merge(self, summary: BatchSummary) -> None:
+        """A batch's summary, after those of the batches before it (``verify_batch.RunPart``)."""
+        self.problems += summary.problems
+        self.referenced |= summary.referenced
+        self.certificates += summary.certificates
+        spans = self.run_spans
+        for rid, (first, recorded_at, last_record, run, certificate, orphan) in summary.runs.items():
+            span = spans.get(rid)
+            if span is None:
+                span = spans[rid] = [first, first, recorded_at, None, None]
+            if orphan is not None and span[3] is None:
+                self.orphan_records.setdefault(rid, orphan)
+            if last_record is not None:
+                span[1] = last_record
+            if run is not None:
+                span[3] = run
+            if certificate is not None:
+                span[4] = certificate
 
-    def _check_one(self, entry: EntryRow, leaf: int) -> str:
+    def _check_one(self, entry: EntryRow, leaf: int, summary: BatchSummary) -> str:
         """The chain checks of one entry, then its payload's; returns the hash it adds to the Merkle tree."""
-        problems = self.problems
+        problems = summary.problems
         if not (type(entry.seq) is int and type(entry.run_id) is type(entry.kind) is type(entry.recorded_at)
                 is type(entry.payload) is type(entry.payload_sha256) is type(entry.prev_hash)
                 is type(entry.entry_hash) is str):
-            return self._mistyped(entry, leaf)
+            return self._mistyped(entry, leaf, problems)
         self.seq += 1
         if entry.seq != self.seq:
-            problems.append(_entry_problem(entry.seq, entry.kind, entry.run_id,
-                                           f"sequence gap: expected entry {self.seq}, found {entry.seq} "
-                                           "(entries were deleted)"))
+            problems.append(entry_problem(entry.seq, entry.kind, entry.run_id,
+                                          f"sequence gap: expected entry {self.seq}, found {entry.seq} "
+                                          "(entries were deleted)"))
             self.seq = entry.seq
         if entry.prev_hash != self.prev:
-            problems.append(_entry_problem(entry.seq, entry.kind, entry.run_id,
-                                           "link broken: prev_hash does not match the previous entry's hash "
-                                           "(an entry before it was edited, deleted or moved)"))
+            problems.append(entry_problem(entry.seq, entry.kind, entry.run_id,
+                                          "link broken: prev_hash does not match the previous entry's hash "
+                                          "(an entry before it was edited, deleted or moved)"))
         if sha256_hex(entry.payload.encode("utf-8")) != entry.payload_sha256:
-            problems.append(_entry_problem(entry.seq, entry.kind, entry.run_id,
-                                           "payload edited: its SHA-256 no longer matches"))
+            problems.append(entry_problem(entry.seq, entry.kind, entry.run_id,
+                                          "payload edited: its SHA-256 no longer matches"))
         if _entry_hash(entry) != entry.entry_hash:
-            problems.append(_entry_problem(entry.seq, entry.kind, entry.run_id,
-                                           "entry edited: its hash no longer matches its fields"))
+            problems.append(entry_problem(entry.seq, entry.kind, entry.run_id,
+                                          "entry edited: its hash no longer matches its fields"))
         self.prev = entry.entry_hash
         if self.expect_seq is not None and entry.seq == self.expect_seq:
             self.hash_at_expected_seq, self.expected_leaf = entry.entry_hash, leaf
-        self._payload(entry.seq, entry.run_id, entry.kind, entry.recorded_at, entry.payload)
+        self.checker.check_payload(summary, entry.seq, entry.run_id, entry.kind, entry.recorded_at, entry.payload)
         return entry.entry_hash
 
-    def _payload(self, seq: int, run_id: str, kind: str, recorded_at: str, payload: str) -> None:
-        """The payload checks of one well-typed entry; notes its run, the blob it names, its certificate."""
-        problems = self.problems
-        span = self.run_spans.get(run_id)
-        if span is None:
-            span = self.run_spans[run_id] = [seq, seq, recorded_at, None, None]
-        if kind in RECORD_KINDS:
-            span[1] = seq
-            if self.records_after is not None and seq > self.records_after and kind != "run" and span[3] is None:
-                self.orphan_records.setdefault(run_id, seq)
-        try:
-            data = _payload_data(payload)
-        except ValueError:
-            problems.append(_entry_problem(seq, kind, run_id, "payload is not valid JSON"))
-            return
-        if type(data) is not dict:
-            problems.append(_entry_problem(seq, kind, run_id, "payload is not a JSON object"))
-            return
-        malformed = self._schema_problems(kind, data)
-        if malformed:
-            problems.append(_entry_problem(seq, kind, run_id, f"{kind} payload does not match its schema "
-                                                              f"(schemas/ledger-entries.schema.json): {malformed[0]}"))
-        if kind == "decision":
-            return
-        if kind in ("input", "captured"):
-            self.referenced.add(str(data.get("sha256", "")))
-        elif kind == "run":
-            span[3] = runs_row(data, certificate=None)
-        elif kind == "certificate":
-            span[4] = _slim_certificate(data)
-            if self.check_certificate is not None and (self.run_id is None or run_id == self.run_id):
-                self.certificates += 1
-                problems.extend(_entry_problem(seq, kind, run_id, f"certificate: {message}")
-                                for message in self.check_certificate(data))
-
-    def _schema_problems(self, kind: str, data: dict[str, Any]) -> list[str]:
-        """``payload_problems``, remembered for decisions by their members, the members' types and the sign and
-        integrality of ``index`` (all the decision schema constrains: a finer partition than
-        ``payload_problems``' own, so the answer is the same)."""
-        if kind != "decision":
-            return payload_problems(kind, data)
-        index = data.get("index")
-        kind_of_index = type(index)
-        key = (*data, *map(type, data.values()),
-               index >= 0 if kind_of_index is int else
-               (index >= 0, math.isfinite(index) and index.is_integer()) if kind_of_index is float else None)
-        found = self.shapes.get(key)
-        if found is None:
-            found = payload_problems(kind, data)
-            if len(self.shapes) < _MAX_SHAPES:
-                self.shapes[key] = found
-        return found
-
-    def _mistyped(self, entry: EntryRow, leaf: int) -> str:
+    def _mistyped(self, entry: EntryRow, leaf: int, problems: list[Problem]) -> str:
         """An entry with a cell of another type than certa writes (stored by hand; SQLite keeps any type in any
         column): one problem naming it by its place in the chain, which continues after it."""
         self.seq += 1
         run = entry.run_id if type(entry.run_id) is str else None
-        self.problems.append(Problem(f"entry {self.seq} (in chain order)",
-                                     f"entry edited outside certa: {'; '.join(_mistyped_columns(entry))}",
-                                     self.seq, run))
+        problems.append(Problem(f"entry {self.seq} (in chain order)",
+                                f"entry edited outside certa: {'; '.join(_mistyped_columns(entry))}",
+                                self.seq, run))
         digest = entry.entry_hash if type(entry.entry_hash) is str else repr(entry.entry_hash)
         self.prev = digest
         if self.expect_seq is not None and self.seq == self.expect_seq:
@@ -533,27 +410,38 @@ class _Start:
 
 def _walk(ledger: Ledger, start: _Start, *, check_certificate: CheckCertificate | None, run_id: str | None,
           expect_seq: int | None, progress: Callable[[int, int], None] | None,
-          incremental: bool) -> tuple[_ChainWalk, Tables]:
-    """Stream the entries after ``start`` through a ``_ChainWalk``, then read the tables it needs (incremental:
+          incremental: bool, workers: int | None) -> tuple[_ChainWalk, Tables]:
+    """Stream the entries after ``start`` through a ``_ChainWalk`` (their batches checked by ``workers``
+    processes, ``ledger.verify_pool``; None: ``default_workers``), then read the tables it needs (incremental:
     the runs rows of runs beginning after ``expect_seq``, the blobs named after it)."""
-    walk = _ChainWalk(check_certificate=check_certificate, run_id=run_id, expect_seq=expect_seq, start=start.seq,
-                      prev=start.prev, merkle=MerkleCheck(start.seq, start.frontier, root_at=expect_seq),
-                      records_after=expect_seq if incremental else None)
+    records_after = expect_seq if incremental else None
     total = _head_seq_hint(ledger)
+    if workers is None:
+        workers = default_workers(total - start.seq)
     tables: Tables | None = None
+    with BatchPool(check_certificate=check_certificate, run_id=run_id, records_after=records_after,
+                   workers=workers) as pool:
+        walk = _ChainWalk(checker=pool.local, expect_seq=expect_seq, start=start.seq, prev=start.prev,
+                          merkle=MerkleCheck(start.seq, start.frontier, root_at=expect_seq))
 
-    def wanted() -> tuple[Any | None, list[str] | None]:
-        if not incremental:
-            return None, None
-        return runs.c.first_seq > (expect_seq or 0), sorted(walk.referenced)
+        def wanted() -> tuple[Any | None, list[str] | None]:
+            if not incremental:
+                return None, None
+            return runs.c.first_seq > (expect_seq or 0), sorted(walk.referenced)
 
-    for item in read_snapshot(ledger, after=start.seq, tables=wanted):
-        if isinstance(item, Tables):
-            tables = item
-        else:
-            walk.check_batch(item)
-            if progress is not None:
-                progress(walk.seq, max(total, walk.seq))
+        def take(done: Iterator[tuple[EntryBatch, BatchSummary]]) -> None:
+            for batch, summary in done:
+                walk.check_batch(batch, summary)
+                if progress is not None:
+                    progress(walk.seq, max(total, walk.seq))
+
+        for item in read_snapshot(ledger, after=start.seq, tables=wanted):
+            if isinstance(item, Tables):
+                tables = item
+            elif isinstance(item, EntryBatch):
+                take(pool.submit(item))
+            else:  # ENTRIES_READ: every batch checked before the tables are chosen
+                take(pool.drain())
     if tables is None:  # read_snapshot ends with the tables, or raises
         raise LedgerError(f"cannot read ledger {ledger.location}: its tables were not read")
     return walk, tables
@@ -589,7 +477,8 @@ def _report(walk: _ChainWalk, tables: Tables, *, expect_head: tuple[int, str] | 
 
 def verify_ledger(ledger: Ledger, *, check_certificate: CheckCertificate | None = None,
                   expect_head: tuple[int, str] | None = None, expect_root: str | None = None,
-                  run_id: str | None = None, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+                  run_id: str | None = None, progress: Callable[[int, int], None] | None = None,
+                  workers: int | None = None) -> VerifyReport:
     """Re-check the whole chain, every blob, every column of the runs index and ``ledger_meta``;
     certificates via ``check_certificate``.
 
@@ -597,11 +486,14 @@ def verify_ledger(ledger: Ledger, *, check_certificate: CheckCertificate | None 
     whole) but certificate checks are limited to that run. ``expect_head`` is a head recorded earlier
     outside the database (``seq``, ``entry_hash``): the chain must still contain it unchanged; with
     ``expect_root`` (hex, from a signed checkpoint) the Merkle root of entries 1..seq must equal it too.
-    ``progress(entries checked, entries in the ledger)`` is called after every batch.
+    ``progress(entries checked, entries in the ledger)`` is called after every batch. ``workers``: processes
+    checking batches beside this one (0: none; None: one per CPU for a large ledger, ``ledger.verify_pool``);
+    the report is the same whatever their number.
     """
     with _cyclic_collector_paused():
         walk, tables = _walk(ledger, _Start(), check_certificate=check_certificate, run_id=run_id,
-                             expect_seq=expect_head[0] if expect_head else None, progress=progress, incremental=False)
+                             expect_seq=expect_head[0] if expect_head else None, progress=progress, incremental=False,
+                             workers=workers)
         return _report(walk, tables, expect_head=expect_head, expect_root=expect_root, run_id=run_id, scope=None,
                        extra=[])
 
@@ -617,7 +509,7 @@ NOT_CHECKED_INCREMENTAL = ("entries before the checkpoint (vouched for by its si
 
 def verify_since(ledger: Ledger, seq: int, entry_hash_at_seq: str, root_hash: str, *,
                  check_certificate: CheckCertificate | None = None, run_id: str | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+                 progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> VerifyReport:
     """Verify what follows a checkpoint of entries 1..``seq`` (entry ``seq`` had ``entry_hash_at_seq``, entries
     1..seq Merkle root ``root_hash``), whose signature the caller has checked.
 
@@ -646,7 +538,8 @@ def verify_since(ledger: Ledger, seq: int, entry_hash_at_seq: str, root_hash: st
         extra.append(Problem("checkpoint", f"the ledger has no entry {before}: entries were removed", before))
     with _cyclic_collector_paused():
         walk, tables = _walk(ledger, _Start(before, prev, frontier), check_certificate=check_certificate,
-                             run_id=run_id, expect_seq=seq or None, progress=progress, incremental=True)
+                             run_id=run_id, expect_seq=seq or None, progress=progress, incremental=True,
+                             workers=workers)
         extra += [Problem(f"run {rid}", f"run {rid} has entries of its record after the checkpoint (from entry "
                                         f"{first}) but no run entry after it: a run is recorded in one transaction, "
                                         "so its record cannot span a checkpoint (run a full verify)", first, rid)

@@ -32,13 +32,15 @@ from sqlalchemy import Connection, func, inspect, select, text
 from ledger.schema import alembic_version, blobs, entries, ledger_meta, merkle_nodes, runs
 from ledger.store import Ledger
 
-__all__ = ["BATCH", "DEPTH", "EntryBatch", "Tables", "BlobRow", "read_snapshot", "node_ranges", "in_ranges",
+__all__ = ["BATCH", "DEPTH", "ENTRIES_READ", "EntryBatch", "Tables", "BlobRow", "read_snapshot", "node_ranges", "in_ranges",
            "stored_type"]
 
-BATCH = 10_000
+BATCH = 2_048
 """Entries per batch."""
 DEPTH = 2
 """Batches read ahead of the one being checked."""
+ENTRIES_READ = "entries read"
+"""What ``read_snapshot`` yields after the last batch, before it asks which tables to read."""
 MAX_OUTSIDE_ROWS = 10_000
 """``merkle_nodes`` rows outside every range kept for the report (the rest are counted)."""
 
@@ -192,9 +194,10 @@ def _tables(conn: Connection, leaves: tuple[int, int], run_filter: Any | None, b
 
 def read_snapshot(ledger: Ledger, *, after: int = 0, tables: Callable[[], tuple[Any | None, list[str] | None]]
                   ) -> Iterator[EntryBatch | Tables]:
-    """The entries after seq ``after`` (leaf ``after`` onwards) as ``EntryBatch``es, then ``Tables``, from one
-    snapshot read by a reader thread. ``tables()`` is called once the caller has checked every batch: (a
-    ``runs`` filter or None for every row, the blob names to read or None for every blob)."""
+    """The entries after seq ``after`` (leaf ``after`` onwards) as ``EntryBatch``es, then ``ENTRIES_READ``, then
+    ``Tables``, from one snapshot read by a reader thread. ``tables()`` is called when the caller asks for the
+    item after ``ENTRIES_READ``, once it has checked every batch: (a ``runs`` filter or None for every row, the
+    blob names to read or None for every blob)."""
     handoff: queue.Queue[Any] = queue.Queue(maxsize=DEPTH)
     checked = threading.Event()
     stop = threading.Event()
@@ -237,6 +240,7 @@ def read_snapshot(ledger: Ledger, *, after: int = 0, tables: Callable[[], tuple[
             if isinstance(item, BaseException):
                 raise item
             if item is None:
+                yield ENTRIES_READ  # the caller finishes its checks of the batches before saying what it needs
                 wanted.append(tables())
                 checked.set()
                 continue

@@ -76,7 +76,7 @@ def check_certificate(certificate: Mapping[str, Any]) -> list[str]:
 
 def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int, str] | None = None,
            expect_root: str | None = None, notify: Notify | None = None, check_reviews: bool = True,
-           since: Checkpoint | None = None) -> VerifyReport:
+           since: Checkpoint | None = None, workers: int | None = None) -> VerifyReport:
     """Verify the whole ledger (see module docstring); ``notify`` gets progress lines about once a second.
 
     ``since``: a checkpoint whose signature the caller verified; only what follows it is checked
@@ -85,6 +85,9 @@ def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int,
     With ``check_reviews`` (the default) every signed review (of ``run_id`` only, if given) is checked too
     (``engine.services.reviews.check_review``): a signature that does not verify, or a signed statement that is not
     its entry's or its run's certificate's, is a problem at that review's entry. Unsigned reviews pass.
+
+    ``workers``: processes checking entries beside this one (``ledger.verify_pool``; None: one per CPU for a
+    large ledger); the report does not depend on it.
     """
     full = ledger.resolve_run_id(run_id) if run_id else None
     progress = None
@@ -93,10 +96,10 @@ def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int,
         progress = lambda done, total: report(done, total, "entries")  # noqa: E731 - verify's progress callback
     if since is not None:
         verified = verify_since(ledger, since.seq, since.entry_hash, since.root_hash,
-                                check_certificate=check_certificate, run_id=full, progress=progress)
+                                check_certificate=check_certificate, run_id=full, progress=progress, workers=workers)
     else:
         verified = verify_ledger(ledger, check_certificate=check_certificate, expect_head=expect_head,
-                                 expect_root=expect_root, run_id=full, progress=progress)
+                                 expect_root=expect_root, run_id=full, progress=progress, workers=workers)
     if not check_reviews:
         return verified
     problems = [*verified.problems, *review_problems(ledger, run_id=full, after=since.seq if since else 0)]
@@ -166,7 +169,7 @@ class LedgerAudit:
 def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int, str] | None = None,
                  checkpoint: bytes | None = None, checkpoint_keys: Sequence[Ed25519PublicKey] = (),
                  approvers: Sequence[Ed25519PublicKey] = (), notify: Notify | None = None,
-                 since_checkpoint: bool = False, record: bool = False) -> LedgerAudit:
+                 since_checkpoint: bool = False, record: bool = False, workers: int | None = None) -> LedgerAudit:
     """``verify`` the ledger (or one run), list its reviews, and check that every completed PASS run has an
     approval signed by each of ``approvers`` (``engine.services.reviews.unapproved_runs``).
 
@@ -187,7 +190,7 @@ def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tupl
         expect_head, root = (signed.seq, signed.entry_hash), signed.root_hash
     full = ledger.resolve_run_id(run_id) if run_id else None
     report = verify(ledger, run_id=full, expect_head=expect_head, expect_root=root, notify=notify,
-                    since=signed if since_checkpoint else None)
+                    since=signed if since_checkpoint else None, workers=workers)
     reviews = ledger_reviews(ledger, run_id=full, after=signed.seq if since_checkpoint and signed else 0)
     runs_checked, missing = unapproved_runs(ledger, approvers, run_id=full) if approvers else (0, [])
     recorded = _record(ledger, report) if record else ""

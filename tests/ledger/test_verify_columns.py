@@ -283,7 +283,7 @@ def test_ledger_meta_keys_and_the_alembic_revision_are_checked(recorded_ledger: 
 # ------------------------------------------------------------------------------------------ storage types
 
 STORAGE_TYPES = ("null", "integer", "real", "text", "blob")
-_STORED_AS = {  # SQL giving the cell's current value (``{c}``) in another SQLite storage type
+STORED_AS = {  # SQL giving the cell's current value (``{c}``) in another SQLite storage type
     "null": "NULL",
     "integer": "length(CAST({c} AS BLOB)) + 900000",
     "real": "length(CAST({c} AS BLOB)) + 0.5",
@@ -313,7 +313,7 @@ def test_a_cell_stored_as_another_type_is_reported_naming_its_row(recorded_ledge
             rowid = conn.execute(f"SELECT rowid FROM {mutation.table} WHERE {where}", params).fetchone()[0]
             try:
                 conn.execute(f"UPDATE {mutation.table} SET {mutation.column} = "
-                             f"{_STORED_AS[storage].format(c=mutation.column)} WHERE rowid = :rowid", {"rowid": rowid})
+                             f"{STORED_AS[storage].format(c=mutation.column)} WHERE rowid = :rowid", {"rowid": rowid})
             except sqlite3.IntegrityError as refused:  # NOT NULL, CHECK, primary key: the database refuses it
                 pytest.skip(f"SQLite refuses {storage} in {mutation.id}: {refused}")
             after = conn.execute(f"SELECT typeof({mutation.column}) FROM {mutation.table} WHERE rowid = :rowid",

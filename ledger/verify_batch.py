@@ -1,0 +1,234 @@
+"""The checks of one batch of entries that need nothing from the batches before it, for ``ledger.verify``: run
+in its own process or in the caller's (``ledger.verify_pool``), with the same answer.
+
+A batch arrives as columns (seq, run_id, kind, recorded_at, payload, payload_sha256, prev_hash, entry_hash).
+``BatchChecker.check_columns`` first checks the chain *within* the batch, column-wise: every cell of the type
+certa writes, consecutive seqs, each ``prev_hash`` the hash of the entry before it in the batch, each
+``payload_sha256`` the SHA-256 of the payload and each ``entry_hash`` that of the entry's RFC 8785 header. A
+batch that fails any of these comes back unchecked (``BatchSummary.clean`` false): the caller checks it entry
+by entry, with the chain state of the batches before it, and names every problem. The batch's links to the
+chain before it (its first seq and ``prev_hash``) are the caller's to check.
+
+Then every payload, entry by entry (``BatchChecker.check_payload``, which the caller's entry-by-entry path calls
+too): valid JSON, a JSON object, its kind's schema (``schemas/ledger-entries.schema.json``), a certificate's own
+checks. What the run, blob and incremental checks need of the batch is summed up per run (``RunPart``) and
+merged by the caller in chain order, so that checking batches in any process gives the answer one walk would.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import itertools
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.foundation.json_read import parse_json
+
+from ledger import merkle
+from ledger.chain import header_template
+from ledger.run_record import RECORD_KINDS, payload_problems, runs_row
+
+__all__ = ["Problem", "BatchChecker", "BatchSummary", "RunPart", "CheckCertificate", "ENTRY_TEMPLATE", "TEMPLATE_QUOTES",
+           "MAX_SAFE_INT", "entry_problem"]
+
+CheckCertificate = Callable[[Mapping[str, Any]], list[str]]
+
+MAX_SAFE_INT = 2**53 - 1
+ENTRY_TEMPLATE = header_template('"%s"', '"%s"', '"%s"')  # fields: kind, payload, prev, time, run id, seq
+TEMPLATE_QUOTES = ENTRY_TEMPLATE.count('"')
+
+_SHORT = 1024
+_DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
+_DIGIT_RUN = "0" * 16
+_SEPARATOR = "\x1e"
+"""Joins a batch's payloads for one search: a control character, which JSON text holds nowhere (RFC 8259
+section 7: not inside a string unescaped; outside strings only space, tab, line feed and carriage return)."""
+_MAX_SHAPES = 4096
+_RECORD_KINDS = frozenset(RECORD_KINDS)
+_UNREAD = object()
+
+
+def _no_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not a JSON number")
+
+
+_SCAN_JSON = json.JSONDecoder(parse_constant=_no_constant).scan_once
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One integrity failure: where (entry seq / run / blob / table) and what; ``column`` is the edited
+    ``table.column`` when the problem is in a table derived from the chain (``runs.seed``)."""
+
+    where: str
+    message: str
+    seq: int | None = None
+    run_id: str | None = None
+    column: str | None = None
+
+
+def entry_problem(seq: Any, kind: Any, run_id: Any, message: str) -> Problem:
+    """A problem with one entry, named by its seq, kind and run."""
+    return Problem(f"entry {seq} ({kind}, run {run_id})", message, seq, run_id)
+
+
+def _slim_certificate(data: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``runs_row`` reads of a certificate (its content's verdict and its ``content_sha256``)."""
+    content = data.get("content")
+    return {"content": {"verdict": content.get("verdict")} if isinstance(content, Mapping) else content,
+            "content_sha256": data.get("content_sha256")}
+
+
+RunPart = list
+"""What a batch says of one run, in chain order: [first seq, its recorded_at, last seq of a record kind (None:
+none), ``runs_row`` of its run entry (None: none read), its last certificate's slim form (None: none), the first
+seq of a record entry other than the run entry after ``records_after`` before any run entry (None: none)]."""
+
+
+@dataclass
+class BatchSummary:
+    """One batch's checks: ``clean`` (the chain within it holds; otherwise nothing else was checked), its
+    Merkle ``leaves`` (``merkle.entry_leaves`` of its entry hashes), the problems its payloads have, what it
+    says of each run (``RunPart``), the blobs its entries name and the certificates checked."""
+
+    clean: bool
+    leaves: list[bytes] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    runs: dict[Any, RunPart] = field(default_factory=dict)
+    referenced: set[str] = field(default_factory=set)
+    certificates: int = 0
+
+
+class BatchChecker:
+    """Checks batches; keeps across them only a cache of the decision payload shapes' schema answers."""
+
+    def __init__(self, *, check_certificate: CheckCertificate | None, run_id: str | None,
+                 records_after: int | None) -> None:
+        self.check_certificate, self.run_id, self.records_after = check_certificate, run_id, records_after
+        self.shapes: dict[tuple[Any, ...], list[str]] = {}
+
+    def check_columns(self, columns: Sequence[tuple[Any, ...]]) -> BatchSummary:
+        """The batch's chain checks within it, then (when they hold) its payloads' (module docstring)."""
+        seqs, run_ids, kinds, times, payloads, digests, prevs, hashes = columns
+        if not _chain_holds(columns):
+            return BatchSummary(clean=False)
+        summary = BatchSummary(clean=True, leaves=merkle.entry_leaves(hashes))
+        slow = _slow_payloads(payloads)
+        check = self.check_payload
+        for i, (seq, run_id, kind, recorded_at, payload) in enumerate(zip(seqs, run_ids, kinds, times, payloads)):
+            check(summary, seq, run_id, kind, recorded_at, payload, i not in slow)
+        return summary
+
+    def check_payload(self, summary: BatchSummary, seq: int, run_id: str, kind: str, recorded_at: str, payload: str,
+                      fast: bool = False) -> None:
+        """The payload checks of one well-typed entry, into ``summary``. ``fast``: the payload is short and
+        without a run of 16 digits, so the decoder's C scanner alone reads it as ``parse_json`` would, when it
+        reads the whole text (no whitespace around it): every integer is then within ±(2**53 − 1) (RFC 8785's
+        number model), and no Python call is made per call of ``decode`` or per integer. Any other text goes
+        through ``parse_json`` itself, for its answer and its ``ValueError``.
+
+        A decision's schema answer is remembered by its members, their types and the sign and integrality of
+        ``index`` (all the decision schema constrains: a finer partition than ``payload_problems``' own, so the
+        answer is the same)."""
+        part = summary.runs.get(run_id)
+        if part is None:
+            part = summary.runs[run_id] = [seq, recorded_at, None, None, None, None]
+        if kind in _RECORD_KINDS:
+            part[2] = seq
+            if self.records_after is not None and seq > self.records_after and kind != "run" \
+                    and part[3] is None and part[5] is None:
+                part[5] = seq
+        data: Any = _UNREAD
+        if fast:
+            try:
+                data, end = _SCAN_JSON(payload, 0)
+                if end != len(payload):
+                    data = _UNREAD
+            except (StopIteration, ValueError, RecursionError):
+                pass
+        if data is _UNREAD:
+            try:
+                data = parse_json(payload)
+            except ValueError:
+                summary.problems.append(entry_problem(seq, kind, run_id, "payload is not valid JSON"))
+                return
+        if type(data) is not dict:
+            summary.problems.append(entry_problem(seq, kind, run_id, "payload is not a JSON object"))
+            return
+        if kind == "decision":
+            index = data.get("index")
+            kind_of_index = type(index)
+            key = (*data, *map(type, data.values()),
+                   index >= 0 if kind_of_index is int else
+                   (index >= 0, math.isfinite(index) and index.is_integer()) if kind_of_index is float else None)
+            malformed = self.shapes.get(key)
+            if malformed is None:
+                malformed = payload_problems(kind, data)
+                if len(self.shapes) < _MAX_SHAPES:
+                    self.shapes[key] = malformed
+        else:
+            malformed = payload_problems(kind, data)
+        if malformed:
+            summary.problems.append(entry_problem(seq, kind, run_id,
+                                                  f"{kind} payload does not match its schema "
+                                                  f"(schemas/ledger-entries.schema.json): {malformed[0]}"))
+        if kind == "decision":
+            return
+        if kind in ("input", "captured"):
+            summary.referenced.add(str(data.get("sha256", "")))
+        elif kind == "run":
+            part[3] = runs_row(data, certificate=None)
+        elif kind == "certificate":
+            part[4] = _slim_certificate(data)
+            if self.check_certificate is not None and (self.run_id is None or run_id == self.run_id):
+                summary.certificates += 1
+                summary.problems.extend(entry_problem(seq, kind, run_id, f"certificate: {message}")
+                                        for message in self.check_certificate(data))
+
+
+def _chain_holds(columns: Sequence[tuple[Any, ...]]) -> bool:
+    """Whether every cell is of the type certa writes and the chain holds within the batch (module docstring);
+    the entry hashes through RFC 8785's fixed template, valid when the header text is printable ASCII without
+    ``\\`` or a quote beyond the template's own and every seq is within ±(2**53 − 1)."""
+    seqs, run_ids, kinds, times, payloads, digests, prevs, hashes = columns
+    if set(map(type, seqs)) != {int} or any(set(map(type, column)) != {str} for column in columns[1:]):
+        return False
+    n = len(seqs)
+    if seqs != tuple(range(seqs[0], seqs[0] + n)) or seqs[0] < -MAX_SAFE_INT or seqs[-1] > MAX_SAFE_INT \
+            or prevs[1:] != hashes[:-1]:
+        return False
+    sha256 = hashlib.sha256
+    try:
+        if [sha256(p.encode("utf-8")).hexdigest() for p in payloads] != list(digests):
+            return False
+    except UnicodeEncodeError:
+        return False
+    texts = [ENTRY_TEMPLATE % fields for fields in zip(kinds, digests, prevs, times, run_ids, seqs)]
+    joined = "".join(texts)
+    if not (joined.isascii() and joined.isprintable() and "\\" not in joined
+            and joined.count('"') == TEMPLATE_QUOTES * n):
+        return False
+    return [sha256(t.encode("ascii")).hexdigest() for t in texts] == list(hashes)
+
+
+def _slow_payloads(payloads: Sequence[str]) -> set[int]:
+    """The indexes of the payloads ``_payload_data`` must parse with ``parse_json``: long ones and those with a
+    run of 16 ASCII digits, found in all of them joined by ``_SEPARATOR`` (which no JSON text holds, so a run of
+    digits never spans two payloads) with every digit made ``0``: one ``str.find`` of 16 zeros per match."""
+    slow = {i for i, payload in enumerate(payloads) if len(payload) >= _SHORT}
+    joined = _SEPARATOR.join(payloads)
+    if joined.count(_SEPARATOR) != len(payloads) - 1:  # a payload holds one: not JSON, parse_json says why
+        return set(range(len(payloads)))
+    marked = joined.translate(_DIGITS_AS_ZERO)
+    found = marked.find(_DIGIT_RUN)
+    if found >= 0:
+        ends = list(itertools.accumulate(len(payload) + 1 for payload in payloads))
+        while found >= 0:
+            index = bisect.bisect_right(ends, found)
+            slow.add(index)
+            found = marked.find(_DIGIT_RUN, ends[index])
+    return slow

@@ -1,0 +1,170 @@
+"""``verify`` with worker processes (``ledger.verify_pool``) reports exactly what it reports in one process: on
+an intact ledger and on every single-column edit, cell-type edit and forged (re-chained) payload of
+``test_verify_columns``, in batches small enough that every walk spans many batches, some checked by the
+workers and some by the reading process; a worker that dies leaves its batches to the reading process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.services import audit
+from engine.services.audit import check_certificate
+from ledger import Ledger, verify_pool, verify_read
+from ledger.verify import verify_ledger
+
+from tests.conftest import rebuild_merkle_nodes, rechain
+from tests.ledger.test_verify_columns import (MUTATIONS, STORED_AS, TYPE_CASES, Recorded,  # noqa: F401
+                                             recorded_ledger)
+
+
+@pytest.fixture(autouse=True)
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verify_read, "BATCH", 2)
+
+
+def _copy(db: Path) -> Path:
+    target = db.with_name(f"parallel-{uuid.uuid4().hex}.db")
+    shutil.copy(db, target)
+    return target
+
+
+def _both(db: Path) -> tuple[Any, Any]:
+    """The reports of ``audit.verify`` in one process and with two workers."""
+    with Ledger.open(db) as ledger:
+        alone = audit.verify(ledger, workers=0)
+        parallel = audit.verify(ledger, workers=2)
+    return alone, parallel
+
+
+def test_an_intact_ledger_verifies_the_same_with_workers(recorded_ledger: tuple[Path, Recorded]) -> None:
+    alone, parallel = _both(recorded_ledger[0])
+    assert alone.intact and alone.entries_checked > 10 * verify_read.BATCH  # many batches, in flight at once
+    assert alone.certificates_checked == parallel.certificates_checked == 1
+    assert parallel == alone
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS, ids=[m.id for m in MUTATIONS])
+def test_every_column_edit_is_reported_the_same_with_workers(recorded_ledger: tuple[Path, Recorded], mutation) -> None:
+    pristine, recorded = recorded_ledger
+    db = _copy(pristine)
+    where, params = mutation.where(mutation.row(recorded), lambda key: f":{key}")
+    with sqlite3.connect(db) as conn:
+        current = conn.execute(f"SELECT {mutation.column} FROM {mutation.table} WHERE {where}", params).fetchone()[0]
+        conn.execute(f"UPDATE {mutation.table} SET {mutation.column} = :new_value WHERE {where}",
+                     {**params, "new_value": mutation.value(current)})
+    alone, parallel = _both(db)
+    db.unlink()
+    assert not alone.intact
+    assert parallel == alone
+
+
+ENTRY_TYPE_CASES = [case for case in TYPE_CASES if case[0].table in ("entries", "merkle_nodes")]
+
+
+@pytest.mark.parametrize(("mutation", "storage"), ENTRY_TYPE_CASES, ids=[f"{m.id}-{t}" for m, t in ENTRY_TYPE_CASES])
+def test_a_cell_of_another_type_is_reported_the_same_with_workers(recorded_ledger: tuple[Path, Recorded], mutation,
+                                                                  storage: str) -> None:
+    pristine, recorded = recorded_ledger
+    db = _copy(pristine)
+    where, params = mutation.where(mutation.row(recorded), lambda key: f":{key}")
+    with sqlite3.connect(db) as conn:
+        try:
+            conn.execute(f"UPDATE {mutation.table} SET {mutation.column} = "
+                         f"{STORED_AS[storage].format(c=mutation.column)} WHERE {where}", params)
+        except sqlite3.IntegrityError as refused:
+            db.unlink()
+            pytest.skip(f"SQLite refuses {storage} in {mutation.id}: {refused}")
+    alone, parallel = _both(db)
+    db.unlink()
+    assert parallel == alone
+
+
+def _forge(pristine: Path, seq_of: str, payload: str) -> Path:
+    """A copy whose entry (chosen by the SQL ``seq_of``) holds ``payload``, re-chained and re-noded as a careful
+    forger would: the chain holds, the payload is what is wrong."""
+    db = _copy(pristine)
+    with sqlite3.connect(db) as conn:
+        seq = conn.execute(seq_of).fetchone()[0]
+        conn.execute("UPDATE entries SET payload = ? WHERE seq = ?", (payload, seq))
+    rechain(db, seq)
+    with sqlite3.connect(db) as conn:
+        rebuild_merkle_nodes(conn)
+    return db
+
+
+@pytest.mark.parametrize("payload", ['{"edited":true}', "not json", "[1,2]", '{"index":12345678901234567,"kind":1}',
+                                     '{"a":1e400}', " {} ", "\x1e{}"])
+def test_a_forged_decision_payload_is_reported_the_same_with_workers(recorded_ledger: tuple[Path, Recorded],
+                                                                      payload: str) -> None:
+    db = _forge(recorded_ledger[0], "SELECT min(seq) + 3 FROM entries WHERE kind = 'decision'", payload)
+    alone, parallel = _both(db)
+    db.unlink()
+    assert not alone.intact and any("payload" in p.message for p in alone.problems), alone.problems
+    assert parallel == alone
+
+
+def test_a_forged_certificate_is_reported_the_same_with_workers(recorded_ledger: tuple[Path, Recorded]) -> None:
+    pristine = recorded_ledger[0]
+    with sqlite3.connect(pristine) as conn:
+        certificate = conn.execute("SELECT payload FROM entries WHERE kind = 'certificate'").fetchone()[0]
+    db = _forge(pristine, "SELECT seq FROM entries WHERE kind = 'certificate'",
+                certificate.replace('"verdict":"PASS"', '"verdict":"FAIL"'))
+    alone, parallel = _both(db)
+    db.unlink()
+    assert any("certificate:" in p.message for p in alone.problems), alone.problems
+    assert parallel == alone
+
+
+def test_a_worker_that_dies_leaves_its_batches_to_the_reading_process(recorded_ledger: tuple[Path, Recorded]) -> None:
+    reader = os.getpid()
+
+    def dying_check(certificate: Any) -> list[str]:
+        if os.getpid() != reader:
+            os._exit(3)  # a worker killed while checking a certificate
+        return check_certificate(certificate)
+
+    with Ledger.open(recorded_ledger[0]) as ledger:
+        alone = verify_ledger(ledger, check_certificate=check_certificate, workers=0)
+        parallel = verify_ledger(ledger, check_certificate=dying_check, workers=2)
+    assert alone.intact and alone.certificates_checked == 1
+    assert parallel == alone
+
+
+def test_workers_are_used_for_a_large_ledger_in_a_single_threaded_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verify_pool, "available_cpus", lambda: 4)
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    assert verify_pool.default_workers(verify_pool.PARALLEL_FROM) == 4
+    assert verify_pool.default_workers(verify_pool.PARALLEL_FROM - 1) == 0
+    monkeypatch.setattr(threading, "active_count", lambda: 2)  # forking beside another thread can deadlock
+    assert verify_pool.default_workers(10 * verify_pool.PARALLEL_FROM) == 0
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(verify_pool, "available_cpus", lambda: 1)
+    assert verify_pool.default_workers(10 * verify_pool.PARALLEL_FROM) == 0
+
+
+def _pid_check(certificate: Any) -> list[str]:
+    return [f"checked in process {os.getpid()}"]
+
+
+def test_a_batch_handed_to_the_pool_is_checked_in_a_worker(recorded_ledger: tuple[Path, Recorded],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verify_read, "BATCH", 1000)
+    with Ledger.open(recorded_ledger[0]) as ledger:
+        batch = next(item for item in verify_read.read_snapshot(ledger, tables=lambda: (None, None))
+                     if isinstance(item, verify_read.EntryBatch))
+    with verify_pool.BatchPool(check_certificate=_pid_check, run_id=None, records_after=None, workers=2) as pool:
+        done = [*pool.submit(batch), *pool.drain()]
+        assert pool.executor is not None  # not abandoned: the workers answered
+    [(same, summary)] = done
+    assert same is batch and summary.clean and summary.certificates == 1
+    [problem] = summary.problems
+    assert problem.message.startswith("certificate: checked in process ")
+    assert problem.message != f"certificate: checked in process {os.getpid()}"
