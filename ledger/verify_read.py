@@ -124,7 +124,8 @@ def _driver_rows(conn: Connection, sql: str) -> list[tuple[Any, ...]]:
     cursor = conn.connection.driver_connection.cursor()
     try:
         cursor.execute(sql)
-        return [tuple(row) for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+        return rows if not rows or type(rows[0]) is tuple else [tuple(row) for row in rows]
     finally:
         cursor.close()
 
@@ -192,12 +193,37 @@ def _tables(conn: Connection, leaves: tuple[int, int], run_filter: Any | None, b
     return Tables(run_rows, blob_rows, meta, revisions, node_count, outside, outside_count)
 
 
-def read_snapshot(ledger: Ledger, *, after: int = 0, tables: Callable[[], tuple[Any | None, list[str] | None]]
-                  ) -> Iterator[EntryBatch | Tables]:
+def read_snapshot(ledger: Ledger, *, after: int = 0, tables: Callable[[], tuple[Any | None, list[str] | None]],
+                  threaded: bool = True) -> Iterator[EntryBatch | str | Tables]:
     """The entries after seq ``after`` (leaf ``after`` onwards) as ``EntryBatch``es, then ``ENTRIES_READ``, then
-    ``Tables``, from one snapshot read by a reader thread. ``tables()`` is called when the caller asks for the
-    item after ``ENTRIES_READ``, once it has checked every batch: (a ``runs`` filter or None for every row, the
-    blob names to read or None for every blob)."""
+    ``Tables``, from one snapshot. ``tables()`` is called when the caller asks for the item after
+    ``ENTRIES_READ``, once it has checked every batch: (a ``runs`` filter or None for every row, the blob names
+    to read or None for every blob).
+
+    ``threaded``: read by a reader thread, ahead of the caller (who checks batches meanwhile); otherwise in the
+    caller's thread, when asked (the caller hands the batches to worker processes: a second thread would only
+    contend with it for the GIL, which the driver releases and takes back at every row)."""
+    if not threaded:
+        return _read_inline(ledger, after, tables)
+    return _read_ahead(ledger, after, tables)
+
+
+def _read_inline(ledger: Ledger, after: int, tables: Callable[[], tuple[Any | None, list[str] | None]]
+                 ) -> Iterator[EntryBatch | str | Tables]:
+    with ledger.read_transaction() as conn:
+        _snapshot(conn)
+        has_nodes = inspect(conn).has_table(merkle_nodes.name)
+        leaf, nodes_read = after, 0
+        for batch in _batches(conn, after, after, has_nodes):
+            yield batch
+            leaf, nodes_read = batch.start + len(batch.rows), nodes_read + len(batch.nodes or ())
+        yield ENTRIES_READ
+        run_filter, blob_filter = tables()
+        yield _tables(conn, (after, leaf), run_filter, blob_filter, has_nodes, nodes_read)
+
+
+def _read_ahead(ledger: Ledger, after: int, tables: Callable[[], tuple[Any | None, list[str] | None]]
+                ) -> Iterator[EntryBatch | str | Tables]:
     handoff: queue.Queue[Any] = queue.Queue(maxsize=DEPTH)
     checked = threading.Event()
     stop = threading.Event()
