@@ -18,14 +18,17 @@ the calling process.
 
 from __future__ import annotations
 
+import ctypes
+import multiprocessing
 import os
 import pickle
+import signal
+import sys
 import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-import multiprocessing
 from typing import Any
 
 from ledger.verify_batch import BatchChecker, BatchSummary, CheckCertificate
@@ -43,8 +46,28 @@ _CHECKER: BatchChecker | None = None
 
 def _start_worker(check_certificate: CheckCertificate | None, run_id: str | None,
                   records_after: int | None) -> None:
+    """A worker's set-up: its checker; Ctrl-C left to the reading process (which stops the pool; a worker
+    interrupted in the middle of a batch would print a traceback); and, on Linux, the worker killed when the
+    reading process dies (``PR_SET_PDEATHSIG``): killed by a signal, it cannot stop its workers, which would
+    otherwise wait for batches forever."""
     global _CHECKER
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(os.getppid())
     _CHECKER = BatchChecker(check_certificate=check_certificate, run_id=run_id, records_after=records_after)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to send this process SIGKILL when its parent exits (prctl ``PR_SET_PDEATHSIG`` = 1); elsewhere
+    nothing. A parent that died before the call is caught by the pid check after it."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _check_in_worker(columns: list[tuple[Any, ...]]) -> BatchSummary:
@@ -84,7 +107,10 @@ class BatchPool:
             self.executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
                                                 initializer=_start_worker,
                                                 initargs=(check_certificate, run_id, records_after))
-            self.executor.submit(int).result()  # fork the workers now, before this process starts a thread
+            try:
+                self.executor.submit(int).result()  # fork the workers now, before this process starts a thread
+            except (BrokenProcessPool, OSError):  # they could not start: check every batch here
+                self._abandon_workers()
 
     def __enter__(self) -> BatchPool:
         return self
