@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sqlite3
+import subprocess
+import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,7 +24,7 @@ from engine.services.audit import check_certificate
 from ledger import Ledger, verify_pool, verify_read
 from ledger.verify import verify_ledger
 
-from tests.conftest import rebuild_merkle_nodes, rechain
+from tests.conftest import ROOT, rebuild_merkle_nodes, rechain
 from tests.ledger.test_verify_columns import (MUTATIONS, STORED_AS, TYPE_CASES, Recorded,  # noqa: F401
                                              recorded_ledger)
 
@@ -168,3 +172,63 @@ def test_a_batch_handed_to_the_pool_is_checked_in_a_worker(recorded_ledger: tupl
     [problem] = summary.problems
     assert problem.message.startswith("certificate: checked in process ")
     assert problem.message != f"certificate: checked in process {os.getpid()}"
+
+
+_SLOW_VERIFY = """
+import sys, time
+from engine.services.audit import check_certificate
+from ledger import Ledger, verify_read
+from ledger.verify import verify_ledger
+
+verify_read.BATCH = 2
+def slow_check(certificate):
+    time.sleep(0.3)  # in a worker: the verification lasts until the signal comes
+    return check_certificate(certificate)
+
+with Ledger.open(sys.argv[1]) as ledger:
+    verify_ledger(ledger, check_certificate=slow_check, workers=2)
+print("finished")
+"""
+
+
+def _children(pid: int) -> list[int]:
+    return [int(child) for task in Path(f"/proc/{pid}/task").glob("*/children") for child in task.read_text().split()]
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL, signal.SIGINT], ids=["TERM", "KILL", "INT"])
+def test_a_verification_stopped_by_a_signal_leaves_no_worker_behind(recorded_ledger: tuple[Path, Recorded],
+                                                                    tmp_path: Path, sig: signal.Signals) -> None:
+    db = tmp_path / "ledger.db"
+    shutil.copy(recorded_ledger[0], db)
+    with sqlite3.connect(db) as conn:  # every entry's batch slow to check: certificates in every other batch
+        assert conn.execute("SELECT count(*) FROM entries WHERE kind = 'certificate'").fetchone()[0] >= 1
+    process = subprocess.Popen([sys.executable, "-c", _SLOW_VERIFY, str(db)], cwd=ROOT, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
+    deadline = time.monotonic() + 30
+    workers: list[int] = []
+    while len(workers) < 2 and time.monotonic() < deadline and process.poll() is None:
+        workers = _children(process.pid)
+        time.sleep(0.02)
+    assert len(workers) == 2, (workers, process.poll())
+    if sig == signal.SIGINT:  # Ctrl-C: the terminal signals the whole process group
+        os.killpg(process.pid, sig)
+    else:  # the reading process alone: its workers must not outlive it
+        process.send_signal(sig)
+    out, err = process.communicate(timeout=30)
+    assert "finished" not in out and process.returncode != 0
+    if sig == signal.SIGINT:  # the reading process stops the pool; the workers ignored Ctrl-C
+        assert "KeyboardInterrupt" in err and err.count("Traceback") == 1, err
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid) for pid in workers) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid)]
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split("\n")[0]
+    except (OSError, IndexError):
+        return "zombie"
