@@ -22,11 +22,11 @@ import pytest
 from engine.services import audit
 from engine.services.audit import check_certificate
 from ledger import Ledger, verify_pool, verify_read
-from ledger.verify import verify_ledger
+from ledger.verify import verify_ledger, verify_since
 
 from tests.conftest import ROOT, rebuild_merkle_nodes, rechain
-from tests.ledger.test_verify_columns import (MUTATIONS, STORED_AS, TYPE_CASES, Recorded,  # noqa: F401
-                                             recorded_ledger)
+from tests.ledger.test_verify_columns import (MUTATIONS, PG_MUTATIONS, STORED_AS, TYPE_CASES,  # noqa: F401
+                                             Recorded, pg_recorded, recorded_ledger)
 
 
 @pytest.fixture(autouse=True)
@@ -178,7 +178,7 @@ _SLOW_VERIFY = """
 import sys, time
 from engine.services.audit import check_certificate
 from ledger import Ledger, verify_read
-from ledger.verify import verify_ledger
+from ledger.verify import verify_ledger, verify_since
 
 verify_read.BATCH = 2
 def slow_check(certificate):
@@ -232,3 +232,62 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split("\n")[0]
     except (OSError, IndexError):
         return "zombie"
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("mutation", [None, *PG_MUTATIONS], ids=["intact", *[m.id for m in PG_MUTATIONS]])
+def test_postgresql_verifies_the_same_with_workers(pg_recorded, mutation) -> None:
+    """The workers are forked beside the reading process's open PostgreSQL connection (they never use it)."""
+    from sqlalchemy import text
+
+    engine, recorded = pg_recorded
+    url = engine.url.render_as_string(hide_password=False)
+    if mutation is None:
+        with Ledger.open(url) as ledger:
+            alone, parallel = audit.verify(ledger, workers=0), audit.verify(ledger, workers=2)
+        assert alone.intact and parallel == alone
+        return
+    row = mutation.row(recorded)
+    where, params = mutation.where(row, lambda key: f":{key}")
+    with engine.begin() as conn:  # edit, verify, and undo: the database is shared by the module
+        current = conn.execute(text(f"SELECT {mutation.column} FROM {mutation.table} WHERE {where}"),
+                               params).scalar_one()
+        value = mutation.value(current)
+        conn.execute(text(f"UPDATE {mutation.table} SET {mutation.column} = :new_value WHERE {where}"),
+                     {**params, "new_value": value})
+    try:
+        with Ledger.open(url) as ledger:
+            alone, parallel = audit.verify(ledger, workers=0), audit.verify(ledger, workers=2)
+    finally:
+        where, params = mutation.where(mutation.moved(row, value), lambda key: f":{key}")
+        with engine.begin() as conn:
+            conn.execute(text(f"UPDATE {mutation.table} SET {mutation.column} = :old_value WHERE {where}"),
+                         {**params, "old_value": current})
+    assert not alone.intact and parallel == alone
+
+
+@pytest.mark.parametrize("edit", ["intact", "payload after", "entry hash after"])
+def test_an_incremental_verification_is_the_same_with_workers(recorded_ledger: tuple[Path, Recorded],
+                                                              tmp_path: Path, edit: str) -> None:
+    from engine import run
+    from engine.foundation.signing import generate_key_pair, load_private_key
+    from engine.services.checkpoints import sign_head
+    from ledger.checkpoint import read_checkpoint_unverified
+    from tests.conftest import small_spec_folder
+
+    db = tmp_path / "ledger.db"
+    shutil.copy(recorded_ledger[0], db)
+    with Ledger.open(db) as ledger:
+        sign_head(ledger, [load_private_key(generate_key_pair()[0])], tmp_path / "head.checkpoint")
+        run(small_spec_folder(tmp_path / "spec", seed=11), ledger=ledger)
+    checkpoint = read_checkpoint_unverified((tmp_path / "head.checkpoint").read_bytes())
+    with sqlite3.connect(db) as conn:
+        if edit == "payload after":
+            conn.execute("UPDATE entries SET payload = '{\"edited\":true}' WHERE seq = ?", (checkpoint.seq + 4,))
+        elif edit == "entry hash after":
+            conn.execute("UPDATE entries SET entry_hash = ? WHERE seq = ?", ("ab" * 32, checkpoint.seq + 2))
+    with Ledger.open(db) as ledger:
+        alone, parallel = (verify_since(ledger, checkpoint.seq, checkpoint.entry_hash, checkpoint.root_hash,
+                                        check_certificate=check_certificate, workers=workers) for workers in (0, 2))
+    assert alone.intact == (edit == "intact") and alone.certificates_checked == 1
+    assert parallel == alone
