@@ -10,7 +10,8 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -385,28 +386,34 @@ def pg_recorded(recorded_ledger: tuple[Path, Recorded]):
         target.dispose()
 
 
-@pytest.mark.parametrize("mutation", PG_MUTATIONS, ids=[m.id for m in PG_MUTATIONS])
-def test_editing_one_column_alone_is_reported_on_postgresql(pg_recorded, mutation: Mutation) -> None:
+@contextmanager
+def edited_on_postgresql(engine: Any, mutation: Mutation, recorded: Recorded) -> Iterator[Any]:
+    """Apply ``mutation`` to the module's shared PostgreSQL database, yield the value written, then undo it."""
     from sqlalchemy import text
 
-    engine, recorded = pg_recorded
     row = mutation.row(recorded)
     where, params = mutation.where(row, lambda key: f":{key}")
-    url = engine.url.render_as_string(hide_password=False)
-    with engine.begin() as conn:  # edit, verify, and undo: the database is shared by the module
+    with engine.begin() as conn:
         current = conn.execute(text(f"SELECT {mutation.column} FROM {mutation.table} WHERE {where}"),
                                params).scalar_one()
         value = mutation.value(current)
         conn.execute(text(f"UPDATE {mutation.table} SET {mutation.column} = :new_value WHERE {where}"),
                      {**params, "new_value": value})
     try:
-        with Ledger.open(url) as ledger:
-            report = verify(ledger)
+        yield value
     finally:
         where, params = mutation.where(mutation.moved(row, value), lambda key: f":{key}")
         with engine.begin() as conn:
             conn.execute(text(f"UPDATE {mutation.table} SET {mutation.column} = :old_value WHERE {where}"),
                          {**params, "old_value": current})
+
+
+@pytest.mark.parametrize("mutation", PG_MUTATIONS, ids=[m.id for m in PG_MUTATIONS])
+def test_editing_one_column_alone_is_reported_on_postgresql(pg_recorded, mutation: Mutation) -> None:
+    engine, recorded = pg_recorded
+    with edited_on_postgresql(engine, mutation, recorded) as value:
+        with Ledger.open(engine.url.render_as_string(hide_password=False)) as ledger:
+            report = verify(ledger)
     _assert_named(report, mutation, recorded, value)
 
 

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import uuid
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from ledger.verify import verify_ledger, verify_since
 
 from tests.conftest import ROOT, rebuild_merkle_nodes, rechain
 from tests.ledger.test_verify_columns import (MUTATIONS, PG_MUTATIONS, STORED_AS, TYPE_CASES,  # noqa: F401
-                                             Recorded, pg_recorded, recorded_ledger)
+                                             Recorded, edited_on_postgresql, pg_recorded, recorded_ledger)
 
 
 @pytest.fixture(autouse=True)
@@ -238,32 +239,13 @@ def _state(pid: int) -> str:
 @pytest.mark.parametrize("mutation", [None, *PG_MUTATIONS], ids=["intact", *[m.id for m in PG_MUTATIONS]])
 def test_postgresql_verifies_the_same_with_workers(pg_recorded, mutation) -> None:
     """The workers are forked beside the reading process's open PostgreSQL connection (they never use it)."""
-    from sqlalchemy import text
-
     engine, recorded = pg_recorded
     url = engine.url.render_as_string(hide_password=False)
-    if mutation is None:
+    with nullcontext() if mutation is None else edited_on_postgresql(engine, mutation, recorded):
         with Ledger.open(url) as ledger:
             alone, parallel = audit.verify(ledger, workers=0), audit.verify(ledger, workers=2)
-        assert alone.intact and parallel == alone
-        return
-    row = mutation.row(recorded)
-    where, params = mutation.where(row, lambda key: f":{key}")
-    with engine.begin() as conn:  # edit, verify, and undo: the database is shared by the module
-        current = conn.execute(text(f"SELECT {mutation.column} FROM {mutation.table} WHERE {where}"),
-                               params).scalar_one()
-        value = mutation.value(current)
-        conn.execute(text(f"UPDATE {mutation.table} SET {mutation.column} = :new_value WHERE {where}"),
-                     {**params, "new_value": value})
-    try:
-        with Ledger.open(url) as ledger:
-            alone, parallel = audit.verify(ledger, workers=0), audit.verify(ledger, workers=2)
-    finally:
-        where, params = mutation.where(mutation.moved(row, value), lambda key: f":{key}")
-        with engine.begin() as conn:
-            conn.execute(text(f"UPDATE {mutation.table} SET {mutation.column} = :old_value WHERE {where}"),
-                         {**params, "old_value": current})
-    assert not alone.intact and parallel == alone
+    assert alone.intact == (mutation is None)
+    assert parallel == alone
 
 
 @pytest.mark.parametrize("edit", ["intact", "payload after", "entry hash after"])
