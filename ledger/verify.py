@@ -25,9 +25,11 @@ chain (a ``Problem`` names the table and column in ``column``, e.g. ``runs.seed`
 The ledger is read as one snapshot, streamed in batches (``ledger.verify_read``): memory stays bounded
 whatever the number of entries; what is kept is the chain's running state (last seq and hash), the Merkle
 frontier (O(log n) nodes), one small summary per run (what its ``runs`` row is checked against) and the
-names of the blobs entries reference. A batch whose every entry is well formed is checked column-wise (its
-seqs, links, payload digests and entry hashes at once); any other batch entry by entry, with the same checks
-and messages.
+names of the blobs entries reference. What a batch's check needs of no other batch (its chain within it,
+column-wise, and its payloads: ``ledger.verify_batch``) runs in worker processes or here
+(``ledger.verify_pool``); the walk takes the batches back in chain order, checks each one's links to the
+chain before it, merges its summary and folds the Merkle tree. A batch whose chain does not hold is checked
+here entry by entry, with the same checks and messages.
 
 ``verify_since`` checks only what follows a signed checkpoint (``ledger.checkpoint``): the checkpoint's
 entry and Merkle root against the stored entry and the O(log n) stored ``merkle_nodes`` of its frontier, then

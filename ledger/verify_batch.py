@@ -83,7 +83,7 @@ def _slim_certificate(data: Mapping[str, Any]) -> dict[str, Any]:
             "content_sha256": data.get("content_sha256")}
 
 
-RunPart = list
+RunPart = list[Any]
 """What a batch says of one run, in chain order: [first seq, its recorded_at, last seq of a record kind (None:
 none), ``runs_row`` of its run entry (None: none read), its last certificate's slim form (None: none), the first
 seq of a record entry other than the run entry after ``records_after`` before any run entry (None: none)]."""
@@ -216,9 +216,10 @@ def _chain_holds(columns: Sequence[tuple[Any, ...]]) -> bool:
 
 
 def _slow_payloads(payloads: Sequence[str]) -> set[int]:
-    """The indexes of the payloads ``_payload_data`` must parse with ``parse_json``: long ones and those with a
-    run of 16 ASCII digits, found in all of them joined by ``_SEPARATOR`` (which no JSON text holds, so a run of
-    digits never spans two payloads) with every digit made ``0``: one ``str.find`` of 16 zeros per match."""
+    """The indexes of the payloads ``BatchChecker.check_payload`` must parse with ``parse_json`` (not ``fast``):
+    long ones and those with a run of 16 ASCII digits, found in all of them joined by ``_SEPARATOR`` (which no
+    JSON text holds, so a run of digits never spans two payloads) with every digit made ``0``: one ``str.find``
+    of 16 zeros per match."""
     slow = {i for i, payload in enumerate(payloads) if len(payload) >= _SHORT}
     joined = _SEPARATOR.join(payloads)
     if joined.count(_SEPARATOR) != len(payloads) - 1:  # a payload holds one: not JSON, parse_json says why
