@@ -8,9 +8,9 @@ back in chain order; it checks a batch itself when every worker is busy and the 
 core waits. At most ``IN_FLIGHT_PER_WORKER`` batches per worker are in flight: memory stays bounded. A worker
 that dies leaves its batch to the reading process: no batch goes unchecked.
 
-The workers are forked when the pool is made, before verify starts its reader thread: they start at once
-with everything imported (a spawned interpreter would take half a second to import the certificate checks,
-and would run the caller's main module again). Forking a process that has other threads can deadlock the
+The workers are forked when the pool is made, before the pool starts its own threads (and verify reads in the
+calling thread when it has workers): they start at once with everything imported (a spawned interpreter would
+take half a second to import the certificate checks, and would run the caller's main module again). Forking a process that has other threads can deadlock the
 child on a lock one of them held, so ``default_workers`` uses workers only when the calling process has a
 single thread (as ``certa verify`` has); otherwise, or where ``fork`` does not exist, batches are checked in
 the calling process.
@@ -44,21 +44,21 @@ IN_FLIGHT_PER_WORKER = 2
 _CHECKER: BatchChecker | None = None
 
 
-def _start_worker(check_certificate: CheckCertificate | None, run_id: str | None,
-                  records_after: int | None) -> None:
+def _start_worker(check_certificate: CheckCertificate | None, run_id: str | None, records_after: int | None,
+                  reader: int) -> None:
     """A worker's set-up: its checker; Ctrl-C left to the reading process (which stops the pool; a worker
     interrupted in the middle of a batch would print a traceback); and, on Linux, the worker killed when the
     reading process dies (``PR_SET_PDEATHSIG``): killed by a signal, it cannot stop its workers, which would
     otherwise wait for batches forever."""
     global _CHECKER
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent(os.getppid())
+    _die_with_parent(reader)
     _CHECKER = BatchChecker(check_certificate=check_certificate, run_id=run_id, records_after=records_after)
 
 
 def _die_with_parent(parent: int) -> None:
     """Ask Linux to send this process SIGKILL when its parent exits (prctl ``PR_SET_PDEATHSIG`` = 1); elsewhere
-    nothing. A parent that died before the call is caught by the pid check after it."""
+    nothing. A parent (pid ``parent``) that died before the call is caught by the pid check after it."""
     if not sys.platform.startswith("linux"):
         return
     try:
@@ -106,7 +106,7 @@ class BatchPool:
         if workers > 0:
             self.executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
                                                 initializer=_start_worker,
-                                                initargs=(check_certificate, run_id, records_after))
+                                                initargs=(check_certificate, run_id, records_after, os.getpid()))
             try:
                 self.executor.submit(int).result()  # fork the workers now, before this process starts a thread
             except (BrokenProcessPool, OSError):  # they could not start: check every batch here
