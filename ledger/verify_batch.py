@@ -42,6 +42,9 @@ ENTRY_TEMPLATE = header_template('"%s"', '"%s"', '"%s"')  # fields: kind, payloa
 TEMPLATE_QUOTES = ENTRY_TEMPLATE.count('"')
 
 _SHORT = 1024
+_PRINTABLE_ASCII = bytes(range(0x20, 0x7F))
+"""Deleted from an ASCII text, they leave its control characters (``str.isprintable`` of ASCII, ten times as fast:
+one ``bytes.translate``)."""
 _DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
 _DIGIT_RUN = "0" * 16
 _SEPARATOR = "\x1e"
@@ -192,8 +195,8 @@ class BatchChecker:
 
 def _chain_holds(columns: Sequence[tuple[Any, ...]]) -> bool:
     """Whether every cell is of the type certa writes and the chain holds within the batch (module docstring);
-    the entry hashes through RFC 8785's fixed template, valid when the header text is printable ASCII without
-    ``\\`` or a quote beyond the template's own and every seq is within ±(2**53 − 1)."""
+    the entry hashes through RFC 8785's fixed template, valid when the header text is printable ASCII (0x20 to
+    0x7E) without ``\\`` or a quote beyond the template's own and every seq is within ±(2**53 − 1)."""
     seqs, run_ids, kinds, times, payloads, digests, prevs, hashes = columns
     if set(map(type, seqs)) != {int} or any(set(map(type, column)) != {str} for column in columns[1:]):
         return False
@@ -209,8 +212,8 @@ def _chain_holds(columns: Sequence[tuple[Any, ...]]) -> bool:
         return False
     texts = [ENTRY_TEMPLATE % fields for fields in zip(kinds, digests, prevs, times, run_ids, seqs)]
     joined = "".join(texts)
-    if not (joined.isascii() and joined.isprintable() and "\\" not in joined
-            and joined.count('"') == TEMPLATE_QUOTES * n):
+    if not (joined.isascii() and not joined.encode("ascii").translate(None, _PRINTABLE_ASCII)
+            and "\\" not in joined and joined.count('"') == TEMPLATE_QUOTES * n):
         return False
     return [sha256(t.encode("ascii")).hexdigest() for t in texts] == list(hashes)
 
