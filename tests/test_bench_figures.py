@@ -144,19 +144,25 @@ def _through_figures(figures, name: str, rows: list) -> list:
 
 def test_verify_scale_json_rows_carry_its_figures(figures, bench_module):
     verify_scale = bench_module("verify_scale")
-    full = [{"ok": True, "size": 100_000, "entries": 100_000, "seconds": 1.9, "cpu": 2.5, "peak_mib": 144.2},
-            {"ok": True, "size": 1_000_000, "entries": 1_000_000, "seconds": 18.54, "cpu": 16.61, "peak_mib": 146.4},
-            {"ok": True, "size": 10_000_000, "entries": 9_990_004, "seconds": 190.0, "cpu": 180.0, "peak_mib": 150.0}]
+    figures_of = {"workers": 2, "cpu_workers": 9.5, "worker_peak_mib": 61.0}
+    full = [{"ok": True, "size": 100_000, "entries": 100_000, "seconds": 1.9, "cpu": 2.5, "peak_mib": 120.2,
+             "family_pss_mib": 131.6, "family_rss_mib": 241.0, **figures_of},
+            {"ok": True, "size": 1_000_000, "entries": 1_000_000, "seconds": 18.54, "cpu": 16.61, "peak_mib": 122.4,
+             "family_pss_mib": 136.2, "family_rss_mib": 244.9, **figures_of},
+            {"ok": True, "size": 10_000_000, "entries": 9_990_004, "seconds": 190.0, "cpu": 180.0, "peak_mib": 125.0,
+             "family_pss_mib": 140.0, "family_rss_mib": 250.0, **figures_of}]
     since = {"ok": True, "seconds": 0.051, "peak_mib": 77.0, "checkpoint": 1_000_000, "added": 1000}
     rows = verify_scale.json_rows(full, since)
     verify, incremental = _through_figures(figures, "verify_scale", rows)
     assert verify[0].startswith("`verify` of 10⁶ entries")
-    assert verify[1] == ("**18.5 s** wall, 16.6 s CPU (imports included); **146 MiB** peak RSS (flat from 10⁵ "
-                         "entries: 144 MiB; 9,990,004: 150 MiB); intact: True")
+    assert verify[1] == ("**18.5 s** wall with 2 worker processes (CPU: 16.6 s the reading process, imports "
+                         "included, + 9.5 s the workers); memory of all the processes together **136 MiB** Pss at "
+                         "its peak (from 10⁵ entries: 132 MiB; 9,990,004: 140 MiB) (Rss 245 MiB, counting pages the "
+                         "forked workers share once per process; the reading process alone 122 MiB); intact: True")
     assert verify[2] == "≤ 10 s: **not met**; ≤ 200 MB: met"
     assert incremental[0] == "`verify --since-checkpoint` of 10³ entries after a checkpoint of 10⁶"
     assert incremental[1].startswith("**0.05 s** after imports") and incremental[2] == "< 1 s: met"
-    full[1].update(seconds=9.0, peak_mib=200.0)           # 200 MiB = 209.7 MB
+    full[1].update(seconds=9.0, family_pss_mib=200.0)           # 200 MiB = 209.7 MB
     assert verify_scale.json_rows(full, since)[0][2] == "≤ 10 s: met; ≤ 200 MB: **not met**"
 
 
