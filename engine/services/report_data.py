@@ -2,7 +2,8 @@
 
 This is the only part of ``engine.services.presentation.html`` that reads a ledger; ``render_report`` is a pure function of the
 gathered data. Nothing is recomputed: stage outputs come from the stored certificate, the sequential
-trajectory from the run's ``sequential_check`` decisions, reviews from ``engine.services.reviews.reviews_of``. The
+trajectory from the run's ``sequential_check`` decisions (and a live scorer's cost from its ``scorer_usage``
+decision), reviews from ``engine.services.reviews.reviews_of``. The
 verification status (``engine.services.audit.verify``) and the newest replay are render-time data, but they are a
 function of the ledger only, so an unchanged ledger gives the same data (and the same report bytes).
 """
@@ -21,7 +22,7 @@ from engine.services.presentation.html.report_model import ReplayStatus, ReportD
 from engine.services.reviews import reviews_of
 
 __all__ = ["ReplayStatus", "ReportData", "Verification", "gather_report", "replay_status", "sequential_checks",
-           "sequential_checks_of"]
+           "sequential_checks_of", "SECTION_DECISIONS"]
 
 
 def _verification(ledger: Ledger, run_id: str) -> Verification:
@@ -47,20 +48,27 @@ def replay_status(newest: EntryRow) -> ReplayStatus:
                         machine=machine or "unknown", note=str(payload.get("note") or ""))
 
 
+SECTION_DECISIONS = ("sequential_check", "scorer_usage")
+"""The decision kinds a stage's report section reads beside its outputs: ``sequential.diff``'s checks, and the
+forward passes and model calls a live scorer spent (``scorer_usage``)."""
+
+
 def sequential_checks(ledger: Ledger, run_id: str) -> dict[str, tuple[Mapping[str, Any], ...]]:
-    """Stage id -> the details of the run's ``sequential_check`` decisions, in chain order."""
+    """Stage id -> the details of the run's ``SECTION_DECISIONS`` decisions, in chain order."""
     return sequential_checks_of(ledger.entries(run_id=run_id, kinds=["decision"])).get(run_id, {})
 
 
 def sequential_checks_of(decisions: Iterable[EntryRow]) -> dict[str, dict[str, tuple[Mapping[str, Any], ...]]]:
-    """Run id -> stage id -> ``sequential_check`` details, from ``decision`` entries in chain order (one pass
-    over many runs' decisions, for ``certa site``)."""
+    """Run id -> stage id -> the details of its ``SECTION_DECISIONS`` decisions, each with its kind under
+    ``decision_kind``, from ``decision`` entries in chain order (one pass over many runs' decisions, for
+    ``certa site``)."""
     checks: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
     for entry in decisions:
         decision = entry.data()
-        if isinstance(decision, Mapping) and decision.get("kind") == "sequential_check":
+        if isinstance(decision, Mapping) and decision.get("kind") in SECTION_DECISIONS:
+            detail = decision.get("detail")
             checks.setdefault(entry.run_id, {}).setdefault(str(decision.get("stage")), []).append(
-                decision.get("detail") or {})
+                {**(detail if isinstance(detail, Mapping) else {}), "decision_kind": decision["kind"]})
     return {run: {stage: tuple(details) for stage, details in stages.items()} for run, stages in checks.items()}
 
 

@@ -20,6 +20,8 @@ from scipy import special
 
 from engine import run
 from engine.services.audit import replay
+from engine.services.presentation.html import render_report
+from engine.services.report_data import gather_report
 from engine.foundation.errors import InputError, StageError
 from engine.core.evidence.formats import unparsed_table
 from engine.core.input_limits import InputLimits
@@ -348,6 +350,12 @@ def test_the_example_runs_and_passes(hf_registered, tmp_path: Path) -> None:
         assert stages["distribution"]["results"]["decision"] == "DIFFERENT"
         assert all(s["source"]["prompts_scored"] < 200 for s in stages.values())
         assert replay(ledger, result.run_id).reproduced
+        report = render_report(gather_report(ledger, result.run_id))
+    for stage_id, outputs in stages.items():  # the report says what each live scorer spent
+        usage = report.split(f'id="stage-{stage_id}"')[1].split("What the scorer spent")[1].split("</table>")[0]
+        scored = outputs["source"]["prompts_scored"]
+        assert f"<td>prompts scored</td><td>{scored}</td>" in usage.replace('class="num" ', "")
+        assert "forward passes" in usage and "model calls" in usage
 
 
 def test_a_rule_that_holds_on_the_first_batch_does_not_stop_scoring_before_n_min(hf_registered, tables) -> None:

@@ -440,6 +440,25 @@ def test_sequential_range_2_0_0_with_clipped_scores() -> None:
     assert any("1100 score(s) fell outside the range" in p for p in section.how_to_read)
 
 
+def test_sequential_shows_what_a_live_scorer_spent_apart_from_the_checks() -> None:
+    outputs = {"results": {"decision": "SAME", "n_used": 40}, "config": {}, "sequence": {"checks": 2}, "method": {}}
+    checks = [{"n": 20, "lower": -0.1, "upper": 0.1, "mean": 0.0, "decision_kind": "sequential_check"},
+              {"n": 40, "lower": -0.01, "upper": 0.01, "mean": 0.0, "stop": True, "decision": "SAME",
+               "decision_kind": "sequential_check"},
+              {"scorer": "hf_models", "prompts_scored": 40, "n_max": 200, "stopped_before_n_max": True,
+               "forward_passes": 80, "model_calls": 20, "tokens": 1234, "decision_kind": "scorer_usage"}]
+    section = stage_section("s", "sequential.diff", "2.0.0", outputs, [], checks)
+    tables = {t.caption: t for t in section.tables}
+    assert tables["Checks (the ledger's sequential_check decisions)"].rows[0] == ("checks recorded", "2")
+    assert "All 2 recorded checks" in tables
+    usage = tables["What the scorer spent (the ledger's scorer_usage decision)"].rows
+    assert usage == (("scorer", "hf_models"), ("prompts scored", "40"), ("n_max (prompts the run could score)", "200"),
+                     ("stopped before n_max", "yes"), ("forward passes", "80"), ("model calls", "20"),
+                     ("tokens", "1234"))
+    without = stage_section("s", "sequential.diff", "2.0.0", outputs, [], checks[:2])
+    assert not any(t.caption.startswith("What the scorer spent") for t in without.tables)
+
+
 # -- paired --------------------------------------------------------------------------------------------------------
 
 def test_paired_without_phase_column_shows_no_drift(examples, tmp_path: Path) -> None:

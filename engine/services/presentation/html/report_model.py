@@ -41,7 +41,8 @@ class ReplayStatus:
 @dataclass(frozen=True)
 class ReportData:
     """One run, as its report shows it. ``certificate`` is None for an aborted run (``abort`` says why).
-    ``checks`` maps a stage id to its recorded per-check details (``sequential_check`` decisions), in order."""
+    ``checks`` maps a stage id to the details of its recorded ``sequential_check`` and ``scorer_usage`` decisions,
+    in order, each with its kind under ``decision_kind``."""
 
     run_id: str
     name: str

@@ -64,8 +64,9 @@ class StageSection:
 
 @dataclass(frozen=True)
 class StageInput:
-    """What a section builder reads: the stage's outputs, the gates on them, its recorded checks
-    (``sequential.diff``) and the run's vendor colours (bake-off plots)."""
+    """What a section builder reads: the stage's outputs, the gates on them, its recorded decisions a section shows
+    (``sequential.diff``'s ``sequential_check`` and ``scorer_usage`` details, their kind in ``decision_kind``) and
+    the run's vendor colours (bake-off plots)."""
 
     stage_id: str
     outputs: Mapping[str, Any]

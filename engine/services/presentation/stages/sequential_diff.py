@@ -43,6 +43,18 @@ def _check_summary(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, Any]]:
     return summary
 
 
+_USAGE_NAMES = {"scorer": "scorer", "prompts_scored": "prompts scored", "n_max": "n_max (prompts the run could score)",
+                "stopped_before_n_max": "stopped before n_max", "forward_passes": "forward passes",
+                "model_calls": "model calls"}
+
+
+def _usage_rows(usage: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """A live scorer's recorded costs: the known ones first, named in words, then any other count as recorded."""
+    known = [key for key in _USAGE_NAMES if key in usage]
+    others = sorted(key for key in usage if key not in _USAGE_NAMES and key != "decision_kind")
+    return [(_USAGE_NAMES.get(key, key.replace("_", " ")), usage[key]) for key in known + others]
+
+
 def section(stage: StageInput) -> StageSection:
     """The report section of a ``sequential.diff`` stage."""
     outputs = stage.outputs
@@ -51,7 +63,9 @@ def section(stage: StageInput) -> StageSection:
     sequence = mapping(outputs.get("sequence"))
     method = mapping(outputs.get("method"))
     decision = str(results.get("decision", "?"))
-    rows = [c for c in stage.checks if isinstance(c.get("n"), (int, float))]
+    rows = [c for c in stage.checks
+            if c.get("decision_kind", "sequential_check") == "sequential_check" and isinstance(c.get("n"), (int, float))]
+    usage = [c for c in stage.checks if c.get("decision_kind") == "scorer_usage"]
     band = config.get("equivalence_band")
     svg = plots.sequence_plot(f"{stage.stage_id}-cs", n=[c["n"] for c in rows], lower=[c.get("lower") for c in rows],
                               upper=[c.get("upper") for c in rows], mean=[c.get("mean") for c in rows],
@@ -96,6 +110,9 @@ def section(stage: StageInput) -> StageSection:
                                                      "rules met", "action"), check_rows,
               numeric=(0, 1, 2, 3, 4, 5), collapsed=True),
     ]
+    if usage:
+        tables.append(table("What the scorer spent (the ledger's scorer_usage decision)", ("quantity", "value"),
+                            _usage_rows(usage[-1])))
     return StageSection(stage.stage_id, "", "", decision=decision,
                         ok=decision in ("SAME", "DIFFERENT"), summary=summary, facts=tuple(facts),
                         plots=(Plot(svg, "The confidence sequence (shaded) at each recorded check against n, the "
