@@ -11,7 +11,6 @@ from typing import Any
 
 from ledger.location import plain_sqlite_path
 from ledger.rows import RunRow
-from engine.services.presentation.terminal import run_list_text
 
 __all__ = ["RunList", "newest_runs"]
 
@@ -30,6 +29,7 @@ class RunList:
 
     def text(self) -> str:
         """One line per run (``certa list``)."""
+        from engine.services.presentation.terminal import run_list_text
         return run_list_text(self.rows)
 
 
