@@ -228,8 +228,8 @@ def bench_list(db: Path, subject: Subject, sizes: list[int], repeat: int, report
     wheel = shares.get("wheel")
     judged, how = (wheel, "installed wheel") if wheel else (figures[big][0], "from the checkout")
     print(f"  goal certa list on {big} runs < {GOALS['list_s'] * 1000:.0f} ms ({how}): {ms(judged).strip()}, "
-          f"{verdict(judged < GOALS['list_s'])}; from the checkout {ms(figures[big][0]).strip()} (beyond "
-          f"certa --version, timed in turn with it: {ms(shares['checkout'] - shares['checkout_version']).strip()})")
+          f"{verdict(judged < GOALS['list_s'])}; from the checkout {ms(figures[big][0]).strip()} (beyond its "
+          f"python -c pass, timed in turn: {ms(shares['checkout'] - shares['python']).strip()})")
     print(f"  flat: {big} runs / {small} runs: certa list x{cli_ratio:.2f}, in process x{inproc_ratio:.2f} "
           f"(goal <= x{GOALS['flat_ratio']}: {verdict(inproc_ratio <= GOALS['flat_ratio'])})")
     report["list"] = {"small": small, "big": big, "cli_s": figures[big][0], "inproc_s": figures[big][1],
@@ -258,8 +258,6 @@ def start_up_shares(db: Path, repeat: int) -> dict[str, Any]:
                                work, None),
             "python": (f"{Path(sys.executable).name} -c pass (site and its .pth files)", [sys.executable, "-c", "pass"],
                        work, None),
-            "checkout_version": ("certa --version from the checkout", [sys.executable, "-c", CERTA, "--version"],
-                                 ROOT, None),
             "checkout": ("certa list from the checkout" + (" (no bytecode cache: PYTHONDONTWRITEBYTECODE)"
                                                            if sys.flags.dont_write_bytecode else ""),
                          [sys.executable, "-c", CERTA, *listing], ROOT, None)}
