@@ -9,7 +9,6 @@ rule (the attempt is recorded, no certificate); 4 ``certa run`` recorded the run
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -18,23 +17,28 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
-from engine.services.presentation.display_text import json_display, plain_text
 from engine.foundation.errors import CertaError
 from ledger import DEFAULT_LEDGER_FILE
 
-if TYPE_CHECKING:  # the command starts at once: numpy, scipy, numba, SQLAlchemy and cryptography load per command
+# The command starts at once: numpy, scipy, numba, SQLAlchemy and cryptography load per command, json and the
+# display helpers when first used (``certa list`` pays only for what it needs: bench/ledger_reads.py).
+if TYPE_CHECKING:
     from ledger import Ledger
 
 EXIT_OK, EXIT_FAIL = 0, 1
 
 
 def _emit_json(data: Any) -> None:
+    import json
+
+    from engine.services.presentation.display_text import json_display
     click.echo(json_display(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)))
 
 
 def _fail(ctx_json: bool, error: CertaError) -> None:
     if ctx_json:
         _emit_json(error.as_json())
+    from engine.services.presentation.display_text import plain_text
     click.echo(f"error: {plain_text(error)}", err=True)
     sys.exit(error.exit_code)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from collections.abc import Collection
 from pathlib import Path
 
@@ -52,6 +51,8 @@ def command_hint(*args: str, ledger: str | None = None) -> str:
     """The command line ``certa ARGS...`` to suggest to the user, quoted for a POSIX shell, with ``--ledger``
     repeated when ``ledger`` names another ledger than the one certa opens without it (``CERTA_LEDGER``, else
     ``certa-ledger.db``); a password in a ledger URL is shown as ``***``."""
+    import shlex
+
     words = ["certa", *args]
     if ledger is not None:
         path = plain_sqlite_path(ledger)

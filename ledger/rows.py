@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.foundation.errors import LedgerError, LedgerIntegrityError
-from engine.foundation.json_read import parse_json
 
 __all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "EntryRow", "RunRow", "SchemaState", "ENTRY_FIELDS",
            "RUN_FIELDS", "rows_as", "run_rows", "checked_schema_version"]
@@ -32,7 +31,9 @@ class EntryRow:
     entry_hash: str
 
     def data(self) -> Any:
-        """The payload's values (``engine.foundation.canonical.parse_json``: RFC 8785's number model)."""
+        """The payload's values (``engine.foundation.json_read.parse_json``: RFC 8785's number model; json loads
+        here, not at ``certa list``)."""
+        from engine.foundation.json_read import parse_json
         return parse_json(self.payload)
 
 

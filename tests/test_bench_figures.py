@@ -183,6 +183,22 @@ def test_ledger_reads_json_rows_carry_its_figures(figures, bench_module):
     assert record[1] == "**×0.958** the rate (115.0 vs 120.0 runs/s)" and record[2] == "≥ ×0.9: met"
 
 
+def test_ledger_reads_list_row_judges_the_installed_wheel_and_shows_the_start_up(figures, bench_module):
+    start = {"python_no_site": 0.009, "python": 0.0375, "checkout": 0.08, "clean_python": 0.0106,
+             "clean_click": 0.0405, "wheel": 0.0586, "site_imports": {"certifi": 0.009}}
+    report = {"list": {"small": 1000, "big": 100_000, "cli_s": 0.0826, "inproc_s": 0.00046, "cli_ratio": 0.8,
+                       "inproc_ratio": 1.0, "start_up": start},
+              "reads": {"small": 10_000, "big": 1_000_000, "ratios": {"show": 1.02}},
+              "record": {"entries": 1_000_017, "empty_rate": 120.0, "big_rate": 115.0, "ratio": 0.9583}}
+    listing = _through_figures(figures, "ledger_reads", bench_module("ledger_reads").json_rows(report))[0]
+    assert listing[1] == ("**58.6 ms** installed wheel (10.6 ms of it `python -c pass`, 29.9 ms `import click`); from "
+                          "the checkout 82.6 ms (37.5 ms of it `python -c pass`, site-packages' .pth files included); "
+                          "in process 0.46 ms")
+    assert listing[2] == "< 60 ms: met"  # the wheel's figure, not the checkout's
+    start["wheel"] = 0.0612
+    assert bench_module("ledger_reads").json_rows(report)[0][2] == "< 60 ms: **not met**"
+
+
 def test_model_windows_json_row_carries_its_figures(figures, bench_module):
     models = {"tiny": {"parameters": 128_768, "vocabulary": 320, "tokens": 19_473, "plain_s": 1.43, "batch1_s": 1.19,
                        "batch8_s": 0.8, "deviation": 2e-7},

@@ -47,6 +47,54 @@ def test_list_of_a_sqlite_file_reads_it_through_the_standard_library_alone(small
     assert not loaded & set(HEAVY)
 
 
+def _modules_imported_by(*argv: str) -> set[str]:
+    """Every module (dotted name) that ``certa ARGV`` imported in a fresh interpreter, beyond those the
+    interpreter's start-up (``site`` and its ``.pth`` files) had imported already."""
+    script = ("import sys\nbefore = set(sys.modules)\nsys.argv = ['certa', *sys.argv[1:]]\n"
+              "import cli\ntry:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+              "sys.stderr.write('\\nMODULES ' + ' '.join(sorted(set(sys.modules) - before)))\n")
+    done = subprocess.run([sys.executable, "-c", script, *argv], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    return set(done.stderr.rsplit("MODULES ", 1)[1].split())
+
+
+# What ``certa list`` needs of certa to print a SQLite ledger's runs: the command line, the listing service, its
+# read through sqlite3, the rows, and the one text function with the display helper it calls.
+LIST_MODULES = {"cli", "engine", "engine.foundation", "engine.foundation.errors", "engine.services",
+                "engine.services.run_list", "engine.services.presentation",
+                "engine.services.presentation.display_text", "engine.services.presentation.terminal", "ledger",
+                "ledger.location", "ledger.rows", "ledger.sqlite_read"}
+
+
+def _certa_modules(modules: set[str]) -> set[str]:
+    return {m for m in modules if m.split(".")[0] in ("cli", "engine", "ledger")}
+
+
+def test_list_imports_only_what_it_prints_with(small_spec: Path, tmp_path: Path) -> None:
+    """``certa list`` (its start-up is the goal of bench/ledger_reads.py): no module of certa beyond
+    ``LIST_MODULES``, and of the standard library not even json (the JSON form alone needs it) nor shlex."""
+    from engine import run
+    from ledger import Ledger
+
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        run(small_spec, ledger=ledger)
+    imported = _modules_imported_by("list", "--ledger", str(tmp_path / "l.db"))
+    assert "sqlite3" in imported  # it did read the ledger
+    assert _certa_modules(imported) == LIST_MODULES
+    assert not imported & {"json", "shlex", "engine.foundation.jsondiff", "engine.foundation.json_read"}
+    assert not {m.split(".")[0] for m in imported} & set(HEAVY)
+    as_json = _modules_imported_by("list", "--json", "--ledger", str(tmp_path / "l.db"))
+    assert "json" in as_json
+    assert _certa_modules(as_json) == LIST_MODULES - {"engine.services.presentation.terminal"}
+
+
+def test_help_imports_no_json_and_no_display_helpers() -> None:
+    """``certa --help`` defines the commands and prints their help: certa's errors and ledger name only."""
+    imported = _modules_imported_by("--help")
+    assert _certa_modules(imported) == {"cli", "engine", "engine.foundation", "engine.foundation.errors", "ledger"}
+    assert "json" not in imported
+
+
 def test_validate_loads_no_kernel_library_no_crypto_no_plotting() -> None:
     loaded = _modules_after("validate", "specs/paired-ratio/spec.yaml")
     assert "jsonschema" in loaded

@@ -35,9 +35,10 @@ _INVISIBLE = re.compile(
 )
 _LINE_BREAKS = re.compile("\r\n|[\r\u2028\u2029]")
 _SURROGATE = re.compile("[\ud800-\udfff]")      # not encodable: a lone surrogate would stop the output
-_JSON_ESCAPED = re.compile(f"{_INVISIBLE.pattern}|{_SURROGATE.pattern}|[\u2028\u2029]")
+# The two patterns below are compiled on first use (``re``'s cache), not at import: ``certa list`` needs neither.
+_JSON_ESCAPED = f"{_INVISIBLE.pattern}|{_SURROGATE.pattern}|[\u2028\u2029]"
 _MARKDOWN = {"&": "&amp;", "<": "&lt;", "|": "\\|", "`": "\\`", "\\": "\\\\"}
-_MARKDOWN_SPECIAL = re.compile(r"<(?=[A-Za-z/!?])|&(?=#|[A-Za-z][A-Za-z0-9]*;)|[|`\\]")
+_MARKDOWN_SPECIAL = r"<(?=[A-Za-z/!?])|&(?=#|[A-Za-z][A-Za-z0-9]*;)|[|`\\]"
 """What can start markup in CommonMark text: ``<`` before a tag, comment or autolink (raw HTML), ``&`` before
 an entity, ``|`` (a table cell), a backtick (a code span) and a backslash (which would escape what follows).
 ``<=``, ``a < b`` and ``R&D`` stay as they read."""
@@ -56,7 +57,7 @@ def markdown_text(text: object, *, newlines: bool = False) -> str:
     """``plain_text(text)`` as Markdown text that renders as it reads: a ``<`` that would open raw HTML and an
     ``&`` that would open an entity written as entities, ``|`` and backticks backslash-escaped (no table cell
     break, no code span)."""
-    return _MARKDOWN_SPECIAL.sub(lambda m: _MARKDOWN[m.group()], plain_text(text, newlines=newlines))
+    return re.sub(_MARKDOWN_SPECIAL, lambda m: _MARKDOWN[m.group()], plain_text(text, newlines=newlines))
 
 
 def markdown_code(text: object) -> str:
@@ -87,4 +88,4 @@ def json_display(text: str) -> str:
     """JSON ``text`` (``json.dumps(..., ensure_ascii=False)``) with every control, bidi, line-separator and
     lone surrogate character written as a ``\\uXXXX`` escape: the same JSON value, safe on a terminal. (Such
     characters occur only inside JSON strings, where the escape means the same character.)"""
-    return _JSON_ESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return re.sub(_JSON_ESCAPED, lambda m: f"\\u{ord(m.group()):04x}", text)

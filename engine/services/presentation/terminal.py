@@ -3,9 +3,9 @@
 Each function takes a result object (``LedgerAudit``, ``Replays``, ...) and returns the lines the command
 prints, joined by newlines, with user strings passed through ``plain_text`` (no control or bidi characters).
 The JSON form of the same results is their own ``as_json()``; nothing here is recorded. This module loads
-only the standard library and certa's light modules (``certa list`` starts at once); the functions that
-need the Markdown helpers (changes, rules, decisions, reports) load them, and the stage registry they read,
-when called.
+only the display helpers and ``ledger.location`` (``certa list`` starts at once); the functions that need the
+Markdown helpers (changes, rules, decisions, reports), the JSON diff or the stage registry load them when
+called.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.foundation.jsondiff import summarised
 from engine.services.presentation.display_text import plain_text
 from ledger.location import command_hint, masked_ledger
 
@@ -91,6 +90,7 @@ def ledger_audit_text(audit: LedgerAudit) -> str:
 
 def replay_text(result: ReplayResult) -> str:
     """``certa replay RUN``: the outcome and note, then the changed result fields (at most 50)."""
+    from engine.foundation.jsondiff import summarised
     from engine.services.presentation.markdown import change_text
     lines = [plain_text(f"{result.outcome}: run {result.run_id}: {result.note}")]
     changes = summarised(result.changes)
@@ -104,6 +104,7 @@ def _replay_detail(result: ReplayResult) -> str:
     """The table's detail column: the changed fields (most material first, a long array once) or the note of
     a run not reproduced; the environment differences of one reproduced."""
     if not result.reproduced:
+        from engine.foundation.jsondiff import summarised
         fields = [c.path for c in summarised(result.changes)]
         return ", ".join(fields[:5]) + (f" (+{len(fields) - 5} more)" if len(fields) > 5 else "") or result.note
     return f"environment differs: {', '.join(c.path for c in result.environment)}" if result.environment else ""
