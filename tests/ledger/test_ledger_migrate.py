@@ -61,7 +61,21 @@ def _sql(url: str, *statements: str) -> None:
     engine.dispose()
 
 
+def _make_schema_4(url: str) -> None:
+    """Turn a ledger of this certa into one at schema 4 (revision 0004): revision 0005's downgrade (on SQLite a copy of
+    ``entries`` declared with its unique constraints), schema 4, revision 0004."""
+    from alembic import command
+
+    from ledger.migrate import alembic_config
+
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0004")
+    engine.dispose()
+
+
 def _drop_schema_4_indexes(url: str) -> None:
+    _make_schema_4(url)
     _sql(url, *(f"DROP INDEX IF EXISTS {name}" for name in sorted(SCHEMA_4_INDEXES | POSTGRESQL_4_INDEXES)))
 
 
@@ -181,19 +195,19 @@ def test_migrate_keeps_every_row_and_a_checkpoint_signed_before(old_ledger: str,
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {
         "ok": True, "ledger": _location(old_ledger), "changed": True, "stamped": True,
-        "from_schema": "1", "from_revision": "0001", "to_schema": "4", "to_revision": "0004"}
+        "from_schema": "1", "from_revision": "0001", "to_schema": "5", "to_revision": "0005"}
 
     assert _rows(old_ledger) == before
-    assert _state(old_ledger) == SchemaState("4", "0004")
+    assert _state(old_ledger) == SchemaState("5", "0005")
     indexes = {i[0] for table in ("entries", "runs") for i in _schema(old_ledger)[table]["indexes"]}
     assert NEW_INDEXES | SCHEMA_4_INDEXES <= indexes
     verified = invoke(*check, ledger=old_ledger)
     assert verified.exit_code == 0 and verified.stdout.startswith("intact: ")
 
     again = invoke("migrate", ledger=old_ledger)
-    assert again.exit_code == 0 and "already at the newest schema (version 4, revision 0004)" in again.stdout
+    assert again.exit_code == 0 and "already at the newest schema (version 5, revision 0005)" in again.stdout
     assert json.loads(invoke("migrate", "--json", ledger=old_ledger).stdout)["changed"] is False
-    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("4", "0004")
+    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("5", "0005")
 
     with Ledger.open(old_ledger) as ledger:  # writable now
         run(small_spec, ledger=ledger)
@@ -222,8 +236,8 @@ def test_an_old_schema_ledger_is_readable_but_writing_is_refused_and_changes_not
 
 
 @pytest.mark.parametrize(("statement", "message"), [
-    ("UPDATE ledger_meta SET value = '5' WHERE key = 'schema_version'", "(schema 5); upgrade certa to read it"),
-    ("UPDATE alembic_version SET version_num = '0005'", "(schema revision 0005, unknown to this one); upgrade certa"),
+    ("UPDATE ledger_meta SET value = '6' WHERE key = 'schema_version'", "(schema 6); upgrade certa to read it"),
+    ("UPDATE alembic_version SET version_num = '0006'", "(schema revision 0006, unknown to this one); upgrade certa"),
 ])
 def test_a_ledger_of_a_newer_certa_is_refused_for_reading_and_writing(database: NewDatabase, small_spec: Path,
                                                                        statement: str, message: str) -> None:
@@ -264,7 +278,7 @@ def test_a_failure_in_the_middle_of_the_migration_leaves_the_ledger_unchanged(
 
     monkeypatch.undo()
     assert invoke("migrate", ledger=old_ledger).exit_code == 0
-    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("4", "0004")
+    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("5", "0005")
 
 
 def _writer_could_lock(url: str) -> bool:
@@ -360,9 +374,9 @@ def test_a_golden_ledger_of_a_released_certa_migrates_byte_identically(golden: P
         assert f"{ledger.head()[0]}:{ledger.head()[1]}" == manifest["head"]
         assert verify(ledger).intact
         done = ledger.migrate()
-        assert (done.from_revision, done.to_revision, done.stamped) == (revision, "0004", released.revision is None)
+        assert (done.from_revision, done.to_revision, done.stamped) == (revision, "0005", released.revision is None)
         assert verify(ledger).intact
-    assert _rows(url) == before and _state(url) == SchemaState("4", "0004")
+    assert _rows(url) == before and _state(url) == SchemaState("5", "0005")
     entries_count = int(manifest["head"].split(":")[0])
     assert len(_nodes(url)) == 2 * entries_count - entries_count.bit_count()  # one per complete perfect subtree
 
@@ -408,7 +422,7 @@ def test_revision_0003_backfills_the_merkle_nodes_the_writes_keep(database: NewD
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) | {"ledger": None} == {
         "ok": True, "ledger": None, "changed": True, "stamped": False,
-        "from_schema": "2", "from_revision": "0002", "to_schema": "4", "to_revision": "0004"}
+        "from_schema": "2", "from_revision": "0002", "to_schema": "5", "to_revision": "0005"}
     assert _rows(url) == before and _nodes(url) == written
     assert invoke("verify", "--checkpoint", checkpoint, "--public-key", str(keys / "certa.pub"),
                   ledger=url).exit_code == 0
@@ -449,11 +463,11 @@ def test_revision_0004_adds_the_indexes_and_changes_no_row(database: NewDatabase
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) | {"ledger": None} == {
         "ok": True, "ledger": None, "changed": True, "stamped": False,
-        "from_schema": "3", "from_revision": "0003", "to_schema": "4", "to_revision": "0004"}
+        "from_schema": "3", "from_revision": "0003", "to_schema": "5", "to_revision": "0005"}
     after = _table_digests(url)
     assert after.pop("ledger_meta") != before.pop("ledger_meta")  # its schema version; the head stays:
     assert after == before and _rows(url)["head"] == head
-    assert _state(url) == SchemaState("4", "0004")
+    assert _state(url) == SchemaState("5", "0005")
     assert _schema(url) == _schema(reference)
     indexes = {i[0] for table in ("entries", "runs") for i in _schema(url)[table]["indexes"]}
     dialect = make_url(url).get_backend_name()
