@@ -476,3 +476,57 @@ def test_revision_0004_adds_the_indexes_and_changes_no_row(database: NewDatabase
         assert verify(ledger).intact
         run(small_spec, ledger=ledger)
         assert verify(ledger).intact and len(ledger.runs()) == 3
+
+
+SCHEMA_5_DROPPED = {"ix_entries_run_id", "uq_entries_entry_hash", "uq_entries_prev_hash"}
+
+
+def _entries_index_names(url: str) -> set[str]:
+    schema = _schema(url)["entries"]
+    return {index[0] for index in schema["indexes"]} | {unique[0] for unique in schema["unique"]}
+
+
+def test_revision_0005_drops_the_unused_indexes_and_changes_no_row(database: NewDatabase, small_spec: Path,
+                                                                   tmp_path: Path) -> None:
+    """A schema 4 ledger migrated to 5 loses ``ix_entries_run_id`` and the unique constraints on ``prev_hash`` and
+    ``entry_hash`` (on SQLite by copying ``entries``), and has exactly the schema of a ledger created at 5; no row of
+    any table changes but ledger_meta's schema version (every value as stored, with its storage type), a
+    checkpoint signed before still verifies, and it can be written."""
+    url, reference = database(), database()
+    Ledger.open(reference).close()
+    with Ledger.open(url) as ledger:
+        first = run(small_spec, ledger=ledger).run_id
+        run(small_spec, ledger=ledger)
+        ledger.record_note(first, "review", {"reviewer": "alice", "decision": "approved", "note": ""})
+    _make_schema_4(url)
+    assert _state(url) == SchemaState("4", "0004") and SCHEMA_5_DROPPED <= _entries_index_names(url)
+    before, head = _table_digests(url), _rows(url)["head"]
+    keys = tmp_path / "keys"
+    assert CliRunner().invoke(main, ["keygen", "--out-dir", str(keys)]).exit_code == 0
+    checkpoint = str(tmp_path / "before.checkpoint")
+    assert invoke("checkpoint", "--key", str(keys / "certa.key"), "--out", checkpoint, ledger=url).exit_code == 0
+    if make_url(url).get_backend_name() == "sqlite":
+        with sqlite3.connect(make_url(url).database) as conn:
+            stored = conn.execute("SELECT seq, typeof(run_id), typeof(payload), typeof(entry_hash) FROM entries "
+                                  "ORDER BY seq").fetchall()
+
+    result = invoke("migrate", "--json", ledger=url)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) | {"ledger": None} == {
+        "ok": True, "ledger": None, "changed": True, "stamped": False,
+        "from_schema": "4", "from_revision": "0004", "to_schema": "5", "to_revision": "0005"}
+    after = _table_digests(url)
+    assert after.pop("ledger_meta") != before.pop("ledger_meta")  # its schema version; the head stays:
+    assert after == before and _rows(url)["head"] == head
+    assert _state(url) == SchemaState("5", "0005")
+    assert _schema(url) == _schema(reference) and not SCHEMA_5_DROPPED & _entries_index_names(url)
+    if make_url(url).get_backend_name() == "sqlite":
+        with sqlite3.connect(make_url(url).database) as conn:
+            assert conn.execute("SELECT seq, typeof(run_id), typeof(payload), typeof(entry_hash) FROM entries "
+                                "ORDER BY seq").fetchall() == stored
+            assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    assert invoke("verify", "--checkpoint", checkpoint, "--public-key", str(keys / "certa.pub"),
+                  ledger=url).exit_code == 0
+    with Ledger.open(url) as ledger:
+        run(small_spec, ledger=ledger)
+        assert verify(ledger).intact and len(ledger.runs()) == 3
