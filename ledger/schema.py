@@ -13,7 +13,7 @@ The indexes (those marked "since 4" added by schema 4) make every read a command
 
 Every index costs each recording a page written per entry it files at a random place (and copied again by the
 next WAL checkpoint). Schema 5 drops three of ``entries`` that no read uses and no write needs (10^6 entries:
-62 pages a run before, 29 after), so recording into a large ledger runs near the rate of an empty one:
+62 pages a run before, 26 after), so recording into a large ledger runs near the rate of an empty one:
 
 - ``ix_entries_run_id`` (``entries(run_id)``, schema 1): every query on a run's entries is answered by
   ``ix_entries_run_id_kind``, whose first column is ``run_id`` (``tests/ledger/test_query_plans.py``).
@@ -34,9 +34,8 @@ certa is reported there, with or without them.
 The schema moves only by Alembic revisions (``ledger/migrations/versions``, run by ``certa migrate``):
 revision 0001 is schema version 1 (certa 0.1.0 and 0.2.0), revision 0002 schema version 2 (the indexes
 below marked "since 2"), revision 0003 schema version 3 (``merkle_nodes``, backfilled from the entries),
-revision 0004 schema version 4 (the indexes marked "since 4"), revision 0005 schema version 5 (the indexes of
-``entries`` below that are no more). A new ledger is created here directly at the
-newest schema and stamped with its revision in ``alembic_version`` (the table Alembic keeps, declared here so
+revision 0004 schema version 4 (the indexes marked "since 4"), revision 0005 schema version 5 (without the
+three indexes above). A new ledger is created here directly at the newest schema and stamped with its revision in ``alembic_version`` (the table Alembic keeps, declared here so
 that creating a ledger needs no Alembic import).
 """
 

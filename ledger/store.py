@@ -4,7 +4,8 @@ Writes are append-only and each run is written in one transaction, so a crash le
 SQLite runs in WAL mode with ``synchronous=FULL`` and ``foreign_keys=ON``, and every write transaction
 starts with ``BEGIN IMMEDIATE`` (one writer at a time, no lock upgrade deadlocks). On PostgreSQL the
 chain head row is locked with ``SELECT ... FOR UPDATE`` so concurrent writers queue instead of forking
-the chain.
+the chain. Entries are written at ``seq`` = head + 1, the primary key, so a writer holding a stale head could
+not fork it either: its run is refused whole (the chain needs no unique index on the hashes, ``ledger.schema``).
 
 Opening checks the schema version (``ledger.schema``): a new ledger is created at the newest schema; an
 older one can be read but not written until ``certa migrate`` (``Ledger.migrate``) upgrades it; a newer
