@@ -111,14 +111,18 @@ def _nodes(url: str) -> list[tuple]:
     return rows
 
 
+def _record_two_runs_and_a_review(url: str, spec: Path) -> None:
+    with Ledger.open(url) as ledger:
+        first = run(spec, ledger=ledger).run_id
+        run(spec, ledger=ledger)
+        ledger.record_note(first, "review", {"reviewer": "alice", "decision": "approved", "note": ""})
+
+
 @pytest.fixture
 def old_ledger(database: NewDatabase, small_spec: Path) -> str:
     """The URL of a schema-1 ledger holding two runs and a review."""
     url = database()
-    with Ledger.open(url) as ledger:
-        first = run(small_spec, ledger=ledger).run_id
-        run(small_spec, ledger=ledger)
-        ledger.record_note(first, "review", {"reviewer": "alice", "decision": "approved", "note": ""})
+    _record_two_runs_and_a_review(url, small_spec)
     _make_schema_1(url)
     return url
 
@@ -444,31 +448,35 @@ def _table_digests(url: str) -> dict[str, str]:
     return digests
 
 
+def _migrate_changing_no_row(url: str, from_schema: str, reference: str) -> None:
+    """``certa migrate --json`` from ``from_schema`` to the newest: it says so, no row of any table changes but
+    ledger_meta's schema version (the head stays), and the schema is then exactly that of ``reference``, a ledger
+    created at the newest schema."""
+    before, head = _table_digests(url), _rows(url)["head"]
+    result = invoke("migrate", "--json", ledger=url)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) | {"ledger": None} == {
+        "ok": True, "ledger": None, "changed": True, "stamped": False, "from_schema": from_schema,
+        "from_revision": REVISIONS[from_schema], "to_schema": SCHEMA_VERSION, "to_revision": HEAD_REVISION}
+    after = _table_digests(url)
+    assert after.pop("ledger_meta") != before.pop("ledger_meta")  # its schema version; the head stays:
+    assert after == before and _rows(url)["head"] == head
+    assert _state(url) == SchemaState(SCHEMA_VERSION, HEAD_REVISION)
+    assert _schema(url) == _schema(reference)
+
+
 def test_revision_0004_adds_the_indexes_and_changes_no_row(database: NewDatabase, small_spec: Path) -> None:
     """A schema 3 ledger (certa 0.4.0 to 0.7.0) migrated to 4 gets the read indexes, and exactly the schema of a
     ledger created at 4; no row of any table changes but ledger_meta's schema version; it verifies intact, the
     batch decisions are found through the partial index, and it can be written."""
     url, reference = database(), database()
     Ledger.open(reference).close()
-    with Ledger.open(url) as ledger:
-        first = run(small_spec, ledger=ledger).run_id
-        run(small_spec, ledger=ledger)
-        ledger.record_note(first, "review", {"reviewer": "alice", "decision": "approved", "note": ""})
+    _record_two_runs_and_a_review(url, small_spec)
     _make_schema_3(url)
-    before, head = _table_digests(url), _rows(url)["head"]
     indexes = {i[0] for table in ("entries", "runs") for i in _schema(url)[table]["indexes"]}
     assert not indexes & (SCHEMA_4_INDEXES | POSTGRESQL_4_INDEXES)
 
-    result = invoke("migrate", "--json", ledger=url)
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) | {"ledger": None} == {
-        "ok": True, "ledger": None, "changed": True, "stamped": False,
-        "from_schema": "3", "from_revision": "0003", "to_schema": "5", "to_revision": "0005"}
-    after = _table_digests(url)
-    assert after.pop("ledger_meta") != before.pop("ledger_meta")  # its schema version; the head stays:
-    assert after == before and _rows(url)["head"] == head
-    assert _state(url) == SchemaState("5", "0005")
-    assert _schema(url) == _schema(reference)
+    _migrate_changing_no_row(url, "3", reference)
     indexes = {i[0] for table in ("entries", "runs") for i in _schema(url)[table]["indexes"]}
     dialect = make_url(url).get_backend_name()
     assert SCHEMA_4_INDEXES <= indexes and bool(POSTGRESQL_4_INDEXES & indexes) == (dialect == "postgresql")
@@ -494,13 +502,9 @@ def test_revision_0005_drops_the_unused_indexes_and_changes_no_row(database: New
     checkpoint signed before still verifies, and it can be written."""
     url, reference = database(), database()
     Ledger.open(reference).close()
-    with Ledger.open(url) as ledger:
-        first = run(small_spec, ledger=ledger).run_id
-        run(small_spec, ledger=ledger)
-        ledger.record_note(first, "review", {"reviewer": "alice", "decision": "approved", "note": ""})
+    _record_two_runs_and_a_review(url, small_spec)
     _make_schema_4(url)
     assert _state(url) == SchemaState("4", "0004") and SCHEMA_5_DROPPED <= _entries_index_names(url)
-    before, head = _table_digests(url), _rows(url)["head"]
     keys = tmp_path / "keys"
     assert CliRunner().invoke(main, ["keygen", "--out-dir", str(keys)]).exit_code == 0
     checkpoint = str(tmp_path / "before.checkpoint")
@@ -510,16 +514,8 @@ def test_revision_0005_drops_the_unused_indexes_and_changes_no_row(database: New
             stored = conn.execute("SELECT seq, typeof(run_id), typeof(payload), typeof(entry_hash) FROM entries "
                                   "ORDER BY seq").fetchall()
 
-    result = invoke("migrate", "--json", ledger=url)
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) | {"ledger": None} == {
-        "ok": True, "ledger": None, "changed": True, "stamped": False,
-        "from_schema": "4", "from_revision": "0004", "to_schema": "5", "to_revision": "0005"}
-    after = _table_digests(url)
-    assert after.pop("ledger_meta") != before.pop("ledger_meta")  # its schema version; the head stays:
-    assert after == before and _rows(url)["head"] == head
-    assert _state(url) == SchemaState("5", "0005")
-    assert _schema(url) == _schema(reference) and not SCHEMA_5_DROPPED & _entries_index_names(url)
+    _migrate_changing_no_row(url, "4", reference)
+    assert not SCHEMA_5_DROPPED & _entries_index_names(url)
     if make_url(url).get_backend_name() == "sqlite":
         with sqlite3.connect(make_url(url).database) as conn:
             assert conn.execute("SELECT seq, typeof(run_id), typeof(payload), typeof(entry_hash) FROM entries "
