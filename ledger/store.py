@@ -37,7 +37,7 @@ from engine.foundation.errors import LedgerError, LedgerIntegrityError
 from engine.foundation.json_read import parse_json
 
 from ledger import DEFAULT_LEDGER_FILE
-from ledger.bulk import bulk_cache, insert_rows
+from ledger.bulk import insert_rows
 from ledger.chain import GENESIS, EncodedEntries, NewEntry, chain_hashes, payload_digests
 from ledger.location import (command_hint, ledger_argument, masked_ledger, plain_sqlite_path, refuse_foreign_database,
                        sqlite_write_refusal)
@@ -325,10 +325,9 @@ class Ledger:
                               payload_sha256s=digests, prev_hash=prev)
         count = len(hashes)
         last = first + count - 1
-        with bulk_cache(conn):
-            insert_rows(conn, entries, list(zip(range(first, last + 1), [run_id] * count, kinds, [recorded_at] * count,
-                                                payloads, digests, [prev, *hashes[:-1]], hashes)))
-            self._append_merkle_nodes(conn, first - 1, hashes)
+        insert_rows(conn, entries, list(zip(range(first, last + 1), [run_id] * count, kinds, [recorded_at] * count,
+                                            payloads, digests, [prev, *hashes[:-1]], hashes)))
+        self._append_merkle_nodes(conn, first - 1, hashes)
         conn.execute(update(ledger_meta).where(ledger_meta.c.key == "head").values(value=f"{last}:{hashes[-1]}"))
         return first, last, recorded_at
 
