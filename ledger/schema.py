@@ -13,7 +13,7 @@ The indexes (those marked "since 4" added by schema 4) make every read a command
 
 Every index costs each recording a page written per entry it files at a random place (and copied again by the
 next WAL checkpoint). Schema 5 drops three of ``entries`` that no read uses and no write needs (10^6 entries:
-62 pages a run before, 26 after), so recording into a large ledger runs near the rate of an empty one:
+62 pages a run before, about 27 after), so recording into a large ledger runs near the rate of an empty one:
 
 - ``ix_entries_run_id`` (``entries(run_id)``, schema 1): every query on a run's entries is answered by
   ``ix_entries_run_id_kind``, whose first column is ``run_id`` (``tests/ledger/test_query_plans.py``).

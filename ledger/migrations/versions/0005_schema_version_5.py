@@ -1,5 +1,5 @@
 """Schema version 5: ``entries`` loses three indexes that no read uses and no append needs, so that recording a
-run writes fewer pages (``bench/ledger_reads.py``: 62 database pages a run on 10^6 entries, 26 after).
+run writes fewer pages (``bench/ledger_reads.py``: 62 database pages a run on 10^6 entries, about 27 after).
 
 Drops ``ix_entries_run_id`` (``entries(run_id)``: every query on a run's entries is served by
 ``ix_entries_run_id_kind``, which begins with ``run_id``) and the unique constraints ``uq_entries_prev_hash`` and
