@@ -35,8 +35,8 @@ The schema moves only by Alembic revisions (``ledger/migrations/versions``, run 
 revision 0001 is schema version 1 (certa 0.1.0 and 0.2.0), revision 0002 schema version 2 (the indexes
 below marked "since 2"), revision 0003 schema version 3 (``merkle_nodes``, backfilled from the entries),
 revision 0004 schema version 4 (the indexes marked "since 4"), revision 0005 schema version 5 (without the
-three indexes above). A new ledger is created here directly at the newest schema and stamped with its revision in ``alembic_version`` (the table Alembic keeps, declared here so
-that creating a ledger needs no Alembic import).
+three indexes above). A new ledger is created here directly at the newest schema and stamped with its revision
+in ``alembic_version`` (the table Alembic keeps, declared here so that creating a ledger needs no Alembic import).
 """
 
 from __future__ import annotations
