@@ -35,7 +35,8 @@ What it does:
    (``audit.replay_runs``), ``export`` (``browse.export_certificate``), a run id prefix resolved, and the runs
    of batch ``bench`` (``Ledger.batch_runs``, what ``certa batch`` reads for a bake-off); the ratio big/small.
 3. Recording: ``--record-runs`` tiny runs recorded (the subject's execution re-sealed under new run ids) into an
-   empty ledger and into the big ledger of 2., alternately, best of ``--repeat``: runs/s and the ratio; then the
+   empty ledger and into the big ledger of 2., alternately, best of ``--repeat``: runs/s and the ratio (beside it
+   the median's and that of all runs together, which includes every WAL checkpoint the runs caused); then the
    database pages one run writes to the WAL on each (what a commit writes and syncs, and a checkpoint copies into
    the file), by table or index (SQLite's ``dbstat``): a count the machine's load does not move.
 
@@ -369,12 +370,15 @@ def bench_recording(work: Path, subject: Subject, big: Path, runs: int, repeat: 
                 times[name].append(time.perf_counter() - start)
     rates = {name: runs / min(values) for name, values in times.items()}
     medians = {name: runs / statistics.median(values) for name, values in times.items()}
+    overall = {name: runs * len(values) / sum(values) for name, values in times.items()}  # checkpoints included
     print(f"  empty ledger:            {rates['empty']:7.1f} runs/s ({medians['empty']:.1f} median)")
     print(f"  ledger of {size} entries: {rates['big']:7.1f} runs/s ({medians['big']:.1f} median)")
     ratio = rates["big"] / rates["empty"]
-    print(f"  ratio big/empty x{ratio:.3f} (median x{medians['big'] / medians['empty']:.3f}); goal >= "
-          f"x{GOALS['record_ratio']}: {verdict(ratio >= GOALS['record_ratio'])}")
-    report["record"] = {"entries": size, "empty_rate": rates["empty"], "big_rate": rates["big"], "ratio": ratio}
+    print(f"  ratio big/empty x{ratio:.3f} (median x{medians['big'] / medians['empty']:.3f}, all {repeat * runs} runs "
+          f"x{overall['big'] / overall['empty']:.3f}); goal >= x{GOALS['record_ratio']}: "
+          f"{verdict(ratio >= GOALS['record_ratio'])}")
+    report["record"] = {"entries": size, "empty_rate": rates["empty"], "big_rate": rates["big"], "ratio": ratio,
+                        "overall_ratio": overall["big"] / overall["empty"]}
     print_pages_written(work, subject, big)
 
 

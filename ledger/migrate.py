@@ -9,10 +9,14 @@ The revisions (``ledger/migrations/versions``) are small, ordered and never edit
   entries' Merkle tree), filled from the entries in the same transaction; ``schema_version`` becomes ``'3'``;
 - ``0004``: schema version 4, indexes so that every read a command makes is an index search: ``runs(first_seq)``,
   a partial index of the batch decisions and, on PostgreSQL, ``entries(run_id, kind,
-  seq)``; ``schema_version`` becomes ``'4'``.
+  seq)``; ``schema_version`` becomes ``'4'``;
+- ``0005``: schema version 5, ``entries`` without the indexes no read uses and no write needs (``entries(run_id)``
+  and the unique constraints on ``prev_hash`` and ``entry_hash``; ``ledger.schema`` says why), so that recording
+  writes fewer pages; ``schema_version`` becomes ``'5'``. SQLite cannot drop a constraint in place, so there
+  ``entries`` is copied, every value as it was stored, into a table declared without them.
 
-No revision touches a row of ``entries``, ``blobs``, ``runs`` or ``merkle_nodes``, nor the chain head: every hashed byte
-stays as it was, so ``certa verify`` and checkpoints signed before a migration still hold. A ledger
+No revision changes a value in a row of ``entries``, ``blobs``, ``runs`` or ``merkle_nodes``, nor the chain head: every
+hashed byte stays as it was, so ``certa verify`` and checkpoints signed before a migration still hold. A ledger
 written by certa 0.1.0 or 0.2.0 has no ``alembic_version`` table; it is stamped at the revision of its
 ``schema_version`` before upgrading. Alembic is configured here in code (no ``alembic.ini``), runs on the
 caller's connection inside the caller's transaction (both SQLite and PostgreSQL have transactional DDL),

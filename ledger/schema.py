@@ -1,4 +1,4 @@
-"""The ledger's tables (SQLAlchemy Core). Schema version 4.
+"""The ledger's tables (SQLAlchemy Core). Schema version 5.
 
 ``entries`` is the append-only, hash-chained log: every run, input, decision, certificate, abort, replay
 and review is one entry. ``blobs`` holds content-addressed copies of input tables (and captured tables),
@@ -11,18 +11,38 @@ The indexes (those marked "since 4" added by schema 4) make every read a command
 (``tests/ledger/test_query_plans.py`` checks each command's statements), so that one run's reads, and
 ``certa list``, take the same time on 10^6 entries as on 10^4 (``bench/ledger_reads.py``).
 
+Every index costs each recording a page written per entry it files at a random place (and copied again by the
+next WAL checkpoint). Schema 5 drops three of ``entries`` that no read uses and no write needs (10^6 entries:
+62 pages a run before, about 27 after), so recording into a large ledger runs near the rate of an empty one:
+
+- ``ix_entries_run_id`` (``entries(run_id)``, schema 1): every query on a run's entries is answered by
+  ``ix_entries_run_id_kind``, whose first column is ``run_id`` (``tests/ledger/test_query_plans.py``).
+- ``uq_entries_prev_hash`` (unique ``prev_hash``, schema 1): it would refuse a second entry after the same one, a
+  fork of the chain. The primary key refuses that already: entries are appended under the write lock (SQLite
+  ``BEGIN IMMEDIATE``; PostgreSQL the head row ``SELECT ... FOR UPDATE``, which a second writer waits on and then
+  reads as the first left it) at ``seq`` = head + 1 with ``prev_hash`` = the head's hash, so an appender that
+  read a stale head would write an existing ``seq`` and be refused, its whole run with it
+  (``tests/ledger/test_ledger.py``). No query reads by ``prev_hash``.
+- ``uq_entries_entry_hash`` (unique ``entry_hash``, schema 1): ``entry_hash`` is the SHA-256 of a header holding
+  the entry's own ``seq``, unique by the primary key, so two entries certa writes share a hash only through a
+  SHA-256 collision. No query reads by ``entry_hash`` (entries are read by ``seq`` and run).
+
+Neither constraint stood against tampering (whoever edits the file can drop them); ``certa verify`` recomputes
+every entry's hash and link from its fields (``ledger.verify``), so a repeated or forked hash written around
+certa is reported there, with or without them.
+
 The schema moves only by Alembic revisions (``ledger/migrations/versions``, run by ``certa migrate``):
 revision 0001 is schema version 1 (certa 0.1.0 and 0.2.0), revision 0002 schema version 2 (the indexes
 below marked "since 2"), revision 0003 schema version 3 (``merkle_nodes``, backfilled from the entries),
-revision 0004 schema version 4 (the indexes marked "since 4"). A new ledger is created here directly at the
-newest schema and stamped with its revision in ``alembic_version`` (the table Alembic keeps, declared here so
-that creating a ledger needs no Alembic import).
+revision 0004 schema version 4 (the indexes marked "since 4"), revision 0005 schema version 5 (without the
+three indexes above). A new ledger is created here directly at the newest schema and stamped with its revision
+in ``alembic_version`` (the table Alembic keeps, declared here so that creating a ledger needs no Alembic import).
 """
 
 from __future__ import annotations
 
 from sqlalchemy import (CHAR, CheckConstraint, Column, Connection, Index, Integer, LargeBinary, MetaData,
-                        PrimaryKeyConstraint, String, Table, Text, UniqueConstraint, inspect, select, text)
+                        PrimaryKeyConstraint, String, Table, Text, inspect, select, text)
 
 from ledger.rows import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, SchemaState
 from ledger.run_record import NOTE_KINDS, RECORD_KINDS
@@ -49,15 +69,13 @@ ledger_meta = Table(
 entries = Table(
     "entries", metadata,
     Column("seq", Integer, primary_key=True, autoincrement=False, doc="1, 2, 3, ... with no gaps"),
-    Column("run_id", String(32), nullable=False, index=True),
+    Column("run_id", String(32), nullable=False),
     Column("kind", String(16), nullable=False),
     Column("recorded_at", String(32), nullable=False, doc="UTC, ISO 8601; part of the entry hash"),
     Column("payload", Text, nullable=False, doc="RFC 8785 canonical JSON"),
     Column("payload_sha256", String(64), nullable=False),
     Column("prev_hash", String(64), nullable=False),
     Column("entry_hash", String(64), nullable=False),
-    UniqueConstraint("entry_hash", name="uq_entries_entry_hash"),
-    UniqueConstraint("prev_hash", name="uq_entries_prev_hash"),
     CheckConstraint("kind IN ('run','input','captured','decision','certificate','abort','replay','review')",
                     name="ck_entries_kind"),
     Index("ix_entries_run_id_kind", "run_id", "kind"),  # since 2: one run's entries of some kinds

@@ -4,7 +4,8 @@ Writes are append-only and each run is written in one transaction, so a crash le
 SQLite runs in WAL mode with ``synchronous=FULL`` and ``foreign_keys=ON``, and every write transaction
 starts with ``BEGIN IMMEDIATE`` (one writer at a time, no lock upgrade deadlocks). On PostgreSQL the
 chain head row is locked with ``SELECT ... FOR UPDATE`` so concurrent writers queue instead of forking
-the chain.
+the chain. Entries are written at ``seq`` = head + 1, the primary key, so a writer holding a stale head could
+not fork it either: its run is refused whole (the chain needs no unique index on the hashes, ``ledger.schema``).
 
 Opening checks the schema version (``ledger.schema``): a new ledger is created at the newest schema; an
 older one can be read but not written until ``certa migrate`` (``Ledger.migrate``) upgrades it; a newer
@@ -36,7 +37,7 @@ from engine.foundation.errors import LedgerError, LedgerIntegrityError
 from engine.foundation.json_read import parse_json
 
 from ledger import DEFAULT_LEDGER_FILE
-from ledger.bulk import bulk_cache, insert_rows
+from ledger.bulk import insert_rows
 from ledger.chain import GENESIS, EncodedEntries, NewEntry, chain_hashes, payload_digests
 from ledger.location import (command_hint, ledger_argument, masked_ledger, plain_sqlite_path, refuse_foreign_database,
                        sqlite_write_refusal)
@@ -324,10 +325,9 @@ class Ledger:
                               payload_sha256s=digests, prev_hash=prev)
         count = len(hashes)
         last = first + count - 1
-        with bulk_cache(conn):
-            insert_rows(conn, entries, list(zip(range(first, last + 1), [run_id] * count, kinds, [recorded_at] * count,
-                                                payloads, digests, [prev, *hashes[:-1]], hashes)))
-            self._append_merkle_nodes(conn, first - 1, hashes)
+        insert_rows(conn, entries, list(zip(range(first, last + 1), [run_id] * count, kinds, [recorded_at] * count,
+                                            payloads, digests, [prev, *hashes[:-1]], hashes)))
+        self._append_merkle_nodes(conn, first - 1, hashes)
         conn.execute(update(ledger_meta).where(ledger_meta.c.key == "head").values(value=f"{last}:{hashes[-1]}"))
         return first, last, recorded_at
 

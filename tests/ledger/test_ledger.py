@@ -446,3 +446,46 @@ def test_a_certificate_holding_an_integral_double_beyond_2_to_the_53_verifies_an
         assert b"9007199254740994" in canonical_bytes(ledger.certificate(run_id)["content"]["gates"])
         assert verify(ledger).intact
         assert replay(ledger, run_id).outcome == "REPRODUCED"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def ledger_url(request: pytest.FixtureRequest, tmp_path: Path):
+    """A new ledger's URL: a SQLite file, or a fresh PostgreSQL database (dropped afterwards)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'l.db'}"
+        return
+    from tests.conftest import fresh_postgres_databases
+
+    with fresh_postgres_databases("ledger tests") as new_database:
+        yield new_database()
+
+
+def test_an_appender_that_read_a_stale_head_cannot_fork_the_chain(ledger_url: str, small_spec: Path) -> None:
+    """Schema 5 has no unique index on ``prev_hash`` or ``entry_hash`` (``ledger.schema``): a second entry after the
+    same head is refused by the primary key ``seq``, since an appender writes at the head it read + 1. Here the
+    head row is set back, as an appender would see it had it read the head before another committed (what the
+    write lock prevents): its run is refused whole, and the chain stays one."""
+    from sqlalchemy import create_engine, text
+
+    from engine import LedgerError
+
+    def set_head(value: str) -> None:
+        engine = create_engine(ledger_url)
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE ledger_meta SET value = :v WHERE key = 'head'"), {"v": value})
+        engine.dispose()
+
+    with Ledger.open(ledger_url) as ledger:
+        run(small_spec, ledger=ledger)
+        stale = ledger.head()
+        run(small_spec, ledger=ledger)
+        head, count, runs = ledger.head(), ledger.entry_count(), ledger.runs()
+        set_head(f"{stale[0]}:{stale[1]}")
+        refused_by_the_primary_key = r"nothing was recorded: .*(entries\.seq|entries_pkey)"
+        with pytest.raises(LedgerError, match=refused_by_the_primary_key):
+            run(small_spec, ledger=ledger)
+        set_head(f"{head[0]}:{head[1]}")
+        assert (ledger.entry_count(), ledger.runs()) == (count, runs)
+        assert verify(ledger).intact
+        run(small_spec, ledger=ledger)
+        assert verify(ledger).intact and ledger.head()[0] > head[0]

@@ -61,7 +61,21 @@ def _sql(url: str, *statements: str) -> None:
     engine.dispose()
 
 
+def _make_schema_4(url: str) -> None:
+    """Turn a ledger of this certa into one at schema 4 (revision 0004): revision 0005's downgrade (on SQLite a copy of
+    ``entries`` declared with its unique constraints), schema 4, revision 0004."""
+    from alembic import command
+
+    from ledger.migrate import alembic_config
+
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0004")
+    engine.dispose()
+
+
 def _drop_schema_4_indexes(url: str) -> None:
+    _make_schema_4(url)
     _sql(url, *(f"DROP INDEX IF EXISTS {name}" for name in sorted(SCHEMA_4_INDEXES | POSTGRESQL_4_INDEXES)))
 
 
@@ -97,14 +111,18 @@ def _nodes(url: str) -> list[tuple]:
     return rows
 
 
+def _record_two_runs_and_a_review(url: str, spec: Path) -> None:
+    with Ledger.open(url) as ledger:
+        first = run(spec, ledger=ledger).run_id
+        run(spec, ledger=ledger)
+        ledger.record_note(first, "review", {"reviewer": "alice", "decision": "approved", "note": ""})
+
+
 @pytest.fixture
 def old_ledger(database: NewDatabase, small_spec: Path) -> str:
     """The URL of a schema-1 ledger holding two runs and a review."""
     url = database()
-    with Ledger.open(url) as ledger:
-        first = run(small_spec, ledger=ledger).run_id
-        run(small_spec, ledger=ledger)
-        ledger.record_note(first, "review", {"reviewer": "alice", "decision": "approved", "note": ""})
+    _record_two_runs_and_a_review(url, small_spec)
     _make_schema_1(url)
     return url
 
@@ -181,19 +199,19 @@ def test_migrate_keeps_every_row_and_a_checkpoint_signed_before(old_ledger: str,
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {
         "ok": True, "ledger": _location(old_ledger), "changed": True, "stamped": True,
-        "from_schema": "1", "from_revision": "0001", "to_schema": "4", "to_revision": "0004"}
+        "from_schema": "1", "from_revision": "0001", "to_schema": "5", "to_revision": "0005"}
 
     assert _rows(old_ledger) == before
-    assert _state(old_ledger) == SchemaState("4", "0004")
+    assert _state(old_ledger) == SchemaState("5", "0005")
     indexes = {i[0] for table in ("entries", "runs") for i in _schema(old_ledger)[table]["indexes"]}
     assert NEW_INDEXES | SCHEMA_4_INDEXES <= indexes
     verified = invoke(*check, ledger=old_ledger)
     assert verified.exit_code == 0 and verified.stdout.startswith("intact: ")
 
     again = invoke("migrate", ledger=old_ledger)
-    assert again.exit_code == 0 and "already at the newest schema (version 4, revision 0004)" in again.stdout
+    assert again.exit_code == 0 and "already at the newest schema (version 5, revision 0005)" in again.stdout
     assert json.loads(invoke("migrate", "--json", ledger=old_ledger).stdout)["changed"] is False
-    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("4", "0004")
+    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("5", "0005")
 
     with Ledger.open(old_ledger) as ledger:  # writable now
         run(small_spec, ledger=ledger)
@@ -222,8 +240,8 @@ def test_an_old_schema_ledger_is_readable_but_writing_is_refused_and_changes_not
 
 
 @pytest.mark.parametrize(("statement", "message"), [
-    ("UPDATE ledger_meta SET value = '5' WHERE key = 'schema_version'", "(schema 5); upgrade certa to read it"),
-    ("UPDATE alembic_version SET version_num = '0005'", "(schema revision 0005, unknown to this one); upgrade certa"),
+    ("UPDATE ledger_meta SET value = '6' WHERE key = 'schema_version'", "(schema 6); upgrade certa to read it"),
+    ("UPDATE alembic_version SET version_num = '0006'", "(schema revision 0006, unknown to this one); upgrade certa"),
 ])
 def test_a_ledger_of_a_newer_certa_is_refused_for_reading_and_writing(database: NewDatabase, small_spec: Path,
                                                                        statement: str, message: str) -> None:
@@ -264,7 +282,7 @@ def test_a_failure_in_the_middle_of_the_migration_leaves_the_ledger_unchanged(
 
     monkeypatch.undo()
     assert invoke("migrate", ledger=old_ledger).exit_code == 0
-    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("4", "0004")
+    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("5", "0005")
 
 
 def _writer_could_lock(url: str) -> bool:
@@ -360,9 +378,9 @@ def test_a_golden_ledger_of_a_released_certa_migrates_byte_identically(golden: P
         assert f"{ledger.head()[0]}:{ledger.head()[1]}" == manifest["head"]
         assert verify(ledger).intact
         done = ledger.migrate()
-        assert (done.from_revision, done.to_revision, done.stamped) == (revision, "0004", released.revision is None)
+        assert (done.from_revision, done.to_revision, done.stamped) == (revision, "0005", released.revision is None)
         assert verify(ledger).intact
-    assert _rows(url) == before and _state(url) == SchemaState("4", "0004")
+    assert _rows(url) == before and _state(url) == SchemaState("5", "0005")
     entries_count = int(manifest["head"].split(":")[0])
     assert len(_nodes(url)) == 2 * entries_count - entries_count.bit_count()  # one per complete perfect subtree
 
@@ -408,7 +426,7 @@ def test_revision_0003_backfills_the_merkle_nodes_the_writes_keep(database: NewD
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) | {"ledger": None} == {
         "ok": True, "ledger": None, "changed": True, "stamped": False,
-        "from_schema": "2", "from_revision": "0002", "to_schema": "4", "to_revision": "0004"}
+        "from_schema": "2", "from_revision": "0002", "to_schema": "5", "to_revision": "0005"}
     assert _rows(url) == before and _nodes(url) == written
     assert invoke("verify", "--checkpoint", checkpoint, "--public-key", str(keys / "certa.pub"),
                   ledger=url).exit_code == 0
@@ -430,35 +448,81 @@ def _table_digests(url: str) -> dict[str, str]:
     return digests
 
 
+def _migrate_changing_no_row(url: str, from_schema: str, reference: str) -> None:
+    """``certa migrate --json`` from ``from_schema`` to the newest: it says so, no row of any table changes but
+    ledger_meta's schema version (the head stays), and the schema is then exactly that of ``reference``, a ledger
+    created at the newest schema."""
+    before, head = _table_digests(url), _rows(url)["head"]
+    result = invoke("migrate", "--json", ledger=url)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) | {"ledger": None} == {
+        "ok": True, "ledger": None, "changed": True, "stamped": False, "from_schema": from_schema,
+        "from_revision": REVISIONS[from_schema], "to_schema": SCHEMA_VERSION, "to_revision": HEAD_REVISION}
+    after = _table_digests(url)
+    assert after.pop("ledger_meta") != before.pop("ledger_meta")  # its schema version; the head stays:
+    assert after == before and _rows(url)["head"] == head
+    assert _state(url) == SchemaState(SCHEMA_VERSION, HEAD_REVISION)
+    assert _schema(url) == _schema(reference)
+
+
 def test_revision_0004_adds_the_indexes_and_changes_no_row(database: NewDatabase, small_spec: Path) -> None:
     """A schema 3 ledger (certa 0.4.0 to 0.7.0) migrated to 4 gets the read indexes, and exactly the schema of a
     ledger created at 4; no row of any table changes but ledger_meta's schema version; it verifies intact, the
     batch decisions are found through the partial index, and it can be written."""
     url, reference = database(), database()
     Ledger.open(reference).close()
-    with Ledger.open(url) as ledger:
-        first = run(small_spec, ledger=ledger).run_id
-        run(small_spec, ledger=ledger)
-        ledger.record_note(first, "review", {"reviewer": "alice", "decision": "approved", "note": ""})
+    _record_two_runs_and_a_review(url, small_spec)
     _make_schema_3(url)
-    before, head = _table_digests(url), _rows(url)["head"]
     indexes = {i[0] for table in ("entries", "runs") for i in _schema(url)[table]["indexes"]}
     assert not indexes & (SCHEMA_4_INDEXES | POSTGRESQL_4_INDEXES)
 
-    result = invoke("migrate", "--json", ledger=url)
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) | {"ledger": None} == {
-        "ok": True, "ledger": None, "changed": True, "stamped": False,
-        "from_schema": "3", "from_revision": "0003", "to_schema": "4", "to_revision": "0004"}
-    after = _table_digests(url)
-    assert after.pop("ledger_meta") != before.pop("ledger_meta")  # its schema version; the head stays:
-    assert after == before and _rows(url)["head"] == head
-    assert _state(url) == SchemaState("4", "0004")
-    assert _schema(url) == _schema(reference)
+    _migrate_changing_no_row(url, "3", reference)
     indexes = {i[0] for table in ("entries", "runs") for i in _schema(url)[table]["indexes"]}
     dialect = make_url(url).get_backend_name()
     assert SCHEMA_4_INDEXES <= indexes and bool(POSTGRESQL_4_INDEXES & indexes) == (dialect == "postgresql")
     with Ledger.open(url) as ledger:
         assert verify(ledger).intact
+        run(small_spec, ledger=ledger)
+        assert verify(ledger).intact and len(ledger.runs()) == 3
+
+
+SCHEMA_5_DROPPED = {"ix_entries_run_id", "uq_entries_entry_hash", "uq_entries_prev_hash"}
+
+
+def _entries_index_names(url: str) -> set[str]:
+    schema = _schema(url)["entries"]
+    return {index[0] for index in schema["indexes"]} | {unique[0] for unique in schema["unique"]}
+
+
+def test_revision_0005_drops_the_unused_indexes_and_changes_no_row(database: NewDatabase, small_spec: Path,
+                                                                   tmp_path: Path) -> None:
+    """A schema 4 ledger migrated to 5 loses ``ix_entries_run_id`` and the unique constraints on ``prev_hash`` and
+    ``entry_hash`` (on SQLite by copying ``entries``), and has exactly the schema of a ledger created at 5; no row of
+    any table changes but ledger_meta's schema version (every value as stored, with its storage type), a
+    checkpoint signed before still verifies, and it can be written."""
+    url, reference = database(), database()
+    Ledger.open(reference).close()
+    _record_two_runs_and_a_review(url, small_spec)
+    _make_schema_4(url)
+    assert _state(url) == SchemaState("4", "0004") and SCHEMA_5_DROPPED <= _entries_index_names(url)
+    keys = tmp_path / "keys"
+    assert CliRunner().invoke(main, ["keygen", "--out-dir", str(keys)]).exit_code == 0
+    checkpoint = str(tmp_path / "before.checkpoint")
+    assert invoke("checkpoint", "--key", str(keys / "certa.key"), "--out", checkpoint, ledger=url).exit_code == 0
+    if make_url(url).get_backend_name() == "sqlite":
+        with sqlite3.connect(make_url(url).database) as conn:
+            stored = conn.execute("SELECT seq, typeof(run_id), typeof(payload), typeof(entry_hash) FROM entries "
+                                  "ORDER BY seq").fetchall()
+
+    _migrate_changing_no_row(url, "4", reference)
+    assert not SCHEMA_5_DROPPED & _entries_index_names(url)
+    if make_url(url).get_backend_name() == "sqlite":
+        with sqlite3.connect(make_url(url).database) as conn:
+            assert conn.execute("SELECT seq, typeof(run_id), typeof(payload), typeof(entry_hash) FROM entries "
+                                "ORDER BY seq").fetchall() == stored
+            assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    assert invoke("verify", "--checkpoint", checkpoint, "--public-key", str(keys / "certa.pub"),
+                  ledger=url).exit_code == 0
+    with Ledger.open(url) as ledger:
         run(small_spec, ledger=ledger)
         assert verify(ledger).intact and len(ledger.runs()) == 3

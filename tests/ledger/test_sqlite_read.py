@@ -105,8 +105,8 @@ def test_a_truncated_ledger_is_refused_not_half_listed(three_runs: Path, tmp_pat
 
 
 @pytest.mark.parametrize(("statement", "message"), [
-    ("UPDATE ledger_meta SET value = '5' WHERE key = 'schema_version'", "(schema 5); upgrade certa to read it"),
-    ("UPDATE alembic_version SET version_num = '0005'", "(schema revision 0005, unknown to this one); upgrade certa"),
+    ("UPDATE ledger_meta SET value = '6' WHERE key = 'schema_version'", "(schema 6); upgrade certa to read it"),
+    ("UPDATE alembic_version SET version_num = '0006'", "(schema revision 0006, unknown to this one); upgrade certa"),
     ("UPDATE ledger_meta SET value = 'x' WHERE key = 'schema_version'", "schema version x is not supported"),
 ])
 def test_a_schema_this_certa_cannot_read_is_refused_as_the_store_refuses_it(three_runs: Path, statement: str,

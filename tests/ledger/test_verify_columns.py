@@ -123,7 +123,7 @@ MUTATIONS = [
     Mutation("ledger_meta", "key", "key", lambda _: "head", lambda _: "head_backup", lambda _: "head"),
     Mutation("ledger_meta", "value", "key", lambda _: "head", lambda head: f"1:{head.split(':')[1]}", lambda _: "head"),
     Mutation("ledger_meta", "value", "key", lambda _: "schema_version", lambda _: "1", lambda _: "schema_version"),
-    Mutation("alembic_version", "version_num", "version_num", lambda _: "0004", lambda _: "0003",
+    Mutation("alembic_version", "version_num", "version_num", lambda _: "0005", lambda _: "0004",
              lambda _: "alembic_version"),
     _node("level", lambda _: 20),
     _node("position", lambda _: 10_000),
