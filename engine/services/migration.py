@@ -27,14 +27,15 @@ class LedgerMigration:
                 "to_schema": done.to_schema, "to_revision": done.to_revision}
 
     def text(self) -> str:
-        """Already at the newest schema, or from which version to which (no entry rewritten)."""
+        """Already at the newest schema, or from which version to which (no value of any entry changed)."""
         done = self.migration
         if not done.changed:
             return (f"{self.location}: already at the newest schema (version {done.to_schema}, revision "
                     f"{done.to_revision}); nothing to do")
         stamp = ", stamped: it had no alembic_version table" if done.stamped else ""
         return (f"migrated {self.location} from schema version {done.from_schema} (revision {done.from_revision}"
-                f"{stamp}) to version {done.to_schema} (revision {done.to_revision}); no entry was rewritten")
+                f"{stamp}) to version {done.to_schema} (revision {done.to_revision}); no value of any entry, stored "
+                f"input or run changed")
 
 
 def migrate_ledger(ledger: Ledger) -> LedgerMigration:
