@@ -437,7 +437,7 @@ def _walk(ledger: Ledger, start: _Start, *, check_certificate: CheckCertificate 
                 if progress is not None:
                     progress(walk.seq, max(total, walk.seq))
 
-        for item in read_snapshot(ledger, after=start.seq, tables=wanted, threaded=workers == 0):
+        for item in read_snapshot(ledger, after=start.seq, tables=wanted):
             if isinstance(item, Tables):
                 tables = item
             elif isinstance(item, EntryBatch):

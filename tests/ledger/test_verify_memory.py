@@ -67,15 +67,16 @@ def _peak(db: Path, batch: int, workers: int) -> tuple[int, int]:
 
 
 def _assert_flat(folder: Path, small: int, large: int, batch: int, workers: int, repeats: int = 1) -> None:
-    """The peaks of ``repeats`` verifications of each ledger, the highest of each: a peak is lower when the reader
-    thread happened to run less far ahead, never higher than its bound, so the highest is the bound."""
+    """The peaks of ``repeats`` verifications of each ledger, the highest of each: with workers, a peak is lower
+    when fewer batches happened to be in flight at once, never higher than its bound, so the highest is the
+    bound."""
     ledgers = [_ledger_with(folder, n) for n in (small, large)]
     (n_small, peak_small), (n_large, peak_large) = (max(_peak(db, batch, workers) for _ in range(repeats))
                                                     for db in ledgers)
     assert n_large - n_small == large - small
     # per-entry state (a hash, a leaf, a node: ~400 bytes an entry) would add 400 * (large - small) bytes; the
-    # bound leaves room for one batch more or less in flight at the peak (the reader thread's timing: ~0.5 MB at
-    # batches of 500, seen in CI), which is noise, not growth
+    # bound leaves room for one batch more or less in flight at the peak (the workers' timing: ~0.5 MB at batches
+    # of 500), which is noise, not growth
     assert peak_large < peak_small * 1.25, (peak_small, peak_large)
     assert peak_large - peak_small < 60 * (large - small), (peak_small, peak_large)
 
@@ -83,7 +84,7 @@ def _assert_flat(folder: Path, small: int, large: int, batch: int, workers: int,
 @pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "2-workers"])
 def test_verify_memory_does_not_grow_with_the_entries(tmp_path: Path, workers: int) -> None:
     # the same walk in smaller batches: a few 10^3 suffice; 36,000 entries apart, so that per-entry state of even 60
-    # bytes (2.2 MB) stands out from the reader thread's lead, which varies by up to two batches (1.1 MB) under load
+    # bytes (2.2 MB) stands out from the batches in flight with workers, which vary by up to two (1.1 MB) under load
     _assert_flat(tmp_path, 4_000, 40_000, batch=500, workers=workers)
 
 
