@@ -34,7 +34,7 @@ from typing import Any
 from ledger.verify_batch import BatchChecker, BatchSummary, CheckCertificate
 from ledger.verify_read import EntryBatch
 
-__all__ = ["BatchPool", "default_workers", "PARALLEL_FROM", "IN_FLIGHT_PER_WORKER"]
+__all__ = ["BatchPool", "default_workers", "available_cpus", "PARALLEL_FROM", "IN_FLIGHT_PER_WORKER"]
 
 PARALLEL_FROM = 50_000
 """Entries from which ``default_workers`` uses worker processes: below it, forking them and sending the

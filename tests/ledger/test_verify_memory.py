@@ -91,4 +91,4 @@ def test_verify_memory_does_not_grow_with_the_entries(tmp_path: Path, workers: i
 @pytest.mark.slow
 def test_verify_memory_is_flat_from_2e4_to_1e5_entries_with_workers(tmp_path: Path) -> None:
     # batches of 2000: both ledgers span many batches, so both peaks hold the most batches a walk holds at once
-    _assert_flat(tmp_path, 20_000, 100_000, batch=2_000, workers=2, repeats=3)
+    _assert_flat(tmp_path, 20_000, 100_000, batch=2_000, workers=2, repeats=2)
