@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -335,28 +335,35 @@ class Ledger:
         """Insert the Merkle nodes that leaves ``start``, ``start`` + 1, ... (entries ``start`` + 1, ...)
         complete; their left children from earlier transactions are the frontier of the first ``start``
         leaves, read in one statement (``_append`` holds the head lock)."""
-        frontier = self._read_merkle_nodes(conn, frontier_nodes(start))
-        rows: list[tuple[int, int, str]] = []
+        frontier = self._read_merkle_nodes(conn, frontier_nodes(start), keyed_by_last_seq=True)
+        rows: list[tuple[int, int, int, str]] = []
         try:
             for level, first, nodes in completed_levels(entry_leaves(hashes), start, frontier):
-                rows += zip([level] * len(nodes), range(first, first + len(nodes)), map(bytes.hex, nodes))
+                count = len(nodes)
+                rows += zip(range((first + 1) << level, (first + count + 1) << level, 1 << level), [level] * count,
+                            range(first, first + count), map(bytes.hex, nodes))
         except KeyError as missing:
             level, position = missing.args[0]
             raise LedgerIntegrityError(f"merkle_nodes has no row (level {level}, position {position}) for entries "
                                        f"1..{start}, so nothing can be appended: run "
                                        f"'{command_hint('verify', ledger=self.location)}'") from None
+        rows.sort(key=itemgetter(0))  # in key order, (last_seq, level) (a stable sort of the levels in turn)
         insert_rows(conn, merkle_nodes, rows)
 
     @staticmethod
-    def _read_merkle_nodes(conn: Connection, keys: Iterable[NodeKey]) -> dict[NodeKey, bytes]:
-        """The stored hashes of the Merkle nodes ``keys`` that exist, in one statement: ``level = L AND position
-        = P`` joined by OR, which SQLite and PostgreSQL answer with one primary-key lookup per node (SQLite
-        scans the table for the row-value form ``(level, position) IN (VALUES ...)``). The keys are ints,
-        written into the statement (no statement to compile per call: this runs in every write)."""
+    def _read_merkle_nodes(conn: Connection, keys: Iterable[NodeKey], *,
+                           keyed_by_last_seq: bool) -> dict[NodeKey, bytes]:
+        """The stored hashes of the Merkle nodes ``keys`` that exist, in one statement: the primary key of each
+        (schema 6: ``last_seq = (P + 1)·2^L AND level = L``; schema 3 to 5: ``level = L AND position = P``)
+        joined by OR, which SQLite and PostgreSQL answer with one primary-key lookup per node (SQLite scans the
+        table for the row-value form ``(a, b) IN (VALUES ...)``). The keys are ints, written into the
+        statement (no statement to compile per call: this runs in every write)."""
         keys = sorted({(int(level), int(position)) for level, position in keys})
         if not keys:
             return {}
-        where = " OR ".join(f"(level = {level} AND position = {position})" for level, position in keys)
+        where = " OR ".join(f"(last_seq = {(position + 1) << level} AND level = {level} AND position = {position})"
+                            if keyed_by_last_seq else f"(level = {level} AND position = {position})"
+                            for level, position in keys)
         rows = conn.exec_driver_sql(f"SELECT level, position, hash FROM merkle_nodes WHERE {where}")
         return {(level, position): bytes.fromhex(digest) for level, position, digest in rows}
 
@@ -529,7 +536,7 @@ class Ledger:
         """The stored hashes of the Merkle nodes ``keys`` ((level, position), see ``ledger.merkle``); a key
         without a row is left out. Needs ``has_merkle_nodes``."""
         with self.read_transaction() as conn:
-            return self._read_merkle_nodes(conn, keys)
+            return self._read_merkle_nodes(conn, keys, keyed_by_last_seq=int(self.schema_version) >= 6)
 
     def entry_hash_at(self, seq: int) -> str | None:
         """The ``entry_hash`` of entry ``seq``, or None if there is none."""

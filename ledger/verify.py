@@ -166,7 +166,7 @@ class _ChainWalk:
                                 for i, entry in enumerate(rows_as(EntryRow, ENTRY_FIELDS, rows))])
         self._merge(summary)
         self.leaves += len(rows)
-        self.merkle.add(leaves, batch.nodes)
+        self.merkle.add(leaves, batch.nodes, keyed_by_last_seq=batch.keyed_by_last_seq)
 
     def _merge(self, summary: BatchSummary) -> None:
         """A batch's summary, after those of the batches before it (``verify_batch.RunPart``)."""
@@ -395,10 +395,15 @@ def _merkle_problems(walk: _ChainWalk, tables: Tables) -> list[Problem]:
                                             "ledger has no merkle_nodes table (it was dropped)",
                             column="merkle_nodes.level")]
         return []
-    for level, position, digest in tables.outside:
-        walk.merkle.note_extra(level, position, digest)
+    for row in tables.outside:
+        walk.merkle.note_extra(row)
     walk.merkle.counts[1] += tables.outside_count - len(tables.outside)
-    return walk.merkle.problems(Problem, walk.seq)
+    found = walk.merkle.problems(Problem, walk.seq)
+    if tables.missing_last_seq:
+        found.insert(0, Problem("merkle_nodes", f"ledger_meta value of key 'schema_version' is {version!r} but "
+                                                "merkle_nodes has no column last_seq (the table was replaced)",
+                                column="merkle_nodes.last_seq"))
+    return found
 
 
 @dataclass(frozen=True)

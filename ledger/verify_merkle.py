@@ -2,22 +2,31 @@
 computed batch by batch from the frontier (``ledger.merkle.completed_levels``, O(log n) nodes kept) and compared
 with the stored rows the same leaves complete (``ledger.verify_read``); what differs is kept (at most
 ``MAX_KEPT`` rows of each kind, the rest counted) and worded at the end exactly as a whole-table comparison
-would: an edited ``level`` or ``position`` shows as a row missing and another added with the missing one's
-hash, reported once naming the column."""
+would: an edited ``level``, ``position`` or ``last_seq`` shows as a row missing and another added with the
+missing one's hash, reported once naming the column.
+
+The rows are compared in the table's key order: (level, position) for schema 3 to 5, (last_seq, level) for
+schema 6 and later, whose rows carry ``last_seq`` = (position + 1)·2^level as a fourth value (``ledger.schema``)."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from ledger import merkle
 from ledger.merkle import NodeKey
 
-__all__ = ["MerkleCheck", "leaves_of", "frontier_root", "MAX_NODE_PROBLEMS"]
+__all__ = ["MerkleCheck", "StoredNode", "leaves_of", "frontier_root", "MAX_NODE_PROBLEMS"]
 
 MAX_NODE_PROBLEMS = 20
 MAX_KEPT = 10_000
+_LAST_SEQ = itemgetter(3)
+
+#: A ``merkle_nodes`` row as stored: (level, position, hash) or, schema 6 and later, (level, position, hash,
+#: last_seq); any cell may hold another type when the table was edited.
+StoredNode = tuple[Any, ...]
 
 
 def _digest_bytes(digest: Any) -> bytes:
@@ -54,9 +63,15 @@ def _node_name(key: tuple[int, int]) -> str:
     return f"merkle node (level {level}, position {position}: entries {first + 1}..{first + (1 << level)})"
 
 
-def _node_order(key: tuple[Any, Any]) -> tuple[tuple[int, Any], ...]:
-    """Sort key of a stored node's (level, position): integers in order, then cells of any other type (edited)."""
-    return tuple((0, part) if type(part) is int else (1, repr(part)) for part in key)
+def _row_name(row: StoredNode) -> str:
+    """How a problem names a stored row: ``(level 0, position 7)``, with ``, last_seq 8`` from schema 6."""
+    return f"(level {row[0]}, position {row[1]}{f', last_seq {row[3]}' if len(row) > 3 else ''})"
+
+
+def _row_order(row: StoredNode) -> tuple[tuple[int, Any], ...]:
+    """Sort key of a stored row by its level, position and last_seq: integers in order, then cells of any other
+    type (edited)."""
+    return tuple((0, part) if type(part) is int else (1, repr(part)) for part in (*row[:2], *row[3:]))
 
 
 class MerkleCheck:
@@ -69,47 +84,59 @@ class MerkleCheck:
         self.frontier = dict(frontier or {})
         self.root_at, self.root = root_at, None  # MTH of the first ``root_at`` leaves, once reached
         self.missing: dict[NodeKey, str] = {}  # expected, no stored row
-        self.extra: list[tuple[Any, Any, Any]] = []  # stored, no such node
+        self.extra: list[StoredNode] = []  # stored, no such node (or not where the tree has it)
         self.edited: list[tuple[NodeKey, Any, str]] = []  # stored hash differs
         self.counts = [0, 0, 0]
+        self.keyed_by_last_seq = False  # rows of schema 6 and later seen
 
-    def add(self, leaves: list[bytes], stored: list[tuple[Any, Any, Any]] | None) -> None:
-        """Append ``leaves``; compare the nodes they complete with ``stored`` (None: no table to compare)."""
+    def add(self, leaves: list[bytes], stored: list[StoredNode] | None, *, keyed_by_last_seq: bool) -> None:
+        """Append ``leaves``; compare the nodes they complete with ``stored``, the rows of the table in key order
+        (None: no table to compare; ``keyed_by_last_seq``: rows of schema 6 and later)."""
+        self.keyed_by_last_seq |= keyed_by_last_seq
         if self.root_at is not None and self.size < self.root_at <= self.size + len(leaves):
             cut = self.root_at - self.size
-            made = self._append(leaves[:cut])
+            made = self._append(leaves[:cut], keyed_by_last_seq)
             self.root = frontier_root(self.frontier, self.size)
-            made += self._append(leaves[cut:])
+            made += self._append(leaves[cut:], keyed_by_last_seq)
         else:
-            made = self._append(leaves)
+            made = self._append(leaves, keyed_by_last_seq)
         if stored is not None and stored != made:
             self._compare(made, stored)
 
-    def _append(self, leaves: list[bytes]) -> list[tuple[int, int, str]]:
-        """The nodes ``leaves`` complete, in (level, position) order; the frontier moved past them."""
+    def _append(self, leaves: list[bytes], keyed_by_last_seq: bool) -> list[StoredNode]:
+        """The rows of the nodes ``leaves`` complete, in key order; the frontier moved past them."""
         if not leaves:
             return []
-        made: list[tuple[int, int, str]] = []
+        made: list[StoredNode] = []
         newest: dict[NodeKey, bytes] = {}
         for level, first, nodes in merkle.completed_levels(leaves, self.size, self.frontier):
-            made += zip([level] * len(nodes), range(first, first + len(nodes)), map(bytes.hex, nodes))
-            newest[(level, first + len(nodes) - 1)] = nodes[-1]
-            if len(nodes) > 1:
-                newest[(level, first + len(nodes) - 2)] = nodes[-2]
+            count = len(nodes)
+            if keyed_by_last_seq:
+                made += zip([level] * count, range(first, first + count), map(bytes.hex, nodes),
+                            range((first + 1) << level, (first + count + 1) << level, 1 << level))
+            else:
+                made += zip([level] * count, range(first, first + count), map(bytes.hex, nodes))
+            newest[(level, first + count - 1)] = nodes[-1]
+            if count > 1:
+                newest[(level, first + count - 2)] = nodes[-2]
+        if keyed_by_last_seq:
+            made.sort(key=_LAST_SEQ)  # stable: (last_seq, level), the levels having come in turn
         self.size += len(leaves)
         self.frontier = {key: newest.get(key) or self.frontier[key] for key in merkle.frontier_nodes(self.size)}
         return made
 
-    def _compare(self, made: list[tuple[int, int, str]], stored: list[tuple[Any, Any, Any]]) -> None:
-        expected = {(level, position): digest for level, position, digest in made}
+    def _compare(self, made: list[StoredNode], stored: list[StoredNode]) -> None:
+        expected = {(row[0], row[1]): row for row in made}
         found = {}
-        for level, position, digest in stored:
-            key = (level, position)
-            if key in expected and type(level) is int and type(position) is int:
-                found[key] = digest
+        for row in stored:
+            key = (row[0], row[1])
+            if key in expected and type(key[0]) is int and type(key[1]) is int and row[3:] == expected[key][3:] \
+                    and all(type(part) is int for part in row[3:]):
+                found[key] = row[2]
             else:
-                self.note_extra(level, position, digest)
-        for key, digest in expected.items():
+                self.note_extra(row)
+        for key, row in expected.items():
+            digest = row[2]
             if key not in found:
                 self.counts[0] += 1
                 if len(self.missing) < MAX_KEPT:
@@ -119,11 +146,12 @@ class MerkleCheck:
                 if len(self.edited) < MAX_KEPT:
                     self.edited.append((key, found[key], digest))
 
-    def note_extra(self, level: Any, position: Any, digest: Any) -> None:
+    def note_extra(self, row: StoredNode) -> None:
         """A stored row that is no node of the tree (or not where the tree has it)."""
         self.counts[1] += 1
+        self.keyed_by_last_seq |= len(row) > 3
         if len(self.extra) < MAX_KEPT:
-            self.extra.append((level, position, digest))
+            self.extra.append(row)
 
     def problems(self, problem: Any, entries: int) -> list[Any]:
         """The differences as ``problem(where, message, column=...)``s, at most ``MAX_NODE_PROBLEMS`` of them and
@@ -131,24 +159,24 @@ class MerkleCheck:
         found = []
         missing = {digest: key for key, digest in self.missing.items()}
         moved = 0
-        for level, position, digest in sorted(self.extra, key=lambda row: _node_order(row[:2])):
-            moved_from = missing.pop(digest, None)
+        keys = "level, position or last_seq" if self.keyed_by_last_seq else "level or position"
+        for row in sorted(self.extra, key=_row_order):
+            moved_from = missing.pop(row[2], None)
             if moved_from is not None:
                 moved += 1
-                column = "level" if level != moved_from[0] else "position"
-                found.append(problem(_node_name(moved_from), f"merkle_nodes.{column} edited: the row (level {level}, "
-                                                             f"position {position}) holds the hash of this node, "
-                                                             "which has no row of its own",
+                column = "level" if row[0] != moved_from[0] else "position" if row[1] != moved_from[1] else "last_seq"
+                found.append(problem(_node_name(moved_from), f"merkle_nodes.{column} edited: the row {_row_name(row)} "
+                                                             "holds the hash of this node, which has no row of its own",
                                      column=f"merkle_nodes.{column}"))
             else:
-                found.append(problem(f"merkle node (level {level}, position {position})",
-                                     f"merkle_nodes has a row (level {level}, position {position}) that is no "
-                                     f"complete subtree of entries 1..{entries} (a row was added, or its level or "
-                                     "position edited)", column="merkle_nodes.position"))
+                found.append(problem(f"merkle node (level {row[0]}, position {row[1]})",
+                                     f"merkle_nodes has a row {_row_name(row)} that is no complete subtree of entries "
+                                     f"1..{entries} (a row was added, or its {keys} edited)",
+                                     column="merkle_nodes.position"))
         for key in sorted(missing.values()):
             found.append(problem(_node_name(key), f"merkle_nodes has no row (level {key[0]}, position {key[1]}) "
-                                                  "for this complete subtree (the row was deleted, or its level or "
-                                                  "position edited)", column="merkle_nodes.position"))
+                                                  f"for this complete subtree (the row was deleted, or its {keys} "
+                                                  "edited)", column="merkle_nodes.position"))
         for key, stored, expected in sorted(self.edited):
             found.append(problem(_node_name(key), f"merkle_nodes.hash edited: it is {stored!r}, the chain "
                                                   f"gives {expected!r}", column="merkle_nodes.hash"))

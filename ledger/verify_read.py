@@ -6,9 +6,11 @@ keeps it; PostgreSQL: the transaction is set to ``REPEATABLE READ``, one snapsho
 
 Entries come ordered by ``seq`` (the primary key) in batches of ``BATCH`` rows by keyset pagination
 (``WHERE seq > last ORDER BY seq LIMIT BATCH``), as columns (a tuple per column), each with the ``merkle_nodes``
-rows the batch's leaves complete: leaves ``start`` .. ``end`` − 1 (0-based, in chain order) complete the nodes
-(level l, position p) with ``start >> l <= p < end >> l`` (``ledger.merkle.completed_nodes``), read by primary
-key ranges ordered by (level, position). Then the small tables: ``runs``, ``blobs`` (each content hashed as it
+rows the batch's leaves complete: leaves ``start`` .. ``end`` − 1 (0-based, in chain order, entries ``start`` + 1
+.. ``end``) complete the nodes whose last entry is among them, ``start < last_seq <= end``: one primary-key
+range ordered by (last_seq, level) (schema 6 and later); at schema 3 to 5, keyed by (level, position), the nodes
+(level l, position p) with ``start >> l <= p < end >> l`` (``ledger.merkle.completed_nodes``), a range per level
+ordered by (level, position). Then the small tables: ``runs``, ``blobs`` (each content hashed as it
 streams by: hashlib releases the GIL for large buffers), ``ledger_meta`` and ``alembic_version``; and the
 number of ``merkle_nodes`` rows, with the rows outside every range read (only when that count differs from the
 rows the ranges gave, and only for a walk from the first entry).
@@ -30,6 +32,7 @@ from sqlalchemy import Connection, func, inspect, select, text
 
 from ledger.schema import alembic_version, blobs, entries, ledger_meta, merkle_nodes, runs
 from ledger.store import Ledger
+from ledger.verify_merkle import StoredNode
 
 __all__ = ["BATCH", "ENTRIES_READ", "EntryBatch", "Tables", "BlobRow", "read_snapshot", "node_ranges", "in_ranges",
            "stored_type"]
@@ -60,9 +63,11 @@ class EntryBatch:
     rows: list[tuple[Any, ...]]
     start: int
     """The leaf index of the first entry (entries read before it in this walk, plus the walk's first leaf)."""
-    nodes: list[tuple[Any, Any, Any]] | None
-    """(level, position, hash) of the stored rows in ``node_ranges(start, start + len(rows))``, in key order;
-    None: the ledger has no ``merkle_nodes`` table (schema 1 and 2)."""
+    nodes: list[StoredNode] | None
+    """The stored rows of the nodes the batch's leaves complete (``_nodes_in``), in key order; None: the ledger
+    has no ``merkle_nodes`` table (schema 1 and 2)."""
+    keyed_by_last_seq: bool
+    """Whether ``nodes`` are rows of schema 6 and later: (level, position, hash, last_seq)."""
 
 
 @dataclass(frozen=True)
@@ -85,9 +90,11 @@ class Tables:
     """``alembic_version`` rows; None: no such table."""
     node_count: int | None
     """Rows in ``merkle_nodes``; None: no such table (schema 1 and 2)."""
-    outside: list[tuple[Any, Any, Any]]
+    outside: list[StoredNode]
     """``merkle_nodes`` rows in no range the walk read (at most ``MAX_OUTSIDE_ROWS``)."""
     outside_count: int
+    missing_last_seq: bool
+    """The ledger says schema 6 or later but its ``merkle_nodes`` has no ``last_seq`` column."""
 
 
 def node_ranges(start: int, end: int) -> list[tuple[int, int, int]]:
@@ -101,9 +108,13 @@ def node_ranges(start: int, end: int) -> list[tuple[int, int, int]]:
     return found
 
 
-def in_ranges(level: Any, position: Any, start: int, end: int) -> bool:
-    """Whether a stored row's key is in ``node_ranges(start, end)``'s ranges as the database compares (a
-    number of any type equal to an integer level, a position within its level's range)."""
+def in_ranges(row: StoredNode, start: int, end: int) -> bool:
+    """Whether a stored row is among those ``_nodes_in(start, end)`` reads, as the database compares: schema 6 and
+    later a ``last_seq`` number in ``(start, end]``; before, a number of any type equal to an integer level, a
+    position within ``node_ranges(start, end)``'s range of its level."""
+    if len(row) > 3:
+        return type(row[3]) in (int, float) and start < row[3] <= end
+    level, position = row[:2]
     if type(level) not in (int, float) or type(position) not in (int, float) or level != int(level) or level < 0:
         return False
     level = int(level)
@@ -127,16 +138,21 @@ def _driver_rows(conn: Connection, sql: str) -> list[tuple[Any, ...]]:
         cursor.close()
 
 
-def _nodes_in(conn: Connection, start: int, end: int) -> list[tuple[Any, Any, Any]]:
-    """The stored rows in ``node_ranges(start, end)``: one primary-key range per level, in key order."""
-    found: list[tuple[Any, Any, Any]] = []
+def _nodes_in(conn: Connection, start: int, end: int, keyed_by_last_seq: bool) -> list[StoredNode]:
+    """The stored rows of the nodes leaves ``start`` .. ``end`` − 1 complete, in key order: schema 6 and later
+    one primary-key range, ``start < last_seq <= end``; before, one per level of ``node_ranges(start, end)``."""
+    if keyed_by_last_seq:
+        return _driver_rows(conn, f"SELECT level, position, hash, last_seq FROM {merkle_nodes.name} WHERE last_seq > "
+                                  f"{int(start)} AND last_seq <= {int(end)} ORDER BY last_seq, level")
+    found: list[StoredNode] = []
     for level, first, stop in node_ranges(start, end):
         found += _driver_rows(conn, f"SELECT level, position, hash FROM {merkle_nodes.name} WHERE level = {level} "
                                     f"AND position >= {first} AND position < {stop} ORDER BY position")
     return found
 
 
-def _batches(conn: Connection, after: int, first_leaf: int, with_nodes: bool) -> Iterator[EntryBatch]:
+def _batches(conn: Connection, after: int, first_leaf: int, with_nodes: bool,
+             keyed_by_last_seq: bool) -> Iterator[EntryBatch]:
     last, leaf = after, first_leaf
     while True:
         # plain tuples from the driver (no result-row objects for 10^7 rows) and no statement compiled per batch
@@ -145,8 +161,8 @@ def _batches(conn: Connection, after: int, first_leaf: int, with_nodes: bool) ->
                                   f"LIMIT {int(BATCH)}")
         if not rows:
             return
-        nodes = _nodes_in(conn, leaf, leaf + len(rows)) if with_nodes else None
-        yield EntryBatch(rows, leaf, nodes)
+        nodes = _nodes_in(conn, leaf, leaf + len(rows), keyed_by_last_seq) if with_nodes else None
+        yield EntryBatch(rows, leaf, nodes, keyed_by_last_seq)
         leaf += len(rows)
         if len(rows) < BATCH:
             return
@@ -154,7 +170,7 @@ def _batches(conn: Connection, after: int, first_leaf: int, with_nodes: bool) ->
 
 
 def _tables(conn: Connection, leaves: tuple[int, int], run_filter: Any | None, blob_filter: list[str] | None,
-            has_nodes: bool, nodes_read: int) -> Tables:
+            has_nodes: bool, keyed_by_last_seq: bool, nodes_read: int) -> Tables:
     names = list(runs.c.keys())
     query = select(*runs.c) if run_filter is None else select(*runs.c).where(run_filter)
     run_rows = {row[0]: dict(zip(names, row)) for row in conn.execute(query)}
@@ -177,17 +193,20 @@ def _tables(conn: Connection, leaves: tuple[int, int], run_filter: Any | None, b
     elif has_nodes:
         node_count = int(conn.execute(select(func.count()).select_from(merkle_nodes)).scalar_one())
         if node_count != nodes_read:  # rows outside every range read: find them
-            scan = select(merkle_nodes.c.level, merkle_nodes.c.position, merkle_nodes.c.hash)
-            for level, position, digest in conn.execute(scan.execution_options(yield_per=4096)):
-                if not in_ranges(level, position, start, end):
+            columns = ["level", "position", "hash", "last_seq"][:4 if keyed_by_last_seq else 3]
+            scan = select(*(merkle_nodes.c[name] for name in columns))
+            for row in conn.execute(scan.execution_options(yield_per=4096)):
+                if not in_ranges(tuple(row), start, end):
                     outside_count += 1
                     if len(outside) < MAX_OUTSIDE_ROWS:
-                        outside.append((level, position, digest))
+                        outside.append(tuple(row))
     meta = {key: value for key, value in conn.execute(select(ledger_meta.c.key, ledger_meta.c.value))}
     revisions = None
     if inspect(conn).has_table(alembic_version.name):
         revisions = list(conn.execute(select(alembic_version.c.version_num)).scalars())
-    return Tables(run_rows, blob_rows, meta, revisions, node_count, outside, outside_count)
+    version = str(meta.get("schema_version", ""))
+    missing_last_seq = has_nodes and not keyed_by_last_seq and version.isdigit() and int(version) >= 6
+    return Tables(run_rows, blob_rows, meta, revisions, node_count, outside, outside_count, missing_last_seq)
 
 
 def read_snapshot(ledger: Ledger, *, after: int = 0, tables: Callable[[], tuple[Any | None, list[str] | None]]
@@ -199,10 +218,12 @@ def read_snapshot(ledger: Ledger, *, after: int = 0, tables: Callable[[], tuple[
     with ledger.read_transaction() as conn:
         _snapshot(conn)
         has_nodes = inspect(conn).has_table(merkle_nodes.name)
+        keyed_by_last_seq = has_nodes and any(column["name"] == merkle_nodes.c.last_seq.name
+                                              for column in inspect(conn).get_columns(merkle_nodes.name))
         leaf, nodes_read = after, 0
-        for batch in _batches(conn, after, after, has_nodes):
+        for batch in _batches(conn, after, after, has_nodes, keyed_by_last_seq):
             yield batch
             leaf, nodes_read = batch.start + len(batch.rows), nodes_read + len(batch.nodes or ())
         yield ENTRIES_READ
         run_filter, blob_filter = tables()
-        yield _tables(conn, (after, leaf), run_filter, blob_filter, has_nodes, nodes_read)
+        yield _tables(conn, (after, leaf), run_filter, blob_filter, has_nodes, keyed_by_last_seq, nodes_read)

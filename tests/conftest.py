@@ -294,8 +294,8 @@ def rebuild_merkle_nodes(conn) -> None:
 
     hashes = [row[0] for row in conn.execute("SELECT entry_hash FROM entries ORDER BY seq").fetchall()]
     conn.execute("DELETE FROM merkle_nodes")
-    conn.executemany("INSERT INTO merkle_nodes (level, position, hash) VALUES (?, ?, ?)",
-                     [(level, position, digest.hex())
+    conn.executemany("INSERT INTO merkle_nodes (level, position, hash, last_seq) VALUES (?, ?, ?, ?)",
+                     [(level, position, digest.hex(), (position + 1) << level)
                       for (level, position), digest in perfect_nodes(entry_leaves(hashes)).items()])
 
 

@@ -61,17 +61,22 @@ def _sql(url: str, *statements: str) -> None:
     engine.dispose()
 
 
-def _make_schema_4(url: str) -> None:
-    """Turn a ledger of this certa into one at schema 4 (revision 0004): revision 0005's downgrade (on SQLite a copy of
-    ``entries`` declared with its unique constraints), schema 4, revision 0004."""
+def _downgrade(url: str, revision: str) -> None:
+    """Turn a ledger of this certa into one at ``revision`` by the downgrades of the revisions after it."""
     from alembic import command
 
     from ledger.migrate import alembic_config
 
     engine = create_engine(url)
     with engine.begin() as conn:
-        command.downgrade(alembic_config(conn), "0004")
+        command.downgrade(alembic_config(conn), revision)
     engine.dispose()
+
+
+def _make_schema_4(url: str) -> None:
+    """Turn a ledger of this certa into one at schema 4 (revision 0004): revision 0006's downgrade (merkle_nodes keyed
+    by (level, position) again), 0005's (on SQLite a copy of ``entries`` declared with its unique constraints)."""
+    _downgrade(url, "0004")
 
 
 def _drop_schema_4_indexes(url: str) -> None:
@@ -199,19 +204,20 @@ def test_migrate_keeps_every_row_and_a_checkpoint_signed_before(old_ledger: str,
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {
         "ok": True, "ledger": _location(old_ledger), "changed": True, "stamped": True,
-        "from_schema": "1", "from_revision": "0001", "to_schema": "5", "to_revision": "0005"}
+        "from_schema": "1", "from_revision": "0001", "to_schema": SCHEMA_VERSION, "to_revision": HEAD_REVISION}
 
     assert _rows(old_ledger) == before
-    assert _state(old_ledger) == SchemaState("5", "0005")
+    assert _state(old_ledger) == SchemaState(SCHEMA_VERSION, HEAD_REVISION)
     indexes = {i[0] for table in ("entries", "runs") for i in _schema(old_ledger)[table]["indexes"]}
     assert NEW_INDEXES | SCHEMA_4_INDEXES <= indexes
     verified = invoke(*check, ledger=old_ledger)
     assert verified.exit_code == 0 and verified.stdout.startswith("intact: ")
 
     again = invoke("migrate", ledger=old_ledger)
-    assert again.exit_code == 0 and "already at the newest schema (version 5, revision 0005)" in again.stdout
+    assert again.exit_code == 0
+    assert f"already at the newest schema (version {SCHEMA_VERSION}, revision {HEAD_REVISION})" in again.stdout
     assert json.loads(invoke("migrate", "--json", ledger=old_ledger).stdout)["changed"] is False
-    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("5", "0005")
+    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState(SCHEMA_VERSION, HEAD_REVISION)
 
     with Ledger.open(old_ledger) as ledger:  # writable now
         run(small_spec, ledger=ledger)
@@ -239,9 +245,14 @@ def test_an_old_schema_ledger_is_readable_but_writing_is_refused_and_changes_not
     assert _state(old_ledger) == SchemaState("1", None)
 
 
+NEXT_SCHEMA = str(int(SCHEMA_VERSION) + 1)
+
+
 @pytest.mark.parametrize(("statement", "message"), [
-    ("UPDATE ledger_meta SET value = '6' WHERE key = 'schema_version'", "(schema 6); upgrade certa to read it"),
-    ("UPDATE alembic_version SET version_num = '0006'", "(schema revision 0006, unknown to this one); upgrade certa"),
+    (f"UPDATE ledger_meta SET value = '{NEXT_SCHEMA}' WHERE key = 'schema_version'",
+     f"(schema {NEXT_SCHEMA}); upgrade certa to read it"),
+    (f"UPDATE alembic_version SET version_num = '{int(NEXT_SCHEMA):04d}'",
+     f"(schema revision {int(NEXT_SCHEMA):04d}, unknown to this one); upgrade certa"),
 ])
 def test_a_ledger_of_a_newer_certa_is_refused_for_reading_and_writing(database: NewDatabase, small_spec: Path,
                                                                        statement: str, message: str) -> None:
@@ -282,7 +293,7 @@ def test_a_failure_in_the_middle_of_the_migration_leaves_the_ledger_unchanged(
 
     monkeypatch.undo()
     assert invoke("migrate", ledger=old_ledger).exit_code == 0
-    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState("5", "0005")
+    assert _rows(old_ledger) == before and _state(old_ledger) == SchemaState(SCHEMA_VERSION, HEAD_REVISION)
 
 
 def _writer_could_lock(url: str) -> bool:
@@ -382,9 +393,10 @@ def test_a_golden_ledger_of_a_released_certa_migrates_byte_identically(golden: P
         assert f"{ledger.head()[0]}:{ledger.head()[1]}" == manifest["head"]
         assert verify(ledger).intact
         done = ledger.migrate()
-        assert (done.from_revision, done.to_revision, done.stamped) == (revision, "0005", released.revision is None)
+        assert (done.from_revision, done.to_revision, done.stamped) == (revision, HEAD_REVISION,
+                                                                         released.revision is None)
         assert verify(ledger).intact
-    assert _rows(url) == before and _state(url) == SchemaState("5", "0005")
+    assert _rows(url) == before and _state(url) == SchemaState(SCHEMA_VERSION, HEAD_REVISION)
     entries_count = int(manifest["head"].split(":")[0])
     assert len(_nodes(url)) == 2 * entries_count - entries_count.bit_count()  # one per complete perfect subtree
 
@@ -430,7 +442,7 @@ def test_revision_0003_backfills_the_merkle_nodes_the_writes_keep(database: NewD
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) | {"ledger": None} == {
         "ok": True, "ledger": None, "changed": True, "stamped": False,
-        "from_schema": "2", "from_revision": "0002", "to_schema": "5", "to_revision": "0005"}
+        "from_schema": "2", "from_revision": "0002", "to_schema": SCHEMA_VERSION, "to_revision": HEAD_REVISION}
     assert _rows(url) == before and _nodes(url) == written
     assert invoke("verify", "--checkpoint", checkpoint, "--public-key", str(keys / "certa.pub"),
                   ledger=url).exit_code == 0
@@ -439,14 +451,18 @@ def test_revision_0003_backfills_the_merkle_nodes_the_writes_keep(database: NewD
 
 
 def _table_digests(url: str) -> dict[str, str]:
-    """SHA-256 of every row of entries, blobs, runs, merkle_nodes and ledger_meta (all columns, in key order)."""
+    """SHA-256 of every row of entries, blobs, runs, merkle_nodes and ledger_meta (all columns, in key order; of
+    merkle_nodes the columns of every schema since 3, level, position and hash, in (level, position) order)."""
     import hashlib
 
     engine = create_engine(url)
     with engine.connect() as conn:
         digests = {}
+        nodes = select(merkle_nodes.c.level, merkle_nodes.c.position, merkle_nodes.c.hash).order_by(
+            merkle_nodes.c.level, merkle_nodes.c.position)
         for table in (entries, blobs, runs, merkle_nodes, ledger_meta):
-            rows = conn.execute(select(table).order_by(*table.primary_key)).fetchall()
+            query = nodes if table is merkle_nodes else select(table).order_by(*table.primary_key)
+            rows = conn.execute(query).fetchall()
             digests[table.name] = hashlib.sha256(repr([tuple(row) for row in rows]).encode()).hexdigest()
     engine.dispose()
     return digests
@@ -530,3 +546,52 @@ def test_revision_0005_drops_the_unused_indexes_and_changes_no_row(database: New
     with Ledger.open(url) as ledger:
         run(small_spec, ledger=ledger)
         assert verify(ledger).intact and len(ledger.runs()) == 3
+
+
+def test_revision_0006_keys_the_merkle_nodes_by_last_seq_and_changes_no_value(database: NewDatabase, small_spec: Path,
+                                                                              tmp_path: Path) -> None:
+    """A schema 5 ledger (certa 0.8.0) migrated to 6: every merkle_nodes row gets ``last_seq`` = (position + 1)·2^level
+    and the key (last_seq, level) (on SQLite a WITHOUT ROWID table), exactly the schema of a ledger created at 6; no
+    other value changes (each with its storage type); before it, the schema 5 ledger is read by (level, position):
+    ``verify`` is intact and ``prove`` gives the same bundle as after; a checkpoint signed before still verifies."""
+    url, reference = database(), database()
+    Ledger.open(reference).close()
+    _record_two_runs_and_a_review(url, small_spec)
+    written = _nodes(url)
+    _downgrade(url, "0005")
+    assert _state(url) == SchemaState("5", "0005") and "last_seq" not in {c[0] for c in _schema(url)["merkle_nodes"]["columns"]}
+    keys = tmp_path / "keys"
+    assert CliRunner().invoke(main, ["keygen", "--out-dir", str(keys)]).exit_code == 0
+    checkpoint = str(tmp_path / "before.checkpoint")
+    assert invoke("checkpoint", "--key", str(keys / "certa.key"), "--out", checkpoint, ledger=url).exit_code == 0
+    with Ledger.open(url) as ledger:
+        first = ledger.runs()[-1].run_id
+        assert verify(ledger).intact
+    proved = invoke("prove", first, "--checkpoint", checkpoint, "--json", ledger=url)
+    assert proved.exit_code == 0, proved.output
+    sqlite = make_url(url).get_backend_name() == "sqlite"
+    if sqlite:
+        with sqlite3.connect(make_url(url).database) as conn:
+            stored = conn.execute("SELECT level, position, typeof(level), typeof(position), typeof(hash) FROM "
+                                  "merkle_nodes ORDER BY level, position").fetchall()
+
+    _migrate_changing_no_row(url, "5", reference)
+    assert _nodes(url) == written and written  # the rows a ledger written at 6 has, last_seq included
+    assert all(last_seq == (position + 1) << level for last_seq, level, position, _ in written)
+    assert _schema(url)["merkle_nodes"]["primary_key"] == ["last_seq", "level"]
+    if sqlite:
+        with sqlite3.connect(make_url(url).database) as conn:
+            assert conn.execute("SELECT level, position, typeof(level), typeof(position), typeof(hash) FROM "
+                                "merkle_nodes ORDER BY level, position").fetchall() == stored
+            assert conn.execute("SELECT sql FROM sqlite_master WHERE name = 'merkle_nodes'").fetchone()[0].rstrip().endswith(
+                "WITHOUT ROWID")
+            assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    assert invoke("verify", "--checkpoint", checkpoint, "--public-key", str(keys / "certa.pub"),
+                  ledger=url).exit_code == 0
+    again = invoke("prove", first, "--checkpoint", checkpoint, "--json", ledger=url)
+    assert again.exit_code == 0 and json.loads(again.stdout) == json.loads(proved.stdout)
+    with Ledger.open(url) as ledger:
+        run(small_spec, ledger=ledger)
+        assert verify(ledger).intact and len(ledger.runs()) == 3
+    _downgrade(url, "0005")  # and back: the rows of schema 5 as they were
+    assert _state(url) == SchemaState("5", "0005") and _schema(url)["merkle_nodes"]["primary_key"] == ["level", "position"]

@@ -18,6 +18,7 @@ from cli import main
 from engine import run
 from engine.foundation.errors import LedgerError, ProfileAbort
 from ledger import Ledger
+from ledger.rows import SCHEMA_VERSION
 from ledger.sqlite_read import newest_runs
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -104,9 +105,13 @@ def test_a_truncated_ledger_is_refused_not_half_listed(three_runs: Path, tmp_pat
         newest_runs(cut, 50)
 
 
+NEXT = int(SCHEMA_VERSION) + 1
+
+
 @pytest.mark.parametrize(("statement", "message"), [
-    ("UPDATE ledger_meta SET value = '6' WHERE key = 'schema_version'", "(schema 6); upgrade certa to read it"),
-    ("UPDATE alembic_version SET version_num = '0006'", "(schema revision 0006, unknown to this one); upgrade certa"),
+    (f"UPDATE ledger_meta SET value = '{NEXT}' WHERE key = 'schema_version'", f"(schema {NEXT}); upgrade certa to read it"),
+    (f"UPDATE alembic_version SET version_num = '{NEXT:04d}'",
+     f"(schema revision {NEXT:04d}, unknown to this one); upgrade certa"),
     ("UPDATE ledger_meta SET value = 'x' WHERE key = 'schema_version'", "schema version x is not supported"),
 ])
 def test_a_schema_this_certa_cannot_read_is_refused_as_the_store_refuses_it(three_runs: Path, statement: str,

@@ -94,7 +94,7 @@ def _entry(column: str, value: Callable[[Any], Any]) -> Mutation:
 
 
 def _node(column: str, value: Callable[[Any], Any]) -> Mutation:
-    """Merkle node (level 1, position 0): the hash of entries 1 and 2."""
+    """Merkle node (level 1, position 0, last_seq 2): the hash of entries 1 and 2."""
     return Mutation("merkle_nodes", column, ("level", "position"), lambda _: (1, 0), value,
                     lambda _: "level 1, position 0")
 
@@ -123,11 +123,13 @@ MUTATIONS = [
     Mutation("ledger_meta", "key", "key", lambda _: "head", lambda _: "head_backup", lambda _: "head"),
     Mutation("ledger_meta", "value", "key", lambda _: "head", lambda head: f"1:{head.split(':')[1]}", lambda _: "head"),
     Mutation("ledger_meta", "value", "key", lambda _: "schema_version", lambda _: "1", lambda _: "schema_version"),
-    Mutation("alembic_version", "version_num", "version_num", lambda _: "0005", lambda _: "0004",
+    Mutation("alembic_version", "version_num", "version_num", lambda _: "0006", lambda _: "0005",
              lambda _: "alembic_version"),
     _node("level", lambda _: 20),
     _node("position", lambda _: 10_000),
     _node("hash", lambda _: FAKE_SHA),
+    _node("last_seq", lambda _: 3),  # within the entries read: the row is read where node (0, 2) is expected
+    _node("last_seq", lambda _: 10_000),  # beyond them: found by counting the table's rows
     # entries are covered byte by byte in test_ledger.py; here only: every column, the entry is named
     _entry("seq", lambda seq: seq + 10_000),
     _entry("run_id", lambda _: "0" * 32),
@@ -260,14 +262,29 @@ def test_a_merkle_node_deleted_or_added_is_reported(recorded_ledger: tuple[Path,
     report = _edit_and_verify(pristine, ("DELETE FROM merkle_nodes WHERE level = 2 AND position = 1", ()))
     assert [(p.where, p.message, p.column) for p in report.problems] == [
         ("merkle node (level 2, position 1: entries 5..8)",
-         ("merkle_nodes has no row (level 2, position 1) for this complete subtree (the row was deleted, or its level "
-          "or position edited)"), "merkle_nodes.position")]
-    report = _edit_and_verify(pristine, ("INSERT INTO merkle_nodes VALUES (?, ?, ?)", (0, 100_000, FAKE_SHA)))
+         ("merkle_nodes has no row (level 2, position 1) for this complete subtree (the row was deleted, or its level, "
+          "position or last_seq edited)"), "merkle_nodes.position")]
+    report = _edit_and_verify(pristine, ("INSERT INTO merkle_nodes VALUES (?, ?, ?, ?)", (100_001, 0, 100_000, FAKE_SHA)))
     assert len(report.problems) == 1 and report.first_broken.column == "merkle_nodes.position"
-    assert report.first_broken.message.startswith("merkle_nodes has a row (level 0, position 100000) that is no "
-                                                  "complete subtree of entries 1..")
+    assert report.first_broken.message.startswith("merkle_nodes has a row (level 0, position 100000, last_seq 100001) "
+                                                  "that is no complete subtree of entries 1..")
+    # a row whose last_seq is among the entries but does not end its subtree: (level 1, position 0) ends at 2
+    report = _edit_and_verify(pristine, ("INSERT INTO merkle_nodes VALUES (?, ?, ?, ?)", (5, 1, 0, FAKE_SHA)))
+    assert [p.message for p in report.problems] == [
+        "merkle_nodes has a row (level 1, position 0, last_seq 5) that is no complete subtree of entries 1..21 (a "
+        "row was added, or its level, position or last_seq edited)"]
     report = _edit_and_verify(pristine, ("DROP TABLE merkle_nodes", ()))
     assert "no merkle_nodes table" in report.first_broken.message
+
+
+def test_a_schema_6_ledger_whose_merkle_nodes_lost_last_seq_is_reported(recorded_ledger: tuple[Path, Recorded]) -> None:
+    """The table replaced by one of schema 5's layout (every node still there) while the ledger says schema 6."""
+    pristine, _ = recorded_ledger
+    report = _edit_and_verify(pristine, ("CREATE TABLE old_nodes AS SELECT level, position, hash FROM merkle_nodes", ()),
+                              ("DROP TABLE merkle_nodes", ()), ("ALTER TABLE old_nodes RENAME TO merkle_nodes", ()))
+    assert [(p.message, p.column) for p in report.problems] == [
+        ("ledger_meta value of key 'schema_version' is '6' but merkle_nodes has no column last_seq (the table was "
+         "replaced)", "merkle_nodes.last_seq")]
 
 
 def test_ledger_meta_keys_and_the_alembic_revision_are_checked(recorded_ledger: tuple[Path, Recorded]) -> None:
@@ -311,14 +328,18 @@ def test_a_cell_stored_as_another_type_is_reported_naming_its_row(recorded_ledge
                                   params).fetchone()[0]
             if before == storage:
                 pytest.skip(f"{mutation.id} is stored as {storage} already (value edits: the test above)")
-            rowid = conn.execute(f"SELECT rowid FROM {mutation.table} WHERE {where}", params).fetchone()[0]
+            # the row is found again by its other columns (merkle_nodes is WITHOUT ROWID since schema 6)
+            others = [c.name for c in metadata.tables[mutation.table].columns if c.name != mutation.column]
+            same = " AND ".join(f"{name} IS :{name}" for name in others)
+            values = dict(zip(others, conn.execute(f"SELECT {', '.join(others)} FROM {mutation.table} WHERE {where}",
+                                                   params).fetchone()))
             try:
                 conn.execute(f"UPDATE {mutation.table} SET {mutation.column} = "
-                             f"{STORED_AS[storage].format(c=mutation.column)} WHERE rowid = :rowid", {"rowid": rowid})
+                             f"{STORED_AS[storage].format(c=mutation.column)} WHERE {same}", values)
             except sqlite3.IntegrityError as refused:  # NOT NULL, CHECK, primary key: the database refuses it
                 pytest.skip(f"SQLite refuses {storage} in {mutation.id}: {refused}")
-            after = conn.execute(f"SELECT typeof({mutation.column}) FROM {mutation.table} WHERE rowid = :rowid",
-                                 {"rowid": rowid}).fetchone()[0]
+            after = conn.execute(f"SELECT typeof({mutation.column}) FROM {mutation.table} WHERE {same}",
+                                 values).fetchone()[0]
         if after != storage:
             pytest.skip(f"SQLite's type affinity stores {storage} in {mutation.id} as {after}")
         try:
