@@ -2,7 +2,7 @@
 ``replay`` and recording, against the ledger's size.
 
 Usage: python bench/ledger_reads.py [--repeat 5] [--workdir DIR] [--list-runs 1000,10000,100000]
-                                    [--entries 10000,1000000] [--record-runs 50] [--json]
+                                    [--entries 10000,1000000] [--record-runs 200] [--json]
 
 Goals (issue 21, "Audit at scale", item 3: indexed reads):
 
@@ -35,12 +35,13 @@ What it does:
    (``audit.replay_runs``), ``export`` (``browse.export_certificate``), a run id prefix resolved, and the runs
    of batch ``bench`` (``Ledger.batch_runs``, what ``certa batch`` reads for a bake-off); the ratio big/small.
 3. Recording: ``--record-runs`` tiny runs recorded (the subject's execution re-sealed under new run ids) into an
-   empty ledger and into the big ledger of 2., alternately, best of ``--repeat``: runs/s and the ratio (beside it
-   the median's and that of all runs together, which includes every WAL checkpoint the runs caused); then the
+   empty ledger and into the big ledger of 2., alternately, ``--repeat`` times: runs/s over all runs and their
+   ratio, the goal's figure (every WAL checkpoint the runs caused included; beside it the ratio of the best
+   timings and of the median runs, and how many runs took over 10 ms); then the
    database pages one run writes to the WAL on each (what a commit writes and syncs, and a checkpoint copies into
    the file), by table or index (SQLite's ``dbstat``): a count the machine's load does not move.
 
-Timings are the best of ``--repeat`` (the least disturbed by other load on a shared machine) with the median
+Timings of sections 1 and 2 are the best of ``--repeat`` (the least disturbed by other load on a shared machine) with the median
 beside; every ratio is of figures measured in this one process; ``uptime`` is printed first and last.
 ``--json`` adds, as the last line, ``{"rows": [[what, measured, goal], ...], "figures": {...}}``: the README
 table's rows (``bench/figures.py``) from the figures printed.
@@ -356,29 +357,42 @@ def bench_one_run(ledgers: dict[int, tuple[Path, tuple[str, str]]], subject: Sub
 
 
 def bench_recording(work: Path, subject: Subject, big: Path, runs: int, repeat: int, report: dict) -> None:
-    print(f"\n3. Recording ({runs} tiny runs a timing, alternately, best of {repeat}, median)")
+    """Section 3, timings. Judged on the rate over every run recorded (``repeat`` timings of ``runs`` runs on each
+    ledger, alternately): a WAL checkpoint (SQLite copies the WAL into the file every 1000 pages, a run writing
+    15 to 25) costs a few milliseconds, so a short timing's best is decided by whether it happened to fall between
+    two checkpoints, which on the ledger whose runs write fewer pages it does more often; the rate over all runs
+    counts every checkpoint, as a user recording many runs pays them. The best timing, the median run and the runs
+    slower than 10 ms (mostly those that checkpointed) are printed beside it."""
+    print(f"\n3. Recording ({repeat} timings of {runs} tiny runs on each ledger, alternately)")
     empty = fresh(work / "empty.db")
     with Ledger.open(empty) as small_ledger, Ledger.open(big) as big_ledger:
         size = big_ledger.head()[0]
         subject.record(small_ledger), subject.record(big_ledger)  # warm
         times: dict[str, list[float]] = {"empty": [], "big": []}
+        each: dict[str, list[float]] = {"empty": [], "big": []}
+        clock = time.perf_counter
         for _ in range(repeat):
             for name, ledger in (("empty", small_ledger), ("big", big_ledger)):
-                start = time.perf_counter()
+                start = clock()
                 for _ in range(runs):
+                    begun = clock()
                     subject.record(ledger)
-                times[name].append(time.perf_counter() - start)
-    rates = {name: runs / min(values) for name, values in times.items()}
-    medians = {name: runs / statistics.median(values) for name, values in times.items()}
-    overall = {name: runs * len(values) / sum(values) for name, values in times.items()}  # checkpoints included
-    print(f"  empty ledger:            {rates['empty']:7.1f} runs/s ({medians['empty']:.1f} median)")
-    print(f"  ledger of {size} entries: {rates['big']:7.1f} runs/s ({medians['big']:.1f} median)")
-    ratio = rates["big"] / rates["empty"]
-    print(f"  ratio big/empty x{ratio:.3f} (median x{medians['big'] / medians['empty']:.3f}, all {repeat * runs} runs "
-          f"x{overall['big'] / overall['empty']:.3f}); goal >= x{GOALS['record_ratio']}: "
+                    each[name].append(clock() - begun)
+                times[name].append(clock() - start)
+    overall = {name: runs * len(values) / sum(values) for name, values in times.items()}
+    best = {name: runs / min(values) for name, values in times.items()}
+    median_run = {name: statistics.median(values) for name, values in each.items()}
+    slow = {name: sum(value > 0.010 for value in values) for name, values in each.items()}
+    for name, label in (("empty", "empty ledger:           "), ("big", f"ledger of {size} entries:")):
+        print(f"  {label} {overall[name]:7.1f} runs/s over all {repeat * runs} runs (best timing {best[name]:.1f}, "
+              f"median run {median_run[name] * 1000:.2f} ms, {slow[name]} runs over 10 ms)")
+    ratio = overall["big"] / overall["empty"]
+    print(f"  ratio big/empty x{ratio:.3f} over all runs (best timings x{best['big'] / best['empty']:.3f}, median runs "
+          f"x{median_run['empty'] / median_run['big']:.3f}); goal >= x{GOALS['record_ratio']}: "
           f"{verdict(ratio >= GOALS['record_ratio'])}")
-    report["record"] = {"entries": size, "empty_rate": rates["empty"], "big_rate": rates["big"], "ratio": ratio,
-                        "overall_ratio": overall["big"] / overall["empty"]}
+    report["record"] = {"entries": size, "empty_rate": overall["empty"], "big_rate": overall["big"], "ratio": ratio,
+                        "best_ratio": best["big"] / best["empty"],
+                        "median_ratio": median_run["empty"] / median_run["big"]}
     print_pages_written(work, subject, big)
 
 
@@ -418,7 +432,7 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, help="keep the ledgers here (default: a temporary folder, removed)")
     parser.add_argument("--list-runs", default="1000,10000,100000", help="ledger sizes in runs for 1.")
     parser.add_argument("--entries", default="10000,1000000", help="ledger sizes in entries for 2. and 3.")
-    parser.add_argument("--record-runs", type=int, default=50, help="runs per recording timing")
+    parser.add_argument("--record-runs", type=int, default=200, help="runs per recording timing")
     parser.add_argument("--json", action="store_true", help="last line: the README table's rows as JSON")
     args = parser.parse_args()
 
@@ -472,7 +486,9 @@ def json_rows(report: dict) -> list[list[str]]:
              f"at most **×{reads['ratios'][worst]:.2f}** ({worst})",
              f"≤ ×{flat} each: {met(reads['ratios'][worst] <= flat)}"],
             [f"recording runs into a ledger of {count(record['entries'])} entries against an empty one",
-             f"**×{record['ratio']:.3f}** the rate ({record['big_rate']:.1f} vs {record['empty_rate']:.1f} runs/s)",
+             f"**×{record['ratio']:.3f}** the rate over all runs ({record['big_rate']:.1f} vs "
+             f"{record['empty_rate']:.1f} runs/s; best timings ×{record['best_ratio']:.3f}, median runs "
+             f"×{record['median_ratio']:.3f})",
              f"≥ ×{GOALS['record_ratio']}: {met(record['ratio'] >= GOALS['record_ratio'])}"]]
 
 

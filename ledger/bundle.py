@@ -86,6 +86,9 @@ def _stored_path_and_root(ledger: Ledger, leaf: int, seq: int) -> tuple[list[byt
         return path_and_root_from_nodes(leaf, seq, ledger.merkle_nodes(path_nodes(leaf, seq)))
     except KeyError as missing:
         level, position = missing.args[0]
+        if level == 0 and not ledger.merkle_leaves_stored:  # a leaf read from its entry
+            raise LedgerIntegrityError(f"the ledger has no entry {position + 1} although its head is entry {seq} "
+                                       "(entries were removed: run 'certa verify')") from None
         raise LedgerIntegrityError(f"merkle_nodes has no row (level {level}, position {position}) although entries "
                                    f"1..{seq} are recorded (it was edited: run 'certa verify')") from None
 

@@ -41,7 +41,7 @@ from ledger.bulk import insert_rows
 from ledger.chain import GENESIS, EncodedEntries, NewEntry, chain_hashes, payload_digests
 from ledger.location import (command_hint, ledger_argument, masked_ledger, plain_sqlite_path, refuse_foreign_database,
                        sqlite_write_refusal)
-from ledger.merkle import NodeKey, completed_levels, entry_leaves, frontier_nodes
+from ledger.merkle import NodeKey, completed_levels, entry_leaves, frontier_nodes, leaf_hash
 from ledger.rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
                    checked_schema_version, rows_as, run_rows)
 from ledger.run_record import BATCH_DECISION
@@ -327,21 +327,31 @@ class Ledger:
         last = first + count - 1
         insert_rows(conn, entries, list(zip(range(first, last + 1), [run_id] * count, kinds, [recorded_at] * count,
                                             payloads, digests, [prev, *hashes[:-1]], hashes)))
-        self._append_merkle_nodes(conn, first - 1, hashes)
+        self._append_merkle_nodes(conn, first - 1, hashes, prev)
         conn.execute(update(ledger_meta).where(ledger_meta.c.key == "head").values(value=f"{last}:{hashes[-1]}"))
         return first, last, recorded_at
 
-    def _append_merkle_nodes(self, conn: Connection, start: int, hashes: Sequence[str]) -> None:
-        """Insert the Merkle nodes that leaves ``start``, ``start`` + 1, ... (entries ``start`` + 1, ...)
-        complete; their left children from earlier transactions are the frontier of the first ``start``
-        leaves, read in one statement (``_append`` holds the head lock)."""
-        frontier = self._read_merkle_nodes(conn, frontier_nodes(start), keyed_by_last_seq=True)
+    def _append_merkle_nodes(self, conn: Connection, start: int, hashes: Sequence[str], prev: str) -> None:
+        """Insert the Merkle nodes of two or more leaves that leaves ``start``, ``start`` + 1, ... (entries ``start``
+        + 1, ...) complete, in key order; their left children from earlier transactions are the frontier of the
+        first ``start`` leaves: a leaf (when ``start`` is odd) is that of the head entry, whose hash is ``prev``,
+        the others are read in one statement (``_append`` holds the head lock)."""
+        wanted = frontier_nodes(start)
+        frontier = self._read_merkle_nodes(conn, [key for key in wanted if key[0]], schema_6_nodes=True)
+        if start % 2:
+            try:
+                frontier[(0, start - 1)] = leaf_hash(bytes.fromhex(prev))
+            except ValueError:
+                raise LedgerIntegrityError(f"the head row's hash {prev!r} is no SHA-256 hex digest (it was edited), so "
+                                           f"nothing can be appended: run '{command_hint('verify', ledger=self.location)}'"
+                                           ) from None
         rows: list[tuple[int, int, int, str]] = []
         try:
             for level, first, nodes in completed_levels(entry_leaves(hashes), start, frontier):
-                count = len(nodes)
-                rows += zip(range((first + 1) << level, (first + count + 1) << level, 1 << level), [level] * count,
-                            range(first, first + count), map(bytes.hex, nodes))
+                if level:  # a leaf is not stored: its entry gives it
+                    count = len(nodes)
+                    rows += zip(range((first + 1) << level, (first + count + 1) << level, 1 << level),
+                                [level] * count, range(first, first + count), map(bytes.hex, nodes))
         except KeyError as missing:
             level, position = missing.args[0]
             raise LedgerIntegrityError(f"merkle_nodes has no row (level {level}, position {position}) for entries "
@@ -352,20 +362,37 @@ class Ledger:
 
     @staticmethod
     def _read_merkle_nodes(conn: Connection, keys: Iterable[NodeKey], *,
-                           keyed_by_last_seq: bool) -> dict[NodeKey, bytes]:
-        """The stored hashes of the Merkle nodes ``keys`` that exist, in one statement: the primary key of each
-        (schema 6: ``last_seq = (P + 1)·2^L AND level = L``; schema 3 to 5: ``level = L AND position = P``)
-        joined by OR, which SQLite and PostgreSQL answer with one primary-key lookup per node (SQLite scans the
-        table for the row-value form ``(a, b) IN (VALUES ...)``). The keys are ints, written into the
-        statement (no statement to compile per call: this runs in every write)."""
+                           schema_6_nodes: bool) -> dict[NodeKey, bytes]:
+        """The hashes of the Merkle nodes ``keys`` that exist, in one statement per table.
+
+        Schema 6 and later (``schema_6_nodes``): a leaf (level 0, position p) is SHA-256(0x00 ‖ entry_hash) of
+        entry p + 1, read by its seq; another node by its primary key, ``last_seq = (P + 1)·2^L AND level = L``
+        (and its position). Schema 3 to 5: every node by ``level = L AND position = P``. The conditions are joined
+        by OR, which SQLite and PostgreSQL answer with one primary-key lookup each (SQLite scans the table for the
+        row-value form ``(a, b) IN (VALUES ...)``); the keys are ints, written into the statement (no statement to
+        compile per call: this runs in every write). A leaf whose entry's hash is no hex digest (an edited cell)
+        raises ``LedgerIntegrityError``."""
         keys = sorted({(int(level), int(position)) for level, position in keys})
+        found: dict[NodeKey, bytes] = {}
+        leaves = [position for level, position in keys if level == 0] if schema_6_nodes else []
+        if leaves:
+            rows = conn.exec_driver_sql(f"SELECT seq, entry_hash FROM entries WHERE "
+                                        f"{' OR '.join(f'seq = {position + 1}' for position in leaves)}")
+            for seq, digest in rows:
+                try:
+                    found[(0, seq - 1)] = leaf_hash(bytes.fromhex(digest))
+                except (TypeError, ValueError):
+                    raise LedgerIntegrityError(f"entry {seq}'s entry_hash is no SHA-256 hex digest (it was edited): "
+                                               "run 'certa verify'") from None
+            keys = [key for key in keys if key[0]]
         if not keys:
-            return {}
+            return found
         where = " OR ".join(f"(last_seq = {(position + 1) << level} AND level = {level} AND position = {position})"
-                            if keyed_by_last_seq else f"(level = {level} AND position = {position})"
+                            if schema_6_nodes else f"(level = {level} AND position = {position})"
                             for level, position in keys)
         rows = conn.exec_driver_sql(f"SELECT level, position, hash FROM merkle_nodes WHERE {where}")
-        return {(level, position): bytes.fromhex(digest) for level, position, digest in rows}
+        found.update({(level, position): bytes.fromhex(digest) for level, position, digest in rows})
+        return found
 
     def _store_blobs(self, conn: Connection, contents: Iterable[tuple[str, bytes]]) -> None:
         """Insert missing blobs; call only after ``_append`` holds the head lock (no insert race)."""
@@ -533,10 +560,17 @@ class Ledger:
         return int(self.schema_version) >= 3
 
     def merkle_nodes(self, keys: Iterable[NodeKey]) -> dict[NodeKey, bytes]:
-        """The stored hashes of the Merkle nodes ``keys`` ((level, position), see ``ledger.merkle``); a key
-        without a row is left out. Needs ``has_merkle_nodes``."""
+        """The hashes of the Merkle nodes ``keys`` ((level, position), see ``ledger.merkle``) as the ledger stores
+        them (a leaf, from schema 6, as its entry gives it); a key without a row is left out. Needs
+        ``has_merkle_nodes``."""
         with self.read_transaction() as conn:
-            return self._read_merkle_nodes(conn, keys, keyed_by_last_seq=int(self.schema_version) >= 6)
+            return self._read_merkle_nodes(conn, keys, schema_6_nodes=not self.merkle_leaves_stored)
+
+    @property
+    def merkle_leaves_stored(self) -> bool:
+        """Whether ``merkle_nodes`` holds the leaves too (schema 3 to 5, keyed by (level, position)); from schema 6
+        it holds the nodes of two or more leaves, keyed by (last_seq, level), and a leaf is read from its entry."""
+        return 3 <= int(self.schema_version) < 6
 
     def entry_hash_at(self, seq: int) -> str | None:
         """The ``entry_hash`` of entry ``seq``, or None if there is none."""

@@ -166,7 +166,7 @@ class _ChainWalk:
                                 for i, entry in enumerate(rows_as(EntryRow, ENTRY_FIELDS, rows))])
         self._merge(summary)
         self.leaves += len(rows)
-        self.merkle.add(leaves, batch.nodes, keyed_by_last_seq=batch.keyed_by_last_seq)
+        self.merkle.add(leaves, batch.nodes, schema_6_nodes=batch.schema_6_nodes)
 
     def _merge(self, summary: BatchSummary) -> None:
         """A batch's summary, after those of the batches before it (``verify_batch.RunPart``)."""

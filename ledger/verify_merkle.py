@@ -6,7 +6,8 @@ would: an edited ``level``, ``position`` or ``last_seq`` shows as a row missing 
 missing one's hash, reported once naming the column.
 
 The rows are compared in the table's key order: (level, position) for schema 3 to 5, (last_seq, level) for
-schema 6 and later, whose rows carry ``last_seq`` = (position + 1)·2^level as a fourth value (``ledger.schema``)."""
+schema 6 and later, whose rows carry ``last_seq`` = (position + 1)·2^level as a fourth value and are the nodes of
+two or more leaves only (a leaf is its entry's: ``ledger.schema``)."""
 
 from __future__ import annotations
 
@@ -87,23 +88,23 @@ class MerkleCheck:
         self.extra: list[StoredNode] = []  # stored, no such node (or not where the tree has it)
         self.edited: list[tuple[NodeKey, Any, str]] = []  # stored hash differs
         self.counts = [0, 0, 0]
-        self.keyed_by_last_seq = False  # rows of schema 6 and later seen
+        self.schema_6_nodes = False  # rows of schema 6 and later seen
 
-    def add(self, leaves: list[bytes], stored: list[StoredNode] | None, *, keyed_by_last_seq: bool) -> None:
+    def add(self, leaves: list[bytes], stored: list[StoredNode] | None, *, schema_6_nodes: bool) -> None:
         """Append ``leaves``; compare the nodes they complete with ``stored``, the rows of the table in key order
-        (None: no table to compare; ``keyed_by_last_seq``: rows of schema 6 and later)."""
-        self.keyed_by_last_seq |= keyed_by_last_seq
+        (None: no table to compare; ``schema_6_nodes``: rows of schema 6 and later, no leaves among them)."""
+        self.schema_6_nodes |= schema_6_nodes
         if self.root_at is not None and self.size < self.root_at <= self.size + len(leaves):
             cut = self.root_at - self.size
-            made = self._append(leaves[:cut], keyed_by_last_seq)
+            made = self._append(leaves[:cut], schema_6_nodes)
             self.root = frontier_root(self.frontier, self.size)
-            made += self._append(leaves[cut:], keyed_by_last_seq)
+            made += self._append(leaves[cut:], schema_6_nodes)
         else:
-            made = self._append(leaves, keyed_by_last_seq)
+            made = self._append(leaves, schema_6_nodes)
         if stored is not None and stored != made:
             self._compare(made, stored)
 
-    def _append(self, leaves: list[bytes], keyed_by_last_seq: bool) -> list[StoredNode]:
+    def _append(self, leaves: list[bytes], schema_6_nodes: bool) -> list[StoredNode]:
         """The rows of the nodes ``leaves`` complete, in key order; the frontier moved past them."""
         if not leaves:
             return []
@@ -111,7 +112,9 @@ class MerkleCheck:
         newest: dict[NodeKey, bytes] = {}
         for level, first, nodes in merkle.completed_levels(leaves, self.size, self.frontier):
             count = len(nodes)
-            if keyed_by_last_seq:
+            if schema_6_nodes and not level:
+                pass  # no row: a leaf is its entry's
+            elif schema_6_nodes:
                 made += zip([level] * count, range(first, first + count), map(bytes.hex, nodes),
                             range((first + 1) << level, (first + count + 1) << level, 1 << level))
             else:
@@ -119,7 +122,7 @@ class MerkleCheck:
             newest[(level, first + count - 1)] = nodes[-1]
             if count > 1:
                 newest[(level, first + count - 2)] = nodes[-2]
-        if keyed_by_last_seq:
+        if schema_6_nodes:
             made.sort(key=_LAST_SEQ)  # stable: (last_seq, level), the levels having come in turn
         self.size += len(leaves)
         self.frontier = {key: newest.get(key) or self.frontier[key] for key in merkle.frontier_nodes(self.size)}
@@ -149,7 +152,7 @@ class MerkleCheck:
     def note_extra(self, row: StoredNode) -> None:
         """A stored row that is no node of the tree (or not where the tree has it)."""
         self.counts[1] += 1
-        self.keyed_by_last_seq |= len(row) > 3
+        self.schema_6_nodes |= len(row) > 3
         if len(self.extra) < MAX_KEPT:
             self.extra.append(row)
 
@@ -159,7 +162,8 @@ class MerkleCheck:
         found = []
         missing = {digest: key for key, digest in self.missing.items()}
         moved = 0
-        keys = "level, position or last_seq" if self.keyed_by_last_seq else "level or position"
+        keys = "level, position or last_seq" if self.schema_6_nodes else "level or position"
+        stored = "two or more of " if self.schema_6_nodes else ""  # the subtrees the table holds
         for row in sorted(self.extra, key=_row_order):
             moved_from = missing.pop(row[2], None)
             if moved_from is not None:
@@ -170,8 +174,8 @@ class MerkleCheck:
                                      column=f"merkle_nodes.{column}"))
             else:
                 found.append(problem(f"merkle node (level {row[0]}, position {row[1]})",
-                                     f"merkle_nodes has a row {_row_name(row)} that is no complete subtree of entries "
-                                     f"1..{entries} (a row was added, or its {keys} edited)",
+                                     f"merkle_nodes has a row {_row_name(row)} that is no complete subtree of "
+                                     f"{stored}entries 1..{entries} (a row was added, or its {keys} edited)",
                                      column="merkle_nodes.position"))
         for key in sorted(missing.values()):
             found.append(problem(_node_name(key), f"merkle_nodes has no row (level {key[0]}, position {key[1]}) "

@@ -66,8 +66,8 @@ class EntryBatch:
     nodes: list[StoredNode] | None
     """The stored rows of the nodes the batch's leaves complete (``_nodes_in``), in key order; None: the ledger
     has no ``merkle_nodes`` table (schema 1 and 2)."""
-    keyed_by_last_seq: bool
-    """Whether ``nodes`` are rows of schema 6 and later: (level, position, hash, last_seq)."""
+    schema_6_nodes: bool
+    """Whether ``nodes`` are rows of schema 6 and later: (level, position, hash, last_seq), no leaves among them."""
 
 
 @dataclass(frozen=True)
@@ -138,10 +138,10 @@ def _driver_rows(conn: Connection, sql: str) -> list[tuple[Any, ...]]:
         cursor.close()
 
 
-def _nodes_in(conn: Connection, start: int, end: int, keyed_by_last_seq: bool) -> list[StoredNode]:
+def _nodes_in(conn: Connection, start: int, end: int, schema_6_nodes: bool) -> list[StoredNode]:
     """The stored rows of the nodes leaves ``start`` .. ``end`` − 1 complete, in key order: schema 6 and later
     one primary-key range, ``start < last_seq <= end``; before, one per level of ``node_ranges(start, end)``."""
-    if keyed_by_last_seq:
+    if schema_6_nodes:
         return _driver_rows(conn, f"SELECT level, position, hash, last_seq FROM {merkle_nodes.name} WHERE last_seq > "
                                   f"{int(start)} AND last_seq <= {int(end)} ORDER BY last_seq, level")
     found: list[StoredNode] = []
@@ -152,7 +152,7 @@ def _nodes_in(conn: Connection, start: int, end: int, keyed_by_last_seq: bool) -
 
 
 def _batches(conn: Connection, after: int, first_leaf: int, with_nodes: bool,
-             keyed_by_last_seq: bool) -> Iterator[EntryBatch]:
+             schema_6_nodes: bool) -> Iterator[EntryBatch]:
     last, leaf = after, first_leaf
     while True:
         # plain tuples from the driver (no result-row objects for 10^7 rows) and no statement compiled per batch
@@ -161,8 +161,8 @@ def _batches(conn: Connection, after: int, first_leaf: int, with_nodes: bool,
                                   f"LIMIT {int(BATCH)}")
         if not rows:
             return
-        nodes = _nodes_in(conn, leaf, leaf + len(rows), keyed_by_last_seq) if with_nodes else None
-        yield EntryBatch(rows, leaf, nodes, keyed_by_last_seq)
+        nodes = _nodes_in(conn, leaf, leaf + len(rows), schema_6_nodes) if with_nodes else None
+        yield EntryBatch(rows, leaf, nodes, schema_6_nodes)
         leaf += len(rows)
         if len(rows) < BATCH:
             return
@@ -170,7 +170,7 @@ def _batches(conn: Connection, after: int, first_leaf: int, with_nodes: bool,
 
 
 def _tables(conn: Connection, leaves: tuple[int, int], run_filter: Any | None, blob_filter: list[str] | None,
-            has_nodes: bool, keyed_by_last_seq: bool, nodes_read: int) -> Tables:
+            has_nodes: bool, schema_6_nodes: bool, nodes_read: int) -> Tables:
     names = list(runs.c.keys())
     query = select(*runs.c) if run_filter is None else select(*runs.c).where(run_filter)
     run_rows = {row[0]: dict(zip(names, row)) for row in conn.execute(query)}
@@ -193,7 +193,7 @@ def _tables(conn: Connection, leaves: tuple[int, int], run_filter: Any | None, b
     elif has_nodes:
         node_count = int(conn.execute(select(func.count()).select_from(merkle_nodes)).scalar_one())
         if node_count != nodes_read:  # rows outside every range read: find them
-            columns = ["level", "position", "hash", "last_seq"][:4 if keyed_by_last_seq else 3]
+            columns = ["level", "position", "hash", "last_seq"][:4 if schema_6_nodes else 3]
             scan = select(*(merkle_nodes.c[name] for name in columns))
             for row in conn.execute(scan.execution_options(yield_per=4096)):
                 if not in_ranges(tuple(row), start, end):
@@ -205,7 +205,7 @@ def _tables(conn: Connection, leaves: tuple[int, int], run_filter: Any | None, b
     if inspect(conn).has_table(alembic_version.name):
         revisions = list(conn.execute(select(alembic_version.c.version_num)).scalars())
     version = str(meta.get("schema_version", ""))
-    missing_last_seq = has_nodes and not keyed_by_last_seq and version.isdigit() and int(version) >= 6
+    missing_last_seq = has_nodes and not schema_6_nodes and version.isdigit() and int(version) >= 6
     return Tables(run_rows, blob_rows, meta, revisions, node_count, outside, outside_count, missing_last_seq)
 
 
@@ -218,12 +218,12 @@ def read_snapshot(ledger: Ledger, *, after: int = 0, tables: Callable[[], tuple[
     with ledger.read_transaction() as conn:
         _snapshot(conn)
         has_nodes = inspect(conn).has_table(merkle_nodes.name)
-        keyed_by_last_seq = has_nodes and any(column["name"] == merkle_nodes.c.last_seq.name
-                                              for column in inspect(conn).get_columns(merkle_nodes.name))
+        schema_6_nodes = has_nodes and any(column["name"] == merkle_nodes.c.last_seq.name
+                                           for column in inspect(conn).get_columns(merkle_nodes.name))
         leaf, nodes_read = after, 0
-        for batch in _batches(conn, after, after, has_nodes, keyed_by_last_seq):
+        for batch in _batches(conn, after, after, has_nodes, schema_6_nodes):
             yield batch
             leaf, nodes_read = batch.start + len(batch.rows), nodes_read + len(batch.nodes or ())
         yield ENTRIES_READ
         run_filter, blob_filter = tables()
-        yield _tables(conn, (after, leaf), run_filter, blob_filter, has_nodes, keyed_by_last_seq, nodes_read)
+        yield _tables(conn, (after, leaf), run_filter, blob_filter, has_nodes, schema_6_nodes, nodes_read)

@@ -296,7 +296,7 @@ def rebuild_merkle_nodes(conn) -> None:
     conn.execute("DELETE FROM merkle_nodes")
     conn.executemany("INSERT INTO merkle_nodes (level, position, hash, last_seq) VALUES (?, ?, ?, ?)",
                      [(level, position, digest.hex(), (position + 1) << level)
-                      for (level, position), digest in perfect_nodes(entry_leaves(hashes)).items()])
+                      for (level, position), digest in perfect_nodes(entry_leaves(hashes)).items() if level])
 
 
 def rechain(db: Path, from_seq: int) -> None:

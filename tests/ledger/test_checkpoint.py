@@ -294,22 +294,29 @@ def test_prove_reads_the_merkle_nodes_and_refuses_edited_ones(small_spec: Path, 
         levels = _levels_matching(ledger, claimed)  # the whole tree, as for a ledger without merkle_nodes
         assert bundle["inclusion"]["path"] == [node.hex() for node in merkle.path_from_levels(entry - 1, levels)]
         assert verify_bundle(bundle, [public]).verified
-    sibling = (0, (entry - 1) ^ 1)  # the path's first node
+    leaf_seq = ((entry - 1) ^ 1) + 1  # the path's first node is this entry's leaf (schema 6 stores no leaves)
+    sibling = (1, ((entry - 1) >> 1) ^ 1)  # the path's second node, a stored one
+    assert sibling in merkle.path_nodes(entry - 1, claimed.seq)
     root_part = merkle.frontier_nodes(claimed.seq)[0]  # the largest node under the root
     edits = [("UPDATE merkle_nodes SET hash = ? WHERE level = ? AND position = ?", ("ab" * 32, *sibling),
               LedgerIntegrityError, "does not lead to the checkpoint's root"),
              ("UPDATE merkle_nodes SET hash = ? WHERE level = ? AND position = ?", ("ab" * 32, *root_part),
               LedgerIntegrityError, "merkle_nodes was edited"),
              ("DELETE FROM merkle_nodes WHERE level = ? AND position = ?", sibling,
-              LedgerIntegrityError, f"merkle_nodes has no row \\(level 0, position {sibling[1]}\\)")]
-    for statement, params, error, message in edits:
-        copy = tmp_path / "edited.db"
+              LedgerIntegrityError, f"merkle_nodes has no row \\(level 1, position {sibling[1]}\\)"),
+             ("UPDATE entries SET entry_hash = ? WHERE seq = ?", ("ab" * 32, leaf_seq),
+              LedgerIntegrityError, "does not lead to the checkpoint's root"),
+             ("UPDATE entries SET entry_hash = ? WHERE seq = ?", ("not hex", leaf_seq),
+              LedgerIntegrityError, f"entry {leaf_seq}'s entry_hash is no SHA-256 hex digest"),
+             ("DELETE FROM entries WHERE seq = ?", (leaf_seq,),
+              LedgerIntegrityError, f"the ledger has no entry {leaf_seq} although its head is entry")]
+    for number, (statement, params, error, message) in enumerate(edits):
+        copy = tmp_path / f"edited-{number}.db"  # a fresh name: no -wal file of an earlier copy applies
         copy.write_bytes(db.read_bytes())
         with sqlite3.connect(copy) as conn:
             conn.execute(statement, params)
         with Ledger.open(copy) as ledger, pytest.raises(error, match=message):
             build_bundle(ledger, first, envelope)
-        copy.unlink()
 
 
 def test_a_checkpoint_signed_by_two_keys_needs_both_when_both_are_required(keys):

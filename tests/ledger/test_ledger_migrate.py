@@ -27,7 +27,7 @@ from sqlalchemy.exc import OperationalError
 from cli import main
 from engine import LedgerError, run
 from engine.services.audit import verify
-from ledger import Ledger
+from ledger import Ledger, merkle
 from ledger.schema import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, blobs, entries, ledger_meta, merkle_nodes, runs
 from ledger.schema import read_schema_state
 from ledger.store import SchemaState
@@ -398,7 +398,8 @@ def test_a_golden_ledger_of_a_released_certa_migrates_byte_identically(golden: P
         assert verify(ledger).intact
     assert _rows(url) == before and _state(url) == SchemaState(SCHEMA_VERSION, HEAD_REVISION)
     entries_count = int(manifest["head"].split(":")[0])
-    assert len(_nodes(url)) == 2 * entries_count - entries_count.bit_count()  # one per complete perfect subtree
+    # one per complete perfect subtree of two or more leaves (schema 6 stores no leaves)
+    assert len(_nodes(url)) == entries_count - entries_count.bit_count()
 
 
 def test_alembic_is_imported_only_by_migrate(tmp_path: Path) -> None:
@@ -428,7 +429,7 @@ def test_revision_0003_backfills_the_merkle_nodes_the_writes_keep(database: NewD
         ledger.record_note(first, "review", {"reviewer": "alice", "decision": "approved", "note": ""})
         n = ledger.head()[0]
     written = _nodes(url)
-    assert len(written) == 2 * n - n.bit_count()  # one per complete perfect subtree
+    assert len(written) == n - n.bit_count()  # one per complete perfect subtree of two or more leaves
     _make_schema_2(url)
     before = _rows(url)
     keys = tmp_path / "keys"
@@ -452,14 +453,15 @@ def test_revision_0003_backfills_the_merkle_nodes_the_writes_keep(database: NewD
 
 def _table_digests(url: str) -> dict[str, str]:
     """SHA-256 of every row of entries, blobs, runs, merkle_nodes and ledger_meta (all columns, in key order; of
-    merkle_nodes the columns of every schema since 3, level, position and hash, in (level, position) order)."""
+    merkle_nodes the nodes of two or more leaves, which every schema since 3 stores, with the columns they all have,
+    level, position and hash, in (level, position) order)."""
     import hashlib
 
     engine = create_engine(url)
     with engine.connect() as conn:
         digests = {}
-        nodes = select(merkle_nodes.c.level, merkle_nodes.c.position, merkle_nodes.c.hash).order_by(
-            merkle_nodes.c.level, merkle_nodes.c.position)
+        nodes = select(merkle_nodes.c.level, merkle_nodes.c.position, merkle_nodes.c.hash).where(
+            merkle_nodes.c.level > 0).order_by(merkle_nodes.c.level, merkle_nodes.c.position)
         for table in (entries, blobs, runs, merkle_nodes, ledger_meta):
             query = nodes if table is merkle_nodes else select(table).order_by(*table.primary_key)
             rows = conn.execute(query).fetchall()
@@ -573,10 +575,13 @@ def test_revision_0006_keys_the_merkle_nodes_by_last_seq_and_changes_no_value(da
     if sqlite:
         with sqlite3.connect(make_url(url).database) as conn:
             stored = conn.execute("SELECT level, position, typeof(level), typeof(position), typeof(hash) FROM "
-                                  "merkle_nodes ORDER BY level, position").fetchall()
+                                  "merkle_nodes WHERE level > 0 ORDER BY level, position").fetchall()
+            leaves = conn.execute("SELECT position, hash FROM merkle_nodes WHERE level = 0 ORDER BY position").fetchall()
+            hashes = conn.execute("SELECT entry_hash FROM entries ORDER BY seq").fetchall()
+        assert leaves == [(seq, merkle.leaf_hash(bytes.fromhex(digest)).hex()) for seq, (digest,) in enumerate(hashes)]
 
     _migrate_changing_no_row(url, "5", reference)
-    assert _nodes(url) == written and written  # the rows a ledger written at 6 has, last_seq included
+    assert _nodes(url) == written and written  # the rows a ledger written at 6 has, last_seq included, no leaves
     assert all(last_seq == (position + 1) << level for last_seq, level, position, _ in written)
     assert _schema(url)["merkle_nodes"]["primary_key"] == ["last_seq", "level"]
     if sqlite:
@@ -593,5 +598,7 @@ def test_revision_0006_keys_the_merkle_nodes_by_last_seq_and_changes_no_value(da
     with Ledger.open(url) as ledger:
         run(small_spec, ledger=ledger)
         assert verify(ledger).intact and len(ledger.runs()) == 3
-    _downgrade(url, "0005")  # and back: the rows of schema 5 as they were
+    _downgrade(url, "0005")  # and back: schema 5's rows, the leaves computed again from the (now three runs') entries
     assert _state(url) == SchemaState("5", "0005") and _schema(url)["merkle_nodes"]["primary_key"] == ["level", "position"]
+    with Ledger.open(url) as ledger:
+        assert verify(ledger).intact

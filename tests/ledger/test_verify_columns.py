@@ -7,6 +7,7 @@ later without a mutation case here fails ``test_every_column_of_every_table_has_
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import sqlite3
 import uuid
@@ -245,8 +246,6 @@ def test_a_runs_row_deleted_or_added_is_reported(recorded_ledger: tuple[Path, Re
 
 
 def test_an_unreferenced_or_deleted_blob_is_reported(recorded_ledger: tuple[Path, Recorded]) -> None:
-    import hashlib
-
     pristine, recorded = recorded_ledger
     extra = b"window_id,tokens\nw0,1\n"
     sha = hashlib.sha256(extra).hexdigest()
@@ -264,27 +263,38 @@ def test_a_merkle_node_deleted_or_added_is_reported(recorded_ledger: tuple[Path,
         ("merkle node (level 2, position 1: entries 5..8)",
          ("merkle_nodes has no row (level 2, position 1) for this complete subtree (the row was deleted, or its level, "
           "position or last_seq edited)"), "merkle_nodes.position")]
-    report = _edit_and_verify(pristine, ("INSERT INTO merkle_nodes VALUES (?, ?, ?, ?)", (100_001, 0, 100_000, FAKE_SHA)))
+    report = _edit_and_verify(pristine, ("INSERT INTO merkle_nodes VALUES (?, ?, ?, ?)", (100_002, 1, 50_000, FAKE_SHA)))
     assert len(report.problems) == 1 and report.first_broken.column == "merkle_nodes.position"
-    assert report.first_broken.message.startswith("merkle_nodes has a row (level 0, position 100000, last_seq 100001) "
-                                                  "that is no complete subtree of entries 1..")
+    assert report.first_broken.message.startswith("merkle_nodes has a row (level 1, position 50000, last_seq 100002) "
+                                                  "that is no complete subtree of two or more of entries 1..")
+    # a leaf, even with its right hash: schema 6 stores no leaves (a leaf is its entry's)
+    with sqlite3.connect(pristine) as conn:
+        third = conn.execute("SELECT entry_hash FROM entries WHERE seq = 3").fetchone()[0]
+    leaf = hashlib.sha256(b"\x00" + bytes.fromhex(third)).hexdigest()
+    report = _edit_and_verify(pristine, ("INSERT INTO merkle_nodes VALUES (?, ?, ?, ?)", (3, 0, 2, leaf)))
+    assert [p.message for p in report.problems] == [
+        "merkle_nodes has a row (level 0, position 2, last_seq 3) that is no complete subtree of two or more of "
+        "entries 1..21 (a row was added, or its level, position or last_seq edited)"]
     # a row whose last_seq is among the entries but does not end its subtree: (level 1, position 0) ends at 2
     report = _edit_and_verify(pristine, ("INSERT INTO merkle_nodes VALUES (?, ?, ?, ?)", (5, 1, 0, FAKE_SHA)))
     assert [p.message for p in report.problems] == [
-        "merkle_nodes has a row (level 1, position 0, last_seq 5) that is no complete subtree of entries 1..21 (a "
-        "row was added, or its level, position or last_seq edited)"]
+        "merkle_nodes has a row (level 1, position 0, last_seq 5) that is no complete subtree of two or more of "
+        "entries 1..21 (a row was added, or its level, position or last_seq edited)"]
     report = _edit_and_verify(pristine, ("DROP TABLE merkle_nodes", ()))
     assert "no merkle_nodes table" in report.first_broken.message
 
 
 def test_a_schema_6_ledger_whose_merkle_nodes_lost_last_seq_is_reported(recorded_ledger: tuple[Path, Recorded]) -> None:
-    """The table replaced by one of schema 5's layout (every node still there) while the ledger says schema 6."""
+    """The table replaced by one of schema 5's layout (its nodes still there) while the ledger says schema 6: read
+    as schema 5's, whose leaves it then lacks."""
     pristine, _ = recorded_ledger
     report = _edit_and_verify(pristine, ("CREATE TABLE old_nodes AS SELECT level, position, hash FROM merkle_nodes", ()),
                               ("DROP TABLE merkle_nodes", ()), ("ALTER TABLE old_nodes RENAME TO merkle_nodes", ()))
-    assert [(p.message, p.column) for p in report.problems] == [
-        ("ledger_meta value of key 'schema_version' is '6' but merkle_nodes has no column last_seq (the table was "
-         "replaced)", "merkle_nodes.last_seq")]
+    assert (report.problems[0].message, report.problems[0].column) == (
+        "ledger_meta value of key 'schema_version' is '6' but merkle_nodes has no column last_seq (the table was "
+        "replaced)", "merkle_nodes.last_seq")
+    assert all(p.message.startswith(("merkle_nodes has no row (level 0, ", "... and ")) for p in report.problems[1:])
+    assert len(report.problems) > 2
 
 
 def test_ledger_meta_keys_and_the_alembic_revision_are_checked(recorded_ledger: tuple[Path, Recorded]) -> None:

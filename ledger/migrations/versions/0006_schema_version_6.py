@@ -1,6 +1,6 @@
-"""Schema version 6: ``merkle_nodes`` keyed by the last entry a node covers, so that recording a run writes its
-nodes on one or two pages (``bench/ledger_reads.py``: of the 25 database pages a run wrote on 10^6 entries,
-about 8 were the old key's index).
+"""Schema version 6: ``merkle_nodes`` keyed by the last entry a node covers and without the leaves, so that
+recording a run writes its nodes on one or two pages (``bench/ledger_reads.py``: of the 25 database pages a run
+wrote on 10^6 entries, about 10 were ``merkle_nodes`` and its key's index).
 
 The table gains the column ``last_seq`` = (position + 1)·2^level, the seq of the subtree's last entry, computed
 from the row's ``level`` and ``position``, and ``(last_seq, level)`` becomes its primary key instead of ``(level,
@@ -8,20 +8,25 @@ position)``: under the old key each level's new nodes went to the end of that le
 page per level of the tree; under the new one the nodes that a run's entries complete are adjacent and last.
 On SQLite the table is ``WITHOUT ROWID`` (its rows are the key's B-tree). ``last_seq`` is declared first, as the
 key begins with it (SQLite 3.40's ``PRAGMA integrity_check`` misreads the NOT NULL columns of a ``WITHOUT ROWID``
-table whose key's columns are not declared first). Sets ``ledger_meta.schema_version`` to ``'6'``.
+table whose key's columns are not declared first). The leaves (level 0), half of the rows, are no longer stored:
+a leaf is SHA-256(0x00 ‖ entry_hash) of its entry, which a reader takes from ``entries`` by seq. Sets
+``ledger_meta.schema_version`` to ``'6'``.
 
 Read-compatible: no value of any row of ``entries``, ``blobs`` or ``runs`` changes, nor ``level``, ``position``
-or ``hash`` of a node, and the chain head stays as it was. Neither database replaces a key or reorders columns
-in place, so on both the table is renamed, the new one created, every row copied (``INSERT ... SELECT`` in the
-new key's order, every value as it was stored) and the old table dropped, in the migration's one transaction (a
-crash leaves the ledger at schema 5); 10^6 entries' 2·10^6 nodes take a few seconds. Everything is written out
-here (not imported from ``ledger.schema``) so that this revision stays as released.
+or ``hash`` of a node of two or more leaves, and the chain head stays as it was. Neither database replaces a key
+or reorders columns in place, so on both the table is renamed, the new one created, every node of level 1 and
+above copied (``INSERT ... SELECT`` in the new key's order, every value as it was stored) and the old table
+dropped, in the migration's one transaction (a crash leaves the ledger at schema 5); 10^6 entries' 10^6 such
+nodes take a few seconds. The downgrade computes the leaves again from the entries. Everything is written out
+here (not imported from ``ledger.schema`` or ``ledger.merkle``) so that this revision stays as released.
 
 Revision ID: 0006
 Revises: 0005
 """
 
 from __future__ import annotations
+
+import hashlib
 
 import sqlalchemy as sa
 from alembic import op
@@ -40,9 +45,24 @@ def _set_schema_version(value: str) -> None:
     op.execute(ledger_meta.update().where(ledger_meta.c.key == "schema_version").values(value=value))
 
 
+def _leaves() -> None:
+    """Insert the leaves of schema 3 to 5's ``merkle_nodes``: (0, seq − 1, SHA-256(0x00 ‖ entry_hash)) of every
+    entry, read and written in batches."""
+    bind, last = op.get_bind(), 0
+    while True:
+        rows = bind.exec_driver_sql(f"SELECT seq, entry_hash FROM entries WHERE seq > {last} ORDER BY seq "
+                                    "LIMIT 50000").fetchall()
+        if not rows:
+            return
+        op.bulk_insert(sa.table("merkle_nodes", sa.column("level"), sa.column("position"), sa.column("hash")),
+                       [{"level": 0, "position": seq - 1,
+                         "hash": hashlib.sha256(b"\x00" + bytes.fromhex(digest)).hexdigest()} for seq, digest in rows])
+        last = rows[-1][0]
+
+
 def _replace_nodes(*, keyed_by_last_seq: bool) -> None:
-    """Replace ``merkle_nodes`` by a table keyed by ``(last_seq, level)`` (schema 6) or by ``(level, position)``
-    without ``last_seq`` (schema 3 to 5), every row copied as stored."""
+    """Replace ``merkle_nodes`` by a table keyed by ``(last_seq, level)`` without the leaves (schema 6) or by
+    ``(level, position)`` with them (schema 3 to 5), every other row copied as stored."""
     op.rename_table("merkle_nodes", OLD)
     if op.get_bind().dialect.name == "postgresql":  # a constraint's name is its index's, unique in the schema
         op.execute(f"ALTER TABLE {OLD} RENAME CONSTRAINT pk_merkle_nodes TO pk{OLD}")
@@ -53,12 +73,14 @@ def _replace_nodes(*, keyed_by_last_seq: bool) -> None:
                         sa.PrimaryKeyConstraint("last_seq", "level", name="pk_merkle_nodes"), sqlite_with_rowid=False)
         last_seq = "(position + 1) << level"
         op.execute(f"INSERT INTO merkle_nodes (last_seq, level, position, hash) SELECT {last_seq}, level, position, "
-                   f"hash FROM {OLD} ORDER BY {last_seq}, level")
+                   f"hash FROM {OLD} WHERE level <> 0 ORDER BY {last_seq}, level")
+        op.drop_table(OLD)
     else:
         op.create_table("merkle_nodes", *columns, sa.PrimaryKeyConstraint("level", "position", name="pk_merkle_nodes"))
+        _leaves()
         op.execute(f"INSERT INTO merkle_nodes (level, position, hash) SELECT level, position, hash FROM {OLD} "
                    "ORDER BY level, position")
-    op.drop_table(OLD)
+        op.drop_table(OLD)
 
 
 def upgrade() -> None:
