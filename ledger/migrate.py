@@ -15,11 +15,12 @@ The revisions (``ledger/migrations/versions``) are small, ordered and never edit
   writes fewer pages; ``schema_version`` becomes ``'5'``. SQLite cannot drop a constraint in place, so there
   ``entries`` is copied, every value as it was stored, into a table declared without them;
 - ``0006``: schema version 6, ``merkle_nodes`` gains the column ``last_seq`` ((position + 1)·2^level, the seq of
-  the subtree's last entry) and is keyed by ``(last_seq, level)`` (on SQLite a ``WITHOUT ROWID`` copy of the
-  table), so that the nodes a run completes are written on one or two pages; ``schema_version`` becomes ``'6'``.
+  the subtree's last entry), is keyed by ``(last_seq, level)`` (on SQLite a ``WITHOUT ROWID`` copy of the table)
+  and keeps no leaves (a leaf is its entry's), so that the nodes a run completes are written on one or two
+  pages; ``schema_version`` becomes ``'6'``.
 
 No revision changes a value in a row of ``entries``, ``blobs``, ``runs`` or ``merkle_nodes`` (0006 adds a column
-to the last, computed from two others), nor the chain head: every
+to the last, computed from two others, and drops its leaf rows, which the entries give), nor the chain head: every
 hashed byte stays as it was, so ``certa verify`` and checkpoints signed before a migration still hold. A ledger
 written by certa 0.1.0 or 0.2.0 has no ``alembic_version`` table; it is stamped at the revision of its
 ``schema_version`` before upgrading. Alembic is configured here in code (no ``alembic.ini``), runs on the

@@ -5,8 +5,8 @@ and review is one entry. ``blobs`` holds content-addressed copies of input table
 so a replay needs nothing outside the ledger. ``runs`` is an index for listing; ``verify`` checks it
 against the entries. ``ledger_meta`` holds the schema version and the chain head (the row that
 serialises writers on PostgreSQL via ``SELECT ... FOR UPDATE``). ``merkle_nodes`` (since 3) holds the RFC 6962
-hash of every complete perfect subtree of the entries' Merkle tree (``ledger.merkle``), written with the
-entries that complete it, so an inclusion proof reads O(log n) rows; ``verify`` checks it against the chain.
+hash of every complete perfect subtree of the entries' Merkle tree (``ledger.merkle``; since 6 those of two or
+more leaves), written with the entries that complete it, so an inclusion proof reads O(log n) rows; ``verify`` checks it against the chain.
 The indexes (those marked "since 4" added by schema 4) make every read a command makes an index search
 (``tests/ledger/test_query_plans.py`` checks each command's statements), so that one run's reads, and
 ``certa list``, take the same time on 10^6 entries as on 10^4 (``bench/ledger_reads.py``).
@@ -16,7 +16,8 @@ next WAL checkpoint). Schema 5 drops three of ``entries`` that no read uses and 
 62 pages a run before, about 27 after), so recording into a large ledger runs near the rate of an empty one:
 
 - ``ix_entries_run_id`` (``entries(run_id)``, schema 1): every query on a run's entries is answered by
-  ``ix_entries_run_id_kind``, whose first column is ``run_id`` (``tests/ledger/test_query_plans.py``).
+  ``ix_entries_run_id_kind``, whose first column is ``run_id`` (``tests/ledger/test_query_plans.py``; schema 6
+  replaced that one too, below).
 - ``uq_entries_prev_hash`` (unique ``prev_hash``, schema 1): it would refuse a second entry after the same one, a
   fork of the chain. The primary key refuses that already: entries are appended under the write lock (SQLite
   ``BEGIN IMMEDIATE``; PostgreSQL the head row ``SELECT ... FOR UPDATE``, which a second writer waits on and then
@@ -33,18 +34,26 @@ certa is reported there, with or without them.
 
 Schema 6 keys ``merkle_nodes`` by ``(last_seq, level)``, ``last_seq`` = (position + 1)·2^level the seq of the
 subtree's last entry (a column added before ``level`` and ``position``, which keep their meaning), instead of
-``(level, position)``. Under the old key every level's new nodes went to the end of that level's own range of
-the index, so a run wrote one page per level of the tree (10^6 entries: about 8 of a run's 25 pages, against 2
-on an empty ledger); under the new one the nodes a run's entries complete are adjacent and last in key order,
-on one or two pages whatever the ledger's size. On SQLite the table is ``WITHOUT ROWID``: its rows are the
-key's B-tree, with no rowid table beside it. Readers of a ledger at schema 3 to 5 (read-only until migrated)
-look nodes up by ``(level, position)`` (``ledger.store.Ledger.merkle_nodes``, ``ledger.verify_read``).
+``(level, position)``, and stores no leaves. Under the old key every level's new nodes went to the end of that
+level's own range of the index, so a run wrote one page per level of the tree (10^6 entries: about 10 of a run's
+25 pages, against 2 on an empty ledger); under the new one the nodes a run's entries complete are adjacent and
+last in key order. On SQLite the table is ``WITHOUT ROWID``: its rows are the key's B-tree, with no rowid table
+beside it. A leaf, SHA-256(0x00 ‖ entry_hash), is read from its entry by seq (``Ledger.merkle_nodes``), which
+halves the table. Readers of a ledger at schema 3 to 5 (read-only until migrated) read every node, leaves
+included, by ``(level, position)`` (``Ledger.merkle_leaves_stored``, ``ledger.verify_read``).
+
+Schema 6 also replaces ``ix_entries_run_id_kind`` (``entries(run_id, kind)``, since 2) by
+``ix_entries_run_id_kind_but_decisions``, the same of the entries of every kind but ``decision``
+(``KINDS_BUT_DECISIONS``; on PostgreSQL ``ix_entries_run_id_kind_seq`` likewise). Run ids are random, so each
+run's keys land at a random place of that index, and its decisions were most of them (7 of a small run's 11
+entries, a bake-off's 10^6); a run's decisions are read instead as the seqs of its record, ``runs.first_seq`` ..
+``last_seq``, a primary-key range (``Ledger.entries``), each entry's run and kind checked.
 
 The schema moves only by Alembic revisions (``ledger/migrations/versions``, run by ``certa migrate``):
 revision 0001 is schema version 1 (certa 0.1.0 and 0.2.0), revision 0002 schema version 2 (the indexes
 below marked "since 2"), revision 0003 schema version 3 (``merkle_nodes``, backfilled from the entries),
 revision 0004 schema version 4 (the indexes marked "since 4"), revision 0005 schema version 5 (without the
-three indexes above), revision 0006 schema version 6 (``merkle_nodes`` keyed by ``last_seq``). A new ledger is created here directly at the newest schema and stamped with its revision
+three indexes above), revision 0006 schema version 6 (``merkle_nodes`` keyed by ``last_seq``, without the leaves). A new ledger is created here directly at the newest schema and stamped with its revision
 in ``alembic_version`` (the table Alembic keeps, declared here so that creating a ledger needs no Alembic import).
 """
 
@@ -57,9 +66,15 @@ from ledger.rows import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, SchemaState
 from ledger.run_record import NOTE_KINDS, RECORD_KINDS
 
 __all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "metadata", "entries", "blobs", "runs", "ledger_meta",
-           "merkle_nodes", "alembic_version", "ENTRY_KINDS", "BATCH_DECISIONS", "read_schema_state"]
+           "merkle_nodes", "alembic_version", "ENTRY_KINDS", "BATCH_DECISIONS", "KINDS_BUT_DECISIONS",
+           "read_schema_state"]
 
 ENTRY_KINDS = RECORD_KINDS + NOTE_KINDS
+KINDS_BUT_DECISIONS = f"kind IN ({', '.join(repr(kind) for kind in ENTRY_KINDS if kind != 'decision')})"
+"""The entries ``ix_entries_run_id_kind_but_decisions`` holds: every kind but ``decision``, the bulk of a ledger (a
+bake-off records 10^6), which a run records in one transaction between its ``runs.first_seq`` and ``last_seq``.
+``Ledger.entries`` reads a run's entries of another kind with this very condition (SQLite serves a query from a
+partial index when the query's condition contains the index's, written the same)."""
 BATCH_DECISIONS = "payload LIKE '%\"kind\":\"batch\"%'"
 """The entries ``ix_entries_batch_decisions`` holds: those whose canonical payload text has the member
 ``"kind":"batch"``, the batch decisions (``run_record.BATCH_DECISION``; hardly any other entry), which
@@ -87,10 +102,14 @@ entries = Table(
     Column("entry_hash", String(64), nullable=False),
     CheckConstraint("kind IN ('run','input','captured','decision','certificate','abort','replay','review')",
                     name="ck_entries_kind"),
-    Index("ix_entries_run_id_kind", "run_id", "kind"),  # since 2: one run's entries of some kinds
-    # since 4, PostgreSQL only: one run's entries of a kind in chain order, without sorting them (a SQLite index
-    # holds the rowid, here seq, after its columns: ix_entries_run_id_kind is this index there)
-    Index("ix_entries_run_id_kind_seq", "run_id", "kind", "seq").ddl_if(dialect="postgresql"),
+    # since 6: one run's entries of a kind but decision (before: ix_entries_run_id_kind, of every kind, since 2);
+    # a run's decisions are the seqs of its record (runs.first_seq .. last_seq)
+    Index("ix_entries_run_id_kind_but_decisions", "run_id", "kind", sqlite_where=text(KINDS_BUT_DECISIONS),
+          postgresql_where=text(KINDS_BUT_DECISIONS)),
+    # since 6, PostgreSQL only: the same in chain order, without sorting them (a SQLite index holds the rowid, here
+    # seq, after its columns: the index above is this one there); before, ix_entries_run_id_kind_seq (since 4)
+    Index("ix_entries_run_id_kind_seq_but_decisions", "run_id", "kind", "seq",
+          postgresql_where=text(KINDS_BUT_DECISIONS)).ddl_if(dialect="postgresql"),
     Index("ix_entries_batch_decisions", "seq", sqlite_where=text(BATCH_DECISIONS),
           postgresql_where=text(BATCH_DECISIONS)),  # since 4: the decisions that tie runs to batches
 )
@@ -127,7 +146,7 @@ merkle_nodes = Table(  # since 3
     # since 6; first, as the key begins with it (SQLite 3.40's integrity_check misreads the NOT NULL columns of a
     # WITHOUT ROWID table whose key's columns are not declared first)
     Column("last_seq", Integer, nullable=False, doc="the seq of the subtree's last entry, (position + 1)·2^level"),
-    Column("level", Integer, nullable=False, doc="the subtree has 2^level leaves; 0: a leaf"),
+    Column("level", Integer, nullable=False, doc="the subtree has 2^level leaves; since 6 at least 1 (no leaves)"),
     Column("position", Integer, nullable=False, doc="its first leaf is position·2^level (leaf i is entry i + 1)"),
     Column("hash", CHAR(64), nullable=False, doc="hex MTH of the subtree; level 0: SHA-256(0x00 ‖ entry_hash)"),
     PrimaryKeyConstraint("last_seq", "level", name="pk_merkle_nodes"),  # since 6; (level, position) before

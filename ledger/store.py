@@ -45,8 +45,8 @@ from ledger.merkle import NodeKey, completed_levels, entry_leaves, frontier_node
 from ledger.rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
                    checked_schema_version, rows_as, run_rows)
 from ledger.run_record import BATCH_DECISION
-from ledger.schema import (BATCH_DECISIONS, alembic_version, blobs, entries, ledger_meta, merkle_nodes, metadata,
-                           read_schema_state, runs)
+from ledger.schema import (BATCH_DECISIONS, ENTRY_KINDS, KINDS_BUT_DECISIONS, alembic_version, blobs, entries,
+                           ledger_meta, merkle_nodes, metadata, read_schema_state, runs)
 from ledger.sqlite_read import connect_read_only, sqlite_ledger_state, sqlite_read_problem
 
 if TYPE_CHECKING:
@@ -500,12 +500,14 @@ class Ledger:
         payload text contains ``containing``: a filter the database applies, for finding a few entries among
         millions), in batches.
 
-        A run's entries of several kinds are read by one index search per kind (``ix_entries_run_id_kind``) and
-        merged by seq: one statement with ``kind IN (...)`` ordered by seq is answered by walking every entry of the
-        run in seq order (a bake-off's 10^6 decisions to find its run entry). Without a run, the chain is walked
-        (``certa site``, which publishes every run; no index of the kinds, which would cost every recording a page
-        per kind at the end of each kind's range)."""
-        wanted = list(dict.fromkeys(kinds or ()))
+        A run's entries of several kinds are read kind by kind and merged by seq: its decisions, the bulk of a
+        ledger, as the seqs of its record (``runs.first_seq`` .. ``last_seq``: a run records them in one
+        transaction; a primary-key range), each other kind by an index search (``ix_entries_run_id_kind_but_decisions``).
+        One statement with ``kind IN (...)`` ordered by seq would walk every entry of the run in seq order (a
+        bake-off's 10^6 decisions to find its run entry). Without a run, the chain is walked (``certa site``, which
+        publishes every run; no index of the kinds, which would cost every recording a page per kind at the end of
+        each kind's range)."""
+        wanted = list(dict.fromkeys(kinds or (ENTRY_KINDS if run_id is not None else ())))
         if len(wanted) > 1:
             yield from heapq.merge(*(self._entries_of(run_id, kind, after, containing, batch) for kind in wanted),
                                    key=attrgetter("seq"))
@@ -514,14 +516,24 @@ class Ledger:
 
     def _entries_of(self, run_id: str | None, kind: str | None, after: int, containing: str | None,
                     batch: int) -> Iterator[EntryRow]:
-        """``entries`` of one kind (or of every kind: None), in batches of ``batch``, each in a read transaction."""
-        last = after
+        """``entries`` of one kind (or of every kind: None, without a run), in batches of ``batch``, each in a
+        read transaction."""
+        last, stop = after, None
+        if run_id is not None and kind == "decision":
+            span = self._record_span(run_id)
+            if span is None:
+                return
+            last, stop = max(after, span[0] - 1), span[1]
         while True:
             query = select(*_ENTRY_COLUMNS).where(entries.c.seq > last).order_by(entries.c.seq).limit(batch)
+            if stop is not None:
+                query = query.where(entries.c.seq <= stop)
             if run_id is not None:
                 query = query.where(entries.c.run_id == run_id)
             if kind is not None:
                 query = query.where(entries.c.kind == kind)
+            if run_id is not None and kind != "decision":
+                query = query.where(text(KINDS_BUT_DECISIONS))  # the partial index's own condition
             if containing is not None:
                 query = query.where(entries.c.payload.contains(containing, autoescape=True))
             with self.read_transaction() as conn:
@@ -530,6 +542,17 @@ class Ledger:
             if len(chunk) < batch:
                 return
             last = chunk[-1].seq
+
+    def _record_span(self, run_id: str) -> tuple[int, int] | None:
+        """(first seq, last seq) of ``run_id``'s record as its ``runs`` row gives them, or None without a row."""
+        with self.read_transaction() as conn:
+            row = conn.execute(select(runs.c.first_seq, runs.c.last_seq).where(runs.c.run_id == run_id)).first()
+        if row is None:
+            return None
+        if not all(type(seq) is int for seq in row):
+            raise LedgerIntegrityError(f"the runs row of run {run_id} has first_seq {row[0]!r} and last_seq {row[1]!r}, "
+                                       f"not seqs (it was edited): run '{command_hint('verify', ledger=self.location)}'")
+        return row[0], row[1]
 
     def head(self) -> tuple[int, str]:
         """(seq, entry_hash) of the last entry as recorded in the head row."""

@@ -27,13 +27,14 @@ from sqlalchemy.engine import Engine
 
 from cli import main
 from engine import LedgerError, run
+from engine.foundation.errors import LedgerIntegrityError
 from engine.core.interpreter import RunDecisions, load_tables
 from engine.core.spec import load_plan
 from engine.core.stages.base import Decision
 from engine.services.run import record_abort
 from ledger import Ledger
 from ledger.run_record import BATCH_DECISION
-from ledger.schema import entries, runs
+from ledger.schema import KINDS_BUT_DECISIONS, entries, runs
 
 from tests.conftest import fresh_postgres_databases
 
@@ -50,9 +51,10 @@ def sqlite_plan_problems(db: Path, statements: list[str]) -> list[str]:
     """What reads a ledger table whole, walks the chain or sorts, among ``statements`` (SQLite, values inlined):
     a ``SCAN`` of a ledger table, unless it follows an index to read the first rows of its order (``_reads_an_end``:
     ``certa list``, the newest runs) or reads a partial index (``PARTIAL_INDEXES``); a ``SEARCH`` of entries by a
-    seq range alone (a walk from a seq to the end of the chain); entries of a run or of a kind found by an index
-    without the run or the kind (walking other runs' entries, or the run's other kinds: a bake-off's 10^6
-    decisions); a temporary B-tree (a sort or a DISTINCT of whatever the statement read)."""
+    seq range open at its end (a walk from a seq to the end of the chain); entries of a run or of a kind found by
+    an index without the run or the kind (walking other runs' entries, or the run's other kinds: a bake-off's 10^6
+    decisions), unless found by a seq range closed at both ends (a run's record, ``runs.first_seq`` .. ``last_seq``:
+    its decisions, the bulk of it); a temporary B-tree (a sort or a DISTINCT of whatever the statement read)."""
     problems = []
     with sqlite3.connect(db) as conn:
         for statement in statements:
@@ -62,8 +64,10 @@ def sqlite_plan_problems(db: Path, statements: list[str]) -> list[str]:
                 scans = found is not None and found[1] == "SCAN" and not (
                     " INDEX " in line and (_reads_an_end(statement) or line.split(" INDEX ")[1] in PARTIAL_INDEXES))
                 walks = table == "entries" and line.endswith("USING INTEGER PRIMARY KEY (rowid>?)")
-                others = table == "entries" and (("run_id = " in statement and "run_id=?" not in line)
-                                                 or (_KIND_FILTER.search(statement) and "kind=?" not in line))
+                record = line.endswith("USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)")
+                others = table == "entries" and not record and (
+                    ("run_id = " in statement and "run_id=?" not in line)
+                    or (_KIND_FILTER.search(statement) and "kind=?" not in line))
                 if (table in LEDGER_TABLES and (scans or walks or others)) or "TEMP B-TREE" in line:
                     problems.append(f"{line}  <-  {statement[:300]}")
     return problems
@@ -85,8 +89,8 @@ def postgres_plan_problems(plan: list[str], statement: str) -> list[str]:
     ``enable_seqscan = off``: a sequential scan of a ledger table (no index can serve the statement), or an index
     scan with no ``Index Cond`` (the whole index read in its order instead), unless the statement reads the first
     rows of the index's order (``_reads_an_end``) with no sort or reads a partial index; entries of a run or a kind
-    found by an index without it (a ``Filter`` on run_id or kind). A sort after an index search is allowed: it
-    sorts what the search found."""
+    found by an index without it (a ``Filter`` on run_id or kind), unless by a seq range closed at both ends (a
+    run's record). A sort after an index search is allowed: it sorts what the search found."""
     problems = []
     for number, line in enumerate(plan):
         found = _PG_SCAN.search(line)
@@ -99,8 +103,10 @@ def postgres_plan_problems(plan: list[str], statement: str) -> list[str]:
                 break
             details.append(below.strip())
         searched = any(detail.startswith(("Index Cond:", "Recheck Cond:")) for detail in details)
-        others = any(detail.startswith("Filter:") and re.search(r"\((run_id|kind)\)::text = ", detail)
+        record = any(detail.startswith("Index Cond:") and re.search(r"\(seq > \S+\) AND \(seq <= ", detail)
                      for detail in details)
+        others = not record and any(detail.startswith("Filter:") and re.search(r"\((run_id|kind)\)::text = ", detail)
+                                    for detail in details)
         first_rows = _reads_an_end(statement) and not any("Sort" in other for other in plan)
         partial = (line.split(" using ")[1].split()[0] if " using " in line else None) in PARTIAL_INDEXES
         if found[1] == "Seq Scan" or others or not (searched or first_rows or partial):
@@ -223,19 +229,25 @@ def test_every_read_of_a_command_is_an_index_search_on_sqlite(tmp_path: Path, sm
 
 def test_the_plan_check_finds_a_scan_a_chain_walk_and_a_sort(tmp_path: Path, small_spec: Path) -> None:
     """The checker is not vacuous: the statements of schema 3 (no ``runs(first_seq)`` index), a kind filter
-    written as one ``IN``, and an unindexed payload search are each reported."""
+    written as one ``IN``, a run's entries of a kind without the partial index's condition, its decisions without
+    the end of its record, and an unindexed payload search are each reported."""
     db = tmp_path / "ledger.db"
     with Ledger.open(db) as ledger:
         run(small_spec, ledger=ledger)
     good = ["SELECT run_id FROM runs ORDER BY first_seq DESC LIMIT 50",
-            "SELECT seq FROM entries WHERE run_id = 'ab' AND kind = 'input' AND seq > 0 ORDER BY seq LIMIT 2000"]
+            f"SELECT seq FROM entries WHERE run_id = 'ab' AND kind = 'input' AND {KINDS_BUT_DECISIONS} AND seq > 0 "
+            "ORDER BY seq LIMIT 2000",
+            "SELECT seq FROM entries WHERE run_id = 'ab' AND kind = 'decision' AND seq > 3 AND seq <= 9 ORDER BY seq "
+            "LIMIT 2000"]  # a run's decisions: its record's seqs
     assert sqlite_plan_problems(db, good) == []
     bad = ["SELECT run_id FROM runs WHERE run_id LIKE 'ab%' ESCAPE '/' LIMIT 2",
            "SELECT seq FROM entries WHERE seq > 0 AND payload LIKE '%x%' ORDER BY seq LIMIT 2000",
            "SELECT seq FROM entries WHERE run_id = 'ab' AND kind IN ('run', 'input') AND seq > 0 ORDER BY seq LIMIT 9",
+           "SELECT seq FROM entries WHERE run_id = 'ab' AND kind = 'input' AND seq > 0 ORDER BY seq LIMIT 9",
+           "SELECT seq FROM entries WHERE run_id = 'ab' AND kind = 'decision' AND seq > 3 ORDER BY seq LIMIT 9",
            "SELECT sha256 FROM blobs ORDER BY size"]
     found = sqlite_plan_problems(db, bad)
-    assert [problem.split("<-")[1].strip() for problem in found] == bad[:3] + bad[3:] * 2  # SCAN, then the sort
+    assert [problem.split("<-")[1].strip() for problem in found] == bad[:5] + bad[5:] * 2  # SCAN, then the sort
     with sqlite3.connect(db) as conn:
         conn.execute("DROP INDEX ix_runs_first_seq")
     assert len(sqlite_plan_problems(db, good[:1])) == 2  # SCAN runs, and the sort
@@ -275,8 +287,8 @@ def test_every_read_of_a_command_can_be_an_index_search_on_postgresql(tmp_path: 
                 "SELECT seq FROM entries WHERE payload LIKE '%%x%%' ORDER BY seq LIMIT 2000",
                 "SELECT seq FROM entries WHERE entries.run_id = 'ab' AND kind = 'decision' AND payload LIKE '%%x%%'"))
             with explain.connect() as conn:
-                conn.exec_driver_sql("DROP INDEX ix_entries_run_id_kind_seq")
-                conn.exec_driver_sql("DROP INDEX ix_entries_run_id_kind")
+                conn.exec_driver_sql("DROP INDEX ix_entries_run_id_kind_seq_but_decisions")
+                conn.exec_driver_sql("DROP INDEX ix_entries_run_id_kind_but_decisions")
                 conn.commit()
             check("bad")
         finally:
@@ -304,6 +316,28 @@ def test_entries_of_several_kinds_come_merged_in_chain_order(two_runs: tuple[Led
             after = expected[1].seq
             assert list(ledger.entries(run_id=run_id, kinds=kinds, after=after, batch=3)) == \
                 [e for e in expected if e.seq > after]
+
+
+def test_a_runs_decisions_are_its_records_and_its_notes_are_found_after_it(two_runs: tuple[Ledger, list[str]],
+                                                                           tmp_path: Path) -> None:
+    """A run's decisions come from the seqs of its record (its ``runs`` row), its other kinds from the partial
+    index, notes recorded later among them: every kind of a run (``kinds`` None) is the chain's entries of the run,
+    from any ``after``; a run without a ``runs`` row has none; a row whose seqs were edited into text is refused."""
+    ledger, ids = two_runs
+    ledger.record_note(ids[0], "review", {"reviewer": "alice", "decision": "approved", "note": ""})
+    every = list(ledger.entries())
+    for run_id in ids:
+        mine = [e for e in every if e.run_id == run_id]
+        assert [e.kind for e in mine].count("decision") > 2
+        for after in (0, mine[0].seq, mine[3].seq, mine[-1].seq, every[-1].seq):
+            assert list(ledger.entries(run_id=run_id, after=after, batch=2)) == [e for e in mine if e.seq > after]
+    assert [e.kind for e in ledger.entries(run_id=ids[0], kinds=["review", "decision"])][-1] == "review"
+    assert list(ledger.entries(run_id="0" * 32, kinds=["decision"])) == []
+    db = Path(ledger.location)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET first_seq = 'one' WHERE run_id = ?", (ids[1],))
+    with pytest.raises(LedgerIntegrityError, match=f"the runs row of run {ids[1]} has first_seq 'one'"):
+        list(ledger.entries(run_id=ids[1], kinds=["decision"]))
 
 
 def test_a_run_id_prefix_is_found_by_its_range(tmp_path: Path, small_spec: Path) -> None:
