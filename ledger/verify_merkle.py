@@ -112,13 +112,11 @@ class MerkleCheck:
         newest: dict[NodeKey, bytes] = {}
         for level, first, nodes in merkle.completed_levels(leaves, self.size, self.frontier):
             count = len(nodes)
-            if schema_6_nodes and not level:
-                pass  # no row: a leaf is its entry's
-            elif schema_6_nodes:
+            if not schema_6_nodes:
+                made += zip([level] * count, range(first, first + count), map(bytes.hex, nodes))
+            elif level:  # schema 6 stores no leaves: a leaf is its entry's
                 made += zip([level] * count, range(first, first + count), map(bytes.hex, nodes),
                             range((first + 1) << level, (first + count + 1) << level, 1 << level))
-            else:
-                made += zip([level] * count, range(first, first + count), map(bytes.hex, nodes))
             newest[(level, first + count - 1)] = nodes[-1]
             if count > 1:
                 newest[(level, first + count - 2)] = nodes[-2]
