@@ -27,7 +27,8 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 __all__ = ["leaf_hash", "entry_leaves", "node_hash", "root_hash", "tree_levels", "inclusion_path", "path_from_levels",
-           "verify_inclusion", "NodeKey", "frontier_nodes", "completed_nodes", "perfect_nodes", "completed_levels",
+           "verify_inclusion", "NodeKey", "frontier_nodes", "node_seq", "node_seq_range", "completed_nodes",
+           "perfect_nodes", "completed_levels",
            "perfect_levels", "path_nodes", "path_and_root_from_nodes"]
 
 #: (level, position) of a perfect subtree: the 2^level leaves from position·2^level.
@@ -151,6 +152,22 @@ def frontier_nodes(size: int) -> list[NodeKey]:
     """The perfect nodes a tree of ``size`` leaves splits into, largest first (one per set bit of ``size``):
     MTH(D[size]) is their RFC 6962 fold, and they are the only earlier nodes a next leaf can complete."""
     return [(level, (size >> level) - 1) for level in reversed(range(size.bit_length())) if size >> level & 1]
+
+
+def node_seq(level: int, position: int) -> int:
+    """The number of node (``level`` ≥ 1, ``position``) among the nodes of two or more leaves in the order a growing
+    tree completes them (1, 2, 3, ...; those a leaf completes bottom-up): the first e leaves complete
+    e − popcount(e) such nodes (one per carry of counting to e in binary), and the node's last leaf, leaf
+    e − 1 with e = (position + 1)·2^level, completes it as the ``level``-th of its own, so it is
+    (e − 1) − popcount(e − 1) + level. The ``merkle_nodes`` key of schema 6 (``ledger.schema``)."""
+    last = ((position + 1) << level) - 1
+    return last - last.bit_count() + level
+
+
+def node_seq_range(start: int, end: int) -> tuple[int, int]:
+    """(after, through): the nodes of two or more leaves that leaves ``start`` .. ``end`` − 1 complete are those
+    with ``after < node_seq <= through`` (``node_seq``), in order."""
+    return start - start.bit_count(), end - end.bit_count()
 
 
 def completed_nodes(index: int) -> list[NodeKey]:
