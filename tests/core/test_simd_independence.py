@@ -105,8 +105,8 @@ def _start_child(settings: dict[str, str], numba_cache: Path) -> subprocess.Pope
 
 
 def _run_children(*settings: dict[str, str], numba_cache: Path) -> list[dict]:
-    """One child per ``settings``, all started at once (each single-threaded enough that two share the two cores
-    of a CI machine), each with its own Numba cache folder; their JSON reports in order."""
+    """One child per ``settings``, all started at once (they are independent: on a two-core CI machine the two run
+    side by side), each with its own Numba cache folder; their JSON reports in order."""
     children = [_start_child(one, numba_cache / str(i)) for i, one in enumerate(settings)]
     reports = []
     try:
