@@ -95,15 +95,31 @@ def _found_features() -> list[str]:
     return [t for t in umath.__cpu_dispatch__ if umath.__cpu_features__.get(t)]
 
 
-def _run_child(settings: dict[str, str], numba_cache: Path) -> dict:
+def _start_child(settings: dict[str, str], numba_cache: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items()
            if k not in ("NPY_DISABLE_CPU_FEATURES", "NPY_ENABLE_CPU_FEATURES", "NUMBA_CPU_NAME",
                         "NUMBA_CPU_FEATURES", "GLIBC_TUNABLES")}
     env |= {"NUMBA_CACHE_DIR": str(numba_cache), **settings}
-    done = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), *map(str, SPECS)], capture_output=True,
-                          text=True, env=env, cwd=ROOT, timeout=300)
-    assert done.returncode == 0, f"child failed with {settings}:\n{done.stderr}"
-    return json.loads(done.stdout.splitlines()[-1])
+    return subprocess.Popen([sys.executable, "-c", CHILD, str(ROOT), *map(str, SPECS)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+
+
+def _run_children(*settings: dict[str, str], numba_cache: Path) -> list[dict]:
+    """One child per ``settings``, all started at once (they are independent: on a two-core CI machine the two run
+    side by side), each with its own Numba cache folder; their JSON reports in order."""
+    children = [_start_child(one, numba_cache / str(i)) for i, one in enumerate(settings)]
+    reports = []
+    try:
+        for one, child in zip(settings, children):
+            out, err = child.communicate(timeout=300)
+            assert child.returncode == 0, f"child failed with {one}:\n{err}"
+            reports.append(json.loads(out.splitlines()[-1]))
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
+    return reports
 
 
 @pytest.mark.slow
@@ -118,8 +134,7 @@ def test_examples_do_not_depend_on_optional_simd_features(tmp_path_factory):
     if sys.platform.startswith("linux") and platform.machine() == "x86_64":
         disabled["GLIBC_TUNABLES"] = GLIBC_TUNABLE
 
-    default = _run_child({}, numba_cache)
-    plain = _run_child(disabled, numba_cache)
+    default, plain = _run_children({}, disabled, numba_cache=numba_cache)
 
     # the settings really took effect (and the default really used the features)
     assert all(default["info"]["targets"][t] for t in features), default["info"]["targets"]

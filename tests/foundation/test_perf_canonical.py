@@ -43,11 +43,15 @@ def fast(value):
         return type(error)
 
 
-@pytest.mark.slow  # thousands of property examples: CI runs them, a unit run does not
-@settings(derandomize=True, max_examples=3000, deadline=None)
+@pytest.mark.slow  # a thousand property examples: CI runs them, a unit run does not
+# 1000 generated values reach every branch (line-to-line arc) of canonical.py and rfc8785 that 3000 did (measured
+# with a sys.settrace arc collector); the non-finite floats, the one branch pair 300-600 of them can miss, are
+# an explicit example.
+@settings(derandomize=True, max_examples=1000, deadline=None)
 @given(json_values)
 @example({"\ue000": 1, "\U0001F600": 2, "a": 3})
 @example([1e21, 1e-7, -0.0, 5e-324, 2.0**53, 2**53, 1.5e-5, "1e-05", {"k": 1e+22}])
+@example({"nan": math.nan, "inf": [math.inf, -math.inf, (1, -math.inf)], "x": {"y": math.inf}})
 def test_fast_canonical_bytes_equal_rfc8785(value) -> None:
     assert fast(value) == reference(value)
 
@@ -84,10 +88,16 @@ def test_deep_nesting_fails_as_before() -> None:
         canonical_bytes(deep)
 
 
-@pytest.mark.slow  # thousands of property examples: CI runs them, a unit run does not
-@settings(derandomize=True, max_examples=1500, deadline=None)
+@pytest.mark.slow  # hundreds of property examples of up to 8 members: CI runs them, a unit run does not
+# 400 generated pairs reach every branch (line-to-line arc) of canonical.py and rfc8785 that 1500 did (measured
+# with a sys.settrace arc collector); the ones a few hundred may miss by chance (a lone surrogate, which the
+# reference refuses; keys outside ASCII, encoded whole) are explicit examples.
+@settings(derandomize=True, max_examples=400, deadline=None)
 @given(st.dictionaries(keys, json_values, max_size=8), st.lists(keys, max_size=3))
 @example({"versions": {"numpy": "2.4"}, "stages": {"a": [1e21, 0.5]}, "verdict": "PASS"}, ["versions"])
+@example({"\u00e9": [1e-7, 2.0], "\U0001F600": {"\ue000": 1, "\U0001F601": -0.0}, "\ue000": "x", "a": 1}, ["\u00e9"])
+@example({"a": {"b": ["ok", "\ud800"]}, "c": 1}, ["c"])
+@example({"a": {"b": ["ok", "\ud800"]}, "c": 1}, ["a"])
 def test_the_digest_pair_is_the_digests_of_the_whole_and_of_the_part(value, without) -> None:
     """``canonical_sha256_pair`` joins member texts; it must equal hashing both documents whole."""
     import hashlib

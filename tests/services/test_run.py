@@ -6,6 +6,7 @@ import os
 import platform
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -50,17 +51,38 @@ def test_certificate_content_is_complete_and_hash_is_over_content(small_spec: Pa
     assert machine["numpy_simd"] and "platform" not in content  # recorded, outside the hash
 
 
-def _hash_in_subprocess(spec: Path, hash_seed: str = "0") -> str:
+def _start_hash_subprocess(spec: Path, hash_seed: str = "0") -> subprocess.Popen:
+    """A fresh process running ``spec`` under ``PYTHONHASHSEED=hash_seed``; ``_hash_of`` waits for its content hash."""
     code = "import sys; from engine import run; print(run(sys.argv[1]).certificate['content_sha256'])"
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-    done = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True, text=True, check=True,
-                          cwd=spec.parent, env=env)
-    return done.stdout.strip()
+    return subprocess.Popen([sys.executable, "-c", code, str(spec)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=spec.parent, env=env)
+
+
+def _hash_of(child: subprocess.Popen) -> str:
+    out, err = child.communicate(timeout=600)
+    assert child.returncode == 0, err
+    return out.strip()
+
+
+def _hashes_in_subprocesses(spec: Path, hash_seeds: tuple[str, ...], in_process: Callable[[], str]) -> list[str]:
+    """The content hashes of ``spec`` run in one fresh process per hash seed (all started at once, running while
+    ``in_process`` runs here), then ``in_process()``'s."""
+    children = [_start_hash_subprocess(spec, seed) for seed in hash_seeds]
+    try:
+        here = in_process()
+        return [_hash_of(child) for child in children] + [here]
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
 
 
 def test_same_spec_inputs_and_seed_give_the_same_hash_across_processes(small_spec: Path) -> None:
-    first, second = _hash_in_subprocess(small_spec), _hash_in_subprocess(small_spec)
-    assert first == second == run(small_spec).certificate["content_sha256"]
+    first, second, here = _hashes_in_subprocesses(small_spec, ("0", "0"),
+                                                  lambda: run(small_spec).certificate["content_sha256"])
+    assert first == second == here and len(here) == 64
 
 
 @pytest.mark.slow
@@ -68,7 +90,8 @@ def test_same_spec_inputs_and_seed_give_the_same_hash_across_processes(small_spe
 def test_every_example_spec_is_deterministic_across_processes_and_hash_seeds(example: str) -> None:
     """Set or dict iteration order (which PYTHONHASHSEED changes) must never reach a certificate."""
     spec = ROOT / "specs" / example / "spec.yaml"
-    assert _hash_in_subprocess(spec, "1") == _hash_in_subprocess(spec, "2") == run(spec).content_sha256
+    first, second, here = _hashes_in_subprocesses(spec, ("1", "2"), lambda: run(spec).content_sha256)
+    assert first == second == here and len(here) == 64
 
 
 def test_a_different_seed_changes_the_hash(small_spec: Path) -> None:

@@ -169,19 +169,29 @@ def table(name, folder):
     return replace(unparsed_table(name, folder_manifest(name, Path(folder), InputLimits()).raw, "hf-model"),
                    origin=Path(folder))
 prompts = table_from_columns("prompts", {{"text": {prompts!r}}})
-scorer = HfModelsScorer(metric=sys.argv[1], options={{"prompts": "prompts"}}, tables={{"prompts": prompts}})
 ref, cand = table("r", {ref!r}), table("c", {cand!r})
-print(scorer.score_batch(ref, cand, scorer.prompts(ref, cand), 32).tobytes().hex())
+for metric in sys.argv[1:]:
+    scorer = HfModelsScorer(metric=metric, options={{"prompts": "prompts"}}, tables={{"prompts": prompts}})
+    print(metric, scorer.score_batch(ref, cand, scorer.prompts(ref, cand), 32).tobytes().hex())
 """
 
 
 def test_the_same_scores_in_two_processes(tiny_models) -> None:
+    """Two fresh processes, started together, score the same prompts with both metrics, in opposite orders (so
+    each metric is scored once first in a process and once after the other metric): the bytes agree."""
     script = DETERMINISM.format(root=str(ROOT), prompts=PROMPT_LINES[:20], ref=str(tiny_models["baseline"]),
                                 cand=str(tiny_models["subject"]))
+    orders = (("delta_ce", "sym_kl"), ("sym_kl", "delta_ce"))
+    children = [subprocess.Popen([sys.executable, "-c", script, *order], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True) for order in orders]
+    outputs = []
+    for child in children:
+        out, err = child.communicate(timeout=300)
+        assert child.returncode == 0, err
+        outputs.append(dict(line.split() for line in out.splitlines()))
+    assert [list(o) for o in outputs] == [list(order) for order in orders]
     for metric in ("delta_ce", "sym_kl"):
-        outputs = [subprocess.run([sys.executable, "-c", script, metric], capture_output=True, text=True, check=True,
-                                  timeout=300).stdout for _ in range(2)]
-        assert outputs[0] == outputs[1] and len(outputs[0]) > 20 * 16
+        assert outputs[0][metric] == outputs[1][metric] and len(outputs[0][metric]) == 20 * 16, metric  # 20 float64
 
 
 # -------------------------------------------------------------------------------------------- refusals
