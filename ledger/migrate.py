@@ -14,10 +14,10 @@ The revisions (``ledger/migrations/versions``) are small, ordered and never edit
   and the unique constraints on ``prev_hash`` and ``entry_hash``; ``ledger.schema`` says why), so that recording
   writes fewer pages; ``schema_version`` becomes ``'5'``. SQLite cannot drop a constraint in place, so there
   ``entries`` is copied, every value as it was stored, into a table declared without them;
-- ``0006``: schema version 6, ``merkle_nodes`` gains the column ``last_seq`` ((position + 1)·2^level, the seq of
-  the subtree's last entry), is keyed by ``(last_seq, level)`` (on SQLite a ``WITHOUT ROWID`` copy of the table)
-  and keeps no leaves (a leaf is its entry's), so that the nodes a run completes are written on one or two
-  pages; ``schema_version`` becomes ``'6'``.
+- ``0006``: schema version 6, ``merkle_nodes`` gains the column ``node_seq`` (the node's number in the order the
+  entries complete the nodes), its new key, and keeps no leaves (a leaf is its entry's); the index of a run's
+  entries by kind leaves out the decisions (a run's decisions are the seqs of its record); so that recording
+  writes fewer pages; ``schema_version`` becomes ``'6'``.
 
 No revision changes a value in a row of ``entries``, ``blobs``, ``runs`` or ``merkle_nodes`` (0006 adds a column
 to the last, computed from two others, and drops its leaf rows, which the entries give), nor the chain head: every

@@ -32,14 +32,16 @@ Neither constraint stood against tampering (whoever edits the file can drop them
 every entry's hash and link from its fields (``ledger.verify``), so a repeated or forked hash written around
 certa is reported there, with or without them.
 
-Schema 6 keys ``merkle_nodes`` by ``(last_seq, level)``, ``last_seq`` = (position + 1)·2^level the seq of the
-subtree's last entry (a column added before ``level`` and ``position``, which keep their meaning), instead of
-``(level, position)``, and stores no leaves. Under the old key every level's new nodes went to the end of that
-level's own range of the index, so a run wrote one page per level of the tree (10^6 entries: about 10 of a run's
-25 pages, against 2 on an empty ledger); under the new one the nodes a run's entries complete are adjacent and
-last in key order. On SQLite the table is ``WITHOUT ROWID``: its rows are the key's B-tree, with no rowid table
-beside it. A leaf, SHA-256(0x00 ‖ entry_hash), is read from its entry by seq (``Ledger.merkle_nodes``), which
-halves the table. Readers of a ledger at schema 3 to 5 (read-only until migrated) read every node, leaves
+Schema 6 keys ``merkle_nodes`` by ``node_seq`` (a column added before ``level`` and ``position``, which keep their
+meaning) instead of ``(level, position)``, and stores no leaves. ``node_seq`` numbers the nodes of two or more
+leaves 1, 2, 3, ... in the order the entries complete them (those an entry completes bottom-up), as ``seq``
+numbers the entries: node (level, position), whose last entry is e = (position + 1)·2^level, is
+(e − 1) − popcount(e − 1) + level (``ledger.merkle.node_seq``). Under the old key every level's new nodes went to
+the end of that level's own range of the index, so a run wrote one page per level of the tree (10^6 entries:
+about 10 of a run's 25 pages, against 2 on an empty ledger); ``node_seq`` is SQLite's rowid (``INTEGER PRIMARY
+KEY``), so a run's nodes are appended at the end of the table's one B-tree, which SQLite extends a page at a time
+without rebalancing. A leaf, SHA-256(0x00 ‖ entry_hash), is read from its entry by seq (``Ledger.merkle_nodes``),
+which halves the table. Readers of a ledger at schema 3 to 5 (read-only until migrated) read every node, leaves
 included, by ``(level, position)`` (``Ledger.merkle_leaves_stored``, ``ledger.verify_read``).
 
 Schema 6 also replaces ``ix_entries_run_id_kind`` (``entries(run_id, kind)``, since 2) by
@@ -53,7 +55,8 @@ The schema moves only by Alembic revisions (``ledger/migrations/versions``, run 
 revision 0001 is schema version 1 (certa 0.1.0 and 0.2.0), revision 0002 schema version 2 (the indexes
 below marked "since 2"), revision 0003 schema version 3 (``merkle_nodes``, backfilled from the entries),
 revision 0004 schema version 4 (the indexes marked "since 4"), revision 0005 schema version 5 (without the
-three indexes above), revision 0006 schema version 6 (``merkle_nodes`` keyed by ``last_seq``, without the leaves). A new ledger is created here directly at the newest schema and stamped with its revision
+three indexes above), revision 0006 schema version 6 (``merkle_nodes`` keyed by ``node_seq``, without the leaves,
+and the index of a run's entries by kind without the decisions). A new ledger is created here directly at the newest schema and stamped with its revision
 in ``alembic_version`` (the table Alembic keeps, declared here so that creating a ledger needs no Alembic import).
 """
 
@@ -143,14 +146,14 @@ runs = Table(
 
 merkle_nodes = Table(  # since 3
     "merkle_nodes", metadata,
-    # since 6; first, as the key begins with it (SQLite 3.40's integrity_check misreads the NOT NULL columns of a
-    # WITHOUT ROWID table whose key's columns are not declared first)
-    Column("last_seq", Integer, nullable=False, doc="the seq of the subtree's last entry, (position + 1)·2^level"),
+    # since 6, the key (before: (level, position)); INTEGER PRIMARY KEY: SQLite's rowid, so the nodes a run completes
+    # are appended at the end of the table's own B-tree
+    Column("node_seq", Integer, nullable=False, autoincrement=False,
+           doc="1, 2, 3, ...: the node's number in the order the entries complete the nodes (merkle.node_seq)"),
     Column("level", Integer, nullable=False, doc="the subtree has 2^level leaves; since 6 at least 1 (no leaves)"),
     Column("position", Integer, nullable=False, doc="its first leaf is position·2^level (leaf i is entry i + 1)"),
     Column("hash", CHAR(64), nullable=False, doc="hex MTH of the subtree; level 0: SHA-256(0x00 ‖ entry_hash)"),
-    PrimaryKeyConstraint("last_seq", "level", name="pk_merkle_nodes"),  # since 6; (level, position) before
-    sqlite_with_rowid=False,  # since 6: the rows are the key's B-tree (no rowid table beside it)
+    PrimaryKeyConstraint("node_seq", name="pk_merkle_nodes"),
 )
 
 # Alembic's version table (its own definition: one VARCHAR(32) primary key), outside ``metadata`` so

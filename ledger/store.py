@@ -41,7 +41,8 @@ from ledger.bulk import insert_rows
 from ledger.chain import GENESIS, EncodedEntries, NewEntry, chain_hashes, payload_digests
 from ledger.location import (command_hint, ledger_argument, masked_ledger, plain_sqlite_path, refuse_foreign_database,
                        sqlite_write_refusal)
-from ledger.merkle import NodeKey, completed_levels, entry_leaves, frontier_nodes, leaf_hash
+from ledger.merkle import (NodeKey, completed_levels, entry_leaves, frontier_nodes, leaf_hash, node_seq,
+                           node_seq_range)
 from ledger.rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
                    checked_schema_version, rows_as, run_rows)
 from ledger.run_record import BATCH_DECISION
@@ -345,20 +346,22 @@ class Ledger:
                 raise LedgerIntegrityError(f"the head row's hash {prev!r} is no SHA-256 hex digest (it was edited), so "
                                            f"nothing can be appended: run '{command_hint('verify', ledger=self.location)}'"
                                            ) from None
-        rows: list[tuple[int, int, int, str]] = []
+        levels: list[tuple[int, int, int, str]] = []  # (last entry, level, position, hash)
         try:
             for level, first, nodes in completed_levels(entry_leaves(hashes), start, frontier):
                 if level:  # a leaf is not stored: its entry gives it
                     count = len(nodes)
-                    rows += zip(range((first + 1) << level, (first + count + 1) << level, 1 << level),
-                                [level] * count, range(first, first + count), map(bytes.hex, nodes))
+                    levels += zip(range((first + 1) << level, (first + count + 1) << level, 1 << level),
+                                  [level] * count, range(first, first + count), map(bytes.hex, nodes))
         except KeyError as missing:
             level, position = missing.args[0]
             raise LedgerIntegrityError(f"merkle_nodes has no row (level {level}, position {position}) for entries "
                                        f"1..{start}, so nothing can be appended: run "
                                        f"'{command_hint('verify', ledger=self.location)}'") from None
-        rows.sort(key=itemgetter(0))  # in key order, (last_seq, level) (a stable sort of the levels in turn)
-        insert_rows(conn, merkle_nodes, rows)
+        levels.sort(key=itemgetter(0))  # completion order: by last entry, then level (a stable sort of the levels)
+        after = node_seq_range(start, start + len(hashes))[0]
+        insert_rows(conn, merkle_nodes, [(after + number, level, position, digest)
+                                         for number, (_, level, position, digest) in enumerate(levels, 1)])
 
     @staticmethod
     def _read_merkle_nodes(conn: Connection, keys: Iterable[NodeKey], *,
@@ -366,8 +369,8 @@ class Ledger:
         """The hashes of the Merkle nodes ``keys`` that exist, in one statement per table.
 
         Schema 6 and later (``schema_6_nodes``): a leaf (level 0, position p) is SHA-256(0x00 ‖ entry_hash) of
-        entry p + 1, read by its seq; another node by its primary key, ``last_seq = (P + 1)·2^L AND level = L``
-        (and its position). Schema 3 to 5: every node by ``level = L AND position = P``. The conditions are joined
+        entry p + 1, read by its seq; another node by its primary key, ``node_seq = merkle.node_seq(L, P)`` (and
+        its level and position). Schema 3 to 5: every node by ``level = L AND position = P``. The conditions are joined
         by OR, which SQLite and PostgreSQL answer with one primary-key lookup each (SQLite scans the table for the
         row-value form ``(a, b) IN (VALUES ...)``); the keys are ints, written into the statement (no statement to
         compile per call: this runs in every write). A leaf whose entry's hash is no hex digest (an edited cell)
@@ -387,7 +390,7 @@ class Ledger:
             keys = [key for key in keys if key[0]]
         if not keys:
             return found
-        where = " OR ".join(f"(last_seq = {(position + 1) << level} AND level = {level} AND position = {position})"
+        where = " OR ".join(f"(node_seq = {node_seq(level, position)} AND level = {level} AND position = {position})"
                             if schema_6_nodes else f"(level = {level} AND position = {position})"
                             for level, position in keys)
         rows = conn.exec_driver_sql(f"SELECT level, position, hash FROM merkle_nodes WHERE {where}")
@@ -592,7 +595,7 @@ class Ledger:
     @property
     def merkle_leaves_stored(self) -> bool:
         """Whether ``merkle_nodes`` holds the leaves too (schema 3 to 5, keyed by (level, position)); from schema 6
-        it holds the nodes of two or more leaves, keyed by (last_seq, level), and a leaf is read from its entry."""
+        it holds the nodes of two or more leaves, keyed by ``node_seq``, and a leaf is read from its entry."""
         return 3 <= int(self.schema_version) < 6
 
     def entry_hash_at(self, seq: int) -> str | None:

@@ -399,10 +399,10 @@ def _merkle_problems(walk: _ChainWalk, tables: Tables) -> list[Problem]:
         walk.merkle.note_extra(row)
     walk.merkle.counts[1] += tables.outside_count - len(tables.outside)
     found = walk.merkle.problems(Problem, walk.seq)
-    if tables.missing_last_seq:
+    if tables.missing_node_seq:
         found.insert(0, Problem("merkle_nodes", f"ledger_meta value of key 'schema_version' is {version!r} but "
-                                                "merkle_nodes has no column last_seq (the table was replaced)",
-                                column="merkle_nodes.last_seq"))
+                                                "merkle_nodes has no column node_seq (the table was replaced)",
+                                column="merkle_nodes.node_seq"))
     return found
 
 

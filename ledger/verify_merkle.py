@@ -2,12 +2,12 @@
 computed batch by batch from the frontier (``ledger.merkle.completed_levels``, O(log n) nodes kept) and compared
 with the stored rows the same leaves complete (``ledger.verify_read``); what differs is kept (at most
 ``MAX_KEPT`` rows of each kind, the rest counted) and worded at the end exactly as a whole-table comparison
-would: an edited ``level``, ``position`` or ``last_seq`` shows as a row missing and another added with the
+would: an edited ``level``, ``position`` or ``node_seq`` shows as a row missing and another added with the
 missing one's hash, reported once naming the column.
 
-The rows are compared in the table's key order: (level, position) for schema 3 to 5, (last_seq, level) for
-schema 6 and later, whose rows carry ``last_seq`` = (position + 1)·2^level as a fourth value and are the nodes of
-two or more leaves only (a leaf is its entry's: ``ledger.schema``)."""
+The rows are compared in the table's key order: (level, position) for schema 3 to 5, ``node_seq`` for schema 6 and
+later, whose rows carry it as a fourth value (``ledger.merkle.node_seq``) and are the nodes of two or more leaves
+only (a leaf is its entry's: ``ledger.schema``)."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ __all__ = ["MerkleCheck", "StoredNode", "leaves_of", "frontier_root", "MAX_NODE_
 
 MAX_NODE_PROBLEMS = 20
 MAX_KEPT = 10_000
-_LAST_SEQ = itemgetter(3)
+_LAST_ENTRY = itemgetter(0)
 
 #: A ``merkle_nodes`` row as stored: (level, position, hash) or, schema 6 and later, (level, position, hash,
-#: last_seq); any cell may hold another type when the table was edited.
+#: node_seq); any cell may hold another type when the table was edited.
 StoredNode = tuple[Any, ...]
 
 
@@ -65,12 +65,12 @@ def _node_name(key: tuple[int, int]) -> str:
 
 
 def _row_name(row: StoredNode) -> str:
-    """How a problem names a stored row: ``(level 0, position 7)``, with ``, last_seq 8`` from schema 6."""
-    return f"(level {row[0]}, position {row[1]}{f', last_seq {row[3]}' if len(row) > 3 else ''})"
+    """How a problem names a stored row: ``(level 1, position 3)``, with ``, node_seq 4`` from schema 6."""
+    return f"(level {row[0]}, position {row[1]}{f', node_seq {row[3]}' if len(row) > 3 else ''})"
 
 
 def _row_order(row: StoredNode) -> tuple[tuple[int, Any], ...]:
-    """Sort key of a stored row by its level, position and last_seq: integers in order, then cells of any other
+    """Sort key of a stored row by its level, position and node_seq: integers in order, then cells of any other
     type (edited)."""
     return tuple((0, part) if type(part) is int else (1, repr(part)) for part in (*row[:2], *row[3:]))
 
@@ -114,14 +114,17 @@ class MerkleCheck:
             count = len(nodes)
             if not schema_6_nodes:
                 made += zip([level] * count, range(first, first + count), map(bytes.hex, nodes))
-            elif level:  # schema 6 stores no leaves: a leaf is its entry's
-                made += zip([level] * count, range(first, first + count), map(bytes.hex, nodes),
-                            range((first + 1) << level, (first + count + 1) << level, 1 << level))
+            elif level:  # schema 6 stores no leaves: a leaf is its entry's; (last entry, level, position, hash)
+                made += zip(range((first + 1) << level, (first + count + 1) << level, 1 << level), [level] * count,
+                            range(first, first + count), map(bytes.hex, nodes))
             newest[(level, first + count - 1)] = nodes[-1]
             if count > 1:
                 newest[(level, first + count - 2)] = nodes[-2]
-        if schema_6_nodes:
-            made.sort(key=_LAST_SEQ)  # stable: (last_seq, level), the levels having come in turn
+        if schema_6_nodes:  # in completion order (by last entry, then level: a stable sort), numbered from there on
+            made.sort(key=_LAST_ENTRY)
+            after = merkle.node_seq_range(self.size, self.size)[0]
+            made = [(level, position, digest, after + number)
+                    for number, (_, level, position, digest) in enumerate(made, 1)]
         self.size += len(leaves)
         self.frontier = {key: newest.get(key) or self.frontier[key] for key in merkle.frontier_nodes(self.size)}
         return made
@@ -160,13 +163,13 @@ class MerkleCheck:
         found = []
         missing = {digest: key for key, digest in self.missing.items()}
         moved = 0
-        keys = "level, position or last_seq" if self.schema_6_nodes else "level or position"
+        keys = "level, position or node_seq" if self.schema_6_nodes else "level or position"
         stored = "two or more of " if self.schema_6_nodes else ""  # the subtrees the table holds
         for row in sorted(self.extra, key=_row_order):
             moved_from = missing.pop(row[2], None)
             if moved_from is not None:
                 moved += 1
-                column = "level" if row[0] != moved_from[0] else "position" if row[1] != moved_from[1] else "last_seq"
+                column = "level" if row[0] != moved_from[0] else "position" if row[1] != moved_from[1] else "node_seq"
                 found.append(problem(_node_name(moved_from), f"merkle_nodes.{column} edited: the row {_row_name(row)} "
                                                              "holds the hash of this node, which has no row of its own",
                                      column=f"merkle_nodes.{column}"))

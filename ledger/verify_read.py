@@ -7,8 +7,8 @@ keeps it; PostgreSQL: the transaction is set to ``REPEATABLE READ``, one snapsho
 Entries come ordered by ``seq`` (the primary key) in batches of ``BATCH`` rows by keyset pagination
 (``WHERE seq > last ORDER BY seq LIMIT BATCH``), as columns (a tuple per column), each with the ``merkle_nodes``
 rows the batch's leaves complete: leaves ``start`` .. ``end`` − 1 (0-based, in chain order, entries ``start`` + 1
-.. ``end``) complete the nodes whose last entry is among them, ``start < last_seq <= end``: one primary-key
-range ordered by (last_seq, level) (schema 6 and later); at schema 3 to 5, keyed by (level, position), the nodes
+.. ``end``) complete the nodes numbered ``node_seq_range(start, end)``: one primary-key range ordered by
+``node_seq`` (schema 6 and later, ``ledger.merkle.node_seq``); at schema 3 to 5, keyed by (level, position), the nodes
 (level l, position p) with ``start >> l <= p < end >> l`` (``ledger.merkle.completed_nodes``), a range per level
 ordered by (level, position). Then the small tables: ``runs``, ``blobs`` (each content hashed as it
 streams by: hashlib releases the GIL for large buffers), ``ledger_meta`` and ``alembic_version``; and the
@@ -30,6 +30,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, inspect, select, text
 
+from ledger.merkle import node_seq_range
 from ledger.schema import alembic_version, blobs, entries, ledger_meta, merkle_nodes, runs
 from ledger.store import Ledger
 from ledger.verify_merkle import StoredNode
@@ -67,7 +68,7 @@ class EntryBatch:
     """The stored rows of the nodes the batch's leaves complete (``_nodes_in``), in key order; None: the ledger
     has no ``merkle_nodes`` table (schema 1 and 2)."""
     schema_6_nodes: bool
-    """Whether ``nodes`` are rows of schema 6 and later: (level, position, hash, last_seq), no leaves among them."""
+    """Whether ``nodes`` are rows of schema 6 and later: (level, position, hash, node_seq), no leaves among them."""
 
 
 @dataclass(frozen=True)
@@ -93,8 +94,8 @@ class Tables:
     outside: list[StoredNode]
     """``merkle_nodes`` rows in no range the walk read (at most ``MAX_OUTSIDE_ROWS``)."""
     outside_count: int
-    missing_last_seq: bool
-    """The ledger says schema 6 or later but its ``merkle_nodes`` has no ``last_seq`` column."""
+    missing_node_seq: bool
+    """The ledger says schema 6 or later but its ``merkle_nodes`` has no ``node_seq`` column."""
 
 
 def node_ranges(start: int, end: int) -> list[tuple[int, int, int]]:
@@ -110,10 +111,11 @@ def node_ranges(start: int, end: int) -> list[tuple[int, int, int]]:
 
 def in_ranges(row: StoredNode, start: int, end: int) -> bool:
     """Whether a stored row is among those ``_nodes_in(start, end)`` reads, as the database compares: schema 6 and
-    later a ``last_seq`` number in ``(start, end]``; before, a number of any type equal to an integer level, a
-    position within ``node_ranges(start, end)``'s range of its level."""
+    later a ``node_seq`` number in ``node_seq_range(start, end)``; before, a number of any type equal to an integer
+    level, a position within ``node_ranges(start, end)``'s range of its level."""
     if len(row) > 3:
-        return type(row[3]) in (int, float) and start < row[3] <= end
+        after, through = node_seq_range(start, end)
+        return type(row[3]) in (int, float) and after < row[3] <= through
     level, position = row[:2]
     if type(level) not in (int, float) or type(position) not in (int, float) or level != int(level) or level < 0:
         return False
@@ -140,10 +142,11 @@ def _driver_rows(conn: Connection, sql: str) -> list[tuple[Any, ...]]:
 
 def _nodes_in(conn: Connection, start: int, end: int, schema_6_nodes: bool) -> list[StoredNode]:
     """The stored rows of the nodes leaves ``start`` .. ``end`` − 1 complete, in key order: schema 6 and later
-    one primary-key range, ``start < last_seq <= end``; before, one per level of ``node_ranges(start, end)``."""
+    one primary-key range, ``node_seq_range(start, end)``; before, one per level of ``node_ranges(start, end)``."""
     if schema_6_nodes:
-        return _driver_rows(conn, f"SELECT level, position, hash, last_seq FROM {merkle_nodes.name} WHERE last_seq > "
-                                  f"{int(start)} AND last_seq <= {int(end)} ORDER BY last_seq, level")
+        after, through = node_seq_range(start, end)
+        return _driver_rows(conn, f"SELECT level, position, hash, node_seq FROM {merkle_nodes.name} WHERE node_seq > "
+                                  f"{int(after)} AND node_seq <= {int(through)} ORDER BY node_seq")
     found: list[StoredNode] = []
     for level, first, stop in node_ranges(start, end):
         found += _driver_rows(conn, f"SELECT level, position, hash FROM {merkle_nodes.name} WHERE level = {level} "
@@ -193,7 +196,7 @@ def _tables(conn: Connection, leaves: tuple[int, int], run_filter: Any | None, b
     elif has_nodes:
         node_count = int(conn.execute(select(func.count()).select_from(merkle_nodes)).scalar_one())
         if node_count != nodes_read:  # rows outside every range read: find them
-            columns = ["level", "position", "hash", "last_seq"][:4 if schema_6_nodes else 3]
+            columns = ["level", "position", "hash", "node_seq"][:4 if schema_6_nodes else 3]
             scan = select(*(merkle_nodes.c[name] for name in columns))
             for row in conn.execute(scan.execution_options(yield_per=4096)):
                 if not in_ranges(tuple(row), start, end):
@@ -205,8 +208,8 @@ def _tables(conn: Connection, leaves: tuple[int, int], run_filter: Any | None, b
     if inspect(conn).has_table(alembic_version.name):
         revisions = list(conn.execute(select(alembic_version.c.version_num)).scalars())
     version = str(meta.get("schema_version", ""))
-    missing_last_seq = has_nodes and not schema_6_nodes and version.isdigit() and int(version) >= 6
-    return Tables(run_rows, blob_rows, meta, revisions, node_count, outside, outside_count, missing_last_seq)
+    missing_node_seq = has_nodes and not schema_6_nodes and version.isdigit() and int(version) >= 6
+    return Tables(run_rows, blob_rows, meta, revisions, node_count, outside, outside_count, missing_node_seq)
 
 
 def read_snapshot(ledger: Ledger, *, after: int = 0, tables: Callable[[], tuple[Any | None, list[str] | None]]
@@ -218,7 +221,7 @@ def read_snapshot(ledger: Ledger, *, after: int = 0, tables: Callable[[], tuple[
     with ledger.read_transaction() as conn:
         _snapshot(conn)
         has_nodes = inspect(conn).has_table(merkle_nodes.name)
-        schema_6_nodes = has_nodes and any(column["name"] == merkle_nodes.c.last_seq.name
+        schema_6_nodes = has_nodes and any(column["name"] == merkle_nodes.c.node_seq.name
                                            for column in inspect(conn).get_columns(merkle_nodes.name))
         leaf, nodes_read = after, 0
         for batch in _batches(conn, after, after, has_nodes, schema_6_nodes):

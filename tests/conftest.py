@@ -290,12 +290,12 @@ def rebuild_merkle_nodes(conn) -> None:
     """Recompute ``merkle_nodes`` from the entries on a DB-API connection (sqlite3 or a SQLAlchemy
     connection's ``exec_driver_sql``-less raw one): what an editor who keeps the whole database
     self-consistent does after rewriting or truncating the chain."""
-    from ledger.merkle import entry_leaves, perfect_nodes
+    from ledger.merkle import entry_leaves, node_seq, perfect_nodes
 
     hashes = [row[0] for row in conn.execute("SELECT entry_hash FROM entries ORDER BY seq").fetchall()]
     conn.execute("DELETE FROM merkle_nodes")
-    conn.executemany("INSERT INTO merkle_nodes (level, position, hash, last_seq) VALUES (?, ?, ?, ?)",
-                     [(level, position, digest.hex(), (position + 1) << level)
+    conn.executemany("INSERT INTO merkle_nodes (node_seq, level, position, hash) VALUES (?, ?, ?, ?)",
+                     [(node_seq(level, position), level, position, digest.hex())
                       for (level, position), digest in perfect_nodes(entry_leaves(hashes)).items() if level])
 
 

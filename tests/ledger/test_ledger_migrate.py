@@ -554,18 +554,19 @@ def test_revision_0005_drops_the_unused_indexes_and_changes_no_row(database: New
         assert verify(ledger).intact and len(ledger.runs()) == 3
 
 
-def test_revision_0006_keys_the_merkle_nodes_by_last_seq_and_changes_no_value(database: NewDatabase, small_spec: Path,
+def test_revision_0006_keys_the_merkle_nodes_by_node_seq_and_changes_no_value(database: NewDatabase, small_spec: Path,
                                                                               tmp_path: Path) -> None:
-    """A schema 5 ledger (certa 0.8.0) migrated to 6: every merkle_nodes row gets ``last_seq`` = (position + 1)·2^level
-    and the key (last_seq, level) (on SQLite a WITHOUT ROWID table), exactly the schema of a ledger created at 6; no
+    """A schema 5 ledger (certa 0.8.0) migrated to 6: every merkle_nodes row above the leaves gets its ``node_seq``,
+    the new key (on SQLite the rowid), the leaves go, and the schema is exactly that of a ledger created at 6; no
     other value changes (each with its storage type); before it, the schema 5 ledger is read by (level, position):
-    ``verify`` is intact and ``prove`` gives the same bundle as after; a checkpoint signed before still verifies."""
+    ``verify`` is intact and ``prove`` gives the same bundle as after; a checkpoint signed before still verifies;
+    and the downgrade gives schema 5's rows back, leaves included."""
     url, reference = database(), database()
     Ledger.open(reference).close()
     _record_two_runs_and_a_review(url, small_spec)
     written = _nodes(url)
     _downgrade(url, "0005")
-    assert _state(url) == SchemaState("5", "0005") and "last_seq" not in {c[0] for c in _schema(url)["merkle_nodes"]["columns"]}
+    assert _state(url) == SchemaState("5", "0005") and "node_seq" not in {c[0] for c in _schema(url)["merkle_nodes"]["columns"]}
     keys = tmp_path / "keys"
     assert CliRunner().invoke(main, ["keygen", "--out-dir", str(keys)]).exit_code == 0
     checkpoint = str(tmp_path / "before.checkpoint")
@@ -585,15 +586,15 @@ def test_revision_0006_keys_the_merkle_nodes_by_last_seq_and_changes_no_value(da
         assert leaves == [(seq, merkle.leaf_hash(bytes.fromhex(digest)).hex()) for seq, (digest,) in enumerate(hashes)]
 
     _migrate_changing_no_row(url, "5", reference)
-    assert _nodes(url) == written and written  # the rows a ledger written at 6 has, last_seq included, no leaves
-    assert all(last_seq == (position + 1) << level for last_seq, level, position, _ in written)
-    assert _schema(url)["merkle_nodes"]["primary_key"] == ["last_seq", "level"]
+    assert _nodes(url) == written and written  # the rows a ledger written at 6 has, node_seq included, no leaves
+    assert [row[0] for row in written] == list(range(1, len(written) + 1))  # 1, 2, 3, ... in completion order
+    assert all(number == merkle.node_seq(level, position) for number, level, position, _ in written)
+    assert _schema(url)["merkle_nodes"]["primary_key"] == ["node_seq"]
     if sqlite:
         with sqlite3.connect(make_url(url).database) as conn:
             assert conn.execute("SELECT level, position, typeof(level), typeof(position), typeof(hash) FROM "
                                 "merkle_nodes ORDER BY level, position").fetchall() == stored
-            assert conn.execute("SELECT sql FROM sqlite_master WHERE name = 'merkle_nodes'").fetchone()[0].rstrip().endswith(
-                "WITHOUT ROWID")
+            assert conn.execute("SELECT count(*) FROM merkle_nodes WHERE rowid <> node_seq").fetchone() == (0,)
             assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     assert invoke("verify", "--checkpoint", checkpoint, "--public-key", str(keys / "certa.pub"),
                   ledger=url).exit_code == 0

@@ -95,7 +95,7 @@ def _entry(column: str, value: Callable[[Any], Any]) -> Mutation:
 
 
 def _node(column: str, value: Callable[[Any], Any]) -> Mutation:
-    """Merkle node (level 1, position 0, last_seq 2): the hash of entries 1 and 2."""
+    """Merkle node (level 1, position 0, node_seq 1): the hash of entries 1 and 2."""
     return Mutation("merkle_nodes", column, ("level", "position"), lambda _: (1, 0), value,
                     lambda _: "level 1, position 0")
 
@@ -129,8 +129,8 @@ MUTATIONS = [
     _node("level", lambda _: 20),
     _node("position", lambda _: 10_000),
     _node("hash", lambda _: FAKE_SHA),
-    _node("last_seq", lambda _: 3),  # within the entries read: the row is read where node (0, 2) is expected
-    _node("last_seq", lambda _: 10_000),  # beyond them: found by counting the table's rows
+    _node("node_seq", lambda _: 10_000),  # beyond the entries' nodes (all others are taken): found by counting rows
+    _node("node_seq", lambda _: 0),  # before them
     # entries are covered byte by byte in test_ledger.py; here only: every column, the entry is named
     _entry("seq", lambda seq: seq + 10_000),
     _entry("run_id", lambda _: "0" * 32),
@@ -262,37 +262,38 @@ def test_a_merkle_node_deleted_or_added_is_reported(recorded_ledger: tuple[Path,
     assert [(p.where, p.message, p.column) for p in report.problems] == [
         ("merkle node (level 2, position 1: entries 5..8)",
          ("merkle_nodes has no row (level 2, position 1) for this complete subtree (the row was deleted, or its level, "
-          "position or last_seq edited)"), "merkle_nodes.position")]
-    report = _edit_and_verify(pristine, ("INSERT INTO merkle_nodes VALUES (?, ?, ?, ?)", (100_002, 1, 50_000, FAKE_SHA)))
+          "position or node_seq edited)"), "merkle_nodes.position")]
+    report = _edit_and_verify(pristine, ("INSERT INTO merkle_nodes VALUES (?, ?, ?, ?)", (100_000, 1, 50_000, FAKE_SHA)))
     assert len(report.problems) == 1 and report.first_broken.column == "merkle_nodes.position"
-    assert report.first_broken.message.startswith("merkle_nodes has a row (level 1, position 50000, last_seq 100002) "
+    assert report.first_broken.message.startswith("merkle_nodes has a row (level 1, position 50000, node_seq 100000) "
                                                   "that is no complete subtree of two or more of entries 1..")
     # a leaf, even with its right hash: schema 6 stores no leaves (a leaf is its entry's)
     with sqlite3.connect(pristine) as conn:
         third = conn.execute("SELECT entry_hash FROM entries WHERE seq = 3").fetchone()[0]
     leaf = hashlib.sha256(b"\x00" + bytes.fromhex(third)).hexdigest()
-    report = _edit_and_verify(pristine, ("INSERT INTO merkle_nodes VALUES (?, ?, ?, ?)", (3, 0, 2, leaf)))
+    report = _edit_and_verify(pristine, ("INSERT INTO merkle_nodes VALUES (?, ?, ?, ?)", (19, 0, 2, leaf)))
     assert [p.message for p in report.problems] == [
-        "merkle_nodes has a row (level 0, position 2, last_seq 3) that is no complete subtree of two or more of "
-        "entries 1..21 (a row was added, or its level, position or last_seq edited)"]
-    # a row whose last_seq is among the entries but does not end its subtree: (level 1, position 0) ends at 2
-    report = _edit_and_verify(pristine, ("INSERT INTO merkle_nodes VALUES (?, ?, ?, ?)", (5, 1, 0, FAKE_SHA)))
-    assert [p.message for p in report.problems] == [
-        "merkle_nodes has a row (level 1, position 0, last_seq 5) that is no complete subtree of two or more of "
-        "entries 1..21 (a row was added, or its level, position or last_seq edited)"]
+        "merkle_nodes has a row (level 0, position 2, node_seq 19) that is no complete subtree of two or more of "
+        "entries 1..21 (a row was added, or its level, position or node_seq edited)"]
+    # two rows' node_seq swapped: each is read where the other is expected
+    report = _edit_and_verify(pristine, ("UPDATE merkle_nodes SET node_seq = -node_seq WHERE node_seq IN (1, 2)", ()),
+                              ("UPDATE merkle_nodes SET node_seq = 3 + node_seq WHERE node_seq IN (-1, -2)", ()))
+    assert {(p.where, p.column) for p in report.problems} == {
+        ("merkle node (level 1, position 0: entries 1..2)", "merkle_nodes.node_seq"),
+        ("merkle node (level 1, position 1: entries 3..4)", "merkle_nodes.node_seq")}
     report = _edit_and_verify(pristine, ("DROP TABLE merkle_nodes", ()))
     assert "no merkle_nodes table" in report.first_broken.message
 
 
-def test_a_schema_6_ledger_whose_merkle_nodes_lost_last_seq_is_reported(recorded_ledger: tuple[Path, Recorded]) -> None:
+def test_a_schema_6_ledger_whose_merkle_nodes_lost_node_seq_is_reported(recorded_ledger: tuple[Path, Recorded]) -> None:
     """The table replaced by one of schema 5's layout (its nodes still there) while the ledger says schema 6: read
     as schema 5's, whose leaves it then lacks."""
     pristine, _ = recorded_ledger
     report = _edit_and_verify(pristine, ("CREATE TABLE old_nodes AS SELECT level, position, hash FROM merkle_nodes", ()),
                               ("DROP TABLE merkle_nodes", ()), ("ALTER TABLE old_nodes RENAME TO merkle_nodes", ()))
     assert (report.problems[0].message, report.problems[0].column) == (
-        "ledger_meta value of key 'schema_version' is '6' but merkle_nodes has no column last_seq (the table was "
-        "replaced)", "merkle_nodes.last_seq")
+        "ledger_meta value of key 'schema_version' is '6' but merkle_nodes has no column node_seq (the table was "
+        "replaced)", "merkle_nodes.node_seq")
     assert all(p.message.startswith(("merkle_nodes has no row (level 0, ", "... and ")) for p in report.problems[1:])
     assert len(report.problems) > 2
 

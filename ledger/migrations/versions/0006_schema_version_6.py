@@ -1,15 +1,14 @@
-"""Schema version 6: ``merkle_nodes`` keyed by the last entry a node covers and without the leaves, and the index
-of a run's entries by kind without the decisions, so that recording a run writes fewer pages (``bench/ledger_reads.py``: of the 25 database pages a run
-wrote on 10^6 entries, about 10 were ``merkle_nodes`` and its key's index).
+"""Schema version 6: ``merkle_nodes`` keyed by ``node_seq`` and without the leaves, and the index of a run's
+entries by kind without the decisions, so that recording a run writes fewer pages (``bench/ledger_reads.py``: of
+the 25 database pages a run wrote on 10^6 entries, about 10 were ``merkle_nodes`` and its key's index).
 
-The table gains the column ``last_seq`` = (position + 1)·2^level, the seq of the subtree's last entry, computed
-from the row's ``level`` and ``position``, and ``(last_seq, level)`` becomes its primary key instead of ``(level,
-position)``: under the old key each level's new nodes went to the end of that level's own range of the index, a
-page per level of the tree; under the new one the nodes that a run's entries complete are adjacent and last.
-On SQLite the table is ``WITHOUT ROWID`` (its rows are the key's B-tree). ``last_seq`` is declared first, as the
-key begins with it (SQLite 3.40's ``PRAGMA integrity_check`` misreads the NOT NULL columns of a ``WITHOUT ROWID``
-table whose key's columns are not declared first). The leaves (level 0), half of the rows, are no longer stored:
-a leaf is SHA-256(0x00 ‖ entry_hash) of its entry, which a reader takes from ``entries`` by seq.
+The table gains the column ``node_seq``, first, and it becomes the primary key instead of ``(level, position)``:
+the node's number among the nodes of two or more leaves in the order the entries complete them, (e − 1) −
+popcount(e − 1) + level for node (level, position) whose last entry is e = (position + 1)·2^level (computed here
+from each row's ``level`` and ``position``). Under the old key each level's new nodes went to the end of that
+level's own range of the index, a page per level of the tree; ``node_seq`` is SQLite's rowid, so the nodes a run
+completes are appended at the end of the table's one B-tree. The leaves (level 0), half of the rows, are no longer
+stored: a leaf is SHA-256(0x00 ‖ entry_hash) of its entry, which a reader takes from ``entries`` by seq.
 
 ``ix_entries_run_id_kind`` (and PostgreSQL's ``ix_entries_run_id_kind_seq``) give way to the same indexes of the
 entries of every kind but ``decision`` (``..._but_decisions``, partial): decisions are the bulk of the entries (7
@@ -20,10 +19,10 @@ range). Sets ``ledger_meta.schema_version`` to ``'6'``.
 Read-compatible: no value of any row of ``entries``, ``blobs`` or ``runs`` changes, nor ``level``, ``position``
 or ``hash`` of a node of two or more leaves, and the chain head stays as it was. Neither database replaces a key
 or reorders columns in place, so on both the table is renamed, the new one created, every node of level 1 and
-above copied (``INSERT ... SELECT`` in the new key's order, every value as it was stored) and the old table
-dropped, in the migration's one transaction (a crash leaves the ledger at schema 5); 10^6 entries' 10^6 such
-nodes take a few seconds. The downgrade computes the leaves again from the entries. Everything is written out
-here (not imported from ``ledger.schema`` or ``ledger.merkle``) so that this revision stays as released.
+above copied (in batches, every value as it was stored, ``node_seq`` computed) and the old table dropped, in
+the migration's one transaction (a crash leaves the ledger at schema 5); 10^6 entries' 10^6 such nodes take a few
+seconds. The downgrade computes the leaves again from the entries. Everything is written out here (not imported
+from ``ledger.schema`` or ``ledger.merkle``) so that this revision stays as released.
 
 Revision ID: 0006
 Revises: 0005
@@ -66,27 +65,46 @@ def _leaves() -> None:
         last = rows[-1][0]
 
 
-def _replace_nodes(*, keyed_by_last_seq: bool) -> None:
-    """Replace ``merkle_nodes`` by a table keyed by ``(last_seq, level)`` without the leaves (schema 6) or by
-    ``(level, position)`` with them (schema 3 to 5), every other row copied as stored."""
+def _copy_nodes() -> None:
+    """Copy the nodes of two or more leaves from ``OLD`` into schema 6's table, each numbered by its ``node_seq``,
+    level by level in position order (the old key's order), a batch at a time."""
+    bind = op.get_bind()
+    table = sa.table("merkle_nodes", *(sa.column(name) for name in ("node_seq", "level", "position", "hash")))
+    top = bind.exec_driver_sql(f"SELECT MAX(level) FROM {OLD}").scalar() or 0
+    for level in range(1, int(top) + 1):
+        last = -1
+        while True:
+            rows = bind.exec_driver_sql(f"SELECT position, hash FROM {OLD} WHERE level = {level} AND position > {last} "
+                                        "ORDER BY position LIMIT 50000").fetchall()
+            if not rows:
+                break
+            numbered = []
+            for position, digest in rows:
+                before = ((position + 1) << level) - 1  # entries before the node's last one
+                numbered.append({"node_seq": before - bin(before).count("1") + level, "level": level,
+                                 "position": position, "hash": digest})
+            op.bulk_insert(table, numbered)
+            last = rows[-1][0]
+
+
+def _replace_nodes(*, keyed_by_node_seq: bool) -> None:
+    """Replace ``merkle_nodes`` by a table keyed by ``node_seq`` without the leaves (schema 6) or by ``(level,
+    position)`` with them (schema 3 to 5), every other value copied as stored."""
     op.rename_table("merkle_nodes", OLD)
     if op.get_bind().dialect.name == "postgresql":  # a constraint's name is its index's, unique in the schema
         op.execute(f"ALTER TABLE {OLD} RENAME CONSTRAINT pk_merkle_nodes TO pk{OLD}")
     columns = [sa.Column("level", sa.Integer, nullable=False), sa.Column("position", sa.Integer, nullable=False),
                sa.Column("hash", sa.CHAR(64), nullable=False)]
-    if keyed_by_last_seq:
-        op.create_table("merkle_nodes", sa.Column("last_seq", sa.Integer, nullable=False), *columns,
-                        sa.PrimaryKeyConstraint("last_seq", "level", name="pk_merkle_nodes"), sqlite_with_rowid=False)
-        last_seq = "(position + 1) << level"
-        op.execute(f"INSERT INTO merkle_nodes (last_seq, level, position, hash) SELECT {last_seq}, level, position, "
-                   f"hash FROM {OLD} WHERE level <> 0 ORDER BY {last_seq}, level")
-        op.drop_table(OLD)
+    if keyed_by_node_seq:
+        op.create_table("merkle_nodes", sa.Column("node_seq", sa.Integer, nullable=False, autoincrement=False),
+                        *columns, sa.PrimaryKeyConstraint("node_seq", name="pk_merkle_nodes"))
+        _copy_nodes()
     else:
         op.create_table("merkle_nodes", *columns, sa.PrimaryKeyConstraint("level", "position", name="pk_merkle_nodes"))
         _leaves()
         op.execute(f"INSERT INTO merkle_nodes (level, position, hash) SELECT level, position, hash FROM {OLD} "
                    "ORDER BY level, position")
-        op.drop_table(OLD)
+    op.drop_table(OLD)
 
 
 def _run_indexes(*, but_decisions: bool) -> None:
@@ -108,14 +126,14 @@ def _drop_run_indexes(*, but_decisions: bool) -> None:
 
 
 def upgrade() -> None:
-    _replace_nodes(keyed_by_last_seq=True)
+    _replace_nodes(keyed_by_node_seq=True)
     _drop_run_indexes(but_decisions=False)
     _run_indexes(but_decisions=True)
     _set_schema_version("6")
 
 
 def downgrade() -> None:
-    _replace_nodes(keyed_by_last_seq=False)
+    _replace_nodes(keyed_by_node_seq=False)
     _drop_run_indexes(but_decisions=True)
     _run_indexes(but_decisions=False)
     _set_schema_version("5")
