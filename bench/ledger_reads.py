@@ -29,8 +29,8 @@ What it does:
    the wheel cannot be built).
 2. Two ledgers that begin alike (two real runs of a tiny spec, the subjects, and a run of batch ``bench``): the
    small one filled with filler runs (aborted, 10^4 decisions each) up to the first of ``--entries`` entries,
-   the big one, the ledger of 1. (10^5 runs), up to the last. On each, in process, the service each command
-   calls, for the first subject: ``show`` (``browse.show_run``), ``diff`` (``browse.diff_runs``, against the
+   the big one, the ledger of 1. (10^5 runs), up to the last. On each, in process (each read on one ledger, then
+   on the other, round after round), the service each command calls, for the first subject: ``show`` (``browse.show_run``), ``diff`` (``browse.diff_runs``, against the
    second), ``prove`` (``checkpoints.prove_run`` against a checkpoint of the whole ledger), ``replay --no-record``
    (``audit.replay_runs``), ``export`` (``browse.export_certificate``), a run id prefix resolved, and the runs
    of batch ``bench`` (``Ledger.batch_runs``, what ``certa batch`` reads for a bake-off); the ratio big/small.
@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import shutil
@@ -329,28 +330,44 @@ def one_run_reads(ledger: Ledger, first: str, second: str, checkpoint: bytes,
 
 def bench_one_run(ledgers: dict[int, tuple[Path, tuple[str, str]]], subject: Subject, repeat: int,
                   report: dict) -> None:
-    """Section 2 on ``ledgers`` (entries wanted: (file, the subjects' run ids)), each filled up to its size; the
-    ratios big/small into ``report["reads"]``."""
-    print(f"\n2. One run's reads against the ledger's size (in process, best of {repeat * 4}, median)")
+    """Section 2 on ``ledgers`` (entries wanted: (file, the subjects' run ids)), each filled up to its size, then
+    each read timed on every ledger in turn, round after round (so that the machine's state, e.g. the fill's
+    writes still being flushed when ``export`` syncs its file, falls on all alike); the ratios big/small into
+    ``report["reads"]``."""
+    print(f"\n2. One run's reads against the ledger's size (in process, each ledger in turn, best of {repeat * 4}, "
+          "median)")
     private = load_private_key(generate_key_pair()[0])
-    results: dict[int, dict[str, float]] = {}
-    for size, (db, (first, second)) in ledgers.items():
+    for size, (db, _) in ledgers.items():
         start = time.perf_counter()
         fill_to(db, subject, size)
-        built = time.perf_counter() - start
-        with Ledger.open(db, read_only=True) as ledger:
-            n = ledger.head()[0]
+        print(f"  ledger of about {size} entries filled in {time.perf_counter() - start:.1f} s")
+    os.sync()
+    results: dict[int, dict[str, list[float]]] = {size: {} for size in ledgers}
+    with contextlib.ExitStack() as stack:
+        reads: dict[int, dict[str, Callable[[], Any]]] = {}
+        for size, (db, (first, second)) in ledgers.items():
+            ledger = stack.enter_context(Ledger.open(db, read_only=True))
             checkpoint = json.dumps(sign_head(ledger, [private]).envelope).encode()
-            print(f"  ledger of {n} entries, {len(ledger.runs())} runs (filled in {built:.1f} s)")
-            results[size] = {}
-            for name, action in one_run_reads(ledger, first, second, checkpoint, db.parent).items():
-                action()  # warm
-                best, median = timed(action, repeat * 4)
-                results[size][name] = best
-                print(f"    {name:<26} {ms(best)} ({ms(median)} median)")
+            print(f"  ledger of {ledger.head()[0]} entries, {len(ledger.runs())} runs")
+            folder = db.parent / f"reads-{size}"
+            folder.mkdir(exist_ok=True)
+            reads[size] = one_run_reads(ledger, first, second, checkpoint, folder)
+        for name in reads[min(reads)]:
+            for size in reads:
+                reads[size][name]()  # warm
+                results[size][name] = []
+            for _ in range(repeat * 4):
+                for size in reads:
+                    begun = time.perf_counter()
+                    reads[size][name]()
+                    results[size][name].append(time.perf_counter() - begun)
+    for size, timings in results.items():
+        print(f"  ledger of about {size} entries:")
+        for name, values in timings.items():
+            print(f"    {name:<26} {ms(min(values))} ({ms(statistics.median(values))} median)")
     small, big = min(results), max(results)
     print(f"  ratio {big} entries / {small} entries (goal: independent of size, <= x{GOALS['flat_ratio']}):")
-    ratios = {name: results[big][name] / results[small][name] for name in results[small]}
+    ratios = {name: min(results[big][name]) / min(results[small][name]) for name in results[small]}
     for name, ratio in ratios.items():
         print(f"    {name:<26} x{ratio:6.2f}  {verdict(ratio <= GOALS['flat_ratio'])}")
     report["reads"] = {"small": small, "big": big, "ratios": ratios}
