@@ -30,7 +30,8 @@ What it does:
 2. Two ledgers that begin alike (two real runs of a tiny spec, the subjects, and a run of batch ``bench``): the
    small one filled with filler runs (aborted, 10^4 decisions each) up to the first of ``--entries`` entries,
    the big one, the ledger of 1. (10^5 runs), up to the last. On each, in process (each read on one ledger, then
-   on the other, round after round), the service each command calls, for the first subject: ``show`` (``browse.show_run``), ``diff`` (``browse.diff_runs``, against the
+   on the other, round after round), the service each command calls, for the first subject: ``show``
+   (``browse.show_run``), ``diff`` (``browse.diff_runs``, against the
    second), ``prove`` (``checkpoints.prove_run`` against a checkpoint of the whole ledger), ``replay --no-record``
    (``audit.replay_runs``), ``export`` (``browse.export_certificate``), a run id prefix resolved, and the runs
    of batch ``bench`` (``Ledger.batch_runs``, what ``certa batch`` reads for a bake-off); the ratio big/small.
@@ -41,8 +42,8 @@ What it does:
    database pages one run writes to the WAL on each (what a commit writes and syncs, and a checkpoint copies into
    the file), by table or index (SQLite's ``dbstat``): a count the machine's load does not move.
 
-Timings of sections 1 and 2 are the best of ``--repeat`` (the least disturbed by other load on a shared machine) with the median
-beside; every ratio is of figures measured in this one process; ``uptime`` is printed first and last.
+Timings of sections 1 and 2 are the best of ``--repeat`` (the least disturbed by other load on a shared machine)
+with the median beside; every ratio is of figures measured in this one process; ``uptime`` is printed first and last.
 ``--json`` adds, as the last line, ``{"rows": [[what, measured, goal], ...], "figures": {...}}``: the README
 table's rows (``bench/figures.py``) from the figures printed.
 """
@@ -500,7 +501,8 @@ def json_rows(report: dict) -> list[list[str]]:
              f"≤ ×{flat} each: {met(reads['ratios'][worst] <= flat)}"],
             [f"recording runs into a ledger of {count(record['entries'])} entries against an empty one",
              f"**×{record['ratio']:.3f}** the rate over {record['runs']} runs on each, one on each in turn "
-             f"({record['big_rate']:.1f} vs {record['empty_rate']:.1f} runs/s; median runs ×{record['median_ratio']:.3f})",
+             f"({record['big_rate']:.1f} vs {record['empty_rate']:.1f} runs/s; median runs "
+             f"×{record['median_ratio']:.3f})",
              f"≥ ×{GOALS['record_ratio']}: {met(record['ratio'] >= GOALS['record_ratio'])}"]]
 
 

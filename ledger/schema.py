@@ -6,7 +6,8 @@ so a replay needs nothing outside the ledger. ``runs`` is an index for listing; 
 against the entries. ``ledger_meta`` holds the schema version and the chain head (the row that
 serialises writers on PostgreSQL via ``SELECT ... FOR UPDATE``). ``merkle_nodes`` (since 3) holds the RFC 6962
 hash of every complete perfect subtree of the entries' Merkle tree (``ledger.merkle``; since 6 those of two or
-more leaves), written with the entries that complete it, so an inclusion proof reads O(log n) rows; ``verify`` checks it against the chain.
+more leaves), written with the entries that complete it, so an inclusion proof reads O(log n) rows; ``verify``
+checks it against the chain.
 The indexes (those marked "since 4" added by schema 4) make every read a command makes an index search
 (``tests/ledger/test_query_plans.py`` checks each command's statements), so that one run's reads, and
 ``certa list``, take the same time on 10^6 entries as on 10^4 (``bench/ledger_reads.py``).
@@ -56,8 +57,8 @@ revision 0001 is schema version 1 (certa 0.1.0 and 0.2.0), revision 0002 schema 
 below marked "since 2"), revision 0003 schema version 3 (``merkle_nodes``, backfilled from the entries),
 revision 0004 schema version 4 (the indexes marked "since 4"), revision 0005 schema version 5 (without the
 three indexes above), revision 0006 schema version 6 (``merkle_nodes`` keyed by ``node_seq``, without the leaves,
-and the index of a run's entries by kind without the decisions). A new ledger is created here directly at the newest schema and stamped with its revision
-in ``alembic_version`` (the table Alembic keeps, declared here so that creating a ledger needs no Alembic import).
+and the index of a run's entries by kind without the decisions). A new ledger is created here directly at the
+newest schema and stamped with its revision in ``alembic_version`` (the table Alembic keeps, declared here so that creating a ledger needs no Alembic import).
 """
 
 from __future__ import annotations

@@ -343,9 +343,9 @@ class Ledger:
             try:
                 frontier[(0, start - 1)] = leaf_hash(bytes.fromhex(prev))
             except ValueError:
+                hint = command_hint("verify", ledger=self.location)
                 raise LedgerIntegrityError(f"the head row's hash {prev!r} is no SHA-256 hex digest (it was edited), so "
-                                           f"nothing can be appended: run '{command_hint('verify', ledger=self.location)}'"
-                                           ) from None
+                                           f"nothing can be appended: run '{hint}'") from None
         levels: list[tuple[int, int, int, str]] = []  # (last entry, level, position, hash)
         try:
             for level, first, nodes in completed_levels(entry_leaves(hashes), start, frontier):
