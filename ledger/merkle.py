@@ -25,9 +25,11 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from operator import itemgetter
 
 __all__ = ["leaf_hash", "entry_leaves", "node_hash", "root_hash", "tree_levels", "inclusion_path", "path_from_levels",
-           "verify_inclusion", "NodeKey", "frontier_nodes", "node_seq", "node_seq_range", "completed_nodes",
+           "verify_inclusion", "NodeKey", "frontier_nodes", "node_seq", "node_seq_range", "numbered_nodes",
+           "completed_nodes",
            "perfect_nodes", "completed_levels",
            "perfect_levels", "path_nodes", "path_and_root_from_nodes"]
 
@@ -168,6 +170,23 @@ def node_seq_range(start: int, end: int) -> tuple[int, int]:
     """(after, through): the nodes of two or more leaves that leaves ``start`` .. ``end`` − 1 complete are those
     with ``after < node_seq <= through`` (``node_seq``), in order."""
     return start - start.bit_count(), end - end.bit_count()
+
+
+def numbered_nodes(levels: Iterable[tuple[int, int, list[bytes]]],
+                   start: int) -> list[tuple[int, int, int, bytes]]:
+    """(node_seq, level, position, hash) of the nodes of two or more leaves among ``levels``, the output of
+    ``completed_levels`` for leaves from ``start``, in ``node_seq`` order: by last leaf, then level (a stable sort of
+    the levels, which come bottom-up), numbered on from the start − popcount(start) nodes the first ``start`` leaves
+    complete."""
+    made: list[tuple[int, int, int, bytes]] = []
+    for level, first, nodes in levels:
+        if level:
+            count = len(nodes)
+            made += zip(range((first + 1) << level, (first + count + 1) << level, 1 << level), [level] * count,
+                        range(first, first + count), nodes)
+    made.sort(key=itemgetter(0))
+    after = start - start.bit_count()
+    return [(after + number, level, position, node) for number, (_, level, position, node) in enumerate(made, 1)]
 
 
 def completed_nodes(index: int) -> list[NodeKey]:

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +42,7 @@ from ledger.chain import GENESIS, EncodedEntries, NewEntry, chain_hashes, payloa
 from ledger.location import (command_hint, ledger_argument, masked_ledger, plain_sqlite_path, refuse_foreign_database,
                        sqlite_write_refusal)
 from ledger.merkle import (NodeKey, completed_levels, entry_leaves, frontier_nodes, leaf_hash, node_seq,
-                           node_seq_range)
+                           numbered_nodes)
 from ledger.rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
                    checked_schema_version, rows_as, run_rows)
 from ledger.run_record import BATCH_DECISION
@@ -346,22 +346,15 @@ class Ledger:
                 hint = command_hint("verify", ledger=self.location)
                 raise LedgerIntegrityError(f"the head row's hash {prev!r} is no SHA-256 hex digest (it was edited), so "
                                            f"nothing can be appended: run '{hint}'") from None
-        levels: list[tuple[int, int, int, str]] = []  # (last entry, level, position, hash)
         try:
-            for level, first, nodes in completed_levels(entry_leaves(hashes), start, frontier):
-                if level:  # a leaf is not stored: its entry gives it
-                    count = len(nodes)
-                    levels += zip(range((first + 1) << level, (first + count + 1) << level, 1 << level),
-                                  [level] * count, range(first, first + count), map(bytes.hex, nodes))
+            levels = list(completed_levels(entry_leaves(hashes), start, frontier))
         except KeyError as missing:
             level, position = missing.args[0]
             raise LedgerIntegrityError(f"merkle_nodes has no row (level {level}, position {position}) for entries "
                                        f"1..{start}, so nothing can be appended: run "
                                        f"'{command_hint('verify', ledger=self.location)}'") from None
-        levels.sort(key=itemgetter(0))  # completion order: by last entry, then level (a stable sort of the levels)
-        after = node_seq_range(start, start + len(hashes))[0]
-        insert_rows(conn, merkle_nodes, [(after + number, level, position, digest)
-                                         for number, (_, level, position, digest) in enumerate(levels, 1)])
+        insert_rows(conn, merkle_nodes, [(number, level, position, node.hex())  # no leaf: its entry gives it
+                                         for number, level, position, node in numbered_nodes(levels, start)])
 
     @staticmethod
     def _read_merkle_nodes(conn: Connection, keys: Iterable[NodeKey], *,

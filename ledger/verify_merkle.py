@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from operator import itemgetter
 from typing import Any
 
 from ledger import merkle
@@ -23,7 +22,6 @@ __all__ = ["MerkleCheck", "StoredNode", "leaves_of", "frontier_root", "MAX_NODE_
 
 MAX_NODE_PROBLEMS = 20
 MAX_KEPT = 10_000
-_LAST_ENTRY = itemgetter(0)
 
 #: A ``merkle_nodes`` row as stored: (level, position, hash) or, schema 6 and later, (level, position, hash,
 #: node_seq); any cell may hold another type when the table was edited.
@@ -110,21 +108,17 @@ class MerkleCheck:
             return []
         made: list[StoredNode] = []
         newest: dict[NodeKey, bytes] = {}
-        for level, first, nodes in merkle.completed_levels(leaves, self.size, self.frontier):
+        levels = list(merkle.completed_levels(leaves, self.size, self.frontier))
+        for level, first, nodes in levels:
             count = len(nodes)
             if not schema_6_nodes:
                 made += zip([level] * count, range(first, first + count), map(bytes.hex, nodes))
-            elif level:  # schema 6 stores no leaves: a leaf is its entry's; (last entry, level, position, hash)
-                made += zip(range((first + 1) << level, (first + count + 1) << level, 1 << level), [level] * count,
-                            range(first, first + count), map(bytes.hex, nodes))
             newest[(level, first + count - 1)] = nodes[-1]
             if count > 1:
                 newest[(level, first + count - 2)] = nodes[-2]
-        if schema_6_nodes:  # in completion order (by last entry, then level: a stable sort), numbered from there on
-            made.sort(key=_LAST_ENTRY)
-            after = merkle.node_seq_range(self.size, self.size)[0]
-            made = [(level, position, digest, after + number)
-                    for number, (_, level, position, digest) in enumerate(made, 1)]
+        if schema_6_nodes:  # no leaves (a leaf is its entry's), in node_seq order
+            made = [(level, position, node.hex(), number)
+                    for number, level, position, node in merkle.numbered_nodes(levels, self.size)]
         self.size += len(leaves)
         self.frontier = {key: newest.get(key) or self.frontier[key] for key in merkle.frontier_nodes(self.size)}
         return made

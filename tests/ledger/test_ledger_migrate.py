@@ -63,16 +63,21 @@ def _sql(url: str, *statements: str) -> None:
     engine.dispose()
 
 
-def _downgrade(url: str, revision: str) -> None:
-    """Turn a ledger of this certa into one at ``revision`` by the downgrades of the revisions after it."""
+def _alembic(url: str, direction: str, revision: str) -> None:
+    """Alembic's ``upgrade`` or ``downgrade`` (``direction``) to ``revision`` on the database at ``url``."""
     from alembic import command
 
     from ledger.migrate import alembic_config
 
     engine = create_engine(url)
     with engine.begin() as conn:
-        command.downgrade(alembic_config(conn), revision)
+        getattr(command, direction)(alembic_config(conn), revision)
     engine.dispose()
+
+
+def _downgrade(url: str, revision: str) -> None:
+    """Turn a ledger of this certa into one at ``revision`` by the downgrades of the revisions after it."""
+    _alembic(url, "downgrade", revision)
 
 
 def _make_schema_4(url: str) -> None:
@@ -172,14 +177,7 @@ def _state(url: str) -> SchemaState:
 
 def _apply_revisions(url: str, revision: str) -> None:
     """Run the Alembic revisions up to ``revision`` on the (empty) database at ``url``."""
-    from alembic import command
-
-    from ledger.migrate import alembic_config
-
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        command.upgrade(alembic_config(conn), revision)
-    engine.dispose()
+    _alembic(url, "upgrade", revision)
 
 
 def _location(url: str) -> str:

@@ -85,3 +85,22 @@ def test_out_of_range_indices_are_refused():
         inclusion_path(3, LEAVES[:3])
     assert not verify_inclusion(3, 3, LEAVES[0], [], root_hash(LEAVES[:3]))
     assert not verify_inclusion(-1, 3, LEAVES[0], [], root_hash(LEAVES[:3]))
+
+
+def test_node_seq_numbers_the_nodes_of_two_or_more_leaves_in_completion_order():
+    """``node_seq`` (schema 6's key) against counting: the nodes each leaf completes bottom-up, leaves in turn, are
+    1, 2, 3, ...; ``node_seq_range`` gives those leaves start..end − 1 complete; ``numbered_nodes`` numbers the
+    nodes of any batch of leaves so, each with its hash."""
+    from ledger.merkle import completed_levels, completed_nodes, node_seq, node_seq_range, numbered_nodes, perfect_nodes
+
+    order = [key for index in range(300) for key in completed_nodes(index) if key[0]]
+    assert [node_seq(*key) for key in order] == list(range(1, len(order) + 1))
+    assert node_seq(1, 0) == 1 and node_seq(2, 0) == 3 and node_seq(1, 2) == 4  # leaves 2; 4 (1, 1 then 2, 0); 6
+    leaves = [hashlib.sha256(bytes([i])).digest() for i in range(64)]
+    every = perfect_nodes(leaves)
+    for start in range(0, 40, 3):
+        for end in range(start, 64, 7):
+            after, through = node_seq_range(start, end)
+            made = numbered_nodes(completed_levels(leaves[start:end], start, every), start)
+            assert [row[0] for row in made] == list(range(after + 1, through + 1))
+            assert all(row[0] == node_seq(row[1], row[2]) and every[row[1:3]] == row[3] for row in made)
