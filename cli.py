@@ -802,10 +802,11 @@ def review(run_id: str, reviewer: str, decision: str, note: str, key_files: tupl
 @certa_command
 def migrate(as_json: bool, ledger_url: str) -> int:
     """Upgrade the ledger's schema in place to this certa's, in one transaction. No value of any entry,
-    stored input or run changes: 'certa verify' and checkpoints signed before still hold (on SQLite, schema 5
-    copies the entries table into one without the dropped constraints: about a minute and the table's size
-    again on disk for 10^6 entries). Running it again does nothing. Back up a shared ledger first and run
-    this once, while no writer runs.
+    stored input or run changes: 'certa verify' and checkpoints signed before still hold. For 10^6 entries on
+    SQLite: schema 5 copies the entries table into one without the dropped constraints (about a minute, and
+    the table's size again on disk); schema 6 renumbers the stored Merkle nodes and drops their leaf rows
+    (about 15 s). Running it again does nothing. Back up a shared ledger first and run this once, while no
+    writer runs.
 
     \b
     Examples:

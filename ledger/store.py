@@ -533,7 +533,7 @@ class Ledger:
             if containing is not None:
                 query = query.where(entries.c.payload.contains(containing, autoescape=True))
             with self.read_transaction() as conn:
-                chunk = rows_as(EntryRow, ENTRY_FIELDS, conn.execute(query).fetchall())
+                chunk = rows_as(EntryRow, conn.execute(query).fetchall())
             yield from chunk
             if len(chunk) < batch:
                 return

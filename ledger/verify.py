@@ -125,7 +125,7 @@ def _entry_hash(entry: EntryRow) -> str:
 def _mistyped_columns(entry: EntryRow) -> list[str]:
     """The columns of an entry whose value is not of the type certa writes (``seq`` an integer, the rest text)."""
     return [f"entries.{name} is {stored_type(value)}, not {'an integer' if name == 'seq' else 'text'}"
-            for name, value in entry.__dict__.items() if type(value) is not (int if name == "seq" else str)]
+            for name, value in zip(ENTRY_FIELDS, entry) if type(value) is not (int if name == "seq" else str)]
 
 
 class _ChainWalk:
@@ -163,7 +163,7 @@ class _ChainWalk:
         else:
             summary = BatchSummary(clean=False)
             leaves = leaves_of([self._check_one(entry, self.leaves + i + 1, summary)
-                                for i, entry in enumerate(rows_as(EntryRow, ENTRY_FIELDS, rows))])
+                                for i, entry in enumerate(rows_as(EntryRow, rows))])
         self._merge(summary)
         self.leaves += len(rows)
         self.merkle.add(leaves, batch.nodes, schema_6_nodes=batch.schema_6_nodes)

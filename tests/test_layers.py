@@ -15,8 +15,14 @@ CERTA = ("engine", "ledger", "cli", "schemas")
 SOURCES = sorted([*ROOT.joinpath("engine").rglob("*.py"), *ROOT.joinpath("ledger").rglob("*.py"), ROOT / "cli.py"])
 
 
+# A named tuple's own API: public, its underscore only keeps it apart from the field names
+# (https://docs.python.org/3/library/collections.html#collections.namedtuple).
+_NAMED_TUPLE_API = frozenset({"_make", "_fields", "_asdict", "_replace", "_field_defaults"})
+
+
 def _private(name: str) -> bool:
-    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+    return (name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+            and name not in _NAMED_TUPLE_API)
 
 
 def _certa(module: str | None) -> bool:

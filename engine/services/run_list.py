@@ -8,8 +8,7 @@ form's module until ``text`` is called (``--json`` does not need it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ledger.location import plain_sqlite_path
 from ledger.rows import RunRow
@@ -17,8 +16,7 @@ from ledger.rows import RunRow
 __all__ = ["RunList", "newest_runs"]
 
 
-@dataclass(frozen=True)
-class RunList:
+class RunList(NamedTuple):
     """The newest runs of a ledger, newest first."""
 
     rows: tuple[RunRow, ...]
