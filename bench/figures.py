@@ -277,12 +277,13 @@ def _bakeoff(out: str | dict) -> list[Row]:
     return [[f"`bakeoff.compare`'s pooling of {_n(decisions)} decisions (group codes given)",
              "not measured" if None in (kernel, reference, pool_ratio) else
              f"{kernel} ms: **{pool_ratio}×** a pure-Python rendering of the seed's steps ({reference} ms)",
-             "≥ 100×"],
+             "≥ 100×" + ("" if pool_ratio is None else f": {met(float(pool_ratio) >= 100)}")],
             [f"its pairwise bootstrap, {_n(per_vendor)} decisions per vendor × {replicates or '?'} replicates",
              "not measured" if boot is None or boot_ratio is None else
              f"{boot} s: **{boot_ratio.group(1)}×** the seed's `diff_ci` in plain Python (one thread "
              f"{one.group(1) if one else '?'} s, {one.group(2) if one else '?'} ns per draw, "
-             f"{boot_ratio.group(2)}×)", "≥ 100×"]]
+             f"{boot_ratio.group(2)}×)", "≥ 100×" + ("" if boot_ratio is None else
+                                                  f": {met(float(boot_ratio.group(1)) >= 100)}")]]
 
 
 BENCHES: dict[str, Bench] = {

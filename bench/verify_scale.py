@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from figures import count, met  # noqa: E402  (bench/figures.py)
 from ledger import Ledger  # noqa: E402
+from ledger.rows import SCHEMA_VERSION  # noqa: E402
 
 GOALS = {"full_s": 10.0, "full_mb": 200.0, "incremental_s": 1.0}
 ORDINARY_RUNS = 1000
@@ -150,9 +151,18 @@ def build(db: Path, entries: int, work: Path) -> None:
 
 
 def ledger_file(work: Path, entries: int) -> Path:
+    """The ``entries``-entry ledger of ``work``: built when missing, migrated to this certa's schema when an
+    older certa built it (``certa migrate``: the figures are of the schema a user's ledger has)."""
     db = work / f"verify-{entries}.db"
     if not db.exists():
         build(db, entries, work)
+        return db
+    with Ledger.open(db) as ledger:
+        if ledger.schema_version != SCHEMA_VERSION:
+            start, before = time.perf_counter(), ledger.schema_version
+            ledger.migrate()
+            print(f"  migrated {db.name} from schema {before} to {SCHEMA_VERSION} in "
+                  f"{time.perf_counter() - start:.0f} s")
     return db
 
 

@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -605,3 +606,36 @@ def test_revision_0006_keys_the_merkle_nodes_by_node_seq_and_changes_no_value(da
     assert _state(url) == SchemaState("5", "0005") and _schema(url)["merkle_nodes"]["primary_key"] == ["level", "position"]
     with Ledger.open(url) as ledger:
         assert verify(ledger).intact
+
+
+def test_vacuum_after_a_migration_gives_the_free_pages_back_and_changes_no_row(small_spec: Path,
+                                                                               tmp_path: Path) -> None:
+    """docs/ledger.md advises ``sqlite3 LEDGER VACUUM`` after migrating a big ledger from schema 4 (revision 0005
+    copies ``entries`` and leaves the old table's pages free): it shrinks the file, every row and node keeps its
+    key and value, ``verify`` holds and so does a checkpoint signed before the migration."""
+    path = tmp_path / "ledger.db"
+    url = f"sqlite:///{path}"
+    with Ledger.open(url) as ledger:
+        for _ in range(6):
+            run(small_spec, ledger=ledger)
+    _make_schema_4(url)
+    keys = tmp_path / "keys"
+    assert CliRunner().invoke(main, ["keygen", "--out-dir", str(keys)]).exit_code == 0
+    checkpoint = str(tmp_path / "before.checkpoint")
+    assert invoke("checkpoint", "--key", str(keys / "certa.key"), "--out", checkpoint, ledger=url).exit_code == 0
+    assert invoke("migrate", ledger=url).exit_code == 0
+    before, nodes = _rows(url), _nodes(url)
+    with closing(sqlite3.connect(path)) as conn:
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    size = path.stat().st_size
+    assert free > 0  # the entries table 0005 copied from
+
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("VACUUM")
+        assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert path.stat().st_size < size
+    assert _rows(url) == before and _nodes(url) == nodes
+    verified = invoke("verify", "--checkpoint", checkpoint, "--public-key", str(keys / "certa.pub"), ledger=url)
+    assert verified.exit_code == 0 and verified.stdout.startswith("intact: "), verified.output
