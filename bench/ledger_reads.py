@@ -15,11 +15,11 @@ Goals (issue 21, "Audit at scale", item 3: indexed reads):
 
 What it does:
 
-1. ``certa --version`` (the start-up every command pays), then one SQLite ledger (it begins with the two
-   subject runs of 2. and a run of batch ``bench``) grown to each of ``--list-runs`` runs (aborted runs of one
-   decision: run, two input, decision and abort entries, written with ``Ledger.append_runs`` 1000 runs a
-   transaction); at each size ``certa list`` in a fresh process from the checkout and
-   ``engine.services.run_list.newest_runs`` in process. Then, on the largest, where a fresh ``certa list``
+1. One SQLite ledger (it begins with the two subject runs of 2. and a run of batch ``bench``) grown to each of
+   ``--list-runs`` runs (aborted runs of one decision: run, two input, decision and abort entries, written with
+   ``Ledger.append_runs`` 1000 runs a transaction) and copied at each size; once the writes are synced, round
+   after round, ``certa --version`` (the start-up every command pays) and, on each size in turn, ``certa list``
+   in a fresh process from the checkout and ``engine.services.run_list.newest_runs`` in process. Then, on the largest, where a fresh ``certa list``
    spends its time, the cases timed in turn: the interpreter alone (``python -S -c pass``, and ``python -c
    pass``: ``site`` and the ``.pth`` files of its site-packages, whose imports over 1 ms are named), ``certa
    list`` from the checkout (also with its bytecode cached, when ``PYTHONDONTWRITEBYTECODE`` turns the cache
@@ -208,24 +208,43 @@ def fresh(path: Path) -> Path:
 
 def bench_list(db: Path, subject: Subject, sizes: list[int], repeat: int, report: dict) -> tuple[str, str]:
     """Section 1 on the ledger ``db`` (left at the largest size, for section 2); the subjects' run ids. Its figures
-    go into ``report["list"]``."""
-    print(f"\n1. certa list (50 newest runs) against the number of runs (best of {repeat}, median)")
-    version, version_med = cli_time(["--version"], repeat)
-    print(f"  certa --version (interpreter and CLI start-up, the floor of any command): {ms(version)} "
-          f"({ms(version_med)} median)")
+    go into ``report["list"]``. ``db`` is grown to each size and copied there page for page (SQLite's backup),
+    then, once the fill's writes are on disk (``os.sync``: the kernel flushing them would land in whatever is
+    timed first), ``certa list`` and ``newest_runs`` are timed on every size in turn, round after round, so that
+    the machine's drift falls on all sizes alike."""
+    print(f"\n1. certa list (50 newest runs) against the number of runs (each size in turn, best of {repeat}, "
+          "median)")
     ids = begin(db, subject)
     fillers = iter(lambda: subject.filler(1), None)
-    figures: dict[int, tuple[float, float]] = {}
+    files: dict[int, Path] = {}
     with Ledger.open(db) as ledger:
         for size in sizes:
             start = time.perf_counter()
             grow(ledger, fillers, size - len(ledger.runs()))
-            built = time.perf_counter() - start
-            cli, cli_med = cli_time(["list", "--ledger", str(db)], repeat)
-            inproc, inproc_med = timed(lambda: newest_runs(str(db), 50), repeat * 4)
-            figures[size] = (cli, inproc)
-            print(f"  {size:>7} runs (grown in {built:5.1f} s): certa list {ms(cli)} ({ms(cli_med)} median)"
-                  f"   in process {ms(inproc)} ({ms(inproc_med)} median)")
+            print(f"  {size:>7} runs: grown in {time.perf_counter() - start:5.1f} s")
+            if size != sizes[-1]:
+                files[size] = db.with_name(f"list-{size}.db")
+                with closing(sqlite3.connect(db)) as source, closing(sqlite3.connect(fresh(files[size]))) as copy:
+                    source.backup(copy)
+    files[sizes[-1]] = db
+    os.sync()
+    version: list[float] = []
+    cli: dict[int, list[float]] = {size: [] for size in sizes}
+    inproc: dict[int, list[float]] = {size: [] for size in sizes}
+    for _ in range(repeat + 1):
+        version.append(cli_time(["--version"], 1)[0])
+        for size, path in files.items():
+            cli[size].append(cli_time(["list", "--ledger", str(path)], 1)[0])
+            inproc[size].append(timed(lambda path=path: newest_runs(str(path), 50), 4)[0])
+    version = version[1:]  # the first round warms, untimed
+    cli = {size: values[1:] for size, values in cli.items()}
+    inproc = {size: values[1:] for size, values in inproc.items()}
+    print(f"  certa --version (interpreter and CLI start-up, the floor of any command): {ms(min(version))} "
+          f"({ms(statistics.median(version))} median)")
+    for size in sizes:
+        print(f"  {size:>7} runs: certa list {ms(min(cli[size]))} ({ms(statistics.median(cli[size]))} median)"
+              f"   in process {ms(min(inproc[size]))} ({ms(statistics.median(inproc[size]))} median)")
+    figures = {size: (min(cli[size]), min(inproc[size])) for size in sizes}
     small, big = sizes[0], sizes[-1]
     shares = start_up_shares(db, repeat * 2)
     cli_ratio, inproc_ratio = figures[big][0] / figures[small][0], figures[big][1] / figures[small][1]
