@@ -1,7 +1,7 @@
 """The newest recorded runs (``certa list``), read without SQLAlchemy when the ledger is a SQLite file.
 
 A SQLite file is read through the standard library's ``sqlite3`` (``ledger.sqlite_read``), so that ``certa
-list`` answers at once (about 60 ms for a fresh process from an installed wheel, half of it importing click;
+list`` answers at once (52–55 ms for a fresh process from an installed wheel, half of it importing click;
 ``bench/ledger_reads.py``); a database URL through the ledger store. This module imports neither, nor the text
 form's module until ``text`` is called (``--json`` does not need it).
 """
