@@ -1,12 +1,14 @@
 """``certa verify`` at scale: time and peak memory of a full and an incremental verification.
 
-Usage: python bench/verify_scale.py [--entries 100000 1000000] [--huge] [--workdir DIR] [--new 1000] [--json]
+Usage: python bench/verify_scale.py [--entries 100000 1000000] [--huge] [--workdir DIR] [--new 1000]
+                                    [--postgres URL] [--json]
 
 Goals (issue "Audit at scale", items 1 and 2): a full ``verify`` of 10^6 entries (per-decision bake-off runs
 plus 10^3 ordinary runs) in <= 10 s and <= 200 MB peak memory (all its processes together: the reading one and
 the worker processes it forks, ``ledger.verify_pool``, counted by Pss so that pages they share count once),
 memory flat from 10^5 to 10^7 entries (``--huge`` adds 10^7, once); ``verify --since-checkpoint`` of 10^3
-entries appended after a checkpoint of 10^6 < 1 s.
+entries appended after a checkpoint of 10^6 < 1 s. ``--postgres URL`` adds a full verify of the same ledger of 10^6 entries
+in that PostgreSQL database (built there when it holds no entries; the server's own memory is not counted).
 
 The ledgers: 10^3 ordinary runs (the tiny spec of ``bench/ledger.py``, 10 entries each) and then runs of 10^4
 decision entries each (one entry per decision, as a bake-off with per-decision rows records them) up to the
@@ -106,7 +108,7 @@ def _memory_kib(pids: list[int]) -> tuple[int, int]:
     return pss, rss
 
 
-def measure(mode: str, db: Path, *extra: Path) -> dict:
+def measure(mode: str, db: Path | str, *extra: Path) -> dict:
     """Verify ``db`` in a fresh interpreter: its seconds (imports excluded), imports, CPU (its own and its worker
     processes'), peak RSS of the process and of its largest worker (MiB), and the peak of its and its workers'
     memory together, sampled every 20 ms (Pss and Rss summed over the processes, MiB)."""
@@ -134,8 +136,9 @@ def _bench_ledger():
     return module
 
 
-def build(db: Path, entries: int, work: Path) -> None:
-    """``ORDINARY_RUNS`` tiny runs, then runs of ``DECISIONS_PER_BIG_RUN`` decision entries up to ``entries``."""
+def build(db: Path | str, entries: int, work: Path) -> None:
+    """``ORDINARY_RUNS`` tiny runs, then runs of ``DECISIONS_PER_BIG_RUN`` decision entries up to ``entries``, into
+    the SQLite file or database URL ``db``."""
     bench = _bench_ledger()
     spec = bench.write_tiny_spec(work / "tiny")
     small, big = bench.TinyRecorder(spec, 6), bench.TinyRecorder(spec, DECISIONS_PER_BIG_RUN)
@@ -145,9 +148,24 @@ def build(db: Path, entries: int, work: Path) -> None:
             small.record(ledger)
         while ledger.head()[0] + big.entries_per_run <= entries:
             big.record(ledger)
-        count = ledger.head()[0]
-    print(f"  built {db.name}: {count} entries in {time.perf_counter() - start:.0f} s, "
-          f"{db.stat().st_size / 1e6:.0f} MB")
+        count, location = ledger.head()[0], ledger.location
+    size = f", {db.stat().st_size / 1e6:.0f} MB" if isinstance(db, Path) else ""
+    print(f"  built {db.name if isinstance(db, Path) else location}: {count} entries in "
+          f"{time.perf_counter() - start:.0f} s{size}")
+
+
+def postgres_full(url: str, entries: int, work: Path) -> dict:
+    """A full verify of the ledger in the PostgreSQL database ``url``, built there first when it holds no entries
+    (``--postgres``); ``measure``'s figures (the server's own memory is not among them)."""
+    with Ledger.open(url) as ledger:
+        empty = ledger.head()[0] == 0
+    if empty:
+        build(url, entries, work)
+    got = measure("full", url)
+    print(f"  PostgreSQL, {got['entries']:>9} entries: {got['seconds']:7.2f} s wall, {got['workers']} workers, CPU "
+          f"{got['cpu']:.2f} s (imports included) + workers {got['cpu_workers']:.2f} s; all processes together "
+          f"{got['family_pss_mib']:.0f} MiB Pss (the server apart)  intact={got['ok']}")
+    return got
 
 
 def ledger_file(work: Path, entries: int) -> Path:
@@ -172,6 +190,8 @@ def main() -> int:
     parser.add_argument("--huge", action="store_true", help="also 10^7 entries (builds a ~10 GB ledger once)")
     parser.add_argument("--new", type=int, default=1000, help="entries appended after the checkpoint")
     parser.add_argument("--workdir", type=Path, help="keep (and reuse) the ledgers here")
+    parser.add_argument("--postgres", metavar="URL", help="also a full verify of the largest size up to 10^6 in this "
+                        "PostgreSQL database (built there when it holds no entries)")
     parser.add_argument("--json", action="store_true", help="last line: the README table's rows as JSON")
     args = parser.parse_args()
     print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
@@ -196,6 +216,8 @@ def main() -> int:
               f"{got['cpu_workers']:.2f} s; peak RSS {got['peak_mib']:.0f} MiB (a worker: {got['worker_peak_mib']:.0f}"
               f" MiB), all processes together {got['family_pss_mib']:.0f} MiB Pss ({got['family_rss_mib']:.0f} MiB Rss)"
               f"  intact={got['ok']}{goal}")
+    if args.postgres:
+        postgres_full(args.postgres, max(s for s in sizes if s <= 1_000_000), work)
     since = incremental(work, max(s for s in sizes if s <= 1_000_000), args.new)
     print("\nuptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     if not args.workdir:
