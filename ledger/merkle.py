@@ -29,9 +29,8 @@ from operator import itemgetter
 
 __all__ = ["leaf_hash", "entry_leaves", "node_hash", "root_hash", "tree_levels", "inclusion_path", "path_from_levels",
            "verify_inclusion", "NodeKey", "frontier_nodes", "node_seq", "node_seq_range", "numbered_nodes",
-           "completed_nodes",
-           "perfect_nodes", "completed_levels",
-           "perfect_levels", "path_nodes", "path_and_root_from_nodes"]
+           "completed_nodes", "perfect_nodes", "completed_levels", "perfect_levels", "path_nodes",
+           "path_and_root_from_nodes"]
 
 #: (level, position) of a perfect subtree: the 2^level leaves from position·2^level.
 NodeKey = tuple[int, int]

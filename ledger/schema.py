@@ -58,7 +58,8 @@ below marked "since 2"), revision 0003 schema version 3 (``merkle_nodes``, backf
 revision 0004 schema version 4 (the indexes marked "since 4"), revision 0005 schema version 5 (without the
 three indexes above), revision 0006 schema version 6 (``merkle_nodes`` keyed by ``node_seq``, without the leaves,
 and the index of a run's entries by kind without the decisions). A new ledger is created here directly at the
-newest schema and stamped with its revision in ``alembic_version`` (the table Alembic keeps, declared here so that creating a ledger needs no Alembic import).
+newest schema and stamped with its revision in ``alembic_version`` (the table Alembic keeps, declared here so
+that creating a ledger needs no Alembic import).
 """
 
 from __future__ import annotations
