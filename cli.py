@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
-from engine.foundation.errors import CertaError
-from ledger import DEFAULT_LEDGER_FILE
+from certa.engine.foundation.errors import CertaError
+from certa.ledger import DEFAULT_LEDGER_FILE
 
 # The command starts at once: numpy, scipy, numba, SQLAlchemy and cryptography load per command, json and the
 # display helpers when first used (``certa list`` pays only for what it needs: bench/ledger_reads.py).
 if TYPE_CHECKING:
-    from ledger import Ledger
+    from certa.ledger import Ledger
 
 EXIT_OK, EXIT_FAIL = 0, 1
 
@@ -31,14 +31,14 @@ EXIT_OK, EXIT_FAIL = 0, 1
 def _emit_json(data: Any) -> None:
     import json
 
-    from engine.services.presentation.display_text import json_display
+    from certa.engine.services.presentation.display_text import json_display
     click.echo(json_display(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)))
 
 
 def _fail(ctx_json: bool, error: CertaError) -> None:
     if ctx_json:
         _emit_json(error.as_json())
-    from engine.services.presentation.display_text import plain_text
+    from certa.engine.services.presentation.display_text import plain_text
     click.echo(f"error: {plain_text(error)}", err=True)
     sys.exit(error.exit_code)
 
@@ -82,7 +82,7 @@ def ledgerless_command(func: Callable[..., int | None]) -> Callable[..., None]:
 
 def _open(ledger_url: str, *, write: bool = False) -> Ledger:
     """An existing ledger, opened read-only (it may sit on read-only media) unless the command ``write``s to it."""
-    from ledger import Ledger
+    from certa.ledger import Ledger
     return Ledger.open(ledger_url, create=False, read_only=not write)
 
 
@@ -158,7 +158,7 @@ def validate(spec: Path, as_json: bool) -> int:
     Example:
       certa validate specs/paired-ratio/spec.yaml
     """
-    from engine.services.specs import validate_spec
+    from certa.engine.services.specs import validate_spec
     _print(validate_spec(spec), as_json)
     return EXIT_OK
 
@@ -200,7 +200,7 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
       certa run spec.yaml --input subject=/data/eval/subject.csv --json
       certa run spec.yaml --ledger ../ledger.db --junit reports/certa.xml
     """
-    from engine.services.run_report import run_spec_file
+    from certa.engine.services.run_report import run_spec_file
     report = run_spec_file(spec, input_paths=_parse_input_overrides(input_overrides),
                            ledger=None if no_record else ledger_url, output=output, junit_file=junit_file,
                            notify=_progress(as_json))
@@ -254,8 +254,8 @@ def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_f
       certa verify --require-approval audit/alice.pub
       certa verify --workers 0
     """
-    from engine.services.audit import audit_ledger
-    from engine.services.keys import public_keys
+    from certa.engine.services.audit import audit_ledger
+    from certa.engine.services.keys import public_keys
     if expect_head and checkpoint_file:
         raise click.UsageError("give either --expect-head or --checkpoint, not both")
     if (checkpoint_file is None) != (not public_key_files):
@@ -310,7 +310,7 @@ def replay(run_id: str | None, replay_every: bool, since: str | None, name_patte
       cd specs/model-perplexity && certa replay latest --recompute-evidence --ledger ../../certa-ledger.db
       certa replay 3f2a9c01 --recompute-evidence --input baseline=/models/base --input subject=/models/new
     """
-    from engine.services.audit import replay_runs
+    from certa.engine.services.audit import replay_runs
     if replay_every == (run_id is not None):
         raise click.UsageError("give a RUN_ID or --all (with optional --since and --name), not both")
     if not replay_every and (since or name_pattern):
@@ -320,7 +320,7 @@ def replay(run_id: str | None, replay_every: bool, since: str | None, name_patte
     if recompute_evidence:
         if replay_every:
             raise click.UsageError("--recompute-evidence re-runs one RUN_ID's models, not --all")
-        from engine.services.evidence_recompute import recompute_evidence as recompute
+        from certa.engine.services.evidence_recompute import recompute_evidence as recompute
         with _open(ledger_url) as ledger:
             evidence = recompute(ledger, run_id or "", folders=_parse_input_overrides(input_overrides),
                                  notify=_progress(as_json))
@@ -347,7 +347,7 @@ def show(run_id: str, explain: bool, as_json: bool, ledger_url: str) -> int:
       certa show 3f2a9c01
       certa show latest --explain
     """
-    from engine.services.browse import show_run
+    from certa.engine.services.browse import show_run
     with _open(ledger_url) as ledger:
         view = show_run(ledger, run_id, explain=explain, ledger_name=ledger_url)
     _print(view, as_json)
@@ -374,7 +374,7 @@ def decisions(run_id: str, kind: str | None, limit: int, after: int, as_json: bo
       certa decisions 3f2a9c01 --limit 50 --after 1042
       certa decisions 3f2a9c01 --kind pairing --limit 0 --json
     """
-    from engine.services.browse import list_decisions
+    from certa.engine.services.browse import list_decisions
     with _open(ledger_url) as ledger:
         listing = list_decisions(ledger, run_id, kind=kind, limit=limit, after=after, ledger_name=ledger_url)
         for chunk in listing.json_chunks() if as_json else listing.text_chunks():
@@ -392,7 +392,7 @@ def list_command(limit: int, as_json: bool, ledger_url: str) -> int:
     Example:
       certa list --limit 10
     """
-    from engine.services.run_list import newest_runs
+    from certa.engine.services.run_list import newest_runs
     _print(newest_runs(ledger_url, limit), as_json)
     return EXIT_OK
 
@@ -409,7 +409,7 @@ def export(run_id: str, output: Path, as_json: bool, ledger_url: str) -> int:
     Example:
       certa export 3f2a9c01 -o cert.json
     """
-    from engine.services.browse import export_certificate
+    from certa.engine.services.browse import export_certificate
     with _open(ledger_url) as ledger:
         exported = export_certificate(ledger, run_id, output)
     _print(exported, as_json)
@@ -434,7 +434,7 @@ def diff(run_a: str, run_b: str, only_changed: bool, every_element: bool, as_jso
       certa diff 3f2a9c01 77b0e4d2 --only-changed
       certa diff 3f2a9c01 77b0e4d2 --all --json
     """
-    from engine.services.browse import diff_runs
+    from certa.engine.services.browse import diff_runs
     with _open(ledger_url) as ledger:
         compared = diff_runs(ledger, run_a, run_b, every_element=every_element, only_changed=only_changed)
     _print(compared, as_json)
@@ -451,7 +451,7 @@ def head(as_json: bool, ledger_url: str) -> int:
     Example:
       certa head >> audit/heads.txt
     """
-    from engine.services.browse import ledger_head
+    from certa.engine.services.browse import ledger_head
     with _open(ledger_url) as ledger:
         _print(ledger_head(ledger), as_json)
     return EXIT_OK
@@ -477,8 +477,8 @@ def checkpoint(key_files: tuple[Path, ...], out_file: Path | None, as_json: bool
       certa checkpoint --key ~/.certa/certa.key --out audit/$(date +%F).checkpoint
       certa checkpoint --key ~/.certa/certa.key --json
     """
-    from engine.services.checkpoints import sign_head
-    from engine.services.keys import private_keys
+    from certa.engine.services.checkpoints import sign_head
+    from certa.engine.services.keys import private_keys
     signing_keys = private_keys(key_files)
     with _open(ledger_url) as ledger:
         signed = sign_head(ledger, signing_keys, out_file)
@@ -509,8 +509,8 @@ def cosign(checkpoint_file: Path, key_files: tuple[Path, ...], public_key_files:
       certa cosign audit/2026-11-22.checkpoint --public-key certa.pub --key ~/.certa/officer.key \\
           --out audit/2026-11-22.cosigned
     """
-    from engine.services.checkpoints import cosign as cosign_checkpoint
-    from engine.services.keys import private_keys, public_keys
+    from certa.engine.services.checkpoints import cosign as cosign_checkpoint
+    from certa.engine.services.keys import private_keys, public_keys
     signing_keys, signer_keys = private_keys(key_files), public_keys(public_key_files)
     with _open(ledger_url) as ledger:
         cosigned = cosign_checkpoint(ledger, checkpoint_file.read_bytes(), signing_keys, signer_keys, out_file)
@@ -534,7 +534,7 @@ def prove(run_id: str, checkpoint_file: Path, out_file: Path | None, as_json: bo
     Example:
       certa prove 3f2a9c01 --checkpoint audit/2026-11-22.checkpoint -o 3f2a9c01.bundle.json
     """
-    from engine.services.checkpoints import prove_run
+    from certa.engine.services.checkpoints import prove_run
     with _open(ledger_url) as ledger:
         proof = prove_run(ledger, run_id, checkpoint_file.read_bytes(), out_file)
     _print(proof, as_json)
@@ -558,8 +558,8 @@ def attest(run_id: str, key_files: tuple[Path, ...], out_file: Path | None, as_j
     Example:
       certa attest 3f2a9c01 --key ~/.certa/certa.key -o 3f2a9c01.intoto.json
     """
-    from engine.services.attestation import attest_run
-    from engine.services.keys import private_keys
+    from certa.engine.services.attestation import attest_run
+    from certa.engine.services.keys import private_keys
     signing_keys = private_keys(key_files)
     with _open(ledger_url) as ledger:
         attestation = attest_run(ledger, run_id, signing_keys, out_file)
@@ -587,8 +587,8 @@ def verify_attestation_command(attestation_file: Path, public_key_files: tuple[P
     Example:
       certa verify-attestation 3f2a9c01.intoto.json --public-key certa.pub --file data/decisions.csv
     """
-    from engine.services.attestation import verify_attestation
-    from engine.services.keys import public_keys
+    from certa.engine.services.attestation import verify_attestation
+    from certa.engine.services.keys import public_keys
     report = verify_attestation(attestation_file.read_bytes(), public_keys(public_key_files),
                                 files={str(path): path.read_bytes() for path in data_files})
     _print(report, as_json)
@@ -611,8 +611,8 @@ def verify_bundle_command(bundle_file: Path, public_key_files: tuple[Path, ...],
     Example:
       certa verify-bundle 3f2a9c01.bundle.json --public-key audit/certa.pub
     """
-    from engine.services.audit import verify_bundle_file
-    from engine.services.keys import public_keys
+    from certa.engine.services.audit import verify_bundle_file
+    from certa.engine.services.keys import public_keys
     verification = verify_bundle_file(bundle_file, public_keys(public_key_files))
     _print(verification, as_json)
     return EXIT_OK if verification.verified else EXIT_FAIL
@@ -630,7 +630,7 @@ def keygen(out_dir: Path, name: str, as_json: bool) -> int:
     Example:
       certa keygen --out-dir ~/.certa && certa checkpoint --key ~/.certa/certa.key
     """
-    from engine.services.keys import create_key_pair
+    from certa.engine.services.keys import create_key_pair
     _print(create_key_pair(out_dir, name), as_json)
     return EXIT_OK
 
@@ -672,11 +672,11 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
       certa batch candidates/ --input baseline=/data/eval/baseline-2026-11.csv
       certa batch specs/ --junit reports/certa.xml
     """
-    from engine.foundation.atomic_files import check_writable
-    from engine.services.batch import ERROR, run_batch  # imports Dask only on this path
-    from engine.services.presentation.junit import run_suite, utc_timestamp, write_junit
-    from engine.services.run import ledger_for_run
-    from engine.services.run_report import after_recording
+    from certa.engine.foundation.atomic_files import check_writable
+    from certa.engine.services.batch import ERROR, run_batch  # imports Dask only on this path
+    from certa.engine.services.presentation.junit import run_suite, utc_timestamp, write_junit
+    from certa.engine.services.run import ledger_for_run
+    from certa.engine.services.run_report import after_recording
 
     overrides = _parse_input_overrides(input_overrides)
     notify = lambda message: click.echo(message, err=True)  # noqa: E731 - progress on stderr
@@ -716,7 +716,7 @@ def report(run_id: str, output: Path, force: bool, as_json: bool, ledger_url: st
       certa report 3f2a9c01 -o run.html
     """
     try:
-        from engine.services.reports import write_report  # matplotlib and Jinja2: only for this command
+        from certa.engine.services.reports import write_report  # matplotlib and Jinja2: only for this command
     except ImportError as error:
         raise CertaError(f"'certa report' needs the report extra ({error.name} is missing): "
                          "python3 -m pip install 'certa[report]'") from None
@@ -751,11 +751,11 @@ def site(out_dir: Path, checkpoint_files: tuple[Path, ...], public_key_files: tu
       certa site -o audit-site --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub
     """
     try:
-        from engine.services.reports import write_site  # matplotlib and Jinja2: only for this command
+        from certa.engine.services.reports import write_site  # matplotlib and Jinja2: only for this command
     except ImportError as error:
         raise CertaError(f"'certa site' needs the report extra ({error.name} is missing): "
                          "python3 -m pip install 'certa[report]'") from None
-    from engine.services.keys import public_keys
+    from certa.engine.services.keys import public_keys
     keys = public_keys(public_key_files)
     with _open(ledger_url) as ledger:
         written = write_site(ledger, out_dir, checkpoints=checkpoint_files, public_keys=keys, jobs=jobs,
@@ -788,8 +788,8 @@ def review(run_id: str, reviewer: str, decision: str, note: str, key_files: tupl
       certa review 3f2a9c01 --by alice@example.org --decision approved --note "matches the model card"
       certa review 3f2a9c01 --by alice@example.org --decision approved --key ~/.certa/alice.key
     """
-    from engine.services.keys import private_keys
-    from engine.services.reviews import record_review
+    from certa.engine.services.keys import private_keys
+    from certa.engine.services.reviews import record_review
     signing_keys = private_keys(key_files)
     with _open(ledger_url, write=True) as ledger:
         recorded = record_review(ledger, run_id, reviewer=reviewer, decision=decision, note=note,
@@ -813,7 +813,7 @@ def migrate(as_json: bool, ledger_url: str) -> int:
       certa migrate
       certa migrate --ledger postgresql+psycopg://certa@db.example.org/ledger --json
     """
-    from engine.services.migration import migrate_ledger
+    from certa.engine.services.migration import migrate_ledger
     with _open(ledger_url, write=True) as ledger:
         migrated = migrate_ledger(ledger)
     _print(migrated, as_json)
@@ -834,7 +834,7 @@ def stages(as_json: bool) -> int:
       certa stages
       certa stages --json
     """
-    from engine.services.specs import stage_catalog
+    from certa.engine.services.specs import stage_catalog
     _print(stage_catalog(), as_json)
     return EXIT_OK
 

@@ -68,9 +68,10 @@ cp -r "$SRC/specs" "$RUN/specs"
 cd "$RUN"
 # certa must come from the wheel in the venv, never from the checkout or an editable install.
 step 60 "certa imported from outside the venv" "$VENV/bin/python" -c "
-import sys, cli, engine, ledger, schemas
+import sys, certa
+from certa import cli, engine, ledger, schemas
 prefix = sys.prefix.rstrip('/') + '/'
-stray = [m.__file__ for m in (cli, engine, ledger, schemas) if not m.__file__.startswith(prefix)]
+stray = [m.__file__ for m in (certa, cli, engine, ledger, schemas) if not m.__file__.startswith(prefix)]
 sys.exit('certa imported from outside the venv: %s' % stray if stray else 0)"
 [ "$(command -v certa)" = "$VENV/bin/certa" ] || { echo "wheel: FAILED: certa is $(command -v certa)"; exit 1; }
 echo "wheel: built and installed $(basename "$WHEEL")[$EXTRAS] in a clean venv ($((SECONDS - START)) s)"

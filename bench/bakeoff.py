@@ -40,9 +40,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.core.tables import factorize_cells as factorize_labels  # noqa: E402
-from engine.core.stats.bakeoff.pairwise_bootstrap import pairwise_bootstrap  # noqa: E402
-from engine.core.stats.bakeoff.pool import BandTable, decision_values, group_sums, pools_from_sums  # noqa: E402
+from certa.engine.core.tables import factorize_cells as factorize_labels  # noqa: E402
+from certa.engine.core.stats.bakeoff.pairwise_bootstrap import pairwise_bootstrap  # noqa: E402
+from certa.engine.core.stats.bakeoff.pool import BandTable, decision_values, group_sums, pools_from_sums  # noqa: E402
 from timing import best_of  # noqa: E402
 
 EPS_A, EPS_W = 1e-6, 1e-12

@@ -6,7 +6,7 @@ Usage: python bench/batch.py [--specs 40] [--windows 400] [--replicates 4000] [-
 1. ``--specs`` small paired-ratio specs (distinct data and seeds), each recorded in a fresh SQLite ledger:
    serially in one process (``engine.run`` loop), as ``certa run`` subprocesses (``--cli-runs`` of them,
    scaled to ``--specs``: each pays Python's and numpy's start-up), and with ``certa batch``'s engine
-   (``engine.services.batch.run_batch``) on a LocalCluster of ``--workers`` processes: cold (the cluster is started
+   (``certa.engine.services.batch.run_batch``) on a LocalCluster of ``--workers`` processes: cold (the cluster is started
    and stopped inside the timing, as the command does) and warm (a running cluster, as with --scheduler).
    Goal (issue 8): batch >= 1.7x the in-process serial loop on 2 cores. The per-spec overhead of the batch
    path is (warm batch time x workers - serial time) / specs: what each spec costs beyond its computation.
@@ -32,10 +32,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine import run  # noqa: E402
-from engine.services.batch import run_batch  # noqa: E402
-from engine.core.tables import columns_to_csv_bytes  # noqa: E402
-from ledger import Ledger  # noqa: E402
+from certa.engine import run  # noqa: E402
+from certa.engine.services.batch import run_batch  # noqa: E402
+from certa.engine.core.tables import columns_to_csv_bytes  # noqa: E402
+from certa.ledger import Ledger  # noqa: E402
 from timing import best_of  # noqa: E402
 
 PAIRED = """\

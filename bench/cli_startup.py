@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from wheel_venv import install_wheel, plain_env  # noqa: E402  (bench/wheel_venv.py)
 
-CERTA = "import sys; from cli import main; sys.exit(main())"  # what the ``certa`` entry point runs
+CERTA = "import sys; from certa.cli import main; sys.exit(main())"  # what the ``certa`` entry point runs
 GOAL_CASES = ("certa --help", "certa list (1 run)")
 
 

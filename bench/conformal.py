@@ -16,13 +16,13 @@ import time
 
 import numpy as np
 
-from engine.core.stages.base import StageContext
-from engine.core.stages.conformal import STAGE, loo_bound_rows, loo_envelope_bounds
-from engine.core.stats.conformal.loo import loo_prediction_sets
-from engine.core.stats.conformal.mondrian import class_threshold, nonconformity_scores, prediction_sets, summarise_sets
-from engine.core.stats.conformal.rate_bounds import METHODS
-from engine.core.stats.conformal.ssbc import ssbc_correct
-from engine.core.tables import table_from_columns
+from certa.engine.core.stages.base import StageContext
+from certa.engine.core.stages.conformal import STAGE, loo_bound_rows, loo_envelope_bounds
+from certa.engine.core.stats.conformal.loo import loo_prediction_sets
+from certa.engine.core.stats.conformal.mondrian import class_threshold, nonconformity_scores, prediction_sets, summarise_sets
+from certa.engine.core.stats.conformal.rate_bounds import METHODS
+from certa.engine.core.stats.conformal.ssbc import ssbc_correct
+from certa.engine.core.tables import table_from_columns
 
 KNOBS = {"input": "cal", "alpha": 0.1, "delta": 0.1, "test_size": 10_000, "confidence_level": 0.95,
          "prediction_method": "all", "use_union_bound": True, "mode": "beta", "m": None,

@@ -1,4 +1,4 @@
-"""Speed of importing evaluator exports (engine.core.evidence) against plain ``json.loads`` of the same records.
+"""Speed of importing evaluator exports (certa.engine.core.evidence) against plain ``json.loads`` of the same records.
 
 Usage: PYTHONPATH=. python bench/evidence_import.py [--records 100000] [--repeats 5]
 
@@ -40,10 +40,10 @@ import zstandard
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.core.evidence import (EvidenceRecords, TableMapping, pair_records, read_inspect_eval,  # noqa: E402
+from certa.engine.core.evidence import (EvidenceRecords, TableMapping, pair_records, read_inspect_eval,  # noqa: E402
                                   read_inspect_json, read_lm_eval_samples, read_mapped_table, read_promptfoo_jsonl)
-from engine.core.evidence.formats import evidence_table  # noqa: E402
-from engine.core.stats.paired_metric import (mcnemar_exact_test, minimum_detectable_difference,  # noqa: E402
+from certa.engine.core.evidence.formats import evidence_table  # noqa: E402
+from certa.engine.core.stats.paired_metric import (mcnemar_exact_test, minimum_detectable_difference,  # noqa: E402
                                              paired_table_from_outcomes, tango_interval, tango_noninferiority_test)
 from tests.core.evidence.zstd_zip import zstd_zip  # noqa: E402
 

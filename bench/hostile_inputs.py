@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.conftest import SMALL_SPEC, columns_to_csv_bytes, window_columns  # noqa: E402
 
-CLI = [sys.executable, "-c", "import sys; from cli import main; sys.exit(main())"]
+CLI = [sys.executable, "-c", "import sys; from certa.cli import main; sys.exit(main())"]
 TIMEOUT = 30.0
 
 

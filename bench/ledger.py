@@ -9,10 +9,10 @@ What it does:
 
 1. Runs/s. A tiny spec (the test suite's paired ratio on 60 windows, dev profile, 200 replicates) run end to
    end with ``engine.run(spec, ledger=...)`` (validate, load, bootstrap, seal, record), and the recording
-   alone (``engine.services.run.record_execution`` of that run's execution again under new run ids), on SQLite (WAL,
+   alone (``certa.engine.services.run.record_execution`` of that run's execution again under new run ids), on SQLite (WAL,
    ``synchronous=FULL``, as certa opens it) and on PostgreSQL when CERTA_BENCH_POSTGRES_URL or
    CERTA_TEST_POSTGRES_URL is set (a URL to a server where the bench may create a database).
-2. A big ledger: ``--runs`` runs recorded through ``engine.services.run.record_execution``, each the tiny run's real spec,
+2. A big ledger: ``--runs`` runs recorded through ``certa.engine.services.run.record_execution``, each the tiny run's real spec,
    inputs (the same two blobs, stored once) and certificate (re-sealed under its own run id), with its
    decisions padded to ``--decisions``: 1 run + 2 input + 6 decision + 1 certificate entry = 10 entries a
    run, so 10^4 runs give 10^5 entries and 10^4 certificates (every one checked by ``verify``).
@@ -44,16 +44,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine import run  # noqa: E402
-from engine.services.audit import verify, verify_bundle  # noqa: E402
-from engine.services.run import record_execution
-from engine.core.interpreter import RunDecisions, StageDecisions, execute, load_tables  # noqa: E402
-from engine.core.spec import load_plan  # noqa: E402
-from engine.core.tables import columns_to_csv_bytes  # noqa: E402
-from ledger import Ledger, merkle, verify_ledger  # noqa: E402
-from ledger.bundle import build_bundle  # noqa: E402
-from ledger.checkpoint import sign_checkpoint  # noqa: E402
-from engine.foundation.signing import generate_key_pair, load_private_key, load_public_key  # noqa: E402
+from certa.engine import run  # noqa: E402
+from certa.engine.services.audit import verify, verify_bundle  # noqa: E402
+from certa.engine.services.run import record_execution
+from certa.engine.core.interpreter import RunDecisions, StageDecisions, execute, load_tables  # noqa: E402
+from certa.engine.core.spec import load_plan  # noqa: E402
+from certa.engine.core.tables import columns_to_csv_bytes  # noqa: E402
+from certa.ledger import Ledger, merkle, verify_ledger  # noqa: E402
+from certa.ledger.bundle import build_bundle  # noqa: E402
+from certa.ledger.checkpoint import sign_checkpoint  # noqa: E402
+from certa.engine.foundation.signing import generate_key_pair, load_private_key, load_public_key  # noqa: E402
 
 GOALS = {"runs_per_s": 100.0, "verify_s": 5.0, "list_s": 0.3, "prove_s": 0.05}
 
@@ -76,7 +76,7 @@ def cli_time(args: list[str], repeat: int, env: dict[str, str] | None = None,
         if before:
             before()
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", "import sys; from cli import main; sys.exit(main())", *args],
+        done = subprocess.run([sys.executable, "-c", "import sys; from certa.cli import main; sys.exit(main())", *args],
                               cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})})
         times.append(time.perf_counter() - start)
         if done.returncode != 0:
@@ -206,7 +206,7 @@ def main() -> int:
     with Ledger.open(big) as ledger:
         best, median, report = timed(lambda: verify(ledger), min(repeat, 3))
         assert report.intact, report.problems[:3]
-        line(f"verify, in process (engine.services.audit.verify, {report.certificates_checked} certificates)", best, median,
+        line(f"verify, in process (certa.engine.services.audit.verify, {report.certificates_checked} certificates)", best, median,
              goal=GOALS["verify_s"])
         best, median, _ = timed(lambda: verify_ledger(ledger), min(repeat, 3))
         line("verify, chain/blobs/index/meta only (ledger.verify_ledger)", best, median)
@@ -218,11 +218,11 @@ def main() -> int:
         root = merkle.root_hash(merkle.entry_leaves(ledger.entry_hashes(seq))).hex()
         envelope = json.dumps(sign_checkpoint([load_private_key(private_pem)], seq, digest, root))
         best, median, bundle = timed(lambda: build_bundle(ledger, first, envelope), repeat)
-        line("prove, in process (ledger.bundle.build_bundle)", best, median, goal=GOALS["prove_s"])
+        line("prove, in process (certa.ledger.bundle.build_bundle)", best, median, goal=GOALS["prove_s"])
         public_key = load_public_key(public_pem)
         best, median, checked = timed(lambda: verify_bundle(bundle, [public_key]), repeat)
         assert checked.verified
-        line("verify-bundle, in process (engine.services.audit.verify_bundle)", best, median)
+        line("verify-bundle, in process (certa.engine.services.audit.verify_bundle)", best, median)
 
     checkpoint, pub = work / "big.checkpoint", work / "certa.pub"
     checkpoint.write_text(envelope, encoding="utf-8")

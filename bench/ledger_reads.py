@@ -10,7 +10,7 @@ Goals (issue 21, "Audit at scale", item 3: indexed reads):
   installed the wheel runs it), flat in the number of runs (10^5 runs against 10^3: ratio ~1);
 - ``show``, ``diff``, ``prove`` and ``replay`` of one run independent of the ledger's size (10^6 entries
   against 10^4: ratio ~1);
-- recording (``engine.services.run.record_execution``: seal and ``Ledger.append_run``) on a 10^6-entry ledger
+- recording (``certa.engine.services.run.record_execution``: seal and ``Ledger.append_run``) on a 10^6-entry ledger
   within 10% of an empty one (ratio >= 0.9).
 
 What it does:
@@ -19,7 +19,7 @@ What it does:
    ``--list-runs`` runs (aborted runs of one decision: run, two input, decision and abort entries, written with
    ``Ledger.append_runs`` 1000 runs a transaction) and copied at each size; once the writes are synced, round
    after round, ``certa --version`` (the start-up every command pays) and, on each size in turn, ``certa list``
-   in a fresh process from the checkout and ``engine.services.run_list.newest_runs`` in process. Then, on the largest, where a fresh ``certa list``
+   in a fresh process from the checkout and ``certa.engine.services.run_list.newest_runs`` in process. Then, on the largest, where a fresh ``certa list``
    spends its time, the cases timed in turn: the interpreter alone (``python -S -c pass``, and ``python -c
    pass``: ``site`` and the ``.pth`` files of its site-packages, whose imports over 1 ms are named), ``certa
    list`` from the checkout (also with its bytecode cached, when ``PYTHONDONTWRITEBYTECODE`` turns the cache
@@ -72,16 +72,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.core.interpreter import Decision, RunDecisions, execute, load_tables  # noqa: E402
-from engine.core.spec import load_plan  # noqa: E402
-from engine.foundation.signing import generate_key_pair, load_private_key  # noqa: E402
-from engine.services.audit import replay_runs  # noqa: E402
-from engine.services.browse import diff_runs, export_certificate, show_run  # noqa: E402
-from engine.services.checkpoints import prove_run, sign_head  # noqa: E402
-from engine.services.run import record_execution  # noqa: E402
-from engine.services.run_list import newest_runs  # noqa: E402
-from ledger import Ledger  # noqa: E402
-from ledger.run_record import BATCH_DECISION, RunRecord, aborted_run  # noqa: E402
+from certa.engine.core.interpreter import Decision, RunDecisions, execute, load_tables  # noqa: E402
+from certa.engine.core.spec import load_plan  # noqa: E402
+from certa.engine.foundation.signing import generate_key_pair, load_private_key  # noqa: E402
+from certa.engine.services.audit import replay_runs  # noqa: E402
+from certa.engine.services.browse import diff_runs, export_certificate, show_run  # noqa: E402
+from certa.engine.services.checkpoints import prove_run, sign_head  # noqa: E402
+from certa.engine.services.run import record_execution  # noqa: E402
+from certa.engine.services.run_list import newest_runs  # noqa: E402
+from certa.ledger import Ledger  # noqa: E402
+from certa.ledger.run_record import BATCH_DECISION, RunRecord, aborted_run  # noqa: E402
 
 from tests.conftest import small_spec_folder  # noqa: E402
 
@@ -105,7 +105,7 @@ def timed(action: Callable[[], Any], repeat: int) -> tuple[float, float]:
     return min(times), statistics.median(times)
 
 
-CERTA = "import sys; from cli import main; sys.exit(main())"  # what the ``certa`` entry point runs
+CERTA = "import sys; from certa.cli import main; sys.exit(main())"  # what the ``certa`` entry point runs
 
 
 def cli_time(args: list[str], repeat: int) -> tuple[float, float]:

@@ -4,7 +4,7 @@ Run: ``PYTHONPATH=. python3 bench/model_sequential.py [--replicates 300] [--mode
 
 Setting (seed 000): alpha = 0.01, K = 32 teacher-forced positions, batch_size 4, n_min 10, n_max 200, checks
 after every prompt, DIFFERENT when the confidence sequence excludes 0 (delta* = 0, no band), IDENTICAL when all
-of >= 20 scores are exactly 0. Models: a tiny GPT-2 (``engine.core.models.tiny``, trained on standard-library
+of >= 20 scores are exactly 0. Models: a tiny GPT-2 (``certa.engine.core.models.tiny``, trained on standard-library
 docstrings) against three candidates: the null (a bit-identical copy), a small effect (every weight matrix times
 1 + 0.02·ε) and a large one (1 + 0.10·ε), ε ~ N(0, 1). Prompts: a pool of lines of other docstrings.
 
@@ -52,17 +52,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from figures import met  # noqa: E402  (bench/figures.py)
 from sequential import fixed_n_t_test_size  # noqa: E402  (bench/sequential.py)
 
-from engine.core.evidence.formats import unparsed_table  # noqa: E402
-from engine.core.input_limits import InputLimits  # noqa: E402
-from engine.core.models.manifest import MODEL_FORMAT, folder_manifest  # noqa: E402
-from engine.core.models.tiny import build_tiny_model, perturbed_copy  # noqa: E402
-from engine.core.scorers import ENTRY_POINT_GROUP, available_scorers  # noqa: E402
-from engine.core.scorers.hf_models import HfModelsScorer  # noqa: E402
-from engine.core.spec import fill_defaults, load_schema  # noqa: E402
-from engine.core.stages import REGISTRY  # noqa: E402
-from engine.core.stages.base import StageContext  # noqa: E402
-from engine.core.stages.sequential_diff import analyse_scores  # noqa: E402
-from engine.core.tables import Table, table_from_columns  # noqa: E402
+from certa.engine.core.evidence.formats import unparsed_table  # noqa: E402
+from certa.engine.core.input_limits import InputLimits  # noqa: E402
+from certa.engine.core.models.manifest import MODEL_FORMAT, folder_manifest  # noqa: E402
+from certa.engine.core.models.tiny import build_tiny_model, perturbed_copy  # noqa: E402
+from certa.engine.core.scorers import ENTRY_POINT_GROUP, available_scorers  # noqa: E402
+from certa.engine.core.scorers.hf_models import HfModelsScorer  # noqa: E402
+from certa.engine.core.spec import fill_defaults, load_schema  # noqa: E402
+from certa.engine.core.stages import REGISTRY  # noqa: E402
+from certa.engine.core.stages.base import StageContext  # noqa: E402
+from certa.engine.core.stages.sequential_diff import analyse_scores  # noqa: E402
+from certa.engine.core.tables import Table, table_from_columns  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGE = REGISTRY["sequential.diff"]

@@ -1,4 +1,4 @@
-"""Speed of certa's window evaluation (``engine.core.models.windows.window_nll``) against a plain transformers
+"""Speed of certa's window evaluation (``certa.engine.core.models.windows.window_nll``) against a plain transformers
 loop over the same windows, in one run, for two locally built GPT-2 models.
 
     PYTHONPATH=. python3 bench/model_windows.py                    # both models, 1 thread, best of 3
@@ -41,10 +41,10 @@ MODELS = {"tiny": "tiny GPT-2", "small": "4-layer GPT-2"}
 
 
 def _loaded(folder: Path):
-    from engine.core.evidence.formats import unparsed_table
-    from engine.core.input_limits import InputLimits
-    from engine.core.models.manifest import folder_manifest
-    from engine.core.models.runtime import load_causal_lm
+    from certa.engine.core.evidence.formats import unparsed_table
+    from certa.engine.core.input_limits import InputLimits
+    from certa.engine.core.models.manifest import folder_manifest
+    from certa.engine.core.models.runtime import load_causal_lm
 
     manifest = folder_manifest(folder.name, folder, InputLimits())
     return load_causal_lm(replace(unparsed_table(folder.name, manifest.raw, "hf-model"), origin=folder))
@@ -85,8 +85,8 @@ def main() -> None:
     chosen = args.models.split(",")
     if not chosen or any(name not in MODELS for name in chosen):
         parser.error(f"--models: choose from {', '.join(MODELS)}")
-    from engine.core.models.runtime import deterministic_torch, model_libraries
-    from engine.core.models.windows import token_windows, window_nll
+    from certa.engine.core.models.runtime import deterministic_torch, model_libraries
+    from certa.engine.core.models.windows import token_windows, window_nll
 
     deterministic_torch(args.threads)
     texts = [json.loads(line)["text"] for line in (EXAMPLE / "data" / "text.jsonl").read_text().splitlines()]

@@ -113,8 +113,8 @@ def run_case(case: str, n: int, replicates: int, repeats: int) -> dict:
     if case == "limit":
         return _limit(n, replicates, repeats)
 
-    import engine
-    from engine.core.stats.bootstrap import weighted_mean as bootstrap
+    from certa import engine
+    from certa.engine.core.stats.bootstrap import weighted_mean as bootstrap
 
     inputs, d, t = _data(n)
 
@@ -122,7 +122,7 @@ def run_case(case: str, n: int, replicates: int, repeats: int) -> dict:
         return (t * d).sum(axis) / t.sum(axis)
 
     if case.endswith("-1thread"):
-        from engine.core.stats.kernels import compiled
+        from certa.engine.core.stats.kernels import compiled
 
         compiled.THREADS = 1
 
@@ -288,10 +288,10 @@ def _limit(n: int, replicates: int, repeats: int) -> dict:
     this process on ``LIMIT_THREADS`` threads: best wall and best CPU (all threads) of ``repeats`` calls each."""
     import numpy as np
 
-    import engine
-    from engine.core.stats.bootstrap import weighted_mean as bootstrap
-    from engine.core.stats.kernels import compiled
-    from engine.core.stats.kernels.sfc64 import resampled_sums, spawned_sfc64_states
+    from certa import engine
+    from certa.engine.core.stats.bootstrap import weighted_mean as bootstrap
+    from certa.engine.core.stats.kernels import compiled
+    from certa.engine.core.stats.kernels.sfc64 import resampled_sums, spawned_sfc64_states
 
     compiled.THREADS = LIMIT_THREADS       # the stage's default thread count on this bench's two-core machine
     limits = _cached_module("certa_bench_limit", _LIMIT_KERNELS)

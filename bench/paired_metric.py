@@ -1,4 +1,4 @@
-"""Speed of the paired per-item metric core (``engine.core.stats.paired_metric``) on 10⁵ paired items, against a
+"""Speed of the paired per-item metric core (``certa.engine.core.stats.paired_metric``) on 10⁵ paired items, against a
 straightforward reference, in one run.
 
     PYTHONPATH=. python3 bench/paired_metric.py                      # n = 100 000 items, B = 2 000
@@ -62,7 +62,7 @@ def make_data(n: int) -> dict[str, np.ndarray]:
 
 
 def certa_components(data: dict[str, np.ndarray], replicates: int) -> dict[str, Callable[[], object]]:
-    from engine.core.stats import paired_metric as pm
+    from certa.engine.core.stats import paired_metric as pm
 
     table = pm.paired_table_from_outcomes(data["subject"], data["baseline"])
     return {

@@ -1,4 +1,4 @@
-"""Speed of the HTML report (``certa report``, ``engine.services.presentation.html``).
+"""Speed of the HTML report (``certa report``, ``certa.engine.services.presentation.html``).
 
 Run: ``cd /work/main && PYTHONPATH=. python3 bench/reports.py``
 
@@ -8,7 +8,7 @@ Run: ``cd /work/main && PYTHONPATH=. python3 bench/reports.py``
    report data from the ledger (certificate, checks, ``verify`` of the chain, replay, reviews) and the time
    to render it to HTML (plots and template), after imports and one warm-up render; best and median of 7.
    Goal: render < 0.5 s per report. Also the page size and whether two renders give the same bytes.
-3. ``certa site`` (``engine.services.site.build_site``) of a ledger of 1,000 runs (``--site-runs N``): small
+3. ``certa site`` (``certa.engine.services.site.build_site``) of a ledger of 1,000 runs (``--site-runs N``): small
    paired-ratio runs (60 windows, 100 bootstrap replicates, 25 spec names so that every run but the first of
    a name has a diff page, every 10th run reviewed) recorded through the engine API. Timed: the first build
    (all pages, ``jobs`` = CPU count), an unchanged re-run (in this process, and ``certa site`` as a new
@@ -68,9 +68,9 @@ def bench_spec(i: int) -> dict:
 
 def build_bench_ledger(db: Path, runs: int) -> None:
     """``runs`` small paired-ratio runs, every 10th reviewed (unsigned)."""
-    from engine import run
-    from engine.services.reviews import review_payload
-    from ledger import Ledger
+    from certa.engine import run
+    from certa.engine.services.reviews import review_payload
+    from certa.ledger import Ledger
 
     with Ledger.open(str(db)) as ledger:
         for i in range(runs):
@@ -82,9 +82,9 @@ def build_bench_ledger(db: Path, runs: int) -> None:
 
 
 def bench_site(runs: int) -> None:
-    from engine.services.site import build_site
-    from engine.services.reviews import review_payload
-    from ledger import Ledger
+    from certa.engine.services.site import build_site
+    from certa.engine.services.reviews import review_payload
+    from certa.ledger import Ledger
 
     with tempfile.TemporaryDirectory() as folder:
         db, site = Path(folder) / "ledger.db", Path(folder) / "site"
@@ -135,16 +135,16 @@ def bench_reports() -> None:
     mpl = import_seconds("import matplotlib; matplotlib.use('svg'); from matplotlib.figure import Figure; "
                          "import matplotlib.backends.backend_svg")
     jinja = import_seconds("import jinja2")
-    package = import_seconds("import engine.services.presentation.html")
-    print(f"import: matplotlib (svg backend) {mpl:.3f} s, jinja2 {jinja:.3f} s, engine.services.presentation.html (all of it, with "
+    package = import_seconds("import certa.engine.services.presentation.html")
+    print(f"import: matplotlib (svg backend) {mpl:.3f} s, jinja2 {jinja:.3f} s, certa.engine.services.presentation.html (all of it, with "
           f"engine and ledger) {package:.3f} s")
 
     from click.testing import CliRunner
 
-    from cli import main as cli_main
-    from engine.services.presentation.html import render_report
-    from engine.services.report_data import gather_report
-    from ledger import Ledger
+    from certa.cli import main as cli_main
+    from certa.engine.services.presentation.html import render_report
+    from certa.engine.services.report_data import gather_report
+    from certa.ledger import Ledger
 
     with tempfile.TemporaryDirectory() as folder:
         db = Path(folder) / "ledger.db"

@@ -14,7 +14,7 @@ Run: ``cd /work/main && PYTHONPATH=. python3 bench/sequential.py [throughput|ver
    b. samples to the seed's DIFFERENT criterion (relative half-width <= rel_margin_target) per method:
       the seed's fixed-n EB rule against the anytime sequences (goal: betting >= 3x fewer).
 3. Versions: the cost of ``sequential.diff`` 1.1.0 (exp/log/log1p by libm in compiled loops,
-   ``engine.core.stats.kernels.libm.LIBM``) against 1.0.0 (numpy's CPU-dispatched ufuncs) for ``betting`` on the same
+   ``certa.engine.core.stats.kernels.libm.LIBM``) against 1.0.0 (numpy's CPU-dispatched ufuncs) for ``betting`` on the same
    10^6 stream: the whole stage path, the hedged e-process alone (``hedged_log_evalue``) and the CS alone,
    each timed alternately (best of 7) so that both versions see the same machine load. The compiled loops
    are compiled (or loaded from Numba's cache) before timing.
@@ -28,12 +28,12 @@ import time
 import numpy as np
 from scipy import stats
 
-from engine.core.spec import fill_defaults, load_schema
-from engine.core.stages.sequential_diff import KERNELS, Analysis, analyse_scores
-from engine.core.stats.confseq.methods import BOUNDED_METHODS, CSSettings, confidence_sequence
-from engine.core.stats.confseq.betting import hedged_log_evalue
-from engine.core.stats.confseq.common import prefix_mean
-from engine.core.stats.confseq.decision import DecisionRules, all_zero_path, first_stop, rule_states
+from certa.engine.core.spec import fill_defaults, load_schema
+from certa.engine.core.stages.sequential_diff import KERNELS, Analysis, analyse_scores
+from certa.engine.core.stats.confseq.methods import BOUNDED_METHODS, CSSettings, confidence_sequence
+from certa.engine.core.stats.confseq.betting import hedged_log_evalue
+from certa.engine.core.stats.confseq.common import prefix_mean
+from certa.engine.core.stats.confseq.decision import DecisionRules, all_zero_path, first_stop, rule_states
 
 SCHEMA = load_schema("stages/sequential.diff.schema.json")
 METHODS = ("betting", "eb_cs", "stitched", "asymptotic_cs", "eb_fixed_n", "t_fixed_n")

@@ -92,8 +92,8 @@ except (AttributeError, OSError) as exc:
     glibc = {"unavailable": repr(exc)}
 info["glibc"] = glibc
 
-import engine
-from engine.foundation.canonical import canonical_bytes
+from certa import engine
+from certa.engine.foundation.canonical import canonical_bytes
 results = {}
 for spec in specs:
     t0 = time.perf_counter()
@@ -132,7 +132,7 @@ def clean_env() -> dict[str, str]:
 
 def glibc_tunable_works() -> bool:
     """Whether this glibc honours GLIBC_TUNABLE (FMA and AVX2 present but no longer active)."""
-    code = CHILD.split("import engine")[0] + "print(json.dumps(info['glibc']))"
+    code = CHILD.split("from certa import engine")[0] + "print(json.dumps(info['glibc']))"
     env = clean_env() | {"GLIBC_TUNABLES": GLIBC_TUNABLE}
     done = subprocess.run([sys.executable, "-c", code, str(ROOT)], capture_output=True, text=True, env=env)
     if done.returncode != 0:

@@ -1,4 +1,4 @@
-"""Speed of input parsing (engine.core.tables through Apache Arrow) against certa 0.3.0's Python parser.
+"""Speed of input parsing (certa.engine.core.tables through Apache Arrow) against certa 0.3.0's Python parser.
 
 Usage: python bench/tables.py [--rows 1000000] [--repeats 5] [--decisions 1000000] [--replicates 100]
                               [--record-repeats 2] [--skip-formats | --skip-bakeoff]
@@ -19,7 +19,7 @@ Usage: python bench/tables.py [--rows 1000000] [--repeats 5] [--decisions 100000
    replicates, from a CSV file in a temporary folder, with the stage's default ``ledger_rows:
    per_decision`` (one ledger decision per input row, held as columns until the ledger encodes them) and
    with ``per_bucket``; the time of loading the table alone; and, separately, the time of recording the
-   per_decision run (``engine.services.run.record_execution``: an entry per decision, plus the run, its input, 4 stamps and the
+   per_decision run (``certa.engine.services.run.record_execution``: an entry per decision, plus the run, its input, 4 stamps and the
    certificate) into a fresh SQLite ledger,
    best of --record-repeats. Goal: < 1 s for the run without a ledger.
 
@@ -43,13 +43,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine import run  # noqa: E402
-from engine.foundation.errors import InputError  # noqa: E402
-from engine.services.run import new_run_id, record_execution  # noqa: E402
-from engine.core.interpreter import execute, load_tables  # noqa: E402
-from engine.core.spec import load_plan  # noqa: E402
-from engine.core.tables import columns_to_csv_bytes, parse_table  # noqa: E402
-from ledger import Ledger  # noqa: E402
+from certa.engine import run  # noqa: E402
+from certa.engine.foundation.errors import InputError  # noqa: E402
+from certa.engine.services.run import new_run_id, record_execution  # noqa: E402
+from certa.engine.core.interpreter import execute, load_tables  # noqa: E402
+from certa.engine.core.spec import load_plan  # noqa: E402
+from certa.engine.core.tables import columns_to_csv_bytes, parse_table  # noqa: E402
+from certa.ledger import Ledger  # noqa: E402
 from timing import best_of  # noqa: E402
 
 
@@ -212,7 +212,7 @@ stages:
 
 
 def time_recording(spec: Path, repeats: int, folder: Path) -> tuple[float, int]:
-    """(best time of ``engine.services.run.record_execution`` of the spec's run into a fresh SQLite ledger, entries recorded); the
+    """(best time of ``certa.engine.services.run.record_execution`` of the spec's run into a fresh SQLite ledger, entries recorded); the
     run is executed once, untimed, and each attempt gets a new ledger file (deleted after)."""
     plan = load_plan(spec)
     tables = load_tables(plan)

@@ -5,14 +5,14 @@ Usage: python bench/verify_scale.py [--entries 100000 1000000] [--huge] [--workd
 
 Goals (issue "Audit at scale", items 1 and 2): a full ``verify`` of 10^6 entries (per-decision bake-off runs
 plus 10^3 ordinary runs) in <= 10 s and <= 200 MB peak memory (all its processes together: the reading one and
-the worker processes it forks, ``ledger.verify_pool``, counted by Pss so that pages they share count once),
+the worker processes it forks, ``certa.ledger.verify_pool``, counted by Pss so that pages they share count once),
 memory flat from 10^5 to 10^7 entries (``--huge`` adds 10^7, once); ``verify --since-checkpoint`` of 10^3
 entries appended after a checkpoint of 10^6 < 1 s. ``--postgres URL`` adds a full verify of the same ledger of 10^6 entries
 in that PostgreSQL database (built there when it holds no entries; the server's own memory is not counted).
 
 The ledgers: 10^3 ordinary runs (the tiny spec of ``bench/ledger.py``, 10 entries each) and then runs of 10^4
 decision entries each (one entry per decision, as a bake-off with per-decision rows records them) up to the
-size asked. Each verification runs in a fresh interpreter (``engine.services.audit.verify``, every
+size asked. Each verification runs in a fresh interpreter (``certa.engine.services.audit.verify``, every
 certificate checked, worker processes as ``certa verify`` chooses them), whose wall time and peak RSS
 (``VmHWM`` of ``/proc/self/status``: Linux keeps ``ru_maxrss`` across ``exec``, so it would include the bench's
 own RSS at the fork) it reports, with its workers' CPU and the peak of all its processes' memory together
@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from figures import count, met  # noqa: E402  (bench/figures.py)
-from ledger import Ledger  # noqa: E402
-from ledger.rows import SCHEMA_VERSION  # noqa: E402
+from certa.ledger import Ledger  # noqa: E402
+from certa.ledger.rows import SCHEMA_VERSION  # noqa: E402
 
 GOALS = {"full_s": 10.0, "full_mb": 200.0, "incremental_s": 1.0}
 ORDINARY_RUNS = 1000
@@ -50,10 +50,10 @@ _MEASURE = r"""
 import json, resource, sys, time
 start = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
-from ledger import Ledger
-from engine.services.audit import audit_ledger
-from engine.services.keys import public_keys
-from ledger.verify_pool import default_workers
+from certa.ledger import Ledger
+from certa.engine.services.audit import audit_ledger
+from certa.engine.services.keys import public_keys
+from certa.ledger.verify_pool import default_workers
 imported = time.perf_counter()
 mode, db = sys.argv[2], sys.argv[3]
 workers = None
@@ -200,7 +200,7 @@ def main() -> int:
     sizes = sorted(set(args.entries + ([10_000_000] if args.huge else [])))
     base = measure("imports", ledger_file(work, sizes[0]))
     print(f"\ninterpreter start-up and imports: {base['imports']:.2f} s, {base['peak_mib']:.0f} MiB peak RSS")
-    print("\n1. Full verify (engine.services.audit.audit_ledger: chain, blobs, runs, meta, Merkle nodes, every "
+    print("\n1. Full verify (certa.engine.services.audit.audit_ledger: chain, blobs, runs, meta, Merkle nodes, every "
           "certificate and review)")
     full = []
     for size in sizes:
@@ -256,8 +256,8 @@ def json_rows(full: list[dict], since: dict) -> list[list[str]]:
 def incremental(work: Path, size: int, new: int) -> dict:
     """A checkpoint of the ``size``-entry ledger (a copy), ``new`` decision entries appended, then
     ``--since-checkpoint``: the figures of ``measure`` with the checkpoint's ``seq`` and the entries ``added``."""
-    from engine.foundation.signing import generate_key_pair, load_private_key
-    from engine.services.checkpoints import sign_head
+    from certa.engine.foundation.signing import generate_key_pair, load_private_key
+    from certa.engine.services.checkpoints import sign_head
 
     db = work / f"incremental-{size}.db"
     shutil.copyfile(ledger_file(work, size), db)

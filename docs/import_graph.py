@@ -4,7 +4,7 @@ where ``n`` counts the import statements (at any level, lazy ones inside functio
 the cycles among those packages.
 
     python3 docs/import_graph.py            # edges between engine's layers, ledger and cli
-    python3 docs/import_graph.py --depth 3  # one level finer (engine.core.stats, engine.core.stages, ...)
+    python3 docs/import_graph.py --depth 4  # one level finer (certa.engine.core.stats, certa.engine.core.stages, ...)
 
 Read from the source with ``ast`` (nothing is imported), so it runs on any checkout; the contracts in
 ``.importlinter`` are checked by import-linter (``lint-imports``), which reads the same imports.
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def package_of(module: str, depth: int) -> str:
-    """The first ``depth`` dotted parts of ``module`` (``engine.core.stats.bootstrap`` at 2: ``engine.core``)."""
+    """The first ``depth`` dotted parts of ``module`` (``certa.engine.core.stats.bootstrap`` at 3: ``certa.engine.core``)."""
     return ".".join(module.split(".")[:depth])
 
 
@@ -32,11 +32,11 @@ def package_edges(depth: int) -> Counter[tuple[str, str]]:
     edges: Counter[tuple[str, str]] = Counter()
     files = [ROOT / "cli.py", *sorted((ROOT / "engine").rglob("*.py")), *sorted((ROOT / "ledger").rglob("*.py"))]
     for path in files:
-        parts = path.relative_to(ROOT).with_suffix("").parts
+        parts = ("certa", *path.relative_to(ROOT).with_suffix("").parts)
         importer = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
         for imported in imported_modules(ast.parse(path.read_text(encoding="utf-8")), package):
-            if imported.split(".")[0] in ("engine", "ledger", "cli"):
+            if imported.split(".")[0] == "certa":
                 a, b = package_of(importer, depth), package_of(imported, depth)
                 if a != b:
                     edges[a, b] += 1
@@ -79,7 +79,7 @@ def cycles(edges: Counter[tuple[str, str]]) -> list[tuple[str, str]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--depth", type=int, default=2, help="dotted parts that name a package (default 2)")
+    parser.add_argument("--depth", type=int, default=3, help="dotted parts that name a package (default 3)")
     depth = parser.parse_args().depth
     edges = package_edges(depth)
     for (a, b), n in sorted(edges.items()):

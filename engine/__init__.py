@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from engine.foundation.errors import (CertaError, InputError, LedgerError, LedgerIntegrityError, ProfileAbort,
+from certa.engine.foundation.errors import (CertaError, InputError, LedgerError, LedgerIntegrityError, ProfileAbort,
                                       SpecError, StageError)
 
 __all__ = [

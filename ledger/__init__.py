@@ -1,6 +1,6 @@
 """certa's audit ledger: append-only, hash-chained entries with content-addressed inputs (SQLAlchemy).
 
-The names below load their modules on first use (PEP 562), so ``import ledger`` (e.g. for
+The names below load their modules on first use (PEP 562), so ``import certa.ledger`` (e.g. for
 ``DEFAULT_LEDGER_FILE`` at ``certa --help``) does not import SQLAlchemy.
 """
 

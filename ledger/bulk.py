@@ -8,7 +8,7 @@ driver's ``executemany`` in the connection's open transaction (errors still come
 so with psycopg the rows go through ``COPY ... FROM STDIN`` instead (recording a run of 10^5 decisions: 2.5 s
 instead of 6.1 s).
 
-No page cache is raised for a large insert: since schema 5 (``ledger.schema``) every index of ``entries`` takes one
+No page cache is raised for a large insert: since schema 5 (``certa.ledger.schema``) every index of ``entries`` takes one
 run's keys at one place (the unique indexes of random hashes, whose pages a large insert touched all over and
 SQLite's default 2 MB cache evicted, are gone), so a run of 10^6 decisions records as fast with the default cache as
 with 256 MB.

@@ -10,7 +10,7 @@ A bundle (JSON, ``certa_bundle: 1``) holds:
 
 ``check_bundle`` recomputes: the checkpoint signature; the certificate's own checks (schema,
 ``content_sha256``: passed in by the engine); payload_sha256 = SHA-256(JCS(certificate)); the entry hash
-from its fields (``ledger.chain``); the leaf hash; and the path up to the signed root. Any edit to the
+from its fields (``certa.ledger.chain``); the leaf hash; and the path up to the signed root. Any edit to the
 certificate, the entry or the path, or a checkpoint from another ledger or key, fails one of these.
 """
 
@@ -25,15 +25,15 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from jsonschema import Draft202012Validator
 
-from engine.foundation.errors import BundleError, LedgerError, LedgerIntegrityError
-from engine.foundation.json_read import check_document_depth
-from schemas import load_schema
+from certa.engine.foundation.errors import BundleError, LedgerError, LedgerIntegrityError
+from certa.engine.foundation.json_read import check_document_depth
+from certa.schemas import load_schema
 
-from ledger.chain import encode_payload, entry_hash
-from ledger.checkpoint import Checkpoint, open_checkpoint, read_checkpoint_unverified
-from ledger.merkle import (entry_leaves, leaf_hash, path_and_root_from_nodes, path_from_levels, path_nodes, root_hash,
+from certa.ledger.chain import encode_payload, entry_hash
+from certa.ledger.checkpoint import Checkpoint, open_checkpoint, read_checkpoint_unverified
+from certa.ledger.merkle import (entry_leaves, leaf_hash, path_and_root_from_nodes, path_from_levels, path_nodes, root_hash,
                      tree_levels, verify_inclusion)
-from ledger.store import Ledger
+from certa.ledger.store import Ledger
 
 __all__ = ["BUNDLE_FORMAT", "BundleReport", "build_bundle", "check_bundle", "ledger_leaves_matching", "ledger_root",
            "ledger_root_matching"]

@@ -8,7 +8,7 @@ Entry ``i`` stores ``payload`` (RFC 8785 canonical JSON), ``payload_sha256`` = S
 Editing any field of any entry changes its hash and breaks the link to the next entry; deleting or
 reordering entries breaks the ``seq`` sequence or a link. Truncating the tail is detected against a head
 (``seq:entry_hash``) kept outside the database (``certa head``, ``certa verify --expect-head``), or signed
-(``ledger.checkpoint``: ``certa checkpoint``, ``certa verify --checkpoint``).
+(``certa.ledger.checkpoint``: ``certa checkpoint``, ``certa verify --checkpoint``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.foundation.canonical import canonical_bytes, canonical_sha256, sha256_hex
+from certa.engine.foundation.canonical import canonical_bytes, canonical_sha256, sha256_hex
 
 __all__ = ["GENESIS", "NewEntry", "EncodedEntries", "encode_payload", "entry_hash", "header_template", "payload_digests",
            "chain_hashes"]
@@ -37,7 +37,7 @@ class NewEntry:
 @dataclass(frozen=True)
 class EncodedEntries:
     """Consecutive entries of one kind whose payloads are already RFC 8785 canonical JSON text (e.g. from
-    ``engine.foundation.canonical.canonical_records``)."""
+    ``certa.engine.foundation.canonical.canonical_records``)."""
 
     kind: str
     payloads: Sequence[str]

@@ -3,8 +3,8 @@
 A hash chain proves nothing against whoever can rewrite the whole database: they can recompute every
 hash. What they cannot do is forge a head that was exported earlier and signed with a key they do not
 hold. A checkpoint is the head (``seq``, ``entry_hash``), the RFC 6962 Merkle root of entries 1..seq
-(``ledger.merkle``: it lets one certificate be proven part of the ledger offline) and the time it was
-signed, as RFC 8785 canonical JSON, in a DSSE v1 envelope (``engine.foundation.signing``) of payload type
+(``certa.ledger.merkle``: it lets one certificate be proven part of the ledger offline) and the time it was
+signed, as RFC 8785 canonical JSON, in a DSSE v1 envelope (``certa.engine.foundation.signing``) of payload type
 ``application/vnd.certa.checkpoint+json; version=1``::
 
     JCS({"certa_checkpoint": 1, "seq": N, "entry_hash": "…", "root_hash": "…", "signed_at": "…"})
@@ -26,11 +26,11 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from engine.foundation.canonical import canonical_bytes
-from engine.foundation.errors import LedgerError, LedgerIntegrityError
-from engine.foundation.json_read import parse_document
+from certa.engine.foundation.canonical import canonical_bytes
+from certa.engine.foundation.errors import LedgerError, LedgerIntegrityError
+from certa.engine.foundation.json_read import parse_document
 
-from engine.foundation.signing import add_signature, envelope_payload_unverified, open_envelope, seal_envelope
+from certa.engine.foundation.signing import add_signature, envelope_payload_unverified, open_envelope, seal_envelope
 
 __all__ = ["PAYLOAD_TYPE", "Checkpoint", "sign_checkpoint", "open_checkpoint", "read_checkpoint_unverified",
            "cosign_checkpoint"]
@@ -106,7 +106,7 @@ def read_checkpoint_unverified(envelope_text: str | bytes) -> Checkpoint:
 
 
 def open_checkpoint(envelope_text: str | bytes, public_keys: Sequence[Ed25519PublicKey]) -> Checkpoint:
-    """Verify that each of ``public_keys`` signed the checkpoint (``engine.foundation.signing.open_envelope``) and return
+    """Verify that each of ``public_keys`` signed the checkpoint (``certa.engine.foundation.signing.open_envelope``) and return
     its head; a signature that is missing or does not verify raises ``SignatureVerificationError``, a payload that
     is not a certa checkpoint ``LedgerIntegrityError``."""
     payload, key_ids = open_envelope(envelope_text, PAYLOAD_TYPE, public_keys)
@@ -119,7 +119,7 @@ def cosign_checkpoint(envelope_text: str | bytes, private_keys: Sequence[Ed25519
     already carries verifies against ``signer_keys`` (the public keys of its signers;
     ``SignatureVerificationError`` otherwise, as ``open_checkpoint``): a co-signature never vouches for a
     signature nobody checked. The caller first compares the checkpoint with its ledger
-    (``ledger.bundle.ledger_root_matching``)."""
+    (``certa.ledger.bundle.ledger_root_matching``)."""
     open_envelope(envelope_text, PAYLOAD_TYPE, signer_keys, every_signature=True)
     envelope = parse_document(envelope_text, "the checkpoint")
     for private_key in private_keys:

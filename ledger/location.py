@@ -9,9 +9,9 @@ import re
 from collections.abc import Collection
 from pathlib import Path
 
-from engine.foundation.errors import LedgerError
+from certa.engine.foundation.errors import LedgerError
 
-from ledger import DEFAULT_LEDGER_FILE
+from certa.ledger import DEFAULT_LEDGER_FILE
 
 __all__ = ["ledger_argument", "plain_sqlite_path", "masked_ledger", "command_hint", "sqlite_read_only_uri",
            "sqlite_write_refusal", "refuse_foreign_database"]

@@ -160,7 +160,7 @@ def node_seq(level: int, position: int) -> int:
     tree completes them (1, 2, 3, ...; those a leaf completes bottom-up): the first e leaves complete
     e − popcount(e) such nodes (one per carry of counting to e in binary), and the node's last leaf, leaf
     e − 1 with e = (position + 1)·2^level, completes it as the ``level``-th of its own, so it is
-    (e − 1) − popcount(e − 1) + level. The ``merkle_nodes`` key of schema 6 (``ledger.schema``)."""
+    (e − 1) − popcount(e − 1) + level. The ``merkle_nodes`` key of schema 6 (``certa.ledger.schema``)."""
     last = ((position + 1) << level) - 1
     return last - last.bit_count() + level
 

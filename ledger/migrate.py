@@ -11,7 +11,7 @@ The revisions (``ledger/migrations/versions``) are small, ordered and never edit
   a partial index of the batch decisions and, on PostgreSQL, ``entries(run_id, kind,
   seq)``; ``schema_version`` becomes ``'4'``;
 - ``0005``: schema version 5, ``entries`` without the indexes no read uses and no write needs (``entries(run_id)``
-  and the unique constraints on ``prev_hash`` and ``entry_hash``; ``ledger.schema`` says why), so that recording
+  and the unique constraints on ``prev_hash`` and ``entry_hash``; ``certa.ledger.schema`` says why), so that recording
   writes fewer pages; ``schema_version`` becomes ``'5'``. SQLite cannot drop a constraint in place, so there
   ``entries`` is copied, every value as it was stored, into a table declared without them;
 - ``0006``: schema version 6, ``merkle_nodes`` gains the column ``node_seq`` (the node's number in the order the
@@ -39,9 +39,9 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy import Connection
 
-from engine.foundation.errors import LedgerError
+from certa.engine.foundation.errors import LedgerError
 
-from ledger.schema import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, read_schema_state
+from certa.ledger.schema import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, read_schema_state
 
 __all__ = ["MIGRATIONS_DIR", "Migration", "alembic_config", "script_head", "upgrade_to_head"]
 
@@ -75,7 +75,7 @@ def alembic_config(connection: Connection | None = None) -> Config:
 
 
 def script_head() -> str:
-    """The newest revision among the migration scripts (``ledger.schema.HEAD_REVISION`` must equal it)."""
+    """The newest revision among the migration scripts (``certa.ledger.schema.HEAD_REVISION`` must equal it)."""
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head is not None
     return head

@@ -1,13 +1,13 @@
 """The rows a ledger hands out (named tuples) and its schema-version rules: no database library here,
-so that a read-only path through the standard library's ``sqlite3`` (``ledger.sqlite_read``) shares them
-with the SQLAlchemy store (``ledger.store``)."""
+so that a read-only path through the standard library's ``sqlite3`` (``certa.ledger.sqlite_read``) shares them
+with the SQLAlchemy store (``certa.ledger.store``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from engine.foundation.errors import LedgerError, LedgerIntegrityError
+from certa.engine.foundation.errors import LedgerError, LedgerIntegrityError
 
 __all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "EntryRow", "RunRow", "SchemaState", "ENTRY_FIELDS",
            "RUN_FIELDS", "rows_as", "run_rows", "checked_schema_version"]
@@ -31,9 +31,9 @@ class EntryRow(NamedTuple):
     entry_hash: str
 
     def data(self) -> Any:
-        """The payload's values (``engine.foundation.json_read.parse_json``: RFC 8785's number model; json loads
+        """The payload's values (``certa.engine.foundation.json_read.parse_json``: RFC 8785's number model; json loads
         here, not at ``certa list``)."""
-        from engine.foundation.json_read import parse_json
+        from certa.engine.foundation.json_read import parse_json
         return parse_json(self.payload)
 
 

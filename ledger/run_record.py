@@ -12,7 +12,7 @@ kind, so an auditor can check a ledger without certa's code):
     abort        {"reason", "rule", "stage"}                     a run a profile rule stopped
 
 Later entries about the run are notes: ``replay`` and ``review``. The ``runs`` table is an index derived from
-these payloads (``runs_row``): written with them, and checked against them by ``ledger.verify``.
+these payloads (``runs_row``): written with them, and checked against them by ``certa.ledger.verify``.
 
 What the record needs of a plan, a table and the decisions is declared as protocols (``RecordedPlan``,
 ``RecordedTable``, ``DecisionGroup``): the ledger imports nothing of the engine's core; the core's ``Plan``,
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
 
-from engine.foundation.canonical import RecordColumns, canonical_records
-from engine.foundation.errors import LedgerIntegrityError
+from certa.engine.foundation.canonical import RecordColumns, canonical_records
+from certa.engine.foundation.errors import LedgerIntegrityError
 
-from ledger.chain import EncodedEntries, NewEntry
+from certa.ledger.chain import EncodedEntries, NewEntry
 
 __all__ = ["ENTRY_FORMAT", "RECORD_KINDS", "NOTE_KINDS", "BATCH_DECISION", "RecordedPlan", "RecordedTable", "DecisionGroup",
            "RunRecord", "completed_run", "aborted_run", "runs_row", "StoredRun", "read_stored_run",
@@ -49,7 +49,7 @@ the run's last decision; ``Ledger.batch_runs`` finds a batch's runs by it)."""
 
 
 class RecordedPlan(Protocol):
-    """What the run entry records of a validated plan (``engine.core.spec.Plan``)."""
+    """What the run entry records of a validated plan (``certa.engine.core.spec.Plan``)."""
 
     @property
     def name(self) -> str: ...
@@ -70,7 +70,7 @@ class RecordedPlan(Protocol):
 
 
 class RecordedTable(Protocol):
-    """What an input or captured entry records of a table (``engine.core.tables.Table``): its bytes are a blob."""
+    """What an input or captured entry records of a table (``certa.engine.core.tables.Table``): its bytes are a blob."""
 
     @property
     def name(self) -> str: ...
@@ -85,7 +85,7 @@ class RecordedTable(Protocol):
 
 
 class DecisionGroup(Protocol):
-    """Consecutive decisions of one stage (``engine.core.interpreter.StageDecisions``), held as columns."""
+    """Consecutive decisions of one stage (``certa.engine.core.interpreter.StageDecisions``), held as columns."""
 
     @property
     def stage(self) -> str | None: ...
@@ -136,7 +136,7 @@ def _opening(run_id: str, plan: RecordedPlan, tables: Mapping[str, RecordedTable
 
 def runs_row(run: Mapping[str, Any], *, certificate: Mapping[str, Any] | None) -> dict[str, Any]:
     """The ``runs`` index columns that a run's payloads determine: from its run entry, and from its certificate
-    (a completed run) or its absence (an aborted run). ``ledger.verify`` compares the stored row with this."""
+    (a completed run) or its absence (an aborted run). ``certa.ledger.verify`` compares the stored row with this."""
     content = certificate.get("content") if certificate is not None else None
     return {"run_id": run.get("run_id"), "name": run.get("name"),
             "status": "completed" if certificate is not None else "aborted",
@@ -217,7 +217,7 @@ def read_stored_run(ledger: EntrySource, run_id: str) -> StoredRun:
 def _validator(kind: str) -> Any:
     from jsonschema import Draft202012Validator  # loads on first use: certa --help never imports it
 
-    from schemas import read_schema
+    from certa.schemas import read_schema
 
     schema = read_schema("ledger-entries.schema.json")
     return Draft202012Validator({"$ref": f"#/$defs/{kind}", "$defs": schema["$defs"]})
@@ -226,7 +226,7 @@ def _validator(kind: str) -> Any:
 def payload_problems(kind: str, payload: Any) -> list[str]:
     """What makes ``payload`` invalid for an entry of ``kind`` (its ``$defs`` member in
     ``schemas/ledger-entries.schema.json``), in the validator's words with the path; [] when valid or when the
-    kind is not certa's (``ledger.verify`` names unknown kinds itself).
+    kind is not certa's (``certa.ledger.verify`` names unknown kinds itself).
 
     A ledger holds up to millions of ``decision`` entries, and their schema constrains only each member's
     presence and JSON type and the sign of ``index``: a decision payload is validated once per

@@ -5,7 +5,7 @@ and review is one entry. ``blobs`` holds content-addressed copies of input table
 so a replay needs nothing outside the ledger. ``runs`` is an index for listing; ``verify`` checks it
 against the entries. ``ledger_meta`` holds the schema version and the chain head (the row that
 serialises writers on PostgreSQL via ``SELECT ... FOR UPDATE``). ``merkle_nodes`` (since 3) holds the RFC 6962
-hash of every complete perfect subtree of the entries' Merkle tree (``ledger.merkle``; since 6 those of two or
+hash of every complete perfect subtree of the entries' Merkle tree (``certa.ledger.merkle``; since 6 those of two or
 more leaves), written with the entries that complete it, so an inclusion proof reads O(log n) rows; ``verify``
 checks it against the chain.
 The indexes (those marked "since 4" added by schema 4) make every read a command makes an index search
@@ -30,20 +30,20 @@ next WAL checkpoint). Schema 5 drops three of ``entries`` that no read uses and 
   SHA-256 collision. No query reads by ``entry_hash`` (entries are read by ``seq`` and run).
 
 Neither constraint stood against tampering (whoever edits the file can drop them); ``certa verify`` recomputes
-every entry's hash and link from its fields (``ledger.verify``), so a repeated or forked hash written around
+every entry's hash and link from its fields (``certa.ledger.verify``), so a repeated or forked hash written around
 certa is reported there, with or without them.
 
 Schema 6 keys ``merkle_nodes`` by ``node_seq`` (a column added before ``level`` and ``position``, which keep their
 meaning) instead of ``(level, position)``, and stores no leaves. ``node_seq`` numbers the nodes of two or more
 leaves 1, 2, 3, ... in the order the entries complete them (those an entry completes bottom-up), as ``seq``
 numbers the entries: node (level, position), whose last entry is e = (position + 1)·2^level, is
-(e − 1) − popcount(e − 1) + level (``ledger.merkle.node_seq``). Under the old key every level's new nodes went to
+(e − 1) − popcount(e − 1) + level (``certa.ledger.merkle.node_seq``). Under the old key every level's new nodes went to
 the end of that level's own range of the index, so a run wrote one page per level of the tree (10^6 entries:
 about 10 of a run's 25 pages, against 2 on an empty ledger); ``node_seq`` is SQLite's rowid (``INTEGER PRIMARY
 KEY``), so a run's nodes are appended at the end of the table's one B-tree, which SQLite extends a page at a time
 without rebalancing. A leaf, SHA-256(0x00 ‖ entry_hash), is read from its entry by seq (``Ledger.merkle_nodes``),
 which halves the table. Readers of a ledger at schema 3 to 5 (read-only until migrated) read every node, leaves
-included, by ``(level, position)`` (``Ledger.merkle_leaves_stored``, ``ledger.verify_read``).
+included, by ``(level, position)`` (``Ledger.merkle_leaves_stored``, ``certa.ledger.verify_read``).
 
 Schema 6 also replaces ``ix_entries_run_id_kind`` (``entries(run_id, kind)``, since 2) by
 ``ix_entries_run_id_kind_but_decisions``, the same of the entries of every kind but ``decision``
@@ -67,8 +67,8 @@ from __future__ import annotations
 from sqlalchemy import (CHAR, CheckConstraint, Column, Connection, Index, Integer, LargeBinary, MetaData,
                         PrimaryKeyConstraint, String, Table, Text, inspect, select, text)
 
-from ledger.rows import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, SchemaState
-from ledger.run_record import NOTE_KINDS, RECORD_KINDS
+from certa.ledger.rows import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, SchemaState
+from certa.ledger.run_record import NOTE_KINDS, RECORD_KINDS
 
 __all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "metadata", "entries", "blobs", "runs", "ledger_meta",
            "merkle_nodes", "alembic_version", "ENTRY_KINDS", "BATCH_DECISIONS", "KINDS_BUT_DECISIONS",

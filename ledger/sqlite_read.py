@@ -1,14 +1,14 @@
 """Read-only access to a SQLite ledger file through the standard library's ``sqlite3``: the connection every
-read-only open uses (``connect_read_only``, also ``ledger.store``'s for ``Ledger.open(read_only=True)``), and
+read-only open uses (``connect_read_only``, also ``certa.ledger.store``'s for ``Ledger.open(read_only=True)``), and
 the listing of ``certa list``.
 
 Importing SQLAlchemy alone takes about 0.15 s, most of what a ``certa list`` on a small ledger would cost
-through ``ledger.store``; a listing needs one ``SELECT``, so this path answers it without SQLAlchemy. The file
+through ``certa.ledger.store``; a listing needs one ``SELECT``, so this path answers it without SQLAlchemy. The file
 is opened read-only (``location.sqlite_read_only_uri``: ``mode=ro``, and ``immutable=1`` on read-only media),
 so it initialises and changes nothing, not even the journal mode. The listing checks the schema version by
-the rules ``ledger.store`` applies (``rows.checked_schema_version``; a database holding other tables is
+the rules ``certa.ledger.store`` applies (``rows.checked_schema_version``; a database holding other tables is
 refused, ``location.refuse_foreign_database``), and returns the same ``RunRow`` values in the same order as
-``Ledger.runs`` (tested against it). Any other ledger (a URL) goes through ``ledger.store``.
+``Ledger.runs`` (tested against it). Any other ledger (a URL) goes through ``certa.ledger.store``.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
-from engine.foundation.errors import LedgerError
+from certa.engine.foundation.errors import LedgerError
 
-from ledger.location import refuse_foreign_database, sqlite_read_only_uri
-from ledger.rows import RUN_FIELDS, RunRow, SchemaState, checked_schema_version, run_rows
+from certa.ledger.location import refuse_foreign_database, sqlite_read_only_uri
+from certa.ledger.rows import RUN_FIELDS, RunRow, SchemaState, checked_schema_version, run_rows
 
 __all__ = ["connect_read_only", "sqlite_read_problem", "sqlite_ledger_state", "newest_runs"]
 
-_BUSY_TIMEOUT_SECONDS = 30.0  # as ledger.store's busy_timeout: wait for a writer's commit, do not fail
+_BUSY_TIMEOUT_SECONDS = 30.0  # as certa.ledger.store's busy_timeout: wait for a writer's commit, do not fail
 _NEWEST_RUNS = f"SELECT {', '.join(RUN_FIELDS)} FROM runs ORDER BY first_seq DESC LIMIT ?"
 _TABLES = r"SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\'"
 
@@ -82,7 +82,7 @@ def _schema_state(conn: sqlite3.Connection, location: str) -> SchemaState:
 
 def sqlite_ledger_state(path: Path) -> SchemaState:
     """The ledger schema state of the existing SQLite file ``path``, read without changing it (not even its
-    journal mode): ``ledger.store`` asks before it opens a file for writing, so that another program's
+    journal mode): ``certa.ledger.store`` asks before it opens a file for writing, so that another program's
     database is refused (``LedgerError``) as it was found. An empty file has no schema version."""
     with _read_only(path) as conn:
         return _schema_state(conn, str(path))

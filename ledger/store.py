@@ -5,9 +5,9 @@ SQLite runs in WAL mode with ``synchronous=FULL`` and ``foreign_keys=ON``, and e
 starts with ``BEGIN IMMEDIATE`` (one writer at a time, no lock upgrade deadlocks). On PostgreSQL the
 chain head row is locked with ``SELECT ... FOR UPDATE`` so concurrent writers queue instead of forking
 the chain. Entries are written at ``seq`` = head + 1, the primary key, so a writer holding a stale head could
-not fork it either: its run is refused whole (the chain needs no unique index on the hashes, ``ledger.schema``).
+not fork it either: its run is refused whole (the chain needs no unique index on the hashes, ``certa.ledger.schema``).
 
-Opening checks the schema version (``ledger.schema``): a new ledger is created at the newest schema; an
+Opening checks the schema version (``certa.ledger.schema``): a new ledger is created at the newest schema; an
 older one can be read but not written until ``certa migrate`` (``Ledger.migrate``) upgrades it; a newer
 one is refused, and so is a database that holds tables but no ledger (certa never adds its tables beside
 another program's). ``Ledger.open(..., read_only=True)`` creates, initialises and changes nothing: a SQLite
@@ -32,27 +32,27 @@ from sqlalchemy import Connection, create_engine, event, func, insert, inspect, 
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
-from engine.foundation.canonical import canonical_bytes
-from engine.foundation.errors import LedgerError, LedgerIntegrityError
-from engine.foundation.json_read import parse_json
+from certa.engine.foundation.canonical import canonical_bytes
+from certa.engine.foundation.errors import LedgerError, LedgerIntegrityError
+from certa.engine.foundation.json_read import parse_json
 
-from ledger import DEFAULT_LEDGER_FILE
-from ledger.bulk import insert_rows
-from ledger.chain import GENESIS, EncodedEntries, NewEntry, chain_hashes, payload_digests
-from ledger.location import (command_hint, ledger_argument, masked_ledger, plain_sqlite_path, refuse_foreign_database,
+from certa.ledger import DEFAULT_LEDGER_FILE
+from certa.ledger.bulk import insert_rows
+from certa.ledger.chain import GENESIS, EncodedEntries, NewEntry, chain_hashes, payload_digests
+from certa.ledger.location import (command_hint, ledger_argument, masked_ledger, plain_sqlite_path, refuse_foreign_database,
                        sqlite_write_refusal)
-from ledger.merkle import (NodeKey, completed_levels, entry_leaves, frontier_nodes, leaf_hash, node_seq,
+from certa.ledger.merkle import (NodeKey, completed_levels, entry_leaves, frontier_nodes, leaf_hash, node_seq,
                            numbered_nodes)
-from ledger.rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
+from certa.ledger.rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
                    checked_schema_version, rows_as, run_rows)
-from ledger.run_record import BATCH_DECISION
-from ledger.schema import (BATCH_DECISIONS, ENTRY_KINDS, KINDS_BUT_DECISIONS, alembic_version, blobs, entries,
+from certa.ledger.run_record import BATCH_DECISION
+from certa.ledger.schema import (BATCH_DECISIONS, ENTRY_KINDS, KINDS_BUT_DECISIONS, alembic_version, blobs, entries,
                            ledger_meta, merkle_nodes, metadata, read_schema_state, runs)
-from ledger.sqlite_read import connect_read_only, sqlite_ledger_state, sqlite_read_problem
+from certa.ledger.sqlite_read import connect_read_only, sqlite_ledger_state, sqlite_read_problem
 
 if TYPE_CHECKING:
-    from ledger.migrate import Migration
-    from ledger.run_record import RunRecord
+    from certa.ledger.migrate import Migration
+    from certa.ledger.run_record import RunRecord
 
 __all__ = ["Ledger", "EntryRow", "RunRow", "SchemaState", "resolve_ledger_url",
            "DEFAULT_LEDGER_FILE"]
@@ -266,8 +266,8 @@ class Ledger:
     def migrate(self) -> Migration:
         """Upgrade this ledger in place to the newest schema, in one transaction that holds the write lock
         (SQLite ``BEGIN IMMEDIATE``, PostgreSQL the head row ``FOR UPDATE``); no entry, blob or run row is
-        rewritten. A failure leaves the ledger as it was. See ``ledger.migrate``."""
-        from ledger.migrate import upgrade_to_head  # imports Alembic: only this path needs it
+        rewritten. A failure leaves the ledger as it was. See ``certa.ledger.migrate``."""
+        from certa.ledger.migrate import upgrade_to_head  # imports Alembic: only this path needs it
 
         self._refuse_if_read_only()
         try:
@@ -401,7 +401,7 @@ class Ledger:
             conn.execute(insert(blobs), missing)
 
     def append_run(self, record: RunRecord) -> None:
-        """Write a run's record (``ledger.run_record``: its entries, blobs and runs row) in one transaction, so a
+        """Write a run's record (``certa.ledger.run_record``: its entries, blobs and runs row) in one transaction, so a
         crash or a refusal leaves none of it."""
         self.append_runs([record])
 
@@ -428,7 +428,7 @@ class Ledger:
 
     @contextmanager
     def read_transaction(self) -> Iterator[Connection]:
-        """A connection inside one read transaction (a consistent snapshot on SQLite; see ``ledger.verify`` for
+        """A connection inside one read transaction (a consistent snapshot on SQLite; see ``certa.ledger.verify`` for
         the order of reads on PostgreSQL); a database error is a ``LedgerError`` naming the ledger."""
         try:
             with self._engine.connect().execution_options(sqlite_begin="DEFERRED") as conn:
@@ -579,7 +579,7 @@ class Ledger:
         return int(self.schema_version) >= 3
 
     def merkle_nodes(self, keys: Iterable[NodeKey]) -> dict[NodeKey, bytes]:
-        """The hashes of the Merkle nodes ``keys`` ((level, position), see ``ledger.merkle``) as the ledger stores
+        """The hashes of the Merkle nodes ``keys`` ((level, position), see ``certa.ledger.merkle``) as the ledger stores
         them (a leaf, from schema 6, as its entry gives it); a key without a row is left out. Needs
         ``has_merkle_nodes``."""
         with self.read_transaction() as conn:

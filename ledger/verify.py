@@ -13,25 +13,25 @@ chain (a ``Problem`` names the table and column in ``column``, e.g. ``runs.seed`
 * ``blobs``: ``sha256`` = SHA-256(``content``), ``size`` = len(``content``); every blob an input or
   captured entry names is stored, and every stored blob is named by one.
 * ``ledger_meta``: the keys ``schema_version`` (this certa's or an older readable one) and ``head``
-  (= ``seq:entry_hash`` of the last entry), and the verification records ``ledger.verify_record`` keeps
+  (= ``seq:entry_hash`` of the last entry), and the verification records ``certa.ledger.verify_record`` keeps
   (``VERIFIED_KEYS``: no part of the chain, never hashed; a malformed one is reported);
   ``alembic_version``, where present, holds the revision of that schema version (a schema 1 ledger of
   certa <= 0.2.0 has none).
 * ``merkle_nodes`` (schema 3 and later): exactly one row for every complete perfect subtree of the Merkle
-  tree of the entries read, each ``hash`` equal to that subtree's root (``ledger.verify_merkle``); a row whose
+  tree of the entries read, each ``hash`` equal to that subtree's root (``certa.ledger.verify_merkle``); a row whose
   ``level`` or ``position`` was edited is recognised by its hash, and a deleted or added row is reported by
   its key.
 
-The ledger is read as one snapshot, streamed in batches (``ledger.verify_read``): memory stays bounded
+The ledger is read as one snapshot, streamed in batches (``certa.ledger.verify_read``): memory stays bounded
 whatever the number of entries; what is kept is the chain's running state (last seq and hash), the Merkle
 frontier (O(log n) nodes), one small summary per run (what its ``runs`` row is checked against) and the
 names of the blobs entries reference. What a batch's check needs of no other batch (its chain within it,
-column-wise, and its payloads: ``ledger.verify_batch``) runs in worker processes or here
-(``ledger.verify_pool``); the walk takes the batches back in chain order, checks each one's links to the
+column-wise, and its payloads: ``certa.ledger.verify_batch``) runs in worker processes or here
+(``certa.ledger.verify_pool``); the walk takes the batches back in chain order, checks each one's links to the
 chain before it, merges its summary and folds the Merkle tree. A batch whose chain does not hold is checked
 here entry by entry, with the same checks and messages.
 
-``verify_since`` checks only what follows a signed checkpoint (``ledger.checkpoint``): the checkpoint's
+``verify_since`` checks only what follows a signed checkpoint (``certa.ledger.checkpoint``): the checkpoint's
 entry and Merkle root against the stored entry and the O(log n) stored ``merkle_nodes`` of its frontier, then
 the entries after it and the tables derived from them. What it does not check (the entries before the
 checkpoint, the runs rows and blobs of earlier runs, unreferenced blobs) it says in ``VerifyReport.scope``.
@@ -46,21 +46,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.foundation.canonical import sha256_hex
-from engine.foundation.errors import LedgerError
+from certa.engine.foundation.canonical import sha256_hex
+from certa.engine.foundation.errors import LedgerError
 
-from ledger.chain import GENESIS, entry_hash
-from ledger.merkle import frontier_nodes
-from ledger.rows import ENTRY_FIELDS, rows_as
-from ledger.run_record import runs_row
-from ledger.schema import REVISIONS, SCHEMA_VERSION, runs
-from ledger.store import EntryRow, Ledger
-from ledger.verify_batch import (ENTRY_TEMPLATE, MAX_SAFE_INT, TEMPLATE_QUOTES, BatchChecker, BatchSummary,
+from certa.ledger.chain import GENESIS, entry_hash
+from certa.ledger.merkle import frontier_nodes
+from certa.ledger.rows import ENTRY_FIELDS, rows_as
+from certa.ledger.run_record import runs_row
+from certa.ledger.schema import REVISIONS, SCHEMA_VERSION, runs
+from certa.ledger.store import EntryRow, Ledger
+from certa.ledger.verify_batch import (ENTRY_TEMPLATE, MAX_SAFE_INT, TEMPLATE_QUOTES, BatchChecker, BatchSummary,
                                  CheckCertificate, Problem, entry_problem)
-from ledger.verify_merkle import MerkleCheck, leaves_of
-from ledger.verify_pool import BatchPool, default_workers
-from ledger.verify_read import BlobRow, EntryBatch, Tables, read_snapshot, stored_type
-from ledger.verify_record import VERIFIED_KEYS, record_problem
+from certa.ledger.verify_merkle import MerkleCheck, leaves_of
+from certa.ledger.verify_pool import BatchPool, default_workers
+from certa.ledger.verify_read import BlobRow, EntryBatch, Tables, read_snapshot, stored_type
+from certa.ledger.verify_record import VERIFIED_KEYS, record_problem
 
 __all__ = ["Problem", "VerifyReport", "VerifyScope", "verify_ledger", "verify_since"]
 
@@ -104,7 +104,7 @@ class VerifyReport:
 
 
 def _entry_hash(entry: EntryRow) -> str:
-    """``ledger.chain.entry_hash`` of an entry's fields, about 20 times faster for the fields certa writes
+    """``certa.ledger.chain.entry_hash`` of an entry's fields, about 20 times faster for the fields certa writes
     (hex digests, a run id, a kind and an ISO time: printable ASCII), whose RFC 8785 form is a fixed template
     (keys in code-unit order, no escapes); any other value goes through ``entry_hash`` itself.
 
@@ -129,7 +129,7 @@ def _mistyped_columns(entry: EntryRow) -> list[str]:
 
 
 class _ChainWalk:
-    """Takes the checked batches in chain order (``ledger.verify_pool``): checks each one's links to the chain
+    """Takes the checked batches in chain order (``certa.ledger.verify_pool``): checks each one's links to the chain
     before it, or the whole batch entry by entry when they or its own chain checks fail, and keeps what the
     run/blob/Merkle checks need: per run [first seq, last record seq, recorded_at, ``runs_row`` of its run
     entry, its certificate's slim form]."""
@@ -386,7 +386,7 @@ def _recorded_head(meta: Mapping[Any, Any]) -> tuple[int, str] | None:
 
 
 def _merkle_problems(walk: _ChainWalk, tables: Tables) -> list[Problem]:
-    """``merkle_nodes`` against the Merkle tree of the entries read (``ledger.verify_merkle``); a schema 3 or
+    """``merkle_nodes`` against the Merkle tree of the entries read (``certa.ledger.verify_merkle``); a schema 3 or
     later ledger without the table is a problem of its own."""
     version = str(tables.meta.get("schema_version", ""))
     if tables.node_count is None:
@@ -419,7 +419,7 @@ def _walk(ledger: Ledger, start: _Start, *, check_certificate: CheckCertificate 
           expect_seq: int | None, progress: Callable[[int, int], None] | None,
           incremental: bool, workers: int | None) -> tuple[_ChainWalk, Tables]:
     """Stream the entries after ``start`` through a ``_ChainWalk`` (their batches checked by ``workers``
-    processes, ``ledger.verify_pool``; None: ``default_workers``), then read the tables it needs (incremental:
+    processes, ``certa.ledger.verify_pool``; None: ``default_workers``), then read the tables it needs (incremental:
     the runs rows of runs beginning after ``expect_seq``, the blobs named after it)."""
     records_after = expect_seq if incremental else None
     total = _head_seq_hint(ledger)
@@ -494,7 +494,7 @@ def verify_ledger(ledger: Ledger, *, check_certificate: CheckCertificate | None 
     outside the database (``seq``, ``entry_hash``): the chain must still contain it unchanged; with
     ``expect_root`` (hex, from a signed checkpoint) the Merkle root of entries 1..seq must equal it too.
     ``progress(entries checked, entries in the ledger)`` is called after every batch. ``workers``: processes
-    checking batches beside this one (0: none; None: one per CPU for a large ledger, ``ledger.verify_pool``);
+    checking batches beside this one (0: none; None: one per CPU for a large ledger, ``certa.ledger.verify_pool``);
     the report is the same whatever their number.
     """
     with _cyclic_collector_paused():

@@ -1,5 +1,5 @@
-"""The checks of one batch of entries that need nothing from the batches before it, for ``ledger.verify``: run
-in its own process or in the caller's (``ledger.verify_pool``), with the same answer.
+"""The checks of one batch of entries that need nothing from the batches before it, for ``certa.ledger.verify``: run
+in its own process or in the caller's (``certa.ledger.verify_pool``), with the same answer.
 
 A batch arrives as columns (seq, run_id, kind, recorded_at, payload, payload_sha256, prev_hash, entry_hash).
 ``BatchChecker.check_columns`` first checks the chain *within* the batch, column-wise: every cell of the type
@@ -26,11 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.foundation.json_read import parse_json
+from certa.engine.foundation.json_read import parse_json
 
-from ledger import merkle
-from ledger.chain import header_template
-from ledger.run_record import RECORD_KINDS, payload_problems, runs_row
+from certa.ledger import merkle
+from certa.ledger.chain import header_template
+from certa.ledger.run_record import RECORD_KINDS, payload_problems, runs_row
 
 __all__ = ["Problem", "BatchChecker", "BatchSummary", "RunPart", "CheckCertificate", "ENTRY_TEMPLATE", "TEMPLATE_QUOTES",
            "MAX_SAFE_INT", "entry_problem"]

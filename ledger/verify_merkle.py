@@ -1,13 +1,13 @@
-"""The ``merkle_nodes`` check of ``ledger.verify``, streamed: the perfect nodes of the entries' Merkle tree are
-computed batch by batch from the frontier (``ledger.merkle.completed_levels``, O(log n) nodes kept) and compared
-with the stored rows the same leaves complete (``ledger.verify_read``); what differs is kept (at most
+"""The ``merkle_nodes`` check of ``certa.ledger.verify``, streamed: the perfect nodes of the entries' Merkle tree are
+computed batch by batch from the frontier (``certa.ledger.merkle.completed_levels``, O(log n) nodes kept) and compared
+with the stored rows the same leaves complete (``certa.ledger.verify_read``); what differs is kept (at most
 ``MAX_KEPT`` rows of each kind, the rest counted) and worded at the end exactly as a whole-table comparison
 would: an edited ``level``, ``position`` or ``node_seq`` shows as a row missing and another added with the
 missing one's hash, reported once naming the column.
 
 The rows are compared in the table's key order: (level, position) for schema 3 to 5, ``node_seq`` for schema 6 and
-later, whose rows carry it as a fourth value (``ledger.merkle.node_seq``) and are the nodes of two or more leaves
-only (a leaf is its entry's: ``ledger.schema``)."""
+later, whose rows carry it as a fourth value (``certa.ledger.merkle.node_seq``) and are the nodes of two or more leaves
+only (a leaf is its entry's: ``certa.ledger.schema``)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ledger import merkle
-from ledger.merkle import NodeKey
+from certa.ledger import merkle
+from certa.ledger.merkle import NodeKey
 
 __all__ = ["MerkleCheck", "StoredNode", "leaves_of", "frontier_root", "MAX_NODE_PROBLEMS"]
 

@@ -1,9 +1,9 @@
-"""Where ``ledger.verify`` checks its batches: in worker processes beside the one that reads the ledger, or in
-that one alone; the answer is the same (``ledger.verify_batch`` needs nothing from other batches).
+"""Where ``certa.ledger.verify`` checks its batches: in worker processes beside the one that reads the ledger, or in
+that one alone; the answer is the same (``certa.ledger.verify_batch`` needs nothing from other batches).
 
 Checking an entry is Python work (JSON, the entry schema, three SHA-256s of ~150-byte texts, for which
 hashlib keeps the GIL), so threads do not run it in parallel; processes do. The reading process keeps one
-snapshot of the ledger (``ledger.verify_read``), sends each batch's columns to a worker and takes the summaries
+snapshot of the ledger (``certa.ledger.verify_read``), sends each batch's columns to a worker and takes the summaries
 back in chain order; it checks a batch itself when every worker is busy and the oldest batch is not done, so no
 core waits. At most ``IN_FLIGHT_PER_WORKER`` batches per worker are in flight: memory stays bounded. A worker
 that dies leaves its batch to the reading process: no batch goes unchecked.
@@ -31,8 +31,8 @@ from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from ledger.verify_batch import BatchChecker, BatchSummary, CheckCertificate
-from ledger.verify_read import EntryBatch
+from certa.ledger.verify_batch import BatchChecker, BatchSummary, CheckCertificate
+from certa.ledger.verify_read import EntryBatch
 
 __all__ = ["BatchPool", "default_workers", "available_cpus", "PARALLEL_FROM", "IN_FLIGHT_PER_WORKER"]
 

@@ -1,4 +1,4 @@
-"""The reads of ``ledger.verify``: one snapshot of the ledger, streamed in bounded batches.
+"""The reads of ``certa.ledger.verify``: one snapshot of the ledger, streamed in bounded batches.
 
 Everything is read in one read transaction, so the chain and the tables derived from it are one consistent
 state however writers append meanwhile (SQLite: a deferred ``BEGIN`` is a snapshot from its first read, WAL
@@ -8,15 +8,15 @@ Entries come ordered by ``seq`` (the primary key) in batches of ``BATCH`` rows b
 (``WHERE seq > last ORDER BY seq LIMIT BATCH``), as columns (a tuple per column), each with the ``merkle_nodes``
 rows the batch's leaves complete: leaves ``start`` .. ``end`` − 1 (0-based, in chain order, entries ``start`` + 1
 .. ``end``) complete the nodes numbered ``node_seq_range(start, end)``: one primary-key range ordered by
-``node_seq`` (schema 6 and later, ``ledger.merkle.node_seq``); at schema 3 to 5, keyed by (level, position), the nodes
-(level l, position p) with ``start >> l <= p < end >> l`` (``ledger.merkle.completed_nodes``), a range per level
+``node_seq`` (schema 6 and later, ``certa.ledger.merkle.node_seq``); at schema 3 to 5, keyed by (level, position), the nodes
+(level l, position p) with ``start >> l <= p < end >> l`` (``certa.ledger.merkle.completed_nodes``), a range per level
 ordered by (level, position). Then the small tables: ``runs``, ``blobs`` (each content hashed as it
 streams by: hashlib releases the GIL for large buffers), ``ledger_meta`` and ``alembic_version``; and the
 number of ``merkle_nodes`` rows, with the rows outside every range read (only when that count differs from the
 rows the ranges gave, and only for a walk from the first entry).
 
 The reads run in the caller's thread, a batch when the caller asks for the next: memory is bounded by the
-batches the caller holds (``ledger.verify_pool``), whatever the ledger's size. (A reader thread reading ahead
+batches the caller holds (``certa.ledger.verify_pool``), whatever the ledger's size. (A reader thread reading ahead
 was slower: the driver releases the GIL and takes it back at every row, and the two threads contended for it;
 10^6 entries in one process took 16 to 18 s with it, 13.5 s without.)
 """
@@ -30,10 +30,10 @@ from typing import Any
 
 from sqlalchemy import Connection, func, inspect, select, text
 
-from ledger.merkle import node_seq_range
-from ledger.schema import alembic_version, blobs, entries, ledger_meta, merkle_nodes, runs
-from ledger.store import Ledger
-from ledger.verify_merkle import StoredNode
+from certa.ledger.merkle import node_seq_range
+from certa.ledger.schema import alembic_version, blobs, entries, ledger_meta, merkle_nodes, runs
+from certa.ledger.store import Ledger
+from certa.ledger.verify_merkle import StoredNode
 
 __all__ = ["BATCH", "ENTRIES_READ", "EntryBatch", "Tables", "BlobRow", "read_snapshot", "node_ranges", "in_ranges",
            "stored_type"]

@@ -7,7 +7,7 @@ hashed (so recording one changes no entry, no Merkle node and no golden ledger's
     verified_incremental  {"seq": N, "entry_hash": "…", "verified_at": "…Z", "from": K}
 
 (RFC 8785 JSON; ``from``: the first entry the incremental verification read, the one after its checkpoint).
-``ledger.verify`` accepts exactly these keys beside its own and reports one whose value is not of this form or
+``certa.ledger.verify`` accepts exactly these keys beside its own and reports one whose value is not of this form or
 that names an entry beyond the head. A ledger opened read-only, or a database role that may not write, records
 nothing: ``record_verification`` raises ``LedgerError`` and the caller says so.
 """
@@ -21,12 +21,12 @@ from typing import Any
 
 from sqlalchemy import delete, insert, select
 
-from engine.foundation.canonical import canonical_bytes
-from engine.foundation.errors import LedgerError
-from engine.foundation.json_read import parse_json
+from certa.engine.foundation.canonical import canonical_bytes
+from certa.engine.foundation.errors import LedgerError
+from certa.engine.foundation.json_read import parse_json
 
-from ledger.schema import ledger_meta
-from ledger.store import Ledger
+from certa.ledger.schema import ledger_meta
+from certa.ledger.store import Ledger
 
 __all__ = ["VERIFIED_FULL", "VERIFIED_INCREMENTAL", "VERIFIED_KEYS", "VerificationRecord", "record_verification",
            "read_verifications", "record_problem"]

@@ -3,7 +3,7 @@ outputs (``outputs/``), the certificate, the bundle and the ledger entries' payl
 
 A stage version whose knobs or outputs differ from the newest version's has its own frozen file,
 ``<folder>/<name>@<version>.schema.json``; the others share ``<folder>/<name>.schema.json``
-(``engine.core.stages.base.StageType.schema_file`` and ``output_schema_file``)."""
+(``certa.engine.core.stages.base.StageType.schema_file`` and ``output_schema_file``)."""
 
 from __future__ import annotations
 

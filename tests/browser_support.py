@@ -127,7 +127,7 @@ def example_ledger(folder: Path) -> tuple[Path, dict[str, str]]:
     and replayed once: (ledger path, example folder -> run id)."""
     from click.testing import CliRunner
 
-    from cli import main
+    from certa.cli import main
     from tests.conftest import RUNNABLE_EXAMPLES  # the model examples need the models extra
 
     db = folder / "ledger.db"
@@ -147,8 +147,8 @@ def write_screenshots(out_dir: Path = ROOT / "docs" / "screenshots") -> list[Pat
     """Screenshots of each example's report, of a ``paired.metric_delta`` report with slices
     (``report-paired-metric.png``: tests/paired_metric_support.py) and of the site index (``certa site`` of
     them all)."""
-    from engine.services.site import build_site
-    from ledger import Ledger
+    from certa.engine.services.site import build_site
+    from certa.ledger import Ledger
     from tests.paired_metric_support import run_spec, sliced_spec
 
     written = []

@@ -19,9 +19,9 @@ import pytest
 import yaml
 from hypothesis import settings
 
-from engine.core.scorers import ENTRY_POINT_GROUP
-from engine.core.tables import columns_to_csv_bytes
-from ledger import Ledger
+from certa.engine.core.scorers import ENTRY_POINT_GROUP
+from certa.engine.core.tables import columns_to_csv_bytes
+from certa.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -167,7 +167,7 @@ def small_spec_folder(folder: Path, *, seed: int = 7) -> Path:
 
 def two_run_ledger(folder: Path) -> tuple[Path, Path]:
     """``folder/ledger.db`` holding two runs of ``SMALL_SPEC`` (seed 8, then 7), and the spec (seed 7)."""
-    from engine import run
+    from certa.engine import run
 
     db = folder / "ledger.db"
     with Ledger.open(db) as ledger:
@@ -229,7 +229,7 @@ def run_concurrently(ledger_location: str | Path, spec: Path, *, writers: int, r
     """Run ``spec`` from several threads, each with its own connection to one ledger; returns the errors."""
     import threading
 
-    from engine import run
+    from certa.engine import run
 
     errors: list[BaseException] = []
 
@@ -290,7 +290,7 @@ def rebuild_merkle_nodes(conn) -> None:
     """Recompute ``merkle_nodes`` from the entries on a DB-API connection (sqlite3 or a SQLAlchemy
     connection's ``exec_driver_sql``-less raw one): what an editor who keeps the whole database
     self-consistent does after rewriting or truncating the chain."""
-    from ledger.merkle import entry_leaves, node_seq, perfect_nodes
+    from certa.ledger.merkle import entry_leaves, node_seq, perfect_nodes
 
     hashes = [row[0] for row in conn.execute("SELECT entry_hash FROM entries ORDER BY seq").fetchall()]
     conn.execute("DELETE FROM merkle_nodes")
@@ -301,7 +301,7 @@ def rebuild_merkle_nodes(conn) -> None:
 
 def rechain(db: Path, from_seq: int) -> None:
     """Recompute payload hashes, entry hashes and the head from ``from_seq`` on, as a careful forger would."""
-    from ledger.chain import entry_hash
+    from certa.ledger.chain import entry_hash
 
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT seq, run_id, kind, recorded_at, payload, prev_hash FROM entries ORDER BY seq").fetchall()
@@ -326,14 +326,14 @@ TINY_MODEL_TEXT = "\n".join(filter(None, (textwrap.dedent(m.__doc__ or "") for m
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Three tiny GPT-2 model folders built locally once per session (``engine.core.models.tiny``):
+    """Three tiny GPT-2 model folders built locally once per session (``certa.engine.core.models.tiny``):
     ``baseline``, ``same`` (a bit-identical copy), ``subject`` (every weight matrix perturbed by 5%), and
     ``other`` (trained from another seed, with its own tokenizer trained on the same text). Skipped with the
     reason when the ``models`` extra or torch is not installed."""
     for module in ("torch", "transformers", "tokenizers", "safetensors"):
         pytest.importorskip(module, reason=f"the model tests need {module}: pip install torch==2.13.0 "
                                            "'certa[models]' (.ci/run installs them)")
-    from engine.core.models.tiny import build_tiny_model, perturbed_copy
+    from certa.engine.core.models.tiny import build_tiny_model, perturbed_copy
 
     root = tmp_path_factory.mktemp("tiny_models")
     baseline = build_tiny_model(root / "baseline", TINY_MODEL_TEXT, seed=0)

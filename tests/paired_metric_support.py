@@ -83,7 +83,7 @@ def run_spec(spec: Path, db: Path) -> str:
     """Run ``spec`` into the ledger ``db`` (``certa run``); returns the run id."""
     from click.testing import CliRunner
 
-    from cli import main
+    from certa.cli import main
 
     result = CliRunner().invoke(main, ["run", str(spec), "--ledger", str(db), "--json"], catch_exceptions=False)
     assert result.exit_code in (0, 1), result.output  # 1: a gate failed, the run is recorded

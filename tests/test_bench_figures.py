@@ -40,9 +40,9 @@ LEDGER = """\
   SQLite    : engine.run(tiny spec) end to end       33.9 runs/s best (29.7 median)   goal >= 100: NOT MET
   SQLite    : Ledger.record_run alone                69.4 runs/s best (67.7 median)
 2. Big ledger: 500 runs, 5000 entries (10 a run), built with Ledger.record_run in 7.8 s (64 runs/s); 9 MB
-  verify, in process (engine.services.audit.verify, 500 certificates) best    1710.6 ms   median    1815.7 ms
+  verify, in process (certa.engine.services.audit.verify, 500 certificates) best    1710.6 ms   median    1815.7 ms
   list, in process (Ledger.runs)                             best       7.6 ms   median      11.2 ms
-  prove, in process (ledger.bundle.build_bundle)             best       6.3 ms   median       7.5 ms
+  prove, in process (certa.ledger.bundle.build_bundle)             best       6.3 ms   median       7.5 ms
   certa list (500 runs)                                      best     291.4 ms   median     291.9 ms
   certa prove (against a checkpoint of 5000 entries)         best    1684.0 ms   median    1846.0 ms
   certa verify (5000 entries, once)                          best    5113.9 ms   median    5113.9 ms

@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CERTA = ("engine", "ledger", "cli", "schemas")
-SOURCES = sorted([*ROOT.joinpath("engine").rglob("*.py"), *ROOT.joinpath("ledger").rglob("*.py"), ROOT / "cli.py"])
+CERTA = ("certa",)
+SOURCES = sorted([*ROOT.joinpath("engine").rglob("*.py"), *ROOT.joinpath("ledger").rglob("*.py"), ROOT / "cli.py",
+                  ROOT / "__init__.py", ROOT / "__main__.py"])
+# Names certa installed at the top of site-packages before 0.10.0; nothing may import them now.
+OLD_TOP_LEVEL_NAMES = ("engine", "ledger", "schemas", "cli")
 
 
 # A named tuple's own API: public, its underscore only keeps it apart from the field names
@@ -54,12 +57,12 @@ def test_the_statistical_kernels_import_only_numpy_scipy_numba_and_the_standard_
     outside = [f"{path.relative_to(ROOT)}:{line} imports {module}"
                for path in sorted(stats.rglob("*.py")) for line, module in _imports(path)
                if not (module.split(".")[0] in allowed | set(sys.stdlib_module_names)
-                       or module.startswith("engine.core.stats"))]
+                       or module.startswith("certa.engine.core.stats"))]
     assert outside == []
 
 
 def _private_uses(path: Path) -> list[str]:
-    """Private names of another certa module: imported (``from engine.x import _y``), or read as an attribute
+    """Private names of another certa module: imported (``from certa.engine.x import _y``), or read as an attribute
     of something that is not ``self``/``cls``, an instance the same class method built with ``cls(...)``, or an
     object imported from outside certa (a third-party library's internals are its own business)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -88,15 +91,24 @@ def test_no_module_uses_another_modules_private_names() -> None:
 
 def test_the_private_name_check_finds_what_it_looks_for(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
-    sample.write_text("from engine.core.stages.base import _hidden\nfrom numpy import _core\n"
-                      "import ledger\n\ndef f(store):\n    return store._read(), ledger._cache\n", encoding="utf-8")
-    assert sorted(_private_uses(sample)) == ["line 1: from engine.core.stages.base import _hidden",
+    sample.write_text("from certa.engine.core.stages.base import _hidden\nfrom numpy import _core\n"
+                      "from certa import ledger\n\ndef f(store):\n    return store._read(), ledger._cache\n", encoding="utf-8")
+    assert sorted(_private_uses(sample)) == ["line 1: from certa.engine.core.stages.base import _hidden",
                                              "line 6: ledger._cache", "line 6: store._read"]
 
 
 def test_the_command_line_calls_services_never_the_core() -> None:
-    """``cli.py`` parses and prints: what it runs is a service (``engine.services``); it may name the foundation's
+    """``cli.py`` parses and prints: what it runs is a service (``certa.engine.services``); it may name the foundation's
     errors and the ledger's default location, never a module of the core."""
     found = [f"cli.py:{line} imports {module}" for line, module in _imports(ROOT / "cli.py")
-             if module.startswith("engine.core") or module == "engine"]
+             if module.startswith("certa.engine.core") or module == "certa.engine"]
+    assert found == []
+
+
+def test_nothing_imports_the_old_top_level_names() -> None:
+    """Everything is ``certa.*`` (one namespace): an ``import engine`` anywhere in the repository would pass in the
+    checkout (its top is on ``sys.path`` there) and fail for a user, or import a user's own ``engine/``."""
+    python_files = sorted(p for p in ROOT.rglob("*.py") if not {".git", "build"} & set(p.relative_to(ROOT).parts))
+    found = [f"{path.relative_to(ROOT)}:{line} imports {module}" for path in python_files
+             for line, module in _imports(path) if module.split(".")[0] in OLD_TOP_LEVEL_NAMES]
     assert found == []

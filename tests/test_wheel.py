@@ -26,8 +26,9 @@ pytestmark = pytest.mark.wheel
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("engine", "ledger", "schemas")
-MODULES = ("cli.py",)
-"""The top-level packages and modules the wheel must hold (pyproject.toml: packages.find and py-modules)."""
+MODULES = ("__init__.py", "__main__.py", "cli.py")
+"""The repository's folders and top-level modules that install under ``certa/`` (pyproject.toml: package-dir
+maps the package ``certa`` to the repository's top)."""
 
 
 def _project_files() -> list[str]:
@@ -89,16 +90,34 @@ def _under_packages(project_files: list[str]) -> list[str]:
 def test_every_data_file_ships(project_files: list[str], wheel_names: set[str]) -> None:
     data = [name for name in _under_packages(project_files) if not name.endswith(".py")]
     assert data, "no data files found under engine/, ledger/ or schemas/"
-    missing = [name for name in data if name not in wheel_names]
+    missing = [name for name in data if f"certa/{name}" not in wheel_names]
     assert not missing, ("not in the wheel (add a glob to [tool.setuptools.package-data] in pyproject.toml):\n  "
                          + "\n  ".join(missing))
 
 
 def test_every_module_ships(project_files: list[str], wheel_names: set[str]) -> None:
     modules = [name for name in _under_packages(project_files) if name.endswith(".py")] + list(MODULES)
-    missing = [name for name in modules if name not in wheel_names]
-    assert not missing, ("modules not in the wheel (a folder without a package under [tool.setuptools.packages."
-                         "find] in pyproject.toml?):\n  " + "\n  ".join(missing))
+    missing = [name for name in modules if f"certa/{name}" not in wheel_names]
+    assert not missing, ("modules not in the wheel (a folder missing from [tool.setuptools] packages in "
+                         "pyproject.toml?):\n  " + "\n  ".join(missing))
+
+
+def test_pyproject_lists_every_package_folder() -> None:
+    """The package list is explicit (a mapped package cannot be found by setuptools' find): it names exactly
+    ``certa`` and every folder with an ``__init__.py`` under engine/, ledger/ and schemas/."""
+    import tomllib
+
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]
+    folders = {"certa", *("certa." + ".".join(init.parent.relative_to(ROOT).parts)
+                         for package in PACKAGES for init in (ROOT / package).rglob("__init__.py"))}
+    assert sorted(listed) == sorted(folders)
+
+
+def test_the_wheel_installs_one_namespace(wheel_names: set[str]) -> None:
+    """Everything is under ``certa/``: no ``engine``, ``ledger``, ``schemas`` or ``cli`` at the top of
+    site-packages (a user's own ``ledger.py`` cannot shadow certa, nor certa another project's ``schemas``)."""
+    top = {name.split("/", 1)[0] for name in wheel_names if not name.split("/", 1)[0].endswith(".dist-info")}
+    assert top == {"certa"}
 
 
 def test_the_wheel_holds_no_build_debris(wheel_names: set[str]) -> None:
@@ -111,4 +130,4 @@ def test_the_wheel_installs_the_certa_command(wheel: Path, wheel_names: set[str]
     assert len(entry_points) == 1, f"no entry_points.txt in the wheel: {sorted(wheel_names)}"
     with zipfile.ZipFile(wheel) as archive:
         lines = archive.read(entry_points[0]).decode().splitlines()
-    assert "certa = cli:main" in [line.strip() for line in lines], lines
+    assert "certa = certa.cli:main" in [line.strip() for line in lines], lines

@@ -2,5 +2,5 @@
 
 Pure computation over tables already read: it imports the foundation and never the ledger, the services or
 any presentation. What a stage reads from a ledger comes through the ``LedgerReader`` protocol
-(``engine.core.stages.base``), which the services implement.
+(``certa.engine.core.stages.base``), which the services implement.
 """

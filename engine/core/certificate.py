@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 from jsonschema import Draft202012Validator
 
-from schemas import load_schema, read_schema, schema_exists
+from certa.schemas import load_schema, read_schema, schema_exists
 
-from engine.foundation.canonical import canonical_sha256, canonical_sha256_pair, to_jsonable
-from engine.foundation.errors import CertaError
+from certa.engine.foundation.canonical import canonical_sha256, canonical_sha256_pair, to_jsonable
+from certa.engine.foundation.errors import CertaError
 
 __all__ = ["CERTIFICATE_FORMAT", "CONTENT_FORMAT", "ENVIRONMENT_KEYS", "computing_platform", "library_versions",
            "results_of", "results_sha256", "seal", "validate_certificate", "certificate_problems", "output_problems"]
@@ -303,7 +303,7 @@ def _certificate_checker() -> tuple[Draft202012Validator, Callable[[Any], bool] 
 def certificate_problems(certificate: Mapping[str, Any]) -> list[str]:
     """Schema violations and a ``content_sha256`` mismatch, as messages (empty when sound).
 
-    ``certificate`` is JSON as ``engine.foundation.canonical.parse_json`` reads it (from a ledger, a bundle, an attestation)
+    ``certificate`` is JSON as ``certa.engine.foundation.canonical.parse_json`` reads it (from a ledger, a bundle, an attestation)
     or as ``seal`` builds it, so its digests are computed on plain JSON values (``canonical_sha256_pair``'s
     ``plain``); any other value falls back to the general encoding."""
     validator, fast = _certificate_checker()
@@ -337,7 +337,7 @@ def output_problems(content: Mapping[str, Any]) -> list[str]:
     ``content.knobs.stages`` records for it (``StageType.output_schema_file``), as messages (empty when all
     match). ``seal`` calls it; ``verify`` does not (on 10^4 certificates it would cost more than the 5 s goal
     allows), so a stored certificate is checked against the certificate schema only."""
-    from engine.core.stages import REGISTRY  # the stage modules import this module: resolved when first called
+    from certa.engine.core.stages import REGISTRY  # the stage modules import this module: resolved when first called
 
     problems = []
     for entry in content["knobs"]["stages"]:

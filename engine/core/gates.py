@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.core.metric_paths import format_steps, parse_metric
+from certa.engine.core.metric_paths import format_steps, parse_metric
 
 if TYPE_CHECKING:
-    from engine.core.spec import GateSpec
+    from certa.engine.core.spec import GateSpec
 
 __all__ = ["GateResult", "lookup_metric", "evaluate_gate", "format_gate_numbers", "gate_display"]
 
@@ -84,7 +84,7 @@ def evaluate_gate(gate: GateSpec, stages: Mapping[str, Any]) -> GateResult:
 
 
 _MIN_DIGITS = 6
-"""Significant digits a displayed gate number has at least (as ``engine.core.value_text.format_value``)."""
+"""Significant digits a displayed gate number has at least (as ``certa.engine.core.value_text.format_value``)."""
 
 
 def _is_number(value: Any) -> bool:

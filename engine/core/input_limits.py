@@ -14,7 +14,7 @@ of each stage; ``cell_bytes`` (16 MiB) is far beyond any real cell.
 
 Raise a limit with the environment variable ``CERTA_INPUT_LIMITS`` (``certa run``, ``certa batch``, the
 Python API), e.g. ``CERTA_INPUT_LIMITS="bytes=8GiB,rows=400000000"``, or from Python by passing an
-``InputLimits`` to ``engine.core.interpreter.load_tables`` / ``engine.core.tables.parse_table`` (``limits=``). Every
+``InputLimits`` to ``certa.engine.core.interpreter.load_tables`` / ``certa.engine.core.tables.parse_table`` (``limits=``). Every
 refusal is an ``InputError`` naming the input, the limit, the value and this setting.
 """
 
@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from engine.foundation.errors import InputError
+from certa.engine.foundation.errors import InputError
 
 __all__ = ["ENV_VAR", "InputLimits", "read_input_file"]
 
@@ -58,7 +58,7 @@ class InputLimits:
     parquet_bytes: int = 4 << 30
     """Decompressed and decoded size in memory of a Parquet table, estimated from its footer."""
     model_bytes: int = 256 << 30
-    """Bytes of all files of a model folder (``engine.core.models.manifest``), hashed in blocks (not held)."""
+    """Bytes of all files of a model folder (``certa.engine.core.models.manifest``), hashed in blocks (not held)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> InputLimits:

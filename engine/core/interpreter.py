@@ -2,7 +2,7 @@
 
 ``load_tables`` loads and hashes the inputs; ``execute`` runs the stages in order, each with its own seeded
 stream, and evaluates the gates. Nothing here seals or records: that is the run service
-(``engine.services.run``), which the Python API ``engine.run`` and ``certa run`` call.
+(``certa.engine.services.run``), which the Python API ``engine.run`` and ``certa run`` call.
 """
 
 from __future__ import annotations
@@ -15,20 +15,20 @@ from typing import Any
 
 import numpy as np
 
-from engine.foundation.canonical import RecordColumns, to_jsonable
-from engine.core.certificate import CONTENT_FORMAT, library_versions
-from engine.foundation.errors import InputError, ProfileAbort, SpecError, StageError
-from engine.core.gates import evaluate_gate
-from engine.core.input_limits import InputLimits, read_input_file
-from engine.core.metric_paths import KeyColumn, closest, format_steps, key_column, key_values, parse_metric
-from engine.core.seeds import DERIVATION, stage_generator, stage_seed_record
-from engine.core.spec import Plan
-from engine.core.stages import REGISTRY, Decision, StageContext
-from engine.core.stages.base import Concatenated, DecisionColumns, LedgerReader, Progress, decision_parts
-from engine.core.models.manifest import MODEL_FORMAT, ModelManifest, folder_manifest
-from engine.core.models.signature import STRICT_STATUSES, SignatureCheck, check_signature
-from engine.core.evidence.formats import COMPANION_OPTIONS, EVIDENCE_FORMATS, evidence_table, unparsed_table
-from engine.core.tables import Table, format_for_path, parse_table, table_from_columns
+from certa.engine.foundation.canonical import RecordColumns, to_jsonable
+from certa.engine.core.certificate import CONTENT_FORMAT, library_versions
+from certa.engine.foundation.errors import InputError, ProfileAbort, SpecError, StageError
+from certa.engine.core.gates import evaluate_gate
+from certa.engine.core.input_limits import InputLimits, read_input_file
+from certa.engine.core.metric_paths import KeyColumn, closest, format_steps, key_column, key_values, parse_metric
+from certa.engine.core.seeds import DERIVATION, stage_generator, stage_seed_record
+from certa.engine.core.spec import Plan
+from certa.engine.core.stages import REGISTRY, Decision, StageContext
+from certa.engine.core.stages.base import Concatenated, DecisionColumns, LedgerReader, Progress, decision_parts
+from certa.engine.core.models.manifest import MODEL_FORMAT, ModelManifest, folder_manifest
+from certa.engine.core.models.signature import STRICT_STATUSES, SignatureCheck, check_signature
+from certa.engine.core.evidence.formats import COMPANION_OPTIONS, EVIDENCE_FORMATS, evidence_table, unparsed_table
+from certa.engine.core.tables import Table, format_for_path, parse_table, table_from_columns
 
 __all__ = ["execute", "load_tables", "Execution", "StageDecision", "StageDecisions", "RunDecisions",
            "AbortedExecution", "check_data_keys", "throttled_progress", "Columns", "Notify"]
@@ -68,7 +68,7 @@ class StageDecisions(Sequence[StageDecision]):
         return StageDecisions, (self.stage, self.decisions)
 
     def record(self) -> RecordColumns:
-        """The decisions as ``{"kind", "detail"}`` records for ``engine.foundation.canonical.canonical_records`` (how the
+        """The decisions as ``{"kind", "detail"}`` records for ``certa.engine.foundation.canonical.canonical_records`` (how the
         ledger encodes them): ``DecisionColumns`` stay columns, other decisions are one cell each."""
         if isinstance(self.decisions, DecisionColumns):
             detail = RecordColumns(self.decisions.columns, self.decisions.constants)
@@ -82,7 +82,7 @@ class RunDecisions(Concatenated[StageDecision]):
 
     @classmethod
     def of(cls, stage: str | None, decisions: Sequence[Decision]) -> RunDecisions:
-        """``decisions`` of ``stage``, one group per part (``engine.core.stages.base.decision_parts``)."""
+        """``decisions`` of ``stage``, one group per part (``certa.engine.core.stages.base.decision_parts``)."""
         return cls([StageDecisions(stage, part) for part in decision_parts(decisions)])
 
     def __add__(self, other: RunDecisions) -> RunDecisions:
@@ -165,7 +165,7 @@ def load_tables(plan: Plan, *, inputs: Mapping[str, Columns | Table] | None = No
 
 def _checked_signature(name: str, folder: Path, manifest: ModelManifest, public_key: Path | None,
                        profile: str) -> SignatureCheck:
-    """The model folder's signature check (``engine.core.models.signature``); in the ci and release profiles an
+    """The model folder's signature check (``certa.engine.core.models.signature``); in the ci and release profiles an
     outcome other than verified or unsigned is an ``InputError``."""
     check = check_signature(folder, manifest, public_key)
     if profile != "dev" and check.status not in STRICT_STATUSES:

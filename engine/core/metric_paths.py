@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.core.tables import Table
+    from certa.engine.core.tables import Table
 
 __all__ = ["DATA_KEY", "Step", "DataKey", "KeyColumn", "MetricPathError", "parse_metric", "format_steps",
            "resolve_in_schema", "key_column", "key_values", "closest"]

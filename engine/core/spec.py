@@ -21,13 +21,13 @@ import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from schemas import load_schema, read_schema, schema_exists
+from certa.schemas import load_schema, read_schema, schema_exists
 
-from engine.foundation.canonical import canonical_bytes, canonical_sha256, sha256_hex
-from engine.foundation.errors import SpecError
-from engine.core.models.manifest import MODEL_FORMAT
-from engine.core.metric_paths import DataKey, MetricPathError, closest, parse_metric, resolve_in_schema
-from engine.core.stages import REGISTRY, StageType, UnknownStage, parse_stage_ref
+from certa.engine.foundation.canonical import canonical_bytes, canonical_sha256, sha256_hex
+from certa.engine.foundation.errors import SpecError
+from certa.engine.core.models.manifest import MODEL_FORMAT
+from certa.engine.core.metric_paths import DataKey, MetricPathError, closest, parse_metric, resolve_in_schema
+from certa.engine.core.stages import REGISTRY, StageType, UnknownStage, parse_stage_ref
 
 __all__ = ["InputSpec", "StagePlan", "GateSpec", "Plan", "load_plan", "SPEC_FORMAT"]
 
@@ -43,9 +43,9 @@ class InputSpec:
     sha256: str | None
     fmt: str | None
     read: Mapping[str, Any] = field(default_factory=dict)
-    """An evaluator format's reader options (``engine.core.evidence.formats``)."""
+    """An evaluator format's reader options (``certa.engine.core.evidence.formats``)."""
     public_key: str | None = None
-    """A model input's ``signature.public_key``, resolved like ``path`` (``engine.core.models.signature``)."""
+    """A model input's ``signature.public_key``, resolved like ``path`` (``certa.engine.core.models.signature``)."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class GateSpec:
     """A gate: ``metric`` is ``<stage id>.<path>``; ``threshold`` holds min/max/equals/between.
 
     ``data_keys`` are the steps of ``metric`` whose keys only the data know (a bucket, a vendor), checked once
-    the inputs are read (``engine.core.interpreter.check_data_keys``); ``line`` and ``column`` locate ``metric`` in
+    the inputs are read (``certa.engine.core.interpreter.check_data_keys``); ``line`` and ``column`` locate ``metric`` in
     the spec for that message."""
 
     id: str
@@ -363,7 +363,7 @@ def _decode(raw: bytes, source: str) -> str:
 def read_option_problems(inputs: Mapping[str, InputSpec]) -> list[tuple[str, list[str]]]:
     """(message, path under ``inputs``) for each ``read:`` option its input's format does not take, and each
     option naming another input (``results``) that is not declared with the format it needs."""
-    from engine.core.evidence.formats import COMPANION_OPTIONS, READ_OPTIONS
+    from certa.engine.core.evidence.formats import COMPANION_OPTIONS, READ_OPTIONS
 
     problems = []
     for name, declared in inputs.items():

@@ -9,7 +9,7 @@ written file and a replay from the ledger's stored copy see byte-identical data.
 Cells are kept as text (Parquet numbers as numbers); stages ask for typed columns (``numeric``, ``text``)
 and get an ``InputError`` naming the table, column and row when a cell does not fit.
 
-Parsing goes through Apache Arrow (``engine.core.table_formats``, imported on first use) where it is proven to
+Parsing goes through Apache Arrow (``certa.engine.core.table_formats``, imported on first use) where it is proven to
 give the same cells and the same float64 bits as the Python code that parsed every table before it:
 CSV files outside that proven subset (quoted cells, NUL bytes, invalid UTF-8, ragged rows, ...) and JSON
 Lines are parsed by that Python code, and every error message is still written by it. Numbers are
@@ -20,7 +20,7 @@ the same bytes (both release the GIL); Arrow's numbers are kept where they are p
 (``table_formats.arrow_csv``), and text columns are cast on threads. No result depends on the thread count,
 the block size or the order in which threads finish (every cell's value depends on that cell alone).
 
-Every table is read within ``engine.core.input_limits.InputLimits`` (bytes, rows, columns, cell size, Parquet
+Every table is read within ``certa.engine.core.input_limits.InputLimits`` (bytes, rows, columns, cell size, Parquet
 decoded size; ``CERTA_INPUT_LIMITS`` raises them): a table over a limit is an ``InputError`` naming the
 input, the row or line and the column where there is one, the limit and the value.
 """
@@ -42,9 +42,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.foundation.canonical import sha256_hex
-from engine.foundation.errors import InputError
-from engine.core.input_limits import InputLimits
+from certa.engine.foundation.canonical import sha256_hex
+from certa.engine.foundation.errors import InputError
+from certa.engine.core.input_limits import InputLimits
 
 __all__ = ["Table", "Columns", "parse_table", "table_from_columns", "columns_to_csv_bytes", "factorize_cells"]
 
@@ -98,7 +98,7 @@ class _Column:
         unstripped; None for a column of Python strings or Parquet numbers."""
         self._read_source()
         if self._strip:
-            from engine.core.table_formats.arrow_csv import strip
+            from certa.engine.core.table_formats.arrow_csv import strip
 
             self._arrow, self._strip = strip(self._arrow), False
         return self._arrow
@@ -140,7 +140,7 @@ class _Column:
             return np.empty(0, dtype=np.float64), None
         import pyarrow as pa
 
-        from engine.core.table_formats.decimal import cast_float64, strings_to_float64
+        from certa.engine.core.table_formats.decimal import cast_float64, strings_to_float64
         if self._strip:  # a cell the cast accepts has no whitespace to strip
             quick = cast_float64(self._arrow)
             if quick is not None:
@@ -200,12 +200,12 @@ class Table:
     fmt: str
     raw: bytes = field(repr=False, compare=False)
     evidence: Any = field(default=None, repr=False, compare=False)
-    """An evaluator export's per-item records (``engine.core.evidence.EvidenceRecords``); None for a plain table."""
+    """An evaluator export's per-item records (``certa.engine.core.evidence.EvidenceRecords``); None for a plain table."""
     origin: Path | None = field(default=None, repr=False, compare=False)
-    """A model input's folder, where it was read from (``engine.core.models.manifest``: the table is its
+    """A model input's folder, where it was read from (``certa.engine.core.models.manifest``: the table is its
     manifest); None for every other table and for a model input read back from a ledger."""
     signature: Any = field(default=None, repr=False, compare=False)
-    """A model input's signature check (``engine.core.models.signature.SignatureCheck``), made when the folder
+    """A model input's signature check (``certa.engine.core.models.signature.SignatureCheck``), made when the folder
     was read; None for every other table and for a model input read back from a ledger."""
 
     @property
@@ -458,7 +458,7 @@ def _parse_jsonl(name: str, raw: bytes, limits: InputLimits) -> Columns:
 
 
 def _parse_csv(name: str, raw: bytes, limits: InputLimits) -> Columns:
-    from engine.core.table_formats.arrow_csv import MAX_FIELD_BYTES, read_csv
+    from certa.engine.core.table_formats.arrow_csv import MAX_FIELD_BYTES, read_csv
 
     read = read_csv(raw, max_field_bytes=min(MAX_FIELD_BYTES, limits.cell_bytes + 1))
     if read is None:
@@ -475,7 +475,7 @@ def _parse_csv(name: str, raw: bytes, limits: InputLimits) -> Columns:
 
 
 def _parse_parquet(name: str, raw: bytes, limits: InputLimits) -> Columns:
-    from engine.core.table_formats.parquet import read_parquet
+    from certa.engine.core.table_formats.parquet import read_parquet
 
     return Columns({column: _Column(arrow=payload) if kind == "text" else _Column(numbers=payload, kind=kind)
                     for column, kind, payload in read_parquet(name, raw, limits)})
@@ -503,7 +503,7 @@ def _parse_and_hash(raw: bytes, parse: Callable[[], Columns]) -> tuple[Columns, 
 
 def parse_table(name: str, raw: bytes, fmt: str, limits: InputLimits | None = None) -> Table:
     """Parse ``raw`` bytes as a ``csv``, ``jsonl`` or ``parquet`` table named ``name``, within ``limits``
-    (default: ``InputLimits.from_env()``). An evaluator's export is read by ``engine.core.evidence.formats``."""
+    (default: ``InputLimits.from_env()``). An evaluator's export is read by ``certa.engine.core.evidence.formats``."""
     if fmt not in FORMATS:
         raise InputError(f"input '{name}': unknown table format {fmt!r}; use one of {', '.join(FORMATS)}")
     limits = limits or InputLimits.from_env()

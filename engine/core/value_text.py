@@ -8,7 +8,7 @@ JUnit messages), and ``READER_STYLE`` (``–``, ``yes``, ``no``, mappings in the
 report. Each keeps the bytes its presentation printed before the two formatters became one.
 
 It lives in the core, not in the presentation layer, because the core writes the warning lines a run prints
-(``engine.core.interpreter.warning_line``) and may not import the services. Nothing recorded in a ledger or a
+(``certa.engine.core.interpreter.warning_line``) and may not import the services. Nothing recorded in a ledger or a
 certificate is written with it: changing it moves displayed text only.
 """
 

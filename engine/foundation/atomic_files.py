@@ -17,7 +17,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from engine.foundation.errors import OutputError
+from certa.engine.foundation.errors import OutputError
 
 __all__ = ["TEMPORARY_SUFFIX", "check_writable", "is_temporary", "make_folders", "write_atomically"]
 

@@ -34,8 +34,8 @@ from typing import Any
 
 import rfc8785
 
-from engine.foundation.json_read import MAX_SAFE_INTEGER as _MAX_SAFE_INT
-from engine.foundation.json_read import parse_json  # re-exported: reading back what canonical_bytes wrote
+from certa.engine.foundation.json_read import MAX_SAFE_INTEGER as _MAX_SAFE_INT
+from certa.engine.foundation.json_read import parse_json  # re-exported: reading back what canonical_bytes wrote
 
 __all__ = ["to_jsonable", "canonical_bytes", "parse_json", "canonical_sha256", "canonical_sha256_pair", "sha256_hex",
            "RecordColumns", "canonical_records"]

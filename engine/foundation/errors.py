@@ -19,7 +19,7 @@
 
 ``README.md`` lists the same classes and codes; ``tests/foundation/test_errors.py`` checks that every class here is
 documented there and raised somewhere. A replay that diverges is an outcome, not an error:
-``engine.services.audit.replay`` returns it (``DIVERGED``), records it, and ``certa replay`` exits 1.
+``certa.engine.services.audit.replay`` returns it (``DIVERGED``), records it, and ``certa replay`` exits 1.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class ProfileAbort(CertaError):
         super().__init__(message)
         self.rule = rule
         self.stage_id = stage_id
-        self.decisions = decisions  # the aborting stage's decisions (engine.core.stages.Decision), recorded too
+        self.decisions = decisions  # the aborting stage's decisions (certa.engine.core.stages.Decision), recorded too
         self.run_id: str | None = None
 
 

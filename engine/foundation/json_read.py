@@ -1,4 +1,4 @@
-"""JSON text read back as certa wrote it: RFC 8785's number model, with no heavy import (``ledger.rows`` reads
+"""JSON text read back as certa wrote it: RFC 8785's number model, with no heavy import (``certa.ledger.rows`` reads
 payloads with it at ``certa list``)."""
 
 from __future__ import annotations

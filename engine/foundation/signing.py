@@ -10,7 +10,7 @@ bytes and never depends on how the JSON around them is formatted. Keys are Ed255
 ``cryptography`` package; a key id is the SHA-256 (hex) of the 32 raw public-key bytes. An envelope may
 carry several signatures, and verification can require every one of several keys.
 
-Errors are this module's own (``engine.foundation.errors``): ``SigningError`` (exit 2) for a key that cannot be
+Errors are this module's own (``certa.engine.foundation.errors``): ``SigningError`` (exit 2) for a key that cannot be
 read or is not Ed25519 and for a text that is not an envelope; its subclass ``SignatureVerificationError``
 (exit 1) for an envelope that is not signed, as required, by each given key.
 """
@@ -28,8 +28,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from engine.foundation.errors import SignatureVerificationError, SigningError
-from engine.foundation.json_read import parse_document
+from certa.engine.foundation.errors import SignatureVerificationError, SigningError
+from certa.engine.foundation.json_read import parse_document
 
 __all__ = [
     "generate_key_pair",

@@ -10,7 +10,7 @@ An attestation is an in-toto Statement v1 (https://github.com/in-toto/attestatio
      "predicate": <the certificate, exactly as recorded>}
 
 serialised as RFC 8785 canonical JSON and signed in a DSSE v1 envelope of payload type
-``application/vnd.in-toto+json`` (``engine.foundation.signing``; in-toto's envelope convention). The subjects are the
+``application/vnd.in-toto+json`` (``certa.engine.foundation.signing``; in-toto's envelope convention). The subjects are the
 digests the certificate itself records (``content.spec.sha256``, ``content.inputs[].sha256``), so whoever
 holds a data file can check that it is one the certificate is about. Verification checks every required
 signature, the statement's shape, the certificate (schema, ``content_sha256``, method identities), that
@@ -28,17 +28,17 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from engine.foundation.signing import open_envelope, seal_envelope
+from certa.engine.foundation.signing import open_envelope, seal_envelope
 
-from engine.services.audit import check_certificate
-from engine.foundation.canonical import canonical_bytes
-from engine.foundation.errors import AttestationError
-from engine.foundation.json_read import parse_document
-from engine.services.documents import document_text, save_document
-from engine.services.presentation.terminal import attestation_report_text
+from certa.engine.services.audit import check_certificate
+from certa.engine.foundation.canonical import canonical_bytes
+from certa.engine.foundation.errors import AttestationError
+from certa.engine.foundation.json_read import parse_document
+from certa.engine.services.documents import document_text, save_document
+from certa.engine.services.presentation.terminal import attestation_report_text
 
 if TYPE_CHECKING:
-    from ledger import Ledger
+    from certa.ledger import Ledger
 
 __all__ = ["STATEMENT_TYPE", "PREDICATE_TYPE", "PAYLOAD_TYPE", "AttestationReport", "RunAttestation",
            "certificate_statement", "attest_certificate", "attest_run", "verify_attestation"]

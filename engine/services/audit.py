@@ -1,11 +1,11 @@
 """Audit operations over a ledger: ``verify`` (integrity plus method identities), ``verify_bundle`` (one
 certificate, offline, against a signed checkpoint) and ``replay``.
 
-``verify`` re-checks the hash chain, the stored inputs and the runs index (``ledger.verify``), and every
+``verify`` re-checks the hash chain, the stored inputs and the runs index (``certa.ledger.verify``), and every
 certificate's schema, digests and the method identities its stage types declare (for example
 ``display_ci == exp(ci)`` for paired ratios). ``replay`` re-executes a stored run from the ledger alone
 (spec text, stored input bytes, captured tables, seed) with the stage versions the run recorded, and
-compares the results (``engine.core.certificate.results_of``: the content without its environment stamp) byte
+compares the results (``certa.engine.core.certificate.results_of``: the content without its environment stamp) byte
 for byte; library versions that differ are reported as information. Every replay is itself recorded, unless
 asked not to (``record=False``: a ledger opened read-only, e.g. on read-only media, is replayed that way).
 """
@@ -20,28 +20,28 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from ledger import Ledger, VerifyReport, verify_ledger
-from ledger.checkpoint import Checkpoint, open_checkpoint
-from ledger.verify import verify_since
-from ledger.verify_record import record_verification
-from ledger.run_record import read_stored_run
-from ledger.bundle import BundleReport, check_bundle
-from ledger.location import command_hint
+from certa.ledger import Ledger, VerifyReport, verify_ledger
+from certa.ledger.checkpoint import Checkpoint, open_checkpoint
+from certa.ledger.verify import verify_since
+from certa.ledger.verify_record import record_verification
+from certa.ledger.run_record import read_stored_run
+from certa.ledger.bundle import BundleReport, check_bundle
+from certa.ledger.location import command_hint
 
-from engine.core.certificate import (ENVIRONMENT_KEYS, certificate_problems, computing_platform, library_versions, results_of,
+from certa.engine.core.certificate import (ENVIRONMENT_KEYS, certificate_problems, computing_platform, library_versions, results_of,
                           results_sha256)
-from engine.foundation.errors import BundleError, CertaError, LedgerError, LedgerIntegrityError
-from engine.foundation.json_read import parse_document
-from engine.core.interpreter import AbortedExecution, Execution, Notify, execute, load_tables, throttled_progress
-from engine.foundation.jsondiff import FieldChange, json_diff
-from engine.foundation.signing import key_id
-from engine.services.presentation.display_text import plain_text
-from engine.services.presentation.terminal import bundle_report_text, ledger_audit_text, replays_text
-from engine.services.reviews import MissingApproval, ReviewRecord, ledger_reviews, review_problems, unapproved_runs
-from engine.core.evidence.formats import EVIDENCE_FORMATS, unparsed_table
-from engine.core.spec import load_plan
-from engine.core.stages import REGISTRY
-from engine.core.tables import Table, parse_table
+from certa.engine.foundation.errors import BundleError, CertaError, LedgerError, LedgerIntegrityError
+from certa.engine.foundation.json_read import parse_document
+from certa.engine.core.interpreter import AbortedExecution, Execution, Notify, execute, load_tables, throttled_progress
+from certa.engine.foundation.jsondiff import FieldChange, json_diff
+from certa.engine.foundation.signing import key_id
+from certa.engine.services.presentation.display_text import plain_text
+from certa.engine.services.presentation.terminal import bundle_report_text, ledger_audit_text, replays_text
+from certa.engine.services.reviews import MissingApproval, ReviewRecord, ledger_reviews, review_problems, unapproved_runs
+from certa.engine.core.evidence.formats import EVIDENCE_FORMATS, unparsed_table
+from certa.engine.core.spec import load_plan
+from certa.engine.core.stages import REGISTRY
+from certa.engine.core.tables import Table, parse_table
 
 __all__ = ["check_certificate", "verify", "audit_ledger", "LedgerAudit", "verify_bundle", "verify_bundle_file",
            "BundleVerification", "reexecute", "replay",
@@ -80,13 +80,13 @@ def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int,
     """Verify the whole ledger (see module docstring); ``notify`` gets progress lines about once a second.
 
     ``since``: a checkpoint whose signature the caller verified; only what follows it is checked
-    (``ledger.verify.verify_since``: its entry and Merkle root against the ledger, then the entries after it).
+    (``certa.ledger.verify.verify_since``: its entry and Merkle root against the ledger, then the entries after it).
 
     With ``check_reviews`` (the default) every signed review (of ``run_id`` only, if given) is checked too
-    (``engine.services.reviews.check_review``): a signature that does not verify, or a signed statement that is not
+    (``certa.engine.services.reviews.check_review``): a signature that does not verify, or a signed statement that is not
     its entry's or its run's certificate's, is a problem at that review's entry. Unsigned reviews pass.
 
-    ``workers``: processes checking entries beside this one (``ledger.verify_pool``; None: one per CPU for a
+    ``workers``: processes checking entries beside this one (``certa.ledger.verify_pool``; None: one per CPU for a
     large ledger); the report does not depend on it.
     """
     full = ledger.resolve_run_id(run_id) if run_id else None
@@ -121,7 +121,7 @@ class LedgerAudit:
     checkpoint: Checkpoint | None = None
     """The signed checkpoint verified against (None: none given)."""
     recorded: str = ""
-    """Whether the verification was recorded in the ledger (``ledger.verify_record``), or why not; "" when not
+    """Whether the verification was recorded in the ledger (``certa.ledger.verify_record``), or why not; "" when not
     asked."""
 
     @property
@@ -171,14 +171,14 @@ def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tupl
                  approvers: Sequence[Ed25519PublicKey] = (), notify: Notify | None = None,
                  since_checkpoint: bool = False, record: bool = False, workers: int | None = None) -> LedgerAudit:
     """``verify`` the ledger (or one run), list its reviews, and check that every completed PASS run has an
-    approval signed by each of ``approvers`` (``engine.services.reviews.unapproved_runs``).
+    approval signed by each of ``approvers`` (``certa.engine.services.reviews.unapproved_runs``).
 
     ``checkpoint``: a signed checkpoint's bytes; its signatures must verify with every one of
     ``checkpoint_keys`` (``SignatureVerificationError`` otherwise), and the ledger must still hold its head and
     Merkle root. ``expect_head``: a head ``(seq, entry_hash)`` kept outside the database.
 
     ``since_checkpoint``: check only what follows the checkpoint (``verify(since=...)``). ``record``: once the
-    ledger verified intact, record how far this verification reached (``ledger.verify_record``) in its own
+    ledger verified intact, record how far this verification reached (``certa.ledger.verify_record``) in its own
     transaction, through a connection opened for writing; a ledger that cannot be written (read-only media, a
     role without write access, an older schema) records nothing and ``LedgerAudit.recorded`` says why.
     """
@@ -199,7 +199,7 @@ def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tupl
 
 
 def _record(ledger: Ledger, report: VerifyReport) -> str:
-    """Record an intact verification of ``ledger`` (``ledger.verify_record``); what happened, in words."""
+    """Record an intact verification of ``ledger`` (``certa.ledger.verify_record``); what happened, in words."""
     if not report.intact:
         return "not recorded (the ledger does not verify)"
     scope = report.scope
@@ -213,7 +213,7 @@ def _record(ledger: Ledger, report: VerifyReport) -> str:
 
 
 def verify_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519PublicKey]) -> BundleReport:
-    """Verify a certificate bundle offline (``ledger.bundle``), with the engine's certificate checks; the
+    """Verify a certificate bundle offline (``certa.ledger.bundle``), with the engine's certificate checks; the
     checkpoint must be signed by every one of ``public_keys``."""
     return check_bundle(bundle, public_keys, check_certificate=check_certificate)
 

@@ -6,13 +6,13 @@ Data flow (one writer, so SQLite works as well as PostgreSQL)::
             ─▶ idempotency key per spec ─▶ skip keys already recorded (resume)
             ─▶ submit compute_run(plan, input bytes, ledger snapshot) ──▶ Dask worker: execute()
             ◀─ WorkerResult (content, decisions, captured tables) as each completes
-            ─▶ engine.services.run.record_execution / record_abort (+ a ``batch`` decision) ─▶ table
+            ─▶ certa.engine.services.run.record_execution / record_abort (+ a ``batch`` decision) ─▶ table
 
 * **Content-addressed inputs.** A worker never reads a file: it gets the bytes the client hashed (inline
   when small, else scattered once per distinct SHA-256) and checks their SHA-256 before parsing, so it
   computes on exactly the bytes the ledger stores.
 * **Idempotency.** run id = first 32 hex digits of SHA-256(JCS{batch_id, spec_sha256, input SHA-256s,
-  seed}) (``engine.services.batch_ledger``). The runs table's primary key makes a second record of the same key
+  seed}) (``certa.engine.services.batch_ledger``). The runs table's primary key makes a second record of the same key
   impossible; a re-run of the same command skips the keys already recorded ("already recorded").
   The default batch id is derived from the sorted (spec SHA-256, input SHA-256s) of the valid specs.
 * **Faults.** A worker that dies mid-run: Dask reschedules its tasks on the others (``retries`` more
@@ -35,27 +35,27 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.location import masked_ledger
-from ledger.run_record import BATCH_DECISION
+from certa.ledger.location import masked_ledger
+from certa.ledger.run_record import BATCH_DECISION
 
-from engine.services.batch_ledger import LedgerSnapshot, idempotency_key, ledger_references, run_id_for_key
-from engine.services.batch_worker import InputBlob, WorkerResult, compute_run
-from engine.foundation.canonical import canonical_sha256, sha256_hex
-from engine.foundation.errors import CertaError, InputError, LedgerError, SpecError
-from engine.core.input_limits import InputLimits, read_input_file
-from engine.core.interpreter import Execution, RunDecisions
-from engine.services.presentation.warnings import run_warnings
-from engine.services.run import record_abort, record_execution
-from engine.services.presentation.junit import JUnitSuite, run_suite
-from engine.services.presentation.markdown import failed_rules, recorded_abort
-from engine.services.presentation.terminal import batch_report_text, warning_lines
-from engine.core.spec import Plan, load_plan
-from engine.core.stages import Decision
-from engine.core.stages.base import DecisionColumns
-from engine.core.tables import FORMATS, format_for_path
+from certa.engine.services.batch_ledger import LedgerSnapshot, idempotency_key, ledger_references, run_id_for_key
+from certa.engine.services.batch_worker import InputBlob, WorkerResult, compute_run
+from certa.engine.foundation.canonical import canonical_sha256, sha256_hex
+from certa.engine.foundation.errors import CertaError, InputError, LedgerError, SpecError
+from certa.engine.core.input_limits import InputLimits, read_input_file
+from certa.engine.core.interpreter import Execution, RunDecisions
+from certa.engine.services.presentation.warnings import run_warnings
+from certa.engine.services.run import record_abort, record_execution
+from certa.engine.services.presentation.junit import JUnitSuite, run_suite
+from certa.engine.services.presentation.markdown import failed_rules, recorded_abort
+from certa.engine.services.presentation.terminal import batch_report_text, warning_lines
+from certa.engine.core.spec import Plan, load_plan
+from certa.engine.core.stages import Decision
+from certa.engine.core.stages.base import DecisionColumns
+from certa.engine.core.tables import FORMATS, format_for_path
 
 if TYPE_CHECKING:
-    from ledger import Ledger
+    from certa.ledger import Ledger
 
 __all__ = ["BatchSpec", "BatchRow", "BatchReport", "discover_specs", "prepare_batch", "default_batch_id",
            "run_batch", "EXIT_ORDER", "worst_exit_code"]
@@ -132,7 +132,7 @@ class BatchSpec:
 class BatchRow:
     """One row of the final table. ``name`` is the spec's name (None when it could not be read); ``gates`` the
     certificate's gates, ``failed_rules`` the profile rules that stopped an aborted run
-    (``engine.services.presentation.markdown.failed_rules``), ``warnings`` the run's warning lines (``run_warnings``; none for a run
+    (``certa.engine.services.presentation.markdown.failed_rules``), ``warnings`` the run's warning lines (``run_warnings``; none for a run
     recorded before)."""
 
     spec: str
@@ -158,7 +158,7 @@ class BatchRow:
                 "failed_rules": [dict(rule) for rule in self.failed_rules], "warnings": list(self.warnings)}
 
     def junit_suite(self, timestamp: str) -> JUnitSuite:
-        """The row as a JUnit test suite (``engine.services.presentation.junit.run_suite``): its gates, the profile rules that aborted
+        """The row as a JUnit test suite (``certa.engine.services.presentation.junit.run_suite``): its gates, the profile rules that aborted
         it, or an error case; ``timestamp`` is when the batch started."""
         aborted = self.exit_code == 3
         return run_suite(name=self.name or self.spec, timestamp=timestamp, run_id=self.run_id, spec=self.spec,

@@ -10,7 +10,7 @@ The **idempotency key** is SHA-256 of the RFC 8785 canonical JSON of
 its first 32 hex digits: recording the same spec twice in the same batch hits the runs table's primary key,
 and a re-run of the batch skips the keys already recorded (resume).
 
-Stages read a ledger through ``engine.core.stages.base.LedgerReader`` (certificates, the runs of a batch for
+Stages read a ledger through ``certa.engine.core.stages.base.LedgerReader`` (certificates, the runs of a batch for
 ``bakeoff.merge``'s ``shard_batch``), implemented by ``ledger.Ledger`` and here by ``LedgerSnapshot``, the
 read-only ledger a Dask worker gets: the certificates and batch listings the client
 fetched for it (``ledger_references`` says which, from the stage types).
@@ -22,11 +22,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.core.spec import StagePlan
-from engine.core.stages import REGISTRY
-from engine.core.stages.base import LedgerReferences
-from engine.foundation.canonical import canonical_sha256
-from engine.foundation.errors import LedgerError
+from certa.engine.core.spec import StagePlan
+from certa.engine.core.stages import REGISTRY
+from certa.engine.core.stages.base import LedgerReferences
+from certa.engine.foundation.canonical import canonical_sha256
+from certa.engine.foundation.errors import LedgerError
 
 __all__ = ["idempotency_key", "run_id_for_key", "LedgerSnapshot",
            "ledger_references"]

@@ -4,7 +4,7 @@ The worker never reads a file and never touches the ledger. It gets the resolved
 the spec text), each input's format, SHA-256 and bytes (the client read and hashed them; parsing them is
 the worker's job, so a batch parses each input once, in parallel), and a ``LedgerSnapshot`` with the certificates the
 plan reads; it parses the bytes, checks each SHA-256 against the one the client hashed, runs
-``engine.core.interpreter.execute`` and returns a ``WorkerResult``. The client seals and records.
+``certa.engine.core.interpreter.execute`` and returns a ``WorkerResult``. The client seals and records.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.services.batch_ledger import LedgerSnapshot
-from engine.foundation.errors import CertaError, InputError
-from engine.core.evidence.formats import EVIDENCE_FORMATS, unparsed_table
-from engine.core.interpreter import AbortedExecution, RunDecisions, execute, load_tables
-from engine.core.spec import Plan
-from engine.core.tables import Table, parse_table
+from certa.engine.services.batch_ledger import LedgerSnapshot
+from certa.engine.foundation.errors import CertaError, InputError
+from certa.engine.core.evidence.formats import EVIDENCE_FORMATS, unparsed_table
+from certa.engine.core.interpreter import AbortedExecution, RunDecisions, execute, load_tables
+from certa.engine.core.spec import Plan
+from certa.engine.core.tables import Table, parse_table
 
 __all__ = ["WorkerResult", "InputBlob", "compute_run"]
 

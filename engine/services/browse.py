@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger import Ledger
-from ledger.rows import RunRow
-from engine.services.documents import write_certificate
-from engine.foundation.jsondiff import ArrayChange, FieldChange, flatten, json_diff, summarised
-from engine.services.presentation.display_text import json_display
-from engine.services.presentation.markdown import recorded_abort, recorded_decisions, recorded_warnings
-from engine.services.presentation.terminal import decision_listing_text, run_diff_text, run_view_text
+from certa.ledger import Ledger
+from certa.ledger.rows import RunRow
+from certa.engine.services.documents import write_certificate
+from certa.engine.foundation.jsondiff import ArrayChange, FieldChange, flatten, json_diff, summarised
+from certa.engine.services.presentation.display_text import json_display
+from certa.engine.services.presentation.markdown import recorded_abort, recorded_decisions, recorded_warnings
+from certa.engine.services.presentation.terminal import decision_listing_text, run_diff_text, run_view_text
 
 __all__ = ["RunView", "show_run", "DecisionListing", "list_decisions", "RunDiff", "diff_runs", "ExportedCertificate",
            "export_certificate", "LedgerHead", "ledger_head", "DIFF_SIDES"]
@@ -137,7 +137,7 @@ class RunDiff:
 def diff_runs(ledger: Ledger, run_a: str, run_b: str, *, every_element: bool = False,
               only_changed: bool = False) -> RunDiff:
     """Compare the certificates of ``run_a`` and ``run_b`` field by field, most material first
-    (``engine.foundation.jsondiff``); ``every_element`` lists each changed element of a long array."""
+    (``certa.engine.foundation.jsondiff``); ``every_element`` lists each changed element of a long array."""
     a, b = ledger.certificate(run_a), ledger.certificate(run_b)
     changes = json_diff(a["content"], b["content"])
     return RunDiff(run_a=a["issued"]["run_id"], run_b=b["issued"]["run_id"],

@@ -1,6 +1,6 @@
 """Signed heads of a ledger: sign one (``certa checkpoint``), add a signature to one after checking it
 against the ledger (``certa cosign``), and prove a run's certificate against one (``certa prove``: a bundle
-anyone checks offline with ``engine.services.audit.verify_bundle_file``)."""
+anyone checks offline with ``certa.engine.services.audit.verify_bundle_file``)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from ledger import Ledger
-from ledger.bundle import build_bundle, ledger_root, ledger_root_matching
-from ledger.checkpoint import cosign_checkpoint, read_checkpoint_unverified, sign_checkpoint
-from ledger.verify_record import VERIFIED_KEYS, VerificationRecord, read_verifications
-from engine.services.documents import document_text, save_document
+from certa.ledger import Ledger
+from certa.ledger.bundle import build_bundle, ledger_root, ledger_root_matching
+from certa.ledger.checkpoint import cosign_checkpoint, read_checkpoint_unverified, sign_checkpoint
+from certa.ledger.verify_record import VERIFIED_KEYS, VerificationRecord, read_verifications
+from certa.engine.services.documents import document_text, save_document
 
 __all__ = ["SignedHead", "sign_head", "verification_line", "Cosigned", "cosign", "RunProof", "prove_run"]
 
@@ -31,7 +31,7 @@ class SignedHead:
     envelope: dict[str, Any]
     file: Path | None
     verifications: tuple[VerificationRecord, ...] = ()
-    """The last full and incremental verifications recorded in the ledger (``ledger.verify_record``)."""
+    """The last full and incremental verifications recorded in the ledger (``certa.ledger.verify_record``)."""
 
     def as_json(self) -> dict[str, Any]:
         """The head, the signing keys' ids, the file, the envelope itself and the recorded verifications."""
@@ -54,7 +54,7 @@ class SignedHead:
 
 
 def verification_line(key: str, record: VerificationRecord | None, head_seq: int) -> str:
-    """One line on the last verification of a kind (``ledger.verify_record`` key) of a ledger at ``head_seq``."""
+    """One line on the last verification of a kind (``certa.ledger.verify_record`` key) of a ledger at ``head_seq``."""
     what = "full" if key == VERIFIED_KEYS[0] else "incremental"
     if record is None:
         return (f"last {what} verification: none recorded ('certa verify --record' records one when the ledger "

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from engine.foundation.atomic_files import write_atomically
+from certa.engine.foundation.atomic_files import write_atomically
 
 __all__ = ["document_text", "save_document", "write_certificate"]
 

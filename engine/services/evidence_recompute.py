@@ -7,7 +7,7 @@ themselves:
 1. the run's spec is read from the ledger with the stage versions it recorded; its table inputs are the bytes
    the ledger stores; its model inputs are read from folders: ``--input NAME=FOLDER``, else the path the spec
    names (``model: models/base``) resolved against the current directory (so run it from the spec's folder);
-2. each folder's manifest (``engine.core.models.manifest``) must be the manifest the run recorded (the input's
+2. each folder's manifest (``certa.engine.core.models.manifest``) must be the manifest the run recorded (the input's
    SHA-256): a folder whose files changed is refused, naming the input, before any model is run;
 3. every stage runs live (no captured table is handed back), and each table it captures is compared with the
    recorded one: ``reproduced`` when the bytes are identical (same SHA-256); otherwise, per column, the largest
@@ -15,7 +15,7 @@ themselves:
    any difference in the row count.
 
 Nothing is written to the ledger. On one machine, with the same libraries and thread count, the evidence of
-``model.windows`` reproduces bit for bit (``engine.core.models.windows``: deterministic kernels, float64 sums);
+``model.windows`` reproduces bit for bit (``certa.engine.core.models.windows``: deterministic kernels, float64 sums);
 elsewhere the deviations say by how much it moved.
 """
 
@@ -28,15 +28,15 @@ from typing import Any
 
 import numpy as np
 
-from ledger import Ledger
-from ledger.run_record import read_stored_run
+from certa.ledger import Ledger
+from certa.ledger.run_record import read_stored_run
 
-from engine.foundation.errors import InputError
-from engine.core.evidence.formats import EVIDENCE_FORMATS, unparsed_table
-from engine.core.interpreter import Notify, execute, load_tables
-from engine.core.models.manifest import MODEL_FORMAT
-from engine.core.spec import load_plan
-from engine.core.tables import Table, parse_table
+from certa.engine.foundation.errors import InputError
+from certa.engine.core.evidence.formats import EVIDENCE_FORMATS, unparsed_table
+from certa.engine.core.interpreter import Notify, execute, load_tables
+from certa.engine.core.models.manifest import MODEL_FORMAT
+from certa.engine.core.spec import load_plan
+from certa.engine.core.tables import Table, parse_table
 
 __all__ = ["TableComparison", "RecomputedEvidence", "recompute_evidence"]
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from engine.foundation.atomic_files import make_folders, write_atomically
-from engine.foundation.errors import OutputError
-from engine.foundation.signing import generate_key_pair, key_id, load_private_key, load_public_key
+from certa.engine.foundation.atomic_files import make_folders, write_atomically
+from certa.engine.foundation.errors import OutputError
+from certa.engine.foundation.signing import generate_key_pair, key_id, load_private_key, load_public_key
 
 __all__ = ["KeyPair", "create_key_pair", "private_keys", "public_keys", "PASSPHRASE_VARIABLE"]
 

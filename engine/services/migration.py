@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # Alembic loads when the ledger migrates
-    from ledger import Ledger
-    from ledger.migrate import Migration
+    from certa.ledger import Ledger
+    from certa.ledger.migrate import Migration
 
 __all__ = ["LedgerMigration", "migrate_ledger"]
 

@@ -1,10 +1,10 @@
 """Gather everything one run's HTML report shows, from the ledger, into a frozen ``ReportData``.
 
-This is the only part of ``engine.services.presentation.html`` that reads a ledger; ``render_report`` is a pure function of the
+This is the only part of ``certa.engine.services.presentation.html`` that reads a ledger; ``render_report`` is a pure function of the
 gathered data. Nothing is recomputed: stage outputs come from the stored certificate, the sequential
 trajectory from the run's ``sequential_check`` decisions (and a live scorer's cost from its ``scorer_usage``
-decision), reviews from ``engine.services.reviews.reviews_of``. The
-verification status (``engine.services.audit.verify``) and the newest replay are render-time data, but they are a
+decision), reviews from ``certa.engine.services.reviews.reviews_of``. The
+verification status (``certa.engine.services.audit.verify``) and the newest replay are render-time data, but they are a
 function of the ledger only, so an unchanged ledger gives the same data (and the same report bytes).
 """
 
@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ledger import EntryRow, Ledger
+from certa.ledger import EntryRow, Ledger
 
-from engine.services.audit import verify
-from engine.core.certificate import results_sha256
-from engine.services.presentation.markdown import recorded_warnings
-from engine.services.presentation.html.report_model import ReplayStatus, ReportData, Verification
-from engine.services.reviews import reviews_of
+from certa.engine.services.audit import verify
+from certa.engine.core.certificate import results_sha256
+from certa.engine.services.presentation.markdown import recorded_warnings
+from certa.engine.services.presentation.html.report_model import ReplayStatus, ReportData, Verification
+from certa.engine.services.reviews import reviews_of
 
 __all__ = ["ReplayStatus", "ReportData", "Verification", "gather_report", "replay_status", "sequential_checks",
            "sequential_checks_of", "SECTION_DECISIONS"]

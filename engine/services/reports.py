@@ -12,13 +12,13 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from ledger import Ledger
-from engine.core.interpreter import throttled_progress
-from engine.foundation.atomic_files import write_atomically
-from engine.foundation.errors import OutputError
-from engine.services.presentation.html import render_report
-from engine.services.report_data import gather_report
-from engine.services.site import SiteResult, build_site
+from certa.ledger import Ledger
+from certa.engine.core.interpreter import throttled_progress
+from certa.engine.foundation.atomic_files import write_atomically
+from certa.engine.foundation.errors import OutputError
+from certa.engine.services.presentation.html import render_report
+from certa.engine.services.report_data import gather_report
+from certa.engine.services.site import SiteResult, build_site
 
 __all__ = ["WrittenReport", "write_report", "WrittenSite", "write_site"]
 

@@ -10,7 +10,7 @@ A review is one ``review`` entry of the ledger, appended after the run (runs are
 
 ``certificate`` names the certificate reviewed (``results_sha256`` is computed from the content for format-1
 certificates, which do not store it); a review of an aborted run has none and cannot be signed. The
-envelope (``engine.foundation.signing``, payload type ``PAYLOAD_TYPE``) signs the RFC 8785 canonical JSON of::
+envelope (``certa.engine.foundation.signing``, payload type ``PAYLOAD_TYPE``) signs the RFC 8785 canonical JSON of::
 
     {"certa_review": 1, "run_id": ID, "content_sha256": HEX, "results_sha256": HEX,
      "reviewer": NAME, "decision": DECISION, "note": TEXT, "signed_at": "YYYY-MM-DDTHH:MM:SS.ffffffZ"}
@@ -46,13 +46,13 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from ledger import Ledger, Problem
-from engine.foundation.signing import envelope_payload_unverified, key_id, open_envelope, seal_envelope
+from certa.ledger import Ledger, Problem
+from certa.engine.foundation.signing import envelope_payload_unverified, key_id, open_envelope, seal_envelope
 
-from engine.foundation.canonical import canonical_bytes
-from engine.core.certificate import results_sha256
-from engine.foundation.errors import CertaError, LedgerError
-from engine.foundation.json_read import parse_document
+from certa.engine.foundation.canonical import canonical_bytes
+from certa.engine.core.certificate import results_sha256
+from certa.engine.foundation.errors import CertaError, LedgerError
+from certa.engine.foundation.json_read import parse_document
 
 __all__ = ["PAYLOAD_TYPE", "DECISIONS", "ReviewCheck", "ReviewRecord", "RecordedReview", "MissingApproval",
            "certificate_digests", "record_review",

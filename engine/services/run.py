@@ -1,9 +1,9 @@
 """Run and record: the service behind ``certa run``, ``certa batch`` and the Python API ``engine.run``.
 
     spec ──load_plan──▶ Plan ──load_tables──▶ tables ──execute (core)──▶ Execution
-         ──seal──▶ certificate ──ledger.run_record.completed_run──▶ Ledger.append_run   (one transaction)
+         ──seal──▶ certificate ──certa.ledger.run_record.completed_run──▶ Ledger.append_run   (one transaction)
 
-A profile rule that stops the run is recorded as an aborted run (``ledger.run_record.aborted_run``) and
+A profile rule that stops the run is recorded as an aborted run (``certa.ledger.run_record.aborted_run``) and
 re-raised as ``ProfileAbort`` naming it. Sealing and recording are written once, here (``record_execution``,
 ``record_abort``), for ``run`` and ``batch`` alike. A run that records nothing leaves nothing behind: a SQLite
 ledger file that ``ledger_for_run`` created for it is removed again (the Python API keeps this promise as the
@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.core.certificate import seal
-from engine.core.interpreter import AbortedExecution, Columns, Execution, Notify, RunDecisions, StageDecision, execute, \
+from certa.engine.core.certificate import seal
+from certa.engine.core.interpreter import AbortedExecution, Columns, Execution, Notify, RunDecisions, StageDecision, execute, \
     load_tables
-from engine.core.spec import Plan, load_plan
-from engine.core.tables import Table
-from engine.foundation.errors import CertaError
-from engine.services.presentation.warnings import run_warnings
+from certa.engine.core.spec import Plan, load_plan
+from certa.engine.core.tables import Table
+from certa.engine.foundation.errors import CertaError
+from certa.engine.services.presentation.warnings import run_warnings
 
 if TYPE_CHECKING:
-    from ledger import Ledger
+    from certa.ledger import Ledger
 
 __all__ = ["run", "run_plan", "RunResult", "new_run_id", "ledger_for_run", "record_execution", "record_abort"]
 
@@ -70,8 +70,8 @@ def ledger_for_run(location: LedgerLocation | None) -> Iterator[Ledger]:
     """Open (creating if needed) the ledger at ``location`` for runs; a SQLite file opened here that holds no
     entry when a ``CertaError`` ends the block (an input or stage error found while running) is removed again,
     with its WAL and journal: a refused run leaves no file behind."""
-    from ledger import Ledger
-    from ledger.store import sqlite_file
+    from certa.ledger import Ledger
+    from certa.ledger.store import sqlite_file
 
     path = sqlite_file(location)
     created = path is not None and not path.exists()
@@ -91,7 +91,7 @@ def ledger_for_run(location: LedgerLocation | None) -> Iterator[Ledger]:
 def record_execution(ledger: Ledger, run_id: str, execution: Execution) -> dict[str, Any]:
     """Seal ``execution``'s content as run ``run_id`` and record the completed run in one transaction; returns
     the certificate."""
-    from ledger.run_record import completed_run
+    from certa.ledger.run_record import completed_run
 
     certificate = seal(execution.content, run_id)
     ledger.append_run(completed_run(run_id, execution.plan, execution.tables, execution.decisions.parts,
@@ -102,7 +102,7 @@ def record_execution(ledger: Ledger, run_id: str, execution: Execution) -> dict[
 def record_abort(ledger: Ledger, run_id: str, plan: Plan, tables: Mapping[str, Table], decisions: RunDecisions,
                  *, reason: str, rule: str, stage_id: str | None) -> None:
     """Record a run a profile rule stopped: its spec, inputs, the decisions so far and the reason."""
-    from ledger.run_record import aborted_run
+    from certa.ledger.run_record import aborted_run
 
     ledger.append_run(aborted_run(run_id, plan, tables, decisions.parts, reason=reason, rule=rule, stage_id=stage_id))
 
@@ -148,7 +148,7 @@ def run(spec: str | Path | Mapping[str, Any], *, inputs: Mapping[str, Columns | 
 
     **Usage**::
 
-        from engine import run
+        from certa.engine import run
         result = run("specs/paired-ratio/spec.yaml", ledger="certa-ledger.db")
         result.verdict, result.certificate["content_sha256"]
     """

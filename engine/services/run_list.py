@@ -1,6 +1,6 @@
 """The newest recorded runs (``certa list``), read without SQLAlchemy when the ledger is a SQLite file.
 
-A SQLite file is read through the standard library's ``sqlite3`` (``ledger.sqlite_read``), so that ``certa
+A SQLite file is read through the standard library's ``sqlite3`` (``certa.ledger.sqlite_read``), so that ``certa
 list`` answers at once (52–55 ms for a fresh process from an installed wheel, half of it importing click;
 ``bench/ledger_reads.py``); a database URL through the ledger store. This module imports neither, nor the text
 form's module until ``text`` is called (``--json`` does not need it).
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ledger.location import plain_sqlite_path
-from ledger.rows import RunRow
+from certa.ledger.location import plain_sqlite_path
+from certa.ledger.rows import RunRow
 
 __all__ = ["RunList", "newest_runs"]
 
@@ -29,7 +29,7 @@ class RunList(NamedTuple):
 
     def text(self) -> str:
         """One line per run (``certa list``)."""
-        from engine.services.presentation.terminal import run_list_text
+        from certa.engine.services.presentation.terminal import run_list_text
         return run_list_text(self.rows)
 
 
@@ -37,8 +37,8 @@ def newest_runs(ledger_url: str, limit: int) -> RunList:
     """The ``limit`` newest runs of the ledger at ``ledger_url`` (opened read-only)."""
     path = plain_sqlite_path(ledger_url)
     if path is not None:
-        from ledger.sqlite_read import newest_runs as newest_in_file
+        from certa.ledger.sqlite_read import newest_runs as newest_in_file
         return RunList(rows=tuple(newest_in_file(path, limit)))
-    from ledger import Ledger  # SQLAlchemy: only for a database URL
+    from certa.ledger import Ledger  # SQLAlchemy: only for a database URL
     with Ledger.open(ledger_url, create=False, read_only=True) as ledger:
         return RunList(rows=tuple(ledger.runs(limit=limit)))

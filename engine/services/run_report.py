@@ -17,17 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.core.interpreter import Notify, RunDecisions, check_data_keys, load_tables
-from engine.core.spec import load_plan
-from engine.foundation.atomic_files import check_writable
-from engine.foundation.errors import CertaError, OutputError, ProfileAbort, RecordedOutputError
-from engine.services.documents import write_certificate
-from engine.services.presentation.junit import run_suite, utc_timestamp, write_junit
-from engine.services.presentation.markdown import failed_rules
-from engine.services.presentation.terminal import run_report_diagnostics, run_report_text
-from engine.services.presentation.warnings import run_warnings
-from engine.services.run import RunResult, ledger_for_run, run_plan
-from ledger.location import command_hint
+from certa.engine.core.interpreter import Notify, RunDecisions, check_data_keys, load_tables
+from certa.engine.core.spec import load_plan
+from certa.engine.foundation.atomic_files import check_writable
+from certa.engine.foundation.errors import CertaError, OutputError, ProfileAbort, RecordedOutputError
+from certa.engine.services.documents import write_certificate
+from certa.engine.services.presentation.junit import run_suite, utc_timestamp, write_junit
+from certa.engine.services.presentation.markdown import failed_rules
+from certa.engine.services.presentation.terminal import run_report_diagnostics, run_report_text
+from certa.engine.services.presentation.warnings import run_warnings
+from certa.engine.services.run import RunResult, ledger_for_run, run_plan
+from certa.ledger.location import command_hint
 
 __all__ = ["RunReport", "run_spec_file", "after_recording"]
 

@@ -6,11 +6,11 @@ Pages (all relative links, one shared stylesheet ``certa.css``, no network refer
                              sortable and filterable by a small inline script (engine/services/presentation/html/site_index.js)
     runs/RUN_ID.html         the run's report (``render_report`` with links back to the index)
     diffs/A_RUN-B_RUN.html   the changed certificate fields between consecutive runs of one spec name
-                             (``engine.foundation.jsondiff.json_diff`` of the certificates' content)
+                             (``certa.engine.foundation.jsondiff.json_diff`` of the certificates' content)
     chain.html               the chain head, the verification status, how far the last recorded full and
                              incremental ``certa verify`` reached, and each ``--checkpoint`` given
 
-**One verification per build.** ``engine.services.audit.verify`` runs once over the whole ledger; its problems are
+**One verification per build.** ``certa.engine.services.audit.verify`` runs once over the whole ledger; its problems are
 mapped to runs exactly as ``verify(run_id=RUN)`` would report them (chain, blob and index problems concern
 every run; certificate and review problems only their own run), and each run page gets that status through
 ``gather_report(..., verification=...)``.
@@ -18,7 +18,7 @@ every run; certificate and review problems only their own run), and each run pag
 **Incremental rebuilds.** ``DIR/.certa-site.json`` maps each page to the SHA-256 of its inputs (the run's
 index row and certificate digest, its review and replay entry seqs, its verification status, the renderer's
 version: a digest of this package's templates, CSS, script and code) and of the bytes written. A page is
-rendered again only when its inputs changed, and written atomically (``engine.foundation.atomic_files``). A
+rendered again only when its inputs changed, and written atomically (``certa.engine.foundation.atomic_files``). A
 run page shows the ledger head of the build that wrote it: "intact as of head N" stays true as the chain
 grows, and a changed status rewrites the page. Files that certa did not write are never overwritten or
 deleted; a page certa wrote earlier and no longer produces is removed only while its bytes are unchanged.
@@ -45,28 +45,28 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from ledger import EntryRow, Ledger, Problem, RunRow, VerifyReport
-from engine.foundation.atomic_files import is_temporary, make_folders, write_atomically
-from ledger.bundle import ledger_root
-from ledger.checkpoint import open_checkpoint, read_checkpoint_unverified
-from ledger.verify_record import VERIFIED_KEYS, read_verifications
-from engine.foundation.signing import key_id
+from certa.ledger import EntryRow, Ledger, Problem, RunRow, VerifyReport
+from certa.engine.foundation.atomic_files import is_temporary, make_folders, write_atomically
+from certa.ledger.bundle import ledger_root
+from certa.ledger.checkpoint import open_checkpoint, read_checkpoint_unverified
+from certa.ledger.verify_record import VERIFIED_KEYS, read_verifications
+from certa.engine.foundation.signing import key_id
 
-from engine.services.audit import verify
-from engine.services.checkpoints import verification_line
-from engine.foundation.canonical import canonical_bytes
-from engine.core.certificate import results_sha256
-from engine.foundation.errors import CertaError, LedgerIntegrityError
-from engine.foundation.jsondiff import ArrayChange, flatten, json_diff, summarised
-from engine.services.presentation.warnings import WARNING_MARK
-from engine.services.presentation.markdown import array_change_text, warnings_of
-from engine.core.value_text import format_value
-from engine.services.presentation.stages import presentation_modules
-from engine.services.reviews import ReviewRecord, ledger_reviews
-from engine.services.report_data import ReportData, Verification, replay_status, sequential_checks_of
-from engine.services.presentation.html.render import Link, render_report, stylesheet, template_environment
+from certa.engine.services.audit import verify
+from certa.engine.services.checkpoints import verification_line
+from certa.engine.foundation.canonical import canonical_bytes
+from certa.engine.core.certificate import results_sha256
+from certa.engine.foundation.errors import CertaError, LedgerIntegrityError
+from certa.engine.foundation.jsondiff import ArrayChange, flatten, json_diff, summarised
+from certa.engine.services.presentation.warnings import WARNING_MARK
+from certa.engine.services.presentation.markdown import array_change_text, warnings_of
+from certa.engine.core.value_text import format_value
+from certa.engine.services.presentation.stages import presentation_modules
+from certa.engine.services.reviews import ReviewRecord, ledger_reviews
+from certa.engine.services.report_data import ReportData, Verification, replay_status, sequential_checks_of
+from certa.engine.services.presentation.html.render import Link, render_report, stylesheet, template_environment
 
-HTML_PACKAGE = "engine.services.presentation.html"
+HTML_PACKAGE = "certa.engine.services.presentation.html"
 """The package whose templates, stylesheet and script the site pages use (and whose files its version hashes)."""
 
 __all__ = ["MANIFEST_NAME", "CheckpointStatus", "SiteResult", "build_site", "index_script", "site_stylesheet"]
@@ -137,13 +137,13 @@ def renderer_version() -> str:
     return digest.hexdigest()
 
 
-RENDERED_ENGINE_MODULES = ("engine.services.site", "engine.services.report_data", "engine.services.presentation.explain",
-                           "engine.core.gates", "engine.core.value_text", *presentation_modules())
-"""Modules outside ``engine.services.presentation.html`` whose text a page prints: this builder and the report's data
-(``engine.services.report_data``), the "How to read this" paragraphs
-(``engine.services.presentation.explain`` and each stage type's presentation module, which also builds its
-section), the gates' displayed numbers (``engine.core.gates.gate_display``) and every formatted value
-(``engine.core.value_text``)."""
+RENDERED_ENGINE_MODULES = ("certa.engine.services.site", "certa.engine.services.report_data", "certa.engine.services.presentation.explain",
+                           "certa.engine.core.gates", "certa.engine.core.value_text", *presentation_modules())
+"""Modules outside ``certa.engine.services.presentation.html`` whose text a page prints: this builder and the report's data
+(``certa.engine.services.report_data``), the "How to read this" paragraphs
+(``certa.engine.services.presentation.explain`` and each stage type's presentation module, which also builds its
+section), the gates' displayed numbers (``certa.engine.core.gates.gate_display``) and every formatted value
+(``certa.engine.core.value_text``)."""
 
 
 def _digest(document: Any) -> str:
@@ -169,7 +169,7 @@ class _Verified:
 def _verify_once(ledger: Ledger, notify: Callable[[str], None] | None) -> _Verified:
     """``verify(ledger)`` with the reviews read once: the chain, blobs, index and certificates by ``verify``,
     then every review checked by ``ledger_reviews`` (which the index and run pages show too), each failing
-    one a problem exactly as ``engine.services.reviews.review_problems`` words it."""
+    one a problem exactly as ``certa.engine.services.reviews.review_problems`` words it."""
     verified = verify(ledger, notify=notify, check_reviews=False)
     reviews = ledger_reviews(ledger)
     problems = [*verified.problems, *(Problem(f"entry {r.seq} (review, run {run_id})", f"review: {r.problem}", r.seq,
@@ -227,7 +227,7 @@ def _stored_root(ledger: Ledger, seq: int) -> str:
 
 
 def _verification_lines(ledger: Ledger, report: VerifyReport) -> list[str]:
-    """How far the last full and incremental ``certa verify`` reached (``ledger.verify_record``), one line each."""
+    """How far the last full and incremental ``certa verify`` reached (``certa.ledger.verify_record``), one line each."""
     records = read_verifications(ledger)
     return [verification_line(key, records.get(key), report.head[0]) for key in VERIFIED_KEYS]
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.core.spec import Plan, load_plan
-from engine.core.stages import REGISTRY
-from engine.services.presentation.terminal import stage_catalog_text
+from certa.engine.core.spec import Plan, load_plan
+from certa.engine.core.stages import REGISTRY
+from certa.engine.services.presentation.terminal import stage_catalog_text
 
 __all__ = ["ValidSpec", "validate_spec", "StageCatalog", "stage_catalog"]
 

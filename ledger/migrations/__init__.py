@@ -1,2 +1,2 @@
 """Alembic migration environment of the ledger (``env.py``) and its revisions (``versions/``); run by
-``ledger.migrate``, configured there in code (no ``alembic.ini``)."""
+``certa.ledger.migrate``, configured there in code (no ``alembic.ini``)."""

@@ -1,7 +1,7 @@
 """Write the example's text and build its two tiny models (deterministic on one machine): python3 make_data.py
 
 Nothing is downloaded. The text is the docstrings of Python standard-library modules, one document per JSON
-Lines row: the first modules' docstrings train the models (``engine.core.models.tiny.build_tiny_model``: a
+Lines row: the first modules' docstrings train the models (``certa.engine.core.models.tiny.build_tiny_model``: a
 byte-level BPE tokenizer and a 2-layer GPT-2, a few hundred kB), the others are the evaluation text
 ``data/text.jsonl``. ``models/baseline`` is the trained model; ``models/subject`` is a copy with every weight
 matrix multiplied by (1 + 0.2·ε), ε ~ N(0, 1) (``perturbed_copy``): a slightly damaged model whose perplexity
@@ -19,7 +19,7 @@ import shutil
 import textwrap
 from pathlib import Path
 
-from engine.core.models.tiny import build_tiny_model, perturbed_copy
+from certa.engine.core.models.tiny import build_tiny_model, perturbed_copy
 
 HERE = Path(__file__).resolve().parent
 TRAIN = ("textwrap", "shutil", "hashlib", "sqlite3", "uuid", "os", "json", "csv", "argparse", "logging")

@@ -1,6 +1,6 @@
 """Build the example's two tiny models and its prompt set (deterministic on one machine): python3 make_data.py
 
-Nothing is downloaded. ``engine.core.models.tiny`` trains a 2-layer GPT-2 (byte-level BPE tokenizer of 320
+Nothing is downloaded. ``certa.engine.core.models.tiny`` trains a 2-layer GPT-2 (byte-level BPE tokenizer of 320
 tokens, 64-dimensional embeddings) for 60 Adam steps on standard-library docstrings (textwrap, os, shutil,
 hashlib, sqlite3, uuid) and writes ``models/base``; ``models/candidate`` is the same model with every weight
 matrix multiplied by (1 + 0.05·ε), ε ~ N(0, 1) (seed 1): same tokenizer, same architecture, slightly different
@@ -32,7 +32,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))   # run from a checkout: the engine next to specs/
 
-from engine.core.models.tiny import build_tiny_model, perturbed_copy  # noqa: E402
+from certa.engine.core.models.tiny import build_tiny_model, perturbed_copy  # noqa: E402
 
 TRAINING_TEXT = "\n".join(filter(None, (textwrap.dedent(m.__doc__ or "")
                                         for m in (textwrap, os, shutil, hashlib, sqlite3, uuid))))

@@ -20,12 +20,12 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from engine.foundation.canonical import to_jsonable  # noqa: E402
-from engine.core.spec import fill_defaults  # noqa: E402
-from engine.core.stages.base import StageContext  # noqa: E402
-from engine.core.stages.bakeoff import STAGE  # noqa: E402
-from engine.core.tables import columns_to_csv_bytes, table_from_columns  # noqa: E402
-from schemas import load_schema  # noqa: E402
+from certa.engine.foundation.canonical import to_jsonable  # noqa: E402
+from certa.engine.core.spec import fill_defaults  # noqa: E402
+from certa.engine.core.stages.base import StageContext  # noqa: E402
+from certa.engine.core.stages.bakeoff import STAGE  # noqa: E402
+from certa.engine.core.tables import columns_to_csv_bytes, table_from_columns  # noqa: E402
+from certa.schemas import load_schema  # noqa: E402
 
 E5 = {  # seed 002, E5: printed per-decision RSI (6 dp), w = 1, g = 0.80
     "vendor-a": [0.604368, 0.291313, 0.910425],

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from cli import main
+from certa.cli import main
 
 from tests.conftest import two_run_ledger
 

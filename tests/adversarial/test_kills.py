@@ -4,7 +4,7 @@
 Each case starts ``certa`` as its own process (in its own process group, so that a batch's Dask workers die with
 it) and kills it with SIGKILL, no clean-up possible, at one moment:
 
-- after a delay (a spread over the command's duration): ``python -m cli ...``, exactly as a user runs it;
+- after a delay (a spread over the command's duration): ``python -m certa ...``, exactly as a user runs it;
 - at a named point, deterministically: the same command started through ``PROBE``, which wraps one function of
   certa (or of the standard library) so that the process stops itself (SIGSTOP) before or after its N-th call;
   the test sees it stopped and kills it there. Nothing in certa knows about it (no test hook in product code).
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.schema import SCHEMA_VERSION
+from certa.ledger.schema import SCHEMA_VERSION
 from tests.conftest import small_spec_folder
 from .conftest import World, assert_ledger_kept, check, count, invoke, leftovers, run_count, sql_rows
 
@@ -68,7 +68,7 @@ def probe(*args, **kwargs):
 
 setattr(owner, name, probe)
 sys.argv = ["certa", *sys.argv[5:]]
-from cli import main
+from certa.cli import main
 
 main()
 """
@@ -93,7 +93,7 @@ def _at(name: str, module: str, attribute: str, nth: int, when: str) -> Moment:
     return Moment(name, probe=(module, attribute, nth, when))
 
 
-IN_TRANSACTION = _at("in-its-transaction", "ledger.store", "Ledger._append", 1, "after")
+IN_TRANSACTION = _at("in-its-transaction", "certa.ledger.store", "Ledger._append", 1, "after")
 """Entries inserted and the head moved, not committed."""
 
 
@@ -102,7 +102,7 @@ def _kill(args: tuple[object, ...], moment: Moment) -> int | None:
     killed, its exit code if it ended first (possible only for a delay: a probe point must be reached). Counts
     nothing: several run at once (``killed``)."""
     command = ([sys.executable, "-c", PROBE, *map(str, moment.probe)] if moment.probe
-               else [sys.executable, "-m", "cli"])
+               else [sys.executable, "-m", "certa"])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
     process = subprocess.Popen([*command, *map(str, args)], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -155,13 +155,13 @@ def _after_kill(case: str, *, ledger: Path, runs: int, new_runs: int, folders: t
 
 RUN_MOMENTS = [
     *_delays(0.4, 0.8, 1.2, 1.6),
-    _at("before-the-run", "engine.services.run", "run_plan", 1, "before"),
-    _at("transaction-open", "ledger.store", "Ledger._append", 1, "before"),
+    _at("before-the-run", "certa.engine.services.run", "run_plan", 1, "before"),
+    _at("transaction-open", "certa.ledger.store", "Ledger._append", 1, "before"),
     IN_TRANSACTION,
-    _at("recorded-before-its-files", "engine.foundation.atomic_files", "write_atomically", 1, "before"),
-    _at("certificate-written-not-junit", "engine.foundation.atomic_files", "write_atomically", 2, "before"),
+    _at("recorded-before-its-files", "certa.engine.foundation.atomic_files", "write_atomically", 1, "before"),
+    _at("certificate-written-not-junit", "certa.engine.foundation.atomic_files", "write_atomically", 2, "before"),
 ]
-REVIEW_MOMENTS = [*_delays(0.3, 0.6), _at("transaction-open", "ledger.store", "Ledger._append", 1, "before"),
+REVIEW_MOMENTS = [*_delays(0.3, 0.6), _at("transaction-open", "certa.ledger.store", "Ledger._append", 1, "before"),
                   IN_TRANSACTION]
 MIGRATE_MOMENTS = [
     *_delays(0.25, 0.45, 0.6),
@@ -171,15 +171,15 @@ MIGRATE_MOMENTS = [
 ]
 SITE_MOMENTS = [
     *_delays(0.5, 0.9, 1.3),
-    *(_at(f"before-file-{n}", "engine.foundation.atomic_files", "write_atomically", n, "before") for n in (3, 5)),
+    *(_at(f"before-file-{n}", "certa.engine.foundation.atomic_files", "write_atomically", n, "before") for n in (3, 5)),
     *(_at(f"file-{n}-fsynced-not-renamed", "os", "fsync", n, "after") for n in (1, 4)),
     _at("file-2-renamed", "os", "replace", 2, "after"),
 ]
 BATCH_MOMENTS = [
     *_delays(1.5, 2.5),
     IN_TRANSACTION,
-    _at("first-run-committed", "ledger.store", "Ledger._append", 2, "before"),
-    _at("all-recorded-before-junit", "engine.services.presentation.junit", "write_junit", 1, "before"),
+    _at("first-run-committed", "certa.ledger.store", "Ledger._append", 2, "before"),
+    _at("all-recorded-before-junit", "certa.engine.services.presentation.junit", "write_junit", 1, "before"),
 ]
 KILLS = {"run": RUN_MOMENTS, "review": REVIEW_MOMENTS, "review-signed": [m for m in REVIEW_MOMENTS if m.probe],
          "migrate": MIGRATE_MOMENTS if GOLDEN_OLD_SCHEMA.exists() else [], "site": SITE_MOMENTS,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
+from certa.cli import main
 
 COMMANDS = ["attest", "batch", "checkpoint", "cosign", "decisions", "diff", "export", "head", "keygen", "list", "migrate", "prove", "replay", "report", "review", "run", "show", "site",
             "stages", "validate", "verify", "verify-attestation", "verify-bundle"]
@@ -134,7 +134,7 @@ def test_unknown_run_id_is_a_clear_error(small_spec: Path, tmp_path: Path) -> No
 def test_latest_names_the_newest_run(small_spec: Path, tmp_path: Path) -> None:
     db = tmp_path / "ledger.db"
     invoke("run", str(small_spec), "--no-record", ledger=db)
-    from ledger import Ledger
+    from certa.ledger import Ledger
     Ledger.open(db).close()
     assert "no runs recorded" in invoke("replay", "latest", ledger=db).output
     invoke("run", str(small_spec), ledger=db)
@@ -186,8 +186,8 @@ def test_replay_prints_diverged_fields_most_material_first_with_long_arrays_fold
     import copy
     import dataclasses
 
-    import engine.core.interpreter
-    from engine.core.stages import REGISTRY, StageOutput, StageRegistry
+    import certa.engine.core.interpreter
+    from certa.engine.core.stages import REGISTRY, StageOutput, StageRegistry
 
     db = tmp_path / "ledger.db"
     run_id = json.loads(invoke("run", str(small_spec), "--json", ledger=db).stdout)["run_id"]
@@ -202,7 +202,7 @@ def test_replay_prints_diverged_fields_most_material_first_with_long_arrays_fold
         outputs["primary_metric"]["ratio_vs_baseline"] += 1e-6
         return StageOutput(outputs=outputs, decisions=out.decisions)
 
-    monkeypatch.setattr(engine.core.interpreter, "REGISTRY", StageRegistry(
+    monkeypatch.setattr(certa.engine.core.interpreter, "REGISTRY", StageRegistry(
         tuple(dataclasses.replace(s, run=moved) if s is original else s for s in REGISTRY.types)))
     result = invoke("replay", run_id, ledger=db)
     assert result.exit_code == 1

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from ledger.location import command_hint, masked_ledger
+from certa.cli import main
+from certa.ledger.location import command_hint, masked_ledger
 
 
 def invoke(*args: str):

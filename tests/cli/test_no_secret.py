@@ -34,12 +34,12 @@ from click.testing import CliRunner, Result
 from cryptography.hazmat.primitives import serialization
 from sqlalchemy.engine import make_url
 
-import cli
-from cli import main
-from engine import run
-from engine.core.tables import columns_to_csv_bytes
-from ledger import Ledger
-from engine.foundation.signing import generate_key_pair, load_private_key
+from certa import cli
+from certa.cli import main
+from certa.engine import run
+from certa.engine.core.tables import columns_to_csv_bytes
+from certa.ledger import Ledger
+from certa.engine.foundation.signing import generate_key_pair, load_private_key
 
 from tests.conftest import SMALL_SPEC, fresh_postgres_databases, window_columns
 

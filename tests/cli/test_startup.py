@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cli import main
+from certa.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("numpy", "scipy", "numba", "sqlalchemy", "cryptography", "matplotlib", "jinja2", "pyarrow", "dask",
@@ -19,7 +19,7 @@ HEAVY = ("numpy", "scipy", "numba", "sqlalchemy", "cryptography", "matplotlib", 
 
 def _modules_after(*argv: str, cwd: Path = ROOT) -> set[str]:
     """The top-level packages in ``sys.modules`` after ``certa ARGV`` ran in a fresh interpreter."""
-    script = ("import sys, json\nsys.argv = ['certa', *json.loads(sys.argv[1])]\nimport cli\n"
+    script = ("import sys, json\nsys.argv = ['certa', *json.loads(sys.argv[1])]\nfrom certa import cli\n"
               "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
               "sys.stderr.write('\\nMODULES ' + json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n")
     done = subprocess.run([sys.executable, "-c", script, json.dumps(list(argv))], cwd=cwd, capture_output=True,
@@ -37,8 +37,8 @@ def test_each_commands_help_imports_no_heavy_library(command: str) -> None:
 
 
 def test_list_of_a_sqlite_file_reads_it_through_the_standard_library_alone(small_spec: Path, tmp_path: Path) -> None:
-    from engine import run
-    from ledger import Ledger
+    from certa.engine import run
+    from certa.ledger import Ledger
 
     with Ledger.open(tmp_path / "l.db") as ledger:
         run(small_spec, ledger=ledger)
@@ -51,7 +51,7 @@ def _modules_imported_by(*argv: str) -> set[str]:
     """Every module (dotted name) that ``certa ARGV`` imported in a fresh interpreter, beyond those the
     interpreter's start-up (``site`` and its ``.pth`` files) had imported already."""
     script = ("import sys\nbefore = set(sys.modules)\nsys.argv = ['certa', *sys.argv[1:]]\n"
-              "import cli\ntry:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+              "from certa import cli\ntry:\n    cli.main()\nexcept SystemExit:\n    pass\n"
               "sys.stderr.write('\\nMODULES ' + ' '.join(sorted(set(sys.modules) - before)))\n")
     done = subprocess.run([sys.executable, "-c", script, *argv], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
@@ -60,38 +60,41 @@ def _modules_imported_by(*argv: str) -> set[str]:
 
 # What ``certa list`` needs of certa to print a SQLite ledger's runs: the command line, the listing service, its
 # read through sqlite3, the rows, and the one text function with the display helper it calls.
-LIST_MODULES = {"cli", "engine", "engine.foundation", "engine.foundation.errors", "engine.services",
-                "engine.services.run_list", "engine.services.presentation",
-                "engine.services.presentation.display_text", "engine.services.presentation.terminal", "ledger",
-                "ledger.location", "ledger.rows", "ledger.sqlite_read"}
+STARTUP_MODULES = {"certa", "certa.cli", "certa.engine", "certa.engine.foundation", "certa.engine.foundation.errors",
+                   "certa.ledger"}
+LIST_MODULES = STARTUP_MODULES | {"certa.engine.services", "certa.engine.services.run_list",
+                                  "certa.engine.services.presentation",
+                                  "certa.engine.services.presentation.display_text",
+                                  "certa.engine.services.presentation.terminal", "certa.ledger.location",
+                                  "certa.ledger.rows", "certa.ledger.sqlite_read"}
 
 
 def _certa_modules(modules: set[str]) -> set[str]:
-    return {m for m in modules if m.split(".")[0] in ("cli", "engine", "ledger")}
+    return {m for m in modules if m.split(".")[0] == "certa"}
 
 
 def test_list_imports_only_what_it_prints_with(small_spec: Path, tmp_path: Path) -> None:
     """``certa list`` (its start-up is the goal of bench/ledger_reads.py): no module of certa beyond
     ``LIST_MODULES``, and of the standard library not even json (the JSON form alone needs it) nor shlex."""
-    from engine import run
-    from ledger import Ledger
+    from certa.engine import run
+    from certa.ledger import Ledger
 
     with Ledger.open(tmp_path / "l.db") as ledger:
         run(small_spec, ledger=ledger)
     imported = _modules_imported_by("list", "--ledger", str(tmp_path / "l.db"))
     assert "sqlite3" in imported  # it did read the ledger
     assert _certa_modules(imported) == LIST_MODULES
-    assert not imported & {"json", "shlex", "engine.foundation.jsondiff", "engine.foundation.json_read"}
+    assert not imported & {"json", "shlex", "certa.engine.foundation.jsondiff", "certa.engine.foundation.json_read"}
     assert not {m.split(".")[0] for m in imported} & set(HEAVY)
     as_json = _modules_imported_by("list", "--json", "--ledger", str(tmp_path / "l.db"))
     assert "json" in as_json
-    assert _certa_modules(as_json) == LIST_MODULES - {"engine.services.presentation.terminal"}
+    assert _certa_modules(as_json) == LIST_MODULES - {"certa.engine.services.presentation.terminal"}
 
 
 def test_help_imports_no_json_and_no_display_helpers() -> None:
     """``certa --help`` defines the commands and prints their help: certa's errors and ledger name only."""
     imported = _modules_imported_by("--help")
-    assert _certa_modules(imported) == {"cli", "engine", "engine.foundation", "engine.foundation.errors", "ledger"}
+    assert _certa_modules(imported) == STARTUP_MODULES
     assert "json" not in imported
 
 
@@ -103,8 +106,8 @@ def test_validate_loads_no_kernel_library_no_crypto_no_plotting() -> None:
 
 
 def test_show_loads_the_ledger_and_no_kernel_library(small_spec: Path, tmp_path: Path) -> None:
-    from engine import run
-    from ledger import Ledger
+    from certa.engine import run
+    from certa.ledger import Ledger
 
     with Ledger.open(tmp_path / "l.db") as ledger:
         run(small_spec, ledger=ledger)

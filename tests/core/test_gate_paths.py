@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from engine import SpecError, load_plan, run
-from engine.core.interpreter import check_data_keys, execute, load_tables
-from engine.core.metric_paths import MetricPathError, parse_metric, resolve_in_schema
-from ledger import Ledger
-from schemas import load_schema
+from certa.engine import SpecError, load_plan, run
+from certa.engine.core.interpreter import check_data_keys, execute, load_tables
+from certa.engine.core.metric_paths import MetricPathError, parse_metric, resolve_in_schema
+from certa.ledger import Ledger
+from certa.schemas import load_schema
 
 from tests.conftest import ROOT, SMALL_SPEC, write_spec
 
@@ -85,7 +85,7 @@ def test_every_example_and_golden_gate_path_resolves() -> None:
     import json
     import sqlite3
 
-    from engine.core.stages import REGISTRY
+    from certa.engine.core.stages import REGISTRY
 
     seen = 0
     for db in sorted((ROOT / "tests" / "golden").glob("*/ledger.db")):
@@ -189,7 +189,7 @@ def test_a_vendor_is_checked_within_its_bucket(bakeoff_folder: Path) -> None:
 def test_certa_run_refuses_a_bucket_typo_before_opening_the_ledger(bakeoff_folder: Path) -> None:
     from click.testing import CliRunner
 
-    from cli import main
+    from certa.cli import main
     spec = write_spec(bakeoff_folder, BAKEOFF.replace("METRIC", "cmp.buckets.e6.leader"))
     ledger = bakeoff_folder / "ledger.db"
     result = CliRunner().invoke(main, ["run", str(spec), "--ledger", str(ledger)])
@@ -200,8 +200,8 @@ def test_certa_run_refuses_a_bucket_typo_before_opening_the_ledger(bakeoff_folde
 def test_a_gate_that_fails_by_one_ulp_never_reads_as_equal(small_spec: Path) -> None:
     """``0.8499999999999999 < 0.85`` is shown with the digits that decided, in the run's summary and in ``certa
     show``, never as ``0.85 < 0.85``."""
-    from engine.core.gates import format_gate_numbers, gate_display
-    from engine.services.presentation.markdown import certificate_markdown
+    from certa.engine.core.gates import format_gate_numbers, gate_display
+    from certa.engine.services.presentation.markdown import certificate_markdown
     assert format_gate_numbers(0.8499999999999999, 0.85) == ("0.8499999999999999", "0.85")
     assert format_gate_numbers(41.78, 40) == ("41.78", "40")
     assert format_gate_numbers(0.123456789, 0.2) == ("0.123457", "0.2")

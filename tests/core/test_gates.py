@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.core.gates import evaluate_gate, format_gate_numbers, gate_display, lookup_metric
-from engine.core.spec import GateSpec
+from certa.engine.core.gates import evaluate_gate, format_gate_numbers, gate_display, lookup_metric
+from certa.engine.core.spec import GateSpec
 
 OUTPUTS = {"s": {"a": {"b": [1.5, 2.5], "flag": True, "name": "SAME", "nan": "NaN"}}}
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli import main
+from certa.cli import main
 
 from tests.conftest import SMALL_SPEC, columns_to_csv_bytes, window_columns
 

@@ -1,4 +1,4 @@
-"""Inputs read within bounded resources (``engine.core.input_limits``): only regular files, refused before reading
+"""Inputs read within bounded resources (``certa.engine.core.input_limits``): only regular files, refused before reading
 when a device, FIFO, socket or folder; every limit (bytes, rows, columns, cell, Parquet decoded size) an
 ``InputError`` naming the input, the row or line and column where there is one, the limit, the value and how
 to raise it. Cases that would hang or fill the memory if they regressed run in a subprocess with a timeout
@@ -19,15 +19,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engine.foundation.errors import InputError
-from engine.core.input_limits import ENV_VAR, InputLimits, read_input_file
-from engine.core.interpreter import load_tables
-from engine.core.spec import load_plan
-from engine.core.tables import parse_table
+from certa.engine.foundation.errors import InputError
+from certa.engine.core.input_limits import ENV_VAR, InputLimits, read_input_file
+from certa.engine.core.interpreter import load_tables
+from certa.engine.core.spec import load_plan
+from certa.engine.core.tables import parse_table
 
 from tests.conftest import ROOT, SMALL_SPEC, columns_to_csv_bytes, window_columns
 
-CLI = [sys.executable, "-c", "import sys; from cli import main; sys.exit(main())"]
+CLI = [sys.executable, "-c", "import sys; from certa.cli import main; sys.exit(main())"]
 ADDRESS_SPACE = 3 << 30
 """A child's address-space limit: a regression that read /dev/zero would fail at 3 GiB, not fill the machine."""
 
@@ -211,8 +211,8 @@ def test_dictionary_read_parquet_text_is_what_arrow_decodes() -> None:
 BOMB = """
 import json, sys, time
 import numpy as np, pyarrow as pa, pyarrow.parquet as pq
-from engine.foundation.errors import InputError
-from engine.core.tables import parse_table
+from certa.engine.foundation.errors import InputError
+from certa.engine.core.tables import parse_table
 column = pa.DictionaryArray.from_arrays(pa.array(np.zeros(10**7, dtype=np.int32)), pa.array(["x" * 1024]))
 sink = pa.BufferOutputStream()
 pq.write_table(pa.table({"window_id": column}), sink, compression="zstd")
@@ -243,14 +243,14 @@ def test_a_parquet_string_bomb_is_refused_before_it_is_decoded() -> None:
 def test_certa_batch_reads_inputs_within_the_same_limits(tmp_path: Path) -> None:
     """The batch client reads each input once and sends the bytes to the workers: a device is refused there,
     before any cluster starts, as ``certa run`` refuses it."""
-    from engine.services.batch import read_inputs
+    from certa.engine.services.batch import read_inputs
     plan = load_plan(_spec(tmp_path))
     with pytest.raises(InputError, match="is a character device; certa reads tables from regular files only"):
         read_inputs(plan, {"subject": Path("/dev/zero")})
 
 
 def test_a_spec_path_with_a_nul_byte_is_a_spec_error(tmp_path: Path) -> None:
-    from engine.foundation.errors import SpecError
+    from certa.engine.foundation.errors import SpecError
     text = SMALL_SPEC.replace("path: data/subject.csv", 'path: "data/a\\0b.csv"')
     assert "a\\0b" in text
     (tmp_path / "spec.yaml").write_text(text, encoding="utf-8")

@@ -13,12 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from engine import run
-from engine.core.certificate import _compile, output_problems, seal
-from engine.foundation.errors import CertaError
-from engine.core.metric_paths import DATA_KEY
-from engine.core.stages import REGISTRY
-from schemas import load_schema, schema_exists
+from certa.engine import run
+from certa.engine.core.certificate import _compile, output_problems, seal
+from certa.engine.foundation.errors import CertaError
+from certa.engine.core.metric_paths import DATA_KEY
+from certa.engine.core.stages import REGISTRY
+from certa.schemas import load_schema, schema_exists
 
 from tests.conftest import ROOT
 
@@ -106,7 +106,7 @@ def test_an_output_that_does_not_match_is_refused_at_seal_time() -> None:
 def test_a_version_without_an_output_schema_is_refused(monkeypatch) -> None:
     content = copy.deepcopy(next(c for c in CONTENTS if c["stages"].get("ratio")))
     entry = next(s for s in content["knobs"]["stages"] if s["use"] == "paired.ppl_ratio")
-    monkeypatch.setattr("engine.core.certificate._output_checker", lambda path: (frozenset(), None, lambda outputs: True))
+    monkeypatch.setattr("certa.engine.core.certificate._output_checker", lambda path: (frozenset(), None, lambda outputs: True))
     assert any(f"paired.ppl_ratio@{entry['version']} has no output schema" in p for p in output_problems(content))
     entry["version"] = "9.9.9"
     assert any("not a registered stage version" in p for p in output_problems(content))

@@ -8,10 +8,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine import run
-from engine.services.audit import replay
-from engine.core.certificate import results_of
-from ledger import Ledger
+from certa.engine import run
+from certa.engine.services.audit import replay
+from certa.engine.core.certificate import results_of
+from certa.ledger import Ledger
 
 from tests.conftest import SMALL_SPEC, columns_to_csv_bytes, window_columns
 

@@ -1,4 +1,4 @@
-"""The compiled certificate schema check (``engine.core.certificate._compile``) agrees with ``jsonschema`` exactly,
+"""The compiled certificate schema check (``certa.engine.core.certificate._compile``) agrees with ``jsonschema`` exactly,
 and ``certificate_problems`` reports what it reported before (messages come from ``jsonschema``)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.core.certificate import _certificate_checker, _compile, certificate_problems
+from certa.engine.core.certificate import _certificate_checker, _compile, certificate_problems
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 

@@ -1,4 +1,4 @@
-"""The libyaml fast path of ``engine.core.spec._parse_yaml`` gives the data and node marks of PyYAML's parser."""
+"""The libyaml fast path of ``certa.engine.core.spec._parse_yaml`` gives the data and node marks of PyYAML's parser."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.core.spec import _CLoader, _parse_yaml, _parse_yaml_reference
+from certa.engine.core.spec import _CLoader, _parse_yaml, _parse_yaml_reference
 
 SPECS = sorted((Path(__file__).resolve().parents[2] / "specs").rglob("*.yaml"))
 

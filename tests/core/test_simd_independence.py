@@ -64,8 +64,8 @@ try:  # glibc's active x86 feature bits (what libm's ifunc resolvers test): FMA 
                      for name, (i, r, b) in {"FMA": (0, 2, 12), "AVX2": (1, 1, 5)}.items()}
 except (AttributeError, OSError):
     info["glibc"] = None
-import engine
-from engine.foundation.canonical import canonical_bytes
+from certa import engine
+from certa.engine.foundation.canonical import canonical_bytes
 
 
 def outcome(result):

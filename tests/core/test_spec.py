@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import SpecError, load_plan
-from engine.foundation.canonical import canonical_sha256
-from engine.core.stages import REGISTRY
+from certa.engine import SpecError, load_plan
+from certa.engine.foundation.canonical import canonical_sha256
+from certa.engine.core.stages import REGISTRY
 
 from tests.conftest import SMALL_SPEC, write_spec
 

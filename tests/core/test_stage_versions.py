@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from engine import run
-from engine.core.certificate import results_of
-from engine.foundation.errors import SpecError, StageError
-from engine.core.spec import load_plan
-from engine.core.stages import REGISTRY, StageRegistry, UnknownStage
-from engine.core.stages.registry import parse_stage_ref, version_key
-from engine.core.tables import parse_table
+from certa.engine import run
+from certa.engine.core.certificate import results_of
+from certa.engine.foundation.errors import SpecError, StageError
+from certa.engine.core.spec import load_plan
+from certa.engine.core.stages import REGISTRY, StageRegistry, UnknownStage
+from certa.engine.core.stages.registry import parse_stage_ref, version_key
+from certa.engine.core.tables import parse_table
 
 GOLDEN_010 = Path(__file__).resolve().parents[1] / "golden" / "0.1.0" / "ledger.db"
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine import InputError
-from engine.core.tables import columns_to_csv_bytes, parse_table, table_from_columns
+from certa.engine import InputError
+from certa.engine.core.tables import columns_to_csv_bytes, parse_table, table_from_columns
 
 
 def test_csv_and_jsonl_give_the_same_columns() -> None:
@@ -53,7 +53,7 @@ def test_in_memory_csv_bytes_are_csv_writers_bytes_whatever_the_cells() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from engine.core.tables import _column_cells, columns_to_csv_bytes
+    from certa.engine.core.tables import _column_cells, columns_to_csv_bytes
 
     cell = st.one_of(st.text(alphabet=st.sampled_from('ab,"\r\n xé\x1f'), max_size=4),
                      st.floats(allow_infinity=True, allow_nan=True), st.integers(-10**20, 10**20), st.booleans())

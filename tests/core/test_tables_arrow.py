@@ -24,9 +24,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import InputError
-from engine.core.table_formats.arrow_csv import PY_WHITESPACE
-from engine.core.tables import columns_to_csv_bytes, format_for_path, parse_table
+from certa.engine import InputError
+from certa.engine.core.table_formats.arrow_csv import PY_WHITESPACE
+from certa.engine.core.tables import columns_to_csv_bytes, format_for_path, parse_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -366,7 +366,7 @@ def test_cells_over_the_decimal_alphabet_parse_as_python_did(cells: list[str]) -
                 max_size=40))
 def test_factorize_of_an_arrow_column_equals_the_python_cells_path(labels: list[str]) -> None:
     """``Table.factorize`` dictionary-encodes an Arrow-read column; the answer is the one the cells give."""
-    from engine.core.tables import factorize_cells, parse_table
+    from certa.engine.core.tables import factorize_cells, parse_table
 
     raw = ("label,x\n" + "".join(f"{label},1\n" for label in labels)).encode("utf-8")
     table = parse_table("t", raw, "csv")
@@ -439,7 +439,7 @@ def numeric_csv(draw) -> tuple[bytes, int]:
 def test_results_do_not_depend_on_block_size_or_threads(monkeypatch, block_bytes: int, parallel_rows: int) -> None:
     """Arrow parses blocks on its threads and long columns are cast in row ranges on threads: with tiny blocks
     (many chunks per column) and casts split down to one row per range, every table is still the 0.3.0 parser's."""
-    from engine.core.table_formats import arrow_csv, decimal
+    from certa.engine.core.table_formats import arrow_csv, decimal
 
     monkeypatch.setattr(arrow_csv, "BLOCK_BYTES", block_bytes)
     monkeypatch.setattr(decimal, "PARALLEL_ROWS", parallel_rows)
@@ -455,7 +455,7 @@ def test_results_do_not_depend_on_block_size_or_threads(monkeypatch, block_bytes
 def test_small_blocks_keep_the_arrow_path_and_split_columns_into_chunks(monkeypatch) -> None:
     """The block-size test above runs through Arrow (not the Python fallback), with several chunks a column,
     Arrow's numbers kept where proven, and casts split into ranges where a column is read as text."""
-    from engine.core.table_formats import arrow_csv, decimal
+    from certa.engine.core.table_formats import arrow_csv, decimal
 
     monkeypatch.setattr(arrow_csv, "BLOCK_BYTES", 256)
     monkeypatch.setattr(decimal, "PARALLEL_ROWS", 3)
@@ -482,7 +482,7 @@ def test_arrow_typed_columns_are_kept_only_where_proven(cells: list[str], kept: 
     """Arrow's inferred numbers are kept only where they are ``float()`` of the cells (no hexadecimal, no
     integer zero, nothing non-finite, numbers only); elsewhere the column is read as text. Either way the
     table is the 0.3.0 parser's."""
-    from engine.core.table_formats import arrow_csv
+    from certa.engine.core.table_formats import arrow_csv
 
     raw = ("x,y\n" + "".join(f"{cell},a\n" for cell in cells)).encode("utf-8")
     _, columns = arrow_csv.read_csv(raw)
@@ -493,7 +493,7 @@ def test_arrow_typed_columns_are_kept_only_where_proven(cells: list[str], kept: 
 def test_types_that_later_blocks_widen_give_the_same_table(monkeypatch) -> None:
     """Integers then a fraction, numbers then a word, in later blocks: Arrow widens the column's type (or,
     if it cannot, every column is read as text); the table is the 0.3.0 parser's either way."""
-    from engine.core.table_formats import arrow_csv
+    from certa.engine.core.table_formats import arrow_csv
 
     monkeypatch.setattr(arrow_csv, "BLOCK_BYTES", 64)
     raw = ("x,y\n" + "".join(f"{i},{i}.5\n" for i in range(1, 60)) + "1.5,abc\n").encode()
@@ -517,7 +517,7 @@ def test_every_short_cell_through_arrows_typed_read_is_pythons() -> None:
 
 def test_a_long_field_is_measured_before_arrows_numbers_are_kept() -> None:
     """A field of at least the limit is never read by Arrow (the Python reader names the cell over the limit)."""
-    from engine.core.table_formats import arrow_csv
+    from certa.engine.core.table_formats import arrow_csv
 
     assert arrow_csv.read_csv(b"x\n" + b" " * 150_000 + b"1\n2\n") is None
     assert arrow_csv.read_csv(b"x\n" + b"1" * 120_000 + b"\n") is None
@@ -530,7 +530,7 @@ def test_a_long_field_is_measured_before_arrows_numbers_are_kept() -> None:
 def test_large_inputs_are_hashed_on_a_thread_to_the_same_digest(monkeypatch) -> None:
     import hashlib
 
-    from engine.core import tables
+    from certa.engine.core import tables
 
     monkeypatch.setattr(tables, "CONCURRENT_HASH_BYTES", 1)
     for raw, fmt in ((b"a,b\n1,2\n", "csv"), (b'{"a": 1}\n', "jsonl")):

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine import ProfileAbort, run
-from engine.core.stages import REGISTRY
+from certa.engine import ProfileAbort, run
+from certa.engine.core.stages import REGISTRY
 
 from tests.conftest import window_columns
 

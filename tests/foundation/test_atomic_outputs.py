@@ -1,4 +1,4 @@
-"""Every file certa writes is written atomically (``engine.foundation.atomic_files``): on a full disk each command ends with
+"""Every file certa writes is written atomically (``certa.engine.foundation.atomic_files``): on a full disk each command ends with
 one ``error:`` line and its documented exit code, leaving neither the file nor a temporary one; keys are
 private from the first instant and never replaced; ``run -o`` refuses an unwritable file before recording and
 says how to write it again after; a killed ``certa site`` is finished by the next one."""
@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from engine.foundation.errors import OutputError, RecordedOutputError
-from engine.services.site import MANIFEST_NAME
-from ledger import Ledger
-from engine.foundation.atomic_files import TEMPORARY_SUFFIX, check_writable, write_atomically
+from certa.cli import main
+from certa.engine.foundation.errors import OutputError, RecordedOutputError
+from certa.engine.services.site import MANIFEST_NAME
+from certa.ledger import Ledger
+from certa.engine.foundation.atomic_files import TEMPORARY_SUFFIX, check_writable, write_atomically
 
 ROOT = Path(__file__).resolve().parents[2]
 ENOSPC = os.strerror(errno.ENOSPC)
@@ -235,7 +235,7 @@ def test_site_on_a_full_disk_is_one_error_line_and_no_temporary_file(recorded: d
 
 _KILLED_SITE = """
 import os, signal, sys
-import cli
+from certa import cli
 calls, real = [0], os.fsync
 def fsync(fd):
     calls[0] += 1

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.foundation.canonical import canonical_bytes, canonical_sha256, parse_json, to_jsonable
+from certa.engine.foundation.canonical import canonical_bytes, canonical_sha256, parse_json, to_jsonable
 
 integral_doubles_beyond_safe_integers = st.integers(2**53, 10**16 - 1).map(float) | st.integers(
     -(10**16) + 1, -(2**53)).map(float)

@@ -1,5 +1,5 @@
-"""``engine.foundation.canonical.canonical_records`` (the ledger's column-wise encoder of per-decision payloads) and
-``ledger.chain.chain_hashes`` (templated entry hashes) are byte-identical to ``canonical_bytes`` and
+"""``certa.engine.foundation.canonical.canonical_records`` (the ledger's column-wise encoder of per-decision payloads) and
+``certa.ledger.chain.chain_hashes`` (templated entry hashes) are byte-identical to ``canonical_bytes`` and
 ``entry_hash``, including floats at RFC 8785's format edges, non-finite floats, None, escapes, non-ASCII text
 and keys whose UTF-16 order differs from their code-point order."""
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.foundation.canonical import RecordColumns, canonical_bytes, canonical_records
-from ledger.chain import GENESIS, chain_hashes, entry_hash
+from certa.engine.foundation.canonical import RecordColumns, canonical_bytes, canonical_records
+from certa.ledger.chain import GENESIS, chain_hashes, entry_hash
 
 PROPERTY = settings(derandomize=True, max_examples=300, deadline=None)
 

@@ -1,4 +1,4 @@
-"""certa's errors are one tree under ``CertaError`` in ``engine.foundation.errors``: every class is documented,
+"""certa's errors are one tree under ``CertaError`` in ``certa.engine.foundation.errors``: every class is documented,
 carries an exit code the README's error table states, and is raised somewhere; the signing, attestation and
 bundle errors reach the command with their own name and code."""
 
@@ -14,16 +14,17 @@ from click.testing import CliRunner, Result
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-import engine.foundation.errors as errors
-from cli import main
-from engine.core.stages import REGISTRY
-from engine.foundation.errors import CertaError, SpecError, UnknownStage
-from engine.foundation.signing import generate_key_pair, load_private_key, seal_envelope
-from engine.services.attestation import PAYLOAD_TYPE
+import certa.engine.foundation.errors as errors
+from certa.cli import main
+from certa.engine.core.stages import REGISTRY
+from certa.engine.foundation.errors import CertaError, SpecError, UnknownStage
+from certa.engine.foundation.signing import generate_key_pair, load_private_key, seal_envelope
+from certa.engine.services.attestation import PAYLOAD_TYPE
 
 from tests.conftest import ROOT
 
-SOURCES = (*sorted((ROOT / "engine").rglob("*.py")), *sorted((ROOT / "ledger").rglob("*.py")), ROOT / "cli.py")
+SOURCES = (*sorted((ROOT / "engine").rglob("*.py")), *sorted((ROOT / "ledger").rglob("*.py")), ROOT / "cli.py",
+           ROOT / "__init__.py", ROOT / "__main__.py")
 
 
 def _subclasses(base: type[CertaError]) -> list[type[CertaError]]:

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from cli import main
-from engine.services.attestation import PAYLOAD_TYPE as ATTESTATION_TYPE
-from engine.foundation.json_read import MAX_DOCUMENT_BYTES, MAX_DOCUMENT_DEPTH, parse_document
-from engine.services.reviews import check_review
-from ledger.checkpoint import PAYLOAD_TYPE as CHECKPOINT_TYPE
-from engine.foundation.signing import load_private_key, seal_envelope
+from certa.cli import main
+from certa.engine.services.attestation import PAYLOAD_TYPE as ATTESTATION_TYPE
+from certa.engine.foundation.json_read import MAX_DOCUMENT_BYTES, MAX_DOCUMENT_DEPTH, parse_document
+from certa.engine.services.reviews import check_review
+from certa.ledger.checkpoint import PAYLOAD_TYPE as CHECKPOINT_TYPE
+from certa.engine.foundation.signing import load_private_key, seal_envelope
 
 WRONG_TYPES: list[Any] = [None, True, 15.0, 1.5, "x", [], {}]
 """A value of every JSON type (and a float that is an integer's value) for any member."""
@@ -315,7 +315,7 @@ def test_a_head_row_stored_as_a_blob_is_named_not_a_traceback(small_spec: Path, 
 
     from click.testing import CliRunner
 
-    from cli import main
+    from certa.cli import main
     db = tmp_path / "ledger.db"
     runner = CliRunner()
     assert runner.invoke(main, ["run", str(small_spec), "--ledger", str(db)]).exit_code == 0

@@ -1,9 +1,9 @@
-"""engine.foundation.jsondiff: field changes most material first, indices in numeric order, long numeric arrays folded."""
+"""certa.engine.foundation.jsondiff: field changes most material first, indices in numeric order, long numeric arrays folded."""
 
 from __future__ import annotations
 
 
-from engine.foundation.jsondiff import ArrayChange, FieldChange, flatten, json_diff, materiality, summarised
+from certa.engine.foundation.jsondiff import ArrayChange, FieldChange, flatten, json_diff, materiality, summarised
 
 
 def _content() -> dict:

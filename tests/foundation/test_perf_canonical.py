@@ -1,4 +1,4 @@
-"""The fast RFC 8785 encoder (``engine.foundation.canonical.canonical_bytes``) writes exactly ``rfc8785.dumps``'s bytes."""
+"""The fast RFC 8785 encoder (``certa.engine.foundation.canonical.canonical_bytes``) writes exactly ``rfc8785.dumps``'s bytes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import rfc8785
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from engine.foundation.canonical import canonical_bytes, to_jsonable
+from certa.engine.foundation.canonical import canonical_bytes, to_jsonable
 
 EDGE_FLOATS = [0.0, -0.0, 1.0, -1.0, 0.5, 1e21, 1e-7, 1e-6, 1.5e-6, 1e-5, 1e-4, 9.999e-5, 1e16, 1e20, 1.5e20,
                9.999999999999999e20, 1e22, 1.7976931348623157e308, 5e-324, -5e-324, 2.0**53, 2.0**53 + 2,
@@ -102,7 +102,7 @@ def test_the_digest_pair_is_the_digests_of_the_whole_and_of_the_part(value, with
     """``canonical_sha256_pair`` joins member texts; it must equal hashing both documents whole."""
     import hashlib
 
-    from engine.foundation.canonical import canonical_sha256_pair
+    from certa.engine.foundation.canonical import canonical_sha256_pair
 
     part = {key: item for key, item in value.items() if key not in without}
     whole_ref, part_ref = reference(value), reference(part)

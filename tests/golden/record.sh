@@ -95,7 +95,7 @@ version, src = sys.argv[1], os.path.realpath(sys.argv[2])
 installed = md.version("certa")
 if installed != version:
     sys.exit(f"record.sh: importlib.metadata.version('certa') is {installed}, expected {version}")
-import cli, engine, ledger  # noqa: E402
+from certa import cli, engine, ledger  # noqa: E402
 for module in (cli, engine, ledger):
     path = os.path.realpath(module.__file__)
     if not path.startswith(src + os.sep):

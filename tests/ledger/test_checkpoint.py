@@ -1,4 +1,4 @@
-"""Signed checkpoints of the chain head (ledger.checkpoint, ``certa keygen / checkpoint / verify --checkpoint``):
+"""Signed checkpoints of the chain head (certa.ledger.checkpoint, ``certa keygen / checkpoint / verify --checkpoint``):
 DSSE encoding, signature checks, and detection of a chain rewritten behind a signed head."""
 
 from __future__ import annotations
@@ -16,19 +16,19 @@ from hypothesis import strategies as st
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from cli import main
-from engine import run
-from engine.services.audit import verify, verify_bundle
-from engine.foundation.canonical import canonical_sha256
-from engine.core.certificate import results_sha256
-from engine.foundation.errors import (BundleError, LedgerError, LedgerIntegrityError, SignatureVerificationError,
+from certa.cli import main
+from certa.engine import run
+from certa.engine.services.audit import verify, verify_bundle
+from certa.engine.foundation.canonical import canonical_sha256
+from certa.engine.core.certificate import results_sha256
+from certa.engine.foundation.errors import (BundleError, LedgerError, LedgerIntegrityError, SignatureVerificationError,
                                       SigningError)
-from ledger import Ledger, merkle
-from ledger.bundle import build_bundle
-from ledger.checkpoint import PAYLOAD_TYPE, cosign_checkpoint, open_checkpoint, sign_checkpoint
-from engine.foundation.signing import (add_signature, generate_key_pair, key_id, load_private_key, load_public_key,
+from certa.ledger import Ledger, merkle
+from certa.ledger.bundle import build_bundle
+from certa.ledger.checkpoint import PAYLOAD_TYPE, cosign_checkpoint, open_checkpoint, sign_checkpoint
+from certa.engine.foundation.signing import (add_signature, generate_key_pair, key_id, load_private_key, load_public_key,
                          pre_authentication_encoding)
-from ledger.chain import encode_payload, entry_hash
+from certa.ledger.chain import encode_payload, entry_hash
 
 from tests.conftest import rebuild_merkle_nodes
 
@@ -280,7 +280,7 @@ def test_a_checkpoint_of_another_ledger_cannot_prove_anything(small_spec: Path, 
 def test_prove_reads_the_merkle_nodes_and_refuses_edited_ones(small_spec: Path, tmp_path: Path, keys):
     """``build_bundle`` takes the root and path from ``merkle_nodes``: the same bundle as from every entry
     hashed, and an edited or deleted node on the path (or under the root) is refused, naming what to run."""
-    from ledger.bundle import _levels_matching
+    from certa.ledger.bundle import _levels_matching
 
     private, public = keys
     db = tmp_path / "l.db"
@@ -430,7 +430,7 @@ def test_verify_bundle_never_crashes_on_a_mangled_bundle(sample_bundle, keys, da
 
 def test_the_root_a_checkpoint_signs_is_read_from_stored_nodes_and_equals_the_whole_trees(small_spec: Path,
                                                                                            tmp_path: Path) -> None:
-    from ledger.bundle import ledger_root
+    from certa.ledger.bundle import ledger_root
 
     with Ledger.open(tmp_path / "l.db") as ledger:
         for _ in range(5):

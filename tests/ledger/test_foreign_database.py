@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from cli import main
-from engine.foundation.errors import LedgerError
-from ledger import Ledger
-from ledger.sqlite_read import newest_runs
+from certa.cli import main
+from certa.engine.foundation.errors import LedgerError
+from certa.ledger import Ledger
+from certa.ledger.sqlite_read import newest_runs
 
 from tests.conftest import fresh_postgres_databases
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import run
-from engine.services.audit import replay, verify
-from engine.foundation.canonical import canonical_bytes
-from engine.foundation.errors import LedgerIntegrityError
-from ledger import Ledger
+from certa.engine import run
+from certa.engine.services.audit import replay, verify
+from certa.engine.foundation.canonical import canonical_bytes
+from certa.engine.foundation.errors import LedgerIntegrityError
+from certa.ledger import Ledger
 
 from tests.conftest import rebuild_merkle_nodes, rechain, run_concurrently
 
@@ -84,8 +84,8 @@ def test_editing_one_byte_of_a_certificate_is_detected(small_spec: Path, tmp_pat
 
 def test_rehashed_edit_still_breaks_the_chain_and_the_certificate(small_spec: Path, tmp_path: Path) -> None:
     """An editor who recomputes the edited entry's own hashes still breaks the next link and the cert hash."""
-    from engine.foundation.canonical import sha256_hex
-    from ledger.chain import entry_hash
+    from certa.engine.foundation.canonical import sha256_hex
+    from certa.ledger.chain import entry_hash
 
     db = tmp_path / "l.db"
     with Ledger.open(db) as ledger:
@@ -210,13 +210,13 @@ def test_replay_reports_divergence_field_by_field(small_spec: Path, tmp_path: Pa
 def test_a_run_recorded_with_other_library_versions_reproduces_and_lists_them(
         small_spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Library versions are the environment stamp, not a result: they are reported, never a divergence."""
-    import engine.core.interpreter
+    import certa.engine.core.interpreter
 
-    real_versions = engine.core.interpreter.library_versions
-    monkeypatch.setattr(engine.core.interpreter, "library_versions", lambda: {**real_versions(), "numpy": "1.26.0"})
+    real_versions = certa.engine.core.interpreter.library_versions
+    monkeypatch.setattr(certa.engine.core.interpreter, "library_versions", lambda: {**real_versions(), "numpy": "1.26.0"})
     with Ledger.open(tmp_path / "l.db") as ledger:
         run_id = run(small_spec, ledger=ledger).run_id
-        monkeypatch.setattr(engine.core.interpreter, "library_versions", real_versions)
+        monkeypatch.setattr(certa.engine.core.interpreter, "library_versions", real_versions)
         result = replay(ledger, run_id)
         note = [e.data() for e in ledger.entries(run_id=run_id, kinds=["replay"])][-1]
     assert result.outcome == "REPRODUCED" and result.changes == ()
@@ -231,11 +231,11 @@ def test_a_changed_stage_replays_as_diverged_naming_the_fields_and_the_other_mac
     """A stage whose numbers moved without a new version is caught by replay, field by field."""
     import dataclasses
 
-    import engine.core.certificate
-    import engine.core.interpreter
-    from engine.core.stages import REGISTRY, StageOutput, StageRegistry
+    import certa.engine.core.certificate
+    import certa.engine.core.interpreter
+    from certa.engine.core.stages import REGISTRY, StageOutput, StageRegistry
 
-    monkeypatch.setattr(engine.core.certificate, "computing_platform",
+    monkeypatch.setattr(certa.engine.core.certificate, "computing_platform",
                         lambda: {"system": "Linux", "machine": "x86_64", "numpy_simd": ["X86_V2", "X86_V4"]})
     with Ledger.open(tmp_path / "l.db") as ledger:
         run_id = run(small_spec, ledger=ledger).run_id
@@ -249,7 +249,7 @@ def test_a_changed_stage_replays_as_diverged_naming_the_fields_and_the_other_mac
         return StageOutput(outputs={**out.outputs, "primary_metric": metric}, decisions=out.decisions)
 
     patched = StageRegistry(tuple(dataclasses.replace(s, run=moved) if s is original else s for s in REGISTRY.types))
-    monkeypatch.setattr(engine.core.interpreter, "REGISTRY", patched)
+    monkeypatch.setattr(certa.engine.core.interpreter, "REGISTRY", patched)
     with Ledger.open(tmp_path / "l.db") as ledger:
         result = replay(ledger, run_id)
         note = [e.data() for e in ledger.entries(run_id=run_id, kinds=["replay"])][-1]
@@ -261,7 +261,7 @@ def test_a_changed_stage_replays_as_diverged_naming_the_fields_and_the_other_mac
     assert note["changes"][0]["path"] == "stages.ratio.primary_metric.ratio_vs_baseline"
 
 def test_aborted_run_is_recorded_without_certificate(example_spec: Path, ledger: Ledger) -> None:
-    from engine import ProfileAbort
+    from certa.engine import ProfileAbort
 
     text = example_spec.read_text().replace("replicates: 3200", "replicates: 1000")
     example_spec.write_text(text)
@@ -278,8 +278,8 @@ def test_aborted_run_is_recorded_without_certificate(example_spec: Path, ledger:
 
 
 def test_a_failed_write_leaves_no_partial_run(small_spec: Path, ledger: Ledger, monkeypatch) -> None:
-    from engine import LedgerError
-    from ledger import store
+    from certa.engine import LedgerError
+    from certa.ledger import store
 
     before = ledger.entry_count()
     original = store.Ledger._append
@@ -329,7 +329,7 @@ def test_verify_while_writers_append_reports_no_false_tampering(small_spec: Path
 
 
 def test_a_ledger_of_another_schema_version_is_refused(tmp_path: Path) -> None:
-    from engine import LedgerError
+    from certa.engine import LedgerError
 
     db = tmp_path / "old.db"
     Ledger.open(db).close()
@@ -389,7 +389,7 @@ def test_flipping_any_byte_of_any_entry_or_stored_input_is_detected(small_spec: 
 
 
 def test_unknown_database_driver_is_a_clear_ledger_error() -> None:
-    from engine import LedgerError
+    from certa.engine import LedgerError
 
     try:
         import pg8000  # noqa: F401
@@ -461,13 +461,13 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path: Path):
 
 
 def test_an_appender_that_read_a_stale_head_cannot_fork_the_chain(ledger_url: str, small_spec: Path) -> None:
-    """Schema 5 has no unique index on ``prev_hash`` or ``entry_hash`` (``ledger.schema``): a second entry after the
+    """Schema 5 has no unique index on ``prev_hash`` or ``entry_hash`` (``certa.ledger.schema``): a second entry after the
     same head is refused by the primary key ``seq``, since an appender writes at the head it read + 1. Here the
     head row is set back, as an appender would see it had it read the head before another committed (what the
     write lock prevents): its run is refused whole, and the chain stays one."""
     from sqlalchemy import create_engine, text
 
-    from engine import LedgerError
+    from certa.engine import LedgerError
 
     def set_head(value: str) -> None:
         engine = create_engine(ledger_url)

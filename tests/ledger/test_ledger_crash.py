@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.services.audit import verify
-from ledger import Ledger
+from certa.engine.services.audit import verify
+from certa.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITER = """
 import sys
-from engine import run
-from ledger import Ledger
+from certa.engine import run
+from certa.ledger import Ledger
 with Ledger.open(sys.argv[1]) as ledger:
     while True:
         print(run(sys.argv[2], ledger=ledger).run_id, flush=True)  # printed only after the commit returned
@@ -56,9 +56,9 @@ def test_a_killed_writer_loses_no_committed_run_and_leaves_no_partial_one(small_
 
 IN_TRANSACTION_WRITER = """
 import sys, time
-from engine import run
-from ledger import Ledger
-from ledger.store import Ledger as Store
+from certa.engine import run
+from certa.ledger import Ledger
+from certa.ledger.store import Ledger as Store
 
 real_append = Store._append
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from cli import main
-from engine import run
-from engine.foundation.errors import LedgerError
-from ledger import Ledger, resolve_ledger_url
-from ledger.location import masked_ledger
+from certa.cli import main
+from certa.engine import run
+from certa.engine.foundation.errors import LedgerError
+from certa.ledger import Ledger, resolve_ledger_url
+from certa.ledger.location import masked_ledger
 
 SECRET = "s3cret-pw"
 

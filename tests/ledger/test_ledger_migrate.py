@@ -25,13 +25,13 @@ from sqlalchemy import create_engine, inspect, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
-from cli import main
-from engine import LedgerError, run
-from engine.services.audit import verify
-from ledger import Ledger, merkle
-from ledger.schema import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, blobs, entries, ledger_meta, merkle_nodes, runs
-from ledger.schema import read_schema_state
-from ledger.store import SchemaState
+from certa.cli import main
+from certa.engine import LedgerError, run
+from certa.engine.services.audit import verify
+from certa.ledger import Ledger, merkle
+from certa.ledger.schema import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, blobs, entries, ledger_meta, merkle_nodes, runs
+from certa.ledger.schema import read_schema_state
+from certa.ledger.store import SchemaState
 
 from tests.conftest import fresh_postgres_databases
 
@@ -68,7 +68,7 @@ def _alembic(url: str, direction: str, revision: str) -> None:
     """Alembic's ``upgrade`` or ``downgrade`` (``direction``) to ``revision`` on the database at ``url``."""
     from alembic import command
 
-    from ledger.migrate import alembic_config
+    from certa.ledger.migrate import alembic_config
 
     engine = create_engine(url)
     with engine.begin() as conn:
@@ -323,23 +323,23 @@ def _writer_could_lock(url: str) -> bool:
 
 def test_the_migration_holds_the_write_lock_from_its_first_read(old_ledger: str,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import ledger.migrate
+    import certa.ledger.migrate
 
-    real_read = ledger.migrate.read_schema_state
+    real_read = certa.ledger.migrate.read_schema_state
     could_lock: list[bool] = []
 
     def read_while_a_writer_tries(conn: object) -> SchemaState:
         could_lock.append(_writer_could_lock(old_ledger))
         return real_read(conn)
 
-    monkeypatch.setattr(ledger.migrate, "read_schema_state", read_while_a_writer_tries)
+    monkeypatch.setattr(certa.ledger.migrate, "read_schema_state", read_while_a_writer_tries)
     assert invoke("migrate", ledger=old_ledger).exit_code == 0
     assert could_lock == [False, False]  # before the stamp, and after the upgrade
     assert _writer_could_lock(old_ledger)  # released at commit
 
 
 def test_a_new_ledger_is_created_at_the_head_revision_as_the_migrations_build_it(database: NewDatabase) -> None:
-    from ledger.migrate import script_head
+    from certa.ledger.migrate import script_head
 
     assert HEAD_REVISION == REVISIONS[SCHEMA_VERSION] == script_head()
     created, migrated = database(), database()
@@ -407,8 +407,8 @@ def test_alembic_is_imported_only_by_migrate(tmp_path: Path) -> None:
     script = (
         "import sys\n"
         "from click.testing import CliRunner\n"
-        "from cli import main\n"
-        "from ledger import Ledger\n"
+        "from certa.cli import main\n"
+        "from certa.ledger import Ledger\n"
         "assert CliRunner().invoke(main, ['--help']).exit_code == 0\n"
         f"Ledger.open({str(tmp_path / 'l.db')!r}).close()\n"
         "assert CliRunner().invoke(main, ['list', '--ledger', " f"{str(tmp_path / 'l.db')!r}]).exit_code == 0\n"

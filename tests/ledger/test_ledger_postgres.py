@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from engine import run
-from engine.services.audit import replay, verify, verify_bundle
-from ledger import Ledger, merkle
-from ledger.bundle import build_bundle
-from ledger.checkpoint import open_checkpoint, sign_checkpoint
-from engine.foundation.signing import generate_key_pair, load_private_key, load_public_key
+from certa.engine import run
+from certa.engine.services.audit import replay, verify, verify_bundle
+from certa.ledger import Ledger, merkle
+from certa.ledger.bundle import build_bundle
+from certa.ledger.checkpoint import open_checkpoint, sign_checkpoint
+from certa.engine.foundation.signing import generate_key_pair, load_private_key, load_public_key
 
 from tests.conftest import POSTGRES_SERVER, fresh_postgres_databases, run_concurrently
 

@@ -1,4 +1,4 @@
-"""The ledger's Merkle tree (ledger.merkle) against the RFC 6962 reference vectors (Certificate
+"""The ledger's Merkle tree (certa.ledger.merkle) against the RFC 6962 reference vectors (Certificate
 Transparency's test data), and inclusion proofs for every leaf of every tree size up to 40."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from ledger.merkle import inclusion_path, leaf_hash, node_hash, root_hash, verify_inclusion
+from certa.ledger.merkle import inclusion_path, leaf_hash, node_hash, root_hash, verify_inclusion
 
 # RFC 6962 reference inputs and tree heads for sizes 0..8 (CT's merkle tree test data)
 CT_INPUTS = ["", "00", "10", "2021", "3031", "40414243", "5051525354555657", "606162636465666768696a6b6c6d6e6f"]
@@ -91,7 +91,7 @@ def test_node_seq_numbers_the_nodes_of_two_or_more_leaves_in_completion_order():
     """``node_seq`` (schema 6's key) against counting: the nodes each leaf completes bottom-up, leaves in turn, are
     1, 2, 3, ...; ``node_seq_range`` gives those leaves start..end − 1 complete; ``numbered_nodes`` numbers the
     nodes of any batch of leaves so, each with its hash."""
-    from ledger.merkle import completed_levels, completed_nodes, node_seq, node_seq_range, numbered_nodes, perfect_nodes
+    from certa.ledger.merkle import completed_levels, completed_nodes, node_seq, node_seq_range, numbered_nodes, perfect_nodes
 
     order = [key for index in range(300) for key in completed_nodes(index) if key[0]]
     assert [node_seq(*key) for key in order] == list(range(1, len(order) + 1))

@@ -8,7 +8,7 @@ import hashlib
 
 import pytest
 
-from ledger.merkle import (completed_nodes, entry_leaves, frontier_nodes, inclusion_path, leaf_hash,
+from certa.ledger.merkle import (completed_nodes, entry_leaves, frontier_nodes, inclusion_path, leaf_hash,
                            path_and_root_from_nodes, path_from_levels, path_nodes, perfect_levels, perfect_nodes, root_hash,
                            tree_levels, verify_inclusion)
 

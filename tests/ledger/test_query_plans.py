@@ -25,16 +25,16 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 
-from cli import main
-from engine import LedgerError, run
-from engine.foundation.errors import LedgerIntegrityError
-from engine.core.interpreter import RunDecisions, load_tables
-from engine.core.spec import load_plan
-from engine.core.stages.base import Decision
-from engine.services.run import record_abort
-from ledger import Ledger
-from ledger.run_record import BATCH_DECISION
-from ledger.schema import KINDS_BUT_DECISIONS, entries, runs
+from certa.cli import main
+from certa.engine import LedgerError, run
+from certa.engine.foundation.errors import LedgerIntegrityError
+from certa.engine.core.interpreter import RunDecisions, load_tables
+from certa.engine.core.spec import load_plan
+from certa.engine.core.stages.base import Decision
+from certa.engine.services.run import record_abort
+from certa.ledger import Ledger
+from certa.ledger.run_record import BATCH_DECISION
+from certa.ledger.schema import KINDS_BUT_DECISIONS, entries, runs
 
 from tests.conftest import fresh_postgres_databases
 
@@ -116,7 +116,7 @@ def postgres_plan_problems(plan: list[str], statement: str) -> list[str]:
 
 @pytest.fixture
 def traced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every statement every new ``sqlite3`` connection executes (SQLAlchemy's and ``ledger.sqlite_read``'s)."""
+    """Every statement every new ``sqlite3`` connection executes (SQLAlchemy's and ``certa.ledger.sqlite_read``'s)."""
     log: list[str] = []
     real = sqlite3.connect
 
@@ -361,8 +361,8 @@ def test_a_run_id_prefix_is_found_by_its_range(tmp_path: Path, small_spec: Path)
 def test_append_runs_writes_all_runs_in_one_transaction_or_none(tmp_path: Path, small_spec: Path) -> None:
     """``Ledger.append_runs``: runs in chain order, one after the other, and verified intact; a run that cannot be
     written (here: its id is taken) leaves none of the batch, not even the runs before it."""
-    from engine.services.audit import verify
-    from ledger.run_record import aborted_run
+    from certa.engine.services.audit import verify
+    from certa.ledger.run_record import aborted_run
 
     plan = load_plan(small_spec)
     tables = load_tables(plan)

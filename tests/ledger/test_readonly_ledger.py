@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from cli import main
-from engine.foundation.errors import LedgerError
-from ledger import Ledger
-from ledger.location import sqlite_read_only_uri
+from certa.cli import main
+from certa.engine.foundation.errors import LedgerError
+from certa.ledger import Ledger
+from certa.ledger.location import sqlite_read_only_uri
 
 from tests.conftest import read_only_folder, two_run_ledger
 

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine import CertaError, ProfileAbort, run
-from engine.services.audit import verify
-from ledger import Ledger
-from ledger.run_record import NOTE_KINDS, RECORD_KINDS, payload_problems
+from certa.engine import CertaError, ProfileAbort, run
+from certa.engine.services.audit import verify
+from certa.ledger import Ledger
+from certa.ledger.run_record import NOTE_KINDS, RECORD_KINDS, payload_problems
 
 from tests.conftest import rechain, window_columns
 

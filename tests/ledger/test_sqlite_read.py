@@ -1,4 +1,4 @@
-"""``certa list`` on a SQLite file reads through the standard library (``ledger.sqlite_read``): the same rows,
+"""``certa list`` on a SQLite file reads through the standard library (``certa.ledger.sqlite_read``): the same rows,
 order and refusals as the SQLAlchemy store, and not one byte of the database changed."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from engine import run
-from engine.foundation.errors import LedgerError, ProfileAbort
-from ledger import Ledger
-from ledger.rows import SCHEMA_VERSION
-from ledger.sqlite_read import newest_runs
+from certa.cli import main
+from certa.engine import run
+from certa.engine.foundation.errors import LedgerError, ProfileAbort
+from certa.ledger import Ledger
+from certa.ledger.rows import SCHEMA_VERSION
+from certa.ledger.sqlite_read import newest_runs
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
@@ -89,7 +89,7 @@ def test_a_missing_file_is_the_stores_error(tmp_path: Path) -> None:
 def test_a_file_that_is_no_ledger_is_one_line_and_exit_2(tmp_path: Path, content: bytes) -> None:
     bad = tmp_path / "bad.db"
     bad.write_bytes(content)
-    done = subprocess.run([sys.executable, "-m", "cli", "list", "--ledger", str(bad)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "certa", "list", "--ledger", str(bad)], capture_output=True, text=True,
                           timeout=60, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 2 and done.stdout == ""
     assert re.fullmatch(rf"error: cannot read ledger {re.escape(str(bad))}: [^\n]+\n", done.stderr)

@@ -1,7 +1,7 @@
 """``verify`` checks every column of every ledger table against the chain: editing any one of them, alone,
 is reported, and the report names the table, the column and the row.
 
-The cases are checked against the SQLAlchemy ``Table`` objects (``ledger.schema``), so a column added
+The cases are checked against the SQLAlchemy ``Table`` objects (``certa.ledger.schema``), so a column added
 later without a mutation case here fails ``test_every_column_of_every_table_has_a_mutation_case``.
 """
 
@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from engine import ProfileAbort, run
-from engine.services.audit import verify
-from engine.foundation.errors import LedgerError, LedgerIntegrityError
-from ledger import Ledger
-from ledger.schema import alembic_version, metadata
+from certa.engine import ProfileAbort, run
+from certa.engine.services.audit import verify
+from certa.engine.foundation.errors import LedgerError, LedgerIntegrityError
+from certa.ledger import Ledger
+from certa.ledger.schema import alembic_version, metadata
 
 from tests.conftest import fresh_postgres_databases
 
@@ -154,7 +154,7 @@ def test_every_column_of_every_table_has_a_mutation_case() -> None:
 def recorded_ledger(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Recorded]:
     """A ledger with a completed dev-profile run and a ci-profile run aborted by a floor (60 windows)."""
     from tests.conftest import SMALL_SPEC, window_columns
-    from engine.core.tables import columns_to_csv_bytes
+    from certa.engine.core.tables import columns_to_csv_bytes
 
     folder = tmp_path_factory.mktemp("verify-columns")
     base, subj = window_columns(60, seed=3)
@@ -374,7 +374,7 @@ def test_the_command_reports_a_blob_stored_as_text_naming_it(recorded_ledger: tu
     """The reported case, through ``certa verify``: exit 1 through ``sys.exit``, the blob and column named."""
     from click.testing import CliRunner
 
-    from cli import main
+    from certa.cli import main
 
     pristine, recorded = recorded_ledger
     db = _copy(pristine)
@@ -453,13 +453,13 @@ def test_editing_one_column_alone_is_reported_on_postgresql(pg_recorded, mutatio
 
 def test_verify_s_entry_hash_equals_the_chain_s_for_any_fields() -> None:
     """``verify`` recomputes entry hashes with a template for plain ASCII fields; it must agree with
-    ``ledger.chain.entry_hash`` (RFC 8785) on every input, plain or not."""
+    ``certa.ledger.chain.entry_hash`` (RFC 8785) on every input, plain or not."""
     from hypothesis import given
     from hypothesis import strategies as st
 
-    from ledger.chain import entry_hash
-    from ledger.store import EntryRow
-    from ledger.verify import _entry_hash
+    from certa.ledger.chain import entry_hash
+    from certa.ledger.store import EntryRow
+    from certa.ledger.verify import _entry_hash
 
     text = st.one_of(st.text(max_size=12), st.text(alphabet="0123456789abcdef:TZ.-", max_size=64))
 

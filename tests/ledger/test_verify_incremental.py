@@ -1,6 +1,6 @@
 """Incremental verification (``certa verify --checkpoint FILE --public-key PUB --since-checkpoint``,
-``ledger.verify.verify_since``) and the verification records it and a full ``verify`` leave in ``ledger_meta``
-(``ledger.verify_record``): tampering after the checkpoint is found by the incremental check, tampering before
+``certa.ledger.verify.verify_since``) and the verification records it and a full ``verify`` leave in ``ledger_meta``
+(``certa.ledger.verify_record``): tampering after the checkpoint is found by the incremental check, tampering before
 it by a full verify and, where it touches the checkpointed entries' hashes, by the incremental root check; a
 wrong key or signature is refused."""
 
@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from engine import run
-from engine.foundation.signing import generate_key_pair, load_private_key
-from engine.services.audit import verify
-from engine.services.checkpoints import sign_head
-from ledger import Ledger
-from ledger.checkpoint import read_checkpoint_unverified
-from ledger.verify_record import VERIFIED_FULL, VERIFIED_INCREMENTAL, read_verifications
+from certa.cli import main
+from certa.engine import run
+from certa.engine.foundation.signing import generate_key_pair, load_private_key
+from certa.engine.services.audit import verify
+from certa.engine.services.checkpoints import sign_head
+from certa.ledger import Ledger
+from certa.ledger.checkpoint import read_checkpoint_unverified
+from certa.ledger.verify_record import VERIFIED_FULL, VERIFIED_INCREMENTAL, read_verifications
 
 from tests.conftest import read_only_folder, rebuild_merkle_nodes, rechain, small_spec_folder
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from engine import run
-from ledger import Ledger
-from ledger.chain import EncodedEntries, NewEntry
-from ledger.run_record import RunRecord, runs_row
+from certa.engine import run
+from certa.ledger import Ledger
+from certa.ledger.chain import EncodedEntries, NewEntry
+from certa.ledger.run_record import RunRecord, runs_row
 
 from tests.conftest import ROOT, small_spec_folder
 
@@ -43,7 +43,7 @@ def _ledger_with(folder: Path, decisions: int) -> Path:
 
 _MEASURE = """
 import json, sys, tracemalloc
-from ledger import Ledger, verify_ledger, verify_read
+from certa.ledger import Ledger, verify_ledger, verify_read
 verify_read.BATCH = int(sys.argv[2])
 with Ledger.open(sys.argv[1], read_only=True) as ledger:
     tracemalloc.start()

@@ -1,4 +1,4 @@
-"""``verify`` with worker processes (``ledger.verify_pool``) reports exactly what it reports in one process: on
+"""``verify`` with worker processes (``certa.ledger.verify_pool``) reports exactly what it reports in one process: on
 an intact ledger and on every single-column edit, cell-type edit and forged (re-chained) payload of
 ``test_verify_columns``, in batches small enough that every walk spans many batches, some checked by the
 workers and some by the reading process; a worker that dies leaves its batches to the reading process."""
@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from engine.services import audit
-from engine.services.audit import check_certificate
-from ledger import Ledger, verify_pool, verify_read
-from ledger.verify import verify_ledger, verify_since
+from certa.engine.services import audit
+from certa.engine.services.audit import check_certificate
+from certa.ledger import Ledger, verify_pool, verify_read
+from certa.ledger.verify import verify_ledger, verify_since
 
 from tests.conftest import ROOT, rebuild_merkle_nodes, rechain
 from tests.ledger.test_verify_columns import (MUTATIONS, PG_MUTATIONS, STORED_AS, TYPE_CASES,  # noqa: F401
@@ -177,9 +177,9 @@ def test_a_batch_handed_to_the_pool_is_checked_in_a_worker(recorded_ledger: tupl
 
 _SLOW_VERIFY = """
 import sys, time
-from engine.services.audit import check_certificate
-from ledger import Ledger, verify_read
-from ledger.verify import verify_ledger, verify_since
+from certa.engine.services.audit import check_certificate
+from certa.ledger import Ledger, verify_read
+from certa.ledger.verify import verify_ledger, verify_since
 
 verify_read.BATCH = 2
 def slow_check(certificate):
@@ -251,10 +251,10 @@ def test_postgresql_verifies_the_same_with_workers(pg_recorded, mutation) -> Non
 @pytest.mark.parametrize("edit", ["intact", "payload after", "entry hash after"])
 def test_an_incremental_verification_is_the_same_with_workers(recorded_ledger: tuple[Path, Recorded],
                                                               tmp_path: Path, edit: str) -> None:
-    from engine import run
-    from engine.foundation.signing import generate_key_pair, load_private_key
-    from engine.services.checkpoints import sign_head
-    from ledger.checkpoint import read_checkpoint_unverified
+    from certa.engine import run
+    from certa.engine.foundation.signing import generate_key_pair, load_private_key
+    from certa.engine.services.checkpoints import sign_head
+    from certa.ledger.checkpoint import read_checkpoint_unverified
     from tests.conftest import small_spec_folder
 
     db = tmp_path / "ledger.db"

@@ -1,4 +1,4 @@
-"""in-toto attestations of certificates (engine.services.attestation, ``certa attest`` / ``verify-attestation``)."""
+"""in-toto attestations of certificates (certa.engine.services.attestation, ``certa attest`` / ``verify-attestation``)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from engine import run
-from engine.services.attestation import (PAYLOAD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, attest_certificate,
+from certa.cli import main
+from certa.engine import run
+from certa.engine.services.attestation import (PAYLOAD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, attest_certificate,
                                 certificate_statement, verify_attestation)
-from engine.foundation.canonical import canonical_bytes, canonical_sha256
-from engine.core.certificate import results_sha256
-from engine.foundation.errors import AttestationError, SignatureVerificationError
-from engine.foundation.signing import generate_key_pair, load_private_key, load_public_key, seal_envelope
+from certa.engine.foundation.canonical import canonical_bytes, canonical_sha256
+from certa.engine.core.certificate import results_sha256
+from certa.engine.foundation.errors import AttestationError, SignatureVerificationError
+from certa.engine.foundation.signing import generate_key_pair, load_private_key, load_public_key, seal_envelope
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import run
-from engine.services.audit import REPRODUCED, replay
-from engine.services.audit import verify as verify_ledger
-from engine.services.batch import EXIT_ORDER, run_batch, worst_exit_code
-from engine.services.batch_ledger import LedgerSnapshot, idempotency_key
-from engine.foundation.errors import SpecError, StageError
-from engine.core.tables import columns_to_csv_bytes
-from ledger import Ledger
+from certa.engine import run
+from certa.engine.services.audit import REPRODUCED, replay
+from certa.engine.services.audit import verify as verify_ledger
+from certa.engine.services.batch import EXIT_ORDER, run_batch, worst_exit_code
+from certa.engine.services.batch_ledger import LedgerSnapshot, idempotency_key
+from certa.engine.foundation.errors import SpecError, StageError
+from certa.engine.core.tables import columns_to_csv_bytes
+from certa.ledger import Ledger
 
 from tests.conftest import window_columns
 
@@ -236,7 +236,7 @@ def test_merge_knobs_are_exclusive_and_need_a_ledger(tmp_path: Path) -> None:
 def test_certa_batch_command_prints_the_table_and_resumes(tmp_path: Path, cluster_client) -> None:
     from click.testing import CliRunner
 
-    from cli import main
+    from certa.cli import main
 
     write_tiny_specs(tmp_path / "specs", 2)
     args = ["batch", str(tmp_path / "specs"), "--scheduler", cluster_client.scheduler.address,
@@ -274,7 +274,7 @@ def test_input_overrides_reach_every_spec_that_declares_the_input(tmp_path: Path
 def test_certa_batch_refuses_an_input_no_spec_declares_before_starting_a_cluster(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from cli import main
+    from certa.cli import main
 
     write_tiny_specs(tmp_path / "specs", 1)
     result = CliRunner().invoke(main, ["batch", str(tmp_path / "specs"), "--input", f"typo={tmp_path}/x.csv",
@@ -289,10 +289,10 @@ def test_certa_batch_refuses_an_input_no_spec_declares_before_starting_a_cluster
 def test_batch_runs_finds_exactly_the_runs_of_that_batch(small_spec: Path, tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from engine.services.batch import _batch_decision
-    from engine.services.run import record_execution
-    from engine.core.interpreter import execute, load_tables
-    from engine.core.spec import load_plan
+    from certa.engine.services.batch import _batch_decision
+    from certa.engine.services.run import record_execution
+    from certa.engine.core.interpreter import execute, load_tables
+    from certa.engine.core.spec import load_plan
 
     plan = load_plan(small_spec)
     execution = execute(plan, load_tables(plan))
@@ -312,10 +312,10 @@ def test_batch_runs_finds_exactly_the_runs_of_that_batch(small_spec: Path, tmp_p
 def test_certa_run_reads_the_runs_of_a_batch_from_its_ledger(small_spec: Path, tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from engine.core.interpreter import execute, load_tables
-    from engine.core.spec import load_plan
-    from engine.services.batch import _batch_decision
-    from engine.services.run import record_execution
+    from certa.engine.core.interpreter import execute, load_tables
+    from certa.engine.core.spec import load_plan
+    from certa.engine.services.batch import _batch_decision
+    from certa.engine.services.run import record_execution
 
     plan = load_plan(small_spec)
     execution = execute(plan, load_tables(plan))
@@ -329,7 +329,7 @@ def test_certa_run_reads_the_runs_of_a_batch_from_its_ledger(small_spec: Path, t
 def test_certa_batch_prints_warnings_and_writes_junit(tmp_path: Path, cluster_client) -> None:
     from click.testing import CliRunner
 
-    from cli import main
+    from certa.cli import main
 
     from tests.services.presentation.test_junit import assert_valid_junit
 
@@ -368,7 +368,7 @@ def test_certa_batch_prints_warnings_and_writes_junit(tmp_path: Path, cluster_cl
 def test_a_refused_batch_still_writes_its_junit_report(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from cli import main
+    from certa.cli import main
 
     from tests.services.presentation.test_junit import assert_valid_junit
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
+from certa.cli import main
 
-from engine.services.audit import verify as verify_ledger
-from engine.services.batch import run_batch
-from ledger import Ledger
+from certa.engine.services.audit import verify as verify_ledger
+from certa.engine.services.batch import run_batch
+from certa.ledger import Ledger
 
 from tests.services.test_batch import assert_same_as_certa_run, write_tiny_specs
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from engine.foundation.errors import InputError
-from engine.services.evidence_recompute import recompute_evidence
-from engine.services.run import run
-from ledger import Ledger
+from certa.cli import main
+from certa.engine.foundation.errors import InputError
+from certa.engine.services.evidence_recompute import recompute_evidence
+from certa.engine.services.run import run
+from certa.ledger import Ledger
 from tests.core.stages.test_model_windows import _spec
 
 
@@ -58,7 +58,7 @@ def test_a_changed_model_folder_is_refused_and_other_folders_are_named_with_inpu
 def test_evidence_computed_otherwise_reports_the_largest_deviation_per_column(recorded, monkeypatch):
     """Another thread count may move the last bits of the sums; whatever moved, the report names the columns
     and their largest absolute deviation (here forced: the recomputed sums shifted by a known amount)."""
-    import engine.core.models.windows as windows
+    import certa.engine.core.models.windows as windows
 
     db, run_id, folder = recorded
     real = windows.window_nll

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from engine.core.stages import REGISTRY
-from engine.core.stages.registry import version_key
+from certa.cli import main
+from certa.engine.core.stages import REGISTRY
+from certa.engine.core.stages.registry import version_key
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 RELEASES = sorted((p.parent.name for p in GOLDEN.glob("*/ledger.db")), key=version_key)
@@ -79,9 +79,9 @@ def test_every_golden_run_replays_reproduced(version: str, tmp_path: Path) -> No
 def test_every_decision_a_release_recorded_is_recorded_again_byte_for_byte(version: str, tmp_path: Path) -> None:
     """The decision entries are not part of a certificate, so a replay does not compare them; re-executing
     each golden run and recording it in a fresh ledger must give the very payloads that release wrote."""
-    from engine.services.audit import reexecute
-    from engine.services.run import record_execution
-    from ledger import Ledger
+    from certa.engine.services.audit import reexecute
+    from certa.engine.services.run import record_execution
+    from certa.ledger import Ledger
 
     copy = tmp_path / "golden.db"
     shutil.copyfile(GOLDEN / version / "ledger.db", copy)

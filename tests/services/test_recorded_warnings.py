@@ -7,13 +7,13 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from cli import main
-from engine import run
-from engine.services.presentation.html import render_report
-from engine.services.report_data import gather_report
-from engine.services.presentation.markdown import recorded_warnings
-from engine.core.tables import columns_to_csv_bytes
-from ledger import Ledger
+from certa.cli import main
+from certa.engine import run
+from certa.engine.services.presentation.html import render_report
+from certa.engine.services.report_data import gather_report
+from certa.engine.services.presentation.markdown import recorded_warnings
+from certa.engine.core.tables import columns_to_csv_bytes
+from certa.ledger import Ledger
 
 from tests.conftest import window_columns
 
@@ -52,7 +52,7 @@ def test_a_run_without_warnings_shows_no_warnings_section(small_spec: Path, tmp_
 
 
 def test_the_sites_run_page_shows_the_warnings(small_spec: Path, tmp_path: Path) -> None:
-    from engine.services.site import build_site
+    from certa.engine.services.site import build_site
     _unmatched_windows(small_spec)
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         result = run(small_spec, ledger=ledger)

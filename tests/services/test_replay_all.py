@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import engine.core.interpreter
-from cli import main
-from engine import run
-from engine.foundation.canonical import canonical_sha256
-from engine.core.certificate import results_sha256
-from engine.core.stages import REGISTRY, StageOutput, StageRegistry
-from ledger import Ledger
+import certa.engine.core.interpreter
+from certa.cli import main
+from certa.engine import run
+from certa.engine.foundation.canonical import canonical_sha256
+from certa.engine.core.certificate import results_sha256
+from certa.engine.core.stages import REGISTRY, StageOutput, StageRegistry
+from certa.ledger import Ledger
 
 from tests.conftest import SMALL_SPEC
 
@@ -96,7 +96,7 @@ def test_replay_all_names_diverged_fields_and_why_a_run_cannot_replay(
         metric = {**out.outputs["primary_metric"], "ratio_vs_baseline": 1.5}
         return StageOutput(outputs={**out.outputs, "primary_metric": metric}, decisions=out.decisions)
 
-    monkeypatch.setattr(engine.core.interpreter, "REGISTRY", StageRegistry(
+    monkeypatch.setattr(certa.engine.core.interpreter, "REGISTRY", StageRegistry(
         tuple(dataclasses.replace(s, run=moved) if s is original else s for s in REGISTRY.types)))
     code, out, _ = _certa("replay", "--all", "--json", "--ledger", str(db))
     report = json.loads(out)
@@ -129,7 +129,7 @@ def test_results_sha256_is_recomputable_by_a_third_party_and_checked(small_spec:
 
     import rfc8785
 
-    from engine.core.certificate import certificate_problems
+    from certa.engine.core.certificate import certificate_problems
 
     certificate = run(small_spec).certificate
     content = json.loads(json.dumps(certificate["content"]))  # what a third party reads from the JSON file

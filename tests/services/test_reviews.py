@@ -1,4 +1,4 @@
-"""Signed reviews (engine.services.reviews, ``certa review --key``, ``certa verify [--require-approval KEY]``): a signed
+"""Signed reviews (certa.engine.services.reviews, ``certa review --key``, ``certa verify [--require-approval KEY]``): a signed
 review verifies, any edit of it or its move to another run is detected, unsigned and pre-0.4.0 reviews stay
 valid, and the approval policy takes the newest decision of each required key."""
 
@@ -14,15 +14,15 @@ import pytest
 from click.testing import CliRunner
 from cryptography.hazmat.primitives import serialization
 
-from cli import main
-from engine import run
-from engine.services.audit import verify
-from engine.foundation.errors import LedgerError
-from engine.services.reviews import (PAYLOAD_TYPE, approval_by, check_review, ledger_reviews, review_payload, reviews_of,
+from certa.cli import main
+from certa.engine import run
+from certa.engine.services.audit import verify
+from certa.engine.foundation.errors import LedgerError
+from certa.engine.services.reviews import (PAYLOAD_TYPE, approval_by, check_review, ledger_reviews, review_payload, reviews_of,
                             unapproved_runs)
-from ledger import Ledger
-from ledger.chain import encode_payload, entry_hash
-from engine.foundation.signing import generate_key_pair, key_id, load_private_key, load_public_key
+from certa.ledger import Ledger
+from certa.ledger.chain import encode_payload, entry_hash
+from certa.engine.foundation.signing import generate_key_pair, key_id, load_private_key, load_public_key
 
 from tests.conftest import rebuild_merkle_nodes
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import engine
-from engine import InputError, SpecError, StageError, run
-from engine.foundation.canonical import canonical_sha256
-from engine.core.certificate import certificate_problems
-from engine.core.tables import columns_to_csv_bytes
-from engine.core.stages import REGISTRY
-from ledger import Ledger
+from certa import engine
+from certa.engine import InputError, SpecError, StageError, run
+from certa.engine.foundation.canonical import canonical_sha256
+from certa.engine.core.certificate import certificate_problems
+from certa.engine.core.tables import columns_to_csv_bytes
+from certa.engine.core.stages import REGISTRY
+from certa.ledger import Ledger
 
 from tests.conftest import ROOT, window_columns, write_spec
 
@@ -53,7 +53,7 @@ def test_certificate_content_is_complete_and_hash_is_over_content(small_spec: Pa
 
 def _start_hash_subprocess(spec: Path, hash_seed: str = "0") -> subprocess.Popen:
     """A fresh process running ``spec`` under ``PYTHONHASHSEED=hash_seed``; ``_hash_of`` waits for its content hash."""
-    code = "import sys; from engine import run; print(run(sys.argv[1]).certificate['content_sha256'])"
+    code = "import sys; from certa.engine import run; print(run(sys.argv[1]).certificate['content_sha256'])"
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}
     return subprocess.Popen([sys.executable, "-c", code, str(spec)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=spec.parent, env=env)

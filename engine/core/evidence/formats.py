@@ -1,7 +1,7 @@
 """Evaluator exports as input formats: a spec declares ``format: lm-eval-samples`` (or ``inspect-eval``,
 ``inspect-json``, ``promptfoo-jsonl``, ``lm-eval-results``) on an input, and the input is read by that tool's
 reader into a ``Table`` that carries its ``EvidenceRecords``. A model input (``model:``, format ``hf-model``) is
-read the same way: its bytes are its manifest (``engine.core.models.manifest``), its table the manifest's files.
+read the same way: its bytes are its manifest (``certa.engine.core.models.manifest``), its table the manifest's files.
 
 The input's bytes are the export's own, so its SHA-256 is the file's and the ledger stores the file as it is:
 a replay reads the same bytes with the same reader and the same options. Options are declared with the input
@@ -34,17 +34,17 @@ from typing import Any
 
 import numpy as np
 
-from engine.core.evidence.inspect_log import read_inspect_eval, read_inspect_json
-from engine.core.evidence.lm_eval import read_lm_eval_samples
-from engine.core.evidence.promptfoo import read_promptfoo_jsonl
-from engine.core.evidence.records import EvidenceRecords
-from engine.core.evidence.sources import json_document
-from engine.core.evidence.table_mapping import TableMapping, mapped_records
-from engine.core.input_limits import InputLimits
-from engine.core.models.manifest import MODEL_FORMAT, read_manifest
-from engine.core.tables import Columns, Table, column_of_cells, column_of_numbers
-from engine.foundation.canonical import sha256_hex
-from engine.foundation.errors import InputError
+from certa.engine.core.evidence.inspect_log import read_inspect_eval, read_inspect_json
+from certa.engine.core.evidence.lm_eval import read_lm_eval_samples
+from certa.engine.core.evidence.promptfoo import read_promptfoo_jsonl
+from certa.engine.core.evidence.records import EvidenceRecords
+from certa.engine.core.evidence.sources import json_document
+from certa.engine.core.evidence.table_mapping import TableMapping, mapped_records
+from certa.engine.core.input_limits import InputLimits
+from certa.engine.core.models.manifest import MODEL_FORMAT, read_manifest
+from certa.engine.core.tables import Columns, Table, column_of_cells, column_of_numbers
+from certa.engine.foundation.canonical import sha256_hex
+from certa.engine.foundation.errors import InputError
 
 __all__ = ["EVIDENCE_FORMATS", "READ_OPTIONS", "COMPANION_OPTIONS", "evidence_table", "unparsed_table",
            "records_of_table"]
@@ -118,7 +118,7 @@ def evidence_table(name: str, raw: bytes, fmt: str, *, options: Mapping[str, Any
         allowed = ", ".join(sorted(READ_OPTIONS[fmt])) or "none"
         raise InputError(f"input '{name}': format {fmt} has no read option {', '.join(map(repr, unknown))} "
                          f"(its options: {allowed})")
-    if fmt == MODEL_FORMAT:  # a model folder's manifest (engine.core.models.manifest)
+    if fmt == MODEL_FORMAT:  # a model folder's manifest (certa.engine.core.models.manifest)
         return Table(name=name, columns=Columns({n: (column_of_numbers(v) if v.dtype == np.float64 else
                                                      column_of_cells(v))
                                                  for n, v in read_manifest(name, raw).columns().items()}),

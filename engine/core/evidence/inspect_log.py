@@ -28,8 +28,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import zstandard
 
-from engine.foundation.errors import InputError
-from engine.core.input_limits import InputLimits
+from certa.engine.foundation.errors import InputError
+from certa.engine.core.input_limits import InputLimits
 
 from .records import EvidenceRecords, Provenance, require_unique_keys
 from .sources import (Source, field_of, finite_number, json_document, read_source, sha256_hex, stated_text,

@@ -30,8 +30,8 @@ from typing import Any, NamedTuple
 import msgspec
 import numpy as np
 
-from engine.foundation.errors import InputError
-from engine.core.input_limits import InputLimits
+from certa.engine.foundation.errors import InputError
+from certa.engine.core.input_limits import InputLimits
 
 from .records import EvidenceRecords, Provenance, require_unique_keys
 from .sources import (Source, field_of, json_document, json_lines, number_column, read_source, sha256_hex,

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.foundation.errors import InputError
+from certa.engine.foundation.errors import InputError
 
 from .records import EvidenceRecords
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.foundation.errors import InputError
-from engine.core.input_limits import InputLimits
+from certa.engine.foundation.errors import InputError
+from certa.engine.core.input_limits import InputLimits
 
 from .records import EvidenceRecords, Provenance, require_unique_keys
 from .sources import Source, field_of, json_lines, number_of, read_source, sha256_hex, value_digest

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.foundation.errors import InputError
+from certa.engine.foundation.errors import InputError
 
 __all__ = ["Provenance", "EvidenceRecords", "require_unique_keys"]
 

@@ -4,10 +4,10 @@ Every failure is an ``InputError`` whose message starts with the export's name a
 names the field: a hostile file (a device, a multi-gigabyte file, text nested a thousand levels deep,
 ``NaN``, a number spelt as text that is not one) is refused, never a traceback.
 
-Limits are ``engine.core.input_limits.InputLimits`` (``CERTA_INPUT_LIMITS`` raises them): ``bytes`` and
+Limits are ``certa.engine.core.input_limits.InputLimits`` (``CERTA_INPUT_LIMITS`` raises them): ``bytes`` and
 ``text_bytes`` for a file or ZIP member, ``rows`` for records, ``cell_bytes`` for one JSON line. JSON nested
 beyond the decoder's recursion limit is refused; a value that is hashed (and so walked) is bounded by
-``engine.foundation.json_read.MAX_DOCUMENT_DEPTH``.
+``certa.engine.foundation.json_read.MAX_DOCUMENT_DEPTH``.
 
 JSON Lines have two readers. ``json_lines`` is the reference: every line becomes Python objects through
 ``json``, and a reader checks each record's fields one by one, with a message naming the line and the field.
@@ -32,10 +32,10 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from engine.foundation.canonical import canonical_sha256, sha256_hex
-from engine.foundation.errors import InputError
-from engine.core.input_limits import InputLimits, read_input_file
-from engine.foundation.json_read import check_document_depth
+from certa.engine.foundation.canonical import canonical_sha256, sha256_hex
+from certa.engine.foundation.errors import InputError
+from certa.engine.core.input_limits import InputLimits, read_input_file
+from certa.engine.foundation.json_read import check_document_depth
 
 __all__ = ["Source", "read_source", "json_lines", "typed_json_lines", "json_document", "strict_floats", "field_of",
            "number_of", "finite_number", "number_column", "value_digest", "stated_text", "sha256_hex"]
@@ -126,7 +126,7 @@ def json_document(where: str, raw: bytes) -> dict[str, Any]:
     """A JSON object that is a whole export (Inspect's JSON log or one sample of a ``.eval``, lm-eval's results
     file), parsed under RFC 8259 (no ``NaN``); text nested beyond the decoder's recursion is an ``InputError``.
     Values taken from it and hashed are bounded by ``value_digest``. Integers are read as Python's ``json``
-    reads them (``engine.foundation.json_read``'s number model is for certa's own documents, and its integer hook would
+    reads them (``certa.engine.foundation.json_read``'s number model is for certa's own documents, and its integer hook would
     make a sample's many integers cost a Python call each)."""
     try:
         document = _DECODE_DOCUMENT(raw.decode("utf-8"))

@@ -1,6 +1,6 @@
 """Any per-record table (CSV, JSON Lines or Parquet) read as evidence through a declared mapping of its columns.
 
-The table is parsed by ``engine.core.tables.parse_table`` (the reader of every certa input, within the same input
+The table is parsed by ``certa.engine.core.tables.parse_table`` (the reader of every certa input, within the same input
 limits); the mapping names the item id column, the metric columns, and optionally a weight and a slice column.
 Item key: the id column's text. Metrics and weights: finite numbers (weights ≥ 0); slice: text.
 """
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.foundation.errors import InputError
-from engine.core.input_limits import InputLimits, read_input_file
-from engine.core.tables import FORMATS, Table, format_for_path, parse_table
+from certa.engine.foundation.errors import InputError
+from certa.engine.core.input_limits import InputLimits, read_input_file
+from certa.engine.core.tables import FORMATS, Table, format_for_path, parse_table
 
 from .records import EvidenceRecords, Provenance, require_unique_keys
 from .sources import Source
@@ -62,7 +62,7 @@ def read_mapped_table(table: Source, mapping: TableMapping, *, fmt: str | None =
 
 
 def mapped_records(parsed: Table, mapping: TableMapping) -> EvidenceRecords:
-    """The records of an input table already parsed (``engine.core.tables.Table``) under ``mapping``."""
+    """The records of an input table already parsed (``certa.engine.core.tables.Table``) under ``mapping``."""
     where, fmt = parsed.name, parsed.fmt
     ids = parsed.text(mapping.item_id)
     located = [f"row {row}" for row in range(1, len(ids) + 1)]

@@ -7,12 +7,12 @@ An input declared ``model: models/base`` is a local folder in Hugging Face layou
      "files": [{"path": "config.json", "sha256": "<hex>", "size": 611}, ...]}
 
 with ``files`` sorted by ``path`` (POSIX, relative to the folder), serialised as RFC 8785 canonical JSON
-(``engine.foundation.canonical``). The input's SHA-256 is the SHA-256 of those bytes, so pinning it in the spec
+(``certa.engine.foundation.canonical``). The input's SHA-256 is the SHA-256 of those bytes, so pinning it in the spec
 (``sha256:``) pins every file; the ledger stores the manifest as the input's bytes and a replay reads it back
 without the folder. Each file entry names the same (path, SHA-256) pairs as the ``resources`` of an OpenSSF
 ``model-signing`` v1.0 manifest (``predicate.resources[].name / digest``, algorithm ``sha256``, file
 serialisation), so a signed model's manifest can be compared with it entry by entry
-(``engine.core.models.signature``).
+(``certa.engine.core.models.signature``).
 
 What is listed: every regular file under the folder, recursively, except paths with a component starting with
 ``.`` (``.git``, ``.cache``: a VCS or a download cache is not the model) and a ``model-signing`` signature
@@ -41,9 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.foundation.canonical import canonical_bytes, sha256_hex
-from engine.foundation.errors import InputError
-from engine.core.input_limits import InputLimits
+from certa.engine.foundation.canonical import canonical_bytes, sha256_hex
+from certa.engine.foundation.errors import InputError
+from certa.engine.core.input_limits import InputLimits
 
 __all__ = ["MODEL_FORMAT", "MANIFEST_FORMAT", "SIGNATURE_FILE", "PICKLE_SUFFIXES", "ModelFile", "ModelManifest",
            "folder_manifest", "read_manifest"]

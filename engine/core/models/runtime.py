@@ -1,6 +1,6 @@
 """Loading a model input for evaluation: the bytes hashed are the bytes loaded, safetensors only, offline.
 
-``load_causal_lm(table)`` takes a model input (``engine.core.models.manifest``: a ``Table`` of format
+``load_causal_lm(table)`` takes a model input (``certa.engine.core.models.manifest``: a ``Table`` of format
 ``hf-model`` whose ``origin`` is the folder) and builds a causal language model from it:
 
 1. every file the model needs (``config.json``, each ``*.safetensors`` file, ``tokenizer.json`` when present) is
@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.foundation.errors import InputError, StageError
-from engine.core.models.manifest import MODEL_FORMAT, read_manifest
-from engine.core.tables import Table
+from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.core.models.manifest import MODEL_FORMAT, read_manifest
+from certa.engine.core.tables import Table
 
 __all__ = ["LoadedModel", "load_causal_lm", "deterministic_torch", "model_libraries", "require_model_libraries"]
 

@@ -13,14 +13,14 @@ A spec names the key that must have signed it::
 1. verifies the signature with ``model_signing.verifying.Config().use_elliptic_key_verifier(public_key=...)``
    (the library checks the envelope's signature with the key and re-hashes the folder against the signed
    resources);
-2. compares the signed resources with certa's manifest (``engine.core.models.manifest``): every file certa
+2. compares the signed resources with certa's manifest (``certa.engine.core.models.manifest``): every file certa
    hashed must be signed with the same SHA-256 (a file certa lists but the signature does not is refused), and
    a signed file certa does not list may only be one certa leaves out (a path with a component starting with
    ``.``).
 
 The outcome (``SignatureCheck.record``) is one of: ``verified`` (with the SHA-256 of the public key's DER
 SubjectPublicKeyInfo and of ``model.sig``), ``unsigned`` (no ``model.sig`` and no key named), ``not_checked``
-(a ``model.sig`` but no key named), ``failed`` (with the reason). ``engine.core.interpreter.load_tables``
+(a ``model.sig`` but no key named), ``failed`` (with the reason). ``certa.engine.core.interpreter.load_tables``
 refuses ``failed`` and ``not_checked`` in the ci and release profiles; a dev run records them. The library
 is imported only when a folder holds ``model.sig`` and a key is named.
 """
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.core.models.manifest import SIGNATURE_FILE, ModelManifest
+from certa.engine.core.models.manifest import SIGNATURE_FILE, ModelManifest
 
 __all__ = ["SignatureCheck", "check_signature", "STRICT_STATUSES"]
 

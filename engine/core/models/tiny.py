@@ -19,7 +19,7 @@ import json
 import shutil
 from pathlib import Path
 
-from engine.core.models.runtime import deterministic_torch, require_model_libraries
+from certa.engine.core.models.runtime import deterministic_torch, require_model_libraries
 
 __all__ = ["build_tiny_model", "perturbed_copy"]
 

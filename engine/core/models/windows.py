@@ -28,7 +28,7 @@ pass and a window's result does not depend on its neighbours' shapes. Weights an
 targets' log-probabilities are float32 (``torch.nn.functional.cross_entropy``, which fuses them: no vocabulary-wide
 log-softmax tensor is kept), computed for the scored positions only (the output projection of context-only
 positions is skipped where the model takes ``logits_to_keep``); each window's NLL is summed in float64. With
-``engine.core.models.runtime.deterministic_torch`` (fixed threads, deterministic kernels) the same machine gives
+``certa.engine.core.models.runtime.deterministic_torch`` (fixed threads, deterministic kernels) the same machine gives
 bit-identical sums.
 
 Window ids: the SHA-256 (hex) of the canonical JSON ``[document row, first target offset, input token ids]``
@@ -47,8 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.foundation.canonical import canonical_bytes
-from engine.foundation.errors import InputError
+from certa.engine.foundation.canonical import canonical_bytes
+from certa.engine.foundation.errors import InputError
 
 __all__ = ["Windows", "token_windows", "byte_pieces", "piece_windows", "window_nll", "ScoreProgress"]
 

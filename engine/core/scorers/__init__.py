@@ -28,7 +28,7 @@ A factory that declares a keyword parameter ``tables`` is also given ``tables=``
 by input name, for a scorer that reads a further declared input its options name (``hf_models`` reads its
 prompt set from ``options.prompts``). A factory without the parameter is called as before.
 
-``reference`` and ``candidate`` are the input tables the spec names (``engine.core.tables.Table``), so a
+``reference`` and ``candidate`` are the input tables the spec names (``certa.engine.core.tables.Table``), so a
 scorer reads nothing outside the paths the spec declares. The scores it returns are recorded by the
 stage (``StageOutput.captured``) and a replay recomputes every decision from them without calling it.
 
@@ -46,8 +46,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from engine.foundation.errors import StageError
-from engine.core.tables import Table
+from certa.engine.foundation.errors import StageError
+from certa.engine.core.tables import Table
 
 __all__ = ["ENTRY_POINT_GROUP", "Scorer", "ScorerFactory", "available_scorers", "declared_support", "load_scorer",
            "reported_usage", "score_prompts"]

@@ -12,7 +12,7 @@ and the prompt's score is the mean over its K' positions (the prompt is the unit
 All arithmetic is float64; the sum over the vocabulary is numpy's pairwise sum along the last axis, so a row's
 value does not depend on the other rows of the array. ``exp`` is a parameter: numpy's ``np.exp`` picks its kernel
 by CPU at run time (its last bits depend on the machine's SIMD features), so ``hf_models`` passes libm's
-(``engine.core.stats.kernels.libm.LIBM.exp``: the same bits on every x86-64 machine, checked by
+(``certa.engine.core.stats.kernels.libm.LIBM.exp``: the same bits on every x86-64 machine, checked by
 ``tests/core/test_simd_independence.py``); ``logprob_tables`` keeps numpy's, as in certa 0.7.0, so that its
 scores do not move.
 """

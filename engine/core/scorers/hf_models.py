@@ -1,7 +1,7 @@
 """Built-in scorer ``hf_models``: runs the reference and candidate models itself (seed 000's ``score_fn``, live).
 
 ``reference`` and ``candidate`` are model inputs (``model:`` folders, format ``hf-model``; loaded by
-``engine.core.models.runtime.load_causal_lm`` from the bytes their manifests hash). The prompts are the text
+``certa.engine.core.models.runtime.load_causal_lm`` from the bytes their manifests hash). The prompts are the text
 column of a third declared input named in the options::
 
     scorer: {name: hf_models, metric: delta_ce, options: {prompts: prompts, text_column: text}}
@@ -11,7 +11,7 @@ models' tokenizer (``tokenizer.json``, its post-processor included) into tokens 
 positions are scored, and only x_0..x_{K'} are fed (a causal model's logits at t depend on x_0..x_t alone). The
 logits at t give the next-token distributions p_{t+1} (reference) and q_{t+1} (candidate) of x_{t+1}
 (targets shifted by one: never logits[t] against x_t). Log-distributions are ``log_softmax`` of the float32
-logits over the full vocabulary; the metrics are ``engine.core.scorers.divergences``' in float64, the same
+logits over the full vocabulary; the metrics are ``certa.engine.core.scorers.divergences``' in float64, the same
 definitions as the ``logprob_tables`` scorer:
 
     delta_ce = (1/K') sum_{t=1..K'} ( ln p_t(x_t) - ln q_t(x_t) )                 = CE(candidate) - CE(reference)
@@ -47,11 +47,11 @@ from typing import Any
 
 import numpy as np
 
-from engine.foundation.errors import InputError, StageError
-from engine.core.models.runtime import LoadedModel, deterministic_torch, load_causal_lm, require_model_libraries
-from engine.core.scorers.divergences import delta_ce_positions, prompt_means, sym_kl_positions
-from engine.core.stats.kernels.libm import LIBM
-from engine.core.tables import Table
+from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.core.models.runtime import LoadedModel, deterministic_torch, load_causal_lm, require_model_libraries
+from certa.engine.core.scorers.divergences import delta_ce_positions, prompt_means, sym_kl_positions
+from certa.engine.core.stats.kernels.libm import LIBM
+from certa.engine.core.tables import Table
 
 __all__ = ["HfModelsScorer", "METRICS", "ModelPair", "load_pair"]
 

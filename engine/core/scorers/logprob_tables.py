@@ -13,7 +13,7 @@ positions (by position) i = 1..K' (K' = min(K, positions available)):
     delta_ce = (1/K') sum_i ( logprob_ref,i - logprob_cand,i )          = CE(candidate) - CE(reference)
     sym_kl   = (1/K') sum_i sum_v (p_i(v) - q_i(v)) (ln p_i(v) - ln q_i(v)) = mean of KL(p||q) + KL(q||p)
 
-(p the reference's, q the candidate's distribution; the formulas are ``engine.core.scorers.divergences``', shared
+(p the reference's, q the candidate's distribution; the formulas are ``certa.engine.core.scorers.divergences``', shared
 with the ``hf_models`` scorer). The prompt mean is one observation (seed 000:
 score_fn(ref, cand, prompt, K) averages over K positions; positions within a prompt are correlated, so
 the sample size is the number of prompts, never n·K).
@@ -34,16 +34,16 @@ from typing import Any
 
 import numpy as np
 
-from engine.foundation.errors import InputError, StageError
-from engine.core.scorers.divergences import delta_ce_positions, prompt_means, sym_kl_positions
-from engine.core.stats.kernels.lazy_scipy import special
-from engine.core.tables import Table
+from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.core.scorers.divergences import delta_ce_positions, prompt_means, sym_kl_positions
+from certa.engine.core.stats.kernels.lazy_scipy import special
+from certa.engine.core.tables import Table
 
 __all__ = ["LogprobTablesScorer", "METRICS", "SUPPORT"]
 
 METRICS = ("delta_ce", "sym_kl")
 SUPPORT: dict[str, tuple[float, float] | None] = {"delta_ce": None, "sym_kl": None}
-"""Each metric's declared finite support (``engine.core.scorers`` module docstring): none, both are unbounded."""
+"""Each metric's declared finite support (``certa.engine.core.scorers`` module docstring): none, both are unbounded."""
 _OPTIONS = {"prompt_column": "prompt_id", "position_column": "position", "logprob_column": "logprob",
             "distribution_prefix": "logp_"}
 

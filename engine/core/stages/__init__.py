@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from engine.core.stages.base import Decision, StageContext, StageOutput, StageType
-from engine.core.stages.registry import StageRegistry, UnknownStage, parse_stage_ref
+from certa.engine.core.stages.base import Decision, StageContext, StageOutput, StageType
+from certa.engine.core.stages.registry import StageRegistry, UnknownStage, parse_stage_ref
 
 _STAGE_MODULES: tuple[str, ...] = (
     "paired_ratio",

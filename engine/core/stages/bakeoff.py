@@ -6,14 +6,14 @@ cell gives g = 1 and flags the row), ``tokens``, ``lat_ms``, ``cost`` (from 1.2.
 Alternatively g comes from an upstream ``bakeoff.gate`` stage (``gate.from``).
 
 Per (bucket, vendor): U, W, U_env and the pools RSI_pool = tanh(U / max(W, eps_w)) and RSI_pool_env,
-computed from exact fixed-point sums (``engine.core.stats.bakeoff.pool``); band counts and shares on RSI_env;
+computed from exact fixed-point sums (``certa.engine.core.stats.bakeoff.pool``); band counts and shares on RSI_env;
 median (and mean) tokens and lat_ms beside the index. Per bucket: a ranking with the seed's tie-breaks
 (ties reported), a bootstrap interval per vendor and, for every vendor pair, a u-space bootstrap of the
 difference of pooled rapidities with the seed's one-tailed ``p_min``, the two-sided p and Holm-adjusted
-p-values (``engine.core.stats.bakeoff.pairwise_bootstrap``); and one stamp line ``SSMBO|bucket=…|…|manifest=<knobs_hash>``.
+p-values (``certa.engine.core.stats.bakeoff.pairwise_bootstrap``); and one stamp line ``SSMBO|bucket=…|…|manifest=<knobs_hash>``.
 
 Outputs also carry ``sums``: the mergeable (U, W) sufficient statistics per group, as rows a
-``bakeoff.merge`` stage reads back (``engine.core.stages.bakeoff_merge``). Every decision is recorded as one
+``bakeoff.merge`` stage reads back (``certa.engine.core.stages.bakeoff_merge``). Every decision is recorded as one
 ledger row (``bakeoff_decision``) unless ``ledger_rows: per_bucket``.
 
 From 1.2.0 (``RecordedReporting``) the stage also records what it did to the data (recognised columns the
@@ -33,17 +33,17 @@ from typing import Any
 
 import numpy as np
 
-from engine.foundation.canonical import canonical_sha256
-from engine.foundation.errors import InputError, ProfileAbort, StageError
-from engine.core.stats.bakeoff import v1_0_0 as bakeoff_v1_0_0
-from engine.core.stats.bakeoff.pairwise_bootstrap import (PairwiseBootstrap, Resampler, is_significant, pairwise_bootstrap,
+from certa.engine.foundation.canonical import canonical_sha256
+from certa.engine.foundation.errors import InputError, ProfileAbort, StageError
+from certa.engine.core.stats.bakeoff import v1_0_0 as bakeoff_v1_0_0
+from certa.engine.core.stats.bakeoff.pairwise_bootstrap import (PairwiseBootstrap, Resampler, is_significant, pairwise_bootstrap,
                                        resampled_weighted_means, significance_level)
-from engine.core.stats.bakeoff.pool import (BAND_NAMES, FIXED_POINT_BITS, BandTable, DecisionValues, GroupSums, Hysteresis,
+from certa.engine.core.stats.bakeoff.pool import (BAND_NAMES, FIXED_POINT_BITS, BandTable, DecisionValues, GroupSums, Hysteresis,
                                   Pools, decision_values, group_means, group_medians, group_sums, half_even,
                                   pools_from_sums, rank_vendors)
-from engine.core.tables import Table
-from engine.core.stages.base import Decision, DecisionColumns, DecisionParts, StageContext, StageOutput, StageType
-from engine.core.stages.unused_columns import unused_column_decisions
+from certa.engine.core.tables import Table
+from certa.engine.core.stages.base import Decision, DecisionColumns, DecisionParts, StageContext, StageOutput, StageType
+from certa.engine.core.stages.unused_columns import unused_column_decisions
 
 __all__ = ["STAGE", "STAGES", "BakeoffKernels", "KERNELS", "Reporting", "RecordedReporting", "BakeoffConfig",
            "config_from_knobs", "frozen_manifest", "run_knobs_hash", "stage_manifest", "bucket_outputs", "sums_rows",
@@ -537,7 +537,7 @@ def _lead(entry: Mapping[str, Any], confidence_level: float) -> dict[str, Any] |
 
 
 def format6(x: float) -> str:
-    """6 decimals, half-even on the shortest repr (``engine.core.stats.bakeoff.pool.half_even``)."""
+    """6 decimals, half-even on the shortest repr (``certa.engine.core.stats.bakeoff.pool.half_even``)."""
     return format(half_even(x), "f")
 
 
@@ -927,7 +927,7 @@ def compare_stage(kernels: BakeoffKernels) -> StageType:
         run=lambda ctx: run_bakeoff_compare(ctx, kernels),
         summary=SUMMARY,
         render_markdown=render_bakeoff,
-        presentation="engine.services.presentation.stages.bakeoff",
+        presentation="certa.engine.services.presentation.stages.bakeoff",
         audit_checks=audit_bakeoff,
         changes=kernels.changes,
     )

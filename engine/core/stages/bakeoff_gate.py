@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from engine.foundation.errors import InputError, StageError
-from engine.core.stats.bakeoff.calm_gate import (LANES, PRESETS, GateParams, GateResult, calm_gate, lane_d, lane_e, lane_l,
+from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.core.stats.bakeoff.calm_gate import (LANES, PRESETS, GateParams, GateResult, calm_gate, lane_d, lane_e, lane_l,
                                   lane_q, lane_v)
-from engine.core.tables import Table
-from engine.core.stages.bakeoff import refuse_if_aborted
-from engine.core.stages.base import Decision, DecisionColumns, DecisionParts, StageContext, StageOutput, StageType
-from engine.core.stages.unused_columns import unused_column_decisions
+from certa.engine.core.tables import Table
+from certa.engine.core.stages.bakeoff import refuse_if_aborted
+from certa.engine.core.stages.base import Decision, DecisionColumns, DecisionParts, StageContext, StageOutput, StageType
+from certa.engine.core.stages.unused_columns import unused_column_decisions
 
 __all__ = ["STAGE", "STAGES", "VERSIONS", "GateVersion"]
 
@@ -285,7 +285,7 @@ def gate_stage(version: GateVersion) -> StageType:
         run=lambda ctx: run_bakeoff_gate(ctx, version),
         summary="Calm gate g per decision from telemetry lanes F, D, L, E, V, Q (weighted mix, safety notch, "
                 "smoothing; presets A/B/C), for bakeoff.compare's gate.from.",
-        presentation="engine.services.presentation.stages.bakeoff_gate",
+        presentation="certa.engine.services.presentation.stages.bakeoff_gate",
         changes=version.changes,
     )
 

@@ -29,13 +29,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from engine.core.certificate import certificate_problems
-from engine.foundation.errors import InputError, LedgerError, StageError
-from engine.core.stats.bakeoff.pool import FIXED_POINT_BITS, GroupSums, merge_group_sums, pools_from_sums
-from engine.core.tables import Table, parse_table
-from engine.core.stages.bakeoff import (KERNELS, BakeoffKernels, audit_bakeoff, bucket_outputs, config_from_knobs, one_page_table,
+from certa.engine.core.certificate import certificate_problems
+from certa.engine.foundation.errors import InputError, LedgerError, StageError
+from certa.engine.core.stats.bakeoff.pool import FIXED_POINT_BITS, GroupSums, merge_group_sums, pools_from_sums
+from certa.engine.core.tables import Table, parse_table
+from certa.engine.core.stages.bakeoff import (KERNELS, BakeoffKernels, audit_bakeoff, bucket_outputs, config_from_knobs, one_page_table,
                       render_bakeoff, run_knobs_hash, stage_manifest, sums_rows)
-from engine.core.stages.base import Decision, LedgerReferences, StageContext, StageOutput, StageType
+from certa.engine.core.stages.base import Decision, LedgerReferences, StageContext, StageOutput, StageType
 
 __all__ = ["STAGE", "STAGES", "read_sums_table"]
 
@@ -216,7 +216,7 @@ def merge_stage(kernels: BakeoffKernels) -> StageType:
                 "identical to the unsharded bakeoff.compare.",
         render_markdown=render_bakeoff,
         ledger_reads=shard_sources,
-        presentation="engine.services.presentation.stages.bakeoff",
+        presentation="certa.engine.services.presentation.stages.bakeoff",
         audit_checks=audit_bakeoff,
         changes=_CHANGES[kernels.version],
     )

@@ -11,18 +11,18 @@ which the ledger records one entry each. It never writes anything itself.
 A stage with one decision per input row returns them as ``DecisionColumns`` (a kind, constant fields and
 per-row columns: each ``Decision`` is built only when read) inside ``DecisionParts``, so that 10^6 decisions
 cost their arrays, not 10^6 Python objects, and the ledger encodes them column by column
-(``engine.foundation.canonical.canonical_records``).
+(``certa.engine.foundation.canonical.canonical_records``).
 
-Numerical work belongs in ``engine.core.stats``: pure functions, arrays in, frozen dataclasses out.
+Numerical work belongs in ``certa.engine.core.stats``: pure functions, arrays in, frozen dataclasses out.
 
-**A stage is declared by its ``StageType``**, so that nothing outside ``engine.core.stages`` switches on a stage
+**A stage is declared by its ``StageType``**, so that nothing outside ``certa.engine.core.stages`` switches on a stage
 name: its knobs and outputs schemas (by name), its kernels (``run``), its Markdown (``render_markdown``), its
 audit checks, what it reads from a ledger (``ledger_reads``, through ``LedgerReader``) and its presentation.
 The presentation is the one part the core cannot hold as a function: the HTML section and the "how to read
 this" paragraphs use the services' view model and plots, and the core may not import the services. So
 ``StageType.presentation`` is the *dotted name* of the presentation module
-(``engine.services.presentation.stages.<module>``, defining ``section`` and ``how_to_read``), which the
-presentation layer imports when it renders (``engine.services.presentation.stages.presentation_of``). Weighed against the alternatives:
+(``certa.engine.services.presentation.stages.<module>``, defining ``section`` and ``how_to_read``), which the
+presentation layer imports when it renders (``certa.engine.services.presentation.stages.presentation_of``). Weighed against the alternatives:
 
 - a table keyed by stage name in the presentation layer (what it replaces) makes adding a stage touch a second
   registry and lets the two drift apart; a registration call from each presentation module needs something
@@ -32,7 +32,7 @@ presentation layer imports when it renders (``engine.services.presentation.stage
   layout into the core and grow a small language for it.
 
 The dotted name keeps the declaration in the stage module, the import direction services → core, and adding a
-stage at its module, its presentation module and its one line in ``engine.core.stages._STAGE_MODULES``; a test
+stage at its module, its presentation module and its one line in ``certa.engine.core.stages._STAGE_MODULES``; a test
 imports every named module.
 """
 
@@ -46,8 +46,8 @@ from typing import Any, Protocol, TypeVar, overload
 
 import numpy as np
 
-from engine.foundation.canonical import RecordColumns
-from engine.core.tables import Table
+from certa.engine.foundation.canonical import RecordColumns
+from certa.engine.core.tables import Table
 
 __all__ = ["Decision", "DecisionColumns", "DecisionParts", "Concatenated", "decision_parts", "StageOutput",
            "StageContext", "StageType", "LedgerReader", "LedgerReferences", "Progress"]
@@ -79,7 +79,7 @@ class DecisionColumns(Sequence[Decision]):
     **constants}`` (numpy arrays give Python scalars, as ``tolist`` does), built when it is read.
 
     Picklable and compact (its arrays), for Dask workers; the ledger encodes it per column
-    (``engine.core.interpreter.StageDecisions.record``)."""
+    (``certa.engine.core.interpreter.StageDecisions.record``)."""
 
     __slots__ = ("kind", "columns", "constants", "_rows")
     _CHUNK = 65536
@@ -243,7 +243,7 @@ class StageType:
     runs); None: it reads nothing from a ledger."""
     presentation: str | None = None
     """Optional: the dotted name of the module that presents this type's outputs in the HTML report and in
-    "how to read this" paragraphs (``engine.services.presentation.stages.<module>``); None: a generic outputs
+    "how to read this" paragraphs (``certa.engine.services.presentation.stages.<module>``); None: a generic outputs
     table. A name, not a function: see the module docstring."""
     changes: str = ""
     """What this version changed in the numbers against the previous one (``certa stages`` shows it)."""
@@ -273,7 +273,7 @@ class StageType:
         return self._versioned_schema("outputs")
 
     def _versioned_schema(self, folder: str) -> str:
-        from schemas import schema_exists
+        from certa.schemas import schema_exists
 
         frozen = f"{folder}/{self.ref}.schema.json"
         return frozen if schema_exists(frozen) else f"{folder}/{self.name}.schema.json"

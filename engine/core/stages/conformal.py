@@ -2,14 +2,14 @@
 
 From a calibration table (true ``label`` 0/1 and ``p1``, optionally ``p0``):
 
-1. SSBC per class (``engine.core.stats.conformal.ssbc``): the largest u with P(Beta(n_c+1-u, u) >= 1-alpha_c) >= 1-delta_c,
+1. SSBC per class (``certa.engine.core.stats.conformal.ssbc``): the largest u with P(Beta(n_c+1-u, u) >= 1-alpha_c) >= 1-delta_c,
    k_c = n_c+1-u*, exact integer arithmetic; no qualifying u means the class is always included.
-2. Mondrian thresholds q_c = k_c-th smallest class-c score, s_c = 1 - p_c (``engine.core.stats.conformal.mondrian``);
+2. Mondrian thresholds q_c = k_c-th smallest class-c score, s_c = 1 - p_c (``certa.engine.core.stats.conformal.mondrian``);
    in-sample summaries of the deployed sets with Clopper-Pearson intervals (``prediction_stats``).
-3. Leave-one-out set outcomes with k fixed, O(n log n) (``engine.core.stats.conformal.loo``): the reported
+3. Leave-one-out set outcomes with k fixed, O(n log n) (``certa.engine.core.stats.conformal.loo``): the reported
    LOO counts and rates.
 4. Prediction bounds for the rates on a future test set of ``test_size`` points
-   (``engine.core.stats.conformal.rate_bounds``): singleton, doublet, abstention and error-given-singleton rates,
+   (``certa.engine.core.stats.conformal.rate_bounds``): singleton, doublet, abstention and error-given-singleton rates,
    marginally and per class (M = 12 bounds), Bonferroni-adjusted if ``use_union_bound``.
    Each bound is the envelope of the bounds from two LOO counts: the k-fixed one, and a "shifted" one in
    which the held-out point's own-class threshold is the (k-1)-th smallest of the others. Why: the
@@ -28,7 +28,7 @@ Versions (``KERNELS``, oldest first): each is this module's glue run with a ``Pa
 differs. 1.0.0 computes the quantities derived from decimal knobs (1 - gamma, the union-bound level
 1 - (1 - gamma)/M, 1 - delta_c, the joint level) in binary floating point, rounding at every step: delta = 0.05
 per class and gamma = 0.95 give a joint level of 0.8499999999999999. 1.1.0 computes them in exact rational
-arithmetic on the knobs' decimal values (``fractions.Fraction``, ``engine.core.stats.conformal.ssbc.exact_fraction``) and
+arithmetic on the knobs' decimal values (``fractions.Fraction``, ``certa.engine.core.stats.conformal.ssbc.exact_fraction``) and
 rounds each once to a double (0.85), passes the risk alpha it computed to the bound kernels (instead of their
 ``1.0 - level``) and records it in each bound (``risk``).
 """
@@ -42,11 +42,11 @@ from typing import Any
 
 import numpy as np
 
-from engine.foundation.errors import InputError, StageError
-from engine.core.stats.conformal.loo import loo_summary
-from engine.core.stats.conformal.mondrian import (SetCounts, SetSummary, class_threshold, nonconformity_scores, prediction_sets,
+from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.core.stats.conformal.loo import loo_summary
+from certa.engine.core.stats.conformal.mondrian import (SetCounts, SetSummary, class_threshold, nonconformity_scores, prediction_sets,
                               summarise_sets)
-from engine.core.stats.conformal.rate_bounds import (
+from certa.engine.core.stats.conformal.rate_bounds import (
     METHODS,
     bonferroni_level,
     bound_envelope,
@@ -54,9 +54,9 @@ from engine.core.stats.conformal.rate_bounds import (
     prediction_bounds,
     resolve_method,
 )
-from engine.core.stats.conformal.ssbc import SSBCResult, coverage_risk, exact_fraction, ssbc_correct
-from engine.core.tables import Table
-from engine.core.stages.base import Decision, StageContext, StageOutput, StageType
+from certa.engine.core.stats.conformal.ssbc import SSBCResult, coverage_risk, exact_fraction, ssbc_correct
+from certa.engine.core.tables import Table
+from certa.engine.core.stages.base import Decision, StageContext, StageOutput, StageType
 
 __all__ = ["STAGE", "STAGES", "KERNELS", "PacReportKernels", "RATE_METRICS", "CalibrationData", "load_calibration",
            "threshold_json", "threshold_from_json", "metric_counts", "bound_json", "scope_test_sizes", "SCOPES",
@@ -483,7 +483,7 @@ def pac_report_stage(kernels: PacReportKernels) -> StageType:
         run=lambda ctx: run_pac_report(ctx, kernels),
         summary="PAC report for binary Mondrian conformal sets: exact SSBC, LOO rates, prediction bounds (seed 003).",
         render_markdown=render_pac_report,
-        presentation="engine.services.presentation.stages.conformal",
+        presentation="certa.engine.services.presentation.stages.conformal",
         audit_checks=audit_pac_report,
         changes=kernels.changes,
     )

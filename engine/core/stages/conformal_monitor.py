@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from engine.foundation.errors import StageError
-from engine.core.stats.kernels.lazy_scipy import stats
-from engine.core.stats.conformal.mondrian import prediction_sets, summarise_sets
-from engine.core.stats.conformal.ssbc import exact_fraction
-from engine.core.stages.base import Decision, LedgerReferences, StageContext, StageOutput, StageType
-from engine.core.stages.conformal import (RATE_METRICS, SCOPES, float_number, load_calibration, loo_envelope_bounds, metric_counts,
+from certa.engine.foundation.errors import StageError
+from certa.engine.core.stats.kernels.lazy_scipy import stats
+from certa.engine.core.stats.conformal.mondrian import prediction_sets, summarise_sets
+from certa.engine.core.stats.conformal.ssbc import exact_fraction
+from certa.engine.core.stages.base import Decision, LedgerReferences, StageContext, StageOutput, StageType
+from certa.engine.core.stages.conformal import (RATE_METRICS, SCOPES, float_number, load_calibration, loo_envelope_bounds, metric_counts,
                         threshold_from_json)
 
 __all__ = ["STAGE", "STAGES", "KERNELS", "MonitorKernels"]
@@ -244,7 +244,7 @@ def monitor_stage(kernels: MonitorKernels) -> StageType:
                  "realised rates vs certified bounds."),
         render_markdown=render_monitor,
         ledger_reads=monitored_run,
-        presentation="engine.services.presentation.stages.conformal_monitor",
+        presentation="certa.engine.services.presentation.stages.conformal_monitor",
         changes=kernels.changes,
     )
 

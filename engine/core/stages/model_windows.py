@@ -2,7 +2,7 @@
 
 Inputs: two model folders (``baseline``, ``subject``: inputs declared with ``model:``) and a text table (JSON
 Lines, Parquet or CSV) whose ``column`` holds one document per row. The stage tokenizes the text, cuts windows
-and sums each window's negative log-likelihood under each model (``engine.core.models.windows``: what is scored,
+and sums each window's negative log-likelihood under each model (``certa.engine.core.models.windows``: what is scored,
 exactly, and the numerics), and produces the per-window tables ``baseline`` and ``subject`` (columns
 ``window_id``, ``tokens``, ``nll_sum``) that ``paired.ppl_ratio`` reads as ``<stage id>.baseline`` and
 ``<stage id>.subject`` (``StageType.produces``). One spec thus goes from two model folders and a text file to a
@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from engine.foundation.canonical import canonical_bytes
-from engine.foundation.errors import InputError, StageError
-from engine.core.models.manifest import MODEL_FORMAT
-from engine.core.tables import Table, table_from_columns
-from engine.core.stages.base import StageContext, StageOutput, StageType
+from certa.engine.foundation.canonical import canonical_bytes
+from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.core.models.manifest import MODEL_FORMAT
+from certa.engine.core.tables import Table, table_from_columns
+from certa.engine.core.stages.base import StageContext, StageOutput, StageType
 
 __all__ = ["STAGE", "STAGES", "ARMS", "MODELS_TABLE", "run_model_windows"]
 
@@ -46,8 +46,8 @@ _MODEL_COLUMNS = ("arm", "input", "manifest_sha256", "model_type", "parameters",
 
 def _evaluated(ctx: StageContext) -> dict[str, Table]:
     """Load both models, cut the windows and score them: the captured tables (module docstring)."""
-    from engine.core.models.runtime import deterministic_torch, load_causal_lm, model_libraries
-    from engine.core.models.windows import byte_pieces, piece_windows, token_windows, window_nll
+    from certa.engine.core.models.runtime import deterministic_torch, load_causal_lm, model_libraries
+    from certa.engine.core.models.windows import byte_pieces, piece_windows, token_windows, window_nll
 
     knobs = ctx.knobs
     for arm in ARMS:
@@ -205,7 +205,7 @@ STAGE = StageType(
     summary="Two local models scored on the same text windows: per-window token counts and NLL sums for "
             "paired.ppl_ratio.",
     render_markdown=render_model_windows,
-    presentation="engine.services.presentation.stages.model_windows",
+    presentation="certa.engine.services.presentation.stages.model_windows",
     produces=ARMS,
 )
 STAGES = (STAGE,)

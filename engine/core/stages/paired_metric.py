@@ -1,7 +1,7 @@
 """``paired.metric_delta``: is the subject model no worse (or different) than the baseline on a per-item metric?
 
 The two inputs hold one record per benchmark item: an evaluator's export (lm-evaluation-harness samples,
-Inspect AI logs, promptfoo results, read by ``engine.core.evidence``) or a plain table (CSV, JSON Lines,
+Inspect AI logs, promptfoo results, read by ``certa.engine.core.evidence``) or a plain table (CSV, JSON Lines,
 Parquet) whose item-id and metric columns the knobs name. Items pair by the tool's own identity (lm-eval:
 ``doc_id`` with equal document, prompt and target digests; Inspect: sample id and epoch); an item missing on
 one side, or present on both with different digests, is the profile rule ``items_paired`` (recorded in
@@ -20,7 +20,7 @@ The estimand is Δ = mean(subject) − mean(baseline) over the paired items (neg
 
 With a ``slice`` (a category per item), each slice gets its own estimate, interval and p-value, adjusted across
 slices by Holm (familywise) or Benjamini–Hochberg (false discovery rate). Kernels:
-``engine.core.stats.paired_metric`` (formulas, sources and the coverage figures in docs/paired_metric.md).
+``certa.engine.core.stats.paired_metric`` (formulas, sources and the coverage figures in docs/paired_metric.md).
 
 Nothing is clipped or dropped: a binary metric with another value, or a bounded one outside its range, is an
 input error naming the count and the first item; every unpaired item is counted in the outputs.
@@ -34,14 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from engine.core.evidence import EvidenceRecords, PairedEvidence, pair_records
-from engine.core.evidence.formats import records_of_table
-from engine.core.stages.base import Decision, StageContext, StageOutput, StageType
-from engine.core.stats.paired_metric import (PairedTable, anytime_mean_difference, bca_mean_difference,
+from certa.engine.core.evidence import EvidenceRecords, PairedEvidence, pair_records
+from certa.engine.core.evidence.formats import records_of_table
+from certa.engine.core.stages.base import Decision, StageContext, StageOutput, StageType
+from certa.engine.core.stats.paired_metric import (PairedTable, anytime_mean_difference, bca_mean_difference,
                                              binary_slices, mcnemar_exact_test, minimum_detectable_difference,
                                              newcombe_interval, paired_table_from_outcomes, tango_interval,
                                              tango_noninferiority_test)
-from engine.foundation.errors import InputError, ProfileAbort, StageError
+from certa.engine.foundation.errors import InputError, ProfileAbort, StageError
 
 __all__ = ["STAGE", "STAGES", "run_metric_delta", "render_metric_delta", "PROFILE_FLOORS"]
 
@@ -269,7 +269,7 @@ STAGE = StageType(
     summary="Paired per-item metric difference (accuracy, exact match, F1) vs a baseline: Tango/Newcombe "
             "intervals, exact McNemar, non-inferiority margin, slices with Holm/BH; reads evaluator exports.",
     render_markdown=render_metric_delta,
-    presentation="engine.services.presentation.stages.paired_metric",
+    presentation="certa.engine.services.presentation.stages.paired_metric",
     changes="certa 0.7.0: first version.",
 )
 STAGES = (STAGE,)

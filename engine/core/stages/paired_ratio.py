@@ -29,12 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from engine.foundation.errors import InputError, ProfileAbort, StageError
-from engine.core.stats.bootstrap import weighted_mean as bootstrap, weighted_mean_v1_0_0 as bootstrap_v1_0_0
-from engine.core.stats.pairing import duplicated_ids, overlap_fraction, pair_windows
-from engine.core.tables import Table
-from engine.core.stages.base import Decision, StageContext, StageOutput, StageType
-from engine.core.stages.unused_columns import unused_column_decisions
+from certa.engine.foundation.errors import InputError, ProfileAbort, StageError
+from certa.engine.core.stats.bootstrap import weighted_mean as bootstrap, weighted_mean_v1_0_0 as bootstrap_v1_0_0
+from certa.engine.core.stats.pairing import duplicated_ids, overlap_fraction, pair_windows
+from certa.engine.core.tables import Table
+from certa.engine.core.stages.base import Decision, StageContext, StageOutput, StageType
+from certa.engine.core.stages.unused_columns import unused_column_decisions
 
 __all__ = ["KERNELS", "PROFILE_FLOORS", "STAGE", "STAGES", "DataClaims", "PairedRatioKernels"]
 
@@ -149,7 +149,7 @@ def _unused_columns(table: Table, columns: Mapping[str, str], arm: _Arm) -> dict
 def _input_claims(arms: Mapping[str, tuple[Table, _Arm]],
                   columns: Mapping[str, str]) -> tuple[dict[str, Any], tuple[Decision, ...]]:
     """1.2.0: which column each arm's NLL came from (``nll_from``), and an ``unused_column`` decision for each
-    recognised column the knobs leave unused (``engine.core.stages.unused_columns``)."""
+    recognised column the knobs leave unused (``certa.engine.core.stages.unused_columns``)."""
     decisions = tuple(decision for table, arm in arms.values()
                       for decision in unused_column_decisions(table, _unused_columns(table, columns, arm)))
     return {"nll_from": {name: arm.nll_from for name, (_, arm) in arms.items()}}, decisions
@@ -187,7 +187,7 @@ TRUE_CLAIMS = DataClaims(counts=_counts_of_its_phases, overlap=_overlap_of_arms_
 
 @dataclass(frozen=True)
 class PairedRatioKernels:
-    """What one version of ``paired.ppl_ratio`` computes with: its bootstrap CI (``engine.core.stats.bootstrap.weighted_mean`` or
+    """What one version of ``paired.ppl_ratio`` computes with: its bootstrap CI (``certa.engine.core.stats.bootstrap.weighted_mean`` or
     the frozen ``bootstrap_v1_0_0``; the point estimates are shared), how its certificate describes the resampling
     of each scheme (None: that version stated nothing beyond the scheme and ``index_streams``), how it states what
     the data hold (``DataClaims``), and what changed."""
@@ -469,7 +469,7 @@ def ratio_stage(kernels: PairedRatioKernels) -> StageType:
         summary="Paired perplexity ratio vs a baseline, token-weighted, with a paired BCa bootstrap CI (seed 001).",
         audit_checks=audit_paired_ratio,
         render_markdown=render_paired_ratio,
-        presentation="engine.services.presentation.stages.paired_ratio",
+        presentation="certa.engine.services.presentation.stages.paired_ratio",
         changes=kernels.changes,
     )
 

@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from engine.core.stages.base import StageType
-from engine.foundation.errors import UnknownStage
+from certa.engine.core.stages.base import StageType
+from certa.engine.foundation.errors import UnknownStage
 
 __all__ = ["StageRegistry", "UnknownStage", "parse_stage_ref", "version_key"]
 

@@ -3,9 +3,9 @@
 Observations are per-prompt score differences in arrival order, either from an input table (``input``;
 column ``score``, optional ``prompt_id`` and ``position``: with positions, the mean over a prompt's first
 ``positions_per_prompt`` positions is one observation) or from a scorer plugin (``scorer`` with the
-input tables ``reference`` and ``candidate``, see ``engine.core.scorers``). A (1 - alpha) confidence sequence
-(``method``, ``engine.core.stats.confseq.methods``) is computed for every prefix and the decision rules of
-``engine.core.stats.confseq.decision`` are checked after every observation (or batch), stopping at the
+input tables ``reference`` and ``candidate``, see ``certa.engine.core.scorers``). A (1 - alpha) confidence sequence
+(``method``, ``certa.engine.core.stats.confseq.methods``) is computed for every prefix and the decision rules of
+``certa.engine.core.stats.confseq.decision`` are checked after every observation (or batch), stopping at the
 first rule that fires and never after ``n_max``. Every check is one ``sequential_check`` decision in the
 ledger (n, mean, bounds, p-value, rule states); the certificate holds the stopping time, the final
 sequence values, the method, its validity statement and the score range with what was done to the scores.
@@ -23,7 +23,7 @@ aborts unless the method is anytime-valid.
 
 Versions (``KERNELS``, oldest first): each is this module's glue run with a ``SequentialKernels`` record of
 what differs. 1.0.0 computes exp, log, log1p and logaddexp with numpy's ufuncs, whose kernels numpy picks
-by CPU at run time; 1.1.0 with libm in compiled loops (``engine.core.stats.kernels.libm``), so its numbers do not
+by CPU at run time; 1.1.0 with libm in compiled loops (``certa.engine.core.stats.kernels.libm``), so its numbers do not
 depend on numpy's SIMD choice. Both take the score range of the bounded methods from ``clip_low`` /
 ``clip_high`` (defaults [0, 0.2]) and clip scores outside it silently (``ClipKnobs``). 2.0.0 keeps libm and
 follows "a certificate says only what the data support" (``DeclaredRange``): the range has no default (it is
@@ -43,16 +43,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from engine.foundation.errors import InputError, ProfileAbort, StageError
-from engine.core.scorers import Scorer, declared_support, load_scorer, reported_usage, score_prompts
-from engine.core.stats.confseq.methods import BOUNDED_METHODS, VALIDITY, CSSettings, PValuePath, confidence_sequence, null_p_value
-from engine.core.stats.confseq.common import (ConfidenceSequence, GridValues, exact_grid_values, float_grid_values,
+from certa.engine.foundation.errors import InputError, ProfileAbort, StageError
+from certa.engine.core.scorers import Scorer, declared_support, load_scorer, reported_usage, score_prompts
+from certa.engine.core.stats.confseq.methods import BOUNDED_METHODS, VALIDITY, CSSettings, PValuePath, confidence_sequence, null_p_value
+from certa.engine.core.stats.confseq.common import (ConfidenceSequence, GridValues, exact_grid_values, float_grid_values,
                                     prefix_mean)
-from engine.core.stats.kernels.libm import LIBM, NUMPY_UFUNCS, ElementaryFunctions
-from engine.core.stats.confseq.decision import (DECISION_OF, OUTCOMES, DecisionRules, RuleStates, Stop, all_zero_path,
+from certa.engine.core.stats.kernels.libm import LIBM, NUMPY_UFUNCS, ElementaryFunctions
+from certa.engine.core.stats.confseq.decision import (DECISION_OF, OUTCOMES, DecisionRules, RuleStates, Stop, all_zero_path,
                                          first_stop, rule_states)
-from engine.core.tables import Table, table_from_columns
-from engine.core.stages.base import Decision, StageContext, StageOutput, StageType
+from certa.engine.core.tables import Table, table_from_columns
+from certa.engine.core.stages.base import Decision, StageContext, StageOutput, StageType
 
 __all__ = ["STAGE", "STAGES", "SequentialKernels", "KERNELS", "CAPTURED_SCORES", "CAPTURED_SUPPORT", "CAPTURED_USAGE",
            "analyse_scores",
@@ -865,7 +865,7 @@ def diff_stage(kernels: SequentialKernels) -> StageType:
         run=lambda ctx: run_sequential_diff(ctx, kernels),
         summary=SUMMARY,
         render_markdown=lambda outputs: render_sequential_diff(outputs, kernels.range_rule),
-        presentation="engine.services.presentation.stages.sequential_diff",
+        presentation="certa.engine.services.presentation.stages.sequential_diff",
         audit_checks=lambda outputs: audit_sequential_diff(outputs) + kernels.range_rule.audit(outputs),
         changes=kernels.changes,
     )

@@ -4,15 +4,15 @@ A certificate says only what the data support. An input column that a stage know
 phase, a token count, a latency, a cost) but that the spec's knobs leave unused changes nothing in the
 numbers, yet a reviewer must be told: using it could change the verdict. Each such column is one
 ``unused_column`` decision (outcome ``warn``) that names the input, the column and the knob that would use
-it; ``engine.core.interpreter.run_warnings`` turns it into a warning line, and ``certa run`` prints it.
+it; ``certa.engine.core.interpreter.run_warnings`` turns it into a warning line, and ``certa run`` prints it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engine.core.tables import Table
-from engine.core.stages.base import Decision
+from certa.engine.core.tables import Table
+from certa.engine.core.stages.base import Decision
 
 __all__ = ["UNUSED_COLUMN", "unused_column_decisions"]
 

@@ -16,7 +16,7 @@ message. The subset (checked on the raw bytes, in C speed):
 The header is the first non-empty line, split at commas; Arrow reads the lines after it, inferring each
 column's type as pandas-like readers do (booleans never: no cell can equal a true or false value holding
 a NUL byte). A column keeps Arrow's numbers only where they are provably Python's ``float()`` of the stripped
-cells, else it is read again as text (its numbers then come from ``engine.core.table_formats.decimal``):
+cells, else it is read again as text (its numbers then come from ``certa.engine.core.table_formats.decimal``):
 
 * ``float64``: Arrow converts a cell by trimming spaces and tabs (which ``str.strip()`` removes too) and
   parsing the rest with the parser of ``decimal.cast_float64``, so every finite value is ``float()``'s; a

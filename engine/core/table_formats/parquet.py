@@ -18,7 +18,7 @@ error without it, and ``''`` in ``text``. NaN stored in a float column is also m
 Any other type (decimal, date, time, timestamp, binary, list, struct, map, ...) is refused, naming the
 column: convert it to one of the above when writing the file.
 
-Limits (``engine.core.input_limits``) are checked from the footer before any page is decompressed: rows, columns,
+Limits (``certa.engine.core.input_limits``) are checked from the footer before any page is decompressed: rows, columns,
 and a lower bound of the decoded size (fixed-width values and string offsets: a file of 4·10^8 identical
 rows is refused in milliseconds); then the row groups are read one at a time and the decoded size counted as
 they come (dictionary encoding hides it from the footer): a text column made mostly of dictionary indices is
@@ -34,8 +34,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pyarrow.types as pat
 
-from engine.foundation.errors import InputError
-from engine.core.input_limits import InputLimits
+from certa.engine.foundation.errors import InputError
+from certa.engine.core.input_limits import InputLimits
 
 SUPPORTED = "float64/float32, an integer type, bool, string, or a dictionary of these"
 

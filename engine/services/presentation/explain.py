@@ -2,10 +2,10 @@
 
 ``how_to_read(stage_name, outputs)`` returns, for one stage of a certificate, what was tested, what the
 verdict or decision means and what it does not mean, and the assumptions the claim rests on. Each stage type's
-texts live in its presentation module (``engine.services.presentation.stages``); they read the stored outputs
+texts live in its presentation module (``certa.engine.services.presentation.stages``); they read the stored outputs
 only, defensively: a key a stage version does not record changes the wording, never raises. No HTML, no I/O:
-the HTML report (``engine.services.presentation.html``) and ``certa show --explain`` both print these
-paragraphs. The number helpers below write numbers in those texts (``engine.core.value_text.format_value``,
+the HTML report (``certa.engine.services.presentation.html``) and ``certa show --explain`` both print these
+paragraphs. The number helpers below write numbers in those texts (``certa.engine.core.value_text.format_value``,
 4 significant digits).
 """
 
@@ -15,9 +15,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from engine.core.stages import REGISTRY
-from engine.core.value_text import format_value
-from engine.services.presentation.stages import presentation_of
+from certa.engine.core.stages import REGISTRY
+from certa.engine.core.value_text import format_value
+from certa.engine.services.presentation.stages import presentation_of
 
 __all__ = ["how_to_read", "EXPLAINED", "finite_number", "number_text", "percent_text"]
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from engine.foundation.atomic_files import write_atomically
+from certa.engine.foundation.atomic_files import write_atomically
 
-from engine.core.gates import gate_display
-from engine.services.presentation.markdown import rule_text
+from certa.engine.core.gates import gate_display
+from certa.engine.services.presentation.markdown import rule_text
 
 __all__ = ["JUnitCase", "JUnitSuite", "run_suite", "junit_bytes", "write_junit", "utc_timestamp"]
 
@@ -81,7 +81,7 @@ def run_suite(*, name: str, timestamp: str, seconds: float = 0.0, run_id: str | 
               failed_rules: Sequence[Mapping[str, Any]] = (), abort_reason: str = "", error_type: str = "",
               error: str = "") -> JUnitSuite:
     """A run as a suite: an ``error`` (with its ``error_type``) gives one error case; an ``abort_reason`` one
-    failure case per failed profile rule (``engine.services.presentation.markdown.failed_rules``; one case for the abort itself when
+    failure case per failed profile rule (``certa.engine.services.presentation.markdown.failed_rules``; one case for the abort itself when
     none is named); otherwise one case per gate (certificate ``content.gates``)."""
     if error:
         cases = (JUnitCase("run", name, ERROR, message=error, kind=error_type or "CertaError"),)
@@ -136,6 +136,6 @@ def junit_bytes(suites: Sequence[JUnitSuite], *, name: str = "certa") -> bytes:
 
 
 def write_junit(path: str | os.PathLike[str], suites: Sequence[JUnitSuite]) -> None:
-    """Write the JUnit XML of ``suites`` to ``path`` atomically (``engine.foundation.atomic_files``); an ``OutputError``
+    """Write the JUnit XML of ``suites`` to ``path`` atomically (``certa.engine.foundation.atomic_files``); an ``OutputError``
     says why it cannot be written."""
     write_atomically(path, junit_bytes(suites), what="the JUnit report")

@@ -5,9 +5,9 @@
 Formatting of stored records (the report: identity (run, hashes, seed, profile), inputs, each stage's own
 Markdown (``StageType.render_markdown``), the gates and the library versions), and two readers that stream a
 run's recorded decisions from the ledger. Nothing is recomputed. Values are written by the one formatter,
-``engine.core.value_text.format_value``, in JSON's words (``null``, ``true``, ``false``).
+``certa.engine.core.value_text.format_value``, in JSON's words (``null``, ``true``, ``false``).
 
-Every recorded string is shown through ``engine.services.presentation.display_text``: the Markdown report escapes it for Markdown
+Every recorded string is shown through ``certa.engine.services.presentation.display_text``: the Markdown report escapes it for Markdown
 and HTML, the one-line texts (decisions, changes, failed rules) lose control and bidi characters.
 """
 
@@ -17,17 +17,17 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.foundation.canonical import to_jsonable
-from engine.core.certificate import results_sha256
-from engine.services.presentation.display_text import markdown_code, markdown_strings, markdown_text, plain_text
-from engine.services.presentation.explain import how_to_read
-from engine.core.gates import gate_display
-from engine.foundation.jsondiff import ArrayChange, FieldChange
-from engine.core.stages import REGISTRY, Decision
-from engine.core.value_text import format_value
+from certa.engine.foundation.canonical import to_jsonable
+from certa.engine.core.certificate import results_sha256
+from certa.engine.services.presentation.display_text import markdown_code, markdown_strings, markdown_text, plain_text
+from certa.engine.services.presentation.explain import how_to_read
+from certa.engine.core.gates import gate_display
+from certa.engine.foundation.jsondiff import ArrayChange, FieldChange
+from certa.engine.core.stages import REGISTRY, Decision
+from certa.engine.core.value_text import format_value
 
 if TYPE_CHECKING:
-    from ledger import EntryRow, Ledger
+    from certa.ledger import EntryRow, Ledger
 
 __all__ = ["certificate_markdown", "failed_rules", "rule_text", "recorded_warnings", "warnings_of",
            "recorded_decisions", "recorded_abort", "decision_line", "change_text", "array_change_text"]
@@ -61,14 +61,14 @@ def recorded_decisions(ledger: Ledger, run_id: str, *, kind: str | None = None,
 def recorded_warnings(ledger: Ledger, run_id: str) -> tuple[str, ...]:
     """The warnings a recorded run printed when it ran, read back from its decisions (``warnings_of``): the
     database filters the entries' text first, so a run with 10^6 per-row decisions is not read whole."""
-    from engine.services.presentation.warnings import WARNING_MARK
+    from certa.engine.services.presentation.warnings import WARNING_MARK
     return warnings_of(ledger.entries(run_id=run_id, kinds=["decision"], containing=WARNING_MARK)).get(run_id, ())
 
 
 def warnings_of(entries: Iterable[EntryRow]) -> dict[str, tuple[str, ...]]:
-    """Run id -> the warning lines (``engine.core.interpreter.warning_line``) of those of ``entries`` (decision
+    """Run id -> the warning lines (``certa.engine.core.interpreter.warning_line``) of those of ``entries`` (decision
     entries, in chain order) whose outcome is ``warn``."""
-    from engine.services.presentation.warnings import warning_line
+    from certa.engine.services.presentation.warnings import warning_line
     found: dict[str, list[str]] = {}
     for entry in entries:
         payload = entry.data()
@@ -120,13 +120,13 @@ def _generic_outputs(outputs: Mapping[str, Any]) -> list[str]:
 def certificate_markdown(certificate: Mapping[str, Any], *, explain: bool = False,
                          warnings: Sequence[str] = ()) -> str:
     """The whole certificate as one Markdown document; with ``explain``, each stage's section opens with the
-    plain-language paragraphs of ``engine.services.presentation.explain.how_to_read`` (what was tested, what the verdict means and
+    plain-language paragraphs of ``certa.engine.services.presentation.explain.how_to_read`` (what was tested, what the verdict means and
     does not mean, the assumptions). ``warnings`` (``recorded_warnings``) are listed below the identity table:
     what the run warned about when it ran (a profile rule ``dev`` let through, a column left unused, ...)."""
     content = certificate["content"]
     issued = certificate["issued"]
     spec = content["spec"]
-    text, code = markdown_text, markdown_code  # every recorded string is shown escaped (engine.services.presentation.display_text)
+    text, code = markdown_text, markdown_code  # every recorded string is shown escaped (certa.engine.services.presentation.display_text)
     lines = [
         f"# {text(spec['name'])}: {text(content['verdict'])}",
         "",

@@ -3,7 +3,7 @@
 Each function takes a result object (``LedgerAudit``, ``Replays``, ...) and returns the lines the command
 prints, joined by newlines, with user strings passed through ``plain_text`` (no control or bidi characters).
 The JSON form of the same results is their own ``as_json()``; nothing here is recorded. This module loads
-only the display helpers and ``ledger.location`` (``certa list`` starts at once); the functions that need the
+only the display helpers and ``certa.ledger.location`` (``certa list`` starts at once); the functions that need the
 Markdown helpers (changes, rules, decisions, reports), the JSON diff or the stage registry load them when
 called.
 """
@@ -13,18 +13,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.services.presentation.display_text import plain_text
-from ledger.location import command_hint, masked_ledger
+from certa.engine.services.presentation.display_text import plain_text
+from certa.ledger.location import command_hint, masked_ledger
 
 if TYPE_CHECKING:
-    from engine.services.attestation import AttestationReport
-    from engine.services.audit import LedgerAudit, ReplayResult, Replays
-    from engine.services.batch import BatchReport
-    from engine.services.browse import DecisionListing, RunDiff, RunView
-    from engine.services.run_report import RunReport
-    from engine.services.specs import StageCatalog
-    from ledger.bundle import BundleReport
-    from ledger.rows import RunRow
+    from certa.engine.services.attestation import AttestationReport
+    from certa.engine.services.audit import LedgerAudit, ReplayResult, Replays
+    from certa.engine.services.batch import BatchReport
+    from certa.engine.services.browse import DecisionListing, RunDiff, RunView
+    from certa.engine.services.run_report import RunReport
+    from certa.engine.services.specs import StageCatalog
+    from certa.ledger.bundle import BundleReport
+    from certa.ledger.rows import RunRow
 
 __all__ = ["ledger_audit_text", "replay_text", "replays_text", "key_ids_text", "run_list_text", "stage_catalog_text",
            "attestation_report_text", "bundle_report_text", "run_view_text", "decision_listing_text", "run_diff_text",
@@ -90,8 +90,8 @@ def ledger_audit_text(audit: LedgerAudit) -> str:
 
 def replay_text(result: ReplayResult) -> str:
     """``certa replay RUN``: the outcome and note, then the changed result fields (at most 50)."""
-    from engine.foundation.jsondiff import summarised
-    from engine.services.presentation.markdown import change_text
+    from certa.engine.foundation.jsondiff import summarised
+    from certa.engine.services.presentation.markdown import change_text
     lines = [plain_text(f"{result.outcome}: run {result.run_id}: {result.note}")]
     changes = summarised(result.changes)
     lines += [f"  {change_text(change, sides=('recorded', 'replayed'))}" for change in changes[:SHOWN_CHANGES]]
@@ -104,7 +104,7 @@ def _replay_detail(result: ReplayResult) -> str:
     """The table's detail column: the changed fields (most material first, a long array once) or the note of
     a run not reproduced; the environment differences of one reproduced."""
     if not result.reproduced:
-        from engine.foundation.jsondiff import summarised
+        from certa.engine.foundation.jsondiff import summarised
         fields = [c.path for c in summarised(result.changes)]
         return ", ".join(fields[:5]) + (f" (+{len(fields) - 5} more)" if len(fields) > 5 else "") or result.note
     return f"environment differs: {', '.join(c.path for c in result.environment)}" if result.environment else ""
@@ -171,7 +171,7 @@ def bundle_report_text(report: BundleReport) -> str:
 def run_view_text(view: RunView) -> str:
     """``certa show``: a completed run's certificate as a Markdown report, or an aborted run's reason, each
     failed rule and where to read its decisions."""
-    from engine.services.presentation.markdown import certificate_markdown, rule_text
+    from certa.engine.services.presentation.markdown import certificate_markdown, rule_text
     if view.certificate is not None:
         return certificate_markdown(view.certificate, explain=view.explain, warnings=view.warnings)
     row, abort = view.row, view.abort or {}
@@ -183,7 +183,7 @@ def run_view_text(view: RunView) -> str:
 def decision_listing_text(listing: DecisionListing) -> Iterator[str]:
     """``certa decisions``, streamed: one line per decision, then the command for the next page (or that
     there are none)."""
-    from engine.services.presentation.markdown import decision_line
+    from certa.engine.services.presentation.markdown import decision_line
     for seq, payload in listing.decisions():
         yield decision_line(seq, payload) + "\n"
     if listing.last is None:
@@ -198,7 +198,7 @@ def decision_listing_text(listing: DecisionListing) -> Iterator[str]:
 
 def run_diff_text(diff: RunDiff) -> str:
     """``certa diff``: how many fields differ, one line per change, then how many are equal."""
-    from engine.services.presentation.markdown import change_text
+    from certa.engine.services.presentation.markdown import change_text
     lines = [f"{diff.run_a[:12]} vs {diff.run_b[:12]}: "
              f"{'identical content' if not diff.changes else f'{len(diff.changes)} field(s) differ'}"]
     lines += [f"  {change_text(change)}" for change in diff.lines]
@@ -217,14 +217,14 @@ def run_report_diagnostics(report: RunReport) -> str:
     value and requirement (empty when there is nothing to say)."""
     lines = warning_lines(report.warnings)
     if report.abort is not None:
-        from engine.services.presentation.markdown import rule_text
+        from certa.engine.services.presentation.markdown import rule_text
         lines += [f"error: {report.abort}", *(f"  failed: {rule_text(rule)}" for rule in report.rules)]
     return "\n".join(lines)
 
 
 def run_summary_text(certificate: Mapping[str, Any]) -> str:
     """A few lines for the terminal after a run: verdict, identity, gates ('certa show' has the report)."""
-    from engine.core.gates import gate_display
+    from certa.engine.core.gates import gate_display
     content = certificate["content"]
     lines = [
         f"{content['spec']['name']}: {content['verdict']}",
@@ -262,7 +262,7 @@ def run_report_text(report: RunReport) -> str:
 def batch_report_text(report: BatchReport) -> str:
     """``certa batch``: the batch, then one line per spec (run id, verdict or status, error or "already
     recorded") with each profile rule that stopped its run."""
-    from engine.services.presentation.markdown import rule_text
+    from certa.engine.services.presentation.markdown import rule_text
     width = max(len(row.spec) for row in report.rows)
     lines = [f"batch {report.batch_id}: {len(report.rows)} spec(s) in {report.seconds:.1f} s"]
     for row in report.rows:

@@ -3,9 +3,9 @@ and the HTML report list them again from the ledger."""
 
 from __future__ import annotations
 
-from engine.core.interpreter import RunDecisions
-from engine.core.stages.base import Decision, DecisionColumns
-from engine.core.value_text import format_value
+from certa.engine.core.interpreter import RunDecisions
+from certa.engine.core.stages.base import Decision, DecisionColumns
+from certa.engine.core.value_text import format_value
 
 __all__ = ["run_warnings", "warning_line", "WARNING_MARK"]
 

@@ -1,6 +1,6 @@
 """Schema version 1: the ledger as certa 0.1.0 and 0.2.0 create it (frozen; never edit).
 
-Ledgers those versions wrote have exactly these tables but no ``alembic_version``: ``ledger.migrate``
+Ledgers those versions wrote have exactly these tables but no ``alembic_version``: ``certa.ledger.migrate``
 stamps them at this revision instead of running it.
 
 Revision ID: 0001
@@ -17,7 +17,7 @@ down_revision = None
 branch_labels = None
 depends_on = None
 
-GENESIS = "0" * 64  # prev_hash of entry 1 (ledger.chain.GENESIS)
+GENESIS = "0" * 64  # prev_hash of entry 1 (certa.ledger.chain.GENESIS)
 
 
 def upgrade() -> None:

@@ -5,7 +5,7 @@ already in the ledger: node (level, position) is RFC 6962's MTH of the 2^level l
 (level 0: SHA-256(0x00 ‖ entry_hash bytes); above: SHA-256(0x01 ‖ left ‖ right)), one row for every such
 subtree whose leaves all exist. Sets ``ledger_meta.schema_version`` to ``'3'``. Read-compatible: no row of
 ``entries``, ``blobs`` or ``runs`` changes, and the chain head stays as it was. The hashing is written out
-here (not imported from ``ledger.merkle``) so that this revision stays as released.
+here (not imported from ``certa.ledger.merkle``) so that this revision stays as released.
 
 Revision ID: 0003
 Revises: 0002

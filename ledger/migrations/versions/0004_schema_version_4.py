@@ -8,7 +8,7 @@ partial index on ``entries(seq)`` holding only the entries whose payload text ha
 of among every decision). Sets ``ledger_meta.schema_version`` to ``'4'``.
 Read-compatible: no column or row of ``entries``, ``blobs``, ``runs`` or ``merkle_nodes`` changes, and the
 chain head stays as it was. The partial index's condition is written out here (not imported from
-``ledger.schema``) so that this revision stays as released.
+``certa.ledger.schema``) so that this revision stays as released.
 
 Revision ID: 0004
 Revises: 0003

@@ -8,7 +8,7 @@ is extended under the write lock (SQLite ``BEGIN IMMEDIATE``, PostgreSQL the hea
 ``seq`` = head + 1, the primary key, with ``prev_hash`` = the head's hash, so a second entry after the same
 head is refused by the primary key; ``entry_hash`` hashes its own ``seq``, so two entries share one only
 through a SHA-256 collision. ``certa verify`` recomputes every hash and link, so a row written around certa
-with a repeated hash is found there (``ledger.schema``'s docstring).
+with a repeated hash is found there (``certa.ledger.schema``'s docstring).
 Sets ``ledger_meta.schema_version`` to ``'5'``.
 
 Read-compatible: no value of any row of ``entries``, ``blobs``, ``runs`` or ``merkle_nodes`` changes, and the
@@ -17,7 +17,7 @@ constraint in place: ``entries`` is copied into a table declared without them (`
 order, every value as it was stored, ``seq`` the rowid as before), the old table dropped, the copy renamed and
 its two other indexes built; in the migration's one transaction (a crash leaves the ledger at schema 4). That
 takes time and space in proportion to the entries (10^6 entries: about a minute, and the table's size again
-in the WAL until the next checkpoint). Everything is written out here (not imported from ``ledger.schema``) so
+in the WAL until the next checkpoint). Everything is written out here (not imported from ``certa.ledger.schema``) so
 that this revision stays as released.
 
 Revision ID: 0005

@@ -22,7 +22,7 @@ or reorders columns in place, so on both the table is renamed, the new one creat
 above copied (in batches, every value as it was stored, ``node_seq`` computed) and the old table dropped, in
 the migration's one transaction (a crash leaves the ledger at schema 5); 10^6 entries' 10^6 such nodes take a few
 seconds. The downgrade computes the leaves again from the entries. Everything is written out here (not imported
-from ``ledger.schema`` or ``ledger.merkle``) so that this revision stays as released.
+from ``certa.ledger.schema`` or ``certa.ledger.merkle``) so that this revision stays as released.
 
 Revision ID: 0006
 Revises: 0005

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
-from engine.core.evidence import EvidenceRecords, lm_eval, read_lm_eval_samples
-from engine.core.evidence.sources import typed_json_lines
-from engine.core.input_limits import InputLimits
-from engine.foundation.errors import InputError
+from certa.engine.core.evidence import EvidenceRecords, lm_eval, read_lm_eval_samples
+from certa.engine.core.evidence.sources import typed_json_lines
+from certa.engine.core.input_limits import InputLimits
+from certa.engine.foundation.errors import InputError
 
 FIXTURES = Path(__file__).resolve().parents[2] / "data" / "evaluators" / "lm_eval"
 HEX = "0123456789abcdef"

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.evidence import (TableMapping, read_inspect_eval, read_inspect_json, read_lm_eval_samples,
+from certa.engine.core.evidence import (TableMapping, read_inspect_eval, read_inspect_json, read_lm_eval_samples,
                                   read_mapped_table, read_promptfoo_jsonl)
-from engine.foundation.errors import InputError
-from engine.core.input_limits import InputLimits
+from certa.engine.foundation.errors import InputError
+from certa.engine.core.input_limits import InputLimits
 from tests.core.evidence.zstd_zip import zstd_zip
 
 HEX = "ab" * 32

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import zstandard
 
-from engine.core.evidence import pair_records, read_inspect_eval, read_inspect_json
+from certa.engine.core.evidence import pair_records, read_inspect_eval, read_inspect_json
 
 FIXTURES = Path(__file__).resolve().parents[2] / "data" / "evaluators" / "inspect"
 LETTERS = {"C": 1.0, "I": 0.0}

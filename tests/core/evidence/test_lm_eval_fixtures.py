@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import rfc8785
 
-from engine.core.evidence import pair_records, read_lm_eval_samples
+from certa.engine.core.evidence import pair_records, read_lm_eval_samples
 
 FIXTURES = Path(__file__).resolve().parents[2] / "data" / "evaluators" / "lm_eval"
 

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engine.core.evidence as evidence
-from engine.core.evidence import TableMapping, pair_records, read_mapped_table
-from engine.foundation.errors import InputError
+import certa.engine.core.evidence as evidence
+from certa.engine.core.evidence import TableMapping, pair_records, read_mapped_table
+from certa.engine.foundation.errors import InputError
 
 MAPPING = TableMapping(item_id="id", metrics=("acc",), weight="w", slice="s")
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.foundation.canonical import canonical_bytes
-from engine.foundation.errors import InputError
-from engine.core.input_limits import InputLimits
-from engine.core.interpreter import load_tables
-from engine.core.models.manifest import MANIFEST_FORMAT, folder_manifest, read_manifest
-from engine.core.spec import load_plan
+from certa.engine.foundation.canonical import canonical_bytes
+from certa.engine.foundation.errors import InputError
+from certa.engine.core.input_limits import InputLimits
+from certa.engine.core.interpreter import load_tables
+from certa.engine.core.models.manifest import MANIFEST_FORMAT, folder_manifest, read_manifest
+from certa.engine.core.spec import load_plan
 from tests.conftest import write_spec
 
 
@@ -109,7 +109,7 @@ def test_a_spec_pins_the_manifest_and_a_replay_reads_it_back_without_the_folder(
     with pytest.raises(InputError, match="SHA-256 is .* but the spec pins"):
         load_tables(load_plan(spec))
     # the ledger's copy: the manifest bytes alone, read as a table of the files (no origin)
-    from engine.core.evidence.formats import unparsed_table
+    from certa.engine.core.evidence.formats import unparsed_table
 
     stored = load_tables(load_plan(spec), inputs={"base": unparsed_table("base", tables["base"].raw, "hf-model")})
     assert stored["base"].sha256 == sha and stored["base"].origin is None
@@ -117,7 +117,7 @@ def test_a_spec_pins_the_manifest_and_a_replay_reads_it_back_without_the_folder(
 
 
 def test_a_model_input_takes_neither_format_nor_read(tmp_path):
-    from engine.foundation.errors import SpecError
+    from certa.engine.foundation.errors import SpecError
 
     spec = write_spec(tmp_path, """\
         certa: 1

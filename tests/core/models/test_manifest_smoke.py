@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.core.input_limits import InputLimits
-from engine.core.models.manifest import folder_manifest
+from certa.engine.core.input_limits import InputLimits
+from certa.engine.core.models.manifest import folder_manifest
 
 
 def test_tiny_models_have_manifests(tiny_models):

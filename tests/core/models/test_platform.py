@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from engine.core.certificate import computing_platform, validate_certificate
+from certa.engine.core.certificate import computing_platform, validate_certificate
 
 pytestmark = pytest.mark.models
 
@@ -23,7 +23,7 @@ def test_torch_kernels_are_named_only_when_torch_is_loaded(monkeypatch: pytest.M
 
 def test_the_model_example_certificate_records_torch_kernels(tmp_path) -> None:
     pytest.importorskip("torch", reason="needs torch: pip install torch==2.13.0 'certa[models]'")
-    from engine import run
+    from certa.engine import run
     from tests.conftest import ROOT
 
     certificate = run(ROOT / "specs" / "model-perplexity" / "spec.yaml").certificate

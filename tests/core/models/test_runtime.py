@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.foundation.errors import InputError, StageError
-from engine.core.evidence.formats import unparsed_table
-from engine.core.input_limits import InputLimits
-from engine.core.models.manifest import folder_manifest
-from engine.core.models.runtime import load_causal_lm
+from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.core.evidence.formats import unparsed_table
+from certa.engine.core.input_limits import InputLimits
+from certa.engine.core.models.manifest import folder_manifest
+from certa.engine.core.models.runtime import load_causal_lm
 
 
 def _table(folder: Path):

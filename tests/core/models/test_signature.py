@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.foundation.errors import InputError
-from engine.core.input_limits import InputLimits
-from engine.core.interpreter import load_tables
-from engine.core.models.manifest import folder_manifest
-from engine.core.models.signature import check_signature
-from engine.core.spec import load_plan
+from certa.engine.foundation.errors import InputError
+from certa.engine.core.input_limits import InputLimits
+from certa.engine.core.interpreter import load_tables
+from certa.engine.core.models.manifest import folder_manifest
+from certa.engine.core.models.signature import check_signature
+from certa.engine.core.spec import load_plan
 from tests.conftest import write_spec
 
 model_signing = pytest.importorskip("model_signing", reason="the signature tests need model-signing (certa[models])")
@@ -79,7 +79,7 @@ def test_a_file_changed_after_signing_fails(signed):
 def test_a_signed_file_certa_does_not_hash_fails_the_comparison(signed, tmp_path):
     """The library ignores .gitattributes, certa ignores every dot path: the signed resources and certa's
     manifest are compared entry by entry, and a file certa hashed that the signature does not list fails."""
-    from engine.core.models.signature import _manifest_differences
+    from certa.engine.core.models.signature import _manifest_differences
 
     folder, public, _ = signed
     manifest = folder_manifest("m", folder, InputLimits())
@@ -129,7 +129,7 @@ def test_ci_and_release_refuse_a_signature_that_does_not_verify_dev_records_it(s
 
 
 def test_the_public_key_is_a_path_inside_the_spec_folder(tmp_path):
-    from engine.foundation.errors import SpecError
+    from certa.engine.foundation.errors import SpecError
 
     with pytest.raises(SpecError, match=r"spec.yaml:6:48: inputs.base.signature.public_key: path .../outside.pem. leaves the spec.s folder"):
         load_plan(_spec(tmp_path, "dev", "../outside.pem"))

@@ -8,11 +8,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine.foundation.errors import InputError
-from engine.core.evidence.formats import unparsed_table
-from engine.core.input_limits import InputLimits
-from engine.core.models.manifest import folder_manifest
-from engine.core.models.windows import byte_pieces, piece_windows, token_windows, window_nll
+from certa.engine.foundation.errors import InputError
+from certa.engine.core.evidence.formats import unparsed_table
+from certa.engine.core.input_limits import InputLimits
+from certa.engine.core.models.manifest import folder_manifest
+from certa.engine.core.models.windows import byte_pieces, piece_windows, token_windows, window_nll
 
 
 @pytest.mark.parametrize("seq_len, stride", [(8, 7), (8, 3), (5, 1), (64, 63)])
@@ -48,7 +48,7 @@ def test_byte_pieces_cut_at_character_starts_and_cover_the_text():
 
 
 def _loaded(folder):
-    from engine.core.models.runtime import deterministic_torch, load_causal_lm
+    from certa.engine.core.models.runtime import deterministic_torch, load_causal_lm
 
     deterministic_torch(1)
     manifest = folder_manifest("m", folder, InputLimits())

@@ -1,4 +1,4 @@
-"""The live scorer hf_models (engine.core.scorers.hf_models) and sequential.diff running it: scores against a plain
+"""The live scorer hf_models (certa.engine.core.scorers.hf_models) and sequential.diff running it: scores against a plain
 transformers forward pass, shifted targets, batch invariance, determinism across processes, early stopping counted
 at the models, refusals, and a replay without the model folders."""
 
@@ -18,23 +18,23 @@ import numpy as np
 import pytest
 from scipy import special
 
-from engine import run
-from engine.services.audit import replay
-from engine.services.presentation.html import render_report
-from engine.services.report_data import gather_report
-from engine.foundation.errors import InputError, StageError
-from engine.core.evidence.formats import unparsed_table
-from engine.core.input_limits import InputLimits
-from engine.core.models.manifest import MODEL_FORMAT, folder_manifest
-from engine.core.scorers import ENTRY_POINT_GROUP, available_scorers, load_scorer, reported_usage
-from engine.core.scorers.hf_models import HfModelsScorer
-from engine.core.scorers.logprob_tables import LogprobTablesScorer
-from engine.core.spec import fill_defaults, load_schema
-from engine.core.stages import REGISTRY
-from engine.core.stages.base import StageContext
-from engine.core.stages.sequential_diff import CAPTURED_SCORES, CAPTURED_USAGE
-from engine.core.tables import Table, table_from_columns
-from ledger import Ledger
+from certa.engine import run
+from certa.engine.services.audit import replay
+from certa.engine.services.presentation.html import render_report
+from certa.engine.services.report_data import gather_report
+from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.core.evidence.formats import unparsed_table
+from certa.engine.core.input_limits import InputLimits
+from certa.engine.core.models.manifest import MODEL_FORMAT, folder_manifest
+from certa.engine.core.scorers import ENTRY_POINT_GROUP, available_scorers, load_scorer, reported_usage
+from certa.engine.core.scorers.hf_models import HfModelsScorer
+from certa.engine.core.scorers.logprob_tables import LogprobTablesScorer
+from certa.engine.core.spec import fill_defaults, load_schema
+from certa.engine.core.stages import REGISTRY
+from certa.engine.core.stages.base import StageContext
+from certa.engine.core.stages.sequential_diff import CAPTURED_SCORES, CAPTURED_USAGE
+from certa.engine.core.tables import Table, table_from_columns
+from certa.ledger import Ledger
 
 from tests.conftest import ROOT, require_model_libraries
 
@@ -63,7 +63,7 @@ def hf_registered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """hf_models found by name: from the installed metadata, or (a checkout not re-installed since the entry point
     was added) from a dist-info holding pyproject.toml's own declaration."""
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][ENTRY_POINT_GROUP]
-    assert declared["hf_models"] == "engine.core.scorers.hf_models:HfModelsScorer"
+    assert declared["hf_models"] == "certa.engine.core.scorers.hf_models:HfModelsScorer"
     if "hf_models" not in available_scorers():
         info = tmp_path / "site" / "certa_hf_models-0.0.0.dist-info"
         info.mkdir(parents=True)
@@ -119,7 +119,7 @@ def test_delta_ce_is_the_logprob_tables_definition_bit_for_bit(tiny_models, tabl
     """The per-position log-probs written to tables and scored by logprob_tables give the same bits."""
     import torch
 
-    from engine.core.models.runtime import load_causal_lm
+    from certa.engine.core.models.runtime import load_causal_lm
 
     prompts = PROMPT_LINES[:6]
     K = 16
@@ -160,11 +160,11 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from engine.core.evidence.formats import unparsed_table
-from engine.core.input_limits import InputLimits
-from engine.core.models.manifest import folder_manifest
-from engine.core.scorers.hf_models import HfModelsScorer
-from engine.core.tables import table_from_columns
+from certa.engine.core.evidence.formats import unparsed_table
+from certa.engine.core.input_limits import InputLimits
+from certa.engine.core.models.manifest import folder_manifest
+from certa.engine.core.scorers.hf_models import HfModelsScorer
+from certa.engine.core.tables import table_from_columns
 def table(name, folder):
     return replace(unparsed_table(name, folder_manifest(name, Path(folder), InputLimits()).raw, "hf-model"),
                    origin=Path(folder))
@@ -264,7 +264,7 @@ def _knobs(candidate: str, metric: str = "delta_ce", **extra) -> dict:
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Forward calls and rows counted at the models themselves (a hook on every model the scorer loads)."""
-    import engine.core.scorers.hf_models as module
+    import certa.engine.core.scorers.hf_models as module
 
     counts = {"calls": 0, "rows": 0}
     original = module.load_causal_lm
@@ -311,7 +311,7 @@ def test_a_replay_restates_scores_and_usage_without_loading_a_model(hf_registere
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     knobs = _knobs("subject", "delta_ce", range=[-0.1, 0.1], equivalence_band=0.01)
     live = _run(knobs, tables)
-    import engine.core.scorers.hf_models as module
+    import certa.engine.core.scorers.hf_models as module
 
     def refuse(table):
         raise AssertionError("a replay must not load a model")

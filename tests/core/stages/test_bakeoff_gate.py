@@ -1,4 +1,4 @@
-"""The calm gate (engine.core.stats.bakeoff.calm_gate and stage bakeoff.gate): lane formulas, mix and notch by
+"""The calm gate (certa.engine.core.stats.bakeoff.calm_gate and stage bakeoff.gate): lane formulas, mix and notch by
 hand, the smoothing scan against the plain recursion, presets, and missing telemetry."""
 
 from __future__ import annotations
@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.foundation.errors import InputError, StageError
-from engine.core.spec import fill_defaults
-from engine.core.stages.bakeoff_gate import STAGE
-from engine.core.stages.base import StageContext
-from engine.core.stats.bakeoff.calm_gate import (PRESETS, GateParams, calm_gate, lane_d, lane_e, lane_l, lane_q, lane_v,
+from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.core.spec import fill_defaults
+from certa.engine.core.stages.bakeoff_gate import STAGE
+from certa.engine.core.stages.base import StageContext
+from certa.engine.core.stats.bakeoff.calm_gate import (PRESETS, GateParams, calm_gate, lane_d, lane_e, lane_l, lane_q, lane_v,
                                        lanes_mix, smooth_gate)
-from engine.core.tables import table_from_columns
-from schemas import load_schema
+from certa.engine.core.tables import table_from_columns
+from certa.schemas import load_schema
 
 
 def test_lane_formulas_by_hand():

@@ -16,18 +16,18 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from engine import run
-from engine.services.audit import verify
-from engine.foundation.canonical import canonical_bytes
-from engine.core.interpreter import execute, load_tables
-from engine.core.spec import load_plan
-from engine.core.stages import bakeoff, bakeoff_gate
-from engine.core.stages.base import Decision, DecisionColumns
-from engine.core.stats.bakeoff.calm_gate import LANES
-from engine.core.stats.bakeoff.pool import BAND_NAMES
-from engine.core.tables import columns_to_csv_bytes
-from ledger import Ledger
+from certa.cli import main
+from certa.engine import run
+from certa.engine.services.audit import verify
+from certa.engine.foundation.canonical import canonical_bytes
+from certa.engine.core.interpreter import execute, load_tables
+from certa.engine.core.spec import load_plan
+from certa.engine.core.stages import bakeoff, bakeoff_gate
+from certa.engine.core.stages.base import Decision, DecisionColumns
+from certa.engine.core.stats.bakeoff.calm_gate import LANES
+from certa.engine.core.stats.bakeoff.pool import BAND_NAMES
+from certa.engine.core.tables import columns_to_csv_bytes
+from certa.ledger import Ledger
 
 from tests.conftest import fresh_postgres_databases
 

@@ -10,17 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import run
-from engine.foundation.canonical import to_jsonable
-from engine.foundation.errors import InputError, StageError
-from engine.core.spec import fill_defaults
-from engine.core.stages import REGISTRY
-from engine.core.stages.bakeoff import STAGE as COMPARE
-from engine.core.stages.bakeoff import audit_bakeoff, render_bakeoff
-from engine.core.stages.bakeoff_merge import STAGE as MERGE
-from engine.core.stages.base import StageContext
-from engine.core.tables import parse_table, table_from_columns
-from schemas import load_schema
+from certa.engine import run
+from certa.engine.foundation.canonical import to_jsonable
+from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.core.spec import fill_defaults
+from certa.engine.core.stages import REGISTRY
+from certa.engine.core.stages.bakeoff import STAGE as COMPARE
+from certa.engine.core.stages.bakeoff import audit_bakeoff, render_bakeoff
+from certa.engine.core.stages.bakeoff_merge import STAGE as MERGE
+from certa.engine.core.stages.base import StageContext
+from certa.engine.core.tables import parse_table, table_from_columns
+from certa.schemas import load_schema
 
 ROOT = Path(__file__).resolve().parents[3]
 HASH = "f" * 64

@@ -14,17 +14,17 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from engine import run
-from engine.foundation.canonical import to_jsonable
-from engine.foundation.errors import InputError, ProfileAbort
-from engine.core.spec import fill_defaults
-from engine.core.stages import REGISTRY
-from engine.core.stages.bakeoff import KERNELS, Reporting, RecordedReporting, audit_bakeoff, render_bakeoff
-from engine.core.stages.base import StageContext
-from engine.core.stats.bakeoff.pairwise_bootstrap import holm_adjust, is_significant, pairwise_bootstrap, significance_level
-from engine.core.stats.bakeoff.pool import BandTable, decision_values
-from engine.core.tables import table_from_columns
-from schemas import load_schema
+from certa.engine import run
+from certa.engine.foundation.canonical import to_jsonable
+from certa.engine.foundation.errors import InputError, ProfileAbort
+from certa.engine.core.spec import fill_defaults
+from certa.engine.core.stages import REGISTRY
+from certa.engine.core.stages.bakeoff import KERNELS, Reporting, RecordedReporting, audit_bakeoff, render_bakeoff
+from certa.engine.core.stages.base import StageContext
+from certa.engine.core.stats.bakeoff.pairwise_bootstrap import holm_adjust, is_significant, pairwise_bootstrap, significance_level
+from certa.engine.core.stats.bakeoff.pool import BandTable, decision_values
+from certa.engine.core.tables import table_from_columns
+from certa.schemas import load_schema
 
 COMPARE = REGISTRY.get("bakeoff.compare", "1.2.0")
 COMPARE_1_1 = REGISTRY.get("bakeoff.compare", "1.1.0")

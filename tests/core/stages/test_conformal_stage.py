@@ -13,18 +13,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import run
-from engine.services.audit import replay
-from engine.foundation.canonical import canonical_bytes, canonical_sha256, to_jsonable
-from engine.foundation.errors import InputError, SpecError, StageError
-from engine.core.spec import fill_defaults, load_plan
-from engine.core.stages import REGISTRY
-from engine.core.stages.base import StageContext
-from engine.core.stats.conformal.mondrian import nonconformity_scores
-from engine.core.stats.conformal.rate_bounds import METHODS, clopper_pearson
-from engine.core.stats.conformal.ssbc import ssbc_correct
-from engine.core.tables import table_from_columns
-from schemas import load_schema
+from certa.engine import run
+from certa.engine.services.audit import replay
+from certa.engine.foundation.canonical import canonical_bytes, canonical_sha256, to_jsonable
+from certa.engine.foundation.errors import InputError, SpecError, StageError
+from certa.engine.core.spec import fill_defaults, load_plan
+from certa.engine.core.stages import REGISTRY
+from certa.engine.core.stages.base import StageContext
+from certa.engine.core.stats.conformal.mondrian import nonconformity_scores
+from certa.engine.core.stats.conformal.rate_bounds import METHODS, clopper_pearson
+from certa.engine.core.stats.conformal.ssbc import ssbc_correct
+from certa.engine.core.tables import table_from_columns
+from certa.schemas import load_schema
 
 ROOT = Path(__file__).resolve().parents[3]
 PAC = REGISTRY["conformal.pac_report"]
@@ -134,7 +134,7 @@ def test_prediction_stats_are_clopper_pearson_on_the_deployed_sets(version, risk
 
 
 def test_stage_versions_newest_last():
-    from engine.core.stages import conformal, conformal_monitor
+    from certa.engine.core.stages import conformal, conformal_monitor
 
     for module in (conformal, conformal_monitor):
         assert [s.version for s in module.STAGES] == [k.version for k in module.KERNELS] == ["1.0.0", "1.1.0"]
@@ -379,7 +379,7 @@ def test_monitor_run_reads_the_report_from_the_ledger(tmp_path, ledger):
 
 
 def test_verify_recomputes_the_ssbc_correction_and_catches_an_edited_k():
-    from engine.core.stages.conformal import audit_pac_report
+    from certa.engine.core.stages.conformal import audit_pac_report
 
     outputs = run(ROOT / "specs" / "conformal-pac" / "spec.yaml").certificate["content"]["stages"]["pac"]
     assert audit_pac_report(outputs) == []

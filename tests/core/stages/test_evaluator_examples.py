@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from engine import run
+from certa.engine import run
 
 SPECS = Path(__file__).resolve().parents[3] / "specs"
 

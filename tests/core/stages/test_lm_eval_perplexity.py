@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from engine import run
-from engine.services.audit import replay
-from ledger import Ledger
+from certa.engine import run
+from certa.engine.services.audit import replay
+from certa.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[3]
 LM_EVAL = ROOT / "tests" / "data" / "evaluators" / "lm_eval"

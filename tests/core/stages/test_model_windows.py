@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.foundation.errors import InputError, SpecError
-from engine.core.spec import load_plan
-from engine.services.audit import replay
-from engine.services.run import run
-from ledger import Ledger
+from certa.engine.foundation.errors import InputError, SpecError
+from certa.engine.core.spec import load_plan
+from certa.engine.services.audit import replay
+from certa.engine.services.run import run
+from certa.ledger import Ledger
 from tests.conftest import TINY_MODEL_TEXT, write_spec
 
 DOCUMENTS = [d for d in TINY_MODEL_TEXT.split("\n\n") if d.strip()][:30]
@@ -72,7 +72,7 @@ def test_one_spec_from_two_model_folders_and_a_text_to_a_perplexity_ratio(tiny_m
 def test_a_replay_loads_no_model(tiny_models, tmp_path, monkeypatch):
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         result = run(_spec(tmp_path, tiny_models, ratio=False), ledger=ledger)
-        import engine.core.models.runtime as runtime
+        import certa.engine.core.models.runtime as runtime
 
         def refuse(*args, **kwargs):
             raise AssertionError("a replay loaded a model")
@@ -135,7 +135,7 @@ def test_an_unknown_table_name_lists_the_produced_ones(tmp_path):
 
 
 def test_the_stage_refuses_a_table_input_as_a_model(tmp_path):
-    from engine.foundation.errors import StageError
+    from certa.engine.foundation.errors import StageError
 
     (tmp_path / "t.csv").write_text("text\nabc\n")
     spec = write_spec(tmp_path, """\

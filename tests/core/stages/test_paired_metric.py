@@ -16,13 +16,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engine import InputError, ProfileAbort, SpecError, StageError, run
-from engine.core.seeds import stage_generator
-from engine.core.stats.paired_metric import (PairedTable, anytime_mean_difference, bca_mean_difference,
+from certa.engine import InputError, ProfileAbort, SpecError, StageError, run
+from certa.engine.core.seeds import stage_generator
+from certa.engine.core.stats.paired_metric import (PairedTable, anytime_mean_difference, bca_mean_difference,
                                              binary_slices, mcnemar_exact_test, minimum_detectable_difference,
                                              newcombe_interval, tango_interval, tango_noninferiority_test)
-from engine.services.audit import replay
-from ledger import Ledger
+from certa.engine.services.audit import replay
+from certa.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[3]
 EVALUATORS = ROOT / "tests" / "data" / "evaluators"

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from engine import ProfileAbort, StageError, run
-from engine.core.seeds import stage_generator
-from engine.core.stages.paired_ratio import audit_paired_ratio
-from engine.core.stats.pairing import overlap_fraction, pair_windows
+from certa.engine import ProfileAbort, StageError, run
+from certa.engine.core.seeds import stage_generator
+from certa.engine.core.stages.paired_ratio import audit_paired_ratio
+from certa.engine.core.stats.pairing import overlap_fraction, pair_windows
 
 from tests.conftest import window_columns
 
@@ -193,7 +193,7 @@ def _version_spec(version: str | None, scheme: str = "uniform", replicates: int 
 
 
 def test_stage_versions_are_1_0_0_1_1_0_and_1_2_0_newest_last() -> None:
-    from engine.core.stages.paired_ratio import KERNELS, STAGE, STAGES
+    from certa.engine.core.stages.paired_ratio import KERNELS, STAGE, STAGES
 
     assert [s.version for s in STAGES] == [k.version for k in KERNELS] == ["1.0.0", "1.1.0", "1.2.0"]
     assert STAGE is STAGES[-1] and all(s.changes for s in STAGES)
@@ -217,7 +217,7 @@ def test_1_2_0_computes_the_numbers_of_1_1_0(scheme: str) -> None:
 def test_1_1_0_states_its_streams_and_1_0_0_is_unchanged(scheme: str) -> None:
     """1.1.0's bootstrap block names the SFC64 streams of its scheme; a spec pinned to 1.0.0 computes exactly the
     frozen kernel's interval (the golden corpus pins 1.0.0's bytes); both give the same point estimate."""
-    from engine.core.stats.bootstrap import weighted_mean as bootstrap, weighted_mean_v1_0_0 as bootstrap_v1_0_0
+    from certa.engine.core.stats.bootstrap import weighted_mean as bootstrap, weighted_mean_v1_0_0 as bootstrap_v1_0_0
 
     base, subj = window_columns(150, seed=3, shift=0.02)
     new = run(_version_spec("1.1.0", scheme), inputs={"baseline": base, "subject": subj})
@@ -256,7 +256,7 @@ def test_newest_ratio_ci_covers_the_true_ratio_end_to_end() -> None:
 
 
 def test_a_bad_token_count_is_named_as_a_plain_number() -> None:
-    from engine import InputError
+    from certa.engine import InputError
 
     base, subj = window_columns(10, seed=1)
     subj = {**subj, "tokens": np.r_[np.asarray(subj["tokens"])[:-1], 2.5]}

@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import run
-from engine.foundation.errors import InputError, SpecError, StageError
-from engine.core.spec import fill_defaults, load_plan, load_schema
-from engine.core.stages import REGISTRY
-from engine.core.stages.base import StageContext
-from engine.core.stages.sequential_diff import CAPTURED_SCORES, CAPTURED_SUPPORT, KERNELS, analyse_scores
-from engine.core.tables import table_from_columns
+from certa.engine import run
+from certa.engine.foundation.errors import InputError, SpecError, StageError
+from certa.engine.core.spec import fill_defaults, load_plan, load_schema
+from certa.engine.core.stages import REGISTRY
+from certa.engine.core.stages.base import StageContext
+from certa.engine.core.stages.sequential_diff import CAPTURED_SCORES, CAPTURED_SUPPORT, KERNELS, analyse_scores
+from certa.engine.core.tables import table_from_columns
 
 from tests.conftest import ROOT
 
@@ -170,7 +170,7 @@ SCORER = {"scorer": {"name": "logprob_tables", "metric": "delta_ce"}, "reference
 
 
 def test_a_scorer_metric_without_support_and_no_range_is_refused_before_scoring(monkeypatch) -> None:
-    from engine.core.scorers.logprob_tables import LogprobTablesScorer
+    from certa.engine.core.scorers.logprob_tables import LogprobTablesScorer
     calls = []
     monkeypatch.setattr(LogprobTablesScorer, "score_batch",
                         lambda self, *args: calls.append(args) or np.zeros(len(args[2])))
@@ -202,7 +202,7 @@ class _AccuracyDifference:
 
 
 def test_a_scorer_metric_support_is_the_range_and_is_recorded_for_the_replay(monkeypatch) -> None:
-    import engine.core.stages.sequential_diff as stage_module
+    import certa.engine.core.stages.sequential_diff as stage_module
     draws = np.random.default_rng(9).choice([0.0, 1.0], 40, p=[0.6, 0.4])
     values = {f"q{i:02d}": float(v) for i, v in enumerate(draws)}
     monkeypatch.setattr(stage_module, "load_scorer", lambda *a, **k: _AccuracyDifference(values))
@@ -289,7 +289,7 @@ def test_betting_bounds_are_exact_grid_points_so_a_bound_equal_to_the_minimum_ef
 
 
 def test_verify_catches_an_estimand_edited_out_of_a_clipped_certificate() -> None:
-    from engine.foundation.canonical import to_jsonable
+    from certa.engine.foundation.canonical import to_jsonable
     out = to_jsonable(_run({**USER_KNOBS, "range": [0, 0.2], "out_of_range": "clip"}, _table(USER_SCORES)).outputs)
     assert NEW.audit_checks(out) == []
     out["results"]["estimand"] = "mean score difference"

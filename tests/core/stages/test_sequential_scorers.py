@@ -1,4 +1,4 @@
-"""Scorer plugins (engine.core.scorers): entry-point discovery, the built-in logprob_tables scorer, refusals."""
+"""Scorer plugins (certa.engine.core.scorers): entry-point discovery, the built-in logprob_tables scorer, refusals."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from engine.foundation.errors import InputError, StageError
-from engine.core.scorers import ENTRY_POINT_GROUP, available_scorers, load_scorer, score_prompts
-from engine.core.scorers.logprob_tables import LogprobTablesScorer
-from engine.core.tables import table_from_columns
+from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.core.scorers import ENTRY_POINT_GROUP, available_scorers, load_scorer, score_prompts
+from certa.engine.core.scorers.logprob_tables import LogprobTablesScorer
+from certa.engine.core.tables import table_from_columns
 
 from tests.conftest import ROOT
 
@@ -66,7 +66,7 @@ def test_logprob_tables_refuses_mismatched_or_duplicated_positions() -> None:
 def test_builtin_scorer_is_declared_as_an_entry_point_in_pyproject() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     declared = project["project"]["entry-points"][ENTRY_POINT_GROUP]
-    assert declared["logprob_tables"] == "engine.core.scorers.logprob_tables:LogprobTablesScorer"
+    assert declared["logprob_tables"] == "certa.engine.core.scorers.logprob_tables:LogprobTablesScorer"
     assert "logprob_tables" in available_scorers()
     assert isinstance(load_scorer("logprob_tables", metric="sym_kl"), LogprobTablesScorer)
 
@@ -100,7 +100,7 @@ def test_non_finite_scores_are_refused_never_substituted() -> None:
 
 
 def test_declared_support_is_optional_and_checked() -> None:
-    from engine.core.scorers import declared_support
+    from certa.engine.core.scorers import declared_support
 
     assert declared_support(LogprobTablesScorer(metric="delta_ce")) is None       # unbounded: declares none
     assert declared_support(LogprobTablesScorer(metric="sym_kl")) is None

@@ -9,17 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import ProfileAbort, run
-from engine.services.audit import replay
-from engine.foundation.canonical import to_jsonable
-from engine.foundation.errors import InputError, StageError
-from engine.core.scorers import available_scorers
-from engine.core.spec import fill_defaults, load_schema
-from engine.core.stages import REGISTRY
-from engine.core.stages.base import StageContext
-from engine.core.stages.sequential_diff import CAPTURED_SCORES, audit_sequential_diff
-from engine.core.tables import table_from_columns
-from ledger import Ledger
+from certa.engine import ProfileAbort, run
+from certa.engine.services.audit import replay
+from certa.engine.foundation.canonical import to_jsonable
+from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.core.scorers import available_scorers
+from certa.engine.core.spec import fill_defaults, load_schema
+from certa.engine.core.stages import REGISTRY
+from certa.engine.core.stages.base import StageContext
+from certa.engine.core.stages.sequential_diff import CAPTURED_SCORES, audit_sequential_diff
+from certa.engine.core.tables import table_from_columns
+from certa.ledger import Ledger
 
 from tests.conftest import PLUGIN_MODULE, ROOT
 
@@ -189,7 +189,7 @@ def test_scorer_run_records_its_scores_and_stops_scoring_at_the_decision() -> No
 def test_replay_from_captured_scores_reproduces_outputs_without_the_scorer(monkeypatch: pytest.MonkeyPatch) -> None:
     tables = _logprob_tables()
     live = _run(SCORER_KNOBS, tables)
-    import engine.core.stages.sequential_diff as stage_module
+    import certa.engine.core.stages.sequential_diff as stage_module
 
     def refuse(*args, **kwargs):
         raise AssertionError("the scorer must not be called in a replay")

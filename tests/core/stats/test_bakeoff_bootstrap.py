@@ -1,4 +1,4 @@
-"""Bootstrap significance of the vendor bake-off (engine.core.stats.bakeoff.pairwise_bootstrap): hand-computed p-values
+"""Bootstrap significance of the vendor bake-off (certa.engine.core.stats.bakeoff.pairwise_bootstrap): hand-computed p-values
 and Holm adjustment, the index stream, and seeded simulations of coverage and p-value calibration."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from engine.core.stages.bakeoff import KERNELS
-from engine.core.stats.bakeoff.pairwise_bootstrap import (bootstrap_p_values, holm_adjust, pairwise_bootstrap,
+from certa.engine.core.stages.bakeoff import KERNELS
+from certa.engine.core.stats.bakeoff.pairwise_bootstrap import (bootstrap_p_values, holm_adjust, pairwise_bootstrap,
                                             percentile_interval, resampled_weighted_means)
 
 

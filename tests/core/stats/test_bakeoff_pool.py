@@ -1,4 +1,4 @@
-"""Pooling kernel of the vendor bake-off (engine.core.stats.bakeoff.pool): seed 002's E5 worked example,
+"""Pooling kernel of the vendor bake-off (certa.engine.core.stats.bakeoff.pool): seed 002's E5 worked example,
 band edges, exact fixed-point sums, order and shard invariance, hysteresis, ranking and 6-dp stamps."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.core.stats.bakeoff import pool as bakeoff_pool
-from engine.core.stats.kernels import compiled
-from engine.core.stats.bakeoff.pool import (BAND_NAMES, FIXED_POINT_BITS, BandTable, Hysteresis, decision_values,
+from certa.engine.core.stats.bakeoff import pool as bakeoff_pool
+from certa.engine.core.stats.kernels import compiled
+from certa.engine.core.stats.bakeoff.pool import (BAND_NAMES, FIXED_POINT_BITS, BandTable, Hysteresis, decision_values,
                                        fixed_point_group_sums, gate_rsi, group_medians, group_sums, half_even,
                                        hysteresis_bands, merge_group_sums, pools_from_sums, rank_vendors, rapidity)
 

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from engine.core.stats.bootstrap import weighted_mean as bs
-from engine.core.stats.bootstrap import weighted_mean_v1_0_0 as v1
-from engine.core.stats.bootstrap.weighted_mean import (
+from certa.engine.core.stats.bootstrap import weighted_mean as bs
+from certa.engine.core.stats.bootstrap import weighted_mean_v1_0_0 as v1
+from certa.engine.core.stats.bootstrap.weighted_mean import (
     REPLICATE_BLOCK,
     BootstrapCI,
     alias_table,

@@ -1,4 +1,4 @@
-"""Prediction bounds for future test rates (engine.core.stats.conformal.rate_bounds): hand-computed values, exact
+"""Prediction bounds for future test rates (certa.engine.core.stats.conformal.rate_bounds): hand-computed values, exact
 coverage under the binomial model, zero counts, and coverage of the report's bounds by simulation of
 the whole pipeline (calibration draw -> SSBC -> thresholds -> LOO counts -> bounds -> fresh test set)."""
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from engine.core.stages.conformal import KERNELS, loo_bound_rows, loo_envelope_bounds
-from engine.core.stats.conformal.mondrian import class_threshold, nonconformity_scores
-from engine.core.stats.conformal.rate_bounds import (
+from certa.engine.core.stages.conformal import KERNELS, loo_bound_rows, loo_envelope_bounds
+from certa.engine.core.stats.conformal.mondrian import class_threshold, nonconformity_scores
+from certa.engine.core.stats.conformal.rate_bounds import (
     METHODS,
     analytical_bounds,
     beta_binomial_bounds,
@@ -27,7 +27,7 @@ from engine.core.stats.conformal.rate_bounds import (
     seed_beta_binomial_bounds,
     simple_bounds,
 )
-from engine.core.stats.conformal.ssbc import ssbc_correct
+from certa.engine.core.stats.conformal.ssbc import ssbc_correct
 
 # ----------------------------------------------------------------------------- hand-computed values
 

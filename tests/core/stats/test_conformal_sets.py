@@ -1,5 +1,5 @@
-"""Mondrian thresholds, prediction sets and summaries (engine.core.stats.conformal.mondrian) and the O(n log n)
-leave-one-out sets (engine.core.stats.conformal.loo) against a brute-force LOO."""
+"""Mondrian thresholds, prediction sets and summaries (certa.engine.core.stats.conformal.mondrian) and the O(n log n)
+leave-one-out sets (certa.engine.core.stats.conformal.loo) against a brute-force LOO."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.core.stats.conformal.loo import loo_own_class_thresholds, loo_prediction_sets, loo_summary
-from engine.core.stats.conformal.mondrian import class_threshold, nonconformity_scores, prediction_sets, summarise_sets
+from certa.engine.core.stats.conformal.loo import loo_own_class_thresholds, loo_prediction_sets, loo_summary
+from certa.engine.core.stats.conformal.mondrian import class_threshold, nonconformity_scores, prediction_sets, summarise_sets
 
 
 def test_class_threshold_is_kth_smallest_or_infinite():

@@ -1,4 +1,4 @@
-"""SSBC (engine.core.stats.conformal.ssbc): reference values, exact arithmetic, the always-include case, upstream parity,
+"""SSBC (certa.engine.core.stats.conformal.ssbc): reference values, exact arithmetic, the always-include case, upstream parity,
 and PAC validity by simulation."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from engine.core.stats.conformal.mondrian import class_threshold
-from engine.core.stats.conformal.ssbc import coverage_risk, exact_fraction, ssbc_correct
+from certa.engine.core.stats.conformal.mondrian import class_threshold
+from certa.engine.core.stats.conformal.ssbc import coverage_risk, exact_fraction, ssbc_correct
 
 REFERENCE = [  # (alpha, n, delta) -> u*, of the reference implementation (phzwart/ssbc 1.4.0's ssbc_correct)
     (0.1, 25, 0.1, 1),

@@ -1,4 +1,4 @@
-"""Confidence-sequence kernels (engine.core.stats.confseq): published and hand-computed values, independent
+"""Confidence-sequence kernels (certa.engine.core.stats.confseq): published and hand-computed values, independent
 reference implementations, and the properties the decision layer relies on."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from engine.core.stats.confseq.methods import CSSettings, confidence_sequence, null_p_value
-from engine.core.stats.confseq.asymptotic import asymptotic_cs, asymptotic_p_value, mixture_rho2
-from engine.core.stats.confseq.betting import anytime_p_value, hedged_betting_unit, hedged_log_evalue
-from engine.core.stats.confseq.common import exact_grid_values, float_grid_values, prefix_mean_variance, to_unit_interval
-from engine.core.stats.confseq.eb import prpl_eb_unit
-from engine.core.stats.confseq.fixed_n import (eb_fixed_n, eb_fixed_n_p_value, student_t_quantile, t_fixed_n,
+from certa.engine.core.stats.confseq.methods import CSSettings, confidence_sequence, null_p_value
+from certa.engine.core.stats.confseq.asymptotic import asymptotic_cs, asymptotic_p_value, mixture_rho2
+from certa.engine.core.stats.confseq.betting import anytime_p_value, hedged_betting_unit, hedged_log_evalue
+from certa.engine.core.stats.confseq.common import exact_grid_values, float_grid_values, prefix_mean_variance, to_unit_interval
+from certa.engine.core.stats.confseq.eb import prpl_eb_unit
+from certa.engine.core.stats.confseq.fixed_n import (eb_fixed_n, eb_fixed_n_p_value, student_t_quantile, t_fixed_n,
                                           t_fixed_n_p_value)
-from engine.core.stats.confseq.stitched import poly_stitching_boundary, stitched_eb_unit
+from certa.engine.core.stats.confseq.stitched import poly_stitching_boundary, stitched_eb_unit
 
 # ------------------------------------------------------------------------------------------- stitched
 
@@ -100,7 +100,7 @@ def test_kernels_are_vectorised_over_leading_axes() -> None:
 
 def _betting_full_grid(y: np.ndarray, alpha: float, g: int, c: float = 0.5, theta: float = 0.5):
     """The hedged CS on the whole grid at every t, no window trimming (an independent reference)."""
-    from engine.core.stats.confseq.common import prpl_lambda
+    from certa.engine.core.stats.confseq.common import prpl_lambda
     lam = prpl_lambda(y, alpha)[:, None]
     m = np.arange(g + 1) / g
     with np.errstate(divide="ignore"):

@@ -1,11 +1,11 @@
-"""The decision layer (engine.core.stats.confseq.decision): check times, rule order, stopping, n_max."""
+"""The decision layer (certa.engine.core.stats.confseq.decision): check times, rule order, stopping, n_max."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from engine.core.stats.confseq.decision import (DecisionRules, OUTCOMES, all_zero_path, check_mask, first_stop,
+from certa.engine.core.stats.confseq.decision import (DecisionRules, OUTCOMES, all_zero_path, check_mask, first_stop,
                                               rule_states)
 
 

@@ -1,4 +1,4 @@
-"""The elementary functions of sequential.diff 1.1.0 (``engine.core.stats.kernels.libm.LIBM``): libm's bits, numpy's edges.
+"""The elementary functions of sequential.diff 1.1.0 (``certa.engine.core.stats.kernels.libm.LIBM``): libm's bits, numpy's edges.
 
 ``LIBM.exp``/``log``/``log1p`` must equal Python's ``math.exp``/``math.log``/``math.log1p`` (the C library)
 element by element, bit for bit, on arrays and scalars; follow IEEE 754/numpy off the real domain instead of
@@ -16,12 +16,12 @@ import mpmath
 import numpy as np
 import pytest
 
-from engine.core.spec import fill_defaults, load_schema
-from engine.core.stages import REGISTRY
-from engine.core.stages.sequential_diff import KERNELS, analyse_scores
-from engine.core.stats.kernels import libm
-from engine.core.stats.confseq.methods import CSSettings, confidence_sequence, null_p_value
-from engine.core.stats.kernels.libm import LIBM, NUMPY_UFUNCS
+from certa.engine.core.spec import fill_defaults, load_schema
+from certa.engine.core.stages import REGISTRY
+from certa.engine.core.stages.sequential_diff import KERNELS, analyse_scores
+from certa.engine.core.stats.kernels import libm
+from certa.engine.core.stats.confseq.methods import CSSettings, confidence_sequence, null_p_value
+from certa.engine.core.stats.kernels.libm import LIBM, NUMPY_UFUNCS
 
 UNARY = {"exp": math.exp, "log": math.log, "log1p": math.log1p}
 

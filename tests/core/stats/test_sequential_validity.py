@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pytest
 
-from engine.core.spec import fill_defaults, load_schema
-from engine.core.stages.sequential_diff import Analysis, analyse_scores
+from certa.engine.core.spec import fill_defaults, load_schema
+from certa.engine.core.stages.sequential_diff import Analysis, analyse_scores
 
 STREAMS, HORIZON = 1000, 1000
 

@@ -1,4 +1,4 @@
-"""The shared SFC64 replicate loop (engine.core.stats.kernels.sfc64.resampled_sums) draws the recorded bits.
+"""The shared SFC64 replicate loop (certa.engine.core.stats.kernels.sfc64.resampled_sums) draws the recorded bits.
 
 The paired bootstrap of ``paired.ppl_ratio`` 1.1.0 and the bake-off bootstrap of ``bakeoff.compare`` 1.1.0 each had
 their own copy of this loop until both callers moved onto the one in ``kernels/sfc64.py``. The digests below are the
@@ -13,8 +13,8 @@ import hashlib
 import numpy as np
 import pytest
 
-from engine.core.stats.bakeoff.pairwise_bootstrap import resampled_weighted_means
-from engine.core.stats.bootstrap.weighted_mean import weighted_mean_replicates
+from certa.engine.core.stats.bakeoff.pairwise_bootstrap import resampled_weighted_means
+from certa.engine.core.stats.bootstrap.weighted_mean import weighted_mean_replicates
 
 PAIRED = {  # (seed, n, replicates, scheme): digest of weighted_mean_replicates
     (1, 2, 300, "uniform"): "5c1d8692dd5172c55488174da29b787f26a3d550c53d87f616776752f429bfdc",

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from ledger import Ledger
+from certa.cli import main
+from certa.ledger import Ledger
 
 from tests.browser_support import (
     browser,

@@ -1,4 +1,4 @@
-"""Terminal and Markdown safety (engine.services.presentation.display_text): user strings (spec description, reviewer names, notes,
+"""Terminal and Markdown safety (certa.engine.services.presentation.display_text): user strings (spec description, reviewer names, notes,
 recorded names, stage output strings) reach ``certa show``, ``verify``, ``list``, ``decisions``, ``diff``, the
 Markdown report and the HTML report without bidi or control characters, and without raw HTML, table pipes or
 backticks in Markdown. Nothing recorded changes: the certificate keeps the strings as given."""
@@ -14,12 +14,12 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, strategies as st
 
-from cli import main
-from engine import run
-from engine.services.presentation.display_text import json_display, markdown_code, markdown_strings, markdown_text, plain_text
-from engine.foundation.jsondiff import FieldChange
-from engine.services.presentation.markdown import certificate_markdown, change_text, decision_line
-from ledger import Ledger
+from certa.cli import main
+from certa.engine import run
+from certa.engine.services.presentation.display_text import json_display, markdown_code, markdown_strings, markdown_text, plain_text
+from certa.engine.foundation.jsondiff import FieldChange
+from certa.engine.services.presentation.markdown import certificate_markdown, change_text, decision_line
+from certa.ledger import Ledger
 
 from tests.conftest import SMALL_SPEC
 

@@ -1,4 +1,4 @@
-"""The HTML report (engine.services.presentation.html, ``certa report``): every example renders with each stage's plot and tables,
+"""The HTML report (certa.engine.services.presentation.html, ``certa report``): every example renders with each stage's plot and tables,
 the verdict first, then the stages (each opening with "How to read this"), gates, identity, verification and
 reviews; nothing fetched at view time, the same bytes twice, hostile strings escaped; every golden ledger's runs
 render; the bake-off, sequential and paired sections show what their outputs hold and nothing they do not."""
@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from engine.core.value_text import format_value
-from engine.services.presentation.explain import EXPLAINED, how_to_read
-from engine.services.presentation.stages.bakeoff import bucket_lead
-from engine.services.presentation.html import Link, render_report
-from engine.services.report_data import gather_report
-from engine.services.presentation.html.sections import stage_section
-from ledger import Ledger
+from certa.cli import main
+from certa.engine.core.value_text import format_value
+from certa.engine.services.presentation.explain import EXPLAINED, how_to_read
+from certa.engine.services.presentation.stages.bakeoff import bucket_lead
+from certa.engine.services.presentation.html import Link, render_report
+from certa.engine.services.report_data import gather_report
+from certa.engine.services.presentation.html.sections import stage_section
+from certa.ledger import Ledger
 
 from tests.conftest import RUNNABLE_EXAMPLES
 from tests.paired_metric_support import LM_EVAL_GATE, SLICED_GATE, SLICES, lm_eval_spec, run_spec, sliced_spec
@@ -157,7 +157,7 @@ def test_plot_labels_lose_control_and_bidi_characters_and_stay_well_formed_xml()
     characters (as glyph paths and in matplotlib's comments), and the SVG is still well-formed, escaped XML."""
     import xml.etree.ElementTree as ET
 
-    from engine.services.presentation.html import plots
+    from certa.engine.services.presentation.html import plots
 
     svgs = [
         plots.bakeoff_plot("b", buckets=[(SPOOFED, [(SPOOFED, 0.1, [0.0, 0.2]), ("other", -0.1, None)])],
@@ -271,8 +271,8 @@ def test_every_stage_section_opens_with_how_to_read(examples, example: str) -> N
 
 def test_every_stage_type_names_a_presentation_module_with_a_section_and_texts() -> None:
     """``StageType.presentation`` is a module name the core cannot import: each must import and define both parts."""
-    from engine.core.stages import REGISTRY
-    from engine.services.presentation.stages import presentation_of
+    from certa.engine.core.stages import REGISTRY
+    from certa.engine.services.presentation.stages import presentation_of
 
     for stage in REGISTRY:
         presentation = presentation_of(stage.ref)
@@ -508,7 +508,7 @@ def test_gates_show_value_and_threshold_at_the_precision_that_decided(tmp_path: 
 
 
 def test_a_stage_type_without_a_layout_shows_its_outputs_as_a_table() -> None:
-    from engine.services.presentation.html.sections import stage_section
+    from certa.engine.services.presentation.html.sections import stage_section
     section = stage_section("x", "future.stage", "9.0.0", {"answer": 42}, (), ())
     assert (section.stage_id, section.use) == ("x", "future.stage")
     assert "No report layout" in section.summary and section.tables
@@ -641,7 +641,7 @@ def test_metric_delta_slices_and_unpaired_items(metric_runs) -> None:
 def test_difference_plot_is_well_formed_deterministic_and_keyed() -> None:
     import xml.etree.ElementTree as ET
 
-    from engine.services.presentation.html import plots
+    from certa.engine.services.presentation.html import plots
 
     def draw() -> str:
         return plots.difference_plot("acc-difference", overall=("overall (n = 598)", 0.018, [0.0015, 0.037]),

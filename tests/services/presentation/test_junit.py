@@ -1,4 +1,4 @@
-"""JUnit XML reports (engine.services.presentation.junit, certa run --junit): valid against the JUnit schema CI test reporters read
+"""JUnit XML reports (certa.engine.services.presentation.junit, certa run --junit): valid against the JUnit schema CI test reporters read
 (tests/data/junit.xsd), one case per gate, per aborting profile rule, an error case for a refused spec; the
 file is written whole also when the run fails or aborts."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from engine.services.presentation.junit import JUnitCase, JUnitSuite, junit_bytes, run_suite, utc_timestamp, write_junit
-from ledger import Ledger
+from certa.cli import main
+from certa.engine.services.presentation.junit import JUnitCase, JUnitSuite, junit_bytes, run_suite, utc_timestamp, write_junit
+from certa.ledger import Ledger
 
 SCHEMA = Path(__file__).resolve().parents[2] / "data" / "junit.xsd"
 
@@ -69,7 +69,7 @@ def test_markup_in_messages_is_escaped_and_an_unwritable_path_is_an_error(tmp_pa
                        utc_timestamp())
     root = ET.fromstring(junit_bytes([suite]))
     assert root.find("testsuite/testcase/failure").get("message") == 'a "quote" & <tag>'
-    from engine.foundation.errors import CertaError
+    from certa.engine.foundation.errors import CertaError
     with pytest.raises(CertaError, match="cannot write the JUnit report"):
         write_junit(tmp_path / "missing" / "junit.xml", [suite])
 

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from engine.services.presentation.html import plots
+from certa.engine.services.presentation.html import plots
 
 QUANTILES = [0.97 + 0.0006 * k + 0.0001 * (k % 7) for k in range(101)]
 

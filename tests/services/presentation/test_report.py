@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine import run
-from engine.core.value_text import format_value
-from engine.services.presentation.markdown import certificate_markdown
+from certa.engine import run
+from certa.engine.core.value_text import format_value
+from certa.engine.services.presentation.markdown import certificate_markdown
 
 from tests.conftest import ROOT, RUNNABLE_EXAMPLES
 
@@ -36,8 +36,8 @@ def test_format_value() -> None:
 
 
 def test_failed_rules_and_their_text() -> None:
-    from engine.services.presentation.markdown import failed_rules, rule_text
-    from engine.core.stages import Decision
+    from certa.engine.services.presentation.markdown import failed_rules, rule_text
+    from certa.engine.core.stages import Decision
 
     import numpy as np
 
@@ -53,8 +53,8 @@ def test_failed_rules_and_their_text() -> None:
 
 
 def test_decision_and_change_lines() -> None:
-    from engine.foundation.jsondiff import json_diff, summarised
-    from engine.services.presentation.markdown import change_text, decision_line
+    from certa.engine.foundation.jsondiff import json_diff, summarised
+    from certa.engine.services.presentation.markdown import change_text, decision_line
 
     line = decision_line(12, {"stage": None, "kind": "gate", "detail": {"passed": True, "id": "g"}})
     assert line.split() == ["12", "gates", "gate", '{"id":', '"g",', '"passed":', "true}"]
@@ -64,7 +64,7 @@ def test_decision_and_change_lines() -> None:
 
 
 def test_explain_puts_how_to_read_before_each_stages_markdown(example_spec: Path) -> None:
-    from engine.services.presentation.explain import how_to_read
+    from certa.engine.services.presentation.explain import how_to_read
 
     certificate = run(example_spec).certificate
     plain = certificate_markdown(certificate)

@@ -1,4 +1,4 @@
-"""``certa site`` (engine.services.site): every run's page, the index, diffs and the chain page; offline pages;
+"""``certa site`` (certa.engine.services.site): every run's page, the index, diffs and the chain page; offline pages;
 one verification per build; incremental rebuilds that rewrite only what changed and never touch foreign files."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from engine.services.site import MANIFEST_NAME, build_site
-from ledger import Ledger
+from certa.cli import main
+from certa.engine.services.site import MANIFEST_NAME, build_site
+from certa.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "specs" / "paired-ratio" / "spec.yaml"
@@ -137,7 +137,7 @@ def test_tampering_is_shown_on_the_run_it_concerns(ledger_of_three, tmp_path: Pa
 
 
 def test_one_verification_per_build(ledger_of_three, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.services import report_data as data, site
+    from certa.engine.services import report_data as data, site
 
     calls = []
     original = site.verify
@@ -168,7 +168,7 @@ def test_parallel_build_gives_the_same_pages(ledger_of_three, tmp_path: Path, mo
     db, _ = ledger_of_three
     with Ledger.open(str(db), create=False) as ledger:
         build_site(ledger, tmp_path / "one", jobs=1)
-    from engine.services import site
+    from certa.engine.services import site
 
     monkeypatch.setattr(site, "_POOL_MIN_PAGES", 1)  # the process pool, even for three pages
     with Ledger.open(str(db), create=False) as ledger:
@@ -185,9 +185,9 @@ def test_parallel_build_gives_the_same_pages(ledger_of_three, tmp_path: Path, mo
 ])
 def test_a_checkpoint_this_ledger_does_not_match_is_named_on_the_chain_page(ledger_of_three, tmp_path: Path,
                                                                            forge, problem: str) -> None:
-    from ledger.bundle import ledger_root
-    from ledger.checkpoint import sign_checkpoint
-    from engine.foundation.signing import generate_key_pair, load_private_key
+    from certa.ledger.bundle import ledger_root
+    from certa.ledger.checkpoint import sign_checkpoint
+    from certa.engine.foundation.signing import generate_key_pair, load_private_key
 
     db, _ = ledger_of_three
     with Ledger.open(db, create=False) as ledger:
@@ -206,12 +206,12 @@ def test_renderer_version_covers_the_engine_modules_a_page_prints(monkeypatch: p
     the gates' displayed numbers (engine/core/gates.py) and the value formatter (engine/core/value_text.py) are
     part of a page: a change to them must rebuild every page, as a change to engine/services/presentation/html
     does."""
-    from engine.services import site
-    from engine.services.presentation.stages import presentation_modules
+    from certa.engine.services import site
+    from certa.engine.services.presentation.stages import presentation_modules
 
-    assert site.RENDERED_ENGINE_MODULES == ("engine.services.site", "engine.services.report_data",
-                                            "engine.services.presentation.explain", "engine.core.gates",
-                                            "engine.core.value_text", *presentation_modules())
+    assert site.RENDERED_ENGINE_MODULES == ("certa.engine.services.site", "certa.engine.services.report_data",
+                                            "certa.engine.services.presentation.explain", "certa.engine.core.gates",
+                                            "certa.engine.core.value_text", *presentation_modules())
     site.renderer_version.cache_clear()
     with_modules = site.renderer_version()
     monkeypatch.setattr(site, "RENDERED_ENGINE_MODULES", ())

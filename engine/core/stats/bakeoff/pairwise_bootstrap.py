@@ -20,7 +20,7 @@ d*_b = m*_A,b − m*_B,b (Efron & Tibshirani 1993, ch. 13 and 16):
 * ``p_holm``: Holm's (1979) step-down adjustment over the pairs of a family, controlling the
   family-wise error rate: with p sorted ascending, p̃_(j) = max_{k≤j} min(1, (m − k + 1) p_(k)).
 
-Resampling (one compiled loop, ``engine.core.stats.kernels.sfc64.resampled_sums``, shared with the paired
+Resampling (one compiled loop, ``certa.engine.core.stats.kernels.sfc64.resampled_sums``, shared with the paired
 bootstrap; no Python loop over replicates or draws): sample s of a call is resampled
 from its own stream, ``SFC64`` seeded by ``rng.bit_generator.seed_seq.spawn(S)[s]``, replicate by replicate,
 draw by draw. Each index is Lemire's (2019) multiply-shift of a 32-bit word with rejection of the
@@ -44,8 +44,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from engine.core.stats.kernels.compiled import on_chunks
-from engine.core.stats.kernels.sfc64 import resampled_sums, spawned_sfc64_states
+from certa.engine.core.stats.kernels.compiled import on_chunks
+from certa.engine.core.stats.kernels.sfc64 import resampled_sums, spawned_sfc64_states
 
 __all__ = [
     "VendorInterval",

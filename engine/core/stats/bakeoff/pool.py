@@ -24,7 +24,7 @@ Departures from the seed, each deliberate:
   into shards whose sums are added — the seed's "order-invariant, shard-safe" claim made literally true,
   which floating-point summation cannot give.
 
-Computation. The per-decision work runs in compiled loops (``engine.core.stats.kernels.compiled``) over contiguous row
+Computation. The per-decision work runs in compiled loops (``certa.engine.core.stats.kernels.compiled``) over contiguous row
 chunks on threads (``on_chunks``); exact sums make the result independent of the chunking. atanh is
 evaluated as ½·log1p(2|a|/(1 − |a|)) with the sign of a, log1p by Goldberg's (1991) formula from ``log``
 (see ``rapidity``): about 9.5 ns per value in a compiled loop against 24 ns for libm's ``atanh``, and
@@ -47,7 +47,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from engine.core.stats.kernels.compiled import kernel, on_chunks
+from certa.engine.core.stats.kernels.compiled import kernel, on_chunks
 
 __all__ = [
     "BAND_NAMES",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.core.stats.bakeoff.pool import BandTable, DecisionValues, Hysteresis, hysteresis_bands
+from certa.engine.core.stats.bakeoff.pool import BandTable, DecisionValues, Hysteresis, hysteresis_bands
 
 __all__ = ["decision_values", "resampled_weighted_means"]
 

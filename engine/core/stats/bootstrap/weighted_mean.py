@@ -70,9 +70,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from engine.core.stats.kernels.compiled import kernel, on_chunks
-from engine.core.stats.kernels.lazy_scipy import special
-from engine.core.stats.kernels.sfc64 import resampled_sums, spawned_sfc64_states
+from certa.engine.core.stats.kernels.compiled import kernel, on_chunks
+from certa.engine.core.stats.kernels.lazy_scipy import special
+from certa.engine.core.stats.kernels.sfc64 import resampled_sums, spawned_sfc64_states
 
 __all__ = [
     "REPLICATE_BLOCK",

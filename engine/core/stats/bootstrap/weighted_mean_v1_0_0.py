@@ -76,7 +76,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from engine.core.stats.bootstrap.weighted_mean import (METHODS, SCHEMES, BootstrapCI, checked_windows,
+from certa.engine.core.stats.bootstrap.weighted_mean import (METHODS, SCHEMES, BootstrapCI, checked_windows,
                                                         interval_from_replicates, token_weighted_mean)
 
 __all__ = [

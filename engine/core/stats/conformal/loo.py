@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.core.stats.conformal.mondrian import SetSummary, class_threshold, summarise_sets
+from certa.engine.core.stats.conformal.mondrian import SetSummary, class_threshold, summarise_sets
 
 __all__ = ["loo_own_class_thresholds", "loo_prediction_sets", "loo_summary"]
 

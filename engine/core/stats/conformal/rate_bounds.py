@@ -43,7 +43,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from engine.core.stats.kernels.lazy_scipy import special, stats
+from certa.engine.core.stats.kernels.lazy_scipy import special, stats
 
 __all__ = [
     "METHODS",

@@ -35,7 +35,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from engine.core.stats.kernels.lazy_scipy import stats
+from certa.engine.core.stats.kernels.lazy_scipy import stats
 
 __all__ = ["SSBCResult", "ssbc_correct", "coverage_risk", "exact_fraction"]
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.core.stats.confseq.common import ConfidenceSequence, prefix_mean_variance, running_intersection, time_index
-from engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
+from certa.engine.core.stats.confseq.common import ConfidenceSequence, prefix_mean_variance, running_intersection, time_index
+from certa.engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["mixture_rho2", "asymptotic_cs", "asymptotic_p_value"]
 

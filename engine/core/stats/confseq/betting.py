@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.core.stats.confseq.common import (ConfidenceSequence, GridValues, float_grid_values, prpl_lambda,
+from certa.engine.core.stats.confseq.common import (ConfidenceSequence, GridValues, float_grid_values, prpl_lambda,
                                               to_unit_interval)
-from engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
+from certa.engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["hedged_betting_grid", "hedged_betting_unit", "betting_cs", "hedged_log_evalue", "anytime_p_value"]
 

@@ -21,9 +21,9 @@ lambda_t uses data up to t-1 only (predictable), which is what makes the capital
 martingales and the sequences valid at every stopping time.
 
 Elementary functions: every function here and in the method modules that evaluates exp, log, log1p or
-logaddexp takes them from its keyword argument ``elementary`` (an ``engine.core.stats.kernels.libm.ElementaryFunctions``
+logaddexp takes them from its keyword argument ``elementary`` (an ``certa.engine.core.stats.kernels.libm.ElementaryFunctions``
 record; default ``NUMPY_UFUNCS``, numpy's CPU-dispatched ufuncs), so a stage version fixes which functions
-its numbers come from (``sequential.diff`` 1.0.0: numpy's; 1.1.0: libm's, see ``engine.core.stats.kernels.libm``).
+its numbers come from (``sequential.diff`` 1.0.0: numpy's; 1.1.0: libm's, see ``certa.engine.core.stats.kernels.libm``).
 The other operations (+, -, *, /, sqrt, cumulative sums and products, min/max) are correctly rounded or
 exact and need no such choice.
 """
@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
+from certa.engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = [
     "ConfidenceSequence",

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.core.stats.confseq.common import (ConfidenceSequence, from_unit_interval, prpl_parts, running_intersection,
+from certa.engine.core.stats.confseq.common import (ConfidenceSequence, from_unit_interval, prpl_parts, running_intersection,
                              to_unit_interval)
-from engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
+from certa.engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["prpl_eb_unit", "eb_cs"]
 

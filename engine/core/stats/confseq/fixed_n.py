@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.core.stats.confseq.common import ConfidenceSequence, prefix_mean_variance, time_index, to_unit_interval
-from engine.core.stats.kernels.lazy_scipy import special
-from engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
+from certa.engine.core.stats.confseq.common import ConfidenceSequence, prefix_mean_variance, time_index, to_unit_interval
+from certa.engine.core.stats.kernels.lazy_scipy import special
+from certa.engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["student_t_quantile", "eb_fixed_n", "t_fixed_n", "eb_fixed_n_p_value", "t_fixed_n_p_value"]
 

@@ -15,7 +15,7 @@ for ``asymptotic_cs`` the normal-mixture martingale (asymptotic); for the fixed-
 fixed-n p-value (labelled as such).
 
 Both entry points take the elementary functions (exp, log, log1p, logaddexp) as the keyword argument
-``elementary`` (``engine.core.stats.kernels.libm``; default ``NUMPY_UFUNCS``) and hand it down to every method, so the
+``elementary`` (``certa.engine.core.stats.kernels.libm``; default ``NUMPY_UFUNCS``) and hand it down to every method, so the
 caller (a stage version) fixes which functions all its numbers come from.
 """
 
@@ -25,13 +25,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.core.stats.confseq.asymptotic import asymptotic_cs, asymptotic_p_value
-from engine.core.stats.confseq.betting import anytime_p_value, betting_cs, hedged_log_evalue
-from engine.core.stats.confseq.common import ConfidenceSequence, GridValues, float_grid_values, to_unit_interval
-from engine.core.stats.confseq.eb import eb_cs
-from engine.core.stats.confseq.fixed_n import eb_fixed_n, eb_fixed_n_p_value, t_fixed_n, t_fixed_n_p_value
-from engine.core.stats.confseq.stitched import stitched_cs
-from engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
+from certa.engine.core.stats.confseq.asymptotic import asymptotic_cs, asymptotic_p_value
+from certa.engine.core.stats.confseq.betting import anytime_p_value, betting_cs, hedged_log_evalue
+from certa.engine.core.stats.confseq.common import ConfidenceSequence, GridValues, float_grid_values, to_unit_interval
+from certa.engine.core.stats.confseq.eb import eb_cs
+from certa.engine.core.stats.confseq.fixed_n import eb_fixed_n, eb_fixed_n_p_value, t_fixed_n, t_fixed_n_p_value
+from certa.engine.core.stats.confseq.stitched import stitched_cs
+from certa.engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["METHODS", "BOUNDED_METHODS", "VALIDITY", "CSSettings", "PValuePath", "confidence_sequence",
            "null_p_value"]

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.core.stats.confseq.common import (ConfidenceSequence, from_unit_interval, running_intersection, time_index,
+from certa.engine.core.stats.confseq.common import (ConfidenceSequence, from_unit_interval, running_intersection, time_index,
                              to_unit_interval)
-from engine.core.stats.kernels.lazy_scipy import special
-from engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
+from certa.engine.core.stats.kernels.lazy_scipy import special
+from certa.engine.core.stats.kernels.libm import NUMPY_UFUNCS, ElementaryFunctions
 
 __all__ = ["poly_stitching_boundary", "stitched_eb_unit", "stitched_cs"]
 

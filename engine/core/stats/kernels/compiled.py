@@ -8,24 +8,46 @@ operations are evaluated in source order without reassociation or fused multiply
 compiled kernel gives the same bits on every IEEE-754 machine for the same inputs).
 
 ``kernel`` defers ``import numba`` (about 0.2 s) and compilation to the first call, so commands that
-never run such a kernel do not pay for it. Compiled code is cached on disk next to the module (or in
-Numba's user cache directory when that is read-only).
+never run such a kernel do not pay for it. Compiled code is cached on disk in a per-user folder
+(``numba_cache_folder``), never next to the module: an installed certa writes nothing into site-packages, which
+may be read-only, shared by users, or replaced by the next ``pip install``. Where that folder cannot be written,
+kernels compile for the process alone (slower to start, the same bits).
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["THREADS", "kernel", "on_chunks"]
+__all__ = ["THREADS", "kernel", "numba_cache_folder", "on_chunks"]
 
 THREADS = max(1, min(os.cpu_count() or 1, 8))
 """Default number of worker threads for compiled kernels (the CPU count, at most 8)."""
 
 _T = TypeVar("_T")
+
+
+def numba_cache_folder() -> str | None:
+    """The folder compiled kernels are cached in, or ``None`` when it cannot be written (then nothing is cached).
+
+    ``NUMBA_CACHE_DIR`` when set (Numba's own setting); else ``certa/numba`` under ``XDG_CACHE_HOME``, or under
+    ``~/.cache`` (the XDG Base Directory Specification's default). Numba names a subfolder per source file
+    (folder name and a hash of its full path), so several installs of certa share the folder without mixing.
+    The folder is written to once here (a temporary file, removed) to know whether it can be.
+    """
+    folder = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "certa", "numba")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError:
+        return None
+    return folder
 
 
 class _LazyKernel:
@@ -45,10 +67,18 @@ class _LazyKernel:
                 import numba
 
                 options = {"nogil": True, "error_model": "numpy"}
-                try:
-                    self._compiled = numba.njit(cache=True, **options)(self._function)
-                except RuntimeError:  # no writable cache location (e.g. a read-only container): compile anyway
+                folder = numba_cache_folder()
+                if folder is None:
                     self._compiled = numba.njit(cache=False, **options)(self._function)
+                else:
+                    # Numba picks the cache's location when the dispatcher is made: its configured folder if it
+                    # can write there, else next to the source file, which is never wanted here (see above).
+                    configured = numba.config.CACHE_DIR
+                    numba.config.CACHE_DIR = folder
+                    try:
+                        self._compiled = numba.njit(cache=True, **options)(self._function)
+                    finally:
+                        numba.config.CACHE_DIR = configured
         return self._compiled
 
     def __call__(self, *args: Any) -> Any:

@@ -3,7 +3,7 @@
 The stage registry imports every stage module, and with them their kernels, at every command that reads a
 spec or a certificate (``certa validate``, ``certa show``); importing ``scipy.special`` takes about 0.18 s and
 ``scipy.stats`` about 0.6 s, which only a run needs. Modules write
-``from engine.core.stats.kernels.lazy_scipy import special, stats`` and call ``special.ndtri(...)`` or
+``from certa.engine.core.stats.kernels.lazy_scipy import special, stats`` and call ``special.ndtri(...)`` or
 ``stats.beta.ppf(...)`` as usual: the same functions, loaded when first called.
 """
 

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.core.stats.kernels.compiled import kernel
+from certa.engine.core.stats.kernels.compiled import kernel
 
 __all__ = ["ElementaryFunctions", "NUMPY_UFUNCS", "LIBM", "exp", "log", "log1p", "logaddexp",
            "compiled_with_svml"]

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.core.stats.kernels.compiled import kernel
+from certa.engine.core.stats.kernels.compiled import kernel
 
 __all__ = ["resampled_sums", "spawned_sfc64_states"]
 

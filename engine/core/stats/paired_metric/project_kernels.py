@@ -1,13 +1,13 @@
-"""The one place this package reaches into certa's existing kernels (``engine.core.stats``).
+"""The one place this package reaches into certa's existing kernels (``certa.engine.core.stats``).
 
 What is reused rather than rewritten, with its import path fixed here only:
 
-* the compiled paired bootstrap of ``engine.core.stats.bootstrap.weighted_mean`` (SFC64 block streams spawned from the caller's
+* the compiled paired bootstrap of ``certa.engine.core.stats.bootstrap.weighted_mean`` (SFC64 block streams spawned from the caller's
   generator, Lemire's bounded integers, BCa with an O(n) jackknife; Efron & Tibshirani 1993, ch. 14). With
   every weight t_i = 1 its weighted mean Σ t_i d_i / Σ t_i is the plain mean of the differences;
-* the confidence sequences of Waudby-Smith & Ramdas (2023) in ``engine.core.stats.confseq.betting`` (hedged
-  betting, Theorem 3) and ``engine.core.stats.confseq.eb`` (predictable plug-in empirical Bernstein, Theorem 2);
-* the lazy loader of ``engine.core.stats.kernels.lazy_scipy``: ``special`` (``scipy.special``) imports on first use, so
+* the confidence sequences of Waudby-Smith & Ramdas (2023) in ``certa.engine.core.stats.confseq.betting`` (hedged
+  betting, Theorem 3) and ``certa.engine.core.stats.confseq.eb`` (predictable plug-in empirical Bernstein, Theorem 2);
+* the lazy loader of ``certa.engine.core.stats.kernels.lazy_scipy``: ``special`` (``scipy.special``) imports on first use, so
   importing this package (as the stage registry does for every command) does not load scipy.
 """
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.core.stats.bootstrap.weighted_mean import BootstrapCI, weighted_mean_bootstrap_ci
-from engine.core.stats.confseq.betting import betting_cs
-from engine.core.stats.confseq.eb import eb_cs
-from engine.core.stats.kernels.lazy_scipy import special
+from certa.engine.core.stats.bootstrap.weighted_mean import BootstrapCI, weighted_mean_bootstrap_ci
+from certa.engine.core.stats.confseq.betting import betting_cs
+from certa.engine.core.stats.confseq.eb import eb_cs
+from certa.engine.core.stats.kernels.lazy_scipy import special
 
 __all__ = ["BootstrapCI", "CONFIDENCE_SEQUENCES", "bca_bootstrap_of_mean", "confidence_sequence_at_end", "special"]
 

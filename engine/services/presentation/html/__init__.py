@@ -2,7 +2,7 @@
 
 Two steps, so that other pages (a static site of the whole ledger) reuse them::
 
-    data = engine.services.report_data.gather_report(ledger, run_id)   # a service: reads the ledger
+    data = certa.engine.services.report_data.gather_report(ledger, run_id)   # a service: reads the ledger
     html = render_report(data)                                          # pure: the same data give the same bytes
 
 The page is self-contained (inline CSS, plots as inline SVG in ``<figure class="plot">``, no script, no
@@ -12,9 +12,9 @@ only the report commands import it, so ``certa --help`` stays fast. See docs/rep
 
 from __future__ import annotations
 
-from engine.services.presentation.html.render import Link, render_report, report_sections, stylesheet
-from engine.services.presentation.html.report_model import ReplayStatus, ReportData, Verification
-from engine.services.presentation.html.view import Cell, Plot, StageSection, Table
+from certa.engine.services.presentation.html.render import Link, render_report, report_sections, stylesheet
+from certa.engine.services.presentation.html.report_model import ReplayStatus, ReportData, Verification
+from certa.engine.services.presentation.html.view import Cell, Plot, StageSection, Table
 
 __all__ = ["render_report", "ReportData", "Verification", "ReplayStatus", "Link", "StageSection", "Table", "Cell",
            "Plot", "report_sections", "stylesheet"]

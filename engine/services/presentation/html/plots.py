@@ -32,7 +32,7 @@ from matplotlib.lines import Line2D
 from matplotlib.font_manager import fontManager, get_font
 from matplotlib.textpath import TextToPath
 
-from engine.services.presentation.display_text import plain_text
+from certa.engine.services.presentation.display_text import plain_text
 
 __all__ = ["ratio_plot", "sequence_plot", "bakeoff_plot", "calm_gate_plot", "pac_bounds_plot", "monitor_plot",
            "difference_plot", "DifferenceRow", "vendor_colours", "VENDOR_GID"]

@@ -17,12 +17,12 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from engine.services.presentation.display_text import plain_text
-from engine.core.gates import gate_display
-from engine.services.presentation.html import plots
-from engine.services.presentation.html.report_model import ReportData
-from engine.services.presentation.html.sections import stage_section
-from engine.services.presentation.html.view import Cell, StageSection, fmt, run_vendors
+from certa.engine.services.presentation.display_text import plain_text
+from certa.engine.core.gates import gate_display
+from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.html.report_model import ReportData
+from certa.engine.services.presentation.html.sections import stage_section
+from certa.engine.services.presentation.html.view import Cell, StageSection, fmt, run_vendors
 
 __all__ = ["Link", "render_report", "stylesheet", "report_sections", "identity_rows", "template_environment"]
 
@@ -43,7 +43,7 @@ def stylesheet() -> str:
 
 def _displayed(value: Any) -> Any:
     """Every ``{{ ... }}`` of the templates: a string (a recorded user string: spec description, reviewer, note,
-    input name, ...) without control and bidi characters (``engine.services.presentation.display_text.plain_text``; newlines kept,
+    input name, ...) without control and bidi characters (``certa.engine.services.presentation.display_text.plain_text``; newlines kept,
     HTML is escaped by the environment); markup certa built (plots, stylesheet, macros) and other values as
     they are."""
     return plain_text(value, newlines=True) if isinstance(value, str) and not isinstance(value, Markup) else value
@@ -110,7 +110,7 @@ def report_sections(data: ReportData) -> list[StageSection]:
 
 
 def _gate_rows(content: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Each gate with its value and threshold at the precision that decided (``engine.core.gates.gate_display``)."""
+    """Each gate with its value and threshold at the precision that decided (``certa.engine.core.gates.gate_display``)."""
     return [{"id": gate["id"], "metric": gate["metric"], **gate_display(gate), "passed": bool(gate.get("passed"))}
             for gate in content.get("gates", [])]
 

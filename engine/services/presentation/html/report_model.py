@@ -1,6 +1,6 @@
 """What a run's HTML report shows, as data: the view model ``render_report`` turns into a page (pure).
 
-``engine.services.report_data.gather_report`` (and the site builder, ``engine.services.site``) read the ledger
+``certa.engine.services.report_data.gather_report`` (and the site builder, ``certa.engine.services.site``) read the ledger
 and fill it; nothing here reads a ledger.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.services.reviews import ReviewRecord
+    from certa.engine.services.reviews import ReviewRecord
 
 __all__ = ["ReplayStatus", "ReportData", "Verification"]
 
@@ -58,4 +58,4 @@ class ReportData:
     replay: ReplayStatus | None
     reviews: tuple[ReviewRecord, ...] = field(default=())
     warnings: tuple[str, ...] = field(default=())
-    """What the run warned about when it ran (``engine.services.presentation.markdown.recorded_warnings``): shown under the verdict."""
+    """What the run warned about when it ran (``certa.engine.services.presentation.markdown.recorded_warnings``): shown under the verdict."""

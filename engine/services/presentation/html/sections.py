@@ -2,13 +2,13 @@
 
 ``stage_section(stage_id, use, version, outputs, gates, checks, vendor_colours)`` builds the section with the
 stage type's presentation module (``StageType.presentation``, resolved by
-``engine.services.presentation.stages.presentation_of``); a type without one gets a generic outputs table and
+``certa.engine.services.presentation.stages.presentation_of``); a type without one gets a generic outputs table and
 no plot. Every section opens with the method's "how to read this" paragraphs
-(``engine.services.presentation.explain.how_to_read``). Builders only read the certificate's stored outputs
+(``certa.engine.services.presentation.explain.how_to_read``). Builders only read the certificate's stored outputs
 (and, for ``sequential.diff``, the recorded checks); they format numbers and never compute a statistic. Keys
 are read defensively: a block a stage version does not record is not shown at all. Plot text is drawn as
 paths; table cells are plain strings escaped by the template (the view model is
-``engine.services.presentation.html.view``).
+``certa.engine.services.presentation.html.view``).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.services.presentation.explain import how_to_read
-from engine.services.presentation.html import plots
-from engine.services.presentation.html.view import StageInput, StageSection, run_vendors, table
-from engine.services.presentation.stages import presentation_of
+from certa.engine.services.presentation.explain import how_to_read
+from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.html.view import StageInput, StageSection, run_vendors, table
+from certa.engine.services.presentation.stages import presentation_of
 
 __all__ = ["stage_section", "stage_gates"]
 

@@ -8,14 +8,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.core.value_text import READER_STYLE, format_value
+from certa.engine.core.value_text import READER_STYLE, format_value
 
 __all__ = ["Cell", "Table", "Plot", "StageSection", "StageInput", "fmt", "table", "mapping", "threshold_values",
            "run_vendors"]
 
 
 def fmt(value: Any, digits: int = 6) -> str:
-    """``value`` as the report writes it: ``engine.core.value_text.format_value`` in words (``–`` for a missing
+    """``value`` as the report writes it: ``certa.engine.core.value_text.format_value`` in words (``–`` for a missing
     value, ``yes``/``no`` for booleans), floats with ``digits`` significant digits."""
     return format_value(value, digits=digits, style=READER_STYLE)
 

@@ -1,9 +1,9 @@
 """Each stage type's presentation: its HTML report section and its "how to read this" paragraphs.
 
 A stage type names its presentation module in ``StageType.presentation`` (a dotted module name; see
-``engine.core.stages.base`` for why a name and not a function): the core may not import the services, so it
+``certa.engine.core.stages.base`` for why a name and not a function): the core may not import the services, so it
 names the module and ``presentation_of`` imports it when a report or ``certa show --explain`` needs it. Each
-module here serves the stage module of ``engine.core.stages`` of the same name (``bakeoff`` serves
+module here serves the stage module of ``certa.engine.core.stages`` of the same name (``bakeoff`` serves
 ``bakeoff.compare`` and ``bakeoff.merge``) and defines::
 
     section(stage: StageInput) -> StageSection        the stage's HTML report section
@@ -20,10 +20,10 @@ from collections.abc import Mapping
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from engine.core.stages import REGISTRY, parse_stage_ref
+from certa.engine.core.stages import REGISTRY, parse_stage_ref
 
 if TYPE_CHECKING:  # the view model lives in the HTML package, which only the report commands import
-    from engine.services.presentation.html.view import StageInput, StageSection
+    from certa.engine.services.presentation.html.view import StageInput, StageSection
 
 __all__ = ["StagePresentation", "presentation_of", "presentation_modules"]
 
@@ -33,7 +33,7 @@ class StagePresentation(Protocol):
 
     def section(self, stage: StageInput) -> StageSection:
         """The stage's report section (``stage_id``, ``use``, ``version`` and ``how_to_read`` are filled in by
-        ``engine.services.presentation.html.sections.stage_section``)."""
+        ``certa.engine.services.presentation.html.sections.stage_section``)."""
         ...
 
     def how_to_read(self, outputs: Mapping[str, Any]) -> tuple[str, ...]:

@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.core.value_text import format_value
-from engine.services.presentation.explain import finite_number, number_text
-from engine.services.presentation.html import plots
-from engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, Table, fmt, mapping, table
+from certa.engine.core.value_text import format_value
+from certa.engine.services.presentation.explain import finite_number, number_text
+from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, Table, fmt, mapping, table
 
 __all__ = ["section", "how_to_read", "Lead", "bucket_lead", "lead_sentence", "p_value_text"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.services.presentation.html import plots
-from engine.services.presentation.html.view import Plot, StageInput, StageSection, fmt, mapping, table
+from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.html.view import Plot, StageInput, StageSection, fmt, mapping, table
 
 __all__ = ["section", "how_to_read"]
 
@@ -44,7 +44,7 @@ def section(stage: StageInput) -> StageSection:
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
-    """How to read a ``bakeoff.gate`` stage\'s outputs (``engine.services.presentation.explain.how_to_read``)."""
+    """How to read a ``bakeoff.gate`` stage\'s outputs (``certa.engine.services.presentation.explain.how_to_read``)."""
     summary = mapping(outputs.get("summary"))
     flagged = summary.get("flagged")
     return (

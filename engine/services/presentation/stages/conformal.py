@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.core.stages.conformal import RATE_METRICS
-from engine.services.presentation.explain import finite_number, number_text
-from engine.services.presentation.html import plots
-from engine.services.presentation.html.view import Plot, StageInput, StageSection, fmt, mapping, table, threshold_values
+from certa.engine.core.stages.conformal import RATE_METRICS
+from certa.engine.services.presentation.explain import finite_number, number_text
+from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.html.view import Plot, StageInput, StageSection, fmt, mapping, table, threshold_values
 
 __all__ = ["section", "how_to_read"]
 
@@ -68,7 +68,7 @@ def section(stage: StageInput) -> StageSection:
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
-    """How to read a ``conformal.pac_report`` stage\'s outputs (``engine.services.presentation.explain.how_to_read``)."""
+    """How to read a ``conformal.pac_report`` stage\'s outputs (``certa.engine.services.presentation.explain.how_to_read``)."""
     joint = mapping(outputs.get("joint_guarantee"))
     level = finite_number(joint.get("level"))
     return (

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.core.stages.conformal import RATE_METRICS
-from engine.services.presentation.html import plots
-from engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, fmt, table
+from certa.engine.core.stages.conformal import RATE_METRICS
+from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, fmt, table
 
 __all__ = ["section", "how_to_read"]
 
@@ -53,7 +53,7 @@ def section(stage: StageInput) -> StageSection:
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
-    """How to read a ``conformal.monitor`` stage\'s outputs (``engine.services.presentation.explain.how_to_read``)."""
+    """How to read a ``conformal.monitor`` stage\'s outputs (``certa.engine.services.presentation.explain.how_to_read``)."""
     all_inside = outputs.get("all_inside")
     compare_to = outputs.get("compare_to") or "certified"
     return (

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.services.presentation.html import plots
-from engine.services.presentation.html.view import Plot, StageInput, StageSection, fmt, mapping, table
+from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.html.view import Plot, StageInput, StageSection, fmt, mapping, table
 
 __all__ = ["section", "how_to_read"]
 
@@ -53,7 +53,7 @@ def section(stage: StageInput) -> StageSection:
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
-    """How to read a ``model.windows`` stage's outputs (``engine.services.presentation.explain.how_to_read``)."""
+    """How to read a ``model.windows`` stage's outputs (``certa.engine.services.presentation.explain.how_to_read``)."""
     unit = outputs.get("unit")
     signatures = {arm: mapping(mapping(mapping(outputs.get("models")).get(arm)).get("signature")).get("status")
                   for arm in ARMS}

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.services.presentation.explain import finite_number, number_text, percent_text
-from engine.services.presentation.html import plots
-from engine.services.presentation.html.view import (Cell, Plot, StageInput, StageSection, Table, fmt, mapping, table,
+from certa.engine.services.presentation.explain import finite_number, number_text, percent_text
+from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.html.view import (Cell, Plot, StageInput, StageSection, Table, fmt, mapping, table,
                                                     threshold_values)
 
 __all__ = ["section", "how_to_read"]
@@ -428,7 +428,7 @@ def _slices_text(outputs: Mapping[str, Any]) -> str | None:
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
-    """How to read a ``paired.metric_delta`` stage's outputs (``engine.services.presentation.explain.how_to_read``)."""
+    """How to read a ``paired.metric_delta`` stage's outputs (``certa.engine.services.presentation.explain.how_to_read``)."""
     texts = [_tested_text(outputs), _verdict_text(outputs), _assumptions_text(outputs), _detectable_text(outputs),
              _slices_text(outputs),
              ("Provenance: the tool, version, task and model of each side are what its export states about itself, "

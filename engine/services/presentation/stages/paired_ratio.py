@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.services.presentation.explain import percent_text
-from engine.services.presentation.html import plots
-from engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, fmt, mapping, table, threshold_values
+from certa.engine.services.presentation.explain import percent_text
+from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, fmt, mapping, table, threshold_values
 
 __all__ = ["section", "how_to_read"]
 
@@ -76,7 +76,7 @@ def section(stage: StageInput) -> StageSection:
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
-    """How to read a ``paired.ppl_ratio`` stage\'s outputs (``engine.services.presentation.explain.how_to_read``)."""
+    """How to read a ``paired.ppl_ratio`` stage\'s outputs (``certa.engine.services.presentation.explain.how_to_read``)."""
     primary = mapping(outputs.get("primary_metric"))
     level = percent_text(primary.get("confidence_level"))
     texts = [

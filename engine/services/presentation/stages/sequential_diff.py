@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.services.presentation.explain import number_text
-from engine.services.presentation.html import plots
-from engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, fmt, mapping, table
+from certa.engine.services.presentation.explain import number_text
+from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, fmt, mapping, table
 
 __all__ = ["section", "how_to_read", "sequential_estimand"]
 
@@ -152,7 +152,7 @@ def sequential_estimand(outputs: Mapping[str, Any]) -> str:
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
-    """How to read a ``sequential.diff`` stage\'s outputs (``engine.services.presentation.explain.how_to_read``)."""
+    """How to read a ``sequential.diff`` stage\'s outputs (``certa.engine.services.presentation.explain.how_to_read``)."""
     results = mapping(outputs.get("results"))
     config = mapping(outputs.get("config"))
     method = mapping(outputs.get("method"))

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from engine.core.stats.paired_metric import (PairedTable, mcnemar_exact_test, minimum_detectable_difference,
+from certa.engine.core.stats.paired_metric import (PairedTable, mcnemar_exact_test, minimum_detectable_difference,
                                              newcombe_interval, newcombe_phi, paired_table_from_outcomes,
                                              paired_tables_by_slice, tango_equivalence_test, tango_interval,
                                              tango_noninferiority_test, tango_score_statistic, tango_score_test,
                                              wilson_interval)
-from engine.core.stats.paired_metric.tango import _score_parts
+from certa.engine.core.stats.paired_metric.tango import _score_parts
 
 Z95 = stats.norm.ppf(0.975)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from engine.core.stats.paired_metric import anytime_mean_difference, bca_mean_difference
+from certa.engine.core.stats.paired_metric import anytime_mean_difference, bca_mean_difference
 
 
 def f1_like(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:

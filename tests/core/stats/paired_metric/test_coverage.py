@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import special
 
-from engine.core.stats.paired_metric import (PairedTable, anytime_mean_difference, bca_mean_difference,
+from certa.engine.core.stats.paired_metric import (PairedTable, anytime_mean_difference, bca_mean_difference,
                                              benjamini_hochberg_adjust, holm_adjust, mcnemar_exact_test,
                                              minimum_detectable_difference, newcombe_interval, tango_interval,
                                              tango_noninferiority_test, tango_score_test)

@@ -8,10 +8,10 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from engine.core.stats.paired_metric import (PairedTable, adjusted_slices, benjamini_hochberg_adjust, binary_slices,
+from certa.engine.core.stats.paired_metric import (PairedTable, adjusted_slices, benjamini_hochberg_adjust, binary_slices,
                                              holm_adjust, mcnemar_exact_test, newcombe_interval, tango_interval,
                                              tango_noninferiority_test)
-from engine.core.stats.paired_metric.multiplicity import adjust_p_values
+from certa.engine.core.stats.paired_metric.multiplicity import adjust_p_values
 
 p_vectors = arrays(np.float64, st.integers(1, 12), elements=st.floats(0.0, 1.0))
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine.core.stats import paired_metric
+from certa.engine.core.stats import paired_metric
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -29,7 +29,7 @@ def test_public_names_are_pinned_and_importable():
 
 def test_importing_the_package_loads_neither_scipy_nor_numba():
     """The stage registry imports every kernel at every command; scipy and Numba load at first use."""
-    code = ("import sys; import engine.core.stats.paired_metric; "
+    code = ("import sys; import certa.engine.core.stats.paired_metric; "
             "print(sorted(m for m in ('scipy.special', 'scipy.optimize', 'scipy.stats', 'numba') if m in sys.modules))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout.strip()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.core.stats.paired_metric import PairedTable, mcnemar_exact_test, newcombe_interval, tango_interval
+from certa.engine.core.stats.paired_metric import PairedTable, mcnemar_exact_test, newcombe_interval, tango_interval
 
 TANGO = [
     # (source, counts, confidence level, published (low, high), decimals printed)

@@ -1,0 +1,5 @@
+"""``python -m certa ...``: the ``certa`` command."""
+
+from certa.cli import main
+
+main()

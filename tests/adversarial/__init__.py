@@ -1,1 +1,0 @@
-"""Adversarial sweep: generated hostile cases run through the certa command in-process."""

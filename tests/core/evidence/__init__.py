@@ -1,1 +1,0 @@
-"""Tests of engine.core.evidence: the readers of evaluator exports, on real fixtures and hostile input."""
