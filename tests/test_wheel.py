@@ -131,3 +131,82 @@ def test_the_wheel_installs_the_certa_command(wheel: Path, wheel_names: set[str]
     with zipfile.ZipFile(wheel) as archive:
         lines = archive.read(entry_points[0]).decode().splitlines()
     assert "certa = certa.cli:main" in [line.strip() for line in lines], lines
+
+
+def _read_only(*folders: Path) -> list[str]:
+    """A command prefix under which ``folders`` are read-only: for root (who writes anywhere whatever the modes
+    say), a private mount namespace with each folder bound read-only onto itself; for anyone else, nothing (the
+    caller removes write permission instead)."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("unshare") is None or shutil.which("mount") is None:
+        pytest.skip("root needs unshare and mount (util-linux) to make a folder read-only")
+    binds = " && ".join(f'mount --bind "${i}" "${i}" && mount -o remount,bind,ro "${i}"'
+                        for i in range(1, len(folders) + 1))
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", f'{binds} && shift {len(folders)} && exec "$@"',
+            "sh", *map(str, folders)]
+
+
+def _files_under(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+@pytest.fixture(scope="session")
+def installed_wheel(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A venv holding the wheel (its dependencies seen from this interpreter's site-packages), and the venv's
+    ``certa`` package folder."""
+    venv = tmp_path_factory.mktemp("wheel-venv") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    installed = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+                               capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr
+    where = subprocess.run([str(python), "-c", "import certa; print(certa.__file__)"], cwd=venv,
+                           capture_output=True, text=True, timeout=60)
+    package = Path(where.stdout.strip()).parent
+    assert package.is_relative_to(venv), f"certa imported from {package}, not the venv's wheel"
+    return venv, package
+
+
+def _run_example(venv: Path, folder: Path, cache_home: Path, *read_only: Path) -> subprocess.CompletedProcess[str]:
+    shutil.copytree(ROOT / "specs" / "paired-ratio", folder)
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "NUMBA_CACHE_DIR")}
+    env |= {"XDG_CACHE_HOME": str(cache_home), "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
+    command = [*_read_only(*read_only), str(venv / "bin" / "certa"), "run", "spec.yaml", "--ledger",
+               str(folder / "ledger.db")]
+    return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=900, env=env)
+
+
+def test_the_installed_wheel_runs_from_a_read_only_site_packages_and_writes_nothing_there(
+        installed_wheel: tuple[Path, Path], tmp_path: Path) -> None:
+    """The README's first command runs an example from the wheel: Numba's compiled kernels go to the user's cache
+    folder (``$XDG_CACHE_HOME/certa/numba``), never into site-packages, which may be read-only (and where stray
+    files once hid a later editable install of certa behind an empty namespace package)."""
+    venv, package = installed_wheel
+    before = _files_under(package)
+    site_packages = package.parent
+    if os.geteuid() != 0:
+        subprocess.run(["chmod", "-R", "a-w", str(site_packages)], check=True)
+    try:
+        done = _run_example(venv, tmp_path / "example", tmp_path / "cache", site_packages)
+    finally:
+        if os.geteuid() != 0:
+            subprocess.run(["chmod", "-R", "u+w", str(site_packages)], check=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS" in done.stdout
+    assert _files_under(package) == before
+    assert any(p.suffix == ".nbi" for p in (tmp_path / "cache" / "certa" / "numba").rglob("*"))
+
+
+def test_with_a_read_only_cache_folder_too_the_example_still_passes_uncached(
+        installed_wheel: tuple[Path, Path], tmp_path: Path) -> None:
+    venv, package = installed_wheel
+    before = _files_under(package)
+    cache_home = tmp_path / "cache"
+    cache_home.mkdir()
+    if os.geteuid() != 0:
+        cache_home.chmod(0o555)
+    done = _run_example(venv, tmp_path / "example", cache_home, package.parent, cache_home)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS" in done.stdout
+    assert _files_under(package) == before and _files_under(cache_home) == []
