@@ -7,7 +7,8 @@
 # 2. makes a venv with the system site packages (/tmp/venv-VERSION), so numpy, scipy, numba, SQLAlchemy, ...
 #    are exactly the versions installed on this machine, and installs that tree into it
 #    (pip install --no-deps -e); checks that importlib.metadata.version("certa") is VERSION and that
-#    cli/engine/ledger are imported from the exported tree;
+#    certa.cli/engine/ledger are imported from the exported tree (releases before 0.10.0 installed them as
+#    top-level cli, engine, ledger: record those with the record.sh of their own commit);
 # 3. from inside /tmp/certa-VERSION, with that venv's `certa`, records into the fresh ledger
 #    tests/golden/VERSION/ledger.db: `certa run` of each example spec at that commit (paired-ratio,
 #    sequential-diff, vendor-bakeoff, conformal-pac, in that order, then any other specs/*/spec.yaml;
