@@ -182,6 +182,7 @@ def test_py_whitespace_is_what_str_strip_removes() -> None:
     assert set(PY_WHITESPACE) == {chr(c) for c in range(0x110000) if chr(c).isspace()}
 
 
+@pytest.mark.slow
 @settings(derandomize=True, max_examples=400, deadline=None)
 @given(st.lists(padded_cell(), min_size=1, max_size=40))
 def test_numbers_equal_pythons_float_bit_for_bit(cells: list[str]) -> None:
@@ -223,6 +224,7 @@ def csv_bytes(draw) -> bytes:
     return raw
 
 
+@pytest.mark.slow
 @settings(derandomize=True, max_examples=600, deadline=None)
 @given(csv_bytes())
 def test_csv_files_parse_as_python_csv_did(raw: bytes) -> None:
@@ -435,6 +437,7 @@ def numeric_csv(draw) -> tuple[bytes, int]:
     return (b"\xef\xbb\xbf" + raw if draw(st.integers(0, 4)) == 0 else raw), n_cols
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block_bytes, parallel_rows", [(64, 1), (1000, 7), (1 << 20, 1 << 17)])
 def test_results_do_not_depend_on_block_size_or_threads(monkeypatch, block_bytes: int, parallel_rows: int) -> None:
     """Arrow parses blocks on its threads and long columns are cast in row ranges on threads: with tiny blocks
@@ -504,6 +507,7 @@ def test_types_that_later_blocks_widen_give_the_same_table(monkeypatch) -> None:
         assert_csv_same_as_oracle(f"x\n{first}\n{''.join(f'{i}{chr(10)}' for i in range(1, 60))}{last}\n".encode())
 
 
+@pytest.mark.slow
 def test_every_short_cell_through_arrows_typed_read_is_pythons() -> None:
     """Every cell of up to 3 characters over digits, signs, point, exponent letters, ``n a i f x``, space and
     tab, alone in a column and next to a plain number: the table (text, numbers, refusals) is 0.3.0's."""

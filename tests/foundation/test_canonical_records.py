@@ -75,6 +75,7 @@ def record_at(records: RecordColumns, row: int) -> dict:
     return {**{name: cell(column, row) for name, column in records.columns.items()}, **records.constants}
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(records())
 def test_records_are_canonical_bytes_of_each_record(given_records: RecordColumns) -> None:

@@ -62,6 +62,7 @@ def test_edge_scalars_equal_rfc8785(value) -> None:
     assert fast({"v": [value, {"w": value}]}) == reference({"v": [value, {"w": value}]})
 
 
+@pytest.mark.slow
 @settings(derandomize=True, max_examples=2000, deadline=None)
 @given(st.floats(allow_nan=False, allow_infinity=False) | st.floats(min_value=-1e-3, max_value=1e-3)
        | st.floats(min_value=1e15, max_value=1e23))

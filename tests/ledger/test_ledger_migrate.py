@@ -367,7 +367,9 @@ GOLDEN = sorted((ROOT / "tests" / "golden").glob("*/ledger.db"))
 
 
 @pytest.mark.skipif(not GOLDEN, reason="no golden ledgers recorded (tests/golden/VERSION/ledger.db)")
-@pytest.mark.parametrize("golden", GOLDEN, ids=lambda path: path.parent.name)
+# The oldest golden ledger (it migrates through every revision) in the unit tier; the others under ``slow``.
+@pytest.mark.parametrize("golden", [pytest.param(g, marks=[] if g == GOLDEN[0] else [pytest.mark.slow])
+                                    for g in GOLDEN], ids=lambda path: path.parent.name)
 def test_a_golden_ledger_of_a_released_certa_migrates_byte_identically(golden: Path, tmp_path: Path) -> None:
     """A released ledger has exactly the schema of its revision (0001 for certa 0.1.0/0.2.0, unstamped; the
     newest for later releases) and migrates to the newest without changing a row."""

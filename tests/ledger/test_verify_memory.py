@@ -81,6 +81,7 @@ def _assert_flat(folder: Path, small: int, large: int, batch: int, workers: int,
     assert peak_large - peak_small < 60 * (large - small), (peak_small, peak_large)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "2-workers"])
 def test_verify_memory_does_not_grow_with_the_entries(tmp_path: Path, workers: int) -> None:
     # the same walk in smaller batches: a few 10^3 suffice; 36,000 entries apart, so that per-entry state of even 60

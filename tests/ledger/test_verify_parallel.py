@@ -56,6 +56,7 @@ def test_an_intact_ledger_verifies_the_same_with_workers(recorded_ledger: tuple[
     assert parallel == alone
 
 
+@pytest.mark.slow  # the sweep of every column edit with workers; in process: test_verify_columns.py
 @pytest.mark.parametrize("mutation", MUTATIONS, ids=[m.id for m in MUTATIONS])
 def test_every_column_edit_is_reported_the_same_with_workers(recorded_ledger: tuple[Path, Recorded], mutation) -> None:
     pristine, recorded = recorded_ledger
@@ -74,6 +75,7 @@ def test_every_column_edit_is_reported_the_same_with_workers(recorded_ledger: tu
 ENTRY_TYPE_CASES = [case for case in TYPE_CASES if case[0].table in ("entries", "merkle_nodes")]
 
 
+@pytest.mark.slow  # the sweep of every column edit with workers; in process: test_verify_columns.py
 @pytest.mark.parametrize(("mutation", "storage"), ENTRY_TYPE_CASES, ids=[f"{m.id}-{t}" for m, t in ENTRY_TYPE_CASES])
 def test_a_cell_of_another_type_is_reported_the_same_with_workers(recorded_ledger: tuple[Path, Recorded], mutation,
                                                                   storage: str) -> None:

@@ -164,6 +164,7 @@ def lm_eval_export(draw: st.DrawFn) -> bytes:
     return "\n".join(lines).encode("utf-8", "surrogateescape")
 
 
+@pytest.mark.slow
 @given(raw=lm_eval_export(), filter_name=st.sampled_from([None, "none", "strict"]))
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])

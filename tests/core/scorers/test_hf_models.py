@@ -347,6 +347,7 @@ def test_a_run_replays_from_the_ledger_with_the_model_folders_deleted(hf_registe
         assert outcome.reproduced, outcome.changes
 
 
+@pytest.mark.models
 def test_the_example_runs_and_passes(hf_registered, tmp_path: Path) -> None:
     require_model_libraries()
     example = ROOT / "specs" / "model-sequential"

@@ -324,7 +324,9 @@ def test_the_lead_of_an_old_bakeoff_version_comes_from_its_pairs() -> None:
 
 # -- golden ledgers: every recorded stage version renders ---------------------------------------------------------
 
-@pytest.mark.parametrize("version", GOLDEN)
+# The newest golden ledger renders in the unit tier; every older one under ``slow`` (about 1 s each).
+@pytest.mark.parametrize("version", [pytest.param(v, marks=[] if v == GOLDEN[-1] else [pytest.mark.slow])
+                                     for v in GOLDEN])
 def test_every_golden_run_renders(version: str, tmp_path: Path) -> None:
     copy = tmp_path / "ledger.db"
     shutil.copyfile(ROOT / "tests" / "golden" / version / "ledger.db", copy)

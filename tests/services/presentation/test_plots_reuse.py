@@ -34,6 +34,7 @@ def _fresh(monkeypatch: pytest.MonkeyPatch, case: dict) -> str:
         return plots.ratio_plot("r", **case)
 
 
+@pytest.mark.slow
 def test_reused_ratio_figure_gives_the_bytes_of_a_fresh_figure_in_any_order(monkeypatch):
     cases = _inputs()
     fresh = [_fresh(monkeypatch, case) for case in cases]
