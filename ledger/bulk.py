@@ -42,7 +42,7 @@ def insert_rows(conn: Connection, table: Table, rows: list[Sequence[Any]]) -> No
 def _copy_rows(conn: Connection, statement: str, rows: list[Sequence[Any]]) -> None:
     """psycopg 3's ``COPY ... FROM STDIN``, in the transaction SQLAlchemy holds on the connection; a driver error
     is raised as SQLAlchemy's (``DBAPIError`` and its subclasses), as ``exec_driver_sql`` would."""
-    driver = conn.connection.driver_connection
+    driver: Any = conn.connection.driver_connection  # the DB-API connection (None only once closed)
     try:
         with driver.cursor() as cursor, cursor.copy(statement) as copy:
             deque(map(copy.write_row, rows), maxlen=0)  # the rows written by a C-level loop (itertools' "consume")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any, Protocol
 
 from certa.engine.foundation.canonical import RecordColumns, canonical_records
@@ -213,7 +213,7 @@ def read_stored_run(ledger: EntrySource, run_id: str) -> StoredRun:
     return StoredRun(run_id, run, tuple(inputs), tuple(captured))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _validator(kind: str) -> Any:
     from jsonschema import Draft202012Validator  # loads on first use: certa --help never imports it
 

@@ -107,7 +107,7 @@ def sqlite_file(ledger: str | os.PathLike[str] | None) -> Path | None:
     """The file of a SQLite ledger (a path or a ``sqlite:///`` URL), or None for another database."""
     url = make_url(resolve_ledger_url(ledger))
     in_memory = url.database in (None, "", ":memory:")
-    return Path(url.database) if url.get_backend_name() == "sqlite" and not in_memory else None
+    return Path(url.database) if url.get_backend_name() == "sqlite" and url.database and not in_memory else None
 
 
 def _utc_now() -> str:
@@ -213,7 +213,8 @@ class Ledger:
             with self._engine.connect() as conn, conn.begin():
                 state = _ledger_state(conn, self.location)
         except SQLAlchemyError as exc:
-            problem = database_message(exc) if path is None else sqlite_read_problem(path, exc.orig or exc)
+            problem = (database_message(exc) if path is None
+                       else sqlite_read_problem(path, getattr(exc, "orig", None) or exc))
             raise LedgerError(f"cannot read ledger {self.location}: {problem}") from None
         if state.schema_version is None:
             raise LedgerError(f"no ledger in {self.location} yet (it holds no tables); run 'certa run SPEC' first "
@@ -566,7 +567,8 @@ class Ledger:
         # read transaction; the bound is an int, written into the statement.
         sql = f"SELECT entry_hash FROM entries WHERE seq <= {int(upto)} ORDER BY seq"
         with self.read_transaction() as conn:
-            cursor = conn.connection.driver_connection.cursor()
+            driver: Any = conn.connection.driver_connection  # the DB-API connection (None only once closed)
+            cursor = driver.cursor()
             try:
                 cursor.execute(sql)
                 return [row[0] for row in cursor.fetchall()]

@@ -259,7 +259,7 @@ def _run_problems(walk: _ChainWalk, indexed: Mapping[str, Mapping[str, Any]]) ->
 
 def _blob_problems(walk: _ChainWalk, stored: list[BlobRow]) -> list[Problem]:
     """Each blob's ``sha256`` and ``size`` against its content; referenced blobs stored, stored ones referenced."""
-    problems = []
+    problems: list[Problem] = []
     keys = {row.sha256 for row in stored}
     for row in stored:
         where = f"blob {str(row.sha256)[:12]}…"

@@ -59,7 +59,7 @@ def _no_constant(token: str) -> Any:
     raise ValueError(f"{token} is not a JSON number")
 
 
-_SCAN_JSON = json.JSONDecoder(parse_constant=_no_constant).scan_once
+_SCAN_JSON = json.JSONDecoder(parse_constant=_no_constant).scan_once  # type: ignore[attr-defined]  # C scanner
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ class BatchChecker:
             summary.problems.append(entry_problem(seq, kind, run_id, "payload is not a JSON object"))
             return
         if kind == "decision":
-            index = data.get("index")
+            index: Any = data.get("index")
             kind_of_index = type(index)
             key = (*data, *map(type, data.values()),
                    index >= 0 if kind_of_index is int else

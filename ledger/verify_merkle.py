@@ -81,7 +81,8 @@ class MerkleCheck:
                  root_at: int | None = None) -> None:
         self.size = size
         self.frontier = dict(frontier or {})
-        self.root_at, self.root = root_at, None  # MTH of the first ``root_at`` leaves, once reached
+        self.root_at = root_at
+        self.root: bytes | None = None  # MTH of the first ``root_at`` leaves, once reached
         self.missing: dict[NodeKey, str] = {}  # expected, no stored row
         self.extra: list[StoredNode] = []  # stored, no such node (or not where the tree has it)
         self.edited: list[tuple[NodeKey, Any, str]] = []  # stored hash differs

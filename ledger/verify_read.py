@@ -131,7 +131,8 @@ def _snapshot(conn: Connection) -> None:
 
 def _driver_rows(conn: Connection, sql: str) -> list[tuple[Any, ...]]:
     """The rows of ``sql`` (its values ints written into it) as the driver's plain tuples, in the transaction."""
-    cursor = conn.connection.driver_connection.cursor()
+    driver: Any = conn.connection.driver_connection  # the DB-API connection (None only once closed)
+    cursor = driver.cursor()
     try:
         cursor.execute(sql)
         rows = cursor.fetchall()
@@ -189,7 +190,8 @@ def _tables(conn: Connection, leaves: tuple[int, int], run_filter: Any | None, b
                 blob_rows.append(BlobRow(sha, size, hashlib.sha256(raw).hexdigest(), len(raw)))
             else:  # stored by hand as another SQLite type
                 blob_rows.append(BlobRow(sha, size, None, stored_type(content)))
-    node_count, outside, outside_count = None, [], 0
+    outside: list[Any] = []
+    node_count, outside_count = None, 0
     start, end = leaves
     if has_nodes and start > 0:  # a walk from a checkpoint: the rows before it are not counted (O(n))
         node_count = nodes_read

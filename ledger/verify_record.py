@@ -22,7 +22,6 @@ from typing import Any
 from sqlalchemy import delete, insert, select
 
 from certa.engine.foundation.canonical import canonical_bytes
-from certa.engine.foundation.errors import LedgerError
 from certa.engine.foundation.json_read import parse_json
 
 from certa.ledger.schema import ledger_meta

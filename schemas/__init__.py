@@ -8,14 +8,14 @@ A stage version whose knobs or outputs differ from the newest version's has its 
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
 __all__ = ["load_schema", "read_schema", "schema_exists"]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_text(relative_path: str) -> str:
     return resources.files(__name__).joinpath(relative_path).read_text(encoding="utf-8")
 
@@ -25,14 +25,14 @@ def load_schema(relative_path: str) -> dict[str, Any]:
     return json.loads(_load_text(relative_path))
 
 
-@lru_cache(maxsize=None)
+@cache
 def read_schema(relative_path: str) -> dict[str, Any]:
     """The schema at ``relative_path``, parsed once per process and shared: to read, never to change
     (``load_schema`` gives a copy to change)."""
     return load_schema(relative_path)
 
 
-@lru_cache(maxsize=None)
+@cache
 def schema_exists(relative_path: str) -> bool:
     """Whether certa ships a schema at ``relative_path``."""
     return resources.files(__name__).joinpath(relative_path).is_file()

@@ -55,7 +55,7 @@ def results_sha256(content: Mapping[str, Any]) -> str:
     return canonical_sha256(results_of(content))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _installed_version(distribution: str) -> str:
     """An installed distribution's version, read once a process (``importlib.metadata`` parses its
     metadata file on every call: about 2 ms, a tenth of a small run)."""
@@ -222,7 +222,8 @@ def _compile(schema: Any, root: Any = None) -> Callable[[Any], bool]:
                 words = frozenset(allowed)
                 checks.append(lambda instance: type(instance) is str and instance in words)
             else:
-                checks.append(lambda instance, allowed=allowed: any(_json_equal_scalar(instance, v) for v in allowed))
+                checks.append(lambda instance, allowed=allowed: any(  # type: ignore[misc]  # a default-bound lambda
+                    _json_equal_scalar(instance, v) for v in allowed))
     if "pattern" in schema:
         search = re.compile(schema["pattern"]).search
         checks.append(lambda instance: not isinstance(instance, str) or search(instance) is not None)
@@ -254,7 +255,8 @@ def _compile(schema: Any, root: Any = None) -> Callable[[Any], bool]:
     for keyword, fits in (("minItems", lambda size, bound: size >= bound),
                           ("maxItems", lambda size, bound: size <= bound)):
         if keyword in schema:
-            checks.append(lambda instance, fits=fits, bound=schema[keyword]: not isinstance(instance, list)
+            checks.append(lambda instance, fits=fits, bound=schema[keyword]: not isinstance(  # type: ignore[misc]
+                          instance, list)
                           or fits(len(instance), bound))
     if "anyOf" in schema:
         scalars = [_scalar_values(sub, root) for sub in schema["anyOf"]]
@@ -322,7 +324,7 @@ def certificate_problems(certificate: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _output_checker(schema_file: str) -> tuple[frozenset[str], Draft202012Validator | None, Callable[[Any], bool]]:
     """The versions one output schema describes (none if certa has no such file), its ``jsonschema`` validator
     (messages) and its compiled check (speed), built once."""

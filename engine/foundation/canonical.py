@@ -183,10 +183,10 @@ def canonical_sha256_pair(value: Mapping[str, Any], without: tuple[str, ...], *,
     if type(prepared) is not dict:
         raise TypeError(f"expected a JSON object (got {type(value).__name__})")
     if not all(key.isascii() for key in prepared):
-        part = {key: item for key, item in prepared.items() if key not in without}
+        prepared_part = {key: item for key, item in prepared.items() if key not in without}
         rest = {key: item for key, item in value.items() if key not in without}
         return (sha256_hex(_canonical_of_encodable(prepared, value)),
-                sha256_hex(_canonical_of_encodable(part, rest)))
+                sha256_hex(_canonical_of_encodable(prepared_part, rest)))
     members = [(key, _canonical_of_encodable(key, key) + b":" + _canonical_of_encodable(prepared[key], value[key]))
                for key in sorted(prepared)]
     whole = b"{" + b",".join(text for _, text in members) + b"}"
@@ -298,7 +298,7 @@ def _text_tokens(cells: list[str | None]) -> list[str]:
     distinct.discard(None)
     if not has_none and len(distinct) == len(cells):
         return _string_tokens(cells)  # type: ignore[arg-type]
-    strings = list(distinct)
+    strings = [cell for cell in distinct if cell is not None]
     table: dict[str | None, str] = dict(zip(strings, _string_tokens(strings)))
     table[None] = "null"
     return list(map(table.__getitem__, cells))
@@ -326,7 +326,7 @@ def _nullable_float_format(cells: list[float | None]) -> tuple[str, Sequence[Any
     import numpy as np
 
     values = np.array(cells, dtype=object)
-    present = ~np.equal(values, None)
+    present = ~np.equal(values, None)  # type: ignore[call-overload]  # elementwise 'is None' over objects
     spec, floats = _float_format(values[present].astype(np.float64))
     out = np.full(len(cells), "null", dtype=object)
     out[present] = floats

@@ -115,7 +115,7 @@ def _parts(envelope_text: str | bytes, payload_type: str) -> tuple[bytes, list[d
                                                and type(entry.get("sig")) is str for entry in signatures):
         raise SigningError("not a DSSE envelope (signatures is not a list of objects with a string sig and keyid)")
     try:
-        payload = base64.b64decode(encoded, validate=True)
+        payload = base64.b64decode(str(encoded), validate=True)  # a str: checked above
     except (ValueError, binascii.Error) as error:
         raise SigningError(f"not a DSSE envelope (payload is not base64: {error})") from None
     if found_type != payload_type:

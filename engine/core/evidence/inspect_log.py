@@ -170,7 +170,8 @@ def _sample_row(sample: Any, where: str, slice_metadata: str | None) -> _SampleR
         raise InputError(f"{where}: field 'epoch' must be ≥ 1 (got {epoch})")
     digests = [value_digest(field_of(sample, field, (str, list), where), f"{where}: field '{field}'")
                for field in ("input", "target")]
-    return _SampleRow(field_of(sample, "id", (int, str), where), epoch, _sample_scores(sample, where), *digests,
+    return _SampleRow(field_of(sample, "id", (int, str), where), epoch, _sample_scores(sample, where),
+                      digests[0], digests[1],
                       None if slice_metadata is None else _slice(sample, slice_metadata, where))
 
 

@@ -129,7 +129,8 @@ def _checked_fields(where: str, raw: bytes, limits: InputLimits, filter_name: st
         for record, at in zip(records, located):
             resps = field_of(record, "filtered_resps", (list,), f"{where}, {at}")
             texts.append(resps[0] if len(resps) == 1 else None)
-    return _Fields(chosen, located, doc_ids, identity, names, values, pairs, texts)
+    # each pair is two lists (the zip of (loglik, count) pairs), which mypy sees as a tuple of any length
+    return _Fields(chosen, located, doc_ids, identity, names, values, pairs, texts)  # type: ignore[arg-type]
 
 
 class _Names(msgspec.Struct):
@@ -230,7 +231,9 @@ def _columns(where: str, fields: _Fields, count_unit: str) -> _Columns:
     if len(set(fields.doc_ids)) < len(fields.doc_ids):
         require_unique_keys(where, ("doc_id",), [(doc_id,) for doc_id in fields.doc_ids], located)
     identity = {field: _hex_digests(where, field, values, located) for field, values in fields.identity.items()}
-    metrics = {metric: number_column(values, lambda i, m=metric: f"{where}, {located[i]}: metric '{m}'")
+    # a lambda with a default-bound name, whose type mypy cannot infer
+    metrics = {metric: number_column(values,
+                                     lambda i, m=metric: f"{where}, {located[i]}: metric '{m}'")  # type: ignore[misc]
                for metric, values in fields.values.items()}
     rolling = list(fields.pairs)
     if not rolling:
@@ -279,7 +282,8 @@ def _perplexity(where: str, fields: _Fields, rolling: list[str]) -> tuple[np.nda
     counts: dict[str, np.ndarray] = {}
     for metric in rolling:
         logliks, values = fields.pairs[metric]
-        logged = number_column(logliks, lambda i, m=metric: f"{where}, {located[i]}: metric '{m}' loglikelihood")
+        logged = number_column(logliks,
+                               lambda i, m=metric: f"{where}, {located[i]}: metric '{m}' loglikelihood")  # type: ignore[misc]
         if min(values) < 1 or max(values) > _INT64_MAX:
             bad = next(index for index, value in enumerate(values) if not 1 <= value <= _INT64_MAX)
             raise InputError(f"{where}, {located[bad]}: metric '{metric}' must be [loglikelihood, positive count] "

@@ -68,8 +68,9 @@ def json_lines(where: str, raw: bytes, limits: InputLimits) -> tuple[list[dict[s
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        line = raw.count(b"\n", 0, error.start) + 1
-        raise InputError(f"{where}, line {line}: not UTF-8 text ({error.reason}); export the file as UTF-8") from None
+        bad_line = raw.count(b"\n", 0, error.start) + 1
+        raise InputError(f"{where}, line {bad_line}: not UTF-8 text ({error.reason}); "
+                         "export the file as UTF-8") from None
     lines = text.split("\n")
     numbered = [(number, line) for number, line in enumerate(lines, start=1) if line.strip()]
     limits.check(where, "rows", len(numbered), "the number of records")

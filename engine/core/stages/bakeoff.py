@@ -766,7 +766,7 @@ def run_bakeoff_compare(ctx: StageContext, kernels: BakeoffKernels = KERNELS[-1]
             entry["leader"] = None  # nothing was compared: gates on the leader fail closed
     confidence_level = float(ctx.knobs["confidence_level"])
     reporting.annotate(buckets, confidence_level)
-    outputs = {
+    outputs: dict[str, Any] = {
         "manifest": manifest,
         "input": {"name": ctx.knobs["input"], "rows": int(len(codes)), "vendors": list(data.vendor_ids),
                   "buckets": list(data.bucket_ids), "g_flagged": int(np.sum(data.g_flagged)),

@@ -56,11 +56,11 @@ def _ints(table: Table, column: str) -> list[int]:
 
 
 def _band_counts(table: Table, column: str) -> list[tuple[int, ...]]:
-    out = []
+    out: list[tuple[int, ...]] = []
     for row, cell in enumerate(table.text(column).tolist()):
         parts = cell.split("/")
         try:
-            counts = tuple(int(p) for p in parts)
+            counts: tuple[int, ...] = tuple(int(p) for p in parts)
         except ValueError:
             counts = ()
         if len(counts) != 5 or min(counts) < 0:

@@ -35,7 +35,7 @@ rounds each once to a double (0.85), passes the risk alpha it computed to the bo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any
@@ -238,7 +238,7 @@ def bound_json(row: Mapping[str, int], bounds, i: int, requested: str, inflation
     }
 
 
-def loo_envelope_bounds(rows: list[Mapping[str, int]] | Mapping[str, Any], level: float, method: str,
+def loo_envelope_bounds(rows: Sequence[Mapping[str, Any]] | Mapping[str, Any], level: float, method: str,
                         inflation_factor: float, *, risk: float | None = None):
     """Bounds from the k-fixed and the shifted LOO counts, and their envelope (see the module docstring), at
     ``level`` with risk alpha = ``risk`` (None: 1.0 - level, as 1.0.0 computed it)."""
@@ -332,7 +332,7 @@ def run_pac_report(ctx: StageContext, kernels: PacReportKernels = KERNELS[-1]) -
     #    level 1 - (1 - gamma)/M (or gamma) and risk 1 - level, in the version's arithmetic, each rounded once
     n_metrics = len(rows)
     union = bool(knobs["use_union_bound"])
-    level_exact = bonferroni_level(num(gamma), n_metrics) if union else num(gamma)
+    level_exact = bonferroni_level(num(gamma), n_metrics) if union else num(gamma)  # type: ignore[type-var]
     level, risk = float(level_exact), float(1 - level_exact)
     chosen = resolve_method("auto" if requested == "all" else requested)
     bounds = loo_envelope_bounds(rows, level, chosen, inflation, risk=risk)
@@ -389,7 +389,7 @@ def run_pac_report(ctx: StageContext, kernels: PacReportKernels = KERNELS[-1]) -
         "upstream_compat": compat,
     }
 
-    calibration_result = {}
+    calibration_result: dict[str, Any] = {}
     for c in (0, 1):
         r = ssbc[c]
         calibration_result[f"class_{c}"] = {

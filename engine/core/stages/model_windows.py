@@ -27,8 +27,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from certa.engine.foundation.canonical import canonical_bytes
 from certa.engine.foundation.errors import InputError, StageError
 from certa.engine.core.models.manifest import MODEL_FORMAT

@@ -340,7 +340,8 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
 
     final_ppl = math.exp(bootstrap.token_weighted_mean(subject.mean_nll[si], tokens))
     baseline_final_ppl = math.exp(bootstrap.token_weighted_mean(baseline.mean_nll[bi], baseline.tokens[bi]))
-    preview_ppl = drift = ABSENT
+    preview_ppl: Any = ABSENT
+    drift: Any = ABSENT
     if subject_all.phase is not None and counts["subject"]["preview"] > 0:
         preview = subject_all.select("preview")
         preview_ppl = math.exp(bootstrap.token_weighted_mean(preview.mean_nll, preview.tokens))

@@ -28,6 +28,8 @@ little memory. Then each text column's longest cell is checked against ``cell_by
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -138,7 +140,7 @@ def _check_cells(name: str, column: str, arr: pa.Array, limits: InputLimits) -> 
                          "the size in bytes of the cell")
 
 
-def read_parquet(name: str, raw: bytes, limits: InputLimits) -> list[tuple[str, str, object]]:
+def read_parquet(name: str, raw: bytes, limits: InputLimits) -> list[tuple[str, str, Any]]:
     """``[(column, kind, payload)]`` in schema order: kind ``text`` with a string array (no nulls), or
     ``float``/``int`` with ``(values float64, null mask, arrow array)``; within ``limits``."""
     try:

@@ -93,8 +93,9 @@ def _replace_nodes(*, keyed_by_node_seq: bool) -> None:
     op.rename_table("merkle_nodes", OLD)
     if op.get_bind().dialect.name == "postgresql":  # a constraint's name is its index's, unique in the schema
         op.execute(f"ALTER TABLE {OLD} RENAME CONSTRAINT pk_merkle_nodes TO pk{OLD}")
-    columns = [sa.Column("level", sa.Integer, nullable=False), sa.Column("position", sa.Integer, nullable=False),
-               sa.Column("hash", sa.CHAR(64), nullable=False)]
+    columns: list[sa.schema.SchemaItem] = [sa.Column("level", sa.Integer, nullable=False),
+                                           sa.Column("position", sa.Integer, nullable=False),
+                                           sa.Column("hash", sa.CHAR(64), nullable=False)]
     if keyed_by_node_seq:
         op.create_table("merkle_nodes", sa.Column("node_seq", sa.Integer, nullable=False, autoincrement=False),
                         *columns, sa.PrimaryKeyConstraint("node_seq", name="pk_merkle_nodes"))

@@ -8,7 +8,6 @@ import math
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from certa.engine.foundation.errors import InputError, SpecError

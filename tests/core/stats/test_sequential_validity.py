@@ -34,7 +34,7 @@ def _slack(alpha: float, streams: int = STREAMS) -> float:
     return 3.0 * math.sqrt(alpha * (1.0 - alpha) / streams)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _null_streams(shape: str) -> tuple[np.ndarray, float, float]:
     """(scores with mean exactly 0, range low, range high) for STREAMS x HORIZON observations."""
     seeds = {"rademacher": 101, "uniform": 102, "bernoulli": 103, "beta": 104, "normal": 105}

@@ -102,7 +102,9 @@ def test_report_references_nothing_outside_itself(examples, example: str) -> Non
     assert len(ids) == len(set(ids)), "element ids must be unique across the inline SVGs"
 
 
-@pytest.mark.parametrize("example", EXAMPLES)
+# One example in the unit tier, every other under ``slow`` (each renders its report twice).
+@pytest.mark.parametrize("example", [pytest.param(e, marks=[] if e == "paired-ratio" else [pytest.mark.slow])
+                                     for e in EXAMPLES])
 def test_report_is_byte_identical_when_rendered_twice(examples, example: str) -> None:
     db, runs = examples
     assert _report(db, runs[example]) == _report(db, runs[example])

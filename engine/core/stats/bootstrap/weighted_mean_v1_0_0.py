@@ -320,7 +320,7 @@ class _InverseCDF:
             out[...] = np.searchsorted(self.cumulative, x, side="right")
         else:
             np.multiply(u, self.buckets, out=bucket, casting="unsafe")
-            np.take(self.start, bucket, out=out)
+            np.take(self.start, bucket, out=out)  # type: ignore[arg-type]  # integer indices (numpy's stub is wide)
             for _ in range(self.steps):                       # ≤ 24 vectorised passes, not per sample
                 np.greater_equal(x, np.take(self.padded, out, out=bound), out=step)
                 out += step

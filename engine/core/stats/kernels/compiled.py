@@ -66,19 +66,20 @@ class _LazyKernel:
             if self._compiled is None:
                 import numba
 
-                options = {"nogil": True, "error_model": "numpy"}
+                options: dict[str, Any] = {"nogil": True, "error_model": "numpy"}
                 folder = numba_cache_folder()
                 if folder is None:
                     self._compiled = numba.njit(cache=False, **options)(self._function)
                 else:
                     # Numba picks the cache's location when the dispatcher is made: its configured folder if it
                     # can write there, else next to the source file, which is never wanted here (see above).
-                    configured = numba.config.CACHE_DIR
-                    numba.config.CACHE_DIR = folder
+                    config: Any = numba.config  # its settings are set at import from the environment
+                    configured = config.CACHE_DIR
+                    config.CACHE_DIR = folder
                     try:
                         self._compiled = numba.njit(cache=True, **options)(self._function)
                     finally:
-                        numba.config.CACHE_DIR = configured
+                        config.CACHE_DIR = configured
         return self._compiled
 
     def __call__(self, *args: Any) -> Any:

@@ -147,10 +147,11 @@ def compiled_with_svml() -> bool:
     """Whether Numba would let LLVM vectorise the loops into Intel SVML calls (then they are not libm)."""
     import numba.core.config
 
-    return bool(numba.core.config.USING_SVML)
+    return bool(numba.core.config.USING_SVML)  # type: ignore[attr-defined]  # set at import from the environment
 
 
-_SCALAR_OF = {_EXP: _exp_scalar, _LOG: _log_scalar, _LOG1P: _log1p_scalar, _LOGADDEXP: _logaddexp_scalar}
+_SCALAR_OF: dict[Any, Callable[..., float]] = {_EXP: _exp_scalar, _LOG: _log_scalar, _LOG1P: _log1p_scalar,
+                                               _LOGADDEXP: _logaddexp_scalar}
 _svml: bool | None = None
 
 

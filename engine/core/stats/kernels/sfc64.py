@@ -35,6 +35,8 @@ loop is compiled without fast-math (``kernels.compiled``), so every machine give
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from certa.engine.core.stats.kernels.compiled import kernel
@@ -48,7 +50,8 @@ def spawned_sfc64_states(rng: np.random.Generator, count: int) -> np.ndarray:
     """(count, 4) uint64: SFC64's initial (a, b, c, counter) on each of ``count`` children spawned from the
     seed sequence of ``rng``'s bit generator."""
     states = np.empty((count, 4), dtype=np.uint64)
-    for j, child in enumerate(rng.bit_generator.seed_seq.spawn(count)):
+    seed_sequence: Any = rng.bit_generator.seed_seq  # a SeedSequence (typed as the ISeedSequence protocol)
+    for j, child in enumerate(seed_sequence.spawn(count)):
         states[j] = np.random.SFC64(child).state["state"]["state"]
     return states
 

@@ -7,6 +7,7 @@ Each check returns the normalised value or raises ``ValueError`` naming the fiel
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +38,6 @@ def margin(value: float, *, allow_zero: bool) -> float:
     return float(value)
 
 
-def scalar_or_array(x: np.ndarray | float) -> object:
+def scalar_or_array(x: np.ndarray | float) -> Any:
     """A 0-d result as the Python scalar of its type (float, int or bool), anything else as an array."""
     return np.asarray(x).item() if np.ndim(x) == 0 else np.asarray(x)

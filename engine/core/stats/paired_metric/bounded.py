@@ -24,6 +24,8 @@ Two intervals:
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,9 +90,9 @@ def anytime_mean_difference(subject: np.ndarray, baseline: np.ndarray, *, confid
                                  _shared.scalar_or_array(upper), level, method, (low, high))
 
 
-def _differences_iv(subject: object, baseline: object, metric_range: object) -> tuple[np.ndarray, tuple[float, float]]:
+def _differences_iv(subject: object, baseline: object, metric_range: Any) -> tuple[np.ndarray, tuple[float, float]]:
     try:
-        low, high = (float(v) for v in metric_range)  # type: ignore[union-attr]
+        low, high = (float(v) for v in metric_range)
     except (TypeError, ValueError):
         raise ValueError(f"'metric_range' must be a pair (low, high) of numbers (got {metric_range!r})") from None
     if not (np.isfinite(low) and np.isfinite(high) and low < high):
@@ -108,7 +110,7 @@ def _differences_iv(subject: object, baseline: object, metric_range: object) -> 
 
 
 def _bca_mean_difference_iv(subject: object, baseline: object, rng: object, replicates: object,
-                            confidence_level: object, metric_range: object) -> tuple[np.ndarray, float]:
+                            confidence_level: Any, metric_range: Any) -> tuple[np.ndarray, float]:
     d, _ = _differences_iv(subject, baseline, metric_range)
     if d.ndim != 1 or d.size < 2:
         raise ValueError(f"'subject' and 'baseline' must be 1-D with at least 2 items (got shape {d.shape})")
@@ -119,7 +121,7 @@ def _bca_mean_difference_iv(subject: object, baseline: object, rng: object, repl
     return d, _shared.open_unit("confidence_level", confidence_level)
 
 
-def _anytime_mean_difference_iv(subject: object, baseline: object, confidence_level: object, metric_range: object,
+def _anytime_mean_difference_iv(subject: object, baseline: object, confidence_level: Any, metric_range: Any,
                                 method: object, grid_size: object) -> tuple[np.ndarray, float, tuple[float, float]]:
     d, bounds = _differences_iv(subject, baseline, metric_range)
     if method not in CONFIDENCE_SEQUENCES:

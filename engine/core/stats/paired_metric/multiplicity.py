@@ -75,8 +75,9 @@ class SliceResults:
         return tuple(s.name for s in self.slices if s.adjusted_p_value <= alpha)
 
 
-def adjusted_slices(names: Sequence[object], estimates: np.ndarray, lows: np.ndarray, highs: np.ndarray,
-                    p_values: np.ndarray, *, adjustment: str = "holm") -> SliceResults:
+def adjusted_slices(names: Sequence[object], estimates: np.ndarray | float, lows: np.ndarray | float,
+                    highs: np.ndarray | float, p_values: np.ndarray | float, *,
+                    adjustment: str = "holm") -> SliceResults:
     """Per-slice results with p-values adjusted across the slices by ``adjustment``."""
     columns = _adjusted_slices_iv(names, estimates, lows, highs, p_values)
     adjusted = adjust_p_values(columns[-1], adjustment)
@@ -101,7 +102,7 @@ def _unsorted(sorted_values: np.ndarray, order: np.ndarray) -> np.ndarray:
     return out
 
 
-def _adjusted_slices_iv(names: Sequence[object], *columns: np.ndarray) -> tuple[np.ndarray, ...]:
+def _adjusted_slices_iv(names: Sequence[object], *columns: np.ndarray | float) -> tuple[np.ndarray, ...]:
     arrays = tuple(np.atleast_1d(np.asarray(c, dtype=np.float64)) for c in columns)
     if len(set(names)) != len(names):
         raise ValueError(f"'names' must be distinct slice names (got {list(names)!r})")

@@ -64,14 +64,14 @@ def _paired_table_iv(*counts: object) -> tuple[np.ndarray, ...]:
             raise ValueError(f"'{name}' must be a non-negative integer count (got {value[bad].flat[0].item()!r})")
         arrays.append(raw.astype(np.int64))
     try:
-        arrays = np.broadcast_arrays(*arrays)
+        shaped = np.broadcast_arrays(*arrays)
     except ValueError:
         raise ValueError("'n11', 'n10', 'n01' and 'n00' must have one shape "
                          f"(got {[a.shape for a in arrays]})") from None
-    empty = sum(arrays) == 0
+    empty = np.asarray(sum(shaped)) == 0
     if empty.any():
         raise ValueError("a paired table must hold at least one item (n11 + n10 + n01 + n00 = 0)")
-    return tuple(np.array(a) for a in arrays)
+    return tuple(np.array(a) for a in shaped)
 
 
 def _outcomes_iv(subject: object, baseline: object, labels: object = None) -> tuple[np.ndarray, ...]:

@@ -144,7 +144,7 @@ def _bisected_bounds(n10: np.ndarray, n01: np.ndarray, n: np.ndarray, estimate: 
 
 
 def _bounded_score_minus(delta0: np.ndarray, n10: np.ndarray, n01: np.ndarray, n: np.ndarray,
-                         target: float) -> np.ndarray:
+                         target: float | np.ndarray) -> np.ndarray:
     """S(Δ0) − target with S = num / sqrt(num² + n·var) (module docstring; 0 where num = var = 0)."""
     numerator, n_variance = _score_parts(n10, n01, n, delta0)
     scale = np.sqrt(numerator * numerator + n_variance)
