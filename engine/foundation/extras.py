@@ -42,9 +42,8 @@ def extra_of_module(module: str | None) -> str | None:
     return next((extra for extra, modules in EXTRAS.items() if top in modules), None)
 
 
-def _error(extra: str, needed_by: str, module: str) -> MissingExtraError:
-    return MissingExtraError(f"{needed_by} needs the '{extra}' extra ({module.partition('.')[0]} is not installed): "
-                             f"{install_command(extra)}", extra=extra)
+def _message(extra: str, needed_by: str, module: str) -> str:
+    return f"{needed_by} needs the '{extra}' extra ({module.partition('.')[0]} is not installed): {install_command(extra)}"
 
 
 def require_extra(extra: str, needed_by: str, modules: tuple[str, ...] | None = None) -> None:
@@ -54,7 +53,7 @@ def require_extra(extra: str, needed_by: str, modules: tuple[str, ...] | None = 
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as error:
-            raise _error(extra, needed_by, error.name or module) from None
+            raise MissingExtraError(_message(extra, needed_by, error.name or module), extra=extra) from None
 
 
 def missing_extra(error: ImportError, needed_by: str) -> MissingExtraError | None:
@@ -64,4 +63,5 @@ def missing_extra(error: ImportError, needed_by: str) -> MissingExtraError | Non
     if not isinstance(error, ModuleNotFoundError):
         return None
     extra = extra_of_module(error.name)
-    return None if extra is None or error.name is None else _error(extra, needed_by, error.name)
+    return None if extra is None or error.name is None else MissingExtraError(_message(extra, needed_by, error.name),
+                                                                                   extra=extra)

@@ -274,8 +274,7 @@ class _RatioFigure:
         if self.has_cdf:
             probabilities = [k / (len(quantiles) - 1) for k in range(len(quantiles))]
             self.cdf.set_data(quantiles, probabilities)
-            self.ci.set_x(lo)
-            self.ci.set_width(hi - lo)
+            _move_span(self.ci, lo, hi)
             top_points += list(zip(quantiles, probabilities))
         else:
             self.ci.set_segments([[(lo, 0), (hi, 0)]])
@@ -292,8 +291,7 @@ class _RatioFigure:
                 top_points.append((gate_lines[i][1], 0.0))
         _pad_axis(top, [ratio, *display_ci, *(v for _, v in gate_lines), 1.0, *quantiles])
 
-        self.band.set_x(drift_band[0])
-        self.band.set_width(drift_band[1] - drift_band[0])
+        _move_span(self.band, drift_band[0], drift_band[1])
         self.drift.set_data([drift_ratio], [0])
         self.drift.set_color(PASS if drift_band[0] <= drift_ratio <= drift_band[1] else FAIL)
         _pad_axis(middle, [drift_ratio, *drift_band])
@@ -316,6 +314,16 @@ class _RatioFigure:
 
 
 _RATIO_FIGURES: dict[bool, _RatioFigure] = {}
+
+
+def _move_span(span: Any, lo: float, hi: float) -> None:
+    """Move a patch ``axvspan`` made to cover [``lo``, ``hi``] in x (the full height of its axes): a ``Rectangle``
+    since matplotlib 3.9, a closed ``Polygon`` of the same corners before (the ``report`` extra allows 3.8)."""
+    if hasattr(span, "set_width"):
+        span.set_x(lo)
+        span.set_width(hi - lo)
+    else:
+        span.set_xy([(lo, 0.0), (lo, 1.0), (hi, 1.0), (hi, 0.0)])
 
 
 def _ratio_axis(top: Any, has_cdf: bool) -> None:
