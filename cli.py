@@ -50,6 +50,12 @@ def _exit_with_code(func: Callable[..., int | None], *args: Any, as_json: bool, 
         code = func(*args, as_json=as_json, **kwargs)
     except CertaError as error:
         _fail(as_json, error)
+    except ModuleNotFoundError as error:  # a module of an optional extra, imported where no require_extra ran first
+        from certa.engine.foundation.extras import missing_extra
+        missing = missing_extra(error, click.get_current_context().command_path)
+        if missing is None:
+            raise
+        _fail(as_json, missing)
     sys.exit(code or 0)
 
 
@@ -715,11 +721,9 @@ def report(run_id: str, output: Path, force: bool, as_json: bool, ledger_url: st
     Example:
       certa report 3f2a9c01 -o run.html
     """
-    try:
-        from certa.engine.services.reports import write_report  # matplotlib and Jinja2: only for this command
-    except ImportError as error:
-        raise CertaError(f"'certa report' needs the report extra ({error.name} is missing): "
-                         "python3 -m pip install 'certa[report]'") from None
+    from certa.engine.foundation.extras import require_extra
+    require_extra("report", "certa report")  # matplotlib and Jinja2: only for this command
+    from certa.engine.services.reports import write_report
     with _open(ledger_url) as ledger:
         written = write_report(ledger, run_id, output, force=force)
     _print(written, as_json)
@@ -750,11 +754,9 @@ def site(out_dir: Path, checkpoint_files: tuple[Path, ...], public_key_files: tu
     Example:
       certa site -o audit-site --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub
     """
-    try:
-        from certa.engine.services.reports import write_site  # matplotlib and Jinja2: only for this command
-    except ImportError as error:
-        raise CertaError(f"'certa site' needs the report extra ({error.name} is missing): "
-                         "python3 -m pip install 'certa[report]'") from None
+    from certa.engine.foundation.extras import require_extra
+    require_extra("report", "certa site")  # matplotlib and Jinja2: only for this command
+    from certa.engine.services.reports import write_site
     from certa.engine.services.keys import public_keys
     keys = public_keys(public_key_files)
     with _open(ledger_url) as ledger:

@@ -34,6 +34,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from certa.engine.foundation.canonical import canonical_bytes
 from certa.engine.foundation.errors import LedgerError, LedgerIntegrityError
+from certa.engine.foundation.extras import missing_extra
 from certa.engine.foundation.json_read import parse_json
 
 from certa.ledger import DEFAULT_LEDGER_FILE
@@ -186,6 +187,9 @@ class Ledger:
             else:
                 engine = create_engine(url)
         except ImportError as exc:
+            missing = missing_extra(exc, f"the ledger {shown}")  # psycopg: the postgres extra
+            if missing is not None:
+                raise missing from None
             raise LedgerError(f"cannot open ledger {shown}: its database driver is not installed ({exc}); "
                               "for PostgreSQL: python3 -m pip install 'certa[postgres]'") from None
         except NoSuchModuleError:

@@ -15,7 +15,8 @@
     ├── SigningError                    a key cannot be read or is not Ed25519, or a text is not a DSSE envelope
     │   └── SignatureVerificationError exit 1  a required signature is missing or does not verify
     ├── AttestationError        exit 1  what an attestation signs is not an in-toto statement of a certificate
-    └── BundleError                     a file given as a certificate bundle is not one
+    ├── BundleError                     a file given as a certificate bundle is not one
+    └── MissingExtraError               an optional extra the command needs is not installed (names the pip command)
 
 ``README.md`` lists the same classes and codes; ``tests/foundation/test_errors.py`` checks that every class here is
 documented there and raised somewhere. A replay that diverges is an outcome, not an error:
@@ -41,6 +42,7 @@ __all__ = [
     "SignatureVerificationError",
     "AttestationError",
     "BundleError",
+    "MissingExtraError",
 ]
 
 
@@ -138,3 +140,13 @@ class AttestationError(CertaError):
 
 class BundleError(CertaError):
     """A file given as a certificate bundle is not one: not JSON, or not shaped as ``bundle.schema.json`` says."""
+
+
+class MissingExtraError(CertaError):
+    """An optional extra (``report``, ``postgres``, ``dask``, ``models``) that the command needs is not installed:
+    the message names the extra, the missing module and the pip command that installs it
+    (``certa.engine.foundation.extras``)."""
+
+    def __init__(self, message: str, *, extra: str) -> None:
+        super().__init__(message)
+        self.extra = extra

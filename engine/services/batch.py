@@ -42,6 +42,7 @@ from certa.engine.services.batch_ledger import LedgerSnapshot, idempotency_key, 
 from certa.engine.services.batch_worker import InputBlob, WorkerResult, compute_run
 from certa.engine.foundation.canonical import canonical_sha256, sha256_hex
 from certa.engine.foundation.errors import CertaError, InputError, LedgerError, SpecError
+from certa.engine.foundation.extras import require_extra
 from certa.engine.core.input_limits import InputLimits, read_input_file
 from certa.engine.core.interpreter import Execution, RunDecisions
 from certa.engine.services.presentation.warnings import run_warnings
@@ -349,10 +350,7 @@ def _check_scheduler_address(address: str) -> None:
 
 def _open_client(scheduler: str | None, workers: int, memory_limit: str | None) -> tuple[Any, Any]:
     """A ``distributed.Client`` on ``scheduler``, or on a new ``LocalCluster`` of ``workers`` processes."""
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError:
-        raise CertaError("certa batch needs Dask distributed: python3 -m pip install 'certa[dask]'") from None
+    from distributed import Client, LocalCluster
     if scheduler:
         try:
             return Client(scheduler, timeout="30s"), None
@@ -375,6 +373,8 @@ def run_batch(paths: Sequence[str | Path], *, ledger: Ledger, scheduler: str | N
     """
     started = time.monotonic()
     say = notify or (lambda message: None)
+    if client is None:
+        require_extra("dask", "certa batch")  # before anything is read or recorded
     if scheduler and client is None:
         _check_scheduler_address(scheduler)
     ledger.require_writable()

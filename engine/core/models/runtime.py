@@ -36,13 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.foundation.extras import install_command, missing_extra
 from certa.engine.core.models.manifest import MODEL_FORMAT, read_manifest
 from certa.engine.core.tables import Table
 
 __all__ = ["LoadedModel", "load_causal_lm", "deterministic_torch", "model_libraries", "require_model_libraries"]
 
 _LIBRARIES = ("torch", "transformers", "safetensors", "tokenizers")
-_INSTALL = "pip install 'certa[models]' torch==2.13.0"
 
 
 def require_model_libraries() -> dict[str, Any]:
@@ -58,8 +58,10 @@ def require_model_libraries() -> dict[str, Any]:
         import tokenizers
         import safetensors.torch as safetensors_torch
     except ImportError as exc:
-        raise StageError(f"evaluating a model needs {', '.join(_LIBRARIES)} ({exc.name} is not installed): "
-                         f"{_INSTALL}") from None
+        missing = missing_extra(exc, "evaluating a model")
+        if missing is not None:
+            raise missing from None
+        raise StageError(f"evaluating a model needs {', '.join(_LIBRARIES)} ({exc}): {install_command('models')}") from None
     transformers.logging.set_verbosity_error()  # certa reports what matters itself, on one line
     transformers.utils.logging.disable_progress_bar()
     modules.update(torch=torch, transformers=transformers, tokenizers=tokenizers, safetensors=safetensors_torch)

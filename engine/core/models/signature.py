@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from certa.engine.foundation.extras import require_extra
 from certa.engine.core.models.manifest import SIGNATURE_FILE, ModelManifest
 
 __all__ = ["SignatureCheck", "check_signature", "STRICT_STATUSES"]
@@ -102,11 +103,8 @@ def check_signature(folder: Path, manifest: ModelManifest, public_key: Path | No
     except (OSError, ValueError, TypeError) as exc:
         return SignatureCheck("failed", signature_sha256=signature_sha256,
                               reason=f"the public key {public_key.name} cannot be read as a PEM public key ({exc})")
-    try:
-        from model_signing import verifying
-    except ImportError as exc:
-        return SignatureCheck("failed", key_sha256, signature_sha256,
-                              f"model-signing is not installed ({exc.name}): pip install 'certa[models]'")
+    require_extra("models", "checking a model's signature", ("model_signing",))
+    from model_signing import verifying
     try:
         verifying.Config().use_elliptic_key_verifier(public_key=public_key).verify(folder, signature)
         signed = _signed_resources(bundle)

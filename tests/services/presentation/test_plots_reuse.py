@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import os
 import random
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -61,13 +66,29 @@ def test_no_drift_ratio_gives_no_drift_panel():
     assert len(re.findall(r'<g id="r-axes_\d+">', without)) == 2
 
 
-def test_cached_text_layout_gives_the_bytes_of_matplotlibs_own_svg_canvas(monkeypatch):
-    from matplotlib.backends.backend_svg import FigureCanvasSVG
+def test_plots_use_no_private_matplotlib_name():
+    """The plots use matplotlib's public API only (the report extra's lower bound is then what the code needs):
+    no name starting with an underscore is imported from matplotlib or read as an attribute, and no class
+    of matplotlib's is subclassed."""
+    tree = ast.parse(Path(plots.__file__).read_text(encoding="utf-8"))
+    imported = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                and (node.module or "").startswith("matplotlib") for alias in node.names}
+    assert not [name for name in imported if name.startswith("_")]
+    private = [node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+               and node.attr.startswith("_") and not node.attr.startswith("__")]
+    assert not private, private
+    bases = [ast.unparse(base) for node in ast.walk(tree) if isinstance(node, ast.ClassDef) for base in node.bases]
+    assert not [base for base in bases if base in imported or base.startswith("matplotlib")], bases
 
-    sequence = {"n": [10, 20, 40], "lower": [-0.5, -0.3, -0.1], "upper": [0.6, 0.35, 0.12], "mean": [0.05, 0.02, 0.01],
-                "band": 0.2, "min_effect": 0.3, "stop_n": 40, "decision": "SAME", "clip": None}
-    warm = [plots.sequence_plot("s", **sequence), plots.ratio_plot("r", **_inputs()[-1])]  # fills the text cache
-    with monkeypatch.context() as patch:
-        patch.setattr(plots, "_SVGCanvas", FigureCanvasSVG)  # a new renderer, its own text-to-path, no cache
-        stock = [plots.sequence_plot("s", **sequence), plots.ratio_plot("r", **_inputs()[-1])]
-    assert warm == stock
+
+def test_the_same_plots_have_the_same_bytes_in_another_process():
+    """Two processes with different hash seeds draw byte-identical plots (no salt, date or id from the process)."""
+    code = ("from certa.engine.services.presentation.html import plots; import hashlib; "
+            "svg = plots.sequence_plot('s', n=[10, 20, 40], lower=[-0.5, -0.3, -0.1], upper=[0.6, 0.35, 0.12], "
+            "mean=[0.05, 0.02, 0.01], band=0.2, min_effect=0.3, stop_n=40, decision='SAME', clip=None) + "
+            "plots.bakeoff_plot('b', buckets=[('x', [('v1', 0.1, [0.0, 0.2]), ('v2', -0.2, None)])], "
+            "band_edges={'A1': 0.1, 'B1': -0.1}, value_label='pooled', colours=plots.vendor_colours(['v1', 'v2'])); "
+            "print(hashlib.sha256(svg.encode()).hexdigest())")
+    digests = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert len(digests) == 1 and len(digests.pop()) == 65

@@ -1,38 +1,34 @@
-"""Inline SVG plots of each method's decision (matplotlib, SVG backend, byte-deterministic).
+"""Inline SVG plots of each method's decision (matplotlib, SVG backend, byte-deterministic, public API only).
 
 Every function takes plain numbers already read from a certificate (or its ledger decisions) and returns
 one ``<svg>`` element as a string, ready to inline in HTML: no XML prologue, no metadata, no external
-reference. Determinism: a fixed ``svg.hashsalt``, no ``Date`` metadata, glyphs drawn as paths
+reference. Determinism, from matplotlib's documented settings only (so any matplotlib the ``report`` extra
+allows draws the same way): a fixed ``svg.hashsalt``, no ``Date`` metadata, glyphs drawn as paths
 (``svg.fonttype = 'path'``: the same picture in every viewer and in print, no font needed) and every ``id``
 prefixed by the caller's ``key`` so several plots share one page without id clashes.
 Text drawn in a plot becomes paths, never markup, so names from a spec cannot inject anything; control and
-bidi characters (U+202E ...) are removed from every drawn string first (``_RendererSVG.draw_text``).
+bidi characters (U+202E ...) are removed from every string a plot is given before it is drawn (``_shown``).
 
-Speed (``certa site`` draws thousands of plots in a process): text sizes, glyph layouts and font metrics are
-kept for the process (``_CachedTextToPath``, ``_RendererSVG``), and the ratio plot is drawn on one reused
-figure per layout (``_RatioFigure``); neither changes a byte (``tests/services/presentation/test_plots_reuse.py``).
+matplotlib is imported on the first plot (``_matplotlib``), not with this module: the stage presentation
+modules that import it also hold ``certa show --explain``'s texts, which need no extra.
+
+Speed (``certa site`` draws thousands of plots in a process): the ratio plot is drawn on one reused figure per
+layout (``_RatioFigure``), which changes no byte (``tests/services/presentation/test_plots_reuse.py``).
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import matplotlib
-
-matplotlib.use("svg", force=False)
-
-from matplotlib.backends.backend_mixed import MixedModeRenderer  # noqa: E402  (after choosing the backend)
-from matplotlib.backends.backend_svg import FigureCanvasSVG, RendererSVG
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.font_manager import fontManager, get_font
-from matplotlib.textpath import TextToPath
+from typing import TYPE_CHECKING, Any
 
 from certa.engine.services.presentation.display_text import plain_text
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["ratio_plot", "sequence_plot", "bakeoff_plot", "calm_gate_plot", "pac_bounds_plot", "monitor_plot",
            "difference_plot", "DifferenceRow", "vendor_colours", "VENDOR_GID"]
@@ -73,118 +69,39 @@ _STYLE = {
 _WIDTH = 7.2  # inches: the report column at 96 dpi is about 690 px
 
 
+@functools.cache
+def _matplotlib() -> Any:
+    """matplotlib (the ``report`` extra), imported on the first plot, with the SVG backend unless a backend
+    was already chosen."""
+    import matplotlib
+
+    matplotlib.use("svg", force=False)
+    return matplotlib
+
+
+def _style() -> Any:
+    """The plots' style (``_STYLE``) as a context: every figure is built and saved inside it."""
+    return _matplotlib().rc_context(_STYLE)
+
+
+def _shown(text: Any) -> str:
+    """A string as a plot draws it: without control and bidi characters (``plain_text``). Every string a plot
+    shows that comes from a spec or its data (stage, gate, vendor, bucket, band, metric, scope and slice names)
+    passes here before matplotlib sees it, so none of those characters reaches the glyph paths nor the comment
+    matplotlib writes before them."""
+    return plain_text(str(text))
+
+
 def _finite(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) else None
 
 
-class _CachedTextToPath(TextToPath):
-    """matplotlib's text-to-path conversion, remembering each string's size and glyph layout for the process.
-
-    matplotlib caches text metrics per renderer, and its SVG backend makes a new renderer for every figure
-    saved, so each plot would lay out the same tick labels, axis labels and legend entries again with FreeType
-    (about a third of a plot's time). Both results depend only on the string and the font (always at
-    ``FONT_SCALE``, no hinting), so they are kept here; the bytes written are unchanged.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._metrics: dict[tuple[Any, ...], tuple[float, float, float]] = {}
-        self._layouts: dict[tuple[Any, ...], list[tuple[str, float, float]]] = {}
-        self._outlines: dict[str, Any] = {}
-
-    def get_text_width_height_descent(self, s: str, prop: Any, ismath: Any) -> tuple[float, float, float]:
-        key = (s, prop, ismath)
-        known = self._metrics.get(key)
-        if known is None:
-            known = self._metrics[(s, prop.copy(), ismath)] = super().get_text_width_height_descent(s, prop, ismath)
-        return known
-
-    def get_glyphs_with_font(self, font: Any, s: str, glyph_map: Any = None, return_new_glyphs_only: bool = False,
-                             *, features: Any = None, language: Any = None) -> Any:
-        key = (font.fname, s, None if features is None else tuple(features), language)
-        layout = self._layouts.get(key)
-        if layout is None:
-            found, outlines, _ = super().get_glyphs_with_font(font, s, features=features, language=language)
-            self._outlines.update(outlines)
-            layout = self._layouts[key] = [(glyph, x, y) for glyph, x, y, _ in found]
-        if glyph_map is None:
-            glyph_map = {}
-        new = {} if return_new_glyphs_only else glyph_map
-        for glyph, _, _ in layout:
-            if glyph not in glyph_map:
-                new[glyph] = self._outlines[glyph]
-        return [(glyph, x, y, 1.0) for glyph, x, y in layout], new, []
-
-
-_TEXT_TO_PATH = _CachedTextToPath()
-
-
-class _RendererSVG(RendererSVG):
-    """The SVG renderer with the shared ``_CachedTextToPath`` and the vertical font metrics of each font
-    remembered (``Text._get_layout`` asks a renderer for them through ``_get_font_height_metrics`` and
-    otherwise reads the font's OS/2 or hhea table again for every text, in every figure)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._text2path = _TEXT_TO_PATH
-
-    def get_text_width_height_descent(self, s: str, prop: Any, ismath: Any) -> tuple[float, float, float]:
-        """The size of ``s`` as drawn: without its control and bidi characters (see ``draw_text``)."""
-        return super().get_text_width_height_descent(plain_text(s), prop, ismath)
-
-    def draw_text(self, gc: Any, x: float, y: float, s: str, prop: Any, angle: float, ismath: Any = False,
-                  mtext: Any = None) -> None:
-        """Draw ``s`` without control and bidi characters (``plain_text``): every string a plot shows (stage,
-        gate, vendor, bucket, band and scope names from a spec or its data) passes here, as glyph paths and as
-        the XML comment matplotlib writes before them, so none of them reaches the SVG."""
-        super().draw_text(gc, x, y, plain_text(s), prop, angle, ismath, mtext)
-
-    def _get_font_height_metrics(self, prop: Any) -> tuple[float, float, float] | tuple[None, None, None]:
-        known = _FONT_HEIGHTS.get(prop)
-        if known is None:
-            known = _FONT_HEIGHTS[prop.copy()] = _font_height_metrics(prop)
-        return known
-
-
-_FONT_HEIGHTS: dict[Any, tuple[float, float, float] | tuple[None, None, None]] = {}
-
-
-def _font_height_metrics(prop: Any) -> tuple[float, float, float] | tuple[None, None, None]:
-    """(ascent, descent, line gap) of ``prop``'s font as ``matplotlib.text.Text._get_layout`` (3.11) computes
-    them for a figure saved as SVG (its dpi is then 72): the same expressions, so the same floats."""
-    font = get_font(fontManager._find_fonts_by_props(prop))
-    for table_name, gap_key, ascent_key, descent_key in (("OS/2", "sTypoLineGap", "sTypoAscender", "sTypoDescender"),
-                                                        ("hhea", "lineGap", "ascent", "descent")):
-        table = font.get_sfnt_table(table_name)
-        if table is None:
-            continue
-        scale = 1 / font.get_sfnt_table("head")["unitsPerEm"] * prop.get_size_in_points() * 72 / 72
-        return table[ascent_key] * scale, -table[descent_key] * scale, table[gap_key] * scale
-    return None, None, None
-
-
-class _SVGCanvas(FigureCanvasSVG):
-    """The SVG canvas with one text-to-path converter shared by every figure (``print_svg`` of matplotlib
-    3.11, writing to a text stream, with ``_CachedTextToPath`` in its renderer)."""
-
-    def print_svg(self, filename: Any, *, bbox_inches_restore: Any = None, metadata: Any = None,
-                  **_: Any) -> None:  # savefig also passes dpi, facecolor, edgecolor, orientation: applied already
-        dpi = self.figure.dpi
-        self.figure.dpi = 72
-        width, height = self.figure.get_size_inches()
-        svg = _RendererSVG(width * 72, height * 72, filename, image_dpi=dpi, metadata=metadata)
-        renderer = MixedModeRenderer(self.figure, width, height, dpi, svg, bbox_inches_restore=bbox_inches_restore)
-        self.figure.draw(renderer)
-        renderer.finalize()
-
-
 def _to_svg(fig: Figure, key: str) -> str:
     """The figure as one inline ``<svg>`` element with ids prefixed by ``key``."""
     buffer = io.StringIO()
-    _SVGCanvas(fig)
-    with matplotlib.rc_context(_STYLE):
+    with _style():
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     text = buffer.getvalue()
     text = text[text.index("<svg"):]
@@ -201,7 +118,9 @@ def _figure(height: float, rows: int = 1, *, left: float = 0.45, top: float = 0.
             hspace: float = 0.55, **kwargs: Any) -> tuple[Figure, Any]:
     """A figure of ``rows`` stacked axes with fixed margins in inches (a layout engine would draw the figure
     several times: too slow for a report of many plots)."""
-    with matplotlib.rc_context(_STYLE):
+    with _style():
+        from matplotlib.figure import Figure
+
         fig = Figure(figsize=(_WIDTH, height))
         axes = fig.subplots(rows, 1, squeeze=False, **kwargs)[:, 0]
         axes_height = max(height - top - bottom - (rows - 1) * hspace, 0.3 * rows) / rows
@@ -236,7 +155,8 @@ def ratio_plot(key: str, *, ratio: float | None, display_ci: Sequence[float] | N
     stage version records them), the CI and point estimate against the gate thresholds (ratio axis), the
     preview/final ratio against its drift band (a panel only when the stage recorded a drift ratio), and the
     paired log-loss deltas (min, mean +- sd, max)."""
-    with matplotlib.rc_context(_STYLE):
+    gate_lines = [(_shown(name), value) for name, value in gate_lines]
+    with _style():
         has_cdf = len([q for q in (distribution or []) if _finite(q) is not None]) > 1
         has_drift = _finite(drift_ratio) is not None
         if _RatioFigure.fits(ratio, display_ci, gate_lines, drift_ratio, drift_band, delta):
@@ -354,8 +274,7 @@ class _RatioFigure:
         if self.has_cdf:
             probabilities = [k / (len(quantiles) - 1) for k in range(len(quantiles))]
             self.cdf.set_data(quantiles, probabilities)
-            self.ci.set_x(lo)
-            self.ci.set_width(hi - lo)
+            _move_span(self.ci, lo, hi)
             top_points += list(zip(quantiles, probabilities))
         else:
             self.ci.set_segments([[(lo, 0), (hi, 0)]])
@@ -372,8 +291,7 @@ class _RatioFigure:
                 top_points.append((gate_lines[i][1], 0.0))
         _pad_axis(top, [ratio, *display_ci, *(v for _, v in gate_lines), 1.0, *quantiles])
 
-        self.band.set_x(drift_band[0])
-        self.band.set_width(drift_band[1] - drift_band[0])
+        _move_span(self.band, drift_band[0], drift_band[1])
         self.drift.set_data([drift_ratio], [0])
         self.drift.set_color(PASS if drift_band[0] <= drift_ratio <= drift_band[1] else FAIL)
         _pad_axis(middle, [drift_ratio, *drift_band])
@@ -396,6 +314,16 @@ class _RatioFigure:
 
 
 _RATIO_FIGURES: dict[bool, _RatioFigure] = {}
+
+
+def _move_span(span: Any, lo: float, hi: float) -> None:
+    """Move a patch ``axvspan`` made to cover [``lo``, ``hi``] in x (the full height of its axes): a ``Rectangle``
+    since matplotlib 3.9, a closed ``Polygon`` of the same corners before (the ``report`` extra allows 3.8)."""
+    if hasattr(span, "set_width"):
+        span.set_x(lo)
+        span.set_width(hi - lo)
+    else:
+        span.set_xy([(lo, 0.0), (lo, 1.0), (hi, 1.0), (hi, 0.0)])
 
 
 def _ratio_axis(top: Any, has_cdf: bool) -> None:
@@ -422,7 +350,7 @@ def sequence_plot(key: str, *, n: Sequence[float], lower: Sequence[float], upper
                   decision: str, clip: Sequence[float] | None) -> str:
     """sequential.diff: the confidence sequence [L_n, U_n] at each recorded check, the running mean, the
     equivalence band +-gamma, the minimum effect +-delta*, and the stopping point with its decision."""
-    with matplotlib.rc_context(_STYLE):
+    with _style():
         fig, (ax,) = _figure(2.8, left=0.8, top=0.3)
         if band is not None:
             ax.axhspan(-band, band, color=BAND, label=f"equivalence band +-{band:g}")
@@ -439,7 +367,7 @@ def sequence_plot(key: str, *, n: Sequence[float], lower: Sequence[float], upper
         if stop_n is not None:
             colour = PASS if decision in ("SAME", "DIFFERENT") else MUTED
             ax.axvline(stop_n, color=colour, lw=1.4)
-            ax.annotate(f"stop at n = {stop_n:g}: {decision}", xy=(stop_n, 1), xycoords=("data", "axes fraction"),
+            ax.annotate(f"stop at n = {stop_n:g}: {_shown(decision)}", xy=(stop_n, 1), xycoords=("data", "axes fraction"),
                         xytext=(-4, -2), textcoords="offset points", ha="right", va="top", color=colour,
                         fontweight="bold")
         ax.set_xlabel("observations n (one point per recorded check)")
@@ -456,9 +384,9 @@ def bakeoff_plot(key: str, *, buckets: Sequence[tuple[str, Sequence[tuple[str, f
     are one SVG group with the id ``VENDOR_GID`` (its index in the sorted ``colours``)."""
     rows = max(1, len(buckets))
     index = {vendor: i for i, vendor in enumerate(sorted(colours))}
-    with matplotlib.rc_context(_STYLE):
+    with _style():
         heights = [max(1, len(vendors)) for _, vendors in buckets] or [1]
-        labels = [f"{i + 1}. {v[0]}" for _, vendors in buckets for i, v in enumerate(vendors)]
+        labels = [f"{i + 1}. {_shown(v[0])}" for _, vendors in buckets for i, v in enumerate(vendors)]
         fig, axes = _figure(1.05 + 0.3 * sum(heights) + 0.3 * rows, rows=rows, left=_label_margin(labels), top=0.45,
                             bottom=0.75, hspace=0.3, height_ratios=heights, sharex=True)
         edges = sorted(float(v) for v in band_edges.values() if _finite(v) is not None)
@@ -479,11 +407,11 @@ def bakeoff_plot(key: str, *, buckets: Sequence[tuple[str, Sequence[tuple[str, f
                     ax.hlines(y, interval[0], interval[1], color=colour, lw=4, alpha=0.45, gid=f"{gid}-interval")
                 if _finite(value) is not None:
                     ax.plot([value], [y], "o", color=colour, ms=5, gid=gid)
-            ax.set_yticks(range(len(vendors)), [f"{i + 1}. {v[0]}" for i, v in enumerate(vendors)][::-1])
+            ax.set_yticks(range(len(vendors)), [f"{i + 1}. {_shown(v[0])}" for i, v in enumerate(vendors)][::-1])
             ax.set_ylim(-0.7, max(len(vendors), 1) - 0.3)
-            ax.set_title(f"bucket {bucket}", loc="left", fontsize=8.5, fontweight="bold")
+            ax.set_title(f"bucket {_shown(bucket)}", loc="left", fontsize=8.5, fontweight="bold")
         axes[-1].set_xlim(-1, 1)
-        axes[-1].set_xlabel(f"{value_label} (shaded regions: the band rule's edges)")
+        axes[-1].set_xlabel(f"{_shown(value_label)} (shaded regions: the band rule's edges)")
         if edges:
             top = axes[0].secondary_xaxis("top")
             names = _band_names_at(band_edges)
@@ -491,8 +419,10 @@ def bakeoff_plot(key: str, *, buckets: Sequence[tuple[str, Sequence[tuple[str, f
             top.tick_params(length=0)
         shown = sorted({vendor for _, vendors in buckets for vendor, _, _ in vendors})
         if shown:
+            from matplotlib.lines import Line2D
+
             handles = [Line2D([], [], ls="none", marker="o", ms=5, color=colours.get(v, MUTED)) for v in shown]
-            fig.legend(handles, shown, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncols=min(6, len(shown)),
+            fig.legend(handles, [_shown(v) for v in shown], loc="lower center", bbox_to_anchor=(0.5, 0.0), ncols=min(6, len(shown)),
                        borderaxespad=0.2, title="vendor (one colour each in every plot of the run)",
                        title_fontsize=7.5)
     return _to_svg(fig, key)
@@ -503,29 +433,30 @@ def _band_names_at(band_edges: Mapping[str, float]) -> list[str]:
     edges = sorted((float(v), k) for k, v in band_edges.items() if _finite(v) is not None)
     negative = [name for value, name in edges if value < 0]
     positive = [name for value, name in edges if value >= 0]
-    return [*negative, "A0", *positive]
+    return [_shown(name) for name in (*negative, "A0", *positive)]
 
 
 def model_nll_plot(key: str, *, nll: Mapping[str, float | None], unit: str) -> str:
     """model.windows: each model's mean log-loss per token (or byte) on the same windows, one bar per model."""
     names = list(nll)
-    with matplotlib.rc_context(_STYLE):
-        fig, (ax,) = _figure(0.9 + 0.35 * max(1, len(names)), left=_label_margin(names), top=0.2)
+    labels = [_shown(name) for name in names]
+    with _style():
+        fig, (ax,) = _figure(0.9 + 0.35 * max(1, len(names)), left=_label_margin(labels), top=0.2)
         values = [_finite(nll[name]) for name in names]
         ax.barh(range(len(names)), [v or 0.0 for v in values], color=ACCENT, height=0.5)
         for y, v in enumerate(values):
             if v is not None:
                 ax.text(v, y, f" {v:.4g}", va="center", fontsize=7.5)
-        ax.set_yticks(range(len(names)), names)
+        ax.set_yticks(range(len(names)), labels)
         ax.invert_yaxis()
-        ax.set_xlabel(f"mean negative log-likelihood per {unit} (nats)")
+        ax.set_xlabel(f"mean negative log-likelihood per {_shown(unit)} (nats)")
     return _to_svg(fig, key)
 
 
 def calm_gate_plot(key: str, *, g: Sequence[float], g_min: float | None, flagged_rows: Sequence[int],
                    streams: Sequence[str] | None = None) -> str:
     """bakeoff.gate: the calm gate g per decision row (in table order), its floor g_min and the flagged rows."""
-    with matplotlib.rc_context(_STYLE):
+    with _style():
         fig, (ax,) = _figure(2.2, left=0.6, top=0.3)
         rows = list(range(len(g)))
         ax.plot(rows, g, color=ACCENT, lw=0.8, label="gate g per row")
@@ -563,9 +494,10 @@ def _interval_panel(key: str, *, metrics: Sequence[str], scopes: Sequence[str],
                     intervals: Mapping[tuple[str, str], tuple[float | None, float | None, float | None]],
                     point_label: str, interval_label: str, thresholds: Sequence[tuple[str, str, float]] = (),
                     inside: Mapping[tuple[str, str], bool] | None = None) -> str:
-    with matplotlib.rc_context(_STYLE):
+    labels = [_shown(scope) for scope in scopes]
+    with _style():
         fig, axes = _figure(0.75 + (0.2 * len(scopes) + 0.55) * len(metrics), rows=len(metrics),
-                            left=_label_margin(scopes), top=0.3, hspace=0.55)
+                            left=_label_margin(labels), top=0.3, hspace=0.55)
         for ax, metric in zip(axes, metrics):
             values: list[Any] = []
             for row, scope in enumerate(scopes):
@@ -586,9 +518,9 @@ def _interval_panel(key: str, *, metrics: Sequence[str], scopes: Sequence[str],
                     y = len(scopes) - 1 - list(scopes).index(scope)
                     ax.vlines(value, y - 0.4, y + 0.4, color=FAIL, lw=1.4, ls="--", label="gate threshold")
                     values.append(value)
-            ax.set_yticks(range(len(scopes)), list(scopes)[::-1])
+            ax.set_yticks(range(len(scopes)), labels[::-1])
             ax.set_ylim(-0.6, len(scopes) - 0.4)
-            ax.set_title(metric, loc="left", fontsize=8.5, fontweight="bold")
+            ax.set_title(_shown(metric), loc="left", fontsize=8.5, fontweight="bold")
             _pad_axis(ax, [*values, 0.0] if metric in ("abstention", "doublet", "error_given_singleton") else values)
         axes[-1].set_xlabel("rate")
         _legend(fig, axes)
@@ -615,7 +547,7 @@ def difference_plot(key: str, *, overall: DifferenceRow, slices: Sequence[Differ
     labels = [_short_label(name) for name, _, _ in rows]
     level = f"{100 * confidence_level:g}% CI" if _finite(confidence_level) is not None else "CI"
     body, bottom = 0.35 + 0.27 * len(rows), 0.5
-    with matplotlib.rc_context(_STYLE):
+    with _style():
         fig, (ax,) = _figure(body + 0.5 + bottom, left=_label_margin(labels), top=0.5, bottom=bottom)
         values: list[Any] = [0.0]
         for row, (_, estimate, interval) in enumerate(rows):
@@ -644,7 +576,7 @@ def difference_plot(key: str, *, overall: DifferenceRow, slices: Sequence[Differ
         ax.set_yticks(range(len(rows)), labels[::-1])
         ax.set_ylim(-0.6, len(rows) - 0.4)
         _pad_axis(ax, values)
-        ax.set_xlabel(value_label)
+        ax.set_xlabel(_shown(value_label))
         top = 0.2 + 0.17 * _legend(fig, (ax,), columns=3)
         height = body + top + bottom
         fig.set_size_inches(_WIDTH, height)
@@ -653,6 +585,6 @@ def difference_plot(key: str, *, overall: DifferenceRow, slices: Sequence[Differ
 
 
 def _short_label(name: str) -> str:
-    """A name as a forest plot draws it (``plain_text``), cut to ``_LABEL_CHARS`` characters."""
-    text = plain_text(name)
+    """A name as a forest plot draws it (``_shown``), cut to ``_LABEL_CHARS`` characters."""
+    text = _shown(name)
     return text if len(text) <= _LABEL_CHARS else text[:_LABEL_CHARS - 1] + "…"
