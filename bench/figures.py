@@ -331,7 +331,7 @@ def run_bench(name: str, bench: Bench, fast: bool) -> dict:
         return {"name": name, "missing": True}
     json_mode = _offers_json(script)
     argv = [sys.executable, str(script), *(bench.fast if fast else ()), *(["--json"] if json_mode else [])]
-    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     before, start = _load(), time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, env=_env(), cwd=ROOT, check=False)
     return {"name": name, "started": started, "argv": [Path(a).name if a == str(script) else a for a in argv[1:]],
@@ -378,7 +378,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown bench(es) {', '.join(unknown)}; choose from {', '.join(BENCHES)}")
 
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     results = {}
     for name in names:
         if args.source:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -58,7 +58,7 @@ def sign_checkpoint(private_keys: Sequence[Ed25519PrivateKey], seq: int, entry_h
     entries 1..seq, signed by each of ``private_keys`` (see module docstring)."""
     if seq < 0 or not _HEX64.match(entry_hash) or not _HEX64.match(root_hash):
         raise LedgerError(f"not a chain head: {seq}:{entry_hash} (root {root_hash})")
-    when = (signed_at or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    when = (signed_at or datetime.now(UTC)).astimezone(UTC)
     payload = canonical_bytes({"certa_checkpoint": 1, "seq": seq, "entry_hash": entry_hash, "root_hash": root_hash,
                                "signed_at": when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")})
     return seal_envelope(PAYLOAD_TYPE, payload, private_keys)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 from sqlalchemy import delete, insert, select
@@ -96,7 +96,7 @@ def record_verification(ledger: Ledger, *, full: bool, seq: int, entry_hash: str
     be written (opened read-only, read-only media, a role without write access, an older schema)."""
     ledger.require_writable()
     key = VERIFIED_FULL if full else VERIFIED_INCREMENTAL
-    at = datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    at = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
     body: dict[str, Any] = {"seq": seq, "entry_hash": entry_hash, "verified_at": at}
     if not full:
         body["from"] = first

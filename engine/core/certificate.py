@@ -22,7 +22,7 @@ import re
 import socket
 import sys
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from importlib import metadata
 from typing import Any
 
@@ -382,7 +382,7 @@ def seal(content: Mapping[str, Any], run_id: str) -> dict[str, Any]:
         "results_sha256": results_sha,
         "issued": {
             "run_id": run_id,
-            "time_utc": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+            "time_utc": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
             "user": user,
             "host": host,
             "platform": computing_platform(),

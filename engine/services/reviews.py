@@ -40,7 +40,7 @@ import binascii
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
@@ -90,7 +90,7 @@ def review_payload(*, reviewer: str, decision: str, note: str, certificate: Mapp
     digests = certificate_digests(certificate)
     payload["certificate"] = digests
     if private_keys:
-        when = (signed_at or datetime.now(timezone.utc)).astimezone(timezone.utc)
+        when = (signed_at or datetime.now(UTC)).astimezone(UTC)
         statement = {"certa_review": 1, **digests, "reviewer": reviewer, "decision": decision, "note": note,
                      "signed_at": when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
         payload["signature"] = seal_envelope(PAYLOAD_TYPE, canonical_bytes(statement), private_keys)
@@ -266,7 +266,7 @@ def _signing_time(signed_at: str | None) -> datetime | None:
         when = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
     except ValueError:
         return None
-    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when
 
 
 class _SigningOrder:

@@ -102,7 +102,9 @@ def test_a_postgres_ledger_names_the_postgres_extra(folder: Path, command: list[
     _assert_one_line(result, "postgres", "the ledger postgresql+psycopg://certa@127.0.0.1:9/certa")
 
 
-@pytest.mark.parametrize("module", ["torch", "transformers", "tokenizers", "safetensors"])
+# torch in the unit tier; the other libraries (each about 2 s: the spec gets as far as loading the model) slow.
+@pytest.mark.parametrize("module", ["torch", *(pytest.param(m, marks=pytest.mark.slow)
+                                               for m in ("transformers", "tokenizers", "safetensors"))])
 def test_a_model_spec_names_the_models_extra(tmp_path: Path, module: str) -> None:
     shutil.copytree(ROOT / "specs" / "model-perplexity", tmp_path / "example",
                     ignore=shutil.ignore_patterns("make_data.py"))

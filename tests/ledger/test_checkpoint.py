@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import sqlite3
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 import pytest
@@ -58,7 +58,7 @@ def test_pae_matches_the_dsse_v1_definition():
 
 def test_a_checkpoint_round_trips_and_names_its_key(keys):
     private, public = keys
-    when = datetime(2026, 11, 22, 1, 2, 3, 456789, tzinfo=timezone.utc)
+    when = datetime(2026, 11, 22, 1, 2, 3, 456789, tzinfo=UTC)
     envelope = sign_checkpoint([private], 42, HEAD_HASH, ROOT_HASH, signed_at=when)
     assert envelope["payloadType"] == PAYLOAD_TYPE and envelope["signatures"][0]["keyid"] == key_id(public)
     payload = base64.b64decode(envelope["payload"])

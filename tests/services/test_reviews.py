@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 import pytest
@@ -306,7 +306,7 @@ def test_old_review_entries_of_the_golden_ledgers_are_unsigned_and_verify(versio
 
 def _signed(ledger: Ledger, run_id: str, decision: str, keys, minute: int, *, reviewer: str = "alice") -> int:
     """Record a review signed at 10:MM on 2026-11-22 (``review_payload(signed_at=...)``)."""
-    when = datetime(2026, 11, 22, 10, minute, tzinfo=timezone.utc)
+    when = datetime(2026, 11, 22, 10, minute, tzinfo=UTC)
     payload = review_payload(reviewer=reviewer, decision=decision, note="", certificate=ledger.certificate(run_id),
                              private_keys=list(keys), signed_at=when)
     return ledger.record_note(run_id, "review", payload)

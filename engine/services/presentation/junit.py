@@ -20,7 +20,7 @@ import socket
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 from certa.engine.foundation.atomic_files import write_atomically
@@ -64,7 +64,7 @@ class JUnitSuite:
 
 def utc_timestamp(moment: datetime | None = None) -> str:
     """``YYYY-MM-DDTHH:MM:SS`` in UTC, the form JUnit's ``timestamp`` takes (no zone suffix)."""
-    return (moment or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return (moment or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _gate_case(classname: str, gate: Mapping[str, Any]) -> JUnitCase:
