@@ -140,7 +140,7 @@ def test_identical_distributions_under_sym_kl_are_identical_with_the_stated_boun
 
 
 def test_identical_tables_under_delta_ce_are_not_identical_because_its_zeros_are_not_identity() -> None:
-    out = _run(_identity_knobs("delta_ce", range=[-1, 1], equivalence_band=0.01), _logprob_distributions())
+    out = _run(_identity_knobs("delta_ce", range=[-0.02, 0.02], equivalence_band=0.01), _logprob_distributions())
     assert out.outputs["identity"]["zero_means_identical"] is False
     assert out.outputs["results"]["decision"] == "SAME"          # every score 0: the sequence closes inside the band
     assert np.all(out.captured[CAPTURED_SCORES].numeric("score") == 0.0)
@@ -189,7 +189,7 @@ def _orders(scores: np.ndarray, ids: np.ndarray) -> dict[str, np.ndarray]:
 
 def test_sorted_and_zeros_first_copies_decide_differently_in_2_0_0() -> None:
     scores = _issue_table()
-    knobs = {"input": "s", "range": [-1, 1], "n_max": 2000}
+    knobs = {"input": "s", "range": [-1, 1], "n_max": 2000, "alpha": 0.05}
     decided = {name: _run(knobs, _table(scores[order]), stage=V2).outputs["results"]
                for name, order in _orders(scores, np.arange(scores.size)).items()
                if name in ("shuffled", "descending", "zeros_first")}
@@ -203,7 +203,7 @@ def test_sorted_and_zeros_first_copies_decide_differently_in_2_0_0() -> None:
 def test_every_order_of_one_table_gives_the_same_certificate(with_ids: bool) -> None:
     scores = _issue_table()
     ids = np.array([f"p{i:04d}" for i in range(scores.size)])
-    knobs = {"input": "s", "range": [-1, 1], "n_max": 2000}
+    knobs = {"input": "s", "range": [-1, 1], "n_max": 2000, "alpha": 0.05}
     outputs = {}
     for name, order in _orders(scores, ids).items():
         extra = {"prompt_id": ids[order]} if with_ids else {}
