@@ -27,6 +27,8 @@ from certa.engine.core.stages.sequential_diff import (CAPTURED_IDENTITY, CAPTURE
 from certa.engine.core.tables import table_from_columns
 from certa.engine.foundation.canonical import to_jsonable
 
+from tests.conftest import AccuracyDifference
+
 V3, V2 = REGISTRY.get("sequential.diff", "3.0.0"), REGISTRY.get("sequential.diff", "2.0.0")
 
 
@@ -68,27 +70,10 @@ def test_a_discrete_tables_run_of_zeros_is_identical_in_2_0_0_and_never_in_3_0_0
     assert "never decide IDENTICAL" in zeros_first["identity"]["statement"]
 
 
-class _Accuracy:
-    """A discrete scorer: the difference of two per-prompt accuracies, support [-1, 1]; it declares nothing about
-    identity, so its zeros (both right, or both wrong) say nothing about identical outputs."""
-
-    def __init__(self, values: dict) -> None:
-        self.values = values
-
-    def support(self) -> tuple[float, float]:
-        return (-1.0, 1.0)
-
-    def prompts(self, reference, candidate):
-        return sorted(self.values)
-
-    def score(self, reference, candidate, prompt, K):
-        return self.values[prompt]
-
-
 def test_a_discrete_scorers_run_of_zeros_is_identical_in_2_0_0_and_never_in_3_0_0(monkeypatch) -> None:
     import certa.engine.core.stages.sequential_diff as stage_module
     values = {f"q{i:03d}": (-1.0 if i < 3 else 0.0) for i in range(100)}      # worse on 3 % of the prompts
-    monkeypatch.setattr(stage_module, "load_scorer", lambda *a, **k: _Accuracy(values))
+    monkeypatch.setattr(stage_module, "load_scorer", lambda *a, **k: AccuracyDifference(values))
     tables = {"ref": table_from_columns("ref", {"x": [1]}), "cand": table_from_columns("cand", {"x": [1]})}
     knobs = {"scorer": {"name": "accuracy"}, "reference": "ref", "candidate": "cand", "n_max": 300}
     seed = next(s for s in range(100) if np.all(np.random.default_rng(s).integers(0, 100, 20) >= 3))
@@ -251,7 +236,7 @@ def test_an_out_of_range_row_is_named_by_its_row_in_the_file() -> None:
 def test_a_scorer_run_keeps_its_draw_order_and_says_so(monkeypatch) -> None:
     import certa.engine.core.stages.sequential_diff as stage_module
     values = {f"q{i:03d}": float(i % 3 - 1) for i in range(30)}
-    monkeypatch.setattr(stage_module, "load_scorer", lambda *a, **k: _Accuracy(values))
+    monkeypatch.setattr(stage_module, "load_scorer", lambda *a, **k: AccuracyDifference(values))
     tables = {"ref": table_from_columns("ref", {"x": [1]}), "cand": table_from_columns("cand", {"x": [1]})}
     out = _run({"scorer": {"name": "accuracy"}, "reference": "ref", "candidate": "cand", "n_max": 40}, tables)
     assert out.outputs["order"]["rule"] == "draw order"
@@ -313,3 +298,11 @@ def test_an_identity_scorers_identical_bound_errs_at_most_alpha(factor: float, s
     assert rate <= _upper(ALPHA, streams)
     if factor == 1.0:                                                       # the bound is tight there
         assert rate >= ALPHA - 3.0 * math.sqrt(ALPHA * (1 - ALPHA) / streams)
+
+
+def test_the_report_explains_identical_with_the_certificates_own_statement() -> None:
+    from certa.engine.services.presentation.stages.sequential_diff import how_to_read
+    out = _run(_identity_knobs("sym_kl", range=[0, 1]), _logprob_distributions())
+    meaning = [t for t in how_to_read(to_jsonable(out.outputs)) if t.startswith("What the decision means")]
+    assert meaning == [f"What the decision means: IDENTICAL: {out.outputs['identity']['statement']}."]
+    assert "early-stop" not in meaning[0]
