@@ -289,7 +289,7 @@ def test_an_unbounded_sequence_that_never_narrows_is_reported_and_audits_cleanly
     assert audit_sequential_diff(stored) == []
 
 
-@pytest.mark.parametrize("version", ["1.0.0", "1.1.0", "2.0.0"])
+@pytest.mark.parametrize("version", ["1.0.0", "1.1.0", "2.0.0", "3.0.0"])
 def test_schema_has_the_seed_knob_names_and_defaults(version: str) -> None:
     from jsonschema import Draft202012Validator
     schema = load_schema(REGISTRY.get("sequential.diff", version).schema_file)
@@ -297,7 +297,8 @@ def test_schema_has_the_seed_knob_names_and_defaults(version: str) -> None:
     assert schema["$id"] == "urn:certa:schema:stages:sequential.diff" and schema["additionalProperties"] is False
     seed_defaults = {"alpha": 0.01, "rel_margin_target": 0.05, "min_effect_floor": 1e-4, "n_min": 10, "n_max": 200,
                      "batch_size": 4, "positions_per_prompt": 32, "equivalence_band": None,
-                     "early_stop_threshold": 1e-6, "identical_model_n_min": 20,
+                     "identical_model_n_min": 20,
+                     **({"early_stop_threshold": 1e-6} if version < "3" else {}),   # 3.0.0: removed, with its rule
                      **({"clip_low": 0.0, "clip_high": 0.2} if version < "2" else
                         {"range": None, "out_of_range": "refuse"})}       # 2.0.0: the range has no default
     props = schema["properties"]
