@@ -61,6 +61,7 @@ from certa.engine.core.scorers.hf_models import HfModelsScorer  # noqa: E402
 from certa.engine.core.spec import fill_defaults, load_schema  # noqa: E402
 from certa.engine.core.stages import REGISTRY  # noqa: E402
 from certa.engine.core.stages.base import StageContext  # noqa: E402
+from certa.engine.core.scorers.divergences import ZERO_MEANS_IDENTICAL  # noqa: E402
 from certa.engine.core.stages.sequential_diff import analyse_scores  # noqa: E402
 from certa.engine.core.tables import Table, table_from_columns  # noqa: E402
 
@@ -127,7 +128,9 @@ def emulate(pool: np.ndarray, k: dict, replicates: int) -> tuple[np.ndarray, np.
     n_max = k["n_max"]
     draws = np.stack([np.random.default_rng(r).integers(0, pool.size, size=n_max) for r in range(replicates)])
     bounds = tuple(k["range"]) if k.get("range") else (-math.inf, math.inf)
-    analysis = analyse_scores(pool[draws], k, bounds, with_p_value=False)
+    # sequential.diff 3.0.0: zeros decide IDENTICAL only for a metric whose 0 means identical (sym_kl, not delta_ce)
+    analysis = analyse_scores(pool[draws], k, bounds, with_p_value=False,
+                              zero_means_identical=ZERO_MEANS_IDENTICAL[k["scorer"]["metric"]])
     used = analysis.stop.n_used
     return analysis.stop.decisions(), np.minimum(n_max, BATCH * np.ceil(used / BATCH)).astype(int)
 

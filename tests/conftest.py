@@ -249,6 +249,24 @@ def run_concurrently(ledger_location: str | Path, spec: Path, *, writers: int, r
     return errors
 
 
+class AccuracyDifference:
+    """A discrete scorer: per prompt, the difference of two accuracies (values given by prompt), whose metric has
+    the finite support [-1, 1]. It declares nothing about identity: its 0 (both models right, or both wrong) does
+    not mean identical outputs."""
+
+    def __init__(self, values: dict) -> None:
+        self.values = values
+
+    def support(self) -> tuple[float, float]:
+        return (-1.0, 1.0)
+
+    def prompts(self, reference, candidate):
+        return sorted(self.values)
+
+    def score(self, reference, candidate, prompt, K):
+        return self.values[prompt]
+
+
 PLUGIN_MODULE = "certa_test_scorer_plugin"
 
 PLUGIN_SOURCE = '''

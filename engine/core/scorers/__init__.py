@@ -19,6 +19,12 @@ or None, ``options`` the spec's free-form mapping) that returns a ``Scorer``:
   two accuracies in [0, 1]), or None when the metric is unbounded. ``sequential.diff`` (2.0.0 on) uses it
   as the score range of a bounded method when the spec declares none; a scorer that omits ``support``
   declares none;
+* optional ``zero_means_identical() -> bool``: True when a prompt's score is exactly 0 only if the two models'
+  next-token distributions are identical at every scored position of the prompt (a divergence such as
+  symmetric KL, a sum of terms (p - q)(ln p - ln q) >= 0, is; a difference of accuracies or of the
+  teacher-forced token's log-prob, which is 0 whenever the two models agree on that one number, is not).
+  ``sequential.diff`` (3.0.0 on) decides IDENTICAL only for a scorer that declares it, and only when every
+  prompt scored is 0; a scorer that omits it declares False;
 * optional ``usage() -> Mapping[str, int]``: what the scorer has spent so far, as named non-negative counts
   (e.g. ``forward_passes``, ``model_calls``). ``sequential.diff`` records it after a live run as the captured
   table ``scorer_usage`` and a ``scorer_usage`` decision beside the prompts scored and ``n_max``, so the ledger
@@ -49,8 +55,8 @@ import numpy as np
 from certa.engine.foundation.errors import StageError
 from certa.engine.core.tables import Table
 
-__all__ = ["ENTRY_POINT_GROUP", "Scorer", "ScorerFactory", "available_scorers", "declared_support", "load_scorer",
-           "reported_usage", "score_prompts"]
+__all__ = ["ENTRY_POINT_GROUP", "Scorer", "ScorerFactory", "available_scorers", "declared_identity",
+           "declared_support", "load_scorer", "reported_usage", "score_prompts"]
 
 ENTRY_POINT_GROUP = "certa.scorers"
 
@@ -126,6 +132,21 @@ def declared_support(scorer: Scorer) -> tuple[float, float] | None:
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise StageError(f"the scorer declares the support [{low!r}, {high!r}]; a support needs finite low < high")
     return low, high
+
+
+def declared_identity(scorer: Scorer) -> bool:
+    """Whether the scorer declares that its metric's score is 0 only for identical next-token distributions
+    (optional ``zero_means_identical()``, module docstring); False when it declares nothing.
+
+    The answer must be a bool; anything else is a ``StageError``, since an IDENTICAL decision would rest on it.
+    """
+    declare = getattr(scorer, "zero_means_identical", None)
+    if not callable(declare):
+        return False
+    declared = declare()
+    if not isinstance(declared, bool):
+        raise StageError(f"the scorer's zero_means_identical() must return True or False (got {declared!r})")
+    return declared
 
 
 def reported_usage(scorer: Scorer) -> dict[str, int] | None:

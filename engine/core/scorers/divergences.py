@@ -23,7 +23,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["delta_ce_positions", "sym_kl_positions", "prompt_means"]
+__all__ = ["ZERO_MEANS_IDENTICAL", "delta_ce_positions", "sym_kl_positions", "prompt_means"]
+
+ZERO_MEANS_IDENTICAL: dict[str, bool] = {"delta_ce": False, "sym_kl": True}
+"""Whether a metric's score is 0 only for identical next-token distributions (``certa.engine.core.scorers``
+module docstring). sym_kl: each term (p - q)(ln p - ln q) is >= 0 (exp is monotone, also in floating point), so a
+zero mean means every term is 0, i.e. p = q at every listed token of every position (as float64 probabilities;
+a term of two different probabilities can round to 0 only when they lie below about 1e-290). delta_ce: 0 whenever
+the two models give the teacher-forced token the same log-prob, or when positions cancel."""
 
 
 def delta_ce_positions(ref_logprob: np.ndarray, cand_logprob: np.ndarray) -> np.ndarray:

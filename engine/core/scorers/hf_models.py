@@ -49,7 +49,8 @@ import numpy as np
 
 from certa.engine.foundation.errors import InputError, StageError
 from certa.engine.core.models.runtime import LoadedModel, deterministic_torch, load_causal_lm, require_model_libraries
-from certa.engine.core.scorers.divergences import delta_ce_positions, prompt_means, sym_kl_positions
+from certa.engine.core.scorers.divergences import (ZERO_MEANS_IDENTICAL, delta_ce_positions, prompt_means,
+                                                   sym_kl_positions)
 from certa.engine.core.stats.kernels.libm import LIBM
 from certa.engine.core.tables import Table
 
@@ -150,6 +151,10 @@ class HfModelsScorer:
     def support(self) -> tuple[float, float] | None:
         """None: neither metric has a finite support (module docstring)."""
         return None
+
+    def zero_means_identical(self) -> bool:
+        """Whether the metric's 0 means identical distributions (``ZERO_MEANS_IDENTICAL``: sym_kl yes, delta_ce no)."""
+        return ZERO_MEANS_IDENTICAL[self.metric]
 
     def usage(self) -> dict[str, int]:
         """Forward passes (sequences through a model), batched model calls and tokens fed, so far."""

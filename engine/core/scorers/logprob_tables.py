@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from certa.engine.foundation.errors import InputError, StageError
-from certa.engine.core.scorers.divergences import delta_ce_positions, prompt_means, sym_kl_positions
+from certa.engine.core.scorers.divergences import (ZERO_MEANS_IDENTICAL, delta_ce_positions, prompt_means,
+                                                   sym_kl_positions)
 from certa.engine.core.stats.kernels.lazy_scipy import special
 from certa.engine.core.tables import Table
 
@@ -129,6 +130,10 @@ class LogprobTablesScorer:
     def support(self) -> tuple[float, float] | None:
         """The metric's declared finite support: None (``SUPPORT``; both metrics are unbounded)."""
         return SUPPORT[self.metric]
+
+    def zero_means_identical(self) -> bool:
+        """Whether the metric's 0 means identical distributions (``ZERO_MEANS_IDENTICAL``: sym_kl yes, delta_ce no)."""
+        return ZERO_MEANS_IDENTICAL[self.metric]
 
     def prompts(self, reference: Table, candidate: Table) -> Sequence[str]:
         """Every prompt_id present in the tables, sorted."""

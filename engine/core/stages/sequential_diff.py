@@ -44,19 +44,21 @@ from typing import Any, Protocol
 import numpy as np
 
 from certa.engine.foundation.errors import InputError, ProfileAbort, StageError
-from certa.engine.core.scorers import Scorer, declared_support, load_scorer, reported_usage, score_prompts
+from certa.engine.core.scorers import (Scorer, declared_identity, declared_support, load_scorer, reported_usage,
+                                       score_prompts)
 from certa.engine.core.stats.confseq.methods import BOUNDED_METHODS, VALIDITY, CSSettings, PValuePath, confidence_sequence, null_p_value
 from certa.engine.core.stats.confseq.common import (ConfidenceSequence, GridValues, exact_grid_values, float_grid_values,
                                     prefix_mean)
 from certa.engine.core.stats.kernels.libm import LIBM, NUMPY_UFUNCS, ElementaryFunctions
 from certa.engine.core.stats.confseq.decision import (DECISION_OF, OUTCOMES, DecisionRules, RuleStates, Stop, all_zero_path,
-                                         first_stop, rule_states)
+                                         first_stop, no_zero_path, rule_states, zero_share_upper_bound)
 from certa.engine.core.tables import Table, table_from_columns
 from certa.engine.core.stages.base import Decision, StageContext, StageOutput, StageType
 
 __all__ = ["STAGE", "STAGES", "SequentialKernels", "KERNELS", "CAPTURED_SCORES", "CAPTURED_SUPPORT", "CAPTURED_USAGE",
-           "analyse_scores",
-           "Analysis", "Observations", "ScoreRange", "RangeRule", "ClipKnobs", "DeclaredRange"]
+           "CAPTURED_IDENTITY", "analyse_scores", "canonical_order",
+           "Analysis", "Observations", "ScoreRange", "RangeRule", "ClipKnobs", "DeclaredRange",
+           "IdentityRule", "ZerosSoFar", "IdentityFact", "OrderRule", "FileOrder", "SeededPermutation"]
 
 CAPTURED_SCORES = "scores"
 """Name of the captured table (columns ``draw``, ``prompt_id``, ``score``) of a scorer run."""
@@ -65,6 +67,9 @@ CAPTURED_SUPPORT = "scorer_support"
 for its metric, when a 2.0.0 run used it as the score range (a replay needs it without the scorer)."""
 CAPTURED_USAGE = "scorer_usage"
 """Name of the captured table (one row, a column per count) of what a scorer reported with ``usage()``."""
+CAPTURED_IDENTITY = "scorer_identity"
+"""Name of the captured table (column ``zero_means_identical``, one row: 1) of a 3.0.0 scorer run whose scorer
+declared that its metric is 0 only for identical next-token distributions (a replay needs it without the scorer)."""
 
 NULL_MEAN = 0.0
 
@@ -93,10 +98,17 @@ class Observations:
     origins: np.ndarray
     unit: str
     name: str
+    keys: np.ndarray | None = None
+    """The prompt_id of each observation of a table with a prompt_id column (None without one, or for draws)."""
 
     def first(self, n: int) -> Observations:
         """The first ``n`` observations (all of them if there are fewer)."""
-        return Observations(self.scores[:n], self.origins[:n], self.unit, self.name)
+        return self.taken(np.arange(min(n, self.scores.size)))
+
+    def taken(self, order: np.ndarray) -> Observations:
+        """The observations at the indices ``order``, in that order."""
+        return Observations(self.scores[order], self.origins[order], self.unit, self.name,
+                            None if self.keys is None else self.keys[order])
 
 
 @dataclass(frozen=True)
@@ -139,8 +151,9 @@ def _outside_range(obs: Observations, low: float, high: float) -> Outside | None
     count = int(np.count_nonzero(outside))
     if count == 0:
         return None
+    # the smallest origin: the first row of the file (or draw) whatever order the observations are taken in
     return Outside(count=count, total=int(obs.scores.size), minimum=float(obs.scores.min()),
-                   maximum=float(obs.scores.max()), first=int(obs.origins[int(np.argmax(outside))]))
+                   maximum=float(obs.scores.max()), first=int(obs.origins[outside].min()))
 
 
 class RangeRule(Protocol):
@@ -284,6 +297,218 @@ class DeclaredRange:
                     "or n_clipped"]
 
 
+# ------------------------------------------------------------------------------------- identity and order
+
+
+class IdentityRule(Protocol):
+    """When a run of exactly-0 scores may decide IDENTICAL, and what the certificate says about it."""
+
+    def for_table(self) -> bool:
+        """Whether an input table's zeros may decide IDENTICAL."""
+
+    def declared(self, scorer: Scorer) -> bool:
+        """Whether a live scorer's zeros may decide IDENTICAL."""
+
+    def replayed(self, captured: Mapping[str, Table]) -> bool:
+        """The same for a replayed scorer run, from its captured tables."""
+
+    def captured(self, zero_means_identical: bool) -> dict[str, Table]:
+        """The captured tables a replay needs to answer ``replayed`` without the scorer."""
+
+    def reason(self, outcome: str, n: int, rules: DecisionRules) -> str | None:
+        """The reason of an IDENTICAL outcome (None: the wording of 1.x and 2.0.0)."""
+
+    def interpretation(self, decision: str) -> str | None:
+        """The interpretation of ``decision`` (None: the wording of 1.x and 2.0.0)."""
+
+    def report(self, decision: str, n_used: int, knobs: Mapping[str, Any], source: Mapping[str, Any],
+               zero_means_identical: bool, confidence_level: float) -> dict[str, Any]:
+        """Output blocks stating what IDENTICAL means in this run."""
+
+    def audit(self, outputs: Mapping[str, Any]) -> list[str]:
+        """Problems with a stored IDENTICAL decision that ``certa verify`` reports."""
+
+
+class ZerosSoFar:
+    """Versions 1.x and 2.0.0: IDENTICAL once the first ``identical_model_n_min`` scores are all exactly 0 (or
+    |mean| and the half-width fall below ``early_stop_threshold``), whatever the scores are. A discrete scorer's
+    zeros (both models right, or both wrong) made a 3 % regression IDENTICAL in (1 - 0.03)^20 = 0.54 of runs
+    (issue 30). Frozen: replays only."""
+
+    def for_table(self) -> bool:
+        return True
+
+    def declared(self, scorer: Scorer) -> bool:
+        return True
+
+    def replayed(self, captured: Mapping[str, Table]) -> bool:
+        return True
+
+    def captured(self, zero_means_identical: bool) -> dict[str, Table]:
+        return {}
+
+    def reason(self, outcome: str, n: int, rules: DecisionRules) -> str | None:
+        return None
+
+    def interpretation(self, decision: str) -> str | None:
+        return None
+
+    def report(self, decision: str, n_used: int, knobs: Mapping[str, Any], source: Mapping[str, Any],
+               zero_means_identical: bool, confidence_level: float) -> dict[str, Any]:
+        return {}
+
+    def audit(self, outputs: Mapping[str, Any]) -> list[str]:
+        return []
+
+
+class IdentityFact:
+    """Version 3.0.0: IDENTICAL is a fact about the prompts scored, never an inference from a run of zeros.
+
+    IDENTICAL is decided only from a scorer that declares ``zero_means_identical()`` (its metric is 0 only for
+    identical next-token distributions: ``sym_kl``, not ``delta_ce``), and only when every prompt scored up to the
+    first check at or after ``identical_model_n_min`` is exactly 0 (once a score is nonzero it never fires). The
+    certificate says "identical on the n prompts scored, not a statistical claim about unseen prompts", and, the
+    prompts being drawn uniformly with replacement, bounds the share of the prompt population on which the models
+    differ below 1 - alpha^(1/n) at confidence 1 - alpha (``zero_share_upper_bound``): the rule fires only at that
+    one fixed n, so the exact binomial bound holds. A table's zeros, or those of a scorer that declares nothing,
+    never decide IDENTICAL: such a run goes on to DIFFERENT, SAME or UNDECIDED by the confidence sequence. The
+    ``early_stop_threshold`` rule (|mean| and half-width below a threshold) is gone with its knob.
+    """
+
+    def for_table(self) -> bool:
+        return False
+
+    def declared(self, scorer: Scorer) -> bool:
+        return declared_identity(scorer)
+
+    def replayed(self, captured: Mapping[str, Table]) -> bool:
+        table = captured.get(CAPTURED_IDENTITY)
+        return table is not None and bool(table.numeric("zero_means_identical")[0] == 1)
+
+    def captured(self, zero_means_identical: bool) -> dict[str, Table]:
+        if not zero_means_identical:
+            return {}
+        return {CAPTURED_IDENTITY: table_from_columns(CAPTURED_IDENTITY, {"zero_means_identical": [1]})}
+
+    def reason(self, outcome: str, n: int, rules: DecisionRules) -> str | None:
+        if outcome != "identical_zero":
+            return None
+        return (f"the two models gave identical next-token distributions on all {n} prompts scored: every score is "
+                "exactly 0 and the scorer's metric is 0 only for identical distributions (n >= "
+                f"identical_model_n_min = {rules.identical_model_n_min})")
+
+    def interpretation(self, decision: str) -> str | None:
+        if decision != "IDENTICAL":
+            return None
+        return ("The models gave identical next-token distributions on every prompt scored: a fact about those "
+                "prompts, not a statistical claim about unseen prompts (identity states the bound on the share of "
+                "prompts on which they may differ).")
+
+    def report(self, decision: str, n_used: int, knobs: Mapping[str, Any], source: Mapping[str, Any],
+               zero_means_identical: bool, confidence_level: float) -> dict[str, Any]:
+        block: dict[str, Any] = {"zero_means_identical": zero_means_identical}
+        if decision == "IDENTICAL":
+            upper = zero_share_upper_bound(knobs["alpha"], n_used)
+            block["differing_share_upper"] = upper
+            block["statement"] = (
+                f"identical on the {n_used} prompts scored, not a statistical claim about unseen prompts: every "
+                f"score is exactly 0 and {_scorer_text(source)} is 0 only for identical next-token distributions. "
+                f"The prompts were drawn uniformly with replacement, so the share of the prompt population on which "
+                f"the models' distributions differ is below {_num(upper)} at confidence {_num(confidence_level)} "
+                f"(exact binomial bound with no differing prompt in {n_used}: 1 - alpha^(1/n))")
+        elif zero_means_identical:
+            block["statement"] = (
+                f"{_scorer_text(source)} is 0 only for identical next-token distributions, so IDENTICAL is decided "
+                f"when every prompt scored up to the first check at n >= identical_model_n_min = "
+                f"{knobs['identical_model_n_min']} is exactly 0; that did not happen here")
+        else:
+            whose = ("the scores come from an input table, whose zeros need not mean identical outputs"
+                     if source["kind"] == "table" else
+                     f"{_scorer_text(source)} is not declared to be 0 only for identical outputs "
+                     "(zero_means_identical)")
+            block["statement"] = (
+                f"{whose} (a difference of accuracies is 0 whenever both models are right, or both wrong), so zeros "
+                "never decide IDENTICAL: the decision is DIFFERENT, SAME or UNDECIDED by the confidence sequence")
+        return {"identity": block}
+
+    def audit(self, outputs: Mapping[str, Any]) -> list[str]:
+        """An IDENTICAL decision needs a scorer whose 0 means identical, the outcome identical_zero and the
+        stated bound 1 - alpha^(1/n_used); any other decision states no bound."""
+        try:
+            r, block = outputs["results"], outputs["identity"]
+            if r["decision"] != "IDENTICAL":
+                return (["identity.differing_share_upper is stated for a decision other than IDENTICAL"]
+                        if "differing_share_upper" in block else [])
+            problems = []
+            if block["zero_means_identical"] is not True or r["outcome"] != "identical_zero":
+                problems.append("decision IDENTICAL without a scorer whose 0 means identical outputs")
+            if block.get("differing_share_upper") != zero_share_upper_bound(outputs["config"]["alpha"], r["n_used"]):
+                problems.append("identity.differing_share_upper != 1 - alpha^(1/n_used) for decision IDENTICAL")
+            return problems
+        except (KeyError, TypeError, ValueError):
+            return ["results or identity is missing decision, outcome, n_used or zero_means_identical"]
+
+
+def _scorer_text(source: Mapping[str, Any]) -> str:
+    """The scorer and metric of a scorer run, as a phrase."""
+    metric = source.get("metric")
+    return f"scorer '{source.get('scorer')}'" + (f" (metric {metric})" if metric else "")
+
+
+def canonical_order(scores: np.ndarray, keys: np.ndarray | None) -> np.ndarray:
+    """Indices that sort observations by prompt id (when given), then score, then the score's bits (so that
+    -0.0 and 0.0 have a fixed order): the order of a table's rows that no file order can change."""
+    bits = np.asarray(scores, dtype=np.float64).view(np.int64)
+    columns = (bits, scores) if keys is None else (bits, scores, keys)
+    return np.lexsort(columns)
+
+
+class OrderRule(Protocol):
+    """In which order a table's observations are taken, and what the certificate says about it."""
+
+    def arrange(self, obs: Observations, rng: np.random.Generator) -> Observations:
+        """The observations of an input table in the order the stage takes them."""
+
+    def report(self, source: Mapping[str, Any], obs: Observations) -> dict[str, Any]:
+        """Output blocks stating the order rule (``obs``: the observations as taken)."""
+
+
+class FileOrder:
+    """Versions 1.x and 2.0.0: a table's rows are taken in file order (its prompts by first appearance), so a
+    sorted copy of a table decides otherwise than a shuffled one (issue 30). Frozen: replays only."""
+
+    def arrange(self, obs: Observations, rng: np.random.Generator) -> Observations:
+        return obs
+
+    def report(self, source: Mapping[str, Any], obs: Observations) -> dict[str, Any]:
+        return {}
+
+
+class SeededPermutation:
+    """Version 3.0.0: a table's observations are sorted canonically (``canonical_order``) and then permuted by
+    ranking one raw 64-bit draw per observation from the stage's seeded generator (ties, of probability about
+    n^2/2^65, keep the canonical order). The order depends on the run seed and the rows, never on their order in
+    the file: sorted, reversed and shuffled copies of a table give the same certificate. If the rows are iid
+    draws of prompts, a permutation independent of them keeps them iid, which a data-dependent file order (sorted,
+    grouped) does not. Scorer runs keep the order in which the stage drew their prompts."""
+
+    def arrange(self, obs: Observations, rng: np.random.Generator) -> Observations:
+        canonical = canonical_order(obs.scores, obs.keys)
+        draws = rng.bit_generator.random_raw(obs.scores.size)
+        return obs.taken(canonical[np.argsort(draws, kind="stable")])
+
+    def report(self, source: Mapping[str, Any], obs: Observations) -> dict[str, Any]:
+        if source["kind"] != "table":
+            return {"order": {"rule": "draw order", "statement": (
+                "prompts in the order the stage's seeded generator drew them, uniformly with replacement from the "
+                "scorer's prompt population")}}
+        by = "prompt_id, then score" if obs.keys is not None else "score"
+        return {"order": {"rule": "seeded permutation", "statement": (
+            f"the observations are sorted by {by} and then permuted by the stage's seeded generator (one raw 64-bit "
+            "draw per observation, ranked), and the first n_max in that order are used: the order comes from the run "
+            "seed and does not depend on the order of the rows in the file")}}
+
+
 def _no_range_message(knobs: Mapping[str, Any], observed: Observations | None) -> str:
     """The refusal of a bounded method without a range: the observed min and max, and the knobs to set."""
     method = knobs["method"]
@@ -399,6 +624,8 @@ class SequentialKernels:
     confidence_level: Callable[[float], float]
     method_parameters: Callable[[Mapping[str, Any], ScoreRange], dict[str, Any]]
     changes: str
+    identity: IdentityRule = ZerosSoFar()
+    order: OrderRule = FileOrder()
 
 
 KERNELS: tuple[SequentialKernels, ...] = (
@@ -418,6 +645,16 @@ KERNELS: tuple[SequentialKernels, ...] = (
                 "and clipped only on 'out_of_range: clip' or with a dev warning, stated as the estimand; a 'range' "
                 "block replaces 'clip'; the betting bounds (grid points), confidence_level and grid_step are "
                 "computed exactly from the decimal knobs"),
+    SequentialKernels(
+        version="3.0.0", elementary=LIBM, range_rule=DeclaredRange(), grid_values=exact_grid_values,
+        confidence_level=exact_confidence_level, method_parameters=exact_parameters,
+        identity=IdentityFact(), order=SeededPermutation(),
+        changes="issue 30: IDENTICAL only from a scorer whose metric is 0 only for identical next-token "
+                "distributions (zero_means_identical; sym_kl, not delta_ce) when every prompt scored is 0, stated as "
+                "identical on the n prompts scored with the bound 1 - alpha^(1/n) on the share that differs; a "
+                "table's or a discrete scorer's zeros never decide IDENTICAL; early_stop_threshold is removed; a "
+                "table's observations are sorted canonically and permuted by the stage's seeded generator, so the "
+                "file's row order never changes the certificate; 'identity' and 'order' blocks"),
 )
 """Every version, oldest first; the last is what an unpinned spec runs."""
 
@@ -430,7 +667,7 @@ def _rules(knobs: Mapping[str, Any]) -> DecisionRules:
         n_min=knobs["n_min"], n_max=knobs["n_max"], check_every=knobs["check_every"], batch_size=knobs["batch_size"],
         min_effect=knobs.get("min_effect"), equivalence_band=knobs.get("equivalence_band"),
         rel_margin_target=knobs.get("rel_margin_target"), min_effect_floor=knobs["min_effect_floor"],
-        early_stop_threshold=knobs["early_stop_threshold"], identical_model_n_min=knobs["identical_model_n_min"],
+        early_stop_threshold=knobs.get("early_stop_threshold"), identical_model_n_min=knobs["identical_model_n_min"],
     )
 
 
@@ -467,7 +704,8 @@ def _table_observations(table: Table, knobs: Mapping[str, Any]) -> tuple[Observa
     info: dict[str, Any] = {"kind": "table", "input": knobs["input"], "rows": int(score.size)}
     name = f"input '{table.name}'"
     if not table.has(cols["position"]):
-        return Observations(score, np.arange(1, score.size + 1), "row", name), info
+        keys = table.text(cols["prompt_id"]).astype(str) if table.has(cols["prompt_id"]) else None
+        return Observations(score, np.arange(1, score.size + 1), "row", name, keys), info
     if not table.has(cols["prompt_id"]):
         raise InputError(f"input '{table.name}' has a '{cols['position']}' column but no '{cols['prompt_id']}' column; "
                          "per-position rows are averaged per prompt, so the prompt must be named")
@@ -486,7 +724,7 @@ def _table_observations(table: Table, knobs: Mapping[str, Any]) -> tuple[Observa
     arrival = np.argsort(first_row, kind="stable")               # prompts in order of first appearance
     info.update({"prompts": int(uniq.size), "positions_used": {"min": int(counts.min()), "max": int(counts.max())},
                  "positions_available": {"min": int(np.bincount(group).min()), "max": int(np.bincount(group).max())}})
-    return Observations(means[arrival], first_row[arrival] + 1, "row", name), info
+    return Observations(means[arrival], first_row[arrival] + 1, "row", name, uniq[arrival]), info
 
 
 @dataclass(frozen=True)
@@ -505,14 +743,15 @@ class Analysis:
 
 def analyse_scores(scores: np.ndarray, knobs: Mapping[str, Any], bounds: tuple[float, float], *,
                    with_p_value: bool = True, elementary: ElementaryFunctions = NUMPY_UFUNCS,
-                   grid_values: GridValues = float_grid_values) -> Analysis:
+                   grid_values: GridValues = float_grid_values, zero_means_identical: bool = True) -> Analysis:
     """Confidence sequence, p-value, rule states and stopping time of ``scores`` (first n_max used).
 
     ``bounds``: the score range (low, high) of the bounded methods, which clip to it (``ScoreRange.bounds``;
     the unbounded methods never read it). Works on one stream (shape ``(n,)``) or many (``(streams, n)``,
     e.g. in simulations). ``elementary``: the exp/log/log1p/logaddexp of the stage version (``KERNELS``;
     default 1.0.0's numpy ufuncs); ``grid_values``: how it maps betting grid points to scores (default 1.x's
-    floating point; 2.0.0's is exact).
+    floating point; 2.0.0's is exact). ``zero_means_identical``: whether a run of exactly-0 scores may decide
+    IDENTICAL (always in 1.x and 2.0.0; in 3.0.0 only for a scorer that declares it, ``IdentityFact``).
     """
     scores = np.asarray(scores, dtype=np.float64)[..., : knobs["n_max"]]
     method, alpha = knobs["method"], knobs["alpha"]
@@ -526,14 +765,15 @@ def analyse_scores(scores: np.ndarray, knobs: Mapping[str, Any], bounds: tuple[f
     p_value = (null_p_value(scores, method, NULL_MEAN, alpha, low, high, settings, start=knobs["n_min"],
                             elementary=elementary)
                if with_p_value else None)
-    states = rule_states(cs.lower, cs.upper, mean, all_zero_path(scores), rules)
+    zeros = all_zero_path(scores) if zero_means_identical else no_zero_path(scores)
+    states = rule_states(cs.lower, cs.upper, mean, zeros, rules)
     return Analysis(scores=scores, cs=cs, estimand=estimand, mean=mean, p_value=p_value,
                     states=states, stop=first_stop(states, rules), bounded=bounded)
 
 
 def _scorer_observations(ctx: StageContext, knobs: Mapping[str, Any], scorer: Scorer, bounds: tuple[float, float],
-                         screen: Callable[[Observations], object],
-                         kernels: SequentialKernels) -> tuple[Observations, Table]:
+                         screen: Callable[[Observations], object], kernels: SequentialKernels,
+                         zero_means_identical: bool) -> tuple[Observations, Table]:
     """Draw prompts with the stage's generator and score them batch by batch until a rule fires (from n_min on)
     or n_max; ``screen`` sees the scores so far after every batch (and may refuse them before more are scored).
 
@@ -558,7 +798,7 @@ def _scorer_observations(ctx: StageContext, knobs: Mapping[str, Any], scorer: Sc
         if values.size < knobs["n_min"]:    # the scores' last one always counts as a check: none before n_min
             continue
         analysis = analyse_scores(values, knobs, bounds, with_p_value=False, elementary=kernels.elementary,
-                                  grid_values=kernels.grid_values)
+                                  grid_values=kernels.grid_values, zero_means_identical=zero_means_identical)
         if OUTCOMES[int(analysis.stop.outcome)] != "exhausted":
             break
     captured = table_from_columns(CAPTURED_SCORES, {
@@ -686,8 +926,10 @@ def _summary(values: np.ndarray) -> dict[str, float]:
 
 
 def _outputs(a: Analysis, knobs: Mapping[str, Any], source: dict[str, Any], score_range: ScoreRange,
-             kernels: SequentialKernels) -> tuple[dict[str, Any], str]:
-    """The certificate outputs (the version's range rule adds its own block) and the outcome."""
+             kernels: SequentialKernels, obs: Observations,
+             zero_means_identical: bool) -> tuple[dict[str, Any], str]:
+    """The certificate outputs (the version's range, identity and order rules add their own blocks) and the
+    outcome."""
     assert a.p_value is not None
     rules = _rules(knobs)
     stop = int(a.stop.index)
@@ -703,11 +945,14 @@ def _outputs(a: Analysis, knobs: Mapping[str, Any], source: dict[str, Any], scor
     direction = {"different_higher": "higher", "different_lower": "lower"}.get(outcome)
     e_value = (float(kernels.elementary.exp(np.max(a.p_value.log_evalue[:n_used]))) if a.p_value.log_evalue is not None
                else None)
+    reason = kernels.identity.reason(outcome, n_used, rules) or _reason(outcome, n_used, lo, hi, mean, half, rel_me,
+                                                                          rules)
+    confidence_level = kernels.confidence_level(knobs["alpha"])
     results = {
-        "decision": decision, "reason": _reason(outcome, n_used, lo, hi, mean, half, rel_me, rules),
+        "decision": decision, "reason": reason,
         "direction": direction, "outcome": outcome, "n_used": n_used, "mean": mean,
         "raw_mean": float(np.mean(used)), "variance": variance, "std_dev": math.sqrt(variance),
-        "ci": [lo, hi], "confidence_level": kernels.confidence_level(knobs["alpha"]), "half_width": half,
+        "ci": [lo, hi], "confidence_level": confidence_level, "half_width": half,
         "rel_me": rel_me, "p_value": float(a.p_value.p[stop]), "e_value": e_value,
     }
     range_results, range_blocks = kernels.range_rule.report(a, knobs, score_range, n_used)
@@ -717,6 +962,8 @@ def _outputs(a: Analysis, knobs: Mapping[str, Any], source: dict[str, Any], scor
         "method": {"name": a.cs.method, "validity": a.cs.validity, "alpha": knobs["alpha"],
                    "parameters": kernels.method_parameters(a.cs.parameters, score_range), "p_value": a.p_value.kind},
         **range_blocks,
+        **kernels.identity.report(decision, n_used, knobs, source, zero_means_identical, confidence_level),
+        **kernels.order.report(source, obs),
         "sequence": {"stopping_time": n_used, "checks": int(np.count_nonzero(a.states.checked[: stop + 1])),
                      "check_every": knobs["check_every"], "observations_available": int(a.scores.size),
                      "lower": lo, "upper": hi, "trajectory": "one sequential_check decision per check in the ledger"},
@@ -726,12 +973,13 @@ def _outputs(a: Analysis, knobs: Mapping[str, Any], source: dict[str, Any], scor
             "n_max": knobs["n_max"], "batch_size": knobs["batch_size"],
             "positions_per_prompt": knobs["positions_per_prompt"], "equivalence_band": knobs.get("equivalence_band"),
             "min_effect": knobs.get("min_effect"), "delta_star": rules.delta_star,
-            "early_stop_threshold": knobs["early_stop_threshold"],
+            # a knob up to 2.0.0 only (its schema fills it there); 3.0.0 has no such knob and states none
+            **({"early_stop_threshold": knobs["early_stop_threshold"]} if "early_stop_threshold" in knobs else {}),
             "identical_model_n_min": knobs["identical_model_n_min"], "check_every": knobs["check_every"],
         },
         "source": source,
         "scores_summary": _summary(used),
-        "interpretation": _INTERPRETATION[decision],
+        "interpretation": kernels.identity.interpretation(decision) or _INTERPRETATION[decision],
     }
     return outputs, outcome
 
@@ -754,16 +1002,21 @@ def _enough(obs: Observations, knobs: Mapping[str, Any]) -> Observations:
     return obs.first(knobs["n_max"])
 
 
-def _table_run(ctx: StageContext, kernels: SequentialKernels) -> tuple[Observations, ScoreRange, dict[str, Any],
-                                                                       dict[str, Table]]:
-    """Observations of the input table (the first n_max), its range and source; nothing is captured."""
+Observed = tuple[Observations, ScoreRange, dict[str, Any], dict[str, Table], bool]
+"""What a run mode gives: the observations, the range, the source block, the captured tables, and whether a run
+of exactly-0 scores may decide IDENTICAL."""
+
+
+def _table_run(ctx: StageContext, kernels: SequentialKernels) -> Observed:
+    """Observations of the input table in the version's order (the first n_max), its range and source; nothing
+    is captured."""
     obs, source = _table_observations(ctx.table("input"), ctx.knobs)
-    obs = _enough(obs, ctx.knobs)
-    return obs, kernels.range_rule.resolve(ctx.knobs, obs, _no_support), source, {}
+    obs = _enough(kernels.order.arrange(obs, ctx.rng), ctx.knobs)
+    return (obs, kernels.range_rule.resolve(ctx.knobs, obs, _no_support), source, {},
+            kernels.identity.for_table())
 
 
-def _scorer_run(ctx: StageContext, kernels: SequentialKernels) -> tuple[Observations, ScoreRange, dict[str, Any],
-                                                                        dict[str, Table]]:
+def _scorer_run(ctx: StageContext, kernels: SequentialKernels) -> Observed:
     """Observations of a scorer run (live, or from the captured tables in a replay), its range, source and
     captured tables. The range is resolved before the first prompt is scored."""
     knobs, rule = ctx.knobs, kernels.range_rule
@@ -777,16 +1030,21 @@ def _scorer_run(ctx: StageContext, kernels: SequentialKernels) -> tuple[Observat
         score_range = rule.resolve(knobs, None, lambda: _replayed_support(recorded.get(CAPTURED_SUPPORT)))
         obs = _replayed_observations(table, spec["name"])
         usage = {CAPTURED_USAGE: recorded[CAPTURED_USAGE]} if CAPTURED_USAGE in recorded else {}
+        zero_means_identical = kernels.identity.replayed(recorded)
     else:
         scorer = load_scorer(spec["name"], metric=spec.get("metric"), options=spec.get("options"), tables=ctx.tables)
         score_range = rule.resolve(knobs, None, lambda: declared_support(scorer))
+        zero_means_identical = kernels.identity.declared(scorer)
         obs, table = _scorer_observations(ctx, knobs, scorer, score_range.bounds,
-                                          lambda seen: rule.screen(seen, score_range, ctx.profile), kernels)
+                                          lambda seen: rule.screen(seen, score_range, ctx.profile), kernels,
+                                          zero_means_identical)
         usage = _usage_table(reported_usage(scorer))
     source["prompts_scored"] = int(obs.scores.size)
     source["captured_sha256"] = table.sha256
     obs = _enough(obs, knobs)
-    return obs, score_range, source, {CAPTURED_SCORES: table, **_support_table(score_range), **usage}
+    captured = {CAPTURED_SCORES: table, **_support_table(score_range), **usage,
+                **kernels.identity.captured(zero_means_identical)}
+    return obs, score_range, source, captured, zero_means_identical
 
 
 def run_sequential_diff(ctx: StageContext, kernels: SequentialKernels = KERNELS[-1]) -> StageOutput:
@@ -802,11 +1060,11 @@ def run_sequential_diff(ctx: StageContext, kernels: SequentialKernels = KERNELS[
                            f"{validity} (use betting, eb_cs or stitched, or profile dev to compare)",
                            rule="optional_stopping_validity", decisions=(validity_rule,))
     observe = _scorer_run if knobs.get("scorer") is not None else _table_run
-    obs, score_range, source, captured = observe(ctx, kernels)
+    obs, score_range, source, captured, zero_means_identical = observe(ctx, kernels)
     range_decisions = rule.screen(obs, score_range, ctx.profile)
     analysis = analyse_scores(obs.scores, knobs, score_range.bounds, elementary=kernels.elementary,
-                              grid_values=kernels.grid_values)
-    outputs, outcome = _outputs(analysis, knobs, source, score_range, kernels)
+                              grid_values=kernels.grid_values, zero_means_identical=zero_means_identical)
+    outputs, outcome = _outputs(analysis, knobs, source, score_range, kernels, obs, zero_means_identical)
     decisions = (validity_rule, *range_decisions, *_usage_decisions(captured.get(CAPTURED_USAGE), source, knobs),
                  *_check_decisions(analysis, outcome))
     return StageOutput(outputs=outputs, decisions=decisions, captured=captured)
@@ -866,7 +1124,8 @@ def diff_stage(kernels: SequentialKernels) -> StageType:
         summary=SUMMARY,
         render_markdown=lambda outputs: render_sequential_diff(outputs, kernels.range_rule),
         presentation="certa.engine.services.presentation.stages.sequential_diff",
-        audit_checks=lambda outputs: audit_sequential_diff(outputs) + kernels.range_rule.audit(outputs),
+        audit_checks=lambda outputs: (audit_sequential_diff(outputs) + kernels.range_rule.audit(outputs)
+                                      + kernels.identity.audit(outputs)),
         changes=kernels.changes,
     )
 

@@ -32,7 +32,7 @@ from certa.engine.core.scorers.logprob_tables import LogprobTablesScorer
 from certa.engine.core.spec import fill_defaults, load_schema
 from certa.engine.core.stages import REGISTRY
 from certa.engine.core.stages.base import StageContext
-from certa.engine.core.stages.sequential_diff import CAPTURED_SCORES, CAPTURED_USAGE
+from certa.engine.core.stages.sequential_diff import CAPTURED_IDENTITY, CAPTURED_SCORES, CAPTURED_USAGE
 from certa.engine.core.tables import Table, table_from_columns
 from certa.ledger import Ledger
 
@@ -283,14 +283,19 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return counts
 
 
-def test_identical_models_are_identical_after_identical_model_n_min(hf_registered, tables, counted) -> None:
-    for metric in ("delta_ce", "sym_kl"):
-        out = _run(_knobs("same", metric, range=[-1, 1]), tables, profile="release")
-        results = out.outputs["results"]
-        assert results["decision"] == "IDENTICAL" and results["outcome"] == "identical_zero"
-        assert results["n_used"] == 20 == out.captured[CAPTURED_SCORES].n_rows     # 5 batches of 4
-        assert np.all(out.captured[CAPTURED_SCORES].numeric("score") == 0.0)
-    assert counted["rows"] == 2 * 2 * 20
+def test_identical_models_are_identical_after_identical_model_n_min_under_sym_kl_only(hf_registered, tables,
+                                                                                    counted) -> None:
+    out = _run(_knobs("same", "sym_kl", range=[0, 1]), tables, profile="release")
+    results = out.outputs["results"]
+    assert results["decision"] == "IDENTICAL" and results["outcome"] == "identical_zero"
+    assert results["n_used"] == 20 == out.captured[CAPTURED_SCORES].n_rows     # 5 batches of 4
+    assert np.all(out.captured[CAPTURED_SCORES].numeric("score") == 0.0)
+    assert "identical on the 20 prompts scored" in out.outputs["identity"]["statement"]
+    assert counted["rows"] == 2 * 20
+    # delta_ce is 0 whenever the teacher-forced token keeps its log-prob: its zeros are not identity (3.0.0)
+    out = _run(_knobs("same", "delta_ce", range=[-1, 1], n_max=24), tables, profile="release")
+    assert out.outputs["results"]["decision"] == "UNDECIDED" and out.outputs["identity"]["zero_means_identical"] is False
+    assert np.all(out.captured[CAPTURED_SCORES].numeric("score") == 0.0)
 
 
 def test_a_perturbed_model_is_different_and_evaluation_stops_early(hf_registered, tables, counted) -> None:
@@ -340,7 +345,7 @@ def test_a_run_replays_from_the_ledger_with_the_model_folders_deleted(hf_registe
         assert result.verdict == "PASS"
         content = result.certificate["content"]
         assert [i["format"] for i in content["inputs"]] == ["hf-model", "hf-model", "jsonl"]
-        assert [c["name"] for c in content["captured"]] == [CAPTURED_SCORES, CAPTURED_USAGE]
+        assert [c["name"] for c in content["captured"]] == [CAPTURED_SCORES, CAPTURED_USAGE, CAPTURED_IDENTITY]
         shutil.rmtree(tmp_path / "baseline")
         shutil.rmtree(tmp_path / "subject")
         outcome = replay(ledger, result.run_id)

@@ -21,7 +21,7 @@ from certa.engine.core.stages.base import StageContext
 from certa.engine.core.stages.sequential_diff import CAPTURED_SCORES, CAPTURED_SUPPORT, KERNELS, analyse_scores
 from certa.engine.core.tables import table_from_columns
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, AccuracyDifference
 
 NEW, OLD = REGISTRY.get("sequential.diff", "2.0.0"), REGISTRY.get("sequential.diff", "1.1.0")
 
@@ -185,27 +185,11 @@ def test_a_score_outside_the_range_stops_a_scorer_run_at_its_draw() -> None:
         _run({**SCORER, "range": [-0.02, 0.02]}, _logprob_tables(shift=0.05))      # scores near 0.05
 
 
-class _AccuracyDifference:
-    """A scorer whose metric (a difference of two accuracies in [0, 1]) has the finite support [-1, 1]."""
-
-    def __init__(self, values: dict) -> None:
-        self.values = values
-
-    def support(self) -> tuple[float, float]:
-        return (-1.0, 1.0)
-
-    def prompts(self, reference, candidate):
-        return sorted(self.values)
-
-    def score(self, reference, candidate, prompt, K):
-        return self.values[prompt]
-
-
 def test_a_scorer_metric_support_is_the_range_and_is_recorded_for_the_replay(monkeypatch) -> None:
     import certa.engine.core.stages.sequential_diff as stage_module
     draws = np.random.default_rng(9).choice([0.0, 1.0], 40, p=[0.6, 0.4])
     values = {f"q{i:02d}": float(v) for i, v in enumerate(draws)}
-    monkeypatch.setattr(stage_module, "load_scorer", lambda *a, **k: _AccuracyDifference(values))
+    monkeypatch.setattr(stage_module, "load_scorer", lambda *a, **k: AccuracyDifference(values))
     tables = {"ref": table_from_columns("ref", {"x": [1]}), "cand": table_from_columns("cand", {"x": [1]})}
     knobs = {"scorer": {"name": "accuracy"}, "reference": "ref", "candidate": "cand", "n_max": 60}
     live = _run(knobs, tables)

@@ -27,11 +27,16 @@ STAGE = REGISTRY["sequential.diff"]
 EXAMPLE = ROOT / "specs" / "sequential-diff"
 
 
-def _run(knobs: dict, tables: dict, *, profile: str = "dev", captured: dict | None = None, seed: int = 1):
-    resolved = fill_defaults(knobs, load_schema(STAGE.schema_file))
+FILE_ORDER = REGISTRY.get("sequential.diff", "2.0.0")
+"""The last version that takes a table's rows in file order (3.0.0 takes them in a seeded order)."""
+
+
+def _run(knobs: dict, tables: dict, *, profile: str = "dev", captured: dict | None = None, seed: int = 1,
+         stage=STAGE):
+    resolved = fill_defaults(knobs, load_schema(stage.schema_file))
     ctx = StageContext(stage_id="diff", knobs=resolved, tables=tables, rng=np.random.default_rng(seed),
                        profile=profile, upstream={}, seed={}, captured=captured)
-    return STAGE.run(ctx)
+    return stage.run(ctx)
 
 
 def _scores(values, **extra) -> dict:
@@ -59,9 +64,10 @@ def test_report_has_the_seed_keys_and_the_method_statement() -> None:
     assert audit_sequential_diff(to_jsonable(out.outputs)) == []
 
 
-def test_every_check_is_a_decision_up_to_the_stop() -> None:
+@pytest.mark.parametrize("stage", [FILE_ORDER, STAGE], ids=lambda s: s.version)
+def test_every_check_is_a_decision_up_to_the_stop(stage) -> None:
     out = _run({"input": "s", "n_min": 5, "n_max": 40, "rel_margin_target": None, "range": [-0.1, 0.1]},
-               _scores(np.random.default_rng(1).normal(0.0, 0.05, 100)))
+               _scores(np.random.default_rng(1).normal(0.0, 0.05, 100)), stage=stage)
     checks = _checks(out)
     assert [c.detail["n"] for c in checks] == list(range(5, 41))
     assert all(not c.detail["stop"] for c in checks[:-1]) and checks[-1].detail["stop"]
@@ -69,8 +75,11 @@ def test_every_check_is_a_decision_up_to_the_stop() -> None:
     assert set(checks[0].detail) >= {"n", "mean", "lower", "upper", "half_width", "rel_me", "p_value", "rules"}
     assert set(checks[0].detail["rules"]) == {"identical", "different", "same", "precision"}
     assert out.outputs["sequence"]["checks"] == 36
-    outside = np.abs(np.random.default_rng(1).normal(0.0, 0.05, 100)[:40]) > 0.1
-    assert out.outputs["range"]["n_clipped"] == int(np.sum(outside)) > 0          # dev: clipped, with a warning
+    outside = np.abs(np.random.default_rng(1).normal(0.0, 0.05, 100)) > 0.1
+    # dev: clipped, with a warning; the 40 used are the file's first 40 (2.0.0) or the seeded order's (3.0.0)
+    used = outside[:40] if stage is FILE_ORDER else outside[_seeded_order(np.random.default_rng(1).normal(
+        0.0, 0.05, 100), seed=1)[:40]]
+    assert out.outputs["range"]["n_clipped"] == int(np.sum(used)) > 0
     assert [d.kind for d in out.decisions if d.detail.get("outcome") == "warn"] == ["out_of_range"]
 
 
@@ -82,13 +91,20 @@ def test_batch_checks_stop_at_n_max_without_overshooting() -> None:
     assert out.outputs["results"]["n_used"] == 10
 
 
-def test_positions_are_averaged_per_prompt_in_arrival_order() -> None:
+def _seeded_order(scores: np.ndarray, seed: int) -> np.ndarray:
+    """3.0.0's order of a table without prompt ids, written out: sorted by score, then ranked by one raw 64-bit
+    draw each of the stage's generator."""
+    draws = np.random.default_rng(seed).bit_generator.random_raw(scores.size)
+    return np.argsort(scores, kind="stable")[np.argsort(draws, kind="stable")]
+
+
+def test_positions_are_averaged_per_prompt_in_arrival_order_up_to_2_0_0() -> None:
     # prompt p2 arrives first; K = 2 keeps positions 0 and 1 of each prompt
     table = {"s": table_from_columns("s", {
         "prompt_id": ["p2", "p1", "p2", "p1", "p2", "p1"], "position": [1, 0, 0, 2, 2, 1],
         "score": [0.02, 0.01, 0.04, 0.5, 0.5, 0.03]})}
     out = _run({"input": "s", "n_min": 1, "n_max": 2, "positions_per_prompt": 2, "rel_margin_target": None,
-                "range": [0, 0.2]}, table)
+                "range": [0, 0.2]}, table, stage=FILE_ORDER)
     assert out.outputs["source"]["prompts"] == 2
     assert out.outputs["source"]["positions_used"] == {"min": 2, "max": 2}
     assert out.outputs["results"]["mean"] == pytest.approx((0.03 + 0.02) / 2)
@@ -96,9 +112,11 @@ def test_positions_are_averaged_per_prompt_in_arrival_order() -> None:
     assert first["n"] == 1 and first["mean"] == pytest.approx(0.03)      # p2 = mean(0.04, 0.02)
 
 
-def test_identical_for_exactly_zero_scores_after_identical_model_n_min() -> None:
-    out = _run({"input": "s", "range": [-1, 1]}, _scores(np.zeros(100)))
-    assert out.outputs["results"]["decision"] == "IDENTICAL" and out.outputs["results"]["n_used"] == 20
+def test_a_tables_exact_zeros_were_identical_up_to_2_0_0_and_are_not_from_3_0_0() -> None:
+    old = _run({"input": "s", "range": [-1, 1]}, _scores(np.zeros(100)), stage=FILE_ORDER)
+    assert old.outputs["results"]["decision"] == "IDENTICAL" and old.outputs["results"]["n_used"] == 20
+    new = _run({"input": "s", "range": [-0.2, 0.2], "equivalence_band": 0.1}, _scores(np.zeros(100)))
+    assert new.outputs["results"]["decision"] == "SAME" and new.outputs["identity"]["zero_means_identical"] is False
 
 
 @pytest.mark.parametrize("method,validity", [("betting", "anytime-valid"), ("eb_cs", "anytime-valid"),
@@ -271,7 +289,7 @@ def test_an_unbounded_sequence_that_never_narrows_is_reported_and_audits_cleanly
     assert audit_sequential_diff(stored) == []
 
 
-@pytest.mark.parametrize("version", ["1.0.0", "1.1.0", "2.0.0"])
+@pytest.mark.parametrize("version", ["1.0.0", "1.1.0", "2.0.0", "3.0.0"])
 def test_schema_has_the_seed_knob_names_and_defaults(version: str) -> None:
     from jsonschema import Draft202012Validator
     schema = load_schema(REGISTRY.get("sequential.diff", version).schema_file)
@@ -279,7 +297,8 @@ def test_schema_has_the_seed_knob_names_and_defaults(version: str) -> None:
     assert schema["$id"] == "urn:certa:schema:stages:sequential.diff" and schema["additionalProperties"] is False
     seed_defaults = {"alpha": 0.01, "rel_margin_target": 0.05, "min_effect_floor": 1e-4, "n_min": 10, "n_max": 200,
                      "batch_size": 4, "positions_per_prompt": 32, "equivalence_band": None,
-                     "early_stop_threshold": 1e-6, "identical_model_n_min": 20,
+                     "identical_model_n_min": 20,
+                     **({"early_stop_threshold": 1e-6} if version < "3" else {}),   # 3.0.0: removed, with its rule
                      **({"clip_low": 0.0, "clip_high": 0.2} if version < "2" else
                         {"range": None, "out_of_range": "refuse"})}       # 2.0.0: the range has no default
     props = schema["properties"]

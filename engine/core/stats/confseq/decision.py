@@ -5,8 +5,11 @@ time, Howard, Ramdas, McAuliffe & Sekhon 2021, Ann. Statist.), checked at every 
 (every sample, or every ``batch_size`` samples; the last sample n_max is always a check and is never
 overshot), first match wins:
 
-1. IDENTICAL   t >= identical_model_n_min and (every score so far is exactly 0, or
-               |mean_t| < early_stop_threshold and half_width_t < early_stop_threshold);
+1. IDENTICAL   t >= identical_model_n_min and (every score so far is exactly 0, or, unless
+               early_stop_threshold is None, |mean_t| < early_stop_threshold and half_width_t <
+               early_stop_threshold). The caller decides what "every score is 0" means: ``sequential.diff``
+               3.0.0 passes an all-False path unless the scorer's 0 means identical outputs,
+               and early_stop_threshold None;
 2. DIFFERENT   L_t > delta* (direction "higher") or U_t < -delta* ("lower"); delta* is ``min_effect``
                if set, else the equivalence band gamma if set (a difference inside the band is not
                material), else 0. With an anytime-valid CS, P(DIFFERENT while |mean| <= delta*) <= alpha;
@@ -26,12 +29,13 @@ SAME unreachable and DIFFERENT mean "precisely measured"), and has a minimum eff
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 __all__ = ["DecisionRules", "RuleStates", "Stop", "OUTCOMES", "DECISION_OF", "check_mask", "rule_states",
-           "first_stop", "all_zero_path"]
+           "first_stop", "all_zero_path", "no_zero_path", "zero_share_upper_bound"]
 
 OUTCOMES: tuple[str, ...] = ("identical_zero", "identical_small", "different_higher", "different_lower", "same",
                              "precision", "n_max", "exhausted")
@@ -54,7 +58,7 @@ class DecisionRules:
     equivalence_band: float | None = None
     rel_margin_target: float | None = 0.05
     min_effect_floor: float = 1e-4
-    early_stop_threshold: float = 1e-6
+    early_stop_threshold: float | None = 1e-6
     identical_model_n_min: int = 20
 
     def __post_init__(self) -> None:
@@ -129,6 +133,19 @@ def all_zero_path(scores: np.ndarray) -> np.ndarray:
     return ~np.logical_or.accumulate(np.asarray(scores) != 0, axis=-1)
 
 
+def no_zero_path(scores: np.ndarray) -> np.ndarray:
+    """All False, shaped like ``scores``: zeros that may never decide IDENTICAL (their 0 is not identity)."""
+    return np.zeros(np.shape(scores), dtype=bool)
+
+
+def zero_share_upper_bound(alpha: float, n: int) -> float:
+    """The exact one-sided (1 - alpha) upper confidence bound on a binomial proportion w when none of n
+    independent trials is a success: 1 - alpha^(1/n), computed as -expm1(ln(alpha)/n) (Clopper & Pearson 1934;
+    the "rule of three" 3/n is its approximation at alpha = 0.05). P(no success in n | w) = (1 - w)^n <= alpha
+    exactly when w >= the bound."""
+    return -math.expm1(math.log(alpha) / n)
+
+
 def rule_states(lower: np.ndarray, upper: np.ndarray, mean: np.ndarray, all_zero: np.ndarray,
                 rules: DecisionRules) -> RuleStates:
     """Evaluate rules 1-4 at every t (module docstring); inputs shaped ``(..., n)``."""
@@ -146,7 +163,10 @@ def rule_states(lower: np.ndarray, upper: np.ndarray, mean: np.ndarray, all_zero
     thr = rules.early_stop_threshold
     old_enough = t >= rules.identical_model_n_min
     identical_zero = old_enough & all_zero
-    identical_small = (abs_mean < thr) & (half_width < thr) & old_enough
+    if thr is not None:
+        identical_small = (abs_mean < thr) & (half_width < thr) & old_enough
+    else:
+        identical_small = np.zeros(lower.shape, dtype=bool)
     delta = rules.delta_star
     different_higher = lower > delta
     different_lower = upper < -delta

@@ -163,7 +163,10 @@ def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
     ]
     decision = str(results.get("decision", ""))
     template = _SEQUENTIAL_DECISIONS.get(decision)
-    if template is not None:
+    identity = mapping(outputs.get("identity")).get("statement")      # 3.0.0 states what its IDENTICAL claims
+    if decision == "IDENTICAL" and isinstance(identity, str) and identity:
+        texts.append(f"What the decision means: IDENTICAL: {identity}.")
+    elif template is not None:
         texts.append("What the decision means: " + template.format(
             delta=number_text(config.get("delta_star")), alpha=number_text(config.get("alpha") if "alpha" in config
                                                        else method.get("alpha")),
