@@ -133,8 +133,7 @@ def _tango_test_verdict(table: PairedTable, margin: float, level: float, method:
 
 
 DECIDED_BY = {
-    "tango": "Tango score test, the inversion of the printed Tango interval: non-inferior exactly when its lower "
-             "bound is above −margin",
+    "tango": "Tango score test, inverting the printed Tango interval",
     "newcombe": "lower bound of the printed Newcombe interval above −margin (no p-value: that interval inverts no "
                 "single test)",
 }
@@ -159,8 +158,8 @@ def _slice_p_value_of(knobs: Mapping[str, Any]) -> str:
     if knobs["margin"] is None:
         return "exact McNemar test"
     if (knobs["method"] or "tango") == "tango":
-        return "Tango non-inferiority test (the inversion of the rows' Tango intervals)"
-    return "Tango non-inferiority test (the rows' intervals are Newcombe's and do not decide it)"
+        return "Tango non-inferiority test, inverting the Tango intervals of the rows"
+    return "Tango non-inferiority test, not the Newcombe intervals of the rows"
 
 
 def _export_order(paired: PairedEvidence) -> np.ndarray | None:

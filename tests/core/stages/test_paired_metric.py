@@ -360,7 +360,7 @@ def test_slices_from_a_table_column_equal_the_kernel(adjustment: str) -> None:
     expected = binary_slices(subject, baseline, groups, margin=0.1, confidence_level=0.95, interval="tango",
                              adjustment=adjustment)
     assert out["slices"]["adjustment"] == adjustment
-    assert out["slices"]["p_value_of"] == "Tango non-inferiority test (the inversion of the rows' Tango intervals)"
+    assert out["slices"]["p_value_of"] == "Tango non-inferiority test, inverting the Tango intervals of the rows"
     assert [row["slice"] for row in out["slices"]["rows"]] == ["arith", "logic", "recall"]
     for row, slice_result in zip(out["slices"]["rows"], expected.slices):
         assert row["items"] == int((groups == row["slice"]).sum())

@@ -72,7 +72,7 @@ def test_1_1_0_tango_verdict_p_value_and_printed_interval_say_the_same(cells: tu
     ni = out["noninferiority"]
     assert out["difference"]["ci"][0] == float(tango_interval(table, 0.95).low) == ni["lower_bound"]
     assert ni["noninferior"] is (ni["lower_bound"] > -margin) is (ni["p_value"] < ni["alpha"])
-    assert ni["method"].startswith("Tango score test, the inversion of the printed Tango interval")
+    assert ni["method"].startswith("Tango score test, inverting the printed Tango interval")
 
 
 # ------------------------------------------------------------------ item 4: the bootstrap ignores row order
