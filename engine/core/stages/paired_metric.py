@@ -24,11 +24,21 @@ slices by Holm (familywise) or Benjamini–Hochberg (false discovery rate). Kern
 
 Nothing is clipped or dropped: a binary metric with another value, or a bounded one outside its range, is an
 input error naming the count and the first item; every unpaired item is counted in the outputs.
+
+Versions (``RULES``, oldest first): each is this module's glue run with a ``MetricDeltaRules`` record of what
+differs. 1.0.0 (frozen) decides non-inferiority of a binary metric by Tango's score test whichever interval it
+prints, so with ``method: newcombe`` the verdict can contradict the printed interval (about 1 % of the tables with
+n ≤ 30), and it bootstraps the items in the baseline export's order. 1.1.0 decides by the printed interval's
+lower bound (``interval_noninferiority``; for Tango's interval the same as Tango's test, whose p-value it reports)
+and states the deciding method in words; its BCa bootstrap and means take the items in the canonical order of
+their pairing keys (``canonical_order``), so a reordered export gives the same certificate. The confidence
+sequences keep the export's order in both: their guarantee is over the order the items arrived.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -38,12 +48,13 @@ from certa.engine.core.evidence import EvidenceRecords, PairedEvidence, pair_rec
 from certa.engine.core.evidence.formats import records_of_table
 from certa.engine.core.stages.base import Decision, StageContext, StageOutput, StageType
 from certa.engine.core.stats.paired_metric import (PairedTable, anytime_mean_difference, bca_mean_difference,
-                                             binary_slices, mcnemar_exact_test, minimum_detectable_difference,
-                                             newcombe_interval, paired_table_from_outcomes, tango_interval,
-                                             tango_noninferiority_test)
+                                             binary_slices, interval_noninferiority, mcnemar_exact_test,
+                                             minimum_detectable_difference, newcombe_interval,
+                                             paired_table_from_outcomes, tango_interval, tango_noninferiority_test)
+from certa.engine.core.stats.pairing import canonical_order
 from certa.engine.foundation.errors import InputError, ProfileAbort, StageError
 
-__all__ = ["STAGE", "STAGES", "run_metric_delta", "render_metric_delta", "PROFILE_FLOORS"]
+__all__ = ["PROFILE_FLOORS", "RULES", "STAGE", "STAGES", "MetricDeltaRules", "render_metric_delta", "run_metric_delta"]
 
 PROFILE_FLOORS: dict[str, int | None] = {"dev": None, "ci": 100, "release": 200}
 """Minimum paired items per profile (``dev``: none)."""
@@ -112,7 +123,85 @@ def _one_sided_alpha(level: float) -> float:
     return float((Decimal(1) - Decimal(repr(level))) / 2)
 
 
-def _binary(subject: np.ndarray, baseline: np.ndarray, knobs: Mapping[str, Any]) -> dict[str, Any]:
+def _tango_test_verdict(table: PairedTable, margin: float, level: float, method: str) -> dict[str, Any]:
+    """1.0.0: Tango's score test at α = (1 − level)/2, whichever interval is printed (frozen)."""
+    alpha = _one_sided_alpha(level)
+    test = tango_noninferiority_test(table, margin)
+    return {"margin": margin, "null": f"subject worse by {margin} or more (Δ ≤ −{margin})",
+            "method": "Tango score test", "alpha": alpha, "p_value": float(test.p_value),
+            "noninferior": bool(test.p_value < alpha)}
+
+
+DECIDED_BY = {
+    "tango": "Tango score test, inverting the printed Tango interval",
+    "newcombe": "lower bound of the printed Newcombe interval above −margin (no p-value: that interval inverts no "
+                "single test)",
+}
+"""1.1.0's words for the method that decides non-inferiority, by interval."""
+
+
+def _interval_verdict(table: PairedTable, margin: float, level: float, method: str) -> dict[str, Any]:
+    """1.1.0: the printed interval decides (``interval_noninferiority``); Tango's p-value when it is Tango's."""
+    decided = interval_noninferiority(table, margin, level, method)
+    p_value = {} if decided.p_value is None else {"p_value": float(decided.p_value)}
+    return {"margin": margin, "null": f"subject worse by {margin} or more (Δ ≤ −{margin})",
+            "method": DECIDED_BY[method], "alpha": _one_sided_alpha(level),
+            "lower_bound": float(decided.interval.low), **p_value, "noninferior": bool(decided.noninferior)}
+
+
+def _slice_p_value_of_1_0_0(knobs: Mapping[str, Any]) -> str:
+    return "Tango non-inferiority test" if knobs["margin"] is not None else "exact McNemar test"
+
+
+def _slice_p_value_of(knobs: Mapping[str, Any]) -> str:
+    """1.1.0: says whether the rows' p-values invert the rows' intervals (Tango) or not (Newcombe)."""
+    if knobs["margin"] is None:
+        return "exact McNemar test"
+    if (knobs["method"] or "tango") == "tango":
+        return "Tango non-inferiority test, inverting the Tango intervals of the rows"
+    return "Tango non-inferiority test, not the Newcombe intervals of the rows"
+
+
+def _export_order(paired: PairedEvidence) -> np.ndarray | None:
+    """1.0.0: the items in the baseline export's order (frozen; the bootstrap depends on it)."""
+    return None
+
+
+def _key_order(paired: PairedEvidence) -> np.ndarray | None:
+    """1.1.0: the items in the canonical order of their pairing keys."""
+    keys = paired.baseline.keys
+    return canonical_order(*(keys[field] for field in paired.baseline.key_fields))
+
+
+@dataclass(frozen=True)
+class MetricDeltaRules:
+    """What one version of ``paired.metric_delta`` decides with: the binary non-inferiority verdict (its block of
+    the outputs), the words for what the slices' p-values are, the order the items are computed in (None: the
+    export's), and what changed."""
+
+    version: str
+    binary_verdict: Callable[[PairedTable, float, float, str], dict[str, Any]]
+    slice_p_value_of: Callable[[Mapping[str, Any]], str]
+    item_order: Callable[[PairedEvidence], np.ndarray | None]
+    changes: str
+
+
+RULES: tuple[MetricDeltaRules, ...] = (
+    MetricDeltaRules(version="1.0.0", binary_verdict=_tango_test_verdict, slice_p_value_of=_slice_p_value_of_1_0_0,
+                     item_order=_export_order, changes="certa 0.7.0: first version."),
+    MetricDeltaRules(
+        version="1.1.0", binary_verdict=_interval_verdict, slice_p_value_of=_slice_p_value_of,
+        item_order=_key_order,
+        changes="issue 30: a binary metric's non-inferiority is decided by the printed interval's lower bound "
+                "(with method newcombe 1.0.0 decided by Tango's test and could contradict the interval), stated in "
+                "noninferiority.method with the lower bound; the BCa bootstrap and the means take the items in the "
+                "canonical order of their pairing keys, so a reordered export gives the same interval"),
+)
+"""Every version, oldest first; the last is what an unpinned spec runs."""
+
+
+def _binary(subject: np.ndarray, baseline: np.ndarray, knobs: Mapping[str, Any],
+            rules: MetricDeltaRules) -> dict[str, Any]:
     table: PairedTable = paired_table_from_outcomes(subject, baseline)
     level = knobs["confidence_level"]
     method = knobs["method"] or "tango"
@@ -133,16 +222,15 @@ def _binary(subject: np.ndarray, baseline: np.ndarray, knobs: Mapping[str, Any])
                                   "alpha_two_sided": 2 * alpha, "attainable": bool(detectable.attainable),
                                   "approximation": detectable.approximation},
     }
-    margin = knobs["margin"]
-    if margin is not None:
-        test = tango_noninferiority_test(table, margin)
-        out["noninferiority"] = {"margin": margin, "null": f"subject worse by {margin} or more (Δ ≤ −{margin})",
-                                 "method": "Tango score test", "alpha": alpha, "p_value": float(test.p_value),
-                                 "noninferior": bool(test.p_value < alpha)}
+    if knobs["margin"] is not None:
+        out["noninferiority"] = rules.binary_verdict(table, knobs["margin"], level, method)
     return out
 
 
-def _bounded(subject: np.ndarray, baseline: np.ndarray, ctx: StageContext) -> dict[str, Any]:
+def _bounded(ordered: tuple[np.ndarray, np.ndarray], arrived: tuple[np.ndarray, np.ndarray],
+             ctx: StageContext) -> dict[str, Any]:
+    """The bounded metric's interval: BCa on the (subject, baseline) scores in the version's ``ordered`` order, a
+    confidence sequence on them in the order they ``arrived`` (the export's)."""
     knobs = ctx.knobs
     level = knobs["confidence_level"]
     method = knobs["method"] or "bca"
@@ -151,13 +239,13 @@ def _bounded(subject: np.ndarray, baseline: np.ndarray, ctx: StageContext) -> di
                          f"{', '.join(BOUNDED_METHODS)}")
     metric_range = tuple(knobs["range"])
     if method == "bca":
-        boot = bca_mean_difference(subject, baseline, rng=ctx.rng, replicates=knobs["replicates"],
+        boot = bca_mean_difference(*ordered, rng=ctx.rng, replicates=knobs["replicates"],
                                    confidence_level=level, metric_range=metric_range)
         difference = {"estimate": boot.estimate, "ci": [boot.low, boot.high], "confidence_level": level,
                       "method": boot.method, "replicates": boot.replicates, "z0": boot.z0,
                       "acceleration": boot.acceleration, "fallback": boot.fallback, "validity": "fixed n"}
     else:
-        seq = anytime_mean_difference(subject, baseline, confidence_level=level, metric_range=metric_range,
+        seq = anytime_mean_difference(*arrived, confidence_level=level, metric_range=metric_range,
                                       method=method)
         difference = {"estimate": float(seq.estimate), "ci": [float(seq.low), float(seq.high)],
                       "confidence_level": level, "method": seq.method, "validity": seq.validity}
@@ -172,7 +260,7 @@ def _bounded(subject: np.ndarray, baseline: np.ndarray, ctx: StageContext) -> di
 
 
 def _slices(paired: PairedEvidence, subject: np.ndarray, baseline: np.ndarray,
-            knobs: Mapping[str, Any]) -> dict[str, Any] | None:
+            knobs: Mapping[str, Any], rules: MetricDeltaRules) -> dict[str, Any] | None:
     labels = paired.baseline.slices
     if labels is None or knobs["scale"] != "binary":
         return None
@@ -181,13 +269,13 @@ def _slices(paired: PairedEvidence, subject: np.ndarray, baseline: np.ndarray,
                             adjustment=knobs["adjustment"])
     counts = dict(zip(*np.unique(np.asarray(labels).astype(str), return_counts=True)))
     return {"adjustment": results.adjustment,
-            "p_value_of": "Tango non-inferiority test" if knobs["margin"] is not None else "exact McNemar test",
+            "p_value_of": rules.slice_p_value_of(knobs),
             "rows": [{"slice": str(r.name), "items": int(counts.get(str(r.name), 0)), "estimate": r.estimate,
                       "ci": [r.low, r.high], "p_value": r.p_value, "adjusted_p_value": r.adjusted_p_value}
                      for r in results.slices]}
 
 
-def run_metric_delta(ctx: StageContext) -> StageOutput:
+def run_metric_delta(ctx: StageContext, version_rules: MetricDeltaRules = RULES[-1]) -> StageOutput:
     knobs = ctx.knobs
     if knobs["scale"] == "bounded" and knobs["range"] is None:
         raise StageError("scale: bounded needs the range the metric takes (range: [low, high], e.g. [0, 1] for F1)")
@@ -223,17 +311,20 @@ def run_metric_delta(ctx: StageContext) -> StageOutput:
     subject = _metric_values(paired.subject, metric, knobs["subject"])
     _check_scale(baseline, paired.baseline, knobs["baseline"], knobs)
     _check_scale(subject, paired.subject, knobs["subject"], knobs)
-    computed = _binary(subject, baseline, knobs) if knobs["scale"] == "binary" else _bounded(subject, baseline, ctx)
+    order = version_rules.item_order(paired)
+    ordered = (subject, baseline) if order is None else (subject[order], baseline[order])
+    computed = (_binary(ordered[0], ordered[1], knobs, version_rules) if knobs["scale"] == "binary"
+                else _bounded(ordered, (subject, baseline), ctx))
     outputs = {
         "metric": metric,
         "scale": knobs["scale"],
         **({"range": list(knobs["range"])} if knobs["scale"] == "bounded" else {}),
         "direction": "difference = subject − baseline (negative: the subject is worse)",
         "n_paired": report.n_paired,
-        "baseline_mean": float(baseline.mean()),
-        "subject_mean": float(subject.mean()),
+        "baseline_mean": float(ordered[1].mean()),
+        "subject_mean": float(ordered[0].mean()),
         **computed,
-        "slices": _slices(paired, subject, baseline, knobs),
+        "slices": _slices(paired, subject, baseline, knobs, version_rules),
         "pairing": pairing,
         "sources": {"baseline": sides["baseline"].provenance.as_dict(),
                     "subject": sides["subject"].provenance.as_dict()},
@@ -261,15 +352,20 @@ def render_metric_delta(outputs: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-STAGE = StageType(
-    name="paired.metric_delta",
-    version="1.0.0",
-    input_knobs=("baseline", "subject"),
-    run=run_metric_delta,
-    summary="Paired per-item metric difference (accuracy, exact match, F1) vs a baseline: Tango/Newcombe "
-            "intervals, exact McNemar, non-inferiority margin, slices with Holm/BH; reads evaluator exports.",
-    render_markdown=render_metric_delta,
-    presentation="certa.engine.services.presentation.stages.paired_metric",
-    changes="certa 0.7.0: first version.",
-)
-STAGES = (STAGE,)
+def metric_delta_stage(rules: MetricDeltaRules) -> StageType:
+    """``paired.metric_delta`` at ``rules.version``."""
+    return StageType(
+        name="paired.metric_delta",
+        version=rules.version,
+        input_knobs=("baseline", "subject"),
+        run=lambda ctx: run_metric_delta(ctx, rules),
+        summary="Paired per-item metric difference (accuracy, exact match, F1) vs a baseline: Tango/Newcombe "
+                "intervals, exact McNemar, non-inferiority margin, slices with Holm/BH; reads evaluator exports.",
+        render_markdown=render_metric_delta,
+        presentation="certa.engine.services.presentation.stages.paired_metric",
+        changes=rules.changes,
+    )
+
+
+STAGES = tuple(metric_delta_stage(rules) for rules in RULES)
+STAGE = STAGES[-1]

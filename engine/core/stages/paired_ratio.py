@@ -17,7 +17,9 @@ draws them in a compiled SFC64 loop, one stream per block of 256 replicates, and
 ``bootstrap.resampling`` (``engine/core/stats/bootstrap/weighted_mean.py``). 1.2.0 keeps 1.1.0's numbers and states only what the
 data hold (``DataClaims``): without a ``phase`` column there are no preview counts, preview coverage, preview
 perplexity or drift block (the keys are absent, not null); without token offsets there is no overlap fraction;
-a recognised column the knobs leave unused is an ``unused_column`` decision.
+a recognised column the knobs leave unused is an ``unused_column`` decision. 1.3.0 computes on each arm's
+windows in the canonical order of their keys (``canonical_order`` of window_id and phase), so a file with its
+rows in another order gives the same certificate (1.2.0's numbers when the file is sorted by window_id).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import numpy as np
 
 from certa.engine.foundation.errors import InputError, ProfileAbort, StageError
 from certa.engine.core.stats.bootstrap import weighted_mean as bootstrap, weighted_mean_v1_0_0 as bootstrap_v1_0_0
-from certa.engine.core.stats.pairing import duplicated_ids, overlap_fraction, pair_windows
+from certa.engine.core.stats.pairing import canonical_order, duplicated_ids, overlap_fraction, pair_windows
 from certa.engine.core.tables import Table
 from certa.engine.core.stages.base import Decision, StageContext, StageOutput, StageType
 from certa.engine.core.stages.unused_columns import unused_column_decisions
@@ -63,6 +65,24 @@ class _Arm:
         pick = (lambda a: None if a is None else a[mask])
         return _Arm(self.ids[mask], self.tokens[mask], self.mean_nll[mask], None, pick(self.start), pick(self.end),
                     self.nll_from)
+
+    def take(self, index: np.ndarray) -> _Arm:
+        """The windows at ``index``, in that order."""
+        pick = (lambda a: None if a is None else a[index])
+        return _Arm(self.ids[index], self.tokens[index], self.mean_nll[index], pick(self.phase), pick(self.start),
+                    pick(self.end), self.nll_from)
+
+
+def _as_read(arm: _Arm) -> _Arm:
+    """1.0.0–1.2.0: the windows in the file's order (the bootstrap and the sums follow it)."""
+    return arm
+
+
+def _in_window_order(arm: _Arm) -> _Arm:
+    """1.3.0: the windows in the canonical order of their keys (window_id, then phase), so that a reordered file
+    gives the same bootstrap draws and the same floating-point sums."""
+    keys = (arm.ids,) if arm.phase is None else (arm.ids, arm.phase)
+    return arm.take(canonical_order(*keys))
 
 
 # --------------------------------------------------------------------------- what a version claims about the data
@@ -197,6 +217,8 @@ class PairedRatioKernels:
     resampling: Mapping[str, str] | None
     claims: DataClaims
     changes: str
+    arm_order: Callable[[_Arm], _Arm] = _as_read
+    """The order each arm's windows are computed in: the file's (1.0.0–1.2.0) or their keys' (1.3.0)."""
 
 
 KERNELS: tuple[PairedRatioKernels, ...] = (
@@ -217,6 +239,12 @@ KERNELS: tuple[PairedRatioKernels, ...] = (
                 "counts, preview coverage, preview perplexity or drift (absent, not null); without offsets no "
                 "overlap fraction and the overlap rule 'not_checked'; overlap checked in each arm that has offsets "
                 "(overlap_checked_arms); nll_from names the NLL column of each arm; unused_column decisions"),
+    PairedRatioKernels(
+        version="1.3.0", bootstrap_ci=bootstrap.weighted_mean_bootstrap_ci,
+        resampling=bootstrap.RESAMPLING, claims=TRUE_CLAIMS, arm_order=_in_window_order,
+        changes="issue 30: each arm's windows are taken in the canonical order of their keys (window_id, phase) "
+                "before pairing, so the bootstrap draws and the sums no longer depend on the file's row order; "
+                "CI bounds and z0 move by Monte Carlo error for files not already sorted by window_id"),
 )
 """Every version, oldest first; the last is what an unpinned spec runs."""
 
@@ -282,7 +310,7 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
     columns = knobs["columns"]
     claims = kernels.claims
     tables = {arm: ctx.table(arm) for arm in ("baseline", "subject")}
-    loaded = {arm: (table, _load_arm(table, columns)) for arm, table in tables.items()}
+    loaded = {arm: (table, kernels.arm_order(_load_arm(table, columns))) for arm, table in tables.items()}
     baseline_all, subject_all = loaded["baseline"][1], loaded["subject"][1]
     baseline, subject = baseline_all.select("final"), subject_all.select("final")
     pairing = pair_windows(baseline.ids, subject.ids)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["WindowPairing", "pair_windows", "overlap_fraction", "duplicated_ids"]
+__all__ = ["WindowPairing", "canonical_order", "pair_windows", "overlap_fraction", "duplicated_ids"]
 
 
 @dataclass(frozen=True)
@@ -69,3 +69,32 @@ def overlap_fraction(start: np.ndarray, end: np.ndarray) -> float:
     overlaps_later = np.zeros(n, dtype=bool)
     overlaps_later[:-1] = e[:-1] > s[1:]
     return float(np.count_nonzero(overlaps_earlier | overlaps_later) / n)
+
+
+def canonical_order(*columns: np.ndarray) -> np.ndarray:
+    """The permutation that sorts rows by their key (``columns``: one array per key field, the first field
+    first), so that a computation over the sorted rows (a bootstrap's draws, a floating-point sum) gives the same
+    bytes however the input was ordered.
+
+    The order is total on distinct keys of any type a reader yields: a numeric or text array sorts by its
+    values; an object array sorts numbers (by value) before other values, then by the type's name and the text
+    (so int 1, float 1.0 and text "1" are distinct and ordered, and integers beyond 2⁵³ stay apart).
+    Rows with equal keys keep their input order (a stable sort); paired rows have unique keys.
+    """
+    if not columns:
+        raise ValueError("canonical_order needs at least one key column")
+    keys: list[np.ndarray] = []
+    for column in columns:
+        values = np.asarray(column)
+        if values.dtype.kind in "biufUS":
+            keys.append(values)
+            continue
+        items = values.tolist()
+        numeric = np.fromiter((isinstance(v, (int, float)) and not isinstance(v, bool) for v in items),
+                              dtype=bool, count=len(items))
+        magnitude = np.fromiter((float(v) if is_number else 0.0 for v, is_number in zip(items, numeric)),
+                                dtype=np.float64, count=len(items))
+        kind = np.array([type(v).__name__ for v in items], dtype=str)
+        text = np.array([str(v) for v in items], dtype=str)
+        keys.extend((~numeric, magnitude, kind, text))
+    return np.lexsort(tuple(reversed(keys)))

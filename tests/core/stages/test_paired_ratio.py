@@ -192,19 +192,19 @@ def _version_spec(version: str | None, scheme: str = "uniform", replicates: int 
     return _spec(replicates=replicates, extra=f", scheme: {scheme}").replace("use: paired.ppl_ratio", f"use: {use}")
 
 
-def test_stage_versions_are_1_0_0_1_1_0_and_1_2_0_newest_last() -> None:
+def test_stage_versions_are_1_0_0_to_1_3_0_newest_last() -> None:
     from certa.engine.core.stages.paired_ratio import KERNELS, STAGE, STAGES
 
-    assert [s.version for s in STAGES] == [k.version for k in KERNELS] == ["1.0.0", "1.1.0", "1.2.0"]
+    assert [s.version for s in STAGES] == [k.version for k in KERNELS] == ["1.0.0", "1.1.0", "1.2.0", "1.3.0"]
     assert STAGE is STAGES[-1] and all(s.changes for s in STAGES)
-    assert KERNELS[2].bootstrap_ci is KERNELS[1].bootstrap_ci  # 1.2.0 shares 1.1.0's resampler
+    assert KERNELS[3].bootstrap_ci is KERNELS[2].bootstrap_ci is KERNELS[1].bootstrap_ci  # one resampler since 1.1.0
 
 
 @pytest.mark.parametrize("scheme", ["uniform", "token_weighted"])
 def test_1_2_0_computes_the_numbers_of_1_1_0(scheme: str) -> None:
     """1.2.0 changed what the certificate claims about the data, not the arithmetic: same seed, same interval."""
     base, subj = window_columns(150, seed=3, shift=0.02)
-    newest = run(_version_spec(None, scheme), inputs={"baseline": base, "subject": subj})
+    newest = run(_version_spec("1.2.0", scheme), inputs={"baseline": base, "subject": subj})
     pinned = run(_version_spec("1.1.0", scheme), inputs={"baseline": base, "subject": subj})
     assert [s["version"] for s in newest.certificate["content"]["knobs"]["stages"]] == ["1.2.0"]
     assert _ratio(newest)["primary_metric"] == {k: v for k, v in _ratio(pinned)["primary_metric"].items()
@@ -262,3 +262,41 @@ def test_a_bad_token_count_is_named_as_a_plain_number() -> None:
     subj = {**subj, "tokens": np.r_[np.asarray(subj["tokens"])[:-1], 2.5]}
     with pytest.raises(InputError, match=r"row 10: token counts must be positive integers \(got 2\.5\)"):
         run(_spec(), inputs={"baseline": base, "subject": subj})
+
+
+# --------------------------------------------------------------------------------------------------
+# 1.3.0 (issue 30, item 4): the windows in the canonical order of their keys, whatever the file's row order
+
+
+def _rows(columns: dict, index: np.ndarray) -> dict:
+    return {name: np.asarray(values)[index] for name, values in columns.items()}
+
+
+def _permutations(n: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(baseline rows, subject rows) sorted by window id, reversed, and shuffled (each arm its own shuffle)."""
+    rng = np.random.default_rng(30)
+    ident = np.arange(n)
+    return {"sorted": (ident, ident), "reversed": (ident[::-1], ident[::-1]),
+            "shuffled": (rng.permutation(n), rng.permutation(n))}
+
+
+@pytest.mark.parametrize("scheme", ["uniform", "token_weighted"])
+def test_1_3_0_sorted_reversed_and_shuffled_files_give_one_certificate_of_numbers(scheme: str) -> None:
+    base, subj = window_columns(150, seed=3, shift=0.02)  # ids w00000.. in sorted order
+    results = {name: _ratio(run(_version_spec(None, scheme), inputs={"baseline": _rows(base, b),
+                                                                     "subject": _rows(subj, s)}))
+               for name, (b, s) in _permutations(150).items()}
+    assert results["reversed"] == results["sorted"] == results["shuffled"]
+    sorted_1_2_0 = _ratio(run(_version_spec("1.2.0", scheme), inputs={"baseline": base, "subject": subj}))
+    assert results["sorted"] == sorted_1_2_0  # a file already in key order: 1.2.0's numbers
+
+
+def test_1_2_0_stays_frozen_and_follows_the_files_row_order() -> None:
+    """Why 1.3.0 exists: 1.2.0 bootstraps the windows in the baseline file's order."""
+    base, subj = window_columns(150, seed=3, shift=0.02)
+    reverse = np.arange(150)[::-1]
+    forward = _ratio(run(_version_spec("1.2.0"), inputs={"baseline": base, "subject": subj}))["primary_metric"]
+    backward = _ratio(run(_version_spec("1.2.0"), inputs={"baseline": _rows(base, reverse),
+                                                          "subject": _rows(subj, reverse)}))["primary_metric"]
+    assert forward["ci"] != backward["ci"]
+    assert forward["log_ratio"] == pytest.approx(backward["log_ratio"], rel=1e-12)

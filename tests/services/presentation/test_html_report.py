@@ -564,8 +564,8 @@ def test_metric_delta_report_renders_every_part(metric_runs) -> None:
     assert '<span class="badge badge-fail">NOT shown non-inferior at margin 0.05</span>' in html
     assert ("acc over 24 paired items: subject 0.1667, baseline 0.08333, difference +0.08333 (subject − baseline), "
             "95% CI [-0.06614, 0.2585] (Tango score interval for paired proportions). NOT shown non-inferior at margin "
-            "0.05: the data do not rule out that the subject is 5 points or more worse (Tango score test, one-sided "
-            "p = 0.03323 ≥ α = 0.025).") in html
+            "0.05: the data do not rule out that the subject is 5 points or more worse (Tango score test, inverting "
+            "the printed Tango interval, one-sided p = 0.03323 ≥ α = 0.025).") in html
     assert "<li>every item paired (24)</li>" in html
     # both sides ran one task configuration (the model arguments lm-eval copies into its metadata are left out of
     # the digest): no false "the exports differ" line
@@ -623,8 +623,8 @@ def test_metric_delta_slices_and_unpaired_items(metric_runs) -> None:
     assert "<li>both exports state the same tool</li>" in html
     tables = _tables(html)
     caption = next(c for c in tables if "slices" in c)
-    assert caption == ("4 slices: p-values of the Tango non-inferiority test, adjusted across slices by Holm "
-                       "(familywise error rate); intervals not adjusted")
+    assert caption == ("4 slices: p-values of the Tango non-inferiority test, inverting the Tango intervals of the "
+                       "rows, adjusted across slices by Holm (familywise error rate); intervals not adjusted")
     rows = outputs["slices"]["rows"]
     assert sorted(row["slice"] for row in rows) == sorted(SLICES)
     assert tables[caption] == [[row["slice"], str(row["items"]), *(format_value(v, digits=6) for v in (

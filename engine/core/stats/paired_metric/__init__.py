@@ -8,6 +8,7 @@ is always Δ = p_subject − p_baseline, negative when the subject is worse.
 | interval for Δ (recommended)               | ``tango_interval``                  | ``tango``       |
 | interval for Δ (closed form)               | ``newcombe_interval``               | ``newcombe``    |
 | is the subject at most δ worse?            | ``tango_noninferiority_test``       | ``tango``       |
+| ... decided by the reported interval       | ``interval_noninferiority``         | ``noninferiority`` |
 | is |Δ| < δ?                                | ``tango_equivalence_test``          | ``tango``       |
 | do the proportions differ at all?          | ``mcnemar_exact_test``              | ``mcnemar``     |
 | smallest Δ this n detects                  | ``minimum_detectable_difference``   | ``detectable``  |
@@ -24,6 +25,7 @@ from .mcnemar import McNemarTest, mcnemar_exact_test
 from .multiplicity import (SliceResult, SliceResults, adjust_p_values, adjusted_slices, benjamini_hochberg_adjust,
                            holm_adjust)
 from .newcombe import newcombe_interval, newcombe_phi, wilson_interval
+from .noninferiority import IntervalNoninferiority, interval_noninferiority
 from .slices import binary_slices
 from .table import PairedTable, paired_table_from_outcomes, paired_tables_by_slice
 from .tango import (DifferenceInterval, EquivalenceTest, ScoreTest, tango_equivalence_test, tango_interval,
@@ -31,9 +33,9 @@ from .tango import (DifferenceInterval, EquivalenceTest, ScoreTest, tango_equiva
 
 __all__ = [
     "AnytimeMeanDifference", "BootstrapMeanDifference", "DetectableDifference", "DifferenceInterval",
-    "EquivalenceTest", "McNemarTest", "PairedTable", "ScoreTest", "SliceResult", "SliceResults",
+    "EquivalenceTest", "IntervalNoninferiority", "McNemarTest", "PairedTable", "ScoreTest", "SliceResult", "SliceResults",
     "adjust_p_values", "adjusted_slices", "anytime_mean_difference", "bca_mean_difference",
-    "benjamini_hochberg_adjust", "binary_slices", "holm_adjust", "mcnemar_exact_test",
+    "benjamini_hochberg_adjust", "binary_slices", "holm_adjust", "interval_noninferiority", "mcnemar_exact_test",
     "minimum_detectable_difference", "newcombe_interval", "newcombe_phi", "paired_table_from_outcomes",
     "paired_tables_by_slice", "tango_equivalence_test", "tango_interval", "tango_noninferiority_test",
     "tango_score_statistic", "tango_score_test", "wilson_interval",

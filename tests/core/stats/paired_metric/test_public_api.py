@@ -13,9 +13,9 @@ ROOT = Path(__file__).resolve().parents[4]
 
 PUBLIC = {
     "AnytimeMeanDifference", "BootstrapMeanDifference", "DetectableDifference", "DifferenceInterval",
-    "EquivalenceTest", "McNemarTest", "PairedTable", "ScoreTest", "SliceResult", "SliceResults",
+    "EquivalenceTest", "IntervalNoninferiority", "McNemarTest", "PairedTable", "ScoreTest", "SliceResult", "SliceResults",
     "adjust_p_values", "adjusted_slices", "anytime_mean_difference", "bca_mean_difference",
-    "benjamini_hochberg_adjust", "binary_slices", "holm_adjust", "mcnemar_exact_test",
+    "benjamini_hochberg_adjust", "binary_slices", "holm_adjust", "interval_noninferiority", "mcnemar_exact_test",
     "minimum_detectable_difference", "newcombe_interval", "newcombe_phi", "paired_table_from_outcomes",
     "paired_tables_by_slice", "tango_equivalence_test", "tango_interval", "tango_noninferiority_test",
     "tango_score_statistic", "tango_score_test", "wilson_interval",
