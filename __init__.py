@@ -18,32 +18,16 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from certa.engine.foundation.errors import (CertaError, InputError, LedgerError, LedgerIntegrityError,
-                                            ProfileAbort, SpecError, StageError)
+from certa import engine
 
-__all__ = [
-    "CertaError",
-    "InputError",
-    "Ledger",
-    "LedgerError",
-    "LedgerIntegrityError",
-    "load_plan",
-    "Plan",
-    "ProfileAbort",
-    "run",
-    "RunResult",
-    "SpecError",
-    "StageError",
-    "verify_ledger",
-]
-
-_LAZY = {"run": "certa.engine", "RunResult": "certa.engine", "load_plan": "certa.engine", "Plan": "certa.engine",
-         "Ledger": "certa.ledger", "verify_ledger": "certa.ledger"}
+_LEDGER_NAMES = ("Ledger", "verify_ledger")
+__all__ = sorted([*engine.__all__, *_LEDGER_NAMES], key=str.casefold)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(import_module(_LAZY[name]), name)
+    """``certa.engine``'s names (its own lazy ones load there) and the ledger's, each loaded on first use."""
+    if name in engine.__all__ or name in _LEDGER_NAMES:
+        value = getattr(engine if name in engine.__all__ else import_module("certa.ledger"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
