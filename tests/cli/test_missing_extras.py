@@ -61,7 +61,8 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("module", ["jinja2", "matplotlib", "markupsafe"])
+# Each command with jinja2 and with matplotlib missing in the unit tier; markupsafe (jinja2's) under ``slow``.
+@pytest.mark.parametrize("module", ["jinja2", "matplotlib", pytest.param("markupsafe", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("command", ["report", "site"])
 def test_report_and_site_name_the_report_extra(folder: Path, command: str, module: str) -> None:
     out = ["-o", "page.html"] if command == "report" else ["-o", "site"]
@@ -86,7 +87,7 @@ def test_show_explain_needs_no_extra(folder: Path) -> None:
     assert bare.stdout == full.stdout and len(bare.stdout) > len(plain.stdout)  # the paragraphs are there
 
 
-@pytest.mark.parametrize("module", ["dask", "distributed"])
+@pytest.mark.parametrize("module", ["dask", pytest.param("distributed", marks=pytest.mark.slow)])
 def test_batch_names_the_dask_extra(folder: Path, module: str) -> None:
     specs = folder / "batch-specs"
     if not specs.exists():
@@ -95,7 +96,9 @@ def test_batch_names_the_dask_extra(folder: Path, module: str) -> None:
                      "dask", "certa batch")
 
 
-@pytest.mark.parametrize("command", [["list"], ["verify"], ["run", "spec.yaml"]])
+# One command in the unit tier (the ledger URL is opened the same way by each); the others under ``slow``.
+@pytest.mark.parametrize("command", [["list"], *(pytest.param(c, marks=pytest.mark.slow)
+                                                 for c in (["verify"], ["run", "spec.yaml"]))])
 def test_a_postgres_ledger_names_the_postgres_extra(folder: Path, command: list[str]) -> None:
     url = "postgresql+psycopg://certa@127.0.0.1:9/certa"
     result = _certa([*command, "--ledger", url], absent=("psycopg",), cwd=folder)

@@ -104,7 +104,7 @@ def _valid_subject_bytes() -> bytes:
 
 @FUZZ
 @given(data=st.data())
-@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+@pytest.mark.parametrize("fmt", ["csv", *(pytest.param(f, marks=pytest.mark.slow) for f in ("jsonl", "parquet"))])
 def test_hostile_tables_end_in_one_line_and_create_no_ledger(fmt: str, data: st.DataObject, tmp_path: Path) -> None:
     valid = _valid_subject_bytes()
     raw = data.draw(st.one_of(

@@ -130,6 +130,7 @@ SAMPLES = [(REGISTRY.get(s["use"], s["version"]).output_schema_file, c["stages"]
            for c in CONTENTS[-4:] for s in c["knobs"]["stages"]]
 
 
+@pytest.mark.slow  # 300 edited outputs, about 1 s; the unit tier checks the compiled check on real and bad outputs
 @settings(derandomize=True, max_examples=300, deadline=None)
 @given(st.data())
 def test_compiled_output_check_equals_jsonschema_on_edited_outputs(data) -> None:

@@ -357,6 +357,7 @@ def test_arrow_cast_accepts_exactly_what_float_accepts_over_the_decimal_alphabet
                 assert struct.pack("<d", arrow) == struct.pack("<d", python), cell
 
 
+@pytest.mark.slow  # the unit tier has the exhaustive short-cell check above
 @settings(derandomize=True, max_examples=300, deadline=None)
 @given(st.lists(st.text("0123456789+-.eE", min_size=1, max_size=12), min_size=1, max_size=30))
 def test_cells_over_the_decimal_alphabet_parse_as_python_did(cells: list[str]) -> None:
@@ -558,6 +559,7 @@ def test_unstripped_cells_give_stripped_text_and_numbers() -> None:
     assert typed.text("x").tolist() == ["1.50", "2e0"]
 
 
+@pytest.mark.slow  # the unit tier has the fixed cases above
 @settings(derandomize=True, max_examples=150, deadline=None)
 @given(st.lists(st.one_of(padded_cell(), st.sampled_from([" ", "\t", "nan(1)", " nan ", "", "1_0"])), min_size=1,
                 max_size=30))

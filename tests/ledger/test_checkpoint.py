@@ -402,6 +402,7 @@ def _paths(value, prefix=()):
 BUNDLE_INTEGERS = {("certa_bundle",), ("entry", "seq"), ("inclusion", "leaf_index"), ("inclusion", "tree_size")}
 
 
+@pytest.mark.slow  # a 300-example fuzz, about 1 s; tests/foundation/test_hostile_documents.py covers bundles in the unit tier
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_verify_bundle_never_crashes_on_a_mangled_bundle(sample_bundle, keys, data):

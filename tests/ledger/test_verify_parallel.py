@@ -107,8 +107,10 @@ def _forge(pristine: Path, seq_of: str, payload: str) -> Path:
     return db
 
 
-@pytest.mark.parametrize("payload", ['{"edited":true}', "not json", "[1,2]", '{"index":12345678901234567,"kind":1}',
-                                     '{"a":1e400}', " {} ", "\x1e{}"])
+# Two forged payloads with workers in the unit tier; the others under ``slow`` (in process: test_ledger.py).
+@pytest.mark.parametrize("payload", ['{"edited":true}', "not json",
+                                     *(pytest.param(p, marks=pytest.mark.slow) for p in
+                                       ("[1,2]", '{"index":12345678901234567,"kind":1}', '{"a":1e400}', " {} ", "\x1e{}"))])
 def test_a_forged_decision_payload_is_reported_the_same_with_workers(recorded_ledger: tuple[Path, Recorded],
                                                                       payload: str) -> None:
     db = _forge(recorded_ledger[0], "SELECT min(seq) + 3 FROM entries WHERE kind = 'decision'", payload)

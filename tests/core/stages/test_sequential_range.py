@@ -236,7 +236,8 @@ def test_numbers_derived_from_decimal_knobs_are_exact_in_2_0_0_only() -> None:
 # --------------------------------------------------------------------------------------------- simulation
 
 
-@pytest.mark.parametrize("mean", [-0.006, 0.0075, -0.005, 0.005])
+# One mean simulated in the unit tier, the others under ``slow``.
+@pytest.mark.parametrize("mean", [-0.006, *(pytest.param(m, marks=pytest.mark.slow) for m in (0.0075, -0.005, 0.005))])
 def test_same_is_rare_when_the_true_mean_lies_outside_the_band_and_the_range_is_declared(mean: float) -> None:
     """P(SAME while |mean| >= band) <= alpha, over 300 seeded streams of 600 observations checked at every
     observation; |mean| = band is the worst case, where the guarantee is used (SAME on a few streams)."""
