@@ -42,7 +42,8 @@ sys.path.insert(0, str(ROOT))
 
 from certa.engine.core.evidence import (EvidenceRecords, TableMapping, pair_records, read_inspect_eval,  # noqa: E402
                                   read_inspect_json, read_lm_eval_samples, read_mapped_table, read_promptfoo_jsonl)
-from certa.engine.core.evidence.formats import evidence_table  # noqa: E402
+from certa.engine.core.input_formats import read_input  # noqa: E402
+from certa.engine.core.input_limits import InputLimits  # noqa: E402
 from certa.engine.core.stats.paired_metric import (mcnemar_exact_test, minimum_detectable_difference,  # noqa: E402
                                              paired_table_from_outcomes, tango_interval, tango_noninferiority_test)
 from tests.core.evidence.zstd_zip import zstd_zip  # noqa: E402
@@ -162,7 +163,7 @@ def main() -> None:
     print(f"import {records} records + pair + certify: {seconds:.3f} s ({'goal < 2 s; ' if n == 100_000 else ''}"
           f"median {seconds_median:.3f} s; json.loads of the same lines {base:.3f} s, median {base_median:.3f} s)")
     seconds, seconds_median = timed(repeats, lambda: certify(mc, subject_mc, stage_input))
-    print(f"  the same through the stage's input path (formats.evidence_table: the input's digest and table "
+    print(f"  the same through the stage's input path (input_formats.read_input: the input's digest and table "
           f"columns too): {seconds:.3f} s (median {seconds_median:.3f} s)")
 
 
@@ -173,7 +174,7 @@ def reader(name: str, export: bytes) -> EvidenceRecords:
 
 def stage_input(name: str, export: bytes) -> EvidenceRecords:
     """An export's records as ``paired.metric_delta`` gets them: read into the input's table."""
-    evidence = evidence_table(name, export, "lm-eval-samples").evidence
+    evidence = read_input(name, export, "lm-eval-samples", limits=InputLimits()).evidence
     assert evidence is not None
     return evidence
 

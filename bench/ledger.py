@@ -47,7 +47,8 @@ sys.path.insert(0, str(ROOT))
 from certa.engine import run  # noqa: E402
 from certa.engine.services.audit import verify, verify_bundle  # noqa: E402
 from certa.engine.services.run import record_execution
-from certa.engine.core.interpreter import RunDecisions, StageDecisions, execute, load_tables  # noqa: E402
+from certa.engine.core.inputs import load_tables  # noqa: E402
+from certa.engine.core.interpreter import RunDecisions, StageDecisions, execute  # noqa: E402
 from certa.engine.core.spec import load_plan  # noqa: E402
 from certa.engine.core.tables import columns_to_csv_bytes  # noqa: E402
 from certa.ledger import Ledger, merkle, verify_ledger  # noqa: E402

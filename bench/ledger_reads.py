@@ -72,7 +72,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from certa.engine.core.interpreter import Decision, RunDecisions, execute, load_tables  # noqa: E402
+from certa.engine.core.inputs import load_tables  # noqa: E402
+from certa.engine.core.interpreter import Decision, RunDecisions, execute  # noqa: E402
 from certa.engine.core.spec import load_plan  # noqa: E402
 from certa.engine.foundation.signing import generate_key_pair, load_private_key  # noqa: E402
 from certa.engine.services.audit import replay_runs  # noqa: E402

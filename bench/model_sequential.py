@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from figures import met  # noqa: E402  (bench/figures.py)
 from sequential import fixed_n_t_test_size  # noqa: E402  (bench/sequential.py)
 
-from certa.engine.core.evidence.formats import unparsed_table  # noqa: E402
+from certa.engine.core.input_formats import read_input  # noqa: E402
 from certa.engine.core.input_limits import InputLimits  # noqa: E402
 from certa.engine.core.models.manifest import MODEL_FORMAT, folder_manifest  # noqa: E402
 from certa.engine.core.models.tiny import build_tiny_model, perturbed_copy  # noqa: E402
@@ -89,7 +89,7 @@ PILOT = _lines(TRAINING)
 
 
 def model_table(name: str, folder: Path) -> Table:
-    return replace(unparsed_table(name, folder_manifest(name, folder, InputLimits()).raw, MODEL_FORMAT), origin=folder)
+    return replace(read_input(name, folder_manifest(name, folder, InputLimits()).raw, MODEL_FORMAT, limits=InputLimits()), origin=folder)
 
 
 def register_hf_models(site: Path) -> None:

@@ -41,13 +41,13 @@ MODELS = {"tiny": "tiny GPT-2", "small": "4-layer GPT-2"}
 
 
 def _loaded(folder: Path):
-    from certa.engine.core.evidence.formats import unparsed_table
+    from certa.engine.core.input_formats import read_input
     from certa.engine.core.input_limits import InputLimits
     from certa.engine.core.models.manifest import folder_manifest
     from certa.engine.core.models.runtime import load_causal_lm
 
     manifest = folder_manifest(folder.name, folder, InputLimits())
-    return load_causal_lm(replace(unparsed_table(folder.name, manifest.raw, "hf-model"), origin=folder))
+    return load_causal_lm(replace(read_input(folder.name, manifest.raw, "hf-model", limits=InputLimits()), origin=folder))
 
 
 def _small_model(folder: Path) -> Path:

@@ -46,7 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from certa.engine import run  # noqa: E402
 from certa.engine.foundation.errors import InputError  # noqa: E402
 from certa.engine.services.run import new_run_id, record_execution  # noqa: E402
-from certa.engine.core.interpreter import execute, load_tables  # noqa: E402
+from certa.engine.core.inputs import load_tables  # noqa: E402
+from certa.engine.core.interpreter import execute  # noqa: E402
 from certa.engine.core.spec import load_plan  # noqa: E402
 from certa.engine.core.tables import columns_to_csv_bytes, parse_table  # noqa: E402
 from certa.ledger import Ledger  # noqa: E402

@@ -51,7 +51,7 @@ LEDGER = """\
 EVIDENCE = """\
 import 2×10,000 records + pair + certify: 0.329 s (median 0.625 s; json.loads of the same lines 1.424 s, \
 median 1.512 s)
-  the same through the stage's input path (formats.evidence_table: the input's digest and table columns too): 0.131 s \
+  the same through the stage's input path (input_formats.read_input: the input's digest and table columns too): 0.131 s \
 (median 0.131 s)
 """
 

@@ -14,7 +14,7 @@ of each stage; ``cell_bytes`` (16 MiB) is far beyond any real cell.
 
 Raise a limit with the environment variable ``CERTA_INPUT_LIMITS`` (``certa run``, ``certa batch``, the
 Python API), e.g. ``CERTA_INPUT_LIMITS="bytes=8GiB,rows=400000000"``, or from Python by passing an
-``InputLimits`` to ``certa.engine.core.interpreter.load_tables`` / ``certa.engine.core.tables.parse_table`` (``limits=``). Every
+``InputLimits`` to ``certa.engine.core.inputs.load_tables`` / ``certa.engine.core.tables.parse_table`` (``limits=``). Every
 refusal is an ``InputError`` naming the input, the limit, the value and this setting.
 """
 

@@ -1,6 +1,6 @@
 """The interpreter: a resolved ``Plan`` and its tables in, certificate content and decisions out.
 
-``load_tables`` loads and hashes the inputs; ``execute`` runs the stages in order, each with its own seeded
+``certa.engine.core.inputs.load_tables`` loads and hashes the inputs; ``execute`` runs the stages in order, each with its own seeded
 stream, and evaluates the gates. Nothing here seals or records: that is the run service
 (``certa.engine.services.run``), which the Python API ``engine.run`` and ``certa run`` call.
 """
@@ -9,31 +9,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 
 from certa.engine.foundation.canonical import RecordColumns, to_jsonable
 from certa.engine.core.certificate import CONTENT_FORMAT, library_versions
-from certa.engine.foundation.errors import InputError, ProfileAbort, SpecError, StageError
+from certa.engine.foundation.errors import ProfileAbort, SpecError, StageError
 from certa.engine.core.gates import evaluate_gate
-from certa.engine.core.input_limits import InputLimits, read_input_file
 from certa.engine.core.metric_paths import KeyColumn, closest, format_steps, key_column, key_values, parse_metric
 from certa.engine.core.seeds import DERIVATION, stage_generator, stage_seed_record
 from certa.engine.core.spec import Plan
 from certa.engine.core.stages import REGISTRY, Decision, StageContext
 from certa.engine.core.stages.base import Concatenated, DecisionColumns, LedgerReader, Progress, decision_parts
-from certa.engine.core.models.manifest import MODEL_FORMAT, ModelManifest, folder_manifest
-from certa.engine.core.models.signature import STRICT_STATUSES, SignatureCheck, check_signature
-from certa.engine.core.evidence.formats import COMPANION_OPTIONS, EVIDENCE_FORMATS, evidence_table, unparsed_table
-from certa.engine.core.tables import Table, format_for_path, parse_table, table_from_columns
+from certa.engine.core.tables import Table
 
-__all__ = ["execute", "load_tables", "Execution", "StageDecision", "StageDecisions", "RunDecisions",
-           "AbortedExecution", "check_data_keys", "throttled_progress", "Columns", "Notify"]
+__all__ = ["execute", "Execution", "StageDecision", "StageDecisions", "RunDecisions",
+           "AbortedExecution", "check_data_keys", "throttled_progress", "Notify"]
 
-Columns = Mapping[str, Sequence[Any] | np.ndarray]
 Notify = Callable[[str], None]
 
 
@@ -111,67 +104,6 @@ class AbortedExecution(Exception):
         super().__init__(str(abort))
         self.abort = abort
         self.decisions = decisions
-
-
-def load_tables(plan: Plan, *, inputs: Mapping[str, Columns | Table] | None = None,
-                input_paths: Mapping[str, str | Path] | None = None,
-                limits: InputLimits | None = None) -> dict[str, Table]:
-    """Load every declared input: in-memory ``inputs`` first, then ``input_paths``, then the spec's paths.
-
-    A pinned ``sha256`` is checked whatever the source. Unknown names in ``inputs``/``input_paths`` are
-    a ``SpecError``. Files are read and parsed within ``limits`` (default ``InputLimits.from_env()``: the
-    ``CERTA_INPUT_LIMITS`` setting); only regular files are read.
-    """
-    limits = limits or InputLimits.from_env()
-    inputs = dict(inputs or {})
-    input_paths = dict(input_paths or {})
-    for name in list(inputs) + list(input_paths):
-        if name not in plan.inputs:
-            raise SpecError(f"input '{name}' is not declared in the spec (declared: "
-                            f"{', '.join(sorted(plan.inputs)) or 'none'})", file=plan.source, path=f"inputs.{name}")
-    tables: dict[str, Table] = {}
-    for name, declared in plan.inputs.items():
-        if name in inputs:
-            given = inputs[name]
-            table = given if isinstance(given, Table) else table_from_columns(name, given, limits)
-            if table.name != name:
-                table = Table(name=name, columns=table.columns, sha256=table.sha256, fmt=table.fmt, raw=table.raw)
-        else:
-            path = Path(input_paths.get(name, declared.path))
-            fmt = declared.fmt or format_for_path(path)
-            if fmt == MODEL_FORMAT:
-                manifest = folder_manifest(name, path, limits)
-                key = Path(declared.public_key) if declared.public_key else None
-                table = replace(unparsed_table(name, manifest.raw, fmt), origin=path,
-                                signature=_checked_signature(name, path, manifest, key, plan.profile))
-            else:
-                raw = read_input_file(name, path, fmt, limits)
-                table = (unparsed_table(name, raw, fmt) if fmt in EVIDENCE_FORMATS
-                         else parse_table(name, raw, fmt, limits))
-        if declared.sha256 is not None and declared.sha256 != table.sha256:
-            raise InputError(f"input '{name}': SHA-256 is {table.sha256} but the spec pins {declared.sha256}; "
-                             "the data changed since the spec was written: check it, then update the pin")
-        tables[name] = table
-    for name, declared in plan.inputs.items():  # an evaluator's export: read with its declared options
-        table = tables[name]
-        if table.fmt in EVIDENCE_FORMATS:
-            companions = {option: tables[other].raw for option, other in declared.read.items()
-                          if option in COMPANION_OPTIONS}
-            tables[name] = replace(evidence_table(name, table.raw, table.fmt, options=declared.read,
-                                                  companions=companions, limits=limits), origin=table.origin,
-                                  signature=table.signature)
-    return tables
-
-
-def _checked_signature(name: str, folder: Path, manifest: ModelManifest, public_key: Path | None,
-                       profile: str) -> SignatureCheck:
-    """The model folder's signature check (``certa.engine.core.models.signature``); in the ci and release profiles an
-    outcome other than verified or unsigned is an ``InputError``."""
-    check = check_signature(folder, manifest, public_key)
-    if profile != "dev" and check.status not in STRICT_STATUSES:
-        raise InputError(f"input '{name}': model signature {check.status.replace('_', ' ')}: {check.reason} "
-                         f"(profile {profile} accepts only a verified signature or none)")
-    return check
 
 
 def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | None = None,

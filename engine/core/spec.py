@@ -29,7 +29,7 @@ from certa.engine.core.models.manifest import MODEL_FORMAT
 from certa.engine.core.metric_paths import DataKey, MetricPathError, closest, parse_metric, resolve_in_schema
 from certa.engine.core.stages import REGISTRY, StageType, UnknownStage, parse_stage_ref
 
-__all__ = ["InputSpec", "StagePlan", "GateSpec", "Plan", "load_plan", "SPEC_FORMAT"]
+__all__ = ["InputSpec", "StagePlan", "GateSpec", "Plan", "load_plan", "spec_schema", "SPEC_FORMAT"]
 
 SPEC_FORMAT = 1
 
@@ -363,21 +363,23 @@ def _decode(raw: bytes, source: str) -> str:
 def read_option_problems(inputs: Mapping[str, InputSpec]) -> list[tuple[str, list[str]]]:
     """(message, path under ``inputs``) for each ``read:`` option its input's format does not take, and each
     option naming another input (``results``) that is not declared with the format it needs."""
-    from certa.engine.core.evidence.formats import COMPANION_OPTIONS, READ_OPTIONS
+    from certa.engine.core.input_formats import input_formats
 
+    formats = input_formats()
     problems = []
     for name, declared in inputs.items():
-        allowed = READ_OPTIONS.get(declared.fmt or "", frozenset())
+        reader = formats.get(declared.fmt or "")
+        allowed = reader.read_options if reader is not None else frozenset()
         for option, value in declared.read.items():
             if option not in allowed:
                 takes = f"takes {', '.join(sorted(allowed))}" if allowed else "takes no read option"
                 problems.append((f"input '{name}': format {declared.fmt or 'from the file suffix'} {takes}, not "
                                  f"'{option}'", [name, "read", option]))
-            elif option in COMPANION_OPTIONS:
+            elif reader is not None and option in reader.companions:
                 other = inputs.get(value)
-                if other is None or other.fmt != COMPANION_OPTIONS[option]:
+                if other is None or other.fmt != reader.companions[option]:
                     problems.append((f"input '{name}': read.{option} must name another input of format "
-                                     f"{COMPANION_OPTIONS[option]} (got {value!r})", [name, "read", option]))
+                                     f"{reader.companions[option]} (got {value!r})", [name, "read", option]))
     return problems
 
 
@@ -438,6 +440,25 @@ def _produced_tables(stages: list[Mapping[str, Any]], inputs: Mapping[str, Input
     return produced
 
 
+def spec_schema() -> dict[str, Any]:
+    """The run spec's schema (``schemas/spec.schema.json``), its input ``format`` enum and ``read`` options
+    extended with the formats packages register (``certa.engine.core.input_formats``): the schema file lists the
+    built-in formats, a registered one is taken as it is declared (each option a value the format checks)."""
+    from certa.engine.core.input_formats import BUILTIN_FORMATS, input_formats
+
+    schema = load_schema("spec.schema.json")
+    builtin = {f.name for f in BUILTIN_FORMATS}
+    registered = [f for name, f in input_formats().items() if name not in builtin]
+    if registered:
+        declared = schema["properties"]["inputs"]["additionalProperties"]["properties"]
+        declared["format"]["enum"].extend(f.name for f in registered)
+        options = declared["read"]["properties"]
+        for reader in registered:
+            for option in sorted(reader.read_options - set(options)):
+                options[option] = {"description": f"{reader.name}: a read option of this registered format."}
+    return schema
+
+
 def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[str, str] | None = None) -> Plan:
     """Validate ``spec`` (a file path, YAML text or a dict) and resolve it into a ``Plan``.
 
@@ -451,7 +472,7 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
     data, node, source, raw, base_dir = _read_source(spec)
     if not isinstance(data, dict):
         raise SpecError("a run spec must be a YAML mapping (certa:, name:, seed:, stages:, ...)", file=source)
-    schema = load_schema("spec.schema.json")
+    schema = spec_schema()
     _validate(data, schema, node=node, source=source, prefix=[])
     data = fill_defaults(data, schema)
 

@@ -32,16 +32,18 @@ from certa.engine.core.certificate import (ENVIRONMENT_KEYS, certificate_problem
                           results_sha256)
 from certa.engine.foundation.errors import BundleError, CertaError, LedgerError, LedgerIntegrityError
 from certa.engine.foundation.json_read import parse_document
-from certa.engine.core.interpreter import AbortedExecution, Execution, Notify, execute, load_tables, throttled_progress
+from certa.engine.core.input_limits import InputLimits
+from certa.engine.core.inputs import load_tables
+from certa.engine.core.interpreter import AbortedExecution, Execution, Notify, execute, throttled_progress
 from certa.engine.foundation.jsondiff import FieldChange, json_diff
 from certa.engine.foundation.signing import key_id
 from certa.engine.services.presentation.display_text import plain_text
 from certa.engine.services.presentation.terminal import bundle_report_text, ledger_audit_text, replays_text
 from certa.engine.services.reviews import MissingApproval, ReviewRecord, ledger_reviews, review_problems, unapproved_runs
-from certa.engine.core.evidence.formats import EVIDENCE_FORMATS, unparsed_table
+from certa.engine.services.stored_inputs import stored_source, stored_table
 from certa.engine.core.spec import load_plan
 from certa.engine.core.stages import REGISTRY
-from certa.engine.core.tables import Table, parse_table
+from certa.engine.core.tables import Table
 
 __all__ = ["check_certificate", "verify", "audit_ledger", "LedgerAudit", "verify_bundle", "verify_bundle_file",
            "BundleVerification", "reexecute", "replay",
@@ -311,13 +313,6 @@ class Replays:
         return replays_text(self)
 
 
-def _stored_table(ledger: Ledger, record: Mapping[str, Any]) -> Table:
-    """A stored input or captured table; an evaluator's export is read by ``load_tables`` with the options its
-    spec declares."""
-    raw, fmt = ledger.blob(record["sha256"]), record["format"]
-    return unparsed_table(record["name"], raw, fmt) if fmt in EVIDENCE_FORMATS else parse_table(record["name"], raw, fmt)
-
-
 def _divergence_hint(recorded: Mapping[str, Any]) -> str:
     """Why a replay may differ: other library versions, or another machine (numpy's SIMD targets)."""
     installed = library_versions()
@@ -351,10 +346,11 @@ def reexecute(ledger: Ledger, run_id: str, recorded: Mapping[str, Any], notify: 
                                    f"({type(error).__name__}: {error}); "
                                    f"run '{command_hint('verify', ledger=ledger.location)}'") from None
     plan = load_plan(stored.spec_text, stage_versions=versions)
-    tables = {record["name"]: _stored_table(ledger, record) for record in stored.inputs}
+    tables = {record["name"]: stored_source(ledger, record) for record in stored.inputs}
     captured: dict[str, dict[str, Table]] = {}
+    limits = InputLimits.from_env()
     for record in stored.captured:
-        captured.setdefault(record["stage"], {})[record["name"]] = _stored_table(ledger, record)
+        captured.setdefault(record["stage"], {})[record["name"]] = stored_table(ledger, record, limits)
     return execute(plan, load_tables(plan, inputs=tables), ledger=ledger, captured=captured,
                    notify=notify)
 

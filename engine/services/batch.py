@@ -39,11 +39,12 @@ from certa.ledger.location import masked_ledger
 from certa.ledger.run_record import BATCH_DECISION
 
 from certa.engine.services.batch_ledger import LedgerSnapshot, idempotency_key, ledger_references, run_id_for_key
-from certa.engine.services.batch_worker import InputBlob, WorkerResult, compute_run
+from certa.engine.services.batch_worker import WorkerResult, compute_run
 from certa.engine.foundation.canonical import canonical_sha256, sha256_hex
-from certa.engine.foundation.errors import CertaError, InputError, LedgerError, SpecError
+from certa.engine.foundation.errors import CertaError, LedgerError, SpecError
 from certa.engine.foundation.extras import require_extra
-from certa.engine.core.input_limits import InputLimits, read_input_file
+from certa.engine.core.input_limits import InputLimits
+from certa.engine.core.inputs import InputSource, check_pin, read_source
 from certa.engine.core.interpreter import Execution, RunDecisions
 from certa.engine.services.presentation.warnings import run_warnings
 from certa.engine.services.run import record_abort, record_execution
@@ -53,7 +54,6 @@ from certa.engine.services.presentation.terminal import batch_report_text, warni
 from certa.engine.core.spec import Plan, load_plan
 from certa.engine.core.stages import Decision
 from certa.engine.core.stages.base import DecisionColumns
-from certa.engine.core.tables import FORMATS, format_for_path
 
 if TYPE_CHECKING:
     from certa.ledger import Ledger
@@ -84,9 +84,9 @@ def worst_exit_code(codes: Iterable[int]) -> int:
 
 
 @dataclass(frozen=True)
-class InputBytes:
-    """An input as the client holds it: read and hashed, not parsed (the worker parses it). ``n_rows`` is
-    the worker's count, filled in before recording; the fields are those of ``Table`` the ledger records."""
+class RecordedInput:
+    """An input as the client records it: the fields of ``Table`` the ledger stores, with the worker's row
+    count (the client never parses an input)."""
 
     name: str
     fmt: str
@@ -95,22 +95,19 @@ class InputBytes:
     n_rows: int = 0
 
 
-def read_inputs(plan: Plan, input_paths: Mapping[str, Path] | None = None) -> dict[str, InputBytes]:
+def read_inputs(plan: Plan, input_paths: Mapping[str, Path] | None = None) -> dict[str, InputSource]:
     """Read and hash every declared input of ``plan``, from ``input_paths[name]`` where given (``certa batch
-    --input``) or the spec's path (a pinned SHA-256 is checked here, like ``load_tables``)."""
+    --input``) or the spec's path, as ``certa run`` reads it (``read_source``: a file within the limits, a
+    model folder's manifest); a pinned SHA-256 is checked here. The workers read the bytes by their format."""
     inputs = {}
     limits = InputLimits.from_env()
     for name, declared in plan.inputs.items():
-        path = Path((input_paths or {}).get(name, declared.path))
-        fmt = declared.fmt or format_for_path(path)
-        if fmt not in FORMATS:
-            raise InputError(f"input '{name}': unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-        raw = read_input_file(name, path, fmt, limits)  # a regular file within the limits, as certa run reads it
-        sha = sha256_hex(raw)
-        if declared.sha256 is not None and declared.sha256 != sha:
-            raise InputError(f"input '{name}': SHA-256 is {sha} but the spec pins {declared.sha256}; "
-                             "the data changed since the spec was written: check it, then update the pin")
-        inputs[name] = InputBytes(name=name, fmt=fmt, sha256=sha, raw=raw)
+        path = (input_paths or {}).get(name)
+        source = read_source(declared, path=Path(path) if path is not None else None, profile=plan.profile,
+                             limits=limits)
+        sha = sha256_hex(source.raw)
+        check_pin(declared, sha)
+        inputs[name] = replace(source, sha256=sha)
     return inputs
 
 
@@ -120,7 +117,7 @@ class BatchSpec:
 
     path: Path
     plan: Plan | None = None
-    inputs: Mapping[str, InputBytes] = field(default_factory=dict)
+    inputs: Mapping[str, InputSource] = field(default_factory=dict)
     key: str | None = None
     error: CertaError | None = None
 
@@ -306,7 +303,8 @@ def _record(ledger: Ledger, batch_id: str, item: BatchSpec, result: WorkerResult
                         error=f"{result.error_type}: {result.reason}", worker=result.worker, name=plan.name)
     decisions = result.decisions + _batch_decision(batch_id, item.key)
     warnings = run_warnings(decisions)
-    tables = {name: replace(given, n_rows=result.rows[name]) for name, given in item.inputs.items()}
+    tables = {name: RecordedInput(name, given.fmt, str(given.sha256), given.raw, result.rows[name])
+              for name, given in item.inputs.items()}
     try:
         if result.status == "aborted":
             record_abort(ledger, run_id, plan, tables, decisions, reason=result.reason, rule=result.rule,
@@ -441,17 +439,20 @@ def run_batch(paths: Sequence[str | Path], *, ledger: Ledger, scheduler: str | N
 
 def _submit(client: Any, ledger: Ledger, item: BatchSpec, scattered: dict[str, Any], retries: int,
             attempt: int = 0) -> Any:
-    blobs, extra = [], []
-    for table in item.inputs.values():
-        if len(table.raw) <= INLINE_BYTES:
-            blobs.append(InputBlob(table.name, table.fmt, table.sha256, table.raw))
+    """Submit one spec: inputs up to ``INLINE_BYTES`` inside the task, larger ones scattered once per SHA-256
+    and passed as extra arguments (their sources travel without bytes, named in ``far``)."""
+    sources, far, extra = [], [], []
+    for source in item.inputs.values():
+        if len(source.raw) <= INLINE_BYTES:
+            sources.append(source)
         else:
-            if table.sha256 not in scattered:
-                scattered[table.sha256] = client.scatter(table.raw, hash=False)
-            blobs.append(InputBlob(table.name, table.fmt, table.sha256, None))
-            extra.append(scattered[table.sha256])
-    return client.submit(compute_run, item.plan, blobs, _snapshot(ledger, item.plan), *extra, key=f"certa-{item.key[:32]}-{attempt}",
-                         retries=retries, pure=False)
+            if source.sha256 not in scattered:
+                scattered[source.sha256] = client.scatter(source.raw, hash=False)
+            sources.append(replace(source, raw=b""))
+            far.append(source.name)
+            extra.append(scattered[source.sha256])
+    return client.submit(compute_run, item.plan, sources, _snapshot(ledger, item.plan), tuple(far), *extra,
+                         key=f"certa-{item.key[:32]}-{attempt}", retries=retries, pure=False)
 
 
 def _run_wave(client: Any, ledger: Ledger, batch: str, specs: list[BatchSpec], wave: list[int], *, retries: int,

@@ -1,37 +1,28 @@
 """What a Dask worker runs for ``certa batch``: one plan on input bytes, returned as plain data.
 
-The worker never reads a file and never touches the ledger. It gets the resolved ``Plan`` (which carries
-the spec text), each input's format, SHA-256 and bytes (the client read and hashed them; parsing them is
-the worker's job, so a batch parses each input once, in parallel), and a ``LedgerSnapshot`` with the certificates the
-plan reads; it parses the bytes, checks each SHA-256 against the one the client hashed, runs
-``certa.engine.core.interpreter.execute`` and returns a ``WorkerResult``. The client seals and records.
+The worker never reads an input file and never touches the ledger. It gets the resolved ``Plan`` (which
+carries the spec text), each input as an ``InputSource`` (format, bytes and the SHA-256 the client hashed; a
+model input also its folder, which the worker reads to evaluate the model, so a model input needs a worker that
+sees the same path), and a ``LedgerSnapshot`` with the certificates the plan reads. It reads the inputs as
+``certa run`` does (``certa.engine.core.inputs.load_tables``: every format, its read options, the input
+limits), so a batch parses each input once, in parallel; runs ``certa.engine.core.interpreter.execute`` and
+returns a ``WorkerResult``. The client seals and records.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from certa.engine.services.batch_ledger import LedgerSnapshot
-from certa.engine.foundation.errors import CertaError, InputError
-from certa.engine.core.evidence.formats import EVIDENCE_FORMATS, unparsed_table
-from certa.engine.core.interpreter import AbortedExecution, RunDecisions, execute, load_tables
+from certa.engine.foundation.errors import CertaError
+from certa.engine.core.inputs import InputSource, load_tables
+from certa.engine.core.interpreter import AbortedExecution, RunDecisions, execute
 from certa.engine.core.spec import Plan
-from certa.engine.core.tables import Table, parse_table
+from certa.engine.core.tables import Table
 
-__all__ = ["WorkerResult", "InputBlob", "compute_run"]
-
-
-@dataclass(frozen=True)
-class InputBlob:
-    """An input as the worker gets it: name, format, the SHA-256 the client computed, and (inline) bytes;
-    ``raw`` is None when the bytes travel as a separate Dask argument (large inputs, scattered once)."""
-
-    name: str
-    fmt: str
-    sha256: str
-    raw: bytes | None = None
+__all__ = ["WorkerResult", "compute_run"]
 
 
 @dataclass(frozen=True)
@@ -61,21 +52,15 @@ def _worker_name() -> str:
         return ""
 
 
-def compute_run(plan: Plan, blobs: Sequence[InputBlob], snapshot: LedgerSnapshot, *raws: bytes) -> WorkerResult:
-    """Run ``plan`` on the given input bytes (``raws`` fill, in order, the blobs whose ``raw`` is None)."""
+def compute_run(plan: Plan, sources: Sequence[InputSource], snapshot: LedgerSnapshot, far: Sequence[str],
+                *raws: bytes) -> WorkerResult:
+    """Run ``plan`` on the given inputs, each read by its format as ``certa run`` reads it (``load_tables``);
+    the sources named in ``far`` travel without their bytes, which ``raws`` give in the same order."""
     worker = _worker_name()
-    pending = list(raws)
+    scattered = dict(zip(far, raws))
     try:
-        tables: dict[str, Table] = {}
-        for blob in blobs:
-            raw = blob.raw if blob.raw is not None else pending.pop(0)
-            table = (unparsed_table(blob.name, raw, blob.fmt) if blob.fmt in EVIDENCE_FORMATS
-                     else parse_table(blob.name, raw, blob.fmt))
-            if table.sha256 != blob.sha256:
-                raise InputError(f"input '{blob.name}': the worker received bytes with SHA-256 {table.sha256}, "
-                                 f"not the {blob.sha256} the client hashed (transfer corrupted)")
-            tables[blob.name] = table
-        tables = load_tables(plan, inputs=tables)  # evaluator exports are read with their declared options
+        given = {s.name: replace(s, raw=scattered[s.name]) if s.name in scattered else s for s in sources}
+        tables = load_tables(plan, inputs=given)  # each SHA-256 is checked against the client's
         rows = {name: table.n_rows for name, table in tables.items()}
         execution = execute(plan, tables, ledger=snapshot)
     except AbortedExecution as aborted:

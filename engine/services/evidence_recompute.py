@@ -32,11 +32,12 @@ from certa.ledger import Ledger
 from certa.ledger.run_record import read_stored_run
 
 from certa.engine.foundation.errors import InputError
-from certa.engine.core.evidence.formats import EVIDENCE_FORMATS, unparsed_table
-from certa.engine.core.interpreter import Notify, execute, load_tables
+from certa.engine.core.inputs import load_tables
+from certa.engine.core.interpreter import Notify, execute
 from certa.engine.core.models.manifest import MODEL_FORMAT
 from certa.engine.core.spec import load_plan
-from certa.engine.core.tables import Table, parse_table
+from certa.engine.core.tables import Table
+from certa.engine.services.stored_inputs import stored_source, stored_table
 
 __all__ = ["TableComparison", "RecomputedEvidence", "recompute_evidence"]
 
@@ -126,12 +127,8 @@ def recompute_evidence(ledger: Ledger, run_id: str, *, folders: Mapping[str, Pat
                              f"(its model inputs: {', '.join(models) or 'none'})")
     paths = {name: folders.get(name, Path(plan.inputs[name].path)) for name in models}
     stored_inputs = {record["name"]: record for record in stored.inputs}
-    tables: dict[str, Table] = {}
-    for name, record in stored_inputs.items():
-        if name not in paths:
-            raw, fmt = ledger.blob(record["sha256"]), record["format"]
-            tables[name] = unparsed_table(name, raw, fmt) if fmt in EVIDENCE_FORMATS else parse_table(name, raw, fmt)
-    loaded = load_tables(plan, inputs=tables, input_paths=paths)
+    sources = {name: stored_source(ledger, record) for name, record in stored_inputs.items() if name not in paths}
+    loaded = load_tables(plan, inputs=sources, input_paths=paths)
     for name in models:
         if loaded[name].sha256 != stored_inputs[name]["sha256"]:
             raise InputError(f"input '{name}': the model folder {paths[name]} has manifest SHA-256 "
@@ -140,7 +137,7 @@ def recompute_evidence(ledger: Ledger, run_id: str, *, folders: Mapping[str, Pat
     execution = execute(plan, loaded, ledger=ledger, notify=notify)
     comparisons = []
     for record in stored.captured:
-        recorded_table = parse_table(record["name"], ledger.blob(record["sha256"]), record["format"])
+        recorded_table = stored_table(ledger, record)
         recomputed = execution.captured.get(record["stage"], {}).get(record["name"])
         if recomputed is None:
             raise InputError(f"stage '{record['stage']}' captured no table '{record['name']}' when re-run")

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from certa.engine.core.certificate import seal
-from certa.engine.core.interpreter import AbortedExecution, Columns, Execution, Notify, RunDecisions, StageDecision, execute, \
-    load_tables
+from certa.engine.core.inputs import Columns, load_tables
+from certa.engine.core.interpreter import AbortedExecution, Execution, Notify, RunDecisions, StageDecision, execute
 from certa.engine.core.spec import Plan, load_plan
 from certa.engine.core.tables import Table
 from certa.engine.foundation.errors import CertaError

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from certa.engine.core.interpreter import Notify, RunDecisions, check_data_keys, load_tables
+from certa.engine.core.inputs import load_tables
+from certa.engine.core.interpreter import Notify, RunDecisions, check_data_keys
 from certa.engine.core.spec import load_plan
 from certa.engine.foundation.atomic_files import check_writable
 from certa.engine.foundation.errors import CertaError, OutputError, ProfileAbort, RecordedOutputError

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from certa.engine import SpecError, load_plan, run
-from certa.engine.core.interpreter import check_data_keys, execute, load_tables
+from certa.engine.core.inputs import load_tables
+from certa.engine.core.interpreter import check_data_keys, execute
 from certa.engine.core.metric_paths import MetricPathError, parse_metric, resolve_in_schema
 from certa.ledger import Ledger
 from certa.schemas import load_schema

@@ -21,7 +21,7 @@ import pytest
 
 from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import ENV_VAR, InputLimits, read_input_file
-from certa.engine.core.interpreter import load_tables
+from certa.engine.core.inputs import load_tables
 from certa.engine.core.spec import load_plan
 from certa.engine.core.tables import parse_table
 

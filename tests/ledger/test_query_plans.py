@@ -28,7 +28,8 @@ from sqlalchemy.engine import Engine
 from certa.cli import main
 from certa.engine import LedgerError, run
 from certa.engine.foundation.errors import LedgerIntegrityError
-from certa.engine.core.interpreter import RunDecisions, load_tables
+from certa.engine.core.inputs import load_tables
+from certa.engine.core.interpreter import RunDecisions
 from certa.engine.core.spec import load_plan
 from certa.engine.core.stages.base import Decision
 from certa.engine.services.run import record_abort

@@ -291,7 +291,8 @@ def test_batch_runs_finds_exactly_the_runs_of_that_batch(small_spec: Path, tmp_p
 
     from certa.engine.services.batch import _batch_decision
     from certa.engine.services.run import record_execution
-    from certa.engine.core.interpreter import execute, load_tables
+    from certa.engine.core.inputs import load_tables
+    from certa.engine.core.interpreter import execute
     from certa.engine.core.spec import load_plan
 
     plan = load_plan(small_spec)
@@ -312,7 +313,8 @@ def test_batch_runs_finds_exactly_the_runs_of_that_batch(small_spec: Path, tmp_p
 def test_certa_run_reads_the_runs_of_a_batch_from_its_ledger(small_spec: Path, tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from certa.engine.core.interpreter import execute, load_tables
+    from certa.engine.core.inputs import load_tables
+    from certa.engine.core.interpreter import execute
     from certa.engine.core.spec import load_plan
     from certa.engine.services.batch import _batch_decision
     from certa.engine.services.run import record_execution

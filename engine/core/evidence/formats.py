@@ -1,7 +1,7 @@
 """Evaluator exports as input formats: a spec declares ``format: lm-eval-samples`` (or ``inspect-eval``,
 ``inspect-json``, ``promptfoo-jsonl``, ``lm-eval-results``) on an input, and the input is read by that tool's
-reader into a ``Table`` that carries its ``EvidenceRecords``. A model input (``model:``, format ``hf-model``) is
-read the same way: its bytes are its manifest (``certa.engine.core.models.manifest``), its table the manifest's files.
+reader into a ``Table`` that carries its ``EvidenceRecords``. Each export is an ``ExportReader``, registered
+with the other input formats in ``certa.engine.core.input_formats``.
 
 The input's bytes are the export's own, so its SHA-256 is the file's and the ledger stores the file as it is:
 a replay reads the same bytes with the same reader and the same options. Options are declared with the input
@@ -29,7 +29,8 @@ digests, every metric, the counts, and ``weight`` and ``slice`` when present.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,51 +42,81 @@ from certa.engine.core.evidence.records import EvidenceRecords
 from certa.engine.core.evidence.sources import json_document
 from certa.engine.core.evidence.table_mapping import TableMapping, mapped_records
 from certa.engine.core.input_limits import InputLimits
-from certa.engine.core.models.manifest import MODEL_FORMAT, read_manifest
 from certa.engine.core.tables import Columns, Table, column_of_cells, column_of_numbers
 from certa.engine.foundation.canonical import sha256_hex
 from certa.engine.foundation.errors import InputError
 
-__all__ = ["EVIDENCE_FORMATS", "READ_OPTIONS", "COMPANION_OPTIONS", "evidence_table", "unparsed_table",
-           "records_of_table"]
-
-READ_OPTIONS: Mapping[str, frozenset[str]] = {
-    "lm-eval-samples": frozenset({"task", "filter", "count_unit", "results"}),
-    "lm-eval-results": frozenset(),
-    "inspect-eval": frozenset({"slice"}),
-    "inspect-json": frozenset({"slice"}),
-    "promptfoo-jsonl": frozenset({"provider"}),
-    MODEL_FORMAT: frozenset(),
-}
-"""The ``read:`` options each evaluator format accepts."""
-EVIDENCE_FORMATS = tuple(READ_OPTIONS)
-COMPANION_OPTIONS: Mapping[str, str] = {"results": "lm-eval-results"}
-"""Options whose value names another input, and the format that input must have."""
+__all__ = ["EXPORT_READERS", "records_of_table"]
 
 
-def _records(name: str, raw: bytes, fmt: str, options: Mapping[str, Any], companions: Mapping[str, bytes],
-             limits: InputLimits) -> EvidenceRecords | None:
-    if fmt == "lm-eval-samples":
-        if "results" in options and "task" not in options:  # never guessed: a results file may describe any task
-            raise InputError(f"input '{name}': read.results needs read.task, the task of these samples (the file "
-                             f"name samples_<task>_<time>.jsonl says it; input '{options['results']}' is read for "
-                             "that task's configuration)")
-        records = read_lm_eval_samples(raw, companions.get("results"), task=options.get("task"),
-                                       results_name=f"input '{options['results']}'" if "results" in options else None,
-                                       filter_name=options.get("filter"),
-                                       count_unit=options.get("count_unit", "bytes"), name=f"input '{name}'",
-                                       limits=limits)
-        if "results" in options:
-            _check_results_sibling(name, raw, records, options)
-        return records
-    if fmt == "inspect-eval":
-        return read_inspect_eval(raw, slice_metadata=options.get("slice"), name=f"input '{name}'", limits=limits)
-    if fmt == "inspect-json":
-        return read_inspect_json(raw, slice_metadata=options.get("slice"), name=f"input '{name}'", limits=limits)
-    if fmt == "promptfoo-jsonl":
-        return read_promptfoo_jsonl(raw, provider=options.get("provider"), name=f"input '{name}'", limits=limits)
-    json_document(name, raw)  # lm-eval-results: a JSON document, read for provenance by its samples input
-    return None
+def _lm_eval_samples(name: str, raw: bytes, options: Mapping[str, Any], companions: Mapping[str, bytes],
+                     limits: InputLimits) -> EvidenceRecords:
+    if "results" in options and "task" not in options:  # never guessed: a results file may describe any task
+        raise InputError(f"input '{name}': read.results needs read.task, the task of these samples (the file "
+                         f"name samples_<task>_<time>.jsonl says it; input '{options['results']}' is read for "
+                         "that task's configuration)")
+    records = read_lm_eval_samples(raw, companions.get("results"), task=options.get("task"),
+                                   results_name=f"input '{options['results']}'" if "results" in options else None,
+                                   filter_name=options.get("filter"),
+                                   count_unit=options.get("count_unit", "bytes"), name=f"input '{name}'",
+                                   limits=limits)
+    if "results" in options:
+        _check_results_sibling(name, raw, records, options)
+    return records
+
+
+def _lm_eval_results(name: str, raw: bytes, options: Mapping[str, Any], companions: Mapping[str, bytes],
+                     limits: InputLimits) -> None:
+    json_document(name, raw)  # a JSON document, read for provenance by the samples input that names it
+
+
+def _inspect_eval(name: str, raw: bytes, options: Mapping[str, Any], companions: Mapping[str, bytes],
+                  limits: InputLimits) -> EvidenceRecords:
+    return read_inspect_eval(raw, slice_metadata=options.get("slice"), name=f"input '{name}'", limits=limits)
+
+
+def _inspect_json(name: str, raw: bytes, options: Mapping[str, Any], companions: Mapping[str, bytes],
+                  limits: InputLimits) -> EvidenceRecords:
+    return read_inspect_json(raw, slice_metadata=options.get("slice"), name=f"input '{name}'", limits=limits)
+
+
+def _promptfoo_jsonl(name: str, raw: bytes, options: Mapping[str, Any], companions: Mapping[str, bytes],
+                     limits: InputLimits) -> EvidenceRecords:
+    return read_promptfoo_jsonl(raw, provider=options.get("provider"), name=f"input '{name}'", limits=limits)
+
+
+RecordsReader = Callable[[str, bytes, Mapping[str, Any], Mapping[str, bytes], InputLimits], EvidenceRecords | None]
+
+
+@dataclass(frozen=True)
+class ExportReader:
+    """An evaluator's export as an input format (``certa.engine.core.input_formats.InputFormat``): its name, the
+    ``read:`` options it takes, the options naming another input (with that input's format), and its reader."""
+
+    name: str
+    records: RecordsReader = field(repr=False)
+    read_options: frozenset[str] = frozenset()
+    companions: Mapping[str, str] = field(default_factory=dict)
+
+    def read(self, name: str, raw: bytes, *, options: Mapping[str, Any], companions: Mapping[str, bytes],
+             limits: InputLimits) -> Table:
+        """The input ``name``: the export ``raw`` read with ``options`` (``companions``: the bytes of the
+        inputs the options name, by option); the table's columns show its records."""
+        limits.check_size(name, "jsonl", len(raw))
+        records = self.records(name, raw, options, companions, limits)
+        columns = Columns({}) if records is None else _columns(records)
+        return Table(name=name, columns=columns, sha256=sha256_hex(raw), fmt=self.name, raw=raw, evidence=records)
+
+
+EXPORT_READERS: tuple[ExportReader, ...] = (
+    ExportReader("lm-eval-samples", _lm_eval_samples, frozenset({"task", "filter", "count_unit", "results"}),
+                 {"results": "lm-eval-results"}),
+    ExportReader("lm-eval-results", _lm_eval_results),
+    ExportReader("inspect-eval", _inspect_eval, frozenset({"slice"})),
+    ExportReader("inspect-json", _inspect_json, frozenset({"slice"})),
+    ExportReader("promptfoo-jsonl", _promptfoo_jsonl, frozenset({"provider"})),
+)
+"""The evaluator exports certa reads (module docstring), registered by ``certa.engine.core.input_formats``."""
 
 
 def _check_results_sibling(name: str, raw: bytes, records: EvidenceRecords, options: Mapping[str, Any]) -> None:
@@ -106,33 +137,6 @@ def _check_results_sibling(name: str, raw: bytes, records: EvidenceRecords, opti
                          f"'{options['task']}': its task_hashes.{options['task']} is {stated}, the samples' "
                          f"digests give {digest}; give the samples' own results_<time>.json "
                          f"(--input {options['results']}=PATH) and their task (read.task)")
-
-
-def evidence_table(name: str, raw: bytes, fmt: str, *, options: Mapping[str, Any] | None = None,
-                   companions: Mapping[str, bytes] | None = None, limits: InputLimits | None = None) -> Table:
-    """The input ``name``: the export ``raw`` read by ``fmt``'s reader with ``options`` (``companions``: the
-    bytes of the inputs the options name, by option)."""
-    options = dict(options or {})
-    unknown = sorted(set(options) - READ_OPTIONS[fmt])
-    if unknown:
-        allowed = ", ".join(sorted(READ_OPTIONS[fmt])) or "none"
-        raise InputError(f"input '{name}': format {fmt} has no read option {', '.join(map(repr, unknown))} "
-                         f"(its options: {allowed})")
-    if fmt == MODEL_FORMAT:  # a model folder's manifest (certa.engine.core.models.manifest)
-        return Table(name=name, columns=Columns({n: (column_of_numbers(v) if v.dtype == np.float64 else
-                                                     column_of_cells(v))
-                                                 for n, v in read_manifest(name, raw).columns().items()}),
-                     sha256=sha256_hex(raw), fmt=fmt, raw=raw)
-    limits = limits or InputLimits.from_env()
-    limits.check_size(name, "jsonl", len(raw))
-    records = _records(name, raw, fmt, options, companions or {}, limits)
-    columns = Columns({}) if records is None else _columns(records)
-    return Table(name=name, columns=columns, sha256=sha256_hex(raw), fmt=fmt, raw=raw, evidence=records)
-
-
-def unparsed_table(name: str, raw: bytes, fmt: str) -> Table:
-    """An export's bytes, hashed but not yet read (it is read once the inputs its options name are loaded)."""
-    return Table(name=name, columns=Columns({}), sha256=sha256_hex(raw), fmt=fmt, raw=raw)
 
 
 def _columns(records: EvidenceRecords) -> Columns:
@@ -157,7 +161,7 @@ def records_of_table(table: Table, *, item: str, metrics: Sequence[str], slice_c
             raise InputError(f"input '{table.name}' is a {table.fmt} export: its slices come from the input's read "
                              f"option 'slice', not from a column ({slice_column!r})")
         return table.evidence
-    if table.fmt in EVIDENCE_FORMATS:
+    if table.fmt in {reader.name for reader in EXPORT_READERS}:
         raise InputError(f"input '{table.name}' (format {table.fmt}) holds no per-item records; it is read through "
                          "the samples input that names it")
     return mapped_records(table, TableMapping(item_id=item, metrics=tuple(metrics), weight=weight_column,

@@ -20,7 +20,7 @@ A spec names the key that must have signed it::
 
 The outcome (``SignatureCheck.record``) is one of: ``verified`` (with the SHA-256 of the public key's DER
 SubjectPublicKeyInfo and of ``model.sig``), ``unsigned`` (no ``model.sig`` and no key named), ``not_checked``
-(a ``model.sig`` but no key named), ``failed`` (with the reason). ``certa.engine.core.interpreter.load_tables``
+(a ``model.sig`` but no key named), ``failed`` (with the reason). ``certa.engine.core.inputs.load_tables``
 refuses ``failed`` and ``not_checked`` in the ci and release profiles; a dev run records them. The library
 is imported only when a folder holds ``model.sig`` and a key is named.
 """

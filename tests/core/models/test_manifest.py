@@ -14,7 +14,7 @@ import pytest
 from certa.engine.foundation.canonical import canonical_bytes
 from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
-from certa.engine.core.interpreter import load_tables
+from certa.engine.core.inputs import load_tables
 from certa.engine.core.models.manifest import MANIFEST_FORMAT, folder_manifest, read_manifest
 from certa.engine.core.spec import load_plan
 from tests.conftest import write_spec
@@ -109,9 +109,9 @@ def test_a_spec_pins_the_manifest_and_a_replay_reads_it_back_without_the_folder(
     with pytest.raises(InputError, match="SHA-256 is .* but the spec pins"):
         load_tables(load_plan(spec))
     # the ledger's copy: the manifest bytes alone, read as a table of the files (no origin)
-    from certa.engine.core.evidence.formats import unparsed_table
+    from certa.engine.core.inputs import InputSource
 
-    stored = load_tables(load_plan(spec), inputs={"base": unparsed_table("base", tables["base"].raw, "hf-model")})
+    stored = load_tables(load_plan(spec), inputs={"base": InputSource("base", "hf-model", tables["base"].raw)})
     assert stored["base"].sha256 == sha and stored["base"].origin is None
     assert list(stored["base"].text("path")) == ["config.json", "model.safetensors", "sub/extra.txt"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from certa.engine.foundation.errors import InputError, StageError
-from certa.engine.core.evidence.formats import unparsed_table
+from certa.engine.core.input_formats import read_input
 from certa.engine.core.input_limits import InputLimits
 from certa.engine.core.models.manifest import folder_manifest
 from certa.engine.core.models.runtime import load_causal_lm
@@ -19,7 +19,7 @@ from certa.engine.core.models.runtime import load_causal_lm
 
 def _table(folder: Path):
     manifest = folder_manifest("m", folder, InputLimits())
-    return replace(unparsed_table("m", manifest.raw, "hf-model"), origin=folder)
+    return replace(read_input("m", manifest.raw, "hf-model", limits=InputLimits()), origin=folder)
 
 
 def _copy(tiny_models, tmp_path) -> Path:

@@ -10,7 +10,7 @@ import pytest
 
 from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
-from certa.engine.core.interpreter import load_tables
+from certa.engine.core.inputs import load_tables
 from certa.engine.core.models.manifest import folder_manifest
 from certa.engine.core.models.signature import check_signature
 from certa.engine.core.spec import load_plan

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from certa.engine.foundation.errors import InputError
-from certa.engine.core.evidence.formats import unparsed_table
+from certa.engine.core.input_formats import read_input
 from certa.engine.core.input_limits import InputLimits
 from certa.engine.core.models.manifest import folder_manifest
 from certa.engine.core.models.windows import byte_pieces, piece_windows, token_windows, window_nll
@@ -52,7 +52,7 @@ def _loaded(folder):
 
     deterministic_torch(1)
     manifest = folder_manifest("m", folder, InputLimits())
-    return load_causal_lm(replace(unparsed_table("m", manifest.raw, "hf-model"), origin=folder))
+    return load_causal_lm(replace(read_input("m", manifest.raw, "hf-model", limits=InputLimits()), origin=folder))
 
 
 def _reference_nll(model, ids: list[int], targets: int) -> float:

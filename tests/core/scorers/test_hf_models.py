@@ -23,7 +23,7 @@ from certa.engine.services.audit import replay
 from certa.engine.services.presentation.html import render_report
 from certa.engine.services.report_data import gather_report
 from certa.engine.foundation.errors import InputError, StageError
-from certa.engine.core.evidence.formats import unparsed_table
+from certa.engine.core.input_formats import read_input
 from certa.engine.core.input_limits import InputLimits
 from certa.engine.core.models.manifest import MODEL_FORMAT, folder_manifest
 from certa.engine.core.scorers import ENTRY_POINT_GROUP, available_scorers, load_scorer, reported_usage
@@ -46,7 +46,7 @@ PROMPT_LINES = [line.strip() for line in "\n".join(textwrap.dedent(m.__doc__ or 
 def model_table(name: str, folder: Path) -> Table:
     """A model input as the interpreter reads it: the manifest's bytes, with the folder as its origin."""
     manifest = folder_manifest(name, folder, InputLimits())
-    return replace(unparsed_table(name, manifest.raw, MODEL_FORMAT), origin=folder)
+    return replace(read_input(name, manifest.raw, MODEL_FORMAT, limits=InputLimits()), origin=folder)
 
 
 def prompts_table(lines: list[str] = PROMPT_LINES) -> Table:
@@ -160,13 +160,14 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from certa.engine.core.evidence.formats import unparsed_table
+from certa.engine.core.input_formats import read_input
 from certa.engine.core.input_limits import InputLimits
 from certa.engine.core.models.manifest import folder_manifest
 from certa.engine.core.scorers.hf_models import HfModelsScorer
 from certa.engine.core.tables import table_from_columns
 def table(name, folder):
-    return replace(unparsed_table(name, folder_manifest(name, Path(folder), InputLimits()).raw, "hf-model"),
+    return replace(read_input(name, folder_manifest(name, Path(folder), InputLimits()).raw, "hf-model",
+                              limits=InputLimits()),
                    origin=Path(folder))
 prompts = table_from_columns("prompts", {{"text": {prompts!r}}})
 ref, cand = table("r", {ref!r}), table("c", {cand!r})

@@ -20,7 +20,8 @@ from certa.cli import main
 from certa.engine import run
 from certa.engine.services.audit import verify
 from certa.engine.foundation.canonical import canonical_bytes
-from certa.engine.core.interpreter import execute, load_tables
+from certa.engine.core.inputs import load_tables
+from certa.engine.core.interpreter import execute
 from certa.engine.core.spec import load_plan
 from certa.engine.core.stages import bakeoff, bakeoff_gate
 from certa.engine.core.stages.base import Decision, DecisionColumns

@@ -1,0 +1,137 @@
+"""A run's inputs: read from where they are (a file, a model folder, a ledger's blob, the Python API), then
+turned into tables by their format (``certa.engine.core.input_formats.read_input``).
+
+Every command loads inputs through ``load_tables``; what differs is only where the bytes come from:
+
+- ``certa run`` and the Python API: the spec's paths (or ``--input NAME=PATH``) read by ``read_source``, or
+  tables and columns given in memory;
+- ``certa batch``: the client reads each input with ``read_source`` and hashes it, a worker gets the
+  ``InputSource`` and loads it;
+- ``certa replay`` / ``certa audit`` and ``--recompute-evidence``: the bytes the ledger stored, as an
+  ``InputSource``.
+
+So a format, its ``read:`` options, a companion input (lm-eval's results file) and the ``InputLimits`` apply
+alike everywhere, and a pinned SHA-256 is checked whatever the source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from certa.engine.core.input_formats import input_format, read_input
+from certa.engine.core.input_limits import InputLimits, read_input_file
+from certa.engine.core.models.manifest import MODEL_FORMAT, ModelManifest, folder_manifest
+from certa.engine.core.models.signature import STRICT_STATUSES, SignatureCheck, check_signature
+from certa.engine.core.spec import InputSpec, Plan
+from certa.engine.core.tables import Table, format_for_path, table_from_columns
+from certa.engine.foundation.errors import InputError, SpecError
+
+__all__ = ["InputSource", "read_source", "check_pin", "load_tables", "Columns"]
+
+Columns = Mapping[str, Sequence[Any] | np.ndarray]
+
+
+@dataclass(frozen=True)
+class InputSource:
+    """An input's bytes before they are read: its name, format and bytes; ``sha256`` when the bytes were
+    hashed already (a batch client, a ledger), checked again when they are read; a model input's folder
+    (``origin``) and signature check, when it was read from its folder."""
+
+    name: str
+    fmt: str
+    raw: bytes = field(repr=False)
+    sha256: str | None = None
+    origin: Path | None = field(default=None, repr=False)
+    signature: SignatureCheck | None = field(default=None, repr=False)
+
+
+def read_source(declared: InputSpec, *, path: Path | None = None, profile: str,
+                limits: InputLimits) -> InputSource:
+    """The declared input's bytes, from ``path`` (default: the spec's): a regular file within ``limits``
+    (``read_input_file``), or for a model input its folder's manifest and signature check (in the ci and
+    release profiles a signature that is neither verified nor absent is an ``InputError``). Not parsed."""
+    where = Path(path if path is not None else declared.path)
+    fmt = declared.fmt or format_for_path(where)
+    if fmt != MODEL_FORMAT:
+        input_format(fmt, name=declared.name)  # an unknown format is refused before a byte is read
+        return InputSource(declared.name, fmt, read_input_file(declared.name, where, fmt, limits))
+    manifest = folder_manifest(declared.name, where, limits)
+    key = Path(declared.public_key) if declared.public_key else None
+    return InputSource(declared.name, fmt, manifest.raw, origin=where,
+                       signature=_checked_signature(declared.name, where, manifest, key, profile))
+
+
+def _checked_signature(name: str, folder: Path, manifest: ModelManifest, public_key: Path | None,
+                       profile: str) -> SignatureCheck:
+    """The model folder's signature check (``certa.engine.core.models.signature``); in the ci and release profiles
+    an outcome other than verified or unsigned is an ``InputError``."""
+    check = check_signature(folder, manifest, public_key)
+    if profile != "dev" and check.status not in STRICT_STATUSES:
+        raise InputError(f"input '{name}': model signature {check.status.replace('_', ' ')}: {check.reason} "
+                         f"(profile {profile} accepts only a verified signature or none)")
+    return check
+
+
+def check_pin(declared: InputSpec, sha256: str) -> None:
+    """An ``InputError`` when the spec pins a SHA-256 other than ``sha256``, the digest of the input's bytes."""
+    if declared.sha256 is not None and declared.sha256 != sha256:
+        raise InputError(f"input '{declared.name}': SHA-256 is {sha256} but the spec pins {declared.sha256}; "
+                         "the data changed since the spec was written: check it, then update the pin")
+
+
+def load_tables(plan: Plan, *, inputs: Mapping[str, Columns | Table | InputSource] | None = None,
+                input_paths: Mapping[str, str | Path] | None = None,
+                limits: InputLimits | None = None) -> dict[str, Table]:
+    """Load every declared input: given in ``inputs`` (a table, columns, or bytes as an ``InputSource``),
+    else read from ``input_paths`` or the spec's path (``read_source``); then read each by its format with
+    the options its spec declares (``read_input``), the inputs those options name supplying their bytes.
+
+    A pinned ``sha256`` is checked whatever the source. Unknown names in ``inputs``/``input_paths`` are a
+    ``SpecError``. Files are read and parsed within ``limits`` (default ``InputLimits.from_env()``: the
+    ``CERTA_INPUT_LIMITS`` setting); only regular files are read.
+    """
+    limits = limits or InputLimits.from_env()
+    inputs = dict(inputs or {})
+    input_paths = dict(input_paths or {})
+    for name in list(inputs) + list(input_paths):
+        if name not in plan.inputs:
+            raise SpecError(f"input '{name}' is not declared in the spec (declared: "
+                            f"{', '.join(sorted(plan.inputs)) or 'none'})", file=plan.source, path=f"inputs.{name}")
+    given: dict[str, Table | InputSource] = {}
+    for name, declared in plan.inputs.items():
+        value = inputs.get(name)
+        if value is None:
+            path = input_paths.get(name)
+            given[name] = read_source(declared, path=Path(path) if path is not None else None,
+                                      profile=plan.profile, limits=limits)
+        elif isinstance(value, (Table, InputSource)):
+            given[name] = value
+        else:
+            given[name] = table_from_columns(name, value, limits)
+    tables: dict[str, Table] = {}
+    for name, declared in plan.inputs.items():
+        value = given[name]
+        table = _read(name, declared, value, given, limits) if isinstance(value, InputSource) else value
+        if table.name != name:
+            table = replace(table, name=name)
+        check_pin(declared, table.sha256)
+        tables[name] = table
+    return tables
+
+
+def _read(name: str, declared: InputSpec, source: InputSource, given: Mapping[str, Table | InputSource],
+          limits: InputLimits) -> Table:
+    """``source`` read by its format with the declared options; a companion option's input supplies its bytes."""
+    companions = {option: given[declared.read[option]].raw
+                  for option in input_format(source.fmt, name=name).companions
+                  if option in declared.read and declared.read[option] in given}
+    table = read_input(name, source.raw, source.fmt, options=declared.read, companions=companions, limits=limits)
+    if source.sha256 is not None and table.sha256 != source.sha256:
+        raise InputError(f"input '{name}': its bytes have SHA-256 {table.sha256}, not the {source.sha256} they "
+                         "were hashed with when read (changed or corrupted in between)")
+    return replace(table, origin=source.origin, signature=source.signature)
