@@ -678,30 +678,10 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
       certa batch candidates/ --input baseline=/data/eval/baseline-2026-11.csv
       certa batch specs/ --junit reports/certa.xml
     """
-    from certa.engine.foundation.atomic_files import check_writable
-    from certa.engine.services.batch import ERROR, run_batch  # imports Dask only on this path
-    from certa.engine.services.presentation.junit import run_suite, utc_timestamp, write_junit
-    from certa.engine.services.run import ledger_for_run
-    from certa.engine.services.run_report import after_recording
-
-    overrides = _parse_input_overrides(input_overrides)
-    notify = lambda message: click.echo(message, err=True)  # noqa: E731 - progress on stderr
-    timestamp = utc_timestamp()
-    if junit_file is not None:  # refused before anything is recorded
-        check_writable(junit_file, what="the JUnit report")
-    try:
-        with ledger_for_run(ledger_url) as ledger:  # a refused batch leaves no new ledger file
-            report = run_batch(specs, ledger=ledger, scheduler=scheduler, workers=workers, batch_id=batch_id,
-                               retries=retries, input_paths=overrides, notify=None if as_json else notify)
-    except CertaError as error:  # the whole batch refused: the report says so
-        if junit_file is not None:
-            write_junit(junit_file, [run_suite(name="certa batch", timestamp=timestamp, error=str(error),
-                                               error_type=type(error).__name__)])
-        raise
-    if junit_file is not None:
-        recorded = [row.run_id for row in report.rows if row.run_id and row.status != ERROR]
-        with after_recording(f"batch {report.batch_id} (runs {', '.join(recorded)})" if recorded else None):
-            write_junit(junit_file, [row.junit_suite(timestamp) for row in report.rows])
+    from certa.engine.services.batch import record_batch  # imports Dask only on this path
+    report = record_batch(specs, ledger=ledger_url, junit_file=junit_file, scheduler=scheduler, workers=workers,
+                          batch_id=batch_id, retries=retries, input_paths=_parse_input_overrides(input_overrides),
+                          notify=_progress(as_json))
     _print(report, as_json, stderr=report.diagnostics())
     return report.exit_code
 
