@@ -51,7 +51,6 @@ from certa.engine.services.run import LedgerLocation, ledger_for_run, record_abo
 from certa.engine.services.run_report import after_recording
 from certa.engine.services.presentation.junit import JUnitSuite, run_suite, utc_timestamp, write_junit
 from certa.engine.services.presentation.markdown import failed_rules, recorded_abort
-from certa.engine.services.presentation.terminal import batch_report_text, warning_lines
 from certa.engine.core.spec import Plan, load_plan
 from certa.engine.core.stages import Decision
 from certa.engine.core.stages.base import DecisionColumns
@@ -186,14 +185,6 @@ class BatchReport:
         """The batch id, its exit code, the time and every row (``ok``: no run was refused or aborted)."""
         return {"ok": self.exit_code in (0, 1), "batch_id": self.batch_id, "exit_code": self.exit_code,
                 "seconds": round(self.seconds, 3), "runs": [row.as_json() for row in self.rows]}
-
-    def diagnostics(self) -> str:
-        """Each run's warnings, for stderr, named by the run's spec name."""
-        return "\n".join(warning_lines([f"{row.name}: {line}" for row in self.rows for line in row.warnings]))
-
-    def text(self) -> str:
-        """One line per spec (run id, verdict or status, note) with the profile rules that stopped a run."""
-        return batch_report_text(self)
 
 
 # --------------------------------------------------------------------------------------------- preparing
