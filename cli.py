@@ -93,22 +93,21 @@ def _open(ledger_url: str, *, write: bool = False) -> Ledger:
 
 
 class _Printable(Protocol):
-    """A service's result: its own JSON form and its own text form."""
+    """A service's result: its own JSON form (and, for a result that formats itself, ``text()``)."""
 
     def as_json(self) -> Any: ...
 
-    def text(self) -> str: ...
 
-
-def _print(result: _Printable, as_json: bool, *, stderr: str = "") -> None:
-    """Print a service's result on stdout: ``--json`` its JSON form, else its text (after ``stderr``, its
-    warnings and diagnostics, on stderr)."""
+def _print(result: _Printable, as_json: bool, text: Callable[[Any], str] | None = None, *, stderr: str = "") -> None:
+    """Print a service's result on stdout: ``--json`` its JSON form, else ``text(result)`` (a function of
+    ``certa.engine.services.presentation.terminal``; None: the result's own ``text()``) after ``stderr``, its
+    warnings and diagnostics, on stderr."""
     if as_json:
         _emit_json(result.as_json())
         return
     if stderr:
         click.echo(stderr, err=True)
-    click.echo(result.text())
+    click.echo(text(result) if text is not None else result.text())  # type: ignore[attr-defined]
 
 
 def _progress(quiet: bool) -> Callable[[str], None] | None:
@@ -206,11 +205,12 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
       certa run spec.yaml --input subject=/data/eval/subject.csv --json
       certa run spec.yaml --ledger ../ledger.db --junit reports/certa.xml
     """
+    from certa.engine.services.presentation.terminal import run_report_diagnostics, run_report_text
     from certa.engine.services.run_report import run_spec_file
     report = run_spec_file(spec, input_paths=_parse_input_overrides(input_overrides),
                            ledger=None if no_record else ledger_url, output=output, junit_file=junit_file,
                            notify=_progress(as_json))
-    _print(report, as_json, stderr=report.diagnostics())
+    _print(report, as_json, run_report_text, stderr=run_report_diagnostics(report))
     return report.exit_code
 
 
@@ -261,6 +261,7 @@ def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_f
       certa verify --workers 0
     """
     from certa.engine.services.audit import audit_ledger
+    from certa.engine.services.presentation.terminal import ledger_audit_text
     from certa.engine.services.keys import public_keys
     if expect_head and checkpoint_file:
         raise click.UsageError("give either --expect-head or --checkpoint, not both")
@@ -274,7 +275,7 @@ def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_f
                              checkpoint=checkpoint_file.read_bytes() if checkpoint_file else None,
                              checkpoint_keys=checkpoint_keys, approvers=approvers, notify=_progress(as_json),
                              since_checkpoint=since_checkpoint, record=record, workers=workers)
-    _print(audit, as_json)
+    _print(audit, as_json, ledger_audit_text)
     return EXIT_OK if audit.ok else EXIT_FAIL
 
 
@@ -317,6 +318,7 @@ def replay(run_id: str | None, replay_every: bool, since: str | None, name_patte
       certa replay 3f2a9c01 --recompute-evidence --input baseline=/models/base --input subject=/models/new
     """
     from certa.engine.services.audit import replay_runs
+    from certa.engine.services.presentation.terminal import replays_text
     if replay_every == (run_id is not None):
         raise click.UsageError("give a RUN_ID or --all (with optional --since and --name), not both")
     if not replay_every and (since or name_pattern):
@@ -335,7 +337,7 @@ def replay(run_id: str | None, replay_every: bool, since: str | None, name_patte
     with _open(ledger_url, write=not no_record) as ledger:
         replays = replay_runs(ledger, run_id, since=since, name=name_pattern, record=not no_record,
                               notify=_progress(as_json and not replay_every))
-    _print(replays, as_json)
+    _print(replays, as_json, replays_text)
     return EXIT_OK if replays.reproduced else EXIT_FAIL
 
 
@@ -354,9 +356,10 @@ def show(run_id: str, explain: bool, as_json: bool, ledger_url: str) -> int:
       certa show latest --explain
     """
     from certa.engine.services.browse import show_run
+    from certa.engine.services.presentation.terminal import run_view_text
     with _open(ledger_url) as ledger:
         view = show_run(ledger, run_id, explain=explain, ledger_name=ledger_url)
-    _print(view, as_json)
+    _print(view, as_json, run_view_text)
     return EXIT_OK
 
 
@@ -381,9 +384,10 @@ def decisions(run_id: str, kind: str | None, limit: int, after: int, as_json: bo
       certa decisions 3f2a9c01 --kind pairing --limit 0 --json
     """
     from certa.engine.services.browse import list_decisions
+    from certa.engine.services.presentation.terminal import decision_listing_text
     with _open(ledger_url) as ledger:
         listing = list_decisions(ledger, run_id, kind=kind, limit=limit, after=after, ledger_name=ledger_url)
-        for chunk in listing.json_chunks() if as_json else listing.text_chunks():
+        for chunk in listing.json_chunks() if as_json else decision_listing_text(listing):
             click.echo(chunk, nl=False)
     return EXIT_OK
 
@@ -399,7 +403,12 @@ def list_command(limit: int, as_json: bool, ledger_url: str) -> int:
       certa list --limit 10
     """
     from certa.engine.services.run_list import newest_runs
-    _print(newest_runs(ledger_url, limit), as_json)
+
+    def text(runs: Any) -> str:  # imported for the text alone: ``certa list --json`` loads no terminal helper
+        from certa.engine.services.presentation.terminal import run_list_text
+        return run_list_text(runs)
+
+    _print(newest_runs(ledger_url, limit), as_json, text)
     return EXIT_OK
 
 
@@ -441,9 +450,10 @@ def diff(run_a: str, run_b: str, only_changed: bool, every_element: bool, as_jso
       certa diff 3f2a9c01 77b0e4d2 --all --json
     """
     from certa.engine.services.browse import diff_runs
+    from certa.engine.services.presentation.terminal import run_diff_text
     with _open(ledger_url) as ledger:
         compared = diff_runs(ledger, run_a, run_b, every_element=every_element, only_changed=only_changed)
-    _print(compared, as_json)
+    _print(compared, as_json, run_diff_text)
     return EXIT_OK
 
 
@@ -594,10 +604,11 @@ def verify_attestation_command(attestation_file: Path, public_key_files: tuple[P
       certa verify-attestation 3f2a9c01.intoto.json --public-key certa.pub --file data/decisions.csv
     """
     from certa.engine.services.attestation import verify_attestation
+    from certa.engine.services.presentation.terminal import attestation_report_text
     from certa.engine.services.keys import public_keys
     report = verify_attestation(attestation_file.read_bytes(), public_keys(public_key_files),
                                 files={str(path): path.read_bytes() for path in data_files})
-    _print(report, as_json)
+    _print(report, as_json, attestation_report_text)
     return EXIT_OK if report.verified else EXIT_FAIL
 
 
@@ -618,9 +629,10 @@ def verify_bundle_command(bundle_file: Path, public_key_files: tuple[Path, ...],
       certa verify-bundle 3f2a9c01.bundle.json --public-key audit/certa.pub
     """
     from certa.engine.services.audit import verify_bundle_file
+    from certa.engine.services.presentation.terminal import bundle_report_text
     from certa.engine.services.keys import public_keys
     verification = verify_bundle_file(bundle_file, public_keys(public_key_files))
-    _print(verification, as_json)
+    _print(verification, as_json, lambda verified: bundle_report_text(verified.report))
     return EXIT_OK if verification.verified else EXIT_FAIL
 
 
@@ -678,31 +690,12 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
       certa batch candidates/ --input baseline=/data/eval/baseline-2026-11.csv
       certa batch specs/ --junit reports/certa.xml
     """
-    from certa.engine.foundation.atomic_files import check_writable
-    from certa.engine.services.batch import ERROR, run_batch  # imports Dask only on this path
-    from certa.engine.services.presentation.junit import run_suite, utc_timestamp, write_junit
-    from certa.engine.services.run import ledger_for_run
-    from certa.engine.services.run_report import after_recording
-
-    overrides = _parse_input_overrides(input_overrides)
-    notify = lambda message: click.echo(message, err=True)  # noqa: E731 - progress on stderr
-    timestamp = utc_timestamp()
-    if junit_file is not None:  # refused before anything is recorded
-        check_writable(junit_file, what="the JUnit report")
-    try:
-        with ledger_for_run(ledger_url) as ledger:  # a refused batch leaves no new ledger file
-            report = run_batch(specs, ledger=ledger, scheduler=scheduler, workers=workers, batch_id=batch_id,
-                               retries=retries, input_paths=overrides, notify=None if as_json else notify)
-    except CertaError as error:  # the whole batch refused: the report says so
-        if junit_file is not None:
-            write_junit(junit_file, [run_suite(name="certa batch", timestamp=timestamp, error=str(error),
-                                               error_type=type(error).__name__)])
-        raise
-    if junit_file is not None:
-        recorded = [row.run_id for row in report.rows if row.run_id and row.status != ERROR]
-        with after_recording(f"batch {report.batch_id} (runs {', '.join(recorded)})" if recorded else None):
-            write_junit(junit_file, [row.junit_suite(timestamp) for row in report.rows])
-    _print(report, as_json, stderr=report.diagnostics())
+    from certa.engine.services.batch import record_batch  # imports Dask only on this path
+    from certa.engine.services.presentation.terminal import batch_report_diagnostics, batch_report_text
+    report = record_batch(specs, ledger=ledger_url, junit_file=junit_file, scheduler=scheduler, workers=workers,
+                          batch_id=batch_id, retries=retries, input_paths=_parse_input_overrides(input_overrides),
+                          notify=_progress(as_json))
+    _print(report, as_json, batch_report_text, stderr=batch_report_diagnostics(report))
     return report.exit_code
 
 
@@ -836,8 +829,9 @@ def stages(as_json: bool) -> int:
       certa stages
       certa stages --json
     """
+    from certa.engine.services.presentation.terminal import stage_catalog_text
     from certa.engine.services.specs import stage_catalog
-    _print(stage_catalog(), as_json)
+    _print(stage_catalog(), as_json, stage_catalog_text)
     return EXIT_OK
 
 

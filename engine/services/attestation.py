@@ -35,7 +35,6 @@ from certa.engine.foundation.canonical import canonical_bytes
 from certa.engine.foundation.errors import AttestationError
 from certa.engine.foundation.json_read import parse_document
 from certa.engine.services.documents import document_text, save_document
-from certa.engine.services.presentation.terminal import attestation_report_text
 
 if TYPE_CHECKING:
     from certa.ledger import Ledger
@@ -119,10 +118,6 @@ class AttestationReport:
                 "content_sha256": self.content_sha256, "verdict": self.verdict, "key_ids": list(self.key_ids),
                 "subjects": [{"name": n, "sha256": d} for n, d in self.subjects],
                 "files": [{"file": f, "subject": n} for f, n in self.files], "problems": list(self.problems)}
-
-    def text(self) -> str:
-        """VERIFIED with the signers and each file's subject, or NOT VERIFIED with each problem."""
-        return attestation_report_text(self)
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")

@@ -38,7 +38,6 @@ from certa.engine.core.interpreter import AbortedExecution, Execution, Notify, e
 from certa.engine.foundation.jsondiff import FieldChange, json_diff
 from certa.engine.foundation.signing import key_id
 from certa.engine.services.presentation.display_text import plain_text
-from certa.engine.services.presentation.terminal import bundle_report_text, ledger_audit_text, replays_text
 from certa.engine.services.reviews import MissingApproval, ReviewRecord, ledger_reviews, review_problems, unapproved_runs
 from certa.engine.services.stored_inputs import stored_source, stored_table
 from certa.engine.core.spec import load_plan
@@ -163,10 +162,6 @@ class LedgerAudit:
                     "missing": [{"run_id": m.run_id, "name": m.name, "key_id": m.key_id, "reason": m.reason}
                                 for m in self.missing]}}
 
-    def text(self) -> str:
-        """The audit as ``certa verify`` prints it on a terminal."""
-        return ledger_audit_text(self)
-
 
 def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int, str] | None = None,
                  checkpoint: bytes | None = None, checkpoint_keys: Sequence[Ed25519PublicKey] = (),
@@ -239,10 +234,6 @@ class BundleVerification:
                                "signed_at": checkpoint.signed_at, "key_ids": list(checkpoint.key_ids)},
                 "problems": list(report.problems)}
 
-    def text(self) -> str:
-        """VERIFIED with the entry and the checkpoint's signers, or NOT VERIFIED with each problem."""
-        return bundle_report_text(self.report)
-
 
 def verify_bundle_file(path: Path, public_keys: Sequence[Ed25519PublicKey]) -> BundleVerification:
     """``verify_bundle`` the bundle in the file at ``path``; ``BundleError`` if it is not JSON."""
@@ -307,10 +298,6 @@ class Replays:
         if not self.every:
             return {"ok": self.reproduced, **self.results[0].as_json()}
         return {"ok": self.reproduced, "runs": [r.as_json() for r in self.results], "counts": self.counts()}
-
-    def text(self) -> str:
-        """The replays as ``certa replay`` prints them on a terminal."""
-        return replays_text(self)
 
 
 def _divergence_hint(recorded: Mapping[str, Any]) -> str:

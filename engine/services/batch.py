@@ -47,10 +47,11 @@ from certa.engine.core.input_limits import InputLimits
 from certa.engine.core.inputs import InputSource, check_pin, read_source
 from certa.engine.core.interpreter import Execution, RunDecisions
 from certa.engine.services.presentation.warnings import run_warnings
-from certa.engine.services.run import record_abort, record_execution
-from certa.engine.services.presentation.junit import JUnitSuite, run_suite
+from certa.engine.foundation.atomic_files import check_writable
+from certa.engine.services.run import LedgerLocation, ledger_for_run, record_abort, record_execution
+from certa.engine.services.run_report import after_recording
+from certa.engine.services.presentation.junit import JUnitSuite, run_suite, utc_timestamp, write_junit
 from certa.engine.services.presentation.markdown import failed_rules, recorded_abort
-from certa.engine.services.presentation.terminal import batch_report_text, warning_lines
 from certa.engine.core.spec import Plan, load_plan
 from certa.engine.core.stages import Decision
 from certa.engine.core.stages.base import DecisionColumns
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
     from certa.ledger import Ledger
 
 __all__ = ["BatchSpec", "BatchRow", "BatchReport", "discover_specs", "prepare_batch", "default_batch_id",
-           "run_batch", "EXIT_ORDER", "worst_exit_code"]
+           "run_batch", "record_batch", "EXIT_ORDER", "worst_exit_code"]
 
 Notify = Callable[[str], None]
 
@@ -181,14 +182,6 @@ class BatchReport:
         """The batch id, its exit code, the time and every row (``ok``: no run was refused or aborted)."""
         return {"ok": self.exit_code in (0, 1), "batch_id": self.batch_id, "exit_code": self.exit_code,
                 "seconds": round(self.seconds, 3), "runs": [row.as_json() for row in self.rows]}
-
-    def diagnostics(self) -> str:
-        """Each run's warnings, for stderr, named by the run's spec name."""
-        return "\n".join(warning_lines([f"{row.name}: {line}" for row in self.rows for line in row.warnings]))
-
-    def text(self) -> str:
-        """One line per spec (run id, verdict or status, note) with the profile rules that stopped a run."""
-        return batch_report_text(self)
 
 
 # --------------------------------------------------------------------------------------------- preparing
@@ -435,6 +428,35 @@ def run_batch(paths: Sequence[str | Path], *, ledger: Ledger, scheduler: str | N
                     cluster.close()
     ordered = tuple(rows[i] for i in range(len(specs)))
     return BatchReport(batch_id=batch, rows=ordered, seconds=time.monotonic() - started)
+
+
+def record_batch(paths: Sequence[str | Path], *, ledger: LedgerLocation, junit_file: Path | None = None,
+                 scheduler: str | None = None, workers: int = 2, batch_id: str | None = None, retries: int = 2,
+                 input_paths: Mapping[str, Path] | None = None, notify: Notify | None = None) -> BatchReport:
+    """``certa batch`` as one call, as ``certa.engine.services.run_report.run_spec_file`` is ``certa run``:
+    ``run_batch`` recording in the ledger at ``ledger`` (created if absent; a refused batch leaves no new ledger
+    file), and a JUnit report to ``junit_file`` when given (one suite per spec, ``BatchRow.junit_suite``).
+
+    The JUnit file is checked writable before anything is recorded. A batch refused as a whole raises its
+    ``CertaError`` after writing a report of one error suite; a report that cannot be written once runs are
+    recorded is a ``RecordedOutputError`` (exit 4) naming the batch and its runs."""
+    timestamp = utc_timestamp()
+    if junit_file is not None:  # refused before anything is recorded
+        check_writable(junit_file, what="the JUnit report")
+    try:
+        with ledger_for_run(ledger) as opened:
+            report = run_batch(paths, ledger=opened, scheduler=scheduler, workers=workers, batch_id=batch_id,
+                               retries=retries, input_paths=input_paths, notify=notify)
+    except CertaError as error:  # the whole batch refused: the report says so
+        if junit_file is not None:
+            write_junit(junit_file, [run_suite(name="certa batch", timestamp=timestamp, error=str(error),
+                                               error_type=type(error).__name__)])
+        raise
+    if junit_file is not None:
+        recorded = [row.run_id for row in report.rows if row.run_id and row.status != ERROR]
+        with after_recording(f"batch {report.batch_id} (runs {', '.join(recorded)})" if recorded else None):
+            write_junit(junit_file, [row.junit_suite(timestamp) for row in report.rows])
+    return report
 
 
 def _submit(client: Any, ledger: Ledger, item: BatchSpec, scattered: dict[str, Any], retries: int,

@@ -17,7 +17,6 @@ from certa.engine.services.documents import write_certificate
 from certa.engine.foundation.jsondiff import ArrayChange, FieldChange, flatten, json_diff, summarised
 from certa.engine.services.presentation.display_text import json_display
 from certa.engine.services.presentation.markdown import recorded_abort, recorded_decisions, recorded_warnings
-from certa.engine.services.presentation.terminal import decision_listing_text, run_diff_text, run_view_text
 
 __all__ = ["RunView", "show_run", "DecisionListing", "list_decisions", "RunDiff", "diff_runs", "ExportedCertificate",
            "export_certificate", "LedgerHead", "ledger_head", "DIFF_SIDES"]
@@ -46,10 +45,6 @@ class RunView:
             return self.certificate
         return {"run_id": self.row.run_id, "status": "aborted", "abort": self.abort, "failed_rules": list(self.rules)}
 
-    def text(self) -> str:
-        """The certificate as a Markdown report, or why the run was aborted."""
-        return run_view_text(self)
-
 
 def show_run(ledger: Ledger, run_id: str, *, explain: bool = False, ledger_name: str) -> RunView:
     """``run_id``'s certificate and warnings, or (an aborted run) the reason and the rules that stopped it;
@@ -66,8 +61,9 @@ def show_run(ledger: Ledger, run_id: str, *, explain: bool = False, ledger_name:
 @dataclass
 class DecisionListing:
     """A page of a run's decisions (``limit`` of them, 0: all) recorded after entry ``after``, read from the
-    ledger as it is printed: ``json_chunks`` or ``text_chunks`` consume it once, while the ledger is open.
-    Then ``last`` is the seq of the last decision listed and ``more`` says whether another page follows."""
+    ledger as it is printed: ``json_chunks`` or ``decisions`` (the text form:
+    ``certa.engine.services.presentation.terminal.decision_listing_text``) consume it once, while the ledger is
+    open. Then ``last`` is the seq of the last decision listed and ``more`` says whether another page follows."""
 
     run_id: str
     kind: str | None
@@ -95,10 +91,6 @@ class DecisionListing:
             item = json_display(json.dumps({"seq": seq, **payload}, sort_keys=True, ensure_ascii=False))
             yield ("\n  " if index == 0 else ",\n  ") + item
         yield f'\n], "next_after": {json.dumps(self.last if self.more else None)}}}\n'
-
-    def text_chunks(self) -> Iterator[str]:
-        """The page as lines, streamed: one per decision, then the command for the next page."""
-        return decision_listing_text(self)
 
 
 def list_decisions(ledger: Ledger, run_id: str, *, kind: str | None = None, limit: int = 100, after: int = 0,
@@ -128,10 +120,6 @@ class RunDiff:
         return {"run_a": self.run_a, "run_b": self.run_b, "same_content": self.same_content,
                 "changes": [c.as_json(DIFF_SIDES) for c in self.changes],
                 "summary": [c.as_json() if isinstance(c, ArrayChange) else c.as_json(DIFF_SIDES) for c in self.lines]}
-
-    def text(self) -> str:
-        """How many fields differ, one line per change, and (unless ``only_changed``) how many are equal."""
-        return run_diff_text(self)
 
 
 def diff_runs(ledger: Ledger, run_a: str, run_b: str, *, every_element: bool = False,

@@ -27,11 +27,6 @@ class RunList(NamedTuple):
                  "recorded_at": r.recorded_at, "knobs_hash": r.knobs_hash, "certificate_sha256": r.certificate_sha256}
                 for r in self.rows]
 
-    def text(self) -> str:
-        """One line per run (``certa list``)."""
-        from certa.engine.services.presentation.terminal import run_list_text
-        return run_list_text(self.rows)
-
 
 def newest_runs(ledger_url: str, limit: int) -> RunList:
     """The ``limit`` newest runs of the ledger at ``ledger_url`` (opened read-only)."""

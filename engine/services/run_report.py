@@ -25,7 +25,6 @@ from certa.engine.foundation.errors import CertaError, OutputError, ProfileAbort
 from certa.engine.services.documents import write_certificate
 from certa.engine.services.presentation.junit import run_suite, utc_timestamp, write_junit
 from certa.engine.services.presentation.markdown import failed_rules
-from certa.engine.services.presentation.terminal import run_report_diagnostics, run_report_text
 from certa.engine.services.presentation.warnings import run_warnings
 from certa.engine.services.run import RunResult, ledger_for_run, run_plan
 from certa.ledger.location import command_hint
@@ -68,14 +67,6 @@ class RunReport:
         return {"ok": True, "run_id": self.run_id, "verdict": self.result.verdict,
                 "certificate_sha256": self.result.content_sha256, "results_sha256": self.result.results_sha256,
                 "knobs_hash": self.result.knobs_hash, "warnings": list(self.warnings)}
-
-    def diagnostics(self) -> str:
-        """What goes to stderr: each warning, and for an aborted run the reason and each failed rule."""
-        return run_report_diagnostics(self)
-
-    def text(self) -> str:
-        """The verdict, identity and gates and where the run is recorded; or that it was aborted."""
-        return run_report_text(self)
 
 
 @contextlib.contextmanager

@@ -9,7 +9,6 @@ from typing import Any
 
 from certa.engine.core.spec import Plan, load_plan
 from certa.engine.core.stages import REGISTRY
-from certa.engine.services.presentation.terminal import stage_catalog_text
 
 __all__ = ["ValidSpec", "validate_spec", "StageCatalog", "stage_catalog"]
 
@@ -71,10 +70,6 @@ class StageCatalog:
     def as_json(self) -> list[dict[str, Any]]:
         """One object per stage version."""
         return [v.as_json() for v in self.versions]
-
-    def text(self) -> str:
-        """Each stage type with its summary, then its versions, newest first."""
-        return stage_catalog_text(self)
 
 
 def stage_catalog() -> StageCatalog:

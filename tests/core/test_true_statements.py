@@ -13,6 +13,7 @@ import pytest
 
 from certa.engine import ProfileAbort, run
 from certa.engine.core.stages import REGISTRY
+from certa.engine.services.presentation.stages import markdown_of
 
 from tests.conftest import window_columns
 
@@ -61,7 +62,7 @@ def test_without_a_phase_column_1_2_0_states_nothing_about_preview_windows_or_dr
     assert set(outputs["dataset"]["windows"]["stats"]["coverage"]) == {"final", "replicates"}
     rules = [d["rule"] for d in _details(result, "profile_rule")]
     assert "preview_final_counts_match" not in rules and "min_preview_windows" not in rules
-    markdown = REGISTRY.resolve("paired.ppl_ratio").render_markdown(outputs)
+    markdown = markdown_of("paired.ppl_ratio", REGISTRY.newest("paired.ppl_ratio").version)(outputs)
     assert "review" not in markdown and "drift" not in markdown.lower()
 
 
@@ -97,7 +98,7 @@ def test_offsets_in_one_arm_are_checked_in_that_arm_and_named() -> None:
     stats = _outputs(result)["dataset"]["windows"]["stats"]
     assert stats["overlap_checked"] is True and stats["overlap_checked_arms"] == ["baseline"]
     assert stats["window_overlap_fraction"] == 1.0
-    assert "baseline only" in REGISTRY.resolve("paired.ppl_ratio").render_markdown(_outputs(result))
+    assert "baseline only" in markdown_of("paired.ppl_ratio", REGISTRY.newest("paired.ppl_ratio").version)(_outputs(result))
     pinned = _outputs(run(_paired_spec("1.1.0"), inputs={"baseline": base, "subject": subj}))
     assert pinned["dataset"]["windows"]["stats"]["overlap_checked"] is False
 

@@ -47,7 +47,7 @@ from certa.engine.core.stages.unused_columns import unused_column_decisions
 
 __all__ = ["STAGE", "STAGES", "BakeoffKernels", "KERNELS", "Reporting", "RecordedReporting", "BakeoffConfig",
            "config_from_knobs", "frozen_manifest", "run_knobs_hash", "stage_manifest", "bucket_outputs", "sums_rows",
-           "one_page_table", "render_bakeoff", "audit_bakeoff", "stamp_line", "format6", "refuse_if_aborted"]
+           "one_page_table", "audit_bakeoff", "stamp_line", "format6", "refuse_if_aborted"]
 
 _FORBIDDEN_ID_CHARS = ("|", "=", "\n", "\r")
 _INSUFFICIENT = "insufficient_evidence"
@@ -810,65 +810,7 @@ def _decision_rows(ctx: StageContext, data: _Decisions, values: DecisionValues, 
     return DecisionColumns("bakeoff_decision", columns, {**absent, "seed": seed, "knobs_hash": knobs_hash})
 
 
-# --------------------------------------------------------------------------- show and verify
-
-
-def _fmt(x: Any, places: int = 6) -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, float):
-        return format6(x) if places == 6 else f"{x:.{places}f}"
-    return str(x)
-
-
-def render_bakeoff(outputs: Mapping[str, Any]) -> str:
-    """One page per bucket: the vendor table, the pairwise tests and the stamp line (Markdown)."""
-    manifest = outputs.get("manifest", {})
-    names = manifest.get("bands", {}).get("names", list(BAND_NAMES))
-    lines = [f"manifest {manifest.get('knobs_hash', '?')} · gate {manifest.get('gate_mode', '?')} "
-             f"({manifest.get('gate_source', 'sums')}) · weights {manifest.get('weights', '?')}", ""]
-    level = outputs.get("bootstrap", {}).get("confidence_level")
-    ci_head = f"{round(100 * level)}% CI (RSI)" if level else "CI"
-    for bucket, entry in outputs.get("buckets", {}).items():
-        lines += [f"**bucket `{bucket}`** — ranked by {entry.get('rank_by')}; tie-break overlay: "
-                  f"{entry.get('tie_break_overlay')}", "",
-                  f"| rank | vendor | n | RSI_pool_env | band | {ci_head} | {'/'.join(names)} shares "
-                  "| tokens | lat_ms |",
-                  "|---:|---|---:|---:|---|---|---|---:|---:|"]
-        for vendor in entry["ranking"]:
-            v = entry["vendors"][vendor]
-            ci = v.get("ci_rsi")
-            ci_text = f"[{format6(ci[0])}, {format6(ci[1])}]" if ci else "–"
-            shares = "/".join(f"{s:.2f}" for s in v["band_shares"])
-            tokens = v.get("tokens_median", v.get("tokens_mean"))
-            lat = v.get("lat_ms_median", v.get("lat_ms_mean"))
-            tie = " (tie)" if v.get("tied_with") else ""
-            lines.append(f"| {v['rank']}{tie} | {vendor} | {v['n']} | {format6(v['RSI_pool_env'])} | "
-                         f"{v['band_pool_env']} | {ci_text} | {shares} | {_fmt(tokens, 1)} | {_fmt(lat, 1)} |")
-        pairs = [p for p in entry.get("pairs", []) if "diff_u" in p]
-        if pairs:
-            lines += ["", "| pair | Δu | CI (u) | CI (tanh) | p one-tailed | p two-sided | p Holm |",
-                      "|---|---:|---|---|---:|---:|---:|"]
-            replicates = outputs.get("bootstrap", {}).get("replicates") or 0
-
-            def p_text(value: float, floor: float) -> str:
-                # p = 0 only says that no replicate crossed 0: p < floor
-                return f"< {floor:.2g}" if value == 0 and floor else f"{value:.4f}"
-
-            for p in pairs:
-                ci_tanh = p.get("display", p)["ci_tanh"]  # under display from 1.2.0
-                lines.append(f"| {p['a']} − {p['b']} | {format6(p['diff_u'])} | [{format6(p['ci_u'][0])}, "
-                             f"{format6(p['ci_u'][1])}] | [{format6(ci_tanh[0])}, {format6(ci_tanh[1])}] | "
-                             f"{p_text(p['p_min'], 1 / replicates if replicates else 0)} | "
-                             f"{p_text(p['p_two_sided'], 2 / replicates if replicates else 0)} | "
-                             f"{p_text(p['p_holm'], 2 * len(pairs) / replicates if replicates else 0)} |")
-        lead = entry.get("lead")
-        if lead:
-            verdict = "significant" if lead["significant"] else "not significant"
-            lines += ["", f"Leader {lead['leader']}, lead over {lead['runner_up']} {verdict} "
-                          f"(p_Holm = {lead['p_holm']:.4g}, level {lead['alpha']:g})"]
-        lines += ["", "```", entry["stamp"], "```", ""]
-    return "\n".join(lines).rstrip() + "\n"
+# --------------------------------------------------------------------------------- verify
 
 
 def audit_bakeoff(outputs: Mapping[str, Any]) -> list[str]:
@@ -926,7 +868,6 @@ def compare_stage(kernels: BakeoffKernels) -> StageType:
         input_knobs=("input",),
         run=lambda ctx: run_bakeoff_compare(ctx, kernels),
         summary=SUMMARY,
-        render_markdown=render_bakeoff,
         presentation="certa.engine.services.presentation.stages.bakeoff",
         audit_checks=audit_bakeoff,
         changes=kernels.changes,

@@ -34,7 +34,7 @@ from certa.engine.foundation.errors import InputError, LedgerError, StageError
 from certa.engine.core.stats.bakeoff.pool import FIXED_POINT_BITS, GroupSums, merge_group_sums, pools_from_sums
 from certa.engine.core.tables import Table, parse_table
 from certa.engine.core.stages.bakeoff import (KERNELS, BakeoffKernels, audit_bakeoff, bucket_outputs, config_from_knobs, one_page_table,
-                      render_bakeoff, run_knobs_hash, stage_manifest, sums_rows)
+                      run_knobs_hash, stage_manifest, sums_rows)
 from certa.engine.core.stages.base import Decision, LedgerReferences, StageContext, StageOutput, StageType
 
 __all__ = ["STAGE", "STAGES", "read_sums_table"]
@@ -214,7 +214,6 @@ def merge_stage(kernels: BakeoffKernels) -> StageType:
         run=lambda ctx: run_bakeoff_merge(ctx, kernels),
         summary="Vendor bake-off from per-shard (U, W) sums: exact merge, pools, bands, ranking and stamps "
                 "identical to the unsharded bakeoff.compare.",
-        render_markdown=render_bakeoff,
         ledger_reads=shard_sources,
         presentation="certa.engine.services.presentation.stages.bakeoff",
         audit_checks=audit_bakeoff,

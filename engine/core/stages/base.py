@@ -16,13 +16,14 @@ cost their arrays, not 10^6 Python objects, and the ledger encodes them column b
 Numerical work belongs in ``certa.engine.core.stats``: pure functions, arrays in, frozen dataclasses out.
 
 **A stage is declared by its ``StageType``**, so that nothing outside ``certa.engine.core.stages`` switches on a stage
-name: its knobs and outputs schemas (by name), its kernels (``run``), its Markdown (``render_markdown``), its
-audit checks, what it reads from a ledger (``ledger_reads``, through ``LedgerReader``) and its presentation.
-The presentation is the one part the core cannot hold as a function: the HTML section and the "how to read
-this" paragraphs use the services' view model and plots, and the core may not import the services. So
+name: its knobs and outputs schemas (by name), its kernels (``run``), its audit checks, what it reads from a
+ledger (``ledger_reads``, through ``LedgerReader``) and its presentation. The core renders nothing: the HTML
+section, the "how to read this" paragraphs and the Markdown of ``certa show`` are the presentation layer's (they
+use the services' view model, plots and display helpers, and the core may not import the services). So
 ``StageType.presentation`` is the *dotted name* of the presentation module
-(``certa.engine.services.presentation.stages.<module>``, defining ``section`` and ``how_to_read``), which the
-presentation layer imports when it renders (``certa.engine.services.presentation.stages.presentation_of``). Weighed against the alternatives:
+(``certa.engine.services.presentation.stages.<module>``, defining ``section``, ``how_to_read`` and optionally
+``markdown``), which the presentation layer imports when it renders
+(``certa.engine.services.presentation.stages.presentation_of`` and ``markdown_of``). Weighed against the alternatives:
 
 - a table keyed by stage name in the presentation layer (what it replaces) makes adding a stage touch a second
   registry and lets the two drift apart; a registration call from each presentation module needs something
@@ -233,8 +234,6 @@ class StageType:
     input_knobs: tuple[str, ...]
     run: Callable[[StageContext], StageOutput]
     summary: str = ""
-    render_markdown: Callable[[Mapping[str, Any]], str] | None = None
-    """Optional: a Markdown rendering of this stage's outputs for ``certa show``."""
     audit_checks: Callable[[Mapping[str, Any]], list[str]] | None = None
     """Optional: method identities ``certa verify`` re-checks on stored outputs (returns problems found)."""
     ledger_reads: Callable[[Mapping[str, Any]], LedgerReferences] | None = None
@@ -242,9 +241,9 @@ class StageType:
     (a batch fetches them for its workers, and runs a spec that reads the batch itself after the batch's other
     runs); None: it reads nothing from a ledger."""
     presentation: str | None = None
-    """Optional: the dotted name of the module that presents this type's outputs in the HTML report and in
-    "how to read this" paragraphs (``certa.engine.services.presentation.stages.<module>``); None: a generic outputs
-    table. A name, not a function: see the module docstring."""
+    """Optional: the dotted name of the module that presents this type's outputs in the HTML report, in "how to
+    read this" paragraphs and in ``certa show``'s Markdown (``certa.engine.services.presentation.stages.<module>``);
+    None: a generic outputs table. A name, not a function: see the module docstring."""
     changes: str = ""
     """What this version changed in the numbers against the previous one (``certa stages`` shows it)."""
     produces: tuple[str, ...] = ()

@@ -434,25 +434,6 @@ def run_pac_report(ctx: StageContext, kernels: PacReportKernels = KERNELS[-1]) -
     return StageOutput(outputs=outputs, decisions=tuple(decisions))
 
 
-def render_pac_report(outputs: Mapping[str, Any]) -> str:
-    """A short Markdown view of the report for ``certa show``."""
-    lines = ["| class | n | u* | k | threshold |", "|---|---|---|---|---|"]
-    for c in (0, 1):
-        r = outputs["calibration_result"][f"class_{c}"]
-        thr = "+inf (always included)" if r["threshold_infinite"] else f"{r['threshold']:.6g}"
-        lines.append(f"| {c} | {r['n']} | {r['u_star']} | {r['k']} | {thr} |")
-    lines += ["", "| scope | metric | LOO estimate | bound | method | level |", "|---|---|---|---|---|---|"]
-    for scope in SCOPES:
-        block = outputs[f"pac_bounds_{scope}"]
-        for metric in RATE_METRICS:
-            b = block[metric]
-            est = "n/a" if b["estimate"] is None else f"{b['estimate']:.4f}"
-            lines.append(f"| {scope} | {metric} | {est} | [{b['lower']:.4f}, {b['upper']:.4f}] | {b['method']} | "
-                         f"{b['level']:.4g} |")
-    lines += ["", outputs["joint_guarantee"]["statement"]]
-    return "\n".join(lines)
-
-
 def audit_pac_report(outputs: Mapping[str, Any]) -> list[str]:
     """Identities ``certa verify`` re-checks: each class's SSBC correction recomputed from its recorded
     inputs (α, n, δ, mode, m) gives the recorded u*, k and always-include flag, and the calibration
@@ -482,7 +463,6 @@ def pac_report_stage(kernels: PacReportKernels) -> StageType:
         input_knobs=("input",),
         run=lambda ctx: run_pac_report(ctx, kernels),
         summary="PAC report for binary Mondrian conformal sets: exact SSBC, LOO rates, prediction bounds (seed 003).",
-        render_markdown=render_pac_report,
         presentation="certa.engine.services.presentation.stages.conformal",
         audit_checks=audit_pac_report,
         changes=kernels.changes,

@@ -215,24 +215,6 @@ def run_monitor(ctx: StageContext, kernels: MonitorKernels = KERNELS[-1]) -> Sta
     return StageOutput(outputs=outputs, decisions=(decision,))
 
 
-def render_monitor(outputs: Mapping[str, Any]) -> str:
-    """A short Markdown view of the monitoring result for ``certa show``."""
-    source = outputs["source"]
-    where = (f"run {source['run_id']}" if source["run_id"] else "this run")
-    lines = [f"Checked against the report of stage '{source['stage_id']}' in {where} ({outputs['compare_to']} bounds).",
-             "", "| scope | metric | realised | bound | inside |", "|---|---|---|---|---|"]
-    for scope in SCOPES:
-        for metric in RATE_METRICS:
-            e = outputs["metrics"][scope][metric]
-            if e["rate"] is None:
-                lines.append(f"| {scope} | {metric} | n/a | | n/a |")
-                continue
-            bound = e["certified"] if outputs["compare_to"] == "certified" else e["realised_size"]["bound"]
-            lines.append(f"| {scope} | {metric} | {e['rate']:.4f} ({e['count']}/{e['n']}) | "
-                         f"[{bound[0]:.4f}, {bound[1]:.4f}] | {'yes' if e['inside'] else 'NO'} |")
-    return "\n".join(lines)
-
-
 def monitor_stage(kernels: MonitorKernels) -> StageType:
     """``conformal.monitor`` at ``kernels.version``."""
     return StageType(
@@ -242,7 +224,6 @@ def monitor_stage(kernels: MonitorKernels) -> StageType:
         run=lambda ctx: run_monitor(ctx, kernels),
         summary=("Apply a recorded conformal.pac_report's thresholds to new labelled data; "
                  "realised rates vs certified bounds."),
-        render_markdown=render_monitor,
         ledger_reads=monitored_run,
         presentation="certa.engine.services.presentation.stages.conformal_monitor",
         changes=kernels.changes,

@@ -181,20 +181,6 @@ def run_model_windows(ctx: StageContext) -> StageOutput:
     return StageOutput(outputs=_outputs(ctx, tables), captured=tables)
 
 
-def render_model_windows(outputs: Mapping[str, Any]) -> str:
-    """A short Markdown view for ``certa show``."""
-    lines = ["| model | manifest | type | parameters | tokenizer | signature | NLL per " + outputs["unit"][:-1] + " |",
-             "|---|---|---|---|---|---|---|"]
-    for arm, model in outputs["models"].items():
-        lines.append(f"| {arm} ({model['input']}) | {model['manifest_sha256'][:12]} | {model['model_type']} | "
-                     f"{model['parameters']:,} | {model['tokenizer_sha256'][:12]} | {model['signature']['status']} | "
-                     f"{outputs['nll_per_unit'][arm]:.6g} |")
-    w, r = outputs["windows"], outputs["runtime"]
-    lines += ["", f"{w['count']} windows, {w['scored']} {outputs['unit']} scored; {r['device']}, {r['threads']} "
-                  f"thread(s), {r['dtype']} weights, NLL summed in {r['accumulation']}."]
-    return "\n".join(lines)
-
-
 STAGE = StageType(
     name="model.windows",
     version="1.0.0",
@@ -202,7 +188,6 @@ STAGE = StageType(
     run=run_model_windows,
     summary="Two local models scored on the same text windows: per-window token counts and NLL sums for "
             "paired.ppl_ratio.",
-    render_markdown=render_model_windows,
     presentation="certa.engine.services.presentation.stages.model_windows",
     produces=ARMS,
 )

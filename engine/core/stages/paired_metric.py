@@ -54,7 +54,7 @@ from certa.engine.core.stats.paired_metric import (PairedTable, anytime_mean_dif
 from certa.engine.core.stats.pairing import canonical_order
 from certa.engine.foundation.errors import InputError, ProfileAbort, StageError
 
-__all__ = ["PROFILE_FLOORS", "RULES", "STAGE", "STAGES", "MetricDeltaRules", "render_metric_delta", "run_metric_delta"]
+__all__ = ["PROFILE_FLOORS", "RULES", "STAGE", "STAGES", "MetricDeltaRules", "run_metric_delta"]
 
 PROFILE_FLOORS: dict[str, int | None] = {"dev": None, "ci": 100, "release": 200}
 """Minimum paired items per profile (``dev``: none)."""
@@ -332,26 +332,6 @@ def run_metric_delta(ctx: StageContext, version_rules: MetricDeltaRules = RULES[
     return StageOutput(outputs=outputs, decisions=tuple(decisions))
 
 
-def render_metric_delta(outputs: Mapping[str, Any]) -> str:
-    """The difference with its interval, the test, the non-inferiority verdict and the pairing, as Markdown."""
-    diff = outputs["difference"]
-    level = round(100 * diff["confidence_level"], 2)
-    lines = [f"| metric | baseline | subject | difference | {level:g}% CI ({diff['method']}) |",
-             "|---|---:|---:|---:|---|",
-             f"| {outputs['metric']} | {outputs['baseline_mean']:.6g} | {outputs['subject_mean']:.6g} | "
-             f"{diff['estimate']:.6g} | [{diff['ci'][0]:.6g}, {diff['ci'][1]:.6g}] |", ""]
-    pairing = outputs["pairing"]
-    facts = [f"Paired items {outputs['n_paired']} of {pairing['baseline_items']} (baseline) and "
-             f"{pairing['subject_items']} (subject)"]
-    if "test" in outputs:
-        facts.append(f"exact McNemar p = {outputs['test']['p_value']:.4g}")
-    ni = outputs.get("noninferiority")
-    if ni:
-        facts.append(f"non-inferior at margin {ni['margin']:g}: {'yes' if ni['noninferior'] else 'NO'}")
-    lines.append("; ".join(facts) + ".")
-    return "\n".join(lines)
-
-
 def metric_delta_stage(rules: MetricDeltaRules) -> StageType:
     """``paired.metric_delta`` at ``rules.version``."""
     return StageType(
@@ -361,7 +341,6 @@ def metric_delta_stage(rules: MetricDeltaRules) -> StageType:
         run=lambda ctx: run_metric_delta(ctx, rules),
         summary="Paired per-item metric difference (accuracy, exact match, F1) vs a baseline: Tango/Newcombe "
                 "intervals, exact McNemar, non-inferiority margin, slices with Holm/BH; reads evaluator exports.",
-        render_markdown=render_metric_delta,
         presentation="certa.engine.services.presentation.stages.paired_metric",
         changes=rules.changes,
     )

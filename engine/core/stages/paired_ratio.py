@@ -457,37 +457,6 @@ def audit_paired_ratio(outputs: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def render_paired_ratio(outputs: Mapping[str, Any]) -> str:
-    """The primary metric, the pairing checks and the bootstrap settings as Markdown tables; the preview/final
-    drift only when the outputs hold one (1.2.0 leaves it out without a phase column)."""
-    pm = outputs["primary_metric"]
-    stats = outputs["dataset"]["windows"]["stats"]
-    boot = stats["bootstrap"]
-    level = round(100 * pm["confidence_level"], 2)
-    overlap = stats["window_overlap_fraction"] if stats["overlap_checked"] else "not checked (no offsets)"
-    arms = stats.get("overlap_checked_arms", ("baseline", "subject"))
-    if len(arms) == 1:
-        overlap = f"{overlap} ({arms[0]} only: the other arm has no offsets)"
-    lines = [
-        f"| ratio vs baseline | {level:g}% CI | log-ratio CI | subject PPL | baseline PPL |",
-        "|---:|---|---|---:|---:|",
-        f"| {pm['ratio_vs_baseline']:.6f} | [{pm['display_ci'][0]:.6f}, {pm['display_ci'][1]:.6f}] | "
-        f"[{pm['ci'][0]:.6g}, {pm['ci'][1]:.6g}] | {pm['final']:.4f} | {pm['baseline_final']:.4f} |",
-        "",
-        f"Paired windows {stats['paired_windows']} (match fraction {stats['window_match_fraction']:.6g}, "
-        f"overlap {overlap}, token-count mismatches {stats['token_count_mismatches']}). "
-        f"Bootstrap: {boot['method']} ({boot['scheme']} resampling), {boot['replicates']} replicates"
-        + (f"; fallback: {boot['fallback']}" if boot["fallback"] else "")
-        + ("; degenerate deltas: CI collapsed to the point" if stats["paired_delta_summary"]["degenerate"] else "")
-        + ".",
-    ]
-    drift = outputs.get("drift")
-    if drift:
-        lines.append(f"Preview→final drift ratio {drift['preview_final_ratio']:.6f} "
-                     f"({'within' if drift['within_band'] else 'OUTSIDE'} band {drift['band']}).")
-    return "\n".join(lines)
-
-
 def ratio_stage(kernels: PairedRatioKernels) -> StageType:
     """``paired.ppl_ratio`` at ``kernels.version``."""
     return StageType(
@@ -497,7 +466,6 @@ def ratio_stage(kernels: PairedRatioKernels) -> StageType:
         run=lambda ctx: run_paired_ratio(ctx, kernels),
         summary="Paired perplexity ratio vs a baseline, token-weighted, with a paired BCa bootstrap CI (seed 001).",
         audit_checks=audit_paired_ratio,
-        render_markdown=render_paired_ratio,
         presentation="certa.engine.services.presentation.stages.paired_ratio",
         changes=kernels.changes,
     )

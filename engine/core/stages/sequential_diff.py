@@ -173,9 +173,6 @@ class RangeRule(Protocol):
                n_used: int) -> tuple[dict[str, Any], dict[str, Any]]:
         """(entries added to ``results``, output blocks) stating the range and what was done to the scores."""
 
-    def render(self, outputs: Mapping[str, Any]) -> tuple[str, list[str]]:
-        """(a note next to the decision, Markdown lines after the reason) for ``certa show``."""
-
     def audit(self, outputs: Mapping[str, Any]) -> list[str]:
         """Problems with the stored range statement that ``certa verify`` reports."""
 
@@ -206,12 +203,6 @@ class ClipKnobs:
         return {}, {"clip": {"applies": a.bounded, "low": knobs["clip_low"], "high": knobs["clip_high"],
                              "assumption": statement, "n_clipped": n_clipped if a.bounded else 0,
                              "n_outside_range": n_clipped}}
-
-    def render(self, outputs: Mapping[str, Any]) -> tuple[str, list[str]]:
-        clip = outputs["clip"]
-        if not clip["applies"]:
-            return "", []
-        return "", [f"Clip range [{clip['low']}, {clip['high']}] (assumption); clipped scores: {clip['n_clipped']}."]
 
     def audit(self, outputs: Mapping[str, Any]) -> list[str]:
         return []
@@ -270,13 +261,6 @@ class DeclaredRange:
                  "statement": _range_statement(knobs, score_range, n_outside, n_clipped, int(a.scores.size), n_used)}
         # the raw mean by the same prefix sums as ``mean``: the two are equal to the bit when nothing is clipped
         return {"estimand": estimand, "raw_mean": float(prefix_mean(used)[-1])}, {"range": block}
-
-    def render(self, outputs: Mapping[str, Any]) -> tuple[str, list[str]]:
-        r, block = outputs["results"], outputs["range"]
-        shown = block["n_clipped"] > 0 or r["estimand"] != "mean score difference" or block["source"] != DECLARED
-        note = (f" (estimand: {r['estimand']}; clipped scores: {block['n_clipped']}; raw mean {r['raw_mean']:.6g})"
-                if shown else "")
-        return note, [f"Score range: {block['statement']}."]
 
     def audit(self, outputs: Mapping[str, Any]) -> list[str]:
         """The estimand agrees with the range block (clipped iff bounded and clipping was opted in or
@@ -1096,21 +1080,6 @@ def audit_sequential_diff(outputs: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def render_sequential_diff(outputs: Mapping[str, Any], rule: RangeRule) -> str:
-    """A short Markdown view for ``certa show``; ``rule`` (the version's) adds the range: 2.0.0 puts the
-    estimand, the clipped count and the raw mean next to the decision when scores were (or may be) clipped
-    or the range was not declared."""
-    r, m = outputs["results"], outputs["method"]
-    lo, hi = r["ci"]
-    note, range_lines = rule.render(outputs)
-    lines = [
-        "| decision | n used | mean | CS | p (mean = 0) | method | validity |", "|---|---|---|---|---|---|---|",
-        f"| {r['decision']}{note} | {r['n_used']} | {r['mean']:.6g} | [{lo:.6g}, {hi:.6g}] | {r['p_value']:.4g} | "
-        f"{m['name']} | {m['validity']} |", "", r["reason"],
-    ]
-    return "\n".join(lines + range_lines)
-
-
 SUMMARY = "Sequential DIFFERENT/IDENTICAL/SAME/UNDECIDED decision on anytime-valid confidence sequences (seed 000)."
 
 
@@ -1122,7 +1091,6 @@ def diff_stage(kernels: SequentialKernels) -> StageType:
         input_knobs=("input", "reference", "candidate"),
         run=lambda ctx: run_sequential_diff(ctx, kernels),
         summary=SUMMARY,
-        render_markdown=lambda outputs: render_sequential_diff(outputs, kernels.range_rule),
         presentation="certa.engine.services.presentation.stages.sequential_diff",
         audit_checks=lambda outputs: (audit_sequential_diff(outputs) + kernels.range_rule.audit(outputs)
                                       + kernels.identity.audit(outputs)),

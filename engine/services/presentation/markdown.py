@@ -3,7 +3,7 @@
 (``certa diff``, ``certa replay``).
 
 Formatting of stored records (the report: identity (run, hashes, seed, profile), inputs, each stage's own
-Markdown (``StageType.render_markdown``), the gates and the library versions), and two readers that stream a
+Markdown (``certa.engine.services.presentation.stages.markdown_of``), the gates and the library versions), and two readers that stream a
 run's recorded decisions from the ledger. Nothing is recomputed. Values are written by the one formatter,
 ``certa.engine.core.value_text.format_value``, in JSON's words (``null``, ``true``, ``false``).
 
@@ -21,9 +21,10 @@ from certa.engine.foundation.canonical import to_jsonable
 from certa.engine.core.certificate import results_sha256
 from certa.engine.services.presentation.display_text import markdown_code, markdown_strings, markdown_text, plain_text
 from certa.engine.services.presentation.explain import how_to_read
+from certa.engine.services.presentation.stages import markdown_of
 from certa.engine.core.gates import gate_display
 from certa.engine.foundation.jsondiff import ArrayChange, FieldChange
-from certa.engine.core.stages import REGISTRY, Decision
+from certa.engine.core.stages import Decision
 from certa.engine.core.value_text import format_value
 
 if TYPE_CHECKING:
@@ -157,14 +158,14 @@ def certificate_markdown(certificate: Mapping[str, Any], *, explain: bool = Fals
     stage_uses = {s["id"]: (s["use"], s["version"]) for s in content["knobs"]["stages"]}
     for stage_id, outputs in content["stages"].items():
         use, version = stage_uses.get(stage_id, ("?", "?"))
-        stage_type = REGISTRY.find(use, version)
+        render = markdown_of(use, version)
         lines += ["", f"## Stage {code(stage_id)} ({text(use)} v{text(version)})", ""]
         shown = markdown_strings(outputs)  # the stages' renderers place output strings into Markdown as they are
         if explain:
             for paragraph in how_to_read(use, shown):
                 lines += [paragraph, ""]
-        if stage_type is not None and stage_type.render_markdown is not None:
-            lines += plain_text(stage_type.render_markdown(shown), newlines=True).splitlines()
+        if render is not None:
+            lines += plain_text(render(shown), newlines=True).splitlines()
         else:
             lines += _generic_outputs(outputs)
     lines += ["", "## Gates", ""]

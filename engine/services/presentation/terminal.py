@@ -2,6 +2,7 @@
 
 Each function takes a result object (``LedgerAudit``, ``Replays``, ...) and returns the lines the command
 prints, joined by newlines, with user strings passed through ``plain_text`` (no control or bidi characters).
+``cli.py`` calls them; a service never does (its results hold data, not text: ``tests/test_layers.py``).
 The JSON form of the same results is their own ``as_json()``; nothing here is recorded. This module loads
 only the display helpers and ``certa.ledger.location`` (``certa list`` starts at once); the functions that need the
 Markdown helpers (changes, rules, decisions, reports), the JSON diff or the stage registry load them when
@@ -21,15 +22,15 @@ if TYPE_CHECKING:
     from certa.engine.services.audit import LedgerAudit, ReplayResult, Replays
     from certa.engine.services.batch import BatchReport
     from certa.engine.services.browse import DecisionListing, RunDiff, RunView
+    from certa.engine.services.run_list import RunList
     from certa.engine.services.run_report import RunReport
     from certa.engine.services.specs import StageCatalog
     from certa.ledger.bundle import BundleReport
-    from certa.ledger.rows import RunRow
 
 __all__ = ["ledger_audit_text", "replay_text", "replays_text", "key_ids_text", "run_list_text", "stage_catalog_text",
            "attestation_report_text", "bundle_report_text", "run_view_text", "decision_listing_text", "run_diff_text",
            "warning_lines", "run_report_diagnostics", "run_report_text", "run_summary_text",
-           "batch_report_text"]
+           "batch_report_text", "batch_report_diagnostics"]
 
 SHOWN_PROBLEMS = 20
 """``certa verify`` names at most this many integrity problems, and the newest this many reviews."""
@@ -124,8 +125,9 @@ def replays_text(replays: Replays) -> str:
     return "\n".join(lines)
 
 
-def run_list_text(rows: Sequence[RunRow]) -> str:
+def run_list_text(runs: RunList) -> str:
     """``certa list``: one line per run (id, time, verdict or status, profile, name)."""
+    rows = runs.rows
     if not rows:
         return "no runs recorded yet"
     return "\n".join(plain_text(f"{r.run_id[:12]}  {r.recorded_at[:19]}  {(r.verdict or r.status.upper()):<8} "
@@ -271,3 +273,8 @@ def batch_report_text(report: BatchReport) -> str:
         lines.append(plain_text(f"  {row.spec:<{width}}  {row.run_id or '-':<32}  {outcome:<7}{note}"))
         lines += [f"  {'':<{width}}  failed: {rule_text(rule)}" for rule in row.failed_rules]
     return "\n".join(lines)
+
+
+def batch_report_diagnostics(report: BatchReport) -> str:
+    """``certa batch`` on stderr: each run's warnings, named by the run's spec name."""
+    return "\n".join(warning_lines([f"{row.name}: {line}" for row in report.rows for line in row.warnings]))

@@ -16,7 +16,8 @@ from certa.engine.foundation.errors import InputError, StageError
 from certa.engine.core.spec import fill_defaults
 from certa.engine.core.stages import REGISTRY
 from certa.engine.core.stages.bakeoff import STAGE as COMPARE
-from certa.engine.core.stages.bakeoff import audit_bakeoff, render_bakeoff
+from certa.engine.core.stages.bakeoff import audit_bakeoff
+from certa.engine.services.presentation.stages.bakeoff import markdown
 from certa.engine.core.stages.bakeoff_merge import STAGE as MERGE
 from certa.engine.core.stages.base import StageContext
 from certa.engine.core.tables import parse_table, table_from_columns
@@ -243,7 +244,7 @@ def test_verify_identities_hold_and_catch_tampering():
 
 def test_markdown_shows_the_one_page_table_pairs_and_stamp():
     out, _ = compare(E5)
-    text = render_bakeoff(out)
+    text = markdown(out, COMPARE.version)
     header = "| rank | vendor | n | RSI_pool_env | band | 95% CI (RSI) | A++/A+/A0/A-/A-- shares | tokens | lat_ms |"
     assert header in text
     assert "| 1 | A | 3 | 0.510479 | A0 |" in text and "| A − B | 0.147388 |" in text

@@ -19,8 +19,9 @@ from certa.engine.foundation.canonical import to_jsonable
 from certa.engine.foundation.errors import InputError, ProfileAbort
 from certa.engine.core.spec import fill_defaults
 from certa.engine.core.stages import REGISTRY
-from certa.engine.core.stages.bakeoff import KERNELS, Reporting, RecordedReporting, audit_bakeoff, render_bakeoff
+from certa.engine.core.stages.bakeoff import KERNELS, Reporting, RecordedReporting, audit_bakeoff
 from certa.engine.core.stages.base import StageContext
+from certa.engine.services.presentation.stages.bakeoff import markdown
 from certa.engine.core.stats.bakeoff.pairwise_bootstrap import holm_adjust, is_significant, pairwise_bootstrap, significance_level
 from certa.engine.core.stats.bakeoff.pool import BandTable, decision_values
 from certa.engine.core.tables import table_from_columns
@@ -193,7 +194,7 @@ def test_the_pair_carries_the_bootstrapped_u_difference_and_names_its_tanh_image
 def test_verify_checks_the_display_values_and_show_prints_them():
     out, _ = compare(E5)
     assert audit_bakeoff(out) == []
-    text = render_bakeoff(out)
+    text = markdown(out, COMPARE.version)
     ci_tanh = out["buckets"]["all"]["pairs"][0]["display"]["ci_tanh"]
     assert f"{ci_tanh[0]:.6f}" in text and "Leader A, lead over B not significant (p_Holm = " in text
     out["buckets"]["all"]["pairs"][0]["display"]["diff_tanh"] += 1e-9

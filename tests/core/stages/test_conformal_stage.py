@@ -20,6 +20,7 @@ from certa.engine.foundation.errors import InputError, SpecError, StageError
 from certa.engine.core.spec import fill_defaults, load_plan
 from certa.engine.core.stages import REGISTRY
 from certa.engine.core.stages.base import StageContext
+from certa.engine.services.presentation.stages import markdown_of
 from certa.engine.core.stats.conformal.mondrian import nonconformity_scores
 from certa.engine.core.stats.conformal.rate_bounds import METHODS, clopper_pearson
 from certa.engine.core.stats.conformal.ssbc import ssbc_correct
@@ -345,7 +346,7 @@ def test_example_spec_end_to_end():
     stages = result.certificate["content"]["stages"]
     assert stages["pac"]["joint_guarantee"]["level"] >= 0.7
     assert stages["monitor"]["all_inside"] is True
-    assert PAC.render_markdown(stages["pac"]).count("\n") > 10
+    assert markdown_of(PAC.name, PAC.version)(stages["pac"]).count("\n") > 10
 
 
 def test_monitor_run_reads_the_report_from_the_ledger(tmp_path, ledger):

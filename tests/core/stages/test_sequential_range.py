@@ -18,6 +18,7 @@ from certa.engine.foundation.errors import InputError, SpecError, StageError
 from certa.engine.core.spec import fill_defaults, load_plan, load_schema
 from certa.engine.core.stages import REGISTRY
 from certa.engine.core.stages.base import StageContext
+from certa.engine.services.presentation.stages import markdown_of
 from certa.engine.core.stages.sequential_diff import CAPTURED_SCORES, CAPTURED_SUPPORT, KERNELS, analyse_scores
 from certa.engine.core.tables import table_from_columns
 
@@ -78,7 +79,7 @@ def test_the_users_case_clipped_on_request_states_the_clipped_estimand() -> None
     assert block["out_of_range"] == "clip" and "the estimand is the mean of the clipped scores" in block["statement"]
     clip = next(d for d in out.decisions if d.kind == "out_of_range")
     assert clip.detail["outcome"] == "pass" and clip.detail["n_outside"] == block["n_outside"]   # opted in: no warning
-    shown = NEW.render_markdown(out.outputs)
+    shown = markdown_of(NEW.name, NEW.version)(out.outputs)
     note = (f"{r['decision']} (estimand: mean of the scores clipped to [0, 0.2]; clipped scores: {block['n_clipped']}"
             f"; raw mean {_g(r['raw_mean'])})")
     assert note in shown
@@ -147,7 +148,7 @@ def test_an_unbounded_method_ignores_a_range_with_a_recorded_warning() -> None:
     ignored = [d for d in out.decisions if d.kind == "range_ignored"]
     assert len(ignored) == 1 and ignored[0].detail["outcome"] == "warn"
     assert "'range: [0, 0.2]' was ignored" in ignored[0].detail["message"]
-    assert "Score range: method asymptotic_cs needs no score range" in NEW.render_markdown(out.outputs)
+    assert "Score range: method asymptotic_cs needs no score range" in markdown_of(NEW.name, NEW.version)(out.outputs)
     silent = _run({"input": "s", "method": "asymptotic_cs"}, _table(SCORES), profile="ci")
     assert [d.kind for d in silent.decisions if d.kind == "range_ignored"] == []
 
@@ -196,7 +197,7 @@ def test_a_scorer_metric_support_is_the_range_and_is_recorded_for_the_replay(mon
     block = live.outputs["range"]
     assert (block["low"], block["high"], block["source"]) == (-1.0, 1.0, "scorer metric support")
     assert set(live.captured) == {CAPTURED_SCORES, CAPTURED_SUPPORT}
-    assert NEW.render_markdown(live.outputs).count("raw mean") == 1          # range not declared: shown
+    assert markdown_of(NEW.name, NEW.version)(live.outputs).count("raw mean") == 1          # range not declared: shown
     monkeypatch.setattr(stage_module, "load_scorer", None)                  # a replay never loads the scorer
     replayed = _run(knobs, tables, captured=dict(live.captured))
     assert replayed.outputs == live.outputs and replayed.captured.keys() == live.captured.keys()

@@ -1,22 +1,28 @@
-"""Each stage type's presentation: its HTML report section and its "how to read this" paragraphs.
+"""Each stage type's presentation: its HTML report section, its "how to read this" paragraphs and its Markdown in
+``certa show``.
 
 A stage type names its presentation module in ``StageType.presentation`` (a dotted module name; see
 ``certa.engine.core.stages.base`` for why a name and not a function): the core may not import the services, so it
-names the module and ``presentation_of`` imports it when a report or ``certa show --explain`` needs it. Each
+names the module and ``presentation_of`` (``markdown_of``) imports it when a report or ``certa show`` needs it. Each
 module here serves the stage module of ``certa.engine.core.stages`` of the same name (``bakeoff`` serves
 ``bakeoff.compare`` and ``bakeoff.merge``) and defines::
 
     section(stage: StageInput) -> StageSection        the stage's HTML report section
     how_to_read(outputs) -> tuple[str, ...]           plain-language paragraphs (HTML and Markdown)
 
-Both read the stored outputs only, defensively, and compute no statistic. Adding a stage type's presentation is
-writing its module here and naming it in the ``StageType``: nothing here lists stage names.
+and, optionally (``certa show`` prints a generic outputs table for a type whose module has none)::
+
+    markdown(outputs, version) -> str                 the stage's Markdown, as the type at ``version`` states it
+
+``section`` and ``how_to_read`` read the stored outputs only, defensively; none of the three computes a
+statistic. The core renders nothing. Adding a stage type's presentation is writing its module here and naming it
+in the ``StageType``: nothing here lists stage names.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -25,7 +31,10 @@ from certa.engine.core.stages import REGISTRY, parse_stage_ref
 if TYPE_CHECKING:  # the view model lives in the HTML package, which only the report commands import
     from certa.engine.services.presentation.html.view import StageInput, StageSection
 
-__all__ = ["StagePresentation", "presentation_of", "presentation_modules"]
+__all__ = ["StagePresentation", "MarkdownRenderer", "presentation_of", "presentation_modules", "markdown_of"]
+
+MarkdownRenderer = Callable[[Mapping[str, Any], str], str]
+"""A presentation module's ``markdown(outputs, version)``: a stage's outputs as Markdown for ``certa show``."""
 
 
 class StagePresentation(Protocol):
@@ -54,3 +63,13 @@ def presentation_of(use: str) -> StagePresentation | None:
     versions = REGISTRY.versions(parse_stage_ref(use)[0])
     module = versions[-1].presentation if versions else None
     return None if module is None else cast(StagePresentation, import_module(module))
+
+
+def markdown_of(use: str, version: str) -> Callable[[Mapping[str, Any]], str] | None:
+    """The Markdown renderer of stage type ``use`` at ``version`` (its presentation module's ``markdown``, with the
+    version given), which ``certa show`` prints each stage's outputs with; None for a type or version this certa
+    does not have, or one whose presentation has no Markdown (``certa show`` then lists the outputs)."""
+    stage = REGISTRY.find(use, version)
+    module = None if stage is None or stage.presentation is None else import_module(stage.presentation)
+    render: MarkdownRenderer | None = getattr(module, "markdown", None)
+    return None if render is None else functools.partial(render, version=version)

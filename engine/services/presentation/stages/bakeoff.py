@@ -7,12 +7,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from certa.engine.core.stages.bakeoff import format6
+from certa.engine.core.stats.bakeoff.pool import BAND_NAMES
 from certa.engine.core.value_text import format_value
 from certa.engine.services.presentation.explain import finite_number, number_text
 from certa.engine.services.presentation.html import plots
 from certa.engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, Table, fmt, mapping, table
 
-__all__ = ["section", "how_to_read", "Lead", "bucket_lead", "lead_sentence", "p_value_text"]
+__all__ = ["section", "how_to_read", "markdown", "Lead", "bucket_lead", "lead_sentence", "p_value_text"]
 
 
 _OVERLAYS = (("tokens", "tokens"), ("lat_ms", "latency ms"), ("cost", "cost"))
@@ -209,3 +211,61 @@ def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
                  "scores of different vendors are comparable. Tanh-mapped intervals are displays of the u-space "
                  "interval, not intervals of the difference of two pooled scores.")
     return tuple(texts)
+
+
+def _one_decimal(x: Any) -> str:
+    """An overlay value in the Markdown table: a float with one decimal, "–" for none."""
+    if x is None:
+        return "–"
+    return f"{x:.1f}" if isinstance(x, float) else str(x)
+
+
+def markdown(outputs: Mapping[str, Any], version: str) -> str:
+    """``certa show``'s Markdown of a ``bakeoff.compare`` or ``bakeoff.merge`` stage (every ``version``): one page
+    per bucket: the vendor table, the pairwise tests and the stamp line."""
+    manifest = outputs.get("manifest", {})
+    names = manifest.get("bands", {}).get("names", list(BAND_NAMES))
+    lines = [f"manifest {manifest.get('knobs_hash', '?')} · gate {manifest.get('gate_mode', '?')} "
+             f"({manifest.get('gate_source', 'sums')}) · weights {manifest.get('weights', '?')}", ""]
+    level = outputs.get("bootstrap", {}).get("confidence_level")
+    ci_head = f"{round(100 * level)}% CI (RSI)" if level else "CI"
+    for bucket, entry in outputs.get("buckets", {}).items():
+        lines += [f"**bucket `{bucket}`** — ranked by {entry.get('rank_by')}; tie-break overlay: "
+                  f"{entry.get('tie_break_overlay')}", "",
+                  f"| rank | vendor | n | RSI_pool_env | band | {ci_head} | {'/'.join(names)} shares "
+                  "| tokens | lat_ms |",
+                  "|---:|---|---:|---:|---|---|---|---:|---:|"]
+        for vendor in entry["ranking"]:
+            v = entry["vendors"][vendor]
+            ci = v.get("ci_rsi")
+            ci_text = f"[{format6(ci[0])}, {format6(ci[1])}]" if ci else "–"
+            shares = "/".join(f"{s:.2f}" for s in v["band_shares"])
+            tokens = v.get("tokens_median", v.get("tokens_mean"))
+            lat = v.get("lat_ms_median", v.get("lat_ms_mean"))
+            tie = " (tie)" if v.get("tied_with") else ""
+            lines.append(f"| {v['rank']}{tie} | {vendor} | {v['n']} | {format6(v['RSI_pool_env'])} | "
+                         f"{v['band_pool_env']} | {ci_text} | {shares} | {_one_decimal(tokens)} | {_one_decimal(lat)} |")
+        pairs = [p for p in entry.get("pairs", []) if "diff_u" in p]
+        if pairs:
+            lines += ["", "| pair | Δu | CI (u) | CI (tanh) | p one-tailed | p two-sided | p Holm |",
+                      "|---|---:|---|---|---:|---:|---:|"]
+            replicates = outputs.get("bootstrap", {}).get("replicates") or 0
+
+            def p_text(value: float, floor: float) -> str:
+                # p = 0 only says that no replicate crossed 0: p < floor
+                return f"< {floor:.2g}" if value == 0 and floor else f"{value:.4f}"
+
+            for p in pairs:
+                ci_tanh = p.get("display", p)["ci_tanh"]  # under display from 1.2.0
+                lines.append(f"| {p['a']} − {p['b']} | {format6(p['diff_u'])} | [{format6(p['ci_u'][0])}, "
+                             f"{format6(p['ci_u'][1])}] | [{format6(ci_tanh[0])}, {format6(ci_tanh[1])}] | "
+                             f"{p_text(p['p_min'], 1 / replicates if replicates else 0)} | "
+                             f"{p_text(p['p_two_sided'], 2 / replicates if replicates else 0)} | "
+                             f"{p_text(p['p_holm'], 2 * len(pairs) / replicates if replicates else 0)} |")
+        lead = entry.get("lead")
+        if lead:
+            verdict = "significant" if lead["significant"] else "not significant"
+            lines += ["", f"Leader {lead['leader']}, lead over {lead['runner_up']} {verdict} "
+                          f"(p_Holm = {lead['p_holm']:.4g}, level {lead['alpha']:g})"]
+        lines += ["", "```", entry["stamp"], "```", ""]
+    return "\n".join(lines).rstrip() + "\n"

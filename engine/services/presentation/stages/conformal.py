@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from certa.engine.core.stages.conformal import RATE_METRICS
+from certa.engine.core.stages.conformal import RATE_METRICS, SCOPES
 from certa.engine.services.presentation.explain import finite_number, number_text
 from certa.engine.services.presentation.html import plots
 from certa.engine.services.presentation.html.view import Plot, StageInput, StageSection, fmt, mapping, table, threshold_values
 
-__all__ = ["section", "how_to_read"]
+__all__ = ["section", "how_to_read", "markdown"]
 
 
 def _pac_scopes(outputs: Mapping[str, Any], prefix: str) -> list[str]:
@@ -85,3 +85,23 @@ def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
         "leave-one-out counts behave like binomial counts, and per-class test sizes are plug-in values. A shift in "
         "the data breaks the guarantee: that is what the monitor stage checks.",
     )
+
+
+def markdown(outputs: Mapping[str, Any], version: str) -> str:
+    """``certa show``'s Markdown of a ``conformal.pac_report`` stage (every ``version``): the deployed thresholds,
+    the rate bounds and the joint guarantee."""
+    lines = ["| class | n | u* | k | threshold |", "|---|---|---|---|---|"]
+    for c in (0, 1):
+        r = outputs["calibration_result"][f"class_{c}"]
+        thr = "+inf (always included)" if r["threshold_infinite"] else f"{r['threshold']:.6g}"
+        lines.append(f"| {c} | {r['n']} | {r['u_star']} | {r['k']} | {thr} |")
+    lines += ["", "| scope | metric | LOO estimate | bound | method | level |", "|---|---|---|---|---|---|"]
+    for scope in SCOPES:
+        block = outputs[f"pac_bounds_{scope}"]
+        for metric in RATE_METRICS:
+            b = block[metric]
+            est = "n/a" if b["estimate"] is None else f"{b['estimate']:.4f}"
+            lines.append(f"| {scope} | {metric} | {est} | [{b['lower']:.4f}, {b['upper']:.4f}] | {b['method']} | "
+                         f"{b['level']:.4g} |")
+    lines += ["", outputs["joint_guarantee"]["statement"]]
+    return "\n".join(lines)

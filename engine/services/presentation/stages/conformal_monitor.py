@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from certa.engine.core.stages.conformal import RATE_METRICS
+from certa.engine.core.stages.conformal import RATE_METRICS, SCOPES
 from certa.engine.services.presentation.html import plots
 from certa.engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, fmt, table
 
-__all__ = ["section", "how_to_read"]
+__all__ = ["section", "how_to_read", "markdown"]
 
 
 def section(stage: StageInput) -> StageSection:
@@ -71,3 +71,22 @@ def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
         "Assumptions: the batch is labelled correctly and is one sample of the deployment data; per-class coverage "
         "in the table is for information only.",
     )
+
+
+def markdown(outputs: Mapping[str, Any], version: str) -> str:
+    """``certa show``'s Markdown of a ``conformal.monitor`` stage (every ``version``): each realised rate against
+    its bound."""
+    source = outputs["source"]
+    where = (f"run {source['run_id']}" if source["run_id"] else "this run")
+    lines = [f"Checked against the report of stage '{source['stage_id']}' in {where} ({outputs['compare_to']} bounds).",
+             "", "| scope | metric | realised | bound | inside |", "|---|---|---|---|---|"]
+    for scope in SCOPES:
+        for metric in RATE_METRICS:
+            e = outputs["metrics"][scope][metric]
+            if e["rate"] is None:
+                lines.append(f"| {scope} | {metric} | n/a | | n/a |")
+                continue
+            bound = e["certified"] if outputs["compare_to"] == "certified" else e["realised_size"]["bound"]
+            lines.append(f"| {scope} | {metric} | {e['rate']:.4f} ({e['count']}/{e['n']}) | "
+                         f"[{bound[0]:.4f}, {bound[1]:.4f}] | {'yes' if e['inside'] else 'NO'} |")
+    return "\n".join(lines)

@@ -9,7 +9,7 @@ from typing import Any
 from certa.engine.services.presentation.html import plots
 from certa.engine.services.presentation.html.view import Plot, StageInput, StageSection, fmt, mapping, table
 
-__all__ = ["section", "how_to_read"]
+__all__ = ["section", "how_to_read", "markdown"]
 
 ARMS = ("baseline", "subject")
 
@@ -75,3 +75,18 @@ def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
         "Assumptions: determinism holds on one machine at one thread count; another CPU or library version may move "
         "the last bits of the sums.",
     )
+
+
+def markdown(outputs: Mapping[str, Any], version: str) -> str:
+    """``certa show``'s Markdown of a ``model.windows`` stage (every ``version``): the two models and the windows
+    scored."""
+    lines = ["| model | manifest | type | parameters | tokenizer | signature | NLL per " + outputs["unit"][:-1] + " |",
+             "|---|---|---|---|---|---|---|"]
+    for arm, model in outputs["models"].items():
+        lines.append(f"| {arm} ({model['input']}) | {model['manifest_sha256'][:12]} | {model['model_type']} | "
+                     f"{model['parameters']:,} | {model['tokenizer_sha256'][:12]} | {model['signature']['status']} | "
+                     f"{outputs['nll_per_unit'][arm]:.6g} |")
+    w, r = outputs["windows"], outputs["runtime"]
+    lines += ["", f"{w['count']} windows, {w['scored']} {outputs['unit']} scored; {r['device']}, {r['threads']} "
+                  f"thread(s), {r['dtype']} weights, NLL summed in {r['accumulation']}."]
+    return "\n".join(lines)

@@ -13,7 +13,7 @@ from certa.engine.services.presentation.html import plots
 from certa.engine.services.presentation.html.view import (Cell, Plot, StageInput, StageSection, Table, fmt, mapping, table,
                                                     threshold_values)
 
-__all__ = ["section", "how_to_read"]
+__all__ = ["section", "how_to_read", "markdown"]
 
 SIDES = ("baseline", "subject")
 
@@ -435,3 +435,24 @@ def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
               "copied as written; certa records the SHA-256 of every file it read, but cannot check that the "
               "statements are true.")]
     return tuple(text for text in texts if text)
+
+
+def markdown(outputs: Mapping[str, Any], version: str) -> str:
+    """``certa show``'s Markdown of a ``paired.metric_delta`` stage (every ``version``): the difference with its
+    interval, the test, the non-inferiority verdict and the pairing."""
+    diff = outputs["difference"]
+    level = round(100 * diff["confidence_level"], 2)
+    lines = [f"| metric | baseline | subject | difference | {level:g}% CI ({diff['method']}) |",
+             "|---|---:|---:|---:|---|",
+             f"| {outputs['metric']} | {outputs['baseline_mean']:.6g} | {outputs['subject_mean']:.6g} | "
+             f"{diff['estimate']:.6g} | [{diff['ci'][0]:.6g}, {diff['ci'][1]:.6g}] |", ""]
+    pairing = outputs["pairing"]
+    facts = [f"Paired items {outputs['n_paired']} of {pairing['baseline_items']} (baseline) and "
+             f"{pairing['subject_items']} (subject)"]
+    if "test" in outputs:
+        facts.append(f"exact McNemar p = {outputs['test']['p_value']:.4g}")
+    ni = outputs.get("noninferiority")
+    if ni:
+        facts.append(f"non-inferior at margin {ni['margin']:g}: {'yes' if ni['noninferior'] else 'NO'}")
+    lines.append("; ".join(facts) + ".")
+    return "\n".join(lines)

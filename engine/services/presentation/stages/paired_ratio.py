@@ -10,7 +10,7 @@ from certa.engine.services.presentation.explain import percent_text
 from certa.engine.services.presentation.html import plots
 from certa.engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, fmt, mapping, table, threshold_values
 
-__all__ = ["section", "how_to_read"]
+__all__ = ["section", "how_to_read", "markdown"]
 
 
 def section(stage: StageInput) -> StageSection:
@@ -102,3 +102,35 @@ def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
                         "final windows represent the same data." if inside is False else
                         "the certificate does not say whether it lies inside its band."))
     return tuple(texts)
+
+
+def markdown(outputs: Mapping[str, Any], version: str) -> str:
+    """``certa show``'s Markdown of a ``paired.ppl_ratio`` stage (every ``version``): the primary metric, the
+    pairing checks and the bootstrap settings; the preview/final drift only when the outputs hold one (1.2.0
+    leaves it out without a phase column)."""
+    pm = outputs["primary_metric"]
+    stats = outputs["dataset"]["windows"]["stats"]
+    boot = stats["bootstrap"]
+    level = round(100 * pm["confidence_level"], 2)
+    overlap = stats["window_overlap_fraction"] if stats["overlap_checked"] else "not checked (no offsets)"
+    arms = stats.get("overlap_checked_arms", ("baseline", "subject"))
+    if len(arms) == 1:
+        overlap = f"{overlap} ({arms[0]} only: the other arm has no offsets)"
+    lines = [
+        f"| ratio vs baseline | {level:g}% CI | log-ratio CI | subject PPL | baseline PPL |",
+        "|---:|---|---|---:|---:|",
+        f"| {pm['ratio_vs_baseline']:.6f} | [{pm['display_ci'][0]:.6f}, {pm['display_ci'][1]:.6f}] | "
+        f"[{pm['ci'][0]:.6g}, {pm['ci'][1]:.6g}] | {pm['final']:.4f} | {pm['baseline_final']:.4f} |",
+        "",
+        f"Paired windows {stats['paired_windows']} (match fraction {stats['window_match_fraction']:.6g}, "
+        f"overlap {overlap}, token-count mismatches {stats['token_count_mismatches']}). "
+        f"Bootstrap: {boot['method']} ({boot['scheme']} resampling), {boot['replicates']} replicates"
+        + (f"; fallback: {boot['fallback']}" if boot["fallback"] else "")
+        + ("; degenerate deltas: CI collapsed to the point" if stats["paired_delta_summary"]["degenerate"] else "")
+        + ".",
+    ]
+    drift = outputs.get("drift")
+    if drift:
+        lines.append(f"Preview→final drift ratio {drift['preview_final_ratio']:.6f} "
+                     f"({'within' if drift['within_band'] else 'OUTSIDE'} band {drift['band']}).")
+    return "\n".join(lines)

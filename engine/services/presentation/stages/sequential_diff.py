@@ -3,14 +3,15 @@ thresholds, the score range that is part of the claim, and what was done to the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from certa.engine.core.stages.sequential_diff import DECLARED, KERNELS, ClipKnobs, DeclaredRange
 from certa.engine.services.presentation.explain import number_text
 from certa.engine.services.presentation.html import plots
 from certa.engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, fmt, mapping, table
 
-__all__ = ["section", "how_to_read", "sequential_estimand"]
+__all__ = ["section", "how_to_read", "sequential_estimand", "markdown"]
 
 
 def _score_range(outputs: Mapping[str, Any]) -> tuple[list[tuple[str, Any]], Any]:
@@ -198,3 +199,41 @@ def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
                      f"mean of the clipped scores, which can differ from the raw mean ({number_text(results.get('raw_mean'))}) "
                      "in size and even in sign.")
     return tuple(texts)
+
+
+def _clip_notes(outputs: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """1.x (``ClipKnobs``): no note next to the decision; the clip range and the clipped count when it applied."""
+    clip = outputs["clip"]
+    if not clip["applies"]:
+        return "", []
+    return "", [f"Clip range [{clip['low']}, {clip['high']}] (assumption); clipped scores: {clip['n_clipped']}."]
+
+
+def _declared_range_notes(outputs: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """2.0.0 on (``DeclaredRange``): the estimand, the clipped count and the raw mean next to the decision when
+    scores were (or may be) clipped or the range was not declared; the range statement after the reason."""
+    r, block = outputs["results"], outputs["range"]
+    shown = block["n_clipped"] > 0 or r["estimand"] != "mean score difference" or block["source"] != DECLARED
+    note = (f" (estimand: {r['estimand']}; clipped scores: {block['n_clipped']}; raw mean {r['raw_mean']:.6g})"
+            if shown else "")
+    return note, [f"Score range: {block['statement']}."]
+
+
+_RANGE_NOTES: dict[type, Callable[[Mapping[str, Any]], tuple[str, list[str]]]] = {
+    ClipKnobs: _clip_notes, DeclaredRange: _declared_range_notes}
+"""(a note next to the decision, Markdown lines after the reason) by the version's score-range rule."""
+
+
+def markdown(outputs: Mapping[str, Any], version: str) -> str:
+    """``certa show``'s Markdown of a ``sequential.diff`` stage: the decision with its sequence and the reason,
+    and the score range as ``version``'s range rule states it (``_RANGE_NOTES``)."""
+    rule = next(kernels.range_rule for kernels in KERNELS if kernels.version == version)
+    r, m = outputs["results"], outputs["method"]
+    lo, hi = r["ci"]
+    note, range_lines = _RANGE_NOTES[type(rule)](outputs)
+    lines = [
+        "| decision | n used | mean | CS | p (mean = 0) | method | validity |", "|---|---|---|---|---|---|---|",
+        f"| {r['decision']}{note} | {r['n_used']} | {r['mean']:.6g} | [{lo:.6g}, {hi:.6g}] | {r['p_value']:.4g} | "
+        f"{m['name']} | {m['validity']} |", "", r["reason"],
+    ]
+    return "\n".join(lines + range_lines)

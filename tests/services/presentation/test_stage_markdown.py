@@ -1,0 +1,67 @@
+"""``certa show``'s Markdown of each stage is the presentation layer's (``markdown_of``): every stage type that
+rendered its own Markdown in the core still has a renderer, at every registered version, and the core renders
+nothing."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from certa.engine.core.stages import REGISTRY
+from certa.engine.services.presentation.markdown import certificate_markdown
+from certa.engine.services.presentation.stages import markdown_of
+
+CORE = Path(__file__).resolve().parents[3] / "engine" / "core"
+
+WITH_MARKDOWN = frozenset({"bakeoff.compare", "bakeoff.merge", "conformal.monitor", "conformal.pac_report",
+                           "model.windows", "paired.metric_delta", "paired.ppl_ratio", "sequential.diff"})
+"""The stage types whose every version had a Markdown renderer (``StageType.render_markdown``) in the core."""
+
+
+@pytest.mark.parametrize("ref", [stage.ref for stage in REGISTRY])
+def test_every_version_that_rendered_markdown_still_has_a_renderer(ref: str) -> None:
+    stage = REGISTRY.resolve(ref)
+    render = markdown_of(stage.name, stage.version)
+    assert (render is not None) == (stage.name in WITH_MARKDOWN), ref
+    assert render is None or callable(render)
+
+
+def test_no_renderer_for_an_unknown_type_or_version() -> None:
+    assert markdown_of("no.such_stage", "1.0.0") is None
+    assert markdown_of("sequential.diff", "9.9.9") is None
+    assert markdown_of("?", "?") is None
+
+
+def test_a_stage_without_a_renderer_shows_its_outputs_as_a_table() -> None:
+    certificate = {
+        "issued": {"run_id": "r" * 32, "time_utc": "2026-01-01T00:00:00Z", "user": "u", "host": "h"},
+        "content_sha256": "0" * 64,
+        "content": {"spec": {"name": "s", "description": "", "sha256": "1" * 64, "profile": "dev"},
+                    "verdict": "PASS", "knobs_hash": "2" * 64, "seed": {"root": 0}, "inputs": [], "gates": [],
+                    "versions": {}, "results": {},
+                    "knobs": {"stages": [{"id": "g", "use": "bakeoff.gate", "version": "1.1.0"},
+                                         {"id": "x", "use": "sequential.diff", "version": "9.9.9"}]},
+                    "stages": {"g": {"passed": True}, "x": {"n": 3}}},
+    }
+    text = certificate_markdown(certificate)
+    assert "| `passed` | true |" in text and "| `n` | 3 |" in text
+
+
+def test_the_core_renders_nothing() -> None:
+    """No module under ``engine/core`` defines a ``render*`` function or method, or imports the presentation layer;
+    ``StageType`` has no Markdown field."""
+    found = []
+    for path in sorted(CORE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            where = f"{path.relative_to(CORE)}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.lstrip("_").startswith("render"):
+                found.append(f"{where} defines {node.name}")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("certa.engine.services"):
+                found.append(f"{where} imports {node.module}")
+            elif isinstance(node, ast.Import):
+                found += [f"{where} imports {a.name}" for a in node.names if a.name.startswith("certa.engine.services")]
+    assert found == []
+    from certa.engine.core.stages.base import StageType
+    assert "render_markdown" not in StageType.__dataclass_fields__
