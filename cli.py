@@ -11,13 +11,14 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
-from certa.engine.foundation.errors import CertaError
+from certa.engine.foundation.errors import CertaError, InternalError
 from certa.ledger import DEFAULT_LEDGER_FILE
 
 # The command starts at once: numpy, scipy, numba, SQLAlchemy and cryptography load per command, json and the
@@ -43,11 +44,25 @@ def _fail(ctx_json: bool, error: CertaError) -> None:
     sys.exit(error.exit_code)
 
 
+def _run_command(func: Callable[..., int | None], *args: Any, **kwargs: Any) -> int | None:
+    """Run a command; an exception that is neither certa's, click's nor a missing module is a bug, raised as an
+    ``InternalError`` (one line; the traceback only with ``CERTA_TRACEBACK=1``)."""
+    try:
+        return func(*args, **kwargs)
+    except (CertaError, click.ClickException, click.exceptions.Exit, click.Abort, ModuleNotFoundError):
+        raise
+    except Exception as error:
+        if os.environ.get("CERTA_TRACEBACK") == "1":
+            traceback.print_exc()
+        raise InternalError(f"internal error, a bug in certa ({type(error).__name__}: {error}); please report it "
+                            "with the command you ran (CERTA_TRACEBACK=1 prints where it happened)") from None
+
+
 def _exit_with_code(func: Callable[..., int | None], *args: Any, as_json: bool, **kwargs: Any) -> None:
     """Run a command; map a ``CertaError`` to its exit code (and its JSON form with ``--json``), else exit with
     the command's code."""
     try:
-        code = func(*args, as_json=as_json, **kwargs)
+        code = _run_command(func, *args, as_json=as_json, **kwargs)
     except CertaError as error:
         _fail(as_json, error)
     except ModuleNotFoundError as error:  # a module of an optional extra, imported where no require_extra ran first
@@ -675,7 +690,9 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
                   input_overrides: tuple[str, ...], junit_file: Path | None, as_json: bool, ledger_url: str) -> int:
     """Run many specs on Dask workers and record each in the ledger as it completes.
 
-    A folder means every *.yaml spec below it, sorted. Each run is computed on a worker from the bytes
+    A folder means every *.yaml/*.yml file below it that is a run spec (a top-level certa: key), sorted;
+    its other YAML files (an evaluator's task files, say) are listed as skipped, each with its reason, in the
+    final table and in --json. Every input format certa run reads works here. Each run is computed on a worker from the bytes
     the client read and hashed; the client seals and records (the only ledger writer). Runs already
     recorded by the same batch are skipped ("already recorded"), so re-running resumes. Exit code: the
     worst of the batch, 2 (invalid spec/input or error, not recorded) > 3 (aborted, recorded) > 1 (FAIL)

@@ -33,6 +33,7 @@ registered names and options (``certa.engine.core.spec``). A registered format n
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -48,18 +49,31 @@ from certa.engine.core.tables import FORMATS, Columns, Table, column_of_cells, c
 from certa.engine.foundation.canonical import sha256_hex
 from certa.engine.foundation.errors import InputError, SpecError
 
-__all__ = ["ENTRY_POINT_GROUP", "InputFormat", "BUILTIN_FORMATS", "input_format", "input_formats", "read_input"]
+__all__ = ["ENTRY_POINT_GROUP", "FORMAT_NAME", "InputFormat", "BUILTIN_FORMATS", "input_format", "input_formats", "read_input"]
 
 ENTRY_POINT_GROUP = "certa.input_formats"
+FORMAT_NAME = re.compile(r"[a-z0-9][a-z0-9._+-]*")
+"""What a format's name may be (``schemas/certificate.schema.json`` states the same pattern)."""
 
 
 @runtime_checkable
 class InputFormat(Protocol):
     """What an input format provides (module docstring)."""
 
-    name: str
-    read_options: frozenset[str]
-    companions: Mapping[str, str]
+    @property
+    def name(self) -> str:
+        """The format's name, as a spec's ``format:`` and the certificate state it."""
+        ...
+
+    @property
+    def read_options(self) -> frozenset[str]:
+        """The ``read:`` options the format takes."""
+        ...
+
+    @property
+    def companions(self) -> Mapping[str, str]:
+        """Option -> the format of the input whose name the option's value is."""
+        ...
 
     def read(self, name: str, raw: bytes, *, options: Mapping[str, Any], companions: Mapping[str, bytes],
              limits: InputLimits) -> Table:
@@ -115,6 +129,9 @@ def input_formats() -> Mapping[str, InputFormat]:
     formats: dict[str, InputFormat] = {f.name: f for f in BUILTIN_FORMATS}
     for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
         where = f"input format '{point.name}' ({point.value}, entry-point group {ENTRY_POINT_GROUP})"
+        if not FORMAT_NAME.fullmatch(point.name):
+            raise SpecError(f"{where}: a format's name is lower-case letters, digits and . _ + - "
+                            "(the certificate schema's pattern)")
         if point.name in formats:
             raise SpecError(f"{where} takes the name of a built-in format; register it under another name")
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from certa.engine.core.models.manifest import MODEL_FORMAT
 from certa.engine.core.metric_paths import DataKey, MetricPathError, closest, parse_metric, resolve_in_schema
 from certa.engine.core.stages import REGISTRY, StageType, UnknownStage, parse_stage_ref
 
-__all__ = ["InputSpec", "StagePlan", "GateSpec", "Plan", "load_plan", "spec_schema", "SPEC_FORMAT"]
+__all__ = ["InputSpec", "StagePlan", "GateSpec", "Plan", "load_plan", "spec_schema", "why_not_a_spec", "SPEC_FORMAT"]
 
 SPEC_FORMAT = 1
 
@@ -346,6 +347,37 @@ def _read_source(spec: str | Path | Mapping[str, Any]) -> tuple[Any, yaml.Node |
     return data, node, "<text>", text.encode("utf-8"), None
 
 
+_SPEC_KEY_LINE = re.compile(r"^certa[ \t]*:", re.MULTILINE)
+
+
+def why_not_a_spec(path: Path) -> str | None:
+    """None when the file ``path`` is a run spec, else why not, in words. A run spec is a YAML mapping with a
+    top-level ``certa:`` key; a file with a ``certa:`` line at its top level is one even when it does not parse
+    (``load_plan`` then says what is wrong with it), so a broken spec is never passed over. Read as specs are
+    (``MAX_SPEC_BYTES``, UTF-8, no aliases): a hostile file in a data folder cannot hang the search."""
+    try:
+        with path.open("rb") as file:
+            raw = file.read(MAX_SPEC_BYTES + 1)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if len(raw) > MAX_SPEC_BYTES:
+        return f"larger than {MAX_SPEC_BYTES:,} bytes, so not a run spec"
+    try:
+        text = raw.decode("utf-8", errors="strict")
+    except UnicodeDecodeError:
+        return "not UTF-8 text, so not a run spec"
+    if _SPEC_KEY_LINE.search(text):
+        return None
+    try:
+        data, _ = _parse_yaml(text, str(path))
+    except SpecError as error:
+        where = f" (line {error.line})" if error.line is not None else ""
+        return f"not a run spec: {error.detail}{where}"
+    if isinstance(data, dict) and "certa" in data:
+        return None
+    return "no top-level certa: key (a run spec starts with 'certa: 1')"
+
+
 def _decode(raw: bytes, source: str) -> str:
     """The spec's text: a spec file is UTF-8."""
     if len(raw) > MAX_SPEC_BYTES:
@@ -440,6 +472,44 @@ def _produced_tables(stages: list[Mapping[str, Any]], inputs: Mapping[str, Input
     return produced
 
 
+def _first_non_text_key(value: Any, path: list[Any]) -> tuple[list[Any], Any] | None:
+    """(path of the mapping, key) of the first mapping key in ``value`` that is not text, depth first."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return path, key
+            found = _first_non_text_key(item, [*path, key])
+            if found:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _first_non_text_key(item, [*path, index])
+            if found:
+                return found
+    return None
+
+
+def _refuse_non_text_keys(data: Any, node: yaml.Node | None, source: str) -> None:
+    """A ``SpecError`` at the first key that YAML read as something other than text: every key of a spec is a
+    name, and YAML 1.1 reads ``on``, ``yes``, ``no`` unquoted as booleans and ``1`` as a number."""
+    found = _first_non_text_key(data, [])
+    if found is None:
+        return
+    path, key = found
+    target = _node_at(node, path)
+    line = column = None
+    if isinstance(target, yaml.MappingNode):
+        for key_node, _ in target.value:
+            if key_node.value == str(key) or (isinstance(key, bool) and key_node.value.lower() in
+                                               ("on", "off", "yes", "no", "true", "false", "y", "n")):
+                line, column = key_node.start_mark.line + 1, key_node.start_mark.column + 1
+                break
+    kind = "a boolean" if isinstance(key, bool) else "a number" if isinstance(key, (int, float)) else "a value"
+    raise SpecError(f"key {key!r} is not text: YAML reads it as {kind}; a spec's keys are names "
+                    "(quote it, e.g. \"on\":, if it is meant as text)", file=source, line=line, column=column,
+                    path=_format_path(path) or None)
+
+
 def spec_schema() -> dict[str, Any]:
     """The run spec's schema (``schemas/spec.schema.json``), its input ``format`` enum and ``read`` options
     extended with the formats packages register (``certa.engine.core.input_formats``): the schema file lists the
@@ -472,6 +542,7 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
     data, node, source, raw, base_dir = _read_source(spec)
     if not isinstance(data, dict):
         raise SpecError("a run spec must be a YAML mapping (certa:, name:, seed:, stages:, ...)", file=source)
+    _refuse_non_text_keys(data, node, source)
     schema = spec_schema()
     _validate(data, schema, node=node, source=source, prefix=[])
     data = fill_defaults(data, schema)

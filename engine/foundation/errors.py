@@ -16,7 +16,8 @@
     │   └── SignatureVerificationError exit 1  a required signature is missing or does not verify
     ├── AttestationError        exit 1  what an attestation signs is not an in-toto statement of a certificate
     ├── BundleError                     a file given as a certificate bundle is not one
-    └── MissingExtraError               an optional extra the command needs is not installed (names the pip command)
+    ├── MissingExtraError               an optional extra the command needs is not installed (names the pip command)
+    └── InternalError                   a bug in certa: the command reports it in one line, never a traceback
 
 ``README.md`` lists the same classes and codes; ``tests/foundation/test_errors.py`` checks that every class here is
 documented there and raised somewhere. A replay that diverges is an outcome, not an error:
@@ -43,6 +44,7 @@ __all__ = [
     "AttestationError",
     "BundleError",
     "MissingExtraError",
+    "InternalError",
 ]
 
 
@@ -150,3 +152,8 @@ class MissingExtraError(CertaError):
     def __init__(self, message: str, *, extra: str) -> None:
         super().__init__(message)
         self.extra = extra
+
+
+class InternalError(CertaError):
+    """An unexpected exception inside a command: a bug in certa, not in the input. The ``certa`` command reports it
+    in one line (its type and message; ``CERTA_TRACEBACK=1`` prints the traceback too) and exits 2, never 1 (FAIL)."""

@@ -52,14 +52,14 @@ from certa.engine.services.run import LedgerLocation, ledger_for_run, record_abo
 from certa.engine.services.run_report import after_recording
 from certa.engine.services.presentation.junit import JUnitSuite, run_suite, utc_timestamp, write_junit
 from certa.engine.services.presentation.markdown import failed_rules, recorded_abort
-from certa.engine.core.spec import Plan, load_plan
+from certa.engine.core.spec import Plan, load_plan, why_not_a_spec
 from certa.engine.core.stages import Decision
 from certa.engine.core.stages.base import DecisionColumns
 
 if TYPE_CHECKING:
     from certa.ledger import Ledger
 
-__all__ = ["BatchSpec", "BatchRow", "BatchReport", "discover_specs", "prepare_batch", "default_batch_id",
+__all__ = ["BatchSpec", "BatchRow", "BatchReport", "SkippedFile", "discover_specs", "prepare_batch", "default_batch_id",
            "run_batch", "record_batch", "EXIT_ORDER", "worst_exit_code"]
 
 Notify = Callable[[str], None]
@@ -168,11 +168,13 @@ class BatchRow:
 
 @dataclass(frozen=True)
 class BatchReport:
-    """A batch's outcome: one row per spec, in the order given, and how long it took."""
+    """A batch's outcome: one row per spec, in the order given, how long it took, and the files of the folders
+    given that were not run specs."""
 
     batch_id: str
     rows: tuple[BatchRow, ...]
     seconds: float
+    skipped: tuple[SkippedFile, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -181,21 +183,41 @@ class BatchReport:
     def as_json(self) -> dict[str, Any]:
         """The batch id, its exit code, the time and every row (``ok``: no run was refused or aborted)."""
         return {"ok": self.exit_code in (0, 1), "batch_id": self.batch_id, "exit_code": self.exit_code,
-                "seconds": round(self.seconds, 3), "runs": [row.as_json() for row in self.rows]}
+                "seconds": round(self.seconds, 3), "runs": [row.as_json() for row in self.rows],
+                "skipped": [file.as_json() for file in self.skipped]}
 
 
 # --------------------------------------------------------------------------------------------- preparing
 
 
-def discover_specs(paths: Sequence[str | Path]) -> list[Path]:
-    """Spec files: each path itself, or for a folder every ``*.yaml``/``*.yml`` below it, sorted."""
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file under a folder given to ``certa batch`` that is not a run spec, and why (``why_not_a_spec``)."""
+
+    path: str
+    reason: str
+
+    def as_json(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
+
+
+def discover_specs(paths: Sequence[str | Path]) -> tuple[list[Path], tuple[SkippedFile, ...]]:
+    """(spec files, skipped files): each path given, taken as a spec whatever it holds, and for a folder every
+    ``*.yaml``/``*.yml`` below it, sorted, that is a run spec (a top-level ``certa:`` key); the folder's other
+    YAML files (an evaluator's task files, a CI workflow) are skipped, each with its reason."""
     found: list[Path] = []
+    skipped: list[SkippedFile] = []
     for given in paths:
         path = Path(given)
-        if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()))
-        else:
+        if not path.is_dir():
             found.append(path)
+            continue
+        for candidate in sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()):
+            reason = why_not_a_spec(candidate)
+            if reason is None:
+                found.append(candidate)
+            else:
+                skipped.append(SkippedFile(str(candidate), reason))
     seen: set[Path] = set()
     unique = []
     for path in found:
@@ -203,10 +225,13 @@ def discover_specs(paths: Sequence[str | Path]) -> list[Path]:
         if resolved not in seen:
             seen.add(resolved)
             unique.append(path)
+    skipped = [file for file in skipped if Path(file.path).resolve() not in seen]  # named on its own: a spec
     if not unique:
-        raise SpecError("no spec files found (a folder is searched for *.yaml and *.yml below it)",
-                        file=", ".join(map(str, paths)))
-    return unique
+        listed = "".join(f"\n  skipped {f.path}: {f.reason}" for f in skipped[:20])
+        more = f"\n  ... and {len(skipped) - 20} more" if len(skipped) > 20 else ""
+        raise SpecError("no run specs found (a folder is searched for *.yaml and *.yml files with a top-level "
+                        "certa: key)" + listed + more, file=", ".join(map(str, paths)))
+    return unique, tuple(skipped)
 
 
 def default_batch_id(specs: Sequence[BatchSpec]) -> str:
@@ -369,8 +394,9 @@ def run_batch(paths: Sequence[str | Path], *, ledger: Ledger, scheduler: str | N
     if scheduler and client is None:
         _check_scheduler_address(scheduler)
     ledger.require_writable()
-    batch, specs = prepare_batch(discover_specs(paths), batch_id=batch_id, input_paths=input_paths)
-    say(f"batch {batch}: {len(specs)} spec(s)")
+    found, skipped = discover_specs(paths)
+    batch, specs = prepare_batch(found, batch_id=batch_id, input_paths=input_paths)
+    say(f"batch {batch}: {len(specs)} spec(s)" + (f", {len(skipped)} file(s) skipped" if skipped else ""))
     rows: dict[int, BatchRow] = {}
     todo: list[int] = []
     seen_keys: dict[str, int] = {}
@@ -427,7 +453,7 @@ def run_batch(paths: Sequence[str | Path], *, ledger: Ledger, scheduler: str | N
                 if cluster is not None:
                     cluster.close()
     ordered = tuple(rows[i] for i in range(len(specs)))
-    return BatchReport(batch_id=batch, rows=ordered, seconds=time.monotonic() - started)
+    return BatchReport(batch_id=batch, rows=ordered, seconds=time.monotonic() - started, skipped=skipped)
 
 
 def record_batch(paths: Sequence[str | Path], *, ledger: LedgerLocation, junit_file: Path | None = None,

@@ -223,3 +223,30 @@ def test_show_explain_prints_the_plain_language_paragraphs(small_spec: Path, tmp
     plain, explained = invoke("show", "latest", ledger=db).stdout, invoke("show", "latest", "--explain", ledger=db).stdout
     assert "What was tested" in explained and "What was tested" not in plain
     assert explained.index("## Stage `ratio`") < explained.index("What was tested") < explained.index("## Gates")
+
+
+def test_a_bug_is_one_line_and_exit_2_never_a_traceback_or_a_fail(tmp_path: Path, monkeypatch) -> None:
+    import certa.engine.services.specs as specs
+
+    def broken(path):
+        raise TypeError("'<' not supported between instances of 'str' and 'bool'")
+
+    monkeypatch.setattr(specs, "validate_spec", broken)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("certa: 1\n")
+    result = invoke("validate", str(spec))
+    assert result.exit_code == 2  # never 1, which means FAIL
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.output + result.stderr
+    assert result.stderr.startswith("error: internal error, a bug in certa (TypeError: '<' not supported")
+    as_json = json.loads(invoke("validate", str(spec), "--json").stdout)
+    assert as_json["error"]["type"] == "InternalError" and as_json["error"]["exit_code"] == 2
+    monkeypatch.setenv("CERTA_TRACEBACK", "1")
+    assert "Traceback" in invoke("validate", str(spec)).stderr
+
+
+def test_a_yaml_key_read_as_a_boolean_is_a_spec_error(tmp_path: Path) -> None:
+    workflow = tmp_path / "certa.yml"
+    workflow.write_text("on: [push]\njobs: {certify: {runs-on: ubuntu-latest}}\n")
+    result = invoke("validate", str(workflow))
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert "certa.yml:1:1: (top level): key True is not text: YAML reads it as a boolean" in result.stderr

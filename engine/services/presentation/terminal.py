@@ -272,6 +272,7 @@ def batch_report_text(report: BatchReport) -> str:
         note = f"  {row.error}" if row.error else ("  already recorded" if row.already_recorded else "")
         lines.append(plain_text(f"  {row.spec:<{width}}  {row.run_id or '-':<32}  {outcome:<7}{note}"))
         lines += [f"  {'':<{width}}  failed: {rule_text(rule)}" for rule in row.failed_rules]
+    lines += [plain_text(f"  skipped {file.path}: {file.reason}") for file in report.skipped]
     return "\n".join(lines)
 
 
