@@ -112,7 +112,7 @@ def _decoded_columns(name: str, raw: bytes, parquet: pq.ParquetFile, limits: Inp
     dictionary column's before it is decoded)."""
     schema = parquet.schema_arrow
     dictionary = _dictionary_read(parquet.metadata, schema)
-    reader = pq.ParquetFile(pa.BufferReader(raw), read_dictionary=dictionary) if dictionary else parquet
+    reader = pq.ParquetFile(pa.BufferReader(raw), read_dictionary=dictionary, pre_buffer=False) if dictionary else parquet
     chunks: list[list[pa.Array]] = [[] for _ in schema]
     decoded = 0
     for group in range(reader.num_row_groups):
@@ -144,7 +144,7 @@ def read_parquet(name: str, raw: bytes, limits: InputLimits) -> list[tuple[str, 
     """``[(column, kind, payload)]`` in schema order: kind ``text`` with a string array (no nulls), or
     ``float``/``int`` with ``(values float64, null mask, arrow array)``; within ``limits``."""
     try:
-        parquet = pq.ParquetFile(pa.BufferReader(raw))
+        parquet = pq.ParquetFile(pa.BufferReader(raw), pre_buffer=False)  # no read left running on Arrow's IO pool
         metadata, schema = parquet.metadata, parquet.schema_arrow
         limits.check(f"input '{name}'", "columns", metadata.num_columns, "the number of columns")
         rows = max(metadata.num_rows, sum(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)))
