@@ -25,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from certa.engine import InputError
+from certa.engine.core.input_limits import InputLimits
 from certa.engine.core.table_formats.arrow_csv import PY_WHITESPACE
 from certa.engine.core.tables import columns_to_csv_bytes, format_for_path, parse_table
 
@@ -44,6 +45,8 @@ def _oracle_parse_csv(name: str, raw: bytes) -> dict[str, np.ndarray]:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(f"input '{name}' is not UTF-8 text: {exc}") from None
+    # the csv module's field size limit is process-wide, and a test of small limits may have left it low
+    csv.field_size_limit(InputLimits().cell_bytes)
     rows = list(csv.reader(io.StringIO(text, newline="")))
     rows = [r for r in rows if r]
     if not rows:
@@ -571,3 +574,34 @@ def test_parquet_text_cells_convert_unstripped_as_python_did(cells: list[str]) -
         want = _outcome(lambda: _bits(_oracle_numeric("t", "s", _oracle_cells(cells), allow_missing)))
         have = _outcome(lambda: _bits(table.numeric("s", allow_missing=allow_missing)))
         assert have == want, (cells, allow_missing)
+
+
+def test_arrow_never_reads_the_python_bytes_themselves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arrow reads a copy in its own memory, never a zero-copy view of the input's Python ``bytes``: a view that an
+    Arrow pool thread released last, at interpreter exit, aborted the process (SIGABRT; engine/core/table_formats/
+    arrow_memory.py). Every buffer handed to Arrow's CSV and Parquet readers is checked not to overlap ``raw``."""
+    from certa.engine.core.table_formats.arrow_memory import arrow_owned_copy
+    import pyarrow.csv as pacsv
+    handed: list[pa.Buffer] = []
+
+    def recording(real):
+        def wrapper(source, *args, **kwargs):
+            handed.append(source if isinstance(source, pa.Buffer) else pa.py_buffer(source))
+            return real(source, *args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(pa, "BufferReader", recording(pa.BufferReader))
+    monkeypatch.setattr(pacsv, "read_csv", recording(pacsv.read_csv))
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"x": np.arange(1000.0), "t": [str(i % 7) for i in range(1000)]}), sink)
+    inputs = {"csv": columns_to_csv_bytes({"x": np.arange(1000.0), "y": np.arange(1000.0) / 3}),
+              "parquet": sink.getvalue().to_pybytes()}
+    for fmt, raw in inputs.items():
+        handed.clear()
+        table = parse_table("t", raw, fmt)
+        assert table.numeric("x", allow_missing=False)[-1] == 999.0 and handed, fmt
+        start = np.frombuffer(raw, dtype=np.uint8).ctypes.data
+        for buffer in handed:
+            assert buffer.address + buffer.size <= start or buffer.address >= start + len(raw), fmt
+    copy = arrow_owned_copy(inputs["csv"])
+    assert copy.equals(pa.py_buffer(inputs["csv"])) and copy.is_mutable and arrow_owned_copy(b"").size == 0

@@ -51,6 +51,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from certa.engine.core.table_formats.arrow_memory import arrow_owned_copy
+
 PY_WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
                  "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 MAX_FIELD_BYTES = 100_000
@@ -159,7 +161,7 @@ def read_csv(raw: bytes, *, max_field_bytes: int = MAX_FIELD_BYTES) -> tuple[lis
         return None
     header = [cell.strip() for cell in line.decode("utf-8").split(",")]
     names = [f"f{i}" for i in range(len(header))]
-    body = pa.py_buffer(raw)[offset:]
+    body = arrow_owned_copy(raw).slice(offset)  # no Arrow thread may ever hold the Python bytes (arrow_memory)
     typed = text = None
     if _fields_shorter_than(raw, max_field_bytes):
         typed = _read(body, names, pacsv.ConvertOptions(null_values=[""], strings_can_be_null=False,

@@ -38,6 +38,7 @@ import pyarrow.types as pat
 
 from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
+from certa.engine.core.table_formats.arrow_memory import arrow_owned_copy
 
 SUPPORTED = "float64/float32, an integer type, bool, string, or a dictionary of these"
 
@@ -107,7 +108,7 @@ def _decoded_bytes(chunk: pa.Array) -> int:
     return len(chunk) * -(-chunk.type.value_type.bit_width // 8)
 
 
-def _decoded_columns(name: str, raw: bytes, parquet: pq.ParquetFile, limits: InputLimits) -> list[pa.Array]:
+def _decoded_columns(name: str, raw: pa.Buffer, parquet: pq.ParquetFile, limits: InputLimits) -> list[pa.Array]:
     """Each column decoded, one row group at a time, refused as soon as the decoded bytes pass the limit (a
     dictionary column's before it is decoded)."""
     schema = parquet.schema_arrow
@@ -143,8 +144,9 @@ def _check_cells(name: str, column: str, arr: pa.Array, limits: InputLimits) -> 
 def read_parquet(name: str, raw: bytes, limits: InputLimits) -> list[tuple[str, str, Any]]:
     """``[(column, kind, payload)]`` in schema order: kind ``text`` with a string array (no nulls), or
     ``float``/``int`` with ``(values float64, null mask, arrow array)``; within ``limits``."""
+    owned = arrow_owned_copy(raw)  # no Arrow thread may ever hold the Python bytes (arrow_memory)
     try:
-        parquet = pq.ParquetFile(pa.BufferReader(raw), pre_buffer=False)  # no read left running on Arrow's IO pool
+        parquet = pq.ParquetFile(pa.BufferReader(owned), pre_buffer=False)  # no read left running on Arrow's IO pool
         metadata, schema = parquet.metadata, parquet.schema_arrow
         limits.check(f"input '{name}'", "columns", metadata.num_columns, "the number of columns")
         rows = max(metadata.num_rows, sum(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)))
@@ -152,7 +154,7 @@ def read_parquet(name: str, raw: bytes, limits: InputLimits) -> list[tuple[str, 
         _check_schema(name, schema)
         limits.check(f"input '{name}'", "parquet_bytes", _least_decoded_bytes(schema, rows),
                      "the decoded size in bytes (at least, from the footer)")
-        arrays = _decoded_columns(name, raw, parquet, limits)
+        arrays = _decoded_columns(name, owned, parquet, limits)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise InputError(f"input '{name}' is not a readable Parquet file: {exc}") from None
     out: list[tuple[str, str, object]] = []

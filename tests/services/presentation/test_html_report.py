@@ -56,6 +56,13 @@ def _report(db: Path, run_id: str) -> str:
         return render_report(gather_report(ledger, run_id))
 
 
+@pytest.fixture(scope="module")
+def pages(examples) -> dict[str, str]:
+    """Each example's report, rendered once for the module's read-only checks (example folder -> HTML)."""
+    db, runs = examples
+    return {example: _report(db, run_id) for example, run_id in runs.items()}
+
+
 def _sections(page: str) -> dict[str, str]:
     """Stage id -> the HTML of its section."""
     found = re.findall(r'<section class="stage" id="stage-([^"]+)"[^>]*>(.*?)</section>', page, flags=re.S)
@@ -63,9 +70,9 @@ def _sections(page: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
-def test_every_stage_has_a_plot_and_tables_after_the_verdict(examples, example: str) -> None:
+def test_every_stage_has_a_plot_and_tables_after_the_verdict(examples, pages, example: str) -> None:
     db, runs = examples
-    page = _report(db, runs[example])
+    page = pages[example]
     with Ledger.open(str(db), create=False) as ledger:
         certificate = ledger.certificate(runs[example])
     stage_ids = [s["id"] for s in certificate["content"]["knobs"]["stages"]]  # the spec's order
@@ -91,9 +98,8 @@ def test_every_stage_has_a_plot_and_tables_after_the_verdict(examples, example: 
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
-def test_report_references_nothing_outside_itself(examples, example: str) -> None:
-    db, runs = examples
-    page = _report(db, runs[example])
+def test_report_references_nothing_outside_itself(pages, example: str) -> None:
+    page = pages[example]
     assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:|//)""", page, flags=re.I)
     assert not re.search(r"""url\(\s*["']?\s*(?:https?:|//)""", page, flags=re.I)
     assert "@import" not in page and "<script" not in page.lower() and "<link" not in page.lower()
@@ -105,9 +111,9 @@ def test_report_references_nothing_outside_itself(examples, example: str) -> Non
 # One example in the unit tier, every other under ``slow`` (each renders its report twice).
 @pytest.mark.parametrize("example", [pytest.param(e, marks=[] if e == "paired-ratio" else [pytest.mark.slow])
                                      for e in EXAMPLES])
-def test_report_is_byte_identical_when_rendered_twice(examples, example: str) -> None:
+def test_report_is_byte_identical_when_rendered_twice(examples, pages, example: str) -> None:
     db, runs = examples
-    assert _report(db, runs[example]) == _report(db, runs[example])
+    assert _report(db, runs[example]) == pages[example]
 
 
 def test_sequential_plot_uses_the_recorded_checks(examples) -> None:
@@ -210,7 +216,7 @@ def test_render_time_is_a_parameter(examples) -> None:
     assert "Rendered at" not in render_report(data)
 
 
-def test_cli_report_writes_refuses_to_overwrite_and_prints_json(examples, tmp_path: Path) -> None:
+def test_cli_report_writes_refuses_to_overwrite_and_prints_json(examples, pages, tmp_path: Path) -> None:
     db, runs = examples
     out = tmp_path / "run.html"
     result = invoke("report", runs["conformal-pac"][:10], "-o", str(out), "--ledger", str(db), "--json")
@@ -219,7 +225,7 @@ def test_cli_report_writes_refuses_to_overwrite_and_prints_json(examples, tmp_pa
     body = out.read_bytes()
     assert payload["ok"] is True and payload["file"] == str(out)
     assert payload["sha256"] == hashlib.sha256(body).hexdigest()
-    assert body.decode("utf-8") == _report(db, runs["conformal-pac"])
+    assert body.decode("utf-8") == pages["conformal-pac"]
 
     out.write_text("keep me")
     refused = invoke("report", runs["conformal-pac"], "-o", str(out), "--ledger", str(db), "--json")
@@ -256,9 +262,9 @@ def test_an_aborted_run_renders_its_reason_without_stages(tmp_path: Path) -> Non
 # -- how to read ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("example", EXAMPLES)
-def test_every_stage_section_opens_with_how_to_read(examples, example: str) -> None:
+def test_every_stage_section_opens_with_how_to_read(examples, pages, example: str) -> None:
     db, runs = examples
-    page = _report(db, runs[example])
+    page = pages[example]
     with Ledger.open(str(db), create=False) as ledger:
         content = ledger.certificate(runs[example])["content"]
     uses = {s["id"]: s["use"] for s in content["knobs"]["stages"]}
@@ -364,9 +370,9 @@ def _vendor_fills(html: str) -> dict[tuple[str, int], set[str]]:
     return fills
 
 
-def test_each_vendor_has_one_colour_in_every_bakeoff_plot(examples) -> None:
+def test_each_vendor_has_one_colour_in_every_bakeoff_plot(examples, pages) -> None:
     db, runs = examples
-    page = _report(db, runs["vendor-bakeoff"])
+    page = pages["vendor-bakeoff"]
     fills = _vendor_fills(page)
     plots_seen = {key for key, _ in fills}
     assert len(plots_seen) >= 2
@@ -377,9 +383,9 @@ def test_each_vendor_has_one_colour_in_every_bakeoff_plot(examples) -> None:
     assert len({next(iter(c)) for c in by_vendor.values()}) == len(by_vendor)  # distinct vendors, distinct colours
 
 
-def test_bakeoff_section_states_the_estimand_overlays_and_lead(examples) -> None:
+def test_bakeoff_section_states_the_estimand_overlays_and_lead(examples, pages) -> None:
     db, runs = examples
-    page = _report(db, runs["vendor-bakeoff"])
+    page = pages["vendor-bakeoff"]
     with Ledger.open(str(db), create=False) as ledger:
         outputs = ledger.certificate(runs["vendor-bakeoff"])["content"]["stages"]["cmp"]
     html = _sections(page)["cmp"]
@@ -417,9 +423,9 @@ def test_bakeoff_cost_overlay_and_old_flat_ci_tanh() -> None:
 
 # -- sequential ---------------------------------------------------------------------------------------------------
 
-def test_sequential_states_estimand_clipped_count_and_raw_mean_beside_the_decision(examples) -> None:
+def test_sequential_states_estimand_clipped_count_and_raw_mean_beside_the_decision(examples, pages) -> None:
     db, runs = examples
-    page = _report(db, runs["sequential-diff"])
+    page = pages["sequential-diff"]
     with Ledger.open(str(db), create=False) as ledger:
         stages = ledger.certificate(runs["sequential-diff"])["content"]["stages"]
     for stage_id, html in _sections(page).items():
