@@ -116,6 +116,11 @@ def gate_display(gate: Mapping[str, Any]) -> dict[str, str]:
     so that the CLI, ``certa show`` and the HTML report print the same digits and a failed bound never reads
     as equal to its value. The recorded ``reason`` is shown as recorded."""
     value, threshold = gate.get("value"), dict(gate.get("threshold") or {})
+    if "differs" in threshold:  # a member of a corrected family (certa.engine.core.gate_family): its adjusted p
+        expected = "differs (adjusted p ≤ the family's α)" if threshold["differs"] is True else \
+            "not shown to differ (adjusted p > the family's α)"
+        shown = f"adjusted p {value:.6g}" if _is_number(value) else _plain(value)
+        return {"value": shown, "threshold": expected, "reason": str(gate.get("reason", ""))}
     bounds = list(threshold["between"]) if "between" in threshold else [
         threshold[k] for k in ("min", "max") if k in threshold]
     if _is_number(value) and bounds and all(_is_number(b) for b in bounds):

@@ -15,6 +15,7 @@ from typing import Any
 
 from certa.engine.foundation.canonical import RecordColumns, to_jsonable
 from certa.engine.core.certificate import CONTENT_FORMAT, library_versions
+from certa.engine.core.gate_family import evaluate_family
 from certa.engine.foundation.errors import ProfileAbort, SpecError, StageError
 from certa.engine.core.gates import evaluate_gate
 from certa.engine.core.metric_paths import KeyColumn, closest, format_steps, key_column, key_values, parse_metric
@@ -108,9 +109,11 @@ class AbortedExecution(Exception):
 
 def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | None = None,
             captured: Mapping[str, Mapping[str, Table]] | None = None,
-            notify: Notify | None = None) -> Execution:
+            notify: Notify | None = None, content_format: int = CONTENT_FORMAT) -> Execution:
     """Run the plan's stages and gates on loaded tables; nothing is recorded.
 
+    ``content_format`` is the structure of the certificate's content to build: the newest for a run, the one a
+    run recorded for its replay (format 1 has no ``family`` block; ``certa.engine.core.certificate``).
     ``captured`` (a replay) hands each stage the tables it captured in the original run. A table a stage
     declares in ``StageType.produces`` is readable by the later stages as ``<stage id>.<table>`` once the stage has
     run (the certificate's ``inputs`` stay the declared inputs; the table is listed under ``captured``).
@@ -150,12 +153,13 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
             readable.update({f"{stage.id}.{name}": result.captured[name] for name in stage_type.produces
                              if name in result.captured})
 
-    gate_results = tuple(evaluate_gate(gate, outputs) for gate in plan.gates)
+    family = evaluate_family(plan.family, plan.gates, outputs)
+    gate_results = tuple(family.member_results.get(gate.id) or evaluate_gate(gate, outputs) for gate in plan.gates)
     gate_records = [{"id": g.id, "metric": g.metric, "value": g.value, "threshold": dict(g.threshold),
                      "passed": g.passed, "reason": g.reason} for g in gate_results]
     decisions += RunDecisions.of(None, tuple(Decision("gate", record) for record in gate_records))
     content: dict[str, Any] = {
-        "certa_format": CONTENT_FORMAT,
+        "certa_format": content_format,
         "spec": {"name": plan.name, "description": plan.description, "sha256": plan.spec_sha256,
                  "profile": plan.profile},
         "knobs_hash": plan.knobs_hash,
@@ -165,6 +169,7 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
                     "columns": list(t.columns)} for t in tables.values()],
         "stages": outputs,
         "gates": gate_records,
+        **({"family": family.record} if content_format >= 2 else {}),
         "verdict": "PASS" if all(g.passed for g in gate_results) else "FAIL",
         "versions": library_versions(),
     }

@@ -26,6 +26,7 @@ from certa.schemas import load_schema, read_schema, schema_exists
 
 from certa.engine.foundation.canonical import canonical_bytes, canonical_sha256, sha256_hex
 from certa.engine.foundation.errors import SpecError
+from certa.engine.core.gate_family import DEFAULT_FAMILY, FamilySpec
 from certa.engine.core.models.manifest import MODEL_FORMAT
 from certa.engine.core.metric_paths import DataKey, MetricPathError, closest, parse_metric, resolve_in_schema
 from certa.engine.core.stages import REGISTRY, StageType, UnknownStage, parse_stage_ref
@@ -86,6 +87,7 @@ class Plan:
     inputs: Mapping[str, InputSpec]
     stages: tuple[StagePlan, ...]
     gates: tuple[GateSpec, ...]
+    family: FamilySpec
     knobs: Mapping[str, Any]
     knobs_hash: str
     spec_text: str
@@ -263,8 +265,10 @@ def _describe(error: ValidationError) -> tuple[str, list[Any], bool]:
     if error.validator == "required":
         return f"missing required key: {error.message.split(' ')[0]}", path, False
     if error.validator in ("anyOf", "not", "dependentSchemas") and len(path) == 2 and path[0] == "gates":
-        return ("a gate needs exactly one kind of threshold: min and/or max, or equals, or between: [lo, hi]",
-                path, False)
+        return ("a gate needs exactly one kind of threshold: min and/or max, or equals, or between: [lo, hi], or "
+                "differs: true/false (a member of a corrected family)", path, False)
+    if error.validator == "not" and path == ["family"]:
+        return "family claim 'all' takes no alpha or correction (each gate is decided at its own level)", path, False
     if error.validator == "oneOf" and len(path) == 2 and path[0] == "inputs":
         given = sorted({"path", "model", "format", "read"} & set(error.instance))
         return ("an input is either a table file (path:, with optional format: and read:) or a model folder "
@@ -451,6 +455,28 @@ def _check_metric(metric: str, stage_types: Mapping[str, StageType], need_number
         raise MetricPathError(f"{error.problem} (outputs of {stage_type.ref})", error.hint) from None
 
 
+def _family(declared: Mapping[str, Any] | None, gates: list[GateSpec], fail: Callable[..., SpecError]) -> FamilySpec:
+    """The spec's ``family:`` (``DEFAULT_FAMILY`` when absent), checked against its gates: the gates written with
+    ``differs:`` are the members of a corrected family, and only of one; each names a p-value."""
+    family = DEFAULT_FAMILY if declared is None else FamilySpec(
+        claim=declared["claim"], alpha=declared.get("alpha"), correction=declared.get("correction"))
+    members = [i for i, gate in enumerate(gates) if "differs" in gate.threshold]
+    if family.corrected and not members:
+        raise fail(f"family claim '{family.claim}' needs member gates: write each gate of the family on a p-value "
+                   "with differs: true (it must differ) or differs: false (it must not be shown to differ)",
+                   ["family", "claim"])
+    for i in members:
+        if not family.corrected:
+            raise fail("differs: makes a gate a member of a corrected family; declare one, e.g. family: "
+                       "{claim: which-differ, alpha: 0.05, correction: holm}", ["gates", i, "differs"])
+        _, steps = parse_metric(gates[i].metric)
+        last = steps[-1][1] if steps else None
+        if not (isinstance(last, str) and last.endswith("p_value")):
+            raise fail(f"a family member's metric must be a p-value (a path ending in p_value); "
+                       f"'{gates[i].metric}' is not", ["gates", i, "metric"])
+    return family
+
+
 def _produced_tables(stages: list[Mapping[str, Any]], inputs: Mapping[str, InputSpec],
                      fail: Callable[..., SpecError]) -> dict[str, int]:
     """``<stage id>.<table>`` -> index of the stage that produces it (``StageType.produces``), for every table
@@ -606,7 +632,7 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
         if gate["id"] in gate_ids:
             raise fail(f"gate id '{gate['id']}' is used twice; gate ids must be unique", ["gates", i, "id"])
         gate_ids.add(gate["id"])
-        threshold = {k: gate[k] for k in ("min", "max", "equals", "between") if k in gate}
+        threshold = {k: gate[k] for k in ("min", "max", "equals", "between", "differs") if k in gate}
         if "between" in threshold and threshold["between"][0] > threshold["between"][1]:
             raise fail("between: [lo, hi] needs lo <= hi", ["gates", i, "between"])
         where = ["gates", i, "metric"]
@@ -618,15 +644,17 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
         gates.append(GateSpec(id=gate["id"], metric=gate["metric"], threshold=threshold, data_keys=data_keys,
                               line=line, column=column))
 
+    family = _family(data.get("family"), gates, fail)
     knobs = {
         "certa": SPEC_FORMAT,
         "profile": data["profile"],
         "stages": [{"id": s.id, "use": s.use, "version": s.version, "with": s.knobs} for s in stages],
         "gates": [{"id": g.id, "metric": g.metric, **g.threshold} for g in gates],
+        **({"family": family.record()} if "family" in data else {}),  # a spec without one keeps its knobs hash
     }
     return Plan(
         name=data["name"], description=data.get("description", ""), seed=data["seed"], profile=data["profile"],
-        inputs=inputs, stages=tuple(stages), gates=tuple(gates), knobs=knobs,
+        inputs=inputs, stages=tuple(stages), gates=tuple(gates), family=family, knobs=knobs,
         knobs_hash=canonical_sha256(knobs), spec_text=raw.decode("utf-8"), spec_sha256=sha256_hex(raw),
         source=source, base_dir=base_dir,
     )

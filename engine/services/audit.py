@@ -28,7 +28,7 @@ from certa.ledger.run_record import read_stored_run
 from certa.ledger.bundle import BundleReport, check_bundle
 from certa.ledger.location import command_hint
 
-from certa.engine.core.certificate import (ENVIRONMENT_KEYS, certificate_problems, computing_platform, library_versions, results_of,
+from certa.engine.core.certificate import (CONTENT_FORMAT, ENVIRONMENT_KEYS, certificate_problems, computing_platform, library_versions, results_of,
                           results_sha256)
 from certa.engine.foundation.errors import BundleError, CertaError, LedgerError, LedgerIntegrityError
 from certa.engine.foundation.json_read import parse_document
@@ -339,7 +339,14 @@ def reexecute(ledger: Ledger, run_id: str, recorded: Mapping[str, Any], notify: 
     for record in stored.captured:
         captured.setdefault(record["stage"], {})[record["name"]] = stored_table(ledger, record, limits)
     return execute(plan, load_tables(plan, inputs=tables), ledger=ledger, captured=captured,
-                   notify=notify)
+                   notify=notify, content_format=_recorded_format(recorded["content"]))
+
+
+def _recorded_format(content: Mapping[str, Any]) -> int:
+    """The content format the run recorded (1 when it names none; a value certa never wrote replays as the
+    newest, and the replay then reports what differs)."""
+    recorded = content.get("certa_format", 1)
+    return recorded if recorded in (1, CONTENT_FORMAT) and not isinstance(recorded, bool) else CONTENT_FORMAT
 
 
 def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None, record: bool = True) -> ReplayResult:

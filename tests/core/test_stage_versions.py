@@ -98,8 +98,9 @@ def test_a_spec_pinned_to_1_0_0_computes_what_certa_0_1_0_certified() -> None:
     assert content["knobs_hash"] == recorded["knobs_hash"]
     assert content["stages"] == recorded["stages"] and content["gates"] == recorded["gates"]
     assert "resampling" not in content["stages"]["cmp"]["bootstrap"]  # 1.0.0 describes its bootstrap as it did
-    differing = {k for k in results_of(content) if content[k] != recorded[k]}
-    assert differing == {"spec"}  # only the spec text (and so its SHA-256) differs: it spells the pins
+    differing = {k for k in results_of(content) if content[k] != recorded.get(k)}
+    # the spec text (and so its SHA-256) differs: it spells the pins; a new run states its family (content format 2)
+    assert differing == {"spec", "certa_format", "family"} and content["family"]["claim"] == "all"
 
 
 def test_sums_pooled_by_one_version_are_refused_by_another_versions_merge() -> None:

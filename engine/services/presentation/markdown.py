@@ -22,6 +22,7 @@ from certa.engine.core.certificate import results_sha256
 from certa.engine.services.presentation.display_text import markdown_code, markdown_strings, markdown_text, plain_text
 from certa.engine.services.presentation.explain import how_to_read
 from certa.engine.services.presentation.stages import markdown_of
+from certa.engine.core.gate_family import stated_family
 from certa.engine.core.gates import gate_display
 from certa.engine.foundation.jsondiff import ArrayChange, FieldChange
 from certa.engine.core.stages import Decision
@@ -169,6 +170,13 @@ def certificate_markdown(certificate: Mapping[str, Any], *, explain: bool = Fals
         else:
             lines += _generic_outputs(outputs)
     lines += ["", "## Gates", ""]
+    family = stated_family(content)
+    lines += [f"_What the gates claim together ({text(family['claim'])}):_ {text(family['statement'])}", ""]
+    if family.get("members"):
+        lines += ["| family member | p-value | adjusted p-value | differs |", "|---|---|---|---|"]
+        lines += [f"| {text(m['gate'])} | {text(m['p_value'])} | {text(m['adjusted_p_value'])} | "
+                  f"{'yes' if m['differs'] else 'not shown'} |" for m in family["members"]]
+        lines.append("")
     if content["gates"]:
         lines += ["| gate | metric | value | threshold | result |", "|---|---|---|---|---|"]
         for gate in content["gates"]:

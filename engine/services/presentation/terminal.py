@@ -226,6 +226,7 @@ def run_report_diagnostics(report: RunReport) -> str:
 
 def run_summary_text(certificate: Mapping[str, Any]) -> str:
     """A few lines for the terminal after a run: verdict, identity, gates ('certa show' has the report)."""
+    from certa.engine.core.gate_family import stated_family
     from certa.engine.core.gates import gate_display
     content = certificate["content"]
     lines = [
@@ -241,6 +242,13 @@ def run_summary_text(certificate: Mapping[str, Any]) -> str:
                      f"{shown['value']}, {shown['threshold']}  ({shown['reason']})")
     if not content["gates"]:
         lines.append("  (no gates: the verdict is PASS by default)")
+    family = stated_family(content)
+    if family.get("members") is not None:
+        differing = sum(bool(m["differs"]) for m in family["members"])
+        lines.append(f"  family {family['claim']} ({family['correction']}, alpha {family['alpha']!r}): "
+                     f"{differing} of {len(family['members'])} member(s) differ")
+    elif len(content["gates"]) > 1:
+        lines.append("  family all: every gate must pass, each at its own level (no correction)")
     return "\n".join(plain_text(line) for line in lines)
 
 

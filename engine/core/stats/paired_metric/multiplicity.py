@@ -1,16 +1,6 @@
 """Adjusted p-values across slices (categories) of one comparison, and the per-slice results that carry them.
 
-With m p-values sorted p(1) ≤ … ≤ p(m) (along the last axis; leading axes are independent families):
-
-``holm`` (Holm, S. (1979). A simple sequentially rejective multiple test procedure. Scand. J. Statist. 6,
-65–70): p̃(i) = max_{j ≤ i} min(1, (m − j + 1) p(j)). Rejecting every p̃ ≤ α controls the familywise error
-rate at α under any dependence.
-
-``benjamini_hochberg`` (Benjamini, Y. & Hochberg, Y. (1995). Controlling the false discovery rate. JRSS-B
-57, 289–300): p̃(i) = min_{j ≥ i} min(1, m p(j) / j). Rejecting every p̃ ≤ α controls the false discovery
-rate at m0 α / m ≤ α for independent (or positively regression dependent) p-values.
-
-Ties keep their input order (a stable sort), which does not change the adjusted values.
+``holm`` and ``benjamini_hochberg`` are ``certa.engine.core.stats.multiplicity``'s (formulas and sources there).
 """
 
 from __future__ import annotations
@@ -20,25 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from certa.engine.core.stats.multiplicity import benjamini_hochberg_adjust, holm_adjust
+
 __all__ = ["ADJUSTMENTS", "SliceResult", "SliceResults", "adjust_p_values", "adjusted_slices",
            "benjamini_hochberg_adjust", "holm_adjust"]
-
-
-def holm_adjust(p_values: np.ndarray) -> np.ndarray:
-    """Holm's step-down adjusted p-values along the last axis (module docstring)."""
-    p, order = _sorted_iv(p_values)
-    m = p.shape[-1]
-    adjusted = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * p), axis=-1)
-    return _unsorted(adjusted, order)
-
-
-def benjamini_hochberg_adjust(p_values: np.ndarray) -> np.ndarray:
-    """Benjamini–Hochberg step-up adjusted p-values along the last axis (module docstring)."""
-    p, order = _sorted_iv(p_values)
-    m = p.shape[-1]
-    scaled = np.minimum(1.0, p * (m / np.arange(1, m + 1)))  # m/k ≥ 1 exactly, so each scaled value ≥ its p
-    adjusted = np.minimum.accumulate(scaled[..., ::-1], axis=-1)[..., ::-1]
-    return _unsorted(adjusted, order)
 
 
 ADJUSTMENTS = {"holm": holm_adjust, "benjamini_hochberg": benjamini_hochberg_adjust}
@@ -83,23 +58,6 @@ def adjusted_slices(names: Sequence[object], estimates: np.ndarray | float, lows
     adjusted = adjust_p_values(columns[-1], adjustment)
     rows = zip(names, *(c.tolist() for c in columns), adjusted.tolist())
     return SliceResults(adjustment, tuple(SliceResult(*row) for row in rows))
-
-
-def _sorted_iv(p_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    p = np.asarray(p_values, dtype=np.float64)
-    if p.ndim == 0 or p.shape[-1] == 0:
-        raise ValueError(f"'p_values' must have at least one p-value along the last axis (got shape {p.shape})")
-    bad = ~((p >= 0.0) & (p <= 1.0))
-    if bad.any():
-        raise ValueError(f"'p_values' must lie in [0, 1] (got {p[bad].flat[0].item()!r})")
-    order = np.argsort(p, axis=-1, kind="stable")
-    return np.take_along_axis(p, order, axis=-1), order
-
-
-def _unsorted(sorted_values: np.ndarray, order: np.ndarray) -> np.ndarray:
-    out = np.empty_like(sorted_values)
-    np.put_along_axis(out, order, sorted_values, axis=-1)
-    return out
 
 
 def _adjusted_slices_iv(names: Sequence[object], *columns: np.ndarray | float) -> tuple[np.ndarray, ...]:

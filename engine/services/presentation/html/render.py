@@ -18,6 +18,7 @@ import jinja2
 from markupsafe import Markup
 
 from certa.engine.services.presentation.display_text import plain_text
+from certa.engine.core.gate_family import stated_family
 from certa.engine.core.gates import gate_display
 from certa.engine.services.presentation.html import plots
 from certa.engine.services.presentation.html.report_model import ReportData
@@ -133,7 +134,8 @@ def render_report(data: ReportData, *, links: Sequence[Link] = (), css_href: str
     return template.render(
         data=data, content=content, description=(content or {}).get("spec", {}).get("description") or "",
         identity=identity_rows(data), inputs=inputs, captured=captured, stage_versions=stage_versions,
-        gates=_gate_rows(content or {}), sections=sections,
+        gates=_gate_rows(content or {}), family=stated_family(content) if content is not None else None,
+        sections=sections,
         links=[Link(link.label, _safe_href(link.href)) for link in links],
         css=Markup(stylesheet()) if css_href is None else None, css_href=_safe_href(css_href) if css_href else None,
         rendered_at=rendered_at, svg=Markup,
