@@ -165,6 +165,13 @@ def test_a_family_run_records_its_members_and_replays(tmp_path: Path) -> None:
     assert {g["id"]: g["value"] for g in content["gates"]}["a-differs"] == family["members"][0]["adjusted_p_value"]
     shown = CliRunner().invoke(main, ["show", run_id, "--ledger", str(db)], catch_exceptions=False)
     assert "What the gates claim together (which-differ)" in shown.output and "| a-differs |" in shown.output
+    from certa.engine.services.presentation.html import render_report
+    from certa.engine.services.report_data import gather_report
+    with Ledger.open(str(db), create=False) as ledger:
+        page = render_report(gather_report(ledger, run_id))
+    gates_section = page[page.index('id="gates"'):page.index('id="identity"')]
+    assert "What the gates claim together (which-differ):</strong> Which members differ?" in gates_section
+    assert gates_section.count("<td>not shown to differ</td>") == 2 and "<td>differs</td>" in gates_section
     replayed = CliRunner().invoke(main, ["replay", run_id, "--ledger", str(db)], catch_exceptions=False)
     assert replayed.exit_code == 0 and "REPRODUCED" in replayed.output
 
