@@ -360,3 +360,31 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "subject": perturbed_copy(baseline, root / "subject", scale=0.05, seed=1),
             "other": build_tiny_model(root / "other", TINY_MODEL_TEXT[: len(TINY_MODEL_TEXT) // 2], seed=1,
                                       vocab_size=300)}
+
+
+@pytest.fixture(scope="session")
+def example_runs(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tuple[Path, dict[str, str]]:
+    """Every runnable example spec run into one ledger, once per test session, shared by every xdist worker:
+    (ledger path, example folder -> run id). The first worker to ask builds it under a file lock in the session's
+    shared temporary folder; the others wait and read it. Tests must only read it (copy it to change it)."""
+    import fcntl
+    import json
+
+    from click.testing import CliRunner
+
+    from certa.cli import main
+
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    folder, index = shared / "example-runs", shared / "example-runs" / "runs.json"
+    with open(shared / "example-runs.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not index.exists():
+            folder.mkdir(exist_ok=True)
+            runs = {}
+            for example in RUNNABLE_EXAMPLES:  # the model examples' cases are skipped without the models extra
+                result = CliRunner().invoke(main, ["run", str(ROOT / "specs" / example / "spec.yaml"), "--ledger",
+                                                   str(folder / "ledger.db"), "--json"], catch_exceptions=False)
+                assert result.exit_code == 0, result.output
+                runs[example] = json.loads(result.stdout)["run_id"]
+            index.write_text(json.dumps(runs), encoding="utf-8")
+    return folder / "ledger.db", json.loads(index.read_text(encoding="utf-8"))

@@ -26,7 +26,6 @@ from certa.engine.services.report_data import gather_report
 from certa.engine.services.presentation.html.sections import stage_section
 from certa.ledger import Ledger
 
-from tests.conftest import RUNNABLE_EXAMPLES
 from tests.paired_metric_support import LM_EVAL_GATE, SLICED_GATE, SLICES, lm_eval_spec, run_spec, sliced_spec
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -40,15 +39,10 @@ def invoke(*args: str):
 
 
 @pytest.fixture(scope="module")
-def examples(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    """Every example spec run into one temporary ledger: (ledger path, example folder -> run id)."""
-    db = tmp_path_factory.mktemp("html") / "ledger.db"
-    runs = {}
-    for example in RUNNABLE_EXAMPLES:  # the model examples' cases are skipped without the models extra
-        result = invoke("run", str(ROOT / "specs" / example / "spec.yaml"), "--ledger", str(db), "--json")
-        assert result.exit_code == 0, result.output
-        runs[example] = json.loads(result.stdout)["run_id"]
-    return db, runs
+def examples(example_runs: tuple[Path, dict[str, str]]) -> tuple[Path, dict[str, str]]:
+    """Every example spec run into one ledger (``example_runs``, shared by the session): (ledger path, example
+    folder -> run id)."""
+    return example_runs
 
 
 def _report(db: Path, run_id: str) -> str:

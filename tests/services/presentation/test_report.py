@@ -7,13 +7,17 @@ from pathlib import Path
 from certa.engine import run
 from certa.engine.core.value_text import format_value
 from certa.engine.services.presentation.markdown import certificate_markdown
+from certa.ledger import Ledger
 
-from tests.conftest import ROOT, RUNNABLE_EXAMPLES
+from tests.conftest import RUNNABLE_EXAMPLES
 
 
-def test_report_of_every_example_names_identity_inputs_stages_and_gates() -> None:
-    for spec in (ROOT / "specs" / example / "spec.yaml" for example in RUNNABLE_EXAMPLES):
-        certificate = run(spec).certificate
+def test_report_of_every_example_names_identity_inputs_stages_and_gates(example_runs) -> None:
+    db, runs = example_runs
+    assert sorted(runs) == sorted(RUNNABLE_EXAMPLES)
+    for run_id in runs.values():
+        with Ledger.open(str(db), create=False) as ledger:
+            certificate = ledger.certificate(run_id)
         content = certificate["content"]
         report = certificate_markdown(certificate)
         assert report.startswith(f"# {content['spec']['name']}: {content['verdict']}")
