@@ -10,7 +10,7 @@ from typing import Any, NamedTuple, TypeVar
 from certa.engine.foundation.errors import LedgerError, LedgerIntegrityError
 
 __all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "EntryRow", "RunRow", "SchemaState", "ENTRY_FIELDS",
-           "RUN_FIELDS", "rows_as", "run_rows", "checked_schema_version"]
+           "RUN_FIELDS", "rows_as", "run_rows", "checked_schema_version", "refuse_unkeyed_runs"]
 
 SCHEMA_VERSION = "6"
 #: The Alembic revision that brings a ledger to each schema version; the newest is the head.
@@ -78,6 +78,16 @@ def run_rows(rows: Iterable[Sequence[Any]], location: str) -> list[RunRow]:
                                            f"{type(value).__name__}, not as certa writes it (the ledger was "
                                            "edited); run 'certa verify' for every problem")
     return out
+
+
+def refuse_unkeyed_runs(declared_key: Sequence[str], location: str) -> None:
+    """``LedgerIntegrityError`` unless the ``runs`` table's declared primary key is ``run_id``. Without it the table
+    can hold a forged twin of a run's row (another verdict) that a listing would show as sound; ``verify`` names
+    the duplicates. Read from the catalogue: no row is read."""
+    if tuple(declared_key) != ("run_id",):
+        raise LedgerIntegrityError(f"ledger {location}: the runs index has lost its primary key on run_id (it was "
+                                   "altered outside certa), so a run may appear in it twice with different verdicts; "
+                                   "nothing is shown from it: run 'certa verify' for every problem")
 
 
 class SchemaState(NamedTuple):

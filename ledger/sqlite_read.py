@@ -21,7 +21,7 @@ from pathlib import Path
 from certa.engine.foundation.errors import LedgerError
 
 from certa.ledger.location import refuse_foreign_database, sqlite_read_only_uri
-from certa.ledger.rows import RUN_FIELDS, RunRow, SchemaState, checked_schema_version, run_rows
+from certa.ledger.rows import RUN_FIELDS, RunRow, SchemaState, checked_schema_version, refuse_unkeyed_runs, run_rows
 
 __all__ = ["connect_read_only", "sqlite_read_problem", "sqlite_ledger_state", "newest_runs"]
 
@@ -100,4 +100,6 @@ def newest_runs(path: Path, limit: int) -> list[RunRow]:
         if state.schema_version is None:
             return []
         checked_schema_version(state, str(path))
+        refuse_unkeyed_runs([row[1] for row in sorted(conn.execute("PRAGMA table_info(runs)"), key=lambda r: r[5])
+                             if row[5]], str(path))
         return run_rows(conn.execute(_NEWEST_RUNS, (limit,)).fetchall(), str(path))

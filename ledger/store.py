@@ -45,7 +45,7 @@ from certa.ledger.location import (command_hint, ledger_argument, masked_ledger,
 from certa.ledger.merkle import (NodeKey, completed_levels, entry_leaves, frontier_nodes, leaf_hash, node_seq,
                            numbered_nodes)
 from certa.ledger.rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
-                   checked_schema_version, rows_as, run_rows)
+                   checked_schema_version, refuse_unkeyed_runs, rows_as, run_rows)
 from certa.ledger.run_record import BATCH_DECISION
 from certa.ledger.schema import (BATCH_DECISIONS, ENTRY_KINDS, KINDS_BUT_DECISIONS, alembic_version, blobs, entries,
                            ledger_meta, merkle_nodes, metadata, read_schema_state, runs)
@@ -461,6 +461,7 @@ class Ledger:
         where = (runs.c.run_id >= prefix, runs.c.run_id < prefix + "g",
                  runs.c.run_id.startswith(prefix, autoescape=True))
         with self.read_transaction() as conn:
+            self._refuse_unkeyed_runs(conn)
             found = list(conn.execute(select(runs.c.run_id).where(*where).limit(2)).scalars())
         if not found:
             raise LedgerError(f"no run with id {prefix!r} in {self.location}; "
@@ -482,7 +483,13 @@ class Ledger:
         if limit:
             query = query.limit(limit)
         with self.read_transaction() as conn:
+            self._refuse_unkeyed_runs(conn)
             return run_rows(conn.execute(query).fetchall(), self.location)
+
+    def _refuse_unkeyed_runs(self, conn: Connection) -> None:
+        """``rows.refuse_unkeyed_runs`` from the database's catalogue."""
+        declared = inspect(conn).get_pk_constraint(runs.name).get("constrained_columns") or ()
+        refuse_unkeyed_runs(declared, self.location)
 
     def recorded_run_ids(self, run_ids: Iterable[str]) -> set[str]:
         """Which of ``run_ids`` (full ids) are recorded: primary-key lookups, 500 ids a statement (``certa batch``

@@ -4,7 +4,11 @@ Certificate-level checks (schema, ``content_sha256``, method identities) belong 
 passed in as ``check_certificate``; this module knows only entries, blobs, runs and ``ledger_meta``.
 
 Everything outside ``entries`` is derived from the chain, so every column of it is checked against the
-chain (a ``Problem`` names the table and column in ``column``, e.g. ``runs.seed``):
+chain (a ``Problem`` names the table and column in ``column``, e.g. ``runs.seed``). First, every table is checked
+as a table: its declared primary key must be the one certa creates (``certa.ledger.verify_read.KeyCheck``), since
+each check below reads a table keyed by it; a table recreated without its key, or whose key was dropped, is
+reported, and so is each key value more than one of its rows holds (a forged twin of a run's row, with another
+verdict, would otherwise hide behind the real one).
 
 * ``runs``: one row per run in the chain, and each column equals what the run's entries say: ``name``,
   ``profile``, ``seed``, ``knobs_hash`` and ``spec_sha256`` from the run entry's payload; ``status``,
@@ -59,7 +63,7 @@ from certa.ledger.verify_batch import (ENTRY_TEMPLATE, MAX_SAFE_INT, TEMPLATE_QU
                                  CheckCertificate, Problem, entry_problem)
 from certa.ledger.verify_merkle import MerkleCheck, leaves_of
 from certa.ledger.verify_pool import BatchPool, default_workers
-from certa.ledger.verify_read import BlobRow, EntryBatch, Tables, read_snapshot, stored_type
+from certa.ledger.verify_read import BlobRow, EntryBatch, KeyCheck, Tables, read_snapshot, stored_type
 from certa.ledger.verify_record import VERIFIED_KEYS, record_problem
 
 __all__ = ["Problem", "VerifyReport", "VerifyScope", "verify_ledger", "verify_since"]
@@ -254,6 +258,30 @@ def _run_problems(walk: _ChainWalk, indexed: Mapping[str, Mapping[str, Any]]) ->
         if rid not in walk.run_spans:
             problems.append(Problem(f"run {rid}", f"run is in the runs index but has no entries in the chain (runs "
                                                   f"row with run_id {rid!r})", run_id=rid, column="runs.run_id"))
+    return problems
+
+
+def _key_problems(checks: tuple[KeyCheck, ...]) -> list[Problem]:
+    """A table whose primary key is not certa's (recreated without it, or the key dropped) can hold two rows of
+    one key, of which every other check would see only one: the missing key is reported, and each duplicated
+    key value by name."""
+    problems = []
+    for check in checks:
+        if check.declared == check.expected:
+            continue
+        key = ", ".join(check.expected)
+        declared = f"on ({', '.join(check.declared)})" if check.declared else "none"
+        problems.append(Problem(check.table, f"{check.table} has lost its primary key on ({key}) (the database declares "
+                                             f"{declared}): the table was altered outside certa, and its rows can be "
+                                             "duplicated", column=f"{check.table}.{check.expected[0]}"))
+        for value, count in check.duplicates:
+            problems.append(Problem(check.table, f"{check.table} has {count} rows with {key} = {value!r}: rows were "
+                                                 "added outside certa (certa writes one)",
+                                    run_id=value if check.table == "runs" and isinstance(value, str) else None,
+                                    column=f"{check.table}.{check.expected[0]}"))
+        if check.duplicated_keys > len(check.duplicates):
+            problems.append(Problem(check.table, f"{check.table} has {check.duplicated_keys - len(check.duplicates)} "
+                                                 "more duplicated key values", column=f"{check.table}.{check.expected[0]}"))
     return problems
 
 
@@ -458,6 +486,7 @@ def _report(walk: _ChainWalk, tables: Tables, *, expect_head: tuple[int, str] | 
             run_id: str | None, scope: VerifyScope | None, extra: list[Problem]) -> VerifyReport:
     problems = [*extra, *walk.problems]
     expected_seq, prev = walk.seq, walk.prev
+    problems.extend(_key_problems(tables.keys))
     problems.extend(_meta_problems(tables, (expected_seq, prev)))
     if expect_head is not None:
         seq, digest = expect_head

@@ -35,8 +35,8 @@ from certa.ledger.schema import alembic_version, blobs, entries, ledger_meta, me
 from certa.ledger.store import Ledger
 from certa.ledger.verify_merkle import StoredNode
 
-__all__ = ["BATCH", "ENTRIES_READ", "EntryBatch", "Tables", "BlobRow", "read_snapshot", "node_ranges", "in_ranges",
-           "stored_type"]
+__all__ = ["BATCH", "ENTRIES_READ", "EntryBatch", "KeyCheck", "Tables", "BlobRow", "read_snapshot", "node_ranges",
+           "in_ranges", "stored_type"]
 
 BATCH = 2_048
 """Entries per batch."""
@@ -44,6 +44,8 @@ ENTRIES_READ = "entries read"
 """What ``read_snapshot`` yields after the last batch, before it asks which tables to read."""
 MAX_OUTSIDE_ROWS = 10_000
 """``merkle_nodes`` rows outside every range kept for the report (the rest are counted)."""
+MAX_DUPLICATES = 20
+"""Duplicated key values of a table without its primary key named in the report (the rest are counted)."""
 
 _ENTRY_NAMES = ", ".join(entries.c[name].name for name in ("seq", "run_id", "kind", "recorded_at", "payload",
                                                            "payload_sha256", "prev_hash", "entry_hash"))
@@ -96,6 +98,20 @@ class Tables:
     outside_count: int
     missing_node_seq: bool
     """The ledger says schema 6 or later but its ``merkle_nodes`` has no ``node_seq`` column."""
+    keys: tuple[KeyCheck, ...] = ()
+    """Each table's primary key as the database declares it, against the one certa creates."""
+
+
+@dataclass(frozen=True)
+class KeyCheck:
+    """One table's primary key: the columns certa creates it on, those the database declares (empty: none), and,
+    when they differ, the key values held by more than one row (at most ``MAX_DUPLICATES``) and how many there are."""
+
+    table: str
+    expected: tuple[str, ...]
+    declared: tuple[str, ...]
+    duplicates: tuple[tuple[Any, int], ...] = ()
+    duplicated_keys: int = 0
 
 
 def node_ranges(start: int, end: int) -> list[tuple[int, int, int]]:
@@ -173,6 +189,34 @@ def _batches(conn: Connection, after: int, first_leaf: int, with_nodes: bool,
         last = rows[-1][0]
 
 
+def _key_checks(conn: Connection, has_nodes: bool, schema_6_nodes: bool) -> tuple[KeyCheck, ...]:
+    """Each table's declared primary key against certa's (``merkle_nodes``: ``node_seq`` from schema 6, ``(level,
+    position)`` before; not checked when ``has_nodes`` is false, which a schema 6 table without ``node_seq`` passes:
+    that is reported on its own), from the catalogue (no rows read); where one differs (a table recreated without its key,
+    a key dropped), the key values more than one row holds, found by grouping the rows on certa's key. Every
+    check ``verify`` makes of a derived table assumes its key: a duplicate row would otherwise hide behind the
+    first."""
+    inspector = inspect(conn)
+    expected = [(table, tuple(c.name for c in table.primary_key.columns)) for table in (entries, runs, blobs,
+                                                                                        ledger_meta)]
+    if inspector.has_table(alembic_version.name):
+        expected.append((alembic_version, ("version_num",)))
+    if has_nodes:
+        expected.append((merkle_nodes, ("node_seq",) if schema_6_nodes else ("level", "position")))
+    checks = []
+    for table, key in expected:
+        declared = tuple(inspector.get_pk_constraint(table.name).get("constrained_columns") or ())
+        if declared == key:
+            checks.append(KeyCheck(table.name, key, declared))
+            continue
+        columns = [table.c[name] for name in key]
+        grouped = select(*columns, func.count().label("n")).group_by(*columns).having(func.count() > 1)
+        found = [(row[0] if len(key) == 1 else tuple(row[:-1]), int(row[-1])) for row in conn.execute(grouped)]
+        checks.append(KeyCheck(table.name, key, declared, tuple(sorted(found, key=repr)[:MAX_DUPLICATES]),
+                               len(found)))
+    return tuple(checks)
+
+
 def _tables(conn: Connection, leaves: tuple[int, int], run_filter: Any | None, blob_filter: list[str] | None,
             has_nodes: bool, schema_6_nodes: bool, nodes_read: int) -> Tables:
     names = list(runs.c.keys())
@@ -211,7 +255,8 @@ def _tables(conn: Connection, leaves: tuple[int, int], run_filter: Any | None, b
         revisions = list(conn.execute(select(alembic_version.c.version_num)).scalars())
     version = str(meta.get("schema_version", ""))
     missing_node_seq = has_nodes and not schema_6_nodes and version.isdigit() and int(version) >= 6
-    return Tables(run_rows, blob_rows, meta, revisions, node_count, outside, outside_count, missing_node_seq)
+    return Tables(run_rows, blob_rows, meta, revisions, node_count, outside, outside_count, missing_node_seq,
+                  _key_checks(conn, has_nodes and not missing_node_seq, schema_6_nodes))
 
 
 def read_snapshot(ledger: Ledger, *, after: int = 0, tables: Callable[[], tuple[Any | None, list[str] | None]]
