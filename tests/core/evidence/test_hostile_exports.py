@@ -239,7 +239,8 @@ def test_promptfoo_indices_beyond_int64_are_refused(field: str) -> None:
 
 def test_promptfoo_providers_are_never_mixed() -> None:
     data = jsonl(promptfoo_line(0), promptfoo_line(0, "other", 0.0))
-    raises(r"results of 2 providers \(echo, other\); select one", read_promptfoo_jsonl, data, name="r.jsonl")
+    raises(r"results of 2 providers \(id 'echo' label 'echo', id 'other' label 'other'\); select one with "
+           r"read\.provider", read_promptfoo_jsonl, data, name="r.jsonl")
     other = read_promptfoo_jsonl(data, provider="other", name="r.jsonl")
     assert other.metrics["score"].tolist() == [0.0] and other.metrics["success"].tolist() == [0.0]
     assert other.metrics["named.exact"].tolist() == [0.0]
