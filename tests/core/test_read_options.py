@@ -5,6 +5,7 @@ recorded. Error messages of the readers name the spec's keys (``read.filter``), 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -97,16 +98,19 @@ def test_count_unit_is_refused_where_no_stage_reads_the_weights(tmp_path: Path) 
 
 
 def test_count_unit_is_used_where_a_stage_reads_the_weight_column(tmp_path: Path) -> None:
-    by_weight = {**RATIO, "with": {**RATIO["with"], "columns": {"window_id": "doc_id", "tokens": "weight",
-                                                                "nll_sum": "nll"}}}
-    by_words = {**RATIO, "with": {**RATIO["with"], "columns": {"window_id": "doc_id", "tokens": "words",
-                                                               "nll_sum": "nll"}}}
-    weighted = run(write(tmp_path, PPL, "lm-eval-samples", {arm: {"count_unit": "words"} for arm in ARMS},
-                         by_weight))
-    words = run(write(tmp_path, PPL, "lm-eval-samples", {}, by_words))
-    metric = {name: r.certificate["content"]["stages"]["s"]["primary_metric"] for name, r in
-              (("weighted", weighted), ("words", words))}
-    assert metric["weighted"]["final"] == metric["words"]["final"]  # the word counts, through either column
+    """``count_unit: words`` fills the 'weight' column, which ``columns.tokens: weight`` reads: the word-level
+    perplexities exp(Σ NLL / Σ words), computed here from the raw lines."""
+    by_weight = {**RATIO, "with": {**RATIO["with"], "replicates": 200,
+                                   "columns": {"window_id": "doc_id", "tokens": "weight", "nll_sum": "nll"}}}
+    result = run(write(tmp_path, PPL, "lm-eval-samples", {arm: {"count_unit": "words"} for arm in ARMS}, by_weight))
+    metric = result.certificate["content"]["stages"]["s"]["primary_metric"]
+    perplexity = {}
+    for arm in ARMS:
+        lines = [json.loads(line) for line in PPL[arm].read_text(encoding="utf-8").splitlines()]
+        nll = sum(-float(line["filtered_resps"][0]) for line in lines)
+        perplexity[arm] = math.exp(nll / sum(line["word_perplexity"][1] for line in lines))
+    assert metric["baseline_final"] == pytest.approx(perplexity["baseline"], rel=1e-12)
+    assert metric["final"] == pytest.approx(perplexity["subject"], rel=1e-12)
 
 
 def test_a_task_without_results_is_refused_where_no_stage_records_it(tmp_path: Path) -> None:

@@ -17,8 +17,14 @@ lm-eval-samples     ``results`` (the name of another input, of format ``lm-eval-
                     ``words``: the counts a perplexity is normalised by)
 lm-eval-results     none (read through the samples input that names it)
 inspect-eval/-json  ``slice`` (a key of each sample's ``metadata`` whose value is the item's slice)
-promptfoo-jsonl     ``provider`` (required when the file holds several providers' results)
+promptfoo-jsonl     ``provider`` (a provider's label or id, required when the file holds several providers'
+                    results; a value naming several is refused)
 ==================  ============================================================================================
+
+An option that only makes a part of the records a stage may leave unused (``slice``: the slices; ``count_unit``:
+the weights; ``task`` without ``results``: the provenance's task) is listed by its reader's ``option_parts``, and
+the spec refuses it where no stage reading the input would use it (``certa.engine.core.spec``,
+``RECORD_PARTS``).
 
 A results file is checked against its samples: lm-eval's ``task_hashes.<task>`` must be the digest of the
 samples' identity (``_check_results_sibling``).

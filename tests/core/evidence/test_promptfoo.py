@@ -78,13 +78,12 @@ def test_one_file_of_two_providers_pairs_by_test_and_prompt() -> None:
     # the same test under the same prompt on both sides, in the baseline's order
     assert paired.baseline.keys["testIdx"].tolist() == paired.subject.keys["testIdx"].tolist()
     assert (paired.baseline.keys["promptIdx"] - 2).tolist() == paired.subject.keys["promptIdx"].tolist()
-    labels = [PROMPTS[0][0], PROMPTS[1][1]]
-    expected = {arm: np.array([PASSES[k][j][t] for t, j in zip(paired.baseline.keys["testIdx"].tolist(),
-                                                                  (paired.baseline.keys["promptIdx"] - 2).tolist())],
-                              dtype=float) for arm, k in (("baseline", 1), ("subject", 0))}
-    assert paired.baseline.metrics["success"].tolist() == expected["baseline"].tolist()
-    assert paired.subject.metrics["success"].tolist() == expected["subject"].tolist()
-    assert [list(key) for key in report.unmatched_baseline] == [] and labels[1] == "terse"
+    tests, prompts = paired.baseline.keys["testIdx"].tolist(), (paired.baseline.keys["promptIdx"] - 2).tolist()
+    for arm, k in (("baseline", 1), ("subject", 0)):
+        expected = [float(PASSES[k][j][t]) for t, j in zip(tests, prompts)]
+        assert getattr(paired, arm).metrics["success"].tolist() == expected
+    labels = {label or template for template, label in PROMPTS}
+    assert set(paired.baseline.keys_across_models["prompt.label"].tolist()) == labels
 
 
 def test_one_file_of_two_providers_certifies_in_release_and_replays(tmp_path: Path) -> None:
@@ -210,3 +209,23 @@ def test_the_eval_id_is_recorded() -> None:
     raw = "".join(json.dumps(line) + "\n" for line in evaluation(PROVIDERS, PASSES)).encode()
     records = read_promptfoo_jsonl(raw, provider="llama-8b")
     assert dict(records.provenance.details) == {"evalId": EVAL_ID}
+
+
+def test_a_self_comparison_recorded_before_the_guard_cannot_replay(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A certificate an older certa recorded from one input paired with itself (simulated by recording with the
+    guard off) is not reproduced: its replay is CANNOT REPLAY, naming the reason; the certificate itself stays as
+    it was recorded."""
+    import certa.engine.core.evidence.pairing as pairing
+
+    two_provider_file(tmp_path)
+    same = {arm: {"provider": "llama-8b"} for arm in ("baseline", "subject")}
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        with monkeypatch.context() as patched:
+            patched.setattr(pairing, "_refuse_the_same_records", lambda baseline, subject: None)
+            result = run(spec(tmp_path, same), ledger=ledger)
+        out = result.certificate["content"]["stages"]["delta"]
+        assert out["difference"]["estimate"] == 0.0 and out["noninferiority"]["noninferior"]
+        outcome = replay(ledger, result.run_id)
+    assert outcome.outcome == "CANNOT REPLAY"
+    assert "input 'baseline' and input 'subject' are the same records" in outcome.note
