@@ -159,3 +159,10 @@ def test_reader_messages_name_the_spec_keys() -> None:
     with pytest.raises(InputError, match=r"read\.count_unit 'words' is not logged \(metrics byte_perplexity, "
                                          r"bits_per_byte\); use bytes"):
         read_lm_eval_samples("".join(json.dumps(line) + "\n" for line in bytes_only).encode(), count_unit="words")
+
+
+def test_the_slice_messages_name_read_slice(tmp_path: Path) -> None:
+    spec = write(tmp_path, INSPECT, "inspect-eval", {arm: {"slice": "topic"} for arm in ARMS}, DELTA)
+    with pytest.raises(InputError, match=r"input 'baseline', member samples/.+: metadata\.topic \(the slice, "
+                                         r"read\.slice\) is missing"):
+        run(spec)

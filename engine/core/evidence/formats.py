@@ -190,8 +190,8 @@ def records_of_table(table: Table, *, item: str, metrics: Sequence[str], slice_c
     does not apply), or a plain table's rows under the mapping ``item`` / ``metrics`` / ``slice_column``."""
     if table.evidence is not None:
         if slice_column is not None:
-            raise InputError(f"input '{table.name}' is a {table.fmt} export: its slices come from the input's read "
-                             f"option 'slice', not from a column ({slice_column!r})")
+            raise InputError(f"input '{table.name}' is a {table.fmt} export: its slices come from the input's "
+                             f"read.slice, not from a column (columns.slice: {slice_column!r})")
         return table.evidence
     if table.fmt in {reader.name for reader in EXPORT_READERS}:
         raise InputError(f"input '{table.name}' (format {table.fmt}) holds no per-item records; it is read through "
