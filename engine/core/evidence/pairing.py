@@ -15,8 +15,10 @@ item and both sides state that key, they are paired by it instead, with the same
 ``key_fields`` says which key paired them. Sides whose own keys pair some item are paired by those keys, as
 before, so a pairing that ever produced a certificate is unchanged.
 
-Two sides that are the same records (read from the same bytes, with the same selection) are refused: a model's
-results compared with themselves certify nothing, and there is no option to allow it.
+Two sides that are the same records are refused: one input on both sides, or an evaluator's export read twice
+from the same bytes with the same selection. A model's results compared with themselves certify nothing, and
+there is no option to allow it. (Two plain tables with equal bytes are not refused: a table of ids and scores
+holds only the results, which two models that agree on every item share.)
 """
 
 from __future__ import annotations
@@ -102,16 +104,25 @@ def pair_records(baseline: EvidenceRecords, subject: EvidenceRecords) -> PairedE
 
 
 def _refuse_the_same_records(baseline: EvidenceRecords, subject: EvidenceRecords) -> None:
-    """An ``InputError`` when the two sides were read from the same bytes (every file read, by SHA-256) with the
-    same selection (the same models and details stated) and hold the same item keys: the same records."""
+    """An ``InputError`` when the two sides are the same records, read from the same bytes (every file read, by
+    SHA-256) with the same selection (the same models and details stated) and holding the same item keys: one
+    input on both sides (the same ``source``), or an evaluator's export read twice. An export holds the model's
+    own outputs and identifiers, so two models' exports are never the same bytes; a plain table of ids and scores
+    holds only the results, and two models that agree on every item write the same table, so two table inputs
+    with equal bytes are not refused."""
     a, b = baseline.provenance, subject.provenance
     digests = sorted(digest for _, digest in a.sources)
     if (not digests or digests != sorted(digest for _, digest in b.sources) or a.models != b.models
             or a.details != b.details or baseline.item_keys() != subject.item_keys()):
         return
+    nothing = ("a comparison of results with themselves certifies nothing, and certa has no option to allow it; "
+               "give the baseline's and the subject's results")
+    if baseline.source == subject.source:
+        raise InputError(f"{baseline.source} is both the baseline and the subject: {nothing}")
+    if a.tool == "table":
+        return
     raise InputError(f"{baseline.source} and {subject.source} are the same records (the same bytes, SHA-256 "
-                     f"{', '.join(digests)}, read the same way): a comparison of results with themselves certifies "
-                     "nothing, and certa has no option to allow it; give the baseline's and the subject's results")
+                     f"{', '.join(digests)}, read the same way): {nothing}")
 
 
 def _pair_by(baseline: EvidenceRecords, subject: EvidenceRecords, key_fields: tuple[str, ...],
