@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import difflib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -419,6 +419,70 @@ def read_option_problems(inputs: Mapping[str, InputSpec]) -> list[tuple[str, lis
     return problems
 
 
+def read_option_use_problems(inputs: Mapping[str, InputSpec],
+                             stages: Sequence[StagePlan]) -> list[tuple[str, list[str]]]:
+    """(message, path under ``inputs``) for each ``read:`` option that no stage reading its input would use.
+
+    An option listed by its format's ``option_parts`` makes a part of the records (``slices``, ``weights``, the
+    provenance's task: ``certa.engine.core.evidence.formats.RECORD_PARTS``); each stage that reads the input says
+    whether it uses that part (``StageType.unused_record_parts``; a stage without it reads tables by column and
+    uses a part only where its knobs name the part's column, and records no export's provenance). An option
+    every such stage leaves unused would be silently ignored, so it is refused, with each stage's reason. Options
+    that select or check the records (``filter``, ``provider``, ``results``) are used by any stage that reads the
+    input; an input no stage reads is not checked here."""
+    from certa.engine.core.evidence.formats import RECORD_PARTS
+    from certa.engine.core.input_formats import input_formats
+
+    formats = input_formats()
+    parts_of: dict[str, dict[str, str]] = {}
+    for name, declared in inputs.items():
+        option_parts = getattr(formats.get(declared.fmt or ""), "option_parts", None)
+        parts = dict(option_parts(declared.read)) if option_parts is not None and declared.read else {}
+        if parts:
+            parts_of[name] = parts
+    used: dict[str, set[str]] = {}
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for stage in stages:
+        stage_type = REGISTRY.get(stage.use, stage.version)
+        named = {knob: stage.knobs.get(knob) for knob in stage_type.input_knobs}
+        read = {knob: name for knob, name in named.items() if isinstance(name, str) and name in parts_of}
+        lists = [(knob, name) for knob, names in named.items() if isinstance(names, list)
+                 for name in names if name in parts_of]
+        if not read and not lists:
+            continue
+        if stage_type.unused_record_parts is not None:
+            unused = {(knob, part): why for knob, part, why in stage_type.unused_record_parts(
+                stage.knobs, {knob: frozenset(parts_of[name].values()) for knob, name in read.items()})}
+        else:
+            named_columns = set(_strings(stage.knobs))
+            unused = {(knob, part): ("reads no evaluator's provenance" if column is None else
+                                     f"reads no column '{column}' (its knobs name the columns it reads)")
+                      for knob, name in [*read.items(), *lists] for part in parts_of[name].values()
+                      if (column := RECORD_PARTS.get(part)) is None or column not in named_columns}
+        for knob, name in [*read.items(), *lists]:
+            used.setdefault(name, set())
+            for part in parts_of[name].values():
+                if (knob, part) in unused:
+                    reasons.setdefault((name, part), []).append(
+                        f"stage '{stage.id}' ({stage.use}) {unused[knob, part]}")
+                else:
+                    used[name].add(part)
+    return [(f"input '{name}': read.{option} would have no effect: {'; '.join(reasons[name, part])}; remove it",
+             [name, "read", option])
+            for name in used for option, part in parts_of[name].items() if part not in used[name]]
+
+
+def _strings(value: Any) -> list[str]:
+    """Every text value in ``value`` (nested mappings and lists), in order."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []
+
+
 def _resolve_input_path(name: str, raw_path: str, base_dir: Path | None, source: str,
                         node: yaml.Node | None, *, key: str) -> str:
     target = _node_at(node, ["inputs", name, *key.split(".")])
@@ -625,6 +689,10 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
                                "inputs:", where)
         stages.append(StagePlan(id=stage["id"], use=stage_type.name, version=stage_type.version, knobs=knobs))
         stage_types[stage["id"]] = stage_type
+
+    if not stage_versions:  # a replay runs the spec as it was recorded (as for the gates' paths, below)
+        for problem, path in read_option_use_problems(inputs, stages):
+            raise fail(problem, ["inputs", *path])
 
     gates: list[GateSpec] = []
     gate_ids: set[str] = set()

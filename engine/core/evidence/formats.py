@@ -17,8 +17,14 @@ lm-eval-samples     ``results`` (the name of another input, of format ``lm-eval-
                     ``words``: the counts a perplexity is normalised by)
 lm-eval-results     none (read through the samples input that names it)
 inspect-eval/-json  ``slice`` (a key of each sample's ``metadata`` whose value is the item's slice)
-promptfoo-jsonl     ``provider`` (required when the file holds several providers' results)
+promptfoo-jsonl     ``provider`` (a provider's label or id, required when the file holds several providers'
+                    results; a value naming several is refused)
 ==================  ============================================================================================
+
+An option that only makes a part of the records a stage may leave unused (``slice``: the slices; ``count_unit``:
+the weights; ``task`` without ``results``: the provenance's task) is listed by its reader's ``option_parts``, and
+the spec refuses it where no stage reading the input would use it (``certa.engine.core.spec``,
+``RECORD_PARTS``).
 
 A results file is checked against its samples: lm-eval's ``task_hashes.<task>`` must be the digest of the
 samples' identity (``_check_results_sibling``).
@@ -46,7 +52,7 @@ from certa.engine.core.tables import Columns, Table, column_of_cells, column_of_
 from certa.engine.foundation.canonical import sha256_hex
 from certa.engine.foundation.errors import InputError
 
-__all__ = ["EXPORT_READERS", "records_of_table"]
+__all__ = ["EXPORT_READERS", "RECORD_PARTS", "records_of_table"]
 
 
 def _lm_eval_samples(name: str, raw: bytes, options: Mapping[str, Any], companions: Mapping[str, bytes],
@@ -87,16 +93,42 @@ def _promptfoo_jsonl(name: str, raw: bytes, options: Mapping[str, Any], companio
 
 RecordsReader = Callable[[str, bytes, Mapping[str, Any], Mapping[str, bytes], InputLimits], EvidenceRecords | None]
 
+RECORD_PARTS: Mapping[str, str | None] = {"slices": "slice", "weights": "weight", "provenance": None}
+"""The parts of an export's records that a ``read:`` option may make and a stage may leave unused, each with the
+table column that shows it (``_columns``): ``slices`` (``read.slice``), ``weights`` (``read.count_unit``) and
+``provenance`` (``read.task`` without ``read.results``: only the task name a certificate's ``sources`` state).
+Every other option selects or checks the records themselves (``filter``, ``provider``, ``results``), so every
+stage that reads the input uses it."""
+
+
+def _no_parts(options: Mapping[str, Any]) -> dict[str, str]:
+    return {}
+
+
+def _lm_eval_samples_parts(options: Mapping[str, Any]) -> dict[str, str]:
+    """``count_unit`` makes the weights; ``task`` without ``results`` only the provenance's task (with ``results``
+    it picks the configuration the results file is checked for)."""
+    return {**({"count_unit": "weights"} if "count_unit" in options else {}),
+            **({"task": "provenance"} if "task" in options and "results" not in options else {})}
+
+
+def _inspect_parts(options: Mapping[str, Any]) -> dict[str, str]:
+    return {"slice": "slices"} if "slice" in options else {}
+
 
 @dataclass(frozen=True)
 class ExportReader:
     """An evaluator's export as an input format (``certa.engine.core.input_formats.InputFormat``): its name, the
-    ``read:`` options it takes, the options naming another input (with that input's format), and its reader."""
+    ``read:`` options it takes, the options naming another input (with that input's format), its reader, and
+    ``option_parts``: of the options given, those that make a part of the records a stage may leave unused
+    (option -> part of ``RECORD_PARTS``), which the spec checks against the stages reading the input
+    (``certa.engine.core.spec``)."""
 
     name: str
     records: RecordsReader = field(repr=False)
     read_options: frozenset[str] = frozenset()
     companions: Mapping[str, str] = field(default_factory=dict)
+    option_parts: Callable[[Mapping[str, Any]], Mapping[str, str]] = field(default=_no_parts, repr=False)
 
     def read(self, name: str, raw: bytes, *, options: Mapping[str, Any], companions: Mapping[str, bytes],
              limits: InputLimits) -> Table:
@@ -110,10 +142,10 @@ class ExportReader:
 
 EXPORT_READERS: tuple[ExportReader, ...] = (
     ExportReader("lm-eval-samples", _lm_eval_samples, frozenset({"task", "filter", "count_unit", "results"}),
-                 {"results": "lm-eval-results"}),
+                 {"results": "lm-eval-results"}, _lm_eval_samples_parts),
     ExportReader("lm-eval-results", _lm_eval_results),
-    ExportReader("inspect-eval", _inspect_eval, frozenset({"slice"})),
-    ExportReader("inspect-json", _inspect_json, frozenset({"slice"})),
+    ExportReader("inspect-eval", _inspect_eval, frozenset({"slice"}), option_parts=_inspect_parts),
+    ExportReader("inspect-json", _inspect_json, frozenset({"slice"}), option_parts=_inspect_parts),
     ExportReader("promptfoo-jsonl", _promptfoo_jsonl, frozenset({"provider"})),
 )
 """The evaluator exports certa reads (module docstring), registered by ``certa.engine.core.input_formats``."""
@@ -158,8 +190,8 @@ def records_of_table(table: Table, *, item: str, metrics: Sequence[str], slice_c
     does not apply), or a plain table's rows under the mapping ``item`` / ``metrics`` / ``slice_column``."""
     if table.evidence is not None:
         if slice_column is not None:
-            raise InputError(f"input '{table.name}' is a {table.fmt} export: its slices come from the input's read "
-                             f"option 'slice', not from a column ({slice_column!r})")
+            raise InputError(f"input '{table.name}' is a {table.fmt} export: its slices come from the input's "
+                             f"read.slice, not from a column (columns.slice: {slice_column!r})")
         return table.evidence
     if table.fmt in {reader.name for reader in EXPORT_READERS}:
         raise InputError(f"input '{table.name}' (format {table.fmt}) holds no per-item records; it is read through "

@@ -65,8 +65,8 @@ def score_value(value: Any, where: str) -> float:
 
 def read_inspect_eval(log: Source, *, slice_metadata: str | None = None, name: str | None = None,
                       limits: InputLimits | None = None) -> EvidenceRecords:
-    """The per-sample scores of a native ``.eval`` log; ``slice_metadata`` names a key of each sample's
-    ``metadata`` whose value becomes the item's slice."""
+    """The per-sample scores of a native ``.eval`` log; ``slice_metadata`` (a spec's ``read.slice``) names a key of
+    each sample's ``metadata`` whose value becomes the item's slice."""
     limits = limits or InputLimits.from_env()
     where, raw = read_source(log, name, limits)
     try:
@@ -221,10 +221,11 @@ def _sample_scores(sample: dict[str, Any], where: str) -> dict[str, float]:
 def _slice(sample: dict[str, Any], key: str, where: str) -> str:
     metadata = sample.get("metadata")
     if type(metadata) is not dict or key not in metadata:
-        raise InputError(f"{where}: metadata.{key} (the slice) is missing")
+        raise InputError(f"{where}: metadata.{key} (the slice, read.slice) is missing")
     value = metadata[key]
     if type(value) not in (str, int, bool):
-        raise InputError(f"{where}: metadata.{key} (the slice) must be text, an integer or a boolean")
+        raise InputError(f"{where}: metadata.{key} (the slice, read.slice) must be text, an integer or a "
+                         "boolean")
     return str(value)
 
 

@@ -59,11 +59,12 @@ def read_lm_eval_samples(samples: Source, results: Source | None = None, *, task
 
     ``task`` defaults to the name in ``samples_<task>_<time>.jsonl``; ``filter_name`` must be given when the
     file holds more than one filter's records; ``count_unit`` (``bytes`` or ``words``) picks the weights of a
-    perplexity task. The lines are decoded by msgspec into the fields read (``sources.typed_json_lines``), or,
+    perplexity task. They are a spec's ``read.task``, ``read.filter`` and ``read.count_unit``, the names the
+    error messages use. The lines are decoded by msgspec into the fields read (``sources.typed_json_lines``), or,
     where that path declines, by ``json`` with a check of every field (``sources.json_lines``)."""
     limits = limits or InputLimits.from_env()
     if count_unit not in ("bytes", "words"):
-        raise InputError(f"count_unit must be 'bytes' or 'words' (got {count_unit!r})")
+        raise InputError(f"read.count_unit must be 'bytes' or 'words' (got {count_unit!r})")
     where, raw = read_source(samples, name, limits)
     if task is None and not isinstance(samples, (bytes, bytearray, memoryview)):
         match = _SAMPLES_NAME.fullmatch(Path(samples).name)
@@ -215,10 +216,11 @@ def _one_filter(where: str, records: list[dict[str, Any]], lines: list[int],
     if filter_name is None:
         if len(present) > 1:
             raise InputError(f"{where}: records of {len(present)} filters ({', '.join(present)}); name the one to "
-                             "certify (filter_name)")
+                             "certify with read.filter")
         return present[0], records, lines
     if filter_name not in present:
-        raise InputError(f"{where}: no records of filter {filter_name!r} (filters: {', '.join(present)})")
+        raise InputError(f"{where}: no records of filter {filter_name!r} (read.filter; filters: "
+                         f"{', '.join(present)})")
     kept = [index for index, value in enumerate(filters) if value == filter_name]
     return filter_name, [records[i] for i in kept], [lines[i] for i in kept]
 
@@ -240,7 +242,7 @@ def _columns(where: str, fields: _Fields, count_unit: str) -> _Columns:
         return doc_ids, identity, metrics, {}, None
     nll, counts = _perplexity(where, fields, rolling)
     if count_unit not in counts:
-        raise InputError(f"{where}: count_unit '{count_unit}' is not logged (metrics {', '.join(rolling)}); "
+        raise InputError(f"{where}: read.count_unit '{count_unit}' is not logged (metrics {', '.join(rolling)}); "
                          f"use {' or '.join(sorted(counts))}")
     metrics["nll"] = nll
     return doc_ids, identity, metrics, counts, counts[count_unit].astype(np.float64)

@@ -7,6 +7,18 @@ or whose slices differ, is not the same item on both sides: it is left out of th
 report, as are the items of each side that have no partner. Nothing is dropped without being reported; whether
 an incomplete pairing is acceptable is a profile's decision (recorded in ``dev``, an abort in ``ci`` and
 ``release``), taken upstream from ``PairingReport``.
+
+An export whose key also names the model's column (promptfoo: ``promptIdx`` numbers provider × prompt columns,
+so two providers of one evaluation never share a key) states the item's key across models
+(``EvidenceRecords.keys_across_models``: ``testIdx`` and ``prompt.label``). When the two sides' own keys pair no
+item and both sides state that key, they are paired by it instead, with the same identity checks; the report's
+``key_fields`` says which key paired them. Sides whose own keys pair some item are paired by those keys, as
+before, so a pairing that ever produced a certificate is unchanged.
+
+Two sides that are the same records are refused: one input on both sides, or an evaluator's export read twice
+from the same bytes with the same selection. A model's results compared with themselves certify nothing, and
+there is no option to allow it. (Two plain tables with equal bytes are not refused: a table of ids and scores
+holds only the results, which two models that agree on every item share.)
 """
 
 from __future__ import annotations
@@ -76,12 +88,49 @@ class PairedEvidence:
 
 
 def pair_records(baseline: EvidenceRecords, subject: EvidenceRecords) -> PairedEvidence:
-    """Pair ``baseline`` and ``subject`` items by key, requiring equal identity digests and slices."""
+    """Pair ``baseline`` and ``subject`` items by key, requiring equal identity digests and slices (by the key
+    across models when the sides' own keys pair no item: module docstring). Refuses two sides that are the same
+    records (``InputError``)."""
     if baseline.key_fields != subject.key_fields:
         raise InputError(f"cannot pair {baseline.source} (items keyed by {', '.join(baseline.key_fields)}) with "
                          f"{subject.source} (keyed by {', '.join(subject.key_fields)}); export both sides with "
                          "the same tool, or map both tables' id columns to the same name")
-    base_keys, subject_keys = baseline.item_keys(), subject.item_keys()
+    _refuse_the_same_records(baseline, subject)
+    paired = _pair_by(baseline, subject, baseline.key_fields, baseline.keys, subject.keys)
+    across = tuple(baseline.keys_across_models)
+    if paired.report.n_paired or not across or across != tuple(subject.keys_across_models):
+        return paired
+    return _pair_by(baseline, subject, across, baseline.keys_across_models, subject.keys_across_models)
+
+
+def _refuse_the_same_records(baseline: EvidenceRecords, subject: EvidenceRecords) -> None:
+    """An ``InputError`` when the two sides are the same records, read from the same bytes (every file read, by
+    SHA-256) with the same selection (the same models and details stated) and holding the same item keys: one
+    input on both sides (the same ``source``), or an evaluator's export read twice. An export holds the model's
+    own outputs and identifiers, so two models' exports are never the same bytes; a plain table of ids and scores
+    holds only the results, and two models that agree on every item write the same table, so two table inputs
+    with equal bytes are not refused."""
+    a, b = baseline.provenance, subject.provenance
+    digests = sorted(digest for _, digest in a.sources)
+    if (not digests or digests != sorted(digest for _, digest in b.sources) or a.models != b.models
+            or a.details != b.details or baseline.item_keys() != subject.item_keys()):
+        return
+    nothing = ("a comparison of results with themselves certifies nothing, and certa has no option to allow it; "
+               "give the baseline's and the subject's results")
+    if baseline.source == subject.source:
+        raise InputError(f"{baseline.source} is both the baseline and the subject: {nothing}")
+    if a.tool == "table":
+        return
+    raise InputError(f"{baseline.source} and {subject.source} are the same records (the same bytes, SHA-256 "
+                     f"{', '.join(digests)}, read the same way): {nothing}")
+
+
+def _pair_by(baseline: EvidenceRecords, subject: EvidenceRecords, key_fields: tuple[str, ...],
+             base_columns: Mapping[str, np.ndarray], subject_columns: Mapping[str, np.ndarray]) -> PairedEvidence:
+    """The pairing of the two sides by the key ``key_fields`` whose values are ``base_columns`` and
+    ``subject_columns``."""
+    base_keys = list(zip(*(base_columns[name].tolist() for name in key_fields)))
+    subject_keys = list(zip(*(subject_columns[name].tolist() for name in key_fields)))
     position = {key: index for index, key in enumerate(subject_keys)}
     partner = np.fromiter(map(position.get, base_keys, repeat(-1)), dtype=np.intp, count=len(base_keys))
     has_partner = partner >= 0
@@ -102,7 +151,7 @@ def pair_records(baseline: EvidenceRecords, subject: EvidenceRecords) -> PairedE
         agrees &= ~differs
 
     report = PairingReport(
-        key_fields=baseline.key_fields, n_baseline=baseline.n_items, n_subject=subject.n_items,
+        key_fields=key_fields, n_baseline=baseline.n_items, n_subject=subject.n_items,
         n_paired=int(agrees.sum()),
         unmatched_baseline=tuple(base_keys[i] for i in np.flatnonzero(~has_partner).tolist()),
         unmatched_subject=tuple(subject_keys[i] for i in np.flatnonzero(~claimed).tolist()),

@@ -76,16 +76,22 @@ class EvidenceRecords:
     counts: Mapping[str, np.ndarray] = field(default_factory=dict)
     weights: np.ndarray | None = None
     slices: np.ndarray | None = None
+    keys_across_models: Mapping[str, np.ndarray] = field(default_factory=dict)
+    """The item's key whichever model's results it is, for an export whose own key (``keys``) also names the
+    model's column: promptfoo's ``promptIdx`` numbers provider × prompt columns, so across providers an item is
+    (``testIdx``, ``prompt.label``). Empty where ``keys`` is the item's key for every model, or where the export
+    does not state one (``certa.engine.core.evidence.pairing`` uses it only when ``keys`` pair no item)."""
 
     def __post_init__(self) -> None:
         if tuple(self.keys) != self.key_fields:
             raise ValueError(f"keys {tuple(self.keys)} do not follow key_fields {self.key_fields}")
-        for name in ("keys", "metrics", "identity", "counts"):
+        for name in ("keys", "metrics", "identity", "counts", "keys_across_models"):
             object.__setattr__(self, name, _frozen_mapping(getattr(self, name)))
         for name in ("weights", "slices"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, _frozen_array(getattr(self, name)))
-        lengths = {len(values) for group in (self.keys, self.metrics, self.identity, self.counts)
+        lengths = {len(values) for group in (self.keys, self.metrics, self.identity, self.counts,
+                                             self.keys_across_models)
                    for values in group.values()}
         lengths |= {len(values) for values in (self.weights, self.slices) if values is not None}
         if len(lengths) > 1:
@@ -107,7 +113,8 @@ class EvidenceRecords:
 
         return replace(self, keys=rows(self.keys), metrics=rows(self.metrics), identity=rows(self.identity),
                        counts=rows(self.counts), weights=None if self.weights is None else self.weights[index],
-                       slices=None if self.slices is None else self.slices[index])
+                       slices=None if self.slices is None else self.slices[index],
+                       keys_across_models=rows(self.keys_across_models))
 
 
 def require_unique_keys(where: str, key_fields: Sequence[str], keys: Sequence[tuple],

@@ -251,6 +251,14 @@ class StageType:
     ``<stage id>.<table>`` in their input knobs (the spec loader accepts those names only after the producing
     stage; the interpreter adds each table once the stage has run, and a replay hands the stage its recorded
     tables back, so later stages read the same bytes)."""
+    unused_record_parts: Callable[[Mapping[str, Any], Mapping[str, frozenset[str]]],
+                                  list[tuple[str, str, str]]] | None = None
+    """Optional, for a stage that reads evaluator exports' records: given its resolved knobs and, by input knob,
+    the parts of the records the input's ``read:`` options make (``slices``, ``weights``, ``provenance``:
+    ``certa.engine.core.evidence.formats.RECORD_PARTS``), the (input knob, part, why) of each part it would not
+    use; the spec loader refuses the option that makes it (``certa.engine.core.spec``). None: the stage reads
+    tables by column, so it uses a part only where its knobs name the part's column, and records no export's
+    provenance."""
 
     @property
     def ref(self) -> str:

@@ -54,7 +54,7 @@ from certa.engine.core.stats.paired_metric import (PairedTable, anytime_mean_dif
 from certa.engine.core.stats.pairing import canonical_order
 from certa.engine.foundation.errors import InputError, ProfileAbort, StageError
 
-__all__ = ["PROFILE_FLOORS", "RULES", "STAGE", "STAGES", "MetricDeltaRules", "run_metric_delta"]
+__all__ = ["PROFILE_FLOORS", "RULES", "STAGE", "STAGES", "MetricDeltaRules", "run_metric_delta", "unused_record_parts"]
 
 PROFILE_FLOORS: dict[str, int | None] = {"dev": None, "ci": 100, "release": 200}
 """Minimum paired items per profile (``dev``: none)."""
@@ -332,6 +332,28 @@ def run_metric_delta(ctx: StageContext, version_rules: MetricDeltaRules = RULES[
     return StageOutput(outputs=outputs, decisions=tuple(decisions))
 
 
+def unused_record_parts(knobs: Mapping[str, Any], parts: Mapping[str, frozenset[str]]) -> list[tuple[str, str, str]]:
+    """Validation (``StageType.unused_record_parts``): the parts of an evaluator export's records that the inputs'
+    ``read:`` options make and this stage would not use. It reads the metric, the pairing identity, the slices
+    and the provenance, never the weights; slices give per-slice results only for a binary metric, and those come
+    from the baseline's slices (the subject's are checked against them when the baseline has slices too)."""
+    unused = []
+    for arm in ("baseline", "subject"):
+        given = parts.get(arm, frozenset())
+        if "weights" in given:
+            unused.append((arm, "weights", "compares a per-item metric and reads no weights (read.count_unit picks "
+                                           "the counts of the 'weight' column)"))
+        if "slices" not in given:
+            continue
+        if knobs["scale"] != "binary":
+            unused.append((arm, "slices", f"computes per-slice results only for a binary metric, and the metric "
+                                          f"'{knobs['metric']}' is scale: {knobs['scale']}"))
+        elif arm == "subject" and "slices" not in parts.get("baseline", frozenset()):
+            unused.append((arm, "slices", "takes the slices from the baseline, which has no read.slice (give it on "
+                                          "the baseline's input; the subject's are checked against them)"))
+    return unused
+
+
 def metric_delta_stage(rules: MetricDeltaRules) -> StageType:
     """``paired.metric_delta`` at ``rules.version``."""
     return StageType(
@@ -343,6 +365,7 @@ def metric_delta_stage(rules: MetricDeltaRules) -> StageType:
                 "intervals, exact McNemar, non-inferiority margin, slices with Holm/BH; reads evaluator exports.",
         presentation="certa.engine.services.presentation.stages.paired_metric",
         changes=rules.changes,
+        unused_record_parts=unused_record_parts,
     )
 
 

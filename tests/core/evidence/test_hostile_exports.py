@@ -239,7 +239,8 @@ def test_promptfoo_indices_beyond_int64_are_refused(field: str) -> None:
 
 def test_promptfoo_providers_are_never_mixed() -> None:
     data = jsonl(promptfoo_line(0), promptfoo_line(0, "other", 0.0))
-    raises(r"results of 2 providers \(echo, other\); select one", read_promptfoo_jsonl, data, name="r.jsonl")
+    raises(r"results of 2 providers \(id 'echo' label 'echo', id 'other' label 'other'\); select one with "
+           r"read\.provider", read_promptfoo_jsonl, data, name="r.jsonl")
     other = read_promptfoo_jsonl(data, provider="other", name="r.jsonl")
     assert other.metrics["score"].tolist() == [0.0] and other.metrics["success"].tolist() == [0.0]
     assert other.metrics["named.exact"].tolist() == [0.0]
@@ -252,6 +253,39 @@ def test_promptfoo_providers_are_never_mixed() -> None:
            jsonl(promptfoo_line(0, namedScores={"exact": "high"})), name="r.jsonl")
     raises(r"line 1: field 'success' must be bool", read_promptfoo_jsonl,
            jsonl(promptfoo_line(0, success=1)), name="r.jsonl")
+
+
+def test_promptfoo_keys_across_providers_only_where_every_result_states_a_unique_label() -> None:
+    """A result without a prompt label (or with one that is empty or not text), or a test repeated under one
+    label, leaves the file without a key across providers: it then pairs by its columns only; nothing is guessed."""
+    good = read_promptfoo_jsonl(jsonl(promptfoo_line(0), promptfoo_line(1)), name="r.jsonl")
+    assert good.keys_across_models["prompt.label"].tolist() == ["p", "p"]
+    for prompt in ({"raw": "Answer q1"}, {"raw": "Answer q1", "label": 7}, {"raw": "Answer q1", "label": ""}):
+        records = read_promptfoo_jsonl(jsonl(promptfoo_line(0), promptfoo_line(1, prompt=prompt)), name="r.jsonl")
+        assert dict(records.keys_across_models) == {} and records.n_items == 2
+    raises(r"line 2: field 'prompt' must be object \(got 'text'\)", read_promptfoo_jsonl,
+           jsonl(promptfoo_line(0), promptfoo_line(1, prompt="text")), name="r.jsonl")
+    repeated = read_promptfoo_jsonl(jsonl(promptfoo_line(0), promptfoo_line(0, promptIdx=1)), name="r.jsonl")
+    assert repeated.n_items == 2 and dict(repeated.keys_across_models) == {}
+
+
+def promptfoo_of(test: int, provider: object, **changes: object) -> dict:
+    """``promptfoo_line`` with ``provider`` as the result's whole ``provider`` field."""
+    return {**promptfoo_line(test, **changes), "provider": provider}
+
+
+def test_promptfoo_selection_is_never_a_guess() -> None:
+    """A value that is one provider's label and another's id names both; an empty label is no label."""
+    crossed = jsonl(promptfoo_of(0, {"id": "x", "label": "y"}), promptfoo_of(0, {"id": "y"}, promptIdx=1))
+    raises(r"read\.provider 'y' names 2 providers \(id 'x' label 'y', id 'y' \(no label\)\)", read_promptfoo_jsonl,
+           crossed, provider="y", name="r.jsonl")
+    assert dict(read_promptfoo_jsonl(crossed, provider="x", name="r.jsonl").provenance.models) == {
+        "provider.id": "x", "provider.label": "y"}
+    unlabelled = jsonl(promptfoo_of(0, {"id": "z", "label": ""}))
+    assert dict(read_promptfoo_jsonl(unlabelled, name="r.jsonl").provenance.models) == {
+        "provider.id": "z", "provider.label": "z"}
+    raises(r"line 1: provider: field 'id' must be str \(got 3\)", read_promptfoo_jsonl,
+           jsonl(promptfoo_of(0, {"id": 3})), name="r.jsonl")
 
 
 def test_mapped_tables_refuse_duplicates_gaps_and_negative_weights() -> None:

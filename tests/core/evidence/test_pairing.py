@@ -63,7 +63,7 @@ def test_records_are_frozen() -> None:
 def test_pairs_do_not_depend_on_the_subjects_order(order: list[int], missing: set[int]) -> None:
     rows = [(f"i{n}", float(n % 2), float(n + 1), f"s{n % 3}") for n in range(12)]
     baseline = table(rows, "A")
-    subject = table([rows[n] for n in order if n not in missing], "B")
+    subject = table([(i, 1 - a, w, s) for i, a, w, s in (rows[n] for n in order if n not in missing)], "B")
     paired = pair_records(baseline, subject)
     kept = [f"i{n}" for n in range(12) if n not in missing]
     assert paired.baseline.keys["id"].tolist() == paired.subject.keys["id"].tolist() == kept

@@ -48,7 +48,7 @@ def perplexity_spec(folder: Path, unit: str, *, with_results: bool) -> Path:
     inputs: dict[str, Any] = {}
     for arm in ARMS:
         inputs[arm] = {"path": f"{arm}_{SAMPLES[arm].name}", "format": "lm-eval-samples",
-                       "read": {"count_unit": unit}}
+                       "read": {"count_unit": unit}}  # the 'weight' column, which columns.tokens names
         (folder / inputs[arm]["path"]).write_bytes(SAMPLES[arm].read_bytes())
         if with_results:
             inputs[arm]["read"] |= {"results": f"{arm}_results", "task": "certa_ppl"}
@@ -57,7 +57,7 @@ def perplexity_spec(folder: Path, unit: str, *, with_results: bool) -> Path:
     spec = {"certa": 1, "name": "lm-eval-perplexity", "seed": 3, "profile": "dev", "inputs": inputs,
             "stages": [{"id": "ratio", "use": "paired.ppl_ratio",
                         "with": {"baseline": "baseline", "subject": "subject", "replicates": 1000,
-                                 "columns": {"window_id": "doc_id", "tokens": unit, "nll_sum": "nll"}}}]}
+                                 "columns": {"window_id": "doc_id", "tokens": "weight", "nll_sum": "nll"}}}]}
     path = folder / "spec.yaml"
     path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
     return path

@@ -388,7 +388,7 @@ def test_slices_of_an_inspect_log_come_from_its_sample_metadata(tmp_path: Path) 
 def test_a_slice_column_does_not_apply_to_an_evaluator_export(tmp_path: Path) -> None:
     inputs = {arm: {"path": copy_in(tmp_path, INSPECT_EVAL[arm]), "format": "inspect-eval"}
               for arm in ("baseline", "subject")}
-    with pytest.raises(InputError, match=r"its slices come from the input's read option 'slice'"):
+    with pytest.raises(InputError, match=r"its slices come from the input's read\.slice, not from a column \(columns\.slice: 'kind'\)"):
         run(write_spec(tmp_path, inputs, {"metric": "match", "columns": {"slice": "kind"}}))
 
 
