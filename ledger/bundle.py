@@ -25,6 +25,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from jsonschema import Draft202012Validator
 
+from certa.engine.foundation.canonical import sha256_hex
 from certa.engine.foundation.errors import BundleError, LedgerError, LedgerIntegrityError
 from certa.engine.foundation.json_read import check_document_depth
 from certa.schemas import load_schema
@@ -33,10 +34,10 @@ from certa.ledger.chain import encode_payload, entry_hash
 from certa.ledger.checkpoint import Checkpoint, open_checkpoint, read_checkpoint_unverified
 from certa.ledger.merkle import (entry_leaves, leaf_hash, path_and_root_from_nodes, path_from_levels, path_nodes, root_hash,
                      tree_levels, verify_inclusion)
-from certa.ledger.store import Ledger
+from certa.ledger.store import EntryRow, Ledger
 
-__all__ = ["BUNDLE_FORMAT", "BundleReport", "build_bundle", "check_bundle", "ledger_leaves_matching", "ledger_root",
-           "ledger_root_matching"]
+__all__ = ["BUNDLE_FORMAT", "BundleReport", "build_bundle", "check_bundle", "entry_proof_problem",
+           "ledger_leaves_matching", "ledger_root", "ledger_root_matching"]
 
 BUNDLE_FORMAT = 1
 _ENTRY_FIELDS = ("seq", "run_id", "kind", "recorded_at", "payload_sha256", "prev_hash")
@@ -91,6 +92,31 @@ def _stored_path_and_root(ledger: Ledger, leaf: int, seq: int) -> tuple[list[byt
                                        "(entries were removed: run 'certa verify')") from None
         raise LedgerIntegrityError(f"merkle_nodes has no row (level {level}, position {position}) although entries "
                                    f"1..{seq} are recorded (it was edited: run 'certa verify')") from None
+
+
+def entry_proof_problem(ledger: Ledger, entry: EntryRow, checkpoint: Checkpoint) -> str | None:
+    """Why ``entry`` is not proven to be entry ``entry.seq`` of the entries 1..``checkpoint.seq`` a signed checkpoint
+    covers, or None when it is: its payload gives its ``payload_sha256``, its fields give its entry hash
+    (``certa.ledger.chain``), and that hash's leaf with the audit path read from ``merkle_nodes`` recomputes the
+    signed root (RFC 6962 inclusion; the stored path is untrusted, collision resistance does the rest). What an
+    incremental verification reads about an entry before its checkpoint is read from entries proven so."""
+    if not (type(entry.seq) is int and 1 <= entry.seq <= checkpoint.seq):
+        return f"entry {entry.seq!r} is not within the checkpoint's entries 1..{checkpoint.seq}"
+    if not isinstance(entry.payload, str) or sha256_hex(entry.payload.encode("utf-8")) != entry.payload_sha256:
+        return f"entry {entry.seq}: its payload does not give its payload_sha256 (edited)"
+    recomputed = entry_hash(seq=entry.seq, run_id=entry.run_id, kind=entry.kind, recorded_at=entry.recorded_at,
+                            payload_sha256=entry.payload_sha256, prev_hash=entry.prev_hash)
+    if recomputed != entry.entry_hash:
+        return f"entry {entry.seq}: its fields do not give its recorded entry hash (edited)"
+    try:
+        path, _ = _stored_path_and_root(ledger, entry.seq - 1, checkpoint.seq)
+    except LedgerIntegrityError as error:
+        return f"entry {entry.seq}: no audit path: {error}"
+    if not verify_inclusion(entry.seq - 1, checkpoint.seq, leaf_hash(bytes.fromhex(recomputed)), path,
+                            bytes.fromhex(checkpoint.root_hash)):
+        return (f"entry {entry.seq}: its hash and the stored audit path do not give the checkpoint's signed root "
+                "(the entry, or the entries before it, were rewritten)")
+    return None
 
 
 def ledger_root(ledger: Ledger, seq: int) -> bytes:

@@ -328,7 +328,8 @@ def _mistyped_blob(row: BlobRow) -> list[tuple[str, str]]:
     return found
 
 
-def _meta_problems(tables: Tables, last: tuple[int, str]) -> list[Problem]:
+def _meta_problems(tables: Tables, last: tuple[int, str],
+                   entry_hash_at: Callable[[int], str | None] | None = None) -> list[Problem]:
     """``ledger_meta``: known keys only, a readable schema version matching ``alembic_version``, the head."""
     problems = []
     meta = tables.meta
@@ -339,7 +340,7 @@ def _meta_problems(tables: Tables, last: tuple[int, str]) -> list[Problem]:
                                                        f"ledger_meta.{column} is {stored_type(cell)}, not text",
                                         column=f"ledger_meta.{column}"))
     for key in VERIFIED_KEYS:
-        wrong = record_problem(key, meta[key], last[0]) if key in meta else None
+        wrong = record_problem(key, meta[key], last[0], entry_hash_at) if key in meta else None
         if wrong is not None:
             problems.append(Problem("ledger_meta", f"ledger_meta value of key {key!r} (a verification record) is "
                                                    f"edited: {wrong}", column="ledger_meta.value"))
@@ -483,11 +484,12 @@ def _walk(ledger: Ledger, start: _Start, *, check_certificate: CheckCertificate 
 
 
 def _report(walk: _ChainWalk, tables: Tables, *, expect_head: tuple[int, str] | None, expect_root: str | None,
-            run_id: str | None, scope: VerifyScope | None, extra: list[Problem]) -> VerifyReport:
+            run_id: str | None, scope: VerifyScope | None, extra: list[Problem],
+            entry_hash_at: Callable[[int], str | None] | None = None) -> VerifyReport:
     problems = [*extra, *walk.problems]
     expected_seq, prev = walk.seq, walk.prev
     problems.extend(_key_problems(tables.keys))
-    problems.extend(_meta_problems(tables, (expected_seq, prev)))
+    problems.extend(_meta_problems(tables, (expected_seq, prev), entry_hash_at))
     if expect_head is not None:
         seq, digest = expect_head
         if seq > expected_seq:
@@ -531,7 +533,7 @@ def verify_ledger(ledger: Ledger, *, check_certificate: CheckCertificate | None 
                              expect_seq=expect_head[0] if expect_head else None, progress=progress, incremental=False,
                              workers=workers)
         return _report(walk, tables, expect_head=expect_head, expect_root=expect_root, run_id=run_id, scope=None,
-                       extra=[])
+                       extra=[], entry_hash_at=ledger.entry_hash_at)
 
 
 NOT_CHECKED_INCREMENTAL = ("entries before the checkpoint (vouched for by its signature, its entry and its Merkle "
@@ -582,6 +584,7 @@ def verify_since(ledger: Ledger, seq: int, entry_hash_at_seq: str, root_hash: st
                   for rid, first in walk.orphan_records.items() if walk.run_spans[rid][3] is None]
         scope = VerifyScope(full=False, vouched=seq, first=seq + 1, last=walk.seq, not_checked=NOT_CHECKED_INCREMENTAL)
         if seq == 0:
-            return _report(walk, tables, expect_head=None, expect_root=None, run_id=run_id, scope=scope, extra=extra)
+            return _report(walk, tables, expect_head=None, expect_root=None, run_id=run_id, scope=scope, extra=extra,
+                           entry_hash_at=ledger.entry_hash_at)
         return _report(walk, tables, expect_head=(seq, entry_hash_at_seq), expect_root=root_hash, run_id=run_id,
-                       scope=scope, extra=extra)
+                       scope=scope, extra=extra, entry_hash_at=ledger.entry_hash_at)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, UTC
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import delete, insert, select
@@ -28,7 +29,7 @@ from certa.ledger.schema import ledger_meta
 from certa.ledger.store import Ledger
 
 __all__ = ["VERIFIED_FULL", "VERIFIED_INCREMENTAL", "VERIFIED_KEYS", "VerificationRecord", "record_verification",
-           "read_verifications", "record_problem"]
+           "read_verifications", "record_problem", "stale_record_problem"]
 
 VERIFIED_FULL, VERIFIED_INCREMENTAL = "verified_full", "verified_incremental"
 VERIFIED_KEYS = (VERIFIED_FULL, VERIFIED_INCREMENTAL)
@@ -71,14 +72,43 @@ def _parsed(key: str, value: Any) -> VerificationRecord | str:
     return VerificationRecord(key, body["seq"], body["entry_hash"], body["verified_at"], first)
 
 
-def record_problem(key: str, value: Any, head_seq: int) -> str | None:
-    """What is wrong with the verification record ``value`` of ``key`` in a ledger whose head is ``head_seq``."""
+def record_problem(key: str, value: Any, head_seq: int, entry_hash_at: Callable[[int], str | None] | None = None,
+                   now: datetime | None = None) -> str | None:
+    """What is wrong with the verification record ``value`` of ``key`` in a ledger whose head is ``head_seq``: not of
+    its form, an entry beyond the head, a time after ``now`` (default: the clock), or (given ``entry_hash_at``, the
+    ledger's hash of an entry) an entry whose hash is not the one recorded: the chain was rewritten since the
+    verification, or the record was forged. A record is kept in the ledger itself, unsigned: it is a note of what
+    a verification found, never evidence that the ledger is sound."""
     found = _parsed(key, value)
-    if isinstance(found, str):
-        return found
+    return found if isinstance(found, str) else stale_record_problem(found, head_seq, entry_hash_at, now)
+
+
+def stale_record_problem(found: VerificationRecord, head_seq: int,
+                         entry_hash_at: Callable[[int], str | None] | None = None,
+                         now: datetime | None = None) -> str | None:
+    """``record_problem`` of a well-formed record: beyond the head, in the future, or naming a rewritten entry."""
     if found.seq > head_seq:
         return f"it names entry {found.seq}, beyond the head {head_seq} (entries were removed)"
+    when = _utc_time(found.verified_at)
+    if when is None:
+        return f"its verified_at {found.verified_at!r} is not a UTC time"
+    if when > (now or datetime.now(UTC)):
+        return f"it is dated {found.verified_at}, in the future (forged)"
+    if entry_hash_at is not None and found.seq:
+        actual = entry_hash_at(found.seq)
+        if actual != found.entry_hash:
+            return (f"it names entry {found.seq} with hash {found.entry_hash[:12]}…, but that entry's hash is "
+                    f"{str(actual)[:12]}… (the chain was rewritten since that verification, or the record was forged)")
     return None
+
+
+def _utc_time(text: str) -> datetime | None:
+    """An ISO 8601 time with a ``Z`` or an offset, as an aware datetime; None otherwise."""
+    try:
+        when = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None
 
 
 def read_verifications(ledger: Ledger) -> dict[str, VerificationRecord]:

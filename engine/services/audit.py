@@ -20,7 +20,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from certa.ledger import Ledger, VerifyReport, verify_ledger
+from certa.ledger import Ledger, Problem, VerifyReport, verify_ledger
 from certa.ledger.checkpoint import Checkpoint, open_checkpoint
 from certa.ledger.verify import verify_since
 from certa.ledger.verify_record import record_verification
@@ -131,6 +131,16 @@ class LedgerAudit:
         return not self.missing
 
     @property
+    def approvals_read_from(self) -> str:
+        """Where the approval check read the runs, their verdicts and their reviews, and why it trusts them."""
+        if self.report.scope is None:
+            return "the runs index and the review entries, which this full verification checked against the chain"
+        return (f"the chain's certificate and review entries, not the runs index (an incremental verification does "
+                f"not check it); each entry at or before the checkpoint's entry {self.report.scope.vouched} proven "
+                "included in its signed root, those after it verified here. A review entry removed before the "
+                "checkpoint is found only by a full verification")
+
+    @property
     def ok(self) -> bool:
         """Intact and approved: ``certa verify`` exits 0."""
         return self.report.intact and self.approved
@@ -158,7 +168,7 @@ class LedgerAudit:
                             for rid, r in self.reviews],
                 "approval": None if not self.required_key_ids else {
                     "approved": self.approved, "required_key_ids": list(self.required_key_ids),
-                    "runs_checked": self.runs_checked,
+                    "runs_checked": self.runs_checked, "read_from": self.approvals_read_from,
                     "missing": [{"run_id": m.run_id, "name": m.name, "key_id": m.key_id, "reason": m.reason}
                                 for m in self.missing]}}
 
@@ -189,7 +199,12 @@ def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tupl
     report = verify(ledger, run_id=full, expect_head=expect_head, expect_root=root, notify=notify,
                     since=signed if since_checkpoint else None, workers=workers)
     reviews = ledger_reviews(ledger, run_id=full, after=signed.seq if since_checkpoint and signed else 0)
-    runs_checked, missing = unapproved_runs(ledger, approvers, run_id=full) if approvers else (0, [])
+    runs_checked, missing = unapproved_runs(ledger, approvers, run_id=full,
+                                            checkpoint=signed if since_checkpoint else None) if approvers else (0, [])
+    unproven = dict.fromkeys((gap.run_id, gap.unproven) for gap in missing if gap.unproven)
+    if unproven:  # entries before the checkpoint the approval check read, and that its signed root does not prove
+        report = replace(report, problems=report.problems + tuple(
+            Problem(f"run {rid}", f"not proven by the checkpoint: {why}", run_id=rid) for rid, why in unproven))
     recorded = _record(ledger, report) if record else ""
     return LedgerAudit(report=report, reviews=tuple(reviews), required_key_ids=tuple(key_id(k) for k in approvers),
                        runs_checked=runs_checked, missing=tuple(missing), checkpoint=signed, recorded=recorded)

@@ -4,7 +4,7 @@ anyone checks offline with ``certa.engine.services.audit.verify_bundle_file``)."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from certa.ledger import Ledger
 from certa.ledger.bundle import build_bundle, ledger_root, ledger_root_matching
 from certa.ledger.checkpoint import cosign_checkpoint, read_checkpoint_unverified, sign_checkpoint
-from certa.ledger.verify_record import VERIFIED_KEYS, VerificationRecord, read_verifications
+from certa.ledger.verify_record import VERIFIED_KEYS, VerificationRecord, read_verifications, stale_record_problem
 from certa.engine.services.documents import document_text, save_document
 
 __all__ = ["SignedHead", "sign_head", "verification_line", "Cosigned", "cosign", "RunProof", "prove_run"]
@@ -32,6 +32,8 @@ class SignedHead:
     file: Path | None
     verifications: tuple[VerificationRecord, ...] = ()
     """The last full and incremental verifications recorded in the ledger (``certa.ledger.verify_record``)."""
+    verified_hashes: tuple[tuple[int, str | None], ...] = ()
+    """The ledger's hash of each entry a verification record names (compared with the record)."""
 
     def as_json(self) -> dict[str, Any]:
         """The head, the signing keys' ids, the file, the envelope itself and the recorded verifications."""
@@ -49,19 +51,30 @@ class SignedHead:
 
     def verification_text(self) -> str:
         """How far the last full and incremental verification reached, against this head."""
-        return "\n".join(verification_line(key, {r.key: r for r in self.verifications}.get(key), self.seq)
+        records = {r.key: r for r in self.verifications}
+        hashes = dict(self.verified_hashes)
+        return "\n".join(verification_line(key, records.get(key), (self.seq, self.entry_hash), hashes.get)
                          for key in VERIFIED_KEYS)
 
 
-def verification_line(key: str, record: VerificationRecord | None, head_seq: int) -> str:
-    """One line on the last verification of a kind (``certa.ledger.verify_record`` key) of a ledger at ``head_seq``."""
+def verification_line(key: str, record: VerificationRecord | None, head: tuple[int, str],
+                      entry_hash_at: Callable[[int], str | None]) -> str:
+    """One line on the last verification of a kind (``certa.ledger.verify_record`` key) of a ledger whose head is
+    ``head`` (seq, entry hash). The record is the ledger's own unsigned note: it is compared with the entry it names
+    (``entry_hash_at``), and the head is said not to have moved only when its hash is the one verified."""
     what = "full" if key == VERIFIED_KEYS[0] else "incremental"
     if record is None:
         return (f"last {what} verification: none recorded ('certa verify --record' records one when the ledger "
                 "verifies intact)")
-    behind = head_seq - record.seq
-    return (f"last {what} verification: entries {record.first}..{record.seq} intact at {record.verified_at}"
-            + (f"; {behind} entries recorded since" if behind > 0 else "; the head has not moved since"))
+    wrong = stale_record_problem(record, head[0], entry_hash_at)
+    if wrong is not None:
+        return f"last {what} verification: the record vouches for nothing: {wrong}"
+    said = f"last {what} verification (an unsigned note in the ledger): entries {record.first}..{record.seq} intact " \
+           f"at {record.verified_at}"
+    behind = head[0] - record.seq
+    if behind > 0:
+        return f"{said}; {behind} entries recorded since"
+    return f"{said}; the head {head[0]}:{head[1][:12]}… is the entry it verified"
 
 
 def sign_head(ledger: Ledger, private_keys: Sequence[Ed25519PrivateKey], out_file: Path | None = None) -> SignedHead:
@@ -72,8 +85,10 @@ def sign_head(ledger: Ledger, private_keys: Sequence[Ed25519PrivateKey], out_fil
     envelope = sign_checkpoint(private_keys, seq, digest, root)
     if out_file is not None:
         save_document(envelope, out_file)
+    records = tuple(read_verifications(ledger).values())
     return SignedHead(seq=seq, entry_hash=digest, root_hash=root, envelope=envelope, file=out_file,
-                      verifications=tuple(read_verifications(ledger).values()))
+                      verifications=records,
+                      verified_hashes=tuple((r.seq, ledger.entry_hash_at(r.seq)) for r in records))
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from certa.ledger import Ledger, Problem
+from certa.ledger.bundle import entry_proof_problem
+from certa.ledger.checkpoint import Checkpoint
 from certa.engine.foundation.signing import envelope_payload_unverified, key_id, open_envelope, seal_envelope
 
 from certa.engine.foundation.canonical import canonical_bytes
@@ -384,31 +386,81 @@ class MissingApproval:
     name: str
     key_id: str
     reason: str
+    unproven: str | None = None
+    """An entry before the checkpoint that the check read and that is not proven by it (a rewritten ledger)."""
 
 
 def unapproved_runs(ledger: Ledger, trusted_keys: Sequence[Ed25519PublicKey], *,
-                    run_id: str | None = None) -> tuple[int, list[MissingApproval]]:
+                    run_id: str | None = None, checkpoint: Checkpoint | None = None) -> tuple[int, list[MissingApproval]]:
     """(runs checked, gaps): every completed run with verdict PASS (only ``run_id`` if given) must have a
-    standing approval (``approval_by``) signed by each of ``trusted_keys``."""
+    standing approval (``approval_by``) signed by each of ``trusted_keys``.
+
+    The runs and their verdicts come from the runs index, which a full ``verify`` checks against the chain. With
+    ``checkpoint`` (an incremental verification, which does not check the index or the entries before the
+    checkpoint) they come from the chain's certificate entries instead, and every entry at or before the
+    checkpoint that is read (a certificate, a review) must be proven included in its signed root
+    (``certa.ledger.bundle.entry_proof_problem``): an unproven certificate is a gap naming why, an unproven
+    review is left out and named in the run's gap."""
+    wanted = [key_id(k) for k in trusted_keys]
+    if checkpoint is not None:
+        return _unapproved_in_chain(ledger, wanted, run_id, checkpoint)
     rows = [ledger.run(run_id)] if run_id is not None else list(reversed(ledger.runs()))
     rows = [row for row in rows if row.status == "completed" and row.verdict == "PASS"]
-    wanted = [key_id(k) for k in trusted_keys]
-    gaps = []
-    for row in rows:
-        records = reviews_of(ledger, row.run_id)
-        for kid in wanted:
-            if approval_by(records, kid) is not None:
-                continue
-            mine = [r for r in records if kid in r.key_ids and r.decision in ("approved", "rejected")]
-            disordered = [r for r in records if r.signature_valid and kid in r.key_ids and r.out_of_order is not None]
-            if disordered:
-                reason = (f"its reviews are recorded out of signing order (entry {disordered[0].seq} after entry "
-                          f"{disordered[0].out_of_order}, which one of its keys signed later)")
-            elif any(r.signature_valid for r in mine):
-                reason = "its newest signed decision by this key is 'rejected'"
-            elif mine:
-                reason = "the reviews signed by this key do not verify"
-            else:
-                reason = "no review signed by this key"
-            gaps.append(MissingApproval(run_id=row.run_id, name=row.name, key_id=kid, reason=reason))
+    gaps = [MissingApproval(run_id=row.run_id, name=row.name, key_id=kid, reason=reason)
+            for row in rows for kid, reason in _gaps(reviews_of(ledger, row.run_id), wanted)]
     return len(rows), gaps
+
+
+def _gaps(records: Sequence[ReviewRecord], wanted: Sequence[str]) -> list[tuple[str, str]]:
+    """(key id, reason) for each of ``wanted`` without a standing approval among ``records``."""
+    found = []
+    for kid in wanted:
+        if approval_by(records, kid) is not None:
+            continue
+        mine = [r for r in records if kid in r.key_ids and r.decision in ("approved", "rejected")]
+        disordered = [r for r in records if r.signature_valid and kid in r.key_ids and r.out_of_order is not None]
+        if disordered:
+            reason = (f"its reviews are recorded out of signing order (entry {disordered[0].seq} after entry "
+                      f"{disordered[0].out_of_order}, which one of its keys signed later)")
+        elif any(r.signature_valid for r in mine):
+            reason = "its newest signed decision by this key is 'rejected'"
+        elif mine:
+            reason = "the reviews signed by this key do not verify"
+        else:
+            reason = "no review signed by this key"
+        found.append((kid, reason))
+    return found
+
+
+def _unapproved_in_chain(ledger: Ledger, wanted: Sequence[str], run_id: str | None,
+                         checkpoint: Checkpoint) -> tuple[int, list[MissingApproval]]:
+    """``unapproved_runs`` from the chain's certificate entries, each entry at or before ``checkpoint`` proven."""
+    full = ledger.resolve_run_id(run_id) if run_id is not None else None
+    checked, gaps = 0, []
+    for entry in ledger.entries(run_id=full, kinds=["certificate"]):
+        problem = entry_proof_problem(ledger, entry, checkpoint) if entry.seq <= checkpoint.seq else None
+        certificate: Any = None
+        if problem is None:
+            try:
+                certificate = entry.data()
+                content = certificate["content"]
+                verdict, name = content["verdict"], str(content["spec"]["name"])
+            except (ValueError, KeyError, TypeError):
+                problem = f"entry {entry.seq}: its certificate is not readable"
+        if problem is None and verdict != "PASS":
+            continue
+        checked += 1
+        if problem is not None:
+            gaps += [MissingApproval(entry.run_id, "?", kid, "its certificate's entry is not proven by the "
+                                                             f"checkpoint: {problem}", problem) for kid in wanted]
+            continue
+        proven, unproven = [], []
+        for review in ledger.entries(run_id=entry.run_id, kinds=["review"]):
+            why = entry_proof_problem(ledger, review, checkpoint) if review.seq <= checkpoint.seq else None
+            (unproven if why else proven).append(why or review)
+        records = [record for _, record in _records(proven, lambda _: certificate)]
+        left_out = f" ({len(unproven)} review entr{'y' if len(unproven) == 1 else 'ies'} before the checkpoint left " \
+                   f"out, not proven by it: {unproven[0]})" if unproven else ""
+        gaps += [MissingApproval(entry.run_id, name, kid, reason + left_out, unproven[0] if unproven else None)
+                 for kid, reason in _gaps(records, wanted)]
+    return checked, gaps

@@ -229,7 +229,7 @@ def _stored_root(ledger: Ledger, seq: int) -> str:
 def _verification_lines(ledger: Ledger, report: VerifyReport) -> list[str]:
     """How far the last full and incremental ``certa verify`` reached (``certa.ledger.verify_record``), one line each."""
     records = read_verifications(ledger)
-    return [verification_line(key, records.get(key), report.head[0]) for key in VERIFIED_KEYS]
+    return [verification_line(key, records.get(key), report.head, ledger.entry_hash_at) for key in VERIFIED_KEYS]
 
 
 def _checkpoint_status(path: Path, ledger: Ledger, report: VerifyReport,

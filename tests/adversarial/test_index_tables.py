@@ -105,3 +105,124 @@ def test_list_show_and_site_refuse_an_unkeyed_runs_index(world: World, tmp_path:
         assert "the runs index has lost its primary key on run_id" in result.stderr, result.stderr
         assert "PASS" not in result.stdout
     assert not (tmp_path / "site" / "index.html").exists()
+
+
+def _pass_runs(db: Path) -> list[str]:
+    conn = sqlite3.connect(db)
+    try:
+        return [row[0] for row in conn.execute("SELECT run_id FROM runs WHERE verdict = 'PASS' ORDER BY first_seq")]
+    finally:
+        conn.close()
+
+
+def test_an_incremental_approval_check_does_not_trust_the_runs_index(world: World, tmp_path: Path) -> None:
+    """Relabelling an unapproved PASS run FAIL in the runs index, before the checkpoint, turned NOT APPROVED into
+    exit 0: an incremental verification checks no runs row before its checkpoint. The verdict now comes from the
+    run's certificate entry, proven included in the checkpoint's signed root."""
+    db = tmp_path / "ledger.db"
+    shutil.copy(world.ledger, db)
+    passed = _pass_runs(db)
+    assert passed, "the world needs a PASS run"
+    args = ("verify", "--checkpoint", world.checkpoint, "--public-key", world.pub, "--since-checkpoint",
+            "--require-approval", world.pub, "--ledger", db)
+    honest = invoke(*args)
+    assert honest.exit_code == 1 and f"NOT APPROVED: run {passed[0]}" in honest.stdout
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE runs SET verdict = 'FAIL' WHERE verdict = 'PASS'")
+    conn.close()
+    result = invoke(*args)
+    assert result.exit_code == 1 and (result.exception is None or isinstance(result.exception, SystemExit))
+    assert f"NOT APPROVED: run {passed[0]}" in result.stdout, result.stdout
+    assert "approvals read from the chain's certificate and review entries, not the runs index" in result.stdout
+    payload = json.loads(invoke(*args, "--json").stdout)
+    assert payload["approval"]["approved"] is False and "proven included" in payload["approval"]["read_from"]
+
+
+def test_an_edited_certificate_before_the_checkpoint_is_not_proven(world: World, tmp_path: Path) -> None:
+    """The certificate entry of a PASS run rewritten to FAIL, its digests and entry hash recomputed in its row (the
+    chain columns stay consistent; merkle_nodes is left alone): the incremental check of the chain passes over it,
+    but the approval check reads that entry, and it is not proven by the signed root."""
+    from certa.ledger.chain import entry_hash
+
+    db = tmp_path / "ledger.db"
+    shutil.copy(world.ledger, db)
+    run_id = _pass_runs(db)[0]
+    conn = sqlite3.connect(db)
+    with conn:
+        seq, rid, kind, at, payload, prev = conn.execute(
+            "SELECT seq, run_id, kind, recorded_at, payload, prev_hash FROM entries WHERE kind = 'certificate' AND "
+            "run_id = ?", (run_id,)).fetchone()
+        forged = payload.replace('"verdict":"PASS"', '"verdict":"FAIL"')
+        assert forged != payload
+        import hashlib
+        digest = hashlib.sha256(forged.encode()).hexdigest()
+        new_hash = entry_hash(seq=seq, run_id=rid, kind=kind, recorded_at=at, payload_sha256=digest, prev_hash=prev)
+        conn.execute("UPDATE entries SET payload = ?, payload_sha256 = ?, entry_hash = ? WHERE seq = ?",
+                     (forged, digest, new_hash, seq))
+        conn.execute("UPDATE entries SET prev_hash = ? WHERE seq = ?", (new_hash, seq + 1))
+    conn.close()
+    result = invoke("verify", "--checkpoint", world.checkpoint, "--public-key", world.pub, "--since-checkpoint",
+                    "--require-approval", world.pub, "--ledger", db)
+    check("certificate rewritten before the checkpoint: verify --since-checkpoint --require-approval", result,
+          allowed={1}, verify_command=True)
+    assert f"NOT APPROVED: run {run_id} (?)" in result.stdout and "TAMPERED" in result.stdout + result.stderr
+    assert f"run {run_id}: not proven by the checkpoint: entry " in result.stdout + result.stderr
+
+
+def _set_meta(db: Path, key: str, value: str) -> None:
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("DELETE FROM ledger_meta WHERE key = ?", (key,))
+        conn.execute("INSERT INTO ledger_meta (key, value) VALUES (?, ?)", (key, value))
+    conn.close()
+
+
+@pytest.mark.parametrize(("case", "record", "said"), [
+    ("forged hash", lambda seq, digest: {"seq": seq, "entry_hash": "0" * 64, "verified_at": "2026-01-01T00:00:00Z"},
+     "but that entry's hash is"),
+    ("dated 2099", lambda seq, digest: {"seq": seq, "entry_hash": digest, "verified_at": "2099-01-01T00:00:00Z"},
+     "in the future (forged)"),
+])
+def test_a_forged_verification_record_is_reported_and_vouches_for_nothing(world: World, tmp_path: Path, case: str,
+                                                                          record, said: str) -> None:
+    from certa.engine.foundation.canonical import canonical_bytes
+
+    db = tmp_path / "ledger.db"
+    shutil.copy(world.ledger, db)
+    conn = sqlite3.connect(db)
+    seq, digest = conn.execute("SELECT seq, entry_hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+    conn.close()
+    _set_meta(db, "verified_full", canonical_bytes(record(seq, digest)).decode())
+    result = invoke("verify", "--ledger", db)
+    check(f"verification record {case}: verify", result, allowed={1}, verify_command=True)
+    assert said in result.stdout + result.stderr
+    signed = invoke("checkpoint", "--key", world.key, "--out", tmp_path / "cp", "--ledger", db)
+    assert signed.exit_code == 0, signed.output
+    assert f"last full verification: the record vouches for nothing: " in signed.output and said in signed.output
+    assert "is the entry it verified" not in signed.output
+
+
+def test_a_consistently_rewritten_chain_is_not_the_head_a_record_verified(world: World, tmp_path: Path) -> None:
+    """After a genuine verify --record, the head entry rewritten with its hash recomputed (the record left alone):
+    the record names the old hash, so certa checkpoint never says the head is the entry it verified."""
+    from certa.ledger.chain import entry_hash
+
+    db = tmp_path / "ledger.db"
+    shutil.copy(world.ledger, db)
+    assert invoke("verify", "--record", "--ledger", db).exit_code == 0
+    honest = invoke("checkpoint", "--key", world.key, "--out", tmp_path / "cp1", "--ledger", db)
+    assert "is the entry it verified" in honest.output, honest.output
+    conn = sqlite3.connect(db)
+    with conn:
+        seq, rid, kind, at, payload_sha, prev = conn.execute(
+            "SELECT seq, run_id, kind, recorded_at, payload_sha256, prev_hash FROM entries ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        moved = at.replace("20", "19", 1)
+        digest = entry_hash(seq=seq, run_id=rid, kind=kind, recorded_at=moved, payload_sha256=payload_sha, prev_hash=prev)
+        conn.execute("UPDATE entries SET recorded_at = ?, entry_hash = ? WHERE seq = ?", (moved, digest, seq))
+        conn.execute("UPDATE ledger_meta SET value = ? WHERE key = 'head'", (f"{seq}:{digest}",))
+    conn.close()
+    rewritten = invoke("checkpoint", "--key", world.key, "--out", tmp_path / "cp2", "--ledger", db)
+    assert "is the entry it verified" not in rewritten.output
+    assert "the record vouches for nothing" in rewritten.output and "the chain was rewritten since" in rewritten.output

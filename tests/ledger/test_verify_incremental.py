@@ -184,7 +184,7 @@ def test_verifications_are_recorded_outside_the_chain_and_verify_accepts_them(ba
     result = CliRunner().invoke(main, ["checkpoint", "--key", str(base["folder"] / "certa.key"), "--ledger", str(db),
                                        "--out", str(tmp_path / "new.checkpoint")])
     assert result.exit_code == 0
-    assert f"last full verification: entries 1..{head[0]}" in result.output, result.output
+    assert f"last full verification (an unsigned note in the ledger): entries 1..{head[0]}" in result.output, result.output
     with sqlite3.connect(db) as conn:  # an edited record is reported, naming the column
         conn.execute("UPDATE ledger_meta SET value = 'x' WHERE key = ?", (VERIFIED_FULL,))
     with Ledger.open(db, read_only=True) as ledger:
@@ -214,5 +214,5 @@ def test_the_site_chain_page_says_how_far_the_recorded_verifications_reached(bas
     result = CliRunner().invoke(main, ["site", "-o", str(tmp_path / "site"), "--ledger", str(db)])
     assert result.exit_code == 0, result.output
     page = (tmp_path / "site" / "chain.html").read_text(encoding="utf-8")
-    assert f"last full verification: entries 1..{head} intact at" in page
+    assert f"last full verification (an unsigned note in the ledger): entries 1..{head} intact at" in page
     assert "last incremental verification: none recorded" in page

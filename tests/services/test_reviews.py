@@ -247,7 +247,9 @@ def test_require_approval_needs_the_newest_decision_of_each_key_to_approve(two_r
     review(second, "approved", alice_keys["private_key"])
     code, out = policy()
     assert code == 0 and out["approval"] == {"approved": True, "required_key_ids": [alice_keys["key_id"]],
-                                             "runs_checked": 2, "missing": []}
+                                             "runs_checked": 2, "missing": [],
+                                             "read_from": "the runs index and the review entries, which this full "
+                                                          "verification checked against the chain"}
     assert policy(keys=(alice_keys, bob_keys))[0] == 1  # a key that never signed
     review(first, "rejected", alice_keys["private_key"])  # a later rejection by the same key withdraws it
     review(first, "comment", alice_keys["private_key"])  # a comment is no decision

@@ -86,6 +86,7 @@ def ledger_audit_text(audit: LedgerAudit) -> str:
                          f"{len(audit.required_key_ids)} required key(s)")
         lines += [plain_text(f"NOT APPROVED: run {gap.run_id} ({gap.name}) by key {gap.key_id[:16]}…: {gap.reason}")
                   for gap in audit.missing]
+        lines.append(f"  approvals read from {audit.approvals_read_from}")
     return "\n".join(lines)
 
 
