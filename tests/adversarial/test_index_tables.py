@@ -199,7 +199,7 @@ def test_a_forged_verification_record_is_reported_and_vouches_for_nothing(world:
     assert said in result.stdout + result.stderr
     signed = invoke("checkpoint", "--key", world.key, "--out", tmp_path / "cp", "--ledger", db)
     assert signed.exit_code == 0, signed.output
-    assert f"last full verification: the record vouches for nothing: " in signed.output and said in signed.output
+    assert "last full verification: the record vouches for nothing: " in signed.output and said in signed.output
     assert "is the entry it verified" not in signed.output
 
 
