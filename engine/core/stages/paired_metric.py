@@ -524,8 +524,8 @@ def _clustered_slices(paired: PairedEvidence, subject: np.ndarray, baseline: np.
         row = int(differs[0])
         key = ", ".join(f"{f}={v!r}" for f, v in zip(paired.baseline.key_fields, paired.baseline.item_keys()[row]))
         raise InputError(f"input '{knobs['baseline']}': the {samples.repeat_field}s of one sample lie in different "
-                         f"slices ({key} is in {text[row]!r}, its sample's first {samples.repeat_field} in "
-                         f"{per_sample[samples.codes[row]]!r}); a slice must be a property of the sample")
+                         f"slices ({key} is in {str(text[row])!r}, its sample's first {samples.repeat_field} in "
+                         f"{str(per_sample[samples.codes[row]])!r}); a slice must be a property of the sample")
     results = clustered_slices(sample_cell_counts(subject, baseline, samples.codes), per_sample,
                                margin=knobs["margin"], confidence_level=knobs["confidence_level"],
                                interval=knobs["method"] or "tango", adjustment=knobs["adjustment"])
