@@ -312,12 +312,12 @@ def _analysis_words(samples: SampleUnits, scale: str, clustered: ClusteredTable 
         interval = "Tango" if method == "tango" else "Newcombe"
         words += (f"its variance comes from the {n} per-sample mean differences (cluster-robust) and is expressed as "
                   f"{float(clustered.effective_rows):.6g} effective independent rows of the {int(clustered.rows)} "
-                  f"(design effect {float(clustered.design_effect):.6g}; Rao & Scott 1992); the {interval} interval "
+                  f"(design effect {float(clustered.design_effect):.6g}; Rao and Scott 1992); the {interval} interval "
                   f"of that table refers its score statistic to Student's t with {n - 1} degrees of freedom "
-                  "(Korn & Graubard 1998)")
+                  "(Korn and Graubard 1998)")
     else:
         words += (f"the interval is computed over the {n} per-sample mean differences (BCa: whole samples "
-                  "resampled, the cluster bootstrap of Davison & Hinkley 1997, §3.8; a confidence sequence: one "
+                  "resampled, the cluster bootstrap of Davison and Hinkley 1997, §3.8; a confidence sequence: one "
                   "observation per sample, in the order the samples arrived)")
     if samples.repeats.min() != samples.repeats.max():
         words += "; the samples have unequal repeats, and each weighs the same"
@@ -442,7 +442,7 @@ def _clustered_binary(subject: np.ndarray, baseline: np.ndarray, samples: Sample
                                   "approximation": "Connor (1987), normal approximation to McNemar's test, at the "
                                                    "effective rows times the degrees-of-freedom factor"},
         "clustering": {
-            "variance": "cluster-robust: from the per-sample mean differences (Liang & Zeger 1986; Obuchowski 1998)",
+            "variance": "cluster-robust: from the per-sample mean differences (Liang and Zeger 1986; Obuchowski 1998)",
             "within_sample_variance": float(clustered.within), "between_sample_variance": float(clustered.between),
             "effective_rows": float(clustered.effective_rows), "rows": int(clustered.rows),
             "design_effect": float(clustered.design_effect),

@@ -124,7 +124,7 @@ def test_twenty_samples_of_ten_identical_epochs_do_not_pass_a_margin_they_cannot
     assert ni["p_value"] == pytest.approx(stats.t.cdf(-tango_statistic(0.0, 1.0, 20.0, -0.1), 19), rel=1e-9)
     assert ni["p_value"] > ni["alpha"] == 0.025
     assert after["test"]["p_value"] == pytest.approx(2 * stats.t.sf(1.0, 19), rel=1e-12)  # T(0) = −1/√1
-    assert "Rao & Scott 1992" in after["units"]["analysis"] and "19 degrees of freedom" in after["units"]["analysis"]
+    assert "Rao and Scott 1992" in after["units"]["analysis"] and "19 degrees of freedom" in after["units"]["analysis"]
     assert set(recorded_rules(new)) == {"samples_paired", "repeats_paired", "equal_repeats", "min_paired_samples"}
     assert all(rule["outcome"] == "pass" for rule in recorded_rules(new).values())
 

@@ -31,7 +31,7 @@ data. Independent rows of variance W + B would give Δ̂ this variance V with
 
 (N* = Σ R_i with equal repeats: the rows, were they independent; the cap truncates the estimated correlation of a
 sample's repeats at 0, as Donner, A. & Klar, N. (2000), Design and Analysis of Cluster Randomization Trials in
-Health Research, Arnold, §5, truncate a negative intracluster correlation). Always n ≤ m ≤ N*. With B = 0, m = N*
+Health Research, Arnold, truncate a negative intracluster correlation). Always n ≤ m ≤ N*. With B = 0, m = N*
 when W > 0 (the samples agree exactly) and m = n when W = 0 too (every row the same difference: nothing tells
 how the repeats correlate, so each sample counts once). The design effect is N* / m ∈ [1, max R_i]. The effective
 table is the shares' sum Σ_i f_i (which sums to n) scaled to m rows.
