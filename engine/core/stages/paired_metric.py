@@ -300,7 +300,7 @@ def _statement(samples: SampleUnits) -> str:
     return f"unit of analysis: {n} samples ({each} each)"
 
 
-def _analysis_words(samples: SampleUnits, scale: str, clustered: ClusteredTable | None, method: str) -> str:
+def _analysis_words(samples: SampleUnits, clustered: ClusteredTable | None, method: str) -> str:
     """How the units were analysed, in words (the certificate's ``units.analysis``)."""
     n = samples.n_samples
     if not samples.has_repeats:
@@ -324,11 +324,10 @@ def _analysis_words(samples: SampleUnits, scale: str, clustered: ClusteredTable 
     return words
 
 
-def _units_block(samples: SampleUnits, scale: str, clustered: ClusteredTable | None,
-                 method: str) -> dict[str, Any]:
+def _units_block(samples: SampleUnits, clustered: ClusteredTable | None, method: str) -> dict[str, Any]:
     """The ``units`` outputs: the unit of analysis in words, the samples, rows and repeats per sample."""
     return {"unit": "item" if samples.repeat_field is None else "sample", "statement": _statement(samples),
-            "analysis": _analysis_words(samples, scale, clustered, method),
+            "analysis": _analysis_words(samples, clustered, method),
             "sample_fields": list(samples.sample_fields), "repeat_field": samples.repeat_field,
             "samples": samples.n_samples, "rows": int(samples.repeats.sum()),
             "repeats": {"min": int(samples.repeats.min()), "max": int(samples.repeats.max()),
@@ -522,7 +521,7 @@ def _clustered_slices(paired: PairedEvidence, subject: np.ndarray, baseline: np.
     differs = np.flatnonzero(per_sample[samples.codes] != text)
     if differs.size:
         row = int(differs[0])
-        key = ", ".join(f"{f}={v!r}" for f, v in zip(paired.baseline.key_fields, paired.baseline.item_keys()[row]))
+        key = _keys_text(paired.baseline.key_fields, paired.baseline.item_keys()[row])
         raise InputError(f"input '{knobs['baseline']}': the {samples.repeat_field}s of one sample lie in different "
                          f"slices ({key} is in {str(text[row])!r}, its sample's first {samples.repeat_field} in "
                          f"{str(per_sample[samples.codes[row]])!r}); a slice must be a property of the sample")
@@ -598,8 +597,7 @@ def run_metric_delta(ctx: StageContext, version_rules: MetricDeltaRules = RULES[
         "pairing": pairing,
         "sources": {"baseline": sides["baseline"].provenance.as_dict(),
                     "subject": sides["subject"].provenance.as_dict()},
-        **({} if samples is None else {"units": _units_block(samples, knobs["scale"], clustered,
-                                                              knobs["method"] or "tango")}),
+        **({} if samples is None else {"units": _units_block(samples, clustered, knobs["method"] or "tango")}),
     }
     return StageOutput(outputs=outputs, decisions=tuple(decisions))
 
