@@ -93,13 +93,11 @@ GATE = [{"id": "no-worse-than-10-points", "metric": f"{STAGE_ID}.noninferiority.
 def test_twenty_samples_of_ten_identical_epochs_do_not_pass_a_margin_they_cannot_support(tmp_path: Path) -> None:
     """Issue 30: with each (id, epoch) an item (1.1.0) the 200 rows give [−0.090, −0.027], non-inferior at margin
     0.10: PASS. The 20 samples as units (1.2.0) give Tango's interval of the 20 samples' table (15, 0, 1, 4)
-    with t_19 for z, [−0.254, 0.139]: not non-inferior, FAIL. Release refuses 20 samples below its floor of 200."""
+    with t_19 for z, [−0.254, 0.139]: not non-inferior, FAIL."""
     inputs = write_logs(tmp_path, ISSUE)
     knobs = {"metric": "match", "margin": 0.1}
-    with Ledger.open(tmp_path / "ledger.db") as ledger:
-        old = run(write_spec(tmp_path, inputs, knobs, version="1.1.0", gates=GATE), ledger=ledger)
-        new = run(write_spec(tmp_path, inputs, knobs, gates=GATE), ledger=ledger)
-        assert all(replay(ledger, r.run_id).reproduced for r in (old, new))
+    old = run(write_spec(tmp_path, inputs, knobs, version="1.1.0", gates=GATE))
+    new = run(write_spec(tmp_path, inputs, knobs, gates=GATE))
     before, after = outputs(old), outputs(new)
     assert old.certificate["content"]["verdict"] == "PASS" and before["n_paired"] == 200
     assert [round(b, 3) for b in before["difference"]["ci"]] == [-0.090, -0.027]
@@ -128,15 +126,22 @@ def test_twenty_samples_of_ten_identical_epochs_do_not_pass_a_margin_they_cannot
     assert set(recorded_rules(new)) == {"samples_paired", "repeats_paired", "equal_repeats", "min_paired_samples"}
     assert all(rule["outcome"] == "pass" for rule in recorded_rules(new).values())
 
+
+def test_release_refuses_twenty_samples_of_ten_epochs_and_a_recorded_run_replays(tmp_path: Path) -> None:
+    """200 (id, epoch) rows passed 1.1.0's 200-item floor; 1.2.0 counts 20 samples. The dev run replays."""
+    inputs = write_logs(tmp_path, ISSUE)
     with pytest.raises(ProfileAbort, match=r"min_paired_samples: 20 paired sample\(s\) \(a sample with all its "
                                            r"epochs counts once\), below the floor of 200"):
-        run(write_spec(tmp_path, inputs, knobs, profile="release"))
+        run(write_spec(tmp_path, inputs, {"metric": "match"}, profile="release"))
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        recorded = run(write_spec(tmp_path, inputs, {"metric": "match", "margin": 0.1}), ledger=ledger)
+        assert replay(ledger, recorded.run_id).reproduced
 
 
 def test_the_report_and_show_say_the_unit_of_analysis(tmp_path: Path) -> None:
     out = outputs(run(write_spec(tmp_path, write_logs(tmp_path, ISSUE), {"metric": "match", "margin": 0.1})))
     section = stage_section(STAGE_ID, "paired.metric_delta", "1.2.0", out, (), ())
-    assert section.summary.startswith("match over paired 20 samples (10 repeats each): subject 0.75, baseline 0.8")
+    assert section.summary.startswith("match over 20 paired samples (10 repeats each): subject 0.75, baseline 0.8")
     assert "unit of analysis: 20 samples (10 repeats each)" in section.facts
     captions = [t.caption for t in section.tables]
     assert any(c.startswith("Paired 2×2 table of the (sample, repeat) rows") for c in captions)

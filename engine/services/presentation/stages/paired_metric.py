@@ -106,8 +106,9 @@ def _by_sample(outputs: Mapping[str, Any]) -> bool:
 def _paired_units(outputs: Mapping[str, Any]) -> str:
     """``24 paired items``, or ``20 paired samples (10 repeats each)`` when the samples are the units."""
     statement = str(_units(outputs).get("statement", ""))
-    if _by_sample(outputs) and statement.startswith("unit of analysis: "):
-        return "paired " + statement.removeprefix("unit of analysis: ")  # "paired 20 samples (...)"
+    if _by_sample(outputs) and statement.startswith("unit of analysis: ") and " " in statement[18:]:
+        number, rest = statement.removeprefix("unit of analysis: ").split(" ", 1)
+        return f"{number} paired {rest}"  # "20 paired samples (10 repeats each)"
     return f"{fmt(outputs.get('n_paired'))} paired items"
 
 
@@ -391,10 +392,11 @@ def _tested_text(outputs: Mapping[str, Any]) -> str:
     difference = mapping(outputs.get("difference"))
     pairing = mapping(outputs.get("pairing"))
     keys = ", ".join(map(str, pairing.get("key_fields") or ())) or "the item id"
+    by = "repeat by repeat" if _by_sample(outputs) else "item by item"
     text = (f"What was tested: every benchmark item was scored by both models, the baseline and the subject, and the "
-            f"two sides were paired item by item (by {keys}). The estimand is Δ = subject − baseline: the mean "
+            f"two sides were paired {by} (by {keys}). The estimand is Δ = subject − baseline: the mean "
             f"{fmt(outputs.get('metric'))} of the subject minus that of the baseline over the "
-            f"{fmt(outputs.get('n_paired'))} paired items; a negative Δ means the subject is worse. The interval "
+            f"{_paired_units(outputs)}; a negative Δ means the subject is worse. The interval "
             f"for Δ is a two-sided {percent_text(difference.get('confidence_level'))} {_method_name(difference)}.")
     if _by_sample(outputs):
         units = _units(outputs)
