@@ -4,7 +4,8 @@ repeat column), the paired rows grouped by sample, and everything pairing left u
 A record's key is (sample fields, repeat field); its sample is the key without the repeat field
 (``EvidenceRecords.repeat_field``). Without a repeat field every record is its own sample. Samples are numbered
 0..n−1 in the canonical order of their keys (``certa.engine.core.stats.pairing.group_codes``), so a computation
-over samples does not depend on the order of the export's records.
+over samples does not depend on the order of the export's records (without a repeat field every paired record is
+a sample of its own, numbered in the paired order, and the pairing report's counts are the samples').
 
 What is counted (``SampleUnits``), each a fact a profile rule reads:
 
@@ -40,7 +41,7 @@ class SampleUnits:
     repeat_position: int | None
     """Where the repeat field is in a record's key (None: no repeat field)."""
     codes: np.ndarray
-    """Per paired row (in the paired records' order), its sample's number 0..n−1."""
+    """Per paired row (in the paired records' order), its sample's number 0..n−1 (canonical key order)."""
     first_row: np.ndarray
     """Per sample, the position of its first paired row: the order in which the samples arrived."""
     repeats: np.ndarray
@@ -99,9 +100,19 @@ def sample_units(baseline: EvidenceRecords, subject: EvidenceRecords, paired: Pa
                          f"{subject.source} (repeats: {subject.repeat_field or 'none'}); both sides must number "
                          "their repeats the same way")
     repeat_field = baseline.repeat_field
-    position = None if repeat_field is None else baseline.key_fields.index(repeat_field)
-    sample_fields = tuple(f for f in baseline.key_fields if f != repeat_field)
+    report = paired.report
     rows = paired.baseline
+    if repeat_field is None:  # every record is its own sample: the pairing report says everything
+        every = np.arange(rows.n_items, dtype=np.intp)
+        return SampleUnits(
+            sample_fields=baseline.key_fields, repeat_field=None, repeat_position=None, codes=every,
+            first_row=every, repeats=np.ones(rows.n_items, dtype=np.intp), keys=tuple(rows.item_keys()),
+            baseline_samples=report.n_baseline, subject_samples=report.n_subject,
+            only_baseline=report.unmatched_baseline, only_subject=report.unmatched_subject,
+            identity_mismatched=report.mismatched_keys, unpaired_repeats_baseline=(), unpaired_repeats_subject=(),
+            without_paired_repeat=())
+    position = baseline.key_fields.index(repeat_field)
+    sample_fields = tuple(f for f in baseline.key_fields if f != repeat_field)
     codes, n = group_codes(*(rows.keys[f] for f in sample_fields)) if rows.n_items else (np.zeros(0, np.intp), 0)
     first_row = np.full(n, rows.n_items, dtype=np.intp)
     np.minimum.at(first_row, codes, np.arange(rows.n_items))
@@ -112,12 +123,12 @@ def sample_units(baseline: EvidenceRecords, subject: EvidenceRecords, paired: Pa
     base_samples = _samples(baseline, position)
     subject_samples = _samples(subject, position)
     both = set(base_samples) & set(subject_samples)
-    report = paired.report
     mismatched = {_without(key, position) for key in report.mismatched_keys}
     paired_samples = set(keys)
     return SampleUnits(
         sample_fields=sample_fields, repeat_field=repeat_field, repeat_position=position, codes=codes,
-        first_row=first_row, repeats=repeats, keys=keys, baseline_samples=len(base_samples), subject_samples=len(subject_samples),
+        first_row=first_row, repeats=repeats, keys=keys, baseline_samples=len(base_samples),
+        subject_samples=len(subject_samples),
         only_baseline=tuple(k for k in base_samples if k not in both),
         only_subject=tuple(k for k in subject_samples if k not in both),
         identity_mismatched=tuple(sorted(mismatched, key=repr)),

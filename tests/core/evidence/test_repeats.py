@@ -69,7 +69,8 @@ def test_without_a_repeat_field_every_row_is_its_own_sample() -> None:
     subj = read_mapped_table(b"id,acc\na,1\nb,1\nd,0\n", mapping, fmt="csv", name="B")
     units = sample_units(base, subj, pair_records(base, subj))
     assert units.repeat_field is None and units.sample_fields == ("id",) and not units.has_repeats
-    assert units.keys == (("a",), ("b",)) and units.only_baseline == (("c",),) and units.only_subject == (("d",),)
+    assert units.keys == (("b",), ("a",)) and units.codes.tolist() == [0, 1]  # the paired (baseline's) order
+    assert units.only_baseline == (("c",),) and units.only_subject == (("d",),)
     assert units.unpaired_repeats_baseline == units.unpaired_repeats_subject == units.without_paired_repeat == ()
 
 
