@@ -7,8 +7,8 @@ read: ``header.json`` (the eval spec and plan) and ``samples/<id>_epoch_<n>.json
 form holds the same ``eval``, ``plan`` and a ``samples`` list.
 
 Item key (sample ``id``, ``epoch``), the epoch being the repeat field (``EvidenceRecords.repeat_field``: the
-epochs of one sample are repeated trials of it, not independent items); identity the SHA-256 of the canonical JSON of the sample's ``input`` and
-``target``. Metrics: one per scorer (``scores.<scorer>.value``), or ``<scorer>.<key>`` for a scorer whose
+epochs of one sample are repeated trials of it, not independent items); identity the SHA-256 of the canonical
+JSON of the sample's ``input`` and ``target``. Metrics: one per scorer (``scores.<scorer>.value``), or ``<scorer>.<key>`` for a scorer whose
 value is an object. Values become numbers as Inspect's ``value_to_float`` defines them
 (``inspect_ai.scorer._metric.value_to_float``, defaults ``CORRECT``/``INCORRECT``/``PARTIAL``/``NOANSWER``):
 the letters ``C`` = 1, ``P`` = 0.5, ``I`` = ``N`` = 0; numbers and booleans as they are; the texts ``yes`` and

@@ -530,8 +530,8 @@ def _clustered_slices(paired: PairedEvidence, subject: np.ndarray, baseline: np.
                                interval=knobs["method"] or "tango", adjustment=knobs["adjustment"])
     counts = dict(zip(*np.unique(per_sample, return_counts=True)))
     test = "Tango non-inferiority test" if knobs["margin"] is not None else "Tango score test of Δ = 0"
-    inverts = ("inverting the intervals of the rows" if knobs["margin"] is None or (knobs["method"] or "tango") == "tango"
-               else "not the Newcombe intervals of the rows")
+    tango = knobs["margin"] is None or (knobs["method"] or "tango") == "tango"
+    inverts = "inverting the intervals of the rows" if tango else "not the Newcombe intervals of the rows"
     return {"adjustment": results.adjustment,
             "p_value_of": f"{test} on each slice's design-effect-adjusted table of samples (Student's t, samples − 1 "
                           f"degrees of freedom), {inverts}",

@@ -364,7 +364,8 @@ def test_dev_records_and_warns_what_it_did_with_uneven_repeats(tmp_path: Path, c
     if change == "sample":
         assert out["n_paired"] == 19 and out["units"]["repeats"]["min"] == 10
     else:  # the first sample has 9 paired epochs, the others 10; each sample weighs the same
-        assert out["n_paired"] == 20 and out["units"]["statement"] == "unit of analysis: 20 samples (9 to 10 repeats each)"
+        assert out["n_paired"] == 20
+        assert out["units"]["statement"] == "unit of analysis: 20 samples (9 to 10 repeats each)"
         assert out["units"]["analysis"].endswith("the samples have unequal repeats, and each weighs the same")
         assert recorded_rules(result)["equal_repeats"]["value"] == {
             "min": 9, "max": 10, "counts": [{"repeats": 9, "samples": 1}, {"repeats": 10, "samples": 19}]}
