@@ -82,8 +82,9 @@ def test_a_slice_on_the_subject_alone_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("read", [{"baseline": {"slice": "kind"}}, {arm: {"slice": "kind"} for arm in ARMS}])
 def test_a_slice_with_a_binary_metric_is_used(tmp_path: Path, read: dict[str, dict[str, Any]]) -> None:
     result = run(write(tmp_path, INSPECT, "inspect-eval", read, DELTA))
-    rows = result.certificate["content"]["stages"]["s"]["slices"]["rows"]
-    assert rows and sum(row["items"] for row in rows) == 40
+    stage = result.certificate["content"]["stages"]["s"]
+    rows = stage["slices"]["rows"]  # 20 samples of 2 epochs each: paired.metric_delta 1.2.0 counts samples
+    assert rows and sum(row["items"] for row in rows) == 20 and "20 samples (2 repeats each)" in stage["units"]["statement"]
 
 
 def test_count_unit_is_refused_where_no_stage_reads_the_weights(tmp_path: Path) -> None:

@@ -185,16 +185,20 @@ def _columns(records: EvidenceRecords) -> Columns:
 
 
 def records_of_table(table: Table, *, item: str, metrics: Sequence[str], slice_column: str | None,
-                     weight_column: str | None = None) -> EvidenceRecords:
+                     weight_column: str | None = None, repeat_column: str | None = None) -> EvidenceRecords:
     """The records of an input: an evaluator export's own (its items keyed by the tool's identity; ``item``
-    does not apply), or a plain table's rows under the mapping ``item`` / ``metrics`` / ``slice_column``."""
+    does not apply), or a plain table's rows under the mapping ``item`` / ``metrics`` / ``slice_column`` /
+    ``repeat_column``."""
     if table.evidence is not None:
         if slice_column is not None:
             raise InputError(f"input '{table.name}' is a {table.fmt} export: its slices come from the input's "
                              f"read.slice, not from a column (columns.slice: {slice_column!r})")
+        if repeat_column is not None:
+            raise InputError(f"input '{table.name}' is a {table.fmt} export: its repeats are the tool's own "
+                             f"({table.evidence.repeat_field or 'none'}), not a column ({repeat_column!r})")
         return table.evidence
     if table.fmt in {reader.name for reader in EXPORT_READERS}:
         raise InputError(f"input '{table.name}' (format {table.fmt}) holds no per-item records; it is read through "
                          "the samples input that names it")
     return mapped_records(table, TableMapping(item_id=item, metrics=tuple(metrics), weight=weight_column,
-                                              slice=slice_column))
+                                              slice=slice_column, repeat=repeat_column))

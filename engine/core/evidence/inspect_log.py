@@ -6,8 +6,9 @@ with the ``zstandard`` binding, bounded by the member's declared size and checke
 read: ``header.json`` (the eval spec and plan) and ``samples/<id>_epoch_<n>.json`` (one sample each). The JSON
 form holds the same ``eval``, ``plan`` and a ``samples`` list.
 
-Item key (sample ``id``, ``epoch``); identity the SHA-256 of the canonical JSON of the sample's ``input`` and
-``target``. Metrics: one per scorer (``scores.<scorer>.value``), or ``<scorer>.<key>`` for a scorer whose
+Item key (sample ``id``, ``epoch``), the epoch being the repeat field (``EvidenceRecords.repeat_field``: the
+epochs of one sample are repeated trials of it, not independent items); identity the SHA-256 of the canonical
+JSON of the sample's ``input`` and ``target``. Metrics: one per scorer (``scores.<scorer>.value``), or ``<scorer>.<key>`` for a scorer whose
 value is an object. Values become numbers as Inspect's ``value_to_float`` defines them
 (``inspect_ai.scorer._metric.value_to_float``, defaults ``CORRECT``/``INCORRECT``/``PARTIAL``/``NOANSWER``):
 the letters ``C`` = 1, ``P`` = 0.5, ``I`` = ``N`` = 0; numbers and booleans as they are; the texts ``yes`` and
@@ -194,7 +195,7 @@ def _records(where: str, raw: bytes, log: dict[str, Any], rows: list[_SampleRow]
     return EvidenceRecords(source=where, key_fields=("id", "epoch"),
                            keys={"id": ids, "epoch": np.array([row.epoch for row in rows], dtype=np.int64)},
                            metrics=metrics, provenance=_provenance(where, raw, log), identity=identity,
-                           slices=slices)
+                           slices=slices, repeat_field="epoch")
 
 
 def _sample_scores(sample: dict[str, Any], where: str) -> dict[str, float]:

@@ -65,6 +65,8 @@ class EvidenceRecords:
     that must agree when two sides are paired (lm-eval's ``doc_hash``, ``prompt_hash``, ``target_hash``),
     ``metrics`` the per-item values (float64, finite), ``counts`` the per-item counts a metric is normalised
     by (int64), ``weights`` the per-item weight (float64) and ``slices`` each item's category (text).
+    ``repeat_field`` names the key field that numbers repeated trials of one sample (Inspect's ``epoch``, a
+    table's repeat column), when the export has one: the sample is the key without it.
     """
 
     source: str
@@ -81,10 +83,15 @@ class EvidenceRecords:
     model's column: promptfoo's ``promptIdx`` numbers provider × prompt columns, so across providers an item is
     (``testIdx``, ``prompt.label``). Empty where ``keys`` is the item's key for every model, or where the export
     does not state one (``certa.engine.core.evidence.pairing`` uses it only when ``keys`` pair no item)."""
+    repeat_field: str | None = None
+    """The key field that numbers repeated trials of one sample (Inspect's ``epoch``, a table's repeat column);
+    the sample is the key without it. None: every record is its own sample."""
 
     def __post_init__(self) -> None:
         if tuple(self.keys) != self.key_fields:
             raise ValueError(f"keys {tuple(self.keys)} do not follow key_fields {self.key_fields}")
+        if self.repeat_field is not None and (self.repeat_field not in self.key_fields or len(self.key_fields) < 2):
+            raise ValueError(f"repeat_field {self.repeat_field!r} must be one of several key_fields {self.key_fields}")
         for name in ("keys", "metrics", "identity", "counts", "keys_across_models"):
             object.__setattr__(self, name, _frozen_mapping(getattr(self, name)))
         for name in ("weights", "slices"):

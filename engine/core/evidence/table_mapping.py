@@ -1,8 +1,10 @@
 """Any per-record table (CSV, JSON Lines or Parquet) read as evidence through a declared mapping of its columns.
 
 The table is parsed by ``certa.engine.core.tables.parse_table`` (the reader of every certa input, within the same input
-limits); the mapping names the item id column, the metric columns, and optionally a weight and a slice column.
-Item key: the id column's text. Metrics and weights: finite numbers (weights ≥ 0); slice: text.
+limits); the mapping names the item id column, the metric columns, and optionally a weight, a slice and a repeat column.
+Item key: the id column's text, or (id, repeat) when a repeat column numbers repeated trials of one item (then
+the repeat is the key's ``repeat_field`` and each (id, repeat) occurs once). Metrics and weights: finite numbers
+(weights ≥ 0); slice and repeat: text.
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ class TableMapping:
     """A column of per-item weights (e.g. token or byte counts), finite and ≥ 0."""
     slice: str | None = None
     """A column of per-item categories, for results per slice."""
+    repeat: str | None = None
+    """A column naming each row's repeat (epoch, trial, seed) of its item: rows are keyed by (item, repeat)."""
 
     def __post_init__(self) -> None:
         if not self.metrics:
             raise InputError("a table mapping names at least one metric column")
-        named = [self.item_id, *self.metrics, *(c for c in (self.weight, self.slice) if c is not None)]
+        named = [self.item_id, *self.metrics, *(c for c in (self.weight, self.slice, self.repeat) if c is not None)]
         repeated = sorted({column for column in named if named.count(column) > 1})
         if repeated:
             raise InputError(f"a table mapping names column(s) {', '.join(repeated)} more than once")
@@ -68,7 +72,11 @@ def mapped_records(parsed: Table, mapping: TableMapping) -> EvidenceRecords:
     located = [f"row {row}" for row in range(1, len(ids) + 1)]
     if not len(ids):
         raise InputError(f"input '{where}': the table has no rows")
-    require_unique_keys(f"input '{where}'", (mapping.item_id,), [(item,) for item in ids.tolist()], located)
+    keys = {mapping.item_id: ids}
+    if mapping.repeat is not None:
+        keys[mapping.repeat] = parsed.text(mapping.repeat)
+    require_unique_keys(f"input '{where}'", tuple(keys), list(zip(*(column.tolist() for column in keys.values()))),
+                        located)
     metrics = {column: parsed.numeric(column) for column in mapping.metrics}
     weights = None
     if mapping.weight is not None:
@@ -79,5 +87,5 @@ def mapped_records(parsed: Table, mapping: TableMapping) -> EvidenceRecords:
                              f"{float(weights[negative[0]])!r} is negative ({negative.size} such row(s))")
     slices = parsed.text(mapping.slice) if mapping.slice is not None else None
     provenance = Provenance(tool="table", details=(("format", fmt),), sources=((where, parsed.sha256),))
-    return EvidenceRecords(source=where, key_fields=(mapping.item_id,), keys={mapping.item_id: ids},
-                           metrics=metrics, provenance=provenance, weights=weights, slices=slices)
+    return EvidenceRecords(source=where, key_fields=tuple(keys), keys=keys, metrics=metrics, provenance=provenance,
+                           weights=weights, slices=slices, repeat_field=mapping.repeat)

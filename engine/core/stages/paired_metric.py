@@ -33,6 +33,17 @@ lower bound (``interval_noninferiority``; for Tango's interval the same as Tango
 and states the deciding method in words; its BCa bootstrap and means take the items in the canonical order of
 their pairing keys (``canonical_order``), so a reordered export gives the same certificate. The confidence
 sequences keep the export's order in both: their guarantee is over the order the items arrived.
+
+1.2.0 analyses repeated trials at the sample level (``Units``; ``certa.engine.core.evidence.repeats``). A record
+keyed by a repeat field (Inspect's ``epoch``; a table's ``columns.repeat``) is one repeat of its sample, and the
+sample is the unit of analysis: a binary metric's interval and tests come from the design-effect-adjusted table
+of the samples (``certa.engine.core.stats.paired_metric.clustered``: the cluster-robust variance of the
+per-sample mean differences, Rao–Scott effective rows, Student's t with samples − 1 degrees of freedom), a
+bounded metric's from the per-sample means of the repeats (BCa over whole samples: the cluster bootstrap); the
+floors count samples; a sample or a repeat found in one arm only and unequal repeats per sample are profile rules
+(``samples_paired``, ``repeats_paired``, ``equal_repeats``, ``min_paired_samples``); the outputs say the unit of
+analysis in words (``units``). Data without repeats get 1.1.0's numbers. 1.0.0 and 1.1.0 take every (id, epoch)
+row as an independent item: with correlated epochs their intervals are too narrow (docs/paired_metric.md).
 """
 
 from __future__ import annotations
@@ -46,18 +57,24 @@ import numpy as np
 
 from certa.engine.core.evidence import EvidenceRecords, PairedEvidence, pair_records
 from certa.engine.core.evidence.formats import records_of_table
+from certa.engine.core.evidence.repeats import SampleUnits, sample_units
 from certa.engine.core.stages.base import Decision, StageContext, StageOutput, StageType
-from certa.engine.core.stats.paired_metric import (PairedTable, anytime_mean_difference, bca_mean_difference,
-                                             binary_slices, interval_noninferiority, mcnemar_exact_test,
-                                             minimum_detectable_difference, newcombe_interval,
-                                             paired_table_from_outcomes, tango_interval, tango_noninferiority_test)
+from certa.engine.core.stats.paired_metric import (ClusteredTable, PairedTable, anytime_mean_difference,
+                                                   bca_mean_difference, binary_slices, clustered_interval,
+                                                   clustered_noninferiority, clustered_score_test, clustered_slices,
+                                                   clustered_table, interval_noninferiority, mcnemar_exact_test,
+                                                   minimum_detectable_difference, newcombe_interval,
+                                                   paired_table_from_outcomes, sample_cell_counts, sample_means,
+                                                   t_factor, tango_interval, tango_noninferiority_test)
 from certa.engine.core.stats.pairing import canonical_order
 from certa.engine.foundation.errors import InputError, ProfileAbort, StageError
 
-__all__ = ["PROFILE_FLOORS", "RULES", "STAGE", "STAGES", "MetricDeltaRules", "run_metric_delta", "unused_record_parts"]
+__all__ = ["PROFILE_FLOORS", "RULES", "STAGE", "STAGES", "MetricDeltaRules", "Units", "run_metric_delta",
+           "unused_record_parts"]
 
 PROFILE_FLOORS: dict[str, int | None] = {"dev": None, "ci": 100, "release": 200}
-"""Minimum paired items per profile (``dev``: none)."""
+"""Minimum paired items per profile (``dev``: none); from 1.2.0 paired samples, a sample with its repeats counting
+once."""
 
 BINARY_METHODS = ("tango", "newcombe")
 BOUNDED_METHODS = ("bca", "empirical_bernstein", "betting")
@@ -69,13 +86,16 @@ def _records(ctx: StageContext, arm: str) -> EvidenceRecords:
     knobs = ctx.knobs
     columns = knobs["columns"]
     return records_of_table(ctx.table(arm), item=columns["item"], metrics=(knobs["metric"],),
-                            slice_column=columns["slice"])
+                            slice_column=columns["slice"], repeat_column=columns.get("repeat"))
 
 
-def _rule(name: str, ok: bool, value: Any, required: Any, profile: str) -> Decision:
+def _rule(name: str, ok: bool, value: Any, required: Any, profile: str, message: str | None = None) -> Decision:
+    """A profile rule's decision; ``message`` (1.2.0's rules) says in words what failed and what was done."""
     strict = PROFILE_FLOORS[profile] is not None
     outcome = "pass" if ok else ("abort" if strict else "warn")
     detail = {"rule": name, "value": value, "required": required, "outcome": outcome, "profile": profile}
+    if not ok and message is not None:
+        detail["message"] = message + ("" if strict else f" (profile {profile} lets it through; ci and release refuse)")
     return Decision("profile_rule", detail)
 
 
@@ -173,17 +193,163 @@ def _key_order(paired: PairedEvidence) -> np.ndarray | None:
     return canonical_order(*(keys[field] for field in paired.baseline.key_fields))
 
 
+# ------------------------------------------------------------------------------------------ units of analysis
+
+
+@dataclass(frozen=True)
+class Units:
+    """What a version takes as one unit of analysis: the profile rules it records about the units (and the abort
+    message when one fails in ci or release), how many units paired (what "at least 2" counts, named by
+    ``noun``), and the samples of the paired rows (None: every paired row is a unit, as 1.0.0 and 1.1.0 take
+    it; the outputs then state nothing about units)."""
+
+    rules: tuple[Decision, ...]
+    abort: str
+    n: int
+    noun: str
+    samples: SampleUnits | None
+
+
+def _row_units(sides: Mapping[str, EvidenceRecords], paired: PairedEvidence, pairing: Mapping[str, Any],
+               profile: str) -> Units:
+    """1.0.0 and 1.1.0: every paired (key) row is one item, Inspect's (id, epoch) included (frozen)."""
+    report = paired.report
+    floor = PROFILE_FLOORS[profile]
+    rules = (
+        _rule("items_paired", report.complete, {k: pairing[k] for k in (
+            "baseline_items", "subject_items", "paired", "unmatched_baseline", "unmatched_subject",
+            "identity_mismatched")}, "every item of both sides paired, with equal identity digests", profile),
+        _rule("min_paired_items", floor is None or report.n_paired >= floor, report.n_paired, floor, profile),
+    )
+    abort = (f"{report.n_paired} item(s) paired of {report.n_baseline} (baseline) and {report.n_subject} (subject); "
+             f"{pairing['unmatched_baseline']} baseline and {pairing['unmatched_subject']} subject item(s) "
+             f"unmatched, {pairing['identity_mismatched']} with different identity digests (see the recorded pairing "
+             "decision; use profile dev to explore)")
+    return Units(rules, abort, report.n_paired, "item", None)
+
+
+def _keys_text(fields: tuple[str, ...], key: tuple) -> str:
+    return ", ".join(f"{f}={v!r}" for f, v in zip(fields, key))
+
+
+def _sample_units(sides: Mapping[str, EvidenceRecords], paired: PairedEvidence, pairing: Mapping[str, Any],
+                  profile: str) -> Units:
+    """1.2.0: the sample (a key without its repeat field) is the unit; its rules count samples and repeats."""
+    samples = sample_units(sides["baseline"], sides["subject"], paired)
+    fields, key_fields = samples.sample_fields, paired.report.key_fields
+    n = samples.n_samples
+    noun = "item" if samples.repeat_field is None else "sample"
+    first = ([("only in the baseline", k) for k in samples.only_baseline[:1]]
+             + [("only in the subject", k) for k in samples.only_subject[:1]]
+             + [("with another identity digest", k) for k in samples.identity_mismatched[:1]])
+    samples_ok = not (samples.only_baseline or samples.only_subject or samples.identity_mismatched)
+    samples_message = (
+        f"{len(samples.only_baseline)} {noun}(s) only in the baseline, {len(samples.only_subject)} only in the "
+        f"subject, {len(samples.identity_mismatched)} with another input or target digest"
+        + (f" (first {first[0][0]}: {_keys_text(fields, first[0][1])})" if first else "")
+        + f"; the estimate covers the {n} {noun}(s) paired")
+    unpaired = samples.unpaired_repeats_baseline + samples.unpaired_repeats_subject
+    repeats_ok = not (unpaired or samples.without_paired_repeat)
+    repeat_name = samples.repeat_field or "repeat"
+    repeats_message = (
+        f"{len(unpaired)} {repeat_name}(s) of {samples.samples_with_unpaired_repeats} sample(s) found in one arm "
+        f"only ({len(samples.unpaired_repeats_baseline)} baseline, {len(samples.unpaired_repeats_subject)} subject"
+        + (f"; first: {_keys_text(key_fields, unpaired[0])}" if unpaired else "") + ")"
+        + (f", {len(samples.without_paired_repeat)} sample(s) on both sides with no {repeat_name} on both"
+           if samples.without_paired_repeat else "")
+        + f"; a sample is analysed on its {repeat_name}s found in both arms")
+    counts = samples.repeat_counts()
+    low, high = (int(samples.repeats.min()), int(samples.repeats.max())) if n else (0, 0)
+    equal_message = (
+        f"paired {repeat_name}s per sample differ ("
+        + ", ".join(f"{c['samples']} sample(s) with {c['repeats']}" for c in counts)
+        + f"; min {low}, max {high}): each sample weighs the same (the mean of its {repeat_name}s), so the "
+        "difference is the mean over samples, not over rows")
+    floor = PROFILE_FLOORS[profile]
+    floor_message = (f"{n} paired item(s), below the floor of {floor}" if samples.repeat_field is None else
+                     f"{n} paired sample(s) (a sample with all its {repeat_name}s counts once), below the floor of "
+                     f"{floor}")
+    repeat_rules = () if samples.repeat_field is None else (
+        _rule("repeats_paired", repeats_ok,
+              {"unpaired_baseline": len(samples.unpaired_repeats_baseline),
+               "unpaired_subject": len(samples.unpaired_repeats_subject),
+               "samples_affected": samples.samples_with_unpaired_repeats,
+               "samples_without_paired_repeat": len(samples.without_paired_repeat)},
+              f"every {repeat_name} of a sample found in both arms", profile, repeats_message),
+        _rule("equal_repeats", low == high, {"min": low, "max": high, "counts": counts},
+              f"the same number of paired {repeat_name}s for every sample", profile, equal_message))
+    rules = (
+        _rule("samples_paired", samples_ok,
+              {"baseline_samples": samples.baseline_samples, "subject_samples": samples.subject_samples,
+               "paired_samples": n, "only_baseline": len(samples.only_baseline),
+               "only_subject": len(samples.only_subject), "identity_mismatched": len(samples.identity_mismatched)},
+              "every sample of both sides paired, with equal identity digests", profile, samples_message),
+        *repeat_rules,
+        _rule("min_paired_samples", floor is None or n >= floor, n, floor, profile, floor_message),
+    )
+    failed = "; ".join(d.detail["message"] for d in rules if d.detail["outcome"] == "abort")
+    return Units(rules, f"{failed} (see the recorded decisions; use profile dev to explore)", n, noun, samples)
+
+
+def _statement(samples: SampleUnits) -> str:
+    """"unit of analysis: N samples (R repeats each)" (items without a repeat field)."""
+    n = samples.n_samples
+    if samples.repeat_field is None:
+        return f"unit of analysis: {n} items (no repeats)"
+    low, high = int(samples.repeats.min()), int(samples.repeats.max())
+    each = f"{low} repeat{'' if low == 1 else 's'}" if low == high else f"{low} to {high} repeats"
+    return f"unit of analysis: {n} samples ({each} each)"
+
+
+def _analysis_words(samples: SampleUnits, clustered: ClusteredTable | None, method: str) -> str:
+    """How the units were analysed, in words (the certificate's ``units.analysis``)."""
+    n = samples.n_samples
+    if not samples.has_repeats:
+        unit = "item" if samples.repeat_field is None else f"sample (one {samples.repeat_field} each)"
+        return f"each {unit} is one unit, taken as independent of the others"
+    words = (f"the {samples.repeat_field}s of one sample are not independent, so the sample is the unit: the "
+             f"difference is the mean over the {n} samples of each sample's mean over its {samples.repeat_field}s; ")
+    if clustered is not None:
+        interval = "Tango" if method == "tango" else "Newcombe"
+        words += (f"its variance comes from the {n} per-sample mean differences (cluster-robust) and is expressed as "
+                  f"{float(clustered.effective_rows):.6g} effective independent rows of the {int(clustered.rows)} "
+                  f"(design effect {float(clustered.design_effect):.6g}; Rao and Scott 1992); the {interval} interval "
+                  f"of that table refers its score statistic to Student's t with {n - 1} degrees of freedom "
+                  "(Korn and Graubard 1998)")
+    else:
+        words += (f"the interval is computed over the {n} per-sample mean differences (BCa: whole samples "
+                  "resampled, the cluster bootstrap of Davison and Hinkley 1997, §3.8; a confidence sequence: one "
+                  "observation per sample, in the order the samples arrived)")
+    if samples.repeats.min() != samples.repeats.max():
+        words += "; the samples have unequal repeats, and each weighs the same"
+    return words
+
+
+def _units_block(samples: SampleUnits, clustered: ClusteredTable | None, method: str) -> dict[str, Any]:
+    """The ``units`` outputs: the unit of analysis in words, the samples, rows and repeats per sample."""
+    return {"unit": "item" if samples.repeat_field is None else "sample", "statement": _statement(samples),
+            "analysis": _analysis_words(samples, clustered, method),
+            "sample_fields": list(samples.sample_fields), "repeat_field": samples.repeat_field,
+            "samples": samples.n_samples, "rows": int(samples.repeats.sum()),
+            "repeats": {"min": int(samples.repeats.min()), "max": int(samples.repeats.max()),
+                        "counts": samples.repeat_counts()}}
+
+
 @dataclass(frozen=True)
 class MetricDeltaRules:
     """What one version of ``paired.metric_delta`` decides with: the binary non-inferiority verdict (its block of
     the outputs), the words for what the slices' p-values are, the order the items are computed in (None: the
-    export's), and what changed."""
+    export's), what it takes as a unit (``units_of``), and what changed."""
 
     version: str
     binary_verdict: Callable[[PairedTable, float, float, str], dict[str, Any]]
     slice_p_value_of: Callable[[Mapping[str, Any]], str]
     item_order: Callable[[PairedEvidence], np.ndarray | None]
     changes: str
+    units_of: Callable[[Mapping[str, EvidenceRecords], PairedEvidence, Mapping[str, Any], str], Units] = _row_units
+    refuses_unused_slice_column: bool = False
+    """``columns.slice`` with a bounded metric, which computes no per-slice results, is refused (1.0.0 and 1.1.0
+    read the column and left it unused)."""
 
 
 RULES: tuple[MetricDeltaRules, ...] = (
@@ -196,6 +362,15 @@ RULES: tuple[MetricDeltaRules, ...] = (
                 "(with method newcombe 1.0.0 decided by Tango's test and could contradict the interval), stated in "
                 "noninferiority.method with the lower bound; the BCa bootstrap and the means take the items in the "
                 "canonical order of their pairing keys, so a reordered export gives the same interval"),
+    MetricDeltaRules(
+        version="1.2.0", binary_verdict=_interval_verdict, slice_p_value_of=_slice_p_value_of,
+        item_order=_key_order, units_of=_sample_units, refuses_unused_slice_column=True,
+        changes="issue 30: repeated trials (Inspect epochs, a table's columns.repeat) are analysed at the sample "
+                "level: the interval and tests of a binary metric come from the design-effect-adjusted table of the "
+                "samples (cluster-robust variance of the per-sample mean differences, Rao-Scott effective rows, "
+                "Student's t with samples - 1 degrees of freedom), a bounded metric's from the per-sample means; "
+                "floors count samples; a sample or repeat in one arm only and unequal repeats are profile rules; "
+                "the outputs state the unit of analysis (units). Data without repeats give 1.1.0's numbers"),
 )
 """Every version, oldest first; the last is what an unpinned spec runs."""
 
@@ -204,9 +379,7 @@ def _binary(subject: np.ndarray, baseline: np.ndarray, knobs: Mapping[str, Any],
             rules: MetricDeltaRules) -> dict[str, Any]:
     table: PairedTable = paired_table_from_outcomes(subject, baseline)
     level = knobs["confidence_level"]
-    method = knobs["method"] or "tango"
-    if method not in BINARY_METHODS:
-        raise StageError(f"method '{method}' is for bounded metrics; a binary metric takes {' or '.join(BINARY_METHODS)}")
+    method = _binary_method(knobs)
     ci = (tango_interval if method == "tango" else newcombe_interval)(table, level)
     exact = mcnemar_exact_test(table)
     alpha = _one_sided_alpha(level)
@@ -214,8 +387,7 @@ def _binary(subject: np.ndarray, baseline: np.ndarray, knobs: Mapping[str, Any],
     out = {
         "difference": {"estimate": float(ci.estimate), "ci": [float(ci.low), float(ci.high)],
                        "confidence_level": level, "method": ci.method},
-        "table": {"both": int(table.n11), "subject_only": int(table.n10), "baseline_only": int(table.n01),
-                  "neither": int(table.n00)},
+        "table": _table_block(table),
         "test": {"name": "exact McNemar (conditional binomial on the discordant items), two-sided",
                  "null": "the two proportions are equal", "p_value": float(exact.p_value)},
         "detectable_difference": {"difference": float(detectable.difference), "power": knobs["power"],
@@ -225,6 +397,71 @@ def _binary(subject: np.ndarray, baseline: np.ndarray, knobs: Mapping[str, Any],
     if knobs["margin"] is not None:
         out["noninferiority"] = rules.binary_verdict(table, knobs["margin"], level, method)
     return out
+
+
+def _binary_method(knobs: Mapping[str, Any]) -> str:
+    method = knobs["method"] or "tango"
+    if method not in BINARY_METHODS:
+        raise StageError(f"method '{method}' is for bounded metrics; a binary metric takes {' or '.join(BINARY_METHODS)}")
+    return str(method)
+
+
+def _table_block(table: PairedTable) -> dict[str, int]:
+    return {"both": int(table.n11), "subject_only": int(table.n10), "baseline_only": int(table.n01),
+            "neither": int(table.n00)}
+
+
+CLUSTERED_DECIDED_BY = {
+    "tango": "Tango score test on the design-effect-adjusted table of the samples (Student's t, samples − 1 "
+             "degrees of freedom), inverting the printed interval",
+    "newcombe": "lower bound of the printed Newcombe interval of the design-effect-adjusted table of the samples "
+                "above −margin (no p-value: that interval inverts no single test)",
+}
+"""1.2.0's words for the method that decides non-inferiority of repeated trials, by interval."""
+
+
+def _clustered_binary(subject: np.ndarray, baseline: np.ndarray, samples: SampleUnits,
+                      knobs: Mapping[str, Any]) -> tuple[dict[str, Any], ClusteredTable]:
+    """1.2.0, a binary metric with repeats: the samples' design-effect-adjusted table
+    (``certa.engine.core.stats.paired_metric.clustered``); the row table is reported beside it."""
+    level = knobs["confidence_level"]
+    method = _binary_method(knobs)
+    clustered = clustered_table(sample_cell_counts(subject, baseline, samples.codes))
+    ci = clustered_interval(clustered, level, method)
+    test = clustered_score_test(clustered)
+    alpha = _one_sided_alpha(level)
+    factor = float(t_factor(clustered.degrees_of_freedom, level))
+    adjusted = clustered.scaled(factor)
+    detectable = minimum_detectable_difference(adjusted, alpha=2 * alpha, power=knobs["power"])
+    out: dict[str, Any] = {
+        "difference": {"estimate": float(ci.estimate), "ci": [float(ci.low), float(ci.high)],
+                       "confidence_level": level, "method": ci.method},
+        "table": _table_block(paired_table_from_outcomes(subject, baseline)),
+        "test": {"name": "Tango score test of Δ = 0 (McNemar's asymptotic test) on the design-effect-adjusted "
+                         "table of the samples, Student's t with samples − 1 degrees of freedom, two-sided",
+                 "null": "the two proportions are equal", "p_value": float(test.p_value)},
+        "detectable_difference": {"difference": float(detectable.difference), "power": knobs["power"],
+                                  "alpha_two_sided": 2 * alpha, "attainable": bool(detectable.attainable),
+                                  "approximation": "Connor (1987), normal approximation to McNemar's test, at the "
+                                                   "effective rows times the degrees-of-freedom factor"},
+        "clustering": {
+            "variance": "cluster-robust: from the per-sample mean differences (Liang and Zeger 1986; Obuchowski 1998)",
+            "within_sample_variance": float(clustered.within), "between_sample_variance": float(clustered.between),
+            "effective_rows": float(clustered.effective_rows), "rows": int(clustered.rows),
+            "design_effect": float(clustered.design_effect),
+            "degrees_of_freedom": int(clustered.degrees_of_freedom), "t_factor": factor,
+            "adjusted_table": {"both": float(adjusted.n11), "subject_only": float(adjusted.n10),
+                               "baseline_only": float(adjusted.n01), "neither": float(adjusted.n00)}},
+    }
+    margin = knobs["margin"]
+    if margin is not None:
+        decided = clustered_noninferiority(clustered, margin, level, method)
+        p_value = {} if decided.p_value is None else {"p_value": float(decided.p_value)}
+        out["noninferiority"] = {"margin": margin, "null": f"subject worse by {margin} or more (Δ ≤ −{margin})",
+                                 "method": CLUSTERED_DECIDED_BY[method], "alpha": alpha,
+                                 "lower_bound": float(decided.interval.low), **p_value,
+                                 "noninferior": bool(decided.noninferior)}
+    return out, clustered
 
 
 def _bounded(ordered: tuple[np.ndarray, np.ndarray], arrived: tuple[np.ndarray, np.ndarray],
@@ -275,6 +512,38 @@ def _slices(paired: PairedEvidence, subject: np.ndarray, baseline: np.ndarray,
                      for r in results.slices]}
 
 
+
+
+def _clustered_slices(paired: PairedEvidence, subject: np.ndarray, baseline: np.ndarray, samples: SampleUnits,
+                      knobs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """1.2.0 with repeats: one slice per sample (its rows must agree), each slice's design-effect-adjusted table."""
+    labels = paired.baseline.slices
+    if labels is None or knobs["scale"] != "binary":
+        return None
+    text = np.asarray(labels).astype(str)
+    per_sample = text[samples.first_row]
+    differs = np.flatnonzero(per_sample[samples.codes] != text)
+    if differs.size:
+        row = int(differs[0])
+        key = _keys_text(paired.baseline.key_fields, paired.baseline.item_keys()[row])
+        raise InputError(f"input '{knobs['baseline']}': the {samples.repeat_field}s of one sample lie in different "
+                         f"slices ({key} is in {str(text[row])!r}, its sample's first {samples.repeat_field} in "
+                         f"{str(per_sample[samples.codes[row]])!r}); a slice must be a property of the sample")
+    results = clustered_slices(sample_cell_counts(subject, baseline, samples.codes), per_sample,
+                               margin=knobs["margin"], confidence_level=knobs["confidence_level"],
+                               interval=knobs["method"] or "tango", adjustment=knobs["adjustment"])
+    counts = dict(zip(*np.unique(per_sample, return_counts=True)))
+    test = "Tango non-inferiority test" if knobs["margin"] is not None else "Tango score test of Δ = 0"
+    tango = knobs["margin"] is None or (knobs["method"] or "tango") == "tango"
+    inverts = "inverting the intervals of the rows" if tango else "not the Newcombe intervals of the rows"
+    return {"adjustment": results.adjustment,
+            "p_value_of": f"{test} on each slice's design-effect-adjusted table of samples (Student's t, samples − 1 "
+                          f"degrees of freedom), {inverts}",
+            "rows": [{"slice": str(r.name), "items": int(counts.get(str(r.name), 0)), "estimate": r.estimate,
+                      "ci": [r.low, r.high], "p_value": r.p_value, "adjusted_p_value": r.adjusted_p_value}
+                     for r in results.slices]}
+
+
 def run_metric_delta(ctx: StageContext, version_rules: MetricDeltaRules = RULES[-1]) -> StageOutput:
     knobs = ctx.knobs
     if knobs["scale"] == "bounded" and knobs["range"] is None:
@@ -283,51 +552,60 @@ def run_metric_delta(ctx: StageContext, version_rules: MetricDeltaRules = RULES[
         raise StageError(f"range {knobs['range']} applies to scale: bounded; a binary metric's values are 0 and 1")
     if knobs["range"] is not None and not knobs["range"][0] < knobs["range"][1]:
         raise StageError(f"range {knobs['range']} must be [low, high] with low < high")
+    slice_column = (knobs.get("columns") or {}).get("slice")
+    if version_rules.refuses_unused_slice_column and knobs["scale"] != "binary" and slice_column is not None:
+        raise StageError(f"columns.slice ({slice_column!r}) gives per-slice results only for a binary metric; the "
+                         f"metric '{knobs['metric']}' is scale: {knobs['scale']}: remove columns.slice")
     sides = {arm: _records(ctx, arm) for arm in ("baseline", "subject")}
     paired = pair_records(sides["baseline"], sides["subject"])
-    report = paired.report
     pairing = _pairing(paired)
-    floor = PROFILE_FLOORS[ctx.profile]
-    rules = [
-        _rule("items_paired", report.complete, {k: pairing[k] for k in (
-            "baseline_items", "subject_items", "paired", "unmatched_baseline", "unmatched_subject",
-            "identity_mismatched")}, "every item of both sides paired, with equal identity digests", ctx.profile),
-        _rule("min_paired_items", floor is None or report.n_paired >= floor, report.n_paired, floor, ctx.profile),
-    ]
-    decisions = [Decision("pairing", pairing), *rules]
-    failed = [d.detail["rule"] for d in rules if d.detail["outcome"] == "abort"]
+    units = version_rules.units_of(sides, paired, pairing, ctx.profile)
+    decisions = [Decision("pairing", pairing), *units.rules]
+    failed = [d.detail["rule"] for d in units.rules if d.detail["outcome"] == "abort"]
     if failed:
-        raise ProfileAbort(f"profile '{ctx.profile}' rule(s) failed: {', '.join(failed)}: {report.n_paired} item(s) "
-                           f"paired of {report.n_baseline} (baseline) and {report.n_subject} (subject); "
-                           f"{pairing['unmatched_baseline']} baseline and {pairing['unmatched_subject']} subject item(s) "
-                           f"unmatched, {pairing['identity_mismatched']} with different identity digests (see the "
-                           "recorded pairing decision; use profile dev to explore)", rule=failed[0],
-                           decisions=tuple(decisions))
-    if report.n_paired < 2:
-        raise StageError(f"only {report.n_paired} item(s) pair between '{knobs['baseline']}' and "
+        raise ProfileAbort(f"profile '{ctx.profile}' rule(s) failed: {', '.join(failed)}: {units.abort}",
+                           rule=failed[0], decisions=tuple(decisions))
+    if units.n < 2:
+        raise StageError(f"only {units.n} {units.noun}(s) pair between '{knobs['baseline']}' and "
                          f"'{knobs['subject']}'; a paired comparison needs at least 2")
     metric = knobs["metric"]
     baseline = _metric_values(paired.baseline, metric, knobs["baseline"])
     subject = _metric_values(paired.subject, metric, knobs["subject"])
     _check_scale(baseline, paired.baseline, knobs["baseline"], knobs)
     _check_scale(subject, paired.subject, knobs["subject"], knobs)
-    order = version_rules.item_order(paired)
-    ordered = (subject, baseline) if order is None else (subject[order], baseline[order])
-    computed = (_binary(ordered[0], ordered[1], knobs, version_rules) if knobs["scale"] == "binary"
-                else _bounded(ordered, (subject, baseline), ctx))
+    samples = units.samples
+    clustered: ClusteredTable | None = None
+    if samples is not None and samples.has_repeats:  # 1.2.0 with repeats: the samples are the units
+        means = (sample_means(subject, samples.codes), sample_means(baseline, samples.codes))
+        arrival = np.argsort(samples.first_row, kind="stable")
+        ordered = means
+        if knobs["scale"] == "binary":
+            computed, clustered = _clustered_binary(subject, baseline, samples, knobs)
+        else:
+            computed = _bounded(means, (means[0][arrival], means[1][arrival]), ctx)
+        slices = _clustered_slices(paired, subject, baseline, samples, knobs)
+        n_paired = samples.n_samples
+    else:
+        order = version_rules.item_order(paired)
+        ordered = (subject, baseline) if order is None else (subject[order], baseline[order])
+        computed = (_binary(ordered[0], ordered[1], knobs, version_rules) if knobs["scale"] == "binary"
+                    else _bounded(ordered, (subject, baseline), ctx))
+        slices = _slices(paired, subject, baseline, knobs, version_rules)
+        n_paired = paired.report.n_paired
     outputs = {
         "metric": metric,
         "scale": knobs["scale"],
         **({"range": list(knobs["range"])} if knobs["scale"] == "bounded" else {}),
         "direction": "difference = subject − baseline (negative: the subject is worse)",
-        "n_paired": report.n_paired,
+        "n_paired": n_paired,
         "baseline_mean": float(ordered[1].mean()),
         "subject_mean": float(ordered[0].mean()),
         **computed,
-        "slices": _slices(paired, subject, baseline, knobs, version_rules),
+        "slices": slices,
         "pairing": pairing,
         "sources": {"baseline": sides["baseline"].provenance.as_dict(),
                     "subject": sides["subject"].provenance.as_dict()},
+        **({} if samples is None else {"units": _units_block(samples, clustered, knobs["method"] or "tango")}),
     }
     return StageOutput(outputs=outputs, decisions=tuple(decisions))
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["WindowPairing", "canonical_order", "pair_windows", "overlap_fraction", "duplicated_ids"]
+__all__ = ["WindowPairing", "canonical_keys", "canonical_order", "group_codes", "pair_windows", "overlap_fraction",
+           "duplicated_ids"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,13 @@ def canonical_order(*columns: np.ndarray) -> np.ndarray:
     (so int 1, float 1.0 and text "1" are distinct and ordered, and integers beyond 2⁵³ stay apart).
     Rows with equal keys keep their input order (a stable sort); paired rows have unique keys.
     """
+    return np.lexsort(tuple(reversed(canonical_keys(*columns))))
+
+
+def canonical_keys(*columns: np.ndarray) -> list[np.ndarray]:
+    """The sort keys of ``canonical_order``, first field first: a numeric or text column as it is, an object
+    column as four arrays (not a number, the number's value, the type's name, the text). Two rows have equal
+    keys exactly when every array is equal at both."""
     if not columns:
         raise ValueError("canonical_order needs at least one key column")
     keys: list[np.ndarray] = []
@@ -97,4 +105,21 @@ def canonical_order(*columns: np.ndarray) -> np.ndarray:
         kind = np.array([type(v).__name__ for v in items], dtype=str)
         text = np.array([str(v) for v in items], dtype=str)
         keys.extend((~numeric, magnitude, kind, text))
-    return np.lexsort(tuple(reversed(keys)))
+    return keys
+
+
+def group_codes(*columns: np.ndarray) -> tuple[np.ndarray, int]:
+    """(code of each row, number of distinct keys): rows with equal keys (``canonical_keys``) share a code, and
+    codes 0, 1, ... follow the canonical order of the keys; one sort, no loop over rows."""
+    keys = canonical_keys(*columns)
+    order = np.lexsort(tuple(reversed(keys)))
+    if order.size == 0:
+        return order.astype(np.intp), 0
+    starts = np.zeros(order.size, dtype=bool)
+    starts[0] = True
+    for key in keys:
+        ranked = key[order]
+        starts[1:] |= ranked[1:] != ranked[:-1]
+    codes = np.empty(order.size, dtype=np.intp)
+    codes[order] = np.cumsum(starts) - 1
+    return codes, int(starts.sum())

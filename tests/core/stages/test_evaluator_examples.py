@@ -44,13 +44,16 @@ def test_lm_eval_accuracy_example_and_the_margins_it_cannot_certify() -> None:
 
 
 def test_inspect_accuracy_example_and_the_margins_it_cannot_certify() -> None:
+    """paired.metric_delta 1.2.0: the 20 samples, each with its 2 epochs, are the units (1.1.0 took 40 items)."""
     verdict, out = stage("inspect-accuracy", "match")
-    assert verdict == "PASS" and out["n_paired"] == 40
+    assert verdict == "PASS" and out["n_paired"] == 20
+    assert out["units"]["statement"] == "unit of analysis: 20 samples (2 repeats each)"
     assert (out["baseline_mean"], out["subject_mean"]) == (0.825, 0.675)
     assert out["table"] == {"both": 22, "subject_only": 5, "baseline_only": 11, "neither": 2}
-    assert [round(bound, 3) for bound in out["difference"]["ci"]] == [-0.339, 0.049]
-    assert round(out["test"]["p_value"], 2) == 0.21
-    for margin, passes in ((0.05, False), (0.33, False), (0.35, True)):  # the smallest margin certified: 0.34
+    assert out["clustering"]["effective_rows"] == 40 and out["clustering"]["design_effect"] == 1  # epochs independent
+    assert [round(bound, 3) for bound in out["difference"]["ci"]] == [-0.352, 0.063]
+    assert round(out["test"]["p_value"], 2) == 0.15
+    for margin, passes in ((0.05, False), (0.35, False), (0.36, True)):  # the smallest margin certified: 0.36
         verdict, _ = stage("inspect-accuracy", "match", margin=margin)
         assert verdict == ("PASS" if passes else "FAIL")
 

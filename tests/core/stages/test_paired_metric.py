@@ -46,11 +46,12 @@ INSPECT_JSON_GZ = {arm: EVALUATORS / "inspect" / f"{arm}.json.gz" for arm in ("b
 
 
 def write_spec(folder: Path, inputs: dict[str, dict[str, Any]], knobs: dict[str, Any], *, profile: str = "dev",
-               seed: int = SEED) -> Path:
-    """A one-stage spec (``paired.metric_delta`` on inputs ``baseline`` and ``subject``) written as JSON, which
-    YAML reads as it is."""
+               seed: int = SEED, version: str | None = None) -> Path:
+    """A one-stage spec (``paired.metric_delta`` on inputs ``baseline`` and ``subject``, pinned to ``version`` when
+    given) written as JSON, which YAML reads as it is."""
+    use = "paired.metric_delta" + (f"@{version}" if version else "")
     spec = {"certa": 1, "name": "metric-delta", "seed": seed, "profile": profile, "inputs": inputs,
-            "stages": [{"id": STAGE_ID, "use": "paired.metric_delta",
+            "stages": [{"id": STAGE_ID, "use": use,
                         "with": {"baseline": "baseline", "subject": "subject", **knobs}}]}
     path = folder / "spec.yaml"
     path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
@@ -236,8 +237,11 @@ def mc_inputs(folder: Path, subject: Path | None = None) -> dict[str, dict[str, 
 def test_dev_records_an_incomplete_pairing_as_a_warning(tmp_path: Path, change: str, field: str) -> None:
     subject = mc_subject_variant(tmp_path, change)
     result = run(write_spec(tmp_path, mc_inputs(tmp_path, subject), {"metric": "acc"}))
-    rule = recorded_rules(result)["items_paired"]
-    assert rule["outcome"] == "warn" and rule["profile"] == "dev" and rule["value"]["paired"] == 23
+    rule = recorded_rules(result)["samples_paired"]
+    assert rule["outcome"] == "warn" and rule["profile"] == "dev" and rule["value"]["paired_samples"] == 23
+    assert rule["message"].endswith("the estimate covers the 23 item(s) paired (profile dev lets it through; ci and "
+                                    "release refuse)")
+    assert set(recorded_rules(result)) == {"samples_paired", "min_paired_samples"}  # no repeat field: no repeat rules
     out = outputs(result)
     assert out["n_paired"] == 23 and out["pairing"]["paired"] == 23
     if change == "missing":  # the baseline's document 23 has no partner
@@ -254,28 +258,31 @@ def test_strict_profiles_abort_on_an_incomplete_pairing_and_record_the_attempt(t
     subject = mc_subject_variant(tmp_path, change)
     spec = write_spec(tmp_path, mc_inputs(tmp_path, subject), {"metric": "acc"}, profile=profile)
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        with pytest.raises(ProfileAbort, match="items_paired") as info:
+        with pytest.raises(ProfileAbort, match="samples_paired") as info:
             run(spec, ledger=ledger)
         assert info.value.exit_code == 3
         assert ledger.run(info.value.run_id).status == "aborted"
-    assert rules(info.value.decisions)["items_paired"]["outcome"] == "abort"
+    assert rules(info.value.decisions)["samples_paired"]["outcome"] == "abort"
+    named = "1 item(s) only in the baseline" if change == "missing" else "1 with another input or target digest"
+    assert named in str(info.value)
 
 
 @pytest.mark.parametrize("profile, floor", [("ci", 100), ("release", 200)])
-def test_min_paired_items_floors(profile: str, floor: int) -> None:
+def test_min_paired_samples_floors(profile: str, floor: int) -> None:
     rng = np.random.default_rng(floor)
     for n, passes in ((floor - 1, False), (floor, True)):
         baseline, subject = rng.integers(0, 2, n), rng.integers(0, 2, n)
         inputs = {"baseline": item_table(baseline), "subject": item_table(subject)}
         if passes:
-            rule = recorded_rules(run(table_spec({}, profile=profile), inputs=inputs))["min_paired_items"]
+            rule = recorded_rules(run(table_spec({}, profile=profile), inputs=inputs))["min_paired_samples"]
             assert rule["outcome"] == "pass" and rule["value"] == floor and rule["required"] == floor
         else:
-            with pytest.raises(ProfileAbort, match="min_paired_items") as info:
+            with pytest.raises(ProfileAbort, match=f"min_paired_samples: {floor - 1} paired item\\(s\\), below the "
+                                                   f"floor of {floor}") as info:
                 run(table_spec({}, profile=profile), inputs=inputs)
             assert info.value.exit_code == 3
     dev = recorded_rules(run(table_spec({}), inputs={"baseline": item_table([0, 1]), "subject": item_table([1, 1])}))
-    assert dev["min_paired_items"]["outcome"] == "pass" and dev["min_paired_items"]["required"] is None
+    assert dev["min_paired_samples"]["outcome"] == "pass" and dev["min_paired_samples"]["required"] is None
 
 
 def test_fewer_than_two_pairs_is_a_stage_error() -> None:
@@ -326,6 +333,9 @@ def test_bounded_values_outside_the_range_are_refused_not_clipped() -> None:
     ({"method": "bca"}, r"method 'bca' is for bounded metrics; a binary metric takes tango or newcombe"),
     ({"scale": "bounded", "range": [0, 1], "method": "newcombe"}, r"method 'newcombe' is for binary metrics"),
     ({"metric": "accuracy"}, r"input 'baseline' has no column 'accuracy' \(columns: item_id, correct\)"),
+    ({"scale": "bounded", "range": [0, 1], "columns": {"slice": "category"}},
+     r"columns.slice \('category'\) gives per-slice results only for a binary metric; the metric 'correct' is "
+     r"scale: bounded: remove columns.slice"),
 ])
 def test_knob_errors_name_what_to_change(knobs: dict[str, Any], message: str) -> None:
     inputs = {"baseline": item_table([0.0, 1.0, 1.0]), "subject": item_table([1.0, 1.0, 0.0])}
@@ -377,12 +387,17 @@ def test_slices_of_an_inspect_log_come_from_its_sample_metadata(tmp_path: Path) 
     samples = {arm: inspect_samples(INSPECT_JSON_GZ[arm]) for arm in ("baseline", "subject")}
     kinds = {(s["id"], s["epoch"]): s["metadata"]["kind"] for s in samples["baseline"]}
     scores = {arm: inspect_match(samples[arm]) for arm in samples}
-    assert out["slices"]["p_value_of"] == "exact McNemar test"
-    for row in out["slices"]["rows"]:
+    assert out["slices"]["p_value_of"] == ("Tango score test of Δ = 0 on each slice's design-effect-adjusted table of "
+                                           "samples (Student's t, samples − 1 degrees of freedom), inverting the "
+                                           "intervals of the rows")
+    for row in out["slices"]["rows"]:  # 1.2.0: a slice counts its samples, each with its two epochs
         keys = [key for key, kind in kinds.items() if kind == row["slice"]]
-        assert row["items"] == len(keys)
+        assert row["items"] == len({key[0] for key in keys}) == len(keys) / 2
         assert row["estimate"] == pytest.approx(np.mean([scores["subject"][k] - scores["baseline"][k] for k in keys]))
-    assert sum(row["items"] for row in out["slices"]["rows"]) == len(kinds) == 40
+    assert sum(row["items"] for row in out["slices"]["rows"]) == len(kinds) / 2 == 20
+    pinned = outputs(run(write_spec(tmp_path, inputs, {"metric": "match"}, version="1.1.0")))
+    assert pinned["slices"]["p_value_of"] == "exact McNemar test"  # 1.1.0: every (id, epoch) an item
+    assert sum(row["items"] for row in pinned["slices"]["rows"]) == 40
 
 
 def test_a_slice_column_does_not_apply_to_an_evaluator_export(tmp_path: Path) -> None:
@@ -473,7 +488,13 @@ def test_every_input_format_certifies_records_and_replays(tmp_path: Path, fmt: s
     keys = list(values["baseline"])
     baseline = np.array([values["baseline"][k] for k in keys])
     subject = np.array([values["subject"][k] for k in keys])
-    assert out["n_paired"] == len(keys) == out["pairing"]["baseline_items"] == out["pairing"]["subject_items"]
+    assert len(keys) == out["pairing"]["baseline_items"] == out["pairing"]["subject_items"] == out["units"]["rows"]
+    if fmt.startswith("inspect"):  # 20 samples of 2 epochs: the sample is the unit
+        assert out["n_paired"] == len({key[0] for key in keys}) == len(keys) / 2 == out["units"]["samples"]
+        assert out["units"]["statement"] == "unit of analysis: 20 samples (2 repeats each)"
+    else:
+        assert out["n_paired"] == len(keys) and out["units"]["repeats"] == {
+            "min": 1, "max": 1, "counts": [{"repeats": 1, "samples": len(keys)}]}
     assert out["baseline_mean"] == pytest.approx(baseline.mean())
     assert out["subject_mean"] == pytest.approx(subject.mean())
     table = out["table"]
@@ -579,12 +600,12 @@ def test_the_same_spec_gives_the_same_certificate_and_bca_follows_the_stage_gene
     samples = {arm: inspect_samples(INSPECT_JSON_GZ[arm]) for arm in ("baseline", "subject")}
     closeness = {arm: {(s["id"], s["epoch"]): s["scores"]["closeness"]["value"] for s in samples[arm]}
                  for arm in samples}
-    keys = sorted(closeness["baseline"], key=lambda key: (str(key[0]), key[1]))  # the pairing keys' order
-    assert all(isinstance(key[0], str) for key in keys)
-    expected = bca_mean_difference(np.array([closeness["subject"][k] for k in keys]),
-                                   np.array([closeness["baseline"][k] for k in keys]),
-                                   rng=stage_generator(SEED + 1, STAGE_ID), replicates=400, confidence_level=0.95,
-                                   metric_range=(0.0, 1.0))
+    ids = sorted({key[0] for key in closeness["baseline"]})  # the samples in the order of their ids
+    assert all(isinstance(i, str) for i in ids)
+    means = {arm: np.array([np.mean([v for (i, _), v in closeness[arm].items() if i == sample]) for sample in ids])
+             for arm in closeness}  # 1.2.0: the mean of each sample's two epochs is the unit
+    expected = bca_mean_difference(means["subject"], means["baseline"], rng=stage_generator(SEED + 1, STAGE_ID),
+                                   replicates=400, confidence_level=0.95, metric_range=(0.0, 1.0))
     assert reseeded["difference"]["ci"] == [expected.low, expected.high]
     binary = [outputs(run(write_spec(tmp_path, inputs, {"metric": "match"}, seed=seed))) for seed in (1, 2)]
     assert binary[0] == binary[1]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from certa.engine.core.stats.pairing import canonical_order
+from certa.engine.core.stats.pairing import canonical_order, group_codes
 
 KEYS = st.one_of(st.integers(-(2**70), 2**70), st.text(max_size=6), st.floats(allow_nan=False, allow_infinity=False))
 
@@ -35,3 +35,27 @@ def test_numbers_sort_by_value_before_text_and_fields_in_order() -> None:
 def test_no_key_column_is_an_error() -> None:
     with pytest.raises(ValueError, match="at least one key column"):
         canonical_order()
+
+
+@settings(max_examples=50, deadline=None)
+@given(keys=st.lists(st.tuples(KEYS, st.integers(0, 2)), min_size=1, max_size=40))
+def test_group_codes_number_equal_keys_alike_in_the_canonical_order(keys: list[tuple[object, int]]) -> None:
+    first = np.empty(len(keys), dtype=object)
+    first[:] = [k[0] for k in keys]
+    codes, n = group_codes(first)
+    typed = [(type(k[0]), str(k[0])) for k in keys]  # canonical_keys' equality: the type and the text
+    assert n == len(set(typed)) and sorted(set(codes.tolist())) == list(range(n))
+    for i in range(len(keys)):
+        for j in range(len(keys)):
+            assert (codes[i] == codes[j]) == (typed[i] == typed[j])
+    order = canonical_order(first)
+    assert np.all(np.diff(codes[order]) >= 0)  # codes rise along the canonical order
+
+
+def test_group_codes_of_several_fields_and_of_nothing() -> None:
+    codes, n = group_codes(np.array(["b", "a", "b", "a"]), np.array([1, 1, 1, 2]))
+    assert (codes.tolist(), n) == ([2, 0, 2, 1], 3)
+    ids = np.array([1, "1", 1.0], dtype=object)  # an int, a text and a float: three samples
+    assert group_codes(ids)[1] == 3
+    empty, none = group_codes(np.array([], dtype=object))
+    assert empty.size == 0 and none == 0

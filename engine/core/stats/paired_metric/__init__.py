@@ -19,6 +19,9 @@ is always Δ = p_subject − p_baseline, negative when the subject is worse.
 Methods, formulas and the simulation figures: docs/paired_metric.md.
 """
 
+from .clustered import (CLUSTERED_METHODS, ClusteredTable, clustered_interval, clustered_noninferiority,
+                        clustered_score_test, clustered_slices, clustered_table, sample_cell_counts, sample_means,
+                        t_factor)
 from .bounded import AnytimeMeanDifference, BootstrapMeanDifference, anytime_mean_difference, bca_mean_difference
 from .detectable import DetectableDifference, minimum_detectable_difference
 from .mcnemar import McNemarTest, mcnemar_exact_test
@@ -27,11 +30,14 @@ from .multiplicity import (SliceResult, SliceResults, adjust_p_values, adjusted_
 from .newcombe import newcombe_interval, newcombe_phi, wilson_interval
 from .noninferiority import IntervalNoninferiority, interval_noninferiority
 from .slices import binary_slices
-from .table import PairedTable, paired_table_from_outcomes, paired_tables_by_slice
+from .table import CountTable, EffectiveTable, PairedTable, paired_table_from_outcomes, paired_tables_by_slice
 from .tango import (DifferenceInterval, EquivalenceTest, ScoreTest, tango_equivalence_test, tango_interval,
                     tango_noninferiority_test, tango_score_statistic, tango_score_test)
 
 __all__ = [
+    "CLUSTERED_METHODS", "ClusteredTable", "CountTable", "EffectiveTable", "clustered_interval",
+    "clustered_noninferiority", "clustered_score_test", "clustered_slices", "clustered_table", "sample_cell_counts",
+    "sample_means", "t_factor",
     "AnytimeMeanDifference", "BootstrapMeanDifference", "DetectableDifference", "DifferenceInterval",
     "EquivalenceTest", "IntervalNoninferiority", "McNemarTest", "PairedTable", "ScoreTest", "SliceResult", "SliceResults",
     "adjust_p_values", "adjusted_slices", "anytime_mean_difference", "bca_mean_difference",

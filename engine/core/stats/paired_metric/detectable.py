@@ -26,7 +26,7 @@ import numpy as np
 
 from . import _shared
 from .project_kernels import special
-from .table import PairedTable
+from .table import CountTable
 
 __all__ = ["DetectableDifference", "minimum_detectable_difference"]
 
@@ -39,7 +39,7 @@ class DetectableDifference:
 
     difference: float | np.ndarray
     discordance: float | np.ndarray
-    n: int | np.ndarray
+    n: int | float | np.ndarray
     alpha: float
     power: float
     sides: str
@@ -47,7 +47,7 @@ class DetectableDifference:
     approximation: str = "Connor (1987), normal approximation to McNemar's test"
 
 
-def minimum_detectable_difference(table: PairedTable, *, alpha: float = 0.05, power: float = 0.8,
+def minimum_detectable_difference(table: CountTable, *, alpha: float = 0.05, power: float = 0.8,
                                   sides: str = "two-sided",
                                   discordance: float | None = None) -> DetectableDifference:
     """Δ_min of Connor's approximation (module docstring), elementwise over the tables."""

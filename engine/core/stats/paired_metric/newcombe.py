@@ -25,7 +25,7 @@ import numpy as np
 
 from . import _shared
 from .project_kernels import special
-from .table import PairedTable
+from .table import CountTable
 from .tango import DifferenceInterval
 
 __all__ = ["newcombe_interval", "newcombe_phi", "wilson_interval"]
@@ -38,7 +38,7 @@ def wilson_interval(successes: np.ndarray, n: np.ndarray,
     return _wilson(np.asarray(successes, dtype=np.float64), np.asarray(n, dtype=np.float64), z)
 
 
-def newcombe_phi(table: PairedTable) -> np.ndarray:
+def newcombe_phi(table: CountTable) -> np.ndarray:
     """Newcombe's corrected correlation estimate φ (module docstring), elementwise."""
     n11, n10, n01, n00 = (np.asarray(x, dtype=np.float64) for x in (table.n11, table.n10, table.n01, table.n00))
     n = n11 + n10 + n01 + n00
@@ -49,7 +49,7 @@ def newcombe_phi(table: PairedTable) -> np.ndarray:
     return np.where(margins > 0.0, numerator / np.where(margins > 0.0, root, 1.0), 0.0)
 
 
-def newcombe_interval(table: PairedTable, confidence_level: float = 0.95) -> DifferenceInterval:
+def newcombe_interval(table: CountTable, confidence_level: float = 0.95) -> DifferenceInterval:
     """Newcombe's (1998) method-10 hybrid score interval for Δ (module docstring), elementwise."""
     level = _shared.open_unit("confidence_level", confidence_level)
     z = float(special.ndtri(0.5 + level / 2.0))

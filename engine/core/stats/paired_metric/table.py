@@ -13,6 +13,11 @@ p_subject = (n11 + n10) / n, p_baseline = (n11 + n01) / n, and every function of
 
 negative when the subject is worse ("the quantized model loses at most one point": Δ ≥ −0.01). The counts
 may be arrays of one shape (many tables at once: slices, simulations); every function is elementwise.
+
+``EffectiveTable`` holds the same four cells as non-negative real numbers: the table of repeated trials after
+the design-effect adjustment of ``clustered`` (Rao & Scott 1992), whose counts are effective numbers of
+independent rows. Tango's and Newcombe's intervals, the score tests and the minimum detectable difference read
+either (``CountTable``); the exact McNemar test needs whole counts (``PairedTable``).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PairedTable", "paired_table_from_outcomes", "paired_tables_by_slice"]
+__all__ = ["CountTable", "EffectiveTable", "PairedTable", "paired_table_from_outcomes", "paired_tables_by_slice"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,60 @@ class PairedTable:
     def difference(self) -> np.ndarray:
         """Δ̂ = (n10 − n01) / n."""
         return (self.n10 - self.n01) / self.n
+
+
+@dataclass(frozen=True)
+class EffectiveTable:
+    """Cells n11, n10, n01, n00 as float64 arrays of one shape: finite, ≥ 0, and n > 0 in every table (the
+    design-effect-adjusted table of ``clustered``; the module docstring).
+
+    Raises ``ValueError`` when a cell is negative or not finite, or a table has no weight.
+    """
+
+    n11: np.ndarray
+    n10: np.ndarray
+    n01: np.ndarray
+    n00: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name, value in zip(("n11", "n10", "n01", "n00"),
+                               _effective_table_iv(self.n11, self.n10, self.n01, self.n00)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def n(self) -> np.ndarray:
+        """The effective number of rows per table."""
+        return self.n11 + self.n10 + self.n01 + self.n00
+
+    @property
+    def difference(self) -> np.ndarray:
+        """Δ̂ = (n10 − n01) / n."""
+        return (self.n10 - self.n01) / self.n
+
+
+CountTable = PairedTable | EffectiveTable
+"""A paired 2×2 table of whole counts or of effective (real) counts: what the intervals and score tests read."""
+
+
+def _effective_table_iv(*cells: object) -> tuple[np.ndarray, ...]:
+    arrays = []
+    for name, cell in zip(("n11", "n10", "n01", "n00"), cells):
+        raw = np.asarray(cell)
+        if raw.dtype == bool or not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
+            raise ValueError(f"'{name}' must be a non-negative number (got {cell!r})")
+        value = raw.astype(np.float64)
+        bad = ~(np.isfinite(value) & (value >= 0))
+        if bad.any():
+            raise ValueError(f"'{name}' must be a finite non-negative number (got {value[bad].flat[0].item()!r})")
+        arrays.append(value)
+    try:
+        shaped = np.broadcast_arrays(*arrays)
+    except ValueError:
+        raise ValueError("'n11', 'n10', 'n01' and 'n00' must have one shape "
+                         f"(got {[a.shape for a in arrays]})") from None
+    if (np.asarray(sum(shaped)) <= 0).any():
+        raise ValueError("an effective table must hold a positive weight (n11 + n10 + n01 + n00 > 0)")
+    return tuple(np.array(a) for a in shaped)
 
 
 def _paired_table_iv(*counts: object) -> tuple[np.ndarray, ...]:

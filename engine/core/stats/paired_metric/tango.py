@@ -32,7 +32,7 @@ import numpy as np
 
 from . import _shared
 from .project_kernels import special
-from .table import PairedTable
+from .table import CountTable
 
 __all__ = ["BISECTIONS", "DifferenceInterval", "EquivalenceTest", "ScoreTest", "tango_equivalence_test",
            "tango_interval", "tango_noninferiority_test", "tango_score_statistic", "tango_score_test"]
@@ -74,7 +74,7 @@ class EquivalenceTest:
     upper: ScoreTest
 
 
-def tango_score_statistic(table: PairedTable, null_difference: float | np.ndarray) -> np.ndarray:
+def tango_score_statistic(table: CountTable, null_difference: float | np.ndarray) -> np.ndarray:
     """T(Δ0) of the module docstring, elementwise (±inf where the null variance is 0 and the numerator is
     not; 0 where both are 0). ``null_difference`` must lie in [−1, 1] and broadcast with the table."""
     delta0 = _null_difference_iv(null_difference)
@@ -84,7 +84,7 @@ def tango_score_statistic(table: PairedTable, null_difference: float | np.ndarra
     return np.where(numerator == 0.0, 0.0, statistic)
 
 
-def tango_score_test(table: PairedTable, null_difference: float = 0.0,
+def tango_score_test(table: CountTable, null_difference: float = 0.0,
                      alternative: str = "two-sided") -> ScoreTest:
     """Tango's asymptotic score test: p = Φ(−T) (``greater``: H1 Δ > Δ0), Φ(T) (``less``) or 2Φ(−|T|)."""
     delta0, alternative = _tango_score_test_iv(null_difference, alternative)
@@ -98,14 +98,14 @@ def tango_score_test(table: PairedTable, null_difference: float = 0.0,
     return ScoreTest(_shared.scalar_or_array(statistic), _shared.scalar_or_array(p), delta0, alternative)
 
 
-def tango_noninferiority_test(table: PairedTable, margin: float) -> ScoreTest:
+def tango_noninferiority_test(table: CountTable, margin: float) -> ScoreTest:
     """Tango's score test of H0: Δ ≤ −margin against H1: Δ > −margin (the subject is at most ``margin``
     worse): p = Φ(−T(−margin)). It rejects at level α exactly when the lower bound of the two-sided
     (1 − 2α) ``tango_interval`` exceeds −margin (Tango 1998, §3)."""
     return tango_score_test(table, -_shared.margin(margin, allow_zero=True), "greater")
 
 
-def tango_equivalence_test(table: PairedTable, margin: float) -> EquivalenceTest:
+def tango_equivalence_test(table: CountTable, margin: float) -> EquivalenceTest:
     """H0: Δ ≤ −margin or Δ ≥ margin against |Δ| < margin by two one-sided score tests (Tango 1998, §3):
     p = max(Φ(−T(−margin)), Φ(T(margin)))."""
     delta = _shared.margin(margin, allow_zero=False)
@@ -114,7 +114,7 @@ def tango_equivalence_test(table: PairedTable, margin: float) -> EquivalenceTest
     return EquivalenceTest(_shared.scalar_or_array(np.maximum(lower.p_value, upper.p_value)), delta, lower, upper)
 
 
-def tango_interval(table: PairedTable, confidence_level: float = 0.95) -> DifferenceInterval:
+def tango_interval(table: CountTable, confidence_level: float = 0.95) -> DifferenceInterval:
     """Tango's (1998) score interval for Δ at ``confidence_level`` (module docstring), elementwise."""
     level = _shared.open_unit("confidence_level", confidence_level)
     z = float(special.ndtri(0.5 + level / 2.0))

@@ -1,7 +1,9 @@
 """How ``paired.metric_delta`` reads: the paired difference subject − baseline of a per-item metric with its
 interval against the non-inferiority margin and the gate thresholds, the paired 2×2 table and the tests, the
 smallest difference this many items detect, the slices with raw and adjusted p-values, how the items paired,
-and what each evaluator export states about where its numbers come from."""
+what each evaluator export states about where its numbers come from, and (1.2.0) the unit of analysis: with
+repeated trials (Inspect epochs) "unit of analysis: N samples (R repeats each)" and how the repeats were
+analysed."""
 
 from __future__ import annotations
 
@@ -20,6 +22,9 @@ SIDES = ("baseline", "subject")
 METHOD_NAMES = {
     "tango_score": "Tango score interval for paired proportions",
     "newcombe_hybrid_score": "Newcombe hybrid score interval for paired proportions",
+    "tango_score_rao_scott": "Tango score interval of the samples' design-effect-adjusted table (Student's t)",
+    "newcombe_hybrid_score_rao_scott": "Newcombe hybrid score interval of the samples' design-effect-adjusted table "
+                                       "(Student's t)",
     "bca": "BCa bootstrap interval over whole items",
     "percentile": "percentile bootstrap interval over whole items, BCa being undefined",
     "empirical_bernstein": "empirical-Bernstein confidence sequence",
@@ -86,6 +91,27 @@ def _loss_text(margin: Any, scale: Any) -> str:
     return number_text(number)
 
 
+def _units(outputs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The recorded unit of analysis (1.2.0; empty before)."""
+    return mapping(outputs.get("units"))
+
+
+def _by_sample(outputs: Mapping[str, Any]) -> bool:
+    """The samples, each with several repeats, are the units (1.2.0 with repeats)."""
+    repeats = mapping(_units(outputs).get("repeats"))
+    most = repeats.get("max")
+    return _units(outputs).get("unit") == "sample" and isinstance(most, int) and most > 1
+
+
+def _paired_units(outputs: Mapping[str, Any]) -> str:
+    """``24 paired items``, or ``20 paired samples (10 repeats each)`` when the samples are the units."""
+    statement = str(_units(outputs).get("statement", ""))
+    if _by_sample(outputs) and statement.startswith("unit of analysis: ") and " " in statement[18:]:
+        number, rest = statement.removeprefix("unit of analysis: ").split(" ", 1)
+        return f"{number} paired {rest}"  # "20 paired samples (10 repeats each)"
+    return f"{fmt(outputs.get('n_paired'))} paired items"
+
+
 def _verdict_sentence(outputs: Mapping[str, Any]) -> str:
     """The non-inferiority verdict in words, with the evidence it rests on; a statement that no margin was set
     when the stage records none."""
@@ -115,7 +141,7 @@ def _verdict_sentence(outputs: Mapping[str, Any]) -> str:
 def _summary(outputs: Mapping[str, Any]) -> str:
     """The section's opening sentence: the means, the difference with its interval, the verdict."""
     difference = mapping(outputs.get("difference"))
-    return (f"{fmt(outputs.get('metric'))} over {fmt(outputs.get('n_paired'))} paired items: subject "
+    return (f"{fmt(outputs.get('metric'))} over {_paired_units(outputs)}: subject "
             f"{number_text(outputs.get('subject_mean'))}, baseline {number_text(outputs.get('baseline_mean'))}, "
             f"difference {_signed(difference.get('estimate'))} (subject − baseline), "
             f"{percent_text(difference.get('confidence_level'))} CI {_interval_text(difference.get('ci'))} "
@@ -143,6 +169,8 @@ def _left_out(pairing: Mapping[str, Any]) -> list[tuple[str, int]]:
 def _facts(outputs: Mapping[str, Any]) -> tuple[str, ...]:
     """Beside the decision: the sign convention, the items left out and how the two exports' statements compare."""
     facts = [str(outputs["direction"])] if isinstance(outputs.get("direction"), str) else []
+    if isinstance(_units(outputs).get("statement"), str):
+        facts.append(str(_units(outputs)["statement"]))
     pairing = mapping(outputs.get("pairing"))
     left_out = _left_out(pairing)
     if left_out:
@@ -164,10 +192,15 @@ def _result_table(outputs: Mapping[str, Any]) -> Table:
     """The means, the difference, its interval and how the interval was made."""
     difference = mapping(outputs.get("difference"))
     scale = outputs.get("scale")
+    units = _units(outputs)
+    counted = [("paired samples n (the unit of analysis)", outputs.get("n_paired")),
+               ("paired (sample, repeat) rows", units.get("rows")),
+               ("repeats per sample", _repeats_text(mapping(units.get("repeats"))))] if _by_sample(outputs) \
+        else [("paired items n", outputs.get("n_paired"))]
     rows: list[tuple[str, Any]] = [
         ("metric", outputs.get("metric")),
         ("scale", f"{fmt(scale)} in {fmt(outputs.get('range'))}" if "range" in outputs else scale),
-        ("paired items n", outputs.get("n_paired")),
+        *counted,
         ("baseline mean", outputs.get("baseline_mean")),
         ("subject mean", outputs.get("subject_mean")),
         ("difference subject − baseline (estimate)", difference.get("estimate")),
@@ -177,17 +210,33 @@ def _result_table(outputs: Mapping[str, Any]) -> Table:
     rows += [(label, difference.get(key)) for label, key in (
         ("validity", "validity"), ("bootstrap replicates", "replicates"), ("BCa bias correction z0", "z0"),
         ("BCa acceleration", "acceleration"), ("fallback", "fallback")) if key in difference]
+    clustering = mapping(outputs.get("clustering"))
+    rows += [(label, clustering.get(key)) for label, key in (
+        ("effective independent rows (Rao–Scott)", "effective_rows"), ("design effect", "design_effect"),
+        ("degrees of freedom (Student's t)", "degrees_of_freedom")) if key in clustering]
+    if "analysis" in units:
+        rows.append(("unit of analysis", f"{fmt(units.get('statement'))}: {fmt(units.get('analysis'))}"))
     return table("Result", ("quantity", "value"), rows)
 
 
-def _two_by_two(counts: Mapping[str, Any]) -> Table | None:
-    """The paired 2×2 table with its margins (None when the four counts are not all integers)."""
+def _repeats_text(repeats: Mapping[str, Any]) -> str:
+    """``10`` or ``9 to 10 (2 samples with 9, 18 with 10)``."""
+    low, high = repeats.get("min"), repeats.get("max")
+    if low == high:
+        return fmt(low)
+    counts = [c for c in repeats.get("counts") or () if isinstance(c, Mapping)]
+    return (f"{fmt(low)} to {fmt(high)} ("
+            + ", ".join(f"{fmt(c.get('samples'))} samples with {fmt(c.get('repeats'))}" for c in counts) + ")")
+
+
+def _two_by_two(counts: Mapping[str, Any], rows: str = "items") -> Table | None:
+    """The paired 2×2 table of the ``rows`` with its margins (None when the four counts are not all integers)."""
     both, subject_only, baseline_only, neither = (counts.get(k) for k in ("both", "subject_only", "baseline_only",
                                                                            "neither"))
     cells = (both, subject_only, baseline_only, neither)
     if not all(isinstance(c, int) and not isinstance(c, bool) for c in cells):
         return None
-    return table(f"Paired 2×2 table of the items (discordant: {subject_only} correct for the subject only, "
+    return table(f"Paired 2×2 table of the {rows} (discordant: {subject_only} correct for the subject only, "
                  f"{baseline_only} for the baseline only)",
                  ("", "baseline correct (1)", "baseline wrong (0)", "total"),
                  [("subject correct (1)", both, subject_only, both + subject_only),
@@ -216,7 +265,8 @@ def _test_tables(outputs: Mapping[str, Any]) -> list[Table]:
     detectable = mapping(outputs.get("detectable_difference"))
     if detectable:
         attainable = detectable.get("attainable")
-        tables.append(table(f"Minimum detectable difference at n = {fmt(outputs.get('n_paired'))}",
+        samples = " samples" if _by_sample(outputs) else ""
+        tables.append(table(f"Minimum detectable difference at n = {fmt(outputs.get('n_paired'))}{samples}",
                             ("quantity", "value"), [
             ("minimum detectable |difference|", detectable.get("difference")), ("power", detectable.get("power")),
             ("two-sided α", detectable.get("alpha_two_sided")),
@@ -304,7 +354,8 @@ def _plot(stage: StageInput) -> Plot:
     slices = [(f"{fmt(row.get('slice'))} (n = {fmt(row.get('items'))})", row.get("estimate"), row.get("ci"))
               for row in _slice_rows(outputs)]
     svg = plots.difference_plot(
-        f"{stage.stage_id}-difference", overall=(f"overall (n = {fmt(outputs.get('n_paired'))})",
+        f"{stage.stage_id}-difference", overall=(f"overall (n = {fmt(outputs.get('n_paired'))}"
+                                                 f"{' samples' if _by_sample(outputs) else ''})",
                                                  difference.get("estimate"), difference.get("ci")),
         slices=slices, confidence_level=difference.get("confidence_level"), margin=finite_number(margin),
         gate_lines=gates,
@@ -325,7 +376,8 @@ def section(stage: StageInput) -> StageSection:
     outputs = stage.outputs
     decision, verdict = _decision(outputs)
     ok = all(g.get("passed") for g in stage.gates) if stage.gates else verdict
-    two_by_two = _two_by_two(mapping(outputs.get("table")))
+    two_by_two = _two_by_two(mapping(outputs.get("table")),
+                             "(sample, repeat) rows" if _by_sample(outputs) else "items")
     slices = _slice_table(outputs)
     sources = mapping(outputs.get("sources"))
     tables = [_result_table(outputs), *([two_by_two] if two_by_two else []), *_test_tables(outputs),
@@ -340,14 +392,23 @@ def _tested_text(outputs: Mapping[str, Any]) -> str:
     difference = mapping(outputs.get("difference"))
     pairing = mapping(outputs.get("pairing"))
     keys = ", ".join(map(str, pairing.get("key_fields") or ())) or "the item id"
+    by = "repeat by repeat" if _by_sample(outputs) else "item by item"
     text = (f"What was tested: every benchmark item was scored by both models, the baseline and the subject, and the "
-            f"two sides were paired item by item (by {keys}). The estimand is Δ = subject − baseline: the mean "
+            f"two sides were paired {by} (by {keys}). The estimand is Δ = subject − baseline: the mean "
             f"{fmt(outputs.get('metric'))} of the subject minus that of the baseline over the "
-            f"{fmt(outputs.get('n_paired'))} paired items; a negative Δ means the subject is worse. The interval "
+            f"{_paired_units(outputs)}; a negative Δ means the subject is worse. The interval "
             f"for Δ is a two-sided {percent_text(difference.get('confidence_level'))} {_method_name(difference)}.")
-    if outputs.get("test"):
+    if _by_sample(outputs):
+        units = _units(outputs)
+        text += (f" {fmt(units.get('statement'))[0].upper()}{fmt(units.get('statement'))[1:]}: "
+                 f"{fmt(units.get('analysis'))}. An analysis that took every (sample, repeat) row as an independent "
+                 "item would count the repeats of one question as new evidence and give too narrow an interval.")
+    if outputs.get("test") and not _by_sample(outputs):
         text += (" The exact McNemar test of Δ = 0 uses only the discordant items (right on one side, wrong on the "
                  "other); a large p-value does NOT show that the models are equal.")
+    elif outputs.get("test"):
+        text += (" The test of Δ = 0 is McNemar's asymptotic test on the same adjusted table; a large p-value does "
+                 "NOT show that the models are equal.")
     if str(difference.get("validity", "")).startswith("anytime"):
         text += (" The interval is a confidence sequence: it stays valid however often the evaluation is re-run "
                  "and looked at, at the price of being wider than a fixed-n interval.")
@@ -379,8 +440,12 @@ def _verdict_text(outputs: Mapping[str, Any]) -> str:
 def _assumptions_text(outputs: Mapping[str, Any]) -> str:
     """The assumptions: fair and independent items, the same items on both sides (and the declared range)."""
     pairing = mapping(outputs.get("pairing"))
-    text = ("Assumptions: the items are a fair sample of the items the models will face and independent of each "
-            "other, and both sides scored the same items. Items were paired by their identity (the evaluator's own "
+    independent = ("the samples are a fair sample of the questions the models will face and independent of each "
+                   "other (the repeats of one sample need not be), and both sides scored the same samples"
+                   if _by_sample(outputs) else
+                   "the items are a fair sample of the items the models will face and independent of each "
+                   "other, and both sides scored the same items")
+    text = (f"Assumptions: {independent}. Items were paired by their identity (the evaluator's own "
             "item id, or a table's item column); where the export records identity digests "
             "(lm-evaluation-harness: document, prompt and target hashes) they were compared, and an item whose "
             "digests differ is not paired.")
@@ -402,7 +467,7 @@ def _detectable_text(outputs: Mapping[str, Any]) -> str | None:
     detectable = mapping(outputs.get("detectable_difference"))
     if not detectable:
         return None
-    text = (f"Minimum detectable difference: with {fmt(outputs.get('n_paired'))} paired items and the share of "
+    text = (f"Minimum detectable difference: with {_paired_units(outputs)} and the share of "
             f"discordant items observed, a true |Δ| of {number_text(detectable.get('difference'))} would be found "
             f"with power {number_text(detectable.get('power'))} at two-sided α = "
             f"{number_text(detectable.get('alpha_two_sided'))}. Differences smaller than that are likely to go "
@@ -449,8 +514,13 @@ def markdown(outputs: Mapping[str, Any], version: str) -> str:
     pairing = outputs["pairing"]
     facts = [f"Paired items {outputs['n_paired']} of {pairing['baseline_items']} (baseline) and "
              f"{pairing['subject_items']} (subject)"]
+    units = outputs.get("units")
+    if units:
+        facts = [f"{units['statement'][0].upper()}{units['statement'][1:]} of {pairing['baseline_items']} "
+                 f"(baseline) and {pairing['subject_items']} (subject) rows read"]
     if "test" in outputs:
-        facts.append(f"exact McNemar p = {outputs['test']['p_value']:.4g}")
+        facts.append(f"{'McNemar (design-effect-adjusted)' if 'clustering' in outputs else 'exact McNemar'} "
+                     f"p = {outputs['test']['p_value']:.4g}")
     ni = outputs.get("noninferiority")
     if ni:
         facts.append(f"non-inferior at margin {ni['margin']:g}: {'yes' if ni['noninferior'] else 'NO'}")

@@ -19,6 +19,9 @@ PUBLIC = {
     "minimum_detectable_difference", "newcombe_interval", "newcombe_phi", "paired_table_from_outcomes",
     "paired_tables_by_slice", "tango_equivalence_test", "tango_interval", "tango_noninferiority_test",
     "tango_score_statistic", "tango_score_test", "wilson_interval",
+    "CLUSTERED_METHODS", "ClusteredTable", "CountTable", "EffectiveTable", "clustered_interval",
+    "clustered_noninferiority", "clustered_score_test", "clustered_slices", "clustered_table", "sample_cell_counts",
+    "sample_means", "t_factor",
 }
 
 
