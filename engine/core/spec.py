@@ -454,7 +454,7 @@ def _check_metric(metric: str, stage_types: Mapping[str, StageType], need_number
                               f"(stages: {', '.join(sorted(stage_types))})", closest(stage_id, list(stage_types)))
     stage_type = stage_types[stage_id]
     if stage_type.gate_problem is not None:
-        problem = stage_type.gate_problem(steps, *planned[stage_id])
+        problem = stage_type.gate_problem(metric, *planned[stage_id])
         if problem is not None:
             raise MetricPathError(f"{problem} (outputs of {stage_type.ref})")
     if not schema_exists(stage_type.output_schema_file):  # a certa bug that sealing reports (output_problems)
@@ -635,17 +635,17 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
                     made = f"; produced by earlier stages: {', '.join(sorted(produced))}" if produced else ""
                     raise fail(f"'{name}' is not a declared input (declared: {declared}{made}); add it under "
                                "inputs:", where)
-        declared = (_declared_tables(stage_type, knobs, inputs, {name: stages[at] for name, at in produced.items()
-                                                                 if at < i})
-                    if stage_type.resolve_knobs or stage_type.gate_problem else {})
+        tables = (_declared_tables(stage_type, knobs, inputs, {name: stages[at] for name, at in produced.items()
+                                                               if at < i})
+                  if stage_type.resolve_knobs or stage_type.gate_problem else {})
         if stage_type.resolve_knobs is not None:
             try:
-                knobs = dict(stage_type.resolve_knobs(knobs, declared))
+                knobs = dict(stage_type.resolve_knobs(knobs, tables))
             except KnobProblem as problem:
                 raise fail(str(problem), ["stages", i, "with", *_given_path(given, problem.knob)]) from None
         stages.append(StagePlan(id=stage["id"], use=stage_type.name, version=stage_type.version, knobs=knobs))
         stage_types[stage["id"]] = stage_type
-        planned[stage["id"]] = (knobs, declared)
+        planned[stage["id"]] = (knobs, tables)
 
     gates: list[GateSpec] = []
     gate_ids: set[str] = set()

@@ -48,7 +48,6 @@ from typing import Any, Protocol, TypeVar, overload
 import numpy as np
 
 from certa.engine.foundation.canonical import RecordColumns
-from certa.engine.core.metric_paths import Step
 from certa.engine.core.tables import Table
 
 __all__ = ["Decision", "DecisionColumns", "DecisionParts", "Concatenated", "decision_parts", "StageOutput",
@@ -275,9 +274,10 @@ class StageType:
     tables the input knobs name (``DeclaredTable`` by table name), when the spec is loaded and before anything is
     read: a knob whose value follows from an input (the unit of a count column) is filled, one that contradicts
     it raises ``KnobProblem``. None: the knob schema's defaults are the knobs."""
-    gate_problem: Callable[[Sequence[Step], Mapping[str, Any], Mapping[str, DeclaredTable]], str | None] | None = None
-    """Optional: why a gate path (the steps after the stage id) that the output schema allows cannot exist for
-    these resolved knobs and declared tables (a ratio per byte gated under a name per token), or None."""
+    gate_problem: Callable[[str, Mapping[str, Any], Mapping[str, DeclaredTable]], str | None] | None = None
+    """Optional: why a gate's metric path (``<stage id>.<output path>``, ``certa.engine.core.metric_paths``) that the
+    output schema allows cannot exist for these resolved knobs and declared tables (a ratio per byte gated under a
+    name per token), or None."""
     produces: tuple[str, ...] = ()
     """Names of tables in ``StageOutput.captured`` that later stages of a spec may read as inputs, named
     ``<stage id>.<table>`` in their input knobs (the spec loader accepts those names only after the producing
