@@ -275,3 +275,32 @@ def test_a_unit_that_model_windows_did_not_pick_is_refused_at_run_time() -> None
     assert np.isfinite(run_paired_ratio(
         StageContext(**{**context.__dict__, "upstream": {"windows": {"unit": "tokens"}}}),
         KERNELS[-1]).outputs["token_perplexity"]["ratio_vs_baseline"])
+
+
+# ------------------------------------------------------------------------------- a byte gate is not a token gate
+
+
+def test_a_byte_ratio_is_the_token_ratio_to_the_power_tokens_per_byte_and_its_gate_is_looser() -> None:
+    """The incident behind 1.4.0: windows of 3 bytes per token whose ratio per token is 1.0756 (hand-set). Per byte
+    each window's NLL difference is divided by 3, so the ratio per byte is 1.0756^(1/3) = 1.0246 and its interval
+    is the token interval to the power 1/3 (the same seeded draws; BCa is equivariant under scaling): the gate
+    max 1.05 passes per byte and fails per token, and a byte gate of 1.05 is the token gate 1.05^3 = 1.158."""
+    rng = np.random.default_rng(30)
+    n = 400
+    tokens = rng.integers(100, 300, n)
+    mean_nll = rng.normal(3.0, 0.2, n)
+    shift = math.log(1.0756)
+    ids = [f"w{i:04d}" for i in range(n)]
+    base = {"window_id": ids, "tokens": tokens, "bytes": 3 * tokens, "nll_sum": mean_nll * tokens}
+    subj = {**base, "nll_sum": (mean_nll + shift + rng.normal(0.0, 0.01, n)) * tokens}
+    per = {}
+    for unit, extra in (("tokens", ""), ("bytes", ", unit: bytes, columns: {tokens: bytes}")):
+        outputs = run(CSV_SPEC.format(use="paired.ppl_ratio", extra=extra),
+                      inputs={"baseline": base, "subject": subj}).certificate["content"]["stages"]["ratio"]
+        per[unit] = outputs[f"{SINGULAR[unit]}_perplexity"]
+    token, byte = per["tokens"], per["bytes"]
+    assert round(token["ratio_vs_baseline"], 3) == 1.076 and round(byte["ratio_vs_baseline"], 4) == 1.0247
+    assert byte["ratio_vs_baseline"] ** 3 == pytest.approx(token["ratio_vs_baseline"], rel=1e-12)
+    assert [3 * bound for bound in byte["ci"]] == pytest.approx(token["ci"], rel=1e-9)
+    assert byte["display_ci"][1] <= 1.05 < token["display_ci"][1]  # the byte gate passes, the token gate fails
+    assert round(1.05 ** 3, 3) == 1.158 and byte["display_ci"][1] ** 3 <= 1.05 ** 3
