@@ -94,7 +94,9 @@ def test_a_spec_certifying_the_loglikelihood_names_it_and_never_a_perplexity(tmp
                     "format": "lm-eval-samples"} for arm in ARMS}
     stage = {"use": "paired.metric_delta", "with": {"baseline": "baseline", "subject": "subject",
                                                     "metric": "perplexity", "replicates": 500}}
-    with pytest.raises(InputError, match=r"has no metric 'perplexity' \(its metrics: acc, loglikelihood\)"):
+    with pytest.raises(InputError, match=r"has no metric 'perplexity' \(its metrics: acc, loglikelihood\); lm-eval's "
+                                         r"per-document 'perplexity' of a loglikelihood task is the document's "
+                                         r"log-likelihood, read as metric 'loglikelihood'"):
         run(write_spec(tmp_path, inputs, stage))
     stage["with"] |= {"metric": "loglikelihood", "scale": "bounded", "range": [-100, 0]}
     content = run(write_spec(tmp_path, inputs, stage)).certificate["content"]
