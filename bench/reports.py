@@ -63,7 +63,7 @@ def bench_spec(i: int) -> dict:
             "inputs": {"baseline": {"path": "baseline.csv"}, "subject": {"path": "subject.csv"}},
             "stages": [{"id": "ratio", "use": "paired.ppl_ratio",
                         "with": {"baseline": "baseline", "subject": "subject", "replicates": 100}}],
-            "gates": [{"id": "no-regression", "metric": "ratio.primary_metric.display_ci[1]", "max": 1.01}]}
+            "gates": [{"id": "no-regression", "metric": "ratio.token_perplexity.display_ci[1]", "max": 1.01}]}
 
 
 def build_bench_ledger(db: Path, runs: int) -> None:

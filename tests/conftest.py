@@ -148,7 +148,7 @@ stages:
     with: {baseline: baseline, subject: subject, replicates: 500}
 gates:
   - id: no-regression
-    metric: ratio.primary_metric.display_ci[1]
+    metric: ratio.token_perplexity.display_ci[1]
     max: 1.05
 """
 

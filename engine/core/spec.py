@@ -30,10 +30,15 @@ from certa.engine.core.gate_family import DEFAULT_FAMILY, FamilySpec
 from certa.engine.core.models.manifest import MODEL_FORMAT
 from certa.engine.core.metric_paths import DataKey, MetricPathError, closest, parse_metric, resolve_in_schema
 from certa.engine.core.stages import REGISTRY, StageType, UnknownStage, parse_stage_ref
+from certa.engine.core.stages.base import DeclaredTable, KnobProblem
 
 __all__ = ["InputSpec", "StagePlan", "GateSpec", "Plan", "load_plan", "spec_schema", "why_not_a_spec", "SPEC_FORMAT"]
 
 SPEC_FORMAT = 1
+
+REFUSED = "x-certa-refused"
+"""The schema keyword beside an ``enum`` that says why a value users reach for is not one of it (value -> reason),
+appended to the refusal: ``count_unit: tokens`` is not in lm-eval's export."""
 
 
 @dataclass(frozen=True)
@@ -277,7 +282,10 @@ def _describe(error: ValidationError) -> tuple[str, list[Any], bool]:
     if error.validator == "not" and isinstance(error.schema, Mapping) and error.schema.get("deprecated"):
         return f"'{path[-1]}' is no longer a knob: {error.schema.get('description', 'removed')}", path, True
     if error.validator == "enum":
-        return f"expected one of {', '.join(map(repr, error.validator_value))} (got {error.instance!r})", path, False
+        refused = error.schema.get(REFUSED, {}) if isinstance(error.schema, Mapping) else {}
+        why = refused.get(error.instance) if isinstance(error.instance, str) else None
+        return (f"expected one of {', '.join(map(repr, error.validator_value))} (got {error.instance!r})"
+                + (f": {why}" if why else ""), path, False)
     if error.validator == "const":
         return f"expected {error.validator_value!r} (got {error.instance!r})", path, False
     if error.validator == "type":
@@ -502,14 +510,21 @@ def _resolve_input_path(name: str, raw_path: str, base_dir: Path | None, source:
     return str(resolved)
 
 
-def _check_metric(metric: str, stage_types: Mapping[str, StageType], need_number: bool) -> tuple[DataKey, ...]:
+def _check_metric(metric: str, stage_types: Mapping[str, StageType], need_number: bool,
+                  planned: Mapping[str, tuple[Mapping[str, Any], Mapping[str, DeclaredTable]]]) -> tuple[DataKey, ...]:
     """Check a gate's ``metric`` against the output schema of the stage version it names (``MetricPathError``
-    naming the step and the closest valid key); the steps whose keys only the data know."""
+    naming the step and the closest valid key), and against what the stage's resolved knobs and declared tables
+    allow (``StageType.gate_problem``, from ``planned``: stage id -> (knobs, declared tables)); the steps whose
+    keys only the data know."""
     stage_id, steps = parse_metric(metric)
     if stage_id not in stage_types:
         raise MetricPathError(f"gate metric names stage '{stage_id}', which is not a stage of this spec "
                               f"(stages: {', '.join(sorted(stage_types))})", closest(stage_id, list(stage_types)))
     stage_type = stage_types[stage_id]
+    if stage_type.gate_problem is not None:
+        problem = stage_type.gate_problem(metric, *planned[stage_id])
+        if problem is not None:
+            raise MetricPathError(f"{problem} (outputs of {stage_type.ref})")
     if not schema_exists(stage_type.output_schema_file):  # a certa bug that sealing reports (output_problems)
         return ()
     try:
@@ -539,6 +554,28 @@ def _family(declared: Mapping[str, Any] | None, gates: list[GateSpec], fail: Cal
             raise fail(f"a family member's metric must be a p-value (a path ending in p_value); "
                        f"'{gates[i].metric}' is not", ["gates", i, "metric"])
     return family
+
+
+def _declared_tables(stage_type: StageType, knobs: Mapping[str, Any], inputs: Mapping[str, InputSpec],
+                     producers: Mapping[str, StagePlan]) -> dict[str, DeclaredTable]:
+    """What the spec declares about each table the stage's input knobs name (``DeclaredTable`` by name): an
+    input's format and read options, or the stage that produces it (``producers``: table -> that stage)."""
+    named = [name for knob in stage_type.input_knobs
+             for name in ([knobs[knob]] if isinstance(knobs.get(knob), str) else knobs.get(knob, []))]
+    return {name: DeclaredTable(name=name, fmt=inputs[name].fmt, read=inputs[name].read) if name in inputs else
+            DeclaredTable(name=name, producer=producers[name].use, producer_knobs=producers[name].knobs)
+            for name in named}
+
+
+def _given_path(given: Any, knob: tuple[str, ...]) -> list[str]:
+    """The longest prefix of ``knob`` that ``given`` (a stage's ``with:``) spells out: where to point."""
+    path = []
+    for key in knob:
+        if not isinstance(given, Mapping) or key not in given:
+            break
+        path.append(key)
+        given = given[key]
+    return path
 
 
 def _produced_tables(stages: list[Mapping[str, Any]], inputs: Mapping[str, InputSpec],
@@ -660,6 +697,7 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
 
     stages: list[StagePlan] = []
     stage_types: dict[str, StageType] = {}
+    planned: dict[str, tuple[Mapping[str, Any], Mapping[str, DeclaredTable]]] = {}
     produced = _produced_tables(data["stages"], inputs, fail)
     for i, stage in enumerate(data["stages"]):
         if stage["id"] in stage_types:
@@ -687,8 +725,17 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
                     made = f"; produced by earlier stages: {', '.join(sorted(produced))}" if produced else ""
                     raise fail(f"'{name}' is not a declared input (declared: {declared}{made}); add it under "
                                "inputs:", where)
+        tables = (_declared_tables(stage_type, knobs, inputs, {name: stages[at] for name, at in produced.items()
+                                                               if at < i})
+                  if stage_type.resolve_knobs or stage_type.gate_problem else {})
+        if stage_type.resolve_knobs is not None:
+            try:
+                knobs = dict(stage_type.resolve_knobs(knobs, tables))
+            except KnobProblem as problem:
+                raise fail(str(problem), ["stages", i, "with", *_given_path(given, problem.knob)]) from None
         stages.append(StagePlan(id=stage["id"], use=stage_type.name, version=stage_type.version, knobs=knobs))
         stage_types[stage["id"]] = stage_type
+        planned[stage["id"]] = (knobs, tables)
 
     if not stage_versions:  # a replay runs the spec as it was recorded (as for the gates' paths, below)
         for problem, path in read_option_use_problems(inputs, stages):
@@ -705,7 +752,8 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
             raise fail("between: [lo, hi] needs lo <= hi", ["gates", i, "between"])
         where = ["gates", i, "metric"]
         try:
-            data_keys = () if stage_versions else _check_metric(gate["metric"], stage_types, "equals" not in threshold)
+            data_keys = () if stage_versions else _check_metric(gate["metric"], stage_types, "equals" not in threshold,
+                                                                planned)
         except MetricPathError as error:
             raise fail(str(error), where) from None
         line, column = position(where)

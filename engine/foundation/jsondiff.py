@@ -11,8 +11,8 @@ fields per stage type:
 0. ``verdict``;
 1. ``gates`` (each gate's value, threshold, pass/fail and reason);
 2. a stage's estimates and intervals: a path under ``stages.<id>`` through a key that stages use for their
-   headline numbers (``primary_metric``, ``results``, ``estimate``) or through a key one of whose
-   ``_``-separated words is ``ci``, ``bound``, ``bounds`` or ``interval`` (``ci``, ``display_ci``,
+   headline numbers (``primary_metric``, ``results``, ``estimate``, a ``<unit>_perplexity``) or through a key
+   one of whose ``_``-separated words is ``ci``, ``bound``, ``bounds`` or ``interval`` (``ci``, ``display_ci``,
    ``rate_bounds``, ``pac_bounds_marginal``, ...);
 3. a stage's decisions: a path under ``stages.<id>`` through a key ``decision``, ``decisions``, ``outcome`` or
    ``passed``;
@@ -38,7 +38,8 @@ PathPart = str | int
 LONG_ARRAY = 8
 """``summarised`` folds an array's changes into one line when more than this many of its numbers differ."""
 
-_ESTIMATE_KEYS = frozenset({"primary_metric", "results", "estimate"})
+_ESTIMATE_KEYS = frozenset({"primary_metric", "results", "estimate",
+                            "token_perplexity", "byte_perplexity", "word_perplexity"})
 _INTERVAL_WORDS = frozenset({"ci", "bound", "bounds", "interval"})
 _DECISION_KEYS = frozenset({"decision", "decisions", "outcome", "passed"})
 

@@ -56,7 +56,7 @@ def test_run_records_and_the_audit_commands_work(small_spec: Path, tmp_path: Pat
     assert shown["content_sha256"] == payload["certificate_sha256"]
     report = invoke("show", run_id, ledger=db).output
     assert report.startswith("# small-paired: PASS") and payload["certificate_sha256"] in report
-    assert "| ratio vs baseline | 95% CI |" in report and "## Gates" in report
+    assert "| ratio per token vs baseline | 95% CI |" in report and "## Gates" in report
 
     out = tmp_path / "cert.json"
     assert invoke("export", run_id, "-o", str(out), ledger=db).exit_code == 0
@@ -154,7 +154,7 @@ def test_diff_puts_material_fields_first_and_folds_bootstrap_quantiles(small_spe
     lines = invoke("diff", first, second, "--only-changed", ledger=db).stdout.splitlines()[1:]
     paths = [line.split(":")[0].strip() for line in lines]
     assert paths[:2] == ["gates[0].reason", "gates[0].value"]
-    assert paths.index("stages.ratio.primary_metric.display_ci[1]") < paths.index("seed.root")
+    assert paths.index("stages.ratio.token_perplexity.display_ci[1]") < paths.index("seed.root")
     quantiles = "stages.ratio.dataset.windows.stats.bootstrap.distribution.ratio_quantiles"
     folded = next(line for line in lines if line.strip().startswith(quantiles + ":"))
     assert "101 elements differ, the largest by " in folded and " at [" in folded
@@ -177,7 +177,7 @@ def test_site_diff_pages_use_the_same_order_and_folding(small_spec: Path, tmp_pa
     out = tmp_path / "site"
     assert invoke("site", "-o", str(out), "--jobs", "1", ledger=db).exit_code == 0
     page = next((out / "diffs").glob("*.html")).read_text()
-    assert page.index("gates[0].value") < page.index("primary_metric.display_ci[1]") < page.index("seed.root")
+    assert page.index("gates[0].value") < page.index("token_perplexity.display_ci[1]") < page.index("seed.root")
     assert "101 elements differ, the largest by" in page and "ratio_quantiles[10]" not in page
 
 
@@ -199,7 +199,7 @@ def test_replay_prints_diverged_fields_most_material_first_with_long_arrays_fold
         distribution = outputs["dataset"]["windows"]["stats"]["bootstrap"]["distribution"]
         distribution["ratio_quantiles"] = [q + 1e-3 * (i == 42) + 1e-6 for i, q in
                                            enumerate(distribution["ratio_quantiles"])]
-        outputs["primary_metric"]["ratio_vs_baseline"] += 1e-6
+        outputs["token_perplexity"]["ratio_vs_baseline"] += 1e-6
         return StageOutput(outputs=outputs, decisions=out.decisions)
 
     monkeypatch.setattr(certa.engine.core.interpreter, "REGISTRY", StageRegistry(
@@ -208,12 +208,12 @@ def test_replay_prints_diverged_fields_most_material_first_with_long_arrays_fold
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"DIVERGED: run {run_id}: 102 result field(s) differ")
-    assert lines[1].startswith("  stages.ratio.primary_metric.ratio_vs_baseline: recorded ")
+    assert lines[1].startswith("  stages.ratio.token_perplexity.ratio_vs_baseline: recorded ")
     assert lines[2] == ("  stages.ratio.dataset.windows.stats.bootstrap.distribution.ratio_quantiles: "
                         "101 elements differ, the largest by 0.001001 at [42]")
     assert len(lines) == 3
     table = invoke("replay", "--all", ledger=db).stdout.splitlines()
-    assert table[1].endswith("DIVERGED      stages.ratio.primary_metric.ratio_vs_baseline, "
+    assert table[1].endswith("DIVERGED      stages.ratio.token_perplexity.ratio_vs_baseline, "
                              "stages.ratio.dataset.windows.stats.bootstrap.distribution.ratio_quantiles")
 
 

@@ -17,7 +17,7 @@ from certa.schemas import load_schema
 
 from tests.conftest import ROOT, SMALL_SPEC, write_spec
 
-METRIC = "ratio.primary_metric.display_ci[1]"
+METRIC = "ratio.token_perplexity.display_ci[1]"
 
 
 def _error(folder: Path, metric: str, threshold: str = "max: 1.05") -> SpecError:
@@ -28,10 +28,10 @@ def _error(folder: Path, metric: str, threshold: str = "max: 1.05") -> SpecError
 
 
 def test_a_misspelt_output_key_names_line_column_path_and_the_closest_key(tmp_path: Path) -> None:
-    error = _error(tmp_path, "ratio.primary_metric.ratio_vs_baselin")
+    error = _error(tmp_path, "ratio.token_perplexity.ratio_vs_baselin")
     assert (error.line, error.column, error.path) == (14, 13, "gates[0].metric")
     assert str(error).startswith(f"{tmp_path / 'spec.yaml'}:14:13: gates[0].metric: no output 'ratio_vs_baselin' in "
-                                 "'ratio.primary_metric'")
+                                 "'ratio.token_perplexity'")
     assert str(error).endswith("did you mean 'ratio_vs_baseline'?")
 
 
@@ -41,10 +41,10 @@ def test_a_misspelt_key_deeper_down_names_its_parent(tmp_path: Path) -> None:
 
 
 def test_an_index_outside_a_fixed_length_array_is_refused(tmp_path: Path) -> None:
-    error = _error(tmp_path, "ratio.primary_metric.display_ci[2]")
+    error = _error(tmp_path, "ratio.token_perplexity.display_ci[2]")
     assert error.path == "gates[0].metric" and "at most 2 item(s): index [2]" in str(error)
-    assert "at most 2" in str(_error(tmp_path, "ratio.primary_metric.display_ci[-3]"))
-    load_plan(write_spec(tmp_path, SMALL_SPEC.replace(METRIC, "ratio.primary_metric.display_ci[-1]")))
+    assert "at most 2" in str(_error(tmp_path, "ratio.token_perplexity.display_ci[-3]"))
+    load_plan(write_spec(tmp_path, SMALL_SPEC.replace(METRIC, "ratio.token_perplexity.display_ci[-1]")))
 
 
 def test_an_unknown_stage_id_suggests_the_closest_stage(tmp_path: Path) -> None:
@@ -53,15 +53,15 @@ def test_an_unknown_stage_id_suggests_the_closest_stage(tmp_path: Path) -> None:
 
 
 def test_a_step_into_a_number_or_an_index_into_an_object_is_refused(tmp_path: Path) -> None:
-    assert "is a number or string, so it has no key 'x'" in str(_error(tmp_path, "ratio.primary_metric.final.x"))
-    assert "not an array" in str(_error(tmp_path, "ratio.primary_metric[0]"))
+    assert "is a number or string, so it has no key 'x'" in str(_error(tmp_path, "ratio.token_perplexity.final.x"))
+    assert "not an array" in str(_error(tmp_path, "ratio.token_perplexity[0]"))
 
 
 def test_a_bound_on_a_value_that_is_never_a_number_is_refused(tmp_path: Path) -> None:
-    error = _error(tmp_path, "ratio.primary_metric.kind")
-    assert "'ratio.primary_metric.kind' is a string, not a number" in str(error)
+    error = _error(tmp_path, "ratio.token_perplexity.kind")
+    assert "'ratio.token_perplexity.kind' is a string, not a number" in str(error)
     load_plan(write_spec(tmp_path, SMALL_SPEC.replace(f"{METRIC}\n    max: 1.05",
-                                                      "ratio.primary_metric.kind\n    equals: ppl")))
+                                                      "ratio.token_perplexity.kind\n    equals: ppl")))
 
 
 def test_paths_are_checked_against_the_pinned_version(tmp_path: Path) -> None:
@@ -76,9 +76,9 @@ def test_paths_are_checked_against_the_pinned_version(tmp_path: Path) -> None:
 
 def test_a_replay_re_evaluates_the_recorded_gates_without_checking_their_paths(tmp_path: Path) -> None:
     """A run recorded before paths were checked, with a path naming nothing, replays to the same failed gate."""
-    text = SMALL_SPEC.replace(METRIC, "ratio.primary_metric.ratio_vs_baselin")
+    text = SMALL_SPEC.replace(METRIC, "ratio.token_perplexity.ratio_vs_baselin")
     plan = load_plan(text, stage_versions={"ratio": "1.1.0"})
-    assert plan.gates[0].metric == "ratio.primary_metric.ratio_vs_baselin" and plan.gates[0].data_keys == ()
+    assert plan.gates[0].metric == "ratio.token_perplexity.ratio_vs_baselin" and plan.gates[0].data_keys == ()
 
 
 def test_every_example_and_golden_gate_path_resolves() -> None:

@@ -131,14 +131,14 @@ def test_gate_on_a_misspelt_output_is_refused_like_a_misspelt_knob(tmp_path: Pat
     """Before: validate accepted it and the run failed later with "metric not found" and no suggestion."""
     error = _error(write_spec(tmp_path, SMALL_SPEC.replace("display_ci[1]", "ratio_vs_baselin")))
     assert str(error) == (f"{tmp_path / 'spec.yaml'}:14:13: gates[0].metric: no output 'ratio_vs_baselin' in "
-                          "'ratio.primary_metric' (outputs of paired.ppl_ratio@"
+                          "'ratio.token_perplexity' (outputs of paired.ppl_ratio@"
                           f"{REGISTRY['paired.ppl_ratio'].version}); did you mean 'ratio_vs_baseline'?")
 
 
 def test_gate_fields_for_data_keys_leave_the_knobs_and_their_hash_alone(small_spec: Path) -> None:
     plan = load_plan(small_spec)
     assert plan.gates[0].data_keys == () and (plan.gates[0].line, plan.gates[0].column) == (14, 13)
-    assert plan.knobs["gates"] == [{"id": "no-regression", "metric": "ratio.primary_metric.display_ci[1]", "max": 1.05}]
+    assert plan.knobs["gates"] == [{"id": "no-regression", "metric": "ratio.token_perplexity.display_ci[1]", "max": 1.05}]
 
 
 def test_duplicate_stage_ids_are_refused(tmp_path: Path) -> None:

@@ -55,8 +55,8 @@ def test_without_a_phase_column_1_2_0_states_nothing_about_preview_windows_or_dr
     base, subj = window_columns(80, seed=1)
     result = run(_paired_spec(), inputs={"baseline": base, "subject": subj})
     outputs = _outputs(result)
-    # the newest version, 1.3.0, keeps 1.2.0's claims
-    assert [s["version"] for s in result.certificate["content"]["knobs"]["stages"]] == ["1.3.0"]
+    # the newest version, 1.4.0, keeps 1.2.0's claims
+    assert [s["version"] for s in result.certificate["content"]["knobs"]["stages"]] == ["1.4.0"]
     assert not [p for p in _paths(outputs) if "preview" in p or "drift" in p]
     assert outputs["dataset"]["windows"]["counts"] == {"baseline": {"final": 80}, "subject": {"final": 80}}
     assert set(outputs["dataset"]["windows"]["stats"]["coverage"]) == {"final", "replicates"}
@@ -122,7 +122,7 @@ def test_with_phases_1_2_0_states_preview_counts_coverage_and_drift() -> None:
     outputs = _outputs(run(_paired_spec(), inputs={"baseline": base, "subject": subj}))
     assert outputs["dataset"]["windows"]["counts"]["subject"] == {"preview": 100, "final": 100}
     assert outputs["dataset"]["windows"]["stats"]["coverage"]["preview"]["used"] == 100
-    assert outputs["primary_metric"]["preview"] > 0 and set(outputs["drift"]) == {"preview_final_ratio", "band",
+    assert outputs["token_perplexity"]["preview"] > 0 and set(outputs["drift"]) == {"preview_final_ratio", "band",
                                                                                   "within_band"}
 
 

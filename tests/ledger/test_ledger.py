@@ -92,7 +92,7 @@ def test_rehashed_edit_still_breaks_the_chain_and_the_certificate(small_spec: Pa
         run_id, _ = _two_runs(small_spec, ledger)
         entry = next(ledger.entries(run_id=run_id, kinds=["certificate"]))
     cert = json.loads(entry.payload)
-    cert["content"]["stages"]["ratio"]["primary_metric"]["ratio_vs_baseline"] = 1.0
+    cert["content"]["stages"]["ratio"]["token_perplexity"]["ratio_vs_baseline"] = 1.0
     payload = json.dumps(cert, separators=(",", ":"), sort_keys=True)
     payload_sha = sha256_hex(payload.encode())
     digest = entry_hash(seq=entry.seq, run_id=entry.run_id, kind=entry.kind, recorded_at=entry.recorded_at,
@@ -244,9 +244,9 @@ def test_a_changed_stage_replays_as_diverged_naming_the_fields_and_the_other_mac
 
     def moved(ctx):  # the same stage, one output nudged in the last place
         out = original.run(ctx)
-        metric = dict(out.outputs["primary_metric"])
+        metric = dict(out.outputs["token_perplexity"])
         metric["ratio_vs_baseline"] = float(np.nextafter(metric["ratio_vs_baseline"], 2.0))
-        return StageOutput(outputs={**out.outputs, "primary_metric": metric}, decisions=out.decisions)
+        return StageOutput(outputs={**out.outputs, "token_perplexity": metric}, decisions=out.decisions)
 
     patched = StageRegistry(tuple(dataclasses.replace(s, run=moved) if s is original else s for s in REGISTRY.types))
     monkeypatch.setattr(certa.engine.core.interpreter, "REGISTRY", patched)
@@ -254,11 +254,11 @@ def test_a_changed_stage_replays_as_diverged_naming_the_fields_and_the_other_mac
         result = replay(ledger, run_id)
         note = [e.data() for e in ledger.entries(run_id=run_id, kinds=["replay"])][-1]
     assert result.outcome == "DIVERGED"
-    assert [c.path for c in result.changes] == ["stages.ratio.primary_metric.ratio_vs_baseline"]
+    assert [c.path for c in result.changes] == ["stages.ratio.token_perplexity.ratio_vs_baseline"]
     assert result.note.startswith("1 result field(s) differ")
     assert "recorded on x86_64 X86_V2/X86_V4, replayed on" in result.note
     assert note["outcome"] == "DIVERGED"
-    assert note["changes"][0]["path"] == "stages.ratio.primary_metric.ratio_vs_baseline"
+    assert note["changes"][0]["path"] == "stages.ratio.token_perplexity.ratio_vs_baseline"
 
 def test_aborted_run_is_recorded_without_certificate(example_spec: Path, ledger: Ledger) -> None:
     from certa.engine import ProfileAbort
@@ -438,7 +438,7 @@ def test_a_certificate_holding_an_integral_double_beyond_2_to_the_53_verifies_an
     """RFC 8785 writes the double 9007199254740994.0 as ``9007199254740994``; read back as an int, it would be
     re-encoded as a string (ints beyond 2**53 are), and every recomputed digest would differ."""
     spec = small_spec.read_text(encoding="utf-8").replace("max: 1.05", "max: 1.05\n  - id: huge\n"
-                                                          "    metric: ratio.primary_metric.display_ci[1]\n"
+                                                          "    metric: ratio.token_perplexity.display_ci[1]\n"
                                                           "    max: 9007199254740994.0")
     small_spec.write_text(spec, encoding="utf-8")
     with Ledger.open(tmp_path / "l.db") as ledger:

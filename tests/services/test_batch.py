@@ -37,7 +37,7 @@ stages:
     with: {{baseline: baseline, subject: subject, replicates: 200}}
 gates:
   - id: no-regression
-    metric: ratio.primary_metric.display_ci[1]
+    metric: ratio.token_perplexity.display_ci[1]
     max: {bound}
 """
 

@@ -93,8 +93,8 @@ def test_replay_all_names_diverged_fields_and_why_a_run_cannot_replay(
 
     def moved(ctx):
         out = original.run(ctx)
-        metric = {**out.outputs["primary_metric"], "ratio_vs_baseline": 1.5}
-        return StageOutput(outputs={**out.outputs, "primary_metric": metric}, decisions=out.decisions)
+        metric = {**out.outputs["token_perplexity"], "ratio_vs_baseline": 1.5}
+        return StageOutput(outputs={**out.outputs, "token_perplexity": metric}, decisions=out.decisions)
 
     monkeypatch.setattr(certa.engine.core.interpreter, "REGISTRY", StageRegistry(
         tuple(dataclasses.replace(s, run=moved) if s is original else s for s in REGISTRY.types)))
@@ -102,13 +102,13 @@ def test_replay_all_names_diverged_fields_and_why_a_run_cannot_replay(
     report = json.loads(out)
     assert code == 1 and not report["ok"]
     outcomes = [(r["outcome"], r["changes"][0]["path"] if r["changes"] else None) for r in report["runs"]]
-    assert outcomes == [("DIVERGED", "stages.ratio.primary_metric.ratio_vs_baseline"), ("CANNOT REPLAY", None),
-                        ("DIVERGED", "stages.ratio.primary_metric.ratio_vs_baseline")]
+    assert outcomes == [("DIVERGED", "stages.ratio.token_perplexity.ratio_vs_baseline"), ("CANNOT REPLAY", None),
+                        ("DIVERGED", "stages.ratio.token_perplexity.ratio_vs_baseline")]
     assert "has no version '9.0.0'" in report["runs"][1]["note"]
     assert report["counts"] == {"REPRODUCED": 0, "DIVERGED": 2, "CANNOT REPLAY": 1}
     code, out, _ = _certa("replay", "--all", "--ledger", str(db))
     assert code == 1
-    assert "DIVERGED      stages.ratio.primary_metric.ratio_vs_baseline" in out
+    assert "DIVERGED      stages.ratio.token_perplexity.ratio_vs_baseline" in out
     assert "CANNOT REPLAY" in out and "upgrade certa" in out
 
 

@@ -115,7 +115,7 @@ def test_stage_streams_do_not_depend_on_other_stages(small_spec: Path) -> None:
                                                     "    with: {baseline: baseline, subject: subject}\ngates:", 1)
     with_other = run(write_spec(small_spec.parent, text)).certificate["content"]["stages"]
     assert with_other["ratio"] == alone
-    assert with_other["again"]["primary_metric"]["ci"] != alone["primary_metric"]["ci"]
+    assert with_other["again"]["token_perplexity"]["ci"] != alone["token_perplexity"]["ci"]
 
 
 @pytest.mark.parametrize("problem, error_type, message", [
@@ -162,7 +162,7 @@ def test_undeclared_in_memory_input_is_a_spec_error(small_spec: Path) -> None:
 
 def test_gate_on_missing_output_fails_closed(small_spec: Path) -> None:
     """An output the schema allows but this run's data do not give (no phase column: no drift) fails its gate."""
-    text = small_spec.read_text().replace("primary_metric.display_ci[1]\n    max: 1.05",
+    text = small_spec.read_text().replace("token_perplexity.display_ci[1]\n    max: 1.05",
                                           "drift.within_band\n    equals: true")
     result = run(write_spec(small_spec.parent, text))
     gate = result.certificate["content"]["gates"][0]
@@ -172,14 +172,14 @@ def test_gate_on_missing_output_fails_closed(small_spec: Path) -> None:
 
 def test_gate_on_an_output_no_version_gives_is_refused_before_running(small_spec: Path) -> None:
     text = small_spec.read_text().replace("display_ci[1]", "display_ci[5]")
-    with pytest.raises(SpecError, match=r"gates\[0\]\.metric: 'ratio.primary_metric.display_ci' holds at most 2"):
+    with pytest.raises(SpecError, match=r"gates\[0\]\.metric: 'ratio.token_perplexity.display_ci' holds at most 2"):
         run(write_spec(small_spec.parent, text))
 
 
 def test_example_spec_in_repository_passes() -> None:
     result = run(ROOT / "specs" / "paired-ratio" / "spec.yaml")
     assert result.verdict == "PASS"
-    pm = result.certificate["content"]["stages"]["ratio"]["primary_metric"]
+    pm = result.certificate["content"]["stages"]["ratio"]["token_perplexity"]
     assert 1.0 < pm["display_ci"][0] < pm["ratio_vs_baseline"] < pm["display_ci"][1] < 1.05
 
 

@@ -27,7 +27,7 @@ the spec refuses it where no stage reading the input would use it (``certa.engin
 ``RECORD_PARTS``).
 
 A results file is checked against its samples: lm-eval's ``task_hashes.<task>`` must be the digest of the
-samples' identity (``_check_results_sibling``).
+samples' identity over every line of the file, whichever filter is read (``_check_results_sibling``).
 
 The table's columns show the records: the key fields (``doc_id``; ``id`` and ``epoch``; ...), the identity
 digests, every metric, the counts, and ``weight`` and ``slice`` when present.
@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from certa.engine.core.evidence.inspect_log import read_inspect_eval, read_inspect_json
-from certa.engine.core.evidence.lm_eval import read_lm_eval_samples
+from certa.engine.core.evidence.lm_eval import read_lm_eval_samples, samples_task_hash
 from certa.engine.core.evidence.promptfoo import read_promptfoo_jsonl
 from certa.engine.core.evidence.records import EvidenceRecords
 from certa.engine.core.evidence.sources import json_document
@@ -67,7 +67,7 @@ def _lm_eval_samples(name: str, raw: bytes, options: Mapping[str, Any], companio
                                    count_unit=options.get("count_unit", "bytes"), name=f"input '{name}'",
                                    limits=limits)
     if "results" in options:
-        _check_results_sibling(name, raw, records, options)
+        _check_results_sibling(name, raw, records, options, limits)
     return records
 
 
@@ -151,23 +151,22 @@ EXPORT_READERS: tuple[ExportReader, ...] = (
 """The evaluator exports certa reads (module docstring), registered by ``certa.engine.core.input_formats``."""
 
 
-def _check_results_sibling(name: str, raw: bytes, records: EvidenceRecords, options: Mapping[str, Any]) -> None:
+def _check_results_sibling(name: str, raw: bytes, records: EvidenceRecords, options: Mapping[str, Any],
+                           limits: InputLimits) -> None:
     """Refuse a results file that is not the samples' own run of the task: lm-evaluation-harness 0.4 states, in
     ``task_hashes.<task>``, the SHA-256 of the task's samples' ``doc_hash + prompt_hash + target_hash``
-    concatenated in the samples file's order (``EvaluationTracker.save_results_aggregated``,
-    ``lm_eval/loggers/evaluation_tracker.py``). Checked when the results file states it and the samples file
-    holds only the records read (one filter: the digest of several filters covers all of their lines)."""
+    concatenated over every line of the samples file, every filter's, in its order (``samples_task_hash``).
+    Checked whenever the results file states it, also when the samples hold several filters and only one is read."""
     stated = dict(records.provenance.details).get("task_hash")
-    lines = sum(1 for line in raw.splitlines() if line.strip())
-    if stated is None or lines != records.n_items:
+    if stated is None:
         return
-    identity = records.identity
-    joined = "".join(map("".join, zip(identity["doc_hash"], identity["prompt_hash"], identity["target_hash"])))
-    digest = sha256_hex(joined.encode("utf-8"))
+    digest = samples_task_hash(raw, f"input '{name}'", limits)
     if digest != stated:
+        lines = sum(1 for line in raw.splitlines() if line.strip())
+        every = f" over its {lines} lines (every filter's)" if lines != records.n_items else ""
         raise InputError(f"input '{options['results']}' does not describe the samples of input '{name}' as task "
                          f"'{options['task']}': its task_hashes.{options['task']} is {stated}, the samples' "
-                         f"digests give {digest}; give the samples' own results_<time>.json "
+                         f"digests{every} give {digest}; give the samples' own results_<time>.json "
                          f"(--input {options['results']}=PATH) and their task (read.task)")
 
 

@@ -10,8 +10,17 @@ One JSON object per document and filter. Item key ``doc_id``; identity ``doc_has
   every logged pair; counts ``bytes`` (UTF-8 bytes) and ``words`` (whitespace-separated words) from the pairs.
   The harness logs no token count. ``weights`` is the count chosen by ``count_unit`` (bytes by default), so a
   weighted mean of ``nll`` per unit is the log of the harness's byte (or word) perplexity.
+  ``count_unit: tokens`` is refused: the harness counts no tokens (certa's ``model.windows`` stage does).
+- Loglikelihood tasks (``output_type: loglikelihood``, e.g. LAMBADA): the per-document value the harness logs
+  under ``perplexity`` is the document's log-likelihood (its ``perplexity`` aggregation is exp(−mean) over
+  documents), so it is read as metric ``loglikelihood``, never as a perplexity, and required to equal the
+  log-likelihood in ``filtered_resps`` (``[loglikelihood, is_greedy]``).
 - Other tasks: every metric the record lists in ``metrics`` (``acc``, ``acc_norm``, ``exact_match``, ...),
   each a finite number per document; a metric logged as a list (a corpus-level metric such as BLEU) is refused.
+
+``samples_task_hash`` recomputes the harness's ``task_hashes.<task>`` (the SHA-256 of every line's
+``doc_hash + prompt_hash + target_hash``, every filter's lines, in the file's order) to check a results file
+against its samples.
 
 Source: the harness's ``EvaluationTracker.save_results_samples`` and ``Task.process_results``
 (``lm_eval/loggers/evaluation_tracker.py``, ``lm_eval/api/task.py``).
@@ -37,10 +46,25 @@ from .records import EvidenceRecords, Provenance, require_unique_keys
 from .sources import (Source, field_of, json_document, json_lines, number_column, read_source, sha256_hex,
                       stated_text, strict_floats, typed_json_lines, value_digest)
 
-__all__ = ["ROLLING_METRICS", "IDENTITY_FIELDS", "read_lm_eval_samples"]
+__all__ = ["ROLLING_METRICS", "IDENTITY_FIELDS", "COUNT_UNITS", "NO_TOKEN_COUNT", "LOGLIKELIHOOD_METRIC",
+           "read_lm_eval_samples", "count_column_unit", "samples_task_hash"]
 
 ROLLING_METRICS = {"word_perplexity": "words", "byte_perplexity": "bytes", "bits_per_byte": "bytes"}
 """The harness's perplexity metrics and the count each logs beside the loglikelihood."""
+
+COUNT_UNITS = ("bytes", "words")
+"""The units a perplexity task's samples count (``count_unit``; the samples table's count columns)."""
+
+NO_TOKEN_COUNT = ("lm-evaluation-harness logs no token count in its samples (a perplexity task's record holds the "
+                  "document's log-likelihood with its UTF-8 bytes and its words), so certa can certify a perplexity "
+                  "per byte or per word from them (count_unit: bytes or words), not per token; for a perplexity per "
+                  "token score the two models with certa's own model.windows stage, which counts tokens "
+                  "(docs/models.md)")
+"""Why ``count_unit: tokens`` is refused (the spec schema's ``x-certa-refused`` says the same)."""
+
+LOGLIKELIHOOD_METRIC = {"perplexity": "loglikelihood"}
+"""A loglikelihood task's per-document metric as the harness names it -> as certa names it: the value logged as
+``perplexity`` is the document's log-likelihood."""
 
 IDENTITY_FIELDS = ("doc_hash", "prompt_hash", "target_hash")
 """The harness's per-document digests, which must agree between two paired sides."""
@@ -63,8 +87,9 @@ def read_lm_eval_samples(samples: Source, results: Source | None = None, *, task
     error messages use. The lines are decoded by msgspec into the fields read (``sources.typed_json_lines``), or,
     where that path declines, by ``json`` with a check of every field (``sources.json_lines``)."""
     limits = limits or InputLimits.from_env()
-    if count_unit not in ("bytes", "words"):
-        raise InputError(f"read.count_unit must be 'bytes' or 'words' (got {count_unit!r})")
+    if count_unit not in COUNT_UNITS:
+        why = f": {NO_TOKEN_COUNT}" if count_unit in ("tokens", "token") else ""
+        raise InputError(f"read.count_unit must be 'bytes' or 'words' (got {count_unit!r}){why}")
     where, raw = read_source(samples, name, limits)
     if task is None and not isinstance(samples, (bytes, bytearray, memoryview)):
         match = _SAMPLES_NAME.fullmatch(Path(samples).name)
@@ -106,7 +131,8 @@ class _Fields(NamedTuple):
     pairs: dict[str, tuple[list[Any], list[int]]]
     """Each perplexity metric's ``[loglikelihood, count]`` per record, as (loglikelihoods, counts)."""
     loglik_texts: list[Any]
-    """``filtered_resps[0]`` of a perplexity task's records (``None`` where it is not one element)."""
+    """The log-likelihood in ``filtered_resps`` of a perplexity task's records (its one element) or of a
+    loglikelihood task's (``[[loglikelihood, is_greedy]]``); ``None`` where it is not of that shape."""
 
 
 def _checked_fields(where: str, raw: bytes, limits: InputLimits, filter_name: str | None) -> _Fields:
@@ -130,6 +156,11 @@ def _checked_fields(where: str, raw: bytes, limits: InputLimits, filter_name: st
         for record, at in zip(records, located):
             resps = field_of(record, "filtered_resps", (list,), f"{where}, {at}")
             texts.append(resps[0] if len(resps) == 1 else None)
+    elif any(metric in LOGLIKELIHOOD_METRIC for metric in names):
+        for record, at in zip(records, located):
+            resps = field_of(record, "filtered_resps", (list,), f"{where}, {at}")
+            pair = resps[0] if len(resps) == 1 else None
+            texts.append(pair[0] if type(pair) is list and len(pair) == 2 else None)
     # each pair is two lists (the zip of (loglik, count) pairs), which mypy sees as a tuple of any length
     return _Fields(chosen, located, doc_ids, identity, names, values, pairs, texts)  # type: ignore[arg-type]
 
@@ -156,6 +187,19 @@ class _OneResponse(msgspec.Struct, array_like=True, gc=False, forbid_unknown_fie
     text: Any
 
 
+class _LoglikelihoodPair(msgspec.Struct, array_like=True, gc=False, forbid_unknown_fields=True):
+    """A loglikelihood task's response: ``[loglikelihood, is_greedy]`` (both as text)."""
+
+    text: Any
+    greedy: Any
+
+
+class _OneLoglikelihood(msgspec.Struct, array_like=True, gc=False, forbid_unknown_fields=True):
+    """``filtered_resps`` of a loglikelihood task's record: an array of exactly one ``[loglikelihood, is_greedy]``."""
+
+    pair: _LoglikelihoodPair
+
+
 _FIXED_FIELDS = ("filter", "doc_id", *IDENTITY_FIELDS, "metrics", "filtered_resps")
 
 
@@ -172,7 +216,8 @@ def _decoder_for(first: bytes) -> msgspec.json.Decoder | None:
         return None
     metrics = [(f"m{index}", _RollingPair if metric in ROLLING_METRICS else Any, msgspec.field(name=metric))
                for index, metric in enumerate(names)]
-    rolling = [("filtered_resps", _OneResponse)] if set(names) & set(ROLLING_METRICS) else []
+    rolling = ([("filtered_resps", _OneResponse)] if set(names) & set(ROLLING_METRICS) else
+               [("filtered_resps", _OneLoglikelihood)] if set(names) & set(LOGLIKELIHOOD_METRIC) else [])
     record = msgspec.defstruct("LmEvalRecord", [("filter", str), ("doc_id", int),
                                                 *((field, str) for field in IDENTITY_FIELDS),
                                                 ("metrics", list[str]), *metrics, *rolling], gc=False)
@@ -203,7 +248,8 @@ def _typed_fields(raw: bytes, limits: InputLimits, filter_name: str | None) -> _
     pairs = {metric: (list(map(attrgetter("loglik"), columns[f"m{index}"])),
                       list(map(attrgetter("count"), columns[f"m{index}"])))
              for index, metric in enumerate(names) if metric in ROLLING_METRICS}
-    texts = list(map(attrgetter("text"), columns.get("filtered_resps", ())))
+    rolling_task = bool(set(names) & set(ROLLING_METRICS))
+    texts = list(map(attrgetter("text" if rolling_task else "pair.text"), columns.get("filtered_resps", ())))
     return _Fields(chosen, [f"line {line}" for line in lines], columns["doc_id"],
                    {field: columns[field] for field in IDENTITY_FIELDS}, names, values, pairs, texts)
 
@@ -239,13 +285,39 @@ def _columns(where: str, fields: _Fields, count_unit: str) -> _Columns:
                for metric, values in fields.values.items()}
     rolling = list(fields.pairs)
     if not rolling:
-        return doc_ids, identity, metrics, {}, None
+        return doc_ids, identity, _loglikelihoods_named(where, fields, metrics), {}, None
     nll, counts = _perplexity(where, fields, rolling)
     if count_unit not in counts:
         raise InputError(f"{where}: read.count_unit '{count_unit}' is not logged (metrics {', '.join(rolling)}); "
                          f"use {' or '.join(sorted(counts))}")
     metrics["nll"] = nll
     return doc_ids, identity, metrics, counts, counts[count_unit].astype(np.float64)
+
+
+def _loglikelihoods_named(where: str, fields: _Fields, metrics: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The metrics with a loglikelihood task's per-document ``perplexity`` renamed ``loglikelihood``
+    (``LOGLIKELIHOOD_METRIC``), after checking that it is the log-likelihood the record's ``filtered_resps``
+    holds (``[[loglikelihood, is_greedy]]``); a ``perplexity`` that is not is refused, never read as one."""
+    logged = [name for name in LOGLIKELIHOOD_METRIC if name in metrics]
+    if not logged:
+        return metrics
+    located = fields.located
+    for name in logged:
+        renamed = LOGLIKELIHOOD_METRIC[name]
+        if renamed in metrics:
+            raise InputError(f"{where}: metrics '{name}' and '{renamed}' both logged; certa reads a loglikelihood "
+                             f"task's '{name}' as the document's log-likelihood, '{renamed}'")
+        loglik = strict_floats(fields.loglik_texts,
+                               lambda i: f"{where}, {located[i]}: field 'filtered_resps' ([loglikelihood, is_greedy] "
+                                         f"of a loglikelihood task, whose '{name}' is that log-likelihood)")
+        differs = np.flatnonzero(metrics[name] != loglik)
+        if differs.size:
+            at = int(differs[0])
+            raise InputError(f"{where}, {located[at]}: metric '{name}' is {float(metrics[name][at])!r}, not the "
+                             f"log-likelihood {float(loglik[at])!r} in 'filtered_resps'; lm-eval logs a "
+                             f"loglikelihood task's per-document '{name}' as that log-likelihood, and certa reads it "
+                             "only as one")
+    return {LOGLIKELIHOOD_METRIC.get(name, name): values for name, values in metrics.items()}
 
 
 def _doc_ids(where: str, values: list[int], located: list[str]) -> np.ndarray:
@@ -312,6 +384,39 @@ def _rolling_pair(record: dict[str, Any], metric: str, where: str) -> list[Any]:
     if len(pair) != 2 or type(pair[1]) is not int:
         raise InputError(f"{where}: metric '{metric}' must be [loglikelihood, positive count] (got {pair!r:.60})")
     return pair
+
+
+def count_column_unit(column: str, count_unit: str | None) -> str | None:
+    """The unit of column ``column`` of a perplexity task's samples table read with ``count_unit`` (None: the
+    default, bytes): ``bytes`` and ``words`` are the count columns of those names, ``weight`` holds
+    ``count_unit``'s counts; None for any other column (no count is logged under that name, and no token count
+    at all: ``NO_TOKEN_COUNT``)."""
+    if column in COUNT_UNITS:
+        return column
+    return (count_unit or COUNT_UNITS[0]) if column == "weight" else None
+
+
+class _Identity(msgspec.Struct, gc=False):
+    """The harness's three digests of one record (every other field skipped)."""
+
+    doc_hash: str
+    prompt_hash: str
+    target_hash: str
+
+
+def samples_task_hash(raw: bytes, where: str, limits: InputLimits) -> str:
+    """lm-evaluation-harness 0.4's ``task_hashes.<task>`` recomputed from a samples file: the SHA-256 (hex) of
+    the UTF-8 concatenation of every record's ``doc_hash + prompt_hash + target_hash``, every line of the file
+    (all filters) in its order (``EvaluationTracker.save_results_aggregated``,
+    ``lm_eval/loggers/evaluation_tracker.py``)."""
+    decoded = typed_json_lines(raw, limits, lambda first: msgspec.json.Decoder(_Identity))
+    if decoded is not None:
+        digests = ["".join((r.doc_hash, r.prompt_hash, r.target_hash)) for r in decoded[0]]
+    else:
+        records, lines = json_lines(where, raw, limits)
+        digests = ["".join(field_of(record, field, (str,), f"{where}, line {line}") for field in IDENTITY_FIELDS)
+                   for record, line in zip(records, lines)]
+    return sha256_hex("".join(digests).encode("utf-8"))
 
 
 def _provenance(where: str, raw: bytes, named_results: tuple[Source | None, str | None], task: str | None,

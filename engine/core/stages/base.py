@@ -51,7 +51,7 @@ from certa.engine.foundation.canonical import RecordColumns
 from certa.engine.core.tables import Table
 
 __all__ = ["Decision", "DecisionColumns", "DecisionParts", "Concatenated", "decision_parts", "StageOutput",
-           "StageContext", "StageType", "LedgerReader", "LedgerReferences", "Progress"]
+           "StageContext", "StageType", "LedgerReader", "LedgerReferences", "Progress", "DeclaredTable", "KnobProblem"]
 
 T = TypeVar("T")
 
@@ -225,6 +225,29 @@ class StageContext:
 
 
 @dataclass(frozen=True)
+class DeclaredTable:
+    """What a spec declares about a table a stage reads, known before anything is read: an input's format and
+    ``read:`` options, or the type and resolved knobs of the earlier stage that produces it
+    (``StageType.resolve_knobs``)."""
+
+    name: str
+    fmt: str | None = None
+    read: Mapping[str, Any] = field(default_factory=dict)
+    producer: str | None = None
+    """The stage type (``model.windows``) of the stage that produces the table, when a stage does."""
+    producer_knobs: Mapping[str, Any] = field(default_factory=dict)
+
+
+class KnobProblem(ValueError):
+    """A knob value the spec's declared tables rule out (``StageType.resolve_knobs``); ``knob`` is its path under
+    ``with:`` (``("unit",)``, ``("columns", "tokens")``), which the spec loader points at."""
+
+    def __init__(self, message: str, knob: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.knob = knob
+
+
+@dataclass(frozen=True)
 class StageType:
     """A registered stage type. ``input_knobs`` name the knobs whose values are input names (a string,
     or a list of strings for stages that read several tables); the spec loader checks them."""
@@ -246,6 +269,15 @@ class StageType:
     None: a generic outputs table. A name, not a function: see the module docstring."""
     changes: str = ""
     """What this version changed in the numbers against the previous one (``certa stages`` shows it)."""
+    resolve_knobs: Callable[[Mapping[str, Any], Mapping[str, DeclaredTable]], Mapping[str, Any]] | None = None
+    """Optional: the knobs (defaults filled) completed and checked against what the spec declares about the
+    tables the input knobs name (``DeclaredTable`` by table name), when the spec is loaded and before anything is
+    read: a knob whose value follows from an input (the unit of a count column) is filled, one that contradicts
+    it raises ``KnobProblem``. None: the knob schema's defaults are the knobs."""
+    gate_problem: Callable[[str, Mapping[str, Any], Mapping[str, DeclaredTable]], str | None] | None = None
+    """Optional: why a gate's metric path (``<stage id>.<output path>``, ``certa.engine.core.metric_paths``) that the
+    output schema allows cannot exist for these resolved knobs and declared tables (a ratio per byte gated under a
+    name per token), or None."""
     produces: tuple[str, ...] = ()
     """Names of tables in ``StageOutput.captured`` that later stages of a spec may read as inputs, named
     ``<stage id>.<table>`` in their input knobs (the spec loader accepts those names only after the producing

@@ -33,13 +33,27 @@ from certa.engine.core.models.manifest import MODEL_FORMAT
 from certa.engine.core.tables import Table, table_from_columns
 from certa.engine.core.stages.base import StageContext, StageOutput, StageType
 
-__all__ = ["STAGE", "STAGES", "ARMS", "MODELS_TABLE", "run_model_windows"]
+__all__ = ["STAGE", "STAGES", "ARMS", "MODELS_TABLE", "run_model_windows", "window_unit", "produced_unit"]
 
 ARMS = ("baseline", "subject")
 MODELS_TABLE = "models"
 """Name of the captured table describing the two models (one row per arm)."""
 _MODEL_COLUMNS = ("arm", "input", "manifest_sha256", "model_type", "parameters", "tokenizer_sha256", "signature",
                   "device", "libraries")
+
+
+def window_unit(knobs: Mapping[str, Any]) -> str | None:
+    """The unit the produced tables' ``tokens`` column counts, as the resolved ``knobs`` fix it: ``tokens`` or
+    ``bytes``; None for ``unit: auto``, which the models' tokenizers decide when the stage runs."""
+    unit = knobs.get("unit")
+    return unit if unit in ("tokens", "bytes") else None
+
+
+def produced_unit(outputs: Any) -> str | None:
+    """The unit a run of this stage counted its windows in (its outputs' ``unit``), None when ``outputs`` (another
+    stage's, or none) state no such unit."""
+    unit = outputs.get("unit") if isinstance(outputs, Mapping) else None
+    return unit if unit in ("tokens", "bytes") else None
 
 
 def _evaluated(ctx: StageContext) -> dict[str, Table]:

@@ -57,6 +57,7 @@ import numpy as np
 
 from certa.engine.core.evidence import EvidenceRecords, PairedEvidence, pair_records
 from certa.engine.core.evidence.formats import records_of_table
+from certa.engine.core.evidence.lm_eval import LOGLIKELIHOOD_METRIC
 from certa.engine.core.evidence.repeats import SampleUnits, sample_units
 from certa.engine.core.stages.base import Decision, StageContext, StageOutput, StageType
 from certa.engine.core.stats.paired_metric import (ClusteredTable, PairedTable, anytime_mean_difference,
@@ -113,8 +114,12 @@ def _pairing(paired: PairedEvidence) -> dict[str, Any]:
 
 def _metric_values(records: EvidenceRecords, metric: str, side: str) -> np.ndarray:
     if metric not in records.metrics:
+        renamed = LOGLIKELIHOOD_METRIC.get(metric)
+        why = (f"; lm-eval's per-document '{metric}' of a loglikelihood task is the document's log-likelihood, read "
+               f"as metric '{renamed}'" if renamed in records.metrics and records.provenance.tool ==
+               "lm-evaluation-harness" else "")
         raise InputError(f"input '{side}' has no metric '{metric}' (its metrics: "
-                         f"{', '.join(sorted(records.metrics)) or 'none'}); set the stage's metric knob")
+                         f"{', '.join(sorted(records.metrics)) or 'none'}){why}; set the stage's metric knob")
     return np.asarray(records.metrics[metric], dtype=np.float64)
 
 

@@ -1,10 +1,17 @@
 """Stage ``paired.ppl_ratio``: paired perplexity ratio of a subject model against a baseline (seed 001).
 
-Windows are paired by ``window_id``. For pair i with unmasked token count t_i (the subject's) and
-per-token mean log-loss ℓ_i in each arm, Δℓ_i = ℓ_i(subject) − ℓ_i(baseline); the estimate is the
-token-weighted mean Δ̄ = Σ t_i Δℓ_i / Σ t_i and ``ratio_vs_baseline = exp(Δ̄)`` (the ratio of the two
-arms' perplexities on the paired windows when token counts agree). The CI is a paired bootstrap of Δ̄
-(BCa by default) and ``display_ci = exp(ci)`` exactly.
+Windows are paired by ``window_id``. For pair i with count t_i (the subject's: tokens, or the bytes or words an
+evaluator's export counts, ``unit``) and mean log-loss per counted unit ℓ_i in each arm, Δℓ_i = ℓ_i(subject) −
+ℓ_i(baseline); the estimate is the count-weighted mean Δ̄ = Σ t_i Δℓ_i / Σ t_i and ``ratio_vs_baseline =
+exp(Δ̄)`` (the ratio of the two arms' perplexities per unit on the paired windows when counts agree). The CI is a
+paired bootstrap of Δ̄ (BCa by default) and ``display_ci = exp(ci)`` exactly.
+
+The unit is the estimand's: a perplexity per byte and one per token of the same text are different numbers
+(with one tokenizer, ratio per token = (ratio per byte)^(Σ bytes / Σ tokens); at 3 bytes per token a byte ratio
+of 1.05 is a token ratio of 1.05³ ≈ 1.16). 1.4.0 states it in every name: outputs under
+``<token|byte|word>_perplexity`` and ``<token|byte|word>_count_mismatches``, the knob ``unit`` (which an lm-eval
+export's count column or ``model.windows``' unit fixes before anything runs, ``resolve_unit``), and a gate naming
+another unit is refused when the spec is loaded (``unit_gate_problem``).
 
 Profile rules (each recorded as a decision): ``dev`` warns and uses the matched windows; ``ci`` and
 ``release`` abort when windows do not all match, spans overlap, token counts or preview/final counts
@@ -19,7 +26,9 @@ data hold (``DataClaims``): without a ``phase`` column there are no preview coun
 perplexity or drift block (the keys are absent, not null); without token offsets there is no overlap fraction;
 a recognised column the knobs leave unused is an ``unused_column`` decision. 1.3.0 computes on each arm's
 windows in the canonical order of their keys (``canonical_order`` of window_id and phase), so a file with its
-rows in another order gives the same certificate (1.2.0's numbers when the file is sorted by window_id).
+rows in another order gives the same certificate (1.2.0's numbers when the file is sorted by window_id). 1.4.0
+computes 1.3.0's numbers and names them by the unit of the counts (knob ``unit``): 1.3.0 and older called every
+count a token, also the bytes or words of an lm-eval export, and put the ratio under ``primary_metric``.
 """
 
 from __future__ import annotations
@@ -32,18 +41,24 @@ from typing import Any
 import numpy as np
 
 from certa.engine.foundation.errors import InputError, ProfileAbort, StageError
+from certa.engine.core.evidence.lm_eval import NO_TOKEN_COUNT, count_column_unit
+from certa.engine.core.metric_paths import format_steps, parse_metric
 from certa.engine.core.stats.bootstrap import weighted_mean as bootstrap, weighted_mean_v1_0_0 as bootstrap_v1_0_0
 from certa.engine.core.stats.pairing import canonical_order, duplicated_ids, overlap_fraction, pair_windows
 from certa.engine.core.tables import Table
-from certa.engine.core.stages.base import Decision, StageContext, StageOutput, StageType
+from certa.engine.core.stages.base import DeclaredTable, Decision, KnobProblem, StageContext, StageOutput, StageType
+from certa.engine.core.stages.model_windows import produced_unit, window_unit
 from certa.engine.core.stages.unused_columns import unused_column_decisions
 
-__all__ = ["KERNELS", "PROFILE_FLOORS", "STAGE", "STAGES", "DataClaims", "PairedRatioKernels"]
+__all__ = ["KERNELS", "PROFILE_FLOORS", "STAGE", "STAGES", "UNITS", "DataClaims", "PairedRatioKernels",
+           "resolve_unit", "unit_gate_problem", "estimate_key"]
 
 PROFILE_FLOORS: dict[str, tuple[int, int] | None] = {"dev": None, "ci": (200, 1200), "release": (400, 3200)}
 """(minimum paired windows, minimum bootstrap replicates) per profile."""
 
 PHASES = ("preview", "final")
+UNITS = {"tokens": "token", "bytes": "byte", "words": "word"}
+"""The units a window can be counted in (knob ``unit``), each with the word that names its outputs."""
 NOT_CHECKED = "not checked (no start/end offsets)"
 
 
@@ -219,6 +234,9 @@ class PairedRatioKernels:
     changes: str
     arm_order: Callable[[_Arm], _Arm] = _as_read
     """The order each arm's windows are computed in: the file's (1.0.0–1.2.0) or their keys' (1.3.0)."""
+    named_by_unit: bool = False
+    """Whether the knob ``unit`` names the outputs (1.4.0: ``byte_perplexity``...), or every count is a token and
+    the ratio is ``primary_metric`` (1.0.0–1.3.0)."""
 
 
 KERNELS: tuple[PairedRatioKernels, ...] = (
@@ -245,18 +263,25 @@ KERNELS: tuple[PairedRatioKernels, ...] = (
         changes="issue 30: each arm's windows are taken in the canonical order of their keys (window_id, phase) "
                 "before pairing, so the bootstrap draws and the sums no longer depend on the file's row order; "
                 "CI bounds and z0 move by Monte Carlo error for files not already sorted by window_id"),
+    PairedRatioKernels(
+        version="1.4.0", bootstrap_ci=bootstrap.weighted_mean_bootstrap_ci,
+        resampling=bootstrap.RESAMPLING, claims=TRUE_CLAIMS, arm_order=_in_window_order, named_by_unit=True,
+        changes="issue 30: 1.3.0's numbers, named by the unit the windows are counted in (knob unit: tokens, "
+                "bytes or words, fixed by an lm-eval export's count column or model.windows' unit): the ratio "
+                "under <unit>_perplexity (was primary_metric), <unit>_count_mismatches, the <unit>_counts_match "
+                "rule; a gate naming another unit is refused when the spec is loaded"),
 )
 """Every version, oldest first; the last is what an unpinned spec runs."""
 
 
-def _load_arm(table: Table, columns: Mapping[str, str]) -> _Arm:
-    """Validate and type one arm's window table (the stage's ``_iv`` step)."""
+def _load_arm(table: Table, columns: Mapping[str, str], word: str = "token") -> _Arm:
+    """Validate and type one arm's window table (the stage's ``_iv`` step); ``word`` names the counted unit."""
     ids = table.text(columns["window_id"])
     tokens = table.numeric(columns["tokens"])
     if np.any(tokens <= 0) or np.any(tokens != np.round(tokens)):
         row = int(np.flatnonzero((tokens <= 0) | (tokens != np.round(tokens)))[0])
-        raise InputError(f"input '{table.name}', column '{columns['tokens']}', row {row + 1}: token counts must be "
-                         f"positive integers (got {float(tokens[row]):g}); windows with no unmasked tokens must be "
+        raise InputError(f"input '{table.name}', column '{columns['tokens']}', row {row + 1}: {word} counts must be "
+                         f"positive integers (got {float(tokens[row]):g}); windows with no unmasked {word}s must be "
                          "dropped")
     if table.has(columns["mean_nll"]):
         mean_nll, nll_from = table.numeric(columns["mean_nll"]), columns["mean_nll"]
@@ -309,8 +334,12 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
     knobs = ctx.knobs
     columns = knobs["columns"]
     claims = kernels.claims
+    unit = knobs["unit"] if kernels.named_by_unit else "tokens"
+    word = UNITS[unit]
+    if kernels.named_by_unit:
+        _check_produced_units(ctx, unit)
     tables = {arm: ctx.table(arm) for arm in ("baseline", "subject")}
-    loaded = {arm: (table, kernels.arm_order(_load_arm(table, columns))) for arm, table in tables.items()}
+    loaded = {arm: (table, kernels.arm_order(_load_arm(table, columns, word))) for arm, table in tables.items()}
     baseline_all, subject_all = loaded["baseline"][1], loaded["subject"][1]
     baseline, subject = baseline_all.select("final"), subject_all.select("final")
     pairing = pair_windows(baseline.ids, subject.ids)
@@ -321,6 +350,7 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
     tokens = subject.tokens[si]
     deltas = subject.mean_nll[si] - baseline.mean_nll[bi]
     token_mismatches = int(np.count_nonzero(baseline.tokens[bi] != tokens))
+    mismatches = f"{word}_count_mismatches"
     overlap, overlap_stats = claims.overlap(baseline, subject)
     input_outputs, input_decisions = claims.inputs(loaded, columns)
 
@@ -328,7 +358,7 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
         "paired_windows": pairing.n_pairs, "window_match_fraction": pairing.match_fraction,
         "unmatched_baseline": len(pairing.unmatched_baseline), "unmatched_subject": len(pairing.unmatched_subject),
         "unmatched_examples": list(pairing.unmatched_baseline[:5] + pairing.unmatched_subject[:5]),
-        "token_count_mismatches": token_mismatches, "weights": "subject tokens"})]
+        mismatches: token_mismatches, "weights": f"subject {unit}"})]
 
     floors = PROFILE_FLOORS[ctx.profile]
     strict = floors is not None
@@ -338,7 +368,7 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
     previews = min((c["preview"] for c in counts.values() if "preview" in c), default=None)
     rules = [
         _rule("window_match_fraction", pairing.match_fraction == 1.0, pairing.match_fraction, 1.0, ctx.profile, strict),
-        _rule("token_counts_match", token_mismatches == 0, token_mismatches, 0, ctx.profile, strict),
+        _rule(f"{word}_counts_match", token_mismatches == 0, token_mismatches, 0, ctx.profile, strict),
         _overlap_rule(overlap, claims, ctx.profile, strict),
         _rule("min_paired_windows", min_windows is None or pairing.n_pairs >= min_windows, pairing.n_pairs,
               min_windows, ctx.profile, strict),
@@ -380,9 +410,10 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
         decisions.append(Decision("drift_check", drift))
 
     outputs = {
-        "primary_metric": {
+        estimate_key(kernels, unit): {
+            **({"unit": unit} if kernels.named_by_unit else {}),
             "kind": "ppl",
-            "analysis_basis": "mean_logloss",
+            "analysis_basis": f"mean_logloss_per_{word}" if kernels.named_by_unit else "mean_logloss",
             "direction": "lower_is_better",
             "paired": True,
             "preview": preview_ppl,
@@ -402,7 +433,7 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
                 "window_match_fraction": pairing.match_fraction,
                 **overlap_stats,
                 "paired_windows": pairing.n_pairs,
-                "token_count_mismatches": token_mismatches,
+                mismatches: token_mismatches,
                 "paired_delta_summary": {
                     "mean": ci.estimate,
                     "mean_unweighted": float(np.mean(deltas)),
@@ -441,19 +472,129 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
     return StageOutput(outputs=claims.finish(outputs), decisions=tuple(decisions))
 
 
+# --------------------------------------------------------------------------- the unit (1.4.0)
+
+
+def estimate_key(kernels: PairedRatioKernels, unit: str) -> str:
+    """The output that holds the ratio: ``<token|byte|word>_perplexity`` (1.4.0), ``primary_metric`` before."""
+    return f"{UNITS[unit]}_perplexity" if kernels.named_by_unit else "primary_metric"
+
+
+ESTIMATE_KEYS = ("primary_metric", *(f"{word}_perplexity" for word in UNITS.values()))
+"""Every name the ratio has had: ``primary_metric`` (1.0.0–1.3.0) and one per unit (1.4.0)."""
+
+_UNIT_NAMED = {f"{word}_{suffix}": unit for unit, word in UNITS.items() for suffix in ("perplexity",
+                                                                                       "count_mismatches")}
+"""The 1.4.0 outputs whose name says a unit -> that unit."""
+
+
+def _declared_unit(table: DeclaredTable, column: str) -> tuple[str | None, str]:
+    """(the unit the spec says the table's count column ``column`` holds, or None where only the knob can say;
+    where it comes from, in words). An lm-eval export without such a column is a ``KnobProblem``."""
+    if table.fmt == "lm-eval-samples":
+        unit = count_column_unit(column, table.read.get("count_unit"))
+        if unit is None:
+            raise KnobProblem(f"input '{table.name}' is an lm-eval-samples export: its windows' counts are the columns "
+                              f"bytes and words (weight: count_unit's), not '{column}' (columns.tokens); set "
+                              f"columns.tokens: bytes (or words): {NO_TOKEN_COUNT}",
+                              ("columns", "tokens"))
+        return unit, f"input '{table.name}', an lm-eval-samples export read for its count column '{column}',"
+    if table.producer == "model.windows":
+        return (window_unit(table.producer_knobs),
+                f"table '{table.name}', made by model.windows with unit: {table.producer_knobs.get('unit')},")
+    return None, "the knob unit (tokens unless it says otherwise, for tables whose counts the spec does not describe),"
+
+
+def _arm_units(knobs: Mapping[str, Any], declared: Mapping[str, DeclaredTable]) -> dict[str, tuple[str | None, str]]:
+    return {arm: _declared_unit(declared[knobs[arm]], knobs["columns"]["tokens"]) for arm in ("baseline", "subject")}
+
+
+def resolve_unit(knobs: Mapping[str, Any], declared: Mapping[str, DeclaredTable]) -> dict[str, Any]:
+    """1.4.0's knobs with ``unit`` resolved before anything is read: the unit the arms' declared tables count in
+    (an lm-eval export's count column; model.windows' unit: tokens or bytes), which a given ``unit`` must equal;
+    else the given ``unit``, or ``tokens`` (a table of counts the spec does not describe). Refused
+    (``KnobProblem``): arms counted in two units, a ``unit`` that contradicts an arm, and model.windows with
+    ``unit: auto`` (it picks tokens or bytes when it runs) without a ``unit`` here."""
+    arms = _arm_units(knobs, declared)
+    known = {arm: found for arm, found in arms.items() if found[0] is not None}
+    units = {unit for unit, _ in known.values()}
+    if len(units) > 1:
+        raise KnobProblem("the two arms are counted in different units: "
+                          + "; ".join(f"{why} counts {unit}" for unit, why in known.values())
+                          + "; a ratio of perplexities compares one unit: read both arms with the same counts",
+                          ("columns", "tokens"))
+    given = knobs.get("unit")
+    if units:
+        (unit,) = units
+        if given is not None and given != unit:
+            why = next(why for found, why in known.values() if found == unit)
+            raise KnobProblem(f"unit: {given}, but {why} counts {unit}: leave unit out or set unit: {unit}",
+                              ("unit",))
+        return {**knobs, "unit": unit}
+    picked_later = [declared[knobs[arm]].name for arm in arms if declared[knobs[arm]].producer == "model.windows"]
+    if given is None and picked_later:
+        raise KnobProblem(f"table '{picked_later[0]}' is made by model.windows with unit: auto, which counts tokens "
+                          "or bytes as the models' tokenizers decide at run time, and a gate names one unit: set "
+                          "unit: tokens or unit: bytes on that stage, or unit on this one (checked when it runs)",
+                          ("unit",))
+    return {**knobs, "unit": given or "tokens"}
+
+
+def unit_gate_problem(metric: str, knobs: Mapping[str, Any], declared: Mapping[str, DeclaredTable]) -> str | None:
+    """Why gate path ``metric`` names a unit the windows are not counted in (``token_perplexity`` on bytes), or
+    1.3.0's ``primary_metric``: the message says the unit, where it comes from and the name to write; None when
+    the path names no other unit."""
+    stage_id, steps = parse_metric(metric)
+    unit = knobs["unit"]
+    why = next((why for found, why in _arm_units(knobs, declared).values() if found == unit),
+               f"the knob unit: {unit},")
+    for position, (kind, key) in enumerate(steps):
+        if kind != "key":
+            continue
+        if position == 0 and key == "primary_metric":
+            fixed = format_steps([("key", f"{UNITS[unit]}_perplexity"), *steps[1:]], stage_id)
+            return (f"'primary_metric' is what paired.ppl_ratio 1.3.0 and older called the ratio; 1.4.0 names it by "
+                    f"the unit the windows are counted in, here {unit} ({why.rstrip(',')}): write '{fixed}', or keep 1.3.0's "
+                    "names with use: paired.ppl_ratio@1.3.0")
+        named = _UNIT_NAMED.get(key)
+        if named is not None and named != unit:
+            fixed = format_steps([*steps[:position], ("key", key.replace(UNITS[named], UNITS[unit], 1)),
+                                  *steps[position + 1:]], stage_id)
+            return (f"no output '{key}': the windows are counted in {unit} ({why.rstrip(',')}), not in {named}, so the "
+                    f"outputs are named per {UNITS[unit]}: '{fixed}'. A ratio per {UNITS[unit]} is not a ratio per "
+                    f"{UNITS[named]}: the same gate threshold means another limit (docs/paired_bootstrap.md, "
+                    "\"Units\")")
+    return None
+
+
+def _check_produced_units(ctx: StageContext, unit: str) -> None:
+    """Refuse a table made by an earlier model.windows stage (``unit: auto``) whose run counted another unit than
+    ``unit``, before anything is computed."""
+    for arm in ("baseline", "subject"):
+        producer = ctx.knobs[arm].partition(".")[0] if "." in ctx.knobs[arm] else None
+        picked = produced_unit(ctx.upstream.get(producer)) if producer else None
+        if picked is not None and picked != unit:
+            raise InputError(f"stage '{producer}' (model.windows) counted its windows in {picked} (the models' "
+                             f"tokenizers decided), but this stage certifies a ratio per {UNITS[unit]} (unit: {unit}); "
+                             f"set unit: {picked} and name the gates' outputs per {UNITS[picked]}, or fix the unit "
+                             "on that stage")
+
+
 def audit_paired_ratio(outputs: Mapping[str, Any]) -> list[str]:
-    """Identities ``certa verify`` re-checks: display_ci == exp(ci) and ratio == exp(log_ratio), exactly."""
+    """Identities ``certa verify`` re-checks: display_ci == exp(ci) and ratio == exp(log_ratio), exactly (on the
+    ratio's output, ``primary_metric`` or ``<unit>_perplexity``)."""
     problems = []
-    pm = outputs.get("primary_metric", {})
+    key = next((k for k in ESTIMATE_KEYS if k in outputs), "primary_metric")
+    pm = outputs.get(key, {})
     try:
         if pm["display_ci"] != [math.exp(pm["ci"][0]), math.exp(pm["ci"][1])]:
-            problems.append("primary_metric.display_ci != exp(primary_metric.ci)")
+            problems.append(f"{key}.display_ci != exp({key}.ci)")
         if pm["ratio_vs_baseline"] != math.exp(pm["log_ratio"]):
-            problems.append("primary_metric.ratio_vs_baseline != exp(primary_metric.log_ratio)")
+            problems.append(f"{key}.ratio_vs_baseline != exp({key}.log_ratio)")
         if not pm["ci"][0] <= pm["ci"][1]:
-            problems.append("primary_metric.ci is not ordered (low > high)")
+            problems.append(f"{key}.ci is not ordered (low > high)")
     except (KeyError, TypeError, IndexError, OverflowError):
-        problems.append("primary_metric is missing ci, display_ci, log_ratio or ratio_vs_baseline")
+        problems.append(f"{key} is missing ci, display_ci, log_ratio or ratio_vs_baseline")
     return problems
 
 
@@ -464,10 +605,16 @@ def ratio_stage(kernels: PairedRatioKernels) -> StageType:
         version=kernels.version,
         input_knobs=("baseline", "subject"),
         run=lambda ctx: run_paired_ratio(ctx, kernels),
-        summary="Paired perplexity ratio vs a baseline, token-weighted, with a paired BCa bootstrap CI (seed 001).",
+        summary=("Paired perplexity ratio vs a baseline per token, byte or word (knob unit, which names the "
+                 "outputs), weighted by those counts, with a paired BCa bootstrap CI (seed 001)."
+                 if kernels.named_by_unit else
+                 "Paired perplexity ratio vs a baseline, weighted by the windows' counts (called tokens, whatever "
+                 "the mapped column counts), with a paired BCa bootstrap CI (seed 001)."),
         audit_checks=audit_paired_ratio,
         presentation="certa.engine.services.presentation.stages.paired_ratio",
         changes=kernels.changes,
+        resolve_knobs=resolve_unit if kernels.named_by_unit else None,
+        gate_problem=unit_gate_problem if kernels.named_by_unit else None,
     )
 
 

@@ -18,7 +18,10 @@ from certa.engine.core.evidence.sources import typed_json_lines
 from certa.engine.core.input_limits import InputLimits
 from certa.engine.foundation.errors import InputError
 
-FIXTURES = Path(__file__).resolve().parents[2] / "data" / "evaluators" / "lm_eval"
+EVALUATORS = Path(__file__).resolve().parents[2] / "data" / "evaluators"
+FIXTURES = sorted(EVALUATORS.glob("lm_eval*/*/samples_*.jsonl"))
+"""Every real samples file: perplexity and multiple-choice tasks (lm_eval), loglikelihood and generation with two
+filters (lm_eval_more)."""
 HEX = "0123456789abcdef"
 
 
@@ -71,11 +74,13 @@ def assert_same_outcome(fast: object, reference: object) -> None:
         same_records(fast, reference)
 
 
-@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*/samples_*.jsonl")), ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}/{p.name}")
 def test_the_fast_path_reads_the_fixtures_as_the_reference_does(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fast, reference, taken = both_paths(path.read_bytes(), monkeypatch)
-    assert taken and not isinstance(fast, str)
-    same_records(fast, reference)
+    filters = {json.loads(line)["filter"] for line in path.read_text(encoding="utf-8").splitlines()}
+    for filter_name in sorted(filters) if len(filters) > 1 else [None]:
+        fast, reference, taken = both_paths(path.read_bytes(), monkeypatch, filter_name=filter_name)
+        assert taken and not isinstance(fast, str)
+        same_records(fast, reference)
 
 
 # Generated exports: records of a multiple-choice or a perplexity task, each field either as lm-eval writes it
@@ -108,21 +113,29 @@ loglik = st.one_of(finite.map(repr), st.sampled_from(["nan", "1e999", "-1_0", "1
 
 
 @st.composite
-def lm_eval_record(draw: st.DrawFn, rolling: bool) -> str:
-    """One line: members of a record, as the harness writes them or (one record in two) some hostile, some
-    twice, in a drawn order."""
+def lm_eval_record(draw: st.DrawFn, kind: str) -> str:
+    """One line of a task of ``kind`` (``rolling``, ``loglikelihood`` or ``choice``): members of a record, as the
+    harness writes them or (one record in two) some hostile, some twice, in a drawn order."""
     if draw(st.booleans()):
-        return good_record(draw, rolling)
+        return good_record(draw, kind)
     members: list[tuple[str, str]] = [("doc_id", member_text(draw(doc_id))),
                                       ("filter", member_text(draw(st.sampled_from(["none", "none", "none", "strict"]))))]
     members += [(field, member_text(draw(digest))) for field in ("doc_hash", "prompt_hash", "target_hash")]
-    if rolling:
+    if kind == "rolling":
         names = ["word_perplexity", "byte_perplexity", "bits_per_byte"]
         text = draw(loglik)
         value = text if draw(st.integers(0, 5)) else draw(number_text)
         members.append(("filtered_resps", member_text(draw(st.sampled_from([[text], [text], [text, text], text])))))
         words, size = draw(st.integers(-1, 40)), draw(st.sampled_from([10, 10, 11, 0, 2**64]))
         members += [(metric, f"[{value}, {count}]") for metric, count in zip(names, (words, size, size))]
+    elif kind == "loglikelihood":
+        names = ["perplexity", "acc"]
+        text = draw(loglik)
+        value = text if draw(st.integers(0, 5)) else draw(number_text)
+        members.append(("filtered_resps", member_text(draw(st.sampled_from(
+            [[[text, "False"]], [[text, "True"]], [[text, "False"]], [[text]], [[text, "False", "x"]], [text],
+             [[text, "False"], [text, "False"]]])))))
+        members += [("perplexity", value), ("acc", draw(metric_value))]
     else:
         names = ["acc", "acc_norm"]
         members += [(metric, draw(metric_value)) for metric in names]
@@ -137,16 +150,20 @@ def lm_eval_record(draw: st.DrawFn, rolling: bool) -> str:
     return "{" + ", ".join(f"{json.dumps(key)}: {text}" for key, text in order) + "}"
 
 
-def good_record(draw: st.DrawFn, rolling: bool) -> str:
+def good_record(draw: st.DrawFn, kind: str) -> str:
     """A record as the harness writes it, with drawn values (any finite float, integers, booleans)."""
     record: dict[str, object] = {"doc_id": draw(st.integers(0, 2**63 - 1)), "doc": draw(ignored),
                                  "filter": "none", **{field: draw(st.text(HEX, min_size=64, max_size=64))
                                                       for field in ("doc_hash", "prompt_hash", "target_hash")}}
-    if rolling:
+    if kind == "rolling":
         value = draw(finite)
         record |= {"filtered_resps": [repr(value)], "metrics": ["word_perplexity", "byte_perplexity", "bits_per_byte"],
                    "word_perplexity": [value, draw(st.integers(1, 99))], "byte_perplexity": [value, 10],
                    "bits_per_byte": [value, 10]}
+    elif kind == "loglikelihood":
+        value = draw(finite)
+        record |= {"filtered_resps": [[repr(value), draw(st.sampled_from(["True", "False"]))]],
+                   "metrics": ["perplexity", "acc"], "perplexity": value, "acc": draw(st.integers(0, 1))}
     else:
         record |= {"metrics": ["acc", "acc_norm"], "acc": draw(st.one_of(finite, st.booleans(), st.integers())),
                    "acc_norm": draw(st.one_of(finite, st.sampled_from([0.0, 1.0])))}
@@ -157,8 +174,8 @@ def good_record(draw: st.DrawFn, rolling: bool) -> str:
 
 @st.composite
 def lm_eval_export(draw: st.DrawFn) -> bytes:
-    rolling = draw(st.booleans())
-    lines = draw(st.lists(st.one_of(lm_eval_record(rolling), lm_eval_record(rolling), lm_eval_record(rolling),
+    kind = draw(st.sampled_from(["rolling", "loglikelihood", "choice"]))
+    lines = draw(st.lists(st.one_of(lm_eval_record(kind), lm_eval_record(kind), lm_eval_record(kind),
                                     st.sampled_from(["", "  ", "\r", "\x0c", "\u00a0", "\x1c"])),
                           min_size=1, max_size=6))
     return "\n".join(lines).encode("utf-8", "surrogateescape")

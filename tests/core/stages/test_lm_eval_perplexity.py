@@ -1,6 +1,7 @@
 """lm-evaluation-harness perplexity samples through ``paired.ppl_ratio``: the samples table's ``doc_id``, ``nll``,
 ``bytes`` and ``words`` columns are the stage's window id, summed NLL and token counts, so the certificate holds
-the byte-level (or word-level) perplexity ratio of the two models. Every expected number is computed here from
+the byte-level (or word-level) perplexity ratio of the two models, named so (``byte_perplexity``,
+``word_perplexity``). Every expected number is computed here from
 the raw JSON Lines, and checked against the harness's own aggregate in its results file."""
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def test_ppl_ratio_certifies_the_harness_perplexity_ratio(tmp_path: Path, unit: 
         result = run(perplexity_spec(tmp_path, unit, with_results=True), ledger=ledger)
         outcome = replay(ledger, result.run_id)
         assert outcome.reproduced, outcome.changes
-    primary = result.certificate["content"]["stages"]["ratio"]["primary_metric"]
+    primary = result.certificate["content"]["stages"]["ratio"][f"{unit[:-1]}_perplexity"]  # byte_, word_perplexity
+    assert primary["unit"] == unit
     documents = {arm: raw_documents(arm, unit) for arm in ARMS}
     assert documents["baseline"].keys() == documents["subject"].keys()
     assert all(documents["baseline"][d][1] == documents["subject"][d][1] for d in documents["baseline"])
@@ -92,5 +94,5 @@ def test_the_byte_ratio_does_not_need_the_results_file(tmp_path: Path) -> None:
         folder = tmp_path / str(with_results)
         folder.mkdir()
         result = run(perplexity_spec(folder, "bytes", with_results=with_results))
-        primary.append(result.certificate["content"]["stages"]["ratio"]["primary_metric"])
+        primary.append(result.certificate["content"]["stages"]["ratio"]["byte_perplexity"])
     assert primary[0] == primary[1]

@@ -26,8 +26,10 @@ def _spec(folder: Path, models: dict[str, Path], subject: str = "subject", *, kn
         if not (folder / name).exists():
             shutil.copytree(models[name], folder / name)
     (folder / "text.jsonl").write_text("".join(json.dumps({"body": d}) + "\n" for d in DOCUMENTS), encoding="utf-8")
+    # model.windows' unit is auto (tokens for one tokenizer, decided when it runs): the ratio says it certifies
+    # a ratio per token, which it checks when it runs
     stage = ("\n          - {id: ratio, use: paired.ppl_ratio, with: {baseline: w.baseline, subject: w.subject, "
-             "replicates: 200}}") if ratio else ""
+             "unit: tokens, replicates: 200}}") if ratio else ""
     return write_spec(folder, f"""\
         certa: 1
         name: model-windows
@@ -63,7 +65,7 @@ def test_one_spec_from_two_model_folders_and_a_text_to_a_perplexity_ratio(tiny_m
         # the ratio stage read the produced tables: its ratio is exp of the token-weighted mean NLL difference
         assert ratio["dataset"]["windows"]["stats"]["window_match_fraction"] == 1.0
         delta = w["nll_per_unit"]["subject"] - w["nll_per_unit"]["baseline"]
-        assert ratio["primary_metric"]["ratio_vs_baseline"] == pytest.approx(math.exp(delta), rel=1e-9)
+        assert ratio["token_perplexity"]["ratio_vs_baseline"] == pytest.approx(math.exp(delta), rel=1e-9)
         assert {c["name"] for c in result.certificate["content"]["captured"]} == {"baseline", "subject", "models"}
         assert replay(ledger, result.run_id).outcome == "REPRODUCED"
 
@@ -106,7 +108,7 @@ def test_seq_len_beyond_the_models_positions_is_refused(tiny_models, tmp_path):
 
 def _loader_spec(tmp_path: Path, ratio_first: bool, extra_input: str = "") -> Path:
     ratio = "  - {id: ratio, use: paired.ppl_ratio, with: {baseline: w.baseline, subject: w.subject}}\n"
-    windows = "  - {id: w, use: model.windows, with: {baseline: base, subject: base, text: text}}\n"
+    windows = "  - {id: w, use: model.windows, with: {baseline: base, subject: base, text: text, unit: tokens}}\n"
     (tmp_path / "m").mkdir(exist_ok=True)
     text = ("certa: 1\nname: order\nseed: 1\ninputs:\n  base: {model: m}\n  text: {path: t.jsonl}\n" + extra_input +
             "stages:\n" + (ratio + windows if ratio_first else windows + ratio))

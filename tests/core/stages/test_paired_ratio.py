@@ -45,7 +45,7 @@ def test_seed_two_window_counter_example_gives_1_021722() -> None:
     """Seed 001: weights [512, 256], preview PPL [40, 220], final [38, 260] -> exp(weighted mean Δlog) = 1.021722."""
     base = {"window_id": ["a", "b"], "tokens": [512, 256], "mean_nll": [math.log(40.0), math.log(220.0)]}
     subj = {"window_id": ["a", "b"], "tokens": [512, 256], "mean_nll": [math.log(38.0), math.log(260.0)]}
-    pm = _ratio(run(_spec(replicates=200), inputs={"baseline": base, "subject": subj}))["primary_metric"]
+    pm = _ratio(run(_spec(replicates=200), inputs={"baseline": base, "subject": subj}))["token_perplexity"]
     assert round(pm["ratio_vs_baseline"], 6) == 1.021722
     naive = (512 * 38 + 256 * 260) / (512 * 40 + 256 * 220)
     assert round(naive, 2) == 1.12 and abs(pm["ratio_vs_baseline"] - naive) > 0.09
@@ -54,20 +54,20 @@ def test_seed_two_window_counter_example_gives_1_021722() -> None:
 def test_display_ci_is_exactly_exp_of_ci_and_brackets_the_ratio() -> None:
     base, subj = window_columns(120, seed=5, shift=0.02)
     outputs = _ratio(run(_spec(), inputs={"baseline": base, "subject": subj}))
-    pm = outputs["primary_metric"]
+    pm = outputs["token_perplexity"]
     assert pm["display_ci"] == [math.exp(pm["ci"][0]), math.exp(pm["ci"][1])]
     assert pm["display_ci"][0] < pm["ratio_vs_baseline"] < pm["display_ci"][1]
     assert audit_paired_ratio(outputs) == []
-    outputs["primary_metric"]["display_ci"] = [pm["display_ci"][0], pm["display_ci"][1] * (1 + 1e-12)]
-    assert audit_paired_ratio(outputs) == ["primary_metric.display_ci != exp(primary_metric.ci)"]
+    outputs["token_perplexity"]["display_ci"] = [pm["display_ci"][0], pm["display_ci"][1] * (1 + 1e-12)]
+    assert audit_paired_ratio(outputs) == ["token_perplexity.display_ci != exp(token_perplexity.ci)"]
 
 
 def test_nll_sum_column_gives_the_same_certificate_numbers_as_mean_nll() -> None:
     base, subj = window_columns(50, seed=9)
     as_sum = {k: v for k, v in subj.items() if k != "mean_nll"}
     as_sum["nll_sum"] = np.asarray(subj["mean_nll"]) * np.asarray(subj["tokens"])
-    a = _ratio(run(_spec(), inputs={"baseline": base, "subject": subj}))["primary_metric"]
-    b = _ratio(run(_spec(), inputs={"baseline": base, "subject": as_sum}))["primary_metric"]
+    a = _ratio(run(_spec(), inputs={"baseline": base, "subject": subj}))["token_perplexity"]
+    b = _ratio(run(_spec(), inputs={"baseline": base, "subject": as_sum}))["token_perplexity"]
     assert b["log_ratio"] == pytest.approx(a["log_ratio"], rel=1e-12)
 
 
@@ -81,7 +81,7 @@ def test_column_names_can_be_remapped() -> None:
     base_renamed = {"id": base["window_id"], "n_tokens": base["tokens"], "loss": base["mean_nll"]}
     remapped = _ratio(run(text, inputs={"baseline": base_renamed, "subject": renamed}))
     plain = _ratio(run(_spec(), inputs={"baseline": base, "subject": subj}))
-    assert remapped["primary_metric"] == plain["primary_metric"]
+    assert remapped["token_perplexity"] == plain["token_perplexity"]
 
 
 def test_dev_profile_warns_and_uses_matched_windows() -> None:
@@ -156,7 +156,7 @@ def test_degenerate_deltas_collapse_ci_to_point_and_are_recorded() -> None:
     base, _ = window_columns(30, seed=1)
     subj = {**base, "mean_nll": np.asarray(base["mean_nll"]) + 0.125}
     result = run(_spec(), inputs={"baseline": base, "subject": subj})
-    pm = _ratio(result)["primary_metric"]
+    pm = _ratio(result)["token_perplexity"]
     assert pm["ci"][0] == pm["ci"][1] == pytest.approx(0.125, abs=1e-9)
     assert _ratio(result)["dataset"]["windows"]["stats"]["paired_delta_summary"]["degenerate"] is True
     assert _decisions(result, "degenerate_fallback")
@@ -184,7 +184,7 @@ def test_overlap_fraction_counts_both_windows_of_an_overlap() -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# versions: 1.2.0 (1.1.0's numbers, only what the data hold) is the newest; 1.0.0 and 1.1.0 stay for replay
+# versions: 1.4.0 (1.3.0's numbers, named by unit: tests/core/stages/test_ppl_ratio_units.py) is the newest
 
 
 def _version_spec(version: str | None, scheme: str = "uniform", replicates: int = 1000) -> str:
@@ -192,12 +192,13 @@ def _version_spec(version: str | None, scheme: str = "uniform", replicates: int 
     return _spec(replicates=replicates, extra=f", scheme: {scheme}").replace("use: paired.ppl_ratio", f"use: {use}")
 
 
-def test_stage_versions_are_1_0_0_to_1_3_0_newest_last() -> None:
+def test_stage_versions_are_1_0_0_to_1_4_0_newest_last() -> None:
     from certa.engine.core.stages.paired_ratio import KERNELS, STAGE, STAGES
 
-    assert [s.version for s in STAGES] == [k.version for k in KERNELS] == ["1.0.0", "1.1.0", "1.2.0", "1.3.0"]
+    assert [s.version for s in STAGES] == [k.version for k in KERNELS] == ["1.0.0", "1.1.0", "1.2.0", "1.3.0",
+                                                                           "1.4.0"]
     assert STAGE is STAGES[-1] and all(s.changes for s in STAGES)
-    assert KERNELS[3].bootstrap_ci is KERNELS[2].bootstrap_ci is KERNELS[1].bootstrap_ci  # one resampler since 1.1.0
+    assert KERNELS[4].bootstrap_ci is KERNELS[3].bootstrap_ci is KERNELS[2].bootstrap_ci is KERNELS[1].bootstrap_ci
 
 
 @pytest.mark.parametrize("scheme", ["uniform", "token_weighted"])
@@ -241,8 +242,9 @@ def test_1_1_0_states_its_streams_and_1_0_0_is_unchanged(scheme: str) -> None:
 
 @pytest.mark.slow
 def test_newest_ratio_ci_covers_the_true_ratio_end_to_end() -> None:
-    """400 seeded data sets through engine.run with the newest version (1.2.0, whose intervals are 1.1.0's:
-    test_1_2_0_computes_the_numbers_of_1_1_0) (n = 200 windows, B = 1000, 95% BCa, uniform): the display CI
+    """400 seeded data sets through engine.run with the newest version (1.4.0, whose intervals are 1.1.0's on
+    files sorted by window id: test_1_2_0_computes_the_numbers_of_1_1_0, test_1_3_0_sorted_reversed_and_shuffled...,
+    test_a_plain_table_is_counted_in_tokens_unless_the_knob_says_otherwise) (n = 200 windows, B = 1000, 95% BCa, uniform): the display CI
     covers the true perplexity ratio exp(0.02) at 0.95 within 3 binomial SE (±0.033). Measured 0.9375."""
     true_shift, covered, sims = 0.02, 0, 400
     for k in range(sims):
@@ -250,7 +252,7 @@ def test_newest_ratio_ci_covers_the_true_ratio_end_to_end() -> None:
         subj = {**subj, "mean_nll": np.asarray(base["mean_nll"]) + true_shift
                 + np.random.default_rng(k).normal(0.0, 0.05, 200)}
         spec = _spec(replicates=1000).replace("seed: 11", f"seed: {k}")
-        pm = _ratio(run(spec, inputs={"baseline": base, "subject": subj}))["primary_metric"]
+        pm = _ratio(run(spec, inputs={"baseline": base, "subject": subj}))["token_perplexity"]
         covered += pm["display_ci"][0] <= math.exp(true_shift) <= pm["display_ci"][1]
     assert abs(covered / sims - 0.95) <= 3 * math.sqrt(0.95 * 0.05 / sims), covered / sims
 
@@ -283,7 +285,7 @@ def _permutations(n: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 @pytest.mark.parametrize("scheme", ["uniform", "token_weighted"])
 def test_1_3_0_sorted_reversed_and_shuffled_files_give_one_certificate_of_numbers(scheme: str) -> None:
     base, subj = window_columns(150, seed=3, shift=0.02)  # ids w00000.. in sorted order
-    results = {name: _ratio(run(_version_spec(None, scheme), inputs={"baseline": _rows(base, b),
+    results = {name: _ratio(run(_version_spec("1.3.0", scheme), inputs={"baseline": _rows(base, b),
                                                                      "subject": _rows(subj, s)}))
                for name, (b, s) in _permutations(150).items()}
     assert results["reversed"] == results["sorted"] == results["shuffled"]

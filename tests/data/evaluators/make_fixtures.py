@@ -12,7 +12,9 @@ Steps, all on the CPU and without a model or dataset hub:
 2. models: a byte-level BPE (``tokenizers``) and a two-layer GPT-2 (``transformers``), seed 0, 300 Adam steps;
    the "subject" is the baseline with every 2-D weight fake-quantised to 4 bits (per-tensor absmax);
 3. lm-evaluation-harness (``hf`` model on each local folder, tasks ``certa_ppl`` and ``certa_mc``,
-   ``--log_samples``) into ``lm_eval/{baseline,subject}/``;
+   ``--log_samples``) into ``lm_eval/{baseline,subject}/``, and in a second run per model the tasks
+   ``certa_ll`` (``loglikelihood``: per-document ``perplexity`` and ``acc``) and ``certa_gen``
+   (``generate_until`` with two filters) into ``lm_eval_more/{baseline,subject}/``;
 4. Inspect AI (``mockllm/model``, task ``inspect_task.py@certa_arith`` with seeds 1 and 2) into
    ``inspect/{baseline,subject}.eval`` and ``inspect log convert --to json`` into ``.json.gz`` beside them
    (the converted JSON, gzipped byte for byte to keep the repository small).
@@ -140,15 +142,20 @@ def run(command: list[str], env: dict[str, str]) -> None:
     subprocess.run(command, cwd=HERE, env=env, check=True)
 
 
-def run_lm_eval(models: dict[str, Path], work: Path, env: dict[str, str]) -> None:
-    """lm-eval on both models; keep each model's results and samples files under ``lm_eval/<side>/``."""
-    for side, folder in models.items():
-        output = work / f"lm_eval_{side}"
+LM_EVAL_RUNS = {"lm_eval": "certa_ppl,certa_mc", "lm_eval_more": "certa_ll,certa_gen"}
+"""The fixture folder of each lm-eval run and its tasks."""
+
+
+def run_lm_eval(models: dict[str, Path], work: Path, env: dict[str, str], folder: str = "lm_eval") -> None:
+    """lm-eval on both models, the tasks of ``LM_EVAL_RUNS[folder]``; keep each model's results and samples files
+    under ``<folder>/<side>/``."""
+    for side, model in models.items():
+        output = work / f"{folder}_{side}"
         run([sys.executable, "-m", "lm_eval", "--model", "hf",
-             "--model_args", f"pretrained={folder},dtype=float32", "--tasks", "certa_ppl,certa_mc",
+             "--model_args", f"pretrained={model},dtype=float32", "--tasks", LM_EVAL_RUNS[folder],
              "--include_path", "tasks", "--device", "cpu", "--batch_size", "4", "--seed", "0",
              "--log_samples", "--output_path", str(output)], env)
-        kept = HERE / "lm_eval" / side
+        kept = HERE / folder / side
         shutil.rmtree(kept, ignore_errors=True)
         kept.mkdir(parents=True)
         for produced in sorted(output.rglob("*.json*")):
@@ -177,16 +184,24 @@ def run_inspect(work: Path, env: dict[str, str]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--js-tiktoken", type=Path, required=True,
+    parser.add_argument("--js-tiktoken", type=Path,
                         help="the unpacked npm package js-tiktoken (the folder holding dist/)")
     parser.add_argument("--work", type=Path, help="where models and raw outputs go (default: a temporary folder)")
+    parser.add_argument("--only", choices=sorted(LM_EVAL_RUNS),
+                        help="build the models and make only this lm-eval run's fixtures (no --js-tiktoken needed)")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="certa-fixtures-"))
     env = {**os.environ, **OFFLINE, "TIKTOKEN_CACHE_DIR": str(work / "tiktoken"), "PYTHONHASHSEED": "0",
            "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
-    write_task_data()
+    if args.only is None and args.js_tiktoken is None:
+        parser.error("--js-tiktoken is required to make every fixture (or give --only)")
+    if args.only is None:
+        write_task_data()
     baseline, subject = build_models(work / "models")
-    run_lm_eval({"baseline": baseline, "subject": subject}, work, env)
+    for folder in [args.only] if args.only else LM_EVAL_RUNS:
+        run_lm_eval({"baseline": baseline, "subject": subject}, work, env, folder)
+    if args.only:
+        return
     provide_o200k(args.js_tiktoken, work / "tiktoken")
     run_inspect(work, env)
     print(f"fixtures written under {HERE}; models and raw outputs in {work}")

@@ -131,7 +131,7 @@ def test_markdown_report_escapes_stage_output_strings(hostile_runs) -> None:
     with Ledger.open(db) as ledger:
         certificate = ledger.certificate(first)
     stage = next(iter(certificate["content"]["stages"]))
-    certificate["content"]["stages"][stage]["primary_metric"]["kind"] = "<img src=x>|\u202e"
+    certificate["content"]["stages"][stage]["token_perplexity"]["kind"] = "<img src=x>|\u202e"
     certificate["content"]["gates"][0]["id"] = "gate|<b>"
     report = certificate_markdown(certificate, explain=True, warnings=["column <x> \u202e unused"])
     _seen(report)

@@ -31,7 +31,7 @@ def test_failed_gates_are_marked_in_the_report(example_spec: Path) -> None:
     example_spec.write_text(example_spec.read_text().replace("max: 1.05", "max: 1.0"))
     report = certificate_markdown(run(example_spec).certificate)
     assert report.startswith("# llama-edit-vs-base: FAIL")
-    assert "| no-regression | `ratio.primary_metric.display_ci[1]` |" in report and "**FAIL**" in report
+    assert "| no-regression | `ratio.token_perplexity.display_ci[1]` |" in report and "**FAIL**" in report
 
 
 def test_format_value() -> None:

@@ -150,11 +150,13 @@ def _legend(fig: Figure, axes: Sequence[Any], columns: int = 4) -> int:
 def ratio_plot(key: str, *, ratio: float | None, display_ci: Sequence[float] | None, confidence_level: float | None,
                gate_lines: Sequence[tuple[str, float]], drift_ratio: float | None,
                drift_band: Sequence[float] | None, delta: Mapping[str, Any] | None,
-               distribution: Sequence[float] | None = None) -> str:
+               distribution: Sequence[float] | None = None, per: str | None = None) -> str:
     """paired.ppl_ratio: the bootstrap distribution of the ratio (its CDF from the recorded quantiles, when the
     stage version records them), the CI and point estimate against the gate thresholds (ratio axis), the
     preview/final ratio against its drift band (a panel only when the stage recorded a drift ratio), and the
-    paired log-loss deltas (min, mean +- sd, max)."""
+    paired log-loss deltas (min, mean +- sd, max) per counted ``per`` (``token``, ``byte``, ``word``; None: a
+    version that records no unit, whose counts are named only "count")."""
+    weighted, delta_label = _delta_labels(per)
     gate_lines = [(_shown(name), value) for name, value in gate_lines]
     with _style():
         has_cdf = len([q for q in (distribution or []) if _finite(q) is not None]) > 1
@@ -165,7 +167,7 @@ def ratio_plot(key: str, *, ratio: float | None, display_ci: Sequence[float] | N
                 figure = _RATIO_FIGURES[has_cdf] = _RatioFigure(has_cdf)
             figure.update(ratio=ratio, display_ci=display_ci, confidence_level=confidence_level, gate_lines=gate_lines,
                           drift_ratio=drift_ratio, drift_band=drift_band, delta=delta,
-                          quantiles=[q for q in (distribution or []) if _finite(q) is not None])
+                          quantiles=[q for q in (distribution or []) if _finite(q) is not None], per=per)
             return _to_svg(figure.fig, key)
         heights = [1.8 if has_cdf else 1.2, *([1] if has_drift else []), 1]
         fig, axes = _figure((4.4 if has_cdf else 3.7) - (0 if has_drift else 0.85), rows=len(heights),
@@ -209,10 +211,10 @@ def ratio_plot(key: str, *, ratio: float | None, display_ci: Sequence[float] | N
             if mean is not None and sd is not None:
                 bottom.hlines(0, mean - sd, mean + sd, color=INK, lw=6, alpha=0.35, label="mean +- sd")
             if mean is not None:
-                bottom.plot([mean], [0], "o", color=INK, ms=5, label="token-weighted mean")
+                bottom.plot([mean], [0], "o", color=INK, ms=5, label=weighted)
             bottom.axvline(0, color=MUTED, lw=0.8, ls=":")
         bottom.set_yticks([])
-        bottom.set_xlabel("paired delta of mean log-loss per window (subject - baseline)")
+        bottom.set_xlabel(delta_label)
         _legend(fig, axes)
     return _to_svg(fig, key)
 
@@ -249,7 +251,7 @@ class _RatioFigure:
         self.range_line = bottom.hlines(0, 0.0, 1.0, color=MUTED, lw=1)
         self.range_ticks = bottom.plot([0.0, 1.0], [0, 0], "|", color=MUTED, ms=10, label="min / max")[0]
         self.sd = bottom.hlines(0, 0.0, 1.0, color=INK, lw=6, alpha=0.35, label="mean +- sd")
-        self.mean = bottom.plot([0.0], [0], "o", color=INK, ms=5, label="token-weighted mean")[0]
+        self.mean = bottom.plot([0.0], [0], "o", color=INK, ms=5, label=_delta_labels(None)[0])[0]
         bottom.axvline(0, color=MUTED, lw=0.8, ls=":")
         bottom.set_yticks([])
         bottom.set_xlabel("paired delta of mean log-loss per window (subject - baseline)")
@@ -266,8 +268,11 @@ class _RatioFigure:
 
     def update(self, *, ratio: float, display_ci: Sequence[float], confidence_level: float | None,
                gate_lines: Sequence[tuple[str, float]], drift_ratio: float, drift_band: Sequence[float],
-               delta: Mapping[str, Any], quantiles: Sequence[float]) -> None:
+               delta: Mapping[str, Any], quantiles: Sequence[float], per: str | None) -> None:
         top, middle, bottom = self.axes
+        weighted, delta_label = _delta_labels(per)
+        self.mean.set_label(weighted)
+        bottom.set_xlabel(delta_label)
         level = f"{100 * confidence_level:g}% CI" if confidence_level else "CI"
         lo, hi = display_ci
         top_points = [(1.0, 0.0), (lo, 0.0), (hi, 0.0), (ratio, 0.0)]
@@ -314,6 +319,13 @@ class _RatioFigure:
 
 
 _RATIO_FIGURES: dict[bool, _RatioFigure] = {}
+
+
+def _delta_labels(per: str | None) -> tuple[str, str]:
+    """(legend of the weighted mean, x label) of the deltas panel, for windows counted in ``per``."""
+    if per is None:
+        return "count-weighted mean", "paired delta of mean log-loss per window (subject - baseline)"
+    return f"{per}-weighted mean", f"paired delta of mean log-loss per {per}, per window (subject - baseline)"
 
 
 def _move_span(span: Any, lo: float, hi: float) -> None:
