@@ -104,7 +104,8 @@ def test_count_unit_is_used_where_a_stage_reads_the_weight_column(tmp_path: Path
     by_weight = {**RATIO, "with": {**RATIO["with"], "replicates": 200,
                                    "columns": {"window_id": "doc_id", "tokens": "weight", "nll_sum": "nll"}}}
     result = run(write(tmp_path, PPL, "lm-eval-samples", {arm: {"count_unit": "words"} for arm in ARMS}, by_weight))
-    metric = result.certificate["content"]["stages"]["s"]["primary_metric"]
+    metric = result.certificate["content"]["stages"]["s"]["word_perplexity"]  # the unit count_unit gave 'weight'
+    assert result.certificate["content"]["knobs"]["stages"][0]["with"]["unit"] == "words"
     perplexity = {}
     for arm in ARMS:
         lines = [json.loads(line) for line in PPL[arm].read_text(encoding="utf-8").splitlines()]

@@ -41,12 +41,13 @@ def samples(arm: str) -> Path:
 def lm_eval_spec(folder: Path, unit: str = "bytes", *, knobs: dict[str, Any] | None = None,
                  gates: list[dict[str, Any]] | None = None, use: str = "paired.ppl_ratio",
                  read: dict[str, dict[str, Any]] | None = None) -> Path:
-    """A spec over the fixtures' perplexity samples, counts in ``unit`` (``count_unit`` and ``columns.tokens``)."""
+    """A spec over the fixtures' perplexity samples, counts in ``unit`` (``columns.tokens``; with ``unit``
+    ``weight``, the column ``read.count_unit`` fills)."""
     inputs = {}
     for arm in ARMS:
         name = f"{arm}_{samples(arm).name}"
         (folder / name).write_bytes(samples(arm).read_bytes())
-        inputs[arm] = {"path": name, "format": "lm-eval-samples", "read": (read or {}).get(arm, {"count_unit": unit})}
+        inputs[arm] = {"path": name, "format": "lm-eval-samples", "read": (read or {}).get(arm, {})}
     with_ = {"baseline": "baseline", "subject": "subject", "replicates": 1000,
              "columns": {"window_id": "doc_id", "tokens": unit, "nll_sum": "nll"}, **(knobs or {})}
     spec = {"certa": 1, "name": "units", "seed": 3, "profile": "dev", "inputs": inputs,
