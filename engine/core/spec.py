@@ -738,8 +738,8 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
         planned[stage["id"]] = (knobs, tables)
 
     if not stage_versions:  # a replay runs the spec as it was recorded (as for the gates' paths, below)
-        for problem, path in read_option_use_problems(inputs, stages):
-            raise fail(problem, ["inputs", *path])
+        for message, path in read_option_use_problems(inputs, stages):
+            raise fail(message, ["inputs", *path])
 
     gates: list[GateSpec] = []
     gate_ids: set[str] = set()

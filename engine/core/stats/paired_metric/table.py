@@ -29,8 +29,27 @@ import numpy as np
 __all__ = ["CountTable", "EffectiveTable", "PairedTable", "paired_table_from_outcomes", "paired_tables_by_slice"]
 
 
+class _Cells:
+    """The cells of a paired 2×2 table (n11, n10, n01, n00; arrays of one shape), their total and Δ̂."""
+
+    n11: np.ndarray
+    n10: np.ndarray
+    n01: np.ndarray
+    n00: np.ndarray
+
+    @property
+    def n(self) -> np.ndarray:
+        """Items per table (for an ``EffectiveTable``, the effective number of rows)."""
+        return self.n11 + self.n10 + self.n01 + self.n00
+
+    @property
+    def difference(self) -> np.ndarray:
+        """Δ̂ = (n10 − n01) / n."""
+        return (self.n10 - self.n01) / self.n
+
+
 @dataclass(frozen=True)
-class PairedTable:
+class PairedTable(_Cells):
     """Counts n11, n10, n01, n00 (module docstring), as int64 arrays of one shape (0-d for one table).
 
     Raises ``ValueError`` when a count is not a non-negative integer or a table has no item.
@@ -45,19 +64,9 @@ class PairedTable:
         for name, value in zip(("n11", "n10", "n01", "n00"), _paired_table_iv(self.n11, self.n10, self.n01, self.n00)):
             object.__setattr__(self, name, value)
 
-    @property
-    def n(self) -> np.ndarray:
-        """Items per table."""
-        return self.n11 + self.n10 + self.n01 + self.n00
-
-    @property
-    def difference(self) -> np.ndarray:
-        """Δ̂ = (n10 − n01) / n."""
-        return (self.n10 - self.n01) / self.n
-
 
 @dataclass(frozen=True)
-class EffectiveTable:
+class EffectiveTable(_Cells):
     """Cells n11, n10, n01, n00 as float64 arrays of one shape: finite, ≥ 0, and n > 0 in every table (the
     design-effect-adjusted table of ``clustered``; the module docstring).
 
@@ -73,16 +82,6 @@ class EffectiveTable:
         for name, value in zip(("n11", "n10", "n01", "n00"),
                                _effective_table_iv(self.n11, self.n10, self.n01, self.n00)):
             object.__setattr__(self, name, value)
-
-    @property
-    def n(self) -> np.ndarray:
-        """The effective number of rows per table."""
-        return self.n11 + self.n10 + self.n01 + self.n00
-
-    @property
-    def difference(self) -> np.ndarray:
-        """Δ̂ = (n10 − n01) / n."""
-        return (self.n10 - self.n01) / self.n
 
 
 CountTable = PairedTable | EffectiveTable
