@@ -34,6 +34,7 @@ count a token, also the bytes or words of an lm-eval export, and put the ratio u
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -396,14 +397,16 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
     if ci.fallback:
         decisions.append(Decision("bootstrap_fallback", {"reason": ci.fallback}))
 
-    final_ppl = math.exp(bootstrap.token_weighted_mean(subject.mean_nll[si], tokens))
-    baseline_final_ppl = math.exp(bootstrap.token_weighted_mean(baseline.mean_nll[bi], baseline.tokens[bi]))
+    final_ppl = _perplexity(bootstrap.token_weighted_mean(subject.mean_nll[si], tokens), knobs["subject"])
+    baseline_final_ppl = _perplexity(bootstrap.token_weighted_mean(baseline.mean_nll[bi], baseline.tokens[bi]),
+                                     knobs["baseline"])
     preview_ppl: Any = ABSENT
     drift: Any = ABSENT
     if subject_all.phase is not None and counts["subject"]["preview"] > 0:
         preview = subject_all.select("preview")
-        preview_ppl = math.exp(bootstrap.token_weighted_mean(preview.mean_nll, preview.tokens))
-        subject_final_ppl = math.exp(bootstrap.token_weighted_mean(subject.mean_nll, subject.tokens))
+        preview_ppl = _perplexity(bootstrap.token_weighted_mean(preview.mean_nll, preview.tokens), knobs["subject"])
+        subject_final_ppl = _perplexity(bootstrap.token_weighted_mean(subject.mean_nll, subject.tokens),
+                                        knobs["subject"])
         ratio = subject_final_ppl / preview_ppl
         lo, hi = knobs["drift_band"]
         drift = {"preview_final_ratio": ratio, "band": [lo, hi], "within_band": bool(lo <= ratio <= hi)}
@@ -420,9 +423,10 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
             "final": final_ppl,
             "baseline_final": baseline_final_ppl,
             "log_ratio": ci.estimate,
-            "ratio_vs_baseline": math.exp(ci.estimate),
+            "ratio_vs_baseline": _ratio(ci.estimate, "difference"),
             "ci": [ci.low, ci.high],
-            "display_ci": [math.exp(ci.low), math.exp(ci.high)],
+            "display_ci": [_ratio(ci.low, "interval's lower end of the difference"),
+                           _ratio(ci.high, "interval's upper end of the difference")],
             "confidence_level": ci.confidence_level,
         },
         "drift": drift,
@@ -457,7 +461,8 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
                     "fallback": ci.fallback,
                     **({"distribution": {
                         "probabilities": "0, 0.01, ..., 1 (101 points; type 7 quantiles of the replicates)",
-                        "ratio_quantiles": [math.exp(q) for q in ci.distribution],
+                        "ratio_quantiles": [_ratio(q, "bootstrap quantile of the difference")
+                                            for q in ci.distribution],
                     }} if ci.distribution is not None else {}),
                 },
                 "coverage": {
@@ -503,6 +508,31 @@ def _declared_unit(table: DeclaredTable, column: str) -> tuple[str | None, str]:
         return (window_unit(table.producer_knobs),
                 f"table '{table.name}', made by model.windows with unit: {table.producer_knobs.get('unit')},")
     return None, "the knob unit (tokens unless it says otherwise, for tables whose counts the spec does not describe),"
+
+
+_LARGEST_LOG = math.log(sys.float_info.max)
+"""709.78...: the largest mean NLL (nats) whose perplexity exp(·) is a finite double."""
+
+
+def _perplexity(mean_nll: float, name: str) -> float:
+    """exp(``mean_nll``), the perplexity of input ``name``'s windows (``_finite_exp``)."""
+    return _finite_exp(mean_nll, f"input '{name}': the weighted mean NLL of its windows")
+
+
+def _ratio(log_ratio: float, what: str) -> float:
+    """exp(``log_ratio``), a ratio of perplexities (``_finite_exp``)."""
+    return _finite_exp(log_ratio, f"the {what} of the subject's and the baseline's mean NLL")
+
+
+def _finite_exp(log_value: float, what: str) -> float:
+    """exp(``log_value``); ``InputError`` naming ``what`` and the number when its size is beyond the largest
+    double's log (exp would overflow, or round to 0): a mean NLL (or a difference of two) that large is no
+    language model's, most likely a sum given as a mean."""
+    if abs(log_value) > _LARGEST_LOG:
+        raise InputError(f"{what} is {log_value:.6g} nats, whose exp({log_value:.6g}) is beyond the largest number "
+                         f"(exp({_LARGEST_LOG:.2f})); a per-token mean NLL that large is no model's: is the column a "
+                         "sum (give it as nll_sum)?")
+    return math.exp(log_value)
 
 
 def _arm_units(knobs: Mapping[str, Any], declared: Mapping[str, DeclaredTable]) -> dict[str, tuple[str | None, str]]:

@@ -302,3 +302,20 @@ def test_1_2_0_stays_frozen_and_follows_the_files_row_order() -> None:
                                                           "subject": _rows(subj, reverse)}))["primary_metric"]
     assert forward["ci"] != backward["ci"]
     assert forward["log_ratio"] == pytest.approx(backward["log_ratio"], rel=1e-12)
+
+
+def test_a_mean_nll_beyond_the_largest_perplexity_is_one_input_error() -> None:
+    """A per-token mean NLL above log(largest double) = 709.78 (a sum given as a mean) overflowed math.exp with a
+    traceback; it is an InputError naming the input and the number. So is a difference whose interval reaches
+    that far (one absurd window of two), which overflowed the displayed interval."""
+    from certa.engine import InputError
+
+    base = {"window_id": ["a", "b"], "tokens": [512, 256], "mean_nll": [3.0, 3.5]}
+    summed = {"window_id": ["a", "b"], "tokens": [512, 256], "mean_nll": [3.2 * 512, 3.4 * 256]}
+    with pytest.raises(InputError, match=r"input .subject.: the weighted mean NLL of its windows is 1382.4 nats.*"
+                                         r"is the column a sum \(give it as nll_sum\)\?"):
+        run(_spec(replicates=200), inputs={"baseline": base, "subject": summed})
+    one_large = {"window_id": ["a", "b"], "tokens": [512, 256], "mean_nll": [3.0, 800.0]}
+    with pytest.raises(InputError, match=r"the interval's upper end of the difference of the subject's and the "
+                                         r"baseline's mean NLL is 79\d\.\d+ nats"):
+        run(_spec(replicates=200), inputs={"baseline": base, "subject": one_large})
