@@ -45,7 +45,8 @@ _WORD_VALUES = {"yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}
 _NUMBER_TEXT = re.compile(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*")
 _ZSTD = 93
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # ZIP local file header (APPNOTE 4.3.7)
-_SAMPLE_MEMBER = re.compile(r"samples/[^/]+\.json")
+_SAMPLE_MEMBER = re.compile(r"samples/.+\.json", re.S)
+"""A sample's member, ``samples/<id>_epoch_<n>.json``: an id with ``/`` in it makes a deeper path, read too."""
 
 
 def score_value(value: Any, where: str) -> float:
@@ -167,11 +168,14 @@ def _sample_row(sample: Any, where: str, slice_metadata: str | None) -> _SampleR
     if type(sample) is not dict:
         raise InputError(f"{where}: a sample must be a JSON object")
     epoch = field_of(sample, "epoch", (int,), where)
-    if epoch < 1:
-        raise InputError(f"{where}: field 'epoch' must be ≥ 1 (got {epoch})")
+    if not 1 <= epoch < 2 ** 63:
+        raise InputError(f"{where}: field 'epoch' must be an integer from 1 to 2^63 − 1 (got {epoch})")
+    sample_id = field_of(sample, "id", (int, str), where)
+    if isinstance(sample_id, str) and not _is_utf8_text(sample_id):
+        raise InputError(f"{where}: field 'id' {sample_id!r:.60} holds a lone surrogate, which no UTF-8 text can hold")
     digests = [value_digest(field_of(sample, field, (str, list), where), f"{where}: field '{field}'")
                for field in ("input", "target")]
-    return _SampleRow(field_of(sample, "id", (int, str), where), epoch, _sample_scores(sample, where),
+    return _SampleRow(sample_id, epoch, _sample_scores(sample, where),
                       digests[0], digests[1],
                       None if slice_metadata is None else _slice(sample, slice_metadata, where))
 
@@ -181,6 +185,11 @@ def _records(where: str, raw: bytes, log: dict[str, Any], rows: list[_SampleRow]
     """The records of the samples' rows, with provenance from the log's ``eval`` and ``plan``."""
     if not rows:
         raise InputError(f"{where}: the log holds no samples; run the evaluation without --no-log-samples")
+    results = log.get("results") if type(log.get("results")) is dict else {}
+    declared = results.get("completed_samples")
+    if type(declared) is int and declared != len(rows):
+        raise InputError(f"{where}: the log's results say {declared} samples were completed (results."
+                         f"completed_samples), but it holds {len(rows)}; every sample is read or the log refused")
     require_unique_keys(where, ("id", "epoch"), [(row.id, row.epoch) for row in rows], located)
     names = sorted(rows[0].scores)
     for row, at in zip(rows, located):
@@ -211,12 +220,22 @@ def _sample_scores(sample: dict[str, Any], where: str) -> dict[str, float]:
         if type(score) is not dict or "value" not in score:
             raise InputError(f"{where}: scores.{scorer} must be an object with a 'value'")
         value = score["value"]
-        if type(value) is dict:
-            for key, item in value.items():
-                values[f"{scorer}.{key}"] = score_value(item, f"{where}: scores.{scorer}.value.{key}")
-        else:
-            values[scorer] = score_value(value, f"{where}: scores.{scorer}.value")
+        named = ({f"{scorer}.{key}": (item, f"scores.{scorer}.value.{key}") for key, item in value.items()}
+                 if type(value) is dict else {scorer: (value, f"scores.{scorer}.value")})
+        for metric, (item, at) in named.items():
+            if metric in values:  # scorer 'a' with {"b": ...} and a scorer named 'a.b' would be one metric
+                raise InputError(f"{where}: {at} and another scorer's value are both metric '{metric}'; rename one "
+                                 "of the scorers")
+            values[metric] = score_value(item, f"{where}: {at}")
     return values
+
+
+def _is_utf8_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _slice(sample: dict[str, Any], key: str, where: str) -> str:

@@ -173,7 +173,7 @@ def test_malformed_inspect_samples_name_the_sample() -> None:
     failed = {**inspect_sample("b"), "scores": None, "error": {"message": "boom"}}
     raises(r"samples\[1\]: field 'scores' is missing or empty \(the sample failed", read_inspect_json,
            log(inspect_sample("a"), failed), name="log.json")
-    raises(r"samples\[0\]: field 'epoch' must be ≥ 1", read_inspect_json, log(inspect_sample("a", epoch=0)),
+    raises(r"samples\[0\]: field 'epoch' must be an integer from 1 to 2\^63", read_inspect_json, log(inspect_sample("a", epoch=0)),
            name="log.json")
     raises(r"samples\[0\]: field 'id' must be int or str \(got 1.5\)", read_inspect_json,
            log(inspect_sample(1.5)), name="log.json")
@@ -306,3 +306,48 @@ def test_other_metrics_beside_perplexity_are_kept() -> None:
     line = rolling_line(0, metrics=["word_perplexity", "byte_perplexity", "bits_per_byte", "extra"], extra=0.5)
     records = read_lm_eval_samples(jsonl(line), name="s")
     assert sorted(records.metrics) == ["extra", "nll"] and records.metrics["extra"].tolist() == [0.5]
+
+
+def test_inspect_sample_ids_of_any_characters_are_all_read() -> None:
+    """An id with '/' makes a deeper member (samples/a/b_epoch_1.json): such samples were silently left out (40 of a
+    log read as 20). Every sample member is read, whatever its id."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=40, deadline=None, derandomize=True)
+    @given(st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),  # NUL: the
+                            min_size=1, max_size=12),  # ZIP writer cuts a member's name there, no tool writes one
+                    min_size=1, max_size=6, unique=True))
+    def every_id(ids: list[str]) -> None:
+        samples = [inspect_sample(i) for i in ids]
+        try:
+            raw = eval_archive(*samples)
+        except (ValueError, UnicodeEncodeError):  # a name the ZIP writer itself refuses
+            return
+        records = read_inspect_eval(raw, name="log.eval")
+        assert sorted(records.keys["id"].tolist()) == sorted(ids)
+
+    every_id()
+    records = read_inspect_eval(eval_archive(inspect_sample("a/b"), inspect_sample("c")), name="log.eval")
+    assert sorted(records.keys["id"].tolist()) == ["a/b", "c"]
+
+
+def test_two_inspect_scorers_never_merge_into_one_metric() -> None:
+    """Scorer 'a' with value {"b": ...} and a scorer named 'a.b' both named metric 'a.b', mixed per sample."""
+    sample = {**inspect_sample("x"), "scores": {"a": {"value": {"b": 1}}, "a.b": {"value": 0}}}
+    raises(r"scores.a.b.value and another scorer's value are both metric 'a.b'", read_inspect_json,
+           json.dumps(inspect_log(sample)).encode(), name="log.json")
+
+
+@pytest.mark.parametrize("sample, message", [
+    (inspect_sample("x", epoch=2 ** 63), r"field 'epoch' must be an integer from 1 to 2\^63 − 1 \(got 9223372036854775808\)"),
+    (inspect_sample("\ud800"), r"field 'id' .* holds a lone surrogate"),
+])
+def test_inspect_keys_beyond_what_a_certificate_can_hold_are_one_error(sample: dict, message: str) -> None:
+    raises(message, read_inspect_json, json.dumps(inspect_log(sample)).encode(), name="log.json")
+
+
+def test_an_inspect_log_missing_a_completed_sample_is_refused() -> None:
+    log = {**inspect_log(inspect_sample("x"), inspect_sample("y")), "results": {"completed_samples": 3}}
+    raises(r"the log's results say 3 samples were completed \(results.completed_samples\), but it holds 2",
+           read_inspect_json, json.dumps(log).encode(), name="log.json")

@@ -15,6 +15,7 @@ import pytest
 import zstandard
 
 from certa.engine.core.evidence import pair_records, read_inspect_eval, read_inspect_json
+from certa.engine.foundation.errors import InputError
 
 FIXTURES = Path(__file__).resolve().parents[2] / "data" / "evaluators" / "inspect"
 LETTERS = {"C": 1.0, "I": 0.0}
@@ -98,6 +99,11 @@ def test_an_edited_input_is_a_mismatch_and_a_dropped_epoch_is_unmatched(tmp_path
     log["samples"][0]["input"] = "What is 1 + 1?"
     dropped = log["samples"].pop()
     path = tmp_path / "subject.json"
+    path.write_text(json.dumps(log), encoding="utf-8")
+    with pytest.raises(InputError, match=r"subject.json: the log's results say 40 samples were completed \(results."
+                                         r"completed_samples\), but it holds 39"):
+        read_inspect_json(path)  # a sample missing from a log that says it completed it is never dropped silently
+    log["results"]["completed_samples"] -= 1  # a log that completed one sample fewer: the epoch is unmatched
     path.write_text(json.dumps(log), encoding="utf-8")
     report = pair_records(read_inspect_eval(FIXTURES / "baseline.eval"), read_inspect_json(path)).report
     assert report.unmatched_baseline == ((dropped["id"], dropped["epoch"]),)
