@@ -89,7 +89,10 @@ def database_message(error: SQLAlchemyError) -> str:
     """The database's own message, on one line: SQLAlchemy adds the statement, its parameters (which may be
     whole payloads) and a link on further lines; an error line a user reads should not carry them."""
     original = getattr(error, "orig", None)
-    return " ".join(str(original if original is not None else error).split()) or type(error).__name__
+    message = " ".join(str(original if original is not None else error).split()) or type(error).__name__
+    if message.startswith("Could not decode to UTF-8"):  # SQLite stores any bytes as TEXT: only an edit makes these
+        message += " (a text cell was edited outside certa: 'certa verify' names it)"
+    return message
 
 
 def _ledger_state(conn: Connection, location: str) -> SchemaState:

@@ -24,6 +24,8 @@ was slower: the driver releases the GIL and takes it back at every row, and the 
 from __future__ import annotations
 
 import hashlib
+import sqlite3
+from contextlib import contextmanager
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -35,8 +37,8 @@ from certa.ledger.schema import alembic_version, blobs, entries, ledger_meta, me
 from certa.ledger.store import Ledger
 from certa.ledger.verify_merkle import StoredNode
 
-__all__ = ["BATCH", "ENTRIES_READ", "EntryBatch", "KeyCheck", "Tables", "BlobRow", "read_snapshot", "node_ranges",
-           "in_ranges", "stored_type"]
+__all__ = ["BATCH", "ENTRIES_READ", "EntryBatch", "KeyCheck", "NotUtf8Text", "Tables", "BlobRow", "read_snapshot",
+           "node_ranges", "in_ranges", "stored_type"]
 
 BATCH = 2_048
 """Entries per batch."""
@@ -50,7 +52,37 @@ MAX_DUPLICATES = 20
 _ENTRY_NAMES = ", ".join(entries.c[name].name for name in ("seq", "run_id", "kind", "recorded_at", "payload",
                                                            "payload_sha256", "prev_hash", "entry_hash"))
 
-_SQL_TYPES = {type(None): "NULL", int: "an integer", float: "a real number", str: "text", bytes: "a blob"}
+class NotUtf8Text(bytes):
+    """A SQLite TEXT cell whose bytes are not UTF-8 (SQLite stores the bytes it is given), read as those bytes so
+    that ``verify`` names the cell as edited instead of failing to read the ledger."""
+
+
+_SQL_TYPES = {type(None): "NULL", int: "an integer", float: "a real number", str: "text", bytes: "a blob",
+              NotUtf8Text: "text that is not UTF-8"}
+
+
+def _text_or_bytes(raw: bytes) -> str | bytes:
+    """A TEXT cell's value: its UTF-8 text, or ``NotUtf8Text`` of its bytes."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return NotUtf8Text(raw)
+
+
+@contextmanager
+def _text_read_tolerantly(conn: Connection) -> Iterator[None]:
+    """Within the block, a SQLite TEXT cell that is not UTF-8 is read as ``NotUtf8Text`` (the driver raises
+    otherwise); other databases check their text encoding on write."""
+    driver: Any = conn.connection.driver_connection
+    if conn.dialect.name != "sqlite" or driver is None:
+        yield
+        return
+    before = driver.text_factory
+    driver.text_factory = _text_or_bytes
+    try:
+        yield
+    finally:
+        driver.text_factory = before
 
 
 def stored_type(value: Any) -> str:
@@ -146,7 +178,18 @@ def _snapshot(conn: Connection) -> None:
 
 
 def _driver_rows(conn: Connection, sql: str) -> list[tuple[Any, ...]]:
-    """The rows of ``sql`` (its values ints written into it) as the driver's plain tuples, in the transaction."""
+    """The rows of ``sql`` (its values ints written into it) as the driver's plain tuples, in the transaction; read
+    again with ``_text_read_tolerantly`` when a SQLite TEXT cell is not UTF-8 (the fast path stays the driver's)."""
+    try:
+        return _fetched(conn, sql)
+    except sqlite3.OperationalError as error:
+        if "decode" not in str(error):
+            raise
+    with _text_read_tolerantly(conn):
+        return _fetched(conn, sql)
+
+
+def _fetched(conn: Connection, sql: str) -> list[tuple[Any, ...]]:
     driver: Any = conn.connection.driver_connection  # the DB-API connection (None only once closed)
     cursor = driver.cursor()
     try:
@@ -276,4 +319,6 @@ def read_snapshot(ledger: Ledger, *, after: int = 0, tables: Callable[[], tuple[
             leaf, nodes_read = batch.start + len(batch.rows), nodes_read + len(batch.nodes or ())
         yield ENTRIES_READ
         run_filter, blob_filter = tables()
-        yield _tables(conn, (after, leaf), run_filter, blob_filter, has_nodes, schema_6_nodes, nodes_read)
+        with _text_read_tolerantly(conn):  # small tables: an edited cell is named, never a failed read
+            found = _tables(conn, (after, leaf), run_filter, blob_filter, has_nodes, schema_6_nodes, nodes_read)
+        yield found

@@ -226,3 +226,26 @@ def test_a_consistently_rewritten_chain_is_not_the_head_a_record_verified(world:
     rewritten = invoke("checkpoint", "--key", world.key, "--out", tmp_path / "cp2", "--ledger", db)
     assert "is the entry it verified" not in rewritten.output
     assert "the record vouches for nothing" in rewritten.output and "the chain was rewritten since" in rewritten.output
+
+
+@pytest.mark.parametrize(("table", "column", "where"), [
+    ("entries", "payload", "seq = 3"), ("entries", "run_id", "seq = 2"), ("runs", "name", "1 = 1"),
+    ("ledger_meta", "value", "key = 'head'"),
+])
+def test_a_text_cell_that_is_not_utf8_is_named_by_verify_and_one_line_elsewhere(world: World, tmp_path: Path,
+                                                                                table: str, column: str,
+                                                                                where: str) -> None:
+    """SQLite stores any bytes as TEXT: a cell edited to invalid UTF-8 made verify and site crash (exit 1 with a
+    traceback). verify names the cell; the other commands say in one line that a text cell was edited."""
+    db = tmp_path / "ledger.db"
+    shutil.copy(world.ledger, db)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute(f"UPDATE {table} SET {column} = CAST(x'61ff62' AS TEXT) WHERE {where}")
+    conn.close()
+    result = invoke("verify", "--ledger", db)
+    check(f"{table}.{column} not UTF-8: verify", result, allowed={1}, verify_command=True)
+    assert "text that is not UTF-8" in result.stdout + result.stderr or "b'a\\xffb'" in result.stdout + result.stderr
+    for command in (["site", "-o", tmp_path / "site"], ["show", "latest"], ["list"]):
+        other = invoke(*command, "--ledger", db)
+        check(f"{table}.{column} not UTF-8: {command[0]}", other, allowed={0, 1, 2}, folders=(tmp_path,))
