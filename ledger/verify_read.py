@@ -280,8 +280,14 @@ def _tables(conn: Connection, leaves: tuple[int, int], run_filter: Any | None, b
     outside: list[Any] = []
     node_count, outside_count = None, 0
     start, end = leaves
-    if has_nodes and start > 0:  # a walk from a checkpoint: the rows before it are not counted (O(n))
-        node_count = nodes_read
+    if has_nodes and start > 0:  # a walk from a checkpoint: the rows before it are not counted (O(n)), the rows
+        node_count = nodes_read  # beyond the head are (a primary-key range at schema 6, a scan before)
+        columns = ["level", "position", "hash", "node_seq"][:4 if schema_6_nodes else 3]
+        beyond = (f"node_seq > {int(end - end.bit_count())}" if schema_6_nodes else
+                  f"((position + 1) << level) > {int(end)}")
+        rows = _driver_rows(conn, f"SELECT {', '.join(columns)} FROM {merkle_nodes.name} WHERE {beyond} "
+                                  f"ORDER BY {', '.join(columns[:2])} LIMIT {MAX_OUTSIDE_ROWS + 1}")
+        outside, outside_count = [tuple(row) for row in rows[:MAX_OUTSIDE_ROWS]], len(rows)
     elif has_nodes:
         node_count = int(conn.execute(select(func.count()).select_from(merkle_nodes)).scalar_one())
         if node_count != nodes_read:  # rows outside every range read: find them

@@ -249,3 +249,21 @@ def test_a_text_cell_that_is_not_utf8_is_named_by_verify_and_one_line_elsewhere(
     for command in (["site", "-o", tmp_path / "site"], ["show", "latest"], ["list"]):
         other = invoke(*command, "--ledger", db)
         check(f"{table}.{column} not UTF-8: {command[0]}", other, allowed={0, 1, 2}, folders=(tmp_path,))
+
+
+def test_an_extra_merkle_node_beyond_the_head_is_found_incrementally(world: World, tmp_path: Path) -> None:
+    """A merkle_nodes row for a subtree beyond the head (an added row): a full verify reported it, an incremental
+    one did not read it."""
+    db = tmp_path / "ledger.db"
+    shutil.copy(world.ledger, db)
+    conn = sqlite3.connect(db)
+    with conn:
+        seq = conn.execute("SELECT max(seq) FROM entries").fetchone()[0]
+        conn.execute("INSERT INTO merkle_nodes (node_seq, level, position, hash) VALUES (?, 1, ?, ?)",
+                     (seq + 40, (seq + 20) // 2, "ab" * 32))
+    conn.close()
+    for args in ((), ("--checkpoint", world.checkpoint, "--public-key", world.pub, "--since-checkpoint")):
+        result = invoke("verify", *args, "--ledger", db)
+        check(f"merkle node beyond the head: verify {' '.join(map(str, args))[:20]}", result, allowed={1},
+              verify_command=True)
+        assert "merkle_nodes" in result.stdout + result.stderr
