@@ -28,10 +28,11 @@ Source: the harness's ``EvaluationTracker.save_results_samples`` and ``Task.proc
 
 from __future__ import annotations
 
-import json
-
 import contextlib
+import json
+import math
 import re
+from collections.abc import Mapping
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -95,7 +96,7 @@ def read_lm_eval_samples(samples: Source, results: Source | None = None, *, task
         match = _SAMPLES_NAME.fullmatch(Path(samples).name)
         task = match["task"] if match else None
     fields, (doc_ids, identity, metrics, counts, weights) = _read(where, raw, limits, filter_name, count_unit)
-    provenance = _provenance(where, raw, (results, results_name), task, fields.filter, limits)
+    provenance = _provenance(where, raw, (results, results_name), task, fields.filter, limits, metrics)
     return EvidenceRecords(source=where, key_fields=("doc_id",), keys={"doc_id": doc_ids}, metrics=metrics,
                            provenance=provenance, identity=identity, counts=counts, weights=weights)
 
@@ -420,7 +421,8 @@ def samples_task_hash(raw: bytes, where: str, limits: InputLimits) -> str:
 
 
 def _provenance(where: str, raw: bytes, named_results: tuple[Source | None, str | None], task: str | None,
-                filter_name: str, limits: InputLimits) -> Provenance:
+                filter_name: str, limits: InputLimits,
+                metrics: Mapping[str, np.ndarray] | None = None) -> Provenance:
     """Tool version, task version and configuration digest, and the model, from ``results_<time>.json`` (given
     with the name it is shown by)."""
     results, results_name = named_results
@@ -442,6 +444,7 @@ def _provenance(where: str, raw: bytes, named_results: tuple[Source | None, str 
     if task not in configs or type(configs[task]) is not dict:
         raise InputError(f"{results_where}: no configuration of task '{task}' (tasks: {', '.join(sorted(configs))}); "
                          "is it the samples file's sibling?")
+    _check_reported(results_where, document, task, filter_name, configs[task], metrics or {}, where)
     config = document.get("config") if type(document.get("config")) is dict else {}
     digest = value_digest(task_configuration(configs[task], config.get("model_args")),
                           f"{results_where}: configs.{task}")
@@ -459,6 +462,33 @@ def _provenance(where: str, raw: bytes, named_results: tuple[Source | None, str 
     return Provenance(tool="lm-evaluation-harness", tool_version=stated_text(tool_version),
                       task=task, task_version=stated_text(version),
                       task_config_sha256=digest, models=tuple(models), details=tuple(details), sources=tuple(sources))
+
+
+def _check_reported(results_where: str, document: dict[str, Any], task: str, filter_name: str,
+                    task_config: dict[str, Any], metrics: Mapping[str, np.ndarray], where: str) -> None:
+    """The results file's own figures of the task against the samples read: its ``sample_len`` must be their
+    number of documents, and each metric the task aggregates by ``mean`` must be their mean (to 1e-9). A results
+    file of another model or run of the same task (the same task hash: the same documents) is refused so, naming
+    both numbers, never recorded as the samples' provenance."""
+    reported = document.get("results", {}).get(task) if type(document.get("results")) is dict else None
+    if type(reported) is not dict:
+        return
+    documents = len(next(iter(metrics.values()))) if metrics else None
+    stated = reported.get("sample_len")
+    if documents is not None and type(stated) is int and stated != documents:
+        raise InputError(f"{results_where}: results.{task}.sample_len is {stated}, but {where} holds {documents} "
+                         "documents of the task: the results file is not these samples'")
+    listed = task_config.get("metric_list") if type(task_config.get("metric_list")) is list else []
+    by_mean = {entry.get("metric") for entry in listed if type(entry) is dict and entry.get("aggregation") == "mean"}
+    for metric in sorted(by_mean & set(metrics)):
+        value, values = reported.get(f"{metric},{filter_name}"), metrics[metric]
+        if type(value) not in (int, float) or isinstance(value, bool) or not len(values):
+            continue
+        mean = float(np.mean(values))
+        if not math.isclose(mean, value, rel_tol=1e-9, abs_tol=1e-12):
+            raise InputError(f"{results_where}: results.{task}.'{metric},{filter_name}' is {value!r}, but the mean "
+                             f"of the {len(values)} documents' '{metric}' in {where} is {mean!r}: the results file is "
+                             "not these samples' (another model's or another run's?)")
 
 
 def model_argument_names(model_args: Any) -> set[str]:

@@ -115,3 +115,26 @@ def test_the_two_models_runs_of_one_task_have_one_task_configuration_digest() ->
     baseline's and the subject's exports of the same task state the same configuration."""
     sides = [read_lm_eval_samples(*files(side, "certa_mc"), task="certa_mc") for side in ("baseline", "subject")]
     assert sides[0].provenance.task_config_sha256 == sides[1].provenance.task_config_sha256
+
+
+def test_results_files_swapped_between_the_sides_are_refused_by_their_own_figures(tmp_path: Path) -> None:
+    """The two sides ran the same task on the same documents (same task hash), so a results file swapped with the
+    other side's passed every check and named the other model as this side's. Its own mean accuracy (0.0833 vs
+    0.1667) is now checked against the samples' mean, and its sample_len against their count."""
+    from certa.engine.foundation.errors import InputError
+
+    samples, _ = files("baseline", "certa_mc")
+    _, others = files("subject", "certa_mc")
+    lines = raw_lines(samples)
+    mean = sum(float(line["acc"]) for line in lines) / len(lines)
+    with pytest.raises(InputError, match=rf"results.certa_mc.'acc,none' is 0.16666666666666666, but the mean of the "
+                                         rf"{len(lines)} documents' 'acc' in .* is {mean!r}: the results file is not "
+                                         r"these samples'"):
+        read_lm_eval_samples(samples, others)
+    document = json.loads(files("baseline", "certa_mc")[1].read_text(encoding="utf-8"))
+    document["results"]["certa_mc"]["sample_len"] += 1
+    edited = tmp_path / "results.json"
+    edited.write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(InputError, match=rf"results.certa_mc.sample_len is {len(lines) + 1}, but .* holds "
+                                         rf"{len(lines)} documents"):
+        read_lm_eval_samples(samples, edited, task="certa_mc")
