@@ -21,6 +21,7 @@ Source: promptfoo's ``EvalResult`` (``src/models/evalResult.ts``), written one `
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -37,10 +38,11 @@ _ProviderKey = tuple[str, str | None]
 """A provider as a result states it: (``provider.id``, ``provider.label`` or None when it has none)."""
 
 
-def read_promptfoo_jsonl(results: Source, *, provider: str | None = None, name: str | None = None,
-                         limits: InputLimits | None = None) -> EvidenceRecords:
+def read_promptfoo_jsonl(results: Source, *, provider: str | Mapping[str, str] | None = None,
+                         name: str | None = None, limits: InputLimits | None = None) -> EvidenceRecords:
     """The per-test results of one provider in a promptfoo JSON Lines file; ``provider`` (a spec's
-    ``read.provider``) is the label or the id of the provider to read, required when the file holds several."""
+    ``read.provider``) is the label or the id of the provider to read, or ``{"id": ...}`` / ``{"label": ...}``,
+    required when the file holds several (``_selected``)."""
     limits = limits or InputLimits.from_env()
     where, raw = read_source(results, name, limits)
     records, lines = json_lines(where, raw, limits)
@@ -98,22 +100,29 @@ def _shown(provider: _ProviderKey) -> str:
     return f"id {provider[0]!r} " + (f"label {provider[1]!r}" if provider[1] is not None else "(no label)")
 
 
-def _selected(where: str, distinct: list[_ProviderKey], provider: str | None) -> _ProviderKey:
-    """The one provider ``provider`` names by its label or its id (the only one when None); an ``InputError``
-    when it names none, or more than one: certa never picks one of several."""
+def _selected(where: str, distinct: list[_ProviderKey], provider: str | Mapping[str, str] | None) -> _ProviderKey:
+    """The one provider ``provider`` names: by its label or its id (a string), by its id alone (``{"id": ...}``) or
+    by its label alone (``{"label": ...}``); the only one when None. An ``InputError`` when it names none, or more
+    than one: certa never picks one of several."""
     listed = ", ".join(map(_shown, distinct))
     if provider is None:
         if len(distinct) > 1:
             raise InputError(f"{where}: results of {len(distinct)} providers ({listed}); select one with "
                              "read.provider (its label, or its id)")
         return distinct[0]
-    named = [p for p in distinct if provider in (p[0], p[1])]
+    if isinstance(provider, Mapping):
+        (field, wanted), = provider.items()
+        named = [p for p in distinct if p[0 if field == "id" else 1] == wanted]
+        provider = f"{field}: {wanted}"
+    else:
+        named = [p for p in distinct if provider in (p[0], p[1])]
     if not named:
         raise InputError(f"{where}: no results of provider {provider!r} (read.provider; providers: {listed})")
     if len(named) > 1:
         raise InputError(f"{where}: read.provider {provider!r} names {len(named)} providers "
-                         f"({', '.join(map(_shown, named))}); select one by a label no other provider has as its "
-                         "label or id (in promptfoo's config, give each provider its own label)")
+                         f"({', '.join(map(_shown, named))}); select one explicitly, read.provider: {{id: ...}} or "
+                         "{label: ...}, by a value only it has (in promptfoo's config, give each provider its own "
+                         "label)")
     return named[0]
 
 

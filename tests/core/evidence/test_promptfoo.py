@@ -156,6 +156,28 @@ def test_a_provider_id_shared_by_two_providers_is_refused_naming_both(tmp_path: 
     assert t1.metrics["success"].tolist() == [float(PASSES[1][j][t]) for t in range(N_TESTS) for j in range(2)]
 
 
+CROSSED = (provider("z-prov", "first"), provider("openai:gpt-4o", "z-prov"))
+"""One provider's id is another's label (the adversarial sweep's case)."""
+
+
+def test_a_provider_is_selected_explicitly_by_id_or_by_label(tmp_path: Path) -> None:
+    """'z-prov' is one provider's id and the other's label: the plain value is refused as naming both, and
+    read.provider: {id: ...} or {label: ...} selects each unambiguously (certa took the first match before)."""
+    raw = two_provider_file(tmp_path, CROSSED).read_bytes()
+    with pytest.raises(InputError, match=r"read.provider 'z-prov' names 2 providers .* select one explicitly, "
+                                         r"read.provider: \{id: ...\} or \{label: ...\}"):
+        read_promptfoo_jsonl(raw, provider="z-prov")
+    by_id = read_promptfoo_jsonl(raw, provider={"id": "z-prov"})
+    by_label = read_promptfoo_jsonl(raw, provider={"label": "z-prov"})
+    assert dict(by_id.provenance.models) == {"provider.id": "z-prov", "provider.label": "first"}
+    assert dict(by_label.provenance.models) == {"provider.id": "openai:gpt-4o", "provider.label": "z-prov"}
+    with pytest.raises(InputError, match=r"read.provider 'id: openai:gpt-4o' names 2 providers"):
+        read_promptfoo_jsonl(two_provider_file(tmp_path, SHARED_ID).read_bytes(), provider={"id": "openai:gpt-4o"})
+    path = spec(tmp_path, {"baseline": {"provider": {"id": "z-prov"}}, "subject": {"provider": {"label": "z-prov"}}})
+    two_provider_file(tmp_path, CROSSED)
+    assert run(path).certificate["content"]["stages"]
+
+
 def test_a_shared_id_no_longer_certifies_the_baseline_against_itself(tmp_path: Path) -> None:
     """Both inputs selected by the shared id: certa took the first provider for both and certified it against
     itself (PASS); now the selection is refused, and by label the two providers are compared."""
