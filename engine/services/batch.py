@@ -364,14 +364,26 @@ def _check_scheduler_address(address: str) -> None:
                          "tcp://10.0.0.5:8786")
 
 
+WORKER_WAIT_SECONDS = 60.0
+"""How long ``certa batch --scheduler`` waits for the scheduler's first worker before it refuses."""
+
+
 def _open_client(scheduler: str | None, workers: int, memory_limit: str | None) -> tuple[Any, Any]:
-    """A ``distributed.Client`` on ``scheduler``, or on a new ``LocalCluster`` of ``workers`` processes."""
+    """A ``distributed.Client`` on ``scheduler`` (with at least one worker within ``WORKER_WAIT_SECONDS``), or on
+    a new ``LocalCluster`` of ``workers`` processes."""
     from distributed import Client, LocalCluster
     if scheduler:
         try:
-            return Client(scheduler, timeout="30s"), None
+            client = Client(scheduler, timeout="30s")
         except (OSError, TimeoutError) as exc:
             raise CertaError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+        try:
+            client.wait_for_workers(1, timeout=WORKER_WAIT_SECONDS)
+        except TimeoutError:
+            client.close()
+            raise CertaError(f"the Dask scheduler at {scheduler} has no worker (waited {WORKER_WAIT_SECONDS:g} s): "
+                             f"start one with 'dask worker {scheduler}', or run without --scheduler") from None
+        return client, None
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                            memory_limit=memory_limit or "auto")
     return Client(cluster), cluster

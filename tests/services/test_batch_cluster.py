@@ -20,6 +20,7 @@ from certa.engine.services.audit import verify as verify_ledger
 from certa.engine.services.batch import run_batch
 from certa.ledger import Ledger
 
+from tests.conftest import small_spec_folder
 from tests.services.test_batch import assert_same_as_certa_run, write_tiny_specs
 
 distributed = pytest.importorskip("distributed")
@@ -92,3 +93,33 @@ def test_a_worker_killed_mid_batch_loses_and_duplicates_nothing(tmp_path: Path, 
         assert_same_as_certa_run(ledger, report.rows)
         assert report.exit_code == 1 and [r.verdict for r in report.rows] == ["PASS", "FAIL"] * 10
     assert len(specs) == 20
+
+
+def test_a_scheduler_without_workers_is_refused_after_a_bounded_wait(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """certa batch --scheduler on a scheduler with no worker waited silently for ever; it waits
+    WORKER_WAIT_SECONDS for the first worker, then refuses in one line naming the scheduler and what to start."""
+    from click.testing import CliRunner
+
+    from certa.cli import main
+    from certa.engine.services import batch
+
+    monkeypatch.setattr(batch, "WORKER_WAIT_SECONDS", 2.0)
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    scheduler = _dask("scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard",
+                      log=tmp_path / "scheduler.log")
+    try:
+        with distributed.Client(address, timeout="30s"):
+            pass  # the scheduler is up
+        small_spec_folder(tmp_path / "specs")
+        started = time.monotonic()
+        result = CliRunner().invoke(main, ["batch", str(tmp_path / "specs"), "--scheduler", address,
+                                           "--ledger", str(tmp_path / "ledger.db")])
+        assert result.exit_code == 2 and time.monotonic() - started < 30, result.output
+        assert f"the Dask scheduler at {address} has no worker (waited 2 s): start one with 'dask worker " \
+               f"{address}'" in result.stderr
+        assert "Traceback" not in result.output
+    finally:
+        scheduler.terminate()
+        scheduler.wait(timeout=10)
