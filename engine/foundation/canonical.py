@@ -38,7 +38,7 @@ from certa.engine.foundation.json_read import MAX_SAFE_INTEGER as _MAX_SAFE_INT
 from certa.engine.foundation.json_read import parse_json  # re-exported: reading back what canonical_bytes wrote
 
 __all__ = ["to_jsonable", "canonical_bytes", "parse_json", "canonical_sha256", "canonical_sha256_pair", "sha256_hex",
-           "RecordColumns", "canonical_records"]
+           "RecordColumns", "canonical_records", "is_utf8_text"]
 
 
 def to_jsonable(value: Any) -> Any:
@@ -310,10 +310,11 @@ def _string_tokens(strings: list[str]) -> list[str]:
     tokens = list(map(_encode_string, strings))
     if "".join(tokens).isascii():
         return tokens
-    return [token if _is_utf8(token) else rfc8785.dumps(text).decode("utf-8") for text, token in zip(strings, tokens)]
+    return [token if is_utf8_text(token) else rfc8785.dumps(text).decode("utf-8") for text, token in zip(strings, tokens)]
 
 
-def _is_utf8(text: str) -> bool:
+def is_utf8_text(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (it holds no lone surrogate), as RFC 8785 text must."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import zstandard
 
+from certa.engine.foundation.canonical import is_utf8_text
 from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
 
@@ -171,7 +172,7 @@ def _sample_row(sample: Any, where: str, slice_metadata: str | None) -> _SampleR
     if not 1 <= epoch < 2 ** 63:
         raise InputError(f"{where}: field 'epoch' must be an integer from 1 to 2^63 − 1 (got {epoch})")
     sample_id = field_of(sample, "id", (int, str), where)
-    if isinstance(sample_id, str) and not _is_utf8_text(sample_id):
+    if isinstance(sample_id, str) and not is_utf8_text(sample_id):
         raise InputError(f"{where}: field 'id' {sample_id!r:.60} holds a lone surrogate, which no UTF-8 text can hold")
     digests = [value_digest(field_of(sample, field, (str, list), where), f"{where}: field '{field}'")
                for field in ("input", "target")]
@@ -229,13 +230,6 @@ def _sample_scores(sample: dict[str, Any], where: str) -> dict[str, float]:
             values[metric] = score_value(item, f"{where}: {at}")
     return values
 
-
-def _is_utf8_text(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _slice(sample: dict[str, Any], key: str, where: str) -> str:
