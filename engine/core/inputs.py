@@ -12,6 +12,11 @@ Every command loads inputs through ``load_tables``; what differs is only where t
 
 So a format, its ``read:`` options, a companion input (lm-eval's results file) and the ``InputLimits`` apply
 alike everywhere, and a pinned SHA-256 is checked whatever the source.
+
+A model folder holding ``*.safetensors`` files that are not its weights (``certa.engine.core.models.manifest``: the
+weights are the files the checkpoint declares) is refused in the ci and release profiles, naming them; in dev the
+run goes ahead with the declared weights and ``unused_weights_detail`` is what the interpreter records as an
+``unused_weights`` decision (outcome ``warn``, printed by ``certa run``).
 """
 
 from __future__ import annotations
@@ -25,15 +30,19 @@ import numpy as np
 
 from certa.engine.core.input_formats import input_format, read_input
 from certa.engine.core.input_limits import InputLimits, read_input_file
-from certa.engine.core.models.manifest import MODEL_FORMAT, ModelManifest, folder_manifest
+from certa.engine.core.models.manifest import MODEL_FORMAT, WEIGHTS_RULE, ModelManifest, folder_manifest
 from certa.engine.core.models.signature import STRICT_STATUSES, SignatureCheck, check_signature
 from certa.engine.core.spec import InputSpec, Plan
 from certa.engine.core.tables import Table, format_for_path, table_from_columns
 from certa.engine.foundation.errors import InputError, SpecError
 
-__all__ = ["InputSource", "read_source", "check_pin", "load_tables", "Columns"]
+__all__ = ["InputSource", "read_source", "check_pin", "load_tables", "Columns", "UNUSED_WEIGHTS",
+           "unused_weights_detail"]
 
 Columns = Mapping[str, Sequence[Any] | np.ndarray]
+
+UNUSED_WEIGHTS = "unused_weights"
+"""The kind of the decision recorded (dev) for a model folder holding ``*.safetensors`` files it does not load."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,7 @@ def read_source(declared: InputSpec, *, path: Path | None = None, profile: str,
         input_format(fmt, name=declared.name)  # an unknown format is refused before a byte is read
         return InputSource(declared.name, fmt, read_input_file(declared.name, where, fmt, limits))
     manifest = folder_manifest(declared.name, where, limits)
+    unused_weights_detail(declared.name, manifest, profile)  # ci and release refuse unused weight files
     key = Path(declared.public_key) if declared.public_key else None
     return InputSource(declared.name, fmt, manifest.raw, origin=where,
                        signature=_checked_signature(declared.name, where, manifest, key, profile))
@@ -75,6 +85,24 @@ def _checked_signature(name: str, folder: Path, manifest: ModelManifest, public_
         raise InputError(f"input '{name}': model signature {check.status.replace('_', ' ')}: {check.reason} "
                          f"(profile {profile} accepts only a verified signature or none)")
     return check
+
+
+def unused_weights_detail(name: str, manifest: ModelManifest, profile: str) -> dict[str, Any] | None:
+    """None when every ``*.safetensors`` file of model input ``name``'s folder is one of its weights. Otherwise, in
+    the dev profile, the detail of its ``unused_weights`` decision (the files loaded, the files not loaded, the
+    rule, outcome ``warn`` and the message); in ci and release an ``InputError`` naming the unused files."""
+    if not manifest.unused_weights:
+        return None
+    unused = ", ".join(manifest.unused_weights[:5]) + (f" and {len(manifest.unused_weights) - 5} more"
+                                                       if len(manifest.unused_weights) > 5 else "")
+    what = (f"input '{name}': the model folder holds {len(manifest.unused_weights)} *.safetensors file(s) that are "
+            f"not its weights ({unused}); the weights are {', '.join(manifest.weights[:5])} (rule: {WEIGHTS_RULE})")
+    if profile != "dev":
+        raise InputError(f"{what}; profile {profile} refuses a folder whose weights are ambiguous: remove the other "
+                         "weight files or move them out of the folder")
+    return {"input": name, "weights": list(manifest.weights), "unused_weights": list(manifest.unused_weights),
+            "rule": WEIGHTS_RULE, "profile": profile, "outcome": "warn",
+            "message": f"{what}: only the weights were loaded (profile dev; ci and release refuse the folder)"}
 
 
 def check_pin(declared: InputSpec, sha256: str) -> None:

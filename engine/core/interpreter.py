@@ -18,6 +18,8 @@ from certa.engine.core.certificate import CONTENT_FORMAT, library_versions
 from certa.engine.core.gate_family import evaluate_family
 from certa.engine.foundation.errors import ProfileAbort, SpecError, StageError
 from certa.engine.core.gates import evaluate_gate
+from certa.engine.core.inputs import UNUSED_WEIGHTS, unused_weights_detail
+from certa.engine.core.models.manifest import MODEL_FORMAT, read_manifest
 from certa.engine.core.metric_paths import KeyColumn, closest, format_steps, key_column, key_values, parse_metric
 from certa.engine.core.seeds import DERIVATION, stage_generator, stage_seed_record
 from certa.engine.core.spec import Plan
@@ -26,7 +28,7 @@ from certa.engine.core.stages.base import Concatenated, DecisionColumns, LedgerR
 from certa.engine.core.tables import Table
 
 __all__ = ["execute", "Execution", "StageDecision", "StageDecisions", "RunDecisions",
-           "AbortedExecution", "check_data_keys", "throttled_progress", "Notify"]
+           "AbortedExecution", "check_data_keys", "input_decisions", "throttled_progress", "Notify"]
 
 Notify = Callable[[str], None]
 
@@ -124,6 +126,9 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
     readable = dict(tables)  # the inputs, then each table a stage produces (StageType.produces) once it has run
     outputs: dict[str, Mapping[str, Any]] = {}
     decisions = RunDecisions(())
+    inputs = input_decisions(plan, tables)
+    if inputs:
+        decisions += RunDecisions.of(None, inputs)
     captured_out: dict[str, Mapping[str, Table]] = {}
     seeds: dict[str, Any] = {}
     for index, stage in enumerate(plan.stages, start=1):
@@ -178,6 +183,15 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
                                for sid, group in captured_out.items() for name, t in group.items()]
     return Execution(plan=plan, tables=tables, content=to_jsonable(content), decisions=decisions,
                      captured=captured_out)
+
+
+def input_decisions(plan: Plan, tables: Mapping[str, Table]) -> tuple[Decision, ...]:
+    """The decisions the inputs themselves call for, recorded before any stage's (with no stage): one
+    ``unused_weights`` decision per model input whose folder holds ``*.safetensors`` files that are not its
+    weights (``certa.engine.core.inputs.unused_weights_detail``; dev only, ci and release refuse such a folder)."""
+    details = (unused_weights_detail(table.name, read_manifest(table.name, table.raw), plan.profile)
+               for table in tables.values() if table.fmt == MODEL_FORMAT)
+    return tuple(Decision(UNUSED_WEIGHTS, detail) for detail in details if detail is not None)
 
 
 def check_data_keys(plan: Plan, tables: Mapping[str, Table]) -> None:

@@ -14,6 +14,22 @@ without the folder. Each file entry names the same (path, SHA-256) pairs as the 
 serialisation), so a signed model's manifest can be compared with it entry by entry
 (``certa.engine.core.models.signature``).
 
+**The weights are the files the checkpoint declares**, where ``transformers``' ``from_pretrained`` finds them in a
+local folder: ``model.safetensors`` at the top of the folder, else the shards ``model.safetensors.index.json``
+lists in its ``weight_map`` (paths relative to the folder). Never a glob: another ``*.safetensors`` file anywhere in
+the folder (a stale copy in ``zz_old/``, the shards of an index that ``model.safetensors`` overrides, an adapter)
+is not loaded. Such files are still listed in ``files`` (every file is part of the identity) and, because the rule
+then matters, the manifest states it (format 2)::
+
+    {"format": "certa-model-manifest/2", "files": [...],
+     "unused_weights": ["zz_old/model.safetensors"], "weights": ["model.safetensors"],
+     "weights_rule": "model.safetensors, else the shards model.safetensors.index.json lists; no other file"}
+
+A folder whose ``*.safetensors`` files are exactly its weights keeps format 1: every ``*.safetensors`` file is
+then a weight file, the two rules agree, and an identity taken before this rule is unchanged. Whether a profile
+accepts unused weight files is ``certa.engine.core.inputs``' rule: ci and release refuse the folder, naming them;
+dev records an ``unused_weights`` decision and warns.
+
 What is listed: every regular file under the folder, recursively, except paths with a component starting with
 ``.`` (``.git``, ``.cache``: a VCS or a download cache is not the model) and a ``model-signing`` signature
 (``model.sig``: it signs the manifest, it is not part of it). Refused, with a message naming the file:
@@ -21,8 +37,11 @@ What is listed: every regular file under the folder, recursively, except paths w
 * pickle-based weights or objects (``.bin``, ``.pt``, ``.pth``, ``.ckpt``, ``.pkl``, ``.pickle``, ``.joblib``,
   ``.npy``/``.npz`` may hold pickles too): loading a pickle runs code, so certa never loads one and does not
   accept a folder holding one (convert the weights with ``safetensors`` and remove the file);
-* a folder with no ``*.safetensors`` file or no ``config.json``;
-* a symbolic link that leaves the folder, or any entry that is not a regular file or folder (FIFO, device).
+* a folder with no ``config.json``, or with neither ``model.safetensors`` nor ``model.safetensors.index.json`` (no
+  weights a checkpoint declares), or whose index is not a ``weight_map`` of ``*.safetensors`` files in the folder;
+* a symbolic link that leaves the folder or cannot be followed (a loop, a missing target), or any entry that is not
+  a regular file or folder (FIFO, device). A link to a file inside the folder is listed under its own path and
+  hashed as the file it points to (what a loader reading that path reads).
 
 Files are hashed in 1 MiB blocks (memory bounded whatever the weights' size); the folder is read within the
 input limits (``InputLimits.model_bytes``, checked on the files' sizes before any is read).
@@ -42,15 +61,27 @@ from typing import Any
 import numpy as np
 
 from certa.engine.foundation.canonical import canonical_bytes, sha256_hex
+from certa.engine.foundation.json_read import parse_document
 from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
 
-__all__ = ["MODEL_FORMAT", "MANIFEST_FORMAT", "SIGNATURE_FILE", "PICKLE_SUFFIXES", "ModelFile", "ModelManifest",
-           "folder_manifest", "read_manifest"]
+__all__ = ["MODEL_FORMAT", "MANIFEST_FORMAT", "MANIFEST_FORMATS", "SIGNATURE_FILE", "PICKLE_SUFFIXES",
+           "WEIGHTS_FILE", "WEIGHTS_INDEX", "WEIGHTS_RULE", "ModelFile", "ModelManifest", "folder_manifest",
+           "read_manifest", "index_shards"]
 
 MODEL_FORMAT = "hf-model"
 """The ``format`` of a model input in the certificate and the ledger (its bytes are the manifest)."""
 MANIFEST_FORMAT = "certa-model-manifest/1"
+"""The manifest of a folder whose ``*.safetensors`` files are all its weights."""
+MANIFEST_FORMATS = (MANIFEST_FORMAT, "certa-model-manifest/2")
+"""Format 2 adds ``weights``, ``unused_weights`` and ``weights_rule`` (module docstring)."""
+WEIGHTS_FILE = "model.safetensors"
+WEIGHTS_INDEX = "model.safetensors.index.json"
+WEIGHTS_RULE = f"{WEIGHTS_FILE}, else the shards {WEIGHTS_INDEX} lists; no other file"
+"""Which files are a model's weights, as a format 2 manifest states it."""
+MAX_INDEX_BYTES = 64 << 20
+"""The longest ``model.safetensors.index.json`` read: an index lists one line per tensor, a few MB for the largest
+models."""
 SIGNATURE_FILE = "model.sig"
 """The file name ``model-signing`` writes a signature to by default; left out of the manifest."""
 PICKLE_SUFFIXES = frozenset({".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".joblib", ".npy", ".npz"})
@@ -69,10 +100,14 @@ class ModelFile:
 
 @dataclass(frozen=True)
 class ModelManifest:
-    """A model folder's files (sorted by path) and the canonical bytes that are the input's bytes."""
+    """A model folder's files (sorted by path) and the canonical bytes that are the input's bytes; ``weights``
+    the files the checkpoint declares (loaded, in this order), ``unused_weights`` its other ``*.safetensors``
+    files (module docstring)."""
 
     files: tuple[ModelFile, ...]
     raw: bytes
+    weights: tuple[str, ...]
+    unused_weights: tuple[str, ...] = ()
 
     @property
     def sha256(self) -> str:
@@ -90,11 +125,65 @@ class ModelManifest:
                 "size": np.array([float(f.size) for f in self.files], dtype=np.float64)}
 
 
-def _manifest(files: list[ModelFile]) -> ModelManifest:
+def _is_weight_file(path: str) -> bool:
+    return path.endswith(".safetensors")
+
+
+def _manifest(files: list[ModelFile], weights: tuple[str, ...] | None = None) -> ModelManifest:
+    """The manifest of ``files`` whose weights are ``weights`` (None: every ``*.safetensors`` file, format 1)."""
     files.sort(key=lambda f: f.path)
-    document = {"format": MANIFEST_FORMAT,
-                "files": [{"path": f.path, "sha256": f.sha256, "size": f.size} for f in files]}
-    return ModelManifest(files=tuple(files), raw=canonical_bytes(document))
+    every = tuple(f.path for f in files if _is_weight_file(f.path))
+    weights = every if weights is None else tuple(sorted(weights))
+    unused = tuple(path for path in every if path not in weights)
+    document: dict[str, Any] = {"format": MANIFEST_FORMATS[1 if unused else 0],
+                                "files": [{"path": f.path, "sha256": f.sha256, "size": f.size} for f in files]}
+    if unused:
+        document.update(weights=list(weights), unused_weights=list(unused), weights_rule=WEIGHTS_RULE)
+    return ModelManifest(files=tuple(files), raw=canonical_bytes(document), weights=weights, unused_weights=unused)
+
+
+def index_shards(name: str, raw: bytes) -> dict[str, str]:
+    """The ``weight_map`` (tensor name -> shard path, relative to the folder) of ``model.safetensors.index.json``'s
+    bytes ``raw``, or an ``InputError`` naming the problem: not JSON, no ``weight_map`` object, a shard that is not
+    a ``*.safetensors`` path inside the folder."""
+    where = f"input '{name}': {WEIGHTS_INDEX}"
+    if len(raw) > MAX_INDEX_BYTES:
+        raise InputError(f"{where} is {len(raw):,} bytes, longer than any index ({MAX_INDEX_BYTES:,})")
+    try:
+        document = parse_document(raw, WEIGHTS_INDEX)
+    except ValueError as exc:
+        raise InputError(f"{where} is not JSON ({exc})") from None
+    weight_map = document.get("weight_map") if isinstance(document, Mapping) else None
+    if not isinstance(weight_map, Mapping) or not weight_map:
+        raise InputError(f"{where} has no weight_map (tensor name -> shard file) to say which files are the weights")
+    for tensor, shard in weight_map.items():
+        parts = shard.split("/") if isinstance(shard, str) else []
+        if not (parts and _is_weight_file(shard) and all(p not in ("", ".", "..") for p in parts)):
+            raise InputError(f"{where} maps tensor {tensor!r} to {shard!r}, which is not a *.safetensors file inside "
+                             "the model folder")
+    return {str(tensor): str(shard) for tensor, shard in weight_map.items()}
+
+
+def _declared_weights(name: str, folder: Path, files: list[ModelFile], index_path: Path) -> tuple[str, ...]:
+    """The files the checkpoint declares (module docstring), given the hashed ``files``."""
+    listed = {f.path: f for f in files}
+    if WEIGHTS_FILE in listed:
+        return (WEIGHTS_FILE,)
+    index = listed[WEIGHTS_INDEX]
+    try:
+        with open(index_path, "rb") as file:
+            raw = file.read(MAX_INDEX_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"input '{name}': cannot read model file {WEIGHTS_INDEX}: {exc.strerror}") from None
+    if sha256_hex(raw) != index.sha256:
+        raise InputError(f"input '{name}': model file {WEIGHTS_INDEX} changed while it was read; copy the model to "
+                         "a folder that nothing writes to")
+    shards = sorted(set(index_shards(name, raw).values()))
+    absent = [shard for shard in shards if shard not in listed]
+    if absent:
+        raise InputError(f"input '{name}': {WEIGHTS_INDEX} lists shard(s) the folder {folder} does not hold: "
+                         f"{', '.join(absent[:5])}")
+    return tuple(shards)
 
 
 def _hash_file(name: str, path: Path, relative: str, expected: int) -> ModelFile:
@@ -137,46 +226,66 @@ def folder_manifest(name: str, folder: Path, limits: InputLimits, *,
             relative = path.relative_to(root).as_posix()
             if entry.startswith(".") or relative == SIGNATURE_FILE:
                 continue
+            source = path  # what is hashed: the file, or the file a link inside the folder points to
             if path.is_symlink():
-                target = path.resolve()
+                try:
+                    target = path.resolve(strict=True)
+                except (OSError, RuntimeError) as exc:  # RuntimeError: a loop, before Python 3.13
+                    reason = getattr(exc, "strerror", None) or "a loop of links"
+                    raise InputError(f"input '{name}': model file {relative} is a symbolic link that cannot be "
+                                     f"followed ({reason}); replace it with the file") from None
                 if not target.is_relative_to(root):
                     raise InputError(f"input '{name}': model file {relative} is a link to {target}, outside the "
                                      "model folder; copy the file into the folder")
                 if target.is_dir():
                     raise InputError(f"input '{name}': {relative} is a link to a folder; copy it into the folder")
+                source = target
             if path.suffix.lower() in PICKLE_SUFFIXES:
                 raise InputError(f"input '{name}': model file {relative} is pickle-based ({path.suffix}); loading a "
                                  "pickle runs code, so certa never loads one: convert the weights to safetensors and "
                                  "remove the file from the folder")
-            found.append((relative, path))
+            found.append((relative, source))
     relatives = {relative for relative, _ in found}
     if "config.json" not in relatives:
         raise InputError(f"input '{name}': model folder {folder} has no config.json")
-    if not any(relative.endswith(".safetensors") for relative in relatives):
-        raise InputError(f"input '{name}': model folder {folder} has no *.safetensors weights (certa loads "
-                         "safetensors only)")
-    sizes = [path.stat().st_size for _, path in found]
+    if WEIGHTS_FILE not in relatives and WEIGHTS_INDEX not in relatives:
+        others = sorted(relative for relative in relatives if _is_weight_file(relative))
+        raise InputError(f"input '{name}': model folder {folder} has neither {WEIGHTS_FILE} nor {WEIGHTS_INDEX}, the "
+                         "weights a checkpoint declares (certa loads safetensors only)"
+                         + (f"; it holds {', '.join(others[:5])}, which no checkpoint file names" if others else ""))
+    sizes = []
+    for relative, path in found:
+        try:
+            sizes.append(path.stat().st_size)
+        except OSError as exc:
+            raise InputError(f"input '{name}': cannot read model file {relative}: {exc.strerror}") from None
     limits.check(f"input '{name}'", "model_bytes", sum(sizes), "the model folder's size in bytes")
     files: list[ModelFile] = []
     for i, ((relative, path), size) in enumerate(zip(found, sizes), start=1):
         files.append(_hash_file(name, path, relative, size))
         if progress:
             progress(i, len(found), f"hashing {relative}")
-    return _manifest(files)
+    return _manifest(files, _declared_weights(name, folder, files, root / WEIGHTS_INDEX))
 
 
 def read_manifest(name: str, raw: bytes) -> ModelManifest:
-    """The manifest stored as an input's bytes (a replay), checked to be one certa wrote: valid JSON of the
-    manifest format, files sorted and unique, and canonical (re-encoding gives the same bytes)."""
+    """The manifest stored as an input's bytes (a replay), checked to be one certa wrote: valid JSON of a manifest
+    format, files sorted and unique, and canonical (re-encoding gives the same bytes, so a format 2 manifest's
+    weights, unused weights and rule are the ones its files give)."""
     try:
         document: Any = json.loads(raw)
-        if not isinstance(document, Mapping) or document.get("format") != MANIFEST_FORMAT:
-            raise ValueError(f"not a {MANIFEST_FORMAT} document")
+        if not isinstance(document, Mapping) or document.get("format") not in MANIFEST_FORMATS:
+            raise ValueError(f"not a {' or '.join(MANIFEST_FORMATS)} document")
         files = [ModelFile(path=str(f["path"]), sha256=str(f["sha256"]), size=int(f["size"]))
                  for f in document["files"]]
+        weights = (None if document["format"] == MANIFEST_FORMAT
+                   else tuple(str(path) for path in document["weights"]))
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"input '{name}': the stored model manifest cannot be read ({exc})") from None
-    manifest = _manifest(list(files))
+    manifest = _manifest(list(files), weights)
+    if not manifest.weights or not set(manifest.weights) <= {f.path for f in manifest.files if _is_weight_file(f.path)}:
+        raise InputError(f"input '{name}': the stored model manifest names weights that are not among its "
+                         "*.safetensors files")
     if manifest.raw != raw:
         raise InputError(f"input '{name}': the stored model manifest is not in canonical form")
     return manifest

@@ -3,18 +3,25 @@
 ``load_causal_lm(table)`` takes a model input (``certa.engine.core.models.manifest``: a ``Table`` of format
 ``hf-model`` whose ``origin`` is the folder) and builds a causal language model from it:
 
-1. every file the model needs (``config.json``, each ``*.safetensors`` file, ``tokenizer.json`` when present) is
-   read once into memory and its SHA-256 compared with the manifest recorded for the input, so a file changed
-   after the manifest was taken is refused, and the weights evaluated are exactly the bytes the certificate
-   names (no second read from disk by a library);
-2. the configuration is built from ``config.json``'s bytes (``transformers.AutoConfig.for_model``); a
-   configuration that asks for code from the folder or a hub (``auto_map``) is refused: certa never runs code a
-   model ships;
-3. the model is built from that configuration (``AutoModelForCausalLM.from_config``, float32) and its weights
-   loaded from the safetensors bytes (``safetensors.torch.load``: a safetensors file is a JSON header and raw
-   tensors, it cannot run code); an unexpected tensor is refused, and a missing one is allowed only where the
-   architecture ties it to a loaded one (GPT-2's ``lm_head.weight`` to ``transformer.wte.weight``);
+1. every file the model needs (``config.json``, its weights, ``tokenizer.json`` when present) is read once into
+   memory and its SHA-256 compared with the manifest recorded for the input, so a file changed after the manifest
+   was taken is refused, and the weights evaluated are exactly the bytes the certificate names (no second read
+   from disk by a library). The weights are the files the checkpoint declares (``ModelManifest.weights``:
+   ``model.safetensors``, else the shards of ``model.safetensors.index.json``), never every ``*.safetensors``
+   file of the folder;
+2. the configuration and the weights' headers are checked against each other before anything is built
+   (``certa.engine.core.models.architecture``: no ``auto_map``, since certa never runs code a model ships; a causal
+   LM architecture; layers, heads, vocabulary and hidden size bounded by the tensors the weights hold), so a
+   hostile ``config.json`` costs milliseconds;
+3. the model is built from that configuration on the ``meta`` device (``AutoModelForCausalLM.from_config``,
+   float32), every tensor compared with it (name, shape, floating-point dtype; a missing one is allowed only where
+   the architecture ties it to a loaded one, GPT-2's ``lm_head.weight`` to ``transformer.wte.weight``), and the
+   weights loaded from the safetensors bytes (``safetensors.torch.load``: a safetensors file is a JSON header and
+   raw tensors, it cannot run code);
 4. the tokenizer is ``tokenizers.Tokenizer`` built from ``tokenizer.json``'s bytes (None without one).
+
+Every problem with the folder's files is an ``InputError`` naming the input, the file and what is wrong (never a
+library's traceback): ``certa`` prints it on one line and exits 2.
 
 Nothing is fetched: no function here takes a hub name, and ``HF_HUB_OFFLINE``/``TRANSFORMERS_OFFLINE`` are set
 before transformers is imported. torch, transformers, safetensors and tokenizers are imported on first use
@@ -28,16 +35,16 @@ evaluation mode and no autograd: on one machine the same inputs give bit-identic
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from certa.engine.foundation.errors import InputError, StageError
 from certa.engine.foundation.extras import install_command, missing_extra
-from certa.engine.core.models.manifest import MODEL_FORMAT, read_manifest
+from certa.engine.core.models.architecture import (build_architecture, check_limits, check_tensors,
+                                                   config_document, weight_headers)
+from certa.engine.core.models.manifest import MODEL_FORMAT, WEIGHTS_FILE, WEIGHTS_INDEX, index_shards, read_manifest
 from certa.engine.core.tables import Table
 
 __all__ = ["LoadedModel", "load_causal_lm", "deterministic_torch", "model_libraries", "require_model_libraries"]
@@ -95,6 +102,32 @@ class LoadedModel:
     model_type: str
     parameters: int
     device: str
+    vocabulary: int = 0
+    """Rows of the input embedding: token ids 0 .. vocabulary - 1 have one."""
+
+    def check_token_ids(self, ids: Any, text: str) -> None:
+        """An ``InputError`` when a token id of ``ids`` (an integer array, ``text`` saying what was tokenized) has no
+        embedding in the model (its tokenizer has more tokens than its weights)."""
+        import numpy as np
+
+        ids = np.asarray(ids)
+        if ids.size and (int(ids.max()) >= self.vocabulary or int(ids.min()) < 0):
+            bad = int(ids.max()) if int(ids.max()) >= self.vocabulary else int(ids.min())
+            raise InputError(f"input '{self.name}': tokenizer.json gives {text} the token id {bad}, but the model's "
+                             f"weights embed {self.vocabulary} tokens (ids 0 to {self.vocabulary - 1}): the tokenizer "
+                             "and the weights are not one model")
+
+    def check_finite(self, values: Any, what: str, units: str) -> None:
+        """An ``InputError`` when ``values`` (one number the model computed for each of ``units``, ``what`` saying
+        which) are not all finite: never reported later as a missing value of a table."""
+        import numpy as np
+
+        values = np.asarray(values, dtype=np.float64)
+        bad = np.flatnonzero(~np.isfinite(values))
+        if bad.size:
+            raise InputError(f"input '{self.name}': the model computes a non-finite {what} ({float(values[bad[0]])}) for "
+                             f"{bad.size} of {values.size} {units} (the first is number {int(bad[0]) + 1}): float32 "
+                             "overflows with these weights (no value is substituted)")
 
 
 def _verified_bytes(name: str, folder: Path, relative: str, expected: str) -> bytes:
@@ -110,22 +143,19 @@ def _verified_bytes(name: str, folder: Path, relative: str, expected: str) -> by
     return raw
 
 
-def _config(name: str, raw: bytes, transformers: Any) -> Any:
+def _tokenizer(name: str, raw: bytes, tokenizers: Any) -> Any:
+    """``tokenizers.Tokenizer`` from ``tokenizer.json``'s bytes, or an ``InputError`` naming the file."""
     try:
-        document = json.loads(raw)
-    except ValueError as exc:
-        raise InputError(f"input '{name}': config.json is not JSON ({exc})") from None
-    if not isinstance(document, Mapping) or not isinstance(document.get("model_type"), str):
-        raise InputError(f"input '{name}': config.json names no model_type")
-    if "auto_map" in document:
-        raise InputError(f"input '{name}': config.json asks for the model's own code (auto_map); certa never runs "
-                         "code a model ships: use an architecture built into transformers")
-    settings = {k: v for k, v in document.items() if k not in ("model_type", "transformers_version")}
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"input '{name}': tokenizer.json is not UTF-8 text (byte {raw[exc.start]:#04x} at "
+                         f"position {exc.start})") from None
     try:
-        return transformers.AutoConfig.for_model(document["model_type"], **settings)
-    except (ValueError, KeyError) as exc:
-        raise InputError(f"input '{name}': transformers {transformers.__version__} cannot build a "
-                         f"'{document['model_type']}' model ({exc})") from None
+        return tokenizers.Tokenizer.from_str(text)
+    except Exception as exc:  # noqa: BLE001 - tokenizers raises a bare Exception for any malformed file
+        detail = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise InputError(f"input '{name}': tokenizer.json cannot be read by tokenizers {tokenizers.__version__} "
+                         f"({detail})") from None
 
 
 def load_causal_lm(table: Table, *, device: str = "cpu") -> LoadedModel:
@@ -137,39 +167,39 @@ def load_causal_lm(table: Table, *, device: str = "cpu") -> LoadedModel:
                          "here (give it with --input NAME=FOLDER)")
     libs = require_model_libraries()
     torch, transformers, safetensors = libs["torch"], libs["transformers"], libs["safetensors"]
-    manifest = read_manifest(table.name, table.raw)
+    name, manifest = table.name, read_manifest(table.name, table.raw)
     folder = Path(table.origin)
-    config = _config(table.name, _verified_bytes(table.name, folder, "config.json",
-                                                 manifest.digest_of("config.json") or ""), transformers)
+
+    def verified(relative: str) -> bytes:
+        return _verified_bytes(name, folder, relative, manifest.digest_of(relative) or "")
+
+    document = config_document(name, verified("config.json"), transformers)
+    weights = {relative: verified(relative) for relative in manifest.weights}
+    index = (index_shards(name, verified(WEIGHTS_INDEX))
+             if WEIGHTS_FILE not in manifest.weights and manifest.digest_of(WEIGHTS_INDEX) else None)
+    tensors = weight_headers(name, weights, index)
+    check_limits(name, document, tensors, transformers.CONFIG_MAPPING[document["model_type"]].attribute_map)
+    config, model = build_architecture(name, document, transformers, torch)
+    check_tensors(name, model, tensors)
     state: dict[str, Any] = {}
-    for file in manifest.files:
-        if file.path.endswith(".safetensors"):
-            raw = _verified_bytes(table.name, folder, file.path, file.sha256)
-            try:
-                state.update(safetensors.load(raw))
-            except Exception as exc:  # safetensors raises its own error types for a malformed header
-                raise InputError(f"input '{table.name}': {file.path} is not a valid safetensors file ({exc})") from None
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
-    expected = set(model.state_dict())
-    unexpected = sorted(set(state) - expected)
-    if unexpected:
-        raise InputError(f"input '{table.name}': the weights hold tensors the '{config.model_type}' architecture "
-                         f"does not have: {', '.join(unexpected[:5])}")
-    tied = getattr(model, "_tied_weights_keys", None) or {}
-    tied_to = dict(tied) if isinstance(tied, Mapping) else {}
-    missing = sorted(key for key in expected - set(state) if tied_to.get(key) not in state)
-    if missing:
-        raise InputError(f"input '{table.name}': the weights lack {len(missing)} tensor(s) of the "
-                         f"'{config.model_type}' architecture: {', '.join(missing[:5])}")
+    for relative, raw in weights.items():
+        try:
+            state.update(safetensors.load(raw))
+        except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types for a malformed file
+            raise InputError(f"input '{name}': {relative} is not a valid safetensors file ({exc})") from None
+    for tensor, values in sorted(state.items()):
+        if values.is_floating_point() and not bool(torch.isfinite(values).all()):
+            count = int((~torch.isfinite(values)).sum())
+            raise InputError(f"input '{name}': tensor {tensor} in {tensors[tensor].file} holds {count} NaN or infinite "
+                             "value(s); a model's weights are finite numbers")
     model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()}, strict=False, assign=True)
     model.tie_weights()
     model.to(device)
     model.eval()
     tokenizer, tokenizer_sha256 = None, manifest.digest_of("tokenizer.json")
     if tokenizer_sha256 is not None:
-        text = _verified_bytes(table.name, folder, "tokenizer.json", tokenizer_sha256).decode("utf-8")
-        tokenizer = libs["tokenizers"].Tokenizer.from_str(text)
-    return LoadedModel(name=table.name, manifest_sha256=manifest.sha256, model=model, tokenizer=tokenizer,
+        tokenizer = _tokenizer(name, verified("tokenizer.json"), libs["tokenizers"])
+    return LoadedModel(name=name, manifest_sha256=manifest.sha256, model=model, tokenizer=tokenizer,
                        tokenizer_sha256=tokenizer_sha256, model_type=str(config.model_type),
-                       parameters=int(sum(p.numel() for p in model.parameters())), device=device)
+                       parameters=int(sum(p.numel() for p in model.parameters())), device=device,
+                       vocabulary=int(model.get_input_embeddings().weight.shape[0]))

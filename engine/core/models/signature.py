@@ -18,6 +18,10 @@ A spec names the key that must have signed it::
    a signed file certa does not list may only be one certa leaves out (a path with a component starting with
    ``.``).
 
+A failure states its reason in certa's own words where it can: a ``model.sig`` that is not a regular file or not a
+Sigstore bundle of a model-signing statement, or signed files that differ from the folder (each named with both
+SHA-256 digests in hex); otherwise the first line of the library's message (without Python byte literals).
+
 The outcome (``SignatureCheck.record``) is one of: ``verified`` (with the SHA-256 of the public key's DER
 SubjectPublicKeyInfo and of ``model.sig``), ``unsigned`` (no ``model.sig`` and no key named), ``not_checked``
 (a ``model.sig`` but no key named), ``failed`` (with the reason). ``certa.engine.core.inputs.load_tables``
@@ -30,6 +34,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +48,8 @@ __all__ = ["SignatureCheck", "check_signature", "STRICT_STATUSES"]
 
 STRICT_STATUSES = frozenset({"verified", "unsigned"})
 """Outcomes the ci and release profiles accept."""
+MAX_BUNDLE_BYTES = 16 << 20
+"""The longest ``model.sig`` read: a Sigstore bundle is a few kilobytes."""
 
 
 @dataclass(frozen=True)
@@ -85,13 +94,45 @@ def _manifest_differences(manifest: ModelManifest, signed: dict[str, str]) -> li
     return problems
 
 
+def _bundle_problem(bundle: bytes) -> str | None:
+    """Why ``bundle`` is not a Sigstore bundle holding a model-signing statement, or None when it is one."""
+    try:
+        _signed_resources(bundle)
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+        return f"{SIGNATURE_FILE} is not a Sigstore bundle of a model-signing statement ({type(exc).__name__}: {detail})"
+    return None
+
+
+_BYTES_REPR = re.compile(r"""(?<![\w])b(['"])(?:\\.|(?!\1).)*\1""")
+
+
+def _library_detail(exc: BaseException) -> str:
+    """The first line of the library's message, with any Python bytes literal (a digest as ``b'\\x7f...'``) left
+    out: certa states digests in hex itself."""
+    if not str(exc).strip():
+        return f"the envelope's signature is not valid for its statement and this key ({type(exc).__name__})"
+    text = str(exc).strip().splitlines()[0]
+    return " ".join(_BYTES_REPR.sub("<bytes>", text).split())[:300]
+
+
 def check_signature(folder: Path, manifest: ModelManifest, public_key: Path | None) -> SignatureCheck:
     """Check ``folder``'s ``model.sig`` with ``public_key`` against ``manifest`` (module docstring)."""
     signature = folder / SIGNATURE_FILE
-    if not signature.is_file():
+    try:
+        mode: int | None = os.lstat(signature).st_mode
+    except OSError:
+        mode = None
+    if mode is None:
         if public_key is None:
             return SignatureCheck("unsigned")
         return SignatureCheck("failed", reason=f"the spec names a public key but the folder has no {SIGNATURE_FILE}")
+    if not stat.S_ISREG(mode):
+        return SignatureCheck("failed", reason=f"{SIGNATURE_FILE} is not a regular file (a link, folder or device); "
+                                               "a signature is the bundle file model-signing writes")
+    if os.stat(signature).st_size > MAX_BUNDLE_BYTES:
+        return SignatureCheck("failed", reason=f"{SIGNATURE_FILE} is longer than {MAX_BUNDLE_BYTES:,} bytes; a "
+                                               "Sigstore bundle is a few kilobytes")
     bundle = signature.read_bytes()
     signature_sha256 = hashlib.sha256(bundle).hexdigest()
     if public_key is None:
@@ -103,16 +144,18 @@ def check_signature(folder: Path, manifest: ModelManifest, public_key: Path | No
     except (OSError, ValueError, TypeError) as exc:
         return SignatureCheck("failed", signature_sha256=signature_sha256,
                               reason=f"the public key {public_key.name} cannot be read as a PEM public key ({exc})")
+    problem = _bundle_problem(bundle)
+    if problem is not None:
+        return SignatureCheck("failed", key_sha256, signature_sha256, problem)
+    problems = _manifest_differences(manifest, _signed_resources(bundle))
+    differ = "the signed files differ from the folder certa hashed: " + "; ".join(problems[:3])
     require_extra("models", "checking a model's signature", ("model_signing",))
     from model_signing import verifying
     try:
         verifying.Config().use_elliptic_key_verifier(public_key=public_key).verify(folder, signature)
-        signed = _signed_resources(bundle)
-    except Exception as exc:  # the library raises ValueError and its own and cryptography's error types
-        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return SignatureCheck("failed", key_sha256, signature_sha256, f"the signature does not verify: {detail}")
-    problems = _manifest_differences(manifest, signed)
-    if problems:
+    except Exception as exc:  # noqa: BLE001 - the library raises ValueError and its own and cryptography's types
         return SignatureCheck("failed", key_sha256, signature_sha256,
-                              "the signed files differ from the folder certa hashed: " + "; ".join(problems[:3]))
+                              f"the signature does not verify: {differ if problems else _library_detail(exc)}")
+    if problems:
+        return SignatureCheck("failed", key_sha256, signature_sha256, differ)
     return SignatureCheck("verified", key_sha256, signature_sha256)

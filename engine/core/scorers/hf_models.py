@@ -142,6 +142,9 @@ class HfModelsScorer:
         if missing:
             encoded = pair.reference.tokenizer.encode_batch(missing)
             self._tokens.update({p: list(e.ids) for p, e in zip(missing, encoded)})
+            ids = np.concatenate([np.asarray(e.ids, dtype=np.int64) for e in encoded])
+            for model in (pair.reference, pair.candidate):
+                model.check_token_ids(ids, f"the prompts of input '{self.prompt_table.name}'")
         short = next((p for p in prompts if len(self._tokens[p]) < 2), None)
         if short is not None:
             raise InputError(f"input '{self.prompt_table.name}': the prompt {short!r} has "
@@ -174,6 +177,7 @@ class HfModelsScorer:
         with torch.inference_mode():
             logits = loaded.model(input_ids=batch).logits
         rows, length = batch.shape
+        loaded.check_finite(logits.to(torch.float64).sum(dim=(1, 2)).numpy(), "logit", "prompts of a batch")
         self._usage["forward_passes"] += rows
         self._usage["model_calls"] += 1
         self._usage["tokens"] += rows * length

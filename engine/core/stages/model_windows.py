@@ -106,11 +106,13 @@ def _evaluated(ctx: StageContext) -> dict[str, Table]:
         if not windows.ids:
             raise InputError(f"input '{knobs['text']}' gives no window to score (every document is shorter than "
                              "two tokens)")
+        model.check_token_ids(windows.flat, f"the text of input '{knobs['text']}'")
 
         def progress(done: int, total: int, rate: float, arm: str = arm) -> None:
             ctx.progress(done, total, f"{arm}: {rate:,.0f} scored {unit}/s; windows")
 
         sums = window_nll(model.model, windows, batch_size=knobs["batch_size"], device=device, progress=progress)
+        model.check_finite(sums, "log-likelihood", "windows")
         tables[arm] = table_from_columns(arm, {"window_id": windows.ids, "tokens": windows.counts, "nll_sum": sums})
     libraries = model_libraries()
     tables[MODELS_TABLE] = table_from_columns(MODELS_TABLE, {

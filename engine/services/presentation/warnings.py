@@ -23,12 +23,14 @@ WARNING_MARK = '"outcome":"warn"'
 
 
 def warning_line(stage: str | None, decision: Decision) -> str | None:
-    """``stage 'ID': MESSAGE`` for a decision whose ``outcome`` is ``warn``, else None. The message is the
-    decision's own ``message`` when it has one, else its rule, value and requirement."""
+    """``stage 'ID': MESSAGE`` for a decision whose ``outcome`` is ``warn`` (``inputs: MESSAGE`` for one an input
+    calls for, recorded with no stage: ``certa.engine.core.interpreter.input_decisions``), else None. The message is
+    the decision's own ``message`` when it has one, else its rule, value and requirement."""
     detail = decision.detail
     if detail.get("outcome") != "warn":
         return None
     message = detail.get("message") or (
         f"{detail.get('rule', decision.kind)} = {format_value(detail.get('value'))}, required "
         f"{format_value(detail.get('required'))} (profile {detail.get('profile', '?')} lets it through)")
-    return f"{f'stage {stage!r}' if stage is not None else 'gates'}: {message}"
+    where = f"stage {stage!r}" if stage is not None else ("inputs" if "input" in detail else "gates")
+    return f"{where}: {message}"

@@ -69,7 +69,8 @@ def test_a_link_leaving_the_folder_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("missing, message", [("config.json", "has no config.json"),
-                                              ("model.safetensors", r"has no \*.safetensors weights")])
+                                              ("model.safetensors", "has neither model.safetensors nor model.safetensors"
+                                                                    r"\.index\.json")])
 def test_a_folder_without_config_or_safetensors_is_refused(tmp_path, missing, message):
     folder = _folder(tmp_path)
     (folder / missing).unlink()
@@ -131,3 +132,167 @@ def test_a_model_input_takes_neither_format_nor_read(tmp_path):
     with pytest.raises(SpecError, match="either a table file .* or a model folder"):
         load_plan(spec)
     shutil.rmtree(tmp_path / "model", ignore_errors=True)
+
+
+# ------------------------------------------------------------------ the weights: the files the checkpoint declares
+
+
+def _index(folder: Path, weight_map: dict) -> None:
+    """``model.safetensors.index.json`` as transformers' ``save_pretrained`` writes it."""
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 200},
+                                                                    "weight_map": weight_map}))
+
+
+def test_a_stale_weight_file_in_a_subfolder_is_listed_not_loaded_and_the_rule_is_written(tmp_path):
+    """Issue 31: a second *.safetensors below the folder (a stale copy) was loaded too, and the file sorting last
+    won. The weights are model.safetensors alone; the other file stays in the identity and the manifest says so."""
+    folder = _folder(tmp_path)
+    (folder / "zz_old").mkdir()
+    (folder / "zz_old" / "model.safetensors").write_bytes(b"\x01" * 100)
+    manifest = folder_manifest("m", folder, InputLimits())
+    assert manifest.weights == ("model.safetensors",)
+    assert manifest.unused_weights == ("zz_old/model.safetensors",)
+    assert "zz_old/model.safetensors" in [f.path for f in manifest.files]
+    document = json.loads(manifest.raw)
+    assert document["format"] == "certa-model-manifest/2"
+    assert document["weights"] == ["model.safetensors"] and document["unused_weights"] == ["zz_old/model.safetensors"]
+    assert document["weights_rule"].startswith("model.safetensors, else the shards model.safetensors.index.json")
+    assert read_manifest("m", manifest.raw) == manifest
+
+
+def test_a_folder_whose_safetensors_are_its_weights_keeps_format_1_and_its_identity(tmp_path):
+    """The identity of a folder without unused weight files is the format 1 document, byte for byte (pins and
+    recorded runs stay valid)."""
+    folder = _folder(tmp_path)
+    manifest = folder_manifest("m", folder, InputLimits())
+    files = sorted(["config.json", "model.safetensors", "sub/extra.txt"])
+    expected = {"format": "certa-model-manifest/1",
+                "files": [{"path": p, "sha256": hashlib.sha256((folder / p).read_bytes()).hexdigest(),
+                           "size": (folder / p).stat().st_size} for p in files]}
+    assert manifest.raw == canonical_bytes(expected)
+    assert manifest.weights == ("model.safetensors",) and manifest.unused_weights == ()
+
+
+def test_sharded_weights_are_the_shards_the_index_lists(tmp_path):
+    folder = _folder(tmp_path)
+    (folder / "model.safetensors").unlink()
+    for i in (1, 2):
+        (folder / f"model-0000{i}-of-00002.safetensors").write_bytes(bytes([i]) * 100)
+    _index(folder, {"a.weight": "model-00001-of-00002.safetensors", "b.weight": "model-00002-of-00002.safetensors"})
+    (folder / "adapter_model.safetensors").write_bytes(b"\x03" * 10)
+    manifest = folder_manifest("m", folder, InputLimits())
+    assert manifest.weights == ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors")
+    assert manifest.unused_weights == ("adapter_model.safetensors",)
+
+
+def test_model_safetensors_wins_over_an_index_whose_shards_are_then_unused(tmp_path):
+    """As from_pretrained: model.safetensors is the checkpoint when present; an index's shards beside it are unused."""
+    folder = _folder(tmp_path)
+    (folder / "shard.safetensors").write_bytes(b"\x01" * 10)
+    _index(folder, {"a.weight": "shard.safetensors"})
+    manifest = folder_manifest("m", folder, InputLimits())
+    assert manifest.weights == ("model.safetensors",) and manifest.unused_weights == ("shard.safetensors",)
+
+
+@pytest.mark.parametrize("index, message", [
+    ("not json", "model.safetensors.index.json is not JSON"),
+    ('{"metadata": {}}', "has no weight_map"),
+    ('{"weight_map": {"a": "../outside.safetensors"}}', "not a \\*.safetensors file inside the model folder"),
+    ('{"weight_map": {"a": "model.bin.txt"}}', "not a \\*.safetensors file inside the model folder"),
+    ('{"weight_map": {"a": "absent.safetensors"}}', "lists shard.s. the folder .* does not hold: absent.safetensors"),
+])
+def test_an_index_that_declares_no_weights_in_the_folder_is_refused(tmp_path, index, message):
+    folder = _folder(tmp_path)
+    (folder / "model.safetensors").unlink()
+    (folder / "model.safetensors.index.json").write_text(index)
+    with pytest.raises(InputError, match=message):
+        folder_manifest("m", folder, InputLimits())
+
+
+def test_weight_files_no_checkpoint_declares_are_refused_by_name(tmp_path):
+    folder = _folder(tmp_path)
+    (folder / "model.safetensors").rename(folder / "weights.safetensors")
+    with pytest.raises(InputError, match="has neither model.safetensors nor .*it holds weights.safetensors, which no "
+                                         "checkpoint file names"):
+        folder_manifest("m", folder, InputLimits())
+
+
+def test_a_stored_format_2_manifest_naming_weights_it_does_not_list_is_refused(tmp_path):
+    folder = _folder(tmp_path)
+    (folder / "old.safetensors").write_bytes(b"\x01")
+    document = json.loads(folder_manifest("m", folder, InputLimits()).raw)
+    for weights in (["nowhere.safetensors"], []):
+        forged = canonical_bytes({**document, "weights": weights})
+        with pytest.raises(InputError, match="stored model manifest"):
+            read_manifest("m", forged)
+
+
+def _stray_spec(tmp_path: Path, profile: str) -> Path:
+    folder = _folder(tmp_path)
+    (folder / "model.sig").unlink()
+    (folder / "zz_old").mkdir()
+    (folder / "zz_old" / "model.safetensors").write_bytes(b"\x01" * 100)
+    (tmp_path / "text.jsonl").write_text('{"text": "a"}\n')
+    return write_spec(tmp_path, f"""\
+        certa: 1
+        name: stray
+        seed: 1
+        profile: {profile}
+        inputs:
+          base: {{model: model}}
+          text: {{path: text.jsonl}}
+        stages:
+          - {{id: w, use: model.windows, with: {{baseline: base, subject: base, text: text}}}}
+        """)
+
+
+@pytest.mark.parametrize("profile", ["ci", "release"])
+def test_ci_and_release_refuse_a_folder_with_unused_weights_naming_them(tmp_path, profile):
+    with pytest.raises(InputError, match=f"input 'base': the model folder holds 1 \\*.safetensors file.s. that are not "
+                                         f"its weights .zz_old/model.safetensors.; the weights are model.safetensors "
+                                         f".*profile {profile} refuses"):
+        load_tables(load_plan(_stray_spec(tmp_path, profile)))
+
+
+def test_dev_records_an_unused_weights_decision_before_the_stages(tmp_path):
+    from certa.engine.core.interpreter import input_decisions
+
+    plan = load_plan(_stray_spec(tmp_path, "dev"))
+    tables = load_tables(plan)
+    [decision] = input_decisions(plan, tables)
+    assert decision.kind == "unused_weights"
+    assert decision.detail["input"] == "base" and decision.detail["outcome"] == "warn"
+    assert decision.detail["weights"] == ["model.safetensors"]
+    assert decision.detail["unused_weights"] == ["zz_old/model.safetensors"]
+    from certa.engine.services.presentation.warnings import warning_line
+
+    line = warning_line(None, decision)
+    assert line.startswith("inputs: input 'base': the model folder holds 1 *.safetensors file(s)")
+    assert "zz_old/model.safetensors" in line and "only the weights were loaded" in line
+
+
+# ------------------------------------------------------------------------------------------------- links
+
+
+def test_a_link_loop_inside_the_folder_is_refused_by_name(tmp_path):
+    """Issue 31: a loop passed the link check and failed later with 'Too many levels of symbolic links'."""
+    folder = _folder(tmp_path)
+    os.symlink("loop_b", folder / "loop_a")
+    os.symlink("loop_a", folder / "loop_b")
+    with pytest.raises(InputError, match="model file loop_a is a symbolic link that cannot be followed"):
+        folder_manifest("m", folder, InputLimits())
+
+
+def test_a_dangling_link_is_refused_by_name(tmp_path):
+    folder = _folder(tmp_path)
+    os.symlink("absent.json", folder / "tokenizer.json")
+    with pytest.raises(InputError, match="model file tokenizer.json is a symbolic link that cannot be followed "
+                                         ".No such file or directory."):
+        folder_manifest("m", folder, InputLimits())
+
+
+def test_a_link_to_a_file_inside_the_folder_is_hashed_as_that_file(tmp_path):
+    folder = _folder(tmp_path)
+    os.symlink("sub/extra.txt", folder / "tokenizer.json")
+    manifest = folder_manifest("m", folder, InputLimits())
+    assert manifest.digest_of("tokenizer.json") == manifest.digest_of("sub/extra.txt")

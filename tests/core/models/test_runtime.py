@@ -71,3 +71,62 @@ def test_a_manifest_read_back_from_a_ledger_cannot_load_a_model(tiny_models):
     table = _table(tiny_models["baseline"])
     with pytest.raises(StageError, match="read back from a ledger"):
         load_causal_lm(replace(table, origin=None))
+
+
+def _state(folder: Path, name: str = "model.safetensors") -> dict:
+    import safetensors.torch as st
+
+    return st.load((folder / name).read_bytes())
+
+
+def test_a_stale_weight_file_below_the_folder_is_not_what_is_evaluated(tiny_models, tmp_path):
+    """Issue 31: with the baseline's weights left in subject/zz_old/, every *.safetensors was loaded and the file
+    sorting last won, so the subject was evaluated with the baseline's weights (ratio exactly 1). The subject is
+    model.safetensors, as from_pretrained(subject) loads it."""
+    folder = Path(shutil.copytree(tiny_models["subject"], tmp_path / "subject"))
+    (folder / "zz_old").mkdir()
+    shutil.copyfile(tiny_models["baseline"] / "model.safetensors", folder / "zz_old" / "model.safetensors")
+    loaded = load_causal_lm(_table(folder)).model.state_dict()
+    own, stale = _state(tiny_models["subject"]), _state(tiny_models["baseline"])
+    key = "transformer.h.0.mlp.c_fc.weight"
+    assert not own[key].equal(stale[key])
+    assert all(loaded[k].equal(v) for k, v in own.items())
+
+
+def _sharded(tiny_models, tmp_path) -> Path:
+    """The baseline saved as two shards and an index, as save_pretrained writes a large model."""
+    import safetensors.torch as st
+
+    folder = _copy(tiny_models, tmp_path)
+    state = _state(folder)
+    (folder / "model.safetensors").unlink()
+    names = sorted(state)
+    shards = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
+              "model-00002-of-00002.safetensors": names[len(names) // 2:]}
+    for shard, keys in shards.items():
+        st.save_file({k: state[k] for k in keys}, str(folder / shard), metadata={"format": "pt"})
+    (folder / "model.safetensors.index.json").write_text(json.dumps({
+        "metadata": {"total_size": sum(v.numel() * 4 for v in state.values())},
+        "weight_map": {k: shard for shard, keys in shards.items() for k in keys}}))
+    return folder
+
+
+def test_sharded_weights_load_from_the_shards_the_index_lists(tiny_models, tmp_path):
+    import torch
+
+    folder = _sharded(tiny_models, tmp_path)
+    sharded, single = load_causal_lm(_table(folder)), load_causal_lm(_table(tiny_models["baseline"]))
+    ids = torch.tensor([sharded.tokenizer.encode("hello world").ids])
+    with torch.inference_mode():
+        assert torch.equal(sharded.model(input_ids=ids).logits, single.model(input_ids=ids).logits)
+
+
+def test_an_index_that_misplaces_a_tensor_is_refused(tiny_models, tmp_path):
+    folder = _sharded(tiny_models, tmp_path)
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    moved = sorted(index["weight_map"])[0]
+    index["weight_map"][moved] = "model-00002-of-00002.safetensors"
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(InputError, match=f"maps tensor '{moved}' to 'model-00002-of-00002.safetensors', but it is in "
+                                         "model-00001-of-00002.safetensors"):
+        load_causal_lm(_table(folder))
