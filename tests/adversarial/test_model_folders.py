@@ -44,10 +44,10 @@ def _spec(folder: Path, tiny_models: dict[str, Path], *, profile: str = "dev", s
           text: {{path: text.jsonl}}
         stages:
           - {{id: w, use: model.windows, with: {{baseline: base, subject: subj, text: text, column: body,
-              seq_len: 32, stride: 24, batch_size: 8}}}}
+              seq_len: 32, stride: 24, batch_size: 8, unit: tokens}}}}
           - {{id: ratio, use: paired.ppl_ratio, with: {{baseline: w.baseline, subject: w.subject, replicates: 200}}}}
         gates:
-          - {{id: upper, metric: "ratio.primary_metric.display_ci[1]", max: 2.0}}
+          - {{id: upper, metric: "ratio.token_perplexity.display_ci[1]", max: 2.0}}
         """)
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,8 @@ from certa.engine.foundation.errors import InputError, StageError
 from certa.engine.foundation.extras import install_command, missing_extra
 from certa.engine.core.models.architecture import (build_architecture, check_limits, check_tensors,
                                                    config_document, weight_headers)
-from certa.engine.core.models.manifest import MODEL_FORMAT, WEIGHTS_FILE, WEIGHTS_INDEX, index_shards, read_manifest
+from certa.engine.core.models.manifest import (MODEL_FORMAT, WEIGHTS_FILE, WEIGHTS_INDEX, ModelFile, index_shards,
+                                               read_manifest)
 from certa.engine.core.tables import Table
 
 __all__ = ["LoadedModel", "load_causal_lm", "deterministic_torch", "model_libraries", "require_model_libraries"]
@@ -130,15 +132,24 @@ class LoadedModel:
                              "overflows with these weights (no value is substituted)")
 
 
-def _verified_bytes(name: str, folder: Path, relative: str, expected: str) -> bytes:
+def _verified_bytes(name: str, folder: Path, file: ModelFile | None, relative: str) -> bytes:
+    """The bytes of the model file ``relative``, read once (a regular file, at most the size the manifest
+    recorded plus one byte, never blocking on a FIFO put in its place) and checked against the manifest's digest."""
     path = folder / relative
+    if file is None:
+        raise InputError(f"input '{name}': the model manifest lists no {relative}")
     try:
-        raw = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as opened:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise InputError(f"input '{name}': model file {relative} is no longer a regular file: the folder "
+                                 "changed during the run")
+            raw = opened.read(file.size + 1)
     except OSError as exc:
         raise InputError(f"input '{name}': cannot read model file {path}: {exc.strerror}") from None
     digest = hashlib.sha256(raw).hexdigest()
-    if digest != expected:
-        raise InputError(f"input '{name}': model file {relative} has SHA-256 {digest}, not the {expected} of the "
+    if digest != file.sha256:
+        raise InputError(f"input '{name}': model file {relative} has SHA-256 {digest}, not the {file.sha256} of the "
                          "manifest taken when the input was read: the folder changed during the run")
     return raw
 
@@ -170,8 +181,10 @@ def load_causal_lm(table: Table, *, device: str = "cpu") -> LoadedModel:
     name, manifest = table.name, read_manifest(table.name, table.raw)
     folder = Path(table.origin)
 
+    listed = {file.path: file for file in manifest.files}
+
     def verified(relative: str) -> bytes:
-        return _verified_bytes(name, folder, relative, manifest.digest_of(relative) or "")
+        return _verified_bytes(name, folder, listed.get(relative), relative)
 
     document = config_document(name, verified("config.json"), transformers)
     weights = {relative: verified(relative) for relative in manifest.weights}
