@@ -244,3 +244,61 @@ def test_a_signature_that_no_longer_matches_is_one_line_with_hex_digests(tiny_mo
     changed = hashlib.sha256(b"{}").hexdigest()
     assert f"generation_config.json has SHA-256 {changed} but the signature states" in result.stderr, result.stderr
     assert "b'" not in result.stderr and "\\x" not in result.stderr
+
+
+def _live_spec(folder: Path, tiny_models: dict[str, Path], profile: str) -> Path:
+    for arm in ("baseline", "subject"):
+        shutil.copytree(tiny_models[arm], folder / arm)
+    (folder / "prompts.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in DOCUMENTS), encoding="utf-8")
+    return write_spec(folder, f"""\
+        certa: 1
+        name: hostile-live-model
+        seed: 5
+        profile: {profile}
+        inputs:
+          base: {{model: baseline}}
+          subj: {{model: subject}}
+          prompts: {{path: prompts.jsonl}}
+        stages:
+          - id: ce
+            use: sequential.diff
+            with:
+              scorer: {{name: hf_models, metric: delta_ce, options: {{prompts: prompts, text_column: text}}}}
+              reference: base
+              candidate: subj
+              positions_per_prompt: 16
+              batch_size: 4
+              n_max: 10
+              method: betting
+              alpha: 0.05
+              range: [-1, 1]
+              equivalence_band: 0.5
+        """)
+
+
+LIVE_CASES = {  # the live scorer (sequential.diff's hf_models) loads and runs the same folders
+    "outputs-not-finite": (_weights(_overflowing), r"input 'subj': the model computes a non-finite logit \(nan\) for "
+                                                   r"\d+ of \d+ prompts of a batch"),
+    "tokenizer-beyond-weights": (_larger_tokenizer, "input '(base|subj)': tokenizer.json gives the prompts of input "
+                                                    "'prompts' the token id 32[0-9]"),
+    "layers-20000": HOSTILE_FOLDERS["layers-20000"],
+    "stale-weights-ci": HOSTILE_FOLDERS["stale-weights-ci"],
+}
+
+
+@pytest.mark.parametrize("case", list(LIVE_CASES))
+def test_hostile_model_folder_for_the_live_scorer(case: str, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    change, message = LIVE_CASES[case]
+    spec = _live_spec(tmp_path, tiny_models, "ci" if case == "stale-weights-ci" else "dev")
+    change(tmp_path / "subject")
+    if case == "stale-weights-ci":
+        (tmp_path / "subject" / "zz_old").mkdir()
+        shutil.copyfile(tiny_models["baseline"] / "model.safetensors",
+                        tmp_path / "subject" / "zz_old" / "model.safetensors")
+    if case == "tokenizer-beyond-weights":
+        _larger_tokenizer(tmp_path / "baseline")
+    db = tmp_path / "ledger.db"
+    result = invoke("run", spec, "--ledger", db)
+    check(f"live scorer, model folder {case}", result, allowed={2}, folders=(tmp_path,), no_files=_no_ledger(db))
+    assert re.search(message, result.stderr), f"{case}: {result.stderr!r}"
+    assert "internal error" not in result.stderr

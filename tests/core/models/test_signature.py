@@ -133,3 +133,44 @@ def test_the_public_key_is_a_path_inside_the_spec_folder(tmp_path):
 
     with pytest.raises(SpecError, match=r"spec.yaml:6:48: inputs.base.signature.public_key: path .../outside.pem. leaves the spec.s folder"):
         load_plan(_spec(tmp_path, "dev", "../outside.pem"))
+
+
+def test_a_file_changed_after_signing_is_named_with_both_digests_in_hex(signed):
+    """Issue 31: the library's reason printed Python byte literals (digest_value=b'7T\\xe0...'); certa states the
+    file and both SHA-256 digests in hex."""
+    import hashlib
+
+    folder, public, _ = signed
+    before = hashlib.sha256((folder / "generation_config.json").read_bytes()).hexdigest()
+    (folder / "generation_config.json").write_text("{}")
+    check = _check(folder, public)
+    assert check.status == "failed"
+    assert (f"generation_config.json has SHA-256 {hashlib.sha256(b'{}').hexdigest()} but the signature states "
+            f"{before}") in check.reason
+    assert "b'" not in check.reason and "\\x" not in check.reason
+
+
+@pytest.mark.parametrize("make, reason", [
+    (lambda sig: (sig.unlink(), sig.mkdir()), "model.sig is not a regular file"),
+    (lambda sig: sig.write_bytes(sig.read_bytes()[:100]), "model.sig is not a Sigstore bundle of a model-signing "
+                                                          "statement .JSONDecodeError"),
+    (lambda sig: sig.write_text('{"dsseEnvelope": {"payload": "not base64!"}}'), "model.sig is not a Sigstore bundle"),
+])
+def test_a_signature_file_that_is_no_bundle_fails_with_the_reason(signed, make, reason):
+    """A folder named model.sig read as 'unsigned' (which ci accepts); a truncated bundle gave the JSON decoder's
+    message alone."""
+    folder, public, _ = signed
+    make(folder / "model.sig")
+    check = _check(folder, public)
+    assert check.status == "failed"
+    import re
+
+    assert re.search(reason, check.reason), check.reason
+
+
+def test_a_library_message_loses_its_byte_literals():
+    from certa.engine.core.models.signature import _library_detail
+
+    detail = _library_detail(ValueError("""Signature mismatch: ["Expected 'Digest(digest_value=b'7T\\\\xe0\\\\x9d')'"]"""))
+    assert detail == """Signature mismatch: ["Expected 'Digest(digest_value=<bytes>)'"]"""
+    assert _library_detail(ValueError("")).startswith("the envelope's signature is not valid")
