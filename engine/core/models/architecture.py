@@ -28,6 +28,7 @@ order, each step refusing with an ``InputError`` that names the file and the pro
    * attention heads (``n_head``, ``num_attention_heads``, ``num_key_value_heads``) and labels (``num_labels``):
      at least 1 and at most the largest tensor dimension (a head count divides a projection's width).
 
+   Nested configurations (``text_config``, ``vision_config``) are held to the same bounds by the standard names.
    The cost of building is then bounded by the weights' header (a layer needs tensors named for it), never by a
    number in ``config.json`` alone.
 4. **The build** (``build_architecture``): ``AutoConfig.for_model`` and ``AutoModelForCausalLM.from_config`` on the
@@ -203,9 +204,14 @@ def _consecutive_indices(tensors: Mapping[str, TensorHeader]) -> int:
 
 
 def check_limits(name: str, document: Mapping[str, Any], tensors: Mapping[str, TensorHeader],
-                 attribute_map: Mapping[str, str]) -> None:
-    """The configuration's sizes against the weights' headers (module docstring, step 3). ``attribute_map`` is
-    the configuration class's (``GPT2Config.attribute_map``: standard name -> the architecture's own key)."""
+                 attribute_map: Mapping[str, str], *, prefix: str = "") -> None:
+    """The configuration's sizes against the weights' headers (module docstring, step 3), and those of every
+    nested configuration (``text_config``, ``vision_config``: a key ending in ``_config``, by the standard names).
+    ``attribute_map`` is the configuration class's (``GPT2Config.attribute_map``: standard name -> the
+    architecture's own key)."""
+    for key, nested in document.items():
+        if key.endswith("_config") and isinstance(nested, Mapping):
+            check_limits(name, nested, tensors, {}, prefix=f"{prefix}{key}.")
     dimensions = sorted({n for header in tensors.values() for n in header.shape})
     largest = dimensions[-1] if dimensions else 0
     files = sorted({header.file for header in tensors.values()})
@@ -215,7 +221,7 @@ def check_limits(name: str, document: Mapping[str, Any], tensors: Mapping[str, T
             if key not in document:
                 continue
             value = document[key]
-            where = f"input '{name}': config.json's {key}"
+            where = f"input '{name}': config.json's {prefix}{key}"
             if type(value) is not int or value < 0:
                 raise InputError(f"{where} is {value!r}, not a count (a whole number, 0 or more)")
             if standard in LAYER_COUNTS:

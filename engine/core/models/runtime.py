@@ -104,7 +104,7 @@ class LoadedModel:
     model_type: str
     parameters: int
     device: str
-    vocabulary: int = 0
+    vocabulary: int
     """Rows of the input embedding: token ids 0 .. vocabulary - 1 have one."""
 
     def check_token_ids(self, ids: Any, text: str) -> None:

@@ -117,6 +117,8 @@ def test_a_configuration_that_describes_its_weights_passes():
     ({"n_layer": True}, "n_layer is True, not a count"),
     ({"n_layer": -1}, "n_layer is -1, not a count"),
     ({"vocab_size": None}, "vocab_size is None, not a count"),
+    ({"text_config": {"num_hidden_layers": 20000}}, "text_config.num_hidden_layers is 20,000, but the weights"),
+    ({"text_config": {"vision_config": {"num_labels": 10**7}}}, "text_config.vision_config.num_labels is 10,000,000"),
 ])
 def test_a_size_the_weights_cannot_hold_is_refused_before_anything_is_built(sizes, message):
     with pytest.raises(InputError, match=f"input 'm': config.json's {message}"):
