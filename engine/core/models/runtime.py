@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from certa.engine.foundation.errors import InputError, StageError
 from certa.engine.foundation.extras import install_command, missing_extra
 from certa.engine.core.models.architecture import (build_architecture, check_limits, check_tensors,
@@ -110,8 +112,6 @@ class LoadedModel:
     def check_token_ids(self, ids: Any, text: str) -> None:
         """An ``InputError`` when a token id of ``ids`` (an integer array, ``text`` saying what was tokenized) has no
         embedding in the model (its tokenizer has more tokens than its weights)."""
-        import numpy as np
-
         ids = np.asarray(ids)
         if ids.size and (int(ids.max()) >= self.vocabulary or int(ids.min()) < 0):
             bad = int(ids.max()) if int(ids.max()) >= self.vocabulary else int(ids.min())
@@ -122,14 +122,13 @@ class LoadedModel:
     def check_finite(self, values: Any, what: str, units: str) -> None:
         """An ``InputError`` when ``values`` (one number the model computed for each of ``units``, ``what`` saying
         which) are not all finite: never reported later as a missing value of a table."""
-        import numpy as np
-
         values = np.asarray(values, dtype=np.float64)
         bad = np.flatnonzero(~np.isfinite(values))
         if bad.size:
-            raise InputError(f"input '{self.name}': the model computes a non-finite {what} ({float(values[bad[0]])}) for "
-                             f"{bad.size} of {values.size} {units} (the first is number {int(bad[0]) + 1}): float32 "
-                             "overflows with these weights (no value is substituted)")
+            raise InputError(f"input '{self.name}': the model computes a non-finite {what} "
+                             f"({float(values[bad[0]])}) for {bad.size} of {values.size} {units} (the first is number "
+                             f"{int(bad[0]) + 1}): its arithmetic overflows float32 with these weights and config.json "
+                             "(no value is substituted)")
 
 
 def _verified_bytes(name: str, folder: Path, file: ModelFile | None, relative: str) -> bytes:
