@@ -82,14 +82,17 @@ def read_inspect_eval(log: Source, *, slice_metadata: str | None = None, name: s
         raise InputError(f"{where}: member 'header.json' is missing; is it an Inspect .eval log (format 2)?")
     unpack = _MemberReader(where, raw, archive, limits)
     header = json_document(f"{where}, member header.json", unpack(by_name["header.json"]))
-    sample_members = [member for member in members if _SAMPLE_MEMBER.fullmatch(member.filename)]
-    limits.check(where, "rows", len(sample_members), "the number of samples")
-    limits.check(where, "text_bytes", sum(member.file_size for member in sample_members),
+    every_member = [member for member in members if _SAMPLE_MEMBER.fullmatch(member.filename)]
+    limits.check(where, "rows", len(every_member), "the number of samples")
+    limits.check(where, "text_bytes", sum(member.file_size for member in every_member),
                  "the declared size in bytes of the samples")
+    # a sample logged again (a retry) is a second member of the same name: Inspect reads the last, and so does certa,
+    # saying how many it superseded (provenance detail superseded_members)
+    sample_members = list({member.filename: member for member in every_member}.values())
     located = [f"member {member.filename}" for member in sample_members]
     rows = [_sample_row(json_document(f"{where}, {at}", unpack(member)), f"{where}, {at}", slice_metadata)
             for member, at in zip(sample_members, located)]
-    return _records(where, raw, header, rows, located)
+    return _records(where, raw, header, rows, located, superseded=len(every_member) - len(sample_members))
 
 
 def read_inspect_json(log: Source, *, slice_metadata: str | None = None, name: str | None = None,
@@ -182,7 +185,7 @@ def _sample_row(sample: Any, where: str, slice_metadata: str | None) -> _SampleR
 
 
 def _records(where: str, raw: bytes, log: dict[str, Any], rows: list[_SampleRow],
-             located: list[str]) -> EvidenceRecords:
+             located: list[str], *, superseded: int = 0) -> EvidenceRecords:
     """The records of the samples' rows, with provenance from the log's ``eval`` and ``plan``."""
     if not rows:
         raise InputError(f"{where}: the log holds no samples; run the evaluation without --no-log-samples")
@@ -204,7 +207,7 @@ def _records(where: str, raw: bytes, log: dict[str, Any], rows: list[_SampleRow]
     ids[:] = [row.id for row in rows]
     return EvidenceRecords(source=where, key_fields=("id", "epoch"),
                            keys={"id": ids, "epoch": np.array([row.epoch for row in rows], dtype=np.int64)},
-                           metrics=metrics, provenance=_provenance(where, raw, log), identity=identity,
+                           metrics=metrics, provenance=_provenance(where, raw, log, superseded), identity=identity,
                            slices=slices, repeat_field="epoch")
 
 
@@ -243,8 +246,9 @@ def _slice(sample: dict[str, Any], key: str, where: str) -> str:
     return str(value)
 
 
-def _provenance(where: str, raw: bytes, log: dict[str, Any]) -> Provenance:
-    """Tool version (``eval.packages.inspect_ai``), task, configuration digest and model from the log."""
+def _provenance(where: str, raw: bytes, log: dict[str, Any], superseded: int = 0) -> Provenance:
+    """Tool version (``eval.packages.inspect_ai``), task, configuration digest and model from the log; with
+    ``superseded``, how many sample members a later member of the same name replaced."""
     spec = field_of(log, "eval", (dict,), where)
     stated = {key: spec.get(key) for key in ("task_args", "dataset", "config", "scorers", "solver", "solver_args")
               if key in spec}
@@ -257,6 +261,8 @@ def _provenance(where: str, raw: bytes, log: dict[str, Any]) -> Provenance:
     stated_details = (("status", log.get("status")), ("task_id", spec.get("task_id")), ("run_id", spec.get("run_id")),
                       ("created", spec.get("created")))
     details = [(key, stated_text(value)) for key, value in stated_details if value not in (None, "")]
+    if superseded:
+        details.append(("superseded_members", str(superseded)))
     version = spec.get("task_version")
     return Provenance(tool="inspect_ai", tool_version=stated_text(packages.get("inspect_ai")),
                       task=stated_text(spec.get("task")), task_version=stated_text(version),

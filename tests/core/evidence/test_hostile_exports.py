@@ -351,3 +351,18 @@ def test_an_inspect_log_missing_a_completed_sample_is_refused() -> None:
     log = {**inspect_log(inspect_sample("x"), inspect_sample("y")), "results": {"completed_samples": 3}}
     raises(r"the log's results say 3 samples were completed \(results.completed_samples\), but it holds 2",
            read_inspect_json, json.dumps(log).encode(), name="log.json")
+
+
+def test_a_re_logged_inspect_sample_is_read_as_inspect_reads_it_and_said() -> None:
+    """A sample logged again (a retry) is a second member of the same name: Inspect reads the last. certa refused
+    the log; it reads the last too and records how many members were superseded."""
+    header = json.dumps({k: v for k, v in inspect_log().items() if k != "samples"}).encode()
+    first, retried = inspect_sample("x", value="I"), inspect_sample("x", value="C")
+    raw = zstd_zip([("header.json", header), ("samples/x_epoch_1.json", json.dumps(first).encode()),
+                    ("samples/y_epoch_1.json", json.dumps(inspect_sample("y")).encode()),
+                    ("samples/x_epoch_1.json", json.dumps(retried).encode())])
+    records = read_inspect_eval(raw, name="log.eval")
+    assert records.keys["id"].tolist() == ["x", "y"] and records.metrics["match"].tolist() == [1.0, 1.0]
+    assert ("superseded_members", "1") in records.provenance.details
+    plain = read_inspect_eval(eval_archive(inspect_sample("x"), inspect_sample("y")), name="log.eval")
+    assert all(key != "superseded_members" for key, _ in plain.provenance.details)

@@ -12,13 +12,15 @@ import zstandard
 ZSTD_METHOD = 93
 
 
-def zstd_zip(members: dict[str, bytes], *, declared_sizes: dict[str, int] | None = None,
+def zstd_zip(members: dict[str, bytes] | list[tuple[str, bytes]], *, declared_sizes: dict[str, int] | None = None,
              payloads: dict[str, bytes] | None = None) -> bytes:
-    """The archive of ``members`` (name -> content), each zstd-compressed. ``declared_sizes`` overrides a
-    member's recorded size and ``payloads`` its compressed bytes (damaged archives for tests)."""
+    """The archive of ``members`` (name -> content, or (name, content) pairs, which may repeat a name as a
+    re-logged sample does), each zstd-compressed. ``declared_sizes`` overrides a member's recorded size and
+    ``payloads`` its compressed bytes (damaged archives for tests)."""
+    pairs = list(members.items()) if isinstance(members, dict) else list(members)
     compressor = zstandard.ZstdCompressor(level=3)
     local, central = bytearray(), bytearray()
-    for name, content in members.items():
+    for name, content in pairs:
         encoded = name.encode("utf-8")
         payload = (payloads or {}).get(name, compressor.compress(content))
         size = (declared_sizes or {}).get(name, len(content))
@@ -28,7 +30,7 @@ def zstd_zip(members: dict[str, bytes], *, declared_sizes: dict[str, int] | None
                              len(encoded), 0) + encoded + payload
         central += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 63, 63, 0, ZSTD_METHOD, 0, 0x21, crc, len(payload),
                                size, len(encoded), 0, 0, 0, 0, 0, offset) + encoded
-    count = len(members)
+    count = len(pairs)
     end = b""
     if count > 0xFFFF:  # more entries than the classic end record counts: ZIP64 end record and locator (4.3.14-15)
         end = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, len(central), len(local))
