@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import hostile_inputs  # noqa: E402
 from hostile_inputs import CLI, measure  # noqa: E402
-from tests.conftest import TINY_MODEL_TEXT  # noqa: E402
+from tests.conftest import TINY_MODEL_TEXT, config_edit  # noqa: E402
 
 SPEC = """\
 certa: 1
@@ -48,14 +48,6 @@ stages:
 """
 
 
-def _config(**changes: object) -> Callable[[Path], None]:
-    def change(folder: Path) -> None:
-        config = json.loads((folder / "config.json").read_text())
-        config.update(changes)
-        (folder / "config.json").write_text(json.dumps(config))
-    return change
-
-
 def _named_layers(layers: int) -> Callable[[Path], None]:
     """``n_layer: layers`` and a header naming one 1-element tensor per layer (``extra.{i}.w``): the weights
     themselves claim the layers, so the build proceeds and is refused after it (unexpected tensors)."""
@@ -66,7 +58,7 @@ def _named_layers(layers: int) -> Callable[[Path], None]:
         state = st.load((folder / "model.safetensors").read_bytes())
         state.update({f"extra.{i}.w": torch.zeros(1) for i in range(layers)})
         st.save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
-        _config(n_layer=layers)(folder)
+        config_edit(n_layer=layers)(folder)
     return change
 
 
@@ -85,11 +77,11 @@ def main() -> None:
         documents = [d for d in TINY_MODEL_TEXT.split("\n\n") if d.strip()][:8]
         cases: list[tuple[str, Callable[[Path], None] | None]] = [
             ("clean subject (evaluated, exit 0)", None),
-            ("n_positions 0 (built, then refused)", _config(n_positions=0)),
-            ("n_layer 20000", _config(n_layer=20000)),
-            ("num_labels 10^7", _config(num_labels=10**7)),
-            ("n_head 3 of n_embd 64", _config(n_head=3)),
-            ("vocab_size 10^9", _config(vocab_size=10**9)),
+            ("n_positions 0 (built, then refused)", config_edit(n_positions=0)),
+            ("n_layer 20000", config_edit(n_layer=20000)),
+            ("num_labels 10^7", config_edit(num_labels=10**7)),
+            ("n_head 3 of n_embd 64", config_edit(n_head=3)),
+            ("vocab_size 10^9", config_edit(vocab_size=10**9)),
         ]
         if full:
             cases.append(("n_layer 20000, header names 20000", _named_layers(20000)))

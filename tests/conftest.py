@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import sqlite3
@@ -368,7 +369,6 @@ def example_runs(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tu
     (ledger path, example folder -> run id). The first worker to ask builds it under a file lock in the session's
     shared temporary folder; the others wait and read it. Tests must only read it (copy it to change it)."""
     import fcntl
-    import json
 
     from click.testing import CliRunner
 
@@ -388,3 +388,12 @@ def example_runs(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tu
                 runs[example] = json.loads(result.stdout)["run_id"]
             index.write_text(json.dumps(runs), encoding="utf-8")
     return folder / "ledger.db", json.loads(index.read_text(encoding="utf-8"))
+
+
+def config_edit(**changes: object) -> Callable[[Path], None]:
+    """An edit of a model folder: its ``config.json`` with ``changes`` set (hostile-folder tests and bench)."""
+    def change(folder: Path) -> None:
+        config = json.loads((folder / "config.json").read_text())
+        config.update(changes)
+        (folder / "config.json").write_text(json.dumps(config))
+    return change

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TINY_MODEL_TEXT, write_spec
+from tests.conftest import TINY_MODEL_TEXT, config_edit, write_spec
 from .conftest import check, invoke
 
 pytestmark = pytest.mark.adversarial
@@ -49,14 +49,6 @@ def _spec(folder: Path, tiny_models: dict[str, Path], *, profile: str = "dev", s
         gates:
           - {{id: upper, metric: "ratio.token_perplexity.display_ci[1]", max: 2.0}}
         """)
-
-
-def _config(**changes: object) -> Callable[[Path], None]:
-    def change(folder: Path) -> None:
-        config = json.loads((folder / "config.json").read_text())
-        config.update(changes)
-        (folder / "config.json").write_text(json.dumps(config))
-    return change
 
 
 def _weights(change: Callable[[dict], dict]) -> Callable[[Path], None]:
@@ -129,26 +121,26 @@ HOSTILE_FOLDERS: dict[str, tuple[Callable[[Path], None], str]] = {  # case: (cha
                            "input 'subj': tokenizer.json is not UTF-8 text .byte 0xff at position 0."),
     "tokenizer-beyond-weights": (_larger_tokenizer, "input '(base|subj)': tokenizer.json gives the text of input 'text' the "
                                                     "token id 32[0-9], but the model's weights embed 320 tokens"),
-    "heads-not-dividing": (_config(n_head=3), "input 'subj': transformers .* cannot build the 'gpt2' architecture "
+    "heads-not-dividing": (config_edit(n_head=3), "input 'subj': transformers .* cannot build the 'gpt2' architecture "
                                               "config.json describes .ValueError: `embed_dim` must be divisible"),
     "tensor-shape": (_weights(_reshaped), r"input 'subj': tensor transformer.h.0.mlp.c_fc.weight is \[64, 255\] in "
                                           r"model.safetensors, but the 'gpt2' architecture .* has it \[64, 256\]"),
     "tensor-integers": (_weights(_integers), "input 'subj': tensor transformer.ln_f.weight in model.safetensors holds "
                                              "I32 numbers"),
-    "model-type-t5": (_config(model_type="t5"), "input 'subj': config.json's model_type 't5' is not a causal "
+    "model-type-t5": (config_edit(model_type="t5"), "input 'subj': config.json's model_type 't5' is not a causal "
                                                 "language model"),
-    "model-type-unknown": (_config(model_type="nosuch"), "config.json's model_type 'nosuch' is not an architecture"),
-    "activation-unknown": (_config(activation_function="nosuch"), "input 'subj': config.json's activation_function "
+    "model-type-unknown": (config_edit(model_type="nosuch"), "config.json's model_type 'nosuch' is not an architecture"),
+    "activation-unknown": (config_edit(activation_function="nosuch"), "input 'subj': config.json's activation_function "
                                                                   "'nosuch' is not an activation"),
-    "vocabulary-smaller": (_config(vocab_size=100), "input 'subj': config.json's vocab_size is 100, which is no "
+    "vocabulary-smaller": (config_edit(vocab_size=100), "input 'subj': config.json's vocab_size is 100, which is no "
                                                     r"dimension of any tensor of the weights \(model.safetensors"),
-    "layers-20000": (_config(n_layer=20000), "input 'subj': config.json's n_layer is 20,000, but the weights "
+    "layers-20000": (config_edit(n_layer=20000), "input 'subj': config.json's n_layer is 20,000, but the weights "
                                              r"\(model.safetensors\) hold only 2"),
-    "labels-10-million": (_config(num_labels=10**7), "input 'subj': config.json's num_labels is 10,000,000"),
-    "layers-not-a-number": (_config(n_layer="two"), "input 'subj': config.json's n_layer is 'two', not a count"),
+    "labels-10-million": (config_edit(num_labels=10**7), "input 'subj': config.json's num_labels is 10,000,000"),
+    "layers-not-a-number": (config_edit(n_layer="two"), "input 'subj': config.json's n_layer is 'two', not a count"),
     "config-nan": (_text("config.json", '{"model_type": "gpt2", "n_embd": NaN}'),
                    "input 'subj': config.json is not JSON .NaN is not a JSON number."),
-    "positions-zero": (_config(n_positions=0), r"tensor transformer.wpe.weight is \[128, 64\] in model.safetensors"),
+    "positions-zero": (config_edit(n_positions=0), r"tensor transformer.wpe.weight is \[128, 64\] in model.safetensors"),
     "weights-truncated": (_truncated, "input 'subj': model.safetensors is not a valid safetensors file"),
     "weights-nan": (_weights(_nan), "input 'subj': tensor transformer.ln_f.weight in model.safetensors holds 64 NaN "
                                     "or infinite value"),
