@@ -39,9 +39,11 @@ __all__ = ["CERTIFICATE_FORMAT", "CONTENT_FORMAT", "ENVIRONMENT_KEYS", "computin
 
 CERTIFICATE_FORMAT = 2
 """The certificate envelope: 1 (certa 0.1.0, 0.2.0) had ``content_sha256`` only; 2 adds ``results_sha256``."""
-CONTENT_FORMAT = 2
+CONTENT_FORMAT = 3
 """``content.certa_format``: the structure of ``content``. 1 (certa 0.1.0 to 0.9.x); 2 adds ``family``, what the
-gates claim together in words (``certa.engine.core.gate_family``). A replay builds the format its run recorded."""
+gates claim together in words (``certa.engine.core.gate_family``); 3 adds each plain input table's
+``unread_columns``, the columns no stage read (``certa.engine.core.stages.unused_columns``). A replay builds the
+format its run recorded."""
 ENVIRONMENT_KEYS = ("versions",)
 """Members of ``content`` that record the computing environment, not a result."""
 

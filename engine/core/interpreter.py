@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -22,9 +22,10 @@ from certa.engine.core.inputs import UNUSED_WEIGHTS, unused_weights_detail
 from certa.engine.core.models.manifest import MODEL_FORMAT, read_manifest
 from certa.engine.core.metric_paths import KeyColumn, closest, format_steps, key_column, key_values, parse_metric
 from certa.engine.core.seeds import DERIVATION, stage_generator, stage_seed_record
-from certa.engine.core.spec import Plan
+from certa.engine.core.spec import Plan, knob_strings
 from certa.engine.core.stages import REGISTRY, Decision, StageContext
 from certa.engine.core.stages.base import Concatenated, DecisionColumns, LedgerReader, Progress, decision_parts
+from certa.engine.core.stages.unused_columns import unread_column_decisions, unread_columns
 from certa.engine.core.tables import Table
 
 __all__ = ["execute", "Execution", "StageDecision", "StageDecisions", "RunDecisions",
@@ -115,7 +116,8 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
     """Run the plan's stages and gates on loaded tables; nothing is recorded.
 
     ``content_format`` is the structure of the certificate's content to build: the newest for a run, the one a
-    run recorded for its replay (format 1 has no ``family`` block; ``certa.engine.core.certificate``).
+    run recorded for its replay (format 1 has no ``family`` block, formats 1 and 2 no ``unread_columns`` and no
+    ``unread_columns`` decisions; ``certa.engine.core.certificate``).
     ``captured`` (a replay) hands each stage the tables it captured in the original run. A table a stage
     declares in ``StageType.produces`` is readable by the later stages as ``<stage id>.<table>`` once the stage has
     run (the certificate's ``inputs`` stay the declared inputs; the table is listed under ``captured``).
@@ -123,13 +125,15 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
     names a key its input does not hold (``check_data_keys``).
     """
     check_data_keys(plan, tables)
-    readable = dict(tables)  # the inputs, then each table a stage produces (StageType.produces) once it has run
+    read = {name: replace(table) for name, table in tables.items()}  # this run's own record of columns read
+    readable = dict(read)  # the inputs, then each table a stage produces (StageType.produces) once it has run
     outputs: dict[str, Mapping[str, Any]] = {}
     decisions = RunDecisions(())
     inputs = input_decisions(plan, tables)
     if inputs:
         decisions += RunDecisions.of(None, inputs)
     captured_out: dict[str, Mapping[str, Table]] = {}
+    scorer_read: set[str] = set()  # inputs a capturing stage reads outside the tables in a run, not in its replay
     seeds: dict[str, Any] = {}
     for index, stage in enumerate(plan.stages, start=1):
         stage_type = REGISTRY.get(stage.use, stage.version)
@@ -151,6 +155,8 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
             raise AbortedExecution(abort, decisions) from None
         except StageError as exc:
             raise StageError(f"stage '{stage.id}' ({stage.use}): {exc}") from None
+        if result.captured or ctx.captured:  # a replay reads the captured tables instead of these inputs
+            scorer_read.update(name for name in knob_strings(stage.knobs) if name in read)
         outputs[stage.id] = to_jsonable(result.outputs)
         decisions += RunDecisions.of(stage.id, result.decisions)
         if result.captured:
@@ -158,6 +164,10 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
             readable.update({f"{stage.id}.{name}": result.captured[name] for name in stage_type.produces
                              if name in result.captured})
 
+    unread = {name: None if name in scorer_read else unread_columns(table) for name, table in read.items()}
+    if content_format >= 3:
+        decisions += RunDecisions.of(None, unread_column_decisions(
+            unread, (d.decision for d in decisions)))
     family = evaluate_family(plan.family, plan.gates, outputs)
     gate_results = tuple(family.member_results.get(gate.id) or evaluate_gate(gate, outputs) for gate in plan.gates)
     gate_records = [{"id": g.id, "metric": g.metric, "value": g.value, "threshold": dict(g.threshold),
@@ -170,8 +180,9 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
         "knobs_hash": plan.knobs_hash,
         "knobs": plan.knobs,
         "seed": {"root": str(plan.seed), "derivation": DERIVATION, "stages": seeds},
-        "inputs": [{"name": t.name, "sha256": t.sha256, "rows": t.n_rows, "format": t.fmt,
-                    "columns": list(t.columns)} for t in tables.values()],
+        "inputs": [{"name": t.name, "sha256": t.sha256, "rows": t.n_rows, "format": t.fmt, "columns": list(t.columns),
+                    **({"unread_columns": unread[name]} if content_format >= 3 and unread[name] is not None else {})}
+                   for name, t in tables.items()],
         "stages": outputs,
         "gates": gate_records,
         **({"family": family.record} if content_format >= 2 else {}),

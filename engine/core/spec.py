@@ -32,7 +32,8 @@ from certa.engine.core.metric_paths import DataKey, MetricPathError, closest, pa
 from certa.engine.core.stages import REGISTRY, StageType, UnknownStage, parse_stage_ref
 from certa.engine.core.stages.base import DeclaredTable, KnobProblem
 
-__all__ = ["InputSpec", "StagePlan", "GateSpec", "Plan", "load_plan", "spec_schema", "why_not_a_spec", "SPEC_FORMAT"]
+__all__ = ["InputSpec", "StagePlan", "GateSpec", "Plan", "load_plan", "spec_schema", "why_not_a_spec", "SPEC_FORMAT",
+           "knob_strings"]
 
 SPEC_FORMAT = 1
 
@@ -462,7 +463,7 @@ def read_option_use_problems(inputs: Mapping[str, InputSpec],
             unused = {(knob, part): why for knob, part, why in stage_type.unused_record_parts(
                 stage.knobs, {knob: frozenset(parts_of[name].values()) for knob, name in read.items()})}
         else:
-            named_columns = set(_strings(stage.knobs))
+            named_columns = set(knob_strings(stage.knobs))
             unused = {(knob, part): ("reads no evaluator's provenance" if column is None else
                                      f"reads no column '{column}' (its knobs name the columns it reads)")
                       for knob, name in [*read.items(), *lists] for part in parts_of[name].values()
@@ -480,14 +481,15 @@ def read_option_use_problems(inputs: Mapping[str, InputSpec],
             for name in used for option, part in parts_of[name].items() if part not in used[name]]
 
 
-def _strings(value: Any) -> list[str]:
-    """Every text value in ``value`` (nested mappings and lists), in order."""
+def knob_strings(value: Any) -> list[str]:
+    """Every text value in ``value`` (a stage's knobs: nested mappings and lists), in order; the input names and
+    columns a stage reads are among them."""
     if isinstance(value, str):
         return [value]
     if isinstance(value, Mapping):
-        return [text for item in value.values() for text in _strings(item)]
+        return [text for item in value.values() for text in knob_strings(item)]
     if isinstance(value, list):
-        return [text for item in value for text in _strings(item)]
+        return [text for item in value for text in knob_strings(item)]
     return []
 
 

@@ -207,6 +207,10 @@ class Table:
     signature: Any = field(default=None, repr=False, compare=False)
     """A model input's signature check (``certa.engine.core.models.signature.SignatureCheck``), made when the folder
     was read; None for every other table and for a model input read back from a ledger."""
+    columns_read: set[str] = field(init=False, default_factory=set, repr=False, compare=False)
+    """The columns read through ``text``, ``factorize`` or ``numeric`` since this object was made (``has`` is not a
+    read). ``dataclasses.replace(table)`` starts a new, empty record: ``certa.engine.core.interpreter.execute`` gives
+    each run its own copy, and lists the input columns no stage read (``unread_columns``)."""
 
     @property
     def n_rows(self) -> int:
@@ -234,12 +238,16 @@ class Table:
 
     def text(self, column: str) -> np.ndarray:
         """The column as an array of Python strings (object dtype)."""
-        return self._require(column)
+        cells = self._require(column)
+        self.columns_read.add(column)
+        return cells
 
     def factorize(self, column: str) -> tuple[tuple[str, ...], np.ndarray]:
         """(the column's distinct cells, sorted, and each row's index into them): ``np.unique(text,
         return_inverse=True)``'s answer, without turning an Arrow-read column into Python strings."""
-        return self._column(column).factorize()
+        factors = self._column(column).factorize()
+        self.columns_read.add(column)
+        return factors
 
     def numeric(self, column: str, *, allow_missing: bool = False) -> np.ndarray:
         """The column as float64. Empty cells are NaN if ``allow_missing``, else an ``InputError``.
@@ -248,6 +256,7 @@ class Table:
         Values are bit for bit Python's ``float()`` of each cell (see ``table_formats.decimal``).
         """
         source = self._column(column)
+        self.columns_read.add(column)
         values, bad = source.float64()
         if bad is not None:
             raise InputError(

@@ -361,7 +361,8 @@ def _recorded_format(content: Mapping[str, Any]) -> int:
     """The content format the run recorded (1 when it names none; a value certa never wrote replays as the
     newest, and the replay then reports what differs)."""
     recorded = content.get("certa_format", 1)
-    return recorded if recorded in (1, CONTENT_FORMAT) and not isinstance(recorded, bool) else CONTENT_FORMAT
+    known = isinstance(recorded, int) and not isinstance(recorded, bool) and 1 <= recorded <= CONTENT_FORMAT
+    return recorded if known else CONTENT_FORMAT
 
 
 def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None, record: bool = True) -> ReplayResult:

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from certa.cli import main
+from certa.engine.core.certificate import CONTENT_FORMAT
 from certa.engine.core.gate_family import DEFAULT_FAMILY, FamilySpec, evaluate_family, family_statement, stated_family
 from certa.engine.core.gates import gate_display
 from certa.engine.core.spec import GateSpec, load_plan
@@ -156,7 +157,7 @@ def test_a_family_run_records_its_members_and_replays(tmp_path: Path) -> None:
     with Ledger.open(str(db), create=False) as ledger:
         content = ledger.certificate(run_id)["content"]
     family = content["family"]
-    assert content["certa_format"] == 2 and content["verdict"] == "PASS"
+    assert content["certa_format"] == CONTENT_FORMAT and content["verdict"] == "PASS"
     assert family["claim"] == "which-differ" and family["correction"] == "holm" and family["gates"] == 4
     p = [content["stages"][task]["test"]["p_value"] for task in "abc"]
     assert [m["p_value"] for m in family["members"]] == p

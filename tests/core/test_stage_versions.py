@@ -100,7 +100,10 @@ def test_a_spec_pinned_to_1_0_0_computes_what_certa_0_1_0_certified() -> None:
     assert "resampling" not in content["stages"]["cmp"]["bootstrap"]  # 1.0.0 describes its bootstrap as it did
     differing = {k for k in results_of(content) if content[k] != recorded.get(k)}
     # the spec text (and so its SHA-256) differs: it spells the pins; a new run states its family (content format 2)
-    assert differing == {"spec", "certa_format", "family"} and content["family"]["claim"] == "all"
+    # and, for each plain input table, the columns no stage read (format 3): none here, the merge reads them all
+    assert differing == {"spec", "certa_format", "family", "inputs"} and content["family"]["claim"] == "all"
+    assert [{k: v for k, v in i.items() if k != "unread_columns"} for i in content["inputs"]] == recorded["inputs"]
+    assert [i["unread_columns"] for i in content["inputs"]] == [[], [], []]
 
 
 def test_sums_pooled_by_one_version_are_refused_by_another_versions_merge() -> None:

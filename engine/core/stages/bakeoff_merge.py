@@ -26,6 +26,7 @@ than null.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -70,6 +71,25 @@ def _band_counts(table: Table, column: str) -> list[tuple[int, ...]]:
     return out
 
 
+_RESTATED = {"W": "W_fx", "U": "U_fx", "U_env": "U_env_fx"}
+"""The float columns a sums row restates its exact sums in (``sums_rows``: ``W = W_fx / 2^56``), for a reader."""
+
+
+def _check_restated_sums(table: Table, ints: Mapping[str, list[int]]) -> None:
+    """Each float restatement a shard carries (``W``, ``U``, ``U_env``) agrees with its exact sum to 1e-9 relative:
+    the merge computes with the exact integers, so a float a reader of the shard sees must say the same (an
+    edited float is refused, never ignored)."""
+    scale = 1 << FIXED_POINT_BITS
+    for column, exact in _RESTATED.items():
+        if not table.has(column):
+            continue
+        for row, (shown, fx) in enumerate(zip(table.numeric(column).tolist(), ints[exact])):
+            if not math.isclose(shown, fx / scale, rel_tol=1e-9, abs_tol=1e-12):
+                raise InputError(f"input '{table.name}', row {row + 1}: column '{column}' is {shown!r} but {exact} "
+                                 f"gives {fx / scale!r} ({exact} / 2^{FIXED_POINT_BITS}); the float columns restate "
+                                 "the exact sums the merge adds, and must agree with them")
+
+
 def read_sums_table(table: Table, frozen_sha256: str) -> GroupSums:
     """A shard's sums table as ``GroupSums``; checks columns, integers, manifest and unique groups."""
     missing = [c for c in _REQUIRED if not table.has(c)]
@@ -90,6 +110,7 @@ def read_sums_table(table: Table, frozen_sha256: str) -> GroupSums:
     if len(set(keys)) != len(keys):
         dup = next(k for k in keys if keys.count(k) > 1)
         raise InputError(f"input '{table.name}': group (bucket={dup[0]!r}, vendor={dup[1]!r}) appears twice")
+    _check_restated_sums(table, ints)
     bands = _band_counts(table, "band_counts")
     for row, (counts, n) in enumerate(zip(bands, ints["n"])):
         if sum(counts) != n:

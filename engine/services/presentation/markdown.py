@@ -156,6 +156,10 @@ def certificate_markdown(certificate: Mapping[str, Any], *, explain: bool = Fals
     for item in content.get("captured", []):
         lines.append(f"| {text(item['name'])} (captured by stage {text(item['stage'])}) | {text(item['rows'])} | csv "
                      f"| {code(item['sha256'])} |")
+    for item in content["inputs"]:
+        if item.get("unread_columns"):
+            lines += ["", f"Input {code(item['name'])}: column(s) no stage read, which enter no number of this "
+                          f"certificate: {', '.join(code(c) for c in item['unread_columns'])}."]
     stage_uses = {s["id"]: (s["use"], s["version"]) for s in content["knobs"]["stages"]}
     for stage_id, outputs in content["stages"].items():
         use, version = stage_uses.get(stage_id, ("?", "?"))

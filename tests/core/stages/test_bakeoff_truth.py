@@ -78,9 +78,11 @@ def test_the_warning_reaches_the_run_and_version_1_1_0_stays_silent():
     assert newest.warnings == ("stage 'cmp': input 'd' has a column 'w' that this stage recognises but the knobs "
                                "leave unused; it was ignored (to use it: weights: column)",)
     pinned = run(spec.format(use="bakeoff.compare@1.1.0"), inputs={"d": FLIPPING_W})
-    assert pinned.warnings == ()
+    # 1.1.0 says nothing of the column it recognises; the run itself still names a column no stage read
+    assert pinned.warnings == ("inputs: input 'd' has 1 column(s) no stage read: 'w'; they enter no number of this "
+                               "certificate (remove them from the input, or name them in a stage's with:)",)
     kinds = [d.decision.kind for d in pinned.decisions]
-    assert kinds == ["bakeoff_decision"] * 4 + ["bakeoff_stamp"]
+    assert kinds == ["bakeoff_decision"] * 4 + ["bakeoff_stamp", "unread_columns"]
     cmp_1_1 = pinned.certificate["content"]["stages"]["cmp"]
     assert "data_notes" not in cmp_1_1["input"] and "lead" not in cmp_1_1["buckets"]["all"]
 
