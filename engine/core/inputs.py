@@ -57,6 +57,9 @@ class InputSource:
     sha256: str | None = None
     origin: Path | None = field(default=None, repr=False)
     signature: SignatureCheck | None = field(default=None, repr=False)
+    overridden: bool = False
+    """Read from a path given instead of the spec's (``certa run --input NAME=PATH``, ``input_paths``): the
+    certificate says so (``inputs[].overridden``), since the spec's description was written for its own path."""
 
 
 def read_source(declared: InputSpec, *, path: Path | None = None, profile: str,
@@ -68,12 +71,14 @@ def read_source(declared: InputSpec, *, path: Path | None = None, profile: str,
     fmt = declared.fmt or format_for_path(where)
     if fmt != MODEL_FORMAT:
         input_format(fmt, name=declared.name)  # an unknown format is refused before a byte is read
-        return InputSource(declared.name, fmt, read_input_file(declared.name, where, fmt, limits))
+        return InputSource(declared.name, fmt, read_input_file(declared.name, where, fmt, limits),
+                           overridden=path is not None)
     manifest = folder_manifest(declared.name, where, limits)
     unused_weights_detail(declared.name, manifest, profile)  # ci and release refuse unused weight files
     key = Path(declared.public_key) if declared.public_key else None
     return InputSource(declared.name, fmt, manifest.raw, origin=where,
-                       signature=_checked_signature(declared.name, where, manifest, key, profile))
+                       signature=_checked_signature(declared.name, where, manifest, key, profile),
+                       overridden=path is not None)
 
 
 def _checked_signature(name: str, folder: Path, manifest: ModelManifest, public_key: Path | None,
@@ -162,4 +167,4 @@ def _read(name: str, declared: InputSpec, source: InputSource, given: Mapping[st
     if source.sha256 is not None and table.sha256 != source.sha256:
         raise InputError(f"input '{name}': its bytes have SHA-256 {table.sha256}, not the {source.sha256} they "
                          "were hashed with when read (changed or corrupted in between)")
-    return replace(table, origin=source.origin, signature=source.signature)
+    return replace(table, origin=source.origin, signature=source.signature, overridden=source.overridden)

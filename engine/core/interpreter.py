@@ -180,8 +180,8 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
         "knobs_hash": plan.knobs_hash,
         "knobs": plan.knobs,
         "seed": {"root": str(plan.seed), "derivation": DERIVATION, "stages": seeds},
-        "inputs": [{"name": t.name, "sha256": t.sha256, "rows": t.n_rows, "format": t.fmt, "columns": list(t.columns),
-                    **({"unread_columns": unread[name]} if content_format >= 3 and unread[name] is not None else {})}
+        "inputs": [input_record(t, unread[name]) if content_format >= 3 else
+                   {"name": t.name, "sha256": t.sha256, "rows": t.n_rows, "format": t.fmt, "columns": list(t.columns)}
                    for name, t in tables.items()],
         "stages": outputs,
         "gates": gate_records,
@@ -194,6 +194,24 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
                                for sid, group in captured_out.items() for name, t in group.items()]
     return Execution(plan=plan, tables=tables, content=to_jsonable(content), decisions=decisions,
                      captured=captured_out)
+
+
+def input_record(table: Table, unread: list[str] | None) -> dict[str, Any]:
+    """An input as content format 3 records it: name, SHA-256, rows, format and columns; a plain table's
+    ``unread_columns``; a model folder's ``files`` (path, size, SHA-256: what ``sha256sum`` prints for each, bound
+    by the manifest's SHA-256, the input's) and ``weights`` (the files loaded as weights); ``overridden`` when it
+    was read from a path given instead of the spec's."""
+    record: dict[str, Any] = {"name": table.name, "sha256": table.sha256, "rows": table.n_rows, "format": table.fmt,
+                              "columns": list(table.columns)}
+    if unread is not None:
+        record["unread_columns"] = unread
+    if table.fmt == MODEL_FORMAT:
+        manifest = read_manifest(table.name, table.raw)
+        record["files"] = [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in manifest.files]
+        record["weights"] = list(manifest.weights)
+    if table.overridden:
+        record["overridden"] = True
+    return record
 
 
 def input_decisions(plan: Plan, tables: Mapping[str, Table]) -> tuple[Decision, ...]:

@@ -207,6 +207,8 @@ class Table:
     signature: Any = field(default=None, repr=False, compare=False)
     """A model input's signature check (``certa.engine.core.models.signature.SignatureCheck``), made when the folder
     was read; None for every other table and for a model input read back from a ledger."""
+    overridden: bool = field(default=False, repr=False, compare=False)
+    """Read from a path given instead of the spec's (``certa.engine.core.inputs.InputSource.overridden``)."""
     columns_read: set[str] = field(init=False, default_factory=set, repr=False, compare=False)
     """The columns read through ``text``, ``factorize`` or ``numeric`` since this object was made (``has`` is not a
     read). ``dataclasses.replace(table)`` starts a new, empty record: ``certa.engine.core.interpreter.execute`` gives

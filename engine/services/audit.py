@@ -348,13 +348,23 @@ def reexecute(ledger: Ledger, run_id: str, recorded: Mapping[str, Any], notify: 
                                    f"({type(error).__name__}: {error}); "
                                    f"run '{command_hint('verify', ledger=ledger.location)}'") from None
     plan = load_plan(stored.spec_text, stage_versions=versions)
-    tables = {record["name"]: stored_source(ledger, record) for record in stored.inputs}
+    overridden = _recorded_overrides(recorded["content"])
+    tables = {record["name"]: replace(stored_source(ledger, record), overridden=record["name"] in overridden)
+              for record in stored.inputs}
     captured: dict[str, dict[str, Table]] = {}
     limits = InputLimits.from_env()
     for record in stored.captured:
         captured.setdefault(record["stage"], {})[record["name"]] = stored_table(ledger, record, limits)
     return execute(plan, load_tables(plan, inputs=tables), ledger=ledger, captured=captured,
                    notify=notify, content_format=_recorded_format(recorded["content"]))
+
+
+def _recorded_overrides(content: Mapping[str, Any]) -> frozenset[str]:
+    """The inputs a run read from a path given instead of its spec's (``inputs[].overridden``, content format 3):
+    how the run was given its inputs, which its replay, reading them from the ledger, restates as recorded."""
+    inputs = content.get("inputs")
+    return frozenset(str(i.get("name")) for i in inputs if isinstance(i, Mapping) and i.get("overridden") is True) \
+        if isinstance(inputs, list) else frozenset()
 
 
 def _recorded_format(content: Mapping[str, Any]) -> int:

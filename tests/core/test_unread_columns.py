@@ -145,8 +145,8 @@ def test_show_and_the_report_name_the_unread_columns(tmp_path: Path) -> None:
     db = str(tmp_path / "ledger.db")
     run_id = run(_spec(), inputs=_tables(), ledger=db).run_id
     shown = CliRunner().invoke(main, ["show", run_id, "--ledger", db])
-    assert "Input `subject`: column(s) no stage read, which enter no number of this certificate: `mean_nll_v2`, " \
-           "`notes`." in shown.output, shown.output
+    assert "Input subject: column(s) no stage read, which enter no number of this certificate: mean_nll_v2, " \
+           "notes." in shown.output, shown.output
     with Ledger.open(db, create=False) as ledger:
         page = render_report(gather_report(ledger, run_id))
     assert ("Input subject: column(s) no stage read, which enter no number of this certificate: mean_nll_v2, "

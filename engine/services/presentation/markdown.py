@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from certa.engine.foundation.canonical import to_jsonable
 from certa.engine.core.certificate import results_sha256
+from certa.engine.services.presentation.input_notes import model_files, override_note, unread_note
 from certa.engine.services.presentation.display_text import markdown_code, markdown_strings, markdown_text, plain_text
 from certa.engine.services.presentation.explain import how_to_read
 from certa.engine.services.presentation.stages import markdown_of
@@ -134,6 +135,7 @@ def certificate_markdown(certificate: Mapping[str, Any], *, explain: bool = Fals
         "",
         text(spec["description"].strip(), newlines=True) if spec["description"] else "",
         "",
+        *([f"**{text(note)}**", ""] if (note := override_note(content["inputs"])) else []),
         "| | |",
         "|---|---|",
         f"| run | {code(issued['run_id'])} |",
@@ -157,9 +159,16 @@ def certificate_markdown(certificate: Mapping[str, Any], *, explain: bool = Fals
         lines.append(f"| {text(item['name'])} (captured by stage {text(item['stage'])}) | {text(item['rows'])} | csv "
                      f"| {code(item['sha256'])} |")
     for item in content["inputs"]:
-        if item.get("unread_columns"):
-            lines += ["", f"Input {code(item['name'])}: column(s) no stage read, which enter no number of this "
-                          f"certificate: {', '.join(code(c) for c in item['unread_columns'])}."]
+        unread = unread_note(item)
+        if unread is not None:
+            lines += ["", text(unread)]
+    for item in content["inputs"]:
+        files = model_files(item)
+        if files:
+            lines += ["", f"Files of model input {code(item['name'])} (their manifest's SHA-256 is the input's; each "
+                          "line is what `sha256sum` prints for the file):", "",
+                      "| file | bytes | sha256 | loaded as |", "|---|---:|---|---|"]
+            lines += [f"| {code(path)} | {size} | {code(sha)} | {text(role)} |" for path, size, sha, role in files]
     stage_uses = {s["id"]: (s["use"], s["version"]) for s in content["knobs"]["stages"]}
     for stage_id, outputs in content["stages"].items():
         use, version = stage_uses.get(stage_id, ("?", "?"))
