@@ -5,14 +5,16 @@ An attestation is an in-toto Statement v1 (https://github.com/in-toto/attestatio
 
     {"_type": "https://in-toto.io/Statement/v1",
      "subject": [{"name": "spec:<spec name>", "digest": {"sha256": <spec SHA-256>}},
-                 {"name": "input:<input name>", "digest": {"sha256": <input file SHA-256>}}, …],
+                 {"name": "input:<input name>", "digest": {"sha256": <input file SHA-256>}}, …,
+                 {"name": "input:<model input>/<file>", "digest": {"sha256": <the file's SHA-256>}}, …],
      "predicateType": "urn:certa:predicate:certificate:1",
      "predicate": <the certificate, exactly as recorded>}
 
 serialised as RFC 8785 canonical JSON and signed in a DSSE v1 envelope of payload type
 ``application/vnd.in-toto+json`` (``certa.engine.foundation.signing``; in-toto's envelope convention). The subjects are the
-digests the certificate itself records (``content.spec.sha256``, ``content.inputs[].sha256``), so whoever
-holds a data file can check that it is one the certificate is about. Verification checks every required
+digests the certificate itself records (``content.spec.sha256``, ``content.inputs[].sha256``, and for a model
+folder each file of ``content.inputs[].files``, content format 3), so whoever holds a data file or a model's
+``model.safetensors`` can check that it is one the certificate is about. Verification checks every required
 signature, the statement's shape, the certificate (schema, ``content_sha256``, method identities), that
 the subjects are exactly the certificate's digests, and optionally local files against the subjects.
 """
@@ -52,6 +54,8 @@ def certificate_statement(certificate: Mapping[str, Any]) -> dict[str, Any]:
     content = certificate["content"]
     subjects = [{"name": f"spec:{content['spec']['name']}", "digest": {"sha256": content["spec"]["sha256"]}}]
     subjects += [{"name": f"input:{item['name']}", "digest": {"sha256": item["sha256"]}} for item in content["inputs"]]
+    subjects += [{"name": f"input:{item['name']}/{file['path']}", "digest": {"sha256": file["sha256"]}}
+                 for item in content["inputs"] for file in item.get("files") or ()]  # a model's files (format 3)
     return {"_type": STATEMENT_TYPE, "subject": subjects, "predicateType": PREDICATE_TYPE,
             "predicate": dict(certificate)}
 

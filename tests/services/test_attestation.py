@@ -100,3 +100,22 @@ def test_cli_attest_and_verify_attestation(small_spec: Path, tmp_path: Path):
     assert refused.exit_code == 1 and refused.output.startswith("NOT VERIFIED")
     out.write_text("{}")
     assert runner.invoke(main, ["verify-attestation", str(out), "--public-key", made["public_key"]]).exit_code == 2
+
+
+@pytest.mark.models
+def test_a_model_runs_attestation_names_each_model_file_so_a_weights_file_verifies(example_runs, keys):
+    """Why: an attestation named a model only by certa's manifest digest; whoever held ``model.safetensors``
+    could not check it was the file certified."""
+    from certa.ledger import Ledger
+
+    db, runs = example_runs
+    with Ledger.open(str(db), create=False) as ledger:
+        certificate = ledger.certificate(runs["model-perplexity"])
+    subjects = {s["name"]: s["digest"]["sha256"] for s in certificate_statement(certificate)["subject"]}
+    weights = Path(__file__).resolve().parents[2] / "specs" / "model-perplexity" / "models" / "subject" / \
+        "model.safetensors"
+    assert subjects["input:subject/model.safetensors"] == hashlib.sha256(weights.read_bytes()).hexdigest()
+    assert {"input:baseline/config.json", "input:baseline/tokenizer.json"} <= set(subjects)
+    report = verify_attestation(json.dumps(attest_certificate(certificate, [keys[0]])), [keys[1]],
+                                files={"weights": weights.read_bytes()})
+    assert report.verified and report.files == (("weights", "input:subject/model.safetensors"),)
