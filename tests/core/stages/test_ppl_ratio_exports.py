@@ -14,6 +14,7 @@ readers."""
 from __future__ import annotations
 
 import hashlib
+import shutil
 import json
 import math
 from pathlib import Path
@@ -328,3 +329,41 @@ def test_the_report_and_show_state_the_pairing_and_the_provenance(tmp_path: Path
     texts = " ".join(how_to_read("paired.ppl_ratio", out))
     assert "document, prompt and target digests" in texts
     assert "1 item(s) with different identity digests were not paired" in texts
+
+
+# ------------------------------------------------------------------------------ model.windows: window_id pairing
+
+
+def test_model_windows_tables_still_pair_by_window_id_with_the_numbers_of_1_4_0(tiny_models: dict[str, Path],
+                                                                                tmp_path: Path) -> None:
+    """Tables made by model.windows are no export: 1.5.0 pairs them by window_id, with the window_match_fraction
+    rule, records no pairing or sources block, and computes 1.4.0's numbers (the same stage id, so the same
+    stream); both replay."""
+    from tests.conftest import TINY_MODEL_TEXT
+
+    documents = [d for d in TINY_MODEL_TEXT.split("\n\n") if d.strip()][:20]
+    results = {}
+    for use in ("paired.ppl_ratio", "paired.ppl_ratio@1.4.0"):
+        folder = tmp_path / use
+        for name in ("baseline", "subject"):
+            shutil.copytree(tiny_models[name], folder / name)
+        (folder / "text.jsonl").write_text("".join(json.dumps({"body": d}) + "\n" for d in documents),
+                                           encoding="utf-8")
+        (folder / "spec.yaml").write_text(
+            "certa: 1\nname: windows\nseed: 5\ninputs:\n  base: {model: baseline}\n  subj: {model: subject}\n"
+            "  text: {path: text.jsonl}\nstages:\n  - {id: w, use: model.windows, with: {baseline: base, subject: subj, "
+            "text: text, column: body, seq_len: 32, stride: 24}}\n"
+            f"  - {{id: ratio, use: {use}, with: {{baseline: w.baseline, subject: w.subject, unit: tokens, "
+            "replicates: 400}}\n", encoding="utf-8")
+        with Ledger.open(folder / "ledger.db") as ledger:
+            results[use] = run(folder / "spec.yaml", ledger=ledger)
+            assert replay(ledger, results[use].run_id).outcome == "REPRODUCED"
+    new, old = results["paired.ppl_ratio"], results["paired.ppl_ratio@1.4.0"]
+    assert new.certificate["content"]["knobs"]["stages"][1]["version"] == "1.5.0"
+    ratio = new.certificate["content"]["stages"]["ratio"]
+    assert "pairing" not in ratio and "sources" not in ratio
+    assert ratio == old.certificate["content"]["stages"]["ratio"]
+    assert ratio["dataset"]["windows"]["stats"]["window_match_fraction"] == 1.0
+    rules_new = [d.decision.detail["rule"] for d in new.decisions
+                 if d.stage == "ratio" and d.decision.kind == "profile_rule"]
+    assert "window_match_fraction" in rules_new and "items_paired" not in rules_new
