@@ -43,6 +43,7 @@ import numpy as np
 
 from certa.engine.foundation.errors import InputError, ProfileAbort, StageError
 from certa.engine.core.evidence import PairedEvidence, pair_records
+from certa.engine.core.evidence.formats import EXPORT_READERS
 from certa.engine.core.evidence.lm_eval import NO_TOKEN_COUNT, count_column_unit
 from certa.engine.core.metric_paths import format_steps, parse_metric
 from certa.engine.core.stats.bootstrap import weighted_mean as bootstrap, weighted_mean_v1_0_0 as bootstrap_v1_0_0
@@ -55,7 +56,7 @@ from certa.engine.core.stages.pairing_rules import failed_rules_text, items_pair
 from certa.engine.core.stages.unused_columns import unused_column_decisions
 
 __all__ = ["KERNELS", "PROFILE_FLOORS", "STAGE", "STAGES", "UNITS", "DataClaims", "PairedRatioKernels",
-           "resolve_unit", "unit_gate_problem", "estimate_key", "unused_record_parts"]
+           "resolve_unit", "unit_gate_problem", "export_gate_problem", "estimate_key", "unused_record_parts"]
 
 PROFILE_FLOORS: dict[str, tuple[int, int] | None] = {"dev": None, "ci": (200, 1200), "release": (400, 3200)}
 """(minimum paired windows, minimum bootstrap replicates) per profile."""
@@ -65,6 +66,10 @@ UNITS = {"tokens": "token", "bytes": "byte", "words": "word"}
 """The units a window can be counted in (knob ``unit``), each with the word that names its outputs."""
 NOT_CHECKED = "not checked (no start/end offsets)"
 EXAMPLES = 5
+EXPORT_FORMATS = (frozenset(reader.name for reader in EXPORT_READERS)
+                  - {companion for reader in EXPORT_READERS for companion in reader.companions.values()})
+"""The input formats that hold an evaluator's per-item records (``certa.engine.core.evidence.formats``; not a
+companion such as ``lm-eval-results``, read through the input that names it)."""
 """Unpaired keys listed per kind in the outputs' ``pairing`` block (all are counted), as paired.metric_delta lists."""
 
 
@@ -684,6 +689,27 @@ def unit_gate_problem(metric: str, knobs: Mapping[str, Any], declared: Mapping[s
     return None
 
 
+EXPORT_OUTPUTS = ("pairing", "sources")
+"""The outputs 1.5.0 records only for two evaluator exports."""
+
+
+def export_gate_problem(metric: str, knobs: Mapping[str, Any], declared: Mapping[str, DeclaredTable]) -> str | None:
+    """1.5.0: ``unit_gate_problem``, and a gate on ``pairing`` or ``sources`` where neither arm is an evaluator
+    export (those outputs then do not exist: window tables pair by window_id, and state no provenance)."""
+    problem = unit_gate_problem(metric, knobs, declared)
+    if problem is not None:
+        return problem
+    _, steps = parse_metric(metric)
+    if not steps or steps[0][0] != "key" or steps[0][1] not in EXPORT_OUTPUTS:
+        return None
+    tables = [declared[knobs[arm]] for arm in ("baseline", "subject")]
+    if any(table.fmt in EXPORT_FORMATS for table in tables):
+        return None
+    return (f"no output '{steps[0][1]}': paired.ppl_ratio records '{steps[0][1]}' only for two evaluator exports "
+            f"({', '.join(sorted(EXPORT_FORMATS))}), and tables '{tables[0].name}' and '{tables[1].name}' are window "
+            "tables, which pair by window_id (gate on dataset.windows.stats.window_match_fraction instead)")
+
+
 def _check_produced_units(ctx: StageContext, unit: str) -> None:
     """Refuse a table made by an earlier model.windows stage (``unit: auto``) whose run counted another unit than
     ``unit``, before anything is computed."""
@@ -731,7 +757,8 @@ def ratio_stage(kernels: PairedRatioKernels) -> StageType:
         presentation="certa.engine.services.presentation.stages.paired_ratio",
         changes=kernels.changes,
         resolve_knobs=resolve_unit if kernels.named_by_unit else None,
-        gate_problem=unit_gate_problem if kernels.named_by_unit else None,
+        gate_problem=(export_gate_problem if kernels.checks_exports else
+                      unit_gate_problem if kernels.named_by_unit else None),
         unused_record_parts=unused_record_parts if kernels.checks_exports else None,
     )
 

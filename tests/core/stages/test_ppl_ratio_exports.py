@@ -367,3 +367,19 @@ def test_model_windows_tables_still_pair_by_window_id_with_the_numbers_of_1_4_0(
     rules_new = [d.decision.detail["rule"] for d in new.decisions
                  if d.stage == "ratio" and d.decision.kind == "profile_rule"]
     assert "window_match_fraction" in rules_new and "items_paired" not in rules_new
+
+
+def test_a_gate_on_the_pairing_of_window_tables_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """``pairing`` and ``sources`` exist only for two exports: on window tables a gate on them would always FAIL
+    with "metric not found", so it is refused when the spec is loaded, pointing to window_match_fraction."""
+    text = ("certa: 1\nname: g\nseed: 1\ninputs:\n  baseline: {path: baseline.csv}\n  subject: {path: subject.csv}\n"
+            "stages:\n  - {id: r, use: paired.ppl_ratio, with: {baseline: baseline, subject: subject}}\n"
+            "gates:\n  - {id: g, metric: r.pairing.identity_mismatched, max: 0}\n")
+    with pytest.raises(SpecError, match=r"no output 'pairing'.*only for two evaluator exports.*window_match_fraction"):
+        load_plan(text)
+    plan = load_plan(spec(tmp_path))  # on exports the same gate path is accepted
+    assert plan.stages[0].version == "1.5.0"
+    document = json.loads((tmp_path / "spec.yaml").read_text(encoding="utf-8"))
+    document["gates"] = [{"id": "g", "metric": f"{STAGE}.sources.subject.tool", "equals": "lm-evaluation-harness"}]
+    (tmp_path / "spec.yaml").write_text(json.dumps(document), encoding="utf-8")
+    assert run(tmp_path / "spec.yaml").certificate["content"]["verdict"] == "PASS"
