@@ -29,6 +29,16 @@ windows in the canonical order of their keys (``canonical_order`` of window_id a
 rows in another order gives the same certificate (1.2.0's numbers when the file is sorted by window_id). 1.4.0
 computes 1.3.0's numbers and names them by the unit of the counts (knob ``unit``): 1.3.0 and older called every
 count a token, also the bytes or words of an lm-eval export, and put the ratio under ``primary_metric``.
+
+1.5.0 reads two evaluator exports (lm-evaluation-harness perplexity samples) as ``paired.metric_delta`` reads
+them: their documents pair by the tool's key (``doc_id``) with equal identity digests (``doc_hash``,
+``prompt_hash``, ``target_hash``; ``certa.engine.core.evidence.pairing.pair_records``), and what is left out is
+the profile rule ``items_paired`` (``certa.engine.core.stages.pairing_rules``), in place of
+``window_match_fraction``; the outputs record the pairing (``pairing``) and each export's provenance
+(``sources``), and a refusal names the failed rules' numbers. 1.4.0 paired an export's documents by the mapped
+``window_id`` column alone, so a document whose text differed between the runs (with the same count) was paired
+and counted. The pairs are computed in 1.4.0's order (the canonical order of the baseline's window ids): complete
+exports, and window tables (which pair by ``window_id`` as before), give 1.4.0's numbers.
 """
 
 from __future__ import annotations
@@ -66,11 +76,11 @@ UNITS = {"tokens": "token", "bytes": "byte", "words": "word"}
 """The units a window can be counted in (knob ``unit``), each with the word that names its outputs."""
 NOT_CHECKED = "not checked (no start/end offsets)"
 EXAMPLES = 5
+"""Unpaired keys listed per kind in the outputs' ``pairing`` block (all are counted), as paired.metric_delta lists."""
 EXPORT_FORMATS = (frozenset(reader.name for reader in EXPORT_READERS)
                   - {companion for reader in EXPORT_READERS for companion in reader.companions.values()})
 """The input formats that hold an evaluator's per-item records (``certa.engine.core.evidence.formats``; not a
 companion such as ``lm-eval-results``, read through the input that names it)."""
-"""Unpaired keys listed per kind in the outputs' ``pairing`` block (all are counted), as paired.metric_delta lists."""
 
 
 @dataclass(frozen=True)
