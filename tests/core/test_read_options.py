@@ -116,10 +116,13 @@ def test_count_unit_is_used_where_a_stage_reads_the_weight_column(tmp_path: Path
 
 
 def test_a_task_without_results_is_refused_where_no_stage_records_it(tmp_path: Path) -> None:
-    """read.task without read.results only names the task in the provenance: paired.metric_delta records it,
-    paired.ppl_ratio records no export's provenance."""
-    spec = write(tmp_path, PPL, "lm-eval-samples", {"subject": {"task": "certa_ppl"}}, RATIO)
+    """read.task without read.results only names the task in the provenance: paired.metric_delta and
+    paired.ppl_ratio 1.5.0 record it, paired.ppl_ratio 1.4.0 records no export's provenance."""
+    spec = write(tmp_path, PPL, "lm-eval-samples", {"subject": {"task": "certa_ppl"}},
+                 {**RATIO, "use": "paired.ppl_ratio@1.4.0"})
     refused(spec, "inputs.subject.read.task", "stage 's' (paired.ppl_ratio) reads no evaluator's provenance")
+    result = run(write(tmp_path, PPL, "lm-eval-samples", {"subject": {"task": "certa_ppl"}}, RATIO))
+    assert result.certificate["content"]["stages"]["s"]["sources"]["subject"]["task"] == "certa_ppl"
     result = run(write(tmp_path, MC, "lm-eval-samples", {arm: {"task": "certa_mc"} for arm in ARMS},
                        {**DELTA, "with": {**DELTA["with"], "metric": "acc"}}))
     assert result.certificate["content"]["stages"]["s"]["sources"]["baseline"]["task"] == "certa_mc"

@@ -55,8 +55,8 @@ def test_without_a_phase_column_1_2_0_states_nothing_about_preview_windows_or_dr
     base, subj = window_columns(80, seed=1)
     result = run(_paired_spec(), inputs={"baseline": base, "subject": subj})
     outputs = _outputs(result)
-    # the newest version, 1.4.0, keeps 1.2.0's claims
-    assert [s["version"] for s in result.certificate["content"]["knobs"]["stages"]] == ["1.4.0"]
+    # the newest version, 1.5.0, keeps 1.2.0's claims
+    assert [s["version"] for s in result.certificate["content"]["knobs"]["stages"]] == ["1.5.0"]
     assert not [p for p in _paths(outputs) if "preview" in p or "drift" in p]
     assert outputs["dataset"]["windows"]["counts"] == {"baseline": {"final": 80}, "subject": {"final": 80}}
     assert set(outputs["dataset"]["windows"]["stats"]["coverage"]) == {"final", "replicates"}

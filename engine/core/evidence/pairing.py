@@ -23,7 +23,7 @@ holds only the results, which two models that agree on every item share.)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from types import MappingProxyType
@@ -35,7 +35,7 @@ from certa.engine.foundation.errors import InputError
 
 from .records import EvidenceRecords
 
-__all__ = ["PairingReport", "PairedEvidence", "pair_records"]
+__all__ = ["PairingReport", "PairedEvidence", "key_text", "pair_records", "unpaired_text"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,18 @@ class PairingReport:
         """Every item of both sides is paired."""
         return self.n_paired == self.n_baseline == self.n_subject
 
+    def summary(self, examples: int) -> dict[str, Any]:
+        """The report as a certificate's ``pairing`` block: the key used, the counts of items read, paired and left
+        unpaired (by kind), the identity fields that differed, and the first ``examples`` keys of each kind."""
+        return {"key_fields": list(self.key_fields), "baseline_items": self.n_baseline,
+                "subject_items": self.n_subject, "paired": self.n_paired,
+                "unmatched_baseline": len(self.unmatched_baseline), "unmatched_subject": len(self.unmatched_subject),
+                "identity_mismatched": len(self.mismatched_keys),
+                "identity_fields_mismatched": sorted(self.identity_mismatches),
+                "examples": {"unmatched_baseline": [list(k) for k in self.unmatched_baseline[:examples]],
+                             "unmatched_subject": [list(k) for k in self.unmatched_subject[:examples]],
+                             "identity_mismatched": [list(k) for k in self.mismatched_keys[:examples]]}}
+
     def as_dict(self) -> dict[str, Any]:
         """The report as plain JSON values (for a certificate or a recorded decision): counts, then keys."""
         return {"key_fields": list(self.key_fields), "n_baseline": self.n_baseline, "n_subject": self.n_subject,
@@ -80,11 +92,34 @@ class PairingReport:
 @dataclass(frozen=True, eq=False)
 class PairedEvidence:
     """The paired items of two sides: ``baseline`` and ``subject`` hold the same items in the same order
-    (the baseline's), so ``subject.metrics[m] - baseline.metrics[m]`` is the per-item difference."""
+    (the baseline's), so ``subject.metrics[m] - baseline.metrics[m]`` is the per-item difference;
+    ``baseline_index`` and ``subject_index`` are their positions in the two sides as read (a table built from
+    the records, row for row, pairs by them)."""
 
     baseline: EvidenceRecords
     subject: EvidenceRecords
     report: PairingReport
+    baseline_index: np.ndarray
+    subject_index: np.ndarray
+
+
+def key_text(fields: Sequence[str], key: tuple) -> str:
+    """An item's key in a message: ``doc_id=23``, ``id='q1', epoch=2``."""
+    return ", ".join(f"{f}={v!r}" for f, v in zip(fields, key))
+
+
+def unpaired_text(noun: str, fields: Sequence[str], only_baseline: Sequence[tuple], only_subject: Sequence[tuple],
+                  mismatched: Sequence[tuple], n_paired: int) -> str:
+    """What a pairing left out, in words, as the ``items_paired`` and ``samples_paired`` rules state it: the
+    ``noun``s found on one side only and those whose identity digests differ, counted, with the first of them by
+    key (``fields``), and how many the estimate covers."""
+    first = ([("only in the baseline", k) for k in only_baseline[:1]]
+             + [("only in the subject", k) for k in only_subject[:1]]
+             + [("with another identity digest", k) for k in mismatched[:1]])
+    return (f"{len(only_baseline)} {noun}(s) only in the baseline, {len(only_subject)} only in the subject, "
+            f"{len(mismatched)} with another input or target digest"
+            + (f" (first {first[0][0]}: {key_text(fields, first[0][1])})" if first else "")
+            + f"; the estimate covers the {n_paired} {noun}(s) paired")
 
 
 def pair_records(baseline: EvidenceRecords, subject: EvidenceRecords) -> PairedEvidence:
@@ -156,5 +191,6 @@ def _pair_by(baseline: EvidenceRecords, subject: EvidenceRecords, key_fields: tu
         unmatched_baseline=tuple(base_keys[i] for i in np.flatnonzero(~has_partner).tolist()),
         unmatched_subject=tuple(subject_keys[i] for i in np.flatnonzero(~claimed).tolist()),
         identity_mismatches=MappingProxyType(mismatches))
-    return PairedEvidence(baseline=baseline.take(base_index[agrees]), subject=subject.take(subject_index[agrees]),
-                          report=report)
+    kept_base, kept_subject = base_index[agrees], subject_index[agrees]
+    return PairedEvidence(baseline=baseline.take(kept_base), subject=subject.take(kept_subject), report=report,
+                          baseline_index=kept_base, subject_index=kept_subject)

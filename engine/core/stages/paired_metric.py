@@ -56,10 +56,12 @@ from typing import Any
 import numpy as np
 
 from certa.engine.core.evidence import EvidenceRecords, PairedEvidence, pair_records
+from certa.engine.core.evidence.pairing import key_text, unpaired_text
 from certa.engine.core.evidence.formats import records_of_table
 from certa.engine.core.evidence.lm_eval import LOGLIKELIHOOD_METRIC
 from certa.engine.core.evidence.repeats import SampleUnits, sample_units
 from certa.engine.core.stages.base import Decision, StageContext, StageOutput, StageType
+from certa.engine.core.stages.pairing_rules import items_paired_rule, profile_rule
 from certa.engine.core.stats.paired_metric import (ClusteredTable, PairedTable, anytime_mean_difference,
                                                    bca_mean_difference, binary_slices, clustered_interval,
                                                    clustered_noninferiority, clustered_score_test, clustered_slices,
@@ -91,25 +93,13 @@ def _records(ctx: StageContext, arm: str) -> EvidenceRecords:
 
 
 def _rule(name: str, ok: bool, value: Any, required: Any, profile: str, message: str | None = None) -> Decision:
-    """A profile rule's decision; ``message`` (1.2.0's rules) says in words what failed and what was done."""
-    strict = PROFILE_FLOORS[profile] is not None
-    outcome = "pass" if ok else ("abort" if strict else "warn")
-    detail = {"rule": name, "value": value, "required": required, "outcome": outcome, "profile": profile}
-    if not ok and message is not None:
-        detail["message"] = message + ("" if strict else f" (profile {profile} lets it through; ci and release refuse)")
-    return Decision("profile_rule", detail)
+    """A profile rule's decision (``profile_rule``; strict: a profile with a floor); ``message`` (1.2.0's rules)
+    says in words what failed and what was done."""
+    return profile_rule(name, ok, value, required, profile, PROFILE_FLOORS[profile] is not None, message)
 
 
 def _pairing(paired: PairedEvidence) -> dict[str, Any]:
-    report = paired.report
-    return {"key_fields": list(report.key_fields), "baseline_items": report.n_baseline,
-            "subject_items": report.n_subject, "paired": report.n_paired,
-            "unmatched_baseline": len(report.unmatched_baseline), "unmatched_subject": len(report.unmatched_subject),
-            "identity_mismatched": len(report.mismatched_keys),
-            "identity_fields_mismatched": sorted(report.identity_mismatches),
-            "examples": {"unmatched_baseline": [list(k) for k in report.unmatched_baseline[:EXAMPLES]],
-                         "unmatched_subject": [list(k) for k in report.unmatched_subject[:EXAMPLES]],
-                         "identity_mismatched": [list(k) for k in report.mismatched_keys[:EXAMPLES]]}}
+    return paired.report.summary(EXAMPLES)
 
 
 def _metric_values(records: EvidenceRecords, metric: str, side: str) -> np.ndarray:
@@ -137,7 +127,7 @@ def _check_scale(values: np.ndarray, records: EvidenceRecords, side: str, knobs:
         hint = "; declare the range the metric can take"
     if bad.size:
         first = int(bad[0])
-        key = ", ".join(f"{f}={v!r}" for f, v in zip(records.key_fields, records.item_keys()[first]))
+        key = key_text(records.key_fields, records.item_keys()[first])
         raise InputError(f"input '{side}': metric '{knobs['metric']}' must be {wanted}, but "
                          f"{bad.size} of {values.size} item(s) are not (first: item {key}, value "
                          f"{float(values[first])!r}){hint}")
@@ -221,9 +211,7 @@ def _row_units(sides: Mapping[str, EvidenceRecords], paired: PairedEvidence, pai
     report = paired.report
     floor = PROFILE_FLOORS[profile]
     rules = (
-        _rule("items_paired", report.complete, {k: pairing[k] for k in (
-            "baseline_items", "subject_items", "paired", "unmatched_baseline", "unmatched_subject",
-            "identity_mismatched")}, "every item of both sides paired, with equal identity digests", profile),
+        items_paired_rule(report, profile, floor is not None, message=False),
         _rule("min_paired_items", floor is None or report.n_paired >= floor, report.n_paired, floor, profile),
     )
     abort = (f"{report.n_paired} item(s) paired of {report.n_baseline} (baseline) and {report.n_subject} (subject); "
@@ -233,10 +221,6 @@ def _row_units(sides: Mapping[str, EvidenceRecords], paired: PairedEvidence, pai
     return Units(rules, abort, report.n_paired, "item", None)
 
 
-def _keys_text(fields: tuple[str, ...], key: tuple) -> str:
-    return ", ".join(f"{f}={v!r}" for f, v in zip(fields, key))
-
-
 def _sample_units(sides: Mapping[str, EvidenceRecords], paired: PairedEvidence, pairing: Mapping[str, Any],
                   profile: str) -> Units:
     """1.2.0: the sample (a key without its repeat field) is the unit; its rules count samples and repeats."""
@@ -244,22 +228,16 @@ def _sample_units(sides: Mapping[str, EvidenceRecords], paired: PairedEvidence, 
     fields, key_fields = samples.sample_fields, paired.report.key_fields
     n = samples.n_samples
     noun = "item" if samples.repeat_field is None else "sample"
-    first = ([("only in the baseline", k) for k in samples.only_baseline[:1]]
-             + [("only in the subject", k) for k in samples.only_subject[:1]]
-             + [("with another identity digest", k) for k in samples.identity_mismatched[:1]])
     samples_ok = not (samples.only_baseline or samples.only_subject or samples.identity_mismatched)
-    samples_message = (
-        f"{len(samples.only_baseline)} {noun}(s) only in the baseline, {len(samples.only_subject)} only in the "
-        f"subject, {len(samples.identity_mismatched)} with another input or target digest"
-        + (f" (first {first[0][0]}: {_keys_text(fields, first[0][1])})" if first else "")
-        + f"; the estimate covers the {n} {noun}(s) paired")
+    samples_message = unpaired_text(noun, fields, samples.only_baseline, samples.only_subject,
+                                    samples.identity_mismatched, n)
     unpaired = samples.unpaired_repeats_baseline + samples.unpaired_repeats_subject
     repeats_ok = not (unpaired or samples.without_paired_repeat)
     repeat_name = samples.repeat_field or "repeat"
     repeats_message = (
         f"{len(unpaired)} {repeat_name}(s) of {samples.samples_with_unpaired_repeats} sample(s) found in one arm "
         f"only ({len(samples.unpaired_repeats_baseline)} baseline, {len(samples.unpaired_repeats_subject)} subject"
-        + (f"; first: {_keys_text(key_fields, unpaired[0])}" if unpaired else "") + ")"
+        + (f"; first: {key_text(key_fields, unpaired[0])}" if unpaired else "") + ")"
         + (f", {len(samples.without_paired_repeat)} sample(s) on both sides with no {repeat_name} on both"
            if samples.without_paired_repeat else "")
         + f"; a sample is analysed on its {repeat_name}s found in both arms")
@@ -530,7 +508,7 @@ def _clustered_slices(paired: PairedEvidence, subject: np.ndarray, baseline: np.
     differs = np.flatnonzero(per_sample[samples.codes] != text)
     if differs.size:
         row = int(differs[0])
-        key = _keys_text(paired.baseline.key_fields, paired.baseline.item_keys()[row])
+        key = key_text(paired.baseline.key_fields, paired.baseline.item_keys()[row])
         raise InputError(f"input '{knobs['baseline']}': the {samples.repeat_field}s of one sample lie in different "
                          f"slices ({key} is in {str(text[row])!r}, its sample's first {samples.repeat_field} in "
                          f"{str(per_sample[samples.codes[row]])!r}); a slice must be a property of the sample")

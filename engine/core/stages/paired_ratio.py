@@ -29,6 +29,16 @@ windows in the canonical order of their keys (``canonical_order`` of window_id a
 rows in another order gives the same certificate (1.2.0's numbers when the file is sorted by window_id). 1.4.0
 computes 1.3.0's numbers and names them by the unit of the counts (knob ``unit``): 1.3.0 and older called every
 count a token, also the bytes or words of an lm-eval export, and put the ratio under ``primary_metric``.
+
+1.5.0 reads two evaluator exports (lm-evaluation-harness perplexity samples) as ``paired.metric_delta`` reads
+them: their documents pair by the tool's key (``doc_id``) with equal identity digests (``doc_hash``,
+``prompt_hash``, ``target_hash``; ``certa.engine.core.evidence.pairing.pair_records``), and what is left out is
+the profile rule ``items_paired`` (``certa.engine.core.stages.pairing_rules``), in place of
+``window_match_fraction``; the outputs record the pairing (``pairing``) and each export's provenance
+(``sources``), and a refusal names the failed rules' numbers. 1.4.0 paired an export's documents by the mapped
+``window_id`` column alone, so a document whose text differed between the runs (with the same count) was paired
+and counted. The pairs are computed in 1.4.0's order (the canonical order of the baseline's window ids): complete
+exports, and window tables (which pair by ``window_id`` as before), give 1.4.0's numbers.
 """
 
 from __future__ import annotations
@@ -42,17 +52,21 @@ from typing import Any
 import numpy as np
 
 from certa.engine.foundation.errors import InputError, ProfileAbort, StageError
+from certa.engine.core.evidence import PairedEvidence, pair_records
+from certa.engine.core.evidence.formats import EXPORT_READERS
 from certa.engine.core.evidence.lm_eval import NO_TOKEN_COUNT, count_column_unit
 from certa.engine.core.metric_paths import format_steps, parse_metric
 from certa.engine.core.stats.bootstrap import weighted_mean as bootstrap, weighted_mean_v1_0_0 as bootstrap_v1_0_0
-from certa.engine.core.stats.pairing import canonical_order, duplicated_ids, overlap_fraction, pair_windows
+from certa.engine.core.stats.pairing import (WindowPairing, canonical_order, duplicated_ids, overlap_fraction,
+                                             pair_windows)
 from certa.engine.core.tables import Table
 from certa.engine.core.stages.base import DeclaredTable, Decision, KnobProblem, StageContext, StageOutput, StageType
 from certa.engine.core.stages.model_windows import produced_unit, window_unit
+from certa.engine.core.stages.pairing_rules import failed_rules_text, items_paired_rule
 from certa.engine.core.stages.unused_columns import unused_column_decisions
 
 __all__ = ["KERNELS", "PROFILE_FLOORS", "STAGE", "STAGES", "UNITS", "DataClaims", "PairedRatioKernels",
-           "resolve_unit", "unit_gate_problem", "estimate_key"]
+           "resolve_unit", "unit_gate_problem", "export_gate_problem", "estimate_key", "unused_record_parts"]
 
 PROFILE_FLOORS: dict[str, tuple[int, int] | None] = {"dev": None, "ci": (200, 1200), "release": (400, 3200)}
 """(minimum paired windows, minimum bootstrap replicates) per profile."""
@@ -61,6 +75,12 @@ PHASES = ("preview", "final")
 UNITS = {"tokens": "token", "bytes": "byte", "words": "word"}
 """The units a window can be counted in (knob ``unit``), each with the word that names its outputs."""
 NOT_CHECKED = "not checked (no start/end offsets)"
+EXAMPLES = 5
+"""Unpaired keys listed per kind in the outputs' ``pairing`` block (all are counted), as paired.metric_delta lists."""
+EXPORT_FORMATS = (frozenset(reader.name for reader in EXPORT_READERS)
+                  - {companion for reader in EXPORT_READERS for companion in reader.companions.values()})
+"""The input formats that hold an evaluator's per-item records (``certa.engine.core.evidence.formats``; not a
+companion such as ``lm-eval-results``, read through the input that names it)."""
 
 
 @dataclass(frozen=True)
@@ -238,6 +258,11 @@ class PairedRatioKernels:
     named_by_unit: bool = False
     """Whether the knob ``unit`` names the outputs (1.4.0: ``byte_perplexity``...), or every count is a token and
     the ratio is ``primary_metric`` (1.0.0–1.3.0)."""
+    checks_exports: bool = False
+    """1.5.0: two evaluator exports pair by the tool's item key with equal identity digests (``pair_records``, the
+    ``items_paired`` rule), the certificate records what each states (``sources``) and how they paired
+    (``pairing``), and a refusal names the failed rules' numbers. 1.0.0–1.4.0 pair an export's documents by the
+    mapped window_id column alone and record no provenance."""
 
 
 KERNELS: tuple[PairedRatioKernels, ...] = (
@@ -271,6 +296,18 @@ KERNELS: tuple[PairedRatioKernels, ...] = (
                 "bytes or words, fixed by an lm-eval export's count column or model.windows' unit): the ratio "
                 "under <unit>_perplexity (was primary_metric), <unit>_count_mismatches, the <unit>_counts_match "
                 "rule; a gate naming another unit is refused when the spec is loaded"),
+    PairedRatioKernels(
+        version="1.5.0", bootstrap_ci=bootstrap.weighted_mean_bootstrap_ci,
+        resampling=bootstrap.RESAMPLING, claims=TRUE_CLAIMS, arm_order=_in_window_order, named_by_unit=True,
+        checks_exports=True,
+        changes="issue 32: two lm-evaluation-harness exports pair their documents by doc_id with equal doc_hash, "
+                "prompt_hash and target_hash, as paired.metric_delta pairs them: a document on one side only, or "
+                "on both with other digests (another text, the same byte count), is the profile rule items_paired "
+                "(dev: left out, recorded and warned; ci and release: refused naming the numbers), which replaces "
+                "window_match_fraction for exports; one export on both sides, or an export against a plain table, "
+                "is refused; the outputs record each export's provenance (sources: tool, version, task, model, "
+                "files with SHA-256) and the pairing. Complete exports and plain tables give 1.4.0's numbers; "
+                "exports with a document whose digests differ move (1.4.0 counted it)"),
 )
 """Every version, oldest first; the last is what an unpinned spec runs."""
 
@@ -340,12 +377,16 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
     if kernels.named_by_unit:
         _check_produced_units(ctx, unit)
     tables = {arm: ctx.table(arm) for arm in ("baseline", "subject")}
-    loaded = {arm: (table, kernels.arm_order(_load_arm(table, columns, word))) for arm, table in tables.items()}
+    exports = _paired_exports(tables, columns) if kernels.checks_exports else None
+    arm_order = kernels.arm_order if exports is None else _as_read  # an export's rows are its records, as read
+    loaded = {arm: (table, arm_order(_load_arm(table, columns, word))) for arm, table in tables.items()}
     baseline_all, subject_all = loaded["baseline"][1], loaded["subject"][1]
     baseline, subject = baseline_all.select("final"), subject_all.select("final")
-    pairing = pair_windows(baseline.ids, subject.ids)
+    pairing = (pair_windows(baseline.ids, subject.ids) if exports is None
+               else _export_windows(exports, baseline.ids))
     if pairing.n_pairs < 2:
-        raise StageError(f"only {pairing.n_pairs} window(s) pair by window_id between '{knobs['baseline']}' and "
+        by = "window_id" if exports is None else ", ".join(exports.report.key_fields) + " with equal identity digests"
+        raise StageError(f"only {pairing.n_pairs} window(s) pair by {by} between '{knobs['baseline']}' and "
                          f"'{knobs['subject']}'; a paired ratio needs at least 2")
     bi, si = pairing.baseline_index, pairing.subject_index
     tokens = subject.tokens[si]
@@ -355,11 +396,12 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
     overlap, overlap_stats = claims.overlap(baseline, subject)
     input_outputs, input_decisions = claims.inputs(loaded, columns)
 
+    items = None if exports is None else exports.report.summary(EXAMPLES)
     decisions = [*input_decisions, Decision("pairing", {
         "paired_windows": pairing.n_pairs, "window_match_fraction": pairing.match_fraction,
         "unmatched_baseline": len(pairing.unmatched_baseline), "unmatched_subject": len(pairing.unmatched_subject),
         "unmatched_examples": list(pairing.unmatched_baseline[:5] + pairing.unmatched_subject[:5]),
-        mismatches: token_mismatches, "weights": f"subject {unit}"})]
+        mismatches: token_mismatches, "weights": f"subject {unit}", **(items or {})})]
 
     floors = PROFILE_FLOORS[ctx.profile]
     strict = floors is not None
@@ -368,7 +410,8 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
     counts = {"baseline": claims.counts(baseline_all), "subject": claims.counts(subject_all)}
     previews = min((c["preview"] for c in counts.values() if "preview" in c), default=None)
     rules = [
-        _rule("window_match_fraction", pairing.match_fraction == 1.0, pairing.match_fraction, 1.0, ctx.profile, strict),
+        (_rule("window_match_fraction", pairing.match_fraction == 1.0, pairing.match_fraction, 1.0, ctx.profile, strict)
+         if exports is None else items_paired_rule(exports.report, ctx.profile, strict)),
         _rule(f"{word}_counts_match", token_mismatches == 0, token_mismatches, 0, ctx.profile, strict),
         _overlap_rule(overlap, claims, ctx.profile, strict),
         _rule("min_paired_windows", min_windows is None or pairing.n_pairs >= min_windows, pairing.n_pairs,
@@ -385,7 +428,8 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
     decisions.extend(rules)
     failed = [d.detail["rule"] for d in rules if d.detail["outcome"] == "abort"]
     if failed:
-        raise ProfileAbort(f"profile '{ctx.profile}' rule(s) failed: {', '.join(failed)} "
+        numbers = f": {failed_rules_text(rules)}" if kernels.checks_exports else ""
+        raise ProfileAbort(f"profile '{ctx.profile}' rule(s) failed: {', '.join(failed)}{numbers} "
                            "(see the recorded profile_rule decisions; fix the data or use profile dev to explore)",
                            rule=failed[0], decisions=tuple(decisions))
 
@@ -473,8 +517,66 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
                 },
             },
         }},
+        **({} if exports is None else {  # 1.5.0, two exports: how they paired, what each states
+            "pairing": items, "sources": {"baseline": exports.baseline.provenance.as_dict(),
+                                          "subject": exports.subject.provenance.as_dict()}}),
     }
     return StageOutput(outputs=claims.finish(outputs), decisions=tuple(decisions))
+
+
+# --------------------------------------------------------------------------- evaluator exports (1.5.0)
+
+
+def _paired_exports(tables: Mapping[str, Table], columns: Mapping[str, str]) -> PairedEvidence | None:
+    """1.5.0: the two arms' records paired by the tool's item key with equal identity digests (``pair_records``,
+    as paired.metric_delta pairs them), when the arms are evaluator exports; None for two plain tables (they pair
+    by window_id). Refused (``InputError``): an export against a plain table (the digests cannot be compared),
+    a ``columns.window_id`` other than the export's key, and the same records on both sides (``pair_records``)."""
+    baseline, subject = tables["baseline"].evidence, tables["subject"].evidence
+    if baseline is None and subject is None:
+        return None
+    if baseline is None or subject is None:
+        export, other = ("subject", "baseline") if baseline is None else ("baseline", "subject")
+        raise InputError(f"input '{tables[export].name}' is an {tables[export].fmt} export and input "
+                         f"'{tables[other].name}' a table: an export's documents pair by their key with the tool's "
+                         "identity digests, which a table does not hold, so the pairing could not be checked; give "
+                         "both arms as exports of one tool, or both as tables (or pin paired.ppl_ratio@1.4.0, which "
+                         "pairs by window_id alone)")
+    for arm, evidence in (("baseline", baseline), ("subject", subject)):
+        if (columns["window_id"],) != evidence.key_fields:
+            key = ", ".join(evidence.key_fields)
+            raise InputError(f"input '{tables[arm].name}' is an {tables[arm].fmt} export, whose documents pair by "
+                             f"{key} with their identity digests ({', '.join(evidence.identity) or 'none'}); "
+                             f"columns.window_id is '{columns['window_id']}': set columns.window_id: {key}")
+    return pair_records(baseline, subject)
+
+
+def _export_windows(paired: PairedEvidence, baseline_ids: np.ndarray) -> WindowPairing:
+    """The windows of two paired exports (``baseline_ids``: the baseline's window ids, row for row its records):
+    the pairs in the canonical order of the baseline's window ids (the order 1.4.0 computed in, so complete
+    exports give its numbers), and the match fraction paired / (documents on either side), a document with other
+    digests counting as not matched."""
+    report = paired.report
+    order = canonical_order(baseline_ids[paired.baseline_index])
+    either = report.n_subject + len(report.unmatched_baseline)
+    return WindowPairing(baseline_index=paired.baseline_index[order], subject_index=paired.subject_index[order],
+                         match_fraction=report.n_paired / either if either else 0.0,
+                         unmatched_baseline=tuple(str(key[0]) for key in report.unmatched_baseline),
+                         unmatched_subject=tuple(str(key[0]) for key in report.unmatched_subject))
+
+
+def unused_record_parts(knobs: Mapping[str, Any], parts: Mapping[str, frozenset[str]]) -> list[tuple[str, str, str]]:
+    """Validation (``StageType.unused_record_parts``), 1.5.0: of the parts of an export's records that the inputs'
+    ``read:`` options make, those this stage would not use. It records the provenance (``sources``); it reads the
+    weights only where ``columns`` name the ``weight`` column; it reads no slices."""
+    named = set(knobs["columns"].values())
+    unused = []
+    for arm, given in parts.items():
+        if "weights" in given and "weight" not in named:
+            unused.append((arm, "weights", "reads no column 'weight' (its knobs name the columns it reads)"))
+        if "slices" in given:
+            unused.append((arm, "slices", "computes no per-slice results"))
+    return unused
 
 
 # --------------------------------------------------------------------------- the unit (1.4.0)
@@ -597,6 +699,27 @@ def unit_gate_problem(metric: str, knobs: Mapping[str, Any], declared: Mapping[s
     return None
 
 
+EXPORT_OUTPUTS = ("pairing", "sources")
+"""The outputs 1.5.0 records only for two evaluator exports."""
+
+
+def export_gate_problem(metric: str, knobs: Mapping[str, Any], declared: Mapping[str, DeclaredTable]) -> str | None:
+    """1.5.0: ``unit_gate_problem``, and a gate on ``pairing`` or ``sources`` where neither arm is an evaluator
+    export (those outputs then do not exist: window tables pair by window_id, and state no provenance)."""
+    problem = unit_gate_problem(metric, knobs, declared)
+    if problem is not None:
+        return problem
+    _, steps = parse_metric(metric)
+    if not steps or steps[0][0] != "key" or steps[0][1] not in EXPORT_OUTPUTS:
+        return None
+    tables = [declared[knobs[arm]] for arm in ("baseline", "subject")]
+    if any(table.fmt in EXPORT_FORMATS for table in tables):
+        return None
+    return (f"no output '{steps[0][1]}': paired.ppl_ratio records '{steps[0][1]}' only for two evaluator exports "
+            f"({', '.join(sorted(EXPORT_FORMATS))}), and tables '{tables[0].name}' and '{tables[1].name}' are window "
+            "tables, which pair by window_id (gate on dataset.windows.stats.window_match_fraction instead)")
+
+
 def _check_produced_units(ctx: StageContext, unit: str) -> None:
     """Refuse a table made by an earlier model.windows stage (``unit: auto``) whose run counted another unit than
     ``unit``, before anything is computed."""
@@ -644,7 +767,9 @@ def ratio_stage(kernels: PairedRatioKernels) -> StageType:
         presentation="certa.engine.services.presentation.stages.paired_ratio",
         changes=kernels.changes,
         resolve_knobs=resolve_unit if kernels.named_by_unit else None,
-        gate_problem=unit_gate_problem if kernels.named_by_unit else None,
+        gate_problem=(export_gate_problem if kernels.checks_exports else
+                      unit_gate_problem if kernels.named_by_unit else None),
+        unused_record_parts=unused_record_parts if kernels.checks_exports else None,
     )
 
 

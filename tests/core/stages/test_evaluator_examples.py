@@ -30,7 +30,9 @@ def test_lm_eval_perplexity_example() -> None:
     assert verdict == "PASS"
     assert (round(primary["baseline_final"], 4), round(primary["final"], 4)) == (7.2615, 7.2933)
     assert round(primary["ratio_vs_baseline"], 4) == 1.0044
-    assert [round(bound, 4) for bound in primary["display_ci"]] == [0.9946, 1.0142]  # 1.3.0's, 1.4.0's
+    assert [round(bound, 4) for bound in primary["display_ci"]] == [0.9946, 1.0142]  # 1.3.0's, 1.4.0's, 1.5.0's
+    assert out["pairing"]["paired"] == 24 and out["pairing"]["identity_mismatched"] == 0  # 1.5.0: by digests too
+    assert {out["sources"][arm]["tool_version"] for arm in ("baseline", "subject")} == {"0.4.13"}
 
 
 def test_lm_eval_accuracy_example_and_the_margins_it_cannot_certify() -> None:

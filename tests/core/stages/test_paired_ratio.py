@@ -184,7 +184,8 @@ def test_overlap_fraction_counts_both_windows_of_an_overlap() -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# versions: 1.4.0 (1.3.0's numbers, named by unit: tests/core/stages/test_ppl_ratio_units.py) is the newest
+# versions: 1.5.0 (1.4.0's numbers on window tables; exports paired by their identity digests:
+# tests/core/stages/test_ppl_ratio_exports.py) is the newest
 
 
 def _version_spec(version: str | None, scheme: str = "uniform", replicates: int = 1000) -> str:
@@ -192,13 +193,15 @@ def _version_spec(version: str | None, scheme: str = "uniform", replicates: int 
     return _spec(replicates=replicates, extra=f", scheme: {scheme}").replace("use: paired.ppl_ratio", f"use: {use}")
 
 
-def test_stage_versions_are_1_0_0_to_1_4_0_newest_last() -> None:
+def test_stage_versions_are_1_0_0_to_1_5_0_newest_last() -> None:
     from certa.engine.core.stages.paired_ratio import KERNELS, STAGE, STAGES
 
     assert [s.version for s in STAGES] == [k.version for k in KERNELS] == ["1.0.0", "1.1.0", "1.2.0", "1.3.0",
-                                                                           "1.4.0"]
+                                                                           "1.4.0", "1.5.0"]
     assert STAGE is STAGES[-1] and all(s.changes for s in STAGES)
-    assert KERNELS[4].bootstrap_ci is KERNELS[3].bootstrap_ci is KERNELS[2].bootstrap_ci is KERNELS[1].bootstrap_ci
+    assert (KERNELS[5].bootstrap_ci is KERNELS[4].bootstrap_ci is KERNELS[3].bootstrap_ci is KERNELS[2].bootstrap_ci
+            is KERNELS[1].bootstrap_ci)
+    assert [k.checks_exports for k in KERNELS] == [False] * 5 + [True]
 
 
 @pytest.mark.parametrize("scheme", ["uniform", "token_weighted"])

@@ -87,7 +87,8 @@ def test_an_lm_eval_ratio_is_named_by_its_unit_in_outputs_decisions_and_knobs(tm
     content = result.certificate["content"]
     outputs = content["stages"]["ppl"]
     word = SINGULAR[unit]
-    assert set(outputs) == {f"{word}_perplexity", "dataset"}  # no primary_metric, no drift without phases
+    # no primary_metric, no drift without phases; the exports' pairing and provenance (1.5.0)
+    assert set(outputs) == {f"{word}_perplexity", "dataset", "pairing", "sources"}
     block = outputs[f"{word}_perplexity"]
     assert block["unit"] == unit and block["analysis_basis"] == f"mean_logloss_per_{word}"
     (nll_b, count), (nll_s, _) = raw("baseline", unit), raw("subject", unit)
@@ -95,7 +96,7 @@ def test_an_lm_eval_ratio_is_named_by_its_unit_in_outputs_decisions_and_knobs(tm
     assert block["ratio_vs_baseline"] == pytest.approx(math.exp((nll_s - nll_b) / count), rel=1e-12)
     stats = outputs["dataset"]["windows"]["stats"]
     assert stats[f"{word}_count_mismatches"] == 0 and "token_count_mismatches" not in stats
-    assert content["knobs"]["stages"][0]["version"] == "1.4.0"
+    assert content["knobs"]["stages"][0]["version"] == "1.5.0"
     assert content["knobs"]["stages"][0]["with"]["unit"] == unit
     pairing = next(d.decision.detail for d in result.decisions if d.decision.kind == "pairing")
     assert pairing["weights"] == f"subject {unit}" and pairing[f"{word}_count_mismatches"] == 0
@@ -210,9 +211,9 @@ def test_a_plain_table_is_counted_in_tokens_unless_the_knob_says_otherwise(unit:
         pinned.certificate["content"]["stages"]["ratio"]["dataset"]["windows"]["stats"]["bootstrap"]
 
 
-def test_the_versions_are_1_0_0_to_1_4_0_and_only_1_4_0_resolves_a_unit() -> None:
-    assert [stage.version for stage in STAGES] == ["1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0"]
-    assert [stage.resolve_knobs is not None for stage in STAGES] == [False] * 4 + [True]
+def test_the_versions_are_1_0_0_to_1_5_0_and_only_1_4_0_and_1_5_0_resolve_a_unit() -> None:
+    assert [stage.version for stage in STAGES] == ["1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0"]
+    assert [stage.resolve_knobs is not None for stage in STAGES] == [False] * 4 + [True, True]
     assert all(stage.schema_file == f"stages/{stage.ref}.schema.json" for stage in STAGES[:4])  # frozen, no unit
     assert STAGES[-1].schema_file == "stages/paired.ppl_ratio.schema.json"
 

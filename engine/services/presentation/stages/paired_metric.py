@@ -12,6 +12,8 @@ from typing import Any
 
 from certa.engine.services.presentation.explain import finite_number, number_text, percent_text
 from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.html.evidence import (PROVENANCE_TEXT, export_facts, pairing_table,
+                                                           provenance_table, unpaired_counts)
 from certa.engine.services.presentation.html.view import (Cell, Plot, StageInput, StageSection, Table, fmt, mapping, table,
                                                     threshold_values)
 
@@ -34,16 +36,6 @@ METHOD_NAMES = {
 
 ADJUSTMENTS = {"holm": "Holm (familywise error rate)",
                "benjamini_hochberg": "Benjamini–Hochberg (false discovery rate)"}
-
-STATED = ("tool", "tool_version", "task", "task_version", "task_config_sha256")
-"""The provenance fields every export states (or states as not known: null)."""
-
-STATED_NAMES = {"tool": "tool", "tool_version": "tool version", "task": "task", "task_version": "task version",
-                "task_config_sha256": "task config digest (SHA-256)"}
-
-UNPAIRED = (("only in the baseline", "unmatched_baseline"), ("only in the subject", "unmatched_subject"),
-            ("with different identity digests", "identity_mismatched"))
-"""The kinds of items left out of the estimate: (words, ``pairing`` count key, also its ``examples`` key)."""
 
 SLICE_ROWS_SHOWN = 15
 """Slice tables with more rows than this are folded (the plot shows every slice)."""
@@ -159,33 +151,12 @@ def _decision(outputs: Mapping[str, Any]) -> tuple[str, bool | None]:
     return f"difference {_signed(mapping(outputs.get('difference')).get('estimate'))}", None
 
 
-def _left_out(pairing: Mapping[str, Any]) -> list[tuple[str, int]]:
-    """(kind, count) of each kind of item left out of the estimate, when there are any."""
-    counts = [(kind, pairing.get(key)) for kind, key in UNPAIRED]
-    return [(kind, count) for kind, count in counts if isinstance(count, int) and not isinstance(count, bool)
-            and count > 0]
-
-
 def _facts(outputs: Mapping[str, Any]) -> tuple[str, ...]:
     """Beside the decision: the sign convention, the items left out and how the two exports' statements compare."""
     facts = [str(outputs["direction"])] if isinstance(outputs.get("direction"), str) else []
     if isinstance(_units(outputs).get("statement"), str):
         facts.append(str(_units(outputs)["statement"]))
-    pairing = mapping(outputs.get("pairing"))
-    left_out = _left_out(pairing)
-    if left_out:
-        facts.append("items not paired (not in the estimate): "
-                     + ", ".join(f"{fmt(count)} {kind}" for kind, count in left_out))
-    elif pairing:
-        facts.append(f"every item paired ({fmt(pairing.get('paired'))})")
-    sources = mapping(outputs.get("sources"))
-    stated = [mapping(sources.get(side)) for side in SIDES]
-    if all(stated):
-        differ = [STATED_NAMES[field] for field in STATED if stated[0].get(field) != stated[1].get(field)]
-        same = [STATED_NAMES[field] for field in STATED if stated[0].get(field) is not None]
-        facts.append("the exports differ in: " + ", ".join(differ) if differ else
-                     "both exports state the same " + ", ".join(same) if same else "neither export states its tool")
-    return tuple(facts)
+    return (*facts, *export_facts(outputs))
 
 
 def _result_table(outputs: Mapping[str, Any]) -> Table:
@@ -295,48 +266,6 @@ def _slice_table(outputs: Mapping[str, Any]) -> Table | None:
                  numeric=(1, 2, 3, 4, 5, 6), collapsed=len(rows) > SLICE_ROWS_SHOWN)
 
 
-def _keys_text(keys: Any) -> str:
-    """Item keys (each a list of key field values) as ``a; b, c``."""
-    if not isinstance(keys, Sequence) or isinstance(keys, str) or not keys:
-        return "–"
-    return "; ".join(", ".join(fmt(part) for part in key) if isinstance(key, Sequence) and not isinstance(key, str)
-                     else fmt(key) for key in keys)
-
-
-def _pairing_table(pairing: Mapping[str, Any]) -> Table:
-    """How the items paired: the identity used, the counts (unpaired ones flagged) and the first unpaired keys."""
-    examples = mapping(pairing.get("examples"))
-    counts = [(f"items not paired: {kind}", Cell(fmt(count), count == 0 if isinstance(count, int) else None))
-              for kind, count in ((kind, pairing.get(key)) for kind, key in UNPAIRED)]
-    shown = [(f"first keys: {kind}", _keys_text(examples.get(key))) for kind, key in UNPAIRED if examples.get(key)]
-    return table("Pairing of the items", ("quantity", "value"), [
-        ("item identity (key fields)", ", ".join(map(str, pairing.get("key_fields") or ())) or "–"),
-        ("items read: baseline", pairing.get("baseline_items")), ("items read: subject", pairing.get("subject_items")),
-        ("items paired", pairing.get("paired")), *counts,
-        ("identity fields that differed",
-         ", ".join(map(str, pairing.get("identity_fields_mismatched") or ())) or "–"),
-        *shown])
-
-
-def _stated(value: Any) -> str:
-    """A value an export states (``not stated`` for null)."""
-    return "not stated" if value is None else fmt(value)
-
-
-def _provenance_table(side: str, source: Mapping[str, Any]) -> Table:
-    """What one side's export states: tool, version, task, task config digest, model and other fields, and every
-    file read with its SHA-256."""
-
-    def entries(key: str) -> list[Mapping[str, Any]]:
-        return [e for e in source.get(key) or () if isinstance(e, Mapping)]
-
-    rows: list[tuple[str, Any]] = [(STATED_NAMES[field], _stated(source.get(field))) for field in STATED]
-    rows += [(f"model: {fmt(e.get('field'))}", _stated(e.get("value"))) for e in entries("models")]
-    rows += [(fmt(e.get("field")), _stated(e.get("value"))) for e in entries("details")]
-    rows += [(f"file read as {fmt(e.get('name'))} (SHA-256)", e.get("sha256")) for e in entries("files")]
-    return table(f"Provenance: {side} (as its export states it)", ("field", "value"), rows)
-
-
 def _gate_lines(stage: StageInput) -> list[tuple[str, float]]:
     """The thresholds of the gates on the difference or its interval (``<id>.difference.ci[...]``,
     ``<id>.difference.estimate``): they share the plot's axis."""
@@ -381,8 +310,8 @@ def section(stage: StageInput) -> StageSection:
     slices = _slice_table(outputs)
     sources = mapping(outputs.get("sources"))
     tables = [_result_table(outputs), *([two_by_two] if two_by_two else []), *_test_tables(outputs),
-              *([slices] if slices else []), _pairing_table(mapping(outputs.get("pairing"))),
-              *(_provenance_table(side, mapping(sources.get(side))) for side in SIDES if side in sources)]
+              *([slices] if slices else []), pairing_table(mapping(outputs.get("pairing"))),
+              *(provenance_table(side, mapping(sources.get(side))) for side in SIDES if side in sources)]
     return StageSection(stage.stage_id, "", "", decision=decision, ok=ok, summary=_summary(outputs),
                         facts=_facts(outputs), plots=(_plot(stage),), tables=tuple(tables))
 
@@ -449,7 +378,7 @@ def _assumptions_text(outputs: Mapping[str, Any]) -> str:
             "item id, or a table's item column); where the export records identity digests "
             "(lm-evaluation-harness: document, prompt and target hashes) they were compared, and an item whose "
             "digests differ is not paired.")
-    left_out = _left_out(pairing)
+    left_out = unpaired_counts(pairing)
     if left_out:
         text += (" Here " + ", ".join(f"{count} item(s) {kind}" for kind, count in left_out) + " were not paired: the "
                  "estimate covers the paired items only, and is biased if the missing items are harder or easier "
@@ -496,9 +425,7 @@ def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
     """How to read a ``paired.metric_delta`` stage's outputs (``certa.engine.services.presentation.explain.how_to_read``)."""
     texts = [_tested_text(outputs), _verdict_text(outputs), _assumptions_text(outputs), _detectable_text(outputs),
              _slices_text(outputs),
-             ("Provenance: the tool, version, task and model of each side are what its export states about itself, "
-              "copied as written; certa records the SHA-256 of every file it read, but cannot check that the "
-              "statements are true.")]
+             PROVENANCE_TEXT]
     return tuple(text for text in texts if text)
 
 

@@ -1,7 +1,9 @@
 """How ``paired.ppl_ratio`` reads: the perplexity ratio with its bootstrap interval against the gate thresholds,
 the preview/final drift and the paired deltas per window, each per the unit the windows are counted in (1.4.0's
 ``unit``: token, byte or word). A version that records no unit (1.3.0 and older) is described as counting
-"whatever its count column held": it called every count a token, also an evaluator's bytes or words."""
+"whatever its count column held": it called every count a token, also an evaluator's bytes or words. With two
+evaluator exports (1.5.0) it also shows how their documents paired, by key and identity digests, and what each
+export states about its origin (``certa.engine.services.presentation.html.evidence``, as ``paired.metric_delta``)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from typing import Any
 from certa.engine.core.stages.paired_ratio import ESTIMATE_KEYS, UNITS
 from certa.engine.services.presentation.explain import number_text, percent_text
 from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.html.evidence import (PROVENANCE_TEXT, SIDES, export_facts, pairing_table,
+                                                           provenance_table, unpaired_counts)
 from certa.engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, fmt, mapping, table, threshold_values
 
 __all__ = ["section", "how_to_read", "markdown"]
@@ -84,6 +88,10 @@ def section(stage: StageInput) -> StageSection:
               [(k, boot.get(k)) for k in ("method", "requested_method", "fallback", "replicates", "confidence_level",
                                            "scheme", "z0", "acceleration", "index_streams") if k in boot]),
     ]
+    pairing, sources = mapping(outputs.get("pairing")), mapping(outputs.get("sources"))  # 1.5.0, exports only
+    if pairing:
+        tables.append(pairing_table(pairing))
+    tables += [provenance_table(side, mapping(sources.get(side))) for side in SIDES if side in sources]
     ok = all(g.get("passed") for g in gates) if gates else None
     caption = ("The bootstrap distribution of the ratio (its CDF, from the 101 quantiles the certificate records since "
                "paired.ppl_ratio 1.1.0) when recorded, the confidence interval and point estimate against the gate "
@@ -91,7 +99,7 @@ def section(stage: StageInput) -> StageSection:
                + "the per-window paired deltas.")
     return StageSection(stage.stage_id, "", "",
                         decision=f"ratio{per} {fmt(primary.get('ratio_vs_baseline'))}", ok=ok, summary=summary,
-                        plots=(Plot(svg, caption),), tables=tuple(tables))
+                        plots=(Plot(svg, caption),), tables=tuple(tables), facts=export_facts(outputs))
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
@@ -122,8 +130,13 @@ def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
         "Assumptions: the windows are a fair sample of the text the models will see, each window is scored by both "
         f"models {pairing}, and windows are independent of each other; the bootstrap resamples whole windows.",
     ]
+    pairing = mapping(outputs.get("pairing"))
+    if pairing:
+        texts.append(_export_pairing_text(pairing))
     if word != "token":
         texts.append(_units_text(word, primary.get("ratio_vs_baseline")))
+    if mapping(outputs.get("sources")):
+        texts.append(PROVENANCE_TEXT)
     drift = outputs.get("drift")
     if isinstance(drift, Mapping) and drift:
         inside = drift.get("within_band")
@@ -134,6 +147,24 @@ def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
                         "final windows represent the same data." if inside is False else
                         "the certificate does not say whether it lies inside its band."))
     return tuple(texts)
+
+
+def _export_pairing_text(pairing: Mapping[str, Any]) -> str:
+    """How two exports' documents paired (1.5.0): by the tool's key with its document, prompt and target digests;
+    those left out, and what leaving them out does to the ratio."""
+    keys = ", ".join(map(str, pairing.get("key_fields") or ())) or "the item key"
+    text = (f"Pairing: the two exports' documents were paired by {keys}, and a document counted only when the "
+            "evaluator's document, prompt and target digests are equal on both sides (the same text scored by both "
+            "models); a document found on one side only, or with other digests (another text, even of the same "
+            "length), is left out of the ratio and recorded.")
+    left_out = unpaired_counts(pairing)
+    if left_out:
+        text += (" Here " + ", ".join(f"{count} item(s) {kind}" for kind, count in left_out) + " were not paired: "
+                 "the ratio covers the paired documents only, and is biased if the missing ones are harder or easier "
+                 "to predict than the rest.")
+    else:
+        text += " Here every document paired."
+    return text
 
 
 _PER_TOKEN = {"byte": 3.0, "word": 0.75}
@@ -187,4 +218,18 @@ def markdown(outputs: Mapping[str, Any], version: str) -> str:
     if drift:
         lines.append(f"Preview→final drift ratio {drift['preview_final_ratio']:.6f} "
                      f"({'within' if drift['within_band'] else 'OUTSIDE'} band {drift['band']}).")
+    if "pairing" in outputs:
+        lines.append(_markdown_exports(outputs["pairing"], outputs.get("sources", {})))
     return "\n".join(lines)
+
+
+def _markdown_exports(pairing: Mapping[str, Any], sources: Mapping[str, Any]) -> str:
+    """1.5.0 with two exports: how their documents paired, and the tool, version and task each states."""
+    left_out = [f"{count} {kind}" for kind, count in unpaired_counts(pairing)]
+    line = (f"Paired documents {pairing['paired']} of {pairing['baseline_items']} (baseline) and "
+            f"{pairing['subject_items']} (subject) by {', '.join(pairing['key_fields'])} with equal identity digests"
+            + (f"; not paired: {', '.join(left_out)}" if left_out else "") + ".")
+    stated = [f"{side}: {source['tool']} {source['tool_version'] or '(version not stated)'}"
+              + (f", task {source['task']}" if source.get("task") else "")
+              for side, source in sources.items()]
+    return line + (f" Exports: {'; '.join(stated)}." if stated else "")
