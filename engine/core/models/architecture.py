@@ -34,9 +34,31 @@ order, each step refusing with an ``InputError`` that names the file and the pro
 4. **The build** (``build_architecture``): ``AutoConfig.for_model`` and ``AutoModelForCausalLM.from_config`` on the
    ``meta`` device (no memory for the tensors); an exception either raises (a head count that does not divide
    the hidden size, ...) is refused naming ``config.json`` and what ``transformers`` said.
-5. **Every tensor against the built architecture** (``check_tensors``): none it lacks, none missing (except those it
-   ties to a loaded one, as GPT-2's output embedding), each of the shape it has and floating-point where its
-   parameter is, all before a tensor is loaded.
+5. **Every tensor against the built architecture** (``match_tensors``), all before a tensor is loaded. A stored
+   name is the architecture's name as ``transformers``' ``from_pretrained`` reads it: renamed by the checkpoint
+   renamings the installed ``transformers`` declares for the architecture (``transformers.conversion_mapping``,
+   transformers 5: GPT-NeoX's ``embed_out`` is its ``lm_head``; a pure renaming, the bytes are unchanged), and
+   with the base model's prefix (``transformer.``, ``model.``) added when the checkpoint was saved without it
+   (GPT-2's original ``h.0.attn.c_attn.weight``). None the architecture lacks, except what ``from_pretrained``
+   also leaves unloaded because the model computes it itself (a non-persistent buffer of the model, and the
+   names the architecture lists in ``_keys_to_ignore_on_load_unexpected``, ``rotary_emb.inv_freq`` and
+   ``position_ids``: causal masks, rotary frequencies and position indices older versions saved); a tensor
+   ``transformers`` would have to merge or split (a ``WeightConverter``: Mixtral's experts in transformers 5) is
+   refused, naming the architecture, since certa loads tensors as they are stored. None missing, except those the
+   architecture ties to a loaded one (the parameters that are one object in the built model: GPT-2's, Gemma's or
+   Qwen2's output embedding and input embedding); each of the shape it has and floating-point where its parameter
+   is.
+6. **The buffers the model computes** (``check_buffers``). Non-persistent buffers (rotary frequencies, causal
+   masks) are not in the weights; the model computes them when it is built, at sizes ``config.json`` sets (a
+   ``max_position_embeddings x max_position_embeddings`` mask per layer in some versions, a rotary table of
+   ``head_dim x partial_rotary_factor``). Their bytes, known from the ``meta`` build, must stay within the weights'
+   bytes plus 256 MiB before they are computed.
+7. **The model that is loaded** (``materialise``): the architecture built again, its parameters on the ``meta``
+   device (each is replaced by a loaded tensor: no memory, no random initialisation) and its buffers computed on
+   the CPU by the architecture's own constructor, as ``from_pretrained`` computes them; under torch's default dtype
+   set to the compute dtype, as ``from_pretrained(dtype=...)`` builds (so a rotary table the architecture keeps in
+   float32 stays float32 in a bfloat16 model). Building on ``meta`` alone left every non-persistent buffer empty
+   ("Cannot copy out of meta tensor" for Llama, Qwen2, Mistral, Gemma, GPT-NeoX, GPT-Neo, Falcon).
 """
 
 from __future__ import annotations
@@ -44,14 +66,16 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from certa.engine.foundation.errors import InputError
 
-__all__ = ["TensorHeader", "read_header", "weight_headers", "config_document", "check_limits",
-           "build_architecture", "check_tensors", "MAX_HEADER_BYTES"]
+__all__ = ["TensorHeader", "TensorPlan", "read_header", "weight_headers", "config_document", "check_limits",
+           "build_architecture", "match_tensors", "check_buffers", "materialise", "MAX_HEADER_BYTES",
+           "BUFFER_ALLOWANCE", "COMPUTE_DTYPES"]
 
 MAX_HEADER_BYTES = 100_000_000
 """The longest safetensors header the format allows (``safetensors``' ``MAX_HEADER_SIZE``)."""
@@ -68,6 +92,14 @@ DIMENSIONS = ("hidden_size", "vocab_size")
 COUNTS = ("num_attention_heads", "num_key_value_heads", "num_labels")
 """Configuration sizes from 1 to the largest tensor dimension."""
 ACTIVATIONS = ("activation_function", "hidden_act")
+BUFFER_ALLOWANCE = 256 << 20
+"""Bytes of computed (non-persistent) buffers a model may hold beyond its weights' bytes (module docstring, step 6):
+a causal mask of 2,048 x 2,048 booleans per layer for 24 layers is 100 MB."""
+COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
+"""The dtypes a model is computed in (``materialise``): its parameters are loaded into this dtype."""
+IGNORED_WHEN_COMPUTED = (r"rotary_emb\.inv_freq", r"(^|\.)position_ids$")
+"""Stored names ``from_pretrained`` leaves unloaded when the model holds such a buffer (transformers 5's
+``_adjust_missing_and_unexpected_keys``): the model computes them itself."""
 _INDEX = re.compile(r"(?:^|\.)(\d+)(?=\.|$)")
 
 
@@ -241,6 +273,22 @@ def check_limits(name: str, document: Mapping[str, Any], tensors: Mapping[str, T
                                  f"of the weights, {weights}); the configuration does not describe these weights")
 
 
+def _construct(name: str, config: Any, transformers: Any, torch: Any, dtype: Any, where: Any) -> Any:
+    """``AutoModelForCausalLM.from_config(config)`` in torch's default dtype ``dtype``, inside the context
+    ``where``; an ``InputError`` naming config.json when the architecture's constructor refuses it."""
+    version = f"transformers {transformers.__version__}"
+    default = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(dtype)
+        with where:
+            return transformers.AutoModelForCausalLM.from_config(config, torch_dtype=dtype)
+    except Exception as exc:  # noqa: BLE001 - an architecture's constructor raises whatever its checks raise
+        raise InputError(f"input '{name}': {version} cannot build the '{config.model_type}' architecture config.json "
+                         f"describes ({_first_line(exc)})") from None
+    finally:
+        torch.set_default_dtype(default)
+
+
 def build_architecture(name: str, document: Mapping[str, Any], transformers: Any, torch: Any) -> tuple[Any, Any]:
     """``(configuration, model)``: the architecture ``document`` describes, built on the ``meta`` device in float32
     (module docstring, step 4); call after ``check_limits``."""
@@ -251,13 +299,44 @@ def build_architecture(name: str, document: Mapping[str, Any], transformers: Any
     except Exception as exc:  # noqa: BLE001 - transformers raises ValueError, TypeError, its own validation errors
         raise InputError(f"input '{name}': {version} cannot read config.json as a '{document['model_type']}' "
                          f"configuration ({_first_line(exc)})") from None
+    return config, _construct(name, config, transformers, torch, torch.float32, torch.device("meta"))
+
+
+@contextmanager
+def _parameters_on_meta(torch: Any) -> Iterator[None]:
+    """While open, every parameter a module registers is replaced by an empty one on the ``meta`` device
+    (``torch.nn.Module.register_parameter`` wrapped; buffers and everything else are created as usual). The idea
+    of accelerate's ``init_empty_weights(include_buffers=False)``: a model whose weights are loaded next needs no
+    memory or random initialisation for them, but its computed buffers must hold their values. Not thread-safe
+    (the method is patched on the class while the model is built)."""
+    original = torch.nn.Module.register_parameter
+
+    def register(module: Any, name: str, param: Any) -> None:
+        if param is not None and param.device.type != "meta":
+            param = torch.nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+        original(module, name, param)
+
+    torch.nn.Module.register_parameter = register
     try:
-        with torch.device("meta"):
-            model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
-    except Exception as exc:  # noqa: BLE001 - an architecture's constructor raises whatever its checks raise
-        raise InputError(f"input '{name}': {version} cannot build the '{config.model_type}' architecture config.json "
-                         f"describes ({_first_line(exc)})") from None
-    return config, model
+        yield
+    finally:
+        torch.nn.Module.register_parameter = original
+
+
+def materialise(name: str, skeleton: Any, transformers: Any, torch: Any, dtype: str) -> Any:
+    """The model that weights are loaded into (module docstring, step 7), of the architecture of ``skeleton`` (the
+    ``meta`` build): parameters on ``meta``, computed buffers on the CPU, built in the compute ``dtype`` (one of
+    ``COMPUTE_DTYPES``). An architecture that ``from_pretrained`` would keep partly in float32 at this dtype
+    (``_keep_in_fp32_modules``) is refused."""
+    config = skeleton.config
+    kept = set(getattr(skeleton, "_keep_in_fp32_modules", None) or ()) if dtype == "float16" else set()
+    if dtype != "float32":
+        kept |= set(getattr(skeleton, "_keep_in_fp32_modules_strict", None) or ())
+    if kept:
+        raise InputError(f"input '{name}': transformers keeps the '{config.model_type}' architecture's "
+                         f"{', '.join(sorted(kept))} in float32 when it is loaded in {dtype}; certa computes it in "
+                         "float32 only (dtype: float32)")
+    return _construct(name, config, transformers, torch, getattr(torch, dtype), _parameters_on_meta(torch))
 
 
 def _first_line(exc: BaseException) -> str:
@@ -265,25 +344,131 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:300]}{'...' if len(text) > 300 else ''}"
 
 
-def check_tensors(name: str, model: Any, tensors: Mapping[str, TensorHeader]) -> None:
-    """Every tensor of the weights against the built (meta) ``model`` (module docstring, step 5)."""
+@dataclass(frozen=True)
+class TensorPlan:
+    """Which stored tensor loads as which of the model's (``names``: stored name -> the model's), which stored
+    tensors the model computes itself and are not loaded (``ignored``), and the model's tensors that are one
+    parameter (``tied``: groups of names; loading one member loads all)."""
+
+    names: Mapping[str, str]
+    ignored: tuple[str, ...]
+    tied: tuple[tuple[str, ...], ...]
+
+
+def _checkpoint_renamings(model: Any) -> tuple[Callable[[str], str], Callable[[str], bool]]:
+    """``(rename, converted)``: the stored-name renamings the installed transformers declares for ``model``'s
+    architecture (``transformers.conversion_mapping``, transformers 5; none before), and whether a stored name is
+    one a ``WeightConverter`` merges or splits. Both are the identity / False when transformers has no such table
+    or it cannot be read."""
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightConverter
+
+        transforms = list(get_model_conversion_mapping(model))
+    except Exception:  # noqa: BLE001 - absent before transformers 5; an internal table whose API may move
+        return (lambda key: key), (lambda key: False)
+    renamings = [t for t in transforms if not isinstance(t, WeightConverter)]
+    converters = [t for t in transforms if isinstance(t, WeightConverter)]
+
+    def rename(key: str) -> str:
+        for renaming in renamings:
+            key = renaming.rename_source_key(key)[0]
+        return key
+
+    def converted(key: str) -> bool:
+        return any(converter.rename_source_key(key)[1] is not None for converter in converters)
+
+    return rename, converted
+
+
+def _tied_groups(model: Any) -> tuple[tuple[str, ...], ...]:
+    """Names of the built model's parameters that are one object (tied embeddings), in groups of two or more."""
+    groups: dict[int, list[str]] = {}
+    for key, param in model.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(param), []).append(key)
+    return tuple(tuple(group) for group in groups.values() if len(group) > 1)
+
+
+def _ignorable(model: Any) -> re.Pattern[str] | None:
+    """Stored names from_pretrained does not load for ``model`` (module docstring, step 5), as one pattern."""
+    buffers = [key for key, _ in model.named_buffers()]
+    patterns = set(getattr(model, "_keys_to_ignore_on_load_unexpected", None) or ())
+    patterns |= {p for p in IGNORED_WHEN_COMPUTED if any(re.search(p, key) for key in buffers)}
+    return re.compile("|".join(f"(?:{p})" for p in sorted(patterns))) if patterns else None
+
+
+def match_tensors(name: str, model: Any, tensors: Mapping[str, TensorHeader]) -> TensorPlan:
+    """Every stored tensor against the built (meta) ``model`` (module docstring, step 5)."""
     model_type = model.config.model_type
     expected = model.state_dict()
-    unexpected = sorted(set(tensors) - set(expected))
+    computed = {key for key, _ in model.named_buffers()} - set(expected)
+    rename, converted = _checkpoint_renamings(model)
+    ignorable = _ignorable(model)
+    prefix = str(getattr(model, "base_model_prefix", "") or "")
+    names: dict[str, str] = {}
+    ignored: list[str] = []
+    unexpected: list[str] = []
+    for stored in sorted(tensors):
+        key = rename(stored)
+        if key not in expected and prefix and f"{prefix}.{key}" in set(expected) | computed:
+            key = f"{prefix}.{key}"
+        if key in expected:
+            names[stored] = key
+        elif key in computed or (ignorable is not None and ignorable.search(key)):
+            ignored.append(stored)
+        else:
+            unexpected.append(stored)
+    version = f"transformers {_version()}"
+    layout = [stored for stored in unexpected if converted(rename(stored))]
+    if layout:
+        raise InputError(f"input '{name}': the weights store tensor {layout[0]!r} in a layout {version} converts "
+                         f"while loading the '{model_type}' architecture (it merges or splits tensors: "
+                         f"{len(layout)} such tensor(s)); certa loads tensors as they are stored, so it does not load "
+                         f"'{model_type}' checkpoints with {version}")
     if unexpected:
         raise InputError(f"input '{name}': the weights hold tensors the '{model_type}' architecture does not have: "
                          f"{', '.join(unexpected[:5])}")
-    tied = getattr(model, "_tied_weights_keys", None) or {}
-    tied_to = dict(tied) if isinstance(tied, Mapping) else {}
-    missing = sorted(key for key in set(expected) - set(tensors) if tied_to.get(key) not in tensors)
+    loaded: dict[str, str] = {}
+    for stored, key in names.items():
+        if key in loaded:
+            raise InputError(f"input '{name}': tensors {loaded[key]!r} and {stored!r} both load as the '{model_type}' "
+                             f"architecture's {key}; a model's weights hold each tensor once")
+        loaded[key] = stored
+    tied = _tied_groups(model)
+    covered = set(loaded) | {key for group in tied if set(group) & set(loaded) for key in group}
+    missing = sorted(set(expected) - covered)
     if missing:
         raise InputError(f"input '{name}': the weights lack {len(missing)} tensor(s) of the '{model_type}' "
                          f"architecture: {', '.join(missing[:5])}")
-    for tensor, header in sorted(tensors.items()):
-        wanted = tuple(expected[tensor].shape)
+    for stored, key in sorted(names.items()):
+        header = tensors[stored]
+        wanted = tuple(expected[key].shape)
         if header.shape != wanted:
-            raise InputError(f"input '{name}': tensor {tensor} is {_shape_text(header.shape)} in {header.file}, but "
+            raise InputError(f"input '{name}': tensor {stored} is {_shape_text(header.shape)} in {header.file}, but "
                              f"the '{model_type}' architecture config.json describes has it {_shape_text(wanted)}")
-        if expected[tensor].is_floating_point() and header.dtype not in FLOATING:
-            raise InputError(f"input '{name}': tensor {tensor} in {header.file} holds {header.dtype} numbers, not "
+        if expected[key].is_floating_point() and header.dtype not in FLOATING:
+            raise InputError(f"input '{name}': tensor {stored} in {header.file} holds {header.dtype} numbers, not "
                              "the floating-point weights of the architecture")
+    return TensorPlan(names=names, ignored=tuple(ignored), tied=tied)
+
+
+def _version() -> str:
+    from importlib.metadata import version
+
+    return version("transformers")
+
+
+def check_buffers(name: str, model: Any, tensors: Mapping[str, TensorHeader]) -> None:
+    """The bytes of the buffers the built (meta) ``model`` computes, against its weights' (module docstring,
+    step 6)."""
+    persistent = set(model.state_dict())
+    buffers = [(key, buffer) for key, buffer in model.named_buffers() if key not in persistent]
+    computed = sum(buffer.numel() * buffer.element_size() for _, buffer in buffers)
+    weights = sum(math.prod(header.shape) * DTYPE_BYTES[header.dtype] for header in tensors.values())
+    if computed > weights + BUFFER_ALLOWANCE:
+        key, largest = max(buffers, key=lambda item: item[1].numel() * item[1].element_size())
+        raise InputError(f"input '{name}': the '{model.config.model_type}' architecture config.json describes "
+                         f"computes {computed:,} bytes of buffers when it is built ({key} is "
+                         f"{_shape_text(tuple(largest.shape))} {str(largest.dtype).removeprefix('torch.')}), more "
+                         f"than its weights' {weights:,} bytes plus {BUFFER_ALLOWANCE:,}: a size in config.json "
+                         "(max_position_embeddings, a rotary fraction, ...) is larger than these weights can use")

@@ -14,11 +14,20 @@
    LM architecture; layers, heads, vocabulary and hidden size bounded by the tensors the weights hold), so a
    hostile ``config.json`` costs milliseconds;
 3. the model is built from that configuration on the ``meta`` device (``AutoModelForCausalLM.from_config``,
-   float32), every tensor compared with it (name, shape, floating-point dtype; a missing one is allowed only where
-   the architecture ties it to a loaded one, GPT-2's ``lm_head.weight`` to ``transformer.wte.weight``), and the
-   weights loaded from the safetensors bytes (``safetensors.torch.load``: a safetensors file is a JSON header and
-   raw tensors, it cannot run code);
-4. the tokenizer is ``tokenizers.Tokenizer`` built from ``tokenizer.json``'s bytes (None without one).
+   float32) and every stored tensor matched with it (``match_tensors``: the name ``from_pretrained`` reads it as,
+   shape, floating-point dtype; a missing one allowed only where the architecture ties it to a loaded one, a stored
+   one left unloaded only where ``from_pretrained`` leaves it because the model computes it), and the buffers the
+   model computes bounded (``check_buffers``);
+4. the model is built again to be loaded (``materialise``): its parameters on ``meta`` and its computed buffers
+   (rotary frequencies, causal masks) computed by the architecture's constructor, as ``from_pretrained`` computes
+   them, in the compute ``dtype`` (``float32``, the default, ``bfloat16`` or ``float16``); the weights loaded from
+   the safetensors bytes (``safetensors.torch.load``: a safetensors file is a JSON header and raw tensors, it cannot
+   run code), each converted to the dtype of the parameter it becomes, tied parameters given one tensor (two stored
+   copies that differ are refused: transformers would silently use one), and nothing left on ``meta``. Its logits
+   are ``from_pretrained(folder, dtype=...)``'s on the same files, bit for bit (tested for every architecture of
+   ``certa.engine.core.models.tiny.ARCHITECTURES``);
+5. the tokenizer is ``tokenizers.Tokenizer`` built from ``tokenizer.json``'s bytes (None without one), with the
+   special tokens its post-processor adds (``certa.engine.core.models.tokenizer``).
 
 Every problem with the folder's files is an ``InputError`` naming the input, the file and what is wrong (never a
 library's traceback): ``certa`` prints it on one line and exits 2.
@@ -45,10 +54,11 @@ import numpy as np
 
 from certa.engine.foundation.errors import InputError, StageError
 from certa.engine.foundation.extras import install_command, missing_extra
-from certa.engine.core.models.architecture import (build_architecture, check_limits, check_tensors,
-                                                   config_document, weight_headers)
+from certa.engine.core.models.architecture import (COMPUTE_DTYPES, build_architecture, check_buffers, check_limits,
+                                                   config_document, match_tensors, materialise, weight_headers)
 from certa.engine.core.models.manifest import (MODEL_FORMAT, WEIGHTS_FILE, WEIGHTS_INDEX, ModelFile, index_shards,
                                                read_manifest)
+from certa.engine.core.models.tokenizer import SpecialTokens, read_tokenizer
 from certa.engine.core.tables import Table
 
 __all__ = ["LoadedModel", "load_causal_lm", "deterministic_torch", "model_libraries", "require_model_libraries"]
@@ -108,6 +118,12 @@ class LoadedModel:
     device: str
     vocabulary: int
     """Rows of the input embedding: token ids 0 .. vocabulary - 1 have one."""
+    dtype: str = "float32"
+    """The compute dtype the parameters were loaded in (``COMPUTE_DTYPES``)."""
+    special_tokens: SpecialTokens | None = None
+    """What the tokenizer's post-processor adds around a text (None without a tokenizer)."""
+    ignored: tuple[str, ...] = ()
+    """Stored tensors not loaded because the model computes them (``TensorPlan.ignored``)."""
 
     def check_token_ids(self, ids: Any, text: str) -> None:
         """An ``InputError`` when a token id of ``ids`` (an integer array, ``text`` saying what was tokenized) has no
@@ -153,28 +169,16 @@ def _verified_bytes(name: str, folder: Path, file: ModelFile | None, relative: s
     return raw
 
 
-def _tokenizer(name: str, raw: bytes, tokenizers: Any) -> Any:
-    """``tokenizers.Tokenizer`` from ``tokenizer.json``'s bytes, or an ``InputError`` naming the file."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"input '{name}': tokenizer.json is not UTF-8 text (byte {raw[exc.start]:#04x} at "
-                         f"position {exc.start})") from None
-    try:
-        return tokenizers.Tokenizer.from_str(text)
-    except Exception as exc:  # noqa: BLE001 - tokenizers raises a bare Exception for any malformed file
-        detail = " ".join(str(exc).split())[:300] or type(exc).__name__
-        raise InputError(f"input '{name}': tokenizer.json cannot be read by tokenizers {tokenizers.__version__} "
-                         f"({detail})") from None
-
-
-def load_causal_lm(table: Table, *, device: str = "cpu") -> LoadedModel:
-    """The causal language model of the model input ``table`` (module docstring)."""
+def load_causal_lm(table: Table, *, device: str = "cpu", dtype: str = "float32") -> LoadedModel:
+    """The causal language model of the model input ``table``, computed in ``dtype`` on ``device`` (module
+    docstring)."""
     if table.fmt != MODEL_FORMAT:
         raise StageError(f"input '{table.name}' is a {table.fmt} table, not a model folder (declare it with model:)")
     if table.origin is None:
         raise StageError(f"input '{table.name}' was read back from a ledger: the model folder is not available "
                          "here (give it with --input NAME=FOLDER)")
+    if dtype not in COMPUTE_DTYPES:
+        raise StageError(f"dtype {dtype!r} is not one certa computes a model in ({', '.join(COMPUTE_DTYPES)})")
     libs = require_model_libraries()
     torch, transformers, safetensors = libs["torch"], libs["transformers"], libs["safetensors"]
     name, manifest = table.name, read_manifest(table.name, table.raw)
@@ -191,27 +195,60 @@ def load_causal_lm(table: Table, *, device: str = "cpu") -> LoadedModel:
              if WEIGHTS_FILE not in manifest.weights and manifest.digest_of(WEIGHTS_INDEX) else None)
     tensors = weight_headers(name, weights, index)
     check_limits(name, document, tensors, transformers.CONFIG_MAPPING[document["model_type"]].attribute_map)
-    config, model = build_architecture(name, document, transformers, torch)
-    check_tensors(name, model, tensors)
+    config, skeleton = build_architecture(name, document, transformers, torch)
+    plan = match_tensors(name, skeleton, tensors)
+    check_buffers(name, skeleton, tensors)
+    model = materialise(name, skeleton, transformers, torch, dtype)
+    del skeleton
+    wanted = {key: value.dtype for key, value in model.state_dict().items()}
     state: dict[str, Any] = {}
     for relative, raw in weights.items():
         try:
-            state.update(safetensors.load(raw))
+            stored = safetensors.load(raw)
         except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types for a malformed file
             raise InputError(f"input '{name}': {relative} is not a valid safetensors file ({exc})") from None
-    for tensor, values in sorted(state.items()):
-        if values.is_floating_point() and not bool(torch.isfinite(values).all()):
-            count = int((~torch.isfinite(values)).sum())
-            raise InputError(f"input '{name}': tensor {tensor} in {tensors[tensor].file} holds {count} NaN or infinite "
-                             "value(s); a model's weights are finite numbers")
-    model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()}, strict=False, assign=True)
+        for tensor, values in sorted(stored.items()):
+            if tensor not in plan.names:
+                continue
+            if values.is_floating_point() and not bool(torch.isfinite(values).all()):
+                count = int((~torch.isfinite(values)).sum())
+                raise InputError(f"input '{name}': tensor {tensor} in {relative} holds {count} NaN or infinite "
+                                 "value(s); a model's weights are finite numbers")
+            state[plan.names[tensor]] = values.to(wanted[plan.names[tensor]])
+        del stored
+    _tie(name, plan.tied, state, torch)
+    model.load_state_dict(state, strict=False, assign=True)
+    del state
     model.tie_weights()
+    empty = [key for key, value in (*model.named_parameters(), *model.named_buffers()) if value.device.type == "meta"]
+    if empty:
+        raise StageError(f"input '{name}': the '{config.model_type}' architecture still has {len(empty)} tensor(s) "
+                         f"without values after loading ({', '.join(empty[:3])}); certa cannot load it")
     model.to(device)
     model.eval()
-    tokenizer, tokenizer_sha256 = None, manifest.digest_of("tokenizer.json")
+    tokenizer, special, tokenizer_sha256 = None, None, manifest.digest_of("tokenizer.json")
     if tokenizer_sha256 is not None:
-        tokenizer = _tokenizer(name, verified("tokenizer.json"), libs["tokenizers"])
+        tokenizer, special = read_tokenizer(name, verified("tokenizer.json"), libs["tokenizers"])
     return LoadedModel(name=name, manifest_sha256=manifest.sha256, model=model, tokenizer=tokenizer,
                        tokenizer_sha256=tokenizer_sha256, model_type=str(config.model_type),
                        parameters=int(sum(p.numel() for p in model.parameters())), device=device,
-                       vocabulary=int(model.get_input_embeddings().weight.shape[0]))
+                       vocabulary=int(model.get_input_embeddings().weight.shape[0]), dtype=dtype,
+                       special_tokens=special, ignored=plan.ignored)
+
+
+def _tie(name: str, tied: tuple[tuple[str, ...], ...], state: dict[str, Any], torch: Any) -> None:
+    """Give every member of a group of tied parameters the loaded tensor of the group, in place; two stored
+    members that differ are refused (transformers would keep one and drop the other without a word)."""
+    for group in tied:
+        present = [key for key in group if key in state]
+        if not present:
+            continue
+        first = state[present[0]]
+        differing = [key for key in present[1:] if not torch.equal(state[key], first)]
+        if differing:
+            raise InputError(f"input '{name}': the architecture ties {differing[0]} to {present[0]} (one parameter, "
+                             "config.json's tie_word_embeddings), but the weights hold two different tensors for "
+                             "them; transformers would use one and ignore the other (set tie_word_embeddings: false "
+                             "if the model has its own output embedding)")
+        for key in group:
+            state[key] = first
