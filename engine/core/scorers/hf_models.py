@@ -36,7 +36,10 @@ records. Neither metric has a finite support (delta_ce is any real, sym_kl any v
 None: a bounded method needs a declared ``range``.
 
 Options: ``prompts`` (required: the input holding the prompts), ``text_column`` (default ``text``), ``threads``
-(default 1).
+(default 1), ``dtype`` (the dtype the models compute in: ``float32``, the default, ``bfloat16`` or ``float16``;
+``load_causal_lm``; log-softmax stays float32 and the metrics float64 whatever it is). The certificate records the
+options as the spec gives them (the stage's ``scorer.options``): an absent ``dtype`` is float32, a default that
+does not change.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.core.models.architecture import COMPUTE_DTYPES
 from certa.engine.core.models.runtime import LoadedModel, deterministic_torch, load_causal_lm, require_model_libraries
 from certa.engine.core.scorers.divergences import (ZERO_MEANS_IDENTICAL, delta_ce_positions, prompt_means,
                                                    sym_kl_positions)
@@ -57,7 +61,7 @@ from certa.engine.core.tables import Table
 __all__ = ["HfModelsScorer", "METRICS", "ModelPair", "load_pair"]
 
 METRICS = ("delta_ce", "sym_kl")
-_DEFAULTS: dict[str, Any] = {"text_column": "text", "threads": 1}
+_DEFAULTS: dict[str, Any] = {"text_column": "text", "threads": 1, "dtype": "float32"}
 _NAME = "scorer 'hf_models'"
 
 
@@ -82,9 +86,10 @@ def _context(loaded: LoadedModel) -> int | None:
     return int(value) if value else None
 
 
-def load_pair(reference: Table, candidate: Table) -> ModelPair:
-    """Both models, refused unless they share a tokenizer file and a vocabulary size (module docstring)."""
-    ref, cand = load_causal_lm(reference), load_causal_lm(candidate)
+def load_pair(reference: Table, candidate: Table, *, dtype: str = "float32") -> ModelPair:
+    """Both models, computed in ``dtype``, refused unless they share a tokenizer file and a vocabulary size (module
+    docstring)."""
+    ref, cand = load_causal_lm(reference, dtype=dtype), load_causal_lm(candidate, dtype=dtype)
     for loaded in (ref, cand):
         if loaded.tokenizer is None:
             raise InputError(f"input '{loaded.name}': the model folder has no tokenizer.json; {_NAME} encodes the "
@@ -123,6 +128,10 @@ class HfModelsScorer:
                              f"{', '.join(sorted(tables)) or 'none'})")
         if not (isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1):
             raise StageError(f"{_NAME}: options.threads must be an integer >= 1 (got {threads!r})")
+        if settings["dtype"] not in COMPUTE_DTYPES:
+            raise StageError(f"{_NAME}: options.dtype must be one of {', '.join(COMPUTE_DTYPES)} "
+                             f"(got {settings['dtype']!r})")
+        self.dtype = str(settings["dtype"])
         self.prompt_table: Table = tables[name]
         self.text_column = str(settings["text_column"])
         self.threads = threads
@@ -134,7 +143,7 @@ class HfModelsScorer:
         key = (reference.sha256, candidate.sha256)
         if key not in self._pairs:
             deterministic_torch(self.threads)
-            self._pairs[key] = load_pair(reference, candidate)
+            self._pairs[key] = load_pair(reference, candidate, dtype=self.dtype)
         return self._pairs[key]
 
     def _encode(self, pair: ModelPair, prompts: Sequence[str]) -> list[list[int]]:

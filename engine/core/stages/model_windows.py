@@ -14,17 +14,28 @@ same text, counted in UTF-8 bytes); ``auto`` (the default) picks by the digests,
 tokenizers.
 
 Evidence: the two tables, and a ``models`` table (one row per model: manifest SHA-256, model type, parameter
-count, tokenizer SHA-256, signature check, device, library versions), are captured: the ledger stores them like
-inputs, and a replay (``ctx.captured``) recomputes the outputs from them without loading any model (checking that
-the recorded manifests are the inputs' manifests). The outputs are computed from the captured tables in both
-cases, so a replay reproduces them bit for bit. Tokens per second is shown in progress, never recorded (it
-varies from run to run).
+count, tokenizer SHA-256, signature check, device, library versions; from 1.1.0 the special tokens its tokenizer
+adds), are captured: the ledger stores them like inputs, and a replay (``ctx.captured``) recomputes the outputs from
+them without loading any model (checking that the recorded manifests are the inputs' manifests). The outputs are
+computed from the captured tables in both cases, so a replay reproduces them bit for bit. Tokens per second is
+shown in progress, never recorded (it varies from run to run).
+
+Versions (``WindowsVersion``):
+
+* 1.0.0: token windows of each document tokenized without special tokens, float32;
+* 1.1.0: each document tokenized as transformers tokenizes it, with the special tokens of ``tokenizer.json``'s
+  post-processor (a Llama- or Gemma-style tokenizer's beginning-of-sequence token comes first, unscored, and
+  the document's first token is scored after it: the tokens Hugging Face's perplexity recipe scores; a
+  tokenizer that adds nothing, GPT-2's, gives 1.0.0's windows); the knob ``dtype`` (``float32``, the default,
+  ``bfloat16`` or ``float16``) is the dtype the models compute in, stated in ``runtime.dtype`` (NLL sums stay
+  float64); the outputs state each model's ``special_tokens``. Byte windows are 1.0.0's.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from certa.engine.foundation.canonical import canonical_bytes
@@ -33,13 +44,37 @@ from certa.engine.core.models.manifest import MODEL_FORMAT
 from certa.engine.core.tables import Table, table_from_columns
 from certa.engine.core.stages.base import StageContext, StageOutput, StageType
 
-__all__ = ["STAGE", "STAGES", "ARMS", "MODELS_TABLE", "run_model_windows", "window_unit", "produced_unit"]
+__all__ = ["STAGE", "STAGES", "ARMS", "MODELS_TABLE", "VERSIONS", "WindowsVersion", "run_model_windows", "window_unit",
+           "produced_unit"]
 
 ARMS = ("baseline", "subject")
 MODELS_TABLE = "models"
 """Name of the captured table describing the two models (one row per arm)."""
 _MODEL_COLUMNS = ("arm", "input", "manifest_sha256", "model_type", "parameters", "tokenizer_sha256", "signature",
                   "device", "libraries")
+SPECIAL_TOKENS = "special_tokens"
+"""The ``models`` table's column (1.1.0 on) of the tokens each model's tokenizer adds around a text (JSON)."""
+
+
+@dataclass(frozen=True)
+class WindowsVersion:
+    """What a version of the stage does (module docstring): whether token windows carry the tokenizer's special
+    tokens, and whether the compute dtype is a knob (else float32)."""
+
+    version: str
+    special_tokens: bool
+    changes: str
+
+
+VERSIONS = (
+    WindowsVersion("1.0.0", special_tokens=False, changes="first version (certa 0.8.0)"),
+    WindowsVersion("1.1.0", special_tokens=True,
+                   changes="issue 32: token windows carry the special tokens tokenizer.json's post-processor adds, as "
+                           "transformers tokenizes (a Llama-style beginning-of-sequence token is the unscored first "
+                           "token, and the document's first token is scored after it; GPT-2's windows are "
+                           "unchanged); knob dtype (float32, bfloat16, float16: the models' compute dtype, default "
+                           "float32); the outputs state each model's special tokens"),
+)
 
 
 def window_unit(knobs: Mapping[str, Any]) -> str | None:
@@ -56,7 +91,7 @@ def produced_unit(outputs: Any) -> str | None:
     return unit if unit in ("tokens", "bytes") else None
 
 
-def _evaluated(ctx: StageContext) -> dict[str, Table]:
+def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
     """Load both models, cut the windows and score them: the captured tables (module docstring)."""
     from certa.engine.core.models.runtime import deterministic_torch, load_causal_lm, model_libraries
     from certa.engine.core.models.windows import byte_pieces, piece_windows, token_windows, window_nll
@@ -74,7 +109,8 @@ def _evaluated(ctx: StageContext) -> dict[str, Table]:
         if not torch.cuda.is_available():
             raise StageError("device: cuda asked for, but torch sees no CUDA GPU here; use device: cpu")
     deterministic_torch(knobs["threads"])
-    models = {arm: load_causal_lm(ctx.table(arm), device=device) for arm in ARMS}
+    dtype = knobs.get("dtype", "float32")
+    models = {arm: load_causal_lm(ctx.table(arm), device=device, dtype=dtype) for arm in ARMS}
     for arm, model in models.items():
         if model.tokenizer is None:
             raise InputError(f"input '{model.name}': the model folder has no tokenizer.json")
@@ -94,8 +130,8 @@ def _evaluated(ctx: StageContext) -> dict[str, Table]:
     tables: dict[str, Table] = {}
     for arm, model in models.items():
         if unit == "tokens":
-            windows = token_windows([e.ids for e in model.tokenizer.encode_batch(texts, add_special_tokens=False)],
-                                    seq_len=seq_len, stride=stride)
+            encoded = model.tokenizer.encode_batch(texts, add_special_tokens=version.special_tokens)
+            windows = token_windows([e.ids for e in encoded], seq_len=seq_len, stride=stride)
         else:
             windows = piece_windows(pieces, [e.ids for e in model.tokenizer.encode_batch(
                 [p.decode("utf-8") for _, _, p in pieces], add_special_tokens=False)], _bos(model))
@@ -123,7 +159,9 @@ def _evaluated(ctx: StageContext) -> dict[str, Table]:
         "tokenizer_sha256": [models[arm].tokenizer_sha256 for arm in ARMS],
         "signature": [_json(ctx.table(arm).signature.record() if ctx.table(arm).signature else {"status": "not_read"})
                       for arm in ARMS],
-        "device": [device] * 2, "libraries": [_json(libraries)] * 2})
+        "device": [device] * 2, "libraries": [_json(libraries)] * 2,
+        **({SPECIAL_TOKENS: [_json(models[arm].special_tokens.record(models[arm].tokenizer)) for arm in ARMS]}
+           if version.special_tokens else {})})
     return tables
 
 
@@ -158,7 +196,7 @@ def _recorded(ctx: StageContext, captured: Mapping[str, Table]) -> dict[str, Tab
     return {name: captured[name] for name in (*ARMS, MODELS_TABLE)}
 
 
-def _outputs(ctx: StageContext, tables: Mapping[str, Table]) -> dict[str, Any]:
+def _outputs(ctx: StageContext, tables: Mapping[str, Table], version: WindowsVersion) -> dict[str, Any]:
     knobs = ctx.knobs
     models = tables[MODELS_TABLE]
     rows = {str(arm): i for i, arm in enumerate(models.text("arm"))}
@@ -167,7 +205,9 @@ def _outputs(ctx: StageContext, tables: Mapping[str, Table]) -> dict[str, Any]:
     described = {arm: {"input": str(column["input"][i]), "manifest_sha256": str(column["manifest_sha256"][i]),
                        "model_type": str(column["model_type"][i]), "parameters": int(parameters[i]),
                        "tokenizer_sha256": str(column["tokenizer_sha256"][i]),
-                       "signature": json.loads(str(column["signature"][i]))}
+                       "signature": json.loads(str(column["signature"][i])),
+                       **({SPECIAL_TOKENS: json.loads(str(models.text(SPECIAL_TOKENS)[i]))}
+                          if version.special_tokens else {})}
                  for arm, i in rows.items()}
     counts = {arm: tables[arm].numeric("tokens") for arm in ARMS}
     sums = {arm: tables[arm].numeric("nll_sum") for arm in ARMS}
@@ -186,25 +226,30 @@ def _outputs(ctx: StageContext, tables: Mapping[str, Table]) -> dict[str, Any]:
         "tables": {arm: {"name": f"{ctx.stage_id}.{arm}", "sha256": tables[arm].sha256, "rows": tables[arm].n_rows}
                    for arm in ARMS},
         "runtime": {"device": str(column["device"][0]), "threads": knobs["threads"], "batch_size": knobs["batch_size"],
-                    "dtype": "float32", "accumulation": "float64",
+                    "dtype": knobs.get("dtype", "float32"), "accumulation": "float64",
                     "libraries": json.loads(str(column["libraries"][0]))},
     }
 
 
-def run_model_windows(ctx: StageContext) -> StageOutput:
+def run_model_windows(ctx: StageContext, version: WindowsVersion = VERSIONS[-1]) -> StageOutput:
     """Score both models on the text's windows, or read the recorded tables back in a replay."""
-    tables = _recorded(ctx, ctx.captured) if ctx.captured is not None else _evaluated(ctx)
-    return StageOutput(outputs=_outputs(ctx, tables), captured=tables)
+    tables = _recorded(ctx, ctx.captured) if ctx.captured is not None else _evaluated(ctx, version)
+    return StageOutput(outputs=_outputs(ctx, tables, version), captured=tables)
 
 
-STAGE = StageType(
-    name="model.windows",
-    version="1.0.0",
-    input_knobs=("baseline", "subject", "text"),
-    run=run_model_windows,
-    summary="Two local models scored on the same text windows: per-window token counts and NLL sums for "
-            "paired.ppl_ratio.",
-    presentation="certa.engine.services.presentation.stages.model_windows",
-    produces=ARMS,
-)
-STAGES = (STAGE,)
+def _stage(version: WindowsVersion) -> StageType:
+    return StageType(
+        name="model.windows",
+        version=version.version,
+        input_knobs=("baseline", "subject", "text"),
+        run=lambda ctx: run_model_windows(ctx, version),
+        summary="Two local models scored on the same text windows: per-window token counts and NLL sums for "
+                "paired.ppl_ratio.",
+        presentation="certa.engine.services.presentation.stages.model_windows",
+        changes=version.changes,
+        produces=ARMS,
+    )
+
+
+STAGES = tuple(_stage(version) for version in VERSIONS)
+STAGE = STAGES[-1]

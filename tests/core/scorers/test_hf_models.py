@@ -270,8 +270,8 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     counts = {"calls": 0, "rows": 0}
     original = module.load_causal_lm
 
-    def load_and_count(table):
-        loaded = original(table)
+    def load_and_count(table, **options):
+        loaded = original(table, **options)
 
         def hook(model, args, kwargs, output):
             counts["calls"] += 1

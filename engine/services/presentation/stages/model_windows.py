@@ -14,6 +14,16 @@ __all__ = ["section", "how_to_read", "markdown"]
 ARMS = ("baseline", "subject")
 
 
+def _special(model: Mapping[str, Any]) -> str | None:
+    """The special tokens a model's tokenizer adds (model.windows 1.1.0 on), as text; None when not recorded."""
+    special = model.get("special_tokens")
+    if not isinstance(special, Mapping):
+        return None
+    before, after = (" ".join(str(t) for t in special.get(k) or ()) for k in ("before", "after"))
+    return ", ".join(part for part in (f"{before} before" if before else "", f"{after} after" if after else "")
+                     if part) or "none"
+
+
 def section(stage: StageInput) -> StageSection:
     """The report section of a ``model.windows`` stage."""
     outputs = stage.outputs
@@ -26,6 +36,8 @@ def section(stage: StageInput) -> StageSection:
               ("parameters", "parameters"), ("tokenizer SHA-256", "tokenizer_sha256"))
     rows = [*((label, *(described[arm].get(key) for arm in ARMS)) for label, key in fields),
             ("signature", *(mapping(described[arm].get("signature")).get("status") for arm in ARMS)),
+            *([("special tokens", *(_special(described[arm]) for arm in ARMS))]
+              if any(_special(described[arm]) is not None for arm in ARMS) else []),
             (f"NLL per {unit[:-1]} (nats)", *(nll.get(arm) for arm in ARMS))]
     tables = (
         table("Models", ("", *ARMS), rows),
@@ -57,14 +69,20 @@ def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
     unit = outputs.get("unit")
     signatures = {arm: mapping(mapping(mapping(outputs.get("models")).get(arm)).get("signature")).get("status")
                   for arm in ARMS}
-    scored = ("each window's scored tokens never overlap another's, and every token of a document but its first is "
-              "scored once, with up to seq_len tokens of context" if unit == "tokens" else
+    models = mapping(outputs.get("models"))
+    special = [text for text in (_special(mapping(models.get(arm))) for arm in ARMS) if text not in (None, "none")]
+    first = ("after the special tokens its tokenizer puts before it (" + "; ".join(dict.fromkeys(special)) + "), "
+             "every token of a document is scored once" if special else
+             "every token of a document but its first is scored once")
+    scored = (f"each window's scored tokens never overlap another's, and {first}, with up to seq_len tokens of "
+              "context" if unit == "tokens" else
               "the tokenizers differ, so the text was cut into windows of at most window_bytes UTF-8 bytes and each "
               "model scored its own tokenization of each window; counts are bytes, so the NLL is per byte")
     return (
         "What was computed: both local models, identified by the SHA-256 of their file manifests, were run on the "
-        f"same windows of the text; {scored}. Each window's negative log-likelihood was summed in float64 from "
-        "float32 log-probabilities.",
+        f"same windows of the text; {scored}. The models computed in "
+        f"{mapping(outputs.get('runtime')).get('dtype', 'float32')}; each window's negative log-likelihood was summed "
+        "in float64 from float32 log-probabilities.",
         "What it means: the two per-window tables are the evidence a later paired.ppl_ratio stage compares; the NLL "
         "per unit shown here is each model's average log-loss, not a test. The tables are stored in the ledger, so "
         "a replay recomputes the statistics without the models; 'certa replay --recompute-evidence' re-runs the "
@@ -87,6 +105,8 @@ def markdown(outputs: Mapping[str, Any], version: str) -> str:
                      f"{model['parameters']:,} | {model['tokenizer_sha256'][:12]} | {model['signature']['status']} | "
                      f"{outputs['nll_per_unit'][arm]:.6g} |")
     w, r = outputs["windows"], outputs["runtime"]
+    special = {arm: _special(model) for arm, model in outputs["models"].items()}
     lines += ["", f"{w['count']} windows, {w['scored']} {outputs['unit']} scored; {r['device']}, {r['threads']} "
-                  f"thread(s), {r['dtype']} weights, NLL summed in {r['accumulation']}."]
+                  f"thread(s), {r['dtype']} weights, NLL summed in {r['accumulation']}."
+              + ("".join(f" Special tokens ({arm}): {text}." for arm, text in special.items() if text is not None))]
     return "\n".join(lines)
