@@ -33,7 +33,7 @@ _COMPONENT_OF_MODULE = {"test_ledger_postgres": "postgres", "test_postgres_sweep
                         "test_browser": "browser", "test_batch_cluster": "cluster", "test_wheel": "wheel",
                         "test_ledger_crash": "crash", "test_kills": "crash"}
 _POSTGRES_FIXTURES = {"pg_url", "pg_recorded"}
-_MODEL_FIXTURES = {"tiny_models"}
+_MODEL_FIXTURES = {"tiny_models", "tiny_architectures"}
 _CLUSTER_FIXTURES = {"cluster_client"}
 
 
@@ -361,6 +361,45 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "subject": perturbed_copy(baseline, root / "subject", scale=0.05, seed=1),
             "other": build_tiny_model(root / "other", TINY_MODEL_TEXT[: len(TINY_MODEL_TEXT) // 2], seed=1,
                                       vocab_size=300)}
+
+
+def require_architecture(model_type: str) -> None:
+    """Skip the calling test, with the reason, when the installed transformers has no ``model_type`` architecture
+    (certa supports transformers 4.46 on; some architectures arrived later)."""
+    import transformers
+
+    from certa.engine.core.models.tiny import MINIMUM_TRANSFORMERS
+
+    if model_type not in transformers.CONFIG_MAPPING:
+        since = MINIMUM_TRANSFORMERS.get(model_type)
+        pytest.skip(f"transformers {transformers.__version__} has no '{model_type}' architecture"
+                    + (f" (it arrived in transformers {since})" if since else ""))
+
+
+@pytest.fixture(scope="session")
+def tiny_architectures(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """Tiny untrained models of the architectures of ``certa.engine.core.models.tiny.ARCHITECTURES``, each built
+    locally on first use and kept for the session: ``tiny_architectures("llama")`` (float32 weights in
+    ``model.safetensors``), ``tiny_architectures("qwen2", weights_dtype="bfloat16", shard_bytes=16_000)`` (sharded
+    with an index). Skipped with the reason when the ``models`` extra or torch is not installed, or the installed
+    transformers lacks the architecture."""
+    for module in ("torch", "transformers", "tokenizers", "safetensors"):
+        pytest.importorskip(module, reason=f"the model tests need {module}: pip install torch==2.13.0 "
+                                           "'certa[models]' (.ci/run installs them)")
+    from certa.engine.core.models.tiny import build_tiny_architecture
+
+    root = tmp_path_factory.mktemp("tiny_architectures")
+    built: dict[tuple[str, str, int | None], Path] = {}
+
+    def build(model_type: str, *, weights_dtype: str = "float32", shard_bytes: int | None = None) -> Path:
+        require_architecture(model_type)
+        key = (model_type, weights_dtype, shard_bytes)
+        if key not in built:
+            built[key] = build_tiny_architecture(root / "-".join(str(part) for part in key), model_type,
+                                                 TINY_MODEL_TEXT, seed=7, weights_dtype=weights_dtype,
+                                                 shard_bytes=shard_bytes)
+        return built[key]
+    return build
 
 
 @pytest.fixture(scope="session")

@@ -294,3 +294,58 @@ def test_hostile_model_folder_for_the_live_scorer(case: str, tiny_models: dict[s
     check(f"live scorer, model folder {case}", result, allowed={2}, folders=(tmp_path,), no_files=_no_ledger(db))
     assert re.search(message, result.stderr), f"{case}: {result.stderr!r}"
     assert "internal error" not in result.stderr
+
+
+def _rope_fraction(fraction: float) -> Callable[[Path], None]:
+    """GPT-NeoX's rotary fraction (rotary_pct; transformers 5's rope_parameters.partial_rotary_factor)."""
+    def change(folder: Path) -> None:
+        config = json.loads((folder / "config.json").read_text())
+        config["rotary_pct"] = fraction
+        if isinstance(config.get("rope_parameters"), dict):
+            config["rope_parameters"]["partial_rotary_factor"] = fraction
+        (folder / "config.json").write_text(json.dumps(config))
+    return change
+
+
+def _untied_output(state: dict) -> dict:
+    state["lm_head.weight"] = state["model.embed_tokens.weight"] * 2
+    return state
+
+
+ARCHITECTURE_FOLDERS: dict[str, tuple[str, Callable[[Path], None], str]] = {  # case: (architecture, change, message)
+    "llama-layers-20000": ("llama", config_edit(num_hidden_layers=20000),
+                           r"input 'subj': config.json's num_hidden_layers is 20,000, but the weights "
+                           r"\(model.safetensors\) hold only 2"),
+    "llama-model-code": ("llama", config_edit(auto_map={"AutoModelForCausalLM": "modeling_mine.Mine"}),
+                         r"input 'subj': config.json asks for the model's own code \(auto_map\)"),
+    "llama-kv-heads": ("llama", config_edit(num_key_value_heads=1),
+                       r"input 'subj': tensor model.layers.0.self_attn.k_proj.weight is \[16, 32\] in "
+                       r"model.safetensors, but the 'llama' architecture config.json describes has it \[8, 32\]"),
+    "llama-output-missing": ("llama", _weights(lambda s: {k: v for k, v in s.items() if k != "lm_head.weight"}),
+                             "input 'subj': the weights lack 1 tensor.s. of the 'llama' architecture: lm_head.weight"),
+    "gemma-activation": ("gemma", config_edit(hidden_activation="nosuch", hidden_act="nosuch"),
+                         "input 'subj': config.json's hidden_act 'nosuch' is not an activation"),
+    "neox-rotary-1e8": ("gpt_neox", _rope_fraction(1e8),
+                        r"input 'subj': the 'gpt_neox' architecture config.json describes computes [\d,]+ bytes of "
+                        r"buffers when it is built"),
+    "qwen2-tied-output-differs": ("qwen2", _weights(_untied_output),
+                                  "input 'subj': the architecture ties lm_head.weight to model.embed_tokens.weight"),
+}
+
+
+@pytest.mark.parametrize("case", list(ARCHITECTURE_FOLDERS))
+def test_hostile_architecture_folder(case: str, tiny_architectures: Callable[..., Path], tmp_path: Path) -> None:
+    """The refusals hold for the architectures beyond GPT-2 (their layers named model.layers.N, their rotary
+    buffers computed, their tied embeddings): one line, exit 2, no ledger; 20,000 layers refused in seconds."""
+    model_type, change, message = ARCHITECTURE_FOLDERS[case]
+    source = tiny_architectures(model_type)
+    spec = _spec(tmp_path, {"baseline": source, "subject": source})
+    change(tmp_path / "subject")
+    db = tmp_path / "ledger.db"
+    started = time.monotonic()
+    result = invoke("run", spec, "--ledger", db)
+    seconds = time.monotonic() - started
+    check(f"{model_type} folder {case}", result, allowed={2}, folders=(tmp_path,), no_files=_no_ledger(db))
+    assert re.search(message, result.stderr), f"{case}: {result.stderr!r}"
+    assert "internal error" not in result.stderr
+    assert seconds < 5, f"{case}: refused after {seconds:.1f} s"

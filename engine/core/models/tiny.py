@@ -33,7 +33,7 @@ from certa.engine.core.models.runtime import deterministic_torch, require_model_
 
 __all__ = ["build_tiny_model", "perturbed_copy", "build_tiny_architecture", "ARCHITECTURES", "MINIMUM_TRANSFORMERS"]
 
-_DECODER = {"vocab_size": 0, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+_DECODER: dict[str, object] = {"vocab_size": 0, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
             "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128}
 ARCHITECTURES: dict[str, dict[str, object]] = {
     "llama": _DECODER,

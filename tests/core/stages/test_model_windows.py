@@ -150,3 +150,89 @@ def test_the_stage_refuses_a_table_input_as_a_model(tmp_path):
         """)
     with pytest.raises(StageError, match="'t' \\(baseline\\) is not a model input"):
         run(spec)
+
+
+def _pinned(spec: Path, version: str) -> Path:
+    spec.write_text(spec.read_text().replace("use: model.windows,", f"use: model.windows@{version},"))
+    return spec
+
+
+def test_gpt2s_windows_are_the_same_in_1_0_0_and_1_1_0(tiny_models, tmp_path):
+    """GPT-2's tokenizer adds no special token, so 1.1.0 scores exactly 1.0.0's windows: the same tables, bit for
+    bit (the golden runs of 1.0.0 replay as recorded; a new run of the example gives the same numbers)."""
+    results = {}
+    for version in ("1.0.0", "1.1.0"):
+        (tmp_path / version).mkdir()
+        results[version] = run(_pinned(_spec(tmp_path / version, tiny_models, ratio=False), version)).certificate
+    captured = {v: {c["name"]: c["sha256"] for c in cert["content"]["captured"]} for v, cert in results.items()}
+    assert captured["1.0.0"]["baseline"] == captured["1.1.0"]["baseline"]
+    assert captured["1.0.0"]["subject"] == captured["1.1.0"]["subject"]
+    old, new = (results[v]["content"]["stages"]["w"] for v in ("1.0.0", "1.1.0"))
+    assert old["nll_per_unit"] == new["nll_per_unit"] and old["windows"] == new["windows"]
+    assert "special_tokens" not in old["models"]["baseline"]
+    assert new["models"]["baseline"]["special_tokens"] == {"before": [], "after": []}
+    knobs = {v: next(s for s in cert["content"]["knobs"]["stages"] if s["id"] == "w") for v, cert in results.items()}
+    assert "dtype" not in json.dumps(knobs["1.0.0"]) and '"dtype": "float32"' in json.dumps(knobs["1.1.0"])
+
+
+def test_1_0_0_takes_no_dtype_knob(tiny_models, tmp_path):
+    spec = _pinned(_spec(tmp_path, tiny_models, knobs=", dtype: bfloat16", ratio=False), "1.0.0")
+    with pytest.raises(SpecError, match="dtype"):
+        load_plan(spec)
+
+
+RECIPE_TEXTS = ["The quick brown fox jumps over the lazy dog.",
+                "Return a list of the words in the string, using sep as the delimiter string.",
+                "Remove any common leading whitespace from every line in text.",
+                "a"]
+
+
+@pytest.mark.parametrize("model_type", ["llama", "gemma", "opt", "qwen2", "gpt2"])
+def test_token_windows_score_the_tokens_of_hugging_faces_perplexity_recipe(model_type, tiny_architectures, tmp_path):
+    """Hugging Face's perplexity recipe (https://huggingface.co/docs/transformers/perplexity) tokenizes with the
+    model's tokenizer (a Llama-style one puts <s> first) and scores every token after the first with
+    model(input_ids, labels=input_ids).loss. With each document in one window, 1.1.0 scores the same tokens and its
+    NLL sums equal the recipe's (to float32 rounding of the recipe's mean); 1.0.0 left the special tokens out, so
+    for a family that adds one it scored one token fewer per document (none of a one-token document), and without
+    the <s> context."""
+    import torch
+    import transformers
+
+    folder = tiny_architectures(model_type)
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    scored, nll = 0, 0.0
+    for text in RECIPE_TEXTS:
+        ids = tokenizer(text, return_tensors="pt").input_ids
+        if ids.shape[1] < 2:
+            continue
+        with torch.inference_mode():
+            loss = model(input_ids=ids, labels=ids).loss
+        scored += ids.shape[1] - 1
+        nll += float(loss) * (ids.shape[1] - 1)
+    (tmp_path / "text.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in RECIPE_TEXTS))
+    shutil.copytree(folder, tmp_path / "model")
+    outputs = {}
+    for version in ("1.0.0", "1.1.0"):
+        spec = write_spec(tmp_path, f"""\
+            certa: 1
+            name: recipe
+            seed: 1
+            inputs:
+              m: {{model: model}}
+              text: {{path: text.jsonl}}
+            stages:
+              - {{id: w, use: model.windows@{version}, with: {{baseline: m, subject: m, text: text, unit: tokens,
+                  seq_len: 128}}}}
+            """)
+        outputs[version] = run(spec).certificate["content"]["stages"]["w"]
+    new, old = outputs["1.1.0"], outputs["1.0.0"]
+    begins = model_type in ("llama", "gemma", "opt")
+    assert new["windows"]["scored"] == scored and new["windows"]["count"] == (4 if begins else 3)  # "a": 1 token
+    assert new["nll_per_unit"]["baseline"] * scored == pytest.approx(nll, rel=2e-6)
+    if begins:  # 1.0.0 scored neither the first token of a document nor "a" (one token, no context)
+        assert old["windows"]["scored"] == scored - 4 and old["windows"]["count"] == 3
+        assert new["models"]["baseline"]["special_tokens"]["before"] == [tokenizer.convert_ids_to_tokens(
+            tokenizer("a").input_ids[0])]
+    else:
+        assert old["windows"] == new["windows"] and old["nll_per_unit"] == new["nll_per_unit"]
