@@ -213,8 +213,12 @@ def test_a_layout_transformers_converts_while_loading_is_refused_in_one_line(tin
     transformers.AutoModelForCausalLM.from_config(config).save_pretrained(folder)
     shutil.copyfile(tiny_architectures("llama") / "tokenizer.json", folder / "tokenizer.json")
     if int(transformers.__version__.split(".")[0]) < 5:
+        # equal to float32 rounding, not to the bit: transformers 4.46 places an expert's 32 x 64 weight 8 bytes off
+        # a 16-byte boundary, and the CPU's matrix-vector kernel then rounds differently (measured: the same weights
+        # copied to 16 offsets give 2 results; the largest logit difference is 4.5e-8)
         loaded = load_causal_lm(_table("m", folder))
-        assert torch.equal(_logits(loaded.model, [1, 2, 3]), _logits(_reference(folder, "float32"), [1, 2, 3]))
+        assert torch.allclose(_logits(loaded.model, [1, 2, 3]), _logits(_reference(folder, "float32"), [1, 2, 3]),
+                              rtol=0, atol=1e-6)
         return
     with pytest.raises(InputError, match=f"input 'm': the weights store tensor 'model.layers.0.block_sparse_moe.experts"
                                          f".0.w1.weight' in a layout transformers {transformers.__version__} converts "
