@@ -1,11 +1,12 @@
 """Evaluation windows over a text and their negative log-likelihood under a causal language model.
 
 **Token windows** (both models share one tokenizer). Each document (one row of the text column) is tokenized
-on its own, without special tokens: token ids x_0 .. x_{n-1}. Token x_t (t >= 1) is *scored* when the model
-predicts it from the tokens before it; x_0 has no context and is never scored. The scored positions 1 .. n-1
-are cut into consecutive blocks of ``stride`` targets (the last block may be shorter); the block of targets
-[s, e) is evaluated with the input x_{max(0, e-seq_len)} .. x_{e-1}, so each target sees up to
-``seq_len - (e - s)`` tokens of context before the block and every earlier token of the block. Scored targets
+on its own (``model.windows`` 1.1.0: with the special tokens the tokenizer's post-processor adds, as transformers
+tokenizes, so a beginning-of-sequence token is x_0; 1.0.0: without them): token ids x_0 .. x_{n-1}. Token x_t
+(t >= 1) is *scored* when the model predicts it from the tokens before it; x_0 has no context and is never scored.
+The scored positions 1 .. n-1 are cut into consecutive blocks of ``stride`` targets (the last block may be
+shorter); the block of targets [s, e) is evaluated with the input x_{max(0, e-seq_len)} .. x_{e-1}, so each target
+sees up to ``seq_len - (e - s)`` tokens of context before the block and every earlier token of the block. Scored targets
 never overlap and cover every token but each document's first one; contexts overlap when
 ``stride < seq_len - 1``. This is the sliding-window recipe of Hugging Face's "Perplexity of fixed-length
 models" guide (https://huggingface.co/docs/transformers/perplexity), with ``stride`` counting scored targets
@@ -24,8 +25,9 @@ tokenizers (Gao et al. 2020, "The Pile", §5: bits per UTF-8 byte).
 
 **Numerics.** Windows of equal input length and equal target count are batched (``batch_size`` at a time, in a
 fixed order: by input length, target count, then window), so no padding or attention mask ever enters a forward
-pass and a window's result does not depend on its neighbours' shapes. Weights and logits are float32; log-softmax and the gather of the
-targets' log-probabilities are float32 (``torch.nn.functional.cross_entropy``, which fuses them: no vocabulary-wide
+pass and a window's result does not depend on its neighbours' shapes. Weights and logits are in the model's compute
+dtype (float32 unless the stage's ``dtype`` says otherwise); log-softmax and the gather of the targets'
+log-probabilities are float32 (``torch.nn.functional.cross_entropy``, which fuses them: no vocabulary-wide
 log-softmax tensor is kept), computed for the scored positions only (the output projection of context-only
 positions is skipped where the model takes ``logits_to_keep``); each window's NLL is summed in float64. With
 ``certa.engine.core.models.runtime.deterministic_torch`` (fixed threads, deterministic kernels) the same machine gives

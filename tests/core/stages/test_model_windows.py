@@ -231,8 +231,13 @@ def test_token_windows_score_the_tokens_of_hugging_faces_perplexity_recipe(model
     assert new["windows"]["scored"] == scored and new["windows"]["count"] == (4 if begins else 3)  # "a": 1 token
     assert new["nll_per_unit"]["baseline"] * scored == pytest.approx(nll, rel=2e-6)
     if begins:  # 1.0.0 scored neither the first token of a document nor "a" (one token, no context)
+        from certa.engine.services.presentation.stages.model_windows import how_to_read, markdown
+
+        first = tokenizer.convert_ids_to_tokens(tokenizer("a").input_ids[0])
         assert old["windows"]["scored"] == scored - 4 and old["windows"]["count"] == 3
-        assert new["models"]["baseline"]["special_tokens"]["before"] == [tokenizer.convert_ids_to_tokens(
-            tokenizer("a").input_ids[0])]
+        assert new["models"]["baseline"]["special_tokens"] == {"before": [first], "after": []}
+        assert f"Special tokens (baseline): {first} before." in markdown(new, "1.1.0")
+        assert f"after the special tokens its tokenizer puts before it ({first} before)" in how_to_read(new)[0]
+        assert "Special tokens" not in markdown(old, "1.0.0")
     else:
         assert old["windows"] == new["windows"] and old["nll_per_unit"] == new["nll_per_unit"]
