@@ -75,7 +75,7 @@ from certa.engine.foundation.errors import InputError
 
 __all__ = ["TensorHeader", "TensorPlan", "read_header", "weight_headers", "config_document", "check_limits",
            "build_architecture", "match_tensors", "check_buffers", "materialise", "MAX_HEADER_BYTES",
-           "BUFFER_ALLOWANCE", "COMPUTE_DTYPES"]
+           "BUFFER_ALLOWANCE", "COMPUTE_DTYPES", "error_line"]
 
 MAX_HEADER_BYTES = 100_000_000
 """The longest safetensors header the format allows (``safetensors``' ``MAX_HEADER_SIZE``)."""
@@ -284,7 +284,7 @@ def _construct(name: str, config: Any, transformers: Any, torch: Any, dtype: Any
             return transformers.AutoModelForCausalLM.from_config(config, torch_dtype=dtype)
     except Exception as exc:  # noqa: BLE001 - an architecture's constructor raises whatever its checks raise
         raise InputError(f"input '{name}': {version} cannot build the '{config.model_type}' architecture config.json "
-                         f"describes ({_first_line(exc)})") from None
+                         f"describes ({error_line(exc)})") from None
     finally:
         torch.set_default_dtype(default)
 
@@ -298,7 +298,7 @@ def build_architecture(name: str, document: Mapping[str, Any], transformers: Any
         config = transformers.AutoConfig.for_model(document["model_type"], **settings)
     except Exception as exc:  # noqa: BLE001 - transformers raises ValueError, TypeError, its own validation errors
         raise InputError(f"input '{name}': {version} cannot read config.json as a '{document['model_type']}' "
-                         f"configuration ({_first_line(exc)})") from None
+                         f"configuration ({error_line(exc)})") from None
     return config, _construct(name, config, transformers, torch, torch.float32, torch.device("meta"))
 
 
@@ -339,7 +339,8 @@ def materialise(name: str, skeleton: Any, transformers: Any, torch: Any, dtype: 
     return _construct(name, config, transformers, torch, getattr(torch, dtype), _parameters_on_meta(torch))
 
 
-def _first_line(exc: BaseException) -> str:
+def error_line(exc: BaseException) -> str:
+    """``Type: message`` of a library's exception on one line, at most 300 characters of the message."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return f"{type(exc).__name__}: {text[:300]}{'...' if len(text) > 300 else ''}"
 

@@ -55,13 +55,15 @@ import numpy as np
 from certa.engine.foundation.errors import InputError, StageError
 from certa.engine.foundation.extras import install_command, missing_extra
 from certa.engine.core.models.architecture import (COMPUTE_DTYPES, build_architecture, check_buffers, check_limits,
-                                                   config_document, match_tensors, materialise, weight_headers)
+                                                   config_document, error_line, match_tensors, materialise,
+                                                   weight_headers)
 from certa.engine.core.models.manifest import (MODEL_FORMAT, WEIGHTS_FILE, WEIGHTS_INDEX, ModelFile, index_shards,
                                                read_manifest)
 from certa.engine.core.models.tokenizer import SpecialTokens, read_tokenizer
 from certa.engine.core.tables import Table
 
-__all__ = ["LoadedModel", "load_causal_lm", "deterministic_torch", "model_libraries", "require_model_libraries"]
+__all__ = ["LoadedModel", "load_causal_lm", "deterministic_torch", "model_libraries", "require_model_libraries",
+           "model_forward"]
 
 _LIBRARIES = ("torch", "transformers", "safetensors", "tokenizers")
 
@@ -101,6 +103,15 @@ def deterministic_torch(threads: int) -> None:
     torch = require_model_libraries()["torch"]
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True)
+
+
+def model_forward(model: Any, **inputs: Any) -> Any:
+    """``model(**inputs)``; an exception the model's own code raises (an architecture that builds but cannot run
+    here, memory exhausted on a GPU) is a ``StageError`` naming the architecture and what it said, on one line."""
+    try:
+        return model(**inputs)
+    except Exception as exc:  # noqa: BLE001 - a model's forward raises whatever its kernels raise
+        raise StageError(f"the '{model.config.model_type}' model's forward pass failed ({error_line(exc)})") from None
 
 
 @dataclass(frozen=True)

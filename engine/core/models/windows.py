@@ -51,6 +51,7 @@ import numpy as np
 
 from certa.engine.foundation.canonical import canonical_bytes
 from certa.engine.foundation.errors import InputError
+from certa.engine.core.models.runtime import model_forward
 
 __all__ = ["Windows", "token_windows", "byte_pieces", "piece_windows", "window_nll", "ScoreProgress"]
 
@@ -132,8 +133,8 @@ def _last_logits(model: Any) -> Callable[[Any, int], Any]:
     for those alone when its ``forward`` takes ``logits_to_keep`` (transformers >= 4.50), else for every position
     (the caller slices them). Asked of the model once, not per batch."""
     if "logits_to_keep" in inspect.signature(model.forward).parameters:
-        return lambda inputs, keep: model(input_ids=inputs, logits_to_keep=keep).logits
-    return lambda inputs, keep: model(input_ids=inputs).logits
+        return lambda inputs, keep: model_forward(model, input_ids=inputs, logits_to_keep=keep).logits
+    return lambda inputs, keep: model_forward(model, input_ids=inputs).logits
 
 
 def window_nll(model: Any, windows: Windows, *, batch_size: int, device: str = "cpu",

@@ -52,7 +52,8 @@ import numpy as np
 
 from certa.engine.foundation.errors import InputError, StageError
 from certa.engine.core.models.architecture import COMPUTE_DTYPES
-from certa.engine.core.models.runtime import LoadedModel, deterministic_torch, load_causal_lm, require_model_libraries
+from certa.engine.core.models.runtime import (LoadedModel, deterministic_torch, load_causal_lm, model_forward,
+                                              require_model_libraries)
 from certa.engine.core.scorers.divergences import (ZERO_MEANS_IDENTICAL, delta_ce_positions, prompt_means,
                                                    sym_kl_positions)
 from certa.engine.core.stats.kernels.libm import LIBM
@@ -184,7 +185,7 @@ class HfModelsScorer:
         """log_softmax (float32) of the model's logits for the rows of ``batch`` (one forward call)."""
         torch = require_model_libraries()["torch"]
         with torch.inference_mode():
-            logits = loaded.model(input_ids=batch).logits
+            logits = model_forward(loaded.model, input_ids=batch).logits
         rows, length = batch.shape
         loaded.check_finite(logits.to(torch.float64).sum(dim=(1, 2)).numpy(), "logit", "prompts of a batch")
         self._usage["forward_passes"] += rows

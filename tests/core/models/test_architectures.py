@@ -349,3 +349,24 @@ def test_model_windows_on_cuda_agrees_with_the_cpu(model_type, tiny_architecture
     assert results["cuda"]["runtime"]["device"] == "cuda"
     for arm in ("baseline", "subject"):
         assert results["cuda"]["nll_per_unit"][arm] == pytest.approx(results["cpu"]["nll_per_unit"][arm], rel=1e-5)
+
+
+def test_a_forward_pass_that_fails_is_one_line_naming_the_architecture(tiny_architectures):
+    """An architecture that builds but cannot run here (a kernel it needs, memory on a GPU): the model's own
+    exception becomes one StageError line, in model.windows' scoring and in the live scorer alike."""
+    import numpy as np
+
+    from certa.engine.core.models.windows import token_windows, window_nll
+
+    loaded = load_causal_lm(_table("m", tiny_architectures("llama")))
+
+    def fails(**inputs):
+        raise RuntimeError("no kernel image is available for execution on the device")
+
+    loaded.model.forward = fails
+    windows = token_windows([list(range(1, 9))], seq_len=8, stride=7)
+    with pytest.raises(StageError, match=r"^the 'llama' model's forward pass failed \(RuntimeError: no kernel image "
+                                         r"is available for execution on the device\)$"):
+        window_nll(loaded.model, windows, batch_size=1)
+    assert np.isfinite(window_nll(load_causal_lm(_table("m", tiny_architectures("llama"))).model, windows,
+                                  batch_size=1)).all()
