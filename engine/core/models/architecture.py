@@ -22,7 +22,10 @@ order, each step refusing with an ``InputError`` that names the file and the pro
 
    * layers (``num_hidden_layers``, whatever the architecture calls it: GPT-2's ``n_layer``) and experts
      (``num_local_experts``, ``num_experts``, ``n_routed_experts``): at most the number of consecutive indices
-     0, 1, 2, ... that the tensor names carry (a module list's entries are named ``...h.0...``, ``...h.1...``);
+     0, 1, 2, ... that the tensor names carry (a module list's entries are named ``...h.0...``, ``...h.1...``),
+     and at most 256 plus one per 128 KiB of the weights' bytes (``FREE_LAYERS``, ``LAYER_BUILD_BYTES``: what a
+     layer costs to build in Python objects, so that a header naming 20,000 tiny layers, which the first bound
+     lets through, is refused before 20,000 layers are built; every published model is within 256 layers);
    * hidden size (``n_embd``, ``hidden_size``) and vocabulary (``vocab_size``): a dimension of some tensor
      (the token embedding is vocabulary x hidden size);
    * attention heads (``n_head``, ``num_attention_heads``, ``num_key_value_heads``) and labels (``num_labels``):
@@ -75,7 +78,7 @@ from certa.engine.foundation.errors import InputError
 
 __all__ = ["TensorHeader", "TensorPlan", "read_header", "weight_headers", "config_document", "check_limits",
            "build_architecture", "match_tensors", "check_buffers", "materialise", "MAX_HEADER_BYTES",
-           "BUFFER_ALLOWANCE", "COMPUTE_DTYPES", "error_line"]
+           "BUFFER_ALLOWANCE", "COMPUTE_DTYPES", "FREE_LAYERS", "LAYER_BUILD_BYTES", "error_line", "weight_bytes"]
 
 MAX_HEADER_BYTES = 100_000_000
 """The longest safetensors header the format allows (``safetensors``' ``MAX_HEADER_SIZE``)."""
@@ -92,6 +95,14 @@ DIMENSIONS = ("hidden_size", "vocab_size")
 COUNTS = ("num_attention_heads", "num_key_value_heads", "num_labels")
 """Configuration sizes from 1 to the largest tensor dimension."""
 ACTIVATIONS = ("activation_function", "hidden_act")
+FREE_LAYERS = 256
+"""Modules (layers, experts) a configuration may ask for whatever its weights' bytes (check_limits): the largest
+published causal LMs have 126 layers."""
+LAYER_BUILD_BYTES = 128 << 10
+"""What building one layer costs in Python objects, rounded up (measured with transformers 5.24 on the ``meta``
+device: about 100 KB a GPT-2 layer, 72 KB a Llama layer): each module beyond ``FREE_LAYERS`` must be paid for by
+that many bytes of weights, so that 20,000 layers named by a small header are refused before they are built
+(54 s and 1.3 GB before)."""
 BUFFER_ALLOWANCE = 256 << 20
 """Bytes of computed (non-persistent) buffers a model may hold beyond its weights' bytes (module docstring, step 6):
 a causal mask of 2,048 x 2,048 booleans per layer for 24 layers is 100 MB."""
@@ -263,6 +274,13 @@ def check_limits(name: str, document: Mapping[str, Any], tensors: Mapping[str, T
                     raise InputError(f"{where} is {value:,}, but the weights ({weights}) hold only {held} (their "
                                      f"tensor names {numbered}): a configuration cannot ask for more than its "
                                      "weights hold")
+                payable = FREE_LAYERS + weight_bytes(tensors) // LAYER_BUILD_BYTES
+                if value > payable:
+                    raise InputError(f"{where} is {value:,}: building that many costs about "
+                                     f"{value * LAYER_BUILD_BYTES / 2**20:,.0f} MiB in Python objects, but the weights "
+                                     f"({weights}) hold {weight_bytes(tensors):,} bytes, enough for {payable:,} "
+                                     f"({FREE_LAYERS} and one per {LAYER_BUILD_BYTES:,} bytes of weights): the "
+                                     "weights are too small for this many layers to be a real model")
             elif standard in DIMENSIONS:
                 if value not in dimensions:
                     shown = ", ".join(str(n) for n in dimensions[:12]) + (", ..." if len(dimensions) > 12 else "")
@@ -459,13 +477,18 @@ def _version() -> str:
     return version("transformers")
 
 
+def weight_bytes(tensors: Mapping[str, TensorHeader]) -> int:
+    """The bytes of the tensors the headers declare: the sum of ``prod(shape) x dtype size``."""
+    return sum(math.prod(header.shape) * DTYPE_BYTES[header.dtype] for header in tensors.values())
+
+
 def check_buffers(name: str, model: Any, tensors: Mapping[str, TensorHeader]) -> None:
     """The bytes of the buffers the built (meta) ``model`` computes, against its weights' (module docstring,
     step 6)."""
     persistent = set(model.state_dict())
     buffers = [(key, buffer) for key, buffer in model.named_buffers() if key not in persistent]
     computed = sum(buffer.numel() * buffer.element_size() for _, buffer in buffers)
-    weights = sum(math.prod(header.shape) * DTYPE_BYTES[header.dtype] for header in tensors.values())
+    weights = weight_bytes(tensors)
     if computed > weights + BUFFER_ALLOWANCE:
         key, largest = max(buffers, key=lambda item: item[1].numel() * item[1].element_size())
         raise InputError(f"input '{name}': the '{model.config.model_type}' architecture config.json describes "

@@ -137,3 +137,22 @@ def test_layers_are_bounded_by_the_consecutive_indices_the_tensor_names_carry():
     with pytest.raises(InputError, match="n_layer is 1, but the weights .* hold only 0 .their tensor names carry no "
                                          "index."):
         check_limits("m", _config(n_layer=1), _headers(no_layers), GPT2_ATTRIBUTES)
+
+
+def test_layers_beyond_256_are_paid_for_by_the_weights_bytes():
+    """Why: a header naming 20,000 tiny layers (one 1-element tensor each) passed the index bound, and building
+    20,000 GPT-2 layers took 54 s and 1.3 GB before the tensors were found not to fit. Hand count: 300 layers of
+    a hidden size 8 GPT-2 hold less than 44 x 128 KiB of weights, so 300 (44 beyond 256) are refused; 256 pass
+    whatever the weights; with 256 MiB more of weights (2,048 x 128 KiB), 300 pass."""
+    from certa.engine.core.models.architecture import FREE_LAYERS, LAYER_BUILD_BYTES, weight_bytes
+
+    headers = _headers(tiny_gpt2(layers=300))
+    small = weight_bytes(headers)
+    assert small == sum(math.prod(h.shape) * 4 for h in headers.values()) and small < LAYER_BUILD_BYTES * 44
+    check_limits("m", _config(n_layer=FREE_LAYERS), headers, GPT2_ATTRIBUTES)
+    payable = FREE_LAYERS + small // LAYER_BUILD_BYTES
+    with pytest.raises(InputError, match=rf"config.json's n_layer is 300: building that many costs about 38 MiB "
+                                         rf".* enough for {payable} \(256 and one per 131,072 bytes of weights\)"):
+        check_limits("m", _config(n_layer=300), headers, GPT2_ATTRIBUTES)
+    padded = {**headers, "pad": TensorHeader("model.safetensors", "F32", (1 << 20, 64))}  # 256 MiB more
+    check_limits("m", _config(n_layer=300), padded, GPT2_ATTRIBUTES)
