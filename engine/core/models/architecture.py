@@ -10,9 +10,12 @@ order, each step refusing with an ``InputError`` that names the file and the pro
    bytes of JSON ``{tensor name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}`` and the
    tensors' bytes (https://github.com/huggingface/safetensors, "Format"). The header is read without loading a
    tensor: N within the file and at most 100 MB (the format's own limit), every entry a known dtype, a shape of
-   non-negative integers, offsets inside the data and exactly ``prod(shape) x dtype size`` bytes long; no tensor
-   named twice (in one header, or in two shards: JSON parsers keep the last of two equal keys, so "the last one
-   wins" is refused, never chosen). With an index, every tensor must be in the shard the index names for it.
+   non-negative integers, offsets inside the data and exactly ``prod(shape) x dtype size`` bytes long, the tensors
+   one after another from the data's first byte to its last (no gap, no overlap, nothing after them) and
+   ``__metadata__`` an object of strings, as the ``safetensors`` library requires; no tensor named twice (in one
+   header, or in two shards: JSON parsers keep the last of two equal keys, so "the last one wins" is refused, never
+   chosen). With an index, every tensor must be in the shard the index names for it. The loader reads each
+   tensor's bytes from where the header puts them (``TensorHeader.begin``).
 2. **The configuration's document** (``config_document``): a JSON object (``NaN``/``Infinity`` refused) with a
    string ``model_type``, no ``auto_map`` (certa never runs code a model ships), a ``model_type`` that
    ``AutoModelForCausalLM`` builds, a known activation (``activation_function``/``hidden_act``).
@@ -71,14 +74,15 @@ import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from certa.engine.foundation.errors import InputError
 
 __all__ = ["TensorHeader", "TensorPlan", "read_header", "weight_headers", "config_document", "check_limits",
-           "build_architecture", "match_tensors", "check_buffers", "materialise", "MAX_HEADER_BYTES",
-           "BUFFER_ALLOWANCE", "COMPUTE_DTYPES", "FREE_LAYERS", "LAYER_BUILD_BYTES", "error_line", "weight_bytes"]
+           "build_architecture", "match_tensors", "check_buffers", "check_dtype", "materialise", "MAX_HEADER_BYTES",
+           "BUFFER_ALLOWANCE", "COMPUTE_DTYPES", "DTYPE_BYTES", "TORCH_DTYPES", "FREE_LAYERS", "LAYER_BUILD_BYTES",
+           "error_line", "weight_bytes"]
 
 MAX_HEADER_BYTES = 100_000_000
 """The longest safetensors header the format allows (``safetensors``' ``MAX_HEADER_SIZE``)."""
@@ -86,6 +90,11 @@ MAX_HEADER_BYTES = 100_000_000
 DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E4M3FNUZ": 1, "F8_E5M2": 1, "F8_E5M2FNUZ": 1,
                "I16": 2, "U16": 2, "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
 """Bytes per element of each safetensors dtype certa loads."""
+TORCH_DTYPES = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "F8_E4M3": "float8_e4m3fn",
+                "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2": "float8_e5m2", "F8_E5M2FNUZ": "float8_e5m2fnuz",
+                "I16": "int16", "U16": "uint16", "F16": "float16", "BF16": "bfloat16", "I32": "int32", "U32": "uint32",
+                "F32": "float32", "I64": "int64", "U64": "uint64", "F64": "float64"}
+"""The torch dtype (``torch.<name>``) of each safetensors dtype, as ``safetensors.torch`` maps them."""
 FLOATING = frozenset({"F8_E4M3", "F8_E4M3FNUZ", "F8_E5M2", "F8_E5M2FNUZ", "F16", "BF16", "F32", "F64"})
 
 LAYER_COUNTS = ("num_hidden_layers", "num_local_experts", "num_experts", "n_routed_experts")
@@ -116,11 +125,14 @@ _INDEX = re.compile(r"(?:^|\.)(\d+)(?=\.|$)")
 
 @dataclass(frozen=True)
 class TensorHeader:
-    """One tensor as a safetensors header states it: the file holding it, its dtype and its shape."""
+    """One tensor as a safetensors header states it: the file holding it, its dtype and its shape; ``begin``, where
+    its bytes start in the file (8 + the header's length + its first data offset: what the loader reads it from,
+    not part of what the tensor is)."""
 
     file: str
     dtype: str
     shape: tuple[int, ...]
+    begin: int = field(default=0, compare=False)
 
 
 def _shape_text(shape: tuple[int, ...]) -> str:
@@ -144,24 +156,30 @@ def _strict_json(raw: bytes) -> Any:
     return json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
 
 
-def read_header(name: str, relative: str, raw: bytes) -> dict[str, TensorHeader]:
+def read_header(name: str, relative: str, raw: bytes, *, size: int | None = None) -> dict[str, TensorHeader]:
     """The tensors the safetensors bytes ``raw`` (the model file ``relative`` of input ``name``) hold, read from
-    the header alone and checked (module docstring, step 1)."""
+    the header alone and checked (module docstring, step 1). ``raw`` may be the file's first 8 + header length
+    bytes only, ``size`` then being the whole file's length."""
     where = f"input '{name}': {relative} is not a valid safetensors file"
-    if len(raw) < 8:
-        raise InputError(f"{where} ({len(raw)} bytes, shorter than the 8-byte header length)")
-    size = int.from_bytes(raw[:8], "little")
-    if size > min(len(raw) - 8, MAX_HEADER_BYTES):
-        raise InputError(f"{where} (its header length {size:,} exceeds the file's {len(raw) - 8:,} bytes or the "
+    size = len(raw) if size is None else size
+    if size < 8:
+        raise InputError(f"{where} ({size} bytes, shorter than the 8-byte header length)")
+    length = int.from_bytes(raw[:8], "little")
+    if length > min(size - 8, MAX_HEADER_BYTES):
+        raise InputError(f"{where} (its header length {length:,} exceeds the file's {size - 8:,} bytes or the "
                          f"format's {MAX_HEADER_BYTES:,})")
     try:
-        document = _strict_json(raw[8: 8 + size])
+        document = _strict_json(bytes(raw[8: 8 + length]))
     except (ValueError, RecursionError) as exc:
         raise InputError(f"{where} (its header is not JSON: {exc})") from None
     if not isinstance(document, dict):
         raise InputError(f"{where} (its header is not a JSON object)")
-    data = len(raw) - 8 - size
+    metadata = document.get("__metadata__")
+    if metadata is not None and not (isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())):
+        raise InputError(f"{where} (its __metadata__ is not an object of strings)")
+    data = size - 8 - length
     tensors: dict[str, TensorHeader] = {}
+    spans: list[tuple[int, int, str]] = []
     for tensor, entry in document.items():
         if tensor == "__metadata__":
             continue
@@ -179,17 +197,28 @@ def read_header(name: str, relative: str, raw: bytes) -> dict[str, TensorHeader]
             raise InputError(f"{where} (tensor {tensor!r} of {dtype} {_shape_text(tuple(shape))} has data offsets "
                              f"{offsets!r}, not {math.prod(shape) * DTYPE_BYTES[dtype]:,} bytes inside the "
                              f"file's {data:,} bytes of data)")
-        tensors[tensor] = TensorHeader(relative, dtype, tuple(shape))
+        tensors[tensor] = TensorHeader(relative, dtype, tuple(shape), 8 + length + offsets[0])
+        spans.append((offsets[0], offsets[1], tensor))
+    covered = 0
+    for begin, end, tensor in sorted(spans):
+        if begin != covered:
+            raise InputError(f"{where} (tensor {tensor!r} starts at byte {begin:,} of the data, but the tensors before "
+                             f"it end at byte {covered:,}: a file's tensors follow one another, without gaps or "
+                             "overlaps)")
+        covered = end
+    if covered != data:
+        raise InputError(f"{where} (its tensors cover {covered:,} of its {data:,} bytes of data)")
     return tensors
 
 
-def weight_headers(name: str, weights: Mapping[str, bytes],
-                   index: Mapping[str, str] | None = None) -> dict[str, TensorHeader]:
-    """Every tensor of the weight files ``weights`` (path -> bytes), no tensor in two files, and with an ``index``
+def weight_headers(name: str, weights: Mapping[str, bytes], index: Mapping[str, str] | None = None, *,
+                   sizes: Mapping[str, int] | None = None) -> dict[str, TensorHeader]:
+    """Every tensor of the weight files ``weights`` (path -> bytes, or the first bytes holding the header when
+    ``sizes`` gives each file's length), no tensor in two files, and with an ``index``
     (``model.safetensors.index.json``'s weight map) each tensor in the file it names and none it names absent."""
     tensors: dict[str, TensorHeader] = {}
     for relative, raw in weights.items():
-        for tensor, header in read_header(name, relative, raw).items():
+        for tensor, header in read_header(name, relative, raw, size=(sizes or {}).get(relative)).items():
             if tensor in tensors:
                 raise InputError(f"input '{name}': tensor {tensor!r} is in both {tensors[tensor].file} and "
                                  f"{relative}; a model's weights hold each tensor once")
@@ -341,20 +370,25 @@ def _parameters_on_meta(torch: Any) -> Iterator[None]:
         torch.nn.Module.register_parameter = original
 
 
-def materialise(name: str, skeleton: Any, transformers: Any, torch: Any, dtype: str) -> Any:
-    """The model that weights are loaded into (module docstring, step 7), of the architecture of ``skeleton`` (the
-    ``meta`` build): parameters on ``meta``, computed buffers on the CPU, built in the compute ``dtype`` (one of
-    ``COMPUTE_DTYPES``). An architecture that ``from_pretrained`` would keep partly in float32 at this dtype
-    (``_keep_in_fp32_modules``) is refused."""
-    config = skeleton.config
+def check_dtype(name: str, skeleton: Any, dtype: str) -> None:
+    """An ``InputError`` when ``from_pretrained`` would keep part of the architecture of ``skeleton`` (the ``meta``
+    build) in float32 at the compute ``dtype`` (``_keep_in_fp32_modules``): certa computes such a model in float32
+    only."""
     kept = set(getattr(skeleton, "_keep_in_fp32_modules", None) or ()) if dtype == "float16" else set()
     if dtype != "float32":
         kept |= set(getattr(skeleton, "_keep_in_fp32_modules_strict", None) or ())
     if kept:
-        raise InputError(f"input '{name}': transformers keeps the '{config.model_type}' architecture's "
+        raise InputError(f"input '{name}': transformers keeps the '{skeleton.config.model_type}' architecture's "
                          f"{', '.join(sorted(kept))} in float32 when it is loaded in {dtype}; certa computes it in "
                          "float32 only (dtype: float32)")
-    return _construct(name, config, transformers, torch, getattr(torch, dtype), _parameters_on_meta(torch))
+
+
+def materialise(name: str, skeleton: Any, transformers: Any, torch: Any, dtype: str) -> Any:
+    """The model that weights are loaded into (module docstring, step 7), of the architecture of ``skeleton`` (the
+    ``meta`` build): parameters on ``meta``, computed buffers on the CPU, built in the compute ``dtype`` (one of
+    ``COMPUTE_DTYPES``), after ``check_dtype``."""
+    check_dtype(name, skeleton, dtype)
+    return _construct(name, skeleton.config, transformers, torch, getattr(torch, dtype), _parameters_on_meta(torch))
 
 
 def error_line(exc: BaseException) -> str:

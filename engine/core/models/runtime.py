@@ -44,9 +44,14 @@ evaluation mode and no autograd: on one machine the same inputs give bit-identic
 from __future__ import annotations
 
 import hashlib
+import math
+import mmap
 import os
 import stat
-from dataclasses import dataclass
+import sys
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -54,18 +59,24 @@ import numpy as np
 
 from certa.engine.foundation.errors import InputError, StageError
 from certa.engine.foundation.extras import install_command, missing_extra
-from certa.engine.core.models.architecture import (COMPUTE_DTYPES, build_architecture, check_buffers, check_limits,
-                                                   config_document, error_line, match_tensors, materialise,
-                                                   weight_headers)
+from certa.engine.core.models.architecture import (COMPUTE_DTYPES, DTYPE_BYTES, MAX_HEADER_BYTES, TORCH_DTYPES,
+                                                   TensorHeader, TensorPlan, build_architecture, check_buffers,
+                                                   check_dtype, check_limits, config_document, error_line,
+                                                   match_tensors, materialise, weight_headers)
 from certa.engine.core.models.manifest import (MODEL_FORMAT, WEIGHTS_FILE, WEIGHTS_INDEX, ModelFile, index_shards,
                                                read_manifest)
 from certa.engine.core.models.tokenizer import SpecialTokens, read_tokenizer
 from certa.engine.core.tables import Table
 
-__all__ = ["LoadedModel", "load_causal_lm", "deterministic_torch", "model_libraries", "require_model_libraries",
-           "model_forward"]
+__all__ = ["LoadedModel", "PreparedModel", "load_causal_lm", "prepare_causal_lm", "deterministic_torch",
+           "model_libraries", "require_model_libraries", "model_forward", "LOAD_THREADS"]
 
 _LIBRARIES = ("torch", "transformers", "safetensors", "tokenizers")
+LOAD_THREADS = 2
+"""Weight files read, hashed and checked at once (``PreparedModel.load``): hashing releases the GIL, so two files
+take two cores; a conversion to another dtype holds at most this many files' bytes beside the converted tensors."""
+_BLOCK = 16 << 20
+"""Bytes read (then hashed) at a time into a weight file's buffer."""
 
 
 def require_model_libraries() -> dict[str, Any]:
@@ -114,14 +125,12 @@ def model_forward(model: Any, **inputs: Any) -> Any:
         raise StageError(f"the '{model.config.model_type}' model's forward pass failed ({error_line(exc)})") from None
 
 
-@dataclass(frozen=True)
-class LoadedModel:
-    """A model built from a model input: ``model`` (a ``transformers`` causal LM in eval mode), ``tokenizer``
-    (a ``tokenizers.Tokenizer`` or None), and the digests that identify them."""
+@dataclass(frozen=True, kw_only=True)
+class _Described:
+    """What is known of a model input before and after its weights are loaded."""
 
     name: str
     manifest_sha256: str
-    model: Any
     tokenizer: Any
     tokenizer_sha256: str | None
     model_type: str
@@ -129,8 +138,10 @@ class LoadedModel:
     device: str
     vocabulary: int
     """Rows of the input embedding: token ids 0 .. vocabulary - 1 have one."""
+    config: Any = field(default=None, repr=False)
+    """The ``transformers`` configuration the model is built from."""
     dtype: str = "float32"
-    """The compute dtype the parameters were loaded in (``COMPUTE_DTYPES``)."""
+    """The compute dtype the parameters are loaded in (``COMPUTE_DTYPES``)."""
     special_tokens: SpecialTokens | None = None
     """What the tokenizer's post-processor adds around a text (None without a tokenizer)."""
     ignored: tuple[str, ...] = ()
@@ -158,31 +169,206 @@ class LoadedModel:
                              "(no value is substituted)")
 
 
+@dataclass(frozen=True, kw_only=True)
+class LoadedModel(_Described):
+    """A model built from a model input: ``model`` (a ``transformers`` causal LM in eval mode), ``tokenizer``
+    (a ``tokenizers.Tokenizer`` or None), and the digests that identify them."""
+
+    model: Any
+
+
+def _open_regular(name: str, path: Path, relative: str) -> Any:
+    """The model file at ``path`` opened for reading without a buffer (never blocking on a FIFO put in its place),
+    refused unless it is a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise InputError(f"input '{name}': cannot read model file {path}: {exc.strerror}") from None
+    opened = open(fd, "rb", buffering=0)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        opened.close()
+        raise InputError(f"input '{name}': model file {relative} is no longer a regular file: the folder changed "
+                         "during the run")
+    return opened
+
+
+def _changed(name: str, relative: str, digest: str, file: ModelFile) -> InputError:
+    return InputError(f"input '{name}': model file {relative} has SHA-256 {digest}, not the {file.sha256} of the "
+                      "manifest taken when the input was read: the folder changed during the run")
+
+
 def _verified_bytes(name: str, folder: Path, file: ModelFile | None, relative: str) -> bytes:
     """The bytes of the model file ``relative``, read once (a regular file, at most the size the manifest
-    recorded plus one byte, never blocking on a FIFO put in its place) and checked against the manifest's digest."""
-    path = folder / relative
+    recorded plus one byte) and checked against the manifest's digest."""
     if file is None:
         raise InputError(f"input '{name}': the model manifest lists no {relative}")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with open(fd, "rb") as opened:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise InputError(f"input '{name}': model file {relative} is no longer a regular file: the folder "
-                                 "changed during the run")
-            raw = opened.read(file.size + 1)
+        with _open_regular(name, folder / relative, relative) as opened:
+            raw = _read_exactly(opened, file.size + 1)
     except OSError as exc:
-        raise InputError(f"input '{name}': cannot read model file {path}: {exc.strerror}") from None
+        raise InputError(f"input '{name}': cannot read model file {folder / relative}: {exc.strerror}") from None
     digest = hashlib.sha256(raw).hexdigest()
     if digest != file.sha256:
-        raise InputError(f"input '{name}': model file {relative} has SHA-256 {digest}, not the {file.sha256} of the "
-                         "manifest taken when the input was read: the folder changed during the run")
+        raise _changed(name, relative, digest, file)
     return raw
 
 
-def load_causal_lm(table: Table, *, device: str = "cpu", dtype: str = "float32") -> LoadedModel:
-    """The causal language model of the model input ``table``, computed in ``dtype`` on ``device`` (module
-    docstring)."""
+def _read_exactly(opened: Any, size: int) -> bytes:
+    """Up to ``size`` bytes of the unbuffered file ``opened`` (fewer only at its end)."""
+    parts, left = [], size
+    while left > 0 and (part := opened.read(left)):
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def _verified_buffer(name: str, folder: Path, file: ModelFile, relative: str) -> mmap.mmap:
+    """The bytes of the weight file ``relative`` in private anonymous memory (module docstring, step 4), hashed in
+    blocks as they are read, and checked against the manifest's digest: the buffer the tensors are built on."""
+    buffer = mmap.mmap(-1, max(file.size, 1), flags=mmap.MAP_PRIVATE)
+    digest = hashlib.sha256()
+    try:
+        with _open_regular(name, folder / relative, relative) as opened, memoryview(buffer) as view:
+            done = 0
+            while done < file.size:
+                count = opened.readinto(view[done: min(done + _BLOCK, file.size)])
+                if not count:
+                    break
+                digest.update(view[done: done + count])  # the bytes held, after they were read
+                done += count
+            digest.update(opened.read(1) if done == file.size else b"")  # a file that grew hashes differently
+    except OSError as exc:
+        raise InputError(f"input '{name}': cannot read model file {folder / relative}: {exc.strerror}") from None
+    if digest.hexdigest() != file.sha256:
+        raise _changed(name, relative, digest.hexdigest(), file)
+    return buffer
+
+
+def _weight_head(name: str, folder: Path, file: ModelFile | None, relative: str) -> bytes:
+    """The first bytes of the weight file ``relative``: its 8-byte header length and, when that length is one the
+    file can hold, the header (checked later against the bytes the loader hashes)."""
+    if file is None:
+        raise InputError(f"input '{name}': the model manifest lists no {relative}")
+    try:
+        with _open_regular(name, folder / relative, relative) as opened:
+            head = _read_exactly(opened, 8)
+            length = int.from_bytes(head, "little")
+            expected = min(file.size, 8)
+            if len(head) == 8 and length <= min(file.size - 8, MAX_HEADER_BYTES):
+                head += _read_exactly(opened, length)
+                expected = 8 + length
+    except OSError as exc:
+        raise InputError(f"input '{name}': cannot read model file {folder / relative}: {exc.strerror}") from None
+    if len(head) != expected:
+        raise InputError(f"input '{name}': model file {relative} is shorter than the {file.size:,} bytes of the "
+                         "manifest taken when the input was read: the folder changed during the run")
+    return head
+
+
+def _stored_tensor(torch: Any, buffer: mmap.mmap, header: TensorHeader) -> Any:
+    """The tensor ``header`` describes, on the bytes of ``buffer`` (its weight file): a view of the buffer when its
+    bytes are aligned for its dtype and the machine is little-endian (safetensors' byte order), else a copy."""
+    dtype = getattr(torch, TORCH_DTYPES[header.dtype])
+    size = DTYPE_BYTES[header.dtype]
+    count = math.prod(header.shape)
+    if count == 0:
+        return torch.empty(header.shape, dtype=dtype)
+    if sys.byteorder == "little" and header.begin % size == 0:
+        return torch.frombuffer(buffer, dtype=dtype, count=count, offset=header.begin).view(header.shape)
+    stored = np.frombuffer(buffer, dtype=np.dtype(f"<u{size}"), count=count, offset=header.begin)
+    return torch.from_numpy(stored.astype(stored.dtype.newbyteorder("="))).view(dtype).view(header.shape)
+
+
+def _non_finite(torch: Any, values: Any) -> int:
+    """How many of the floating-point ``values`` are NaN or infinite: 0 when their minimum and maximum are finite
+    (``aminmax`` propagates NaN; one pass, nothing allocated), else counted."""
+    if values.numel() == 0:
+        return 0
+    if values.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        low, high = torch.aminmax(values)
+        if bool(torch.isfinite(low)) and bool(torch.isfinite(high)):
+            return 0
+    else:  # float8: no aminmax or isfinite kernel
+        values = values.to(torch.float32)
+    return int((~torch.isfinite(values)).sum())
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreparedModel(_Described):
+    """A model input whose files were checked and whose architecture was built on ``meta``, matched with its
+    weights' headers (``prepare_causal_lm``), ready to ``load``: everything about it but its weights' values."""
+
+    folder: Path = field(repr=False)
+    files: Mapping[str, ModelFile] = field(repr=False)
+    weights: tuple[str, ...]
+    heads: Mapping[str, bytes] = field(repr=False)
+    tensors: Mapping[str, TensorHeader] = field(repr=False)
+    plan: TensorPlan = field(repr=False)
+    skeleton: Any = field(repr=False)
+
+    def load(self) -> LoadedModel:
+        """The model with its weights (module docstring, steps 4 and 5): each weight file read once into private
+        memory and hashed as it is read (``LOAD_THREADS`` files at a time), its tensors built on those bytes and
+        checked finite while the model is built, converted to the compute dtype (no copy when it is the stored
+        one), loaded, and nothing left on ``meta``."""
+        libs = require_model_libraries()
+        torch, transformers = libs["torch"], libs["transformers"]
+        name, plan = self.name, self.plan
+        dtypes: Future[dict[str, Any]] = Future()
+        by_file: dict[str, list[tuple[str, TensorHeader]]] = {relative: [] for relative in self.weights}
+        for stored in sorted(plan.names):
+            by_file[self.tensors[stored].file].append((stored, self.tensors[stored]))
+
+        def shard(relative: str) -> dict[str, Any]:
+            buffer = _verified_buffer(name, self.folder, self.files[relative], relative)
+            head = self.heads[relative]
+            if buffer[: len(head)] != head:
+                raise InputError(f"input '{name}': model file {relative}'s header is not the one read before its "
+                                 "bytes were hashed: the folder changed during the run")
+            values = {}
+            for stored, header in by_file[relative]:
+                tensor = _stored_tensor(torch, buffer, header)
+                if tensor.is_floating_point() and (count := _non_finite(torch, tensor)):
+                    raise InputError(f"input '{name}': tensor {stored} in {relative} holds {count} NaN or infinite "
+                                     "value(s); a model's weights are finite numbers")
+                values[stored] = tensor
+            del buffer  # the tensors keep what they view
+            wanted = dtypes.result()
+            return {plan.names[stored]: tensor.to(wanted[plan.names[stored]]) for stored, tensor in values.items()}
+
+        state: dict[str, Any] = {}
+        with ThreadPoolExecutor(max_workers=max(1, min(LOAD_THREADS, len(self.weights)))) as pool:
+            shards = [pool.submit(shard, relative) for relative in self.weights]
+            try:
+                model = materialise(name, self.skeleton, transformers, torch, self.dtype)
+                dtypes.set_result({key: value.dtype for key, value in model.state_dict().items()})
+                for future in shards:
+                    state.update(future.result())
+            except BaseException as exc:
+                if not dtypes.done():
+                    dtypes.set_exception(exc)
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+        _tie(name, plan.tied, state, torch)
+        model.load_state_dict(state, strict=False, assign=True)
+        del state
+        model.tie_weights()
+        empty = [key for key, value in (*model.named_parameters(), *model.named_buffers())
+                 if value.device.type == "meta"]
+        if empty:
+            raise StageError(f"input '{name}': the '{self.model_type}' architecture still has {len(empty)} tensor(s) "
+                             f"without values after loading ({', '.join(empty[:3])}); certa cannot load it")
+        model.to(self.device)
+        model.eval()
+        described = {f.name: getattr(self, f.name) for f in fields(_Described)}
+        return LoadedModel(**{**described, "parameters": int(sum(p.numel() for p in model.parameters()))},
+                           model=model)
+
+
+def prepare_causal_lm(table: Table, *, device: str = "cpu", dtype: str = "float32") -> PreparedModel:
+    """The model input ``table`` checked and ready to load in ``dtype`` on ``device`` (module docstring, steps 1 to
+    3 and 5): ``config.json``, the index and ``tokenizer.json`` read and verified, the weights' headers read and
+    every tensor matched with the architecture, without reading the weights' values."""
     if table.fmt != MODEL_FORMAT:
         raise StageError(f"input '{table.name}' is a {table.fmt} table, not a model folder (declare it with model:)")
     if table.origin is None:
@@ -191,60 +377,44 @@ def load_causal_lm(table: Table, *, device: str = "cpu", dtype: str = "float32")
     if dtype not in COMPUTE_DTYPES:
         raise StageError(f"dtype {dtype!r} is not one certa computes a model in ({', '.join(COMPUTE_DTYPES)})")
     libs = require_model_libraries()
-    torch, transformers, safetensors = libs["torch"], libs["transformers"], libs["safetensors"]
+    torch, transformers = libs["torch"], libs["transformers"]
     name, manifest = table.name, read_manifest(table.name, table.raw)
     folder = Path(table.origin)
-
     listed = {file.path: file for file in manifest.files}
 
     def verified(relative: str) -> bytes:
         return _verified_bytes(name, folder, listed.get(relative), relative)
 
     document = config_document(name, verified("config.json"), transformers)
-    weights = {relative: verified(relative) for relative in manifest.weights}
     index = (index_shards(name, verified(WEIGHTS_INDEX))
              if WEIGHTS_FILE not in manifest.weights and manifest.digest_of(WEIGHTS_INDEX) else None)
-    tensors = weight_headers(name, weights, index)
-    check_limits(name, document, tensors, transformers.CONFIG_MAPPING[document["model_type"]].attribute_map)
-    config, skeleton = build_architecture(name, document, transformers, torch)
-    plan = match_tensors(name, skeleton, tensors)
-    check_buffers(name, skeleton, tensors)
-    model = materialise(name, skeleton, transformers, torch, dtype)
-    del skeleton
-    wanted = {key: value.dtype for key, value in model.state_dict().items()}
-    state: dict[str, Any] = {}
-    for relative, raw in weights.items():
-        try:
-            stored = safetensors.load(raw)
-        except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types for a malformed file
-            raise InputError(f"input '{name}': {relative} is not a valid safetensors file ({exc})") from None
-        for tensor, values in sorted(stored.items()):
-            if tensor not in plan.names:
-                continue
-            if values.is_floating_point() and not bool(torch.isfinite(values).all()):
-                count = int((~torch.isfinite(values)).sum())
-                raise InputError(f"input '{name}': tensor {tensor} in {relative} holds {count} NaN or infinite "
-                                 "value(s); a model's weights are finite numbers")
-            state[plan.names[tensor]] = values.to(wanted[plan.names[tensor]])
-        del stored
-    _tie(name, plan.tied, state, torch)
-    model.load_state_dict(state, strict=False, assign=True)
-    del state
-    model.tie_weights()
-    empty = [key for key, value in (*model.named_parameters(), *model.named_buffers()) if value.device.type == "meta"]
-    if empty:
-        raise StageError(f"input '{name}': the '{config.model_type}' architecture still has {len(empty)} tensor(s) "
-                         f"without values after loading ({', '.join(empty[:3])}); certa cannot load it")
-    model.to(device)
-    model.eval()
+    heads = {relative: _weight_head(name, folder, listed.get(relative), relative) for relative in manifest.weights}
+    try:
+        tensors = weight_headers(name, heads, index, sizes={relative: listed[relative].size for relative in heads})
+        check_limits(name, document, tensors, transformers.CONFIG_MAPPING[document["model_type"]].attribute_map)
+        config, skeleton = build_architecture(name, document, transformers, torch)
+        plan = match_tensors(name, skeleton, tensors)
+        check_buffers(name, skeleton, tensors)
+        check_dtype(name, skeleton, dtype)
+    except InputError:
+        for relative in manifest.weights:  # a header read from a file changed since the manifest: say that
+            _verified_buffer(name, folder, listed[relative], relative).close()
+        raise
     tokenizer, special, tokenizer_sha256 = None, None, manifest.digest_of("tokenizer.json")
     if tokenizer_sha256 is not None:
         tokenizer, special = read_tokenizer(name, verified("tokenizer.json"), libs["tokenizers"])
-    return LoadedModel(name=name, manifest_sha256=manifest.sha256, model=model, tokenizer=tokenizer,
-                       tokenizer_sha256=tokenizer_sha256, model_type=str(config.model_type),
-                       parameters=int(sum(p.numel() for p in model.parameters())), device=device,
-                       vocabulary=int(model.get_input_embeddings().weight.shape[0]), dtype=dtype,
-                       special_tokens=special, ignored=plan.ignored)
+    return PreparedModel(name=name, manifest_sha256=manifest.sha256, tokenizer=tokenizer,
+                         tokenizer_sha256=tokenizer_sha256, model_type=str(config.model_type),
+                         parameters=int(sum(p.numel() for p in skeleton.parameters())), device=device,
+                         vocabulary=int(skeleton.get_input_embeddings().weight.shape[0]), dtype=dtype,
+                         special_tokens=special, ignored=plan.ignored, config=config, folder=folder, files=listed,
+                         weights=manifest.weights, heads=heads, tensors=tensors, plan=plan, skeleton=skeleton)
+
+
+def load_causal_lm(table: Table, *, device: str = "cpu", dtype: str = "float32") -> LoadedModel:
+    """The causal language model of the model input ``table``, computed in ``dtype`` on ``device`` (module
+    docstring): ``prepare_causal_lm`` then ``PreparedModel.load``."""
+    return prepare_causal_lm(table, device=device, dtype=dtype).load()
 
 
 def _tie(name: str, tied: tuple[tuple[str, ...], ...], state: dict[str, Any], torch: Any) -> None:
