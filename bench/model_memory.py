@@ -266,6 +266,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="processes per loading figure (best of)")
     parser.add_argument("--folder", type=Path, help="where the models are built (default: a new folder in /tmp)")
     parser.add_argument("--keep", action="store_true", help="keep --folder's models for the next run")
+    parser.add_argument("--parts", default="runs,load", help="runs (certa run vs the reference), load, or both")
     parser.add_argument("--json", action="store_true", help="last line: the README table's rows as JSON")
     parser.add_argument("--child", nargs=3, metavar=("KIND", "FOLDER", "DTYPE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -303,7 +304,7 @@ def _run(root: Path, args: argparse.Namespace) -> dict[str, Any]:
           f"shards (each model); {THREADS} torch thread(s)", flush=True)
     figures: dict[str, Any] = {"checkpoint_gb": checkpoint / 1e9, "shards": shards, "size": args.size,
                                "load_before": os.getloadavg()[0]}
-    for dtype in ("bfloat16", "float32"):
+    for dtype in ("bfloat16", "float32") if "runs" in args.parts else ():
         db = root / f"ledger-{dtype}.db"
         db.unlink(missing_ok=True)
         wall, peak, _ = _measure([sys.executable, "-c", CERTA, "run", str(_spec(root, dtype)), "--ledger", str(db)], root)
@@ -314,7 +315,7 @@ def _run(root: Path, args: argparse.Namespace) -> dict[str, Any]:
               f"checkpoint | from_pretrained + HF loop {ref_wall:.1f} s (loading {ref['load_s']:.1f} s), peak RSS "
               f"{ref_peak:,.0f} MB = {ref_peak / (checkpoint / 1e6):.2f}x | certa/reference: time "
               f"{wall / ref_wall:.2f}x, RSS {peak / ref_peak:.2f}x", flush=True)
-    for dtype in ("bfloat16",):
+    for dtype in ("bfloat16",) if "load" in args.parts else ():
         best: dict[str, tuple[float, float, dict[str, float]]] = {}
         for _ in range(args.repeats):
             for kind in ("certa-load", "hf-load"):

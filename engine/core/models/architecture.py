@@ -354,8 +354,21 @@ def _parameters_on_meta(torch: Any) -> Iterator[None]:
     """While open, every parameter a module registers is replaced by an empty one on the ``meta`` device
     (``torch.nn.Module.register_parameter`` wrapped; buffers and everything else are created as usual). The idea
     of accelerate's ``init_empty_weights(include_buffers=False)``: a model whose weights are loaded next needs no
-    memory or random initialisation for them, but its computed buffers must hold their values. Not thread-safe
-    (the method is patched on the class while the model is built)."""
+    memory or random initialisation for them, but its computed buffers must hold their values. And ``torch.empty``
+    makes its tensors on ``meta`` (the storage of ``nn.Linear``'s and ``nn.Embedding``'s parameters): with
+    deterministic algorithms torch fills every new empty tensor with NaN, so each parameter was written whole
+    before it was replaced (0.2 s and, left fragmented in the heap, a gigabyte of resident memory for a 1B-parameter
+    model). A buffer made by ``torch.empty`` is then left on ``meta``, and the loader refuses the model (never
+    computed on memory nobody wrote). Not thread-safe (the method is patched on the class while the model is
+    built)."""
+    from torch.overrides import TorchFunctionMode
+
+    class EmptyOnMeta(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            if func is torch.empty:
+                kwargs = {**(kwargs or {}), "device": torch.device("meta")}
+            return func(*args, **(kwargs or {}))
+
     original = torch.nn.Module.register_parameter
 
     def register(module: Any, name: str, param: Any) -> None:
@@ -365,7 +378,8 @@ def _parameters_on_meta(torch: Any) -> Iterator[None]:
 
     torch.nn.Module.register_parameter = register
     try:
-        yield
+        with EmptyOnMeta():
+            yield
     finally:
         torch.nn.Module.register_parameter = original
 

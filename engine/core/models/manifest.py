@@ -43,8 +43,9 @@ What is listed: every regular file under the folder, recursively, except paths w
   a regular file or folder (FIFO, device). A link to a file inside the folder is listed under its own path and
   hashed as the file it points to (what a loader reading that path reads).
 
-Files are hashed in 1 MiB blocks (memory bounded whatever the weights' size); the folder is read within the
-input limits (``InputLimits.model_bytes``, checked on the files' sizes before any is read).
+Files are hashed in 1 MiB blocks (memory bounded whatever the weights' size), ``HASH_THREADS`` files at a time; the
+folder is read within the input limits (``InputLimits.model_bytes``, checked on the files' sizes before any is
+read).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ import json
 import os
 import stat
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,7 +68,7 @@ from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
 
 __all__ = ["MODEL_FORMAT", "MANIFEST_FORMAT", "MANIFEST_FORMATS", "SIGNATURE_FILE", "PICKLE_SUFFIXES",
-           "WEIGHTS_FILE", "WEIGHTS_INDEX", "WEIGHTS_RULE", "ModelFile", "ModelManifest", "folder_manifest",
+           "WEIGHTS_FILE", "WEIGHTS_INDEX", "WEIGHTS_RULE", "HASH_THREADS", "ModelFile", "ModelManifest", "folder_manifest",
            "read_manifest", "index_shards"]
 
 MODEL_FORMAT = "hf-model"
@@ -87,6 +89,9 @@ SIGNATURE_FILE = "model.sig"
 PICKLE_SUFFIXES = frozenset({".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".joblib", ".npy", ".npz"})
 """Suffixes of files that are (or may be) Python pickles: loading them runs code."""
 _BLOCK = 1 << 20
+HASH_THREADS = 2
+"""Files hashed at once: ``hashlib`` releases the GIL, so a sharded checkpoint is hashed on two cores (and its
+files are read two at a time; a refusal names the first file, in path order, that is refused)."""
 
 
 @dataclass(frozen=True)
@@ -261,10 +266,16 @@ def folder_manifest(name: str, folder: Path, limits: InputLimits, *,
             raise InputError(f"input '{name}': cannot read model file {relative}: {exc.strerror}") from None
     limits.check(f"input '{name}'", "model_bytes", sum(sizes), "the model folder's size in bytes")
     files: list[ModelFile] = []
-    for i, ((relative, path), size) in enumerate(zip(found, sizes), start=1):
-        files.append(_hash_file(name, path, relative, size))
-        if progress:
-            progress(i, len(found), f"hashing {relative}")
+    with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
+        hashed = [pool.submit(_hash_file, name, path, relative, size) for (relative, path), size in zip(found, sizes)]
+        try:
+            for i, future in enumerate(hashed, start=1):
+                files.append(future.result())
+                if progress:
+                    progress(i, len(found), f"hashing {files[-1].path}")
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     return _manifest(files, _declared_weights(name, folder, files, root / WEIGHTS_INDEX))
 
 

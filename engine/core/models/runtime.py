@@ -63,18 +63,15 @@ from certa.engine.core.models.architecture import (COMPUTE_DTYPES, DTYPE_BYTES, 
                                                    TensorHeader, TensorPlan, build_architecture, check_buffers,
                                                    check_dtype, check_limits, config_document, error_line,
                                                    match_tensors, materialise, weight_headers)
-from certa.engine.core.models.manifest import (MODEL_FORMAT, WEIGHTS_FILE, WEIGHTS_INDEX, ModelFile, index_shards,
-                                               read_manifest)
+from certa.engine.core.models.manifest import (HASH_THREADS, MODEL_FORMAT, WEIGHTS_FILE, WEIGHTS_INDEX, ModelFile,
+                                               index_shards, read_manifest)
 from certa.engine.core.models.tokenizer import SpecialTokens, read_tokenizer
 from certa.engine.core.tables import Table
 
 __all__ = ["LoadedModel", "PreparedModel", "load_causal_lm", "prepare_causal_lm", "deterministic_torch",
-           "model_libraries", "require_model_libraries", "model_forward", "LOAD_THREADS"]
+           "model_libraries", "require_model_libraries", "model_forward"]
 
 _LIBRARIES = ("torch", "transformers", "safetensors", "tokenizers")
-LOAD_THREADS = 2
-"""Weight files read, hashed and checked at once (``PreparedModel.load``): hashing releases the GIL, so two files
-take two cores; a conversion to another dtype holds at most this many files' bytes beside the converted tensors."""
 _BLOCK = 16 << 20
 """Bytes read (then hashed) at a time into a weight file's buffer."""
 
@@ -308,7 +305,8 @@ class PreparedModel(_Described):
 
     def load(self) -> LoadedModel:
         """The model with its weights (module docstring, steps 4 and 5): each weight file read once into private
-        memory and hashed as it is read (``LOAD_THREADS`` files at a time), its tensors built on those bytes and
+        memory and hashed as it is read (``HASH_THREADS`` files at a time: a conversion to another dtype
+        holds at most that many files' bytes beside the converted tensors), its tensors built on those bytes and
         checked finite while the model is built, converted to the compute dtype (no copy when it is the stored
         one), loaded, and nothing left on ``meta``."""
         libs = require_model_libraries()
@@ -337,7 +335,7 @@ class PreparedModel(_Described):
             return {plan.names[stored]: tensor.to(wanted[plan.names[stored]]) for stored, tensor in values.items()}
 
         state: dict[str, Any] = {}
-        with ThreadPoolExecutor(max_workers=max(1, min(LOAD_THREADS, len(self.weights)))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(HASH_THREADS, len(self.weights)))) as pool:
             shards = [pool.submit(shard, relative) for relative in self.weights]
             try:
                 model = materialise(name, self.skeleton, transformers, torch, self.dtype)

@@ -92,8 +92,11 @@ def produced_unit(outputs: Any) -> str | None:
 
 
 def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
-    """Load both models, cut the windows and score them: the captured tables (module docstring)."""
-    from certa.engine.core.models.runtime import deterministic_torch, load_causal_lm, model_libraries
+    """Check both models, cut the windows, then load and score one model at a time (memory holds one model's
+    weights): the captured tables (module docstring)."""
+    import gc
+
+    from certa.engine.core.models.runtime import deterministic_torch, model_libraries, prepare_causal_lm
     from certa.engine.core.models.windows import byte_pieces, piece_windows, token_windows, window_nll
 
     knobs = ctx.knobs
@@ -110,7 +113,7 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
             raise StageError("device: cuda asked for, but torch sees no CUDA GPU here; use device: cpu")
     deterministic_torch(knobs["threads"])
     dtype = knobs.get("dtype", "float32")
-    models = {arm: load_causal_lm(ctx.table(arm), device=device, dtype=dtype) for arm in ARMS}
+    models = {arm: prepare_causal_lm(ctx.table(arm), device=device, dtype=dtype) for arm in ARMS}
     for arm, model in models.items():
         if model.tokenizer is None:
             raise InputError(f"input '{model.name}': the model folder has no tokenizer.json")
@@ -127,7 +130,7 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
         if unit == "tokens" and limit and seq_len > limit:
             raise InputError(f"seq_len {seq_len} exceeds input '{model.name}''s {limit} positions; lower seq_len")
     pieces = byte_pieces(texts, knobs["window_bytes"]) if unit == "bytes" else []
-    tables: dict[str, Table] = {}
+    cut = {}
     for arm, model in models.items():
         if unit == "tokens":
             encoded = model.tokenizer.encode_batch(texts, add_special_tokens=version.special_tokens)
@@ -143,19 +146,27 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
             raise InputError(f"input '{knobs['text']}' gives no window to score (every document is shorter than "
                              "two tokens)")
         model.check_token_ids(windows.flat, f"the text of input '{knobs['text']}'")
+        cut[arm] = windows
+    tables: dict[str, Table] = {}
+    parameters = {}
+    for arm, windows in cut.items():
 
         def progress(done: int, total: int, rate: float, arm: str = arm) -> None:
             ctx.progress(done, total, f"{arm}: {rate:,.0f} scored {unit}/s; windows")
 
-        sums = window_nll(model.model, windows, batch_size=knobs["batch_size"], device=device, progress=progress)
-        model.check_finite(sums, "log-likelihood", "windows")
+        loaded = models[arm].load()
+        sums = window_nll(loaded.model, windows, batch_size=knobs["batch_size"], device=device, progress=progress)
+        loaded.check_finite(sums, "log-likelihood", "windows")
+        parameters[arm] = loaded.parameters
+        del loaded  # its weights' memory is returned before the next model is loaded
+        gc.collect()
         tables[arm] = table_from_columns(arm, {"window_id": windows.ids, "tokens": windows.counts, "nll_sum": sums})
     libraries = model_libraries()
     tables[MODELS_TABLE] = table_from_columns(MODELS_TABLE, {
         "arm": list(ARMS), "input": [knobs[arm] for arm in ARMS],
         "manifest_sha256": [models[arm].manifest_sha256 for arm in ARMS],
         "model_type": [models[arm].model_type for arm in ARMS],
-        "parameters": [models[arm].parameters for arm in ARMS],
+        "parameters": [parameters[arm] for arm in ARMS],
         "tokenizer_sha256": [models[arm].tokenizer_sha256 for arm in ARMS],
         "signature": [_json(ctx.table(arm).signature.record() if ctx.table(arm).signature else {"status": "not_read"})
                       for arm in ARMS],
@@ -167,11 +178,11 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
 
 def _positions(model: Any) -> int:
     """The most input positions the model's configuration allows (0: it states none)."""
-    return int(getattr(model.model.config, "max_position_embeddings", 0) or 0)
+    return int(getattr(model.config, "max_position_embeddings", 0) or 0)
 
 
 def _bos(model: Any) -> int:
-    config = model.model.config
+    config = model.config
     bos = config.bos_token_id if config.bos_token_id is not None else config.eos_token_id
     if bos is None:
         raise InputError(f"input '{model.name}': byte windows start with the model's beginning-of-sequence token, "

@@ -79,6 +79,7 @@ def test_a_replay_loads_no_model(tiny_models, tmp_path, monkeypatch):
             raise AssertionError("a replay loaded a model")
 
         monkeypatch.setattr(runtime, "load_causal_lm", refuse)
+        monkeypatch.setattr(runtime, "prepare_causal_lm", refuse)
         assert replay(ledger, result.run_id).outcome == "REPRODUCED"
 
 
