@@ -158,9 +158,10 @@ def _child_certa_load(folder: Path, dtype: str) -> dict[str, float]:
     deterministic_torch(THREADS)
     imports = _rss_mb()
     start = time.perf_counter()
-    manifest = folder_manifest(folder.name, folder, InputLimits())
+    manifest = folder_manifest(folder.name, folder, InputLimits(), keep_weights=True)  # as certa run reads it
     hashed = time.perf_counter()
-    table = replace(read_input(folder.name, manifest.raw, MODEL_FORMAT, limits=InputLimits()), origin=folder)
+    table = replace(read_input(folder.name, manifest.raw, MODEL_FORMAT, limits=InputLimits()), origin=folder,
+                    weights=manifest.held)
     loaded = load_causal_lm(table, dtype=dtype)
     done = time.perf_counter()
     assert loaded.parameters > 0

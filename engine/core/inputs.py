@@ -30,7 +30,7 @@ import numpy as np
 
 from certa.engine.core.input_formats import input_format, read_input
 from certa.engine.core.input_limits import InputLimits, read_input_file
-from certa.engine.core.models.manifest import MODEL_FORMAT, WEIGHTS_RULE, ModelManifest, folder_manifest
+from certa.engine.core.models.manifest import MODEL_FORMAT, WEIGHTS_RULE, HeldWeights, ModelManifest, folder_manifest
 from certa.engine.core.models.signature import STRICT_STATUSES, SignatureCheck, check_signature
 from certa.engine.core.spec import InputSpec, Plan
 from certa.engine.core.tables import Table, format_for_path, table_from_columns
@@ -60,25 +60,29 @@ class InputSource:
     overridden: bool = False
     """Read from a path given instead of the spec's (``certa run --input NAME=PATH``, ``input_paths``): the
     certificate says so (``inputs[].overridden``), since the spec's description was written for its own path."""
+    weights: HeldWeights | None = field(default=None, repr=False)
+    """A model input's weight files, read into memory as they were hashed (``read_source(keep_weights=True)``)."""
 
 
-def read_source(declared: InputSpec, *, path: Path | None = None, profile: str,
-                limits: InputLimits) -> InputSource:
+def read_source(declared: InputSpec, *, path: Path | None = None, profile: str, limits: InputLimits,
+                keep_weights: bool = False) -> InputSource:
     """The declared input's bytes, from ``path`` (default: the spec's): a regular file within ``limits``
     (``read_input_file``), or for a model input its folder's manifest and signature check (in the ci and
-    release profiles a signature that is neither verified nor absent is an ``InputError``). Not parsed."""
+    release profiles a signature that is neither verified nor absent is an ``InputError``), with its weight files'
+    bytes as they were hashed when ``keep_weights`` (``InputSource.weights``: the loader then reads and hashes them
+    no second time). Not parsed."""
     where = Path(path if path is not None else declared.path)
     fmt = declared.fmt or format_for_path(where)
     if fmt != MODEL_FORMAT:
         input_format(fmt, name=declared.name)  # an unknown format is refused before a byte is read
         return InputSource(declared.name, fmt, read_input_file(declared.name, where, fmt, limits),
                            overridden=path is not None)
-    manifest = folder_manifest(declared.name, where, limits)
+    manifest = folder_manifest(declared.name, where, limits, keep_weights=keep_weights)
     unused_weights_detail(declared.name, manifest, profile)  # ci and release refuse unused weight files
     key = Path(declared.public_key) if declared.public_key else None
     return InputSource(declared.name, fmt, manifest.raw, origin=where,
                        signature=_checked_signature(declared.name, where, manifest, key, profile),
-                       overridden=path is not None)
+                       overridden=path is not None, weights=manifest.held)
 
 
 def _checked_signature(name: str, folder: Path, manifest: ModelManifest, public_key: Path | None,
@@ -136,12 +140,15 @@ def load_tables(plan: Plan, *, inputs: Mapping[str, Columns | Table | InputSourc
             raise SpecError(f"input '{name}' is not declared in the spec (declared: "
                             f"{', '.join(sorted(plan.inputs)) or 'none'})", file=plan.source, path=f"inputs.{name}")
     given: dict[str, Table | InputSource] = {}
+    kept = False  # the first model folder read keeps its weights for the loader: one model's bytes, at most
     for name, declared in plan.inputs.items():
         value = inputs.get(name)
         if value is None:
             path = input_paths.get(name)
-            given[name] = read_source(declared, path=Path(path) if path is not None else None,
-                                      profile=plan.profile, limits=limits)
+            source = read_source(declared, path=Path(path) if path is not None else None, profile=plan.profile,
+                                 limits=limits, keep_weights=not kept)
+            kept = kept or source.weights is not None
+            given[name] = source
         elif isinstance(value, (Table, InputSource)):
             given[name] = value
         else:
@@ -167,4 +174,5 @@ def _read(name: str, declared: InputSpec, source: InputSource, given: Mapping[st
     if source.sha256 is not None and table.sha256 != source.sha256:
         raise InputError(f"input '{name}': its bytes have SHA-256 {table.sha256}, not the {source.sha256} they "
                          "were hashed with when read (changed or corrupted in between)")
-    return replace(table, origin=source.origin, signature=source.signature, overridden=source.overridden)
+    return replace(table, origin=source.origin, signature=source.signature, overridden=source.overridden,
+                   weights=source.weights)

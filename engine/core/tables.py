@@ -209,6 +209,10 @@ class Table:
     was read; None for every other table and for a model input read back from a ledger."""
     overridden: bool = field(default=False, repr=False, compare=False)
     """Read from a path given instead of the spec's (``certa.engine.core.inputs.InputSource.overridden``)."""
+    weights: Any = field(default=None, repr=False, compare=False)
+    """A model input's weight files as they were read and hashed with its folder
+    (``certa.engine.core.models.manifest.HeldWeights``), for the loader to take instead of reading them again;
+    None for every other table (and for a model input whose weights were not kept)."""
     columns_read: set[str] = field(init=False, default_factory=set, repr=False, compare=False)
     """The columns read through ``text``, ``factorize`` or ``numeric`` since this object was made (``has`` is not a
     read). ``dataclasses.replace(table)`` starts a new, empty record: ``certa.engine.core.interpreter.execute`` gives

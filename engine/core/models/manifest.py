@@ -52,11 +52,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import stat
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +69,8 @@ from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
 
 __all__ = ["MODEL_FORMAT", "MANIFEST_FORMAT", "MANIFEST_FORMATS", "SIGNATURE_FILE", "PICKLE_SUFFIXES",
-           "WEIGHTS_FILE", "WEIGHTS_INDEX", "WEIGHTS_RULE", "HASH_THREADS", "ModelFile", "ModelManifest", "folder_manifest",
-           "read_manifest", "index_shards"]
+           "WEIGHTS_FILE", "WEIGHTS_INDEX", "WEIGHTS_RULE", "HASH_THREADS", "HeldWeights", "ModelFile", "ModelManifest",
+           "folder_manifest", "read_manifest", "read_hashed", "index_shards"]
 
 MODEL_FORMAT = "hf-model"
 """The ``format`` of a model input in the certificate and the ledger (its bytes are the manifest)."""
@@ -89,6 +90,7 @@ SIGNATURE_FILE = "model.sig"
 PICKLE_SUFFIXES = frozenset({".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".joblib", ".npy", ".npz"})
 """Suffixes of files that are (or may be) Python pickles: loading them runs code."""
 _BLOCK = 1 << 20
+_KEPT_BLOCK = 16 << 20
 HASH_THREADS = 2
 """Files hashed at once: ``hashlib`` releases the GIL, so a sharded checkpoint is hashed on two cores (and its
 files are read two at a time; a refusal names the first file, in path order, that is refused)."""
@@ -113,6 +115,8 @@ class ModelManifest:
     raw: bytes
     weights: tuple[str, ...]
     unused_weights: tuple[str, ...] = ()
+    held: HeldWeights | None = field(default=None, repr=False, compare=False)
+    """The weight files' bytes, read as they were hashed (``folder_manifest(keep_weights=True)``); else None."""
 
     @property
     def sha256(self) -> str:
@@ -191,30 +195,96 @@ def _declared_weights(name: str, folder: Path, files: list[ModelFile], index_pat
     return tuple(shards)
 
 
-def _hash_file(name: str, path: Path, relative: str, expected: int) -> ModelFile:
+def read_hashed(opened: Any, size: int, *, keep: bool) -> tuple[Any, int, bytes, mmap.mmap | None]:
+    """``(sha256, count, extra, buffer)``: the SHA-256 (a ``hashlib`` object) of the first ``size`` bytes of the
+    unbuffered file ``opened``, how many there were (fewer only if the file is shorter), up to one byte found after
+    them (empty unless the file is longer) and, with ``keep``, those bytes in private anonymous memory
+    (``mmap.MAP_PRIVATE``, length at least 1): each block is read there, then hashed from there, so the bytes kept
+    are the bytes hashed and nothing outside this process can change them (a file-backed map could). Without
+    ``keep`` the file streams through one 1 MiB block. (Transparent huge pages for the kept memory were tried:
+    slower on a shared machine, where the kernel compacts memory to find them.)"""
     digest = hashlib.sha256()
-    size = 0
+    buffer: mmap.mmap | bytearray = bytearray(_BLOCK)
+    if keep:
+        buffer = mmap.mmap(-1, max(size, 1), flags=mmap.MAP_PRIVATE)
+    block = _KEPT_BLOCK if keep else _BLOCK
+    done = 0
+    with memoryview(buffer) as view:
+        while done < size:
+            start = done if keep else 0
+            part = view[start: start + min(block, size - done)]
+            count = opened.readinto(part)
+            if not count:
+                break
+            digest.update(part[:count])
+            done += count
+    extra = opened.read(1) if done == size else b""
+    return digest, done, extra, buffer if isinstance(buffer, mmap.mmap) else None
+
+
+def _hash_file(name: str, path: Path, relative: str, expected: int, keep: bool) -> tuple[ModelFile, mmap.mmap | None]:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
     except OSError as exc:
         raise InputError(f"input '{name}': cannot read model file {relative}: {exc.strerror}") from None
-    with open(fd, "rb") as file:
+    with open(fd, "rb", buffering=0) as file:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise InputError(f"input '{name}': model file {relative} is not a regular file")
-        while block := file.read(_BLOCK):
-            digest.update(block)
-            size += len(block)
-            if size > expected:
-                raise InputError(f"input '{name}': model file {relative} grew while it was read (its size was "
-                                 f"{expected:,} bytes); copy the model to a folder that nothing writes to")
-    return ModelFile(path=relative, sha256=digest.hexdigest(), size=size)
+        digest, size, extra, buffer = read_hashed(file, expected, keep=keep)
+    if extra:
+        raise InputError(f"input '{name}': model file {relative} grew while it was read (its size was "
+                         f"{expected:,} bytes); copy the model to a folder that nothing writes to")
+    return ModelFile(path=relative, sha256=digest.hexdigest(), size=size), buffer
+
+
+class HeldWeights:
+    """A model's weight files as ``folder_manifest(keep_weights=True)`` read them: path -> (SHA-256, the bytes in
+    private memory). The loader ``take``s each once, so the weights are read and hashed once in a run; whatever is
+    not taken is freed with this object. Never copied into a pickle (a batch worker reads the folder itself)."""
+
+    def __init__(self, buffers: Mapping[str, tuple[str, mmap.mmap]] | None = None) -> None:
+        self._buffers = dict(buffers or {})
+
+    def __bool__(self) -> bool:
+        return bool(self._buffers)
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return HeldWeights, ()
+
+    def peek(self, path: str, sha256: str) -> mmap.mmap | None:
+        """The held bytes of ``path`` if they are the bytes of digest ``sha256``, else None; still held."""
+        held = self._buffers.get(path)
+        return held[1] if held is not None and held[0] == sha256 else None
+
+    def take(self, path: str, sha256: str) -> mmap.mmap | None:
+        """``peek``, and no longer held: the caller owns the bytes."""
+        buffer = self.peek(path, sha256)
+        if buffer is not None:
+            del self._buffers[path]
+        return buffer
+
+    def release(self) -> None:
+        """Hold nothing (the bytes are freed unless a caller took them)."""
+        self._buffers.clear()
+
+
+def _index_shards_guess(path: Path) -> set[str]:
+    """The shards ``model.safetensors.index.json`` at ``path`` lists, read before the folder is hashed to know
+    which files to keep; empty on any problem (``_declared_weights`` checks the index once hashed)."""
+    try:
+        with open(path, "rb") as file:
+            return set(index_shards("", file.read(MAX_INDEX_BYTES + 1)).values())
+    except (OSError, InputError):
+        return set()
 
 
 def folder_manifest(name: str, folder: Path, limits: InputLimits, *,
-                    progress: Callable[[int, int, str], None] | None = None) -> ModelManifest:
+                    progress: Callable[[int, int, str], None] | None = None,
+                    keep_weights: bool = False) -> ModelManifest:
     """The manifest of the model folder ``folder`` (module docstring), or an ``InputError`` naming the
     file that makes it unusable (pickle-based weights, a link leaving the folder, a missing config or
-    safetensors file, a size over ``limits.model_bytes``)."""
+    safetensors file, a size over ``limits.model_bytes``). With ``keep_weights`` the weight files are read into
+    private memory as they are hashed and held for the loader (``ModelManifest.held``)."""
     try:
         root = folder.resolve(strict=True)
     except (OSError, ValueError) as exc:
@@ -265,18 +335,27 @@ def folder_manifest(name: str, folder: Path, limits: InputLimits, *,
         except OSError as exc:
             raise InputError(f"input '{name}': cannot read model file {relative}: {exc.strerror}") from None
     limits.check(f"input '{name}'", "model_bytes", sum(sizes), "the model folder's size in bytes")
+    keep = (({WEIGHTS_FILE} if WEIGHTS_FILE in relatives else _index_shards_guess(root / WEIGHTS_INDEX))
+            if keep_weights else set())
     files: list[ModelFile] = []
+    buffers: dict[str, tuple[str, mmap.mmap]] = {}
     with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
-        hashed = [pool.submit(_hash_file, name, path, relative, size) for (relative, path), size in zip(found, sizes)]
+        hashed = [pool.submit(_hash_file, name, path, relative, size, relative in keep)
+                  for (relative, path), size in zip(found, sizes)]
         try:
             for i, future in enumerate(hashed, start=1):
-                files.append(future.result())
+                file, buffer = future.result()
+                files.append(file)
+                if buffer is not None:
+                    buffers[file.path] = (file.sha256, buffer)
                 if progress:
-                    progress(i, len(found), f"hashing {files[-1].path}")
+                    progress(i, len(found), f"hashing {file.path}")
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
-    return _manifest(files, _declared_weights(name, folder, files, root / WEIGHTS_INDEX))
+    manifest = _manifest(files, _declared_weights(name, folder, files, root / WEIGHTS_INDEX))
+    held = HeldWeights({path: buffers[path] for path in manifest.weights if path in buffers})
+    return replace(manifest, held=held) if held else manifest
 
 
 def read_manifest(name: str, raw: bytes) -> ModelManifest:

@@ -63,8 +63,8 @@ from certa.engine.core.models.architecture import (COMPUTE_DTYPES, DTYPE_BYTES, 
                                                    TensorHeader, TensorPlan, build_architecture, check_buffers,
                                                    check_dtype, check_limits, config_document, error_line,
                                                    match_tensors, materialise, weight_headers)
-from certa.engine.core.models.manifest import (HASH_THREADS, MODEL_FORMAT, WEIGHTS_FILE, WEIGHTS_INDEX, ModelFile,
-                                               index_shards, read_manifest)
+from certa.engine.core.models.manifest import (HASH_THREADS, MODEL_FORMAT, WEIGHTS_FILE, WEIGHTS_INDEX, HeldWeights,
+                                               ModelFile, index_shards, read_hashed, read_manifest)
 from certa.engine.core.models.tokenizer import SpecialTokens, read_tokenizer
 from certa.engine.core.tables import Table
 
@@ -72,8 +72,6 @@ __all__ = ["LoadedModel", "PreparedModel", "load_causal_lm", "prepare_causal_lm"
            "model_libraries", "require_model_libraries", "model_forward"]
 
 _LIBRARIES = ("torch", "transformers", "safetensors", "tokenizers")
-_BLOCK = 16 << 20
-"""Bytes read (then hashed) at a time into a weight file's buffer."""
 
 
 def require_model_libraries() -> dict[str, Any]:
@@ -220,43 +218,53 @@ def _read_exactly(opened: Any, size: int) -> bytes:
 
 
 def _verified_buffer(name: str, folder: Path, file: ModelFile, relative: str) -> mmap.mmap:
-    """The bytes of the weight file ``relative`` in private anonymous memory (module docstring, step 4), hashed in
-    blocks as they are read, and checked against the manifest's digest: the buffer the tensors are built on."""
-    buffer = mmap.mmap(-1, max(file.size, 1), flags=mmap.MAP_PRIVATE)
-    digest = hashlib.sha256()
+    """The bytes of the weight file ``relative`` in private anonymous memory (``read_hashed``: hashed as they are
+    read), checked against the manifest's digest: the buffer the tensors are built on."""
     try:
-        with _open_regular(name, folder / relative, relative) as opened, memoryview(buffer) as view:
-            done = 0
-            while done < file.size:
-                count = opened.readinto(view[done: min(done + _BLOCK, file.size)])
-                if not count:
-                    break
-                digest.update(view[done: done + count])  # the bytes held, after they were read
-                done += count
-            digest.update(opened.read(1) if done == file.size else b"")  # a file that grew hashes differently
+        with _open_regular(name, folder / relative, relative) as opened:
+            digest, _, extra, buffer = read_hashed(opened, file.size, keep=True)
     except OSError as exc:
         raise InputError(f"input '{name}': cannot read model file {folder / relative}: {exc.strerror}") from None
+    digest.update(extra)  # a file that grew hashes differently
     if digest.hexdigest() != file.sha256:
         raise _changed(name, relative, digest.hexdigest(), file)
     return buffer
 
 
-def _weight_head(name: str, folder: Path, file: ModelFile | None, relative: str) -> bytes:
-    """The first bytes of the weight file ``relative``: its 8-byte header length and, when that length is one the
-    file can hold, the header (checked later against the bytes the loader hashes)."""
+def _head(read: Any, size: int) -> bytes:
+    """The first bytes of a weight file of ``size`` bytes, taken with ``read(n)``: its 8-byte header length and,
+    when that length is one the file can hold, the header."""
+    head = read(8)
+    length = int.from_bytes(head, "little")
+    if len(head) == 8 and length <= min(size - 8, MAX_HEADER_BYTES):
+        head += read(length)
+    return head
+
+
+def _weight_head(name: str, folder: Path, file: ModelFile | None, relative: str, held: HeldWeights | None) -> bytes:
+    """The head (``_head``) of the weight file ``relative``: from its bytes held since it was hashed, else read
+    from the file (checked later against the bytes the loader hashes)."""
     if file is None:
         raise InputError(f"input '{name}': the model manifest lists no {relative}")
+    buffer = held.peek(relative, file.sha256) if held is not None else None
+    if buffer is not None:
+        position = 0
+
+        def read(count: int) -> bytes:
+            nonlocal position
+            part = buffer[position: min(position + count, file.size)]
+            position += len(part)
+            return part
+
+        return _head(read, file.size)
     try:
         with _open_regular(name, folder / relative, relative) as opened:
-            head = _read_exactly(opened, 8)
-            length = int.from_bytes(head, "little")
-            expected = min(file.size, 8)
-            if len(head) == 8 and length <= min(file.size - 8, MAX_HEADER_BYTES):
-                head += _read_exactly(opened, length)
-                expected = 8 + length
+            head = _head(lambda count: _read_exactly(opened, count), file.size)
     except OSError as exc:
         raise InputError(f"input '{name}': cannot read model file {folder / relative}: {exc.strerror}") from None
-    if len(head) != expected:
+    length = int.from_bytes(head[:8], "little")
+    if len(head) < min(file.size, 8) or (len(head) >= 8 and length <= min(file.size - 8, MAX_HEADER_BYTES)
+                                         and len(head) != 8 + length):
         raise InputError(f"input '{name}': model file {relative} is shorter than the {file.size:,} bytes of the "
                          "manifest taken when the input was read: the folder changed during the run")
     return head
@@ -302,6 +310,8 @@ class PreparedModel(_Described):
     tensors: Mapping[str, TensorHeader] = field(repr=False)
     plan: TensorPlan = field(repr=False)
     skeleton: Any = field(repr=False)
+    held: HeldWeights | None = field(default=None, repr=False)
+    """The weight files' bytes read when the input was hashed (``Table.weights``), taken by ``load``."""
 
     def load(self) -> LoadedModel:
         """The model with its weights (module docstring, steps 4 and 5): each weight file read once into private
@@ -318,7 +328,10 @@ class PreparedModel(_Described):
             by_file[self.tensors[stored].file].append((stored, self.tensors[stored]))
 
         def shard(relative: str) -> dict[str, Any]:
-            buffer = _verified_buffer(name, self.folder, self.files[relative], relative)
+            file = self.files[relative]
+            buffer = self.held.take(relative, file.sha256) if self.held is not None else None
+            if buffer is None:
+                buffer = _verified_buffer(name, self.folder, file, relative)
             head = self.heads[relative]
             if buffer[: len(head)] != head:
                 raise InputError(f"input '{name}': model file {relative}'s header is not the one read before its "
@@ -386,7 +399,9 @@ def prepare_causal_lm(table: Table, *, device: str = "cpu", dtype: str = "float3
     document = config_document(name, verified("config.json"), transformers)
     index = (index_shards(name, verified(WEIGHTS_INDEX))
              if WEIGHTS_FILE not in manifest.weights and manifest.digest_of(WEIGHTS_INDEX) else None)
-    heads = {relative: _weight_head(name, folder, listed.get(relative), relative) for relative in manifest.weights}
+    held = table.weights if isinstance(table.weights, HeldWeights) else None
+    heads = {relative: _weight_head(name, folder, listed.get(relative), relative, held)
+             for relative in manifest.weights}
     try:
         tensors = weight_headers(name, heads, index, sizes={relative: listed[relative].size for relative in heads})
         check_limits(name, document, tensors, transformers.CONFIG_MAPPING[document["model_type"]].attribute_map)
@@ -396,7 +411,8 @@ def prepare_causal_lm(table: Table, *, device: str = "cpu", dtype: str = "float3
         check_dtype(name, skeleton, dtype)
     except InputError:
         for relative in manifest.weights:  # a header read from a file changed since the manifest: say that
-            _verified_buffer(name, folder, listed[relative], relative).close()
+            if held is None or held.peek(relative, listed[relative].sha256) is None:
+                _verified_buffer(name, folder, listed[relative], relative).close()
         raise
     tokenizer, special, tokenizer_sha256 = None, None, manifest.digest_of("tokenizer.json")
     if tokenizer_sha256 is not None:
@@ -406,7 +422,8 @@ def prepare_causal_lm(table: Table, *, device: str = "cpu", dtype: str = "float3
                          parameters=int(sum(p.numel() for p in skeleton.parameters())), device=device,
                          vocabulary=int(skeleton.get_input_embeddings().weight.shape[0]), dtype=dtype,
                          special_tokens=special, ignored=plan.ignored, config=config, folder=folder, files=listed,
-                         weights=manifest.weights, heads=heads, tensors=tensors, plan=plan, skeleton=skeleton)
+                         weights=manifest.weights, heads=heads, tensors=tensors, plan=plan, skeleton=skeleton,
+                         held=held)
 
 
 def load_causal_lm(table: Table, *, device: str = "cpu", dtype: str = "float32") -> LoadedModel:

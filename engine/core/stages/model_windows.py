@@ -147,9 +147,10 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
                              "two tokens)")
         model.check_token_ids(windows.flat, f"the text of input '{knobs['text']}'")
         cut[arm] = windows
-    tables: dict[str, Table] = {}
+    scored: dict[str, Table] = {}
     parameters = {}
-    for arm, windows in cut.items():
+    for arm in sorted(ARMS, key=lambda arm: not models[arm].held):  # first the model whose weights are in memory
+        windows = cut[arm]
 
         def progress(done: int, total: int, rate: float, arm: str = arm) -> None:
             ctx.progress(done, total, f"{arm}: {rate:,.0f} scored {unit}/s; windows")
@@ -160,7 +161,8 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
         parameters[arm] = loaded.parameters
         del loaded  # its weights' memory is returned before the next model is loaded
         gc.collect()
-        tables[arm] = table_from_columns(arm, {"window_id": windows.ids, "tokens": windows.counts, "nll_sum": sums})
+        scored[arm] = table_from_columns(arm, {"window_id": windows.ids, "tokens": windows.counts, "nll_sum": sums})
+    tables = {arm: scored[arm] for arm in ARMS}
     libraries = model_libraries()
     tables[MODELS_TABLE] = table_from_columns(MODELS_TABLE, {
         "arm": list(ARMS), "input": [knobs[arm] for arm in ARMS],
