@@ -12,13 +12,14 @@ bfloat16), ``baseline`` and ``subject`` drawn from two seeds (N(0, 0.02²), norm
 in shards of at most ``--shard-mb`` (500) MB with ``model.safetensors.index.json`` as ``save_pretrained`` writes
 them; a byte-level BPE ``tokenizer.json`` trained with ``tokenizers`` on the example's text, whose post-processor
 puts ``<s>`` first (Llama's). Text: the first ``--documents`` (4) documents of
-``specs/model-perplexity/data/text.jsonl``, token windows of 128 (stride 127), batch 4, one torch thread.
+``specs/model-perplexity/data/text.jsonl``, token windows of 128 (stride 127), one window per forward pass (as
+the reference loop scores them), one torch thread.
 
 Measured, each in its own process (peak RSS is the process's ``ru_maxrss`` from ``os.wait4``; seconds are wall
 clock; the files are read once before, so every side finds them in the page cache):
 
-1. ``certa run`` of the spec (``model.windows`` 1.1.0, ``dtype: bfloat16``, then ``dtype: float32``), recorded
-   in a fresh ledger: peak RSS against one checkpoint's size (goal <= 1.3x with bfloat16), wall time;
+1. ``certa run`` of a spec of one stage, ``model.windows`` 1.1.0 (``dtype: bfloat16``, then ``dtype: float32``),
+   recorded in a fresh ledger: peak RSS against one checkpoint's size (goal <= 1.3x with bfloat16), wall time;
 2. the same work done the usual way: ``from_pretrained(folder, dtype=...)`` for each model, the Hugging Face
    perplexity loop over the same windows (``labels`` masked, ``loss x targets``), the model deleted before the
    next: peak RSS and wall time, the reference of 1.;
@@ -59,7 +60,7 @@ SIZES = {"1b": {"hidden_size": 2048, "num_hidden_layers": 16, "intermediate_size
          "small": {"hidden_size": 256, "num_hidden_layers": 2, "intermediate_size": 688, "num_attention_heads": 4,
                    "vocab_size": 32000}}
 ARMS = ("baseline", "subject")
-SEQ_LEN, BATCH, THREADS = 128, 4, 1
+SEQ_LEN, BATCH, THREADS = 128, 1, 1
 
 
 # ---------------------------------------------------------------------------------------------- building the models
@@ -133,7 +134,6 @@ def _spec(folder: Path, dtype: str) -> Path:
         stages:
           - {{id: w, use: model.windows, with: {{baseline: baseline, subject: subject, text: text, unit: tokens,
               seq_len: {SEQ_LEN}, stride: {SEQ_LEN - 1}, batch_size: {BATCH}, threads: {THREADS}, dtype: {dtype}}}}}
-          - {{id: ratio, use: paired.ppl_ratio, with: {{baseline: w.baseline, subject: w.subject, replicates: 200}}}}
         """), encoding="utf-8")
     return spec
 
@@ -194,7 +194,7 @@ def _child_reference(folder: Path, dtype: str) -> dict[str, float]:
     torch.set_num_threads(THREADS)
     transformers.logging.set_verbosity_error()
     texts = [json.loads(line)["text"] for line in (folder / "text.jsonl").read_text().splitlines()]
-    loading = 0.0
+    loading = scoring = 0.0
     for arm in ARMS:
         tokenizer = tokenizers.Tokenizer.from_file(str(folder / arm / "tokenizer.json"))
         windows = token_windows([e.ids for e in tokenizer.encode_batch(texts)], seq_len=SEQ_LEN, stride=SEQ_LEN - 1)
@@ -203,6 +203,7 @@ def _child_reference(folder: Path, dtype: str) -> dict[str, float]:
         loading += time.perf_counter() - start
         model.eval()
         total = 0.0
+        start = time.perf_counter()
         for first, length, targets in zip(windows.start.tolist(), windows.length.tolist(), windows.targets.tolist()):
             inputs = torch.from_numpy(windows.flat[first: first + length][None, :])
             labels = inputs.clone()
@@ -210,8 +211,9 @@ def _child_reference(folder: Path, dtype: str) -> dict[str, float]:
             with torch.no_grad():
                 total += float(model(input_ids=inputs, labels=labels).loss) * targets
         assert math.isfinite(total)
+        scoring += time.perf_counter() - start
         del model
-    return {"load_s": loading}
+    return {"load_s": loading, "score_s": scoring}
 
 
 def _child_build(root: Path, how: str) -> dict[str, float]:
@@ -311,9 +313,11 @@ def _run(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         wall, peak, _ = _measure([sys.executable, "-c", CERTA, "run", str(_spec(root, dtype)), "--ledger", str(db)], root)
         ref_wall, ref_peak, ref = _child("reference", root, dtype, root)
         figures[dtype] = {"certa_run_s": wall, "certa_run_rss_mb": peak, "reference_s": ref_wall,
-                          "reference_rss_mb": ref_peak, "reference_load_s": ref["load_s"]}
+                          "reference_rss_mb": ref_peak, "reference_load_s": ref["load_s"],
+                          "reference_score_s": ref["score_s"]}
         print(f"{dtype}: certa run {wall:.1f} s, peak RSS {peak:,.0f} MB = {peak / (checkpoint / 1e6):.2f}x the "
-              f"checkpoint | from_pretrained + HF loop {ref_wall:.1f} s (loading {ref['load_s']:.1f} s), peak RSS "
+              f"checkpoint | from_pretrained + HF loop {ref_wall:.1f} s (loading {ref['load_s']:.1f} s, scoring "
+              f"{ref['score_s']:.1f} s), peak RSS "
               f"{ref_peak:,.0f} MB = {ref_peak / (checkpoint / 1e6):.2f}x | certa/reference: time "
               f"{wall / ref_wall:.2f}x, RSS {peak / ref_peak:.2f}x", flush=True)
     for dtype in ("bfloat16",) if "load" in args.parts else ():

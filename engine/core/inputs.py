@@ -13,6 +13,13 @@ Every command loads inputs through ``load_tables``; what differs is only where t
 So a format, its ``read:`` options, a companion input (lm-eval's results file) and the ``InputLimits`` apply
 alike everywhere, and a pinned SHA-256 is checked whatever the source.
 
+A model folder is hashed file by file (``certa.engine.core.models.manifest.folder_manifest``). The first model input
+a stage's settings name (the model a stage will load) keeps its weight files' bytes, read into private memory as
+they were hashed (``InputSource.weights``, then ``Table.weights``): the loader builds the model on those bytes
+instead of reading and hashing the files a second time. Only one model's bytes are held this way: a second model
+is hashed as it streams by, and read and hashed again when it is loaded (``model.windows`` loads and scores one
+model at a time, the held one first, so memory holds one model's weights).
+
 A model folder holding ``*.safetensors`` files that are not its weights (``certa.engine.core.models.manifest``: the
 weights are the files the checkpoint declares) is refused in the ci and release profiles, naming them; in dev the
 run goes ahead with the declared weights and ``unused_weights_detail`` is what the interpreter records as an
@@ -140,13 +147,14 @@ def load_tables(plan: Plan, *, inputs: Mapping[str, Columns | Table | InputSourc
             raise SpecError(f"input '{name}' is not declared in the spec (declared: "
                             f"{', '.join(sorted(plan.inputs)) or 'none'})", file=plan.source, path=f"inputs.{name}")
     given: dict[str, Table | InputSource] = {}
-    kept = False  # the first model folder read keeps its weights for the loader: one model's bytes, at most
+    named = _named_by_stages(plan)
+    kept = False  # the first model folder a stage names keeps its weights for the loader: one model's bytes, at most
     for name, declared in plan.inputs.items():
         value = inputs.get(name)
         if value is None:
             path = input_paths.get(name)
             source = read_source(declared, path=Path(path) if path is not None else None, profile=plan.profile,
-                                 limits=limits, keep_weights=not kept)
+                                 limits=limits, keep_weights=not kept and name in named)
             kept = kept or source.weights is not None
             given[name] = source
         elif isinstance(value, (Table, InputSource)):
@@ -162,6 +170,22 @@ def load_tables(plan: Plan, *, inputs: Mapping[str, Columns | Table | InputSourc
         check_pin(declared, table.sha256)
         tables[name] = table
     return tables
+
+
+def _named_by_stages(plan: Plan) -> set[str]:
+    """Every text a stage's settings hold (at any depth): the inputs the stages use are among them (a model input
+    a stage loads is named by its settings: ``model.windows``' ``baseline``, ``sequential.diff``'s ``reference``)."""
+    named: set[str] = set()
+    pending: list[Any] = [stage.knobs for stage in plan.stages]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            named.add(value)
+        elif isinstance(value, Mapping):
+            pending.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            pending.extend(value)
+    return named
 
 
 def _read(name: str, declared: InputSpec, source: InputSource, given: Mapping[str, Table | InputSource],

@@ -65,10 +65,36 @@ def _entry(shape: list[int], offsets: list[int], dtype: str = "F32") -> dict:
     (safetensors_bytes({}, header=_entry([2.0], [0, 8])), "tensor 'a' has shape .2.0., not a list of whole numbers"),
     (safetensors_bytes({}, header=_entry([-2], [0, 8])), "not a list of whole numbers"),
     (safetensors_bytes({}, header=_entry([2], [0, 12])), r"data offsets \[0, 12\], not 8 bytes inside the file's 0"),
+    # the tensors cover the data, one after another, as the safetensors library requires
+    (safetensors_bytes({"a": ("F32", [2])}) + b"\0" * 4, "its tensors cover 8 of its 12 bytes of data"),
+    (safetensors_bytes({}, header={"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]},
+                                   "b": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                                   "c": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}) + b"\0" * 8,
+     "tensor 'c' starts at byte 4 of the data, but the tensors before it end at byte 8"),
+    (safetensors_bytes({}, header={"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}) + b"\0" * 8,
+     "tensor 'a' starts at byte 4 of the data, but the tensors before it end at byte 0"),
+    (safetensors_bytes({}, header={"__metadata__": {"format": 1}}), "its __metadata__ is not an object of strings"),
 ])
 def test_a_malformed_header_is_refused_naming_the_file(raw, message):
     with pytest.raises(InputError, match=f"input 'm': model.safetensors is not a valid safetensors file .*{message}"):
         read_header("m", "model.safetensors", raw)
+
+
+@pytest.mark.models  # safetensors.torch imports torch
+def test_the_layouts_the_safetensors_library_accepts_are_read():
+    """The same verdicts as ``safetensors.torch.load`` on the layout rules (no torch needed for certa's side):
+    tensors in any order in the header, empty tensors, ``__metadata__`` null or absent, a header padded with
+    spaces; each tensor's ``begin`` is where its bytes are in the file."""
+    header = {"__metadata__": None, "b": {"dtype": "F16", "shape": [2], "data_offsets": [8, 12]},
+              "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+              "e": {"dtype": "F32", "shape": [0, 3], "data_offsets": [12, 12]}}
+    text = json.dumps(header).encode() + b"   "
+    raw = len(text).to_bytes(8, "little") + text + bytes(range(12))
+    tensors = read_header("m", "model.safetensors", raw)
+    assert [tensors[k].begin for k in "abe"] == [8 + len(text), 16 + len(text), 20 + len(text)]
+    assert read_header("m", "model.safetensors", raw[: 8 + len(text)], size=len(raw)) == tensors
+    safetensors = pytest.importorskip("safetensors.torch")
+    assert {k: tuple(v.shape) for k, v in safetensors.load(raw).items()} == {k: t.shape for k, t in tensors.items()}
 
 
 def test_a_tensor_named_twice_in_a_header_is_refused_not_the_last_one_taken():

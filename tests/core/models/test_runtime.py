@@ -130,3 +130,156 @@ def test_an_index_that_misplaces_a_tensor_is_refused(tiny_models, tmp_path):
     with pytest.raises(InputError, match=f"maps tensor '{moved}' to 'model-00002-of-00002.safetensors', but it is in "
                                          "model-00001-of-00002.safetensors"):
         load_causal_lm(_table(folder))
+
+
+# ------------------------------------------------------------------------------------- memory: one read, no copy
+
+
+def _held_table(folder: Path):
+    """The model input as ``certa run`` reads the first model a stage names: its weights kept as hashed."""
+    manifest = folder_manifest("m", folder, InputLimits(), keep_weights=True)
+    return replace(read_input("m", manifest.raw, "hf-model", limits=InputLimits()), origin=folder,
+                   weights=manifest.held)
+
+
+def _begins(path: Path) -> dict[str, int]:
+    """Where each tensor's bytes start in the safetensors file ``path``."""
+    from certa.engine.core.models.architecture import read_header
+
+    return {name: header.begin for name, header in read_header("m", path.name, path.read_bytes()).items()}
+
+
+@pytest.mark.parametrize("held", [False, True])
+def test_weights_in_the_compute_dtype_are_the_bytes_read_not_a_copy(tiny_architectures, held):
+    """bfloat16 weights computed in bfloat16 are tensors on the bytes read and hashed, laid out as in the file
+    (no copy); computed in float32 each is converted, and the values are the stored ones, upcast."""
+    import safetensors.torch as st
+    import torch
+
+    folder = tiny_architectures("llama", weights_dtype="bfloat16")
+    table = _held_table(folder) if held else _table(folder)
+    loaded = load_causal_lm(table, dtype="bfloat16")
+    begins = _begins(folder / "model.safetensors")
+    pointers = {key: value.data_ptr() for key, value in loaded.model.state_dict().items() if key in begins}
+    first = min(begins, key=begins.__getitem__)
+    assert len(pointers) == len(begins) and all(p.dtype == torch.bfloat16 for p in loaded.model.parameters())
+    assert all(pointers[key] - pointers[first] == begins[key] - begins[first] for key in begins)
+    stored = st.load((folder / "model.safetensors").read_bytes())
+    assert all(loaded.model.state_dict()[key].equal(value) for key, value in stored.items())
+    upcast = load_causal_lm(_table(folder), dtype="float32").model.state_dict()
+    assert all(upcast[key].dtype == torch.float32 and upcast[key].equal(value.float()) for key, value in stored.items())
+    if held:
+        assert not table.weights  # taken: the loader owns the bytes, freed with the model
+
+
+def test_the_held_weights_are_the_bytes_hashed_whatever_the_file_becomes(tiny_models, tmp_path):
+    """The weights kept when the folder was hashed are what is loaded: the file replaced afterwards changes
+    nothing (the bytes scored are the bytes the certificate names)."""
+    folder = _copy(tiny_models, tmp_path)
+    table = _held_table(folder)
+    shutil.copyfile(tiny_models["subject"] / "model.safetensors", folder / "model.safetensors")
+    loaded = load_causal_lm(table).model.state_dict()
+    assert all(loaded[k].equal(v) for k, v in _state(tiny_models["baseline"]).items())
+
+
+def _edit(path: Path, old: bytes, new: bytes) -> bytes:
+    raw = path.read_bytes()
+    assert raw.count(old) == 1 and len(old) == len(new)
+    path.write_bytes(raw.replace(old, new))
+    return raw
+
+
+def test_a_header_changed_between_the_checks_and_the_hashed_read_is_refused(tiny_models, tmp_path):
+    """The header checked before the weights are read (prepare_causal_lm) must be the one of the bytes hashed
+    (load): a file changed in between and changed back hashes as the manifest says, but its checked header was
+    another."""
+    from certa.engine.core.models.runtime import prepare_causal_lm
+
+    folder = _copy(tiny_models, tmp_path)
+    table = _table(folder)
+    original = _edit(folder / "model.safetensors", b'"format":"pt"', b'"format":"px"')
+    prepared = prepare_causal_lm(table)
+    (folder / "model.safetensors").write_bytes(original)
+    with pytest.raises(InputError, match="model.safetensors's header is not the one read before its bytes were "
+                                         "hashed: the folder changed during the run"):
+        prepared.load()
+
+
+def test_a_header_broken_after_the_manifest_is_reported_as_the_change_it_is(tiny_models, tmp_path):
+    folder = _copy(tiny_models, tmp_path)
+    table = _table(folder)
+    _edit(folder / "model.safetensors", b'"__metadata__"', b'"__metadata_\\"')
+    with pytest.raises(InputError, match="model.safetensors has SHA-256 .* the folder changed during the run"):
+        load_causal_lm(table)
+
+
+def test_tensors_not_aligned_for_their_dtype_are_copied(tiny_models, tmp_path):
+    """A header whose length leaves the float32 tensors 2 bytes off their alignment (safetensors pads headers to
+    8 bytes; the format does not require it): each tensor is copied before it is used, with the stored values."""
+    folder = _copy(tiny_models, tmp_path)
+    raw = (folder / "model.safetensors").read_bytes()
+    length = int.from_bytes(raw[:8], "little")
+    header = raw[8: 8 + length].rstrip(b" ")
+    header += b" " * ((2 - len(header)) % 8)
+    (folder / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + raw[8 + length:])
+    loaded = load_causal_lm(_table(folder)).model
+    assert all(p.data_ptr() % 4 == 0 for p in loaded.parameters())  # a view of the file's bytes would be 2 off
+    assert all(loaded.state_dict()[k].equal(v) for k, v in _state(folder).items())
+
+
+@pytest.mark.parametrize("dtype, value", [("bfloat16", float("inf")), ("float16", float("nan"))])
+def test_a_non_finite_weight_in_half_precision_is_refused(tiny_architectures, tmp_path, dtype, value):
+    import safetensors.torch as st
+
+    folder = Path(shutil.copytree(tiny_architectures("llama", weights_dtype=dtype), tmp_path / "m"))
+    state = _state(folder)
+    key = "model.layers.1.mlp.down_proj.weight"
+    state[key].view(-1)[7] = value
+    st.save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(InputError, match=f"tensor {key} in model.safetensors holds 1 NaN or infinite value"):
+        load_causal_lm(_table(folder), dtype=dtype)
+
+
+def test_held_weights_never_travel_in_a_pickle(tiny_models):
+    """A batch worker gets a model input's InputSource in a pickle: the bytes read by the client stay there."""
+    import pickle
+
+    from certa.engine.core.inputs import InputSource
+
+    manifest = folder_manifest("m", tiny_models["baseline"], InputLimits(), keep_weights=True)
+    assert manifest.held and manifest.held.peek("model.safetensors", manifest.digest_of("model.safetensors"))
+    source = InputSource("m", "hf-model", manifest.raw, origin=tiny_models["baseline"], weights=manifest.held)
+    assert len(pickle.dumps(source)) < 10_000 and not pickle.loads(pickle.dumps(source)).weights
+    assert manifest.held  # the original still holds them
+
+
+@pytest.mark.models
+def test_the_model_built_for_loading_allocates_no_parameter_and_computes_its_buffers():
+    """materialise: parameters on meta, made there by torch.empty (no memory written, whereas deterministic torch
+    fills every new empty tensor with NaN), buffers computed on the CPU; a buffer made by torch.empty and never
+    written stays on meta, so the loader refuses the model rather than compute on memory nobody wrote."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from certa.engine.core.models.architecture import materialise
+
+    made = []
+
+    class Toy(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 3)
+            self.scale = torch.nn.Parameter(torch.ones(3))
+            self.register_buffer("steps", torch.arange(5.0), persistent=False)
+            self.register_buffer("unwritten", torch.empty(2), persistent=False)
+            made.append(torch.get_default_dtype())
+
+    transformers = SimpleNamespace(__version__="test", AutoModelForCausalLM=SimpleNamespace(
+        from_config=lambda config, torch_dtype: Toy()))
+    model = materialise("m", SimpleNamespace(config=SimpleNamespace(model_type="toy")), transformers, torch, "bfloat16")
+    assert made == [torch.bfloat16] and torch.get_default_dtype() == torch.float32
+    assert {p.device.type for p in model.parameters()} == {"meta"}
+    assert model.steps.device.type == "cpu" and model.steps.tolist() == [0, 1, 2, 3, 4]
+    assert model.unwritten.device.type == "meta"
+    assert torch.empty(2).device.type == "cpu"  # only while the model is built

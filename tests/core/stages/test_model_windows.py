@@ -70,6 +70,54 @@ def test_one_spec_from_two_model_folders_and_a_text_to_a_perplexity_ratio(tiny_m
         assert replay(ledger, result.run_id).outcome == "REPRODUCED"
 
 
+def test_one_model_is_in_memory_at_a_time_the_one_read_with_its_hash_first(tiny_models, tmp_path, monkeypatch):
+    """Both models are checked first; then each is loaded, scored and freed before the next is loaded, starting
+    with the one whose weights were kept when its folder was hashed (the first model input a stage names: here
+    the subject, declared first); the tables are those of the usual order."""
+    import gc
+    import weakref
+
+    import certa.engine.core.models.runtime as runtime
+    from certa.engine.core.inputs import load_tables
+
+    spec = _spec(tmp_path, tiny_models, ratio=False)
+    expected = run(spec).certificate["content"]
+    text = spec.read_text()
+    lines = text.splitlines(keepends=True)
+    base = next(i for i, line in enumerate(lines) if "base: {model: baseline}" in line)
+    lines[base], lines[base + 1] = lines[base + 1], lines[base]  # subj declared before base
+    spec.write_text("".join(lines))
+    tables = load_tables(load_plan(spec))
+    assert tables["subj"].weights and tables["base"].weights is None and tables["text"].weights is None
+    del tables
+    loads, alive = [], []
+    original = runtime.PreparedModel.load
+
+    def load(self):  # type: ignore[no-untyped-def]
+        gc.collect()
+        alive.append([ref() is not None for ref in loads])
+        loaded = original(self)
+        loads.append(weakref.ref(loaded.model))
+        alive[-1].append(self.name)
+        return loaded
+
+    monkeypatch.setattr(runtime.PreparedModel, "load", load)
+    content = run(spec).certificate["content"]
+    assert alive == [["subj"], [False, "base"]]
+    assert content["captured"] == expected["captured"]
+    assert content["stages"]["w"]["nll_per_unit"] == expected["stages"]["w"]["nll_per_unit"]
+
+
+def test_a_model_input_no_stage_names_keeps_no_weights(tiny_models, tmp_path):
+    """A model declared for its identity alone (named by no stage) is hashed as it streams by: nothing is held."""
+    from certa.engine.core.inputs import load_tables
+
+    spec = _spec(tmp_path, tiny_models, ratio=False)
+    spec.write_text(spec.read_text().replace("text: {path: text.jsonl}", "text: {path: text.jsonl}\n  spare: {model: baseline}"))
+    tables = load_tables(load_plan(spec))
+    assert tables["base"].weights and not tables["subj"].weights and not tables["spare"].weights
+
+
 def test_a_replay_loads_no_model(tiny_models, tmp_path, monkeypatch):
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         result = run(_spec(tmp_path, tiny_models, ratio=False), ledger=ledger)
