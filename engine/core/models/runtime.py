@@ -1,33 +1,46 @@
 """Loading a model input for evaluation: the bytes hashed are the bytes loaded, safetensors only, offline.
 
 ``load_causal_lm(table)`` takes a model input (``certa.engine.core.models.manifest``: a ``Table`` of format
-``hf-model`` whose ``origin`` is the folder) and builds a causal language model from it:
+``hf-model`` whose ``origin`` is the folder) and builds a causal language model from it, in two steps:
+``prepare_causal_lm`` checks everything but the weights' values (cheap: ``model.windows`` prepares both models
+before it loads either), ``PreparedModel.load`` reads the weights and builds the model.
 
-1. every file the model needs (``config.json``, its weights, ``tokenizer.json`` when present) is read once into
-   memory and its SHA-256 compared with the manifest recorded for the input, so a file changed after the manifest
-   was taken is refused, and the weights evaluated are exactly the bytes the certificate names (no second read
-   from disk by a library). The weights are the files the checkpoint declares (``ModelManifest.weights``:
-   ``model.safetensors``, else the shards of ``model.safetensors.index.json``), never every ``*.safetensors``
-   file of the folder;
+1. ``config.json``, ``model.safetensors.index.json`` and ``tokenizer.json`` are read once into memory and their
+   SHA-256 compared with the manifest recorded for the input (a file changed after the manifest was taken is
+   refused); of each weight file only the header is read: its 8-byte length and JSON. The weights are the files
+   the checkpoint declares (``ModelManifest.weights``: ``model.safetensors``, else the shards of
+   ``model.safetensors.index.json``), never every ``*.safetensors`` file of the folder;
 2. the configuration and the weights' headers are checked against each other before anything is built
    (``certa.engine.core.models.architecture``: no ``auto_map``, since certa never runs code a model ships; a causal
    LM architecture; layers, heads, vocabulary and hidden size bounded by the tensors the weights hold), so a
-   hostile ``config.json`` costs milliseconds;
+   hostile ``config.json`` costs milliseconds (when a check fails, the weight files are hashed first, so that a
+   header read from a file changed since the manifest is reported as that change);
 3. the model is built from that configuration on the ``meta`` device (``AutoModelForCausalLM.from_config``,
    float32) and every stored tensor matched with it (``match_tensors``: the name ``from_pretrained`` reads it as,
    shape, floating-point dtype; a missing one allowed only where the architecture ties it to a loaded one, a stored
-   one left unloaded only where ``from_pretrained`` leaves it because the model computes it), and the buffers the
-   model computes bounded (``check_buffers``);
-4. the model is built again to be loaded (``materialise``): its parameters on ``meta`` and its computed buffers
+   one left unloaded only where ``from_pretrained`` leaves it because the model computes it), the buffers the
+   model computes bounded (``check_buffers``), and the compute dtype checked (``check_dtype``);
+4. the tokenizer is ``tokenizers.Tokenizer`` built from ``tokenizer.json``'s bytes (None without one), with the
+   special tokens its post-processor adds (``certa.engine.core.models.tokenizer``);
+5. ``load``: each weight file's bytes are in private anonymous memory (``mmap.MAP_PRIVATE``: nothing outside this
+   process can change them, as it could a file-backed map), either kept from when the input's folder was hashed
+   (``Table.weights``, ``certa.engine.core.models.manifest.HeldWeights``: read and hashed once in the run) or read
+   now, hashed block by block as they arrive (``read_hashed``) and compared with the manifest's SHA-256; their
+   header must be the one checked in step 2. Each tensor is a view of those bytes where its header puts it
+   (``torch.frombuffer`` at ``TensorHeader.begin``; a copy only when its bytes are not aligned for its dtype or the
+   machine is big-endian: safetensors is little-endian), checked finite (``aminmax``, which propagates NaN: one
+   pass, nothing allocated) and converted to the dtype of the parameter it becomes, which is no copy when the
+   stored dtype is the compute dtype. Two files (``HASH_THREADS``) are read, hashed and checked at a time while
+   the model is built again to be loaded (``materialise``): its parameters on ``meta`` and its computed buffers
    (rotary frequencies, causal masks) computed by the architecture's constructor, as ``from_pretrained`` computes
-   them, in the compute ``dtype`` (``float32``, the default, ``bfloat16`` or ``float16``); the weights loaded from
-   the safetensors bytes (``safetensors.torch.load``: a safetensors file is a JSON header and raw tensors, it cannot
-   run code), each converted to the dtype of the parameter it becomes, tied parameters given one tensor (two stored
-   copies that differ are refused: transformers would silently use one), and nothing left on ``meta``. Its logits
-   are ``from_pretrained(folder, dtype=...)``'s on the same files, bit for bit (tested for every architecture of
-   ``certa.engine.core.models.tiny.ARCHITECTURES``);
-5. the tokenizer is ``tokenizers.Tokenizer`` built from ``tokenizer.json``'s bytes (None without one), with the
-   special tokens its post-processor adds (``certa.engine.core.models.tokenizer``).
+   them, in the compute ``dtype`` (``float32``, the default, ``bfloat16`` or ``float16``). Tied parameters are given
+   one tensor (two stored copies that differ are refused: transformers would silently use one), and nothing is
+   left on ``meta``. Its logits are ``from_pretrained(folder, dtype=...)``'s on the same files, bit for bit (tested
+   for every architecture of ``certa.engine.core.models.tiny.ARCHITECTURES``).
+
+Memory: a model computed in its stored dtype holds its weights' bytes once (the parameters are those bytes); in
+another dtype, the converted parameters and at most two files' bytes at a time. Nothing is read by a library:
+safetensors' own loader is not used (it would copy every tensor), but its format rules are checked (step 2).
 
 Every problem with the folder's files is an ``InputError`` naming the input, the file and what is wrong (never a
 library's traceback): ``certa`` prints it on one line and exits 2.
@@ -314,11 +327,7 @@ class PreparedModel(_Described):
     """The weight files' bytes read when the input was hashed (``Table.weights``), taken by ``load``."""
 
     def load(self) -> LoadedModel:
-        """The model with its weights (module docstring, steps 4 and 5): each weight file read once into private
-        memory and hashed as it is read (``HASH_THREADS`` files at a time: a conversion to another dtype
-        holds at most that many files' bytes beside the converted tensors), its tensors built on those bytes and
-        checked finite while the model is built, converted to the compute dtype (no copy when it is the stored
-        one), loaded, and nothing left on ``meta``."""
+        """The model with its weights (module docstring, step 5)."""
         libs = require_model_libraries()
         torch, transformers = libs["torch"], libs["transformers"]
         name, plan = self.name, self.plan
@@ -378,8 +387,8 @@ class PreparedModel(_Described):
 
 def prepare_causal_lm(table: Table, *, device: str = "cpu", dtype: str = "float32") -> PreparedModel:
     """The model input ``table`` checked and ready to load in ``dtype`` on ``device`` (module docstring, steps 1 to
-    3 and 5): ``config.json``, the index and ``tokenizer.json`` read and verified, the weights' headers read and
-    every tensor matched with the architecture, without reading the weights' values."""
+    4): ``config.json``, the index and ``tokenizer.json`` read and verified, the weights' headers read and every
+    tensor matched with the architecture, without reading the weights' values."""
     if table.fmt != MODEL_FORMAT:
         raise StageError(f"input '{table.name}' is a {table.fmt} table, not a model folder (declare it with model:)")
     if table.origin is None:
