@@ -74,11 +74,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from certa.engine.foundation.errors import InputError
+from certa.engine.foundation.errors import InputError, error_line
 
 __all__ = ["TensorHeader", "TensorPlan", "read_header", "weight_headers", "config_document", "check_limits",
            "build_architecture", "match_tensors", "check_buffers", "materialise", "MAX_HEADER_BYTES",
-           "BUFFER_ALLOWANCE", "COMPUTE_DTYPES", "FREE_LAYERS", "LAYER_BUILD_BYTES", "error_line", "weight_bytes"]
+           "BUFFER_ALLOWANCE", "COMPUTE_DTYPES", "FREE_LAYERS", "LAYER_BUILD_BYTES", "weight_bytes"]
 
 MAX_HEADER_BYTES = 100_000_000
 """The longest safetensors header the format allows (``safetensors``' ``MAX_HEADER_SIZE``)."""
@@ -355,12 +355,6 @@ def materialise(name: str, skeleton: Any, transformers: Any, torch: Any, dtype: 
                          f"{', '.join(sorted(kept))} in float32 when it is loaded in {dtype}; certa computes it in "
                          "float32 only (dtype: float32)")
     return _construct(name, config, transformers, torch, getattr(torch, dtype), _parameters_on_meta(torch))
-
-
-def error_line(exc: BaseException) -> str:
-    """``Type: message`` of a library's exception on one line, at most 300 characters of the message."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return f"{type(exc).__name__}: {text[:300]}{'...' if len(text) > 300 else ''}"
 
 
 @dataclass(frozen=True)

@@ -52,10 +52,10 @@ from typing import Any
 
 import numpy as np
 
-from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.foundation.errors import InputError, StageError, error_line
 from certa.engine.foundation.extras import install_command, missing_extra
 from certa.engine.core.models.architecture import (COMPUTE_DTYPES, build_architecture, check_buffers, check_limits,
-                                                   config_document, error_line, match_tensors, materialise,
+                                                   config_document, match_tensors, materialise,
                                                    weight_headers)
 from certa.engine.core.models.manifest import (MODEL_FORMAT, WEIGHTS_FILE, WEIGHTS_INDEX, ModelFile, index_shards,
                                                read_manifest)
