@@ -59,6 +59,9 @@ PROGRESS = re.compile(r"^(\[\d+/\d+\] stage |recording run [0-9a-f]{32}: |[a-z]+
 ``recording run ID: ...``, ``verify: entries 1/22``, ``site: pages 4/8``, and a stage's own progress, indented
 (``    w: subject: 50,156 scored tokens/s; windows 45/45``)."""
 VERIFY_LINE = ("error:", "NOT VERIFIED", "TAMPERED", "tampered")
+INTERNAL_ERROR = "error: internal error, a bug in certa"
+"""How the command line reports an exception that is no ``CertaError`` (a bug) in one line: a traceback for the
+sweep's counts, whatever its exit code."""
 
 
 # ---------------------------------------------------------------------------------------------- the world
@@ -145,7 +148,8 @@ def check(case: str, result: Result, *, allowed: set[int], folders: tuple[Path, 
     """Record ``result`` in COUNTS and assert the sweep's invariants (see the module docstring)."""
     count("tried")
     out = (result.stdout or "") + (result.stderr or "")
-    traceback = ("Traceback" in out or (result.exception is not None and not isinstance(result.exception, SystemExit)))
+    traceback = ("Traceback" in out or INTERNAL_ERROR in out
+                 or (result.exception is not None and not isinstance(result.exception, SystemExit)))
     if traceback:
         count("tracebacks")
     count("accepted" if result.exit_code == 0 else "refused")

@@ -331,7 +331,8 @@ def _doc_ids(where: str, values: list[int], located: list[str]) -> np.ndarray:
 
 def _hex_digests(where: str, field: str, values: list[str], located: list[str]) -> np.ndarray:
     """The values of an identity field, each a hex SHA-256 (64 lower-case hex digits)."""
-    if set(map(len, values)) != {64} or "".join(values).encode("utf-8").translate(None, _HEX_DIGITS):
+    # surrogatepass: a lone surrogate (a JSON escape) is a non-hex byte here, so the value is named below
+    if set(map(len, values)) != {64} or "".join(values).encode("utf-8", "surrogatepass").translate(None, _HEX_DIGITS):
         bad = next(index for index, value in enumerate(values) if _HEX64.fullmatch(value) is None)
         raise InputError(f"{where}, {located[bad]}: field '{field}' must be a hex SHA-256 (64 lower-case hex "
                          f"digits; got {values[bad][:70]!r})")
@@ -417,7 +418,9 @@ def samples_task_hash(raw: bytes, where: str, limits: InputLimits) -> str:
         records, lines = json_lines(where, raw, limits)
         digests = ["".join(field_of(record, field, (str,), f"{where}, line {line}") for field in IDENTITY_FIELDS)
                    for record, line in zip(records, lines)]
-    return sha256_hex("".join(digests).encode("utf-8"))
+    # surrogatepass: a lone surrogate in a line of a filter not read (whose digests are not checked) gives a digest
+    # lm-eval cannot have written, so the results file is refused as not describing these samples
+    return sha256_hex("".join(digests).encode("utf-8", "surrogatepass"))
 
 
 def _provenance(where: str, raw: bytes, named_results: tuple[Source | None, str | None], task: str | None,
@@ -466,18 +469,24 @@ def _provenance(where: str, raw: bytes, named_results: tuple[Source | None, str 
 
 def _check_reported(results_where: str, document: dict[str, Any], task: str, filter_name: str,
                     task_config: dict[str, Any], metrics: Mapping[str, np.ndarray], where: str) -> None:
-    """The results file's own figures of the task against the samples read: its ``sample_len`` must be their
-    number of documents, and each metric the task aggregates by ``mean`` must be their mean (to 1e-9). A results
-    file of another model or run of the same task (the same task hash: the same documents) is refused so, naming
-    both numbers, never recorded as the samples' provenance."""
+    """The results file's own figures of the task against the samples read: its ``sample_len`` and
+    ``n-samples.<task>.effective`` must be their number of documents (``n-samples.<task>.original``, the task's
+    documents before ``--limit``, at least it), and each metric the task aggregates by ``mean`` must be their mean
+    (to 1e-9). A results file of another model or run of the same task (the same task hash: the same documents)
+    is refused so, naming both numbers, never recorded as the samples' provenance."""
+    documents = len(next(iter(metrics.values()))) if metrics else None
+    counted = document.get("n-samples", {}).get(task) if type(document.get("n-samples")) is dict else None
+    stated_counts = [(f"n-samples.{task}.{count}", counted.get(count), count == "original")
+                     for count in ("effective", "original")] if type(counted) is dict else []
     reported = document.get("results", {}).get(task) if type(document.get("results")) is dict else None
+    if type(reported) is dict:
+        stated_counts.insert(0, (f"results.{task}.sample_len", reported.get("sample_len"), False))
+    for field, stated, at_least in stated_counts:
+        if documents is not None and type(stated) is int and (stated < documents if at_least else stated != documents):
+            raise InputError(f"{results_where}: {field} is {stated}, but {where} holds {documents} documents of the "
+                             "task: the results file is not these samples'")
     if type(reported) is not dict:
         return
-    documents = len(next(iter(metrics.values()))) if metrics else None
-    stated = reported.get("sample_len")
-    if documents is not None and type(stated) is int and stated != documents:
-        raise InputError(f"{results_where}: results.{task}.sample_len is {stated}, but {where} holds {documents} "
-                         "documents of the task: the results file is not these samples'")
     listed = task_config.get("metric_list") if type(task_config.get("metric_list")) is list else []
     by_mean = {entry.get("metric") for entry in listed if type(entry) is dict and entry.get("aggregation") == "mean"}
     for metric in sorted(by_mean & set(metrics)):
