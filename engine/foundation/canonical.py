@@ -165,10 +165,11 @@ def _canonical_of_encodable(prepared: Any, value: Any) -> bytes:
         return _reference(value)
 
 
-class TextNotUTF8(ValueError):
+class TextNotUTF8(rfc8785.CanonicalizationError):
     """A string to be canonicalised is not UTF-8 text: it holds a lone surrogate (a ``\\ud800``-``\\udfff``
-    JSON escape with no pair, which Python's ``json`` reads into a string), which RFC 8785 cannot encode.
-    ``where`` is its path in the value encoded (``first_text_not_utf8``), ``text`` the string."""
+    JSON escape with no pair, which Python's ``json`` reads into a string), which RFC 8785 cannot encode (the
+    reference's own error, naming the text). ``where`` is its path in the value encoded
+    (``first_text_not_utf8``), ``text`` the string."""
 
     def __init__(self, where: str, text: str) -> None:
         self.where, self.text = where, text

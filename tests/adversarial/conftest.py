@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,8 +81,24 @@ class World:
     runs: int
 
 
+HIDDEN_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
+"""The warning categories Python's default filters hide; every other one is printed on a command's stderr (certa
+installs no filter), which pytest would capture instead: ``invoke`` records them (``shown_warnings``)."""
+
+
 def invoke(*args: object, env: dict[str, str] | None = None) -> Result:
-    return CliRunner().invoke(main, [str(a) for a in args], env=env)
+    """``certa ARGS`` in-process; the Python warnings a real process would print on stderr (numpy's
+    ``RuntimeWarning``s, say) are kept in ``shown_warnings(result)``, as ``Category: message`` lines."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = CliRunner().invoke(main, [str(a) for a in args], env=env)
+    shown = [f"{w.category.__name__}: {w.message}" for w in caught if not issubclass(w.category, HIDDEN_WARNINGS)]
+    result.shown_warnings = list(dict.fromkeys(shown))  # type: ignore[attr-defined]  # Python prints each once
+    return result
+
+
+def shown_warnings(result: Result) -> list[str]:
+    return list(getattr(result, "shown_warnings", []))
 
 
 @pytest.fixture(scope="session")
@@ -163,8 +180,8 @@ def check(case: str, result: Result, *, allowed: set[int], folders: tuple[Path, 
     assert not traceback, detail
     assert result.exit_code in allowed, detail
     assert not partial, f"{detail}\nleft behind: {partial}"
-    if result.exit_code != 0:
-        lines = [line for line in result.stderr.splitlines() if not PROGRESS.match(line)]
+    if result.exit_code != 0:  # a warning Python prints is a line on stderr too
+        lines = [line for line in result.stderr.splitlines() + shown_warnings(result) if not PROGRESS.match(line)]
         if verdict_command and result.exit_code == 1:  # `certa run`: a FAIL verdict, recorded, not a refusal
             assert "FAIL" in result.stdout, detail
         elif verify_command and result.exit_code == 1:

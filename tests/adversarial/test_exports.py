@@ -299,7 +299,8 @@ LM_PPL_CASES: dict[str, tuple[RecordsChange | Bytes, Expect, bool]] = {
     "loglik-hex-text": (_ppl_loglik("0x10"), "refuse", False),
     "loglik-underscore-text": (_ppl_loglik("-1_0"), "refuse", False),
     "loglik-a-sum-as-a-mean": (_ppl_loglik("-1e6"), "any", False),
-    "loglik-positive": (_ppl_loglik("5.5"), "any", False),
+    "loglik-positive": (_ppl_loglik("5.5"), "refuse", False),  # a probability above 1
+    "loglik-zero": (_ppl_loglik("0.0"), "any", False),
     "loglik-beyond-overflow": (_ppl_loglik("-1e308"), "any", False),
     "count-zero": (_ppl_counts(0), "refuse", False),
     "count-negative": (_ppl_counts(-3), "refuse", False),

@@ -15,7 +15,9 @@ Categories, one parametrised test each (failures name the case):
 5. bad environments: ``--ledger`` values, unwritable ``-o`` targets, a read-only ledger.
 
 More categories live beside this file: SIGKILLs of real ``certa`` processes (test_kills.py), a real full disk
-(test_full_disk.py) and PostgreSQL ledgers (test_postgres_sweep.py). The shared machinery is conftest.py;
+(test_full_disk.py), PostgreSQL ledgers (test_postgres_sweep.py), hostile model folders (test_model_folders.py),
+index tables and recorded verification state (test_index_tables.py), hostile evaluator exports
+(test_exports.py) and ``certa batch`` over specs of every input kind (test_batch_inputs.py). The shared machinery is conftest.py;
 test_zz_summary.py, collected last, prints the counts (``python3 -m pytest tests/adversarial -q -s``) and
 asserts that tracebacks, lost runs and partial files are all 0.
 """

@@ -308,9 +308,10 @@ def _loglikelihoods_named(where: str, fields: _Fields, metrics: dict[str, np.nda
         if renamed in metrics:
             raise InputError(f"{where}: metrics '{name}' and '{renamed}' both logged; certa reads a loglikelihood "
                              f"task's '{name}' as the document's log-likelihood, '{renamed}'")
-        loglik = strict_floats(fields.loglik_texts,
-                               lambda i: f"{where}, {located[i]}: field 'filtered_resps' ([loglikelihood, is_greedy] "
-                                         f"of a loglikelihood task, whose '{name}' is that log-likelihood)")
+        loglik = _log_probabilities(strict_floats(
+            fields.loglik_texts, lambda i: f"{where}, {located[i]}: field 'filtered_resps' ([loglikelihood, is_greedy] "
+                                           f"of a loglikelihood task, whose '{name}' is that log-likelihood)"),
+            where, located)
         differs = np.flatnonzero(metrics[name] != loglik)
         if differs.size:
             at = int(differs[0])
@@ -319,6 +320,18 @@ def _loglikelihoods_named(where: str, fields: _Fields, metrics: dict[str, np.nda
                              f"loglikelihood task's per-document '{name}' as that log-likelihood, and certa reads it "
                              "only as one")
     return {LOGLIKELIHOOD_METRIC.get(name, name): values for name, values in metrics.items()}
+
+
+def _log_probabilities(loglik: np.ndarray, where: str, located: list[str]) -> np.ndarray:
+    """``loglik``, each a log-probability: at most 0 (a probability at most 1). A positive one is no model's
+    (lm-eval sums log-softmax outputs) and would read as a perplexity below 1: refused, naming the record."""
+    above = np.flatnonzero(loglik > 0)
+    if above.size:
+        at = int(above[0])
+        raise InputError(f"{where}, {located[at]}: field 'filtered_resps' holds the log-likelihood "
+                         f"{float(loglik[at])!r}, above 0 (a probability above 1), which no model computes "
+                         f"({above.size} such record(s))")
+    return loglik
 
 
 def _doc_ids(where: str, values: list[int], located: list[str]) -> np.ndarray:
@@ -353,8 +366,9 @@ def _metric_names(where: str, listed: list[list[Any]], located: list[str]) -> tu
 def _perplexity(where: str, fields: _Fields, rolling: list[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(−loglikelihood, counts by unit) of a loglikelihood_rolling task."""
     located = fields.located
-    loglik = strict_floats(fields.loglik_texts,
-                           lambda i: f"{where}, {located[i]}: field 'filtered_resps' (one loglikelihood)")
+    loglik = _log_probabilities(strict_floats(fields.loglik_texts, lambda i: f"{where}, {located[i]}: field "
+                                                                              "'filtered_resps' (one loglikelihood)"),
+                                where, located)
     counts: dict[str, np.ndarray] = {}
     for metric in rolling:
         logliks, values = fields.pairs[metric]

@@ -62,6 +62,8 @@ def raises(match: str, read, *args, **kwargs) -> str:
 @pytest.mark.parametrize("record, message", [
     (rolling_line(0, "nan"), r"line 1: field 'filtered_resps' .* must be a number written as text \(got 'nan'\)"),
     (rolling_line(0, "1e999"), r"line 1: field 'filtered_resps' .* is '1e999', not finite"),
+    (rolling_line(0, "5.5"), r"line 1: field 'filtered_resps' holds the log-likelihood 5.5, above 0 \(a probability "
+                             r"above 1\), which no model computes \(1 such record"),
     (rolling_line(0, "-1_0"), r"line 1: .*got '-1_0'"),
     (rolling_line(0, filtered_resps=[-3.5]), r"line 1: .*must be a number written as text \(got -3.5\)"),
     (rolling_line(0, doc_hash="xyz"), r"line 1: field 'doc_hash' must be a hex SHA-256"),
