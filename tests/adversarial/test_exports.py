@@ -547,8 +547,6 @@ ARCHIVE_CASES: dict[str, tuple[ArchiveCase, Expect]] = {
     "no-header": (lambda log: _archive(_without(log, lambda n: n == "header.json")), "refuse"),
     "no-samples": (lambda log: _archive(_without(log, lambda n: n.startswith("samples/"))), "refuse"),
     "a-sample-missing": (lambda log: _archive(_without(log, lambda n: n == FIRST)), "refuse"),
-    "a-sample-missing-and-the-count-lowered": (lambda log: _archive(_header_changed(
-        InspectLog(_without(log, lambda n: n == FIRST)), ("results", "completed_samples"), 39)), "any"),
     "completed-samples-41": (lambda log: _archive(_header_changed(log, ("results", "completed_samples"), 41)),
                              "refuse"),
     "completed-samples-2^64": (lambda log: _archive(_header_changed(log, ("results", "completed_samples"), 2**64)),
@@ -618,6 +616,22 @@ def test_inspect_eval(kind: str, tmp_path: Path) -> None:
         change, expect, rename = SAMPLE_CASES[kind.removeprefix("sample-")]
         path = _write(tmp_path / "hostile.eval", _archive(_sample_changed(log, change, rename)))
     run_export(f"inspect .eval {kind}", INSPECT, {"subject": path}, tmp_path, expect, rows=_expected_rows(expect, kind))
+
+
+@pytest.mark.xfail(strict=True, reason="inspect_log.py reconciles the samples read with results.completed_samples "
+                                      "only: a sample member removed and that count lowered to 39 is read, although "
+                                      "the header still declares results.total_samples 40 (20 samples x 2 epochs, "
+                                      "status success); the fix belongs to inspect_log.py (another helper's file)")
+def test_inspect_declared_counts(tmp_path: Path) -> None:
+    """A sample removed from a ``.eval`` log and ``results.completed_samples`` lowered to match: the header's
+    ``results.total_samples`` (and ``eval.dataset.samples`` × ``eval.config.epochs``) still say 40, the log 39."""
+    log = _inspect_log()
+    header = dict(log.members)["header.json"]
+    assert header["results"]["total_samples"] == 40 == header["eval"]["dataset"]["samples"] * header["eval"]["config"]["epochs"]
+    members = _header_changed(InspectLog(_without(log, lambda n: n == FIRST)), ("results", "completed_samples"), 39)
+    path = _write(tmp_path / "hostile.eval", _archive(members))
+    run_export("inspect .eval a sample missing, completed_samples lowered to 39", INSPECT, {"subject": path},
+               tmp_path, "refuse")
 
 
 def _inspect_json_raw(side: str) -> bytes:
