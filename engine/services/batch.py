@@ -340,6 +340,9 @@ def _record(ledger: Ledger, batch_id: str, item: BatchSpec, result: WorkerResult
         except LedgerError:
             return BatchRow(str(item.path), None, ERROR, None, error.exit_code, error=f"LedgerError: {error}",
                             worker=result.worker)
+    except CertaError as error:  # the content cannot be sealed (an input's text that is not UTF-8): this spec's error
+        return BatchRow(str(item.path), None, ERROR, None, error.exit_code, error=f"{type(error).__name__}: {error}",
+                        worker=result.worker, name=plan.name)
     verdict = execution.verdict
     return BatchRow(str(item.path), run_id, RECORDED, verdict, 0 if verdict == "PASS" else 1, worker=result.worker,
                     name=plan.name, gates=tuple(certificate["content"]["gates"]), warnings=warnings)
