@@ -42,7 +42,8 @@ from certa.ledger.run_record import BATCH_DECISION
 from certa.engine.services.batch_ledger import LedgerSnapshot, idempotency_key, ledger_references, run_id_for_key
 from certa.engine.services.batch_worker import WorkerResult, compute_run
 from certa.engine.foundation.canonical import canonical_sha256, sha256_hex
-from certa.engine.foundation.errors import CertaError, LedgerError, SpecError, error_line
+from certa.engine.foundation.errors import CertaError, LedgerError, SpecError
+from certa.engine.foundation.library_errors import error_line
 from certa.engine.foundation.extras import require_extra
 from certa.engine.core.input_limits import InputLimits
 from certa.engine.core.inputs import InputSource, check_pin, read_source

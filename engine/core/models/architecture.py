@@ -74,7 +74,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from certa.engine.foundation.errors import InputError, error_line
+from certa.engine.foundation.errors import InputError
+from certa.engine.foundation.library_errors import error_line
 
 __all__ = ["TensorHeader", "TensorPlan", "read_header", "weight_headers", "config_document", "check_limits",
            "build_architecture", "match_tensors", "check_buffers", "materialise", "MAX_HEADER_BYTES",

@@ -52,7 +52,8 @@ from typing import Any
 
 import numpy as np
 
-from certa.engine.foundation.errors import InputError, StageError, error_line
+from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.foundation.library_errors import error_line
 from certa.engine.foundation.extras import install_command, missing_extra
 from certa.engine.core.models.architecture import (COMPUTE_DTYPES, build_architecture, check_buffers, check_limits,
                                                    config_document, match_tensors, materialise,
