@@ -179,6 +179,8 @@ def main() -> None:
                                                                                              "lie")), (1.0, 300)),
             ("Inspect .eval: 64 MiB sample input", "eval", inspect("input.eval", lambda: grown_log("subject", mib64, "input")),
              (1.0, 300)),
+            ("Inspect .eval: 16 MiB input (cell_bytes), read", "eval",
+             inspect("input16.eval", lambda: grown_log("subject", 16 << 20, "input")), None),
             ("Inspect .eval: 64 MiB transcript, read", "eval", inspect("events.eval", lambda: grown_log("subject", mib64)),
              (0, 300)),
             ("Inspect JSON: 64 MiB transcript, read", "inspect-json",
