@@ -108,6 +108,8 @@ def main() -> None:
         for fmt in ("csv", "jsonl", "parquet"):  # the format declared: no file suffix needed
             specs[fmt] = work / f"spec-{fmt}.yaml"
             specs[fmt].write_text(SMALL_SPEC.replace("data/subject.csv", f"data/subject.csv, format: {fmt}"))
+        shutil.copytree(ROOT / "specs" / "lm-eval-accuracy", work / "lm-eval")
+        specs["lm-eval-results"] = work / "lm-eval" / "spec.yaml"
         shutil.copytree(ROOT / "specs" / "inspect-accuracy", work / "inspect")
         specs["eval"] = work / "inspect" / "spec.yaml"
         specs["inspect-json"] = work / "inspect" / "spec-json.yaml"
@@ -144,11 +146,20 @@ def main() -> None:
             write_parquet_bomb(work / "rows.parquet", 4 * 10**8 if full else 120_000_000)
             return work / "rows.parquet"
 
-        def inspect(name: str, make: Callable[[], bytes]) -> Callable[[], Path]:
+        def built(name: str, make: Callable[[], bytes]) -> Callable[[], Path]:
             def write() -> Path:
                 (work / name).write_bytes(make())
                 return work / name
             return write
+
+        def padded_results(size: int) -> bytes:
+            """The fixture subject's lm-eval results file with its pretty_env_info (a field certa does not read)
+            a list of empty objects, the file ``size`` bytes."""
+            (path,) = (work / "lm-eval" / "data" / "subject").glob("results_*.json")
+            results = json.loads(path.read_text(encoding="utf-8"))
+            head, tail = json.dumps({**results, "pretty_env_info": "@"}).encode().split(b'"@"')
+            count = (size - len(head) - len(tail) - 1) // 3
+            return head + b"[" + b"{}," * (count - 1) + b"{}]" + tail
 
         mib64 = 64 << 20
         legit: dict[str, int] = {}
@@ -173,20 +184,22 @@ def main() -> None:
             ("Parquet: 10^7 x 1 KiB same string", "parquet", string_bomb, (1.0, 300)),
             (f"Parquet: {'4e8' if full else '1.2e8'} identical rows", "parquet", rows_bomb, (1.0, 300)),
             ("Inspect .eval: the fixture (its floor)", "eval", str(work / "inspect" / "data" / "subject.eval"), None),
-            ("Inspect .eval: 64 MiB member, no sample", "eval", inspect("pad.eval", lambda: grown_log("subject", mib64,
+            ("Inspect .eval: 64 MiB member, no sample", "eval", built("pad.eval", lambda: grown_log("subject", mib64,
                                                                                           "padding")), (1.0, 300)),
-            ("Inspect .eval: member inflating >64 MiB", "eval", inspect("lie.eval", lambda: grown_log("subject", mib64,
+            ("Inspect .eval: member inflating >64 MiB", "eval", built("lie.eval", lambda: grown_log("subject", mib64,
                                                                                              "lie")), (1.0, 300)),
-            ("Inspect .eval: 64 MiB sample input", "eval", inspect("input.eval", lambda: grown_log("subject", mib64, "input")),
+            ("Inspect .eval: 64 MiB sample input", "eval", built("input.eval", lambda: grown_log("subject", mib64, "input")),
              (1.0, 300)),
             ("Inspect .eval: 16 MiB input (cell_bytes), read", "eval",
-             inspect("input16.eval", lambda: grown_log("subject", 16 << 20, "input")), None),
-            ("Inspect .eval: 64 MiB transcript, read", "eval", inspect("events.eval", lambda: grown_log("subject", mib64)),
+             built("input16.eval", lambda: grown_log("subject", 16 << 20, "input")), None),
+            ("Inspect .eval: 64 MiB transcript, read", "eval", built("events.eval", lambda: grown_log("subject", mib64)),
              (0, 300)),
             ("Inspect JSON: 64 MiB transcript, read", "inspect-json",
-             inspect("events.json", lambda: grown_json_log("subject", mib64)), (0, 300)),
-            ("Inspect .eval: 10^4 samples, read", "eval", inspect("many.eval", many(False)), None),
-            ("Inspect JSON: 10^4 samples, read", "inspect-json", inspect("many.json", many(True)), None),
+             built("events.json", lambda: grown_json_log("subject", mib64)), (0, 300)),
+            ("lm-eval results: 64 MiB unread field, read", "lm-eval-results",
+             built("results.json", lambda: padded_results(mib64)), (0, 300)),
+            ("Inspect .eval: 10^4 samples, read", "eval", built("many.eval", many(False)), None),
+            ("Inspect JSON: 10^4 samples, read", "inspect-json", built("many.json", many(True)), None),
         ]
         cases = [case for case in cases if arguments.only in case[0] or "the command's floor" in case[0]]
         print(f"{'case':40} {'file':>10} {'build':>7} {'seconds':>8} {'peak MB':>8} {'exit':>4}  goal      message")
@@ -196,7 +209,8 @@ def main() -> None:
             built = time.monotonic() - built
             size = path.stat().st_size if path.is_file() else 0
             seconds, rss, code, message = measure(
-                [*CLI, "run", str(specs[fmt]), "--no-record", "--input", f"subject={path}"], work)
+                [*CLI, "run", str(specs[fmt]), "--no-record", "--input",
+                 f"{'subject_results' if fmt == 'lm-eval-results' else 'subject'}={path}"], work)
             refused = goal is not None and goal[0] > 0  # a goal of 0 s: the input is read, only memory counts
             met = "" if goal is None else (
                 "met" if (code == 2 or not refused) and (not refused or seconds <= goal[0])

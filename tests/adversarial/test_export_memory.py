@@ -1,5 +1,5 @@
 """Memory bounded by what the limits say (issue 31, item 5): Inspect logs of about 100 KB on disk whose one sample
-member is 64 MiB of JSON (``tests/core/evidence/inspect_bombs.py``), each run through ``certa run`` in a fresh
+member is 64 MiB of JSON (and an lm-eval results file with a 64 MiB field certa does not read) (``tests/core/evidence/inspect_bombs.py``), each run through ``certa run`` in a fresh
 process whose own peak resident memory (``VmHWM``; ``ru_maxrss`` would start from pytest's) and time are measured.
 
 Before: the member was parsed by ``json`` into Python objects, about 26 times its size: 1.7 GB for 64 MiB of
@@ -59,17 +59,18 @@ def _bounded() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
 
 
-def measured_run(folder: Path, subject: Path, fmt: str = "inspect-eval") -> tuple[Result, dict]:
-    """``certa run`` of ``specs/inspect-accuracy`` (copied to ``folder``) with ``subject`` as the subject (its
-    format ``fmt``), ``--no-record``, in a fresh process: the result (for the sweep's ``check``) and the
+def measured_run(folder: Path, subject: Path, fmt: str = "inspect-eval", *, example: str = "inspect-accuracy",
+                 name: str = "subject") -> tuple[Result, dict]:
+    """``certa run`` of ``specs/<example>`` (copied to ``folder``) with ``subject`` as its input ``name`` (an Inspect
+    subject's format ``fmt``), ``--no-record``, in a fresh process: the result (for the sweep's ``check``) and the
     measurements."""
-    shutil.copytree(ROOT / "specs" / "inspect-accuracy", folder / "inspect")
-    spec = folder / "inspect" / "spec.yaml"
+    shutil.copytree(ROOT / "specs" / example, folder / example)
+    spec = folder / example / "spec.yaml"
     spec.write_text(spec.read_text().replace("subject: {path: data/subject.eval, format: inspect-eval}",
                                              f"subject: {{path: data/subject.eval, format: {fmt}}}"))
     to = folder / "measured.json"
     done = subprocess.run([sys.executable, "-c", MEASURED, "run", str(spec), "--no-record",
-                           "--input", f"subject={subject}"], cwd=folder, capture_output=True, timeout=120,
+                           "--input", f"{name}={subject}"], cwd=folder, capture_output=True, timeout=120,
                           preexec_fn=_bounded, env={**os.environ, "PYTHONPATH": str(ROOT), "MEASURED_TO": str(to)})
     measured = json.loads(to.read_text()) if to.exists() else {"code": done.returncode, "seconds": None,
                                                                 "peak_mb": None}
@@ -118,7 +119,7 @@ def test_a_sample_with_a_64_mib_transcript_is_read_in_bounded_memory(form: str, 
     fixture = ROOT / "specs" / "inspect-accuracy" / "data" / "subject.eval"
     (tmp_path / "fixture").mkdir()
     plain, _ = measured_run(tmp_path / "fixture", fixture)
-    assert _verdict(result.stdout) == _verdict(plain.stdout), (result.stdout, plain.stdout)
+    assert _verdict(result.stdout) == _verdict(plain.stdout) != [], (result.stdout, plain.stdout)
     read = read_inspect_eval if form == "inspect-eval" else read_inspect_json
     grown, genuine = read((tmp_path / "grown").read_bytes()), read_inspect_eval(fixture.read_bytes())
     assert genuine.n_items == grown.n_items == 40
@@ -131,4 +132,21 @@ def test_a_sample_with_a_64_mib_transcript_is_read_in_bounded_memory(form: str, 
 def _verdict(stdout: str) -> list[str]:
     """The verdict and the gates' lines of ``certa run``'s output (not the run id or the digests, which name the
     input's bytes)."""
-    return [line for line in stdout.splitlines() if line.startswith(("inspect-accuracy:", "  gate", "  family"))]
+    return [line for line in stdout.splitlines() if line.startswith(("inspect-accuracy:", "lm-eval-accuracy:", "  gate",
+                                                                       "  family"))]
+
+
+def test_an_lm_eval_results_file_with_a_64_mib_field_it_does_not_read_is_read_in_bounded_memory(tmp_path: Path) -> None:
+    """The lm-eval example's subject results file with ``pretty_env_info`` grown to 64 MiB of empty objects: was
+    1.7 GB (the whole document built by ``json``), now the field is checked as JSON and never built."""
+    (results,) = (ROOT / "specs" / "lm-eval-accuracy" / "data" / "subject").glob("results_*.json")
+    head, tail = json.dumps({**json.loads(results.read_text(encoding="utf-8")), "pretty_env_info": "@"}).encode() \
+        .split(b'"@"')
+    (tmp_path / "results.json").write_bytes(head + b"[" + b"{}," * (MIB64 // 3) + b"{}]" + tail)
+    result, measured = measured_run(tmp_path, tmp_path / "results.json", example="lm-eval-accuracy",
+                                    name="subject_results")
+    check("lm-eval results with a 64 MiB field", result, allowed={0})
+    assert measured["peak_mb"] < PEAK_MB, measured
+    (tmp_path / "fixture").mkdir()
+    plain, _ = measured_run(tmp_path / "fixture", results, example="lm-eval-accuracy", name="subject_results")
+    assert _verdict(result.stdout) == _verdict(plain.stdout) != [], (result.stdout, plain.stdout)

@@ -135,10 +135,7 @@ def read_inspect_json(log: Source, *, slice_metadata: str | None = None, name: s
 
 def _log_fields(log: JsonObject, limits: InputLimits) -> dict[str, Any]:
     """The header fields certa reads (``_LOG_FIELDS``, those present), parsed: at most ``cell_bytes`` of JSON."""
-    names = [name for name in _LOG_FIELDS if name in log]
-    limits.check(log.where, "cell_bytes", sum(map(log.text_bytes, names)),
-                 f"the JSON text of the log's fields {', '.join(_LOG_FIELDS)} in bytes")
-    return {name: log.value(name) for name in names}
+    return log.values(_LOG_FIELDS, limits, f"the JSON text of the log's fields {', '.join(_LOG_FIELDS)} in bytes")
 
 
 def _check_parsed(where: str, parsed: int, limits: InputLimits) -> None:

@@ -244,6 +244,13 @@ class JsonObject:
         except ValueError as error:  # what msgspec reads and json does not: an integer of over 4,300 digits
             raise InputError(f"{self.where}: not a JSON document ({error})") from None
 
+    def values(self, names: Sequence[str], limits: InputLimits, what: str) -> dict[str, Any]:
+        """``{name: value}`` of the fields ``names`` present, parsed as ``value`` parses one, at most ``cell_bytes``
+        of JSON text in all, checked before any is parsed (``what`` names them in the refusal)."""
+        present = [name for name in names if name in self._fields]
+        limits.check(self.where, "cell_bytes", sum(map(self.text_bytes, present)), what)
+        return {name: self.value(name) for name in present}
+
     def object(self, name: str) -> JsonObject | None:
         """Field ``name`` as a ``JsonObject``; ``None`` when it is absent or not a JSON object."""
         if name not in self._fields:

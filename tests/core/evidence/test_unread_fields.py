@@ -1,5 +1,5 @@
-"""Inspect logs are read without building the fields certa does not read (issue 31, item 5), and what certa reads
-does not change: a sample's other fields (its transcript) never change the records, what ``json`` refuses
+"""Inspect logs (and lm-eval results files) are read without building the fields certa does not read (issue 31,
+item 5), and what certa reads does not change: a sample's other fields (its transcript) never change the records, what ``json`` refuses
 anywhere in a member is refused in ``json``'s words, the fields certa parses are bounded by ``cell_bytes`` before
 they are parsed, and a member is refused at the byte that passes its declared size. The memory itself is
 measured in ``tests/adversarial/test_export_memory.py`` and ``bench/hostile_inputs.py``."""
@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import zipfile
 from io import BytesIO
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from certa.engine.core.evidence import EvidenceRecords, read_inspect_eval, read_inspect_json
+from certa.engine.core.evidence import EvidenceRecords, read_inspect_eval, read_inspect_json, read_lm_eval_samples
 from certa.engine.core.evidence import sources
 from certa.engine.core.evidence.sources import JsonObject, json_document, require_utf8
 from certa.engine.core.input_limits import InputLimits
@@ -238,3 +239,25 @@ def test_the_json_form_s_samples_must_be_a_list_of_objects_as_before() -> None:
         read_inspect_json(json_log(json.dumps(sample()).encode(), b"[1]"), name="log")
     assert np.array_equal(read_inspect_json(json_log(json.dumps(sample()).encode()), name="log").metrics["match"],
                           [1.0])
+
+
+LM_EVAL = Path(__file__).resolve().parents[2] / "data" / "evaluators" / "lm_eval" / "baseline"
+
+
+def test_an_lm_eval_results_file_is_read_without_its_other_fields() -> None:
+    """Fields of a results file certa does not read (``pretty_env_info``, ``n-samples``, anything) never change the
+    provenance; what ``json`` refuses in them is refused; the fields it reads are bounded by ``cell_bytes``."""
+    (samples,) = LM_EVAL.glob("samples_certa_mc_*.jsonl")
+    (results,) = LM_EVAL.glob("results_*.json")
+    stated = json.loads(results.read_text(encoding="utf-8"))
+    plain = read_lm_eval_samples(samples, results, task="certa_mc").provenance
+    for extra in (b"[" + b"{}," * 999 + b"{}]", b'"\\ud800"', b'{"deep": [[[[1e400]]]]}', b"1" + b"0" * 300):
+        text = json.dumps({**stated, "pretty_env_info": "@"}).encode().replace(b'"@"', extra)
+        padded = read_lm_eval_samples(samples, text, task="certa_mc", results_name="r").provenance
+        assert padded.as_dict() | {"files": None} == plain.as_dict() | {"files": None}
+    bad = json.dumps({**stated, "pretty_env_info": "@"}).encode().replace(b'"@"', b"NaN")
+    with pytest.raises(InputError, match=r"^r: not a JSON document \(NaN is not a JSON number"):
+        read_lm_eval_samples(samples, bad, task="certa_mc", results_name="r")
+    with pytest.raises(InputError, match=r"^r: the JSON text of the results file's fields configs, config, .* in bytes "
+                                         r"is [0-9,]+, over the limit cell_bytes=2,000"):  # its lines are 1.1 KB
+        read_lm_eval_samples(samples, results, task="certa_mc", results_name="r", limits=InputLimits(cell_bytes=2000))
