@@ -190,7 +190,7 @@ def main() -> None:
                                                                                              "lie")), (1.0, 300)),
             ("Inspect .eval: 64 MiB sample input", "eval", built("input.eval", lambda: grown_log("subject", mib64, "input")),
              (1.0, 300)),
-            ("Inspect .eval: 16 MiB input (cell_bytes), read", "eval",
+            ("Inspect .eval: 16 MiB input, read", "eval",
              built("input16.eval", lambda: grown_log("subject", 16 << 20, "input")), None),
             ("Inspect .eval: 64 MiB transcript, read", "eval", built("events.eval", lambda: grown_log("subject", mib64)),
              (0, 300)),

@@ -107,8 +107,8 @@ def read_inspect_eval(log: Source, *, slice_metadata: str | None = None, name: s
     # saying how many it superseded (provenance detail superseded_members)
     sample_members = list({member.filename: member for member in every_member}.values())
     located = [f"member {member.filename}" for member in sample_members]
-    rows = [_sample_row(_sample_fields(JsonObject.document(f"{where}, {at}", unpack(member)), f"{where}, {at}",
-                                       slice_metadata, limits), f"{where}, {at}", slice_metadata)
+    rows = [_sample_row(_sample_fields(JsonObject.document(f"{where}, {at}", unpack(member)), slice_metadata, limits),
+                        f"{where}, {at}", slice_metadata)
             for member, at in zip(sample_members, located)]  # one member's bytes alive at a time
     return _records(where, raw, header, rows, located, superseded=len(every_member) - len(sample_members))
 
@@ -128,8 +128,8 @@ def read_inspect_json(log: Source, *, slice_metadata: str | None = None, name: s
         raise AssertionError("field_of refuses what is not a list")
     limits.check(where, "rows", len(samples), "the number of samples")
     located = [f"samples[{index}]" for index in range(len(samples))]
-    rows = [_sample_row(_sample_fields(sample, f"{where}, {at}", slice_metadata, limits), f"{where}, {at}",
-                        slice_metadata) for sample, at in zip(samples, located)]
+    rows = [_sample_row(_sample_fields(sample, slice_metadata, limits), f"{where}, {at}", slice_metadata)
+            for sample, at in zip(samples, located)]
     return _records(where, raw, stated, rows, located)
 
 
@@ -138,13 +138,11 @@ def _log_fields(log: JsonObject, limits: InputLimits) -> dict[str, Any]:
     return log.values(_LOG_FIELDS, limits, f"the JSON text of the log's fields {', '.join(_LOG_FIELDS)} in bytes")
 
 
-def _check_parsed(where: str, parsed: int, limits: InputLimits) -> None:
-    limits.check(where, "cell_bytes", parsed, "the JSON text of the sample's fields certa reads (id, epoch, input, "
-                 "target, scores, and the slice's metadata key or the error) in bytes")
+_PARSED = ("the JSON text of the sample's fields certa reads (id, epoch, input, target, scores, and the slice's "
+           "metadata key or the error) in bytes")
 
 
-def _sample_fields(sample: JsonObject | None, where: str, slice_metadata: str | None,
-                   limits: InputLimits) -> dict[str, Any] | None:
+def _sample_fields(sample: JsonObject | None, slice_metadata: str | None, limits: InputLimits) -> dict[str, Any] | None:
     """The fields of one sample certa reads (``_SAMPLE_FIELDS``; of ``metadata`` only the key ``slice_metadata``;
     ``error`` only where the scores are missing or empty), parsed, as ``_sample_row`` reads them; at most
     ``cell_bytes`` of JSON text, checked before any is parsed. ``None``: the sample is not a JSON object."""
@@ -152,16 +150,14 @@ def _sample_fields(sample: JsonObject | None, where: str, slice_metadata: str | 
         return None
     metadata = sample.object("metadata") if slice_metadata is not None else None
     sliced = metadata if metadata is not None and slice_metadata is not None and slice_metadata in metadata else None
-    parsed = sum(map(sample.text_bytes, _SAMPLE_FIELDS))
-    parsed += sliced.text_bytes(slice_metadata) if sliced is not None and slice_metadata is not None else 0
-    _check_parsed(where, parsed, limits)
-    fields = {name: sample.value(name) for name in _SAMPLE_FIELDS if name in sample}
+    sliced_bytes = sliced.text_bytes(slice_metadata) if sliced is not None and slice_metadata is not None else 0
+    fields = sample.values(_SAMPLE_FIELDS, limits, _PARSED, also=sliced_bytes)
     if slice_metadata is not None and "metadata" in sample:  # an object of the one key read, or {} (missing)
         fields["metadata"] = {slice_metadata: sliced.value(slice_metadata)} if sliced is not None else {}
     scores = fields.get("scores")
     if (type(scores) is not dict or not scores) and "error" in sample:  # the error explains the missing scores
-        _check_parsed(where, parsed + sample.text_bytes("error"), limits)
-        fields["error"] = sample.value("error")
+        fields |= sample.values(("error",), limits, _PARSED, also=sliced_bytes + sum(map(sample.text_bytes,
+                                                                                         _SAMPLE_FIELDS)))
     return fields
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import functools
 import json
 import math
 import re
@@ -235,21 +236,26 @@ class JsonObject:
     def value(self, name: str) -> Any:
         """Field ``name``'s value as ``json`` parses it (``KeyError`` when absent)."""
         field = self._fields[name]
-        if self._parsed:
-            return field
+        return field if self._parsed else self._parse(bytes(field))
+
+    def _parse(self, text: bytes) -> Any:
         try:
-            return _DECODE_DOCUMENT(bytes(field).decode("utf-8"))
+            return _DECODE_DOCUMENT(text.decode("utf-8"))
         except RecursionError:
             raise InputError(f"{self.where}: not a JSON document (nested too deeply to read)") from None
         except ValueError as error:  # what msgspec reads and json does not: an integer of over 4,300 digits
             raise InputError(f"{self.where}: not a JSON document ({error})") from None
 
-    def values(self, names: Sequence[str], limits: InputLimits, what: str) -> dict[str, Any]:
-        """``{name: value}`` of the fields ``names`` present, parsed as ``value`` parses one, at most ``cell_bytes``
-        of JSON text in all, checked before any is parsed (``what`` names them in the refusal)."""
+    def values(self, names: Sequence[str], limits: InputLimits, what: str, *, also: int = 0) -> dict[str, Any]:
+        """``{name: value}`` of the fields ``names`` present, parsed as ``value`` parses one (in one call of the
+        decoder), at most ``cell_bytes`` of JSON text in all with ``also`` bytes parsed beside them, checked before
+        any is parsed (``what`` names them in the refusal)."""
         present = [name for name in names if name in self._fields]
-        limits.check(self.where, "cell_bytes", sum(map(self.text_bytes, present)), what)
-        return {name: self.value(name) for name in present}
+        limits.check(self.where, "cell_bytes", also + sum(map(self.text_bytes, present)), what)
+        if self._parsed:
+            return {name: self._fields[name] for name in present}
+        text = b",".join(_json_key(name) + bytes(self._fields[name]) for name in present)
+        return self._parse(b"{" + text + b"}")
 
     def object(self, name: str) -> JsonObject | None:
         """Field ``name`` as a ``JsonObject``; ``None`` when it is absent or not a JSON object."""
@@ -264,25 +270,32 @@ class JsonObject:
             return None
 
     def objects(self, name: str) -> list[JsonObject | None] | None:
-        """Field ``name``'s items, each a ``JsonObject`` (``None`` for an item that is not a JSON object); ``None``
-        when the field is absent or not a JSON array."""
+        """Field ``name``'s items, each a ``JsonObject`` named ``<where>, <name>[<index>]`` (``None`` for an item
+        that is not a JSON object); ``None`` when the field is absent or not a JSON array."""
         if name not in self._fields:
             return None
         field = self._fields[name]
         if self._parsed:
             return None if type(field) is not list else [
-                JsonObject(self.where, item, parsed=True) if type(item) is dict else None for item in field]
+                JsonObject(f"{self.where}, {name}[{index}]", item, parsed=True) if type(item) is dict else None
+                for index, item in enumerate(field)]
         try:
             items = _DECODE_ITEMS(field)
         except msgspec.ValidationError:
             return None
         objects: list[JsonObject | None] = []
-        for item in items:
+        for index, item in enumerate(items):
             try:
-                objects.append(JsonObject(self.where, _DECODE_FIELDS(item)))
+                objects.append(JsonObject(f"{self.where}, {name}[{index}]", _DECODE_FIELDS(item)))
             except msgspec.ValidationError:
                 objects.append(None)
         return objects
+
+
+@functools.lru_cache(maxsize=256)
+def _json_key(name: str) -> bytes:
+    """``"name":`` as JSON text (a reader's field names are few: cached)."""
+    return json.dumps(name).encode() + b":"
 
 
 def _kind_of(data: bytes | bytearray) -> str:
