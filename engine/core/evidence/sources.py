@@ -36,7 +36,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import msgspec
 import numpy as np
@@ -269,27 +269,46 @@ class JsonObject:
         except msgspec.ValidationError:
             return None
 
-    def objects(self, name: str) -> list[JsonObject | None] | None:
+    def objects(self, name: str) -> Sequence[JsonObject | None] | None:
         """Field ``name``'s items, each a ``JsonObject`` named ``<where>, <name>[<index>]`` (``None`` for an item
-        that is not a JSON object); ``None`` when the field is absent or not a JSON array."""
+        that is not a JSON object), made when it is taken (one at a time while they are iterated); ``None`` when
+        the field is absent or not a JSON array."""
         if name not in self._fields:
             return None
         field = self._fields[name]
         if self._parsed:
-            return None if type(field) is not list else [
-                JsonObject(f"{self.where}, {name}[{index}]", item, parsed=True) if type(item) is dict else None
-                for index, item in enumerate(field)]
+            return None if type(field) is not list else _Items(f"{self.where}, {name}", field, parsed=True)
         try:
-            items = _DECODE_ITEMS(field)
+            return _Items(f"{self.where}, {name}", _DECODE_ITEMS(field))
         except msgspec.ValidationError:
             return None
-        objects: list[JsonObject | None] = []
-        for index, item in enumerate(items):
-            try:
-                objects.append(JsonObject(f"{self.where}, {name}[{index}]", _DECODE_FIELDS(item)))
-            except msgspec.ValidationError:
-                objects.append(None)
-        return objects
+
+
+class _Items(Sequence[JsonObject | None]):
+    """The items of a JSON array (``msgspec.Raw`` each, or parsed values), each a ``JsonObject`` when taken."""
+
+    def __init__(self, where: str, items: list[Any], *, parsed: bool = False) -> None:
+        self.where, self.items, self.parsed = where, items, parsed
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @overload
+    def __getitem__(self, index: int) -> JsonObject | None: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[JsonObject | None]: ...
+
+    def __getitem__(self, index: int | slice) -> JsonObject | None | Sequence[JsonObject | None]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        item, where = self.items[index], f"{self.where}[{index % len(self.items)}]"
+        if self.parsed:
+            return JsonObject(where, item, parsed=True) if type(item) is dict else None
+        try:
+            return JsonObject(where, _DECODE_FIELDS(item))
+        except msgspec.ValidationError:
+            return None
 
 
 @functools.lru_cache(maxsize=256)
