@@ -44,7 +44,7 @@ from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
 
 from .records import EvidenceRecords, Provenance, require_unique_keys
-from .sources import (Source, field_of, json_document, json_lines, number_column, read_source, sha256_hex,
+from .sources import (JsonObject, Source, field_of, json_lines, number_column, read_source, sha256_hex,
                       stated_text, strict_floats, typed_json_lines, value_digest)
 
 __all__ = ["ROLLING_METRICS", "IDENTITY_FIELDS", "COUNT_UNITS", "NO_TOKEN_COUNT", "LOGLIKELIHOOD_METRIC",
@@ -69,6 +69,10 @@ LOGLIKELIHOOD_METRIC = {"perplexity": "loglikelihood"}
 
 IDENTITY_FIELDS = ("doc_hash", "prompt_hash", "target_hash")
 """The harness's per-document digests, which must agree between two paired sides."""
+_RESULTS_FIELDS = ("configs", "config", "results", "task_hashes", "versions", "lm_eval_version", "model_name",
+                   "model_name_sanitized", "transformers_version", "date")
+"""The fields of a results file certa parses (the others, e.g. ``n-samples`` and ``higher_is_better``, are checked as
+JSON, never built)."""
 
 _SAMPLES_NAME = re.compile(r"samples_(?P<task>.+)_(?P<time>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.jsonl")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -449,7 +453,8 @@ def _provenance(where: str, raw: bytes, named_results: tuple[Source | None, str 
         return Provenance(tool="lm-evaluation-harness", task=task, details=tuple(details), sources=tuple(sources))
     results_where, results_raw = read_source(results, results_name, limits)
     sources.append((results_where, sha256_hex(results_raw)))
-    document = json_document(results_where, results_raw)
+    document = JsonObject.document(results_where, results_raw).values(
+        _RESULTS_FIELDS, limits, f"the JSON text of the results file's fields {', '.join(_RESULTS_FIELDS)} in bytes")
     configs = document.get("configs")
     if type(configs) is not dict or not configs:
         raise InputError(f"{results_where}: field 'configs' (the task configurations) is missing or empty")
