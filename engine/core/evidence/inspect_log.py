@@ -252,6 +252,11 @@ def _records(where: str, raw: bytes, log: dict[str, Any], rows: list[_SampleRow]
     if type(declared) is int and declared != len(rows):
         raise InputError(f"{where}: the log's results say {declared} samples were completed (results."
                          f"completed_samples), but it holds {len(rows)}; every sample is read or the log refused")
+    total = results.get("total_samples")
+    if log.get("status") == "success" and type(total) is int and total != len(rows):
+        raise InputError(f"{where}: the log's results say the evaluation succeeded over {total} samples (results."
+                         f"total_samples, status success), but it holds {len(rows)}; every sample is read or the "
+                         "log refused")
     require_unique_keys(where, ("id", "epoch"), [(row.id, row.epoch) for row in rows], located)
     names = sorted(rows[0].scores)
     for row, at in zip(rows, located):

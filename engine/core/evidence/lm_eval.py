@@ -70,8 +70,8 @@ LOGLIKELIHOOD_METRIC = {"perplexity": "loglikelihood"}
 IDENTITY_FIELDS = ("doc_hash", "prompt_hash", "target_hash")
 """The harness's per-document digests, which must agree between two paired sides."""
 _RESULTS_FIELDS = ("configs", "config", "results", "task_hashes", "versions", "lm_eval_version", "model_name",
-                   "model_name_sanitized", "transformers_version", "date")
-"""The fields of a results file certa parses (the others, e.g. ``n-samples`` and ``higher_is_better``, are checked as
+                   "model_name_sanitized", "transformers_version", "date", "n-samples")
+"""The fields of a results file certa parses (the others, e.g. ``higher_is_better`` and ``samples``, are checked as
 JSON, never built)."""
 
 _SAMPLES_NAME = re.compile(r"samples_(?P<task>.+)_(?P<time>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.jsonl")
