@@ -31,8 +31,9 @@ from jsonschema import Draft202012Validator
 
 from certa.schemas import load_schema, read_schema, schema_exists
 
-from certa.engine.foundation.canonical import canonical_sha256, canonical_sha256_pair, to_jsonable
-from certa.engine.foundation.errors import CertaError
+from certa.engine.foundation.canonical import (TextNotUTF8, canonical_sha256, canonical_sha256_pair, first_text_not_utf8,
+                                              to_jsonable)
+from certa.engine.foundation.errors import CertaError, InputError
 
 __all__ = ["CERTIFICATE_FORMAT", "CONTENT_FORMAT", "ENVIRONMENT_KEYS", "computing_platform", "library_versions",
            "results_of", "results_sha256", "seal", "validate_certificate", "certificate_problems", "output_problems"]
@@ -374,10 +375,20 @@ def validate_certificate(certificate: Mapping[str, Any]) -> None:
 
 def seal(content: Mapping[str, Any], run_id: str) -> dict[str, Any]:
     """The full certificate for ``content``: adds ``content_sha256`` and ``issued``, then validates it against
-    the certificate schema and each stage's outputs against its version's output schema (``output_problems``)."""
+    the certificate schema and each stage's outputs against its version's output schema (``output_problems``).
+
+    Text that is not UTF-8 (a lone surrogate, which an input's JSON escape can hold: an item id, a model name an
+    export states) cannot be in an RFC 8785 certificate: an ``InputError`` naming where it would be, before
+    anything is recorded."""
     plain = to_jsonable(content)
     user, host = _who()
-    content_sha, results_sha = canonical_sha256_pair(plain, ENVIRONMENT_KEYS, plain=True)
+    try:
+        content_sha, results_sha = canonical_sha256_pair(plain, ENVIRONMENT_KEYS, plain=True)
+    except TextNotUTF8 as error:
+        where, text = first_text_not_utf8(plain) or (error.where, error.text)  # the path in the whole content
+        raise InputError(f"the certificate would hold text that is not UTF-8 at {where} ({ascii(text)[:80]}): it "
+                         "holds a lone surrogate (a \\ud800-\\udfff escape with no pair), which an input's JSON "
+                         "put there and no certificate can record; fix that text in the input") from None
     certificate = {
         "certificate_format": CERTIFICATE_FORMAT,
         "content": plain,

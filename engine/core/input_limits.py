@@ -10,7 +10,9 @@ The defaults fit a 24 GB machine running several certa processes (peak memory me
 about 7 GB), a table parsed cell by cell in Python (JSON Lines; CSV with quoted cells, invalid UTF-8, NUL
 bytes or long fields) at about 12 times (``text_bytes``: 512 MiB, about 6.5 GB), and a Parquet table takes
 its decoded size in memory (``parquet_bytes``: 4 GiB). ``rows`` (10^8) and ``columns`` (10^4) bound the work
-of each stage; ``cell_bytes`` (16 MiB) is far beyond any real cell.
+of each stage; ``cell_bytes`` (16 MiB) is far beyond any real cell. An evaluator's document (an Inspect log or one
+of its ``.eval`` members, an lm-eval results file) is held as its bytes and only the fields read are parsed, at
+most ``cell_bytes`` of them a record, which cost up to about 32 times their size (``docs/evidence.md``, "Memory").
 
 Raise a limit with the environment variable ``CERTA_INPUT_LIMITS`` (``certa run``, ``certa batch``, the
 Python API), e.g. ``CERTA_INPUT_LIMITS="bytes=8GiB,rows=400000000"``, or from Python by passing an
@@ -54,7 +56,9 @@ class InputLimits:
     columns: int = 10**4
     """Columns of a table."""
     cell_bytes: int = 16 << 20
-    """UTF-8 bytes of one cell (a JSON Lines number: the bytes of its token)."""
+    """UTF-8 bytes of one cell (a JSON Lines number: the bytes of its token), and of the JSON text an evaluator's
+    reader parses into Python objects from one record of a document (an Inspect sample's id, epoch, input, target
+    and scores; a log's header; an lm-eval results file), checked before it is parsed."""
     parquet_bytes: int = 4 << 30
     """Decompressed and decoded size in memory of a Parquet table, estimated from its footer."""
     model_bytes: int = 256 << 30

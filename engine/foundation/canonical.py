@@ -38,7 +38,7 @@ from certa.engine.foundation.json_read import MAX_SAFE_INTEGER as _MAX_SAFE_INT
 from certa.engine.foundation.json_read import parse_json  # re-exported: reading back what canonical_bytes wrote
 
 __all__ = ["to_jsonable", "canonical_bytes", "parse_json", "canonical_sha256", "canonical_sha256_pair", "sha256_hex",
-           "RecordColumns", "canonical_records", "is_utf8_text"]
+           "RecordColumns", "canonical_records", "is_utf8_text", "first_text_not_utf8", "TextNotUTF8"]
 
 
 def to_jsonable(value: Any) -> Any:
@@ -158,11 +158,36 @@ def _canonical_of_encodable(prepared: Any, value: Any) -> bytes:
     if text.isascii():
         return text.encode("ascii")
     if _HIGH_CHARACTER.search(text):
-        return rfc8785.dumps(to_jsonable(value))  # keys ordered by UTF-16 code units: the reference
+        return _reference(value)  # keys ordered by UTF-16 code units: the reference
     try:
         return text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: the reference raises its own error
-        return rfc8785.dumps(to_jsonable(value))
+    except UnicodeEncodeError:  # a lone surrogate: the reference refuses it (TextNotUTF8)
+        return _reference(value)
+
+
+class TextNotUTF8(rfc8785.CanonicalizationError):
+    """A string to be canonicalised is not UTF-8 text: it holds a lone surrogate (a ``\\ud800``-``\\udfff``
+    JSON escape with no pair, which Python's ``json`` reads into a string), which RFC 8785 cannot encode (the
+    reference's own error, naming the text). ``where`` is its path in the value encoded
+    (``first_text_not_utf8``), ``text`` the string."""
+
+    def __init__(self, where: str, text: str) -> None:
+        self.where, self.text = where, text
+        super().__init__(f"text that is not UTF-8 at {where}: {ascii(text)[:80]} holds a lone surrogate (a "
+                         "\\ud800-\\udfff escape with no pair)")
+
+
+def _reference(value: Any) -> bytes:
+    """``rfc8785.dumps(to_jsonable(value))``; its refusal of text that is not UTF-8 is a ``TextNotUTF8`` naming
+    the text."""
+    plain = to_jsonable(value)
+    try:
+        return rfc8785.dumps(plain)
+    except rfc8785.CanonicalizationError:
+        found = first_text_not_utf8(plain)
+        if found is None:
+            raise
+        raise TextNotUTF8(*found) from None
 
 
 def canonical_sha256_pair(value: Mapping[str, Any], without: tuple[str, ...], *,
@@ -310,7 +335,7 @@ def _string_tokens(strings: list[str]) -> list[str]:
     tokens = list(map(_encode_string, strings))
     if "".join(tokens).isascii():
         return tokens
-    return [token if is_utf8_text(token) else rfc8785.dumps(text).decode("utf-8") for text, token in zip(strings, tokens)]
+    return [token if is_utf8_text(token) else _reference(text).decode("utf-8") for text, token in zip(strings, tokens)]
 
 
 def is_utf8_text(text: str) -> bool:
@@ -320,6 +345,29 @@ def is_utf8_text(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def first_text_not_utf8(value: Any, path: str = "") -> tuple[str, str] | None:
+    """(where, text) of the first string of the plain JSON ``value`` (a key or a value) that is not UTF-8 text
+    (it holds a lone surrogate, which a JSON escape such as ``\\ud800`` can put in a parsed string and RFC 8785
+    refuses), ``where`` a path such as ``stages.acc.sources[0].models[2].value``; None when every string is. For
+    naming the string after canonicalisation failed: it walks the whole value."""
+    if isinstance(value, str):
+        return None if is_utf8_text(value) else (path or "(top)", value)
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and not is_utf8_text(key):
+                return where, key
+            found = first_text_not_utf8(item, where)
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = first_text_not_utf8(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
 
 
 def _nullable_float_format(cells: list[float | None]) -> tuple[str, Sequence[Any]]:

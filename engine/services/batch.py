@@ -28,6 +28,7 @@ Data flow (one writer, so SQLite works as well as PostgreSQL)::
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -42,6 +43,7 @@ from certa.engine.services.batch_ledger import LedgerSnapshot, idempotency_key, 
 from certa.engine.services.batch_worker import WorkerResult, compute_run
 from certa.engine.foundation.canonical import canonical_sha256, sha256_hex
 from certa.engine.foundation.errors import CertaError, LedgerError, SpecError
+from certa.engine.foundation.library_errors import error_line
 from certa.engine.foundation.extras import require_extra
 from certa.engine.core.input_limits import InputLimits
 from certa.engine.core.inputs import InputSource, check_pin, read_source
@@ -339,6 +341,9 @@ def _record(ledger: Ledger, batch_id: str, item: BatchSpec, result: WorkerResult
         except LedgerError:
             return BatchRow(str(item.path), None, ERROR, None, error.exit_code, error=f"LedgerError: {error}",
                             worker=result.worker)
+    except CertaError as error:  # the content cannot be sealed (an input's text that is not UTF-8): this spec's error
+        return BatchRow(str(item.path), None, ERROR, None, error.exit_code, error=f"{type(error).__name__}: {error}",
+                        worker=result.worker, name=plan.name)
     verdict = execution.verdict
     return BatchRow(str(item.path), run_id, RECORDED, verdict, 0 if verdict == "PASS" else 1, worker=result.worker,
                     name=plan.name, gates=tuple(certificate["content"]["gates"]), warnings=warnings)
@@ -384,8 +389,13 @@ def _open_client(scheduler: str | None, workers: int, memory_limit: str | None) 
             raise CertaError(f"the Dask scheduler at {scheduler} has no worker (waited {WORKER_WAIT_SECONDS:g} s): "
                              f"start one with 'dask worker {scheduler}', or run without --scheduler") from None
         return client, None
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                           memory_limit=memory_limit or "auto")
+    try:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                               memory_limit=memory_limit or "auto", silence_logs=logging.CRITICAL)
+    except Exception as exc:  # noqa: BLE001 - distributed raises RuntimeError, OSError or TimeoutError as it fails
+        raise CertaError(f"the local Dask cluster of {workers} worker process(es) could not start "
+                         f"({error_line(exc)}); nothing was run: run the batch again, with fewer --workers or with "
+                         "--scheduler ADDRESS") from None
     return Client(cluster), cluster
 
 

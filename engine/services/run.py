@@ -25,7 +25,8 @@ from certa.engine.core.inputs import Columns, load_tables
 from certa.engine.core.interpreter import AbortedExecution, Execution, Notify, RunDecisions, StageDecision, execute
 from certa.engine.core.spec import Plan, load_plan
 from certa.engine.core.tables import Table
-from certa.engine.foundation.errors import CertaError
+from certa.engine.foundation.canonical import TextNotUTF8
+from certa.engine.foundation.errors import InputError
 from certa.engine.services.presentation.warnings import run_warnings
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def new_run_id() -> str:
 @contextlib.contextmanager
 def ledger_for_run(location: LedgerLocation | None) -> Iterator[Ledger]:
     """Open (creating if needed) the ledger at ``location`` for runs; a SQLite file opened here that holds no
-    entry when a ``CertaError`` ends the block (an input or stage error found while running) is removed again,
+    entry when an error ends the block (an input or stage error found while running, or a bug) is removed again,
     with its WAL and journal: a refused run leaves no file behind."""
     from certa.ledger import Ledger
     from certa.ledger.store import sqlite_file
@@ -78,7 +79,7 @@ def ledger_for_run(location: LedgerLocation | None) -> Iterator[Ledger]:
     ledger = Ledger.open(location, create=True)
     try:
         yield ledger
-    except CertaError:
+    except Exception:  # a CertaError, or a bug reported as an internal error: neither leaves an empty ledger
         if created and path is not None and ledger.entry_count() == 0:
             ledger.close()
             for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")):
@@ -94,8 +95,9 @@ def record_execution(ledger: Ledger, run_id: str, execution: Execution) -> dict[
     from certa.ledger.run_record import completed_run
 
     certificate = seal(execution.content, run_id)
-    ledger.append_run(completed_run(run_id, execution.plan, execution.tables, execution.decisions.parts,
-                                    execution.captured, certificate))
+    with _text_refused(run_id):
+        ledger.append_run(completed_run(run_id, execution.plan, execution.tables, execution.decisions.parts,
+                                        execution.captured, certificate))
     return certificate
 
 
@@ -104,7 +106,23 @@ def record_abort(ledger: Ledger, run_id: str, plan: Plan, tables: Mapping[str, T
     """Record a run a profile rule stopped: its spec, inputs, the decisions so far and the reason."""
     from certa.ledger.run_record import aborted_run
 
-    ledger.append_run(aborted_run(run_id, plan, tables, decisions.parts, reason=reason, rule=rule, stage_id=stage_id))
+    with _text_refused(run_id):
+        ledger.append_run(aborted_run(run_id, plan, tables, decisions.parts, reason=reason, rule=rule,
+                                      stage_id=stage_id))
+
+
+@contextlib.contextmanager
+def _text_refused(run_id: str) -> Iterator[None]:
+    """A decision whose canonical JSON would hold text that is not UTF-8 (an item id with a lone surrogate, which a
+    JSON Lines input's escape can hold, listed as unmatched) is an ``InputError`` naming the text; the ledger's
+    transaction is rolled back, nothing is recorded."""
+    try:
+        yield
+    except TextNotUTF8 as error:
+        raise InputError(f"run {run_id} cannot be recorded: a decision would hold text that is not UTF-8, "
+                         f"{ascii(error.text)[:80]}: it holds a lone surrogate (a \\ud800-\\udfff escape with no "
+                         "pair), which an input's JSON put there and no ledger entry can record; fix that text in "
+                         "the input") from None
 
 
 def run_plan(plan: Plan, tables: Mapping[str, Table], *, ledger: Ledger | None = None,

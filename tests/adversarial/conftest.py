@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,9 @@ PROGRESS = re.compile(r"^(\[\d+/\d+\] stage |recording run [0-9a-f]{32}: |[a-z]+
 ``recording run ID: ...``, ``verify: entries 1/22``, ``site: pages 4/8``, and a stage's own progress, indented
 (``    w: subject: 50,156 scored tokens/s; windows 45/45``)."""
 VERIFY_LINE = ("error:", "NOT VERIFIED", "TAMPERED", "tampered")
+INTERNAL_ERROR = "error: internal error, a bug in certa"
+"""How the command line reports an exception that is no ``CertaError`` (a bug) in one line: a traceback for the
+sweep's counts, whatever its exit code."""
 
 
 # ---------------------------------------------------------------------------------------------- the world
@@ -77,8 +81,24 @@ class World:
     runs: int
 
 
+HIDDEN_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
+"""The warning categories Python's default filters hide; every other one is printed on a command's stderr (certa
+installs no filter), which pytest would capture instead: ``invoke`` records them (``shown_warnings``)."""
+
+
 def invoke(*args: object, env: dict[str, str] | None = None) -> Result:
-    return CliRunner().invoke(main, [str(a) for a in args], env=env)
+    """``certa ARGS`` in-process; the Python warnings a real process would print on stderr (numpy's
+    ``RuntimeWarning``s, say) are kept in ``shown_warnings(result)``, as ``Category: message`` lines."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = CliRunner().invoke(main, [str(a) for a in args], env=env)
+    shown = [f"{w.category.__name__}: {w.message}" for w in caught if not issubclass(w.category, HIDDEN_WARNINGS)]
+    result.shown_warnings = list(dict.fromkeys(shown))  # type: ignore[attr-defined]  # Python prints each once
+    return result
+
+
+def shown_warnings(result: Result) -> list[str]:
+    return list(getattr(result, "shown_warnings", []))
 
 
 @pytest.fixture(scope="session")
@@ -145,7 +165,8 @@ def check(case: str, result: Result, *, allowed: set[int], folders: tuple[Path, 
     """Record ``result`` in COUNTS and assert the sweep's invariants (see the module docstring)."""
     count("tried")
     out = (result.stdout or "") + (result.stderr or "")
-    traceback = ("Traceback" in out or (result.exception is not None and not isinstance(result.exception, SystemExit)))
+    traceback = ("Traceback" in out or INTERNAL_ERROR in out
+                 or (result.exception is not None and not isinstance(result.exception, SystemExit)))
     if traceback:
         count("tracebacks")
     count("accepted" if result.exit_code == 0 else "refused")
@@ -159,8 +180,8 @@ def check(case: str, result: Result, *, allowed: set[int], folders: tuple[Path, 
     assert not traceback, detail
     assert result.exit_code in allowed, detail
     assert not partial, f"{detail}\nleft behind: {partial}"
-    if result.exit_code != 0:
-        lines = [line for line in result.stderr.splitlines() if not PROGRESS.match(line)]
+    if result.exit_code != 0:  # a warning Python prints is a line on stderr too
+        lines = [line for line in result.stderr.splitlines() + shown_warnings(result) if not PROGRESS.match(line)]
         if verdict_command and result.exit_code == 1:  # `certa run`: a FAIL verdict, recorded, not a refusal
             assert "FAIL" in result.stdout, detail
         elif verify_command and result.exit_code == 1:

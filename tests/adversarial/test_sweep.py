@@ -15,7 +15,9 @@ Categories, one parametrised test each (failures name the case):
 5. bad environments: ``--ledger`` values, unwritable ``-o`` targets, a read-only ledger.
 
 More categories live beside this file: SIGKILLs of real ``certa`` processes (test_kills.py), a real full disk
-(test_full_disk.py) and PostgreSQL ledgers (test_postgres_sweep.py). The shared machinery is conftest.py;
+(test_full_disk.py), PostgreSQL ledgers (test_postgres_sweep.py), hostile model folders (test_model_folders.py),
+index tables and recorded verification state (test_index_tables.py), hostile evaluator exports
+(test_exports.py) and ``certa batch`` over specs of every input kind (test_batch_inputs.py). The shared machinery is conftest.py;
 test_zz_summary.py, collected last, prints the counts (``python3 -m pytest tests/adversarial -q -s``) and
 asserts that tracebacks, lost runs and partial files are all 0.
 """
@@ -254,6 +256,14 @@ def _huge_cell_csv() -> bytes:
     return "\n".join([header, "w" + "x" * (2 << 20) + first[first.index(","):], *rest]).encode() + b"\n"
 
 
+def _jsonl_windows(ids_of) -> bytes:  # type: ignore[no-untyped-def]
+    """Five windows as JSON Lines, their ids (as JSON text, escapes allowed) from ``ids_of(ids)``."""
+    base, _ = window_columns(5, seed=3)
+    ids = ids_of([json.dumps(i)[1:-1] for i in base["window_id"]])
+    return "".join(f'{{"window_id": "{i}", "tokens": {t}, "mean_nll": {m}}}\n'
+                   for i, t, m in zip(ids, base["tokens"], base["mean_nll"])).encode()
+
+
 def _csv_with(mutate) -> bytes:  # type: ignore[no-untyped-def]
     base, _ = window_columns(5, seed=3)
     return mutate(columns_to_csv_bytes(base))
@@ -288,6 +298,8 @@ HOSTILE_INPUTS = {  # name: (file name, how to make it in a folder)
     "jsonl-nan": ("nan.jsonl", lambda folder: _write(folder / "nan.jsonl",
                                                      b'{"window_id": "w0", "tokens": NaN, "mean_nll": Infinity}\n')),
     "jsonl-truncated": ("cut.jsonl", lambda folder: _write(folder / "cut.jsonl", b'{"window_id": "w0", "tok')),
+    "jsonl-lone-surrogate-id": ("surrogate.jsonl", lambda folder: _write(folder / "surrogate.jsonl", _jsonl_windows(
+        lambda ids: ["w00001\\ud800", *ids[1:]]))),
     "jsonl-dup-keys": ("dup.jsonl", lambda folder: _write(
         folder / "dup.jsonl", b'{"window_id": "w0", "window_id": 1, "tokens": 1, "mean_nll": 2}\n')),
     "parquet-garbage": ("junk.parquet", lambda folder: _write(

@@ -53,3 +53,23 @@ def test_an_integral_double_beyond_the_safe_integers_reads_back_as_that_double()
     assert parse_json(text) == {"tokens": 2.0**53, "big": "1152921504606846976", "small": 2**53 - 1}
     assert type(parse_json(text)["small"]) is int and type(parse_json(text)["tokens"]) is float
     assert canonical_bytes(json.loads(text)) != text  # what verify and replay computed before parse_json
+
+
+def test_text_that_is_not_utf8_is_named_where_it_is() -> None:
+    """A lone surrogate (a JSON escape such as \\ud800 with no pair, which ``json`` reads into a string) cannot be in
+    RFC 8785 text: the error names the string and its path, key or value, instead of the reference's bare
+    "input contains non-UTF-8 codepoints"."""
+    import pytest
+
+    from certa.engine.foundation.canonical import TextNotUTF8, first_text_not_utf8
+
+    value = {"a": [1, {"b": "ok", "c": "x\ud800"}], "é": 1}
+    with pytest.raises(TextNotUTF8, match=r"at a\[1\]\.c: 'x\\ud800' holds a lone surrogate") as caught:
+        canonical_bytes(value)
+    assert (caught.value.where, caught.value.text) == ("a[1].c", "x\ud800")
+    assert isinstance(caught.value, ValueError)
+    assert first_text_not_utf8({"k\udfff": 1}) == ("k\udfff", "k\udfff")
+    assert first_text_not_utf8(["\ud800"]) == ("[0]", "\ud800") and first_text_not_utf8("\ud800") == ("(top)", "\ud800")
+    assert first_text_not_utf8({"a": ["é", 1.5, None, {"b": "\U0001F600"}]}) is None
+    with pytest.raises(TextNotUTF8, match=r"at \[0\]"):
+        canonical_sha256(["\udc00", "é"])

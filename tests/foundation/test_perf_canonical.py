@@ -37,8 +37,12 @@ def reference(value):
 
 
 def fast(value):
+    """``canonical_bytes(value)`` or the exception type it raises: the reference's, or for text that is not UTF-8
+    its subclass naming the text (``TextNotUTF8``), taken as the reference's."""
     try:
         return canonical_bytes(value)
+    except rfc8785.CanonicalizationError:
+        return rfc8785.CanonicalizationError
     except Exception as error:  # noqa: BLE001
         return type(error)
 

@@ -123,3 +123,20 @@ def test_a_scheduler_without_workers_is_refused_after_a_bounded_wait(tmp_path: P
     finally:
         scheduler.terminate()
         scheduler.wait(timeout=10)
+
+
+def test_a_local_cluster_that_cannot_start_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    """Why: a worker that died while the local cluster started ended certa batch with distributed's traceback
+    (``RuntimeError: Nanny failed to start.``), exit 1, which also means FAIL. Made to happen for sure: the workers
+    are told to preload a module that does not exist."""
+    small_spec_folder(tmp_path / "specs")
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__PRELOAD": '["certa_no_such_module"]'}
+    result = subprocess.run([sys.executable, "-m", "certa.cli", "batch", str(tmp_path / "specs"), "--workers", "1",
+                             "--ledger", str(tmp_path / "ledger.db")], capture_output=True, text=True, env=env,
+                            timeout=240, check=False)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "error: the local Dask cluster of 1 worker process(es) could not start (RuntimeError: Nanny failed to "
+        "start.); nothing was run: run the batch again, with fewer --workers or with --scheduler ADDRESS")
+    assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) <= 2, result.stderr
+    assert not list(tmp_path.glob("ledger.db*"))

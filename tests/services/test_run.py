@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -189,3 +190,81 @@ def test_notify_reports_each_stage_and_recording(small_spec: Path, tmp_path: Pat
         run(small_spec, ledger=ledger, notify=messages.append)
     assert messages[0] == f"[1/1] stage 'ratio' (paired.ppl_ratio v{REGISTRY['paired.ppl_ratio'].version})"
     assert messages[-1].startswith("recording run ") and "decision(s)" in messages[-1]
+
+
+def _window_jsonl(path: Path, columns: dict, *, odd_id: str | None = None) -> None:
+    """The windows as JSON Lines; ``odd_id`` replaces the fourth window's id (one side only: it is unmatched, and an
+    unmatched id is listed in the run's decisions)."""
+    ids = list(columns["window_id"])
+    if odd_id is not None:
+        ids[3] = odd_id
+    path.write_text("".join(json.dumps({"window_id": i, "tokens": int(t), "mean_nll": float(m)}) + "\n"
+                            for i, t, m in zip(ids, columns["tokens"], columns["mean_nll"])), encoding="utf-8")
+
+
+def test_text_that_is_not_utf8_is_refused_before_anything_is_recorded(tmp_path: Path) -> None:
+    """An item id with a lone surrogate (a JSON escape ``\\ud800`` with no pair) listed as unmatched cannot be in a
+    ledger entry (RFC 8785 text is UTF-8): one ``InputError`` naming the text, nothing recorded, the ledger as it
+    was; a new ledger file is removed again (it was left empty, after an internal error)."""
+    from certa.engine.services.run_report import run_spec_file
+
+    base, subj = window_columns(40, seed=2)
+    (tmp_path / "data").mkdir()
+    _window_jsonl(tmp_path / "data" / "baseline.jsonl", base)
+    _window_jsonl(tmp_path / "data" / "subject.jsonl", subj)
+    spec = write_spec(tmp_path, """\
+        certa: 1
+        name: text
+        seed: 1
+        profile: dev
+        inputs:
+          baseline: {path: data/baseline.jsonl}
+          subject: {path: data/subject.jsonl}
+        stages:
+          - {id: ratio, use: paired.ppl_ratio, with: {baseline: baseline, subject: subject, replicates: 200}}
+        """)
+    db = tmp_path / "ledger.db"
+    run_spec_file(spec, ledger=str(db))
+    _window_jsonl(tmp_path / "data" / "subject.jsonl", subj, odd_id="w\ud800")
+    with pytest.raises(InputError, match=r"cannot be recorded: a decision would hold text that is not UTF-8, "
+                                         r"'w\\ud800': it holds a lone surrogate"):
+        run_spec_file(spec, ledger=str(db))
+    with Ledger.open(db) as ledger:
+        assert len(ledger.runs()) == 1
+    fresh = tmp_path / "fresh.db"
+    with pytest.raises(InputError, match="not UTF-8"):
+        run_spec_file(spec, ledger=str(fresh))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("fresh.db")]
+
+
+def test_a_certificate_that_would_hold_text_that_is_not_utf8_names_where(tmp_path: Path) -> None:
+    """A model name an export states with a lone surrogate (an Inspect log's ``eval.model``) is in the
+    certificate's sources: the seal refuses it naming the path, before the ledger is written."""
+    from tests.core.evidence.inspect_epochs import fixture_members
+    from tests.core.evidence.zstd_zip import zstd_zip
+
+    members = fixture_members("subject")
+    members["header.json"]["eval"]["model"] = "mock\ud800"
+    log = tmp_path / "subject.eval"
+    log.write_bytes(zstd_zip({n: json.dumps(v).encode() for n, v in members.items()}))
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        with pytest.raises(InputError, match=r"the certificate would hold text that is not UTF-8 at "
+                                             r"stages\.match\.sources\.subject\.models\[0\]\.value \('mock\\ud800'\)"):
+            run(ROOT / "specs" / "inspect-accuracy" / "spec.yaml", ledger=ledger,
+                input_paths={"subject": log})
+        assert ledger.entry_count() == 0
+
+
+def test_a_new_ledger_is_removed_after_any_error_that_left_it_empty(small_spec: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug while recording (here a ``RuntimeError`` from the seal) leaves no empty ledger file behind either."""
+    from certa.engine.services import run as run_module
+    from certa.engine.services.run_report import run_spec_file
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(run_module, "seal", broken)
+    with pytest.raises(RuntimeError, match="boom"):
+        run_spec_file(small_spec, ledger=str(tmp_path / "new.db"))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("new.db")]

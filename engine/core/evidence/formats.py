@@ -45,7 +45,7 @@ from certa.engine.core.evidence.inspect_log import read_inspect_eval, read_inspe
 from certa.engine.core.evidence.lm_eval import read_lm_eval_samples, samples_task_hash
 from certa.engine.core.evidence.promptfoo import read_promptfoo_jsonl
 from certa.engine.core.evidence.records import EvidenceRecords
-from certa.engine.core.evidence.sources import json_document
+from certa.engine.core.evidence.sources import JsonObject
 from certa.engine.core.evidence.table_mapping import TableMapping, mapped_records
 from certa.engine.core.input_limits import InputLimits
 from certa.engine.core.tables import Columns, Table, column_of_cells, column_of_numbers
@@ -73,7 +73,7 @@ def _lm_eval_samples(name: str, raw: bytes, options: Mapping[str, Any], companio
 
 def _lm_eval_results(name: str, raw: bytes, options: Mapping[str, Any], companions: Mapping[str, bytes],
                      limits: InputLimits) -> None:
-    json_document(name, raw)  # a JSON document, read for provenance by the samples input that names it
+    JsonObject.document(name, raw)  # a JSON object, read for provenance by the samples input that names it
 
 
 def _inspect_eval(name: str, raw: bytes, options: Mapping[str, Any], companions: Mapping[str, bytes],

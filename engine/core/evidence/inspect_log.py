@@ -6,6 +6,14 @@ with the ``zstandard`` binding, bounded by the member's declared size and checke
 read: ``header.json`` (the eval spec and plan) and ``samples/<id>_epoch_<n>.json`` (one sample each). The JSON
 form holds the same ``eval``, ``plan`` and a ``samples`` list.
 
+Memory: a sample's event transcript (``messages``, ``events``, ``output``, ``attachments``) can be hundreds of MB
+of JSON, which ``json`` would build as Python objects at 10 to 30 bytes per byte. Each member (or the JSON form)
+is read as a ``JsonObject``: checked whole as UTF-8 and JSON, its fields kept as unparsed text, and only the
+fields certa reads parsed (``_SAMPLE_FIELDS``, ``_LOG_FIELDS``), at most ``cell_bytes`` of JSON text a sample (or
+header), checked before any is parsed. A member is decompressed into one buffer as it streams, refused at the
+byte that passes its declared size (itself within ``text_bytes``), and released once its sample is read: reading
+costs the archive, one member and the fields read (``bench/hostile_inputs.py``).
+
 Item key (sample ``id``, ``epoch``), the epoch being the repeat field (``EvidenceRecords.repeat_field``: the
 epochs of one sample are repeated trials of it, not independent items); identity the SHA-256 of the canonical
 JSON of the sample's ``input`` and ``target``. Metrics: one per scorer (``scores.<scorer>.value``), or ``<scorer>.<key>`` for a scorer whose
@@ -24,6 +32,7 @@ import re
 import struct
 import zipfile
 import zlib
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -34,7 +43,7 @@ from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
 
 from .records import EvidenceRecords, Provenance, require_unique_keys
-from .sources import (Source, field_of, finite_number, json_document, read_source, sha256_hex, stated_text,
+from .sources import (JsonObject, Source, field_of, finite_number, read_source, sha256_hex, stated_text,
                       value_digest)
 
 __all__ = ["LETTER_VALUES", "score_value", "read_inspect_eval", "read_inspect_json"]
@@ -48,6 +57,13 @@ _ZSTD = 93
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # ZIP local file header (APPNOTE 4.3.7)
 _SAMPLE_MEMBER = re.compile(r"samples/.+\.json", re.S)
 """A sample's member, ``samples/<id>_epoch_<n>.json``: an id with ``/`` in it makes a deeper path, read too."""
+_SAMPLE_FIELDS = ("id", "epoch", "input", "target", "scores")
+"""The fields of a sample certa parses, with ``metadata.<key>`` for ``slice_metadata`` and ``error`` where the sample
+has no scores; the others are checked as JSON, never built."""
+_LOG_FIELDS = ("eval", "plan", "results", "status")
+"""The fields of a log's header (``header.json``, or the JSON form's top level) certa parses."""
+_BLOCK = 1 << 20
+"""Bytes decompressed at a time."""
 
 
 def score_value(value: Any, where: str) -> float:
@@ -81,7 +97,8 @@ def read_inspect_eval(log: Source, *, slice_metadata: str | None = None, name: s
     if "header.json" not in by_name:
         raise InputError(f"{where}: member 'header.json' is missing; is it an Inspect .eval log (format 2)?")
     unpack = _MemberReader(where, raw, archive, limits)
-    header = json_document(f"{where}, member header.json", unpack(by_name["header.json"]))
+    header = _log_fields(JsonObject.document(f"{where}, member header.json", unpack(by_name["header.json"])),
+                         limits)
     every_member = [member for member in members if _SAMPLE_MEMBER.fullmatch(member.filename)]
     limits.check(where, "rows", len(every_member), "the number of samples")
     limits.check(where, "text_bytes", sum(member.file_size for member in every_member),
@@ -90,8 +107,9 @@ def read_inspect_eval(log: Source, *, slice_metadata: str | None = None, name: s
     # saying how many it superseded (provenance detail superseded_members)
     sample_members = list({member.filename: member for member in every_member}.values())
     located = [f"member {member.filename}" for member in sample_members]
-    rows = [_sample_row(json_document(f"{where}, {at}", unpack(member)), f"{where}, {at}", slice_metadata)
-            for member, at in zip(sample_members, located)]
+    rows = [_sample_row(_sample_fields(JsonObject.document(f"{where}, {at}", unpack(member)), slice_metadata, limits),
+                        f"{where}, {at}", slice_metadata)
+            for member, at in zip(sample_members, located)]  # one member's bytes alive at a time
     return _records(where, raw, header, rows, located, superseded=len(every_member) - len(sample_members))
 
 
@@ -100,12 +118,47 @@ def read_inspect_json(log: Source, *, slice_metadata: str | None = None, name: s
     """The per-sample scores of a log in Inspect's JSON form (``inspect log convert --to json``)."""
     limits = limits or InputLimits.from_env()
     where, raw = read_source(log, name, limits)
-    document = json_document(where, raw)
-    samples = field_of(document, "samples", (list,), where)
+    document = JsonObject.document(where, raw)
+    stated = _log_fields(document, limits)
+    samples = document.objects("samples")
+    if samples is None:  # absent or not a list: refused, naming what it is
+        if "samples" in document:
+            limits.check(where, "cell_bytes", document.text_bytes("samples"), "the JSON text of field 'samples'")
+        field_of({"samples": document.value("samples")} if "samples" in document else {}, "samples", (list,), where)
+        raise AssertionError("field_of refuses what is not a list")
     limits.check(where, "rows", len(samples), "the number of samples")
     located = [f"samples[{index}]" for index in range(len(samples))]
-    rows = [_sample_row(sample, f"{where}, {at}", slice_metadata) for sample, at in zip(samples, located)]
-    return _records(where, raw, document, rows, located)
+    rows = [_sample_row(_sample_fields(sample, slice_metadata, limits), f"{where}, {at}", slice_metadata)
+            for sample, at in zip(samples, located)]
+    return _records(where, raw, stated, rows, located)
+
+
+def _log_fields(log: JsonObject, limits: InputLimits) -> dict[str, Any]:
+    """The header fields certa reads (``_LOG_FIELDS``, those present), parsed: at most ``cell_bytes`` of JSON."""
+    return log.values(_LOG_FIELDS, limits, f"the JSON text of the log's fields {', '.join(_LOG_FIELDS)} in bytes")
+
+
+_PARSED = ("the JSON text of the sample's fields certa reads (id, epoch, input, target, scores, and the slice's "
+           "metadata key or the error) in bytes")
+
+
+def _sample_fields(sample: JsonObject | None, slice_metadata: str | None, limits: InputLimits) -> dict[str, Any] | None:
+    """The fields of one sample certa reads (``_SAMPLE_FIELDS``; of ``metadata`` only the key ``slice_metadata``;
+    ``error`` only where the scores are missing or empty), parsed, as ``_sample_row`` reads them; at most
+    ``cell_bytes`` of JSON text, checked before any is parsed. ``None``: the sample is not a JSON object."""
+    if sample is None:
+        return None
+    metadata = sample.object("metadata") if slice_metadata is not None else None
+    sliced = metadata if metadata is not None and slice_metadata is not None and slice_metadata in metadata else None
+    sliced_bytes = sliced.text_bytes(slice_metadata) if sliced is not None and slice_metadata is not None else 0
+    fields = sample.values(_SAMPLE_FIELDS, limits, _PARSED, also=sliced_bytes)
+    if slice_metadata is not None and "metadata" in sample:  # an object of the one key read, or {} (missing)
+        fields["metadata"] = {slice_metadata: sliced.value(slice_metadata)} if sliced is not None else {}
+    scores = fields.get("scores")
+    if (type(scores) is not dict or not scores) and "error" in sample:  # the error explains the missing scores
+        fields |= sample.values(("error",), limits, _PARSED, also=sliced_bytes + sum(map(sample.text_bytes,
+                                                                                         _SAMPLE_FIELDS)))
+    return fields
 
 
 class _MemberReader:
@@ -116,13 +169,13 @@ class _MemberReader:
         self.where, self.raw, self.archive, self.limits = where, raw, archive, limits
         self.zstd = zstandard.ZstdDecompressor()
 
-    def __call__(self, member: zipfile.ZipInfo) -> bytes:
+    def __call__(self, member: zipfile.ZipInfo) -> bytearray:
         at = f"{self.where}, member {member.filename}"
         self.limits.check(at, "text_bytes", member.file_size, "the member's declared size in bytes")
         if member.compress_type != _ZSTD:
             try:
-                with self.archive.open(member) as stream:
-                    return stream.read(member.file_size + 1)
+                with self.archive.open(member) as stream:  # zipfile stops at the declared size, checks the CRC
+                    return _gathered(at, member.file_size, stream.read)
             except (zipfile.BadZipFile, NotImplementedError, OSError, ValueError, zlib.error, EOFError) as error:
                 raise InputError(f"{at}: cannot be read ({error})") from None
         data = self._zstd_member(at, member)
@@ -131,7 +184,7 @@ class _MemberReader:
                              "is damaged")
         return data
 
-    def _zstd_member(self, at: str, member: zipfile.ZipInfo) -> bytes:
+    def _zstd_member(self, at: str, member: zipfile.ZipInfo) -> bytearray:
         """The member's compressed bytes (after its local header) decompressed, never past its declared size
         (a frame's own content size is not trusted)."""
         start = member.header_offset
@@ -140,20 +193,25 @@ class _MemberReader:
             raise InputError(f"{at}: the member's local header is missing or damaged")
         name_length, extra_length = _LOCAL_HEADER.unpack(fixed)[-2:]
         offset = start + _LOCAL_HEADER.size + name_length + extra_length
-        compressed = self.raw[offset:offset + member.compress_size]
+        compressed = memoryview(self.raw)[offset:offset + member.compress_size]
         if len(compressed) != member.compress_size:
             raise InputError(f"{at}: the archive ends inside the member")
-        chunks, total = [], 0
         try:
-            reader = self.zstd.stream_reader(compressed, read_across_frames=True)
-            while chunk := reader.read(member.file_size + 1 - total):
-                total += len(chunk)
-                if total > member.file_size:
-                    raise InputError(f"{at}: decompresses to more than its declared {member.file_size:,} bytes")
-                chunks.append(chunk)
+            return _gathered(at, member.file_size,
+                             self.zstd.stream_reader(compressed, read_across_frames=True).read)
         except zstandard.ZstdError as error:
             raise InputError(f"{at}: not valid zstd data ({error})") from None
-        return b"".join(chunks)
+
+
+def _gathered(at: str, size: int, read: Callable[[int], bytes]) -> bytearray:
+    """The bytes ``read`` gives, ``_BLOCK`` at a time, into one buffer (no joined copy); refused at the byte
+    that passes the declared ``size``."""
+    data = bytearray()
+    while chunk := read(min(_BLOCK, size + 1 - len(data))):
+        data += chunk
+        if len(data) > size:
+            raise InputError(f"{at}: decompresses to more than its declared {size:,} bytes")
+    return data
 
 
 class _SampleRow(NamedTuple):
@@ -167,7 +225,7 @@ class _SampleRow(NamedTuple):
     slice: str | None
 
 
-def _sample_row(sample: Any, where: str, slice_metadata: str | None) -> _SampleRow:
+def _sample_row(sample: dict[str, Any] | None, where: str, slice_metadata: str | None) -> _SampleRow:
     """One sample's key, scores, identity digests and slice (the rest of the sample is not kept)."""
     if type(sample) is not dict:
         raise InputError(f"{where}: a sample must be a JSON object")
@@ -194,6 +252,11 @@ def _records(where: str, raw: bytes, log: dict[str, Any], rows: list[_SampleRow]
     if type(declared) is int and declared != len(rows):
         raise InputError(f"{where}: the log's results say {declared} samples were completed (results."
                          f"completed_samples), but it holds {len(rows)}; every sample is read or the log refused")
+    total = results.get("total_samples")
+    if log.get("status") == "success" and type(total) is int and total != len(rows):
+        raise InputError(f"{where}: the log's results say the evaluation succeeded over {total} samples (results."
+                         f"total_samples, status success), but it holds {len(rows)}; every sample is read or the "
+                         "log refused")
     require_unique_keys(where, ("id", "epoch"), [(row.id, row.epoch) for row in rows], located)
     names = sorted(rows[0].scores)
     for row, at in zip(rows, located):

@@ -44,7 +44,7 @@ from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
 
 from .records import EvidenceRecords, Provenance, require_unique_keys
-from .sources import (Source, field_of, json_document, json_lines, number_column, read_source, sha256_hex,
+from .sources import (JsonObject, Source, field_of, json_lines, number_column, read_source, sha256_hex,
                       stated_text, strict_floats, typed_json_lines, value_digest)
 
 __all__ = ["ROLLING_METRICS", "IDENTITY_FIELDS", "COUNT_UNITS", "NO_TOKEN_COUNT", "LOGLIKELIHOOD_METRIC",
@@ -69,6 +69,10 @@ LOGLIKELIHOOD_METRIC = {"perplexity": "loglikelihood"}
 
 IDENTITY_FIELDS = ("doc_hash", "prompt_hash", "target_hash")
 """The harness's per-document digests, which must agree between two paired sides."""
+_RESULTS_FIELDS = ("configs", "config", "results", "task_hashes", "versions", "lm_eval_version", "model_name",
+                   "model_name_sanitized", "transformers_version", "date", "n-samples")
+"""The fields of a results file certa parses (the others, e.g. ``higher_is_better`` and ``samples``, are checked as
+JSON, never built)."""
 
 _SAMPLES_NAME = re.compile(r"samples_(?P<task>.+)_(?P<time>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.jsonl")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -308,9 +312,10 @@ def _loglikelihoods_named(where: str, fields: _Fields, metrics: dict[str, np.nda
         if renamed in metrics:
             raise InputError(f"{where}: metrics '{name}' and '{renamed}' both logged; certa reads a loglikelihood "
                              f"task's '{name}' as the document's log-likelihood, '{renamed}'")
-        loglik = strict_floats(fields.loglik_texts,
-                               lambda i: f"{where}, {located[i]}: field 'filtered_resps' ([loglikelihood, is_greedy] "
-                                         f"of a loglikelihood task, whose '{name}' is that log-likelihood)")
+        loglik = _log_probabilities(strict_floats(
+            fields.loglik_texts, lambda i: f"{where}, {located[i]}: field 'filtered_resps' ([loglikelihood, is_greedy] "
+                                           f"of a loglikelihood task, whose '{name}' is that log-likelihood)"),
+            where, located)
         differs = np.flatnonzero(metrics[name] != loglik)
         if differs.size:
             at = int(differs[0])
@@ -319,6 +324,18 @@ def _loglikelihoods_named(where: str, fields: _Fields, metrics: dict[str, np.nda
                              f"loglikelihood task's per-document '{name}' as that log-likelihood, and certa reads it "
                              "only as one")
     return {LOGLIKELIHOOD_METRIC.get(name, name): values for name, values in metrics.items()}
+
+
+def _log_probabilities(loglik: np.ndarray, where: str, located: list[str]) -> np.ndarray:
+    """``loglik``, each a log-probability: at most 0 (a probability at most 1). A positive one is no model's
+    (lm-eval sums log-softmax outputs) and would read as a perplexity below 1: refused, naming the record."""
+    above = np.flatnonzero(loglik > 0)
+    if above.size:
+        at = int(above[0])
+        raise InputError(f"{where}, {located[at]}: field 'filtered_resps' holds the log-likelihood "
+                         f"{float(loglik[at])!r}, above 0 (a probability above 1), which no model computes "
+                         f"({above.size} such record(s))")
+    return loglik
 
 
 def _doc_ids(where: str, values: list[int], located: list[str]) -> np.ndarray:
@@ -331,7 +348,8 @@ def _doc_ids(where: str, values: list[int], located: list[str]) -> np.ndarray:
 
 def _hex_digests(where: str, field: str, values: list[str], located: list[str]) -> np.ndarray:
     """The values of an identity field, each a hex SHA-256 (64 lower-case hex digits)."""
-    if set(map(len, values)) != {64} or "".join(values).encode("utf-8").translate(None, _HEX_DIGITS):
+    # surrogatepass: a lone surrogate (a JSON escape) is a non-hex byte here, so the value is named below
+    if set(map(len, values)) != {64} or "".join(values).encode("utf-8", "surrogatepass").translate(None, _HEX_DIGITS):
         bad = next(index for index, value in enumerate(values) if _HEX64.fullmatch(value) is None)
         raise InputError(f"{where}, {located[bad]}: field '{field}' must be a hex SHA-256 (64 lower-case hex "
                          f"digits; got {values[bad][:70]!r})")
@@ -352,8 +370,9 @@ def _metric_names(where: str, listed: list[list[Any]], located: list[str]) -> tu
 def _perplexity(where: str, fields: _Fields, rolling: list[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(−loglikelihood, counts by unit) of a loglikelihood_rolling task."""
     located = fields.located
-    loglik = strict_floats(fields.loglik_texts,
-                           lambda i: f"{where}, {located[i]}: field 'filtered_resps' (one loglikelihood)")
+    loglik = _log_probabilities(strict_floats(fields.loglik_texts, lambda i: f"{where}, {located[i]}: field "
+                                                                              "'filtered_resps' (one loglikelihood)"),
+                                where, located)
     counts: dict[str, np.ndarray] = {}
     for metric in rolling:
         logliks, values = fields.pairs[metric]
@@ -417,7 +436,9 @@ def samples_task_hash(raw: bytes, where: str, limits: InputLimits) -> str:
         records, lines = json_lines(where, raw, limits)
         digests = ["".join(field_of(record, field, (str,), f"{where}, line {line}") for field in IDENTITY_FIELDS)
                    for record, line in zip(records, lines)]
-    return sha256_hex("".join(digests).encode("utf-8"))
+    # surrogatepass: a lone surrogate in a line of a filter not read (whose digests are not checked) gives a digest
+    # lm-eval cannot have written, so the results file is refused as not describing these samples
+    return sha256_hex("".join(digests).encode("utf-8", "surrogatepass"))
 
 
 def _provenance(where: str, raw: bytes, named_results: tuple[Source | None, str | None], task: str | None,
@@ -432,7 +453,8 @@ def _provenance(where: str, raw: bytes, named_results: tuple[Source | None, str 
         return Provenance(tool="lm-evaluation-harness", task=task, details=tuple(details), sources=tuple(sources))
     results_where, results_raw = read_source(results, results_name, limits)
     sources.append((results_where, sha256_hex(results_raw)))
-    document = json_document(results_where, results_raw)
+    document = JsonObject.document(results_where, results_raw).values(
+        _RESULTS_FIELDS, limits, f"the JSON text of the results file's fields {', '.join(_RESULTS_FIELDS)} in bytes")
     configs = document.get("configs")
     if type(configs) is not dict or not configs:
         raise InputError(f"{results_where}: field 'configs' (the task configurations) is missing or empty")
@@ -466,18 +488,24 @@ def _provenance(where: str, raw: bytes, named_results: tuple[Source | None, str 
 
 def _check_reported(results_where: str, document: dict[str, Any], task: str, filter_name: str,
                     task_config: dict[str, Any], metrics: Mapping[str, np.ndarray], where: str) -> None:
-    """The results file's own figures of the task against the samples read: its ``sample_len`` must be their
-    number of documents, and each metric the task aggregates by ``mean`` must be their mean (to 1e-9). A results
-    file of another model or run of the same task (the same task hash: the same documents) is refused so, naming
-    both numbers, never recorded as the samples' provenance."""
+    """The results file's own figures of the task against the samples read: its ``sample_len`` and
+    ``n-samples.<task>.effective`` must be their number of documents (``n-samples.<task>.original``, the task's
+    documents before ``--limit``, at least it), and each metric the task aggregates by ``mean`` must be their mean
+    (to 1e-9). A results file of another model or run of the same task (the same task hash: the same documents)
+    is refused so, naming both numbers, never recorded as the samples' provenance."""
+    documents = len(next(iter(metrics.values()))) if metrics else None
+    counted = document.get("n-samples", {}).get(task) if type(document.get("n-samples")) is dict else None
+    stated_counts = [(f"n-samples.{task}.{count}", counted.get(count), count == "original")
+                     for count in ("effective", "original")] if type(counted) is dict else []
     reported = document.get("results", {}).get(task) if type(document.get("results")) is dict else None
+    if type(reported) is dict:
+        stated_counts.insert(0, (f"results.{task}.sample_len", reported.get("sample_len"), False))
+    for field, stated, at_least in stated_counts:
+        if documents is not None and type(stated) is int and (stated < documents if at_least else stated != documents):
+            raise InputError(f"{results_where}: {field} is {stated}, but {where} holds {documents} documents of the "
+                             "task: the results file is not these samples'")
     if type(reported) is not dict:
         return
-    documents = len(next(iter(metrics.values()))) if metrics else None
-    stated = reported.get("sample_len")
-    if documents is not None and type(stated) is int and stated != documents:
-        raise InputError(f"{results_where}: results.{task}.sample_len is {stated}, but {where} holds {documents} "
-                         "documents of the task: the results file is not these samples'")
     listed = task_config.get("metric_list") if type(task_config.get("metric_list")) is list else []
     by_mean = {entry.get("metric") for entry in listed if type(entry) is dict and entry.get("aggregation") == "mean"}
     for metric in sorted(by_mean & set(metrics)):

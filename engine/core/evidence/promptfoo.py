@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from certa.engine.foundation.canonical import is_utf8_text
 from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
 
@@ -161,5 +162,10 @@ def _variables(record: dict[str, Any], where: str) -> Any:
 
 
 def _prompt_text(record: dict[str, Any], where: str) -> str:
+    """The prompt as sent (``prompt.raw``), UTF-8 text (its digest is of its UTF-8 bytes)."""
     prompt = field_of(record, "prompt", (dict,), where)
-    return field_of(prompt, "raw", (str,), f"{where}: prompt")
+    text = field_of(prompt, "raw", (str,), f"{where}: prompt")
+    if not is_utf8_text(text):
+        raise InputError(f"{where}: prompt: field 'raw' {ascii(text)[:60]} holds a lone surrogate (a \\ud800-\\udfff "
+                         "escape with no pair), which no UTF-8 text can hold")
+    return text

@@ -17,17 +17,26 @@ reader needs (the other fields are parsed and checked as JSON, never built), abo
 line, text msgspec refuses but ``json`` reads, such as a lone surrogate escape), it answers ``None`` and the
 reader reads the export through ``json_lines``, whose checks decide the error. Both give the same records
 (``tests/core/evidence/test_fast_path.py``).
+
+A whole JSON document that may be large (an Inspect log or one of its samples, whose event transcript can be
+hundreds of MB) is read as a ``JsonObject``: msgspec checks the whole text as JSON (after a UTF-8 check) and
+keeps each field's text unparsed (``msgspec.Raw``, a view of the document's bytes); a reader parses only the
+fields it reads, each through ``json`` as ``json_document`` would, so those values are ``json``'s own. A
+document therefore costs its bytes plus the fields read, where ``json`` would build every field as Python
+objects, about 10 to 30 bytes for each byte of text (``bench/hostile_inputs.py``).
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
+import functools
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import msgspec
 import numpy as np
@@ -37,8 +46,9 @@ from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits, read_input_file
 from certa.engine.foundation.json_read import check_document_depth
 
-__all__ = ["Source", "read_source", "json_lines", "typed_json_lines", "json_document", "strict_floats", "field_of",
-           "number_of", "finite_number", "number_column", "value_digest", "stated_text", "sha256_hex"]
+__all__ = ["Source", "read_source", "json_lines", "typed_json_lines", "json_document", "JsonObject", "require_utf8",
+           "strict_floats", "field_of", "number_of", "finite_number", "number_column", "value_digest", "stated_text",
+           "sha256_hex"]
 
 Source = bytes | str | Path
 """An export given as its bytes, or as the path of a regular file."""
@@ -145,6 +155,177 @@ def _refuse_constant(token: str) -> Any:
 
 
 _DECODE_DOCUMENT = json.JSONDecoder(parse_constant=_refuse_constant).decode
+_DECODE_FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+_DECODE_ITEMS = msgspec.json.Decoder(list[msgspec.Raw]).decode
+_DECODE_RAW = msgspec.json.Decoder(msgspec.Raw).decode
+_UTF8_BLOCK = 1 << 22
+_JSON_SPACE = re.compile(rb"[ \t\r\n]*")
+
+REFERENCE_BYTES = 1 << 20
+"""A document msgspec refuses is parsed again by ``json``, which words the error as ``json_document`` does (or
+reads what only ``json`` reads: a lone surrogate escape such as ``"\\ud800"``), when it is at most this many
+bytes; a larger one is refused in msgspec's words, so that no document, however it is damaged, costs ``json``'s
+Python objects for more than this many bytes."""
+
+
+def require_utf8(where: str, data: bytes | bytearray) -> None:
+    """Refuse ``data`` that is not UTF-8 text as ``json_document`` does (``'utf-8' codec can't decode byte 0xff
+    in position 12: invalid start byte``, the position counted from the start of ``data``), checking it a block
+    at a time: never a decoded copy of the whole text."""
+    if data.isascii():
+        return
+    view = memoryview(data)
+    start = 0
+    while start < len(view):
+        block = view[start:start + max(_UTF8_BLOCK, 4)]  # 4 bytes hold a character: each block moves on
+        final = start + len(block) == len(view)
+        try:
+            _, used = codecs.utf_8_decode(block, "strict", final)
+        except UnicodeDecodeError as error:
+            moved = UnicodeDecodeError(error.encoding, bytes(view[:start + error.end]), start + error.start,
+                                       start + error.end, error.reason)
+            raise InputError(f"{where}: not a JSON document ({moved})") from None
+        start += used  # short of the block's end by an incomplete character, which the next block holds
+
+
+class JsonObject:
+    """A JSON object, each of whose fields is parsed only when a reader asks for it (module docstring).
+
+    ``JsonObject.document`` reads a document; ``value`` parses one field as ``json_document`` parses a document
+    (so its value is ``json``'s, duplicate keys resolved to the last as ``json`` does), ``object`` and ``objects``
+    give a field that is itself an object, or an array of objects, as ``JsonObject`` s, and ``text_bytes`` the
+    bytes of a field's JSON text, so that a reader can bound what it parses before it parses it."""
+
+    __slots__ = ("where", "_fields", "_parsed")
+
+    def __init__(self, where: str, fields: Mapping[str, Any], *, parsed: bool = False) -> None:
+        self.where, self._fields, self._parsed = where, fields, parsed
+
+    @classmethod
+    def document(cls, where: str, data: bytes | bytearray) -> JsonObject:
+        """The JSON object that is all of ``data``: refused as ``json_document`` refuses it (text that is not
+        UTF-8, malformed JSON, ``NaN``, nesting beyond the decoder's recursion, another JSON value than an object),
+        in ``json``'s words up to ``REFERENCE_BYTES``, in msgspec's beyond."""
+        require_utf8(where, data)
+        try:
+            try:
+                return cls(where, _DECODE_FIELDS(data))
+            except msgspec.ValidationError:  # not an object: msgspec stopped at its first byte, json reads it all
+                _DECODE_RAW(data)
+                raise InputError(f"{where}: a JSON {_kind_of(data)} where a JSON object was expected") from None
+        except RecursionError:
+            raise InputError(f"{where}: not a JSON document (nested too deeply to read)") from None
+        except msgspec.DecodeError as error:
+            if len(data) > REFERENCE_BYTES:
+                raise InputError(f"{where}: not a JSON document ({error})") from None
+        return cls(where, json_document(where, bytes(data)), parsed=True)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._fields
+
+    def text_bytes(self, name: str) -> int:
+        """The bytes of field ``name``'s JSON text (0 when it is absent); of a document ``json`` read, the bytes of
+        the value written back as compact JSON."""
+        if name not in self._fields:
+            return 0
+        if self._parsed:
+            return len(json.dumps(self._fields[name], ensure_ascii=False, separators=(",", ":"))
+                       .encode("utf-8", "surrogatepass"))
+        return len(self._fields[name])
+
+    def value(self, name: str) -> Any:
+        """Field ``name``'s value as ``json`` parses it (``KeyError`` when absent)."""
+        field = self._fields[name]
+        return field if self._parsed else self._parse(bytes(field))
+
+    def _parse(self, text: bytes) -> Any:
+        try:
+            return _DECODE_DOCUMENT(text.decode("utf-8"))
+        except RecursionError:
+            raise InputError(f"{self.where}: not a JSON document (nested too deeply to read)") from None
+        except ValueError as error:  # what msgspec reads and json does not: an integer of over 4,300 digits
+            raise InputError(f"{self.where}: not a JSON document ({error})") from None
+
+    def values(self, names: Sequence[str], limits: InputLimits, what: str, *, also: int = 0) -> dict[str, Any]:
+        """``{name: value}`` of the fields ``names`` present, parsed as ``value`` parses one (in one call of the
+        decoder), at most ``cell_bytes`` of JSON text in all with ``also`` bytes parsed beside them, checked before
+        any is parsed (``what`` names them in the refusal)."""
+        present = [name for name in names if name in self._fields]
+        limits.check(self.where, "cell_bytes", also + sum(map(self.text_bytes, present)), what)
+        if self._parsed:
+            return {name: self._fields[name] for name in present}
+        text = b",".join(_json_key(name) + bytes(self._fields[name]) for name in present)
+        return self._parse(b"{" + text + b"}")
+
+    def object(self, name: str) -> JsonObject | None:
+        """Field ``name`` as a ``JsonObject``; ``None`` when it is absent or not a JSON object."""
+        if name not in self._fields:
+            return None
+        field = self._fields[name]
+        if self._parsed:
+            return JsonObject(self.where, field, parsed=True) if type(field) is dict else None
+        try:
+            return JsonObject(self.where, _DECODE_FIELDS(field))
+        except msgspec.ValidationError:
+            return None
+
+    def objects(self, name: str) -> Sequence[JsonObject | None] | None:
+        """Field ``name``'s items, each a ``JsonObject`` named ``<where>, <name>[<index>]`` (``None`` for an item
+        that is not a JSON object), made when it is taken (one at a time while they are iterated); ``None`` when
+        the field is absent or not a JSON array."""
+        if name not in self._fields:
+            return None
+        field = self._fields[name]
+        if self._parsed:
+            return None if type(field) is not list else _Items(f"{self.where}, {name}", field, parsed=True)
+        try:
+            return _Items(f"{self.where}, {name}", _DECODE_ITEMS(field))
+        except msgspec.ValidationError:
+            return None
+
+
+class _Items(Sequence[JsonObject | None]):
+    """The items of a JSON array (``msgspec.Raw`` each, or parsed values), each a ``JsonObject`` when taken."""
+
+    def __init__(self, where: str, items: list[Any], *, parsed: bool = False) -> None:
+        self.where, self.items, self.parsed = where, items, parsed
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @overload
+    def __getitem__(self, index: int) -> JsonObject | None: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[JsonObject | None]: ...
+
+    def __getitem__(self, index: int | slice) -> JsonObject | None | Sequence[JsonObject | None]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        item, where = self.items[index], f"{self.where}[{index % len(self.items)}]"
+        if self.parsed:
+            return JsonObject(where, item, parsed=True) if type(item) is dict else None
+        try:
+            return JsonObject(where, _DECODE_FIELDS(item))
+        except msgspec.ValidationError:
+            return None
+
+
+@functools.lru_cache(maxsize=256)
+def _json_key(name: str) -> bytes:
+    """``"name":`` as JSON text (a reader's field names are few: cached)."""
+    return json.dumps(name).encode() + b":"
+
+
+def _kind_of(data: bytes | bytearray) -> str:
+    """The Python type name ``json`` gives the JSON value ``data`` that is not an object (msgspec has read it):
+    list, str, bool, NoneType, int or float."""
+    start = _JSON_SPACE.match(data).end()
+    first = bytes(data[start:start + 1])
+    kinds = {b"[": "list", b'"': "str", b"t": "bool", b"f": "bool", b"n": "NoneType"}
+    if first in kinds:
+        return kinds[first]
+    return "float" if re.search(rb"[.eE]", data) else "int"
 
 
 def field_of(record: dict[str, Any], name: str, kinds: tuple[type, ...], where: str) -> Any:

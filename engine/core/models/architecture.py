@@ -78,11 +78,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from certa.engine.foundation.errors import InputError
+from certa.engine.foundation.library_errors import error_line
 
 __all__ = ["TensorHeader", "TensorPlan", "read_header", "weight_headers", "config_document", "check_limits",
            "build_architecture", "match_tensors", "check_buffers", "check_dtype", "materialise", "MAX_HEADER_BYTES",
            "BUFFER_ALLOWANCE", "COMPUTE_DTYPES", "DTYPE_BYTES", "TORCH_DTYPES", "FREE_LAYERS", "LAYER_BUILD_BYTES",
-           "error_line", "weight_bytes"]
+           "weight_bytes"]
 
 MAX_HEADER_BYTES = 100_000_000
 """The longest safetensors header the format allows (``safetensors``' ``MAX_HEADER_SIZE``)."""
@@ -403,12 +404,6 @@ def materialise(name: str, skeleton: Any, transformers: Any, torch: Any, dtype: 
     ``COMPUTE_DTYPES``), after ``check_dtype``."""
     check_dtype(name, skeleton, dtype)
     return _construct(name, skeleton.config, transformers, torch, getattr(torch, dtype), _parameters_on_meta(torch))
-
-
-def error_line(exc: BaseException) -> str:
-    """``Type: message`` of a library's exception on one line, at most 300 characters of the message."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return f"{type(exc).__name__}: {text[:300]}{'...' if len(text) > 300 else ''}"
 
 
 @dataclass(frozen=True)

@@ -71,11 +71,12 @@ from typing import Any
 import numpy as np
 
 from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.foundation.library_errors import error_line
 from certa.engine.foundation.extras import install_command, missing_extra
 from certa.engine.core.models.architecture import (COMPUTE_DTYPES, DTYPE_BYTES, MAX_HEADER_BYTES, TORCH_DTYPES,
                                                    TensorHeader, TensorPlan, build_architecture, check_buffers,
-                                                   check_dtype, check_limits, config_document, error_line,
-                                                   match_tensors, materialise, weight_headers)
+                                                   check_dtype, check_limits, config_document, match_tensors,
+                                                   materialise, weight_headers)
 from certa.engine.core.models.manifest import (HASH_THREADS, MODEL_FORMAT, WEIGHTS_FILE, WEIGHTS_INDEX, HeldWeights,
                                                ModelFile, index_shards, read_hashed, read_manifest)
 from certa.engine.core.models.tokenizer import SpecialTokens, read_tokenizer

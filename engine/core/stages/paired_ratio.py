@@ -433,6 +433,11 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
                            "(see the recorded profile_rule decisions; fix the data or use profile dev to explore)",
                            rule=failed[0], decisions=tuple(decisions))
 
+    # before the bootstrap: a mean NLL whose exp overflows (a sum given as a mean) is refused before replicates of
+    # such numbers are summed (their quantiles would be inf - inf, a numpy warning on the way to the refusal)
+    final_ppl = _perplexity(bootstrap.token_weighted_mean(subject.mean_nll[si], tokens), knobs["subject"])
+    baseline_final_ppl = _perplexity(bootstrap.token_weighted_mean(baseline.mean_nll[bi], baseline.tokens[bi]),
+                                     knobs["baseline"])
     ci = kernels.bootstrap_ci(deltas, tokens, rng=ctx.rng, replicates=knobs["replicates"],
                               confidence_level=knobs["confidence_level"], method=knobs["method"],
                               scheme=knobs["scheme"])
@@ -441,9 +446,6 @@ def run_paired_ratio(ctx: StageContext, kernels: PairedRatioKernels = KERNELS[-1
     if ci.fallback:
         decisions.append(Decision("bootstrap_fallback", {"reason": ci.fallback}))
 
-    final_ppl = _perplexity(bootstrap.token_weighted_mean(subject.mean_nll[si], tokens), knobs["subject"])
-    baseline_final_ppl = _perplexity(bootstrap.token_weighted_mean(baseline.mean_nll[bi], baseline.tokens[bi]),
-                                     knobs["baseline"])
     preview_ppl: Any = ABSENT
     drift: Any = ABSENT
     if subject_all.phase is not None and counts["subject"]["preview"] > 0:

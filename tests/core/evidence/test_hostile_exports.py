@@ -62,9 +62,12 @@ def raises(match: str, read, *args, **kwargs) -> str:
 @pytest.mark.parametrize("record, message", [
     (rolling_line(0, "nan"), r"line 1: field 'filtered_resps' .* must be a number written as text \(got 'nan'\)"),
     (rolling_line(0, "1e999"), r"line 1: field 'filtered_resps' .* is '1e999', not finite"),
+    (rolling_line(0, "5.5"), r"line 1: field 'filtered_resps' holds the log-likelihood 5.5, above 0 \(a probability "
+                             r"above 1\), which no model computes \(1 such record"),
     (rolling_line(0, "-1_0"), r"line 1: .*got '-1_0'"),
     (rolling_line(0, filtered_resps=[-3.5]), r"line 1: .*must be a number written as text \(got -3.5\)"),
     (rolling_line(0, doc_hash="xyz"), r"line 1: field 'doc_hash' must be a hex SHA-256"),
+    (rolling_line(0, doc_hash="\ud800" * 64), r"line 1: field 'doc_hash' must be a hex SHA-256 .*got '\\ud800"),
     ({k: v for k, v in rolling_line(0).items() if k != "prompt_hash"}, r"line 1: field 'prompt_hash' is missing"),
     ({**rolling_line(0), "doc_id": True}, r"line 1: field 'doc_id' must be int \(got True\)"),
     ({**rolling_line(0), "doc_id": -1}, r"line 1: field 'doc_id' must be ≥ 0"),
@@ -286,6 +289,13 @@ def test_promptfoo_selection_is_never_a_guess() -> None:
         "provider.id": "z", "provider.label": "z"}
     raises(r"line 1: provider: field 'id' must be str \(got 3\)", read_promptfoo_jsonl,
            jsonl(promptfoo_of(0, {"id": 3})), name="r.jsonl")
+
+
+def test_a_promptfoo_prompt_that_is_not_utf8_text_is_one_error() -> None:
+    """``prompt.raw`` with a lone surrogate (a JSON escape with no pair): its digest is of its UTF-8 bytes, which it
+    has none of (a ``UnicodeEncodeError``, an internal error, before)."""
+    raises(r"line 2: prompt: field 'raw' 'Q\\udfff' holds a lone surrogate", read_promptfoo_jsonl,
+           jsonl(promptfoo_line(0), promptfoo_line(1, prompt={"raw": "Q\udfff", "label": "p"})), name="r.jsonl")
 
 
 def test_mapped_tables_refuse_duplicates_gaps_and_negative_weights() -> None:

@@ -103,7 +103,12 @@ def test_an_edited_input_is_a_mismatch_and_a_dropped_epoch_is_unmatched(tmp_path
     with pytest.raises(InputError, match=r"subject.json: the log's results say 40 samples were completed \(results."
                                          r"completed_samples\), but it holds 39"):
         read_inspect_json(path)  # a sample missing from a log that says it completed it is never dropped silently
-    log["results"]["completed_samples"] -= 1  # a log that completed one sample fewer: the epoch is unmatched
+    log["results"]["completed_samples"] -= 1  # one sample fewer completed, yet a success over all 40: refused
+    path.write_text(json.dumps(log), encoding="utf-8")
+    with pytest.raises(InputError, match=r"subject.json: the log's results say the evaluation succeeded over 40 "
+                                         r"samples \(results.total_samples, status success\), but it holds 39"):
+        read_inspect_json(path)
+    log["status"] = "cancelled"  # a run stopped before its last sample: the epoch is unmatched
     path.write_text(json.dumps(log), encoding="utf-8")
     report = pair_records(read_inspect_eval(FIXTURES / "baseline.eval"), read_inspect_json(path)).report
     assert report.unmatched_baseline == ((dropped["id"], dropped["epoch"]),)

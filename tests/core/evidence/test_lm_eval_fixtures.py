@@ -138,3 +138,27 @@ def test_results_files_swapped_between_the_sides_are_refused_by_their_own_figure
     with pytest.raises(InputError, match=rf"results.certa_mc.sample_len is {len(lines) + 1}, but .* holds "
                                          rf"{len(lines)} documents"):
         read_lm_eval_samples(samples, edited, task="certa_mc")
+
+
+@pytest.mark.parametrize("count, value, accepted", [("effective", -1, False), ("effective", +1, False),
+                                                    ("original", -1, False), ("original", +1, True)])
+def test_the_results_files_n_samples_must_count_the_samples(tmp_path: Path, count: str, value: int,
+                                                             accepted: bool) -> None:
+    """lm-eval states a task's documents twice more, in ``n-samples.<task>``: ``effective`` (the documents evaluated)
+    must be the number of documents read, ``original`` (before ``--limit``) at least it. An ``effective`` of 23
+    beside 24 documents was accepted."""
+    from certa.engine.foundation.errors import InputError
+
+    samples, results = files("subject", "certa_mc")
+    documents = len(raw_lines(samples))
+    document = json.loads(results.read_text(encoding="utf-8"))
+    assert document["n-samples"]["certa_mc"] == {"original": documents, "effective": documents}
+    document["n-samples"]["certa_mc"][count] = documents + value
+    edited = tmp_path / "results.json"
+    edited.write_text(json.dumps(document), encoding="utf-8")
+    if accepted:
+        assert read_lm_eval_samples(samples, edited, task="certa_mc").n_items == documents
+        return
+    with pytest.raises(InputError, match=rf"results.json: n-samples.certa_mc.{count} is {documents + value}, but "
+                                         rf".* holds {documents} documents of the task"):
+        read_lm_eval_samples(samples, edited, task="certa_mc")
