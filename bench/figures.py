@@ -304,6 +304,7 @@ BENCHES: dict[str, Bench] = {
     "evidence_import": Bench("evidence_import.py", ("--records", "10000", "--repeats", "2"), _evidence_import),
     "model_windows": Bench("model_windows.py", ("--models", "tiny", "--repeats", "1"), _json_rows("model_windows.py")),
     "model_sequential": Bench("model_sequential.py", ("--replicates", "5"), _json_rows("model_sequential.py")),
+    "model_memory": Bench("model_memory.py", ("--size", "small", "--repeats", "1"), _json_rows("model_memory.py")),
 }
 """The benches whose figures make the table, in the table's order (a bench not in this checkout gives no rows).
 Without ``--fast`` a bench runs with its own defaults, the README's sizes (verify_scale: 10⁵ and 10⁶ entries;
