@@ -13,6 +13,11 @@ perplexity certificate.
 same text, counted in UTF-8 bytes); ``auto`` (the default) picks by the digests, ``tokens`` refuses differing
 tokenizers.
 
+Memory: both models are checked first (``prepare_causal_lm``: configuration, weights' headers, tokenizers), the
+windows cut and their token ids checked; then each model is loaded, scored and freed before the next is loaded,
+first the one whose weights were kept when its folder was hashed (``certa.engine.core.inputs``), so memory holds
+one model's weights. The tables do not depend on that order.
+
 Evidence: the two tables, and a ``models`` table (one row per model: manifest SHA-256, model type, parameter
 count, tokenizer SHA-256, signature check, device, library versions; from 1.1.0 the special tokens its tokenizer
 adds), are captured: the ledger stores them like inputs, and a replay (``ctx.captured``) recomputes the outputs from
