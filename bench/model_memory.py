@@ -2,7 +2,7 @@
 ``model.windows`` spec and certa's loader against ``transformers``' ``from_pretrained`` on the same folders, each
 measured in a fresh process (issue 32, item 3).
 
-    PYTHONPATH=. python3 bench/model_memory.py                       # build two ~1B models in /tmp, measure, delete
+    PYTHONPATH=. python3 bench/model_memory.py                       # build two ~1B models (4 GB), measure, delete
     PYTHONPATH=. python3 bench/model_memory.py --folder /tmp/mm --keep   # build once, keep the folders for re-runs
     PYTHONPATH=. python3 bench/model_memory.py --size small --json   # a 2-layer model: checks the plumbing only
 
@@ -119,6 +119,13 @@ def build_model(folder: Path, size: str, seed: int, shard_bytes: int, tokenizer:
     config.save_pretrained(folder)
     tokenizer.save(str(folder / "tokenizer.json"))
     return sum(sizes)
+
+
+def _parameters(size: str) -> int:
+    """Parameters of a ``SIZES[size]`` Llama (untied embeddings, as many key/value heads as heads)."""
+    c = SIZES[size]
+    hidden, layers, inner, vocab = c["hidden_size"], c["num_hidden_layers"], c["intermediate_size"], c["vocab_size"]
+    return 2 * vocab * hidden + layers * (4 * hidden * hidden + 3 * hidden * inner + 2 * hidden) + hidden
 
 
 def _documents(count: int) -> list[str]:
@@ -294,7 +301,7 @@ def main() -> None:
         kind, folder, dtype = args.child
         print(json.dumps(CHILDREN[kind](Path(folder), dtype)))
         return
-    root = args.folder or Path(tempfile.mkdtemp(prefix="certa-model-memory-", dir="/tmp"))
+    root = args.folder or Path(tempfile.mkdtemp(prefix="certa-model-memory-"))
     root.mkdir(parents=True, exist_ok=True)
     try:
         figures = _run(root, args)
@@ -310,6 +317,9 @@ def _run(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     folders = [root / arm for arm in ARMS]
     if not all((folder / "model.safetensors.index.json").is_file() for folder in folders):
         free = shutil.disk_usage(root).free
+        needed = 2 * 2 * _parameters(args.size)  # two models of bf16 weights
+        if free < 1.5 * needed:
+            raise SystemExit(f"{root} has {free / 1e9:.1f} GB free; two {args.size} models need {needed / 1e9:.1f} GB")
         print(f"building two {args.size} models in {root} ({free / 1e9:.0f} GB free)", flush=True)
         for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)
