@@ -13,6 +13,7 @@ import textwrap
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,12 +30,18 @@ ROOT = Path(__file__).resolve().parents[1]
 POSTGRES_SERVER = os.environ.get("CERTA_TEST_POSTGRES_URL")
 """The PostgreSQL server the shared-ledger tests use (``.ci/run`` starts one on loopback and sets it)."""
 
+VLLM_SERVER = os.environ.get("CERTA_TEST_VLLM_URL")
+"""The vLLM server the served-model tests query (its OpenAI-compatible base URL, ``http://127.0.0.1:PORT/v1``):
+``bash .ci/vllm`` starts one on loopback and prints it with ``CERTA_TEST_VLLM_MODEL`` (the model folder it serves)
+and ``CERTA_TEST_VLLM_NAME`` (the served name); ``.ci/run`` starts it and sets them."""
+
 _COMPONENT_OF_MODULE = {"test_ledger_postgres": "postgres", "test_postgres_sweep": "postgres",
                         "test_browser": "browser", "test_batch_cluster": "cluster", "test_wheel": "wheel",
                         "test_ledger_crash": "crash", "test_kills": "crash"}
 _POSTGRES_FIXTURES = {"pg_url", "pg_recorded"}
 _MODEL_FIXTURES = {"tiny_models", "tiny_architectures"}
 _CLUSTER_FIXTURES = {"cluster_client"}
+_SERVED_FIXTURES = {"vllm_server"}
 
 
 MODEL_EXAMPLES = tuple(sorted(spec.parent.name for spec in (ROOT / "specs").glob("*/spec.yaml")
@@ -58,7 +65,7 @@ def require_model_libraries() -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test by the real component it needs (``postgres``, ``browser``, ``cluster``, ``crash``,
-    ``wheel``, ``models``), so that ``pytest -m "not (slow or postgres or browser or cluster or crash or wheel or
+    ``wheel``, ``models``, ``served``), so that ``pytest -m "not (slow or postgres or browser or cluster or crash or wheel or
     adversarial)"`` is a unit run of seconds. A test needs PostgreSQL when it takes a PostgreSQL fixture or a
     ``postgresql`` parameter, a Dask cluster when it takes the cluster fixture or starts the default LocalCluster
     (its name says so), and kills real processes (``crash``) when its module or its name says so."""
@@ -71,6 +78,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         callspec = getattr(item, "callspec", None)
         if names & _POSTGRES_FIXTURES or (callspec and "postgresql" in map(str, callspec.params.values())):
             item.add_marker("postgres")
+        if names & _SERVED_FIXTURES:
+            item.add_marker("served")
         if names & _CLUSTER_FIXTURES or "local_cluster" in item.name:
             item.add_marker("cluster")
         if "killed" in item.name:
@@ -90,6 +99,31 @@ def require_postgres(what: str) -> str:
             pytest.fail(f"CI must run the PostgreSQL {what}: .ci/run sets CERTA_TEST_POSTGRES_URL", pytrace=False)
         pytest.skip(f"set CERTA_TEST_POSTGRES_URL to run the PostgreSQL {what}")
     return POSTGRES_SERVER
+
+
+@dataclass(frozen=True)
+class VllmServer:
+    """The vLLM test server: ``url`` (its OpenAI-compatible base, ending in ``/v1``), ``name`` (the served model
+    name) and ``folder`` (the local model folder it loaded, the reference for its weights and tokenizer)."""
+
+    url: str
+    name: str
+    folder: Path
+
+
+@pytest.fixture(scope="session")
+def vllm_server() -> VllmServer:
+    """The server ``CERTA_TEST_VLLM_URL`` names; without one the test is skipped, or fails under CI, which starts
+    one (``.ci/vllm``)."""
+    folder = os.environ.get("CERTA_TEST_VLLM_MODEL")
+    if not VLLM_SERVER or not folder:
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the served-model tests: .ci/run starts a vLLM server (.ci/vllm) and sets "
+                        "CERTA_TEST_VLLM_URL and CERTA_TEST_VLLM_MODEL", pytrace=False)
+        pytest.skip("set CERTA_TEST_VLLM_URL and CERTA_TEST_VLLM_MODEL to run the served-model tests: "
+                    "`bash .ci/vllm` starts a vLLM server on loopback and prints them")
+    return VllmServer(url=VLLM_SERVER.rstrip("/"), name=os.environ.get("CERTA_TEST_VLLM_NAME", "tiny-llama"),
+                      folder=Path(folder))
 
 
 @contextmanager
