@@ -183,20 +183,23 @@ def validate(spec: Path, as_json: bool) -> int:
     return EXIT_OK
 
 
-def _parse_input_overrides(values: tuple[str, ...]) -> dict[str, Path]:
-    overrides = {}
+def _parse_input_overrides(values: tuple[str, ...]) -> dict[str, Path | str]:
+    from certa.engine.core.endpoint_input import is_url
+
+    overrides: dict[str, Path | str] = {}
     for value in values:
         name, sep, path = value.partition("=")
         if not sep or not name or not path:
             raise click.BadParameter(f"expected NAME=PATH, got {value!r}", param_hint="--input")
-        overrides[name] = Path(path).expanduser().resolve()
+        overrides[name] = path if is_url(path) else Path(path).expanduser().resolve()
     return overrides
 
 
 @main.command("run")
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--input", "input_overrides", multiple=True, metavar="NAME=PATH",
-              help="Read input NAME from PATH instead of the spec's path (may be outside the spec's folder).")
+              help="Read input NAME from PATH instead of the spec's path (may be outside the spec's folder); for an "
+                   "endpoint input, NAME=URL replaces its URL.")
 @click.option("--no-record", is_flag=True, help="Run without writing to the ledger (the run id is not kept).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the certificate JSON to this file.")

@@ -18,6 +18,8 @@ format                                             read by
 ``promptfoo-jsonl``
 ``hf-model``                                       ``certa.engine.core.models.manifest`` (a model folder's
                                                    manifest; a spec declares it with ``model:``)
+``endpoint``                                       ``certa.engine.core.endpoint_input`` (a served model's
+                                                   declaration; a spec declares it with ``endpoint:``)
 =================================================  ===========================================================
 
 A package adds a format through the ``certa.input_formats`` entry-point group, naming an object that
@@ -42,6 +44,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from certa.engine.core.endpoint_input import EndpointFormat
 from certa.engine.core.evidence.formats import EXPORT_READERS
 from certa.engine.core.input_limits import InputLimits
 from certa.engine.core.models.manifest import MODEL_FORMAT, read_manifest
@@ -116,7 +119,7 @@ class ModelManifestFormat:
 
 
 BUILTIN_FORMATS: tuple[InputFormat, ...] = (*(TableFormat(name) for name in FORMATS), *EXPORT_READERS,
-                                            ModelManifestFormat())
+                                            ModelManifestFormat(), EndpointFormat())
 """The formats certa ships (module docstring)."""
 
 

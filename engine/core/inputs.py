@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from certa.engine.core.endpoint_input import ENDPOINT_FORMAT, declaration_bytes, is_url
 from certa.engine.core.input_formats import input_format, read_input
 from certa.engine.core.input_limits import InputLimits, read_input_file
 from certa.engine.core.models.manifest import MODEL_FORMAT, WEIGHTS_RULE, HeldWeights, ModelManifest, folder_manifest
@@ -71,13 +72,26 @@ class InputSource:
     """A model input's weight files, read into memory as they were hashed (``read_source(keep_weights=True)``)."""
 
 
-def read_source(declared: InputSpec, *, path: Path | None = None, profile: str, limits: InputLimits,
+def read_source(declared: InputSpec, *, path: Path | str | None = None, profile: str, limits: InputLimits,
                 keep_weights: bool = False) -> InputSource:
-    """The declared input's bytes, from ``path`` (default: the spec's): a regular file within ``limits``
+    """The declared input's bytes, from ``path`` (default: the spec's; an endpoint's: its URL, in place of the
+    declared one): an endpoint's declaration (``certa.engine.core.endpoint_input``), a regular file within ``limits``
     (``read_input_file``), or for a model input its folder's manifest and signature check (in the ci and
     release profiles a signature that is neither verified nor absent is an ``InputError``), with its weight files'
     bytes as they were hashed when ``keep_weights`` (``InputSource.weights``: the loader then reads and hashes them
     no second time). Not parsed."""
+    given_url = path is not None and is_url(str(path))
+    if declared.fmt == ENDPOINT_FORMAT:  # a served model: its bytes are its declaration, nothing is read
+        if path is not None and not given_url:
+            raise InputError(f"input '{declared.name}' is an endpoint: --input {declared.name}= takes its URL "
+                             "(http:// or https://), not a path")
+        return InputSource(declared.name, ENDPOINT_FORMAT,
+                           declaration_bytes(declared.name, declared.endpoint or {},
+                                             url=None if path is None else str(path)),
+                           overridden=path is not None)
+    if given_url:
+        raise InputError(f"input '{declared.name}' is read from a file or folder, not a URL (only an endpoint: "
+                         "input takes --input NAME=URL)")
     where = Path(path if path is not None else declared.path)
     fmt = declared.fmt or format_for_path(where)
     if fmt != MODEL_FORMAT:
@@ -153,7 +167,7 @@ def load_tables(plan: Plan, *, inputs: Mapping[str, Columns | Table | InputSourc
         value = inputs.get(name)
         if value is None:
             path = input_paths.get(name)
-            source = read_source(declared, path=Path(path) if path is not None else None, profile=plan.profile,
+            source = read_source(declared, path=path, profile=plan.profile,
                                  limits=limits, keep_weights=not kept and name in named)
             kept = kept or source.weights is not None
             given[name] = source

@@ -19,6 +19,7 @@ from certa.engine.core.gate_family import evaluate_family
 from certa.engine.foundation.errors import ProfileAbort, SpecError, StageError
 from certa.engine.core.gates import evaluate_gate
 from certa.engine.core.inputs import UNUSED_WEIGHTS, unused_weights_detail
+from certa.engine.core.endpoint_input import ENDPOINT_FORMAT, read_declaration
 from certa.engine.core.models.manifest import MODEL_FORMAT, read_manifest
 from certa.engine.core.metric_paths import KeyColumn, closest, format_steps, key_column, key_values, parse_metric
 from certa.engine.core.seeds import DERIVATION, stage_generator, stage_seed_record
@@ -199,8 +200,9 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
 def input_record(table: Table, unread: list[str] | None) -> dict[str, Any]:
     """An input as content format 3 records it: name, SHA-256, rows, format and columns; a plain table's
     ``unread_columns``; a model folder's ``files`` (path, size, SHA-256: what ``sha256sum`` prints for each, bound
-    by the manifest's SHA-256, the input's) and ``weights`` (the files loaded as weights); ``overridden`` when it
-    was read from a path given instead of the spec's."""
+    by the manifest's SHA-256, the input's) and ``weights`` (the files loaded as weights); a served model's
+    ``endpoint`` (its declaration: URL, served name, the key's variable name, client settings; never the key);
+    ``overridden`` when it was read from a path (or URL) given instead of the spec's."""
     record: dict[str, Any] = {"name": table.name, "sha256": table.sha256, "rows": table.n_rows, "format": table.fmt,
                               "columns": list(table.columns)}
     if unread is not None:
@@ -209,6 +211,8 @@ def input_record(table: Table, unread: list[str] | None) -> dict[str, Any]:
         manifest = read_manifest(table.name, table.raw)
         record["files"] = [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in manifest.files]
         record["weights"] = list(manifest.weights)
+    if table.fmt == ENDPOINT_FORMAT:
+        record["endpoint"] = read_declaration(table.name, table.raw).record()
     if table.overridden:
         record["overridden"] = True
     return record

@@ -27,6 +27,7 @@ from certa.schemas import load_schema, read_schema, schema_exists
 from certa.engine.foundation.canonical import canonical_bytes, canonical_sha256, sha256_hex
 from certa.engine.foundation.errors import SpecError
 from certa.engine.core.gate_family import DEFAULT_FAMILY, FamilySpec
+from certa.engine.core.endpoint_input import ENDPOINT_FORMAT
 from certa.engine.core.models.manifest import MODEL_FORMAT
 from certa.engine.core.metric_paths import DataKey, MetricPathError, closest, parse_metric, resolve_in_schema
 from certa.engine.core.stages import REGISTRY, StageType, UnknownStage, parse_stage_ref
@@ -54,6 +55,8 @@ class InputSpec:
     """An evaluator format's reader options (``certa.engine.core.evidence.formats``)."""
     public_key: str | None = None
     """A model input's ``signature.public_key``, resolved like ``path`` (``certa.engine.core.models.signature``)."""
+    endpoint: Mapping[str, Any] | None = None
+    """An endpoint input's declaration (``certa.engine.core.endpoint_input``; ``path`` is then its URL)."""
 
 
 @dataclass(frozen=True)
@@ -692,6 +695,9 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
                   sha256=entry.get("sha256"), fmt=MODEL_FORMAT,
                   public_key=_resolve_input_path(name, entry["signature"]["public_key"], base_dir, source, node,
                                                  key="signature.public_key") if "signature" in entry else None)
+        if "model" in entry else
+        InputSpec(name=name, path=entry["endpoint"]["url"], sha256=None, fmt=ENDPOINT_FORMAT,
+                  endpoint=dict(entry["endpoint"]))
         for name, entry in data["inputs"].items()
     }
     for problem, path in read_option_problems(inputs):

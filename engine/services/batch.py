@@ -106,8 +106,7 @@ def read_inputs(plan: Plan, input_paths: Mapping[str, Path] | None = None) -> di
     limits = InputLimits.from_env()
     for name, declared in plan.inputs.items():
         path = (input_paths or {}).get(name)
-        source = read_source(declared, path=Path(path) if path is not None else None, profile=plan.profile,
-                             limits=limits)
+        source = read_source(declared, path=path, profile=plan.profile, limits=limits)
         sha = sha256_hex(source.raw)
         check_pin(declared, sha)
         inputs[name] = replace(source, sha256=sha)

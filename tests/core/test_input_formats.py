@@ -11,6 +11,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from certa.engine import run
+from certa.engine.core.endpoint_input import ENDPOINT_FORMAT
 from certa.engine.core.input_formats import (BUILTIN_FORMATS, ENTRY_POINT_GROUP, FORMAT_NAME, InputFormat, input_format,
                                              input_formats, read_input)
 from certa.engine.core.input_limits import InputLimits
@@ -81,9 +82,10 @@ def format_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def test_the_spec_schema_lists_exactly_the_built_in_formats() -> None:
     declared = load_schema("spec.schema.json")["properties"]["inputs"]["additionalProperties"]["properties"]
     names = [f.name for f in BUILTIN_FORMATS]
-    # a model input is declared with model:, not format:; every other format is the schema's enum, in order
-    assert declared["format"]["enum"] == [name for name in names if name != MODEL_FORMAT]
-    assert MODEL_FORMAT in names and len(set(names)) == len(names)
+    # a model input is declared with model:, a served one with endpoint:, not format:; every other format is the
+    # schema's enum, in order
+    assert declared["format"]["enum"] == [name for name in names if name not in (MODEL_FORMAT, ENDPOINT_FORMAT)]
+    assert MODEL_FORMAT in names and ENDPOINT_FORMAT in names and len(set(names)) == len(names)
     options = set(declared["read"]["properties"])
     assert options == set().union(*(f.read_options for f in BUILTIN_FORMATS))
     for reader in BUILTIN_FORMATS:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from certa.engine.core.endpoint_input import ENDPOINT_FORMAT
 from certa.engine.core.models.manifest import MODEL_FORMAT
 from certa.engine.core.tables import Table
 from certa.engine.core.stages.base import Decision
@@ -53,8 +54,8 @@ def unused_column_decisions(table: Table, unused: Mapping[str, str]) -> tuple[De
 
 def unread_columns(table: Table) -> list[str] | None:
     """The columns of ``table`` that nothing read (``Table.columns_read``), in the table's order; None for a table
-    that is not read by column (an evaluator export, a model folder)."""
-    if table.evidence is not None or table.fmt == MODEL_FORMAT:
+    that is not read by column (an evaluator export, a model folder, a served model)."""
+    if table.evidence is not None or table.fmt in (MODEL_FORMAT, ENDPOINT_FORMAT):
         return None
     return [column for column in table.columns if column not in table.columns_read]
 

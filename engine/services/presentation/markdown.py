@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from certa.engine.foundation.canonical import to_jsonable
 from certa.engine.core.certificate import results_sha256
-from certa.engine.services.presentation.input_notes import model_files, override_note, unread_note
+from certa.engine.services.presentation.input_notes import endpoint_note, model_files, override_note, unread_note
 from certa.engine.services.presentation.display_text import markdown_code, markdown_strings, markdown_text, plain_text
 from certa.engine.services.presentation.explain import how_to_read
 from certa.engine.services.presentation.stages import markdown_of
@@ -159,9 +159,9 @@ def certificate_markdown(certificate: Mapping[str, Any], *, explain: bool = Fals
         lines.append(f"| {text(item['name'])} (captured by stage {text(item['stage'])}) | {text(item['rows'])} | csv "
                      f"| {code(item['sha256'])} |")
     for item in content["inputs"]:
-        unread = unread_note(item)
-        if unread is not None:
-            lines += ["", text(unread)]
+        for note in (unread_note(item), endpoint_note(item)):
+            if note is not None:
+                lines += ["", text(note)]
     for item in content["inputs"]:
         files = model_files(item)
         if files:

@@ -17,7 +17,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from certa.engine.services.presentation.input_notes import model_files, override_note, unread_note
+from certa.engine.services.presentation.input_notes import endpoint_note, model_files, override_note, unread_note
 from certa.engine.services.presentation.display_text import plain_text
 from certa.engine.core.gate_family import stated_family
 from certa.engine.core.gates import gate_display
@@ -135,7 +135,8 @@ def render_report(data: ReportData, *, links: Sequence[Link] = (), css_href: str
     return template.render(
         data=data, content=content, description=(content or {}).get("spec", {}).get("description") or "",
         identity=identity_rows(data), inputs=inputs, captured=captured, stage_versions=stage_versions,
-        override=override_note(inputs), unread=[note for i in inputs if (note := unread_note(i)) is not None],
+        override=override_note(inputs),
+        unread=[note for i in inputs for note in (unread_note(i), endpoint_note(i)) if note is not None],
         files=[(str(i["name"]), str(i["sha256"]), rows) for i in inputs if (rows := model_files(i))],
         gates=_gate_rows(content or {}), family=stated_family(content) if content is not None else None,
         sections=sections,
