@@ -32,8 +32,9 @@ POSTGRES_SERVER = os.environ.get("CERTA_TEST_POSTGRES_URL")
 
 VLLM_SERVER = os.environ.get("CERTA_TEST_VLLM_URL")
 """The vLLM server the served-model tests query (its OpenAI-compatible base URL, ``http://127.0.0.1:PORT/v1``):
-``bash .ci/vllm`` starts one on loopback and prints it with ``CERTA_TEST_VLLM_MODEL`` (the model folder it serves)
-and ``CERTA_TEST_VLLM_NAME`` (the served name); ``.ci/run`` starts it and sets them."""
+``bash .ci/vllm`` starts one on loopback and prints it with ``CERTA_TEST_VLLM_MODEL`` (the model folder it serves),
+``CERTA_TEST_VLLM_NAME`` (the served name) and ``CERTA_TEST_VLLM_IMPOSTOR_URL`` (a second server, under the same
+name, of a perturbed copy of the weights); ``.ci/run`` starts them and sets those variables."""
 
 _COMPONENT_OF_MODULE = {"test_ledger_postgres": "postgres", "test_postgres_sweep": "postgres",
                         "test_browser": "browser", "test_batch_cluster": "cluster", "test_wheel": "wheel",
@@ -103,12 +104,15 @@ def require_postgres(what: str) -> str:
 
 @dataclass(frozen=True)
 class VllmServer:
-    """The vLLM test server: ``url`` (its OpenAI-compatible base, ending in ``/v1``), ``name`` (the served model
-    name) and ``folder`` (the local model folder it loaded, the reference for its weights and tokenizer)."""
+    """The vLLM test servers: ``url`` (the OpenAI-compatible base, ending in ``/v1``, of the server of the
+    reference weights), ``name`` (the served model name), ``folder`` (the local model folder it loaded, the
+    reference for its weights and tokenizer) and ``impostor_url`` (a second server, under the same name, of a
+    copy of those weights perturbed by 5 %: ``.ci/vllm``)."""
 
     url: str
     name: str
     folder: Path
+    impostor_url: str
 
 
 @pytest.fixture(scope="session")
@@ -116,14 +120,15 @@ def vllm_server() -> VllmServer:
     """The server ``CERTA_TEST_VLLM_URL`` names; without one the test is skipped, or fails under CI, which starts
     one (``.ci/vllm``)."""
     folder = os.environ.get("CERTA_TEST_VLLM_MODEL")
-    if not VLLM_SERVER or not folder:
+    impostor = os.environ.get("CERTA_TEST_VLLM_IMPOSTOR_URL")
+    if not VLLM_SERVER or not folder or not impostor:
         if os.environ.get("CI"):
-            pytest.fail("CI must run the served-model tests: .ci/run starts a vLLM server (.ci/vllm) and sets "
-                        "CERTA_TEST_VLLM_URL and CERTA_TEST_VLLM_MODEL", pytrace=False)
-        pytest.skip("set CERTA_TEST_VLLM_URL and CERTA_TEST_VLLM_MODEL to run the served-model tests: "
-                    "`bash .ci/vllm` starts a vLLM server on loopback and prints them")
+            pytest.fail("CI must run the served-model tests: .ci/run starts the vLLM servers (.ci/vllm) and sets "
+                        "CERTA_TEST_VLLM_URL, CERTA_TEST_VLLM_MODEL and CERTA_TEST_VLLM_IMPOSTOR_URL", pytrace=False)
+        pytest.skip("set CERTA_TEST_VLLM_URL, CERTA_TEST_VLLM_MODEL and CERTA_TEST_VLLM_IMPOSTOR_URL to run the "
+                    "served-model tests: `bash .ci/vllm` starts the vLLM servers on loopback and prints them")
     return VllmServer(url=VLLM_SERVER.rstrip("/"), name=os.environ.get("CERTA_TEST_VLLM_NAME", "tiny-llama"),
-                      folder=Path(folder))
+                      folder=Path(folder), impostor_url=impostor.rstrip("/"))
 
 
 @contextmanager

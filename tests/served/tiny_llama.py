@@ -10,10 +10,15 @@ next-token distributions are far from uniform. Written in Hugging Face layout: `
 fast tokenizer class, which is what both ``transformers`` and vLLM load. The same arguments on the same machine
 give bit-identical files.
 
+``--perturb SCALE`` writes instead a perturbed copy of the same trained model (the impostor the served-model tests
+serve under the same name): every weight matrix (every parameter of two or more dimensions) multiplied by
+(1 + SCALE·ε), ε ~ N(0, 1) drawn from ``torch.Generator().manual_seed(seed + 1)``; the tokenizer and configuration
+are the same files.
+
 Self-contained (torch, transformers, tokenizers and safetensors only, no certa), because ``.ci/vllm`` runs it
 with the server's own venv:
 
-    python tests/served/tiny_llama.py FOLDER [--seed N] [--steps N]
+    python tests/served/tiny_llama.py FOLDER [--seed N] [--steps N] [--perturb SCALE]
 """
 
 from __future__ import annotations
@@ -36,8 +41,9 @@ EOS = "<|endoftext|>"
 
 
 def build(folder: Path, *, seed: int = 0, steps: int = 120, vocab_size: int = 300, seq_len: int = 64,
-          max_positions: int = 256) -> Path:
-    """Train and write the tiny Llama (module docstring) into ``folder``; returns ``folder``."""
+          max_positions: int = 256, perturb: float = 0.0) -> Path:
+    """Train and write the tiny Llama (module docstring) into ``folder``, its weight matrices perturbed by
+    ``perturb`` when not 0; returns ``folder``."""
     import tokenizers
     import torch
     import transformers
@@ -71,6 +77,12 @@ def build(folder: Path, *, seed: int = 0, steps: int = 120, vocab_size: int = 30
         loss.backward()
         optimiser.step()
     model.eval()
+    if perturb:
+        noise = torch.Generator().manual_seed(seed + 1)
+        with torch.no_grad():
+            for parameter in model.parameters():
+                if parameter.dim() >= 2:
+                    parameter.mul_(1 + perturb * torch.randn(parameter.shape, generator=noise))
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save(str(folder / "tokenizer.json"))
@@ -87,8 +99,9 @@ def main() -> None:
     parser.add_argument("folder", type=Path)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=120)
+    parser.add_argument("--perturb", type=float, default=0.0)
     args = parser.parse_args()
-    build(args.folder, seed=args.seed, steps=args.steps)
+    build(args.folder, seed=args.seed, steps=args.steps, perturb=args.perturb)
     print(args.folder)
 
 
