@@ -184,14 +184,14 @@ def validate(spec: Path, as_json: bool) -> int:
 
 
 def _parse_input_overrides(values: tuple[str, ...]) -> dict[str, Path | str]:
-    from certa.engine.core.endpoint_input import is_url
+    from certa.engine.services.run import input_location
 
     overrides: dict[str, Path | str] = {}
     for value in values:
         name, sep, path = value.partition("=")
         if not sep or not name or not path:
             raise click.BadParameter(f"expected NAME=PATH, got {value!r}", param_hint="--input")
-        overrides[name] = path if is_url(path) else Path(path).expanduser().resolve()
+        overrides[name] = input_location(path)
     return overrides
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from certa.engine.core.certificate import seal
+from certa.engine.core.endpoint_input import is_url
 from certa.engine.core.inputs import Columns, load_tables
 from certa.engine.core.interpreter import AbortedExecution, Execution, Notify, RunDecisions, StageDecision, execute
 from certa.engine.core.spec import Plan, load_plan
@@ -32,7 +33,8 @@ from certa.engine.services.presentation.warnings import run_warnings
 if TYPE_CHECKING:
     from certa.ledger import Ledger
 
-__all__ = ["run", "run_plan", "RunResult", "new_run_id", "ledger_for_run", "record_execution", "record_abort"]
+__all__ = ["run", "run_plan", "RunResult", "new_run_id", "ledger_for_run", "record_execution", "record_abort",
+           "input_location"]
 
 LedgerLocation = str | os.PathLike[str]
 
@@ -176,3 +178,9 @@ def run(spec: str | Path | Mapping[str, Any], *, inputs: Mapping[str, Columns | 
         return run_plan(plan, tables, ledger=ledger, notify=notify)
     with ledger_for_run(ledger) as opened:
         return run_plan(plan, tables, ledger=opened, notify=notify)
+
+
+def input_location(value: str) -> Path | str:
+    """Where ``--input NAME=VALUE`` reads input NAME from: a URL as given (an endpoint input's), else the path,
+    ``~`` expanded and made absolute."""
+    return value if is_url(value) else Path(value).expanduser().resolve()
