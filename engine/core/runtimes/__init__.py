@@ -43,8 +43,9 @@ either, then loads one at a time so that memory holds one model's weights.
 * ``token_logprobs(sequences)``: for each sequence, ln p(x_t | x_0 .. x_{t-1}) for t = 1 .. n (one float64 array
   of n numbers per sequence, in order), the sequence fed as it is (no token added or dropped);
 * optional ``next_token_logprobs(sequences)``: for each sequence, the full next-token log-distributions at
-  positions 1 .. n (an (n, vocabulary) float64 array per sequence; row t-1 is ln p(· | x_<t)). A served model
-  does not return them, so its runtime has no such method, and a metric that needs them (``sym_kl``) refuses it;
+  positions 1 .. n (an (n, vocabulary) float64 array per sequence; row t-1 is ln p(· | x_<t)): an open runtime
+  with it is a ``DistributionRuntime``. A served model does not return them, so its runtime has no such method, and
+  a metric that needs them (``sym_kl``) refuses it;
 * ``describe()``: the model's identity for the certificate, JSON-able: ``kind`` (``local`` or ``endpoint``),
   ``input``, ``sha256``, ``model_type``, ``parameters`` (0 when unknown), ``tokenizer_sha256``,
   ``special_tokens`` (``{"before": [...], "after": [...]}``), ``signature`` (the input's signature check),
@@ -76,7 +77,7 @@ from certa.engine.core.tables import Table
 if TYPE_CHECKING:
     from certa.engine.core.models.windows import ScoreProgress, Windows
 
-__all__ = ["ENTRY_POINT_GROUP", "Runtime", "OpenRuntime", "RuntimeFactory", "available_runtimes", "load_runtime",
+__all__ = ["ENTRY_POINT_GROUP", "Runtime", "OpenRuntime", "DistributionRuntime", "RuntimeFactory", "available_runtimes", "load_runtime",
            "runtime_for"]
 
 ENTRY_POINT_GROUP = "certa.runtimes"
@@ -115,6 +116,15 @@ class OpenRuntime(Protocol):
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
+        ...
+
+
+@runtime_checkable
+class DistributionRuntime(OpenRuntime, Protocol):
+    """An open runtime that also gives full next-token distributions (``next_token_logprobs``: module docstring)."""
+
+    def next_token_logprobs(self, sequences: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        """ln p(. | x_<t) for t = 1 .. n of each sequence: an (n, vocabulary) float64 array per sequence."""
         ...
 
 

@@ -50,13 +50,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from certa.engine.foundation.errors import InputError, StageError
 from certa.engine.core.models.architecture import COMPUTE_DTYPES
-from certa.engine.core.runtimes import OpenRuntime, Runtime, load_runtime, runtime_for
+from certa.engine.core.runtimes import DistributionRuntime, OpenRuntime, Runtime, load_runtime, runtime_for
 from certa.engine.core.scorers.divergences import (ZERO_MEANS_IDENTICAL, delta_ce_positions, prompt_means,
                                                    sym_kl_positions)
 from certa.engine.core.stats.kernels.libm import LIBM
@@ -104,7 +104,7 @@ def open_pair(reference: Table, candidate: Table, *, metric: str, dtype: str = "
     opened = (ref.open(), cand.open())
     if metric in NEEDS_DISTRIBUTIONS:
         for name, runtime, model in zip(names, (ref, cand), opened):
-            if not callable(getattr(model, "next_token_logprobs", None)):
+            if not isinstance(model, DistributionRuntime):
                 raise StageError(f"{_NAME}: metric {metric} needs the full next-token distributions of both models, "
                                  f"but input '{runtime.name}' (runtime '{name}') gives the log-probs of given tokens "
                                  "only, as a served model does; use metric delta_ce")
@@ -202,8 +202,8 @@ class HfModelsScorer:
         fed = [tokens[: K + 1] for tokens in self._encode(pair, list(prompts))]
         ref, cand = pair.opened
         if self.metric in NEEDS_DISTRIBUTIONS:
-            values = sym_kl_positions(np.concatenate(ref.next_token_logprobs(fed)),   # type: ignore[attr-defined]
-                                      np.concatenate(cand.next_token_logprobs(fed)),  # type: ignore[attr-defined]
+            values = sym_kl_positions(np.concatenate(cast(DistributionRuntime, ref).next_token_logprobs(fed)),
+                                      np.concatenate(cast(DistributionRuntime, cand).next_token_logprobs(fed)),
                                       exp=LIBM.exp)
         else:
             values = delta_ce_positions(np.concatenate(ref.token_logprobs(fed)), np.concatenate(cand.token_logprobs(fed)))
