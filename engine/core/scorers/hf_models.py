@@ -102,12 +102,14 @@ def open_pair(reference: Table, candidate: Table, *, metric: str, dtype: str = "
         raise InputError(f"inputs '{ref.name}' and '{cand.name}' predict over {ref.vocabulary} and "
                          f"{cand.vocabulary} tokens; the distributions must share one vocabulary")
     opened = (ref.open(), cand.open())
-    if metric in NEEDS_DISTRIBUTIONS:
-        for name, runtime, model in zip(names, (ref, cand), opened):
-            if not isinstance(model, DistributionRuntime):
-                raise StageError(f"{_NAME}: metric {metric} needs the full next-token distributions of both models, "
-                                 f"but input '{runtime.name}' (runtime '{name}') gives the log-probs of given tokens "
-                                 "only, as a served model does; use metric delta_ce")
+    lacking = [(name, runtime.name) for name, runtime, model in zip(names, (ref, cand), opened)
+               if not isinstance(model, DistributionRuntime)]
+    if metric in NEEDS_DISTRIBUTIONS and lacking:
+        for model in opened:
+            model.close()
+        raise StageError(f"{_NAME}: metric {metric} needs the full next-token distributions of both models, but "
+                         f"input '{lacking[0][1]}' (runtime '{lacking[0][0]}') gives the log-probs of given tokens "
+                         "only, as a served model does; use metric delta_ce")
     contexts = [runtime.positions for runtime in (ref, cand) if runtime.positions]
     return RuntimePair(runtimes=(ref, cand), opened=opened, context=min(contexts) if contexts else None)
 

@@ -157,9 +157,10 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
             described[arm] = opened.describe()
         scored[arm] = table_from_columns(arm, {"window_id": windows.ids, "tokens": windows.counts, "nll_sum": sums})
     tables = {arm: scored[arm] for arm in ARMS}
-    columns = (*_MODEL_COLUMNS[1:], SPECIAL_TOKENS) if version.special_tokens else _MODEL_COLUMNS[1:]
+    described_columns = (*_MODEL_COLUMNS[2:], SPECIAL_TOKENS) if version.special_tokens else _MODEL_COLUMNS[2:]
     tables[MODELS_TABLE] = table_from_columns(MODELS_TABLE, {
-        "arm": list(ARMS), **{column: [_cell(described[arm], column) for arm in ARMS] for column in columns}})
+        "arm": list(ARMS), "input": [knobs[arm] for arm in ARMS],
+        **{column: [_cell(described[arm], column) for arm in ARMS] for column in described_columns}})
     return tables
 
 
