@@ -53,7 +53,7 @@ from certa.engine.foundation.canonical import canonical_bytes
 from certa.engine.foundation.errors import InputError
 from certa.engine.core.models.runtime import model_forward
 
-__all__ = ["Windows", "token_windows", "byte_pieces", "piece_windows", "window_nll", "ScoreProgress"]
+__all__ = ["Windows", "token_windows", "byte_pieces", "piece_windows", "window_batches", "window_nll", "ScoreProgress"]
 
 ScoreProgress = Callable[[int, int, float], None]
 """``progress(windows done, windows in all, scored targets per second so far)``."""
@@ -137,16 +137,23 @@ def _last_logits(model: Any) -> Callable[[Any, int], Any]:
     return lambda inputs, keep: model_forward(model, input_ids=inputs).logits
 
 
+def window_batches(windows: Windows, batch_size: int) -> list[np.ndarray]:
+    """The window indices of each forward pass ``window_nll`` makes, in its order (module docstring, "Numerics"):
+    windows of one input length and one target count, ``batch_size`` at a time, sorted by input length, target
+    count, then window."""
+    order = np.lexsort((np.arange(windows.start.size), windows.targets, windows.length))
+    shapes = np.stack([windows.length[order], windows.targets[order]])   # a batch: one input length, one target count
+    edges = np.flatnonzero(np.any(np.diff(shapes, axis=1), axis=0)) + 1
+    return [group[i: i + batch_size] for group in np.split(order, edges) for i in range(0, group.size, batch_size)]
+
+
 def window_nll(model: Any, windows: Windows, *, batch_size: int, device: str = "cpu",
                progress: ScoreProgress | None = None) -> np.ndarray:
     """Each window's summed NLL of its targets under ``model`` (float64; module docstring for the numerics)."""
     import torch
 
     sums = np.zeros(windows.start.size, dtype=np.float64)
-    order = np.lexsort((np.arange(windows.start.size), windows.targets, windows.length))
-    shapes = np.stack([windows.length[order], windows.targets[order]])   # a batch: one input length, one target count
-    edges = np.flatnonzero(np.any(np.diff(shapes, axis=1), axis=0)) + 1
-    batches = [group[i: i + batch_size] for group in np.split(order, edges) for i in range(0, group.size, batch_size)]
+    batches = window_batches(windows, batch_size)
     logits_of = _last_logits(model)
     done, scored, began = 0, 0, time.monotonic()
     for batch in batches:
@@ -164,5 +171,5 @@ def window_nll(model: Any, windows: Windows, *, batch_size: int, device: str = "
         done += batch.size
         scored += int(windows.targets[batch].sum())
         if progress:
-            progress(done, order.size, scored / max(time.monotonic() - began, 1e-9))
+            progress(done, windows.start.size, scored / max(time.monotonic() - began, 1e-9))
     return sums

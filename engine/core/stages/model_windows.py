@@ -13,10 +13,13 @@ perplexity certificate.
 same text, counted in UTF-8 bytes); ``auto`` (the default) picks by the digests, ``tokens`` refuses differing
 tokenizers.
 
-Memory: both models are checked first (``prepare_causal_lm``: configuration, weights' headers, tokenizers), the
-windows cut and their token ids checked; then each model is loaded, scored and freed before the next is loaded,
-first the one whose weights were kept when its folder was hashed (``certa.engine.core.inputs``), so memory holds
-one model's weights. The tables do not depend on that order.
+Runtimes: each model input is run by the runtime its format names (``certa.engine.core.runtimes``: ``runtime_for``,
+``load_runtime``; a model folder by ``hf``), so the stage never touches torch itself and pairs any two runtimes.
+
+Memory: both models are prepared first (for a folder, ``prepare_causal_lm``: configuration, weights' headers,
+tokenizers), the windows cut and their token ids checked; then each model is opened, scored and closed before the
+next is opened, first the one whose weights were kept when its folder was hashed (``certa.engine.core.inputs``;
+``Runtime.resident``), so memory holds one model's weights. The tables do not depend on that order.
 
 Evidence: the two tables, and a ``models`` table (one row per model: manifest SHA-256, model type, parameter
 count, tokenizer SHA-256, signature check, device, library versions; from 1.1.0 the special tokens its tokenizer
@@ -44,8 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from certa.engine.foundation.canonical import canonical_bytes
-from certa.engine.foundation.errors import InputError, StageError
-from certa.engine.core.models.manifest import MODEL_FORMAT
+from certa.engine.foundation.errors import InputError
 from certa.engine.core.tables import Table, table_from_columns
 from certa.engine.core.stages.base import StageContext, StageOutput, StageType
 
@@ -97,28 +99,19 @@ def produced_unit(outputs: Any) -> str | None:
 
 
 def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
-    """Check both models, cut the windows, then load and score one model at a time (memory holds one model's
+    """Prepare both models, cut the windows, then open and score one model at a time (memory holds one model's
     weights): the captured tables (module docstring)."""
-    import gc
-
-    from certa.engine.core.models.runtime import deterministic_torch, model_libraries, prepare_causal_lm
-    from certa.engine.core.models.windows import byte_pieces, piece_windows, token_windows, window_nll
+    from certa.engine.core.models.windows import byte_pieces, piece_windows, token_windows
+    from certa.engine.core.runtimes import load_runtime, runtime_for
 
     knobs = ctx.knobs
-    for arm in ARMS:
-        if ctx.table(arm).fmt != MODEL_FORMAT:
-            raise StageError(f"'{knobs[arm]}' ({arm}) is not a model input; declare it with model: FOLDER")
+    chosen = {arm: runtime_for(ctx.table(arm), f"'{knobs[arm]}' ({arm})") for arm in ARMS}
     text_table = ctx.table("text")
     texts = [str(t) for t in text_table.text(knobs["column"])]
     device = knobs["device"]
-    if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise StageError("device: cuda asked for, but torch sees no CUDA GPU here; use device: cpu")
-    deterministic_torch(knobs["threads"])
     dtype = knobs.get("dtype", "float32")
-    models = {arm: prepare_causal_lm(ctx.table(arm), device=device, dtype=dtype) for arm in ARMS}
+    models = {arm: load_runtime(chosen[arm], ctx.table(arm), device=device, dtype=dtype, threads=knobs["threads"])
+              for arm in ARMS}
     for arm, model in models.items():
         if model.tokenizer is None:
             raise InputError(f"input '{model.name}': the model folder has no tokenizer.json")
@@ -131,9 +124,9 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
     seq_len = knobs["seq_len"]
     stride = knobs.get("stride", seq_len - 1)
     for model in models.values():
-        limit = _positions(model)
-        if unit == "tokens" and limit and seq_len > limit:
-            raise InputError(f"seq_len {seq_len} exceeds input '{model.name}''s {limit} positions; lower seq_len")
+        if unit == "tokens" and model.positions and seq_len > model.positions:
+            raise InputError(f"seq_len {seq_len} exceeds input '{model.name}''s {model.positions} positions; lower "
+                             "seq_len")
     pieces = byte_pieces(texts, knobs["window_bytes"]) if unit == "bytes" else []
     cut = {}
     for arm, model in models.items():
@@ -142,59 +135,39 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
             windows = token_windows([e.ids for e in encoded], seq_len=seq_len, stride=stride)
         else:
             windows = piece_windows(pieces, [e.ids for e in model.tokenizer.encode_batch(
-                [p.decode("utf-8") for _, _, p in pieces], add_special_tokens=False)], _bos(model))
-            limit = _positions(model)
-            if limit and windows.length.size and int(windows.length.max()) > limit:
+                [p.decode("utf-8") for _, _, p in pieces], add_special_tokens=False)], model.first_token())
+            if model.positions and windows.length.size and int(windows.length.max()) > model.positions:
                 raise InputError(f"a {knobs['window_bytes']}-byte window is {int(windows.length.max())} tokens for "
-                                 f"input '{model.name}', over its {limit} positions; lower window_bytes")
+                                 f"input '{model.name}', over its {model.positions} positions; lower window_bytes")
         if not windows.ids:
             raise InputError(f"input '{knobs['text']}' gives no window to score (every document is shorter than "
                              "two tokens)")
         model.check_token_ids(windows.flat, f"the text of input '{knobs['text']}'")
         cut[arm] = windows
     scored: dict[str, Table] = {}
-    parameters = {}
-    for arm in sorted(ARMS, key=lambda arm: not models[arm].held):  # first the model whose weights are in memory
+    described = {}
+    for arm in sorted(ARMS, key=lambda arm: not models[arm].resident):  # first the model whose weights are in memory
         windows = cut[arm]
 
         def progress(done: int, total: int, rate: float, arm: str = arm) -> None:
             ctx.progress(done, total, f"{arm}: {rate:,.0f} scored {unit}/s; windows")
 
-        loaded = models[arm].load()
-        sums = window_nll(loaded.model, windows, batch_size=knobs["batch_size"], device=device, progress=progress)
-        loaded.check_finite(sums, "log-likelihood", "windows")
-        parameters[arm] = loaded.parameters
-        del loaded  # its weights' memory is returned before the next model is loaded
-        gc.collect()
+        with models[arm].open() as opened:  # closed (its weights' memory returned) before the next model is opened
+            sums = opened.window_nll(windows, batch_size=knobs["batch_size"], progress=progress)
+            described[arm] = opened.describe()
         scored[arm] = table_from_columns(arm, {"window_id": windows.ids, "tokens": windows.counts, "nll_sum": sums})
     tables = {arm: scored[arm] for arm in ARMS}
-    libraries = model_libraries()
+    described_columns = (*_MODEL_COLUMNS[2:], SPECIAL_TOKENS) if version.special_tokens else _MODEL_COLUMNS[2:]
     tables[MODELS_TABLE] = table_from_columns(MODELS_TABLE, {
         "arm": list(ARMS), "input": [knobs[arm] for arm in ARMS],
-        "manifest_sha256": [models[arm].manifest_sha256 for arm in ARMS],
-        "model_type": [models[arm].model_type for arm in ARMS],
-        "parameters": [parameters[arm] for arm in ARMS],
-        "tokenizer_sha256": [models[arm].tokenizer_sha256 for arm in ARMS],
-        "signature": [_json(ctx.table(arm).signature.record() if ctx.table(arm).signature else {"status": "not_read"})
-                      for arm in ARMS],
-        "device": [device] * 2, "libraries": [_json(libraries)] * 2,
-        **({SPECIAL_TOKENS: [_json(models[arm].special_tokens.record(models[arm].tokenizer)) for arm in ARMS]}
-           if version.special_tokens else {})})
+        **{column: [_cell(described[arm], column) for arm in ARMS] for column in described_columns}})
     return tables
 
 
-def _positions(model: Any) -> int:
-    """The most input positions the model's configuration allows (0: it states none)."""
-    return int(getattr(model.config, "max_position_embeddings", 0) or 0)
-
-
-def _bos(model: Any) -> int:
-    config = model.config
-    bos = config.bos_token_id if config.bos_token_id is not None else config.eos_token_id
-    if bos is None:
-        raise InputError(f"input '{model.name}': byte windows start with the model's beginning-of-sequence token, "
-                         "but its config.json names neither bos_token_id nor eos_token_id")
-    return int(bos)
+def _cell(described: Mapping[str, Any], column: str) -> Any:
+    """The ``models`` table's cell of ``column`` for a model's ``OpenRuntime.describe()`` (JSON for a mapping)."""
+    value = described["sha256" if column == "manifest_sha256" else column]
+    return _json(value) if isinstance(value, Mapping) else value
 
 
 def _json(value: Any) -> str:

@@ -264,14 +264,15 @@ def _knobs(candidate: str, metric: str = "delta_ce", **extra) -> dict:
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """Forward calls and rows counted at the models themselves (a hook on every model the scorer loads)."""
-    import certa.engine.core.scorers.hf_models as module
+    """Forward calls and rows counted at the models themselves (a hook on every model the scorer loads: its
+    runtime, ``hf``, loads a folder with ``PreparedModel.load``)."""
+    import certa.engine.core.models.runtime as runtime
 
     counts = {"calls": 0, "rows": 0}
-    original = module.load_causal_lm
+    original = runtime.PreparedModel.load
 
-    def load_and_count(table, **options):
-        loaded = original(table, **options)
+    def load_and_count(self):  # type: ignore[no-untyped-def]
+        loaded = original(self)
 
         def hook(model, args, kwargs, output):
             counts["calls"] += 1
@@ -280,7 +281,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         loaded.model.register_forward_hook(hook, with_kwargs=True)
         return loaded
 
-    monkeypatch.setattr(module, "load_causal_lm", load_and_count)
+    monkeypatch.setattr(runtime.PreparedModel, "load", load_and_count)
     return counts
 
 
@@ -319,10 +320,10 @@ def test_a_replay_restates_scores_and_usage_without_loading_a_model(hf_registere
     live = _run(knobs, tables)
     import certa.engine.core.scorers.hf_models as module
 
-    def refuse(table):
+    def refuse(name, table, **options):
         raise AssertionError("a replay must not load a model")
 
-    monkeypatch.setattr(module, "load_causal_lm", refuse)
+    monkeypatch.setattr(module, "load_runtime", refuse)
     replayed = _run(knobs, tables, captured=dict(live.captured), seed=999)
     assert json.dumps(replayed.outputs, sort_keys=True) == json.dumps(live.outputs, sort_keys=True)
     assert [(d.kind, d.detail) for d in replayed.decisions] == [(d.kind, d.detail) for d in live.decisions]
