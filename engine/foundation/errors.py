@@ -16,6 +16,7 @@
     │   └── SignatureVerificationError exit 1  a required signature is missing or does not verify
     ├── AttestationError        exit 1  what an attestation signs is not an in-toto statement of a certificate
     ├── BundleError                     a file given as a certificate bundle is not one
+    ├── EndpointError           exit 5  a served model's endpoint failed or answered what certa cannot use
     ├── MissingExtraError               an optional extra the command needs is not installed (names the pip command)
     └── InternalError                   a bug in certa: the command reports it in one line, never a traceback
 
@@ -43,6 +44,7 @@ __all__ = [
     "SignatureVerificationError",
     "AttestationError",
     "BundleError",
+    "EndpointError",
     "MissingExtraError",
     "InternalError",
 ]
@@ -142,6 +144,14 @@ class AttestationError(CertaError):
 
 class BundleError(CertaError):
     """A file given as a certificate bundle is not one: not JSON, or not shaped as ``bundle.schema.json`` says."""
+
+
+class EndpointError(CertaError):
+    """A served model's endpoint failed (a network error or an error status, after the retries allowed), or answered
+    what certa cannot use (not JSON, truncated, an error inside a 200, another model, tokens that do not match): the
+    message names the request's path, the attempts and the server's own message; never a credential."""
+
+    exit_code: ClassVar[int] = 5
 
 
 class MissingExtraError(CertaError):

@@ -37,15 +37,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.conftest import VllmServer, require_model_libraries
+from tests.conftest import VllmServer
+from tests.served.reference import PROMPTS, TOLERANCE, local_logprobs, local_token_ids
 from tests.served.tiny_llama import TEXT
-
-TOLERANCE = 2e-5
-"""Max |server − local| prompt log-prob (nats) allowed; measured 2.9e-6 (module docstring)."""
-
-PROMPTS = [TEXT[i * 300: (i + 1) * 300] for i in range(6)] + [
-    "Return the hello world", "Café — naïve façade, 東京 🙂 (bytes outside ASCII)"]
-"""Prompts of 18 to about 230 tokens (max_model_len is 256), one with multi-byte UTF-8 characters."""
 
 SCORE = {"max_tokens": 1, "temperature": 0, "prompt_logprobs": 0, "return_token_ids": True}
 """The request fields of a teacher-forced score: one log-prob per prompt token, and the token ids."""
@@ -104,11 +98,7 @@ def test_models_lists_the_served_name_and_the_folder_it_loaded(vllm_server: Vllm
 
 def test_prompt_logprobs_one_per_prompt_token_and_the_local_tokenizers_ids(
         vllm_server: VllmServer, scored: list[dict[str, Any]]) -> None:
-    require_model_libraries()
-    import tokenizers
-
-    tokenizer = tokenizers.Tokenizer.from_file(str(vllm_server.folder / "tokenizer.json"))
-    local = [tokenizer.encode(prompt).ids for prompt in PROMPTS]
+    local = local_token_ids(vllm_server.folder, PROMPTS)
     assert [choice["prompt_token_ids"] for choice in scored] == local
     assert max(map(len, local)) < 256 and min(map(len, local)) > 10
     for choice in scored:
@@ -122,18 +112,8 @@ def test_prompt_logprobs_one_per_prompt_token_and_the_local_tokenizers_ids(
 
 def test_prompt_logprobs_equal_the_local_float32_log_softmax(
         vllm_server: VllmServer, scored: list[dict[str, Any]]) -> None:
-    require_model_libraries()
-    import torch
-    import transformers
-
-    model = transformers.AutoModelForCausalLM.from_pretrained(vllm_server.folder, dtype=torch.float32).eval()
-    differences = []
-    for choice in scored:
-        ids = torch.tensor(choice["prompt_token_ids"])
-        with torch.no_grad():
-            logits = model(ids[None]).logits[0, :-1].float()
-        local = torch.log_softmax(logits, dim=-1)[torch.arange(ids.numel() - 1), ids[1:]].numpy()
-        differences.append(np.abs(_prompt_logprobs(choice) - local))
+    local = local_logprobs(vllm_server.folder, [choice["prompt_token_ids"] for choice in scored])
+    differences = [np.abs(_prompt_logprobs(choice) - expected) for choice, expected in zip(scored, local, strict=True)]
     worst = float(np.concatenate(differences).max())
     assert worst <= TOLERANCE, f"max |server - local| = {worst:.3g} nats"
     # Far from a vacuous check: the prompt log-probs are spread over several nats, not near-uniform.
