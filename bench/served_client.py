@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
@@ -101,11 +102,9 @@ def _bare_loop(url: str, bodies: list[dict], concurrency: int) -> list[bytes]:
             assert response.status == 200 and isinstance(json.loads(answers[index]), dict), answers[index][:200]
         connection.close()
 
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with ThreadPoolExecutor(concurrency) as pool:  # one task per thread, each looping over the bodies
+        for future in [pool.submit(worker) for _ in range(concurrency)]:
+            future.result()
     return answers
 
 
