@@ -102,6 +102,8 @@ def _encodable(value: Any) -> Any:
                 raise TypeError(f"JSON object keys must be strings (got {key!r})")
         return {key: (item if type(item) is str else _encodable(item)) for key, item in value.items()}
     if kind is list or kind is tuple:
+        if value and set(map(type, value)) == {int} and -_MAX_SAFE_INT <= min(value) and max(value) <= _MAX_SAFE_INT:
+            return list(value)  # a list of safe integers (token ids) is its own encoding: no call per item
         return [item if type(item) is str else _encodable(item) for item in value]
     if kind is int:
         return value if -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT else str(value)

@@ -9,7 +9,7 @@ https://docs.vllm.ai/en/v0.32.0/serving/online_serving/openai_compatible_server/
   server answers, per prompt, ``log p(x_i | x_<i)`` for every token but the first (nothing predicts it) and the ids
   it scored, which must be the ids sent. ``max_tokens`` is 1 because vLLM refuses 0 (the generated token is
   ignored). Several prompts go in one request, one choice per prompt: on the CPU test server this scored 128
-  prompts of 128 tokens 1.7-1.9x faster at 8 to 16 prompts per request than one per request (``PROMPTS_PER_REQUEST``;
+  prompts of 128 tokens 1.8x to 3x faster at 16 prompts per request than one per request (``PROMPTS_PER_REQUEST``;
   docs/serving.md has the figures).
 - **Generated tokens** (``generation_request``, ``read_generated``), for servers that give log-probs only of what
   they generate: the server continues one prompt by ``max_tokens`` tokens sampled at temperature 1 with no top-p or

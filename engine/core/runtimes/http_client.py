@@ -30,15 +30,15 @@ network sits behind ``Transport`` (one method, ``send``), which tests replace wi
 from __future__ import annotations
 
 import email.utils
+import functools
 import http.client
 import json
 import posixpath
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 from certa.engine.foundation.canonical import canonical_bytes, sha256_hex
@@ -125,7 +125,12 @@ class Transport(Protocol):
 def request_key(method: str, path: str, body: bytes) -> str:
     """SHA-256 (hex) of the RFC 8785 canonical JSON ``[method, path, body]``, from ``body``'s canonical bytes (b""
     for none, encoded as ``null``): an array's canonical form is its members' joined by commas."""
-    return sha256_hex(b"[%s,%s,%s]" % (canonical_bytes(method), canonical_bytes(path), body or b"null"))
+    return sha256_hex(_key_prefix(method, path) + (body or b"null") + b"]")
+
+
+@functools.lru_cache(maxsize=64)
+def _key_prefix(method: str, path: str) -> bytes:
+    return b"[%s,%s," % (canonical_bytes(method), canonical_bytes(path))
 
 
 class HTTPTransport:
@@ -221,8 +226,7 @@ class RecordedTransport:
         return Reply(recorded.status, {"content-type": "application/json", "content-length": str(len(data))}, data)
 
 
-@dataclass(frozen=True)
-class _Request:
+class _Request(NamedTuple):
     method: str
     path: str
     body: bytes
@@ -246,7 +250,7 @@ class EndpointClient:
         self._network = HTTPTransport(self.base_url, timeout=settings.timeout,
                                       max_response_bytes=settings.max_response_bytes) if transport is None else None
         self._transport: Transport = self._network or transport  # type: ignore[assignment]
-        self._headers = {"Content-Type": "application/json", "Accept": "application/json",
+        self._headers = {"Content-Type": "application/json",
                          **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
         self._reuse = {exchange.key: exchange for exchange in reuse}
         self._lock = threading.Lock()
@@ -284,32 +288,52 @@ class EndpointClient:
     def post_many(self, path: str, bodies: Iterable[Mapping[str, Any]], *,
                   progress: Progress | None = None) -> list[Exchange]:
         """``POST path`` once per distinct body, at most ``concurrency`` in flight; the Exchanges in the order of
-        ``bodies`` (equal bodies share one). ``progress(done, total, requests_per_s, tokens_per_s)`` follows the
-        distinct requests, tokens counted from the answers' ``usage.prompt_tokens + usage.completion_tokens``. The
-        first error stops the requests not yet sent and is raised: no partial list."""
+        ``bodies`` (equal bodies share one). The bodies are encoded first; then each sending thread takes the next
+        request as it is free (no future per request). ``progress(done, total, requests_per_s, tokens_per_s)``
+        follows the distinct requests (called from the sending threads, one call at a time), tokens counted from the
+        answers' ``usage.prompt_tokens + usage.completion_tokens``. The first error stops the requests not yet sent
+        and is raised: no partial list."""
         requests = [self._request("POST", path, body) for body in bodies]
         distinct = {request.key: request for request in requests}
         answers = {key: self._reuse[key] for key in distinct if key in self._reuse}
         self._count("reused", len(answers))
-        pending = [request for key, request in distinct.items() if key not in answers]
-        start, tokens, stop = time.perf_counter(), 0, threading.Event()
-        if pending:
-            with ThreadPoolExecutor(max_workers=min(self.settings.concurrency, len(pending))) as pool:
-                futures: dict[Future[tuple[Exchange, int]], str] = {
-                    pool.submit(self._answer, request, stop): request.key for request in pending}
+        pending = iter([request for key, request in distinct.items() if key not in answers])
+        lock, stop, failed = threading.Lock(), threading.Event(), []
+        start, reused, tokens = time.perf_counter(), len(answers), 0
+
+        def worker() -> None:  # no future, no wake-up of the caller per request
+            nonlocal tokens
+            while not stop.is_set():
+                with lock:
+                    request = next(pending, None)
+                if request is None:
+                    return
                 try:
-                    for future in as_completed(futures):
-                        answers[futures[future]], used = future.result()
-                        tokens += used
-                        if progress is not None:
-                            seconds = max(time.perf_counter() - start, 1e-9)
-                            sent = len(answers) - (len(distinct) - len(pending))
-                            progress(len(answers), len(distinct), sent / seconds, tokens / seconds)
-                except BaseException:
-                    stop.set()  # the requests in flight make no further attempt
-                    for future in futures:
-                        future.cancel()
-                    raise
+                    exchange, used = self._answer(request, stop)
+                except _Stopped:
+                    return
+                except BaseException as error:  # the first failure stops the others; the caller gets it
+                    failed.append(error)
+                    stop.set()
+                    return
+                with lock:
+                    answers[request.key] = exchange
+                    tokens += used
+                    if progress is not None:
+                        seconds = max(time.perf_counter() - start, 1e-9)
+                        progress(len(answers), len(distinct), (len(answers) - reused) / seconds, tokens / seconds)
+
+        workers = [threading.Thread(target=worker, daemon=True)
+                   for _ in range(min(self.settings.concurrency, len(distinct) - reused))]
+        try:
+            for thread in workers:
+                thread.start()
+            for thread in workers:
+                thread.join()
+        finally:
+            stop.set()  # an interrupted caller leaves no request to be sent
+        if failed:
+            raise failed[0]
         return [answers[request.key] for request in requests]
 
     # ------------------------------------------------------------------------------------------- one request

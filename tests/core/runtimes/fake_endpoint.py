@@ -92,6 +92,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as real servers
+    disable_nagle_algorithm = True  # headers and body go in two writes: no delayed-ACK wait between them
     endpoint: FakeEndpoint
 
     def log_message(self, format: str, *args: Any) -> None:
