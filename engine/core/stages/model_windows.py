@@ -1,6 +1,7 @@
-"""Stage ``model.windows``: two local models scored on the same text windows, one table per model.
+"""Stage ``model.windows``: two models scored on the same text windows, one table per model.
 
-Inputs: two model folders (``baseline``, ``subject``: inputs declared with ``model:``) and a text table (JSON
+Inputs: two models (``baseline``, ``subject``: model folders declared with ``model:``, or from 1.2.0 one of them a
+served model declared with ``endpoint:``) and a text table (JSON
 Lines, Parquet or CSV) whose ``column`` holds one document per row. The stage tokenizes the text, cuts windows
 and sums each window's negative log-likelihood under each model (``certa.engine.core.models.windows``: what is scored,
 exactly, and the numerics), and produces the per-window tables ``baseline`` and ``subject`` (columns
@@ -36,18 +37,27 @@ Versions (``WindowsVersion``):
   the document's first token is scored after it: the tokens Hugging Face's perplexity recipe scores; a
   tokenizer that adds nothing, GPT-2's, gives 1.0.0's windows); the knob ``dtype`` (``float32``, the default,
   ``bfloat16`` or ``float16``) is the dtype the models compute in, stated in ``runtime.dtype`` (NLL sums stay
-  float64); the outputs state each model's ``special_tokens``. Byte windows are 1.0.0's.
+  float64); the outputs state each model's ``special_tokens``. Byte windows are 1.0.0's;
+* 1.2.0: either model may be a served model (an ``endpoint`` input, ``certa.engine.core.runtimes.endpoint``),
+  scored against the other, a local folder whose tokenizer it shares: the server must tokenize every document (or
+  byte piece) into the reference tokenizer's ids (``check_tokenization``), and it scores the same windows by
+  teacher forcing. Its transcript (every request and response) is captured as ``<arm>_transcript``, and a replay
+  recomputes its windows' NLL sums from the transcript and refuses a table that does not follow from it. The
+  ``models`` table and the outputs state each model's ``kind`` (``local`` or ``endpoint``), a served model's
+  ``claims`` (what its server says about itself: not proof of its weights) and what each runtime spent
+  (``usage``). A run of local models gives 1.1.0's numbers.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from certa.engine.foundation.canonical import canonical_bytes
-from certa.engine.foundation.errors import InputError
+from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.core.endpoint_input import ENDPOINT_FORMAT
 from certa.engine.core.tables import Table, table_from_columns
 from certa.engine.core.stages.base import StageContext, StageOutput, StageType
 
@@ -61,6 +71,10 @@ _MODEL_COLUMNS = ("arm", "input", "manifest_sha256", "model_type", "parameters",
                   "device", "libraries")
 SPECIAL_TOKENS = "special_tokens"
 """The ``models`` table's column (1.1.0 on) of the tokens each model's tokenizer adds around a text (JSON)."""
+_SERVED_JSON = ("model_type", "parameters", "signature", SPECIAL_TOKENS)
+"""The ``models`` table's cells written as JSON for a served model (from 1.2.0 on), since they may be null."""
+TRANSCRIPT_SUFFIX = "_transcript"
+"""A served arm's captured transcript is ``<arm>_transcript`` (1.2.0 on)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,8 @@ class WindowsVersion:
     version: str
     special_tokens: bool
     changes: str
+    served: bool = False
+    """Whether a model may be a served one (module docstring, 1.2.0)."""
 
 
 VERSIONS = (
@@ -81,6 +97,12 @@ VERSIONS = (
                            "token, and the document's first token is scored after it; GPT-2's windows are "
                            "unchanged); knob dtype (float32, bfloat16, float16: the models' compute dtype, default "
                            "float32); the outputs state each model's special tokens"),
+    WindowsVersion("1.2.0", special_tokens=True, served=True,
+                   changes="issue 33: either model may be a served model (an endpoint input) scored against the "
+                           "other, a local reference whose tokenizer the server must reproduce; the served arm's "
+                           "transcript is captured and a replay recomputes its NLL sums from it; the outputs state "
+                           "each model's kind, a server's claims and each runtime's usage (local runs: 1.1.0's "
+                           "numbers)"),
 )
 
 
@@ -105,6 +127,14 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
     from certa.engine.core.runtimes import load_runtime, runtime_for
 
     knobs = ctx.knobs
+    served = [arm for arm in ARMS if ctx.table(arm).fmt == ENDPOINT_FORMAT]
+    if served and not version.served:
+        raise StageError(f"'{knobs[served[0]]}' ({served[0]}) is a served model; model.windows {version.version} "
+                         "scores model folders only: use model.windows 1.2.0 or later")
+    if len(served) == len(ARMS):
+        raise InputError(f"'{knobs['baseline']}' and '{knobs['subject']}' are both served models: model.windows scores "
+                         "a served model against a local reference folder, whose tokenizer the server's tokens are "
+                         "checked against (declare one of them with model: FOLDER)")
     chosen = {arm: runtime_for(ctx.table(arm), f"'{knobs[arm]}' ({arm})") for arm in ARMS}
     text_table = ctx.table("text")
     texts = [str(t) for t in text_table.text(knobs["column"])]
@@ -112,6 +142,8 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
     dtype = knobs.get("dtype", "float32")
     models = {arm: load_runtime(chosen[arm], ctx.table(arm), device=device, dtype=dtype, threads=knobs["threads"])
               for arm in ARMS}
+    for arm in served:  # the served model scores the local reference's tokens, checked against the server's
+        models[arm].share_tokenizer(models[ARMS[1 - ARMS.index(arm)]])
     for arm, model in models.items():
         if model.tokenizer is None:
             raise InputError(f"input '{model.name}': the model folder has no tokenizer.json")
@@ -129,13 +161,17 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
                              "seq_len")
     pieces = byte_pieces(texts, knobs["window_bytes"]) if unit == "bytes" else []
     cut = {}
+    tokenized: dict[str, tuple[list[str], list[list[int]], bool]] = {}
     for arm, model in models.items():
         if unit == "tokens":
             encoded = model.tokenizer.encode_batch(texts, add_special_tokens=version.special_tokens)
             windows = token_windows([e.ids for e in encoded], seq_len=seq_len, stride=stride)
+            tokenized[arm] = (texts, [e.ids for e in encoded], version.special_tokens)
         else:
-            windows = piece_windows(pieces, [e.ids for e in model.tokenizer.encode_batch(
-                [p.decode("utf-8") for _, _, p in pieces], add_special_tokens=False)], model.first_token())
+            piece_texts = [p.decode("utf-8") for _, _, p in pieces]
+            piece_ids = [e.ids for e in model.tokenizer.encode_batch(piece_texts, add_special_tokens=False)]
+            windows = piece_windows(pieces, piece_ids, model.first_token())
+            tokenized[arm] = (piece_texts, piece_ids, False)
             if model.positions and windows.length.size and int(windows.length.max()) > model.positions:
                 raise InputError(f"a {knobs['window_bytes']}-byte window is {int(windows.length.max())} tokens for "
                                  f"input '{model.name}', over its {model.positions} positions; lower window_bytes")
@@ -145,7 +181,7 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
         model.check_token_ids(windows.flat, f"the text of input '{knobs['text']}'")
         cut[arm] = windows
     scored: dict[str, Table] = {}
-    described = {}
+    described, usage, evidence = {}, {}, {}
     for arm in sorted(ARMS, key=lambda arm: not models[arm].resident):  # first the model whose weights are in memory
         windows = cut[arm]
 
@@ -153,38 +189,59 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
             ctx.progress(done, total, f"{arm}: {rate:,.0f} scored {unit}/s; windows")
 
         with models[arm].open() as opened:  # closed (its weights' memory returned) before the next model is opened
+            check = getattr(opened, "check_tokenization", None)  # a served model's tokens are the reference's
+            if check is not None:
+                documents, ids, special = tokenized[arm]
+                check(documents, ids, add_special_tokens=special)
             sums = opened.window_nll(windows, batch_size=knobs["batch_size"], progress=progress)
-            described[arm] = opened.describe()
+            described[arm], usage[arm] = opened.describe(), opened.usage()
+            evidence.update({f"{arm}_{name}": replace(table, name=f"{arm}_{name}")
+                             for name, table in opened.evidence().items()})
         scored[arm] = table_from_columns(arm, {"window_id": windows.ids, "tokens": windows.counts, "nll_sum": sums})
     tables = {arm: scored[arm] for arm in ARMS}
     described_columns = (*_MODEL_COLUMNS[2:], SPECIAL_TOKENS) if version.special_tokens else _MODEL_COLUMNS[2:]
+    if version.served:
+        described_columns = (*described_columns, "kind", "claims")
+        for arm in ARMS:
+            described[arm] = {**described[arm], "usage": usage[arm]}
+        described_columns = (*described_columns, "usage")
     tables[MODELS_TABLE] = table_from_columns(MODELS_TABLE, {
         "arm": list(ARMS), "input": [knobs[arm] for arm in ARMS],
         **{column: [_cell(described[arm], column) for arm in ARMS] for column in described_columns}})
-    return tables
+    return {**tables, **evidence}
 
 
 def _cell(described: Mapping[str, Any], column: str) -> Any:
-    """The ``models`` table's cell of ``column`` for a model's ``OpenRuntime.describe()`` (JSON for a mapping)."""
+    """The ``models`` table's cell of ``column`` for a model's ``OpenRuntime.describe()``: JSON for a mapping, and
+    for a served model's type, parameter count, signature and special tokens (which may be null)."""
     value = described["sha256" if column == "manifest_sha256" else column]
-    return _json(value) if isinstance(value, Mapping) else value
+    served = described.get("kind") == "endpoint" and column in _SERVED_JSON
+    return _json(value) if isinstance(value, Mapping) or served else value
 
 
 def _json(value: Any) -> str:
     return canonical_bytes(value).decode("utf-8")
 
 
-def _recorded(ctx: StageContext, captured: Mapping[str, Table]) -> dict[str, Table]:
-    """The tables of the original run (a replay), checked to belong to this run's model inputs."""
-    missing = [name for name in (*ARMS, MODELS_TABLE) if name not in captured]
-    if missing:
+def _recorded(ctx: StageContext, captured: Mapping[str, Table], version: WindowsVersion) -> dict[str, Table]:
+    """The tables of the original run (a replay), checked to belong to this run's model inputs; a served arm's
+    windows checked to follow from its transcript (``certa.engine.core.runtimes.endpoint.replayed_sums``)."""
+    models = captured.get(MODELS_TABLE)
+    served = [arm for arm in ARMS if ctx.table(arm).fmt == ENDPOINT_FORMAT] if version.served else []
+    names = (*ARMS, MODELS_TABLE, *(f"{arm}{TRANSCRIPT_SUFFIX}" for arm in served))
+    missing = [name for name in names if name not in captured]
+    if missing or models is None:
         raise InputError(f"the recorded run lacks the captured table(s) {', '.join(missing)}")
-    models = captured[MODELS_TABLE]
     for arm, manifest in zip(models.text("arm"), models.text("manifest_sha256")):
         if arm in ARMS and ctx.table(str(arm)).sha256 != manifest:
             raise InputError(f"the captured windows of {arm} were scored with the model of manifest {manifest}, not "
                              f"the input '{ctx.knobs[str(arm)]}' ({ctx.table(str(arm)).sha256})")
-    return {name: captured[name] for name in (*ARMS, MODELS_TABLE)}
+    if served:
+        from certa.engine.core.runtimes.endpoint import check_replayed_windows
+
+        for arm in served:
+            check_replayed_windows(ctx.table(arm), captured[f"{arm}{TRANSCRIPT_SUFFIX}"], captured[arm])
+    return dict(captured)  # with what each runtime captured besides (its evidence)
 
 
 def _outputs(ctx: StageContext, tables: Mapping[str, Table], version: WindowsVersion) -> dict[str, Any]:
@@ -192,14 +249,18 @@ def _outputs(ctx: StageContext, tables: Mapping[str, Table], version: WindowsVer
     models = tables[MODELS_TABLE]
     rows = {str(arm): i for i, arm in enumerate(models.text("arm"))}
     column = {name: models.text(name) for name in _MODEL_COLUMNS if name != "parameters"}
-    parameters = models.numeric("parameters")
+    parameters = models.text("parameters")  # a served model's is null (1.2.0 on), read by _served_outputs
     described = {arm: {"input": str(column["input"][i]), "manifest_sha256": str(column["manifest_sha256"][i]),
-                       "model_type": str(column["model_type"][i]), "parameters": int(parameters[i]),
+                       "model_type": str(column["model_type"][i]),
+                       "parameters": None if parameters[i] == "null" else int(float(parameters[i])),
                        "tokenizer_sha256": str(column["tokenizer_sha256"][i]),
                        "signature": json.loads(str(column["signature"][i])),
                        **({SPECIAL_TOKENS: json.loads(str(models.text(SPECIAL_TOKENS)[i]))}
                           if version.special_tokens else {})}
                  for arm, i in rows.items()}
+    if version.served:
+        described = {arm: _served_outputs(ctx, tables, arm, i, described[arm]) for arm, i in rows.items()}
+    local = next((i for arm, i in rows.items() if described[arm].get("kind", "local") == "local"), 0)
     counts = {arm: tables[arm].numeric("tokens") for arm in ARMS}
     sums = {arm: tables[arm].numeric("nll_sum") for arm in ARMS}
     same_tokenizer = described["baseline"]["tokenizer_sha256"] == described["subject"]["tokenizer_sha256"]
@@ -216,15 +277,33 @@ def _outputs(ctx: StageContext, tables: Mapping[str, Table], version: WindowsVer
         "nll_per_unit": {arm: float(sums[arm].sum() / counts[arm].sum()) for arm in ARMS},
         "tables": {arm: {"name": f"{ctx.stage_id}.{arm}", "sha256": tables[arm].sha256, "rows": tables[arm].n_rows}
                    for arm in ARMS},
-        "runtime": {"device": str(column["device"][0]), "threads": knobs["threads"], "batch_size": knobs["batch_size"],
-                    "dtype": knobs.get("dtype", "float32"), "accumulation": "float64",
-                    "libraries": json.loads(str(column["libraries"][0]))},
+        "runtime": {"device": str(column["device"][local]), "threads": knobs["threads"],
+                    "batch_size": knobs["batch_size"], "dtype": knobs.get("dtype", "float32"), "accumulation": "float64",
+                    "libraries": json.loads(str(column["libraries"][local]))},
     }
+
+
+def _served_outputs(ctx: StageContext, tables: Mapping[str, Table], arm: str, row: int,
+                    described: Mapping[str, Any]) -> dict[str, Any]:
+    """An arm's outputs from 1.2.0 on: its ``kind`` and ``usage``; a served model's ``claims``, its transcript's
+    name, digest and rows, and no type, parameter count, special tokens or signature of its own (null)."""
+    models = tables[MODELS_TABLE]
+    kind = str(models.text("kind")[row])
+    out = {**described, "kind": kind, "usage": json.loads(str(models.text("usage")[row]))}
+    if kind != "endpoint":
+        return out
+    out.update({column: json.loads(str(models.text(column)[row])) for column in _SERVED_JSON},
+               claims=json.loads(str(models.text("claims")[row])))
+    transcript = tables.get(f"{arm}{TRANSCRIPT_SUFFIX}")
+    if transcript is not None:
+        out["transcript"] = {"name": f"{ctx.stage_id}.{arm}{TRANSCRIPT_SUFFIX}", "sha256": transcript.sha256,
+                             "rows": transcript.n_rows}
+    return out
 
 
 def run_model_windows(ctx: StageContext, version: WindowsVersion = VERSIONS[-1]) -> StageOutput:
     """Score both models on the text's windows, or read the recorded tables back in a replay."""
-    tables = _recorded(ctx, ctx.captured) if ctx.captured is not None else _evaluated(ctx, version)
+    tables = _recorded(ctx, ctx.captured, version) if ctx.captured is not None else _evaluated(ctx, version)
     return StageOutput(outputs=_outputs(ctx, tables, version), captured=tables)
 
 

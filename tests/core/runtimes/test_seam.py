@@ -15,6 +15,7 @@ import pytest
 
 import certa.engine.core.runtimes as runtimes
 from certa.engine.foundation.errors import StageError
+from certa.engine.core.endpoint_input import ENDPOINT_FORMAT
 from certa.engine.core.models.manifest import MODEL_FORMAT
 from certa.engine.core.runtimes import (ENTRY_POINT_GROUP, Runtime, available_runtimes, load_runtime,
                                         runtime_for)
@@ -48,12 +49,14 @@ def toy_registered(monkeypatch: pytest.MonkeyPatch) -> None:
 # ----------------------------------------------------------------------------------- discovery and choice
 
 
-def test_the_hf_runtime_is_registered_and_runs_model_folders() -> None:
+def test_the_shipped_runtimes_are_registered_and_run_model_folders_and_endpoints() -> None:
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][ENTRY_POINT_GROUP]
-    assert declared == {"hf": "certa.engine.core.runtimes.hf:HfRuntime"}
-    assert "hf" in available_runtimes()
+    assert declared == {"hf": "certa.engine.core.runtimes.hf:HfRuntime",
+                        "endpoint": "certa.engine.core.runtimes.endpoint:EndpointRuntime"}
+    assert {"hf", "endpoint"} <= set(available_runtimes())
     folder = replace(table_from_columns("m", {"x": ["1"]}), fmt=MODEL_FORMAT)
     assert runtime_for(folder) == "hf"
+    assert runtime_for(replace(folder, fmt=ENDPOINT_FORMAT)) == "endpoint"
 
 
 def test_an_unknown_runtime_is_one_line_with_a_hint() -> None:

@@ -1,0 +1,313 @@
+"""The runtime ``endpoint``: a served model (input format ``endpoint``) scored through its OpenAI-compatible API.
+
+A thin adapter of the endpoint client (``certa.engine.core.runtimes.http_client``) and of what certa asks a server
+and reads back (``certa.engine.core.runtimes.completions``) to the runtime protocol (``certa.engine.core.runtimes``).
+It scores by **teacher forcing**: each sequence of token ids is sent as the prompt of a completion request with
+``prompt_logprobs: 0`` and ``return_token_ids: true`` (vLLM's fields, https://docs.vllm.ai/en/v0.32.0/serving/
+online_serving/openai_compatible_server/ ; one generated token, ignored), and the answer must give, for every
+prompt token after the first, its log-probability given the tokens before it, and the prompt's token ids equal to
+the ids sent (``read_prompt_logprobs``: a server that returns no prompt log-probs, another model's answer or other
+tokens is refused, naming the field). So ``window_nll`` and ``token_logprobs`` are the HF runtime's quantities,
+computed by the server: Σ −ln p(x_t | x_<t) over a window's targets, ln p(x_t | x_<t) for t = 1 .. n.
+
+**Tokens.** A served model's tokenizer cannot be read from outside, so the endpoint scores the tokens of a local
+reference's ``tokenizer.json`` (``share_tokenizer``: the stage's other model), and checks that the server tokenizes
+the texts scored into the same ids (``check_tokenization``: vLLM's ``POST /tokenize`` on each text, with the special
+tokens the reference's post-processor adds; one differing id is an ``InputError`` naming the text and position).
+Without a reference tokenizer the endpoint cannot cut token windows.
+
+**Identity.** Opening queries ``GET /models`` (the served name must be listed) and ``GET /version`` (vLLM's, outside
+``/v1``; a 404 is "not stated"). What they say, and each completion's ``system_fingerprint``, are ``claims`` in
+``describe()``: the server's statements about itself, not proof of the weights it runs. What certa verified is the
+transcript: every request and response (``evidence()["transcript"]``: one row per request, its body, status,
+answer as received, milliseconds and attempts; never a credential), which a replay reads instead of the server
+(``window_sums``, ``read_transcript``).
+
+``usage()``: ``requests`` sent (retries included), ``retries``, ``reused`` (answered from an earlier transcript),
+``tokens`` (prompt tokens scored) and ``bytes_sent``/``bytes_received``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from certa.engine.core.endpoint_input import ENDPOINT_FORMAT, EndpointDeclaration, read_declaration
+from certa.engine.core.models.windows import ScoreProgress, Windows
+from certa.engine.core.runtimes.completions import (PROMPTS_PER_REQUEST, prompt_logprobs_request,
+                                                  read_prompt_logprobs, server_claims)
+from certa.engine.core.runtimes.http_client import ClientSettings, EndpointClient, Exchange
+from certa.engine.core.tables import Table, table_from_columns
+from certa.engine.foundation.errors import EndpointError, InputError
+
+__all__ = ["EndpointRuntime", "OpenEndpointRuntime", "TRANSCRIPT", "check_replayed_windows", "exchange_logprobs",
+           "read_transcript", "transcript_table", "window_sums"]
+
+TRANSCRIPT = "transcript"
+"""The name of the table of requests and responses ``evidence()`` returns."""
+_COLUMNS = ("unit", "key", "method", "path", "request", "status", "response", "elapsed_ms", "attempts")
+_COMPLETIONS = "/completions"
+
+
+class EndpointRuntime:
+    """A served model prepared to be queried (module docstring): ``EndpointRuntime(table, device=, dtype=,
+    threads=)``. The keywords are the stage's, for local models: a served model computes where and how its server
+    does, which ``describe()`` states as the server's."""
+
+    formats = (ENDPOINT_FORMAT,)
+
+    def __init__(self, table: Table, *, device: str = "cpu", dtype: str = "float32", threads: int = 1) -> None:
+        del device, dtype, threads  # the server's own (module docstring)
+        self.declaration: EndpointDeclaration = read_declaration(table.name, table.raw)
+        self.name = table.name
+        self.sha256 = table.sha256
+        self.tokenizer: Any = None
+        self.tokenizer_sha256: str | None = None
+        self.positions = 0
+        self.vocabulary = 0
+        self.resident = False
+        self.partner: Any = None
+
+    def share_tokenizer(self, partner: Any) -> None:
+        """Score the tokens of ``partner`` (a prepared runtime with a tokenizer: the stage's local reference); the
+        server's tokenization of each text is checked against it (``OpenEndpointRuntime.check_tokenization``)."""
+        if partner.tokenizer is None:
+            raise InputError(f"input '{self.name}' is a served model and input '{partner.name}' has no tokenizer.json: "
+                             "a served model's tokens are checked against a local reference's tokenizer")
+        self.partner = partner
+        self.tokenizer, self.tokenizer_sha256 = partner.tokenizer, partner.tokenizer_sha256
+
+    def first_token(self) -> int:
+        """The reference's beginning-of-sequence token (``share_tokenizer``)."""
+        if self.partner is None:
+            raise InputError(f"input '{self.name}' is a served model: byte windows need its tokenizer, which certa "
+                             "cannot read from a server; score it against a local reference with the same tokenizer")
+        return int(self.partner.first_token())
+
+    def check_token_ids(self, ids: np.ndarray, text: str) -> None:
+        """Nothing here: the server refuses an id it does not embed (a 400, an ``EndpointError``)."""
+
+    def open(self) -> OpenEndpointRuntime:
+        """A client of the endpoint, its identity queried (module docstring)."""
+        declared = self.declaration
+        client = EndpointClient(declared.url, api_key=declared.api_key(), settings=ClientSettings(
+            timeout=declared.client.timeout, retries=declared.client.retries,
+            concurrency=declared.client.concurrency, max_requests=declared.client.max_requests))
+        try:
+            return OpenEndpointRuntime(self, client)
+        except BaseException:
+            client.close()
+            raise
+
+
+class OpenEndpointRuntime:
+    """A served model being queried (module docstring)."""
+
+    def __init__(self, runtime: EndpointRuntime, client: EndpointClient) -> None:
+        self.runtime = runtime
+        self.client = client
+        self.rows: list[tuple[str, Exchange]] = []
+        self.tokens = 0
+        self.models = self._keep("", client.get("/models"))
+        try:
+            self.version: Exchange | None = self._keep("", client.get("/../version"))
+        except EndpointError:  # a server without vLLM's /version states none (a 404 is the request's fault)
+            self.version = None
+        listed = _listed_models(self.models.response)
+        if runtime.declaration.model not in listed:
+            raise EndpointError(f"input '{runtime.name}': the server at {runtime.declaration.url} does not serve "
+                                f"'{runtime.declaration.model}' (its /models lists: {', '.join(listed) or 'none'})")
+        entry = listed[runtime.declaration.model]
+        runtime.positions = int(entry.get("max_model_len") or 0) if isinstance(entry.get("max_model_len"), int) else 0
+
+    def __enter__(self) -> OpenEndpointRuntime:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self.client.close()
+
+    def _keep(self, unit: str, exchange: Exchange) -> Exchange:
+        self.rows.append((unit, exchange))
+        return exchange
+
+    def check_tokenization(self, texts: Sequence[str], encodings: Sequence[Sequence[int]], *,
+                           add_special_tokens: bool) -> None:
+        """An ``InputError`` unless the server tokenizes each text of ``texts`` into the ids of ``encodings`` (the
+        reference tokenizer's), with or without the special tokens (vLLM's ``POST /tokenize``)."""
+        model = self.runtime.declaration.model
+        bodies = [{"model": model, "prompt": text, "add_special_tokens": add_special_tokens} for text in texts]
+        for i, (exchange, expected) in enumerate(zip(self.client.post_many("/../tokenize", bodies), encodings)):
+            self._keep(f"text:{i}", exchange)
+            try:
+                served = [int(t) for t in json.loads(exchange.response)["tokens"]]
+            except (ValueError, KeyError, TypeError):
+                raise EndpointError(f"input '{self.runtime.name}': the server's /tokenize answer holds no token list "
+                                    f"(text {i + 1})") from None
+            if served != list(expected):
+                at = next((j for j, (a, b) in enumerate(zip(served, expected)) if a != b), min(len(served),
+                                                                                             len(expected)))
+                raise InputError(
+                    f"input '{self.runtime.name}': the server tokenizes text {i + 1} of {len(texts)} differently from "
+                    f"input '{self.runtime.partner.name}''s tokenizer.json (first difference at token {at}: "
+                    f"{served[at] if at < len(served) else 'end'} served vs "
+                    f"{expected[at] if at < len(expected) else 'end'}): the served model's tokenizer is not the "
+                    "reference's, so their log-probabilities cannot be compared token by token")
+
+    def _score(self, units: Sequence[Any], sequences: Sequence[np.ndarray],
+               progress: ScoreProgress | None) -> list[np.ndarray]:
+        """The prompt log-probs of each sequence, ``PROMPTS_PER_REQUEST`` sequences a request, every exchange kept
+        with the units it scored (a JSON list: ``[window id, targets]`` per window, or ``sequence:i``)."""
+        model = self.runtime.declaration.model
+        groups = [range(i, min(i + PROMPTS_PER_REQUEST, len(sequences)))
+                  for i in range(0, len(sequences), PROMPTS_PER_REQUEST)]
+        bodies = [prompt_logprobs_request(model, [sequences[i] for i in group]) for group in groups]
+
+        def report(done: int, total: int, requests_per_s: float, tokens_per_s: float) -> None:
+            if progress is not None:
+                progress(done, total, tokens_per_s)
+
+        exchanges = self.client.post_many(_COMPLETIONS, bodies, progress=report)
+        for group, exchange in zip(groups, exchanges):
+            self._keep(json.dumps([units[i] for i in group], separators=(",", ":")), exchange)
+        self.tokens += int(sum(int(s.size) for s in sequences))
+        return exchange_logprobs(exchanges, model, self.runtime.name)
+
+    def window_nll(self, windows: Windows, *, batch_size: int, progress: ScoreProgress | None = None) -> np.ndarray:
+        """Each window's Σ −ln p over its targets, from the server's prompt log-probs (``window_sums``)."""
+        del batch_size  # the server batches; certa bounds the requests in flight (client.concurrency)
+        inputs = [windows.flat[s: s + n] for s, n in zip(windows.start.tolist(), windows.length.tolist())]
+        units = [[window, int(targets)] for window, targets in zip(windows.ids, windows.targets.tolist())]
+        return window_sums(self._score(units, inputs, progress), windows.targets, self.runtime.name)
+
+    def token_logprobs(self, sequences: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        """ln p(x_t | x_<t), t = 1 .. n, of each sequence, from the server's prompt log-probs."""
+        arrays = [np.asarray(s, dtype=np.int64) for s in sequences]
+        return self._score([f"sequence:{i}" for i in range(len(arrays))], arrays, None)
+
+    def describe(self) -> Mapping[str, Any]:
+        """The endpoint's identity: the declaration's digest, the tokenizer it was checked against, and the
+        server's claims (module docstring)."""
+        runtime = self.runtime
+        partner = runtime.partner
+        completion = next((e for _, e in self.rows if e.path == _COMPLETIONS), None)
+        claims = server_claims(self.models.response, self.version.response if self.version is not None else None,
+                               completion.response) if completion is not None else {}
+        special = (partner.prepared.special_tokens.record(partner.tokenizer)
+                   if partner is not None and getattr(partner, "prepared", None) is not None
+                   and partner.prepared.special_tokens is not None else None)
+        return {"kind": "endpoint", "input": runtime.name, "sha256": runtime.sha256, "model_type": None,
+                "parameters": None, "tokenizer_sha256": runtime.tokenizer_sha256,
+                "tokenizer_of": partner.name if partner is not None else None, "special_tokens": special,
+                "signature": None, "claims": claims, "device": "served",
+                "dtype": "served", "libraries": {}}
+
+    def usage(self) -> dict[str, int]:
+        """Requests, retries, reused answers, prompt tokens scored and bytes, so far."""
+        spent = self.client.usage()
+        return {"requests": spent["requests"], "retries": spent["retries"], "reused": spent["reused"],
+                "tokens": self.tokens, "bytes_sent": spent["bytes_sent"], "bytes_received": spent["bytes_received"]}
+
+    def evidence(self) -> Mapping[str, Table]:
+        """The transcript: one row per request (module docstring)."""
+        return {TRANSCRIPT: transcript_table(self.rows)}
+
+
+def transcript_table(rows: Sequence[tuple[str, Exchange]]) -> Table:
+    """The transcript rows (unit, then the Exchange's fields) as a table."""
+    return table_from_columns(TRANSCRIPT, {
+        "unit": [unit for unit, _ in rows], "key": [e.key for _, e in rows], "method": [e.method for _, e in rows],
+        "path": [e.path for _, e in rows], "request": [e.request for _, e in rows],
+        "status": np.array([e.status for _, e in rows], dtype=np.float64),
+        "response": [e.response for _, e in rows],
+        "elapsed_ms": np.array([e.elapsed_ms for _, e in rows], dtype=np.float64),
+        "attempts": np.array([e.attempts for _, e in rows], dtype=np.float64)})
+
+
+def read_transcript(table: Table) -> list[tuple[str, Exchange]]:
+    """The rows of a captured transcript (``transcript_table``) back as (unit, Exchange)."""
+    missing = [column for column in _COLUMNS if not table.has(column)]
+    if missing:
+        raise InputError(f"the captured transcript '{table.name}' lacks the column(s) {', '.join(missing)}")
+    text = {column: table.text(column) for column in ("unit", "key", "method", "path", "request", "response")}
+    numbers = {column: table.numeric(column) for column in ("status", "elapsed_ms", "attempts")}
+    return [(str(text["unit"][i]), Exchange(key=str(text["key"][i]), method=str(text["method"][i]),
+                                            path=str(text["path"][i]), request=str(text["request"][i]),
+                                            status=int(numbers["status"][i]), response=str(text["response"][i]),
+                                            elapsed_ms=float(numbers["elapsed_ms"][i]),
+                                            attempts=int(numbers["attempts"][i])))
+            for i in range(table.n_rows)]
+
+
+def _listed_models(text: str) -> dict[str, Mapping[str, Any]]:
+    """The ``/models`` answer's entries by ``id``."""
+    try:
+        data = json.loads(text)["data"]
+        return {str(entry["id"]): entry for entry in data if isinstance(entry, dict) and "id" in entry}
+    except (ValueError, KeyError, TypeError):
+        raise EndpointError("GET /models: the answer has no 'data' list of models") from None
+
+
+def exchange_logprobs(exchanges: Sequence[Exchange], model: str, name: str) -> list[np.ndarray]:
+    """The prompt log-probs (tokens 1 .. n) of every prompt of the completion ``exchanges``, in order, each checked
+    against the ids its request sent (``read_prompt_logprobs``)."""
+    scored: list[np.ndarray] = []
+    for exchange in exchanges:
+        sent = json.loads(exchange.request)["prompt"]
+        try:
+            scored += read_prompt_logprobs(exchange.response, model=model, sent=sent)
+        except EndpointError as error:
+            raise EndpointError(f"input '{name}': {error}") from None
+    return scored
+
+
+def window_sums(logprobs: Sequence[np.ndarray], targets: np.ndarray, name: str) -> np.ndarray:
+    """Σ −ln p over the last ``targets[w]`` log-probs of window w (float64, summed in order): the windows' NLL sums,
+    from a live run's answers or a replay's transcript alike."""
+    targets = np.asarray(targets, dtype=np.int64)
+    lengths = np.array([lp.size for lp in logprobs], dtype=np.int64)
+    if lengths.size != targets.size or np.any(targets > lengths):
+        bad = np.flatnonzero(targets > lengths) if lengths.size == targets.size else np.array([0])
+        raise EndpointError(f"input '{name}': the server's answers give {lengths.size} windows' log-probs for "
+                            f"{targets.size} windows (window {int(bad[0]) + 1}: fewer log-probs than targets)")
+    flat = np.concatenate(logprobs) if len(logprobs) else np.empty(0)
+    starts = np.cumsum(lengths) - lengths
+    position = np.arange(flat.size) - np.repeat(starts, lengths)
+    scored = position >= np.repeat(lengths - targets, lengths)
+    sums = np.zeros(lengths.size, dtype=np.float64)
+    np.add.at(sums, np.repeat(np.arange(lengths.size), lengths)[scored], -flat[scored])
+    return sums
+
+
+def check_replayed_windows(endpoint: Table, transcript: Table, windows: Table) -> None:
+    """An ``InputError`` unless the captured per-window table ``windows`` (``window_id``, ``nll_sum``) of the served
+    model ``endpoint`` follows from its captured ``transcript``: the same windows in the same order, and the NLL
+    sums ``window_sums`` computes from the recorded answers (each checked again against the ids its request sent),
+    bit for bit."""
+    model = read_declaration(endpoint.name, endpoint.raw).model
+    scored = [(json.loads(unit), exchange) for unit, exchange in read_transcript(transcript)
+              if exchange.path == _COMPLETIONS]
+    units = [pair for pairs, _ in scored for pair in pairs]
+    try:
+        ids = [str(window) for window, _ in units]
+        targets = np.array([int(count) for _, count in units], dtype=np.int64)
+    except (TypeError, ValueError):
+        raise InputError(f"the transcript of input '{endpoint.name}' does not name its windows as [id, targets] "
+                         "pairs") from None
+    if ids != [str(window) for window in windows.text("window_id")]:
+        raise InputError(f"the captured windows of input '{endpoint.name}' are not the windows its transcript scored")
+    sums = window_sums(exchange_logprobs([e for _, e in scored], model, endpoint.name), targets, endpoint.name)
+    recorded = windows.numeric("nll_sum")
+    if not np.array_equal(sums, recorded):
+        first = int(np.flatnonzero(sums != recorded)[0])
+        raise InputError(f"the captured NLL sum of window {first + 1} of input '{endpoint.name}' is "
+                         f"{recorded[first]!r}, but its transcript gives {sums[first]!r}: the table does not follow "
+                         "from the server's recorded answers")
