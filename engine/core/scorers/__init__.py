@@ -28,7 +28,13 @@ or None, ``options`` the spec's free-form mapping) that returns a ``Scorer``:
 * optional ``usage() -> Mapping[str, int]``: what the scorer has spent so far, as named non-negative counts
   (e.g. ``forward_passes``, ``model_calls``). ``sequential.diff`` records it after a live run as the captured
   table ``scorer_usage`` and a ``scorer_usage`` decision beside the prompts scored and ``n_max``, so the ledger
-  states how much evaluation the run cost and a replay restates it without the scorer.
+  states how much evaluation the run cost and a replay restates it without the scorer;
+* optional ``describe() -> Mapping[str, Mapping]``: the identity of each model it ran, by role (``reference``,
+  ``candidate``), JSON-able: what it verified (a folder's manifest digest) and, for a served model, what its server
+  claims. ``sequential.diff`` (3.1.0 on) states it in its outputs (``source.models``) and captures it for a replay;
+* optional ``evidence() -> Mapping[str, Table]``: tables the scorer's models captured (a served model's transcript of
+  every request and response), which ``sequential.diff`` (3.1.0 on) captures as ``scorer_<name>`` so the ledger
+  keeps them with the scores.
 
 A factory that declares a keyword parameter ``tables`` is also given ``tables=``: every input table of the run
 by input name, for a scorer that reads a further declared input its options name (``hf_models`` reads its
@@ -56,7 +62,7 @@ from certa.engine.foundation.errors import StageError
 from certa.engine.core.tables import Table
 
 __all__ = ["ENTRY_POINT_GROUP", "Scorer", "ScorerFactory", "available_scorers", "declared_identity",
-           "declared_support", "load_scorer", "reported_usage", "score_prompts"]
+           "declared_support", "described_models", "load_scorer", "reported_usage", "score_prompts", "scorer_evidence"]
 
 ENTRY_POINT_GROUP = "certa.scorers"
 
@@ -186,3 +192,30 @@ def score_prompts(scorer: Scorer, reference: Table, candidate: Table, prompts: S
         raise StageError(f"the scorer returned a non-finite score ({values[bad[0]]!r}) for prompt "
                          f"{prompts[int(bad[0])]!r}; fix the scorer or its inputs (no value is substituted)")
     return values
+
+
+def described_models(scorer: Scorer) -> dict[str, Any] | None:
+    """The models' identities the scorer gives with its optional ``describe()`` (module docstring), or None without
+    one. It must be a mapping of role to a mapping that canonical JSON can write; anything else is a
+    ``StageError``."""
+    describe = getattr(scorer, "describe", None)
+    if not callable(describe):
+        return None
+    described = describe()
+    if not (isinstance(described, Mapping) and all(isinstance(k, str) and isinstance(v, Mapping)
+                                                   for k, v in described.items())):
+        raise StageError(f"the scorer's describe() must map roles to mappings (got {type(described).__name__})")
+    return {str(role): dict(value) for role, value in described.items()}
+
+
+def scorer_evidence(scorer: Scorer) -> dict[str, Table]:
+    """The tables the scorer's optional ``evidence()`` gives (module docstring), by name; none without one. Names
+    must be identifiers and values tables, or it is a ``StageError``."""
+    evidence = getattr(scorer, "evidence", None)
+    if not callable(evidence):
+        return {}
+    tables = evidence()
+    if not (isinstance(tables, Mapping) and all(isinstance(k, str) and k.isidentifier() and isinstance(v, Table)
+                                                for k, v in tables.items())):
+        raise StageError("the scorer's evidence() must map names (identifiers) to tables")
+    return dict(tables)

@@ -90,6 +90,13 @@ def open_pair(reference: Table, candidate: Table, *, metric: str, dtype: str = "
     names = (runtime_for(reference), runtime_for(candidate))
     ref, cand = (load_runtime(name, table, device="cpu", dtype=dtype, threads=threads)
                  for name, table in zip(names, (reference, candidate)))
+    served = [runtime for runtime in (ref, cand) if callable(getattr(runtime, "share_tokenizer", None))]
+    if len(served) == 2:
+        raise InputError(f"inputs '{ref.name}' and '{cand.name}' are both served models: {_NAME} scores a served "
+                         "model against a local reference folder, whose tokenizer the server's tokens are checked "
+                         "against (declare one of them with model: FOLDER)")
+    for runtime in served:  # a served model scores the local reference's tokens, checked against the server's
+        runtime.share_tokenizer(cand if runtime is ref else ref)
     for runtime in (ref, cand):
         if runtime.tokenizer is None:
             raise InputError(f"input '{runtime.name}': the model folder has no tokenizer.json; {_NAME} encodes the "
@@ -186,12 +193,34 @@ class HfModelsScorer:
         return spent
 
     def prompts(self, reference: Table, candidate: Table) -> Sequence[str]:
-        """The prompt input's text column in row order; every prompt is checked to have at least 2 tokens."""
+        """The prompt input's text column in row order; every prompt is checked to have at least 2 tokens, and a
+        served model to tokenize every prompt into the reference tokenizer's ids (with its special tokens)."""
         texts = [str(t) for t in self.prompt_table.text(self.text_column).tolist()]
         if not texts:
             raise InputError(f"input '{self.prompt_table.name}' has no prompts")
-        self._encode(self._pair(reference, candidate), texts)
+        pair = self._pair(reference, candidate)
+        self._encode(pair, texts)
+        for model in pair.opened:
+            check = getattr(model, "check_tokenization", None)
+            if check is not None:
+                distinct = list(dict.fromkeys(texts))
+                check(distinct, [self._tokens[text] for text in distinct], add_special_tokens=True)
         return texts
+
+    def describe(self) -> dict[str, Any]:
+        """Both models' identities (``OpenRuntime.describe``: a served model's with its server's claims), by role."""
+        described: dict[str, Any] = {}
+        for pair in self._pairs.values():
+            described.update(zip(("reference", "candidate"), (model.describe() for model in pair.opened)))
+        return described
+
+    def evidence(self) -> dict[str, Table]:
+        """What the models' runtimes captured (a served model's transcript), named ``<role>_<name>``."""
+        captured: dict[str, Table] = {}
+        for pair in self._pairs.values():
+            for role, model in zip(("reference", "candidate"), pair.opened):
+                captured.update({f"{role}_{name}": table for name, table in model.evidence().items()})
+        return captured
 
     def score_batch(self, reference: Table, candidate: Table, prompts: Sequence[str], K: int) -> np.ndarray:
         """Scores of ``prompts`` over their first K teacher-forced positions (module docstring)."""

@@ -30,22 +30,28 @@ follows "a certificate says only what the data support" (``DeclaredRange``): the
 declared, or the scorer metric's finite support, or the run is refused), a score outside it is refused in
 profiles ci and release, and clipping happens only on ``out_of_range: clip`` and is stated as the estimand;
 numbers derived from decimal knobs (the betting bounds, which are grid points on the range; 1 - alpha; the
-betting grid step) are computed exactly and rounded once.
+betting grid step) are computed exactly and rounded once. 3.0.0 decides IDENTICAL only from a scorer whose 0 means
+identical distributions and permutes a table's rows by the stage's generator. 3.1.0 computes what 3.0.0 computes
+and states which models a scorer ran (``source.models``: its ``describe()``, a served model's identity with its
+server's claims, captured as ``scorer_models`` for a replay) and keeps what their runtimes captured (a served
+model's transcript, as ``scorer_<role>_<name>``).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Protocol
 
 import numpy as np
 
+from certa.engine.foundation.canonical import canonical_bytes
 from certa.engine.foundation.errors import InputError, ProfileAbort, StageError
-from certa.engine.core.scorers import (Scorer, declared_identity, declared_support, load_scorer, reported_usage,
-                                       score_prompts)
+from certa.engine.core.scorers import (Scorer, declared_identity, declared_support, described_models, load_scorer,
+                                       reported_usage, score_prompts, scorer_evidence)
 from certa.engine.core.stats.confseq.methods import BOUNDED_METHODS, VALIDITY, CSSettings, PValuePath, confidence_sequence, null_p_value
 from certa.engine.core.stats.confseq.common import (ConfidenceSequence, GridValues, exact_grid_values, float_grid_values,
                                     prefix_mean)
@@ -67,6 +73,11 @@ CAPTURED_SUPPORT = "scorer_support"
 for its metric, when a 2.0.0 run used it as the score range (a replay needs it without the scorer)."""
 CAPTURED_USAGE = "scorer_usage"
 """Name of the captured table (one row, a column per count) of what a scorer reported with ``usage()``."""
+CAPTURED_MODELS = "scorer_models"
+"""Name of the captured table (columns ``role``, ``description``: canonical JSON) of the models a 3.1.0 scorer run's
+scorer described (a replay states them without the scorer)."""
+EVIDENCE_PREFIX = "scorer_evidence_"
+"""A 3.1.0 scorer run captures each table its scorer's ``evidence()`` gives as ``scorer_evidence_<name>``."""
 CAPTURED_IDENTITY = "scorer_identity"
 """Name of the captured table (column ``zero_means_identical``, one row: 1) of a 3.0.0 scorer run whose scorer
 declared that its metric is 0 only for identical next-token distributions (a replay needs it without the scorer)."""
@@ -610,6 +621,8 @@ class SequentialKernels:
     changes: str
     identity: IdentityRule = ZerosSoFar()
     order: OrderRule = FileOrder()
+    describes_models: bool = False
+    """Whether a scorer run states its models' identities and keeps their evidence (3.1.0 on)."""
 
 
 KERNELS: tuple[SequentialKernels, ...] = (
@@ -639,6 +652,13 @@ KERNELS: tuple[SequentialKernels, ...] = (
                 "table's or a discrete scorer's zeros never decide IDENTICAL; early_stop_threshold is removed; a "
                 "table's observations are sorted canonically and permuted by the stage's seeded generator, so the "
                 "file's row order never changes the certificate; 'identity' and 'order' blocks"),
+    SequentialKernels(
+        version="3.1.0", elementary=LIBM, range_rule=DeclaredRange(), grid_values=exact_grid_values,
+        confidence_level=exact_confidence_level, method_parameters=exact_parameters,
+        identity=IdentityFact(), order=SeededPermutation(), describes_models=True,
+        changes="issue 33: 3.0.0's numbers; a scorer run states the models its scorer ran (source.models: a local "
+                "folder's manifest digest, a served model's declaration digest and its server's claims) and keeps "
+                "their runtimes' evidence (a served model's transcript) as captured tables"),
 )
 """Every version, oldest first; the last is what an unpinned spec runs."""
 
@@ -806,6 +826,19 @@ def _replayed_support(captured: Table | None) -> tuple[float, float] | None:
     if captured is None:
         return None
     return float(captured.numeric("low")[0]), float(captured.numeric("high")[0])
+
+
+def _models_tables(scorer: Scorer) -> dict[str, Table]:
+    """The captured ``scorer_models`` table of the models the scorer described (none when it describes none) and
+    its models' evidence, each as ``scorer_evidence_<name>`` (3.1.0)."""
+    described = described_models(scorer)
+    tables = {f"{EVIDENCE_PREFIX}{name}": replace(t, name=f"{EVIDENCE_PREFIX}{name}")
+              for name, t in scorer_evidence(scorer).items()}
+    if described:
+        roles = sorted(described)
+        tables[CAPTURED_MODELS] = table_from_columns(CAPTURED_MODELS, {
+            "role": roles, "description": [canonical_bytes(described[role]).decode("utf-8") for role in roles]})
+    return tables
 
 
 def _usage_table(usage: Mapping[str, int] | None) -> dict[str, Table]:
@@ -1009,12 +1042,15 @@ def _scorer_run(ctx: StageContext, kernels: SequentialKernels) -> Observed:
                               "options": dict(spec.get("options") or {}), "reference": knobs["reference"],
                               "candidate": knobs["candidate"], "prompt_draws": "uniform with replacement, stage rng"}
     recorded = ctx.captured or {}
+    models: dict[str, Table] = {}
     if CAPTURED_SCORES in recorded:
         table = recorded[CAPTURED_SCORES]
         score_range = rule.resolve(knobs, None, lambda: _replayed_support(recorded.get(CAPTURED_SUPPORT)))
         obs = _replayed_observations(table, spec["name"])
         usage = {CAPTURED_USAGE: recorded[CAPTURED_USAGE]} if CAPTURED_USAGE in recorded else {}
         zero_means_identical = kernels.identity.replayed(recorded)
+        if kernels.describes_models:
+            models = {name: t for name, t in recorded.items() if name == CAPTURED_MODELS or name.startswith(EVIDENCE_PREFIX)}
     else:
         scorer = load_scorer(spec["name"], metric=spec.get("metric"), options=spec.get("options"), tables=ctx.tables)
         score_range = rule.resolve(knobs, None, lambda: declared_support(scorer))
@@ -1023,11 +1059,17 @@ def _scorer_run(ctx: StageContext, kernels: SequentialKernels) -> Observed:
                                           lambda seen: rule.screen(seen, score_range, ctx.profile), kernels,
                                           zero_means_identical)
         usage = _usage_table(reported_usage(scorer))
+        if kernels.describes_models:
+            models = _models_tables(scorer)
     source["prompts_scored"] = int(obs.scores.size)
     source["captured_sha256"] = table.sha256
+    if CAPTURED_MODELS in models:
+        described = models[CAPTURED_MODELS]
+        source["models"] = {str(role): json.loads(str(text)) for role, text in zip(described.text("role"),
+                                                                                  described.text("description"))}
     obs = _enough(obs, knobs)
     captured = {CAPTURED_SCORES: table, **_support_table(score_range), **usage,
-                **kernels.identity.captured(zero_means_identical)}
+                **kernels.identity.captured(zero_means_identical), **models}
     return obs, score_range, source, captured, zero_means_identical
 
 

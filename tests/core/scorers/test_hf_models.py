@@ -32,7 +32,7 @@ from certa.engine.core.scorers.logprob_tables import LogprobTablesScorer
 from certa.engine.core.spec import fill_defaults, load_schema
 from certa.engine.core.stages import REGISTRY
 from certa.engine.core.stages.base import StageContext
-from certa.engine.core.stages.sequential_diff import CAPTURED_IDENTITY, CAPTURED_SCORES, CAPTURED_USAGE
+from certa.engine.core.stages.sequential_diff import CAPTURED_IDENTITY, CAPTURED_MODELS, CAPTURED_SCORES, CAPTURED_USAGE
 from certa.engine.core.tables import Table, table_from_columns
 from certa.ledger import Ledger
 
@@ -347,7 +347,11 @@ def test_a_run_replays_from_the_ledger_with_the_model_folders_deleted(hf_registe
         assert result.verdict == "PASS"
         content = result.certificate["content"]
         assert [i["format"] for i in content["inputs"]] == ["hf-model", "hf-model", "jsonl"]
-        assert [c["name"] for c in content["captured"]] == [CAPTURED_SCORES, CAPTURED_USAGE, CAPTURED_IDENTITY]
+        assert [c["name"] for c in content["captured"]] == [CAPTURED_SCORES, CAPTURED_USAGE, CAPTURED_IDENTITY,
+                                                            CAPTURED_MODELS]
+        models = content["stages"]["diff"]["source"]["models"]  # 3.1.0: which models the scorer ran
+        assert {role: (m["kind"], m["sha256"]) for role, m in models.items()} == {
+            "reference": ("local", content["inputs"][0]["sha256"]), "candidate": ("local", content["inputs"][1]["sha256"])}
         shutil.rmtree(tmp_path / "baseline")
         shutil.rmtree(tmp_path / "subject")
         outcome = replay(ledger, result.run_id)

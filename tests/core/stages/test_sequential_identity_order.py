@@ -44,8 +44,12 @@ def _table(values, **extra) -> dict:
     return {"s": table_from_columns("s", {"score": np.asarray(values, dtype=float), **extra})}
 
 
-def test_the_newest_version_is_3_0_0() -> None:
-    assert REGISTRY["sequential.diff"].version == "3.0.0" == KERNELS[-1].version
+def test_the_newest_version_is_3_1_0_which_computes_as_3_0_0() -> None:
+    assert REGISTRY["sequential.diff"].version == "3.1.0" == KERNELS[-1].version
+    newest, previous = KERNELS[-1], KERNELS[-2]
+    assert previous.version == "3.0.0" and newest.describes_models and not previous.describes_models
+    assert [type(getattr(k, field)) for k in (newest, previous) for field in ("range_rule", "identity", "order")] == \
+        [type(getattr(previous, field)) for field in ("range_rule", "identity", "order")] * 2
 
 
 # --------------------------------------------------------------------------- item 2: IDENTICAL is a fact

@@ -191,14 +191,14 @@ def test_logaddexp_out_and_broadcasting() -> None:
 # ---------------------------------------------------------------------------------------------- versions
 
 
-def test_the_stage_registers_1_0_0_on_numpy_and_1_1_0_to_3_0_0_on_libm() -> None:
+def test_the_stage_registers_1_0_0_on_numpy_and_1_1_0_to_3_1_0_on_libm() -> None:
     assert [(k.version, k.elementary) for k in KERNELS] == [("1.0.0", NUMPY_UFUNCS), ("1.1.0", LIBM), ("2.0.0", LIBM),
-                                                            ("3.0.0", LIBM)]
+                                                            ("3.0.0", LIBM), ("3.1.0", LIBM)]
     assert NUMPY_UFUNCS.exp is np.exp and NUMPY_UFUNCS.log is np.log and NUMPY_UFUNCS.log1p is np.log1p
     assert NUMPY_UFUNCS.logaddexp is np.logaddexp
     stages = REGISTRY.versions("sequential.diff")
-    assert [s.version for s in stages] == ["1.0.0", "1.1.0", "2.0.0", "3.0.0"]
-    assert REGISTRY["sequential.diff"].version == "3.0.0"
+    assert [s.version for s in stages] == ["1.0.0", "1.1.0", "2.0.0", "3.0.0", "3.1.0"]
+    assert REGISTRY["sequential.diff"].version == "3.1.0"
     assert stages[0].changes == "first version (certa 0.1.0)"
     assert "libm" in stages[1].changes and "SIMD" in stages[1].changes
 
