@@ -310,9 +310,10 @@ def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_f
 @click.option("--recompute-evidence", is_flag=True, help="Re-run the run's models (model inputs) and compare the "
               "tables its stages captured, bit for bit or by the largest deviation per column; nothing is recorded. "
               "Model folders: --input NAME=FOLDER, else the spec's model: paths relative to the current directory; "
-              "a folder whose manifest is not the recorded one is refused.")
+              "a folder whose manifest is not the recorded one is refused. A served model is queried again at the "
+              "recorded URL (or --input NAME=URL); its spread is reported, its transcripts listed apart.")
 @click.option("--input", "input_overrides", multiple=True, metavar="NAME=FOLDER",
-              help="With --recompute-evidence: read model input NAME from FOLDER.")
+              help="With --recompute-evidence: read model input NAME from FOLDER (a served model: NAME=URL).")
 @certa_command
 def replay(run_id: str | None, replay_every: bool, since: str | None, name_pattern: str | None, no_record: bool,
            recompute_evidence: bool, input_overrides: tuple[str, ...], as_json: bool, ledger_url: str) -> int:

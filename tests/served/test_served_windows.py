@@ -141,3 +141,23 @@ def test_a_server_whose_tokenizer_is_not_the_references_is_refused(vllm_server: 
     spec = _spec(tmp_path, vllm_server, vllm_server.url)
     with pytest.raises(InputError, match="tokenizes text 1 of 8 differently from input 'reference'"):
         run(spec)
+
+
+def test_recompute_evidence_queries_the_server_again_and_reports_the_spread(vllm_server: VllmServer,
+                                                                          tmp_path: Path) -> None:
+    from certa.engine.services.evidence_recompute import recompute_evidence
+
+    spec = _spec(tmp_path, vllm_server, vllm_server.url)
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        result = run(spec, ledger=ledger)
+        evidence = recompute_evidence(ledger, result.run_id, folders={"reference": tmp_path / "reference"})
+        served = next(t for t in evidence.tables if t.name == "subject")
+        assert served.rows == (69, 69) and served.rows_reproduced <= 69
+        assert [t.name for t in evidence.transcripts] == ["subject_transcript"]
+        assert "timing differs by nature" in evidence.text()
+        # the impostor at the recorded run's input name: every window's sum moves, and the report says by how much
+        moved = recompute_evidence(ledger, result.run_id, folders={"reference": tmp_path / "reference",
+                                                                   "served": vllm_server.impostor_url})
+        subject = next(t for t in moved.tables if t.name == "subject")
+        assert not moved.reproduced and subject.rows_reproduced == 0 and subject.deviations["nll_sum"] > 1e-3
+        assert f"served={vllm_server.impostor_url}" in moved.text()
