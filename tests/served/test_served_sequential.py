@@ -84,3 +84,38 @@ def test_a_metric_needing_full_distributions_is_refused_for_a_served_model(vllm_
                                                                            tmp_path: Path) -> None:
     with pytest.raises(StageError, match="metric sym_kl needs the full next-token distributions.*input 'served'"):
         run(_spec(tmp_path, vllm_server, vllm_server.url, metric="sym_kl"))
+
+
+def _generated_scores(folder: Path, server: VllmServer, url: str) -> list[float]:
+    from certa.engine.core.inputs import load_tables
+    from certa.engine.core.scorers.hf_models import HfModelsScorer
+    from certa.engine.core.spec import load_plan
+
+    tables = load_tables(load_plan(_spec(folder, server, url, metric="generated_kl")))
+    scorer = HfModelsScorer(metric="generated_kl", options={"prompts": "prompts", "seed": 11}, tables=tables)
+    prompts = list(scorer.prompts(tables["reference"], tables["served"]))[:16]
+    return scorer.score_batch(tables["reference"], tables["served"], prompts, 32).tolist()
+
+
+def test_generated_token_mode_scores_zero_for_the_same_weights_and_not_for_the_impostor(
+        vllm_server: VllmServer, tmp_path: Path) -> None:
+    """The served model samples 32 tokens after each prompt (temperature 1, seeded) with their raw log-probs; the
+    reference scores the same tokens. Same weights: every prompt's mean ln q - ln p is float32 noise (measured
+    max |score| 1.4e-7 over these 16 prompts); the impostor's are per-token KL estimates of a different model
+    (measured max 0.020, mean 0.0037).
+    The sequential decision in this mode (release, betting, range [-0.08, 0.08], band 0.001, min_effect 0.0005):
+    the reference weights' endpoint SAME after 610 prompts (24 s); the impostor UNDECIDED at n_max 1000 (mean
+    0.0014 nats per token, 95 % interval [0.0003, 0.0024]: it differs, by less than the declared min_effect)."""
+    same = _generated_scores(tmp_path / "same", vllm_server, vllm_server.url)
+    other = _generated_scores(tmp_path / "other", vllm_server, vllm_server.impostor_url)
+    assert max(abs(v) for v in same) < 1e-5
+    assert max(abs(v) for v in other) > 1e-3
+
+
+def test_generated_token_mode_needs_a_candidate_that_generates(vllm_server: VllmServer, tmp_path: Path) -> None:
+    spec = _spec(tmp_path, vllm_server, vllm_server.url, metric="generated_kl")
+    text = spec.read_text().replace("reference: reference\n", "reference: served\n").replace(
+        "candidate: served\n", "candidate: reference\n")
+    spec.write_text(text)
+    with pytest.raises(StageError, match="generated_kl needs a candidate that generates.*input 'reference'"):
+        run(spec)

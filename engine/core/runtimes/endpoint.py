@@ -23,6 +23,11 @@ transcript: every request and response (``evidence()["transcript"]``: one row pe
 answer as received, milliseconds and attempts; never a credential), which a replay reads instead of the server
 (``window_sums``, ``read_transcript``).
 
+**Generated-token mode** (``generate``), for scorers of servers that give log-probs only of what they generate:
+the server continues each sequence by sampled tokens (``generation_request``: temperature 1, no truncation, a
+seed per sequence) and returns their ids and raw log-probs (``read_generated``); the stage's local reference scores
+the same tokens (``certa.engine.core.scorers.divergences``: ``generated_kl``).
+
 ``usage()``: ``requests`` sent (retries included), ``retries``, ``reused`` (answered from an earlier transcript),
 ``tokens`` (prompt tokens scored) and ``bytes_sent``/``bytes_received``.
 """
@@ -38,8 +43,8 @@ import numpy as np
 
 from certa.engine.core.endpoint_input import ENDPOINT_FORMAT, EndpointDeclaration, read_declaration
 from certa.engine.core.models.windows import ScoreProgress, Windows
-from certa.engine.core.runtimes.completions import (PROMPTS_PER_REQUEST, prompt_logprobs_request,
-                                                  read_prompt_logprobs, server_claims)
+from certa.engine.core.runtimes.completions import (PROMPTS_PER_REQUEST, generation_request, prompt_logprobs_request,
+                                                  read_generated, read_prompt_logprobs, server_claims)
 from certa.engine.core.runtimes.http_client import ClientSettings, EndpointClient, Exchange
 from certa.engine.core.tables import Table, table_from_columns
 from certa.engine.foundation.errors import EndpointError, InputError
@@ -192,6 +197,25 @@ class OpenEndpointRuntime:
         """ln p(x_t | x_<t), t = 1 .. n, of each sequence, from the server's prompt log-probs."""
         arrays = [np.asarray(s, dtype=np.int64) for s in sequences]
         return self._score([f"sequence:{i}" for i in range(len(arrays))], arrays, None)
+
+    def generate(self, sequences: Sequence[Sequence[int]], *, max_tokens: int,
+                 seeds: Sequence[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Generated-token mode: each sequence continued by at most ``max_tokens`` tokens sampled from the served
+        model's own distribution (temperature 1, no truncation, ``seeds[i]``; ``generation_request``, one prompt a
+        request), as (token ids, their log-probs): shorter when the end-of-sequence token came first."""
+        model = self.runtime.declaration.model
+        sent = [[int(t) for t in ids] for ids in sequences]
+        bodies = [generation_request(model, ids, max_tokens=max_tokens, seed=int(seed)) for ids, seed in zip(sent, seeds)]
+        exchanges = self.client.post_many(_COMPLETIONS, bodies)
+        generated = []
+        for i, (ids, exchange) in enumerate(zip(sent, exchanges)):
+            self._keep(json.dumps([f"generate:{i}"]), exchange)
+            try:
+                generated += read_generated(exchange.response, model=model, sent=[ids])
+            except EndpointError as error:
+                raise EndpointError(f"input '{self.runtime.name}': {error}") from None
+        self.tokens += sum(len(ids) for ids in sent) + sum(int(tokens.size) for tokens, _ in generated)
+        return generated
 
     def describe(self) -> Mapping[str, Any]:
         """The endpoint's identity: the declaration's digest, the tokenizer it was checked against, and the

@@ -9,6 +9,18 @@ distribution, x_i the teacher-forced token; seed 000's ``score_fn(ref, cand, pro
     sym_kl_i   = sum_v (p_i(v) - q_i(v)) (ln p_i(v) - ln q_i(v))  = KL(p_i||q_i) + KL(q_i||p_i)   (Jeffreys 1946)
 
 and the prompt's score is the mean over its K' positions (the prompt is the unit of observation, never n·K).
+
+``generated_kl`` (generated-token mode, for a candidate that gives log-probs only of what it generates: a served
+model): the candidate continues the prompt by tokens y_1..y_K' sampled from its own distributions q (temperature 1,
+no truncation), with ln q(y_i); the reference scores the same tokens by teacher forcing, ln p(y_i | prompt, y_<i):
+
+    generated_kl_i = ln q_i(y_i) - ln p_i(y_i)
+
+Given the prompt, E[sum_i generated_kl_i] = KL(q(y_1..y_K' | prompt) || p(y_1..y_K' | prompt)) >= 0 (the chain
+rule of KL divergence; Cover & Thomas, *Elements of Information Theory*, 2nd ed., Thm. 2.5.3), with equality iff
+the two models give the same distributions along the sampled continuations; the prompt's score (the mean of the
+K' terms) is an unbiased estimate of that KL per generated token. One draw's value can be negative, and 0 does not
+mean identical (a single sample), so the metric declares no support and no identity.
 All arithmetic is float64; the sum over the vocabulary is numpy's pairwise sum along the last axis, so a row's
 value does not depend on the other rows of the array. ``exp`` is a parameter: numpy's ``np.exp`` picks its kernel
 by CPU at run time (its last bits depend on the machine's SIMD features), so ``hf_models`` passes libm's
@@ -23,9 +35,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["ZERO_MEANS_IDENTICAL", "delta_ce_positions", "sym_kl_positions", "prompt_means"]
+__all__ = ["ZERO_MEANS_IDENTICAL", "delta_ce_positions", "generated_kl_positions", "sym_kl_positions", "prompt_means"]
 
-ZERO_MEANS_IDENTICAL: dict[str, bool] = {"delta_ce": False, "sym_kl": True}
+ZERO_MEANS_IDENTICAL: dict[str, bool] = {"delta_ce": False, "sym_kl": True, "generated_kl": False}
 """Whether a metric's score is 0 only for identical next-token distributions (``certa.engine.core.scorers``
 module docstring). sym_kl: each term (p - q)(ln p - ln q) is >= 0 (exp is monotone, also in floating point), so a
 zero mean means every term is 0, i.e. p = q at every listed token of every position (as float64 probabilities;
@@ -36,6 +48,11 @@ the two models give the teacher-forced token the same log-prob, or when position
 def delta_ce_positions(ref_logprob: np.ndarray, cand_logprob: np.ndarray) -> np.ndarray:
     """ln p_i(x_i) - ln q_i(x_i) per position (float64)."""
     return np.asarray(ref_logprob, dtype=np.float64) - np.asarray(cand_logprob, dtype=np.float64)
+
+
+def generated_kl_positions(cand_logprob: np.ndarray, ref_logprob: np.ndarray) -> np.ndarray:
+    """ln q_i(y_i) - ln p_i(y_i) per generated token (float64; module docstring)."""
+    return np.asarray(cand_logprob, dtype=np.float64) - np.asarray(ref_logprob, dtype=np.float64)
 
 
 def sym_kl_positions(log_p: np.ndarray, log_q: np.ndarray,

@@ -18,6 +18,18 @@ logits at t - 1: targets shifted by one, never logits[t] against x_t); the metri
     delta_ce = (1/K') sum_{t=1..K'} ( ln p_t(x_t) - ln q_t(x_t) )                 = CE(candidate) - CE(reference)
     sym_kl   = (1/K') sum_{t=1..K'} sum_v (p_t(v) - q_t(v)) (ln p_t(v) - ln q_t(v)) = mean of KL(p||q) + KL(q||p)
 
+Generated-token mode (``generated_kl``), for a served candidate that gives log-probs only of what it generates:
+the candidate continues the whole encoded prompt by up to K tokens y_1..y_K' sampled from its own distributions
+(``generate``: temperature 1, no truncation, the seed ``options.seed + i`` for the i-th prompt the scorer scores,
+i = 0, 1, ... in call order), with its log-probs ln q_t(y_t); the reference scores the same tokens by teacher
+forcing (the prompt followed by y_1..y_K'), and
+
+    generated_kl = (1/K') sum_{t=1..K'} ( ln q_t(y_t) - ln p_t(y_t) )   (an unbiased estimate of KL(q||p) per token)
+
+(``certa.engine.core.scorers.divergences``: its assumptions). It requires the candidate's runtime to generate and
+its log-probs to be those of the distribution sampled from (vLLM's raw log-probs at temperature 1); a continuation
+that stops at the end-of-sequence token is shorter (K' < K), one that generates nothing is refused.
+
 Nothing is clipped, smoothed or substituted: a prompt that cannot be scored is an error naming it.
 
 The two tokenizers must be the same file (equal ``tokenizer.json`` SHA-256): per-position comparisons need the
@@ -39,7 +51,8 @@ threads, default 1, deterministic kernels) the same spec on the same machine giv
 per length group of a call, and ``tokens``, tokens fed, both models), which the stage records. Neither metric has a finite support (delta_ce is any real, sym_kl any value >= 0), so ``support()`` is
 None: a bounded method needs a declared ``range``.
 
-Options: ``prompts`` (required: the input holding the prompts), ``text_column`` (default ``text``), ``threads``
+Options: ``prompts`` (required: the input holding the prompts), ``text_column`` (default ``text``), ``seed``
+(``generated_kl`` only: the first sampling seed, default 0), ``threads
 (default 1), ``dtype`` (the dtype the models compute in: ``float32``, the default, ``bfloat16`` or ``float16``;
 the runtime's ``dtype``; log-softmax stays float32 and the metrics float64 whatever it is). The certificate records the
 options as the spec gives them (the stage's ``scorer.options``): an absent ``dtype`` is float32, a default that
@@ -57,15 +70,17 @@ import numpy as np
 from certa.engine.foundation.errors import InputError, StageError
 from certa.engine.core.models.architecture import COMPUTE_DTYPES
 from certa.engine.core.runtimes import DistributionRuntime, OpenRuntime, Runtime, load_runtime, runtime_for
-from certa.engine.core.scorers.divergences import (ZERO_MEANS_IDENTICAL, delta_ce_positions, prompt_means,
-                                                   sym_kl_positions)
+from certa.engine.core.scorers.divergences import (ZERO_MEANS_IDENTICAL, delta_ce_positions, generated_kl_positions,
+                                                   prompt_means, sym_kl_positions)
 from certa.engine.core.stats.kernels.libm import LIBM
 from certa.engine.core.tables import Table
 
 __all__ = ["HfModelsScorer", "METRICS", "RuntimePair", "open_pair"]
 
-METRICS = ("delta_ce", "sym_kl")
-_DEFAULTS: dict[str, Any] = {"text_column": "text", "threads": 1, "dtype": "float32"}
+METRICS = ("delta_ce", "sym_kl", "generated_kl")
+_DEFAULTS: dict[str, Any] = {"text_column": "text", "threads": 1, "dtype": "float32", "seed": 0}
+NEEDS_GENERATION = frozenset({"generated_kl"})
+"""The metrics whose candidate generates the scored tokens (``generate``: a served model's runtime)."""
 _NAME = "scorer 'hf_models'"
 NEEDS_DISTRIBUTIONS = frozenset({"sym_kl"})
 """The metrics computed from full next-token distributions (``OpenRuntime.next_token_logprobs``), not from the
@@ -117,6 +132,12 @@ def open_pair(reference: Table, candidate: Table, *, metric: str, dtype: str = "
         raise StageError(f"{_NAME}: metric {metric} needs the full next-token distributions of both models, but "
                          f"input '{lacking[0][1]}' (runtime '{lacking[0][0]}') gives the log-probs of given tokens "
                          "only, as a served model does; use metric delta_ce")
+    if metric in NEEDS_GENERATION and not callable(getattr(opened[1], "generate", None)):
+        for model in opened:
+            model.close()
+        raise StageError(f"{_NAME}: metric {metric} needs a candidate that generates the scored tokens with their "
+                         f"log-probs (a served model), but input '{cand.name}' (runtime '{names[1]}') does not; use "
+                         "metric delta_ce or sym_kl")
     contexts = [runtime.positions for runtime in (ref, cand) if runtime.positions]
     return RuntimePair(runtimes=(ref, cand), opened=opened, context=min(contexts) if contexts else None)
 
@@ -150,6 +171,14 @@ class HfModelsScorer:
         self.prompt_table: Table = tables[name]
         self.text_column = str(settings["text_column"])
         self.threads = threads
+        seed = settings["seed"]
+        if "seed" in options and self.metric not in NEEDS_GENERATION:
+            raise StageError(f"{_NAME}: options.seed seeds the sampling of metric generated_kl; metric {self.metric} "
+                             "samples nothing (remove it)")
+        if not (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**31):
+            raise StageError(f"{_NAME}: options.seed must be an integer from 0 to 2^31 - 1 (got {seed!r})")
+        self.seed = seed
+        self._generated = 0
         self._pairs: dict[tuple[str, str], RuntimePair] = {}
         self._tokens: dict[str, list[int]] = {}
 
@@ -230,6 +259,8 @@ class HfModelsScorer:
         if pair.context is not None and K + 1 > pair.context:
             raise StageError(f"positions_per_prompt = {K} feeds up to {K + 1} tokens, more than the models' context "
                              f"of {pair.context}; lower positions_per_prompt")
+        if self.metric in NEEDS_GENERATION:
+            return self._generated_scores(pair, list(prompts), K)
         fed = [tokens[: K + 1] for tokens in self._encode(pair, list(prompts))]
         ref, cand = pair.opened
         if self.metric in NEEDS_DISTRIBUTIONS:
@@ -240,6 +271,27 @@ class HfModelsScorer:
             values = delta_ce_positions(np.concatenate(ref.token_logprobs(fed)), np.concatenate(cand.token_logprobs(fed)))
         group_of = np.repeat(np.arange(len(fed)), [len(tokens) - 1 for tokens in fed])
         return prompt_means(group_of, values, len(fed))
+
+    def _generated_scores(self, pair: RuntimePair, prompts: list[str], K: int) -> np.ndarray:
+        """``generated_kl`` of each prompt (module docstring)."""
+        encoded = self._encode(pair, prompts)
+        too_long = next((p for p, ids in zip(prompts, encoded) if pair.context and len(ids) + K > pair.context), None)
+        if too_long is not None:
+            raise InputError(f"input '{self.prompt_table.name}': the prompt {too_long[:60]!r} continued by "
+                             f"positions_per_prompt = {K} tokens exceeds the models' context of {pair.context}")
+        ref, cand = pair.opened
+        seeds = [self.seed + self._generated + i for i in range(len(prompts))]
+        self._generated += len(prompts)
+        generated = cast(Any, cand).generate(encoded, max_tokens=K, seeds=seeds)
+        lengths = np.array([int(tokens.size) for tokens, _ in generated], dtype=np.int64)
+        if lengths.size and int(lengths.min()) == 0:
+            empty = prompts[int(np.argmin(lengths))]
+            raise StageError(f"{_NAME}: input '{pair.runtimes[1].name}' generated no token after the prompt "
+                             f"{empty[:60]!r}")
+        reference = ref.token_logprobs([ids + tokens.tolist() for ids, (tokens, _) in zip(encoded, generated)])
+        values = generated_kl_positions(np.concatenate([logprobs for _, logprobs in generated]),
+                                        np.concatenate([lp[lp.size - n:] for lp, n in zip(reference, lengths)]))
+        return prompt_means(np.repeat(np.arange(len(prompts)), lengths), values, len(prompts))
 
     def score(self, reference: Table, candidate: Table, prompt: str, K: int) -> float:
         """One prompt's score (``score_batch`` of one)."""
