@@ -18,6 +18,7 @@ import pytest
 from certa.engine.core.runtimes import http_client
 from certa.engine.foundation.errors import StageError
 from certa.engine.services.audit import replay
+from certa.engine.services.presentation.markdown import certificate_markdown
 from certa.engine.services.run import run
 from certa.ledger import Ledger
 from tests.conftest import VllmServer, write_spec
@@ -68,6 +69,8 @@ def test_the_endpoint_of_the_reference_weights_is_the_same_model(vllm_server: Vl
         assert models["reference"]["kind"] == "local" and models["candidate"]["kind"] == "endpoint"
         assert models["candidate"]["claims"]["served_name"] == vllm_server.name
         assert models["candidate"]["tokenizer_sha256"] == models["reference"]["tokenizer_sha256"]
+        shown = certificate_markdown(result.certificate)  # certa show: the claims said to be claims
+        assert "The candidate (served) is a served model" in shown and "Its server claims (not verified" in shown
         captured = {c["name"] for c in content["captured"]}
         assert "scorer_evidence_candidate_transcript" in captured and "scorer_models" in captured
         monkeypatch.setattr(http_client.HTTPTransport, "send", lambda *a, **k: pytest.fail("replay queried"))

@@ -9,6 +9,7 @@ from typing import Any
 from certa.engine.core.stages.sequential_diff import DECLARED, KERNELS, ClipKnobs, DeclaredRange
 from certa.engine.services.presentation.explain import number_text
 from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.served_models import claim_rows, claims_text, is_served
 from certa.engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, fmt, mapping, table
 
 __all__ = ["section", "how_to_read", "sequential_estimand", "markdown"]
@@ -114,12 +115,32 @@ def section(stage: StageInput) -> StageSection:
     if usage:
         tables.append(table("What the scorer spent (the ledger's scorer_usage decision)", ("quantity", "value"),
                             _usage_rows(usage[-1])))
+    models = mapping(mapping(outputs.get("source")).get("models"))
+    if models:
+        tables.append(_models_table(models))
     return StageSection(stage.stage_id, "", "", decision=decision,
                         ok=decision in ("SAME", "DIFFERENT"), summary=summary, facts=tuple(facts),
                         plots=(Plot(svg, "The confidence sequence (shaded) at each recorded check against n, the "
                                          "running mean, the equivalence band and the minimum effect, and the "
                                          "stopping point."),),
                         tables=tuple(tables))
+
+
+def _models_table(models: Mapping[str, Any]) -> Any:
+    """The models a scorer ran (3.1.0 on), by role: what was verified, then a served model's claims, marked as such."""
+    roles = sorted(models)
+    described = {role: mapping(models[role]) for role in roles}
+    identity = {role: ("manifest of the folder's files" if not is_served(described[role]) else
+                       "declaration (URL, served name, client settings)") for role in roles}
+    rows: list[tuple[Any, ...]] = [
+        ("kind", *(described[r].get("kind") for r in roles)), ("input", *(described[r].get("input") for r in roles)),
+        ("identity: SHA-256 of the", *(identity[r] for r in roles)),
+        ("SHA-256", *(described[r].get("sha256") for r in roles)),
+        ("tokenizer SHA-256 (a served model: the reference's, checked against the server's)",
+         *(described[r].get("tokenizer_sha256") for r in roles))]
+    labels = sorted({label for r in roles for label, _ in claim_rows(described[r])})
+    rows += [(label, *(dict(claim_rows(described[r])).get(label, "") for r in roles)) for label in labels]
+    return table("Models the scorer ran", ("", *roles), rows)
 
 
 _SEQUENTIAL_DECISIONS = {
@@ -236,4 +257,10 @@ def markdown(outputs: Mapping[str, Any], version: str) -> str:
         f"| {r['decision']}{note} | {r['n_used']} | {r['mean']:.6g} | [{lo:.6g}, {hi:.6g}] | {r['p_value']:.4g} | "
         f"{m['name']} | {m['validity']} |", "", r["reason"],
     ]
+    for role, model in sorted(mapping(mapping(outputs.get("source")).get("models")).items()):
+        model = mapping(model)
+        what = ("a served model, identified by the SHA-256 of its declaration " if is_served(model) else
+                "a local model, identified by the SHA-256 of its folder's manifest ")
+        lines += ["", f"The {role} ({model.get('input')}) is {what}{model.get('sha256')}."
+                  + (" " + claims_text(model) if is_served(model) else "")]
     return "\n".join(lines + range_lines)
