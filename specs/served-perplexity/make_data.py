@@ -9,7 +9,7 @@ transformers version that wrote them, so they differ when the server's venv pins
 
 ``data/text.jsonl`` holds one document per JSON Lines row (``{"text": ...}``): the help topics of Python's language
 reference that ``help()`` shows (``pydoc_data.topics``) of at most 1,500 characters, in the order of their names,
-text the model was not trained on. Another Python version has other topics: the file is committed, and the spec
+each text once (``if`` and ``else`` share one): text the model was not trained on. Another Python version has other topics: the file is committed, and the spec
 pins its SHA-256.
 
 Needs torch, transformers, tokenizers and safetensors (``pip install 'certa[models]' torch==2.13.0``).
@@ -34,7 +34,7 @@ MAX_CHARACTERS = 1500
 
 
 def main() -> None:
-    documents = [text for _, text in sorted(topics.items()) if len(text) <= MAX_CHARACTERS]
+    documents = list(dict.fromkeys(text for _, text in sorted(topics.items()) if len(text) <= MAX_CHARACTERS))
     (HERE / "data").mkdir(exist_ok=True)
     (HERE / "data" / "text.jsonl").write_text("".join(json.dumps({"text": d}, ensure_ascii=False) + "\n"
                                                       for d in documents), encoding="utf-8")
