@@ -4,9 +4,9 @@ Usage: python bench/simd.py [--isolated] [--spec NAME ...] [--config NAME ...] [
 
 numpy chooses many ufunc loops (exp, log, power, add, ...) and its sorts by CPU at run time; the compiled
 Numba kernels are compiled for the host CPU; glibc's libm picks FMA/AVX variants of exp, log, pow, sin, ...
-through ifuncs. Each configuration below runs every example spec (``specs/*/spec.yaml``) in a child
-process with ``engine.run(path)`` and no ledger, and compares the RFC 8785 canonical JSON of the
-certificate's ``content`` minus ``versions`` with the default environment's, byte for byte:
+through ifuncs. Each configuration below runs every example spec (``specs/*/spec.yaml``, but a served model's,
+which needs its server) in a child process with ``engine.run(path)`` and no ledger, and compares the RFC 8785
+canonical JSON of the certificate's ``content`` minus ``versions`` with the default environment's, byte for byte:
 
 - ``default``: the environment as it is.
 - ``numpy-all``: ``NPY_DISABLE_CPU_FEATURES`` = every optional feature numpy reports as found on this
@@ -49,7 +49,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SPECS = sorted(ROOT.glob("specs/*/spec.yaml"))
+sys.path.insert(0, str(ROOT))
+
+from tests.conftest import OFFLINE_EXAMPLES  # noqa: E402
+
+SPECS = [ROOT / "specs" / name / "spec.yaml" for name in OFFLINE_EXAMPLES]  # a served example needs its server
 GLIBC_TUNABLE = "glibc.cpu.hwcaps=-AVX,-AVX2,-FMA,-FMA4,-AVX512F"
 NUMBA_CACHE = Path(tempfile.gettempdir()) / "certa-simd-numba-cache"
 

@@ -45,16 +45,21 @@ _CLUSTER_FIXTURES = {"cluster_client"}
 _SERVED_FIXTURES = {"vllm_server"}
 
 
-MODEL_EXAMPLES = tuple(sorted(spec.parent.name for spec in (ROOT / "specs").glob("*/spec.yaml")
-                             if any("model" in entry for entry in
-                                    (yaml.safe_load(spec.read_text(encoding="utf-8")).get("inputs") or {}).values())))
+_EXAMPLE_INPUTS = {spec.parent.name: (yaml.safe_load(spec.read_text(encoding="utf-8")).get("inputs") or {}).values()
+                   for spec in sorted((ROOT / "specs").glob("*/spec.yaml"))}
+MODEL_EXAMPLES = tuple(name for name, inputs in _EXAMPLE_INPUTS.items() if any("model" in entry for entry in inputs))
 """Example specs with model inputs (``model:``): their parametrized tests are marked ``models``."""
+SERVED_EXAMPLES = tuple(name for name, inputs in _EXAMPLE_INPUTS.items() if any("endpoint" in e for e in inputs))
+"""Example specs with a served model (``endpoint:``): they need its server, so the tests that run every example
+leave them out; ``tests/served/test_served_examples.py`` runs them against the test server."""
+OFFLINE_EXAMPLES = tuple(name for name in _EXAMPLE_INPUTS if name not in SERVED_EXAMPLES)
+"""The example specs that run without a server: all but ``SERVED_EXAMPLES``."""
 _MISSING_MODEL_LIBRARY = next((m for m in ("torch", "transformers", "tokenizers", "safetensors")
                                if importlib.util.find_spec(m) is None), None)
-RUNNABLE_EXAMPLES = tuple(sorted(spec.parent.name for spec in (ROOT / "specs").glob("*/spec.yaml")
-                                if not (_MISSING_MODEL_LIBRARY and spec.parent.name in MODEL_EXAMPLES)))
-"""The example specs this installation can run: all of them, but the model examples without the ``models`` extra
-(tests that run every example at once use this; their parametrized model cases are skipped with the reason)."""
+RUNNABLE_EXAMPLES = tuple(name for name in OFFLINE_EXAMPLES if not (_MISSING_MODEL_LIBRARY and name in MODEL_EXAMPLES))
+"""The example specs this installation can run without a server: the offline ones, but the model examples without
+the ``models`` extra (tests that run every example at once use this; their parametrized model cases are skipped
+with the reason)."""
 
 
 def require_model_libraries() -> None:

@@ -20,10 +20,10 @@ from certa.engine.core.metric_paths import DATA_KEY
 from certa.engine.core.stages import REGISTRY
 from certa.schemas import load_schema, schema_exists
 
-from tests.conftest import ROOT
+from tests.conftest import OFFLINE_EXAMPLES, ROOT
 
 GOLDEN = ROOT / "tests" / "golden"
-EXAMPLES = sorted((ROOT / "specs").glob("*/spec.yaml"))
+EXAMPLES = [ROOT / "specs" / name / "spec.yaml" for name in OFFLINE_EXAMPLES]
 
 
 def golden_contents() -> list[dict]:

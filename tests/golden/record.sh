@@ -11,7 +11,8 @@
 #    top-level cli, engine, ledger: record those with the record.sh of their own commit);
 # 3. from inside /tmp/certa-VERSION, with that venv's `certa`, records into the fresh ledger
 #    tests/golden/VERSION/ledger.db: `certa run` of each example spec at that commit (paired-ratio,
-#    sequential-diff, vendor-bakeoff, conformal-pac, in that order, then any other specs/*/spec.yaml;
+#    sequential-diff, vendor-bakeoff, conformal-pac, in that order, then any other specs/*/spec.yaml but those
+#    of a served model, which need its server: .ci/served_specs.py);
 #    exit 0 PASS and 1 FAIL are both fine), `certa verify`, one `certa review latest`, one
 #    `certa replay` of the first run (must say REPRODUCED), `certa verify` again;
 # 4. makes the ledger one self-contained file: PRAGMA wal_checkpoint(TRUNCATE), journal_mode=DELETE
@@ -147,9 +148,12 @@ for name in "${EXAMPLES[@]}"; do
     fi
 done
 shopt -s nullglob
+served=$("$VENV/bin/python" "$REPO/.ci/served_specs.py" specs/*/spec.yaml)
 for spec in specs/*/spec.yaml; do
     name=$(basename "$(dirname "$spec")")
-    if [[ ! " ${EXAMPLES[*]} " =~ " $name " ]]; then specs+=("$spec"); fi
+    if grep -qxF "$spec" <<<"$served"; then
+        echo "note: $spec scores a served model, which needs its server; skipped" >&2
+    elif [[ ! " ${EXAMPLES[*]} " =~ " $name " ]]; then specs+=("$spec"); fi
 done
 shopt -u nullglob
 [[ ${#specs[@]} -gt 0 ]] || die "no specs/*/spec.yaml at $COMMIT"

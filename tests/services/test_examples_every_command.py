@@ -18,12 +18,13 @@ from click.testing import CliRunner
 
 from certa.cli import main
 from certa.ledger import Ledger
+from tests.conftest import OFFLINE_EXAMPLES, SERVED_EXAMPLES
 
 pytest.importorskip("distributed")
 pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted(p.parent.name for p in (ROOT / "specs").glob("*/spec.yaml"))
+EXAMPLES = list(OFFLINE_EXAMPLES)  # a served example needs its server: tests/served/test_served_examples.py
 MODEL_EXAMPLES = ("model-perplexity", "model-sequential")
 NOT_SPECS = {
     "lm-eval-accuracy/data/arc_easy_subset.yaml": "task: arc_easy_subset\ndataset_path: allenai/ai2_arc\n",
@@ -43,7 +44,7 @@ def examples(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if any(name in EXAMPLES for name in MODEL_EXAMPLES):
         pytest.importorskip("torch")
     folder = tmp_path_factory.mktemp("examples") / "specs"
-    shutil.copytree(ROOT / "specs", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "specs", folder, ignore=shutil.ignore_patterns("__pycache__", *SERVED_EXAMPLES))
     for relative, text in NOT_SPECS.items():
         (folder / relative).parent.mkdir(parents=True, exist_ok=True)
         (folder / relative).write_text(text, encoding="utf-8")

@@ -23,10 +23,10 @@ from tests.browser_support import (
     plot_pixel_spread,
     save_screenshot,
 )
+from tests.conftest import OFFLINE_EXAMPLES as EXAMPLES  # a served example needs its server
 from tests.paired_metric_support import lm_eval_spec, run_spec, sliced_spec
 
 ROOT = Path(__file__).resolve().parents[3]
-EXAMPLES = sorted(p.parent.name for p in (ROOT / "specs").glob("*/spec.yaml"))
 
 pytestmark = pytest.mark.skipif(missing_browser_reason() is not None, reason=missing_browser_reason() or "")
 

@@ -26,10 +26,10 @@ from certa.engine.services.report_data import gather_report
 from certa.engine.services.presentation.html.sections import stage_section
 from certa.ledger import Ledger
 
+from tests.conftest import OFFLINE_EXAMPLES as EXAMPLES  # a served example needs its server
 from tests.paired_metric_support import LM_EVAL_GATE, SLICED_GATE, SLICES, lm_eval_spec, run_spec, sliced_spec
 
 ROOT = Path(__file__).resolve().parents[3]
-EXAMPLES = sorted(p.parent.name for p in (ROOT / "specs").glob("*/spec.yaml"))
 GOLDEN = sorted(p.parent.name for p in (ROOT / "tests" / "golden").glob("*/ledger.db"))
 HOSTILE = "<script>alert(\"x\")</script> & 'single' \"double\""
 

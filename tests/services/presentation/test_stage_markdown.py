@@ -65,3 +65,42 @@ def test_the_core_renders_nothing() -> None:
     assert found == []
     from certa.engine.core.stages.base import StageType
     assert "render_markdown" not in StageType.__dataclass_fields__
+
+
+def _windows_outputs() -> dict:
+    """``model.windows`` 1.2.0 outputs of a local reference (baseline) and a served model (subject)."""
+    local = {"input": "reference", "kind": "local", "manifest_sha256": "a" * 64, "model_type": "llama",
+             "parameters": 372352, "signature": {"status": "unsigned"}, "special_tokens": {"before": [], "after": []},
+             "tokenizer_sha256": "t" * 64, "usage": {"forward_passes": 3, "model_calls": 1, "tokens": 300}}
+    served = {"input": "served", "kind": "endpoint", "manifest_sha256": "c" * 64, "model_type": None,
+              "parameters": None, "signature": None, "special_tokens": {"before": [], "after": []},
+              "tokenizer_sha256": "t" * 64, "claims": {"served_name": "tiny-llama", "server_version": "0.32.0"},
+              "transcript": {"name": "windows.subject_transcript", "rows": 7, "sha256": "d" * 64},
+              "usage": {"requests": 7, "retries": 0, "reused": 0, "tokens": 600, "bytes_sent": 1, "bytes_received": 2}}
+    return {"models": {"baseline": local, "subject": served}, "nll_per_unit": {"baseline": 4.02, "subject": 4.02},
+            "unit": "tokens", "tokenizers_match": True, "windows": {"count": 3, "scored": 300, "seq_len": 128,
+                                                                    "stride": 64},
+            "runtime": {"device": "cpu", "threads": 1, "batch_size": 16, "dtype": "float32",
+                        "accumulation": "float64", "libraries": {}},
+            "text": {"input": "text", "column": "text", "documents": 2, "sha256": "e" * 64},
+            "tables": {arm: {"name": f"windows.{arm}", "rows": 3, "sha256": "f" * 64} for arm in ("baseline", "subject")}}
+
+
+def test_model_windows_states_a_served_arms_claims_and_transcript_apart_from_what_was_hashed() -> None:
+    from certa.engine.services.presentation.html.view import StageInput
+    from certa.engine.services.presentation.stages.model_windows import how_to_read, section
+
+    outputs = _windows_outputs()
+    text = markdown_of("model.windows", "1.2.0")(outputs)
+    assert "| subject (served) | cccccccccccc | endpoint | not stated | tttttttttttt | none | 4.02 |" in text
+    assert "| baseline (reference) | aaaaaaaaaaaa | llama | 372,352 |" in text
+    assert ("Its server claims (not verified): served name tiny-llama; server version 0.32.0. Transcript "
+            f"windows.subject_transcript: 7 requests and answers, sha256 {'d' * 64}") in text
+    tables = {t.caption: t for t in section(StageInput("windows", outputs)).tables}
+    served = tables["Served model (subject): what its server claims, and the transcript"]
+    assert ("claimed: served name", "tiny-llama") in served.rows and ("transcript SHA-256", "d" * 64) in served.rows
+    assert tables["Models"].rows[0] == ("kind", "local", "endpoint")
+    assert "the served subject (an endpoint" in how_to_read(outputs)[0]
+    local = {**outputs, "models": {arm: outputs["models"]["baseline"] for arm in ("baseline", "subject")}}
+    assert "Served model" not in markdown_of("model.windows", "1.2.0")(local)
+    assert "both local models" in how_to_read(local)[0]

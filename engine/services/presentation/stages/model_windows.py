@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from certa.engine.core.value_text import format_value
 from certa.engine.services.presentation.html import plots
 from certa.engine.services.presentation.html.view import Plot, StageInput, StageSection, fmt, mapping, table
 
@@ -34,7 +35,9 @@ def section(stage: StageInput) -> StageSection:
     described = {arm: mapping(models.get(arm)) for arm in ARMS}
     fields = (("input", "input"), ("manifest SHA-256", "manifest_sha256"), ("type", "model_type"),
               ("parameters", "parameters"), ("tokenizer SHA-256", "tokenizer_sha256"))
-    rows = [*((label, *(described[arm].get(key) for arm in ARMS)) for label, key in fields),
+    rows = [*([("kind", *(described[arm].get("kind") for arm in ARMS))]
+              if any("kind" in described[arm] for arm in ARMS) else []),
+            *((label, *(described[arm].get(key) for arm in ARMS)) for label, key in fields),
             ("signature", *(mapping(described[arm].get("signature")).get("status") for arm in ARMS)),
             *([("special tokens", *(_special(described[arm]) for arm in ARMS))]
               if any(_special(described[arm]) is not None for arm in ARMS) else []),
@@ -53,6 +56,7 @@ def section(stage: StageInput) -> StageSection:
         table("Runtime", ("setting", "value"),
               [(k, runtime.get(k)) for k in ("device", "threads", "batch_size", "dtype", "accumulation")] +
               [(name, version) for name, version in mapping(runtime.get("libraries")).items()]),
+        *(_served_table(arm, described[arm]) for arm in ARMS if described[arm].get("kind") == "endpoint"),
     )
     summary = (f"Both models scored on {fmt(windows.get('count'))} windows ({fmt(windows.get('scored'))} {unit}) of "
                f"input '{fmt(text.get('input'))}': NLL per {unit[:-1]} {fmt(nll.get('baseline'))} (baseline), "
@@ -62,6 +66,16 @@ def section(stage: StageInput) -> StageSection:
                         summary=summary, tables=tables,
                         plots=(Plot(svg, f"Each model's mean log-loss per {unit[:-1]} on the same windows (lower is "
                                          "better; the paired comparison is the ratio stage's)."),))
+
+
+def _served_table(arm: str, model: Mapping[str, Any]) -> Any:
+    """A served arm's claims (not verified), transcript and usage, as a report table (model.windows 1.2.0 on)."""
+    transcript, usage = mapping(model.get("transcript")), mapping(model.get("usage"))
+    return table(f"Served model ({arm}): what its server claims, and the transcript", ("field", "value"), [
+        *((f"claimed: {key.replace('_', ' ')}", value) for key, value in sorted(mapping(model.get("claims")).items())),
+        ("transcript", transcript.get("name")), ("transcript SHA-256", transcript.get("sha256")),
+        ("transcript rows (requests answered)", transcript.get("rows")),
+        *((f"usage: {key.replace('_', ' ')}", value) for key, value in usage.items())])
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
@@ -78,9 +92,14 @@ def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
               "context" if unit == "tokens" else
               "the tokenizers differ, so the text was cut into windows of at most window_bytes UTF-8 bytes and each "
               "model scored its own tokenization of each window; counts are bytes, so the NLL is per byte")
+    served = [arm for arm in ARMS if mapping(models.get(arm)).get("kind") == "endpoint"]
+    identified = ("both local models, identified by the SHA-256 of their file manifests, were run" if not served else
+                  f"the local model, identified by the SHA-256 of its file manifest, and the served {served[0]} (an "
+                  "endpoint: its weights cannot be hashed from outside, so what its server says about itself is "
+                  "recorded as a claim, and every request and answer as its transcript, which a replay reads instead "
+                  "of the server) were scored")
     return (
-        "What was computed: both local models, identified by the SHA-256 of their file manifests, were run on the "
-        f"same windows of the text; {scored}. The models computed in "
+        f"What was computed: {identified} on the same windows of the text; {scored}. The models computed in "
         f"{mapping(outputs.get('runtime')).get('dtype', 'float32')}; each window's negative log-likelihood was summed "
         "in float64 from float32 log-probabilities.",
         "What it means: the two per-window tables are the evidence a later paired.ppl_ratio stage compares; the NLL "
@@ -101,12 +120,27 @@ def markdown(outputs: Mapping[str, Any], version: str) -> str:
     lines = ["| model | manifest | type | parameters | tokenizer | signature | NLL per " + outputs["unit"][:-1] + " |",
              "|---|---|---|---|---|---|---|"]
     for arm, model in outputs["models"].items():
-        lines.append(f"| {arm} ({model['input']}) | {model['manifest_sha256'][:12]} | {model['model_type']} | "
-                     f"{model['parameters']:,} | {model['tokenizer_sha256'][:12]} | {model['signature']['status']} | "
-                     f"{outputs['nll_per_unit'][arm]:.6g} |")
+        parameters, signature = model["parameters"], mapping(model["signature"]).get("status")
+        lines.append(f"| {arm} ({model['input']}) | {model['manifest_sha256'][:12]} | "
+                     f"{model['model_type'] or model.get('kind')} | "
+                     f"{'not stated' if parameters is None else f'{parameters:,}'} | {model['tokenizer_sha256'][:12]} | "
+                     f"{signature or 'none'} | {outputs['nll_per_unit'][arm]:.6g} |")
     w, r = outputs["windows"], outputs["runtime"]
     special = {arm: _special(model) for arm, model in outputs["models"].items()}
     lines += ["", f"{w['count']} windows, {w['scored']} {outputs['unit']} scored; {r['device']}, {r['threads']} "
                   f"thread(s), {r['dtype']} weights, NLL summed in {r['accumulation']}."
               + ("".join(f" Special tokens ({arm}): {text}." for arm, text in special.items() if text is not None))]
+    lines += [f"\n{_served_text(arm, model)}" for arm, model in outputs["models"].items() if model.get("kind") == "endpoint"]
     return "\n".join(lines)
+
+
+def _served_text(arm: str, model: Mapping[str, Any]) -> str:
+    """What a served arm (model.windows 1.2.0 on) recorded beyond its scores: its server's claims (not verified),
+    its transcript and what it spent."""
+    claims = mapping(model.get("claims"))
+    transcript, usage = mapping(model.get("transcript")), mapping(model.get("usage"))
+    stated = "; ".join(f"{key.replace('_', ' ')} {format_value(value)}" for key, value in sorted(claims.items()))
+    return (f"The {arm} ({model['input']}) is a served model, scored through its API on the reference tokenizer's "
+            f"tokens. Its server claims (not verified): {stated or 'nothing'}. Transcript {transcript.get('name')}: "
+            f"{transcript.get('rows')} requests and answers, sha256 {transcript.get('sha256')}; "
+            f"{usage.get('requests')} requests sent, {usage.get('tokens')} prompt tokens.")
