@@ -77,8 +77,8 @@ from certa.engine.core.tables import Table
 if TYPE_CHECKING:
     from certa.engine.core.models.windows import ScoreProgress, Windows
 
-__all__ = ["ENTRY_POINT_GROUP", "Runtime", "OpenRuntime", "DistributionRuntime", "RuntimeFactory", "available_runtimes", "load_runtime",
-           "runtime_for"]
+__all__ = ["ENTRY_POINT_GROUP", "BorrowsTokenizer", "Runtime", "OpenRuntime", "DistributionRuntime", "RuntimeFactory",
+           "available_runtimes", "load_runtime", "runtime_for"]
 
 ENTRY_POINT_GROUP = "certa.runtimes"
 
@@ -150,6 +150,16 @@ class Runtime(Protocol):
 
     def open(self) -> OpenRuntime:
         """Load the weights or connect: the model, ready to score."""
+        ...
+
+
+@runtime_checkable
+class BorrowsTokenizer(Protocol):
+    """A runtime that has no tokenizer of its own to read (a served model): it scores the tokens of a partner's
+    tokenizer (the stage's local reference), and checks, when it opens, that its server produces the same ids."""
+
+    def share_tokenizer(self, partner: Runtime) -> None:
+        """Take ``partner``'s tokenizer (its ``tokenizer``, ``tokenizer_sha256`` and ``first_token``)."""
         ...
 
 

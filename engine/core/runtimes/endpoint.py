@@ -174,7 +174,7 @@ class OpenEndpointRuntime:
         model = self.runtime.declaration.model
         groups = [range(i, min(i + PROMPTS_PER_REQUEST, len(sequences)))
                   for i in range(0, len(sequences), PROMPTS_PER_REQUEST)]
-        bodies = [prompt_logprobs_request(model, [sequences[i] for i in group]) for group in groups]
+        bodies = [prompt_logprobs_request(model, [sequences[i].tolist() for i in group]) for group in groups]
 
         def report(done: int, total: int, requests_per_s: float, tokens_per_s: float) -> None:
             if progress is not None:

@@ -69,7 +69,7 @@ import numpy as np
 
 from certa.engine.foundation.errors import InputError, StageError
 from certa.engine.core.models.architecture import COMPUTE_DTYPES
-from certa.engine.core.runtimes import DistributionRuntime, OpenRuntime, Runtime, load_runtime, runtime_for
+from certa.engine.core.runtimes import BorrowsTokenizer, DistributionRuntime, OpenRuntime, Runtime, load_runtime, runtime_for
 from certa.engine.core.scorers.divergences import (ZERO_MEANS_IDENTICAL, delta_ce_positions, generated_kl_positions,
                                                    prompt_means, sym_kl_positions)
 from certa.engine.core.stats.kernels.libm import LIBM
@@ -105,13 +105,13 @@ def open_pair(reference: Table, candidate: Table, *, metric: str, dtype: str = "
     names = (runtime_for(reference), runtime_for(candidate))
     ref, cand = (load_runtime(name, table, device="cpu", dtype=dtype, threads=threads)
                  for name, table in zip(names, (reference, candidate)))
-    served = [runtime for runtime in (ref, cand) if callable(getattr(runtime, "share_tokenizer", None))]
+    served = [runtime for runtime in (ref, cand) if isinstance(runtime, BorrowsTokenizer)]
     if len(served) == 2:
         raise InputError(f"inputs '{ref.name}' and '{cand.name}' are both served models: {_NAME} scores a served "
                          "model against a local reference folder, whose tokenizer the server's tokens are checked "
                          "against (declare one of them with model: FOLDER)")
-    for runtime in served:  # a served model scores the local reference's tokens, checked against the server's
-        runtime.share_tokenizer(cand if runtime is ref else ref)
+    for borrower in served:  # a served model scores the local reference's tokens, checked against the server's
+        borrower.share_tokenizer(cand if borrower is ref else ref)
     for runtime in (ref, cand):
         if runtime.tokenizer is None:
             raise InputError(f"input '{runtime.name}': the model folder has no tokenizer.json; {_NAME} encodes the "

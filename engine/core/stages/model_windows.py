@@ -124,7 +124,7 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
     """Prepare both models, cut the windows, then open and score one model at a time (memory holds one model's
     weights): the captured tables (module docstring)."""
     from certa.engine.core.models.windows import byte_pieces, piece_windows, token_windows
-    from certa.engine.core.runtimes import load_runtime, runtime_for
+    from certa.engine.core.runtimes import BorrowsTokenizer, load_runtime, runtime_for
 
     knobs = ctx.knobs
     served = [arm for arm in ARMS if ctx.table(arm).fmt == ENDPOINT_FORMAT]
@@ -143,7 +143,9 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
     models = {arm: load_runtime(chosen[arm], ctx.table(arm), device=device, dtype=dtype, threads=knobs["threads"])
               for arm in ARMS}
     for arm in served:  # the served model scores the local reference's tokens, checked against the server's
-        models[arm].share_tokenizer(models[ARMS[1 - ARMS.index(arm)]])
+        borrower = models[arm]
+        if isinstance(borrower, BorrowsTokenizer):
+            borrower.share_tokenizer(models[ARMS[1 - ARMS.index(arm)]])
     for arm, model in models.items():
         if model.tokenizer is None:
             raise InputError(f"input '{model.name}': the model folder has no tokenizer.json")

@@ -94,11 +94,12 @@ def test_model_windows_states_a_served_arms_claims_and_transcript_apart_from_wha
     text = markdown_of("model.windows", "1.2.0")(outputs)
     assert "| subject (served) | cccccccccccc | endpoint | not stated | tttttttttttt | none | 4.02 |" in text
     assert "| baseline (reference) | aaaaaaaaaaaa | llama | 372,352 |" in text
-    assert ("Its server claims (not verified): served name tiny-llama; server version 0.32.0. Transcript "
+    assert ("Its server claims (not verified: a served model's weights cannot be hashed from outside): served name "
+            "tiny-llama; server version 0.32.0. Transcript "
             f"windows.subject_transcript: 7 requests and answers, sha256 {'d' * 64}") in text
     tables = {t.caption: t for t in section(StageInput("windows", outputs)).tables}
     served = tables["Served model (subject): what its server claims, and the transcript"]
-    assert ("claimed: served name", "tiny-llama") in served.rows and ("transcript SHA-256", "d" * 64) in served.rows
+    assert ("claimed by the server (not verified): served name", "tiny-llama") in served.rows and ("transcript SHA-256", "d" * 64) in served.rows
     assert tables["Models"].rows[0] == ("kind", "local", "endpoint")
     assert "the served subject (an endpoint" in how_to_read(outputs)[0]
     local = {**outputs, "models": {arm: outputs["models"]["baseline"] for arm in ("baseline", "subject")}}

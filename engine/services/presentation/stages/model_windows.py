@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from certa.engine.core.value_text import format_value
 from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.served_models import claim_rows, claims_text
 from certa.engine.services.presentation.html.view import Plot, StageInput, StageSection, fmt, mapping, table
 
 __all__ = ["section", "how_to_read", "markdown"]
@@ -72,7 +72,7 @@ def _served_table(arm: str, model: Mapping[str, Any]) -> Any:
     """A served arm's claims (not verified), transcript and usage, as a report table (model.windows 1.2.0 on)."""
     transcript, usage = mapping(model.get("transcript")), mapping(model.get("usage"))
     return table(f"Served model ({arm}): what its server claims, and the transcript", ("field", "value"), [
-        *((f"claimed: {key.replace('_', ' ')}", value) for key, value in sorted(mapping(model.get("claims")).items())),
+        *claim_rows(model),
         ("transcript", transcript.get("name")), ("transcript SHA-256", transcript.get("sha256")),
         ("transcript rows (requests answered)", transcript.get("rows")),
         *((f"usage: {key.replace('_', ' ')}", value) for key, value in usage.items())])
@@ -137,10 +137,8 @@ def markdown(outputs: Mapping[str, Any], version: str) -> str:
 def _served_text(arm: str, model: Mapping[str, Any]) -> str:
     """What a served arm (model.windows 1.2.0 on) recorded beyond its scores: its server's claims (not verified),
     its transcript and what it spent."""
-    claims = mapping(model.get("claims"))
     transcript, usage = mapping(model.get("transcript")), mapping(model.get("usage"))
-    stated = "; ".join(f"{key.replace('_', ' ')} {format_value(value)}" for key, value in sorted(claims.items()))
     return (f"The {arm} ({model['input']}) is a served model, scored through its API on the reference tokenizer's "
-            f"tokens. Its server claims (not verified): {stated or 'nothing'}. Transcript {transcript.get('name')}: "
+            f"tokens. {claims_text(model)} Transcript {transcript.get('name')}: "
             f"{transcript.get('rows')} requests and answers, sha256 {transcript.get('sha256')}; "
             f"{usage.get('requests')} requests sent, {usage.get('tokens')} prompt tokens.")
