@@ -69,15 +69,16 @@ def test_an_input_given_on_the_command_line_is_recorded_shown_and_replayed(tmp_p
         inputs = {i["name"]: i for i in ledger.certificate(run_id)["content"]["inputs"]}
     assert inputs["subject"]["overridden"] is True and "overridden" not in inputs["baseline"]
     shown = CliRunner().invoke(main, ["show", run_id, "--ledger", db])
-    assert ("Input(s) 'subject' were given on the command line (--input NAME=PATH) instead of the spec's path(s)"
-            in shown.output), shown.output
+    assert ("Input(s) 'subject' were given on the command line (--input NAME=PATH, or NAME=URL for a served model) "
+            "instead of the spec's: " in shown.output), shown.output
     from certa.engine.services.presentation.html import render_report
     from certa.engine.services.report_data import gather_report
     with Ledger.open(db, create=False) as ledger:
         page = render_report(gather_report(ledger, run_id))
     description = page[page.index('<section class="description">'):]
     description = description[:description.index("</section>")]
-    assert "were given on the command line (--input NAME=PATH) instead of the spec&#39;s path(s)" in description
+    assert "were given on the command line (--input NAME=PATH, or NAME=URL for a served model) instead of the spec&#39;s" \
+        in description
     replayed = CliRunner().invoke(main, ["replay", run_id, "--ledger", db])
     assert replayed.exit_code == 0 and "REPRODUCED" in replayed.output, replayed.output
     plain = CliRunner().invoke(main, ["run", str(spec), "--ledger", db, "--json"])

@@ -6,9 +6,15 @@ For a prompt's teacher-forced positions i = 1..K' (p_i the reference's and q_i t
 distribution, x_i the teacher-forced token; seed 000's ``score_fn(ref, cand, prompt, K)``):
 
     delta_ce_i = ln p_i(x_i) - ln q_i(x_i)                                (its mean: CE(candidate) - CE(reference))
+    abs_delta_lp_i = | ln p_i(x_i) - ln q_i(x_i) |                      (how far apart, whichever model is better)
     sym_kl_i   = sum_v (p_i(v) - q_i(v)) (ln p_i(v) - ln q_i(v))  = KL(p_i||q_i) + KL(q_i||p_i)   (Jeffreys 1946)
 
 and the prompt's score is the mean over its K' positions (the prompt is the unit of observation, never n·K).
+``abs_delta_lp`` needs only the teacher-forced tokens' log-probs, as ``delta_ce`` does (so a served model can be
+scored with it), but its positions cannot cancel: its mean is 0 only when the two models give every scored token
+the same log-probability, and a weight change that leaves the mean cross-entropy unchanged (delta_ce near 0)
+still moves it. It is the metric of a substitution audit ("is the endpoint serving these weights?"), where the
+equivalence band is a tolerance far above the two runtimes' arithmetic noise.
 
 ``generated_kl`` (generated-token mode, for a candidate that gives log-probs only of what it generates: a served
 model): the candidate continues the prompt by tokens y_1..y_K' sampled from its own distributions q (temperature 1,
@@ -35,9 +41,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["ZERO_MEANS_IDENTICAL", "delta_ce_positions", "generated_kl_positions", "sym_kl_positions", "prompt_means"]
+__all__ = ["ZERO_MEANS_IDENTICAL", "abs_delta_lp_positions", "delta_ce_positions", "generated_kl_positions", "sym_kl_positions", "prompt_means"]
 
-ZERO_MEANS_IDENTICAL: dict[str, bool] = {"delta_ce": False, "sym_kl": True, "generated_kl": False}
+ZERO_MEANS_IDENTICAL: dict[str, bool] = {"delta_ce": False, "sym_kl": True, "generated_kl": False,
+                                         "abs_delta_lp": False}
 """Whether a metric's score is 0 only for identical next-token distributions (``certa.engine.core.scorers``
 module docstring). sym_kl: each term (p - q)(ln p - ln q) is >= 0 (exp is monotone, also in floating point), so a
 zero mean means every term is 0, i.e. p = q at every listed token of every position (as float64 probabilities;
@@ -48,6 +55,11 @@ the two models give the teacher-forced token the same log-prob, or when position
 def delta_ce_positions(ref_logprob: np.ndarray, cand_logprob: np.ndarray) -> np.ndarray:
     """ln p_i(x_i) - ln q_i(x_i) per position (float64)."""
     return np.asarray(ref_logprob, dtype=np.float64) - np.asarray(cand_logprob, dtype=np.float64)
+
+
+def abs_delta_lp_positions(ref_logprob: np.ndarray, cand_logprob: np.ndarray) -> np.ndarray:
+    """| ln p_i(x_i) - ln q_i(x_i) | per position (float64)."""
+    return np.abs(delta_ce_positions(ref_logprob, cand_logprob))
 
 
 def generated_kl_positions(cand_logprob: np.ndarray, ref_logprob: np.ndarray) -> np.ndarray:

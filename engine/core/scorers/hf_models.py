@@ -16,6 +16,7 @@ logits at t - 1: targets shifted by one, never logits[t] against x_t); the metri
 ``certa.engine.core.scorers.divergences``' in float64, the same definitions as the ``logprob_tables`` scorer:
 
     delta_ce = (1/K') sum_{t=1..K'} ( ln p_t(x_t) - ln q_t(x_t) )                 = CE(candidate) - CE(reference)
+    abs_delta_lp = (1/K') sum_{t=1..K'} | ln p_t(x_t) - ln q_t(x_t) |             (0 only for equal log-probs)
     sym_kl   = (1/K') sum_{t=1..K'} sum_v (p_t(v) - q_t(v)) (ln p_t(v) - ln q_t(v)) = mean of KL(p||q) + KL(q||p)
 
 Generated-token mode (``generated_kl``), for a served candidate that gives log-probs only of what it generates:
@@ -70,14 +71,14 @@ import numpy as np
 from certa.engine.foundation.errors import InputError, StageError
 from certa.engine.core.models.architecture import COMPUTE_DTYPES
 from certa.engine.core.runtimes import BorrowsTokenizer, DistributionRuntime, OpenRuntime, Runtime, load_runtime, runtime_for
-from certa.engine.core.scorers.divergences import (ZERO_MEANS_IDENTICAL, delta_ce_positions, generated_kl_positions,
-                                                   prompt_means, sym_kl_positions)
+from certa.engine.core.scorers.divergences import (ZERO_MEANS_IDENTICAL, abs_delta_lp_positions, delta_ce_positions,
+                                                   generated_kl_positions, prompt_means, sym_kl_positions)
 from certa.engine.core.stats.kernels.libm import LIBM
 from certa.engine.core.tables import Table
 
 __all__ = ["HfModelsScorer", "METRICS", "RuntimePair", "open_pair"]
 
-METRICS = ("delta_ce", "sym_kl", "generated_kl")
+METRICS = ("delta_ce", "sym_kl", "generated_kl", "abs_delta_lp")
 _DEFAULTS: dict[str, Any] = {"text_column": "text", "threads": 1, "dtype": "float32", "seed": 0}
 NEEDS_GENERATION = frozenset({"generated_kl"})
 """The metrics whose candidate generates the scored tokens (``generate``: a served model's runtime)."""
@@ -268,7 +269,8 @@ class HfModelsScorer:
                                       np.concatenate(cast(DistributionRuntime, cand).next_token_logprobs(fed)),
                                       exp=LIBM.exp)
         else:
-            values = delta_ce_positions(np.concatenate(ref.token_logprobs(fed)), np.concatenate(cand.token_logprobs(fed)))
+            positions = abs_delta_lp_positions if self.metric == "abs_delta_lp" else delta_ce_positions
+            values = positions(np.concatenate(ref.token_logprobs(fed)), np.concatenate(cand.token_logprobs(fed)))
         group_of = np.repeat(np.arange(len(fed)), [len(tokens) - 1 for tokens in fed])
         return prompt_means(group_of, values, len(fed))
 

@@ -17,7 +17,8 @@ def override_note(inputs: Sequence[Mapping[str, Any]]) -> str | None:
     if not names:
         return None
     listed = ", ".join(f"'{name}'" for name in names)
-    return (f"Input(s) {listed} were given on the command line (--input NAME=PATH) instead of the spec's path(s): "
+    return (f"Input(s) {listed} were given on the command line (--input NAME=PATH, or NAME=URL for a served model) "
+            "instead of the spec's: "
             "the description above was written for the spec's own inputs and may not describe these; their "
             "digests below are what was evaluated.")
 
