@@ -49,8 +49,8 @@ threads, default 1, deterministic kernels) the same spec on the same machine giv
 
 ``usage()`` reports what the two runtimes spent, summed (``OpenRuntime.usage``; for two folders
 ``forward_passes``, sequences run through a model: 2 per prompt scored, ``model_calls``, batched forward calls: 2
-per length group of a call, and ``tokens``, tokens fed, both models), which the stage records. Neither metric has a finite support (delta_ce is any real, sym_kl any value >= 0), so ``support()`` is
-None: a bounded method needs a declared ``range``.
+per length group of a call, and ``tokens``, tokens fed, both models), which the stage records. No metric has a finite support (delta_ce and generated_kl are any real, sym_kl and
+abs_delta_lp any value >= 0), so ``support()`` is None: a bounded method needs a declared ``range``.
 
 Options: ``prompts`` (required: the input holding the prompts), ``text_column`` (default ``text``), ``seed``
 (``generated_kl`` only: the first sampling seed, default 0), ``threads
