@@ -12,7 +12,8 @@ dies on the n+1-th completion: every connection closes unanswered and new ones a
 (the first completion is answered by silence, then a closed connection); ``failing(status, times)``; ``truncated``
 (a body shorter than its ``Content-Length``); ``malformed`` (a 200 that is not JSON); ``error_inside`` (a 200 whose
 JSON holds ``error``, echoing the request's Authorization header, as a careless server's error message may);
-``rewritten(path, edit)`` (the upstream JSON answer, edited). Standard library only.
+``key_echoed`` (a right answer that carries the Authorization header too); ``rewritten(path, edit)`` (the upstream
+JSON answer, edited). Standard library only.
 """
 
 from __future__ import annotations
@@ -252,3 +253,14 @@ def rewritten(path: str, edit: Callable[[dict[str, Any]], None]) -> Fault:
         edit(value)
         return Answer(answer.status, json.dumps(value).encode())
     return fault
+
+
+def key_echoed(proxy: FaultProxy, request: Request, forward: Forward) -> Answer | None:
+    """The first completion's answer, otherwise right, carries the request's Authorization header in a field of its
+    own (a debugging server's echo)."""
+    answer = forward()
+    if request.path != COMPLETIONS or request.index:
+        return answer
+    value = json.loads(answer.body)
+    value["debug"] = {"authorization": request.authorization}
+    return Answer(answer.status, json.dumps(value).encode())
