@@ -7,13 +7,14 @@ server unchanged and returns its answer, so a fault can pass it through, edit it
 ``request.index`` counts the requests on the same path from 0 (retries included), so a fault is scripted per
 request: "the first completion stalls", "the second completion finds the server dead".
 
-The faults (functions below) are the ones a served run meets: ``pass_through``; ``killed_after(n)`` (the server
-dies on the n+1-th completion: every connection closes unanswered and new ones are refused); ``stalled(seconds)``
-(the first completion is answered by silence, then a closed connection); ``failing(status, times)``; ``truncated``
-(a body shorter than its ``Content-Length``); ``malformed`` (a 200 that is not JSON); ``error_inside`` (a 200 whose
-JSON holds ``error``, echoing the request's Authorization header, as a careless server's error message may);
-``key_echoed`` (a right answer that carries the Authorization header too); ``rewritten(path, edit)`` (the upstream
-JSON answer, edited). Standard library only.
+The faults (below) are the ones a served run meets: ``pass_through``; ``killed_after(n)`` (the server dies on the
+n+1-th completion: every connection closes unanswered and new ones are refused); ``stalled(seconds)`` (the first
+completion is answered by silence, then a closed connection); ``failing(status, times)`` (the first ``times``
+completions); and, on every completion (so that a retry the load causes meets the fault too): ``truncated`` (a body
+shorter than its ``Content-Length``), ``malformed`` (a 200 that is not JSON), ``error_inside`` (a 200 whose JSON
+holds ``error``, echoing the request's Authorization header, as a careless server's error message may),
+``key_echoed`` (a right answer that carries the Authorization header too) and ``rewritten(path, edit)`` (the
+upstream JSON answer, edited). Standard library only.
 """
 
 from __future__ import annotations
@@ -220,47 +221,45 @@ def failing(status: int, times: int) -> Fault:
 
 
 def truncated(proxy: FaultProxy, request: Request, forward: Forward) -> Answer | None:
-    """The first completion's body is cut in half (its ``Content-Length`` announces it whole)."""
+    """Every completion's body cut in half (its ``Content-Length`` announces it whole), the connection then closed."""
     answer = forward()
-    if request.path != COMPLETIONS or request.index:
+    if request.path != COMPLETIONS:
         return answer
     return Answer(answer.status, answer.body[: len(answer.body) // 2], declared_length=len(answer.body))
 
 
 def malformed(proxy: FaultProxy, request: Request, forward: Forward) -> Answer | None:
-    """The first completion is answered 200 with a body that is not JSON (a gateway's HTML page)."""
-    if request.path == COMPLETIONS and request.index == 0:
+    """Every completion answered 200 with a body that is not JSON (a gateway's HTML page)."""
+    if request.path == COMPLETIONS:
         return Answer(200, b"<html><body>upstream connect error</body></html>")
     return forward()
 
 
 def error_inside(proxy: FaultProxy, request: Request, forward: Forward) -> Answer | None:
-    """The first completion is answered 200 with ``{"error": ...}``, whose two-line message echoes the request's
+    """Every completion answered 200 with ``{"error": ...}``, whose two-line message echoes the request's
     Authorization header."""
-    if request.path == COMPLETIONS and request.index == 0:
+    if request.path == COMPLETIONS:
         message = f"engine failure while scoring\nrequest authorized by {request.authorization}"
         return Answer(200, json.dumps({"error": {"message": message, "type": "InternalServerError"}}).encode())
     return forward()
 
 
-def rewritten(path: str, edit: Callable[[dict[str, Any]], None]) -> Fault:
-    """The first answer on ``path``, ``edit``-ed in place as JSON; the rest pass unchanged."""
+def rewritten(path: str, edit: Callable[[Request, dict[str, Any]], None]) -> Fault:
+    """Every answer on ``path``, edited in place as JSON by ``edit(request, answer)``; the rest pass unchanged."""
     def fault(proxy: FaultProxy, request: Request, forward: Forward) -> Answer | None:
         answer = forward()
-        if request.path != path or request.index:
+        if request.path != path:
             return answer
         value = json.loads(answer.body)
-        edit(value)
+        edit(request, value)
         return Answer(answer.status, json.dumps(value).encode())
     return fault
 
 
-def key_echoed(proxy: FaultProxy, request: Request, forward: Forward) -> Answer | None:
-    """The first completion's answer, otherwise right, carries the request's Authorization header in a field of its
-    own (a debugging server's echo)."""
-    answer = forward()
-    if request.path != COMPLETIONS or request.index:
-        return answer
-    value = json.loads(answer.body)
-    value["debug"] = {"authorization": request.authorization}
-    return Answer(answer.status, json.dumps(value).encode())
+def _echo_key(request: Request, answer: dict[str, Any]) -> None:
+    answer["debug"] = {"authorization": request.authorization}
+
+
+key_echoed = rewritten(COMPLETIONS, _echo_key)
+"""Every completion's answer, otherwise right, carries the request's Authorization header in a field of its own (a
+debugging server's echo)."""
