@@ -7,14 +7,14 @@ Each fault ends in a clear error or a recorded decision, never a partial run:
   body cut short, a 200 that is not JSON, a 200 with an error inside, an answer holding the API key, an answer for
   another model name, prompt ids that are not the ids sent, and a ``/tokenize`` answer that is not the reference
   tokenizer's. The run prints one line on stderr naming the fault (no traceback), its ``--json`` error on stdout,
-  and the ledger holds no entry.
+  its ``--junit`` report holds the error, and the ledger holds no entry.
 - survived (exit 0, recorded once): a stalled answer (the client times out and retries) and two 503s (retried); the
   transcript has one row per request, whose ``attempts`` count the retries, and the certificate's usage counts them.
 
-The key the spec names (``api_key_env``) reaches the server and appears in no output and nowhere in the ledger file,
-even when the server echoes it in an error message, or in an answer (refused: answers are recorded). The client's
-timeout is 3 s (the real server answers a request in 60-130 ms when idle, but the test servers are shared), its
-retries 2, its backoff the default 0.5 s doubling.
+The key the spec names (``api_key_env``) reaches the server and appears in no output, no report and nowhere in the
+ledger file, even when the server echoes it in an error message, or in an answer (refused: answers are recorded).
+The client's timeout is 3 s (the real server answers a request in 60-130 ms when idle, but the test servers are
+shared), its retries 2, its backoff the default 0.5 s doubling.
 """
 
 from __future__ import annotations
@@ -99,9 +99,11 @@ def _certa(spec: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _run(spec: Path, proxy: FaultProxy, ledger: Path) -> subprocess.CompletedProcess[str]:
-    result = _certa(spec, "run", str(spec), "--input", f"served={proxy.url}", "--ledger", str(ledger), "--json")
+    junit = ledger.parent / "junit.xml"
+    result = _certa(spec, "run", str(spec), "--input", f"served={proxy.url}", "--ledger", str(ledger), "--json",
+                    "--junit", str(junit))
     assert all(request.authorization == f"Bearer {SECRET}" for request in proxy.requests)  # the key was in play
-    assert SECRET not in result.stdout + result.stderr
+    assert SECRET not in result.stdout + result.stderr + junit.read_text(encoding="utf-8")
     assert not any(SECRET.encode() in path.read_bytes() for path in ledger.parent.glob(ledger.name + "*"))
     return result
 
@@ -116,6 +118,7 @@ def _refused(result: subprocess.CompletedProcess[str], ledger: Path, kind: str, 
     assert re.search(message, lines[0]), f"{message!r} does not match {lines[0]!r}"
     error = json.loads(result.stdout)
     assert error["ok"] is False and error["error"]["type"] == kind and error["error"]["exit_code"] == code
+    assert f'type="{kind}"' in (ledger.parent / "junit.xml").read_text(encoding="utf-8")
     with Ledger.open(ledger) as opened:
         assert opened.runs() == [] and opened.entry_count() == 0
     return lines[0]
