@@ -108,9 +108,9 @@ def _run(spec: Path, proxy: FaultProxy, ledger: Path) -> subprocess.CompletedPro
     return result
 
 
-def _refused(result: subprocess.CompletedProcess[str], ledger: Path, kind: str, code: int, message: str) -> str:
-    """The run's error line, after checking: exit ``code``, one line on stderr matching ``message`` and no
-    traceback, the ``--json`` error on stdout, and no entry in the ledger."""
+def _refused(result: subprocess.CompletedProcess[str], ledger: Path, kind: str, code: int, message: str) -> None:
+    """Exit ``code``, one line on stderr matching ``message`` and no traceback, the ``--json`` error on stdout, the
+    JUnit report's error case of type ``kind``, and no entry in the ledger."""
     assert result.returncode == code, result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
@@ -121,7 +121,6 @@ def _refused(result: subprocess.CompletedProcess[str], ledger: Path, kind: str, 
     assert f'type="{kind}"' in (ledger.parent / "junit.xml").read_text(encoding="utf-8")
     with Ledger.open(ledger) as opened:
         assert opened.runs() == [] and opened.entry_count() == 0
-    return lines[0]
 
 
 def _completed(result: subprocess.CompletedProcess[str], ledger: Path,
@@ -153,7 +152,7 @@ def test_the_server_killed_mid_run_leaves_no_run_and_a_run_after_it_is_recorded_
              r"^error: POST /completions failed after 3 attempts: connection refused$")
     assert sum(r.path == COMPLETIONS for r in killed.requests) == 2  # the first answered, the second met the death
     alive = proxy(fault_proxy.pass_through)
-    served, transcript = _completed(_run(spec, alive, ledger), ledger, alive)
+    _completed(_run(spec, alive, ledger), ledger, alive)
     verified = _certa(spec, "verify", "--ledger", str(ledger), "--json")
     assert verified.returncode == 0 and json.loads(verified.stdout)["ok"] is True, verified.stdout
 
