@@ -54,20 +54,14 @@ def spec(vllm_server: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> P
     folder = tmp_path_factory.mktemp("faults")
     shutil.copytree(vllm_server.folder, folder / "reference")
     (folder / "text.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in DOCUMENTS), encoding="utf-8")
-    return write_spec(folder, f"""\
-        certa: 1
-        name: served-faults
-        seed: 5
-        profile: dev
-        inputs:
-          reference: {{model: reference}}
-          served: {{endpoint: {{url: 'http://127.0.0.1:9/v1', model: {vllm_server.name}, api_key_env: SERVED_KEY,
-                    client: {{timeout: {TIMEOUT}, retries: 2, concurrency: 2}}}}}}
-          text: {{path: text.jsonl}}
-        stages:
-          - {{id: w, use: model.windows, with: {{baseline: reference, subject: served, text: text, unit: tokens,
-              seq_len: 96, stride: 64, batch_size: 8}}}}
-        """)
+    endpoint = {"url": "http://127.0.0.1:9/v1", "model": vllm_server.name, "api_key_env": "SERVED_KEY",
+                "client": {"timeout": TIMEOUT, "retries": 2, "concurrency": 2}}
+    windows = {"baseline": "reference", "subject": "served", "text": "text", "unit": "tokens", "seq_len": 96,
+               "stride": 64, "batch_size": 8}
+    return write_spec(folder, json.dumps({  # JSON is YAML
+        "certa": 1, "name": "served-faults", "seed": 5, "profile": "dev",
+        "inputs": {"reference": {"model": "reference"}, "served": {"endpoint": endpoint}, "text": {"path": "text.jsonl"}},
+        "stages": [{"id": "w", "use": "model.windows", "with": windows}]}, indent=1))
 
 
 @pytest.fixture
