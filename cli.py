@@ -3,7 +3,8 @@
 Exit codes: 0 success / PASS / intact / reproduced; 1 FAIL / tampered / diverged; 2 invalid spec, input or
 usage (nothing recorded), or a file that cannot be written (nothing partial is left); 3 aborted by a profile
 rule (the attempt is recorded, no certificate); 4 ``certa run`` recorded the run but could not write its
-``-o`` / ``--junit`` file (the message names the run and ``certa export RUN -o FILE``; do not run it again).
+``-o`` / ``--junit`` file (the message names the run and ``certa export RUN -o FILE``; do not run it again);
+5 a served model's endpoint failed or answered what certa cannot use (nothing recorded).
 """
 
 from __future__ import annotations
@@ -215,7 +216,8 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
     requirement.
 
     Exit 0 PASS, 1 FAIL, 2 invalid spec or input (nothing recorded), 3 aborted by a profile rule
-    (the attempt and its reason are recorded, no certificate).
+    (the attempt and its reason are recorded, no certificate), 4 recorded but the -o or --junit file could not
+    be written, 5 a served model's endpoint failed or answered what certa cannot use (nothing recorded).
 
     \b
     Examples:

@@ -50,7 +50,7 @@ NO_PROMPT_LOGPROBS = ("the server returns no prompt_logprobs: teacher-forced sco
 """The refusal of a server that does not give prompt-token log-probs (llama.cpp's answers without them)."""
 
 
-def prompt_logprobs_request(model: str, prompts: Sequence[Sequence[int]]) -> dict[str, Any]:
+def prompt_logprobs_request(model: str, prompts: Sequence[Sequence[int] | np.ndarray]) -> dict[str, Any]:
     """The ``POST /completions`` body that scores ``prompts`` (token ids) by teacher forcing on vLLM."""
     return {"model": model, "prompt": [[int(token) for token in prompt] for prompt in prompts], "max_tokens": 1,
             "temperature": 0, "prompt_logprobs": 0, "return_token_ids": True, "add_special_tokens": False}

@@ -16,7 +16,8 @@ Protocol, per request (``EndpointClient.get``, ``post``, ``post_many``):
   with the server's ``error.message`` (the OpenAI error body, https://platform.openai.com/docs/guides/error-codes).
 - A 2xx answer must be a complete (its ``Content-Length`` met), UTF-8, JSON object of at most
   ``max_response_bytes``, without an ``error`` member: otherwise an ``EndpointError`` naming the path and the
-  body's first 200 characters.
+  body's first 200 characters. An answer holding the API key (a server that echoes it) is an ``EndpointError`` too:
+  answers are recorded, a key never is.
 - ``max_requests`` bounds the requests sent, retries included; one more is an ``EndpointError`` naming the budget
   and the count sent. Requests answered from ``reuse`` are not sent and do not count.
 
@@ -390,6 +391,9 @@ class EndpointClient:
                 raise EndpointError(f"{where} failed after {attempt} attempts: {fault}")
             time.sleep(self.settings.delay(attempt, retry_after))
         text, tokens = _checked_body(where, reply, self.settings.max_response_bytes)
+        if self._secret and self._secret in text:
+            raise EndpointError(f"{where}: the response holds the API key (the server echoes it); certa records every "
+                                "response and never a key, so this answer is refused")
         return Exchange(key=request.key, method=request.method, path=request.path,
                         request=request.body.decode("utf-8"), status=reply.status, response=text,
                         elapsed_ms=(time.perf_counter() - start) * 1000.0, attempts=attempt), tokens

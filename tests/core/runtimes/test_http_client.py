@@ -197,6 +197,15 @@ def test_the_key_is_sent_as_a_bearer_token_and_never_appears_in_a_message_an_exc
     assert "api_key='<set>'" in repr(api)
 
 
+def test_an_answer_that_echoes_the_key_is_refused_not_recorded(endpoint) -> None:
+    server = endpoint(lambda n, r: json_answer({"i": 1, "debug": r.headers["Authorization"]}))
+    api = client(server, api_key=SECRET)
+    with pytest.raises(EndpointError, match=r"^POST /completions: the response holds the API key \(the server echoes "
+                                            r"it\); certa records every response and never a key") as refused:
+        api.post("/completions", {"i": 1})
+    assert SECRET not in str(refused.value) and api.usage()["failures"] == 1
+
+
 def test_a_base_url_that_is_not_http_with_a_host_is_refused() -> None:
     for url in ("ftp://example.org/v1", "localhost:8000/v1", "http:///v1", f"http://user:{SECRET}@host/v1"):
         with pytest.raises(EndpointError, match="must be http:// or https:// with a host") as refused:
