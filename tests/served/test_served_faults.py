@@ -143,7 +143,8 @@ def test_the_server_killed_mid_run_leaves_no_run_and_a_run_after_it_is_recorded_
         spec: Path, ledger: Path, proxy: Callable[[Fault], FaultProxy]) -> None:
     killed = proxy(fault_proxy.killed_after(1))
     _refused(_run(spec, killed, ledger), ledger, "EndpointError", 5,
-             r"^error: POST /completions failed after 3 attempts: connection refused$")
+             r"^error: input 'served' \(http://127\.0\.0\.1:\d+/v1\): "
+             r"POST /completions failed after 3 attempts: connection refused$")
     assert sum(r.path == COMPLETIONS for r in killed.requests) == 2  # the first answered, the second met the death
     alive = proxy(fault_proxy.pass_through)
     _completed(_run(spec, alive, ledger), ledger, alive)
@@ -180,14 +181,18 @@ def _other_tokens(request: Request, answer: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(("fault", "kind", "code", "message"), [
     (fault_proxy.truncated, "EndpointError", 5,
-     r"^error: POST /completions: the response was cut short \(\d+ bytes of \d+\); it begins "),
+     r"^error: input 'served' \(http://127\.0\.0\.1:\d+/v1\): "
+     r"POST /completions: the response was cut short \(\d+ bytes of \d+\); it begins "),
     (fault_proxy.malformed, "EndpointError", 5,
-     r'^error: POST /completions: the response is not UTF-8 JSON; it begins "<html>'),
+     r"^error: input 'served' \(http://127\.0\.0\.1:\d+/v1\): POST /completions: the response is not UTF-8 JSON; "
+     r'it begins "<html>'),
     (fault_proxy.error_inside, "EndpointError", 5,
-     r"^error: POST /completions: HTTP 200 with an error inside: the server said: engine failure while scoring "
+     r"^error: input 'served' \(http://127\.0\.0\.1:\d+/v1\): "
+     r"POST /completions: HTTP 200 with an error inside: the server said: engine failure while scoring "
      r"request authorized by Bearer <api key>$"),
     (fault_proxy.key_echoed, "EndpointError", 5,
-     r"^error: POST /completions: the response holds the API key \(the server echoes it\); certa records every "
+     r"^error: input 'served' \(http://127\.0\.0\.1:\d+/v1\): "
+     r"POST /completions: the response holds the API key \(the server echoes it\); certa records every "
      r"response and never a key, so this answer is refused$"),
     (fault_proxy.rewritten(COMPLETIONS, _other_model), "EndpointError", 5,
      r"^error: input 'served': the answer is for model 'another-model', not the served name asked for 'tiny-llama'$"),

@@ -35,7 +35,8 @@ the same tokens (``certa.engine.core.scorers.divergences``: ``generated_kl``).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
@@ -50,7 +51,7 @@ from certa.engine.core.tables import Table, table_from_columns
 from certa.engine.foundation.errors import EndpointError, InputError
 
 __all__ = ["EndpointRuntime", "OpenEndpointRuntime", "TRANSCRIPT", "check_replayed_windows", "exchange_logprobs",
-           "read_transcript", "transcript_table", "window_sums"]
+           "named_errors", "read_transcript", "transcript_table", "window_sums"]
 
 TRANSCRIPT = "transcript"
 """The name of the table of requests and responses ``evidence()`` returns."""
@@ -103,10 +104,23 @@ class EndpointRuntime:
             timeout=declared.client.timeout, retries=declared.client.retries,
             concurrency=declared.client.concurrency, max_requests=declared.client.max_requests))
         try:
-            return OpenEndpointRuntime(self, client)
+            with named_errors(self.name, declared.url):
+                return OpenEndpointRuntime(self, client)
         except BaseException:
             client.close()
             raise
+
+
+@contextmanager
+def named_errors(name: str, url: str) -> Iterator[None]:
+    """An ``EndpointError`` raised inside, prefixed with the input's name and URL (two endpoints of one run are told
+    apart), unless it names the input already."""
+    try:
+        yield
+    except EndpointError as error:
+        if str(error).startswith(f"input '{name}'"):
+            raise
+        raise EndpointError(f"input '{name}' ({url}): {error}") from None
 
 
 class OpenEndpointRuntime:
@@ -150,7 +164,9 @@ class OpenEndpointRuntime:
         reference tokenizer's), with or without the special tokens (vLLM's ``POST /tokenize``)."""
         model = self.runtime.declaration.model
         bodies = [{"model": model, "prompt": text, "add_special_tokens": add_special_tokens} for text in texts]
-        for i, (exchange, expected) in enumerate(zip(self.client.post_many("/../tokenize", bodies), encodings)):
+        with named_errors(self.runtime.name, self.runtime.declaration.url):
+            answers = self.client.post_many("/../tokenize", bodies)
+        for i, (exchange, expected) in enumerate(zip(answers, encodings)):
             self._keep(f"text:{i}", exchange)
             try:
                 served = [int(t) for t in json.loads(exchange.response)["tokens"]]
@@ -177,10 +193,11 @@ class OpenEndpointRuntime:
         bodies = [prompt_logprobs_request(model, [sequences[i].tolist() for i in group]) for group in groups]
 
         def report(done: int, total: int, requests_per_s: float, tokens_per_s: float) -> None:
-            if progress is not None:
-                progress(done, total, tokens_per_s)
+            if progress is not None:  # in sequences (windows), not requests
+                progress(min(done * PROMPTS_PER_REQUEST, len(sequences)), len(sequences), tokens_per_s)
 
-        exchanges = self.client.post_many(_COMPLETIONS, bodies, progress=report)
+        with named_errors(self.runtime.name, self.runtime.declaration.url):
+            exchanges = self.client.post_many(_COMPLETIONS, bodies, progress=report)
         for group, exchange in zip(groups, exchanges):
             self._keep(json.dumps([units[i] for i in group], separators=(",", ":")), exchange)
         self.tokens += int(sum(int(s.size) for s in sequences))
@@ -206,7 +223,8 @@ class OpenEndpointRuntime:
         model = self.runtime.declaration.model
         sent = [[int(t) for t in ids] for ids in sequences]
         bodies = [generation_request(model, ids, max_tokens=max_tokens, seed=int(seed)) for ids, seed in zip(sent, seeds)]
-        exchanges = self.client.post_many(_COMPLETIONS, bodies)
+        with named_errors(self.runtime.name, self.runtime.declaration.url):
+            exchanges = self.client.post_many(_COMPLETIONS, bodies)
         generated = []
         for i, (ids, exchange) in enumerate(zip(sent, exchanges)):
             self._keep(json.dumps([f"generate:{i}"]), exchange)
