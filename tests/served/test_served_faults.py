@@ -207,3 +207,38 @@ def test_a_fault_in_an_answer_is_refused_in_one_line_and_records_nothing(
         spec: Path, ledger: Path, proxy: Callable[[Fault], FaultProxy], fault: Fault, kind: str, code: int,
         message: str) -> None:
     _refused(_run(spec, proxy(fault), ledger), ledger, kind, code, message)
+
+
+def test_a_run_after_an_interrupted_one_reuses_the_answers_it_got_and_sends_the_rest(
+        spec: Path, ledger: Path, proxy: Callable[[Fault], FaultProxy]) -> None:
+    """Resume: the first completion is answered, then the server fails every completion (503) until it is fixed;
+    the run stops (exit 5, nothing recorded) but keeps the answers it got. The same spec run again against the same
+    URL reuses them (the 3 documents' tokenizations and the first completion: usage.reused 4) and sends only the
+    missing completion; once it completes, the kept answers are removed."""
+    from certa.engine.core.runtimes.transcript_cache import cache_folder
+
+    broken = {"now": True}
+
+    def fails_after_one(proxy: FaultProxy, request: Request, forward: fault_proxy.Forward) -> fault_proxy.Answer:
+        if request.path == COMPLETIONS and request.index >= 1 and broken["now"]:
+            return fault_proxy.Answer(503, b'{"error": {"message": "overloaded", "code": 503}}')
+        return forward()
+
+    server = proxy(fails_after_one)
+    earlier = set(cache_folder().glob("*/*.json"))  # other tests' interrupted runs
+    _refused(_run(spec, server, ledger), ledger, "EndpointError", 5,
+             r"^error: input 'served' \(http://127\.0\.0\.1:\d+/v1\): POST /completions failed after 3 attempts: "
+             r"HTTP 503")
+    kept = set(cache_folder().glob("*/*.json")) - earlier
+    assert len({path.parent for path in kept}) == 1 and len(kept) == 4
+    sent_before = len(server.requests)
+    broken["now"] = False
+    result = _run(spec, server, ledger)
+    assert result.returncode == 0, result.stderr
+    resent = [r for r in server.requests[sent_before:] if r.path in (COMPLETIONS, TOKENIZE)]
+    assert [r.path for r in resent] == [COMPLETIONS]  # only the completion the first run lacked
+    run_id = json.loads(result.stdout)["run_id"]
+    with Ledger.open(ledger) as opened:
+        served = opened.certificate(run_id)["content"]["stages"]["w"]["models"]["subject"]
+    assert served["usage"]["reused"] == 4 and served["transcript"]["rows"] == 2 + 3 + COMPLETION_REQUESTS
+    assert not any(path.exists() for path in kept)

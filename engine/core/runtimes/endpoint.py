@@ -28,6 +28,10 @@ the server continues each sequence by sampled tokens (``generation_request``: te
 seed per sequence) and returns their ids and raw log-probs (``read_generated``); the stage's local reference scores
 the same tokens (``certa.engine.core.scorers.divergences``: ``generated_kl``).
 
+**Resume.** Every answer a scoring request gets is kept as it arrives in the user's cache, by the input's SHA-256
+(``certa.engine.core.runtimes.transcript_cache``); the next run of the same input reuses them and sends only the
+requests they lack, and a run whose calls all completed removes them.
+
 ``usage()``: ``requests`` sent (retries included), ``retries``, ``reused`` (answered from an earlier transcript),
 ``tokens`` (prompt tokens scored) and ``bytes_sent``/``bytes_received``.
 """
@@ -47,6 +51,7 @@ from certa.engine.core.models.windows import ScoreProgress, Windows
 from certa.engine.core.runtimes.completions import (PROMPTS_PER_REQUEST, generation_request, prompt_logprobs_request,
                                                   read_generated, read_prompt_logprobs, server_claims)
 from certa.engine.core.runtimes.http_client import ClientSettings, EndpointClient, Exchange
+from certa.engine.core.runtimes.transcript_cache import TranscriptCache
 from certa.engine.core.tables import Table, table_from_columns
 from certa.engine.foundation.errors import EndpointError, InputError
 
@@ -100,12 +105,13 @@ class EndpointRuntime:
     def open(self) -> OpenEndpointRuntime:
         """A client of the endpoint, its identity queried (module docstring)."""
         declared = self.declaration
+        cache = TranscriptCache(self.sha256)
         client = EndpointClient(declared.url, api_key=declared.api_key(), settings=ClientSettings(
             timeout=declared.client.timeout, retries=declared.client.retries,
-            concurrency=declared.client.concurrency, max_requests=declared.client.max_requests))
+            concurrency=declared.client.concurrency, max_requests=declared.client.max_requests), reuse=cache.load())
         try:
             with named_errors(self.name, declared.url):
-                return OpenEndpointRuntime(self, client)
+                return OpenEndpointRuntime(self, client, cache)
         except BaseException:
             client.close()
             raise
@@ -126,9 +132,12 @@ def named_errors(name: str, url: str) -> Iterator[None]:
 class OpenEndpointRuntime:
     """A served model being queried (module docstring)."""
 
-    def __init__(self, runtime: EndpointRuntime, client: EndpointClient) -> None:
+    def __init__(self, runtime: EndpointRuntime, client: EndpointClient, cache: TranscriptCache) -> None:
         self.runtime = runtime
         self.client = client
+        self.cache = cache
+        self.completed = True
+        """False once a scoring call failed: closing then keeps the answers so far for the next run (resume)."""
         self.rows: list[tuple[str, Exchange]] = []
         self.tokens = 0
         self.models = self._keep("", client.get("/models"))
@@ -148,11 +157,25 @@ class OpenEndpointRuntime:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
+        self.completed = self.completed and kind is None
         self.close()
 
     def close(self) -> None:
-        """Close the client's connections."""
+        """Close the client's connections; after a run whose every call completed, remove the answers kept for a
+        resume (``certa.engine.core.runtimes.transcript_cache``: the run's transcript holds them)."""
         self.client.close()
+        if self.completed:
+            self.cache.clear()
+
+    def _post_many(self, path: str, bodies: Sequence[Mapping[str, Any]], **options: Any) -> list[Exchange]:
+        """``client.post_many``, each answer kept for a resume as it arrives, an error named by the input and URL
+        (and marking the run not completed)."""
+        try:
+            with named_errors(self.runtime.name, self.runtime.declaration.url):
+                return self.client.post_many(path, bodies, answered=self.cache.keep, **options)
+        except BaseException:
+            self.completed = False
+            raise
 
     def _keep(self, unit: str, exchange: Exchange) -> Exchange:
         self.rows.append((unit, exchange))
@@ -164,8 +187,7 @@ class OpenEndpointRuntime:
         reference tokenizer's), with or without the special tokens (vLLM's ``POST /tokenize``)."""
         model = self.runtime.declaration.model
         bodies = [{"model": model, "prompt": text, "add_special_tokens": add_special_tokens} for text in texts]
-        with named_errors(self.runtime.name, self.runtime.declaration.url):
-            answers = self.client.post_many("/../tokenize", bodies)
+        answers = self._post_many("/../tokenize", bodies)
         for i, (exchange, expected) in enumerate(zip(answers, encodings)):
             self._keep(f"text:{i}", exchange)
             try:
@@ -196,8 +218,7 @@ class OpenEndpointRuntime:
             if progress is not None:  # in sequences (windows), not requests
                 progress(min(done * PROMPTS_PER_REQUEST, len(sequences)), len(sequences), tokens_per_s)
 
-        with named_errors(self.runtime.name, self.runtime.declaration.url):
-            exchanges = self.client.post_many(_COMPLETIONS, bodies, progress=report)
+        exchanges = self._post_many(_COMPLETIONS, bodies, progress=report)
         for group, exchange in zip(groups, exchanges):
             self._keep(json.dumps([units[i] for i in group], separators=(",", ":")), exchange)
         self.tokens += int(sum(int(s.size) for s in sequences))
@@ -223,8 +244,7 @@ class OpenEndpointRuntime:
         model = self.runtime.declaration.model
         sent = [[int(t) for t in ids] for ids in sequences]
         bodies = [generation_request(model, ids, max_tokens=max_tokens, seed=int(seed)) for ids, seed in zip(sent, seeds)]
-        with named_errors(self.runtime.name, self.runtime.declaration.url):
-            exchanges = self.client.post_many(_COMPLETIONS, bodies)
+        exchanges = self._post_many(_COMPLETIONS, bodies)
         generated = []
         for i, (ids, exchange) in enumerate(zip(sent, exchanges)):
             self._keep(json.dumps([f"generate:{i}"]), exchange)

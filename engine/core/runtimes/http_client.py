@@ -286,14 +286,15 @@ class EndpointClient:
         """``POST path`` with the JSON ``body``: its Exchange."""
         return self._answer(self._request("POST", path, body), None)[0]
 
-    def post_many(self, path: str, bodies: Iterable[Mapping[str, Any]], *,
-                  progress: Progress | None = None) -> list[Exchange]:
+    def post_many(self, path: str, bodies: Iterable[Mapping[str, Any]], *, progress: Progress | None = None,
+                  answered: Callable[[Exchange], None] | None = None) -> list[Exchange]:
         """``POST path`` once per distinct body, at most ``concurrency`` in flight; the Exchanges in the order of
         ``bodies`` (equal bodies share one). The bodies are encoded first; then each sending thread takes the next
         request as it is free (no future per request). ``progress(done, total, requests_per_s, tokens_per_s)``
         follows the distinct requests (called from the sending threads, one call at a time), tokens counted from the
         answers' ``usage.prompt_tokens + usage.completion_tokens``. The first error stops the requests not yet sent
-        and is raised: no partial list."""
+        and is raised: no partial list; ``answered(exchange)`` is called with each answer the network gives, as it
+        arrives (one call at a time), so a caller can keep the answers of a call that fails later."""
         requests = [self._request("POST", path, body) for body in bodies]
         distinct = {request.key: request for request in requests}
         answers = {key: self._reuse[key] for key in distinct if key in self._reuse}
@@ -320,6 +321,8 @@ class EndpointClient:
                 with lock:
                     answers[request.key] = exchange
                     tokens += used
+                    if answered is not None:
+                        answered(exchange)
                     if progress is not None:
                         seconds = max(time.perf_counter() - start, 1e-9)
                         progress(len(answers), len(distinct), (len(answers) - reused) / seconds, tokens / seconds)

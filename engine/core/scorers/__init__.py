@@ -32,6 +32,8 @@ or None, ``options`` the spec's free-form mapping) that returns a ``Scorer``:
 * optional ``describe() -> Mapping[str, Mapping]``: the identity of each model it ran, by role (``reference``,
   ``candidate``), JSON-able: what it verified (a folder's manifest digest) and, for a served model, what its server
   claims. ``sequential.diff`` (3.1.0 on) states it in its outputs (``source.models``) and captures it for a replay;
+* optional ``close()``: called by ``sequential.diff`` once a live run has scored its last prompt and read the
+  scorer's usage, models and evidence (never after a failure), to free what the scorer holds;
 * optional ``evidence() -> Mapping[str, Table]``: tables the scorer's models captured (a served model's transcript of
   every request and response), which ``sequential.diff`` (3.1.0 on) captures as ``scorer_<name>`` so the ledger
   keeps them with the scores.

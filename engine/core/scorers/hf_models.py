@@ -244,6 +244,13 @@ class HfModelsScorer:
             described.update(zip(("reference", "candidate"), (model.describe() for model in pair.opened)))
         return described
 
+    def close(self) -> None:
+        """Close both models' runtimes (a model's memory returned; a served model's answers kept for a resume
+        removed, the run having completed)."""
+        for pair in self._pairs.values():
+            for model in pair.opened:
+                model.close()
+
     def evidence(self) -> dict[str, Table]:
         """What the models' runtimes captured (a served model's transcript), named ``<role>_<name>``."""
         captured: dict[str, Table] = {}

@@ -1061,6 +1061,9 @@ def _scorer_run(ctx: StageContext, kernels: SequentialKernels) -> Observed:
         usage = _usage_table(reported_usage(scorer))
         if kernels.describes_models:
             models = _models_tables(scorer)
+        close = getattr(scorer, "close", None)
+        if callable(close):  # the scores are in: free the models (scorers module docstring)
+            close()
     source["prompts_scored"] = int(obs.scores.size)
     source["captured_sha256"] = table.sha256
     if CAPTURED_MODELS in models:

@@ -260,3 +260,17 @@ def test_a_resumed_client_sends_only_the_requests_it_lacks(endpoint) -> None:
     assert exchanges[:3] == first and [json.loads(e.response)["i"] for e in exchanges] == list(range(5))
     assert resumed.usage()["reused"] == 3 and resumed.usage()["requests"] == 2
     assert resumed.post("/completions", {"i": 1}) is first[1] and len(server.received) == 5
+
+
+def test_each_answer_is_handed_over_as_it_arrives_so_a_failed_call_keeps_what_it_got(endpoint) -> None:
+    server = endpoint(lambda n, r: Answer(stop=True) if n == 3 else echo(n, r))
+    got: list[Exchange] = []
+    api = client(server, ClientSettings(timeout=2.0, retries=0, backoff=0.01, concurrency=1))
+    with pytest.raises(EndpointError, match="failed after 1 attempts: connection (refused|reset)"):
+        api.post_many("/completions", [{"i": i} for i in range(6)], answered=got.append)
+    assert [json.loads(e.request)["i"] for e in got] == [0, 1, 2]
+    fixed = endpoint(echo)
+    resumed = client(fixed, FAST, reuse=got)  # the next call sends only what the first lacked
+    answers = resumed.post_many("/completions", [{"i": i} for i in range(6)])
+    assert sorted(json.loads(r.body)["i"] for r in fixed.received) == [3, 4, 5] and resumed.usage()["reused"] == 3
+    assert answers[:3] == got
