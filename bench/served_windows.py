@@ -31,12 +31,16 @@ and its ``num_concurrent`` = certa's ``client.concurrency`` (``--concurrency``, 
 what its CLI calls, in its venv's interpreter), with timers wrapped around its methods (``--driver``). Scoring:
 for lm-eval ``TemplateAPI.loglikelihood_rolling`` (tokenizing, cutting and requesting every document's windows);
 for certa the served arm from ``EndpointRuntime.open`` to its ``close`` (the identity queries ``/models`` and
-``/version``, the ``/tokenize`` check of every document, the ``/completions`` requests). The rest of certa's run,
-timed apart: the process and its imports, the spec, hashing the reference folder, the local arm (the reference
-scored in process: the first forward pass and all), the certificate and the ledger. Requests are counted where
-each tool sends them, tokens scored from the windows asked for; vLLM's own ``/metrics`` counters (prompt tokens,
-prefix-cache hits) before and after each tool are printed beside them. The goal: certa's tokens/s at least
-lm-eval's like-for-like. ``--json`` adds ``{"rows": [[what, measured, goal]], ...}`` as the last line
+``/version``, the ``/tokenize`` check of every document, the ``/completions`` requests; of these, the time until
+the last answer and the time reading the answers after it). The rest of certa's run is timed apart: loading the
+inputs (hashing the reference folder), preparing the reference (importing torch and transformers), the local arm
+(the reference scored in process: loading it, its first forward pass and all), recording the run, and the rest
+(the process and certa's imports, the spec, the windows). Requests are counted where each tool sends them, tokens
+scored from the windows asked for. vLLM's ``/metrics`` counters (prompt tokens, prefix-cache hits) before and
+after each tool are printed beside them (other clients of the server count too). Each tool's answer format is
+also timed alone: one request of 16 random prompts, certa's body and lm-eval's, best of 5. Each figure is from
+the fastest of ``--repeats`` runs (default 1), the tools alternating. The goal: certa's tokens/s at least
+lm-eval's like for like. ``--json`` adds ``{"rows": [[what, measured, goal]], ...}`` as the last line
 (``bench/figures.py``).
 """
 
@@ -69,57 +73,73 @@ GOAL = 1.0
 # ------------------------------------------------------------------------------- inside the measured processes
 
 
-def _wrap(cls: type, name: str, after) -> None:
-    """Replace the method ``cls.name`` by a call of the original that then calls ``after(self, args, kwargs,
-    result, start, end)`` (``time.perf_counter`` before and after the call)."""
-    original = getattr(cls, name)
+def _wrap(owner: Any, name: str, after) -> None:
+    """Replace the function ``owner.name`` (a class's method or a module's function) by a call of the original that
+    then calls ``after(args, kwargs, result, start, end)`` (``time.perf_counter`` before and after the call; a
+    method's ``args`` begin with ``self``)."""
+    original = getattr(owner, name)
 
     if inspect.iscoroutinefunction(original):
-        async def timed_async(self, *args, **kwargs):
+        async def timed_async(*args, **kwargs):
             start = time.perf_counter()
-            result = await original(self, *args, **kwargs)
-            after(self, args, kwargs, result, start, time.perf_counter())
+            result = await original(*args, **kwargs)
+            after(args, kwargs, result, start, time.perf_counter())
             return result
-        setattr(cls, name, timed_async)
+        setattr(owner, name, timed_async)
         return
 
-    def timed(self, *args, **kwargs):
+    def timed(*args, **kwargs):
         start = time.perf_counter()
-        result = original(self, *args, **kwargs)
-        after(self, args, kwargs, result, start, time.perf_counter())
+        result = original(*args, **kwargs)
+        after(args, kwargs, result, start, time.perf_counter())
         return result
-    setattr(cls, name, timed)
+    setattr(owner, name, timed)
 
 
 def _certa_driver(argv: list[str]) -> dict[str, Any]:
-    """``certa run ARGV`` in this process, its served and local arms timed."""
+    """``certa run ARGV`` in this process, its phases timed: loading the inputs (hashing the reference folder), the
+    local arm (``HfRuntime.open`` to its ``close``), the served arm (``EndpointRuntime.open`` to its ``close``; its
+    ``/tokenize`` check; its scoring, until the last answer and after), recording the run."""
     from certa import cli
     from certa.engine.core.runtimes.endpoint import EndpointRuntime, OpenEndpointRuntime
     from certa.engine.core.runtimes.hf import HfRuntime, OpenHfRuntime
+    from certa.engine.core.runtimes.http_client import EndpointClient
+    from certa.engine.services import run, run_report
 
     figures: dict[str, Any] = {}
     marks: dict[str, float] = {}
 
-    def mark(key: str, at: str):
-        return lambda *timed: marks.setdefault(key, timed[-2] if at == "start" else timed[-1])
+    def mark(key: str, at: int):
+        return lambda *timed: marks.setdefault(key, timed[at])
 
-    def scored(self, args, kwargs, sums, start: float, end: float) -> None:
-        windows = args[0]
+    def spent(key: str):
+        return lambda *timed: figures.update({key: timed[-1] - timed[-2]})
+
+    def scored(args, kwargs, sums, start: float, end: float) -> None:
+        windows = args[1]
         figures.update(scoring_s=end - start, windows=int(windows.start.size), tokens=int(windows.targets.sum()),
                        prompt_tokens=int(windows.length.sum()), nll=float(sums.sum()))
 
-    def closed(self, args, kwargs, result, start: float, end: float) -> None:
-        marks["served_end"] = end
-        paths = [exchange.path for _, exchange in self.rows]
-        figures.update(requests=paths.count("/completions"), other_requests=len(paths) - paths.count("/completions"),
-                       retries=self.client.usage()["retries"])
+    def answered(args, kwargs, result, start: float, end: float) -> None:
+        if args[1] == "/completions":
+            figures["answers_s"] = end - start
 
-    _wrap(EndpointRuntime, "open", mark("served_start", "start"))
+    def closed(args, kwargs, result, start: float, end: float) -> None:
+        marks["served_end"] = end
+        paths = [exchange.path for _, exchange in args[0].rows]
+        figures.update(requests=paths.count("/completions"), other_requests=len(paths) - paths.count("/completions"),
+                       retries=args[0].client.usage()["retries"])
+
+    _wrap(run_report, "load_tables", spent("inputs_s"))
+    _wrap(run, "record_execution", spent("record_s"))
+    _wrap(HfRuntime, "__init__", spent("prepare_s"))
+    _wrap(HfRuntime, "open", mark("local_start", -2))
+    _wrap(OpenHfRuntime, "close", mark("local_end", -1))
+    _wrap(EndpointRuntime, "open", mark("served_start", -2))
+    _wrap(OpenEndpointRuntime, "check_tokenization", spent("tokenize_s"))
     _wrap(OpenEndpointRuntime, "window_nll", scored)
-    _wrap(OpenEndpointRuntime, "check_tokenization", lambda *timed: figures.update(tokenize_s=timed[-1] - timed[-2]))
+    _wrap(EndpointClient, "post_many", answered)
     _wrap(OpenEndpointRuntime, "close", closed)
-    _wrap(HfRuntime, "open", mark("local_start", "start"))
-    _wrap(OpenHfRuntime, "close", mark("local_end", "end"))
     try:
         cli.main(argv, prog_name="certa")
     except SystemExit as done:
@@ -142,17 +162,17 @@ def _lm_eval_driver(config: dict[str, Any]) -> dict[str, Any]:
     figures: dict[str, Any] = {"version": version("lm_eval"), "requests": 0, "prompts": 0, "prompt_tokens": 0,
                                "tokens": 0, "scoring_s": 0.0, "nll": 0.0}
 
-    def sent(self, args, kwargs, result, start: float, end: float) -> None:
+    def sent(args, kwargs, result, start: float, end: float) -> None:
         messages = kwargs["messages"]
         figures["requests"] += 1
         figures["prompts"] += len(messages)
         figures["prompt_tokens"] += sum(len(m) for m in messages)
 
-    def windows(self, args, kwargs, result, start: float, end: float) -> None:
+    def windows(args, kwargs, result, start: float, end: float) -> None:
         inputs, context, _ = result
         figures["tokens"] += sum(len(i) - c for i, c in zip(inputs, context))
 
-    def rolled(self, args, kwargs, result, start: float, end: float) -> None:
+    def rolled(args, kwargs, result, start: float, end: float) -> None:
         figures["scoring_s"] += end - start
         figures["nll"] -= sum(result)
 
@@ -195,6 +215,10 @@ def _measured(argv: list[str], env: dict[str, str], url: str) -> dict[str, Any]:
 
 def _documents(count: int | None) -> list[str]:
     return [path.read_text(encoding="utf-8") for path in sorted((ROOT / "docs").glob("*.md"))][:count]
+
+
+def _documents_named(count: int) -> str:
+    return f"{count} document{'s' * (count != 1)}"
 
 
 def _prefix(folder: Path) -> str:
@@ -274,6 +298,10 @@ def _speed(certa: dict[str, Any], lm: dict[str, Any]) -> float:
     return (certa["tokens"] / certa["served_s"]) / (lm["tokens"] / lm["scoring_s"])
 
 
+def _rest(certa: dict[str, Any]) -> float:
+    return certa["wall_s"] - sum(certa[k] for k in ("served_s", "local_s", "inputs_s", "prepare_s", "record_s"))
+
+
 def _fastest(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
     return min(runs, key=lambda run: run[key])
 
@@ -317,7 +345,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         _write_inputs(work, texts, _prefix(Path(folder)), url, name, max_length - 1, args.concurrency)
-        print(f"{len(texts)} documents of docs/*.md, windows of {max_length - 1} tokens; vLLM server {name} at {url}; "
+        print(f"{_documents_named(len(texts))} of docs/*.md, windows of {max_length - 1} tokens; vLLM server {name} at {url}; "
               f"{args.repeats} run(s) of each")
         certa_argv = [sys.executable, __file__, "--driver", "certa", "run", str(work / "spec.yaml"), "--ledger",
                       str(work / "ledger.db"), "--input", f"reference={folder}"]
@@ -335,9 +363,12 @@ def main() -> None:
                                             lm_env | {"HF_HOME": str(work / f"hf-{what}-{repeat}")}, url))
     certa = _fastest(runs["certa"], "served_s")
     print(f"certa (model.windows 1.2.0, {PROMPTS_PER_REQUEST} prompts a request, {args.concurrency} in flight): "
-          f"{certa['wall_s']:.2f} s in all; served arm {_rates(_served(certa))}: scoring {_rates(certa)}, the "
-          f"/tokenize check {certa['tokenize_s']:.2f} s; local arm {certa['local_s']:.2f} s; the rest "
-          f"{certa['wall_s'] - certa['served_s'] - certa['local_s']:.2f} s; the server counted {certa['server']}")
+          f"{certa['wall_s']:.2f} s in all; served arm {_rates(_served(certa))}: scoring {_rates(certa)} (until "
+          f"the last answer {certa['answers_s']:.2f} s, then reading them {certa['scoring_s'] - certa['answers_s']:.2f}"
+          f" s), the /tokenize check {certa['tokenize_s']:.2f} s; local arm {certa['local_s']:.2f} s; loading the "
+          f"inputs {certa['inputs_s']:.2f} s; preparing the reference (importing torch and transformers) "
+          f"{certa['prepare_s']:.2f} s; recording the run {certa['record_s']:.2f} s; the rest (the process, "
+          f"imports, the spec, the windows) {_rest(certa):.2f} s; the server counted {certa['server']}")
     lm = {what: _fastest(runs[what], "scoring_s") for what in settings}
     for what, (batch, concurrent) in settings.items():
         f = lm[what]
@@ -367,7 +398,7 @@ def json_rows(results: dict[str, Any], load: float) -> list[list[str]]:
     certa, lm, single = results["certa"], results["lm_eval"], results["single"]
     served = _served(certa)
     what = (f"`model.windows`' served arm vs lm-evaluation-harness `local-completions` `loglikelihood_rolling`, the "
-            f"same vLLM test server and windows ({results['documents']} documents, {certa['tokens']:,} tokens, "
+            f"same vLLM test server and windows ({_documents_named(results['documents'])}, {certa['tokens']:,} tokens, "
             f"prompts of {results['max_length'] - 1} tokens; load average {load:.1f} on {os.cpu_count()} CPUs) "
             "(`bench/served_windows.py`)")
     mine = (f"certa {served['tokens'] / served['scoring_s']:,.0f} tokens/s, "
