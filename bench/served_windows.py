@@ -302,6 +302,12 @@ def _rest(certa: dict[str, Any]) -> float:
     return certa["wall_s"] - sum(certa[k] for k in ("served_s", "local_s", "inputs_s", "prepare_s", "record_s"))
 
 
+def _spread(runs: list[dict[str, Any]], seconds: str) -> str:
+    """The range of tokens/s over the runs, when there are several."""
+    rates = sorted(run["tokens"] / run[seconds] for run in runs)
+    return f"; {len(rates)} runs: {rates[0]:,.0f} to {rates[-1]:,.0f} tokens/s" if len(rates) > 1 else ""
+
+
 def _fastest(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
     return min(runs, key=lambda run: run[key])
 
@@ -345,8 +351,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         _write_inputs(work, texts, _prefix(Path(folder)), url, name, max_length - 1, args.concurrency)
-        print(f"{_documents_named(len(texts))} of docs/*.md, windows of {max_length - 1} tokens; vLLM server {name} at {url}; "
-              f"{args.repeats} run(s) of each")
+        print(f"{_documents_named(len(texts))} of docs/*.md, windows of {max_length - 1} tokens; vLLM server {name} "
+              f"at {url}; {args.repeats} run(s) of each")
         certa_argv = [sys.executable, __file__, "--driver", "certa", "run", str(work / "spec.yaml"), "--ledger",
                       str(work / "ledger.db"), "--input", f"reference={folder}"]
         lm_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"HF_HUB_OFFLINE": "1",
@@ -368,13 +374,15 @@ def main() -> None:
           f" s), the /tokenize check {certa['tokenize_s']:.2f} s; local arm {certa['local_s']:.2f} s; loading the "
           f"inputs {certa['inputs_s']:.2f} s; preparing the reference (importing torch and transformers) "
           f"{certa['prepare_s']:.2f} s; recording the run {certa['record_s']:.2f} s; the rest (the process, "
-          f"imports, the spec, the windows) {_rest(certa):.2f} s; the server counted {certa['server']}")
+          f"imports, the spec, the windows) {_rest(certa):.2f} s; the server counted {certa['server']}"
+          f"{_spread(runs['certa'], 'served_s')}")
     lm = {what: _fastest(runs[what], "scoring_s") for what in settings}
     for what, (batch, concurrent) in settings.items():
         f = lm[what]
         print(f"lm-eval {f['version']} local-completions (batch_size {batch}, num_concurrent {concurrent}): "
               f"{f['wall_s']:.2f} s in all; loglikelihood_rolling {_rates(f)}; the rest "
-              f"{f['wall_s'] - f['scoring_s']:.2f} s; the server counted {f['server']}")
+              f"{f['wall_s'] - f['scoring_s']:.2f} s; the server counted {f['server']}"
+              f"{_spread(runs[what], 'scoring_s')}")
         print(f"  certa's served arm / lm-eval: tokens/s x{_speed(certa, f):.2f}, requests/s "
               f"x{(_served(certa)['requests'] / certa['served_s']) / (f['requests'] / f['scoring_s']):.2f}; tokens "
               f"scored {certa['tokens']:,} vs {f['tokens']:,}; NLL totals {certa['nll']:.6f} vs {f['nll']:.6f} "
@@ -390,16 +398,17 @@ def main() -> None:
     if args.json:
         results = {"documents": len(texts), "max_length": max_length, "concurrency": args.concurrency,
                    "prompts_per_request": PROMPTS_PER_REQUEST, "certa": certa, "lm_eval": lm, "single": single}
-        print(json.dumps({"rows": json_rows(results, load), "figures": results, "runs": runs}))
+        print(json.dumps({"rows": json_rows(results, (load, os.getloadavg()[0])), "figures": results, "runs": runs}))
 
 
-def json_rows(results: dict[str, Any], load: float) -> list[list[str]]:
+def json_rows(results: dict[str, Any], load: tuple[float, float]) -> list[list[str]]:
     """The README table's row: certa's served arm against lm-eval like for like (and with its defaults)."""
     certa, lm, single = results["certa"], results["lm_eval"], results["single"]
     served = _served(certa)
     what = (f"`model.windows`' served arm vs lm-evaluation-harness `local-completions` `loglikelihood_rolling`, the "
             f"same vLLM test server and windows ({_documents_named(results['documents'])}, {certa['tokens']:,} tokens, "
-            f"prompts of {results['max_length'] - 1} tokens; load average {load:.1f} on {os.cpu_count()} CPUs) "
+            f"prompts of {results['max_length'] - 1} tokens; load average {load[0]:.1f} at the start, {load[1]:.1f} at "
+            f"the end, on {os.cpu_count()} CPUs) "
             "(`bench/served_windows.py`)")
     mine = (f"certa {served['tokens'] / served['scoring_s']:,.0f} tokens/s, "
             f"{served['requests'] / served['scoring_s']:,.1f} requests/s (its served arm, {certa['served_s']:.1f} s "
