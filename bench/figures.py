@@ -308,7 +308,7 @@ BENCHES: dict[str, Bench] = {
     "served_client": Bench("served_client.py", ("--requests", "500", "--served-prompts", "32", "--repeats", "1"),
                            _json_rows("served_client.py")),
     "served_decision": Bench("served_decision.py", (), _json_rows("served_decision.py")),
-    "served_windows": Bench("served_windows.py", ("--documents", "2", "--no-defaults"),
+    "served_windows": Bench("served_windows.py", ("--documents", "2", "--repeats", "1", "--no-defaults"),
                             _json_rows("served_windows.py")),
 }
 """The benches whose figures make the table, in the table's order (a bench not in this checkout gives no rows).
