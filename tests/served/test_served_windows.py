@@ -161,3 +161,12 @@ def test_recompute_evidence_queries_the_server_again_and_reports_the_spread(vllm
         subject = next(t for t in moved.tables if t.name == "subject")
         assert not moved.reproduced and subject.rows_reproduced == 0 and subject.deviations["nll_sum"] > 1e-3
         assert f"served={vllm_server.impostor_url}" in moved.text()
+
+
+def test_windows_longer_than_the_server_takes_are_refused_before_any_is_sent(vllm_server: VllmServer,
+                                                                               tmp_path: Path) -> None:
+    spec = _spec(tmp_path, vllm_server, vllm_server.url)
+    spec.write_text(spec.read_text().replace("seq_len: 96, stride: 64", "seq_len: 256, stride: 200"))
+    with pytest.raises(InputError, match="a window of 256 tokens does not fit the served model: its server states "
+                                         "max_model_len 256.*at most 255"):
+        run(spec)

@@ -150,7 +150,9 @@ class OpenEndpointRuntime:
             raise EndpointError(f"input '{runtime.name}': the server at {runtime.declaration.url} does not serve "
                                 f"'{runtime.declaration.model}' (its /models lists: {', '.join(listed) or 'none'})")
         entry = listed[runtime.declaration.model]
-        runtime.positions = int(entry.get("max_model_len") or 0) if isinstance(entry.get("max_model_len"), int) else 0
+        longest = entry.get("max_model_len")
+        # a prompt and the one token certa asks for must fit the length the server states (vLLM refuses more)
+        runtime.positions = max(int(longest) - 1, 0) if isinstance(longest, int) and not isinstance(longest, bool) else 0
 
     def __enter__(self) -> OpenEndpointRuntime:
         return self
@@ -166,6 +168,15 @@ class OpenEndpointRuntime:
         self.client.close()
         if self.completed:
             self.cache.clear()
+
+    def _check_length(self, tokens: int, what: str) -> None:
+        """An ``InputError`` before any request when ``what`` of ``tokens`` tokens does not fit the server's stated
+        length (``positions``: its ``max_model_len`` less the one generated token)."""
+        positions = self.runtime.positions
+        if positions and tokens > positions:
+            raise InputError(f"input '{self.runtime.name}': {what} of {tokens} tokens does not fit the served model: its "
+                             f"server states max_model_len {positions + 1}, and certa asks for one generated token "
+                             f"besides the prompt; lower seq_len (or positions_per_prompt) to at most {positions}")
 
     def _post_many(self, path: str, bodies: Sequence[Mapping[str, Any]], **options: Any) -> list[Exchange]:
         """``client.post_many``, each answer kept for a resume as it arrives, an error named by the input and URL
@@ -228,12 +239,14 @@ class OpenEndpointRuntime:
         """Each window's Σ −ln p over its targets, from the server's prompt log-probs (``window_sums``)."""
         del batch_size  # the server batches; certa bounds the requests in flight (client.concurrency)
         inputs = [windows.flat[s: s + n] for s, n in zip(windows.start.tolist(), windows.length.tolist())]
+        self._check_length(int(windows.length.max()) if windows.length.size else 0, "a window")
         units = [[window, int(targets)] for window, targets in zip(windows.ids, windows.targets.tolist())]
         return window_sums(self._score(units, inputs, progress), windows.targets, self.runtime.name)
 
     def token_logprobs(self, sequences: Sequence[Sequence[int]]) -> list[np.ndarray]:
         """ln p(x_t | x_<t), t = 1 .. n, of each sequence, from the server's prompt log-probs."""
         arrays = [np.asarray(s, dtype=np.int64) for s in sequences]
+        self._check_length(max((a.size for a in arrays), default=0), "a prompt")
         return self._score([f"sequence:{i}" for i in range(len(arrays))], arrays, None)
 
     def generate(self, sequences: Sequence[Sequence[int]], *, max_tokens: int,
