@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.util
 import json
@@ -30,7 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ["CERTA_CACHE_DIR"] = os.path.join(
     os.environ.get("TMPDIR", "/tmp"), f"certa-test-cache-{os.getpid()}")  # served runs' kept answers: not the user's
 """Served runs keep their answers for a resume (``certa.engine.core.runtimes.transcript_cache``): the tests' go to a
-folder of this session, inherited by the certa processes they start, never to the user's cache."""
+folder of this session, inherited by the certa processes they start, never to the user's cache, and removed when
+the session ends."""
+atexit.register(shutil.rmtree, os.environ["CERTA_CACHE_DIR"], ignore_errors=True)
 
 POSTGRES_SERVER = os.environ.get("CERTA_TEST_POSTGRES_URL")
 """The PostgreSQL server the shared-ledger tests use (``.ci/run`` starts one on loopback and sets it)."""
