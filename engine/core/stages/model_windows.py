@@ -315,8 +315,8 @@ def _stage(version: WindowsVersion) -> StageType:
         version=version.version,
         input_knobs=("baseline", "subject", "text"),
         run=lambda ctx: run_model_windows(ctx, version),
-        summary="Two local models scored on the same text windows: per-window token counts and NLL sums for "
-                "paired.ppl_ratio.",
+        summary="Two models (local folders, or from 1.2.0 one of them served) scored on the same text windows: "
+                "per-window token counts and NLL sums for paired.ppl_ratio.",
         presentation="certa.engine.services.presentation.stages.model_windows",
         changes=version.changes,
         produces=ARMS,
