@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,50 @@ def test_generated_token_mode_needs_a_candidate_that_generates(vllm_server: Vllm
     spec.write_text(text)
     with pytest.raises(StageError, match="generated_kl needs a candidate that generates.*input 'reference'"):
         run(spec)
+
+
+def test_the_replay_derives_every_score_from_the_transcript_and_refuses_one_that_does_not_follow(
+        vllm_server: VllmServer, tmp_path: Path) -> None:
+    """The stage run live, then replayed from what it captured: the scores are derived again from the candidate's
+    transcript and the reference's captured log-probs (no model run, no server); a score moved by 1e-12, or an
+    answer in the transcript edited, is refused, naming the draw."""
+    import numpy as np
+
+    from certa.engine.core.inputs import load_tables
+    from certa.engine.core.runtimes.endpoint import read_transcript, transcript_table
+    from certa.engine.core.spec import load_plan
+    from certa.engine.core.stages import REGISTRY
+    from certa.engine.core.stages.base import StageContext
+    from certa.engine.core.stages.sequential_diff import CAPTURED_SCORES
+    from certa.engine.core.tables import table_from_columns
+    from certa.engine.foundation.errors import InputError
+
+    stage = REGISTRY["sequential.diff"]
+    plan = load_plan(_spec(tmp_path, vllm_server, vllm_server.impostor_url))
+    tables = load_tables(plan)
+    knobs = {**plan.stages[0].knobs, "n_max": 40}
+
+    def stage_run(captured: dict | None):
+        return stage.run(StageContext(stage_id="diff", knobs=knobs, tables=tables, rng=np.random.default_rng(7),
+                                      profile="release", upstream={}, seed={}, captured=captured))
+
+    live = stage_run(None)
+    captured = dict(live.captured)
+    assert {"scorer_evidence_candidate_transcript", "scorer_evidence_reference_logprobs"} <= set(captured)
+    assert stage_run(captured).outputs == live.outputs
+    scores = captured[CAPTURED_SCORES]
+    moved = scores.numeric("score").copy()
+    moved[5] += 1e-12
+    forged = table_from_columns(CAPTURED_SCORES, {"draw": scores.numeric("draw"), "prompt_id": list(
+        scores.text("prompt_id")), "score": moved})
+    with pytest.raises(InputError, match="score of draw 6 is .*, but .* do not follow from the server's recorded answers"):
+        stage_run({**captured, CAPTURED_SCORES: forged})
+    rows = read_transcript(captured["scorer_evidence_candidate_transcript"])
+    at = next(i for i, (_, e) in enumerate(rows) if e.path == "/completions")
+    unit, exchange = rows[at]
+    edited = exchange.response.replace('"logprob":-', '"logprob":-1', 1)
+    assert edited != exchange.response
+    rows[at] = (unit, type(exchange)(**{**exchange.__dict__, "response": edited}))
+    with pytest.raises(InputError, match="score of draw 1 "):
+        name = "scorer_evidence_candidate_transcript"
+        stage_run({**captured, name: replace(transcript_table(rows), name=name)})

@@ -156,10 +156,17 @@ class Runtime(Protocol):
 @runtime_checkable
 class BorrowsTokenizer(Protocol):
     """A runtime that has no tokenizer of its own to read (a served model): it scores the tokens of a partner's
-    tokenizer (the stage's local reference), and checks, when it opens, that its server produces the same ids."""
+    tokenizer (the stage's local reference), and checks, when it opens, that its server produces the same ids; or,
+    when both models are served, the tokens its own server gives (``use_server_tokenizer``), which the other
+    served model's server is checked against."""
 
     def share_tokenizer(self, partner: Runtime) -> None:
         """Take ``partner``'s tokenizer (its ``tokenizer``, ``tokenizer_sha256`` and ``first_token``)."""
+        ...
+
+    def use_server_tokenizer(self, opened: OpenRuntime) -> None:
+        """Tokenize with its own server, through ``opened`` (this runtime, opened): ``tokenizer`` then encodes by
+        asking it, and ``tokenizer_sha256`` is None (no file is hashed)."""
         ...
 
 

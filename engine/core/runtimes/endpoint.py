@@ -14,14 +14,17 @@ computed by the server: Σ −ln p(x_t | x_<t) over a window's targets, ln p(x_t
 reference's ``tokenizer.json`` (``share_tokenizer``: the stage's other model), and checks that the server tokenizes
 the texts scored into the same ids (``check_tokenization``: vLLM's ``POST /tokenize`` on each text, with the special
 tokens the reference's post-processor adds; one differing id is an ``InputError`` naming the text and position).
-Without a reference tokenizer the endpoint cannot cut token windows.
+Without a reference tokenizer the endpoint cannot cut token windows. Two served models compared with no tokenizer
+file score the tokens of the reference's server (``use_server_tokenizer``: a ``ServerTokenizer`` asks its
+``/tokenize``), the other server checked against it.
 
 **Identity.** Opening queries ``GET /models`` (the served name must be listed) and ``GET /version`` (vLLM's, outside
 ``/v1``; a 404 is "not stated"). What they say, and each completion's ``system_fingerprint``, are ``claims`` in
 ``describe()``: the server's statements about itself, not proof of the weights it runs. What certa verified is the
 transcript: every request and response (``evidence()["transcript"]``: one row per request, its body, status,
 answer as received, milliseconds and attempts; never a credential), which a replay reads instead of the server
-(``window_sums``, ``read_transcript``).
+(``read_transcript``, each row's key checked to be its request's; ``window_sums``, ``transcript_logprobs``,
+``transcript_generations``).
 
 **Generated-token mode** (``generate``), for scorers of servers that give log-probs only of what they generate:
 the server continues each sequence by sampled tokens (``generation_request``: temperature 1, no truncation, a
@@ -42,7 +45,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -50,13 +53,14 @@ from certa.engine.core.endpoint_input import ENDPOINT_FORMAT, EndpointDeclaratio
 from certa.engine.core.models.windows import ScoreProgress, Windows
 from certa.engine.core.runtimes.completions import (PROMPTS_PER_REQUEST, generation_request, prompt_logprobs_request,
                                                   read_generated, read_prompt_logprobs, server_claims)
-from certa.engine.core.runtimes.http_client import ClientSettings, EndpointClient, Exchange
+from certa.engine.core.runtimes.http_client import ClientSettings, EndpointClient, Exchange, request_key
 from certa.engine.core.runtimes.transcript_cache import TranscriptCache
 from certa.engine.core.tables import Table, table_from_columns
 from certa.engine.foundation.errors import EndpointError, InputError
 
-__all__ = ["EndpointRuntime", "OpenEndpointRuntime", "TRANSCRIPT", "check_replayed_windows", "exchange_logprobs",
-           "named_errors", "read_transcript", "transcript_table", "window_sums"]
+__all__ = ["EndpointRuntime", "OpenEndpointRuntime", "ServerTokenizer", "TRANSCRIPT", "check_replayed_windows",
+           "exchange_logprobs", "named_errors", "read_transcript", "transcript_generations", "transcript_logprobs",
+           "transcript_table", "window_sums"]
 
 TRANSCRIPT = "transcript"
 """The name of the table of requests and responses ``evidence()`` returns."""
@@ -84,13 +88,30 @@ class EndpointRuntime:
         self.partner: Any = None
 
     def share_tokenizer(self, partner: Any) -> None:
-        """Score the tokens of ``partner`` (a prepared runtime with a tokenizer: the stage's local reference); the
-        server's tokenization of each text is checked against it (``OpenEndpointRuntime.check_tokenization``)."""
+        """Score the tokens of ``partner`` (a prepared runtime with a tokenizer: the stage's local reference, or a
+        served model that tokenizes with its own server, ``use_server_tokenizer``); the server's tokenization of each
+        text is checked against it (``OpenEndpointRuntime.check_tokenization``)."""
         if partner.tokenizer is None:
             raise InputError(f"input '{self.name}' is a served model and input '{partner.name}' has no tokenizer.json: "
                              "a served model's tokens are checked against a local reference's tokenizer")
         self.partner = partner
         self.tokenizer, self.tokenizer_sha256 = partner.tokenizer, partner.tokenizer_sha256
+
+    def use_server_tokenizer(self, opened: OpenEndpointRuntime) -> None:
+        """Tokenize with this model's own server (``ServerTokenizer`` over ``opened``, this runtime opened): for two
+        served models and no tokenizer file, the other server's tokenization is checked against this one's. No file
+        is hashed (``tokenizer_sha256`` None); ``describe()`` says where the tokens came from."""
+        self.partner = None
+        self.tokenizer, self.tokenizer_sha256 = ServerTokenizer(opened), None
+
+    def tokenizer_of(self) -> str | None:
+        """Where this model's tokens come from, in words, when they are borrowed (to check the server against):
+        a local reference's tokenizer.json or another server's ``/tokenize``; None when they are its own server's."""
+        if self.partner is None:
+            return None
+        if isinstance(self.partner, EndpointRuntime):
+            return f"the server of input '{self.partner.name}' (its /tokenize)"
+        return f"input '{self.partner.name}''s tokenizer.json"
 
     def first_token(self) -> int:
         """The reference's beginning-of-sequence token (``share_tokenizer``)."""
@@ -192,29 +213,40 @@ class OpenEndpointRuntime:
         self.rows.append((unit, exchange))
         return exchange
 
-    def check_tokenization(self, texts: Sequence[str], encodings: Sequence[Sequence[int]], *,
-                           add_special_tokens: bool) -> None:
-        """An ``InputError`` unless the server tokenizes each text of ``texts`` into the ids of ``encodings`` (the
-        reference tokenizer's), with or without the special tokens (vLLM's ``POST /tokenize``)."""
+    def tokenize(self, texts: Sequence[str], *, add_special_tokens: bool) -> list[list[int]]:
+        """The server's token ids of each text of ``texts``, with or without the special tokens its tokenizer adds
+        (vLLM's ``POST /tokenize``), each exchange kept in the transcript (unit ``text:i``)."""
         model = self.runtime.declaration.model
         bodies = [{"model": model, "prompt": text, "add_special_tokens": add_special_tokens} for text in texts]
-        answers = self._post_many("/../tokenize", bodies)
-        for i, (exchange, expected) in enumerate(zip(answers, encodings)):
+        served = []
+        for i, exchange in enumerate(self._post_many("/../tokenize", bodies)):
             self._keep(f"text:{i}", exchange)
             try:
-                served = [int(t) for t in json.loads(exchange.response)["tokens"]]
+                served.append([int(t) for t in json.loads(exchange.response)["tokens"]])
             except (ValueError, KeyError, TypeError):
                 raise EndpointError(f"input '{self.runtime.name}': the server's /tokenize answer holds no token list "
                                     f"(text {i + 1})") from None
+        return served
+
+    def check_tokenization(self, texts: Sequence[str], encodings: Sequence[Sequence[int]], *,
+                           add_special_tokens: bool) -> None:
+        """An ``InputError`` unless the server tokenizes each text of ``texts`` into the ids of ``encodings`` (the
+        tokenizer it borrowed: a local reference's ``tokenizer.json``, or another server's ``/tokenize``); nothing
+        to check when the tokenizer is its own server's (``ServerTokenizer``)."""
+        tokenizer_of = self.runtime.tokenizer_of()
+        if tokenizer_of is None:
+            return
+        for i, (served, expected) in enumerate(zip(self.tokenize(texts, add_special_tokens=add_special_tokens),
+                                                   encodings)):
             if served != list(expected):
                 at = next((j for j, (a, b) in enumerate(zip(served, expected)) if a != b), min(len(served),
                                                                                              len(expected)))
                 raise InputError(
                     f"input '{self.runtime.name}': the server tokenizes text {i + 1} of {len(texts)} differently from "
-                    f"input '{self.runtime.partner.name}''s tokenizer.json (first difference at token {at}: "
+                    f"{tokenizer_of} (first difference at token {at}: "
                     f"{served[at] if at < len(served) else 'end'} served vs "
-                    f"{expected[at] if at < len(expected) else 'end'}): the served model's tokenizer is not the "
-                    "reference's, so their log-probabilities cannot be compared token by token")
+                    f"{expected[at] if at < len(expected) else 'end'}): the two models' tokenizers differ, so their "
+                    "log-probabilities cannot be compared token by token")
 
     def _score(self, units: Sequence[Any], sequences: Sequence[np.ndarray],
                progress: ScoreProgress | None) -> list[np.ndarray]:
@@ -279,10 +311,12 @@ class OpenEndpointRuntime:
         special = (partner.prepared.special_tokens.record(partner.tokenizer)
                    if partner is not None and getattr(partner, "prepared", None) is not None
                    and partner.prepared.special_tokens is not None else None)
+        own = isinstance(runtime.tokenizer, ServerTokenizer) and partner is None
         return {"kind": "endpoint", "input": runtime.name, "sha256": runtime.sha256, "model_type": None,
                 "parameters": None, "tokenizer_sha256": runtime.tokenizer_sha256,
-                "tokenizer_of": partner.name if partner is not None else None, "special_tokens": special,
-                "signature": None, "claims": claims, "device": "served",
+                "tokenizer_of": runtime.name if own else partner.name if partner is not None else None,
+                "tokens_from": "server" if own or isinstance(partner, EndpointRuntime) else "tokenizer.json",
+                "special_tokens": special, "signature": None, "claims": claims, "device": "served",
                 "dtype": "served", "libraries": {}}
 
     def usage(self) -> dict[str, int]:
@@ -294,6 +328,26 @@ class OpenEndpointRuntime:
     def evidence(self) -> Mapping[str, Table]:
         """The transcript: one row per request (module docstring)."""
         return {TRANSCRIPT: transcript_table(self.rows)}
+
+
+class ServedEncoding(NamedTuple):
+    """A text's token ids as a server gave them (the ``ids`` a ``tokenizers`` encoding has)."""
+
+    ids: list[int]
+
+
+class ServerTokenizer:
+    """A served model's own tokenizer, queried (``OpenEndpointRuntime.tokenize``: vLLM's ``POST /tokenize``): what
+    two served models are compared on when no tokenizer file is declared. ``encode_batch`` answers as a
+    ``tokenizers.Tokenizer``'s does, as far as a scorer uses it (each text's ``ids``)."""
+
+    def __init__(self, opened: OpenEndpointRuntime) -> None:
+        self.opened = opened
+
+    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[ServedEncoding]:
+        """Each text's ids, with the special tokens the server's tokenizer adds unless ``add_special_tokens`` is
+        False."""
+        return [ServedEncoding(ids) for ids in self.opened.tokenize(list(texts), add_special_tokens=add_special_tokens)]
 
 
 def transcript_table(rows: Sequence[tuple[str, Exchange]]) -> Table:
@@ -314,12 +368,47 @@ def read_transcript(table: Table) -> list[tuple[str, Exchange]]:
         raise InputError(f"the captured transcript '{table.name}' lacks the column(s) {', '.join(missing)}")
     text = {column: table.text(column) for column in ("unit", "key", "method", "path", "request", "response")}
     numbers = {column: table.numeric(column) for column in ("status", "elapsed_ms", "attempts")}
-    return [(str(text["unit"][i]), Exchange(key=str(text["key"][i]), method=str(text["method"][i]),
+    rows = [(str(text["unit"][i]), Exchange(key=str(text["key"][i]), method=str(text["method"][i]),
                                             path=str(text["path"][i]), request=str(text["request"][i]),
                                             status=int(numbers["status"][i]), response=str(text["response"][i]),
                                             elapsed_ms=float(numbers["elapsed_ms"][i]),
                                             attempts=int(numbers["attempts"][i])))
             for i in range(table.n_rows)]
+    for i, (_, exchange) in enumerate(rows):
+        if request_key(exchange.method, exchange.path, exchange.request.encode("utf-8")) != exchange.key:
+            raise InputError(f"row {i + 1} of the captured transcript '{table.name}' ({exchange.method} "
+                             f"{exchange.path}) does not hold the request its key names: the transcript was edited")
+    return rows
+
+
+def _completions(table: Table, mode: str) -> list[tuple[str, Exchange]]:
+    """The completion rows of a captured transcript (``read_transcript``) of one mode, in order: ``teacher`` (the
+    requests with ``prompt_logprobs``) or ``generated``."""
+    rows = [(unit, exchange) for unit, exchange in read_transcript(table) if exchange.path == _COMPLETIONS]
+    return [(unit, exchange) for unit, exchange in rows
+            if ("prompt_logprobs" in json.loads(exchange.request)) == (mode == "teacher")]
+
+
+def transcript_logprobs(endpoint: Table, transcript: Table) -> list[np.ndarray]:
+    """Every sequence the served model ``endpoint`` scored by teacher forcing, in the order it was asked: the
+    prompt log-probs (tokens 1 .. n) its captured ``transcript``'s answers give, each checked again against the ids
+    its request sent (``exchange_logprobs``). A replay's numbers, without the server."""
+    model = read_declaration(endpoint.name, endpoint.raw).model
+    return exchange_logprobs([exchange for _, exchange in _completions(transcript, "teacher")], model, endpoint.name)
+
+
+def transcript_generations(endpoint: Table, transcript: Table) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every continuation the served model ``endpoint`` generated, in the order it was asked: (generated ids, their
+    log-probs) from its captured ``transcript`` (``read_generated``, each answer checked again)."""
+    model = read_declaration(endpoint.name, endpoint.raw).model
+    generated = []
+    for _, exchange in _completions(transcript, "generated"):
+        sent = json.loads(exchange.request)["prompt"]
+        try:
+            generated += read_generated(exchange.response, model=model, sent=[sent])
+        except EndpointError as error:
+            raise EndpointError(f"input '{endpoint.name}': {error}") from None
+    return generated
 
 
 def _listed_models(text: str) -> dict[str, Mapping[str, Any]]:
@@ -367,10 +456,7 @@ def check_replayed_windows(endpoint: Table, transcript: Table, windows: Table) -
     model ``endpoint`` follows from its captured ``transcript``: the same windows in the same order, and the NLL
     sums ``window_sums`` computes from the recorded answers (each checked again against the ids its request sent),
     bit for bit."""
-    model = read_declaration(endpoint.name, endpoint.raw).model
-    scored = [(json.loads(unit), exchange) for unit, exchange in read_transcript(transcript)
-              if exchange.path == _COMPLETIONS]
-    units = [pair for pairs, _ in scored for pair in pairs]
+    units = [pair for unit, _ in _completions(transcript, "teacher") for pair in json.loads(unit)]
     try:
         ids = [str(window) for window, _ in units]
         targets = np.array([int(count) for _, count in units], dtype=np.int64)
@@ -379,7 +465,7 @@ def check_replayed_windows(endpoint: Table, transcript: Table, windows: Table) -
                          "pairs") from None
     if ids != [str(window) for window in windows.text("window_id")]:
         raise InputError(f"the captured windows of input '{endpoint.name}' are not the windows its transcript scored")
-    sums = window_sums(exchange_logprobs([e for _, e in scored], model, endpoint.name), targets, endpoint.name)
+    sums = window_sums(transcript_logprobs(endpoint, transcript), targets, endpoint.name)
     recorded = windows.numeric("nll_sum")
     if not np.array_equal(sums, recorded):
         first = int(np.flatnonzero(sums != recorded)[0])

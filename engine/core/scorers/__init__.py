@@ -36,7 +36,12 @@ or None, ``options`` the spec's free-form mapping) that returns a ``Scorer``:
   scorer's usage, models and evidence (never after a failure), to free what the scorer holds;
 * optional ``evidence() -> Mapping[str, Table]``: tables the scorer's models captured (a served model's transcript of
   every request and response), which ``sequential.diff`` (3.1.0 on) captures as ``scorer_<name>`` so the ledger
-  keeps them with the scores.
+  keeps them with the scores;
+* optional ``scores_from_evidence(reference, candidate, evidence) -> array | None``: every score of a run, in order,
+  derived again from the tables its ``evidence()`` gave (a replay: no model run, no server queried), or None when
+  the evidence holds nothing to derive them from. ``sequential.diff`` (3.1.0 on) calls it when it replays a run
+  that captured evidence and refuses the recorded scores unless they are these, bit for bit: so the certificate's
+  numbers are shown to follow from a served model's recorded answers, not only stored beside them.
 
 A factory that declares a keyword parameter ``tables`` is also given ``tables=``: every input table of the run
 by input name, for a scorer that reads a further declared input its options name (``hf_models`` reads its
@@ -64,7 +69,8 @@ from certa.engine.foundation.errors import StageError
 from certa.engine.core.tables import Table
 
 __all__ = ["ENTRY_POINT_GROUP", "Scorer", "ScorerFactory", "available_scorers", "declared_identity",
-           "declared_support", "described_models", "load_scorer", "reported_usage", "score_prompts", "scorer_evidence"]
+           "declared_support", "described_models", "load_scorer", "reported_usage", "rederived_scores", "score_prompts",
+           "scorer_evidence"]
 
 ENTRY_POINT_GROUP = "certa.scorers"
 
@@ -221,3 +227,14 @@ def scorer_evidence(scorer: Scorer) -> dict[str, Table]:
                                                 for k, v in tables.items())):
         raise StageError("the scorer's evidence() must map names (identifiers) to tables")
     return dict(tables)
+
+
+def rederived_scores(scorer: Scorer, reference: Table, candidate: Table,
+                     evidence: Mapping[str, Table]) -> np.ndarray | None:
+    """The scores the scorer's optional ``scores_from_evidence`` derives from a run's captured ``evidence`` (module
+    docstring) as float64, or None (no such method, or nothing to derive them from)."""
+    derive = getattr(scorer, "scores_from_evidence", None)
+    if not callable(derive):
+        return None
+    derived = derive(reference, candidate, evidence)
+    return None if derived is None else np.asarray(derived, dtype=np.float64)

@@ -33,6 +33,14 @@ that stops at the end-of-sequence token is shorter (K' < K), one that generates 
 
 Nothing is clipped, smoothed or substituted: a prompt that cannot be scored is an error naming it.
 
+Served models (an ``endpoint`` input, ``certa.engine.core.runtimes.endpoint``): one served model scores the local
+reference's tokens, its server checked to tokenize every prompt into the same ids (``BorrowsTokenizer``); two served
+models (a vendor comparison) score the tokens of the reference's server (``use_server_tokenizer``: ``POST
+/tokenize``), the candidate's server checked to give the same ids. When a model is served, the scorer keeps the
+local model's teacher-forced log-probs (``evidence()``: ``<role>_logprobs``, beside the served model's
+``<role>_transcript``), and ``scores_from_evidence`` derives every score again from the two (a replay: no model run,
+no server queried), by the same formulas.
+
 The two tokenizers must be the same file (equal ``tokenizer.json`` SHA-256): per-position comparisons need the
 same tokens, so different tokenizers are refused, as are a model without ``tokenizer.json``, models whose
 vocabularies differ in size, a prompt of fewer than 2 tokens and ``K + 1`` above the models' context length.
@@ -71,10 +79,11 @@ import numpy as np
 from certa.engine.foundation.errors import InputError, StageError
 from certa.engine.core.models.architecture import COMPUTE_DTYPES
 from certa.engine.core.runtimes import BorrowsTokenizer, DistributionRuntime, OpenRuntime, Runtime, load_runtime, runtime_for
+from certa.engine.core.runtimes.endpoint import TRANSCRIPT, transcript_generations, transcript_logprobs
 from certa.engine.core.scorers.divergences import (ZERO_MEANS_IDENTICAL, abs_delta_lp_positions, delta_ce_positions,
                                                    generated_kl_positions, prompt_means, sym_kl_positions)
 from certa.engine.core.stats.kernels.libm import LIBM
-from certa.engine.core.tables import Table
+from certa.engine.core.tables import Table, table_from_columns
 
 __all__ = ["HfModelsScorer", "METRICS", "RuntimePair", "open_pair"]
 
@@ -83,6 +92,10 @@ _DEFAULTS: dict[str, Any] = {"text_column": "text", "threads": 1, "dtype": "floa
 NEEDS_GENERATION = frozenset({"generated_kl"})
 """The metrics whose candidate generates the scored tokens (``generate``: a served model's runtime)."""
 _NAME = "scorer 'hf_models'"
+ROLES = ("reference", "candidate")
+LOGPROBS = "logprobs"
+"""A local model's captured teacher-forced log-probs, when the other model is served, are ``<role>_logprobs``
+(columns ``sequence``, 0-based in the order scored, ``position``, 1-based, and ``logprob``)."""
 NEEDS_DISTRIBUTIONS = frozenset({"sym_kl"})
 """The metrics computed from full next-token distributions (``OpenRuntime.next_token_logprobs``), not from the
 teacher-forced tokens' log-probs alone."""
@@ -107,17 +120,13 @@ def open_pair(reference: Table, candidate: Table, *, metric: str, dtype: str = "
     ref, cand = (load_runtime(name, table, device="cpu", dtype=dtype, threads=threads)
                  for name, table in zip(names, (reference, candidate)))
     served = [runtime for runtime in (ref, cand) if isinstance(runtime, BorrowsTokenizer)]
-    if len(served) == 2:
-        raise InputError(f"inputs '{ref.name}' and '{cand.name}' are both served models: {_NAME} scores a served "
-                         "model against a local reference folder, whose tokenizer the server's tokens are checked "
-                         "against (declare one of them with model: FOLDER)")
-    for borrower in served:  # a served model scores the local reference's tokens, checked against the server's
+    for borrower in served if len(served) == 1 else ():  # a served model scores the local reference's tokens
         borrower.share_tokenizer(cand if borrower is ref else ref)
     for runtime in (ref, cand):
-        if runtime.tokenizer is None:
+        if runtime.tokenizer is None and len(served) < 2:
             raise InputError(f"input '{runtime.name}': the model folder has no tokenizer.json; {_NAME} encodes the "
                              "prompts with the models' tokenizer")
-    if ref.tokenizer_sha256 != cand.tokenizer_sha256:
+    if ref.tokenizer_sha256 != cand.tokenizer_sha256 and len(served) < 2:
         raise InputError(f"inputs '{ref.name}' and '{cand.name}' have different tokenizers (tokenizer.json SHA-256 "
                          f"{ref.tokenizer_sha256} and {cand.tokenizer_sha256}); {_NAME} compares the two models "
                          "position by position on the same tokens, so both must use the same tokenizer.json")
@@ -125,6 +134,9 @@ def open_pair(reference: Table, candidate: Table, *, metric: str, dtype: str = "
         raise InputError(f"inputs '{ref.name}' and '{cand.name}' predict over {ref.vocabulary} and "
                          f"{cand.vocabulary} tokens; the distributions must share one vocabulary")
     opened = (ref.open(), cand.open())
+    if len(served) == 2:  # two served models: the reference's server tokenizes, the candidate's is checked against it
+        cast(BorrowsTokenizer, ref).use_server_tokenizer(opened[0])
+        cast(BorrowsTokenizer, cand).share_tokenizer(ref)
     lacking = [(name, runtime.name) for name, runtime, model in zip(names, (ref, cand), opened)
                if not isinstance(model, DistributionRuntime)]
     if metric in NEEDS_DISTRIBUTIONS and lacking:
@@ -141,6 +153,13 @@ def open_pair(reference: Table, candidate: Table, *, metric: str, dtype: str = "
                          "metric delta_ce or sym_kl")
     contexts = [runtime.positions for runtime in (ref, cand) if runtime.positions]
     return RuntimePair(runtimes=(ref, cand), opened=opened, context=min(contexts) if contexts else None)
+
+
+def _check_counts(scored: Sequence[np.ndarray], expected: int, role: str, what: str) -> None:
+    """An ``InputError`` unless the run captured one sequence of ``role``'s log-probs per ``what``."""
+    if len(scored) != expected:
+        raise InputError(f"the run captured the {role}'s log-probs of {len(scored)} sequences for {expected} {what}: "
+                         "the captured evidence does not belong together")
 
 
 class HfModelsScorer:
@@ -182,6 +201,8 @@ class HfModelsScorer:
         self._generated = 0
         self._pairs: dict[tuple[str, str], RuntimePair] = {}
         self._tokens: dict[str, list[int]] = {}
+        self._kept: dict[str, list[np.ndarray]] = {}
+        """A local model's teacher-forced log-probs by role, in call order, when the other is served (``evidence``)."""
 
     def _pair(self, reference: Table, candidate: Table) -> RuntimePair:
         key = (reference.sha256, candidate.sha256)
@@ -241,7 +262,7 @@ class HfModelsScorer:
         """Both models' identities (``OpenRuntime.describe``: a served model's with its server's claims), by role."""
         described: dict[str, Any] = {}
         for pair in self._pairs.values():
-            described.update(zip(("reference", "candidate"), (model.describe() for model in pair.opened)))
+            described.update(zip(ROLES, (model.describe() for model in pair.opened)))
         return described
 
     def close(self) -> None:
@@ -255,9 +276,78 @@ class HfModelsScorer:
         """What the models' runtimes captured (a served model's transcript), named ``<role>_<name>``."""
         captured: dict[str, Table] = {}
         for pair in self._pairs.values():
-            for role, model in zip(("reference", "candidate"), pair.opened):
+            for role, model in zip(ROLES, pair.opened):
                 captured.update({f"{role}_{name}": table for name, table in model.evidence().items()})
+        for role, kept in self._kept.items():
+            lengths = np.array([lp.size for lp in kept], dtype=np.int64)
+            starts = np.cumsum(lengths) - lengths
+            captured[f"{role}_{LOGPROBS}"] = table_from_columns(f"{role}_{LOGPROBS}", {
+                "sequence": np.repeat(np.arange(lengths.size), lengths),
+                "position": np.arange(int(lengths.sum())) - np.repeat(starts, lengths) + 1,
+                "logprob": np.concatenate(kept) if kept else np.empty(0)})
         return captured
+
+    def scores_from_evidence(self, reference: Table, candidate: Table,
+                             evidence: Mapping[str, Table]) -> np.ndarray | None:
+        """Every score a run gave, in order, derived again from what it captured (``evidence()``, a replay: no model
+        is run and no server queried), or None when no model was served (nothing but the scores was captured). A
+        served model's log-probs are read from its transcript, each answer checked again against the ids its request
+        sent (``transcript_logprobs``, ``transcript_generations``); a local model's from its captured
+        ``<role>_logprobs``; then the metric as ``score_batch`` computes it (module docstring), so a replay that
+        reproduces the scores shows they follow from the server's recorded answers."""
+        inputs = dict(zip(ROLES, (reference, candidate)))
+        served = [role for role in ROLES if f"{role}_{TRANSCRIPT}" in evidence]
+        if not served:
+            return None
+        if self.metric in NEEDS_GENERATION:
+            generated = transcript_generations(candidate, evidence[f"candidate_{TRANSCRIPT}"])
+            lengths = np.array([tokens.size for tokens, _ in generated], dtype=np.int64)
+            scored = self._evidence_logprobs("reference", inputs, evidence)
+            _check_counts(scored, lengths.size, "reference", "continuations the candidate generated")
+            short = next((i for i, (lp, n) in enumerate(zip(scored, lengths)) if lp.size < n), None)
+            if short is not None:
+                raise InputError(f"the captured reference log-probs of sequence {short + 1} are fewer than the "
+                                 f"{lengths[short]} tokens the candidate generated after it")
+            values = generated_kl_positions(np.concatenate([lp for _, lp in generated] or [np.empty(0)]),
+                                            np.concatenate([lp[lp.size - n:] for lp, n in zip(scored, lengths)]
+                                                           or [np.empty(0)]))
+            return prompt_means(np.repeat(np.arange(lengths.size), lengths), values, int(lengths.size))
+        ref, cand = (self._evidence_logprobs(role, inputs, evidence) for role in ROLES)
+        _check_counts(cand, len(ref), "candidate", "sequences the reference scored")
+        lengths = np.array([lp.size for lp in ref], dtype=np.int64)
+        differ = next((i for i, (a, b) in enumerate(zip(ref, cand)) if a.size != b.size), None)
+        if differ is not None:
+            raise InputError(f"sequence {differ + 1}: the reference's captured log-probs cover {ref[differ].size} "
+                             f"tokens and the candidate's {cand[differ].size}: they did not score the same tokens")
+        positions = abs_delta_lp_positions if self.metric == "abs_delta_lp" else delta_ce_positions
+        values = positions(np.concatenate(ref or [np.empty(0)]), np.concatenate(cand or [np.empty(0)]))
+        return prompt_means(np.repeat(np.arange(lengths.size), lengths), values, int(lengths.size))
+
+    @staticmethod
+    def _evidence_logprobs(role: str, inputs: Mapping[str, Table], evidence: Mapping[str, Table]) -> list[np.ndarray]:
+        """The teacher-forced log-probs of each sequence ``role``'s model scored: from its transcript when served,
+        else from its captured ``<role>_logprobs`` table (``evidence``)."""
+        if f"{role}_{TRANSCRIPT}" in evidence:
+            return transcript_logprobs(inputs[role], evidence[f"{role}_{TRANSCRIPT}"])
+        table = evidence.get(f"{role}_{LOGPROBS}")
+        if table is None:
+            raise InputError(f"the run captured no log-probs of its local {role} model ({role}_{LOGPROBS}), which a "
+                             "replay needs to derive the scores from the served model's transcript")
+        sequence = table.numeric("sequence").astype(np.int64)
+        logprob = table.numeric("logprob")
+        if sequence.size and (np.any(np.diff(sequence) < 0) or sequence[0] != 0):
+            raise InputError(f"the captured {role}_{LOGPROBS} table is not in sequence order")
+        counts = np.bincount(sequence) if sequence.size else np.zeros(0, dtype=np.int64)
+        return np.split(logprob, np.cumsum(counts)[:-1]) if counts.size else []
+
+    def _token_logprobs(self, pair: RuntimePair, index: int, sequences: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        """``token_logprobs`` of the pair's model ``index`` (0 reference, 1 candidate); a local model's kept as
+        evidence when the other is served (``evidence``), so that a replay derives the scores from the transcript."""
+        logprobs = pair.opened[index].token_logprobs(sequences)
+        served = [isinstance(runtime, BorrowsTokenizer) for runtime in pair.runtimes]
+        if any(served) and not served[index]:
+            self._kept.setdefault(ROLES[index], []).extend(np.asarray(lp, dtype=np.float64) for lp in logprobs)
+        return logprobs
 
     def score_batch(self, reference: Table, candidate: Table, prompts: Sequence[str], K: int) -> np.ndarray:
         """Scores of ``prompts`` over their first K teacher-forced positions (module docstring)."""
@@ -277,7 +367,8 @@ class HfModelsScorer:
                                       exp=LIBM.exp)
         else:
             positions = abs_delta_lp_positions if self.metric == "abs_delta_lp" else delta_ce_positions
-            values = positions(np.concatenate(ref.token_logprobs(fed)), np.concatenate(cand.token_logprobs(fed)))
+            values = positions(np.concatenate(self._token_logprobs(pair, 0, fed)),
+                               np.concatenate(self._token_logprobs(pair, 1, fed)))
         group_of = np.repeat(np.arange(len(fed)), [len(tokens) - 1 for tokens in fed])
         return prompt_means(group_of, values, len(fed))
 
@@ -288,7 +379,7 @@ class HfModelsScorer:
         if too_long is not None:
             raise InputError(f"input '{self.prompt_table.name}': the prompt {too_long[:60]!r} continued by "
                              f"positions_per_prompt = {K} tokens exceeds the models' context of {pair.context}")
-        ref, cand = pair.opened
+        cand = pair.opened[1]
         seeds = [self.seed + self._generated + i for i in range(len(prompts))]
         self._generated += len(prompts)
         generated = cast(Any, cand).generate(encoded, max_tokens=K, seeds=seeds)
@@ -297,7 +388,7 @@ class HfModelsScorer:
             empty = prompts[int(np.argmin(lengths))]
             raise StageError(f"{_NAME}: input '{pair.runtimes[1].name}' generated no token after the prompt "
                              f"{empty[:60]!r}")
-        reference = ref.token_logprobs([ids + tokens.tolist() for ids, (tokens, _) in zip(encoded, generated)])
+        reference = self._token_logprobs(pair, 0, [ids + tokens.tolist() for ids, (tokens, _) in zip(encoded, generated)])
         values = generated_kl_positions(np.concatenate([logprobs for _, logprobs in generated]),
                                         np.concatenate([lp[lp.size - n:] for lp, n in zip(reference, lengths)]))
         return prompt_means(np.repeat(np.arange(len(prompts)), lengths), values, len(prompts))

@@ -34,7 +34,9 @@ betting grid step) are computed exactly and rounded once. 3.0.0 decides IDENTICA
 identical distributions and permutes a table's rows by the stage's generator. 3.1.0 computes what 3.0.0 computes
 and states which models a scorer ran (``source.models``: its ``describe()``, a served model's identity with its
 server's claims, captured as ``scorer_models`` for a replay) and keeps what their runtimes captured (a served
-model's transcript, as ``scorer_<role>_<name>``).
+model's transcript, as ``scorer_<role>_<name>``); its replay derives the scores again from that evidence
+(``certa.engine.core.scorers.rederived_scores``: a served model's recorded answers and a local model's captured
+log-probs) and refuses recorded scores that are not those, bit for bit, before it recomputes anything.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ import numpy as np
 from certa.engine.foundation.canonical import canonical_bytes
 from certa.engine.foundation.errors import InputError, ProfileAbort, StageError
 from certa.engine.core.scorers import (Scorer, declared_identity, declared_support, described_models, load_scorer,
-                                       reported_usage, score_prompts, scorer_evidence)
+                                       rederived_scores, reported_usage, score_prompts, scorer_evidence)
 from certa.engine.core.stats.confseq.methods import BOUNDED_METHODS, VALIDITY, CSSettings, PValuePath, confidence_sequence, null_p_value
 from certa.engine.core.stats.confseq.common import (ConfidenceSequence, GridValues, exact_grid_values, float_grid_values,
                                     prefix_mean)
@@ -828,6 +830,29 @@ def _replayed_support(captured: Table | None) -> tuple[float, float] | None:
     return float(captured.numeric("low")[0]), float(captured.numeric("high")[0])
 
 
+def _check_evidence(ctx: StageContext, obs: Observations, captured: Mapping[str, Table]) -> None:
+    """A replay's check that the recorded scores follow from the evidence the run captured (3.1.0: a served model's
+    transcript; ``rederived_scores``): an ``InputError`` naming the first draw whose score differs, bit for bit."""
+    evidence = {name[len(EVIDENCE_PREFIX):]: table for name, table in captured.items()
+                if name.startswith(EVIDENCE_PREFIX)}
+    if not evidence:
+        return
+    spec = ctx.knobs["scorer"]
+    scorer = load_scorer(spec["name"], metric=spec.get("metric"), options=spec.get("options"), tables=ctx.tables)
+    derived = rederived_scores(scorer, ctx.table("reference"), ctx.table("candidate"), evidence)
+    if derived is None:
+        return
+    if derived.shape != obs.scores.shape:
+        raise InputError(f"the run captured {obs.scores.size} scores, but its evidence gives {derived.size}: the "
+                         "scores do not follow from the captured evidence")
+    differ = np.flatnonzero(derived != obs.scores)
+    if differ.size:
+        at = int(differ[0])
+        raise InputError(f"the captured score of draw {at + 1} is {float(obs.scores[at])!r}, but the captured evidence "
+                         f"(the served model's transcript) gives {float(derived[at])!r}: the scores do not follow from "
+                         "the server's recorded answers")
+
+
 def _models_tables(scorer: Scorer) -> dict[str, Table]:
     """The captured ``scorer_models`` table of the models the scorer described (none when it describes none) and
     its models' evidence, each as ``scorer_evidence_<name>`` (3.1.0)."""
@@ -1051,6 +1076,7 @@ def _scorer_run(ctx: StageContext, kernels: SequentialKernels) -> Observed:
         zero_means_identical = kernels.identity.replayed(recorded)
         if kernels.describes_models:
             models = {name: t for name, t in recorded.items() if name == CAPTURED_MODELS or name.startswith(EVIDENCE_PREFIX)}
+            _check_evidence(ctx, obs, models)
     else:
         scorer = load_scorer(spec["name"], metric=spec.get("metric"), options=spec.get("options"), tables=ctx.tables)
         score_range = rule.resolve(knobs, None, lambda: declared_support(scorer))

@@ -9,7 +9,8 @@ from typing import Any
 from certa.engine.core.stages.sequential_diff import DECLARED, KERNELS, ClipKnobs, DeclaredRange
 from certa.engine.services.presentation.explain import number_text
 from certa.engine.services.presentation.html import plots
-from certa.engine.services.presentation.served_models import claim_rows, claims_text, is_served
+from certa.engine.services.presentation.served_models import (claim_rows, claims_text, is_served, tokens_source,
+                                                               tokens_text)
 from certa.engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, fmt, mapping, table
 
 __all__ = ["section", "how_to_read", "sequential_estimand", "markdown"]
@@ -137,7 +138,9 @@ def _models_table(models: Mapping[str, Any]) -> Any:
         ("identity: SHA-256 of the", *(identity[r] for r in roles)),
         ("SHA-256", *(described[r].get("sha256") for r in roles)),
         ("tokenizer SHA-256 (a served model: the reference's, checked against the server's)",
-         *(described[r].get("tokenizer_sha256") for r in roles))]
+         *(described[r].get("tokenizer_sha256") for r in roles)),
+        ("tokens scored (a served model: whose, checked against its server's)",
+         *(tokens_source(described[r]) if is_served(described[r]) else "its tokenizer.json" for r in roles))]
     labels = sorted({label for r in roles for label, _ in claim_rows(described[r])})
     rows += [(label, *(dict(claim_rows(described[r])).get(label, "") for r in roles)) for label in labels]
     return table("Models the scorer ran", ("", *roles), rows)
@@ -262,5 +265,5 @@ def markdown(outputs: Mapping[str, Any], version: str) -> str:
         what = ("a served model, identified by the SHA-256 of its declaration " if is_served(model) else
                 "a local model, identified by the SHA-256 of its folder's manifest ")
         lines += ["", f"The {role} ({model.get('input')}) is {what}{model.get('sha256')}."
-                  + (" " + claims_text(model) if is_served(model) else "")]
+                  + (f" {tokens_text(model)} {claims_text(model)}" if is_served(model) else "")]
     return "\n".join(lines + range_lines)
