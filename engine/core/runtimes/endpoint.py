@@ -42,11 +42,11 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from certa.engine.core.endpoint_input import ENDPOINT_FORMAT, EndpointDeclaration, read_declaration
+from certa.engine.core.endpoint_input import API_TGI, ENDPOINT_FORMAT, EndpointDeclaration, read_declaration
 from certa.engine.core.models.windows import ScoreProgress, Windows
 from certa.engine.core.runtimes.completions import (PROMPTS_PER_REQUEST, generation_request, prompt_logprobs_request,
                                                   read_generated, read_prompt_logprobs, server_claims)
@@ -54,6 +54,9 @@ from certa.engine.core.runtimes.http_client import ClientSettings, EndpointClien
 from certa.engine.core.runtimes.transcript_cache import TranscriptCache
 from certa.engine.core.tables import Table, table_from_columns
 from certa.engine.foundation.errors import EndpointError, InputError
+
+if TYPE_CHECKING:
+    from certa.engine.core.runtimes.tgi import OpenTgiRuntime
 
 __all__ = ["EndpointRuntime", "OpenEndpointRuntime", "TRANSCRIPT", "check_replayed_windows", "exchange_logprobs",
            "named_errors", "read_transcript", "transcript_table", "window_sums"]
@@ -102,8 +105,9 @@ class EndpointRuntime:
     def check_token_ids(self, ids: np.ndarray, text: str) -> None:
         """Nothing here: the server refuses an id it does not embed (a 400, an ``EndpointError``)."""
 
-    def open(self) -> OpenEndpointRuntime:
-        """A client of the endpoint, its identity queried (module docstring)."""
+    def open(self) -> OpenEndpointRuntime | OpenTgiRuntime:
+        """A client of the endpoint, its identity queried (module docstring); a TGI server's (``api: tgi``) is
+        ``certa.engine.core.runtimes.tgi``'s."""
         declared = self.declaration
         cache = TranscriptCache(self.sha256)
         client = EndpointClient(declared.url, api_key=declared.api_key(), settings=ClientSettings(
@@ -111,6 +115,9 @@ class EndpointRuntime:
             concurrency=declared.client.concurrency, max_requests=declared.client.max_requests), reuse=cache.load())
         try:
             with named_errors(self.name, declared.url):
+                if declared.api == API_TGI:  # TGI's own API (certa.engine.core.runtimes.tgi)
+                    from certa.engine.core.runtimes.tgi import OpenTgiRuntime
+                    return OpenTgiRuntime(self, client, cache)
                 return OpenEndpointRuntime(self, client, cache)
         except BaseException:
             client.close()
@@ -365,9 +372,30 @@ def window_sums(logprobs: Sequence[np.ndarray], targets: np.ndarray, name: str) 
 def check_replayed_windows(endpoint: Table, transcript: Table, windows: Table) -> None:
     """An ``InputError`` unless the captured per-window table ``windows`` (``window_id``, ``nll_sum``) of the served
     model ``endpoint`` follows from its captured ``transcript``: the same windows in the same order, and the NLL
-    sums ``window_sums`` computes from the recorded answers (each checked again against the ids its request sent),
-    bit for bit."""
-    model = read_declaration(endpoint.name, endpoint.raw).model
+    sums ``window_sums`` computes from the recorded answers (each checked again against the ids its request sent;
+    a TGI server's against the ids its unit holds: ``certa.engine.core.runtimes.tgi.replayed_windows``), bit for
+    bit."""
+    declaration = read_declaration(endpoint.name, endpoint.raw)
+    if declaration.api == API_TGI:
+        from certa.engine.core.runtimes.tgi import replayed_windows
+
+        ids, targets, logprobs = replayed_windows(transcript, endpoint.name)
+    else:
+        ids, targets, logprobs = _replayed_completions(transcript, declaration.model, endpoint.name)
+    if ids != [str(window) for window in windows.text("window_id")]:
+        raise InputError(f"the captured windows of input '{endpoint.name}' are not the windows its transcript scored")
+    sums = window_sums(logprobs, targets, endpoint.name)
+    recorded = windows.numeric("nll_sum")
+    if not np.array_equal(sums, recorded):
+        first = int(np.flatnonzero(sums != recorded)[0])
+        raise InputError(f"the captured NLL sum of window {first + 1} of input '{endpoint.name}' is "
+                         f"{recorded[first]!r}, but its transcript gives {sums[first]!r}: the table does not follow "
+                         "from the server's recorded answers")
+
+
+def _replayed_completions(transcript: Table, model: str, name: str) -> tuple[list[str], np.ndarray, list[np.ndarray]]:
+    """The windows a captured completions transcript scored (ids, in order), their targets, and their prompt
+    log-probs read again from the recorded answers (``exchange_logprobs``)."""
     scored = [(json.loads(unit), exchange) for unit, exchange in read_transcript(transcript)
               if exchange.path == _COMPLETIONS]
     units = [pair for pairs, _ in scored for pair in pairs]
@@ -375,14 +403,6 @@ def check_replayed_windows(endpoint: Table, transcript: Table, windows: Table) -
         ids = [str(window) for window, _ in units]
         targets = np.array([int(count) for _, count in units], dtype=np.int64)
     except (TypeError, ValueError):
-        raise InputError(f"the transcript of input '{endpoint.name}' does not name its windows as [id, targets] "
+        raise InputError(f"the transcript of input '{name}' does not name its windows as [id, targets] "
                          "pairs") from None
-    if ids != [str(window) for window in windows.text("window_id")]:
-        raise InputError(f"the captured windows of input '{endpoint.name}' are not the windows its transcript scored")
-    sums = window_sums(exchange_logprobs([e for _, e in scored], model, endpoint.name), targets, endpoint.name)
-    recorded = windows.numeric("nll_sum")
-    if not np.array_equal(sums, recorded):
-        first = int(np.flatnonzero(sums != recorded)[0])
-        raise InputError(f"the captured NLL sum of window {first + 1} of input '{endpoint.name}' is "
-                         f"{recorded[first]!r}, but its transcript gives {sums[first]!r}: the table does not follow "
-                         "from the server's recorded answers")
+    return ids, targets, exchange_logprobs([e for _, e in scored], model, name)
