@@ -212,8 +212,8 @@ def test_hf_models_delta_ce_against_a_tgi_candidate(stub: TgiStub, tmp_path: Pat
         assert diff["source"]["models"]["candidate"]["claims"]["model_id"] == "tiny"
         assert abs(diff["results"]["mean"]) < 1e-6 and diff["results"]["decision"] == "SAME"
         transcript = scores["scorer_evidence_candidate_transcript"]
-        sent = list(transcript.text("request"))[1:]  # a call's equal prompts share one request
-        assert len(set(sent)) == stub.generated and len(sent) >= diff["results"]["n_used"]
+        sent = list(transcript.text("request"))[1:]  # a call's equal prompts (drawn with replacement) share a request
+        assert len(sent) >= stub.generated >= len(set(sent)) and len(sent) >= diff["results"]["n_used"]
         assert all(json.loads(unit)[0].startswith("sequence:") for unit in transcript.text("unit")[1:])
         monkeypatch.setattr(http_client.HTTPTransport, "send", lambda *a, **k: pytest.fail("replay queried"))
         assert replay(ledger, result.run_id).outcome == "REPRODUCED"
