@@ -10,10 +10,10 @@ them and sends only the others; the run's transcript holds every answer as the s
 
 Only what a scoring request returned is kept (completions, ``/tokenize``, and TGI's ``/generate``), never the
 server's identity queries (``/models``, ``/version``, TGI's ``/info``): those are asked again, so the claims are the
-current server's. A kept answer is
-checked on reuse like any other (its key must be its request's, and the readers check the ids, the model name and
-each log-prob), but it was given by the server at the time of the interrupted run: the stage's outputs count the
-answers reused (``usage.reused``), and a run that must only hold answers of one sitting removes the folder first.
+current server's. A kept answer is checked on reuse like any other (its key must be its request's, and the readers
+check the ids, the model name and each log-prob), but it was given by the server at the time of the interrupted
+run: the stage's outputs count the answers reused (``usage.reused``), and a run that must only hold answers of one
+sitting removes the folder first.
 Keeping is best effort: a cache that cannot be written (a read-only home) keeps nothing and the run goes on.
 
 The folder: ``$CERTA_CACHE_DIR/transcripts/<sha256>`` when ``CERTA_CACHE_DIR`` is set, else ``certa/transcripts``
