@@ -42,7 +42,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
@@ -58,7 +58,7 @@ from certa.engine.foundation.errors import EndpointError, InputError
 if TYPE_CHECKING:
     from certa.engine.core.runtimes.tgi import OpenTgiRuntime
 
-__all__ = ["EndpointRuntime", "OpenEndpointRuntime", "TRANSCRIPT", "check_replayed_windows", "exchange_logprobs",
+__all__ = ["EndpointRuntime", "OpenServedRuntime", "OpenEndpointRuntime", "TRANSCRIPT", "check_replayed_windows", "exchange_logprobs",
            "named_errors", "read_transcript", "transcript_table", "window_sums"]
 
 TRANSCRIPT = "transcript"
@@ -136,8 +136,10 @@ def named_errors(name: str, url: str) -> Iterator[None]:
         raise EndpointError(f"input '{name}' ({url}): {error}") from None
 
 
-class OpenEndpointRuntime:
-    """A served model being queried (module docstring)."""
+class OpenServedRuntime:
+    """What every open served runtime shares (this module's and TGI's, ``certa.engine.core.runtimes.tgi``): its
+    prepared runtime, client and resume cache, the transcript rows it keeps and the prompt tokens it scored; closing,
+    posting with each answer kept for a resume, ``usage()`` and ``evidence()`` (module docstring)."""
 
     def __init__(self, runtime: EndpointRuntime, client: EndpointClient, cache: TranscriptCache) -> None:
         self.runtime = runtime
@@ -147,21 +149,8 @@ class OpenEndpointRuntime:
         """False once a scoring call failed: closing then keeps the answers so far for the next run (resume)."""
         self.rows: list[tuple[str, Exchange]] = []
         self.tokens = 0
-        self.models = self._keep("", client.get("/models"))
-        try:
-            self.version: Exchange | None = self._keep("", client.get("/../version"))
-        except EndpointError:  # a server without vLLM's /version states none (a 404 is the request's fault)
-            self.version = None
-        listed = _listed_models(self.models.response)
-        if runtime.declaration.model not in listed:
-            raise EndpointError(f"input '{runtime.name}': the server at {runtime.declaration.url} does not serve "
-                                f"'{runtime.declaration.model}' (its /models lists: {', '.join(listed) or 'none'})")
-        entry = listed[runtime.declaration.model]
-        longest = entry.get("max_model_len")
-        # a prompt and the one token certa asks for must fit the length the server states (vLLM refuses more)
-        runtime.positions = max(int(longest) - 1, 0) if isinstance(longest, int) and not isinstance(longest, bool) else 0
 
-    def __enter__(self) -> OpenEndpointRuntime:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
@@ -176,15 +165,6 @@ class OpenEndpointRuntime:
         if self.completed:
             self.cache.clear()
 
-    def _check_length(self, tokens: int, what: str) -> None:
-        """An ``InputError`` before any request when ``what`` of ``tokens`` tokens does not fit the server's stated
-        length (``positions``: its ``max_model_len`` less the one generated token)."""
-        positions = self.runtime.positions
-        if positions and tokens > positions:
-            raise InputError(f"input '{self.runtime.name}': {what} of {tokens} tokens does not fit the served model: its "
-                             f"server states max_model_len {positions + 1}, and certa asks for one generated token "
-                             f"besides the prompt; lower seq_len (or positions_per_prompt) to at most {positions}")
-
     def _post_many(self, path: str, bodies: Sequence[Mapping[str, Any]], **options: Any) -> list[Exchange]:
         """``client.post_many``, each answer kept for a resume as it arrives, an error named by the input and URL
         (and marking the run not completed)."""
@@ -198,6 +178,45 @@ class OpenEndpointRuntime:
     def _keep(self, unit: str, exchange: Exchange) -> Exchange:
         self.rows.append((unit, exchange))
         return exchange
+
+    def usage(self) -> dict[str, int]:
+        """Requests, retries, reused answers, prompt tokens scored and bytes, so far."""
+        spent = self.client.usage()
+        return {"requests": spent["requests"], "retries": spent["retries"], "reused": spent["reused"],
+                "tokens": self.tokens, "bytes_sent": spent["bytes_sent"], "bytes_received": spent["bytes_received"]}
+
+    def evidence(self) -> Mapping[str, Table]:
+        """The transcript: one row per request (module docstring)."""
+        return {TRANSCRIPT: transcript_table(self.rows)}
+
+
+class OpenEndpointRuntime(OpenServedRuntime):
+    """A served model being queried (module docstring)."""
+
+    def __init__(self, runtime: EndpointRuntime, client: EndpointClient, cache: TranscriptCache) -> None:
+        super().__init__(runtime, client, cache)
+        self.models = self._keep("", client.get("/models"))
+        try:
+            self.version: Exchange | None = self._keep("", client.get("/../version"))
+        except EndpointError:  # a server without vLLM's /version states none (a 404 is the request's fault)
+            self.version = None
+        listed = _listed_models(self.models.response)
+        if runtime.declaration.model not in listed:
+            raise EndpointError(f"input '{runtime.name}': the server at {runtime.declaration.url} does not serve "
+                                f"'{runtime.declaration.model}' (its /models lists: {', '.join(listed) or 'none'})")
+        entry = listed[runtime.declaration.model]
+        longest = entry.get("max_model_len")
+        # a prompt and the one token certa asks for must fit the length the server states (vLLM refuses more)
+        runtime.positions = max(int(longest) - 1, 0) if isinstance(longest, int) and not isinstance(longest, bool) else 0
+
+    def _check_length(self, tokens: int, what: str) -> None:
+        """An ``InputError`` before any request when ``what`` of ``tokens`` tokens does not fit the server's stated
+        length (``positions``: its ``max_model_len`` less the one generated token)."""
+        positions = self.runtime.positions
+        if positions and tokens > positions:
+            raise InputError(f"input '{self.runtime.name}': {what} of {tokens} tokens does not fit the served model: its "
+                             f"server states max_model_len {positions + 1}, and certa asks for one generated token "
+                             f"besides the prompt; lower seq_len (or positions_per_prompt) to at most {positions}")
 
     def check_tokenization(self, texts: Sequence[str], encodings: Sequence[Sequence[int]], *,
                            add_special_tokens: bool) -> None:
@@ -291,16 +310,6 @@ class OpenEndpointRuntime:
                 "tokenizer_of": partner.name if partner is not None else None, "special_tokens": special,
                 "signature": None, "claims": claims, "device": "served",
                 "dtype": "served", "libraries": {}}
-
-    def usage(self) -> dict[str, int]:
-        """Requests, retries, reused answers, prompt tokens scored and bytes, so far."""
-        spent = self.client.usage()
-        return {"requests": spent["requests"], "retries": spent["retries"], "reused": spent["reused"],
-                "tokens": self.tokens, "bytes_sent": spent["bytes_sent"], "bytes_received": spent["bytes_received"]}
-
-    def evidence(self) -> Mapping[str, Table]:
-        """The transcript: one row per request (module docstring)."""
-        return {TRANSCRIPT: transcript_table(self.rows)}
 
 
 def transcript_table(rows: Sequence[tuple[str, Exchange]]) -> Table:

@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from certa.engine.core.models.windows import ScoreProgress, Windows
-from certa.engine.core.runtimes.endpoint import TRANSCRIPT, named_errors, read_transcript, transcript_table, window_sums
-from certa.engine.core.runtimes.http_client import EndpointClient, Exchange
+from certa.engine.core.runtimes.endpoint import OpenServedRuntime, read_transcript, window_sums
+from certa.engine.core.runtimes.http_client import EndpointClient
 from certa.engine.core.runtimes.tgi_generate import (GENERATE, INFO, generate_request, info_claims, info_model,
                                                    info_positions, read_prefill, retokenized, sent_text)
 from certa.engine.core.runtimes.transcript_cache import TranscriptCache
@@ -53,38 +52,18 @@ if TYPE_CHECKING:
 __all__ = ["OpenTgiRuntime", "replayed_windows"]
 
 
-class OpenTgiRuntime:
-    """A TGI server being queried (module docstring)."""
+class OpenTgiRuntime(OpenServedRuntime):
+    """A TGI server being queried (module docstring); closing, ``usage()`` and ``evidence()`` are every served
+    runtime's (``OpenServedRuntime``)."""
 
     def __init__(self, runtime: EndpointRuntime, client: EndpointClient, cache: TranscriptCache) -> None:
-        self.runtime = runtime
-        self.client = client
-        self.cache = cache
-        self.completed = True
-        """False once a scoring call failed: closing then keeps the answers so far for the next run (resume)."""
-        self.rows: list[tuple[str, Exchange]] = []
-        self.tokens = 0
-        self.info = client.get(INFO)
-        self.rows.append(("", self.info))
+        super().__init__(runtime, client, cache)
+        self.info = self._keep("", client.get(INFO))
         served, declared = info_model(self.info.response), runtime.declaration.model
         if served != declared:
             raise EndpointError(f"input '{runtime.name}': the TGI server at {runtime.declaration.url} serves "
                                 f"'{served}' (its /info model_id), not the declared model '{declared}'")
         runtime.positions = info_positions(self.info.response)
-
-    def __enter__(self) -> OpenTgiRuntime:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
-        self.completed = self.completed and kind is None
-        self.close()
-
-    def close(self) -> None:
-        """Close the client; after a run whose every call completed, remove the answers kept for a resume."""
-        self.client.close()
-        if self.completed:
-            self.cache.clear()
 
     def window_nll(self, windows: Windows, *, batch_size: int, progress: ScoreProgress | None = None) -> np.ndarray:
         """Each window's Σ −ln p over its targets, from the server's prefill log-probs (``window_sums``)."""
@@ -120,15 +99,9 @@ class OpenTgiRuntime:
             if progress is not None:  # the answers count no tokens: the sequences' mean length stands for them
                 progress(done, total, requests_per_s * per_sequence)
 
-        try:
-            with named_errors(name, self.runtime.declaration.url):
-                exchanges = self.client.post_many(GENERATE, [generate_request(text) for text in texts],
-                                                  progress=report, answered=self.cache.keep)
-        except BaseException:
-            self.completed = False
-            raise
-        self.rows += [(json.dumps([label, ids], separators=(",", ":")), exchange)
-                      for label, ids, exchange in zip(labels, sequences, exchanges)]
+        exchanges = self._post_many(GENERATE, [generate_request(text) for text in texts], progress=report)
+        for label, ids, exchange in zip(labels, sequences, exchanges):
+            self._keep(json.dumps([label, ids], separators=(",", ":")), exchange)
         self.tokens += sum(len(ids) for ids in sequences)
         return [read_prefill(exchange.response, ids, what) for exchange, ids, what in zip(exchanges, sequences, named)]
 
@@ -145,16 +118,6 @@ class OpenTgiRuntime:
                 "tokenizer_of": partner.name if partner is not None else None, "special_tokens": special,
                 "signature": None, "claims": info_claims(self.info.response), "device": "served", "dtype": "served",
                 "libraries": {}}
-
-    def usage(self) -> dict[str, int]:
-        """Requests, retries, reused answers, prompt tokens scored and bytes, so far."""
-        spent = self.client.usage()
-        return {"requests": spent["requests"], "retries": spent["retries"], "reused": spent["reused"],
-                "tokens": self.tokens, "bytes_sent": spent["bytes_sent"], "bytes_received": spent["bytes_received"]}
-
-    def evidence(self) -> Mapping[str, Table]:
-        """The transcript: one row per request (module docstring)."""
-        return {TRANSCRIPT: transcript_table(self.rows)}
 
 
 def _unit_name(label: Any) -> str:

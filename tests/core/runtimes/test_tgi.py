@@ -44,23 +44,36 @@ def stub(tiny_models: dict[str, Path], cache: Path) -> Iterator[TgiStub]:
     server.stop()
 
 
-def _windows_spec(folder: Path, reference: Path, url: str, *, window: str = "unit: tokens, seq_len: 64, stride: 48",
-                  documents: list[str] = DOCUMENTS) -> Path:
+WINDOWS = ("{id: w, use: model.windows, with: {baseline: reference, subject: served, text: data, batch_size: 8, "
+           "WINDOW}}")
+SEQUENTIAL = ("{id: diff, use: sequential.diff, with: {scorer: {name: hf_models, metric: delta_ce, options: {prompts: "
+              "data}}, reference: reference, candidate: served, positions_per_prompt: 8, batch_size: 8, n_max: 48, "
+              "method: betting, alpha: 0.05, range: [-0.02, 0.02], min_effect: 0.002, equivalence_band: 0.005}}")
+"""The stages run: ``model.windows`` (``WINDOW`` its windows' knobs) and ``sequential.diff`` with ``hf_models``."""
+
+
+def _spec(folder: Path, reference: Path, url: str, *, rows: list[str], stage: str) -> Path:
+    """A spec scoring the TGI input ``served`` at ``url`` (model ``tiny``) against the folder ``reference`` on the
+    texts ``rows`` (input ``data``), in one ``stage``."""
     if not (folder / "reference").exists():
         shutil.copytree(reference, folder / "reference")
-    (folder / "text.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in documents), encoding="utf-8")
+    (folder / "data.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in rows), encoding="utf-8")
     return write_spec(folder, f"""\
         certa: 1
-        name: tgi-windows
-        seed: 5
+        name: tgi
+        seed: 7
         inputs:
           reference: {{model: reference}}
           served: {{endpoint: {{url: '{url}', model: tiny, api: tgi, client: {{concurrency: 2, retries: 0}}}}}}
-          text: {{path: text.jsonl}}
+          data: {{path: data.jsonl}}
         stages:
-          - {{id: w, use: model.windows, with: {{baseline: reference, subject: served, text: text, {window},
-              batch_size: 8}}}}
+          - {stage}
         """)
+
+
+def _windows_spec(folder: Path, reference: Path, url: str, *, window: str = "unit: tokens, seq_len: 64, stride: 48",
+                  documents: list[str] = DOCUMENTS) -> Path:
+    return _spec(folder, reference, url, rows=documents, stage=WINDOWS.replace("WINDOW", window))
 
 
 def _captured(ledger: Ledger, run_id: str) -> dict:
@@ -173,40 +186,11 @@ def test_a_window_that_does_not_begin_with_the_special_tokens_tgi_adds_is_refuse
         server.stop()
 
 
-def _sequential_spec(folder: Path, reference: Path, url: str) -> Path:
-    shutil.copytree(reference, folder / "reference")
-    lines = [" ".join(line.split()) for line in TINY_MODEL_TEXT.splitlines() if len(line.strip()) > 40][:40]
-    (folder / "prompts.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in lines), encoding="utf-8")
-    return write_spec(folder, f"""\
-        certa: 1
-        name: tgi-substitution
-        seed: 7
-        inputs:
-          reference: {{model: reference}}
-          served: {{endpoint: {{url: '{url}', model: tiny, api: tgi}}}}
-          prompts: {{path: prompts.jsonl}}
-        stages:
-          - id: diff
-            use: sequential.diff
-            with:
-              scorer: {{name: hf_models, metric: delta_ce, options: {{prompts: prompts}}}}
-              reference: reference
-              candidate: served
-              positions_per_prompt: 8
-              batch_size: 8
-              n_max: 48
-              method: betting
-              alpha: 0.05
-              range: [-0.02, 0.02]
-              min_effect: 0.002
-              equivalence_band: 0.005
-        """)
-
-
 def test_hf_models_delta_ce_against_a_tgi_candidate(stub: TgiStub, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        result = run(_sequential_spec(tmp_path, stub.folder, stub.url), ledger=ledger)
+        prompts = [" ".join(line.split()) for line in TINY_MODEL_TEXT.splitlines() if len(line.strip()) > 40][:40]
+        result = run(_spec(tmp_path, stub.folder, stub.url, rows=prompts, stage=SEQUENTIAL), ledger=ledger)
         diff = result.certificate["content"]["stages"]["diff"]
         scores = _captured(ledger, result.run_id)
         assert diff["source"]["models"]["candidate"]["claims"]["model_id"] == "tiny"
