@@ -5,13 +5,18 @@ A spec declares it beside files (``path:``) and model folders (``model:``)::
     inputs:
       served:
         endpoint:
-          url: http://127.0.0.1:8000/v1      # an OpenAI-compatible API's base URL (vLLM, TGI, ...)
+          url: http://127.0.0.1:8000/v1      # the API's base URL
           model: tiny-llama                   # the served model name, sent with every request
+          api: openai                         # optional: openai (the default: vLLM's OpenAI-compatible API) or
+                                              # tgi (Hugging Face Text Generation Inference's own API)
           api_key_env: SERVED_API_KEY         # optional: the environment variable holding the key
           client: {timeout: 60, retries: 4, concurrency: 4, max_requests: 20000}
 
 Its bytes (what the ledger stores and its SHA-256 identifies) are the RFC 8785 canonical JSON of the declaration
-with the schema's defaults filled in: ``{"url", "model", "api_key_env", "client"}``. The key itself is read from
+with the schema's defaults filled in: ``{"url", "model", "api_key_env", "client"}``, and ``api`` when it is not
+the default ``openai`` (so a declaration written before ``api`` existed keeps its bytes and digest). With ``api:
+tgi`` the ``model`` is the model TGI serves (its ``GET /info`` ``model_id``, checked when the runtime opens) and the
+URL TGI's root (``certa.engine.core.runtimes.tgi``). The key itself is read from
 the environment when a request is sent (``EndpointDeclaration.api_key``) and is never part of the declaration, the
 certificate, a transcript, a message or a log: only the variable's name is recorded. A URL holding credentials
 (``https://user:secret@host``), a query or a fragment is refused, so nothing secret can enter the record through it.
@@ -42,11 +47,18 @@ from certa.engine.core.tables import Columns, Table, column_of_cells
 from certa.engine.foundation.canonical import canonical_bytes, sha256_hex
 from certa.engine.foundation.errors import InputError
 
-__all__ = ["ENDPOINT_FORMAT", "EndpointDeclaration", "EndpointFormat", "ClientLimits", "check_url",
+__all__ = ["ENDPOINT_FORMAT", "API_OPENAI", "API_TGI", "ENDPOINT_APIS", "EndpointDeclaration", "EndpointFormat", "ClientLimits", "check_url",
            "declaration_bytes", "is_url", "read_declaration"]
 
 ENDPOINT_FORMAT = "endpoint"
 """The format of an endpoint input (its ``Table.fmt``, the certificate's ``inputs[].format``)."""
+
+API_OPENAI = "openai"
+"""An OpenAI-compatible server (vLLM's): ``certa.engine.core.runtimes.endpoint``; the default."""
+API_TGI = "tgi"
+"""Hugging Face Text Generation Inference's own API (``POST /generate``): ``certa.engine.core.runtimes.tgi``."""
+ENDPOINT_APIS = (API_OPENAI, API_TGI)
+"""The APIs an endpoint declaration may name (``api``)."""
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
@@ -96,12 +108,15 @@ class EndpointDeclaration:
     model: str
     api_key_env: str | None = None
     client: ClientLimits = field(default_factory=ClientLimits)
+    api: str = API_OPENAI
 
     def record(self) -> dict[str, Any]:
-        """The declaration as its bytes and the certificate state it (never the key)."""
+        """The declaration as its bytes and the certificate state it (never the key; ``api`` only when not the
+        default)."""
         return {"url": self.url, "model": self.model, "api_key_env": self.api_key_env,
                 "client": {"timeout": self.client.timeout, "retries": self.client.retries,
-                           "concurrency": self.client.concurrency, "max_requests": self.client.max_requests}}
+                           "concurrency": self.client.concurrency, "max_requests": self.client.max_requests},
+                **({"api": self.api} if self.api != API_OPENAI else {})}
 
     def api_key(self) -> str | None:
         """The key from the environment variable ``api_key_env`` names (None when it names none); an ``InputError``
@@ -149,8 +164,11 @@ def _declaration(name: str, value: Any) -> EndpointDeclaration:
                          "retries 0-20, concurrency 1-256, max_requests >= 1)")
     if not value["model"]:
         raise InputError(f"input '{name}': the endpoint's model name is empty")
+    api = value.get("api", API_OPENAI)
+    if api not in ENDPOINT_APIS:
+        raise InputError(f"input '{name}': the endpoint's api must be one of {', '.join(ENDPOINT_APIS)} (got {api!r})")
     return EndpointDeclaration(name=name, url=check_url(name, value["url"]), model=value["model"], api_key_env=env,
-                               client=limits)
+                               client=limits, api=api)
 
 
 def read_declaration(name: str, raw: bytes) -> EndpointDeclaration:

@@ -61,6 +61,7 @@ def test_the_declaration_with_its_defaults_is_the_input_and_its_digest(tmp_path:
     ("{url: 'http://h/v1', model: m, client: {retries: -1}}", "inputs.served.endpoint.client.retries", "minimum"),
     ("{url: 'http://h/v1', model: m, api_key_env: 'not a name'}", "inputs.served.endpoint.api_key_env", ""),
     ("{url: 'http://h/v1', model: m, key: x}", "inputs.served.endpoint", "key"),
+    ("{url: 'http://h', model: m, api: triton}", "inputs.served.endpoint.api", "triton"),
 ])
 def test_a_bad_declaration_is_refused_with_file_line_and_field(tmp_path: Path, endpoint: str, where: str,
                                                                said: str) -> None:
@@ -132,3 +133,15 @@ def test_bytes_that_are_not_a_canonical_declaration_are_refused() -> None:
     with pytest.raises(InputError, match="as JSON"):
         read_declaration("served", b"\xff")
     assert is_url("HTTPS://h") and not is_url("/data/http://x")
+
+
+def test_api_tgi_is_recorded_and_the_default_api_leaves_the_declaration_as_it_was(tmp_path: Path) -> None:
+    default = load_tables(load_plan(_spec(tmp_path, "{url: 'http://h/v1', model: m}")))["served"]
+    spelled = load_tables(load_plan(_spec(tmp_path, "{url: 'http://h/v1', model: m, api: openai}")))["served"]
+    assert default.raw == spelled.raw and b"api" not in default.raw.replace(b"api_key_env", b"")
+    assert read_declaration("served", default.raw).api == "openai"
+    tgi = load_tables(load_plan(_spec(tmp_path, "{url: 'http://h:8080', model: org/m, api: tgi}")))["served"]
+    declaration = read_declaration("served", tgi.raw)
+    assert declaration.api == "tgi" and declaration.record()["api"] == "tgi" and tgi.sha256 != default.sha256
+    with pytest.raises(InputError, match="api must be one of openai, tgi"):
+        declaration_bytes("served", {"url": "http://h", "model": "m", "api": "triton"})

@@ -45,11 +45,11 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 import numpy as np
 
-from certa.engine.core.endpoint_input import ENDPOINT_FORMAT, EndpointDeclaration, read_declaration
+from certa.engine.core.endpoint_input import API_TGI, ENDPOINT_FORMAT, EndpointDeclaration, read_declaration
 from certa.engine.core.models.windows import ScoreProgress, Windows
 from certa.engine.core.runtimes.completions import (PROMPTS_PER_REQUEST, generation_request, prompt_logprobs_request,
                                                   read_generated, read_prompt_logprobs, server_claims)
@@ -58,9 +58,12 @@ from certa.engine.core.runtimes.transcript_cache import TranscriptCache
 from certa.engine.core.tables import Table, table_from_columns
 from certa.engine.foundation.errors import EndpointError, InputError
 
-__all__ = ["EndpointRuntime", "OpenEndpointRuntime", "ServerTokenizer", "TRANSCRIPT", "check_replayed_windows",
-           "exchange_logprobs", "named_errors", "read_transcript", "transcript_generations", "transcript_logprobs",
-           "transcript_table", "window_sums"]
+if TYPE_CHECKING:
+    from certa.engine.core.runtimes.tgi import OpenTgiRuntime
+
+__all__ = ["EndpointRuntime", "OpenEndpointRuntime", "OpenServedRuntime", "ServerTokenizer", "TRANSCRIPT",
+           "check_replayed_windows", "exchange_logprobs", "named_errors", "read_transcript", "transcript_generations",
+           "transcript_logprobs", "transcript_table", "window_sums"]
 
 TRANSCRIPT = "transcript"
 """The name of the table of requests and responses ``evidence()`` returns."""
@@ -97,10 +100,14 @@ class EndpointRuntime:
         self.partner = partner
         self.tokenizer, self.tokenizer_sha256 = partner.tokenizer, partner.tokenizer_sha256
 
-    def use_server_tokenizer(self, opened: OpenEndpointRuntime) -> None:
+    def use_server_tokenizer(self, opened: OpenServedRuntime) -> None:
         """Tokenize with this model's own server (``ServerTokenizer`` over ``opened``, this runtime opened): for two
         served models and no tokenizer file, the other server's tokenization is checked against this one's. No file
         is hashed (``tokenizer_sha256`` None); ``describe()`` says where the tokens came from."""
+        if not isinstance(opened, OpenEndpointRuntime):
+            raise InputError(f"input '{self.name}': two served models are compared on the tokens of the reference's "
+                             "server (POST /tokenize, an OpenAI-compatible vLLM server's), which this server does not "
+                             "offer: make the other model the reference, or declare a local reference folder")
         self.partner = None
         self.tokenizer, self.tokenizer_sha256 = ServerTokenizer(opened), None
 
@@ -123,8 +130,9 @@ class EndpointRuntime:
     def check_token_ids(self, ids: np.ndarray, text: str) -> None:
         """Nothing here: the server refuses an id it does not embed (a 400, an ``EndpointError``)."""
 
-    def open(self) -> OpenEndpointRuntime:
-        """A client of the endpoint, its identity queried (module docstring)."""
+    def open(self) -> OpenEndpointRuntime | OpenTgiRuntime:
+        """A client of the endpoint, its identity queried (module docstring); a TGI server's (``api: tgi``) is
+        ``certa.engine.core.runtimes.tgi``'s."""
         declared = self.declaration
         cache = TranscriptCache(self.sha256)
         client = EndpointClient(declared.url, api_key=declared.api_key(), settings=ClientSettings(
@@ -132,6 +140,9 @@ class EndpointRuntime:
             concurrency=declared.client.concurrency, max_requests=declared.client.max_requests), reuse=cache.load())
         try:
             with named_errors(self.name, declared.url):
+                if declared.api == API_TGI:  # TGI's own API (certa.engine.core.runtimes.tgi)
+                    from certa.engine.core.runtimes.tgi import OpenTgiRuntime
+                    return OpenTgiRuntime(self, client, cache)
                 return OpenEndpointRuntime(self, client, cache)
         except BaseException:
             client.close()
@@ -150,8 +161,10 @@ def named_errors(name: str, url: str) -> Iterator[None]:
         raise EndpointError(f"input '{name}' ({url}): {error}") from None
 
 
-class OpenEndpointRuntime:
-    """A served model being queried (module docstring)."""
+class OpenServedRuntime:
+    """What every open served runtime shares (this module's and TGI's, ``certa.engine.core.runtimes.tgi``): its
+    prepared runtime, client and resume cache, the transcript rows it keeps and the prompt tokens it scored; closing,
+    posting with each answer kept for a resume, ``usage()`` and ``evidence()`` (module docstring)."""
 
     def __init__(self, runtime: EndpointRuntime, client: EndpointClient, cache: TranscriptCache) -> None:
         self.runtime = runtime
@@ -161,21 +174,8 @@ class OpenEndpointRuntime:
         """False once a scoring call failed: closing then keeps the answers so far for the next run (resume)."""
         self.rows: list[tuple[str, Exchange]] = []
         self.tokens = 0
-        self.models = self._keep("", client.get("/models"))
-        try:
-            self.version: Exchange | None = self._keep("", client.get("/../version"))
-        except EndpointError:  # a server without vLLM's /version states none (a 404 is the request's fault)
-            self.version = None
-        listed = _listed_models(self.models.response)
-        if runtime.declaration.model not in listed:
-            raise EndpointError(f"input '{runtime.name}': the server at {runtime.declaration.url} does not serve "
-                                f"'{runtime.declaration.model}' (its /models lists: {', '.join(listed) or 'none'})")
-        entry = listed[runtime.declaration.model]
-        longest = entry.get("max_model_len")
-        # a prompt and the one token certa asks for must fit the length the server states (vLLM refuses more)
-        runtime.positions = max(int(longest) - 1, 0) if isinstance(longest, int) and not isinstance(longest, bool) else 0
 
-    def __enter__(self) -> OpenEndpointRuntime:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
@@ -190,15 +190,6 @@ class OpenEndpointRuntime:
         if self.completed:
             self.cache.clear()
 
-    def _check_length(self, tokens: int, what: str) -> None:
-        """An ``InputError`` before any request when ``what`` of ``tokens`` tokens does not fit the server's stated
-        length (``positions``: its ``max_model_len`` less the one generated token)."""
-        positions = self.runtime.positions
-        if positions and tokens > positions:
-            raise InputError(f"input '{self.runtime.name}': {what} of {tokens} tokens does not fit the served model: its "
-                             f"server states max_model_len {positions + 1}, and certa asks for one generated token "
-                             f"besides the prompt; lower seq_len (or positions_per_prompt) to at most {positions}")
-
     def _post_many(self, path: str, bodies: Sequence[Mapping[str, Any]], **options: Any) -> list[Exchange]:
         """``client.post_many``, each answer kept for a resume as it arrives, an error named by the input and URL
         (and marking the run not completed)."""
@@ -212,6 +203,45 @@ class OpenEndpointRuntime:
     def _keep(self, unit: str, exchange: Exchange) -> Exchange:
         self.rows.append((unit, exchange))
         return exchange
+
+    def usage(self) -> dict[str, int]:
+        """Requests, retries, reused answers, prompt tokens scored and bytes, so far."""
+        spent = self.client.usage()
+        return {"requests": spent["requests"], "retries": spent["retries"], "reused": spent["reused"],
+                "tokens": self.tokens, "bytes_sent": spent["bytes_sent"], "bytes_received": spent["bytes_received"]}
+
+    def evidence(self) -> Mapping[str, Table]:
+        """The transcript: one row per request (module docstring)."""
+        return {TRANSCRIPT: transcript_table(self.rows)}
+
+
+class OpenEndpointRuntime(OpenServedRuntime):
+    """A served model being queried (module docstring)."""
+
+    def __init__(self, runtime: EndpointRuntime, client: EndpointClient, cache: TranscriptCache) -> None:
+        super().__init__(runtime, client, cache)
+        self.models = self._keep("", client.get("/models"))
+        try:
+            self.version: Exchange | None = self._keep("", client.get("/../version"))
+        except EndpointError:  # a server without vLLM's /version states none (a 404 is the request's fault)
+            self.version = None
+        listed = _listed_models(self.models.response)
+        if runtime.declaration.model not in listed:
+            raise EndpointError(f"input '{runtime.name}': the server at {runtime.declaration.url} does not serve "
+                                f"'{runtime.declaration.model}' (its /models lists: {', '.join(listed) or 'none'})")
+        entry = listed[runtime.declaration.model]
+        longest = entry.get("max_model_len")
+        # a prompt and the one token certa asks for must fit the length the server states (vLLM refuses more)
+        runtime.positions = max(int(longest) - 1, 0) if isinstance(longest, int) and not isinstance(longest, bool) else 0
+
+    def _check_length(self, tokens: int, what: str) -> None:
+        """An ``InputError`` before any request when ``what`` of ``tokens`` tokens does not fit the server's stated
+        length (``positions``: its ``max_model_len`` less the one generated token)."""
+        positions = self.runtime.positions
+        if positions and tokens > positions:
+            raise InputError(f"input '{self.runtime.name}': {what} of {tokens} tokens does not fit the served model: its "
+                             f"server states max_model_len {positions + 1}, and certa asks for one generated token "
+                             f"besides the prompt; lower seq_len (or positions_per_prompt) to at most {positions}")
 
     def tokenize(self, texts: Sequence[str], *, add_special_tokens: bool) -> list[list[int]]:
         """The server's token ids of each text of ``texts``, with or without the special tokens its tokenizer adds
@@ -319,16 +349,6 @@ class OpenEndpointRuntime:
                 "special_tokens": special, "signature": None, "claims": claims, "device": "served",
                 "dtype": "served", "libraries": {}}
 
-    def usage(self) -> dict[str, int]:
-        """Requests, retries, reused answers, prompt tokens scored and bytes, so far."""
-        spent = self.client.usage()
-        return {"requests": spent["requests"], "retries": spent["retries"], "reused": spent["reused"],
-                "tokens": self.tokens, "bytes_sent": spent["bytes_sent"], "bytes_received": spent["bytes_received"]}
-
-    def evidence(self) -> Mapping[str, Table]:
-        """The transcript: one row per request (module docstring)."""
-        return {TRANSCRIPT: transcript_table(self.rows)}
-
 
 class ServedEncoding(NamedTuple):
     """A text's token ids as a server gave them (the ``ids`` a ``tokenizers`` encoding has)."""
@@ -392,9 +412,15 @@ def _completions(table: Table, mode: str) -> list[tuple[str, Exchange]]:
 def transcript_logprobs(endpoint: Table, transcript: Table) -> list[np.ndarray]:
     """Every sequence the served model ``endpoint`` scored by teacher forcing, in the order it was asked: the
     prompt log-probs (tokens 1 .. n) its captured ``transcript``'s answers give, each checked again against the ids
-    its request sent (``exchange_logprobs``). A replay's numbers, without the server."""
-    model = read_declaration(endpoint.name, endpoint.raw).model
-    return exchange_logprobs([exchange for _, exchange in _completions(transcript, "teacher")], model, endpoint.name)
+    its request sent (``exchange_logprobs``; a TGI server's against the ids its unit holds,
+    ``certa.engine.core.runtimes.tgi.replayed_logprobs``). A replay's numbers, without the server."""
+    declaration = read_declaration(endpoint.name, endpoint.raw)
+    if declaration.api == API_TGI:
+        from certa.engine.core.runtimes.tgi import replayed_logprobs
+
+        return replayed_logprobs(transcript, endpoint.name)[1]
+    return exchange_logprobs([exchange for _, exchange in _completions(transcript, "teacher")], declaration.model,
+                             endpoint.name)
 
 
 def transcript_generations(endpoint: Table, transcript: Table) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -454,8 +480,30 @@ def window_sums(logprobs: Sequence[np.ndarray], targets: np.ndarray, name: str) 
 def check_replayed_windows(endpoint: Table, transcript: Table, windows: Table) -> None:
     """An ``InputError`` unless the captured per-window table ``windows`` (``window_id``, ``nll_sum``) of the served
     model ``endpoint`` follows from its captured ``transcript``: the same windows in the same order, and the NLL
-    sums ``window_sums`` computes from the recorded answers (each checked again against the ids its request sent),
-    bit for bit."""
+    sums ``window_sums`` computes from the recorded answers (each checked again against the ids its request sent;
+    a TGI server's against the ids its unit holds: ``certa.engine.core.runtimes.tgi.replayed_windows``), bit for
+    bit."""
+    declaration = read_declaration(endpoint.name, endpoint.raw)
+    if declaration.api == API_TGI:
+        from certa.engine.core.runtimes.tgi import replayed_windows
+
+        ids, targets, logprobs = replayed_windows(transcript, endpoint.name)
+    else:
+        ids, targets, logprobs = _replayed_completions(endpoint, transcript)
+    if ids != [str(window) for window in windows.text("window_id")]:
+        raise InputError(f"the captured windows of input '{endpoint.name}' are not the windows its transcript scored")
+    sums = window_sums(logprobs, targets, endpoint.name)
+    recorded = windows.numeric("nll_sum")
+    if not np.array_equal(sums, recorded):
+        first = int(np.flatnonzero(sums != recorded)[0])
+        raise InputError(f"the captured NLL sum of window {first + 1} of input '{endpoint.name}' is "
+                         f"{recorded[first]!r}, but its transcript gives {sums[first]!r}: the table does not follow "
+                         "from the server's recorded answers")
+
+
+def _replayed_completions(endpoint: Table, transcript: Table) -> tuple[list[str], np.ndarray, list[np.ndarray]]:
+    """The windows a captured completions transcript scored (ids, in order), their targets, and their prompt
+    log-probs read again from the recorded answers (``transcript_logprobs``)."""
     units = [pair for unit, _ in _completions(transcript, "teacher") for pair in json.loads(unit)]
     try:
         ids = [str(window) for window, _ in units]
@@ -463,12 +511,4 @@ def check_replayed_windows(endpoint: Table, transcript: Table, windows: Table) -
     except (TypeError, ValueError):
         raise InputError(f"the transcript of input '{endpoint.name}' does not name its windows as [id, targets] "
                          "pairs") from None
-    if ids != [str(window) for window in windows.text("window_id")]:
-        raise InputError(f"the captured windows of input '{endpoint.name}' are not the windows its transcript scored")
-    sums = window_sums(transcript_logprobs(endpoint, transcript), targets, endpoint.name)
-    recorded = windows.numeric("nll_sum")
-    if not np.array_equal(sums, recorded):
-        first = int(np.flatnonzero(sums != recorded)[0])
-        raise InputError(f"the captured NLL sum of window {first + 1} of input '{endpoint.name}' is "
-                         f"{recorded[first]!r}, but its transcript gives {sums[first]!r}: the table does not follow "
-                         "from the server's recorded answers")
+    return ids, targets, transcript_logprobs(endpoint, transcript)

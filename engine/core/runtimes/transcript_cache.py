@@ -8,11 +8,12 @@ the same declaration gives them to its client (``EndpointClient(reuse=...)``), w
 them and sends only the others; the run's transcript holds every answer as the server gave it, and its usage counts
 ``reused``. A run that completes removes the folder (its answers are in the ledger now); so does nothing else.
 
-Only what a scoring request returned is kept (completions and ``/tokenize``), never the server's identity queries
-(``/models``, ``/version``): those are asked again, so the claims are the current server's. A kept answer is
-checked on reuse like any other (its key must be its request's, and the readers check the ids, the model name and
-each log-prob), but it was given by the server at the time of the interrupted run: the stage's outputs count the
-answers reused (``usage.reused``), and a run that must only hold answers of one sitting removes the folder first.
+Only what a scoring request returned is kept (completions, ``/tokenize``, and TGI's ``/generate``), never the
+server's identity queries (``/models``, ``/version``, TGI's ``/info``): those are asked again, so the claims are the
+current server's. A kept answer is checked on reuse like any other (its key must be its request's, and the readers
+check the ids, the model name and each log-prob), but it was given by the server at the time of the interrupted
+run: the stage's outputs count the answers reused (``usage.reused``), and a run that must only hold answers of one
+sitting removes the folder first.
 Keeping is best effort: a cache that cannot be written (a read-only home) keeps nothing and the run goes on.
 
 The folder: ``$CERTA_CACHE_DIR/transcripts/<sha256>`` when ``CERTA_CACHE_DIR`` is set, else ``certa/transcripts``
@@ -34,7 +35,7 @@ from certa.engine.foundation.errors import OutputError
 
 __all__ = ["KEPT_PATHS", "TranscriptCache", "cache_folder"]
 
-KEPT_PATHS = frozenset({"/completions", "/../tokenize"})
+KEPT_PATHS = frozenset({"/completions", "/../tokenize", "/generate"})
 """The request paths whose answers are kept (module docstring)."""
 
 
