@@ -41,7 +41,11 @@ Versions (``WindowsVersion``):
 * 1.2.0: either model may be a served model (an ``endpoint`` input, ``certa.engine.core.runtimes.endpoint``),
   scored against the other, a local folder whose tokenizer it shares: the server must tokenize every document (or
   byte piece) into the reference tokenizer's ids (``check_tokenization``), and it scores the same windows by
-  teacher forcing. Its transcript (every request and response) is captured as ``<arm>_transcript``, and a replay
+  teacher forcing; or both may be served (a vendor comparison, token windows only): the baseline's server
+  tokenizes the documents (``use_server_tokenizer``: ``POST /tokenize``), the subject's server must tokenize them
+  into the same ids, and the outputs say whose tokens were scored (``tokens_from``, ``tokenizer_of``; no
+  ``tokenizer_sha256``, since no file is hashed). A transcript (every request and response) is captured as
+  ``<arm>_transcript``, and a replay
   recomputes its windows' NLL sums from the transcript and refuses a table that does not follow from it. The
   ``models`` table and the outputs state each model's ``kind`` (``local`` or ``endpoint``), a served model's
   ``claims`` (what its server says about itself: not proof of its weights) and what each runtime spent
@@ -53,7 +57,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from certa.engine.foundation.canonical import canonical_bytes
 from certa.engine.foundation.errors import InputError, StageError
@@ -123,7 +127,6 @@ def produced_unit(outputs: Any) -> str | None:
 def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
     """Prepare both models, cut the windows, then open and score one model at a time (memory holds one model's
     weights): the captured tables (module docstring)."""
-    from certa.engine.core.models.windows import byte_pieces, piece_windows, token_windows
     from certa.engine.core.runtimes import BorrowsTokenizer, load_runtime, runtime_for
 
     knobs = ctx.knobs
@@ -131,10 +134,10 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
     if served and not version.served:
         raise StageError(f"'{knobs[served[0]]}' ({served[0]}) is a served model; model.windows {version.version} "
                          "scores model folders only: use model.windows 1.2.0 or later")
-    if len(served) == len(ARMS):
-        raise InputError(f"'{knobs['baseline']}' and '{knobs['subject']}' are both served models: model.windows scores "
-                         "a served model against a local reference folder, whose tokenizer the server's tokens are "
-                         "checked against (declare one of them with model: FOLDER)")
+    if len(served) == len(ARMS) and knobs["unit"] == "bytes":
+        raise InputError(f"'{knobs['baseline']}' and '{knobs['subject']}' are both served models, compared on the "
+                         "tokens of the baseline's server: unit bytes needs a local tokenizer to cut byte pieces (use "
+                         "unit: tokens, or declare one of them with model: FOLDER)")
     chosen = {arm: runtime_for(ctx.table(arm), f"'{knobs[arm]}' ({arm})") for arm in ARMS}
     text_table = ctx.table("text")
     texts = [str(t) for t in text_table.text(knobs["column"])]
@@ -142,10 +145,29 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
     dtype = knobs.get("dtype", "float32")
     models = {arm: load_runtime(chosen[arm], ctx.table(arm), device=device, dtype=dtype, threads=knobs["threads"])
               for arm in ARMS}
-    for arm in served:  # the served model scores the local reference's tokens, checked against the server's
-        borrower = models[arm]
-        if isinstance(borrower, BorrowsTokenizer):
-            borrower.share_tokenizer(models[ARMS[1 - ARMS.index(arm)]])
+    opened: dict[str, Any] = {}
+    try:
+        if len(served) == len(ARMS):  # a vendor comparison: the baseline's server tokenizes, the subject's is checked
+            opened["baseline"] = models["baseline"].open()
+            cast(BorrowsTokenizer, models["baseline"]).use_server_tokenizer(opened["baseline"])
+        for arm in served if len(served) == 1 else ARMS[1:]:  # scores the other's tokens, checked against its server's
+            borrower = models[arm]
+            if isinstance(borrower, BorrowsTokenizer):
+                borrower.share_tokenizer(models[ARMS[1 - ARMS.index(arm)]])
+        return _windows_scored(ctx, version, models, opened, texts)
+    except BaseException as error:
+        for model in opened.values():  # opened early and not yet scored (a scored model was closed by its block)
+            model.__exit__(type(error), error, error.__traceback__)
+        raise
+
+
+def _windows_scored(ctx: StageContext, version: WindowsVersion, models: Mapping[str, Any], opened: dict[str, Any],
+                    texts: list[str]) -> dict[str, Table]:
+    """Cut the windows and score them on each model (``opened``: a model already open, to be used as it is), one
+    model at a time: the captured tables (module docstring)."""
+    from certa.engine.core.models.windows import byte_pieces, piece_windows, token_windows
+
+    knobs = ctx.knobs
     for arm, model in models.items():
         if model.tokenizer is None:
             raise InputError(f"input '{model.name}': the model folder has no tokenizer.json")
@@ -190,15 +212,16 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
         def progress(done: int, total: int, rate: float, arm: str = arm) -> None:
             ctx.progress(done, total, f"{arm}: {rate:,.0f} scored {unit}/s; windows")
 
-        with models[arm].open() as opened:  # closed (its weights' memory returned) before the next model is opened
-            check = getattr(opened, "check_tokenization", None)  # a served model's tokens are the reference's
+        # closed (its weights' memory returned) before the next model is opened
+        with opened.pop(arm) if arm in opened else models[arm].open() as model:
+            check = getattr(model, "check_tokenization", None)  # a served model's tokens are the reference's
             if check is not None:
                 documents, ids, special = tokenized[arm]
                 check(documents, ids, add_special_tokens=special)
-            sums = opened.window_nll(windows, batch_size=knobs["batch_size"], progress=progress)
-            described[arm], usage[arm] = opened.describe(), opened.usage()
+            sums = model.window_nll(windows, batch_size=knobs["batch_size"], progress=progress)
+            described[arm], usage[arm] = model.describe(), model.usage()
             evidence.update({f"{arm}_{name}": replace(table, name=f"{arm}_{name}")
-                             for name, table in opened.evidence().items()})
+                             for name, table in model.evidence().items()})
         scored[arm] = table_from_columns(arm, {"window_id": windows.ids, "tokens": windows.counts, "nll_sum": sums})
     tables = {arm: scored[arm] for arm in ARMS}
     described_columns = (*_MODEL_COLUMNS[2:], SPECIAL_TOKENS) if version.special_tokens else _MODEL_COLUMNS[2:]
@@ -217,7 +240,7 @@ def _cell(described: Mapping[str, Any], column: str) -> Any:
     """The ``models`` table's cell of ``column`` for a model's ``OpenRuntime.describe()``: JSON for a mapping, and
     for a served model's type, parameter count, signature and special tokens (which may be null)."""
     value = described["sha256" if column == "manifest_sha256" else column]
-    served = described.get("kind") == "endpoint" and column in _SERVED_JSON
+    served = described.get("kind") == "endpoint" and (column in _SERVED_JSON or value is None)
     return _json(value) if isinstance(value, Mapping) or served else value
 
 
@@ -255,7 +278,7 @@ def _outputs(ctx: StageContext, tables: Mapping[str, Table], version: WindowsVer
     described = {arm: {"input": str(column["input"][i]), "manifest_sha256": str(column["manifest_sha256"][i]),
                        "model_type": str(column["model_type"][i]),
                        "parameters": None if parameters[i] == "null" else int(float(parameters[i])),
-                       "tokenizer_sha256": str(column["tokenizer_sha256"][i]),
+                       "tokenizer_sha256": _digest_cell(column["tokenizer_sha256"][i]),
                        "signature": json.loads(str(column["signature"][i])),
                        **({SPECIAL_TOKENS: json.loads(str(models.text(SPECIAL_TOKENS)[i]))}
                           if version.special_tokens else {})}
@@ -285,17 +308,30 @@ def _outputs(ctx: StageContext, tables: Mapping[str, Table], version: WindowsVer
     }
 
 
+def _digest_cell(cell: Any) -> str | None:
+    """A ``models`` table's ``tokenizer_sha256`` cell: the digest, or None (JSON null: a served model tokenized by
+    its own server, which hashes no file)."""
+    return None if str(cell) == "null" else str(cell)
+
+
 def _served_outputs(ctx: StageContext, tables: Mapping[str, Table], arm: str, row: int,
                     described: Mapping[str, Any]) -> dict[str, Any]:
     """An arm's outputs from 1.2.0 on: its ``kind`` and ``usage``; a served model's ``claims``, its transcript's
-    name, digest and rows, and no type, parameter count, special tokens or signature of its own (null)."""
+    name, digest and rows, no type, parameter count, special tokens or signature of its own (null), and whose
+    tokens it scored: the local arm's ``tokenizer.json``, or, when both arms are served, the baseline's server's
+    (``tokens_from``, ``tokenizer_of``)."""
     models = tables[MODELS_TABLE]
-    kind = str(models.text("kind")[row])
+    kinds = [str(kind) for kind in models.text("kind")]
+    kind = kinds[row]
     out = {**described, "kind": kind, "usage": json.loads(str(models.text("usage")[row]))}
     if kind != "endpoint":
         return out
+    local = next((i for i, other in enumerate(kinds) if other != "endpoint"), None)
+    inputs = [str(name) for name in models.text("input")]
     out.update({column: json.loads(str(models.text(column)[row])) for column in _SERVED_JSON},
-               claims=json.loads(str(models.text("claims")[row])))
+               claims=json.loads(str(models.text("claims")[row])),
+               tokens_from="tokenizer.json" if local is not None else "server",
+               tokenizer_of=inputs[local] if local is not None else inputs[ARMS.index("baseline")])
     transcript = tables.get(f"{arm}{TRANSCRIPT_SUFFIX}")
     if transcript is not None:
         out["transcript"] = {"name": f"{ctx.stage_id}.{arm}{TRANSCRIPT_SUFFIX}", "sha256": transcript.sha256,

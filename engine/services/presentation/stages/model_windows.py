@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from certa.engine.services.presentation.html import plots
-from certa.engine.services.presentation.served_models import claim_rows, claims_text
+from certa.engine.services.presentation.served_models import claim_rows, claims_text, tokens_text
 from certa.engine.services.presentation.html.view import Plot, StageInput, StageSection, fmt, mapping, table
 
 __all__ = ["section", "how_to_read", "markdown"]
@@ -93,11 +93,13 @@ def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
               "the tokenizers differ, so the text was cut into windows of at most window_bytes UTF-8 bytes and each "
               "model scored its own tokenization of each window; counts are bytes, so the NLL is per byte")
     served = [arm for arm in ARMS if mapping(models.get(arm)).get("kind") == "endpoint"]
+    recorded = ("its weights cannot be hashed from outside, so what its server says about itself is recorded as a "
+                "claim, and every request and answer as its transcript, which a replay reads instead of the server")
     identified = ("both local models, identified by the SHA-256 of their file manifests, were run" if not served else
+                  f"the two served models (endpoints: {recorded}; the tokens were the baseline's server's, which the "
+                  "subject's server was checked to reproduce) were scored" if len(served) == len(ARMS) else
                   f"the local model, identified by the SHA-256 of its file manifest, and the served {served[0]} (an "
-                  "endpoint: its weights cannot be hashed from outside, so what its server says about itself is "
-                  "recorded as a claim, and every request and answer as its transcript, which a replay reads instead "
-                  "of the server) were scored")
+                  f"endpoint: {recorded}) were scored")
     return (
         f"What was computed: {identified} on the same windows of the text; {scored}. The models computed in "
         f"{mapping(outputs.get('runtime')).get('dtype', 'float32')}; each window's negative log-likelihood was summed "
@@ -123,7 +125,8 @@ def markdown(outputs: Mapping[str, Any], version: str) -> str:
         parameters, signature = model["parameters"], mapping(model["signature"]).get("status")
         lines.append(f"| {arm} ({model['input']}) | {model['manifest_sha256'][:12]} | "
                      f"{model['model_type'] or model.get('kind')} | "
-                     f"{'not stated' if parameters is None else f'{parameters:,}'} | {model['tokenizer_sha256'][:12]} | "
+                     f"{'not stated' if parameters is None else f'{parameters:,}'} | "
+                     f"{(model['tokenizer_sha256'] or 'its server')[:12]} | "
                      f"{signature or 'none'} | {outputs['nll_per_unit'][arm]:.6g} |")
     w, r = outputs["windows"], outputs["runtime"]
     special = {arm: _special(model) for arm, model in outputs["models"].items()}
@@ -138,7 +141,7 @@ def _served_text(arm: str, model: Mapping[str, Any]) -> str:
     """What a served arm (model.windows 1.2.0 on) recorded beyond its scores: its server's claims (not verified),
     its transcript and what it spent."""
     transcript, usage = mapping(model.get("transcript")), mapping(model.get("usage"))
-    return (f"The {arm} ({model['input']}) is a served model, scored through its API on the reference tokenizer's "
-            f"tokens. {claims_text(model)} Transcript {transcript.get('name')}: "
+    return (f"The {arm} ({model['input']}) is a served model, scored through its API. {tokens_text(model)} "
+            f"{claims_text(model)} Transcript {transcript.get('name')}: "
             f"{transcript.get('rows')} requests and answers, sha256 {transcript.get('sha256')}; "
             f"{usage.get('requests')} requests sent, {usage.get('tokens')} prompt tokens.")
