@@ -170,3 +170,23 @@ def test_the_replay_derives_every_score_from_the_transcript_and_refuses_one_that
     with pytest.raises(InputError, match="score of draw 1 "):
         name = "scorer_evidence_candidate_transcript"
         stage_run({**captured, name: replace(transcript_table(rows), name=name)})
+
+
+def test_recompute_evidence_queries_the_server_again_and_reports_each_table(vllm_server: VllmServer,
+                                                                             tmp_path: Path) -> None:
+    """``--recompute-evidence`` of a served ``sequential.diff`` run: the server queried again and the reference re-run,
+    the scores and the reference's log-probs compared row by row, the transcript listed apart; with the impostor at
+    the recorded input's name, the scores do not reproduce."""
+    from certa.engine.services.evidence_recompute import recompute_evidence
+
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        result = run(_spec(tmp_path, vllm_server, vllm_server.url), ledger=ledger)
+        evidence = recompute_evidence(ledger, result.run_id, folders={"reference": tmp_path / "reference"})
+        tables = {t.name: t for t in evidence.tables}
+        assert evidence.reproduced, evidence.text()
+        assert tables["scores"].rows_reproduced == tables["scores"].rows[0]
+        assert tables["scorer_evidence_reference_logprobs"].rows_reproduced > 0
+        assert [t.name for t in evidence.transcripts] == ["scorer_evidence_candidate_transcript"]
+        moved = recompute_evidence(ledger, result.run_id, folders={"reference": tmp_path / "reference",
+                                                                   "served": vllm_server.impostor_url})
+        assert not moved.reproduced and "scores" in moved.text()
