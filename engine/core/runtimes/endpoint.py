@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EndpointRuntime", "OpenEndpointRuntime", "OpenServedRuntime", "ServerTokenizer", "TRANSCRIPT",
            "check_replayed_windows", "exchange_logprobs", "named_errors", "read_transcript", "transcript_generations",
-           "transcript_logprobs", "transcript_table", "window_sums"]
+           "transcript_logprobs", "transcript_table", "window_labels", "window_sums"]
 
 TRANSCRIPT = "transcript"
 """The name of the table of requests and responses ``evidence()`` returns."""
@@ -505,10 +505,15 @@ def _replayed_completions(endpoint: Table, transcript: Table) -> tuple[list[str]
     """The windows a captured completions transcript scored (ids, in order), their targets, and their prompt
     log-probs read again from the recorded answers (``transcript_logprobs``)."""
     units = [pair for unit, _ in _completions(transcript, "teacher") for pair in json.loads(unit)]
-    try:
-        ids = [str(window) for window, _ in units]
-        targets = np.array([int(count) for _, count in units], dtype=np.int64)
-    except (TypeError, ValueError):
-        raise InputError(f"the transcript of input '{endpoint.name}' does not name its windows as [id, targets] "
-                         "pairs") from None
+    ids, targets = window_labels(units, endpoint.name, "[id, targets] pairs")
     return ids, targets, transcript_logprobs(endpoint, transcript)
+
+
+def window_labels(labels: Sequence[Any], name: str, form: str) -> tuple[list[str], np.ndarray]:
+    """The window ids and scored-target counts of a transcript's window labels (``[id, targets]`` each); an
+    ``InputError`` saying the transcript of input ``name`` does not name its windows as ``form`` otherwise."""
+    try:
+        return ([str(window) for window, _ in labels],
+                np.array([int(count) for _, count in labels], dtype=np.int64))
+    except (TypeError, ValueError):
+        raise InputError(f"the transcript of input '{name}' does not name its windows as {form}") from None

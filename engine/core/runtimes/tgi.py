@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from certa.engine.core.models.windows import ScoreProgress, Windows
-from certa.engine.core.runtimes.endpoint import OpenServedRuntime, read_transcript, window_sums
+from certa.engine.core.runtimes.endpoint import OpenServedRuntime, read_transcript, window_labels, window_sums
 from certa.engine.core.runtimes.http_client import EndpointClient
 from certa.engine.core.runtimes.tgi_generate import (GENERATE, INFO, generate_request, info_claims, info_model,
                                                    info_positions, read_prefill, retokenized, sent_text)
@@ -133,12 +133,7 @@ def replayed_windows(transcript: Table, name: str) -> tuple[list[str], np.ndarra
     targets, and each one's prompt log-probs read again from its recorded answer, checked against the ids its unit
     says certa meant (``replayed_logprobs``); an ``InputError`` when a unit is not a window's ``[[id, targets], ids]``."""
     labels, logprobs = replayed_logprobs(transcript, name)
-    try:
-        windows = [str(window) for window, _ in labels]
-        targets = np.array([int(count) for _, count in labels], dtype=np.int64)
-    except (TypeError, ValueError):
-        raise InputError(f"the transcript of input '{name}' does not name its windows as [[id, targets], ids] "
-                         "units") from None
+    windows, targets = window_labels(labels, name, "[[id, targets], ids] units")
     return windows, targets, logprobs
 
 
