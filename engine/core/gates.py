@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from certa.engine.core.spec import GateSpec
 
 __all__ = ["PASS", "FAIL", "INCONCLUSIVE", "OUTCOMES", "UNDECIDED", "GateResult", "lookup_metric", "evaluate_gate",
-           "run_verdict", "gate_outcome", "interval_outcomes", "format_gate_numbers", "gate_display"]
+           "run_verdict", "gate_outcome", "interval_outcomes", "format_gate_numbers", "gate_display",
+           "inconclusive_note"]
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 OUTCOMES = (PASS, FAIL, INCONCLUSIVE)
@@ -281,6 +282,17 @@ def gate_display(gate: Mapping[str, Any]) -> dict[str, str]:
         shown = _plain(value)
         text = ", ".join(f"{k} {_plain(v)}" for k, v in threshold.items())
     return {"value": shown, "threshold": text, "reason": str(gate.get("reason", ""))}
+
+
+def inconclusive_note(gates: Iterable[Mapping[str, Any]]) -> str | None:
+    """What an INCONCLUSIVE verdict means, for people (the CLI, ``certa show``, the HTML report): which recorded
+    gates could not be decided; None when no gate is inconclusive."""
+    undecided = [str(g.get("id")) for g in gates if gate_outcome(g) == INCONCLUSIVE]
+    if not undecided:
+        return None
+    return (f"Inconclusive: {', '.join(undecided)} could not be decided at the precision this run reached (an "
+            "interval straddles its bound, or a sequential test stopped UNDECIDED). This is not a regression and not "
+            "a pass: more data (a larger sample, a larger n_max) may decide it.")
 
 
 def _plain(value: Any) -> str:

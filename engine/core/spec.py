@@ -277,6 +277,8 @@ def _describe(error: ValidationError) -> tuple[str, list[Any], bool]:
         return ("a gate needs exactly one kind of threshold: min and/or max, or equals, or between: [lo, hi], or "
                 "differs: true/false (a member of a corrected family), or interval: {min and/or max} (on a [lower, "
                 "upper] interval), or decided: DECISION (on a stage's decision)", path, False)
+    if error.validator == "anyOf" and len(path) == 3 and path[0] == "gates" and path[2] == "interval":
+        return "interval: needs min and/or max, e.g. interval: {max: 1.05}", path, False
     if error.validator == "not" and path == ["family"]:
         return "family claim 'all' takes no alpha or correction (each gate is decided at its own level)", path, False
     if error.validator == "oneOf" and len(path) == 2 and path[0] == "inputs":
