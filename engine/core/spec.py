@@ -277,6 +277,9 @@ def _describe(error: ValidationError) -> tuple[str, list[Any], bool]:
         return ("a gate needs exactly one kind of threshold: min and/or max, or equals, or between: [lo, hi], or "
                 "differs: true/false (a member of a corrected family), or interval: {min and/or max} (on a [lower, "
                 "upper] interval), or decided: DECISION (on a stage's decision)", path, False)
+    if error.validator == "not" and len(path) == 3 and path[0] == "gates" and path[2] == "decided":
+        return ("decided: names the decision the gate asks for (e.g. SAME); UNDECIDED is what makes it "
+                "INCONCLUSIVE, not a decision", path, False)
     if error.validator == "anyOf" and len(path) == 3 and path[0] == "gates" and path[2] == "interval":
         return "interval: needs min and/or max, e.g. interval: {max: 1.05}", path, False
     if error.validator == "not" and path == ["family"]:

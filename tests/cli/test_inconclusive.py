@@ -121,6 +121,7 @@ def test_a_sequential_test_stopped_at_n_max_is_inconclusive_for_a_decided_gate(t
     ("  - {id: g, metric: ratio.token_perplexity.display_ci, interval: {max: 1.02}, max: 1.0}",
      "a gate needs exactly one kind"),
     ("  - {id: g, metric: ratio.drift.within_band, decided: SAME}", "is never UNDECIDED"),
+    ("  - {id: g, metric: ratio.drift.within_band, decided: UNDECIDED}", "UNDECIDED is what makes it INCONCLUSIVE"),
 ])
 def test_gates_that_cannot_be_inconclusive_are_refused(small_spec: Path, gate: str, message: str) -> None:
     text = small_spec.read_text()
