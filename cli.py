@@ -4,7 +4,8 @@ Exit codes: 0 success / PASS / intact / reproduced; 1 FAIL / tampered / diverged
 usage (nothing recorded), or a file that cannot be written (nothing partial is left); 3 aborted by a profile
 rule (the attempt is recorded, no certificate); 4 ``certa run`` recorded the run but could not write its
 ``-o`` / ``--junit`` file (the message names the run and ``certa export RUN -o FILE``; do not run it again);
-5 a served model's endpoint failed or answered what certa cannot use (nothing recorded).
+5 a served model's endpoint failed or answered what certa cannot use (nothing recorded); 6 INCONCLUSIVE: no
+gate failed but the evidence could not decide one at its declared precision (recorded).
 """
 
 from __future__ import annotations
@@ -217,7 +218,9 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
 
     Exit 0 PASS, 1 FAIL, 2 invalid spec or input (nothing recorded), 3 aborted by a profile rule
     (the attempt and its reason are recorded, no certificate), 4 recorded but the -o or --junit file could not
-    be written, 5 a served model's endpoint failed or answered what certa cannot use (nothing recorded).
+    be written, 5 a served model's endpoint failed or answered what certa cannot use (nothing recorded),
+    6 INCONCLUSIVE (recorded): no gate failed, but an interval gate's interval straddles its bound or a decided
+    gate's stage stopped UNDECIDED; the evidence cannot decide at the declared precision (docs/gates.md).
 
     \b
     Examples:
@@ -702,7 +705,7 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
     the client read and hashed; the client seals and records (the only ledger writer). Runs already
     recorded by the same batch are skipped ("already recorded"), so re-running resumes. Exit code: the
     worst of the batch, 2 (invalid spec/input or error, not recorded) > 3 (aborted, recorded) > 1 (FAIL)
-    > 0 (PASS); 4 when runs were recorded but the --junit file could not be written (the message names them).
+    > 6 (INCONCLUSIVE) > 0 (PASS); 4 when runs were recorded but the --junit file could not be written (the message names them).
     Each run's warnings are printed on stderr ('warning: ...') and listed in --json. See docs/batch.md.
 
     \b

@@ -43,8 +43,9 @@ CERTIFICATE_FORMAT = 2
 CONTENT_FORMAT = 3
 """``content.certa_format``: the structure of ``content``. 1 (certa 0.1.0 to 0.9.x); 2 adds ``family``, what the
 gates claim together in words (``certa.engine.core.gate_family``); 3 adds each plain input table's
-``unread_columns``, the columns no stage read (``certa.engine.core.stages.unused_columns``). A replay builds the
-format its run recorded."""
+``unread_columns``, the columns no stage read (``certa.engine.core.stages.unused_columns``), and each gate's
+``outcome`` (PASS, FAIL or INCONCLUSIVE) with the verdict INCONCLUSIVE (``certa.engine.core.gates``: the gate forms
+``interval`` and ``decided``, which no earlier spec could state). A replay builds the format its run recorded."""
 ENVIRONMENT_KEYS = ("versions",)
 """Members of ``content`` that record the computing environment, not a result."""
 

@@ -17,7 +17,7 @@ from certa.engine.foundation.canonical import RecordColumns, to_jsonable
 from certa.engine.core.certificate import CONTENT_FORMAT, library_versions
 from certa.engine.core.gate_family import evaluate_family
 from certa.engine.foundation.errors import ProfileAbort, SpecError, StageError
-from certa.engine.core.gates import evaluate_gate
+from certa.engine.core.gates import evaluate_gate, run_verdict
 from certa.engine.core.inputs import UNUSED_WEIGHTS, unused_weights_detail
 from certa.engine.core.endpoint_input import ENDPOINT_FORMAT, read_declaration
 from certa.engine.core.models.manifest import MODEL_FORMAT, read_manifest
@@ -117,8 +117,8 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
     """Run the plan's stages and gates on loaded tables; nothing is recorded.
 
     ``content_format`` is the structure of the certificate's content to build: the newest for a run, the one a
-    run recorded for its replay (format 1 has no ``family`` block, formats 1 and 2 no ``unread_columns`` and no
-    ``unread_columns`` decisions; ``certa.engine.core.certificate``).
+    run recorded for its replay (format 1 has no ``family`` block, formats 1 and 2 no ``unread_columns``, no
+    ``unread_columns`` decisions and no gate ``outcome``; ``certa.engine.core.certificate``).
     ``captured`` (a replay) hands each stage the tables it captured in the original run. A table a stage
     declares in ``StageType.produces`` is readable by the later stages as ``<stage id>.<table>`` once the stage has
     run (the certificate's ``inputs`` stay the declared inputs; the table is listed under ``captured``).
@@ -172,7 +172,8 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
     family = evaluate_family(plan.family, plan.gates, outputs)
     gate_results = tuple(family.member_results.get(gate.id) or evaluate_gate(gate, outputs) for gate in plan.gates)
     gate_records = [{"id": g.id, "metric": g.metric, "value": g.value, "threshold": dict(g.threshold),
-                     "passed": g.passed, "reason": g.reason} for g in gate_results]
+                     "passed": g.passed, "reason": g.reason,
+                     **({"outcome": g.outcome} if content_format >= 3 else {})} for g in gate_results]
     decisions += RunDecisions.of(None, tuple(Decision("gate", record) for record in gate_records))
     content: dict[str, Any] = {
         "certa_format": content_format,
@@ -187,7 +188,7 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
         "stages": outputs,
         "gates": gate_records,
         **({"family": family.record} if content_format >= 2 else {}),
-        "verdict": "PASS" if all(g.passed for g in gate_results) else "FAIL",
+        "verdict": run_verdict(g.outcome for g in gate_results),
         "versions": library_versions(),
     }
     if captured_out:

@@ -116,6 +116,13 @@ def _types(schema: Mapping[str, Any]) -> set[str]:
     return kinds
 
 
+def _may_be(schema: Mapping[str, Any], word: str) -> bool:
+    """Whether a value valid against ``schema`` (one branch) may be the string ``word``."""
+    if "enum" in schema or "const" in schema:
+        return word in schema.get("enum", [schema.get("const")])
+    return bool({"string", "any"} & _types(schema))
+
+
 def _describe_types(branches: Sequence[Mapping[str, Any]]) -> str:
     names = sorted({t for b in branches for t in _types(b)} - {"null"})
     return " or ".join(names) or "null"
@@ -184,10 +191,12 @@ def _index_step(root: Mapping[str, Any], branches: Sequence[Mapping[str, Any]], 
 
 
 def resolve_in_schema(schema: Mapping[str, Any], steps: Sequence[Step], *, prefix: str,
-                      need_number: bool = False) -> tuple[DataKey, ...]:
+                      need: str | None = None) -> tuple[DataKey, ...]:
     """Check that ``steps`` can exist in outputs valid against ``schema``; ``prefix`` (the stage id) names the
-    path in messages. Returns the steps whose keys come from the data. With ``need_number`` the value must be
-    able to be a number (a min/max/between gate). Raises ``MetricPathError``."""
+    path in messages. Returns the steps whose keys come from the data. ``need`` says what the value must be able
+    to be: ``"number"`` (a min/max/between gate), ``"interval"`` (an array of at most two items: an interval
+    gate) or ``"decision"`` (the string ``UNDECIDED`` among its values: a decided gate); None: anything. Raises
+    ``MetricPathError``."""
     branches: list[Mapping[str, Any]] | None = _branches(schema, schema)
     data_keys = []
     for i, (kind, step) in enumerate(steps):
@@ -200,9 +209,17 @@ def resolve_in_schema(schema: Mapping[str, Any], steps: Sequence[Step], *, prefi
             branches = _index_step(schema, branches, step, where)
         if branches is None:  # the schema does not describe what lies below: nothing more to check
             return tuple(data_keys)
-    if need_number and not any({"number", "integer", "any"} & _types(b) for b in branches):
-        raise MetricPathError(f"'{format_steps(steps, prefix)}' is a {_describe_types(branches)}, not a number; "
+    where = format_steps(steps, prefix)
+    if need == "number" and not any({"number", "integer", "any"} & _types(b) for b in branches):
+        raise MetricPathError(f"'{where}' is a {_describe_types(branches)}, not a number; "
                               "min, max and between need a number (use equals for other values)")
+    if need == "interval" and not any("any" in _types(b) or ("array" in _types(b) and b.get("maxItems", 2) == 2)
+                                      for b in branches):
+        raise MetricPathError(f"'{where}' is not an interval (a [lower, upper] array); an interval gate needs one, "
+                              "e.g. a confidence interval")
+    if need == "decision" and not any(_may_be(b, "UNDECIDED") for b in branches):
+        raise MetricPathError(f"'{where}' is never UNDECIDED, so a decided gate on it cannot be inconclusive; "
+                              "name a stage's decision (e.g. results.decision), or use equals")
     return tuple(data_keys)
 
 

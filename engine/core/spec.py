@@ -275,7 +275,13 @@ def _describe(error: ValidationError) -> tuple[str, list[Any], bool]:
         return f"missing required key: {error.message.split(' ')[0]}", path, False
     if error.validator in ("anyOf", "not", "dependentSchemas") and len(path) == 2 and path[0] == "gates":
         return ("a gate needs exactly one kind of threshold: min and/or max, or equals, or between: [lo, hi], or "
-                "differs: true/false (a member of a corrected family)", path, False)
+                "differs: true/false (a member of a corrected family), or interval: {min and/or max} (on a [lower, "
+                "upper] interval), or decided: DECISION (on a stage's decision)", path, False)
+    if error.validator == "not" and len(path) == 3 and path[0] == "gates" and path[2] == "decided":
+        return ("decided: names the decision the gate asks for (e.g. SAME); UNDECIDED is what makes it "
+                "INCONCLUSIVE, not a decision", path, False)
+    if error.validator == "anyOf" and len(path) == 3 and path[0] == "gates" and path[2] == "interval":
+        return "interval: needs min and/or max, e.g. interval: {max: 1.05}", path, False
     if error.validator == "not" and path == ["family"]:
         return "family claim 'all' takes no alpha or correction (each gate is decided at its own level)", path, False
     if error.validator == "oneOf" and len(path) == 2 and path[0] == "inputs":
@@ -515,7 +521,14 @@ def _resolve_input_path(name: str, raw_path: str, base_dir: Path | None, source:
     return str(resolved)
 
 
-def _check_metric(metric: str, stage_types: Mapping[str, StageType], need_number: bool,
+def _needs(threshold: Mapping[str, Any]) -> str | None:
+    """What a gate's metric must be able to hold (``certa.engine.core.metric_paths.resolve_in_schema``'s ``need``):
+    an interval, a decision that can be UNDECIDED, a number (min, max, between, differs), or anything (equals)."""
+    return ("interval" if "interval" in threshold else "decision" if "decided" in threshold else
+            None if "equals" in threshold else "number")
+
+
+def _check_metric(metric: str, stage_types: Mapping[str, StageType], need: str | None,
                   planned: Mapping[str, tuple[Mapping[str, Any], Mapping[str, DeclaredTable]]]) -> tuple[DataKey, ...]:
     """Check a gate's ``metric`` against the output schema of the stage version it names (``MetricPathError``
     naming the step and the closest valid key), and against what the stage's resolved knobs and declared tables
@@ -533,8 +546,7 @@ def _check_metric(metric: str, stage_types: Mapping[str, StageType], need_number
     if not schema_exists(stage_type.output_schema_file):  # a certa bug that sealing reports (output_problems)
         return ()
     try:
-        return resolve_in_schema(read_schema(stage_type.output_schema_file), steps, prefix=stage_id,
-                                 need_number=need_number)
+        return resolve_in_schema(read_schema(stage_type.output_schema_file), steps, prefix=stage_id, need=need)
     except MetricPathError as error:
         raise MetricPathError(f"{error.problem} (outputs of {stage_type.ref})", error.hint) from None
 
@@ -755,12 +767,16 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
         if gate["id"] in gate_ids:
             raise fail(f"gate id '{gate['id']}' is used twice; gate ids must be unique", ["gates", i, "id"])
         gate_ids.add(gate["id"])
-        threshold = {k: gate[k] for k in ("min", "max", "equals", "between", "differs") if k in gate}
+        threshold = {k: gate[k] for k in ("min", "max", "equals", "between", "differs", "interval", "decided")
+                     if k in gate}
+        interval = threshold.get("interval", {})
+        if "min" in interval and "max" in interval and interval["min"] > interval["max"]:
+            raise fail("interval: {min, max} needs min <= max", ["gates", i, "interval"])
         if "between" in threshold and threshold["between"][0] > threshold["between"][1]:
             raise fail("between: [lo, hi] needs lo <= hi", ["gates", i, "between"])
         where = ["gates", i, "metric"]
         try:
-            data_keys = () if stage_versions else _check_metric(gate["metric"], stage_types, "equals" not in threshold,
+            data_keys = () if stage_versions else _check_metric(gate["metric"], stage_types, _needs(threshold),
                                                                 planned)
         except MetricPathError as error:
             raise fail(str(error), where) from None

@@ -22,7 +22,9 @@
 
 ``README.md`` lists the same classes and codes; ``tests/foundation/test_errors.py`` checks that every class here is
 documented there and raised somewhere. A replay that diverges is an outcome, not an error:
-``certa.engine.services.audit.replay`` returns it (``DIVERGED``), records it, and ``certa replay`` exits 1.
+``certa.engine.services.audit.replay`` returns it (``DIVERGED``), records it, and ``certa replay`` exits 1. So is a
+run's verdict: ``certa run`` exits 0 PASS, 1 FAIL, 6 INCONCLUSIVE (``certa.engine.services.run_report.VERDICT_EXIT_CODES``;
+no error class uses 6).
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ from certa.engine.core.interpreter import Execution, RunDecisions
 from certa.engine.services.presentation.warnings import run_warnings
 from certa.engine.foundation.atomic_files import check_writable
 from certa.engine.services.run import LedgerLocation, ledger_for_run, record_abort, record_execution
-from certa.engine.services.run_report import after_recording
+from certa.engine.services.run_report import after_recording, verdict_exit_code
 from certa.engine.services.presentation.junit import JUnitSuite, run_suite, utc_timestamp, write_junit
 from certa.engine.services.presentation.markdown import failed_rules, recorded_abort
 from certa.engine.core.spec import Plan, load_plan, why_not_a_spec
@@ -66,8 +66,9 @@ __all__ = ["BatchSpec", "BatchRow", "BatchReport", "SkippedFile", "discover_spec
 
 Notify = Callable[[str], None]
 
-EXIT_ORDER = (2, 3, 1, 0)
-"""Severity of exit codes, worst first: 2 invalid/error (not recorded) > 3 aborted (recorded) > 1 FAIL > 0 PASS."""
+EXIT_ORDER = (2, 3, 1, 6, 0)
+"""Severity of exit codes, worst first: 2 invalid/error (not recorded) > 3 aborted (recorded) > 1 FAIL >
+6 INCONCLUSIVE > 0 PASS (the verdict rule's order)."""
 
 INLINE_BYTES = 4 << 20
 """Inputs up to this size travel inside the task (a rescheduled task carries them along); larger ones are
@@ -183,7 +184,7 @@ class BatchReport:
 
     def as_json(self) -> dict[str, Any]:
         """The batch id, its exit code, the time and every row (``ok``: no run was refused or aborted)."""
-        return {"ok": self.exit_code in (0, 1), "batch_id": self.batch_id, "exit_code": self.exit_code,
+        return {"ok": self.exit_code in (0, 1, 6), "batch_id": self.batch_id, "exit_code": self.exit_code,
                 "seconds": round(self.seconds, 3), "runs": [row.as_json() for row in self.rows],
                 "skipped": [file.as_json() for file in self.skipped]}
 
@@ -302,7 +303,7 @@ def _row_for_recorded(item: BatchSpec, ledger: Ledger) -> BatchRow:
         return BatchRow(str(item.path), row.run_id, ALREADY, None, 3, error=abort["reason"], name=row.name,
                         failed_rules=rules)
     gates = tuple(ledger.certificate(row.run_id)["content"]["gates"])
-    return BatchRow(str(item.path), row.run_id, ALREADY, row.verdict, 0 if row.verdict == "PASS" else 1,
+    return BatchRow(str(item.path), row.run_id, ALREADY, row.verdict, verdict_exit_code(row.verdict),
                     name=row.name, gates=gates)
 
 
@@ -344,7 +345,7 @@ def _record(ledger: Ledger, batch_id: str, item: BatchSpec, result: WorkerResult
         return BatchRow(str(item.path), None, ERROR, None, error.exit_code, error=f"{type(error).__name__}: {error}",
                         worker=result.worker, name=plan.name)
     verdict = execution.verdict
-    return BatchRow(str(item.path), run_id, RECORDED, verdict, 0 if verdict == "PASS" else 1, worker=result.worker,
+    return BatchRow(str(item.path), run_id, RECORDED, verdict, verdict_exit_code(verdict), worker=result.worker,
                     name=plan.name, gates=tuple(certificate["content"]["gates"]), warnings=warnings)
 
 

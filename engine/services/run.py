@@ -41,7 +41,8 @@ LedgerLocation = str | os.PathLike[str]
 
 @dataclass(frozen=True)
 class RunResult:
-    """The outcome of ``engine.run``: ``run_id``, ``verdict`` (PASS/FAIL) and the ``certificate`` dict."""
+    """The outcome of ``engine.run``: ``run_id``, ``verdict`` (PASS, FAIL or INCONCLUSIVE) and the ``certificate``
+    dict."""
 
     run_id: str
     verdict: str

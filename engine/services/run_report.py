@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from certa.engine.core.gates import FAIL, INCONCLUSIVE, PASS
 from certa.engine.core.inputs import load_tables
 from certa.engine.core.interpreter import Notify, RunDecisions, check_data_keys
 from certa.engine.core.spec import load_plan
@@ -29,7 +30,17 @@ from certa.engine.services.presentation.warnings import run_warnings
 from certa.engine.services.run import RunResult, ledger_for_run, run_plan
 from certa.ledger.location import command_hint
 
-__all__ = ["RunReport", "run_spec_file", "after_recording"]
+__all__ = ["RunReport", "run_spec_file", "after_recording", "VERDICT_EXIT_CODES", "verdict_exit_code"]
+
+
+VERDICT_EXIT_CODES = {PASS: 0, FAIL: 1, INCONCLUSIVE: 6}
+"""The exit code of ``certa run`` (and of a spec's row in ``certa batch``) for each verdict: 6 for INCONCLUSIVE,
+the evidence could not decide at the declared precision (``certa.engine.core.gates``); no error class uses 6."""
+
+
+def verdict_exit_code(verdict: str | None) -> int:
+    """``VERDICT_EXIT_CODES[verdict]``; 1 (FAIL) for anything else (fail-closed)."""
+    return VERDICT_EXIT_CODES.get(str(verdict), 1)
 
 
 @dataclass(frozen=True)
@@ -52,10 +63,10 @@ class RunReport:
 
     @property
     def exit_code(self) -> int:
-        """0 PASS, 1 FAIL, 3 aborted by a profile rule."""
+        """0 PASS, 1 FAIL, 6 INCONCLUSIVE (``verdict_exit_code``), 3 aborted by a profile rule."""
         if self.abort is not None:
             return self.abort.exit_code
-        return 0 if self.result is not None and self.result.verdict == "PASS" else 1
+        return verdict_exit_code(self.result.verdict if self.result is not None else None)
 
     def as_json(self) -> dict[str, Any]:
         """The run id, verdict and digests; for an aborted run the error, the rule, the stage and the failed

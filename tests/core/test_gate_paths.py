@@ -97,7 +97,7 @@ def test_every_example_and_golden_gate_path_resolves() -> None:
                 for gate in knobs["gates"]:
                     stage_id, steps = parse_metric(gate["metric"])
                     resolve_in_schema(load_schema(versions[stage_id].output_schema_file), steps, prefix=stage_id,
-                                      need_number="equals" not in gate)
+                                      need=None if "equals" in gate else "number")
                     seen += 1
     assert seen >= 5 * 12  # 12 gates per release (0.1.0 onwards)
 
@@ -105,11 +105,11 @@ def test_every_example_and_golden_gate_path_resolves() -> None:
 def test_schema_walk_follows_refs_any_of_and_reports_data_keys() -> None:
     schema = load_schema("outputs/bakeoff.compare@1.1.0.schema.json")
     _, steps = parse_metric("cmp.buckets.e5.vendors.vendor-a.ci_rsi[0]")
-    keys = resolve_in_schema(schema, steps, prefix="cmp", need_number=True)
+    keys = resolve_in_schema(schema, steps, prefix="cmp", need="number")
     assert [(k.step, k.key, k.source["default_column"]) for k in keys] == [(1, "e5", "bucket"),
                                                                           (3, "vendor-a", "vendor")]
     _, steps = parse_metric("cmp.buckets.e5.pairs[0].p_holm")  # pairs: anyOf a test or an absent vendor
-    resolve_in_schema(schema, steps, prefix="cmp", need_number=True)
+    resolve_in_schema(schema, steps, prefix="cmp", need="number")
     _, steps = parse_metric("cmp.buckets.e5.pairs[0].p_holmm")
     with pytest.raises(MetricPathError, match="did you mean 'p_holm'"):
         resolve_in_schema(schema, steps, prefix="cmp")

@@ -80,10 +80,11 @@ def cluster_client():
         cluster.close()
 
 
-def test_exit_order_is_invalid_then_aborted_then_fail_then_pass() -> None:
-    assert EXIT_ORDER == (2, 3, 1, 0)
+def test_exit_order_is_invalid_then_aborted_then_fail_then_inconclusive_then_pass() -> None:
+    assert EXIT_ORDER == (2, 3, 1, 6, 0)
     assert worst_exit_code([0, 1, 3]) == 3 and worst_exit_code([0, 1]) == 1 and worst_exit_code([]) == 0
     assert worst_exit_code([3, 2, 0]) == 2
+    assert worst_exit_code([0, 6]) == 6 and worst_exit_code([6, 1, 0]) == 1
 
 
 def test_idempotency_key_covers_batch_spec_inputs_and_seed() -> None:

@@ -7,10 +7,17 @@ The format is the Ant/Jenkins one those tools read (``junit-10.xsd``; ``tests/da
         properties > property[name, value]    run_id, verdict, spec (the file)
         testcase[name, classname, time]       one per gate; one per profile rule that stopped the run; one
           failure[message, type] | error[message, type]   error case for a spec or input certa refused
+          | skipped[message]                              an INCONCLUSIVE gate
 
 A testcase's ``classname`` is the spec's name (the file, when the spec could not be read), its ``name`` the
 gate id (``gate <id>``) or rule (``profile rule <rule>``). Built with the standard library's ElementTree and
 written atomically (``write_junit``), so a CI job always finds a whole file, also when the run fails or aborts.
+
+An INCONCLUSIVE gate (``certa.engine.core.gates``) is a ``skipped`` case whose ``message`` is its reason (and the
+same text in the element, which Jenkins shows when it reads no message): Jenkins' JUnit plugin, GitLab's unit
+test reports and the GitHub Actions JUnit reporters (e.g. mikepenz/action-junit-report) each count and list skipped
+cases apart from passed and failed ones, so the gate reads as neither; a suite property alone (``verdict``, kept as
+well) is shown by none of them as a case's status.
 """
 
 from __future__ import annotations
@@ -25,18 +32,18 @@ from typing import Any
 
 from certa.engine.foundation.atomic_files import write_atomically
 
-from certa.engine.core.gates import gate_display
+from certa.engine.core.gates import INCONCLUSIVE, PASS, gate_display, gate_outcome
 from certa.engine.services.presentation.markdown import rule_text
 
 __all__ = ["JUnitCase", "JUnitSuite", "run_suite", "junit_bytes", "write_junit", "utc_timestamp"]
 
-PASSED, FAILURE, ERROR = "passed", "failure", "error"
+PASSED, FAILURE, ERROR, SKIPPED = "passed", "failure", "error", "skipped"
 
 
 @dataclass(frozen=True)
 class JUnitCase:
-    """One test case: ``outcome`` is ``passed``, ``failure`` (a gate or rule said no) or ``error`` (certa
-    refused the spec or an input); ``message`` and ``kind`` (the type attribute) describe a non-pass and
+    """One test case: ``outcome`` is ``passed``, ``failure`` (a gate or rule said no), ``skipped`` (an
+    INCONCLUSIVE gate) or ``error`` (certa refused the spec or an input); ``message`` and ``kind`` (the type attribute) describe a non-pass and
     ``text`` adds detail."""
 
     name: str
@@ -70,8 +77,12 @@ def utc_timestamp(moment: datetime | None = None) -> str:
 def _gate_case(classname: str, gate: Mapping[str, Any]) -> JUnitCase:
     shown = gate_display(gate)
     text = f"{gate['metric']} = {shown['value']} ({shown['threshold']}): {shown['reason']}"
-    if gate["passed"]:
+    outcome = gate_outcome(gate)
+    if outcome == PASS:
         return JUnitCase(f"gate {gate['id']}", classname, text=text)
+    if outcome == INCONCLUSIVE:
+        return JUnitCase(f"gate {gate['id']}", classname, SKIPPED, message=f"INCONCLUSIVE: {gate['reason']}",
+                         text=text)
     return JUnitCase(f"gate {gate['id']}", classname, FAILURE, message=str(gate["reason"]), kind="GateFailed",
                      text=text)
 
@@ -106,7 +117,7 @@ def _counts(element: ET.Element, suites: Iterable[JUnitSuite]) -> None:
     element.set("tests", str(sum(len(s.cases) for s in suites)))
     element.set("failures", str(sum(s.count(FAILURE) for s in suites)))
     element.set("errors", str(sum(s.count(ERROR) for s in suites)))
-    element.set("skipped", "0")
+    element.set("skipped", str(sum(s.count(SKIPPED) for s in suites)))
     element.set("time", _seconds(sum(s.seconds for s in suites)))
 
 
@@ -127,7 +138,8 @@ def junit_bytes(suites: Sequence[JUnitSuite], *, name: str = "certa") -> bytes:
             testcase = ET.SubElement(element, "testcase", {"name": case.name, "classname": case.classname,
                                                            "time": "0.000"})
             if case.outcome != PASSED:
-                detail = ET.SubElement(testcase, case.outcome, {"message": case.message, "type": case.kind})
+                detail = ET.SubElement(testcase, case.outcome, {"message": case.message, **(
+                    {"type": case.kind} if case.outcome != SKIPPED else {})})
                 detail.text = case.text or None
             elif case.text:
                 ET.SubElement(testcase, "system-out").text = case.text

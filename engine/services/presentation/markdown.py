@@ -24,7 +24,7 @@ from certa.engine.services.presentation.display_text import markdown_code, markd
 from certa.engine.services.presentation.explain import how_to_read
 from certa.engine.services.presentation.stages import markdown_of
 from certa.engine.core.gate_family import stated_family
-from certa.engine.core.gates import gate_display
+from certa.engine.core.gates import FAIL, INCONCLUSIVE, PASS, gate_display, gate_outcome, inconclusive_note
 from certa.engine.foundation.jsondiff import ArrayChange, FieldChange
 from certa.engine.core.stages import Decision
 from certa.engine.core.value_text import format_value
@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 
 __all__ = ["certificate_markdown", "failed_rules", "rule_text", "recorded_warnings", "warnings_of",
            "recorded_decisions", "recorded_abort", "decision_line", "change_text", "array_change_text"]
+
+
+OUTCOME_WORDS = {PASS: "PASS", FAIL: "**FAIL**", INCONCLUSIVE: "_**INCONCLUSIVE**_"}
+"""A gate's outcome in a Markdown table: FAIL in bold, INCONCLUSIVE in bold italics (Markdown has no colour)."""
 
 
 def failed_rules(decisions: Iterable[Decision]) -> tuple[dict[str, Any], ...]:
@@ -136,6 +140,7 @@ def certificate_markdown(certificate: Mapping[str, Any], *, explain: bool = Fals
         text(spec["description"].strip(), newlines=True) if spec["description"] else "",
         "",
         *([f"**{text(note)}**", ""] if (note := override_note(content["inputs"])) else []),
+        *([f"> {text(undecided)}", ""] if (undecided := inconclusive_note(content["gates"])) else []),
         "| | |",
         "|---|---|",
         f"| run | {code(issued['run_id'])} |",
@@ -195,7 +200,7 @@ def certificate_markdown(certificate: Mapping[str, Any], *, explain: bool = Fals
         for gate in content["gates"]:
             shown_gate = gate_display(gate)
             lines.append(f"| {text(gate['id'])} | {code(gate['metric'])} | {text(shown_gate['value'])} | "
-                         f"{text(shown_gate['threshold'])} | {'PASS' if gate['passed'] else '**FAIL**'}: "
+                         f"{text(shown_gate['threshold'])} | {OUTCOME_WORDS[gate_outcome(gate)]}: "
                          f"{text(shown_gate['reason'])} |")
     else:
         lines.append("No gates: the verdict is PASS by default.")

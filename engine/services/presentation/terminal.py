@@ -228,7 +228,7 @@ def run_report_diagnostics(report: RunReport) -> str:
 def run_summary_text(certificate: Mapping[str, Any]) -> str:
     """A few lines for the terminal after a run: verdict, identity, gates ('certa show' has the report)."""
     from certa.engine.core.gate_family import stated_family
-    from certa.engine.core.gates import gate_display
+    from certa.engine.core.gates import gate_display, gate_outcome, inconclusive_note
     content = certificate["content"]
     lines = [
         f"{content['spec']['name']}: {content['verdict']}",
@@ -239,10 +239,13 @@ def run_summary_text(certificate: Mapping[str, Any]) -> str:
     ]
     for gate in content["gates"]:
         shown = gate_display(gate)
-        lines.append(f"  gate {gate['id']}: {'PASS' if gate['passed'] else 'FAIL'}  {gate['metric']} = "
+        lines.append(f"  gate {gate['id']}: {gate_outcome(gate)}  {gate['metric']} = "
                      f"{shown['value']}, {shown['threshold']}  ({shown['reason']})")
     if not content["gates"]:
         lines.append("  (no gates: the verdict is PASS by default)")
+    note = inconclusive_note(content["gates"])
+    if note:
+        lines.append(f"  {note}")
     family = stated_family(content)
     if family.get("members") is not None:
         differing = sum(bool(m["differs"]) for m in family["members"])

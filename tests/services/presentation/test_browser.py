@@ -114,6 +114,47 @@ def test_site_run_page_loads_the_shared_stylesheet(built, chromium) -> None:
         page.close()
 
 
+def test_an_inconclusive_run_is_amber_in_the_report_and_the_site(chromium, tmp_path: Path) -> None:
+    """Its own word and colour: the verdict box amber-bordered, the word and the gate's badge amber, the site's
+    index badge amber; PASS stays green and FAIL red on the same index."""
+    from tests.conftest import small_spec_folder
+
+    db = tmp_path / "ledger.db"
+    spec = small_spec_folder(tmp_path / "spec")
+    text = spec.read_text()
+    runs = {}
+    for verdict, gate in (("PASS", "    max: 1.05\n"), ("FAIL", "    max: 1.0\n"),
+                          ("INCONCLUSIVE", "    interval: {max: 1.02}\n")):
+        metric = "ratio.token_perplexity.display_ci" + ("" if verdict == "INCONCLUSIVE" else "[1]")
+        spec.write_text(text[:text.index("  - id: no-regression")] + f"  - id: no-regression\n    metric: {metric}\n"
+                        + gate)
+        result = CliRunner().invoke(main, ["run", str(spec), "--ledger", str(db), "--json"])
+        assert json.loads(result.stdout)["verdict"] == verdict, result.output
+        runs[verdict] = json.loads(result.stdout)["run_id"]
+    report, site = tmp_path / "run.html", tmp_path / "site"
+    assert CliRunner().invoke(main, ["report", runs["INCONCLUSIVE"], "-o", str(report), "--ledger", str(db)]).exit_code == 0
+    assert CliRunner().invoke(main, ["site", "-o", str(site), "--ledger", str(db)]).exit_code == 0
+    amber, amber_line, green, red = "rgb(154, 103, 0)", "rgb(191, 135, 0)", "rgb(26, 127, 55)", "rgb(207, 34, 46)"
+    page, log = open_page(chromium, report)
+    try:
+        assert log.console_errors == [] and log.network_requests == []
+        assert page.locator("#verdict .verdict-word").inner_text() == "INCONCLUSIVE"
+        assert page.eval_on_selector("#verdict", "e => getComputedStyle(e).borderTopColor") == amber_line
+        assert page.eval_on_selector("#verdict .verdict-word", "e => getComputedStyle(e).color") == amber
+        assert page.eval_on_selector("#gates .badge", "e => getComputedStyle(e).color") == amber
+        width = page.eval_on_selector("#verdict", "e => [e.scrollWidth, e.clientWidth]")
+        assert width[0] <= width[1]  # the long word fits its box
+    finally:
+        page.close()
+    page, log = open_page(chromium, site / "index.html")
+    try:
+        colours = page.eval_on_selector_all("#runs-table tbody tr", "rows => rows.map(r => [r.dataset.verdict, "
+                                            "getComputedStyle(r.querySelector('.badge')).color])")
+        assert dict(colours) == {"PASS": green, "FAIL": red, "INCONCLUSIVE": amber}
+    finally:
+        page.close()
+
+
 def _visible_names(page) -> list[str]:
     return page.eval_on_selector_all("#runs-table tbody tr", "rows => rows.filter(r => !r.hidden && r.offsetParent !== null)"
                                                               ".map(r => r.dataset.name)")

@@ -64,6 +64,25 @@ def test_a_suite_per_run_a_case_per_gate_and_the_counts(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["junit.xml"]  # no temporary file left
 
 
+def test_an_inconclusive_gate_is_a_skipped_case_with_its_reason(tmp_path: Path) -> None:
+    undecided = {"id": "non-inferior", "metric": "ratio.token_perplexity.display_ci", "value": [0.99, 1.07],
+                 "threshold": {"interval": {"max": 1.05}}, "passed": False, "outcome": "INCONCLUSIVE",
+                 "reason": "lower 0.99 <= max 1.05 < upper 1.07: the interval straddles max"}
+    out = tmp_path / "junit.xml"
+    write_junit(out, [run_suite(name="spec-a", timestamp="2026-11-24T10:00:00", verdict="INCONCLUSIVE",
+                                gates=[undecided, GATES[1]])])
+    root = assert_valid_junit(out)
+    assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == ("2", "0", "0", "1")
+    assert root.find("testsuite").get("skipped") == "1"
+    skipped = root.find("testsuite/testcase/skipped")
+    assert skipped.get("message") == "INCONCLUSIVE: " + undecided["reason"] and skipped.get("type") is None
+    assert "whole interval <= 1.05" in skipped.text  # the text too: Jenkins shows it when it reads no message
+    assert root.find("testsuite/testcase/failure") is None
+    # a format-2 gate (no outcome) keeps reading as passed or failed
+    old = run_suite(name="old", timestamp="2026-11-24T10:00:00", verdict="FAIL", gates=GATES)
+    assert [case.outcome for case in old.cases] == ["failure", "passed"]
+
+
 def test_markup_in_messages_is_escaped_and_an_unwritable_path_is_an_error(tmp_path: Path) -> None:
     suite = JUnitSuite("s<&>", (JUnitCase("c", "s", "failure", message='a "quote" & <tag>', kind="T"),),
                        utc_timestamp())

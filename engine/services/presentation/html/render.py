@@ -20,7 +20,7 @@ from markupsafe import Markup
 from certa.engine.services.presentation.input_notes import endpoint_note, model_files, override_note, unread_note
 from certa.engine.services.presentation.display_text import plain_text
 from certa.engine.core.gate_family import stated_family
-from certa.engine.core.gates import gate_display
+from certa.engine.core.gates import gate_display, gate_outcome, inconclusive_note
 from certa.engine.services.presentation.html import plots
 from certa.engine.services.presentation.html.report_model import ReportData
 from certa.engine.services.presentation.html.sections import stage_section
@@ -113,8 +113,8 @@ def report_sections(data: ReportData) -> list[StageSection]:
 
 def _gate_rows(content: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Each gate with its value and threshold at the precision that decided (``certa.engine.core.gates.gate_display``)."""
-    return [{"id": gate["id"], "metric": gate["metric"], **gate_display(gate), "passed": bool(gate.get("passed"))}
-            for gate in content.get("gates", [])]
+    return [{"id": gate["id"], "metric": gate["metric"], **gate_display(gate), "passed": bool(gate.get("passed")),
+             "outcome": gate_outcome(gate)} for gate in content.get("gates", [])]
 
 
 def render_report(data: ReportData, *, links: Sequence[Link] = (), css_href: str | None = None,
@@ -138,7 +138,7 @@ def render_report(data: ReportData, *, links: Sequence[Link] = (), css_href: str
         override=override_note(inputs),
         unread=[note for i in inputs for note in (unread_note(i), endpoint_note(i)) if note is not None],
         files=[(str(i["name"]), str(i["sha256"]), rows) for i in inputs if (rows := model_files(i))],
-        gates=_gate_rows(content or {}), family=stated_family(content) if content is not None else None,
+        gates=_gate_rows(content or {}), undecided=inconclusive_note((content or {}).get("gates", [])), family=stated_family(content) if content is not None else None,
         sections=sections,
         links=[Link(link.label, _safe_href(link.href)) for link in links],
         css=Markup(stylesheet()) if css_href is None else None, css_href=_safe_href(css_href) if css_href else None,
