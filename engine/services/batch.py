@@ -66,9 +66,10 @@ __all__ = ["BatchSpec", "BatchRow", "BatchReport", "SkippedFile", "discover_spec
 
 Notify = Callable[[str], None]
 
-EXIT_ORDER = (2, 3, 1, 6, 0)
-"""Severity of exit codes, worst first: 2 invalid/error (not recorded) > 3 aborted (recorded) > 1 FAIL >
-6 INCONCLUSIVE > 0 PASS (the verdict rule's order)."""
+EXIT_ORDER = (2, 5, 3, 1, 6, 0)
+"""Severity of exit codes, worst first: 2 invalid/error (not recorded) > 5 a served model's endpoint failed (not
+recorded) > 3 aborted (recorded) > 1 FAIL > 6 INCONCLUSIVE > 0 PASS (the verdict rule's order). A code not listed
+ranks worst."""
 
 INLINE_BYTES = 4 << 20
 """Inputs up to this size travel inside the task (a rescheduled task carries them along); larger ones are
@@ -81,6 +82,9 @@ RECORDED, ALREADY, ABORTED, ERROR = "recorded", "already recorded", "aborted", "
 def worst_exit_code(codes: Iterable[int]) -> int:
     """The worst exit code by ``EXIT_ORDER`` (0 for none)."""
     codes = list(codes)
+    unknown = [code for code in codes if code not in EXIT_ORDER]
+    if unknown:
+        return unknown[0]
     for code in EXIT_ORDER:
         if code in codes:
             return code

@@ -81,10 +81,12 @@ def cluster_client():
 
 
 def test_exit_order_is_invalid_then_aborted_then_fail_then_inconclusive_then_pass() -> None:
-    assert EXIT_ORDER == (2, 3, 1, 6, 0)
+    assert EXIT_ORDER == (2, 5, 3, 1, 6, 0)
     assert worst_exit_code([0, 1, 3]) == 3 and worst_exit_code([0, 1]) == 1 and worst_exit_code([]) == 0
     assert worst_exit_code([3, 2, 0]) == 2
     assert worst_exit_code([0, 6]) == 6 and worst_exit_code([6, 1, 0]) == 1
+    assert worst_exit_code([0, 5]) == 5 and worst_exit_code([5, 3, 1]) == 5 and worst_exit_code([5, 2]) == 2
+    assert worst_exit_code([0, 9, 2]) == 9  # a code the order does not know is never taken for a pass
 
 
 def test_idempotency_key_covers_batch_spec_inputs_and_seed() -> None:
