@@ -78,6 +78,8 @@ def test_an_inconclusive_run_everywhere(small_spec: Path, tmp_path: Path) -> Non
     assert '<section id="verdict" class="verdict verdict-inconclusive"' in html
     assert '<p class="verdict-word">INCONCLUSIVE</p>' in html and "0 of 1 <a" in html and "1 inconclusive" in html
     assert '<span class="badge badge-inconclusive">INCONCLUSIVE</span>' in html
+    # the stage's decision badge is amber too: its one gate is undecided, not failed
+    assert '<p class="decision"><span class="badge badge-inconclusive">ratio per token 1.01697</span>' in html
     assert ".verdict-inconclusive { border-color: var(--inconclusive-line)" in html  # amber, inlined
 
     site = tmp_path / "site"

@@ -8,9 +8,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from certa.engine.core.gates import FAIL, INCONCLUSIVE, gate_outcome
 from certa.engine.core.value_text import READER_STYLE, format_value
 
-__all__ = ["Cell", "Table", "Plot", "StageSection", "StageInput", "fmt", "table", "mapping", "threshold_values",
+__all__ = ["Cell", "Table", "Plot", "StageSection", "StageInput", "fmt", "gates_state", "table", "mapping",
+           "threshold_values",
            "run_vendors"]
 
 
@@ -53,7 +55,8 @@ class StageSection:
     use: str
     version: str
     decision: str
-    ok: bool | None
+    ok: bool | str | None
+    """The decision badge's colour: True green, False red, None neutral, ``INCONCLUSIVE_STATE`` amber."""
     summary: str
     plots: tuple[Plot, ...] = ()
     tables: tuple[Table, ...] = field(default=())
@@ -103,3 +106,16 @@ def run_vendors(stages: Mapping[str, Any]) -> list[str]:
     found.update(str(vendor) for outputs in stages.values() if isinstance(outputs, Mapping)
                  for vendor in mapping(outputs.get("input")).get("vendors") or () if "buckets" in outputs)
     return sorted(found)
+
+
+INCONCLUSIVE_STATE = "inconclusive"
+"""A badge state (``StageSection.ok``) that is neither pass nor fail: amber."""
+
+
+def gates_state(gates: Sequence[Mapping[str, Any]], otherwise: bool | None) -> bool | str | None:
+    """A stage's badge state from its gates' outcomes (``gate_outcome``): False if any FAILed, else
+    ``INCONCLUSIVE_STATE`` if any was inconclusive, else True; ``otherwise`` for a stage without gates."""
+    if not gates:
+        return otherwise
+    outcomes = {gate_outcome(gate) for gate in gates}
+    return False if FAIL in outcomes else INCONCLUSIVE_STATE if INCONCLUSIVE in outcomes else True

@@ -14,7 +14,8 @@ from certa.engine.services.presentation.explain import finite_number, number_tex
 from certa.engine.services.presentation.html import plots
 from certa.engine.services.presentation.html.evidence import (PROVENANCE_TEXT, export_facts, pairing_table,
                                                            provenance_table, unpaired_counts)
-from certa.engine.services.presentation.html.view import (Cell, Plot, StageInput, StageSection, Table, fmt, mapping, table,
+from certa.engine.services.presentation.html.view import (Cell, Plot, StageInput, StageSection, Table, fmt, gates_state,
+                                                          mapping, table,
                                                     threshold_values)
 
 __all__ = ["section", "how_to_read", "markdown"]
@@ -304,7 +305,7 @@ def section(stage: StageInput) -> StageSection:
     """The report section of a ``paired.metric_delta`` stage."""
     outputs = stage.outputs
     decision, verdict = _decision(outputs)
-    ok = all(g.get("passed") for g in stage.gates) if stage.gates else verdict
+    ok = gates_state(stage.gates, verdict)
     two_by_two = _two_by_two(mapping(outputs.get("table")),
                              "(sample, repeat) rows" if _by_sample(outputs) else "items")
     slices = _slice_table(outputs)

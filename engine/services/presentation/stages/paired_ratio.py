@@ -15,7 +15,8 @@ from certa.engine.services.presentation.explain import number_text, percent_text
 from certa.engine.services.presentation.html import plots
 from certa.engine.services.presentation.html.evidence import (PROVENANCE_TEXT, SIDES, export_facts, pairing_table,
                                                            provenance_table, unpaired_counts)
-from certa.engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, fmt, mapping, table, threshold_values
+from certa.engine.services.presentation.html.view import (Cell, Plot, StageInput, StageSection, fmt, gates_state,
+                                                          mapping, table, threshold_values)
 
 __all__ = ["section", "how_to_read", "markdown"]
 
@@ -92,7 +93,7 @@ def section(stage: StageInput) -> StageSection:
     if pairing:
         tables.append(pairing_table(pairing))
     tables += [provenance_table(side, mapping(sources.get(side))) for side in SIDES if side in sources]
-    ok = all(g.get("passed") for g in gates) if gates else None
+    ok = gates_state(gates, None)
     caption = ("The bootstrap distribution of the ratio (its CDF, from the 101 quantiles the certificate records since "
                "paired.ppl_ratio 1.1.0) when recorded, the confidence interval and point estimate against the gate "
                "thresholds (dashed); " + ("the preview/final drift against its band; " if drift else "")
