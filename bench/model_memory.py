@@ -164,18 +164,21 @@ def _child_certa_load(folder: Path, dtype: str) -> dict[str, float]:
 
     from certa.engine.core.input_formats import read_input
     from certa.engine.core.input_limits import InputLimits
-    from certa.engine.core.models.manifest import MODEL_FORMAT, folder_manifest
+    from certa.engine.core.inputs import read_source
+    from certa.engine.core.models.manifest import MODEL_FORMAT
     from certa.engine.core.models.runtime import deterministic_torch, load_causal_lm
+    from certa.engine.core.spec import InputSpec
 
     deterministic_torch(THREADS)
     imports = _rss_mb()
     start = time.perf_counter()
-    # as certa run reads the model a stage names (an older certa has no keep_weights: figures before this change)
-    kept = "keep_weights" in inspect.signature(folder_manifest).parameters
-    manifest = folder_manifest(folder.name, folder, InputLimits(), **({"keep_weights": True} if kept else {}))
+    # what certa run does with the model a stage names (an older certa has no keep_weights: figures before it)
+    kept = "keep_weights" in inspect.signature(read_source).parameters
+    source = read_source(InputSpec(folder.name, str(folder), None, MODEL_FORMAT), profile="dev", limits=InputLimits(),
+                         **({"keep_weights": True} if kept else {}))
     hashed = time.perf_counter()
-    table = replace(read_input(folder.name, manifest.raw, MODEL_FORMAT, limits=InputLimits()), origin=folder,
-                    **({"weights": manifest.held} if kept else {}))
+    table = replace(read_input(folder.name, source.raw, MODEL_FORMAT, limits=InputLimits()), origin=folder,
+                    **({"weights": source.weights} if kept else {}))
     loaded = load_causal_lm(table, dtype=dtype)
     done = time.perf_counter()
     assert loaded.parameters > 0
