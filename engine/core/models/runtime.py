@@ -122,10 +122,12 @@ def model_libraries() -> dict[str, str]:
 
 
 def warm_model_libraries(folder: Path) -> None:
-    """Import now what loading the model in ``folder`` imports first: the model libraries
+    """Do now what loading the model in ``folder`` does first whatever its weights: import the model libraries
     (``require_model_libraries``) and ``transformers``' module of the causal-LM class that ``config.json``'s
-    ``model_type`` names (transformers imports those on first use: about 0.7 s of Python for a Llama), so that
-    it runs while the folder is hashed (``certa.engine.core.inputs``: ``folder_manifest(meanwhile=...)``).
+    ``model_type`` names (transformers imports those on first use: about 0.7 s of Python for a Llama), and build
+    transformers 5's table of checkpoint renamings (``architecture.match_tensors`` reads it; 0.2 s the first
+    time), so that it runs while the folder is hashed (``certa.engine.core.inputs``:
+    ``folder_manifest(meanwhile=...)``).
     ``config.json`` is read here unverified, as a regular file of at most ``_CONFIG_PEEK_BYTES``, only to choose
     which of transformers' own modules to import: nothing of the folder runs (``auto_map`` is not read), no
     number depends on it, and whatever fails here (no model libraries, no such file, not JSON, an unknown
@@ -137,6 +139,9 @@ def warm_model_libraries(folder: Path) -> None:
         from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
         getattr(transformers, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[document["model_type"]])
+        from transformers.conversion_mapping import get_checkpoint_conversion_mapping  # transformers 5
+
+        get_checkpoint_conversion_mapping(document["model_type"])
     except (StageError, InputError, OSError, ValueError, LookupError, TypeError, ImportError, AttributeError,
             RuntimeError):  # RuntimeError: a deep JSON's RecursionError, transformers' failed lazy import
         return
