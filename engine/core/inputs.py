@@ -18,7 +18,9 @@ a stage's settings name (the model a stage will load) keeps its weight files' by
 they were hashed (``InputSource.weights``, then ``Table.weights``): the loader builds the model on those bytes
 instead of reading and hashing the files a second time. Only one model's bytes are held this way: a second model
 is hashed as it streams by, and read and hashed again when it is loaded (``model.windows`` loads and scores one
-model at a time, the held one first, so memory holds one model's weights).
+model at a time, the held one first, so memory holds one model's weights). While that first model's files hash,
+the model libraries its loading needs are imported (``certa.engine.core.models.runtime.warm_model_libraries``,
+``folder_manifest(meanwhile=...)``): the loader's first work, done alongside the hashing threads.
 
 A model folder holding ``*.safetensors`` files that are not its weights (``certa.engine.core.models.manifest``: the
 weights are the files the checkpoint declares) is refused in the ci and release profiles, naming them; in dev the

@@ -48,7 +48,8 @@ folder is read within the input limits (``InputLimits.model_bytes``, checked on 
 read). With ``keep_weights`` (the model a run will load: ``certa.engine.core.inputs``) the weight files are instead
 read into private memory and hashed there (``read_hashed``), and those bytes are held for the loader
 (``ModelManifest.held``, ``HeldWeights``), which then builds the model on them: the weights are read and hashed
-once, and what is evaluated is what was hashed.
+once, and what is evaluated is what was hashed. While the files hash, the calling thread may do other work
+(``meanwhile``: for the model it keeps, ``certa.engine.core.inputs`` imports the model libraries there).
 """
 
 from __future__ import annotations

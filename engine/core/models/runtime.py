@@ -48,7 +48,8 @@ library's traceback): ``certa`` prints it on one line and exits 2.
 Nothing is fetched: no function here takes a hub name, and ``HF_HUB_OFFLINE``/``TRANSFORMERS_OFFLINE`` are set
 before transformers is imported. torch, transformers, safetensors and tokenizers are imported on first use
 (the ``models`` extra: ``pip install 'certa[models]' torch==2.13.0``); without them a ``StageError`` says what to
-install.
+install. ``warm_model_libraries`` does those imports ahead (and the architecture's module), while the folder of
+the model a run loads is hashed.
 
 Determinism (``deterministic_torch``): a fixed number of intra-op threads, ``torch.use_deterministic_algorithms``,
 evaluation mode and no autograd: on one machine the same inputs give bit-identical logits.
