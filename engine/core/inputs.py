@@ -18,7 +18,9 @@ a stage's settings name (the model a stage will load) keeps its weight files' by
 they were hashed (``InputSource.weights``, then ``Table.weights``): the loader builds the model on those bytes
 instead of reading and hashing the files a second time. Only one model's bytes are held this way: a second model
 is hashed as it streams by, and read and hashed again when it is loaded (``model.windows`` loads and scores one
-model at a time, the held one first, so memory holds one model's weights).
+model at a time, the held one first, so memory holds one model's weights). While that first model's files hash,
+the model libraries its loading needs are imported (``certa.engine.core.models.runtime.warm_model_libraries``,
+``folder_manifest(meanwhile=...)``): the loader's first work, done alongside the hashing threads.
 
 A model folder holding ``*.safetensors`` files that are not its weights (``certa.engine.core.models.manifest``: the
 weights are the files the checkpoint declares) is refused in the ci and release profiles, naming them; in dev the
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +42,7 @@ from certa.engine.core.endpoint_input import ENDPOINT_FORMAT, declaration_bytes,
 from certa.engine.core.input_formats import input_format, read_input
 from certa.engine.core.input_limits import InputLimits, read_input_file
 from certa.engine.core.models.manifest import MODEL_FORMAT, WEIGHTS_RULE, HeldWeights, ModelManifest, folder_manifest
+from certa.engine.core.models.runtime import warm_model_libraries
 from certa.engine.core.models.signature import STRICT_STATUSES, SignatureCheck, check_signature
 from certa.engine.core.spec import InputSpec, Plan
 from certa.engine.core.tables import Table, format_for_path, table_from_columns
@@ -98,7 +102,8 @@ def read_source(declared: InputSpec, *, path: Path | str | None = None, profile:
         input_format(fmt, name=declared.name)  # an unknown format is refused before a byte is read
         return InputSource(declared.name, fmt, read_input_file(declared.name, where, fmt, limits),
                            overridden=path is not None)
-    manifest = folder_manifest(declared.name, where, limits, keep_weights=keep_weights)
+    manifest = folder_manifest(declared.name, where, limits, keep_weights=keep_weights,
+                               meanwhile=partial(warm_model_libraries, where) if keep_weights else None)
     unused_weights_detail(declared.name, manifest, profile)  # ci and release refuse unused weight files
     key = Path(declared.public_key) if declared.public_key else None
     return InputSource(declared.name, fmt, manifest.raw, origin=where,

@@ -48,7 +48,8 @@ folder is read within the input limits (``InputLimits.model_bytes``, checked on 
 read). With ``keep_weights`` (the model a run will load: ``certa.engine.core.inputs``) the weight files are instead
 read into private memory and hashed there (``read_hashed``), and those bytes are held for the loader
 (``ModelManifest.held``, ``HeldWeights``), which then builds the model on them: the weights are read and hashed
-once, and what is evaluated is what was hashed.
+once, and what is evaluated is what was hashed. While the files hash, the calling thread may do other work
+(``meanwhile``: for the model it keeps, ``certa.engine.core.inputs`` imports the model libraries there).
 """
 
 from __future__ import annotations
@@ -93,7 +94,9 @@ SIGNATURE_FILE = "model.sig"
 PICKLE_SUFFIXES = frozenset({".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".joblib", ".npy", ".npz"})
 """Suffixes of files that are (or may be) Python pickles: loading them runs code."""
 _BLOCK = 1 << 20
-_KEPT_BLOCK = 16 << 20
+_KEPT_BLOCK = 64 << 20
+"""Bytes read (then hashed) at once into kept memory: few enough hand-overs of the GIL that a thread running
+Python meanwhile (``folder_manifest(meanwhile=...)``) delays the hashing little."""
 HASH_THREADS = 2
 """Files hashed at once: ``hashlib`` releases the GIL, so a sharded checkpoint is hashed on two cores (and its
 files are read two at a time; a refusal names the first file, in path order, that is refused)."""
@@ -283,11 +286,14 @@ def _index_shards_guess(path: Path) -> set[str]:
 
 def folder_manifest(name: str, folder: Path, limits: InputLimits, *,
                     progress: Callable[[int, int, str], None] | None = None,
-                    keep_weights: bool = False) -> ModelManifest:
+                    keep_weights: bool = False, meanwhile: Callable[[], object] | None = None) -> ModelManifest:
     """The manifest of the model folder ``folder`` (module docstring), or an ``InputError`` naming the
     file that makes it unusable (pickle-based weights, a link leaving the folder, a missing config or
     safetensors file, a size over ``limits.model_bytes``). With ``keep_weights`` the weight files are read into
-    private memory as they are hashed and held for the loader (``ModelManifest.held``)."""
+    private memory as they are hashed and held for the loader (``ModelManifest.held``). ``meanwhile`` is called
+    in this thread once the files are being hashed (the hashing threads release the GIL while they read and
+    hash): work its caller would do next, done alongside; what it raises is raised once the hashing has
+    stopped."""
     try:
         root = folder.resolve(strict=True)
     except (OSError, ValueError) as exc:
@@ -346,6 +352,8 @@ def folder_manifest(name: str, folder: Path, limits: InputLimits, *,
         hashed = [pool.submit(_hash_file, name, path, relative, size, relative in keep)
                   for (relative, path), size in zip(found, sizes)]
         try:
+            if meanwhile is not None:
+                meanwhile()
             for i, future in enumerate(hashed, start=1):
                 file, buffer = future.result()
                 files.append(file)

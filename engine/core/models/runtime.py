@@ -48,7 +48,8 @@ library's traceback): ``certa`` prints it on one line and exits 2.
 Nothing is fetched: no function here takes a hub name, and ``HF_HUB_OFFLINE``/``TRANSFORMERS_OFFLINE`` are set
 before transformers is imported. torch, transformers, safetensors and tokenizers are imported on first use
 (the ``models`` extra: ``pip install 'certa[models]' torch==2.13.0``); without them a ``StageError`` says what to
-install.
+install. ``warm_model_libraries`` does those imports ahead (and the architecture's module), while the folder of
+the model a run loads is hashed.
 
 Determinism (``deterministic_torch``): a fixed number of intra-op threads, ``torch.use_deterministic_algorithms``,
 evaluation mode and no autograd: on one machine the same inputs give bit-identical logits.
@@ -57,6 +58,7 @@ evaluation mode and no autograd: on one machine the same inputs give bit-identic
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import mmap
 import os
@@ -83,9 +85,11 @@ from certa.engine.core.models.tokenizer import SpecialTokens, read_tokenizer
 from certa.engine.core.tables import Table
 
 __all__ = ["LoadedModel", "PreparedModel", "load_causal_lm", "prepare_causal_lm", "deterministic_torch",
-           "model_libraries", "require_model_libraries", "model_forward"]
+           "model_libraries", "require_model_libraries", "warm_model_libraries", "model_forward"]
 
 _LIBRARIES = ("torch", "transformers", "safetensors", "tokenizers")
+_CONFIG_PEEK_BYTES = 1 << 20
+"""The most of ``config.json`` ``warm_model_libraries`` reads (a configuration is a few KB)."""
 
 
 def require_model_libraries() -> dict[str, Any]:
@@ -116,6 +120,32 @@ def model_libraries() -> dict[str, str]:
     from importlib.metadata import version
 
     return {name: version(name) for name in _LIBRARIES}
+
+
+def warm_model_libraries(folder: Path) -> None:
+    """Do now what loading the model in ``folder`` does first whatever its weights: import the model libraries
+    (``require_model_libraries``) and ``transformers``' module of the causal-LM class that ``config.json``'s
+    ``model_type`` names (transformers imports those on first use: about 0.7 s of Python for a Llama), and build
+    transformers 5's table of checkpoint renamings (``architecture.match_tensors`` reads it; 0.2 s the first
+    time), so that it runs while the folder is hashed (``certa.engine.core.inputs``:
+    ``folder_manifest(meanwhile=...)``).
+    ``config.json`` is read here unverified, as a regular file of at most ``_CONFIG_PEEK_BYTES``, only to choose
+    which of transformers' own modules to import: nothing of the folder runs (``auto_map`` is not read), no
+    number depends on it, and whatever fails here (no model libraries, no such file, not JSON, an unknown
+    ``model_type``) is skipped silently, for ``prepare_causal_lm`` to report on the verified bytes."""
+    try:
+        transformers = require_model_libraries()["transformers"]
+        with _open_regular("", folder / "config.json", "config.json") as opened:
+            document = json.loads(_read_exactly(opened, _CONFIG_PEEK_BYTES))
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+        getattr(transformers, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[document["model_type"]])
+        from transformers.conversion_mapping import get_checkpoint_conversion_mapping  # transformers 5
+
+        get_checkpoint_conversion_mapping(document["model_type"])
+    except (StageError, InputError, OSError, ValueError, LookupError, TypeError, ImportError, AttributeError,
+            RuntimeError):  # RuntimeError: a deep JSON's RecursionError, transformers' failed lazy import
+        return
 
 
 def deterministic_torch(threads: int) -> None:

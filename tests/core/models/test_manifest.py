@@ -9,6 +9,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from certa.engine.foundation.canonical import canonical_bytes
@@ -296,3 +297,86 @@ def test_a_link_to_a_file_inside_the_folder_is_hashed_as_that_file(tmp_path):
     os.symlink("sub/extra.txt", folder / "tokenizer.json")
     manifest = folder_manifest("m", folder, InputLimits())
     assert manifest.digest_of("tokenizer.json") == manifest.digest_of("sub/extra.txt")
+
+
+# ---------------------------------------------------------------------------------- hashing: threads, meanwhile
+
+
+def _sized_folder(tmp_path: Path) -> Path:
+    """A folder of files of several sizes (random bytes), its weights sharded in three files."""
+    rng = np.random.default_rng(7)
+    folder = _folder(tmp_path)
+    (folder / "model.safetensors").unlink()
+    shards = [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
+    for shard, size in zip(shards, (50_001, 4_096, 12_345)):
+        (folder / shard).write_bytes(rng.bytes(size))
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {f"t{i}": s for i, s in
+                                                                                    enumerate(shards)}}))
+    (folder / "tokenizer.json").write_bytes(rng.bytes(9_999))
+    return folder
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_files_hashed_at_once_give_the_manifest_of_one_file_at_a_time(tmp_path, monkeypatch, keep):
+    """HASH_THREADS files are read and hashed at once, in blocks: the manifest is the one of one file at a time,
+    each digest is hashlib's of the whole file, and the bytes kept are the file's."""
+    from certa.engine.core.models import manifest as module
+
+    folder = _sized_folder(tmp_path)
+    monkeypatch.setattr(module, "_BLOCK", 1_000)  # several blocks a file, in both modes
+    monkeypatch.setattr(module, "_KEPT_BLOCK", 3_000)
+    monkeypatch.setattr(module, "HASH_THREADS", 1)
+    alone = folder_manifest("m", folder, InputLimits(), keep_weights=keep)
+    monkeypatch.setattr(module, "HASH_THREADS", 3)
+    together = folder_manifest("m", folder, InputLimits(), keep_weights=keep)
+    assert together.raw == alone.raw and len(together.files) == 7
+    for file in together.files:
+        raw = (folder / file.path).read_bytes()
+        assert file.sha256 == hashlib.sha256(raw).hexdigest() and file.size == len(raw)
+    assert together.weights == tuple(sorted(path.name for path in folder.glob("*.safetensors")))
+    for path in together.weights if keep else ():
+        assert bytes(together.held.peek(path, together.digest_of(path))[:]) == (folder / path).read_bytes()
+    assert (together.held is None) is not keep
+
+
+def test_meanwhile_runs_while_the_files_hash_and_what_it_raises_is_raised(tmp_path):
+    """``meanwhile`` is called once the files are being hashed, before any is collected, and changes nothing of
+    the manifest; what it raises is raised (once the hashing threads have stopped)."""
+    folder = _sized_folder(tmp_path)
+    events: list[str] = []
+    manifest = folder_manifest("m", folder, InputLimits(), keep_weights=True, meanwhile=lambda: events.append("now"),
+                               progress=lambda i, n, what: events.append(what))
+    assert events[0] == "now" and sorted(events[1:]) == [f"hashing {file.path}" for file in manifest.files]
+    assert manifest.raw == folder_manifest("m", folder, InputLimits()).raw
+
+    def refuse() -> None:
+        raise InputError("refused meanwhile")
+
+    with pytest.raises(InputError, match="refused meanwhile"):
+        folder_manifest("m", folder, InputLimits(), keep_weights=True, meanwhile=refuse)
+
+
+def test_the_model_a_run_loads_has_its_libraries_imported_while_it_hashes(tmp_path, monkeypatch):
+    """load_tables: the model whose weights are kept (the first a stage names) warms the model libraries during
+    its hashing; a second model, and a model no stage names, do not."""
+    import certa.engine.core.inputs as inputs
+
+    warmed: list[Path] = []
+    monkeypatch.setattr(inputs, "warm_model_libraries", warmed.append)
+    for name in ("one", "two", "unused"):
+        shutil.copytree(_folder(tmp_path / name), tmp_path / f"model-{name}")
+    spec = write_spec(tmp_path, """\
+        certa: 1
+        name: warm
+        seed: 1
+        inputs:
+          unused: {model: model-unused}
+          base: {model: model-one}
+          sub: {model: model-two}
+          text: {path: text.jsonl}
+        stages:
+          - {id: w, use: model.windows, with: {baseline: base, subject: sub, text: text}}
+        """)
+    (tmp_path / "text.jsonl").write_text('{"text": "a"}\n')
+    tables = load_tables(load_plan(spec))
+    assert warmed == [tmp_path / "model-one"] and tables["base"].weights and not tables["sub"].weights

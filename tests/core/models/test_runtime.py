@@ -283,3 +283,59 @@ def test_the_model_built_for_loading_allocates_no_parameter_and_computes_its_buf
     assert model.steps.device.type == "cpu" and model.steps.tolist() == [0, 1, 2, 3, 4]
     assert model.unwritten.device.type == "meta"
     assert torch.empty(2).device.type == "cpu"  # only while the model is built
+
+
+# ------------------------------------------------------------------ loading while the folder is hashed (issue 32)
+
+
+@pytest.mark.models
+def test_warming_imports_the_module_of_the_architecture_config_json_names(tiny_architectures):
+    """In a fresh interpreter: transformers' Llama module is not imported, then warm_model_libraries imports it
+    (what prepare_causal_lm would import first)."""
+    import subprocess
+    import sys
+
+    folder = tiny_architectures("llama")
+    check = ("import sys; from pathlib import Path; from certa.engine.core.models.runtime import warm_model_libraries; "
+             "name = 'transformers.models.llama.modeling_llama'; before = name in sys.modules; "
+             "warm_model_libraries(Path(sys.argv[1])); print(before, name in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", check, str(folder)], capture_output=True, text=True, timeout=300)
+    assert done.stdout.split() == ["False", "True"], done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("config", [None, "fifo", b"not json", b"[1]", b'{"model_type": "no-such-model"}',
+                                    b'{"model_type": ["llama"]}', b"[" * 100_000])
+def test_warming_skips_a_config_it_cannot_use_without_a_word(tmp_path, config):
+    """The warm-up reads config.json unverified: a missing file, a FIFO (never waited on), not JSON, nesting
+    deeper than Python parses, no known model_type: nothing is imported, nothing raised (prepare_causal_lm reports
+    it on the verified bytes)."""
+    import os
+
+    from certa.engine.core.models.runtime import warm_model_libraries
+
+    if config == "fifo":
+        os.mkfifo(tmp_path / "config.json")
+    elif config is not None:
+        (tmp_path / "config.json").write_bytes(config)
+    assert warm_model_libraries(tmp_path) is None
+
+
+def test_weights_replaced_while_the_folder_hashes_load_as_the_digest_says(tiny_models, tmp_path):
+    """A weight file replaced while the folder is hashed (``meanwhile``, as the warm-up runs): whichever bytes
+    were read, the manifest's digest is theirs and the model is built on them, so the weights scored are the ones
+    the manifest (and a pin of it) names."""
+    import hashlib
+
+    folder = _copy(tiny_models, tmp_path)
+    original = folder_manifest("m", folder, InputLimits()).digest_of("model.safetensors")
+    replacement = tmp_path / "replacement.safetensors"
+    shutil.copyfile(tiny_models["subject"] / "model.safetensors", replacement)
+    manifest = folder_manifest("m", folder, InputLimits(), keep_weights=True,
+                               meanwhile=lambda: replacement.replace(folder / "model.safetensors"))
+    digest = manifest.digest_of("model.safetensors")
+    assert digest in (original, hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest())
+    table = replace(read_input("m", manifest.raw, "hf-model", limits=InputLimits()), origin=folder,
+                    weights=manifest.held)
+    loaded = load_causal_lm(table).model.state_dict()
+    scored = _state(tiny_models["baseline" if digest == original else "subject"])
+    assert all(loaded[k].equal(v) for k, v in scored.items())
