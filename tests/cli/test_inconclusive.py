@@ -134,3 +134,11 @@ def test_gates_that_cannot_be_inconclusive_are_refused(small_spec: Path, gate: s
 
 def test_run_help_states_exit_6() -> None:
     assert "6 INCONCLUSIVE" in " ".join(invoke("run", "--help").output.split())
+
+
+def test_an_interval_gates_bounds_are_drawn_as_the_plots_thresholds() -> None:
+    from certa.engine.services.presentation.html.view import threshold_values
+
+    assert threshold_values({"threshold": {"interval": {"max": 1.02}}}) == [1.02]
+    assert threshold_values({"threshold": {"interval": {"min": -0.1, "max": 0.1}}}) == [-0.1, 0.1]
+    assert threshold_values({"threshold": {"max": 1.05}}) == [1.05]

@@ -91,9 +91,11 @@ def mapping(value: Any) -> Mapping[str, Any]:
 
 
 def threshold_values(gate: Mapping[str, Any]) -> list[float]:
-    """The numeric bounds of a recorded gate (min, max, between)."""
+    """The numeric bounds of a recorded gate (min, max, between, and an interval gate's min and max)."""
     threshold = gate.get("threshold") or {}
-    values = [threshold.get("min"), threshold.get("max"), *(threshold.get("between") or [])]
+    interval = threshold.get("interval") if isinstance(threshold.get("interval"), Mapping) else {}
+    values = [threshold.get("min"), threshold.get("max"), *(threshold.get("between") or []), interval.get("min"),
+              interval.get("max")]
     return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 
