@@ -304,7 +304,9 @@ def test_warming_imports_the_module_of_the_architecture_config_json_names(tiny_a
 
 
 @pytest.mark.parametrize("config", [None, "fifo", b"not json", b"[1]", b'{"model_type": "no-such-model"}',
-                                    b'{"model_type": ["llama"]}', b"[" * 100_000])
+                                    b'{"model_type": ["llama"]}', b"[" * 100_000],
+                         ids=["absent", "fifo", "not-json", "not-an-object", "unknown-type", "type-not-text",
+                              "nested-100000-deep"])
 def test_warming_skips_a_config_it_cannot_use_without_a_word(tmp_path, config):
     """The warm-up reads config.json unverified: a missing file, a FIFO (never waited on), not JSON, nesting
     deeper than Python parses, no known model_type: nothing is imported, nothing raised (prepare_causal_lm reports
