@@ -86,36 +86,39 @@ _INTEGRAL_FLOAT_LIMIT = 1e16
 exact integer value; above it ``repr`` has an exponent and the exponent path applies."""
 
 
-def _encodable(value: Any) -> Any:
+def _encodable(value: Any, floats: list[float] | None = None) -> Any:
     """``to_jsonable(value)`` with every integral float of magnitude below 1e16 as an ``int`` (the digits
-    RFC 8785 prints for it, and what the C JSON encoder prints for an int); only for encoding."""
+    RFC 8785 prints for it, and what the C JSON encoder prints for an int); only for encoding. ``floats``
+    collects the floats it returns (without any, the C encoder's text needs no float rewritten)."""
     kind = type(value)
     if kind is str:
         return value
     if kind is float:
-        if value.is_integer():
-            return int(value) if -_INTEGRAL_FLOAT_LIMIT < value < _INTEGRAL_FLOAT_LIMIT else value
+        if value.is_integer() and -_INTEGRAL_FLOAT_LIMIT < value < _INTEGRAL_FLOAT_LIMIT:
+            return int(value)
         if value != value:
             return "NaN"
         if value in (math.inf, -math.inf):
             return "Infinity" if value > 0 else "-Infinity"
+        if floats is not None:
+            floats.append(value)
         return value
     if kind is dict:
         for key in value:
             if type(key) is not str and not isinstance(key, str):
                 raise TypeError(f"JSON object keys must be strings (got {key!r})")
-        return {key: (item if type(item) in _AS_IS else _encodable(item)) for key, item in value.items()}
+        return {key: (item if type(item) in _AS_IS else _encodable(item, floats)) for key, item in value.items()}
     if kind is list or kind is tuple:
         if not value or (type(value[0]) is int and _safe_integers(value)):
             return value  # e.g. token ids: their own encoding (the C encoder writes a tuple as a list)
-        return [item if type(item) is str else _encodable(item) for item in value]
+        return [item if type(item) is str else _encodable(item, floats) for item in value]
     if kind is int:
         return value if -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT else str(value)
     if kind is bool or value is None:
         return value
     plain = to_jsonable(value)  # numpy values, other mappings and sequences, subclasses: the general rules
     if type(plain) is float or type(plain) is dict or type(plain) is list:
-        return _encodable(plain)
+        return _encodable(plain, floats)
     return plain
 
 
@@ -161,15 +164,18 @@ def _fix_float_tokens(text: str) -> str:
 def canonical_bytes(value: Any) -> bytes:
     """RFC 8785 canonical UTF-8 bytes of ``value`` (after ``to_jsonable``): ``rfc8785.dumps(to_jsonable(value))``
     byte for byte, computed faster (see module docstring)."""
-    return _canonical_of_encodable(_encodable(value), value)
+    floats: list[float] = []
+    prepared = _encodable(value, floats)
+    return _canonical_of_encodable(prepared, value, floats=bool(floats))
 
 
-def _canonical_of_encodable(prepared: Any, value: Any) -> bytes:
+def _canonical_of_encodable(prepared: Any, value: Any, *, floats: bool = True) -> bytes:
     """The canonical bytes of ``value``, given ``prepared = _encodable(value)`` (or ``value`` itself when it is
-    plain JSON: see ``canonical_sha256_pair``)."""
+    plain JSON: see ``canonical_sha256_pair``); ``floats=False``: ``prepared`` holds no float, so no float token
+    is looked for."""
     text = _encode_json(prepared)
-    if ((("e-" in text or "e+" in text) and _EXPONENT_HINT.search(text))  # substring tests first: C, no regex
-            or (".0" in text and _INTEGRAL_HINT.search(text))):
+    if floats and ((("e-" in text or "e+" in text) and _EXPONENT_HINT.search(text))  # substring tests first
+                   or (".0" in text and _INTEGRAL_HINT.search(text))):
         text = _fix_float_tokens(text)
     if text.isascii():
         return text.encode("ascii")
