@@ -10,7 +10,11 @@ Speed: ``rfc8785.dumps`` is pure Python (a few microseconds a JSON node). ``cano
 one pass that does ``to_jsonable``'s conversions and writes every integral float below 1e21 as the integer
 RFC 8785 prints for it (``1.0`` -> ``1``; below 1e16), then lets the C encoder of ``json`` write the text (sorted keys,
 no spaces, no ASCII escaping: its string escapes are RFC 8785's), and reformats the few float tokens the two
-write differently (those with an exponent, ``1e-05`` -> ``0.00001``, via ``rfc8785`` itself). Anything it
+write differently (those with an exponent, ``1e-05`` -> ``0.00001``, via ``rfc8785`` itself; looked for only
+when the value holds a float). A list that begins with an int (token ids, as the endpoint client sends them) is
+checked in one C pass (every item an int with ``bit_length()`` at most 53) and then left as it is: the C encoder
+writes such items as RFC 8785 does (``bool`` as ``true``/``false``; an int subclass such as an ``IntEnum`` by its
+integer value, which is ``to_jsonable``'s ``int()`` of it unless the subclass redefines ``__int__``). Anything it
 cannot prove identical (a key with a character at or above U+E000, where UTF-16 and code-point order may
 differ; text that is not valid UTF-8) goes through ``rfc8785.dumps`` unchanged. ``tests/foundation/test_perf_canonical.py``
 checks the bytes against ``rfc8785.dumps`` on generated JSON.
