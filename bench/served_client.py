@@ -12,7 +12,9 @@ body, the request, ``read()``, ``json.loads`` (the answers kept as received, as 
 8785 canonical bytes and key, the budget, retry bookkeeping, the checks of the answer (complete, UTF-8, a JSON
 object without ``error``), an ``Exchange`` per request. Goal: its time per request at most 10 % over the bare
 loop's. The fake server runs in a child process (``--serve-canned``; Python's ``http.server``), so that it does not
-share the clients' interpreter lock. Each figure is the best of ``--repeats`` runs, the two clients alternating;
+share the clients' interpreter lock; so the process time of a run (``time.process_time``) is the client's CPU alone,
+printed beside the wall time: on a shared machine the wall times move with the other processes' load, the CPU
+time much less. Each figure is the best of ``--repeats`` runs, the two clients alternating;
 on the real server every run scores fresh prompts (random token ids), so that no run profits from vLLM's prefix
 cache. ``--json`` adds ``{"rows": [[what, measured, goal]], ...}`` as the last line (``bench/figures.py``).
 """
@@ -116,18 +118,22 @@ def _certa(url: str, bodies: list[dict], concurrency: int) -> list:
 
 
 def _compare(url: str, make_bodies, concurrency: int, repeats: int) -> dict:
-    """Best-of-``repeats`` seconds of the bare loop and certa's client over equal bodies (fresh ones each run)."""
+    """Best-of-``repeats`` seconds of the bare loop and certa's client over equal bodies (fresh ones each run), wall
+    and the client's CPU (this process's time; the fake server is another process)."""
     best = {"bare": float("inf"), "certa": float("inf")}
+    cpu = dict(best)
     count = 0
     for _ in range(repeats):
         for name, run in (("bare", _bare_loop), ("certa", _certa)):
             bodies = make_bodies()
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             answers = run(url, bodies, concurrency)
             best[name] = min(best[name], time.perf_counter() - start)
+            cpu[name] = min(cpu[name], time.process_time() - start_cpu)
             count = len(answers)
     return {"requests": count, "bare_s": best["bare"], "certa_s": best["certa"], "ratio": best["certa"] / best["bare"],
-            "overhead_us": (best["certa"] - best["bare"]) / count * 1e6}
+            "overhead_us": (best["certa"] - best["bare"]) / count * 1e6, "bare_cpu_us": cpu["bare"] / count * 1e6,
+            "certa_cpu_us": cpu["certa"] / count * 1e6, "cpu_ratio": cpu["certa"] / cpu["bare"]}
 
 
 def _print(what: str, figures: dict) -> None:
@@ -135,7 +141,9 @@ def _print(what: str, figures: dict) -> None:
     print(f"{what}: {n} requests, concurrency {figures['concurrency']}")
     print(f"  bare http.client loop:  {figures['bare_s']:.3f} s  {n / figures['bare_s']:,.0f} requests/s")
     print(f"  certa EndpointClient:   {figures['certa_s']:.3f} s  {n / figures['certa_s']:,.0f} requests/s  ratio "
-          f"{figures['ratio']:.3f} (goal <= {GOAL:.2f}); {figures['overhead_us']:+.0f} us per request", flush=True)
+          f"{figures['ratio']:.3f} (goal <= {GOAL:.2f}); {figures['overhead_us']:+.0f} us per request")
+    print(f"  client CPU per request:  bare {figures['bare_cpu_us']:.0f} us, certa {figures['certa_cpu_us']:.0f} us, "
+          f"ratio {figures['cpu_ratio']:.3f}", flush=True)
 
 
 def main() -> None:

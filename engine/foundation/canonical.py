@@ -10,7 +10,11 @@ Speed: ``rfc8785.dumps`` is pure Python (a few microseconds a JSON node). ``cano
 one pass that does ``to_jsonable``'s conversions and writes every integral float below 1e21 as the integer
 RFC 8785 prints for it (``1.0`` -> ``1``; below 1e16), then lets the C encoder of ``json`` write the text (sorted keys,
 no spaces, no ASCII escaping: its string escapes are RFC 8785's), and reformats the few float tokens the two
-write differently (those with an exponent, ``1e-05`` -> ``0.00001``, via ``rfc8785`` itself). Anything it
+write differently (those with an exponent, ``1e-05`` -> ``0.00001``, via ``rfc8785`` itself; looked for only
+when the value holds a float). A list that begins with an int (token ids, as the endpoint client sends them) is
+checked in one C pass (every item an int with ``bit_length()`` at most 53) and then left as it is: the C encoder
+writes such items as RFC 8785 does (``bool`` as ``true``/``false``; an int subclass such as an ``IntEnum`` by its
+integer value, which is ``to_jsonable``'s ``int()`` of it unless the subclass redefines ``__int__``). Anything it
 cannot prove identical (a key with a character at or above U+E000, where UTF-16 and code-point order may
 differ; text that is not valid UTF-8) goes through ``rfc8785.dumps`` unchanged. ``tests/foundation/test_perf_canonical.py``
 checks the bytes against ``rfc8785.dumps`` on generated JSON.
@@ -77,42 +81,59 @@ def to_jsonable(value: Any) -> Any:
     raise TypeError(f"cannot represent {type(value).__name__} in a certificate: {value!r}")
 
 
+_SAFE_INT_BITS = _MAX_SAFE_INT.bit_length()
+"""53: an integer is within ±(2**53 − 1) exactly when its ``bit_length()`` is at most this."""
+_AS_IS = frozenset({str, bool, type(None)})
+"""The types ``_encodable`` returns unchanged (looked up before a call per member)."""
 _INTEGRAL_FLOAT_LIMIT = 1e16
 """Below 1e16 an integral float's shortest round-trip digits (what RFC 8785 prints, without ``.0``) are its
 exact integer value; above it ``repr`` has an exponent and the exponent path applies."""
 
 
-def _encodable(value: Any) -> Any:
+def _encodable(value: Any, floats: list[float] | None = None) -> Any:
     """``to_jsonable(value)`` with every integral float of magnitude below 1e16 as an ``int`` (the digits
-    RFC 8785 prints for it, and what the C JSON encoder prints for an int); only for encoding."""
+    RFC 8785 prints for it, and what the C JSON encoder prints for an int); only for encoding. ``floats``
+    collects the floats it returns (without any, the C encoder's text needs no float rewritten)."""
     kind = type(value)
     if kind is str:
         return value
     if kind is float:
-        if value.is_integer():
-            return int(value) if -_INTEGRAL_FLOAT_LIMIT < value < _INTEGRAL_FLOAT_LIMIT else value
+        if value.is_integer() and -_INTEGRAL_FLOAT_LIMIT < value < _INTEGRAL_FLOAT_LIMIT:
+            return int(value)
         if value != value:
             return "NaN"
         if value in (math.inf, -math.inf):
             return "Infinity" if value > 0 else "-Infinity"
+        if floats is not None:
+            floats.append(value)
         return value
     if kind is dict:
         for key in value:
             if type(key) is not str and not isinstance(key, str):
                 raise TypeError(f"JSON object keys must be strings (got {key!r})")
-        return {key: (item if type(item) is str else _encodable(item)) for key, item in value.items()}
+        return {key: (item if type(item) in _AS_IS else _encodable(item, floats)) for key, item in value.items()}
     if kind is list or kind is tuple:
-        if value and set(map(type, value)) == {int} and -_MAX_SAFE_INT <= min(value) and max(value) <= _MAX_SAFE_INT:
-            return list(value)  # a list of safe integers (token ids) is its own encoding: no call per item
-        return [item if type(item) is str else _encodable(item) for item in value]
+        if not value or (type(value[0]) is int and _safe_integers(value)):
+            return value  # e.g. token ids: their own encoding (the C encoder writes a tuple as a list)
+        return [item if type(item) is str else _encodable(item, floats) for item in value]
     if kind is int:
         return value if -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT else str(value)
     if kind is bool or value is None:
         return value
     plain = to_jsonable(value)  # numpy values, other mappings and sequences, subclasses: the general rules
     if type(plain) is float or type(plain) is dict or type(plain) is list:
-        return _encodable(plain)
+        return _encodable(plain, floats)
     return plain
+
+
+def _safe_integers(values: Sequence[Any]) -> bool:
+    """Whether every item of ``values`` is an ``int`` (a ``bool`` too) within ±(2**53 − 1): one pass in C. Their
+    RFC 8785 text is what the C encoder writes for them (``int.__repr__``, ``true``, ``false``), as for
+    ``to_jsonable``'s ``int(item)``."""
+    try:
+        return max(map(int.bit_length, values)) <= _SAFE_INT_BITS
+    except TypeError:  # an item that is not an int
+        return False
 
 
 _encode_json = json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")).encode
@@ -147,15 +168,18 @@ def _fix_float_tokens(text: str) -> str:
 def canonical_bytes(value: Any) -> bytes:
     """RFC 8785 canonical UTF-8 bytes of ``value`` (after ``to_jsonable``): ``rfc8785.dumps(to_jsonable(value))``
     byte for byte, computed faster (see module docstring)."""
-    return _canonical_of_encodable(_encodable(value), value)
+    floats: list[float] = []
+    prepared = _encodable(value, floats)
+    return _canonical_of_encodable(prepared, value, floats=bool(floats))
 
 
-def _canonical_of_encodable(prepared: Any, value: Any) -> bytes:
+def _canonical_of_encodable(prepared: Any, value: Any, *, floats: bool = True) -> bytes:
     """The canonical bytes of ``value``, given ``prepared = _encodable(value)`` (or ``value`` itself when it is
-    plain JSON: see ``canonical_sha256_pair``)."""
+    plain JSON: see ``canonical_sha256_pair``); ``floats=False``: ``prepared`` holds no float, so no float token
+    is looked for."""
     text = _encode_json(prepared)
-    if ((("e-" in text or "e+" in text) and _EXPONENT_HINT.search(text))  # substring tests first: C, no regex
-            or _INTEGRAL_HINT.search(text)):
+    if floats and ((("e-" in text or "e+" in text) and _EXPONENT_HINT.search(text))  # substring tests first
+                   or (".0" in text and _INTEGRAL_HINT.search(text))):
         text = _fix_float_tokens(text)
     if text.isascii():
         return text.encode("ascii")

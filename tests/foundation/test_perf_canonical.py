@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from enum import IntEnum
 
 import numpy as np
 import pytest
@@ -117,3 +118,39 @@ def test_the_digest_pair_is_the_digests_of_the_whole_and_of_the_part(value, with
         return
     assert canonical_sha256_pair(value, tuple(without)) == (hashlib.sha256(whole_ref).hexdigest(),
                                                              hashlib.sha256(part_ref).hexdigest())
+
+
+class Token(IntEnum):
+    """An int subclass: written by its integer value, as ``to_jsonable``'s ``int()`` of it."""
+
+    EOS = 2
+
+
+TOKEN_EDGES = [0, 1, -1, 2**53 - 1, -(2**53 - 1), 2**53, -(2**53), 2**63, True, False, Token.EOS]
+token_lists = st.lists(st.integers(min_value=-(2**60), max_value=2**60) | st.sampled_from(TOKEN_EDGES), max_size=40)
+request_bodies = st.fixed_dictionaries(
+    {"model": keys, "prompt": token_lists | st.lists(token_lists, max_size=4)},
+    optional={"temperature": st.floats() | st.sampled_from(EDGE_FLOATS) | st.integers(0, 2),
+              "seed": st.integers() | st.sampled_from(EDGE_INTS), "stop": st.lists(keys, max_size=3),
+              "logit_bias": st.dictionaries(keys, st.floats(), max_size=3), "extra": json_values})
+
+
+@settings(derandomize=True, max_examples=150, deadline=None)
+@given(request_bodies)
+@example({"model": "tiny-llama", "prompt": [[0, 1, 2**53 - 1], [-(2**53 - 1), True, Token.EOS]], "max_tokens": 1,
+          "temperature": 0, "prompt_logprobs": 0, "return_token_ids": True, "add_special_tokens": False})
+@example({"model": "\u00e9\U0001F600", "prompt": [[5, 2**53], [3, -(2**53)]], "temperature": 1e-7, "top_p": 1.0})
+def test_request_bodies_of_token_ids_equal_rfc8785(body) -> None:
+    """The endpoint client's bodies (``certa.engine.core.runtimes.http_client``: the key of a request is the digest of
+    these bytes): lists of token ids, one or many, with floats, seeds and text beside them."""
+    assert fast(body) == reference(body)
+
+
+@pytest.mark.parametrize("tail", [[], [2], [2.0], [-0.0], [0.5], [1e-7], [1e21], [2**53], [True], ["t"], [None],
+                                  [[3]], [{"k": 4}], [float("nan")], [np.int64(5)], [np.float64(2.0)], [(6, 7)]],
+                         ids=repr)
+def test_a_list_that_begins_with_an_integer_equals_rfc8785_whatever_follows(tail) -> None:
+    """A list whose first item is an int is checked in one pass (``int.bit_length``) and, when every item is a safe
+    integer, written as it is; any other item sends it down the general path."""
+    for value in ([1, *tail], (1, *tail), {"prompt": [[1, *tail], [1]]}):
+        assert fast(value) == reference(value)

@@ -188,19 +188,19 @@ class HTTPTransport:
 
     def _round_trip(self, connection: http.client.HTTPConnection, method: str, target: str, body: bytes,
                     headers: Mapping[str, str]) -> tuple[Reply, bool]:
-        connection.request(method, target, body=body or None, headers=dict(headers))
+        connection.request(method, target, body=body or None, headers=headers)
         response = connection.getresponse()
         complete = True
         try:
             data = response.read(self._limit + 1)
         except http.client.IncompleteRead as cut:
             data, complete = cut.partial, False
-        length = response.getheader("content-length")
+        received = {name.lower(): value for name, value in response.getheaders()}
+        length = received.get("content-length")
         if length is not None and length.isdigit() and len(data) < int(length):
             complete = False
         reusable = complete and response.isclosed() and not response.will_close
-        return Reply(response.status, {name.lower(): value for name, value in response.getheaders()}, data,
-                     complete), reusable
+        return Reply(response.status, received, data, complete), reusable
 
 
 class RecordedTransport:
@@ -303,15 +303,15 @@ class EndpointClient:
         lock, stop, failed = threading.Lock(), threading.Event(), []
         start, reused, tokens = time.perf_counter(), len(answers), 0
 
-        def worker() -> None:  # no future, no wake-up of the caller per request
+        def worker() -> None:  # no future, no wake-up of the caller per request; _send checks ``stop``
             nonlocal tokens
-            while not stop.is_set():
+            while True:
                 with lock:
                     request = next(pending, None)
                 if request is None:
                     return
                 try:
-                    exchange, used = self._answer(request, stop)
+                    exchange, usage = self._answer(request, stop)
                 except _Stopped:
                     return
                 except BaseException as error:  # the first failure stops the others; the caller gets it
@@ -320,10 +320,10 @@ class EndpointClient:
                     return
                 with lock:
                     answers[request.key] = exchange
-                    tokens += used
                     if answered is not None:
                         answered(exchange)
                     if progress is not None:
+                        tokens += _tokens(usage)
                         seconds = max(time.perf_counter() - start, 1e-9)
                         progress(len(answers), len(distinct), (len(answers) - reused) / seconds, tokens / seconds)
 
@@ -352,12 +352,13 @@ class EndpointClient:
         with self._lock:
             self._usage[name] += amount
 
-    def _answer(self, request: _Request, stop: threading.Event | None) -> tuple[Exchange, int]:
-        """The request's Exchange (from ``reuse``, or sent with its retries) and the tokens its answer counts; no
-        further attempt once ``stop`` is set (another request of the same ``post_many`` failed)."""
+    def _answer(self, request: _Request, stop: threading.Event | None) -> tuple[Exchange, Any]:
+        """The request's Exchange (from ``reuse``, or sent with its retries) and its answer's ``usage`` member (None
+        for a reused one); no further attempt once ``stop`` is set (another request of the same ``post_many``
+        failed)."""
         if request.key in self._reuse:
             self._count("reused")
-            return self._reuse[request.key], 0
+            return self._reuse[request.key], None
         try:
             return self._send(request, stop)
         except EndpointError as error:
@@ -365,7 +366,7 @@ class EndpointClient:
         self._count("failures")
         raise EndpointError(message)  # outside the handler: no context holding the unredacted message
 
-    def _send(self, request: _Request, stop: threading.Event | None) -> tuple[Exchange, int]:
+    def _send(self, request: _Request, stop: threading.Event | None) -> tuple[Exchange, Any]:
         where, start, attempt = f"{request.method} {request.path}", time.perf_counter(), 0
         while True:
             attempt += 1
@@ -393,13 +394,13 @@ class EndpointClient:
             if attempt > self.settings.retries:
                 raise EndpointError(f"{where} failed after {attempt} attempts: {fault}")
             time.sleep(self.settings.delay(attempt, retry_after))
-        text, tokens = _checked_body(where, reply, self.settings.max_response_bytes)
+        text, usage = _checked_body(where, reply, self.settings.max_response_bytes)
         if self._secret and self._secret in text:
             raise EndpointError(f"{where}: the response holds the API key (the server echoes it); certa records every "
                                 "response and never a key, so this answer is refused")
         return Exchange(key=request.key, method=request.method, path=request.path,
                         request=request.body.decode("utf-8"), status=reply.status, response=text,
-                        elapsed_ms=(time.perf_counter() - start) * 1000.0, attempts=attempt), tokens
+                        elapsed_ms=(time.perf_counter() - start) * 1000.0, attempts=attempt), usage
 
     def _spend(self, where: str, attempt: int, size: int) -> None:
         """Count one request sent against the budget; an ``EndpointError`` when the budget is spent."""
@@ -475,8 +476,8 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _checked_body(where: str, reply: Reply, limit: int) -> tuple[str, int]:
-    """The text of a final answer that is not retried, and the tokens its ``usage`` counts; an ``EndpointError``
+def _checked_body(where: str, reply: Reply, limit: int) -> tuple[str, Any]:
+    """The text of a final answer that is not retried, and its ``usage`` member (None if absent); an ``EndpointError``
     for an error status, an incomplete, oversized, non-UTF-8 or non-JSON body, a JSON value that is not an object,
     or an object holding ``error``."""
     if not 200 <= reply.status < 300:
@@ -495,7 +496,7 @@ def _checked_body(where: str, reply: Reply, limit: int) -> tuple[str, int]:
         raise EndpointError(f"{where}: the response is not a JSON object; it begins {_preview(reply.body)}")
     if value.get("error") is not None:
         raise EndpointError(f"{where}: HTTP {reply.status} with an error inside{_said(reply.body)}")
-    return text, _tokens(value.get("usage"))
+    return text, value.get("usage")
 
 
 def _tokens(usage: Any) -> int:
