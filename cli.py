@@ -826,7 +826,8 @@ def migrate(as_json: bool, ledger_url: str) -> int:
     stored input or run changes: 'certa verify' and checkpoints signed before still hold. For 10^6 entries on
     SQLite: schema 5 copies the entries table into one without the dropped constraints (about a minute, and
     the table's size again on disk); schema 6 renumbers the stored Merkle nodes and drops their leaf rows
-    (about 15 s). Running it again does nothing. Back up a shared ledger first and run this once, while no
+    (about 15 s); schema 7 widens the runs table's verdict column for INCONCLUSIVE (on SQLite a copy of that
+    table: a row a run). Running it again does nothing. Back up a shared ledger first and run this once, while no
     writer runs.
 
     \b

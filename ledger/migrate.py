@@ -17,7 +17,10 @@ The revisions (``ledger/migrations/versions``) are small, ordered and never edit
 - ``0006``: schema version 6, ``merkle_nodes`` gains the column ``node_seq`` (the node's number in the order the
   entries complete the nodes), its new key, and keeps no leaves (a leaf is its entry's); the index of a run's
   entries by kind leaves out the decisions (a run's decisions are the seqs of its record); so that recording
-  writes fewer pages; ``schema_version`` becomes ``'6'``.
+  writes fewer pages; ``schema_version`` becomes ``'6'``;
+- ``0007``: schema version 7, ``runs.verdict`` of 16 characters instead of 8, so that PostgreSQL takes the verdict
+  ``INCONCLUSIVE``; SQLite cannot change a column's type in place, so there ``runs`` is copied, every value as it was
+  stored, into a table declared with the wider column; ``schema_version`` becomes ``'7'``.
 
 No revision changes a value in a row of ``entries``, ``blobs``, ``runs`` or ``merkle_nodes`` (0006 adds a column
 to the last, computed from two others, and drops its leaf rows, which the entries give), nor the chain head: every

@@ -12,9 +12,9 @@ from certa.engine.foundation.errors import LedgerError, LedgerIntegrityError
 __all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "EntryRow", "RunRow", "SchemaState", "ENTRY_FIELDS",
            "RUN_FIELDS", "rows_as", "run_rows", "checked_schema_version", "refuse_unkeyed_runs"]
 
-SCHEMA_VERSION = "6"
+SCHEMA_VERSION = "7"
 #: The Alembic revision that brings a ledger to each schema version; the newest is the head.
-REVISIONS = {"1": "0001", "2": "0002", "3": "0003", "4": "0004", "5": "0005", "6": "0006"}
+REVISIONS = {"1": "0001", "2": "0002", "3": "0003", "4": "0004", "5": "0005", "6": "0006", "7": "0007"}
 HEAD_REVISION = REVISIONS[SCHEMA_VERSION]
 
 _Row = TypeVar("_Row", "EntryRow", "RunRow")

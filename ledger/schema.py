@@ -1,4 +1,4 @@
-"""The ledger's tables (SQLAlchemy Core). Schema version 6.
+"""The ledger's tables (SQLAlchemy Core). Schema version 7.
 
 ``entries`` is the append-only, hash-chained log: every run, input, decision, certificate, abort, replay
 and review is one entry. ``blobs`` holds content-addressed copies of input tables (and captured tables),
@@ -52,12 +52,16 @@ run's keys land at a random place of that index, and its decisions were most of 
 entries, a bake-off's 10^6); a run's decisions are read instead as the seqs of its record, ``runs.first_seq`` ..
 ``last_seq``, a primary-key range (``Ledger.entries``), each entry's run and kind checked.
 
+Schema 7 widens ``runs.verdict`` from ``VARCHAR(8)`` to ``VARCHAR(16)``: a run's verdict may be ``INCONCLUSIVE`` (12
+characters), which PostgreSQL refuses in a column of 8 (SQLite never enforces a declared length). No value changes.
+
 The schema moves only by Alembic revisions (``ledger/migrations/versions``, run by ``certa migrate``):
 revision 0001 is schema version 1 (certa 0.1.0 and 0.2.0), revision 0002 schema version 2 (the indexes
 below marked "since 2"), revision 0003 schema version 3 (``merkle_nodes``, backfilled from the entries),
 revision 0004 schema version 4 (the indexes marked "since 4"), revision 0005 schema version 5 (without the
 three indexes above), revision 0006 schema version 6 (``merkle_nodes`` keyed by ``node_seq``, without the leaves,
-and the index of a run's entries by kind without the decisions). A new ledger is created here directly at the
+and the index of a run's entries by kind without the decisions), revision 0007 schema version 7 (``runs.verdict``
+of 16 characters). A new ledger is created here directly at the
 newest schema and stamped with its revision in ``alembic_version`` (the table Alembic keeps, declared here so
 that creating a ledger needs no Alembic import).
 """
@@ -131,7 +135,7 @@ runs = Table(
     Column("run_id", String(32), primary_key=True),
     Column("name", String(100), nullable=False),
     Column("status", String(16), nullable=False),
-    Column("verdict", String(8), nullable=True),
+    Column("verdict", String(16), nullable=True),  # since 7 (before: 8): INCONCLUSIVE
     Column("profile", String(16), nullable=False),
     Column("seed", String(24), nullable=False),
     Column("knobs_hash", String(64), nullable=False),

@@ -218,6 +218,23 @@ def small_spec_folder(folder: Path, *, seed: int = 7) -> Path:
     return spec
 
 
+INTERVAL_GATE = """\
+  - id: no-regression
+    metric: ratio.token_perplexity.display_ci
+    interval: {max: MAX}
+"""
+"""The small spec's gate as an interval gate; its interval is [1.00437, 1.02957] (seed 7, 60 windows)."""
+
+
+def interval_spec(spec: Path, bound: str) -> Path:
+    """``spec`` (``SMALL_SPEC``'s, rewritten in place) with its gate an interval gate of max ``bound``: PASS above
+    1.02957, INCONCLUSIVE between 1.00437 and it (1.02 gives a run of verdict INCONCLUSIVE), FAIL below."""
+    text = spec.read_text()
+    start = text.index("  - id: no-regression")
+    spec.write_text(text[:start] + INTERVAL_GATE.replace("MAX", bound))
+    return spec
+
+
 def two_run_ledger(folder: Path) -> tuple[Path, Path]:
     """``folder/ledger.db`` holding two runs of ``SMALL_SPEC`` (seed 8, then 7), and the spec (seed 7)."""
     from certa.engine import run

@@ -14,39 +14,27 @@ from click.testing import CliRunner
 
 from certa.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import interval_spec
 
-INTERVAL_GATE = """\
-  - id: no-regression
-    metric: ratio.token_perplexity.display_ci
-    interval: {max: MAX}
-"""
-"""The small spec's gate as an interval gate; its interval is [1.00437, 1.02957] (seed 7, 60 windows)."""
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def invoke(*args: str):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
-def _interval_spec(spec: Path, bound: str) -> Path:
-    text = spec.read_text()
-    start = text.index("  - id: no-regression")
-    spec.write_text(text[:start] + INTERVAL_GATE.replace("MAX", bound))
-    return spec
-
-
 @pytest.mark.parametrize("bound, verdict, code", [("1.05", "PASS", 0), ("1.02", "INCONCLUSIVE", 6),
                                                    ("1.0", "FAIL", 1)])
 def test_an_interval_gate_gives_each_verdict_its_exit_code(small_spec: Path, tmp_path: Path, bound: str,
                                                           verdict: str, code: int) -> None:
-    result = invoke("run", str(_interval_spec(small_spec, bound)), "--no-record", "--json")
+    result = invoke("run", str(interval_spec(small_spec, bound)), "--no-record", "--json")
     assert result.exit_code == code, result.output
     assert json.loads(result.stdout)["verdict"] == verdict
 
 
 def test_an_inconclusive_run_everywhere(small_spec: Path, tmp_path: Path) -> None:
     db, junit, cert = tmp_path / "ledger.db", tmp_path / "junit.xml", tmp_path / "cert.json"
-    spec = _interval_spec(small_spec, "1.02")
+    spec = interval_spec(small_spec, "1.02")
     result = invoke("run", str(spec), "--ledger", str(db), "--junit", str(junit), "-o", str(cert))
     assert result.exit_code == 6
     assert "small-paired: INCONCLUSIVE" in result.stdout and "gate no-regression: INCONCLUSIVE" in result.stdout
@@ -91,7 +79,7 @@ def test_an_inconclusive_run_everywhere(small_spec: Path, tmp_path: Path) -> Non
 
 
 def test_fail_outranks_inconclusive(small_spec: Path) -> None:
-    spec = _interval_spec(small_spec, "1.02")
+    spec = interval_spec(small_spec, "1.02")
     spec.write_text(spec.read_text() + "  - id: strict\n    metric: ratio.token_perplexity.display_ci[1]\n    max: 1.0\n")
     result = invoke("run", str(spec), "--no-record", "--json")
     assert result.exit_code == 1 and json.loads(result.stdout)["verdict"] == "FAIL"

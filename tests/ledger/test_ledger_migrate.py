@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import create_engine, inspect, select, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DataError, OperationalError
 
 from certa.cli import main
 from certa.engine import LedgerError, run
@@ -33,12 +33,12 @@ from certa.ledger.schema import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, blobs,
 from certa.ledger.schema import read_schema_state
 from certa.ledger.store import SchemaState
 
-from tests.conftest import fresh_postgres_databases
+from tests.conftest import fresh_postgres_databases, interval_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 NEW_INDEXES = {"ix_entries_run_id_kind", "ix_runs_name", "ix_runs_recorded_at"}  # schema 2's
 HEAD_INDEXES = {"ix_entries_run_id_kind_but_decisions", "ix_runs_name", "ix_runs_recorded_at", "ix_runs_first_seq",
-                "ix_entries_batch_decisions"}  # schema 6's (ix_entries_run_id_kind replaced)
+                "ix_entries_batch_decisions"}  # the newest schema's (6 replaced ix_entries_run_id_kind)
 SCHEMA_4_INDEXES = {"ix_runs_first_seq", "ix_entries_batch_decisions"}
 POSTGRESQL_4_INDEXES = {"ix_entries_run_id_kind_seq"}  # on PostgreSQL only
 
@@ -400,6 +400,9 @@ def test_a_golden_ledger_of_a_released_certa_migrates_byte_identically(golden: P
                                                                          released.revision is None)
         assert verify(ledger).intact
     assert _rows(url) == before and _state(url) == SchemaState(SCHEMA_VERSION, HEAD_REVISION)
+    head = tmp_path / "head.db"
+    _apply_revisions(f"sqlite:///{head}", "head")
+    assert ddl(db) == ddl(head)  # and the migrated schema is exactly the newest (runs.verdict VARCHAR(16) since 7)
     entries_count = int(manifest["head"].split(":")[0])
     # one per complete perfect subtree of two or more leaves (schema 6 stores no leaves)
     assert len(_nodes(url)) == entries_count - entries_count.bit_count()
@@ -608,6 +611,63 @@ def test_revision_0006_keys_the_merkle_nodes_by_node_seq_and_changes_no_value(da
     assert _state(url) == SchemaState("5", "0005") and _schema(url)["merkle_nodes"]["primary_key"] == ["level", "position"]
     with Ledger.open(url) as ledger:
         assert verify(ledger).intact
+
+
+def _verdict_type(url: str) -> str:
+    return dict((name, kind) for name, kind, _ in _schema(url)["runs"]["columns"])["verdict"]
+
+
+def test_revision_0007_widens_the_verdict_so_that_an_inconclusive_run_is_recorded(
+        database: NewDatabase, small_spec: Path, tmp_path: Path) -> None:
+    """A schema 6 ledger (certa 0.9.0) migrated to 7: ``runs.verdict`` is VARCHAR(16) instead of 8 (on SQLite by
+    copying ``runs``), and the schema is exactly that of a ledger created at 7; no row of any table changes but
+    ledger_meta's schema version (on SQLite each value with its storage type and rowid); a checkpoint signed before
+    still verifies; a run of verdict INCONCLUSIVE, which PostgreSQL refuses at 6, is recorded and verifies; the
+    downgrade gives schema 6's column back, which PostgreSQL refuses while a run is INCONCLUSIVE."""
+    url, reference = database(), database()
+    Ledger.open(reference).close()
+    _record_two_runs_and_a_review(url, small_spec)
+    _downgrade(url, "0006")
+    assert _state(url) == SchemaState("6", "0006") and _verdict_type(url) == "VARCHAR(8)"
+    schema_6, rows_6 = _schema(url), _rows(url)
+    sqlite = make_url(url).get_backend_name() == "sqlite"
+    if not sqlite:  # what schema 7 is for: SQLite never enforces a declared length
+        with pytest.raises(DataError, match=re.escape("value too long for type character varying(8)")):
+            _sql(url, "UPDATE runs SET verdict = 'INCONCLUSIVE'")
+    keys = tmp_path / "keys"
+    assert CliRunner().invoke(main, ["keygen", "--out-dir", str(keys)]).exit_code == 0
+    checkpoint = str(tmp_path / "before.checkpoint")
+    assert invoke("checkpoint", "--key", str(keys / "certa.key"), "--out", checkpoint, ledger=url).exit_code == 0
+    stored = "SELECT rowid, run_id, typeof(verdict), typeof(first_seq), typeof(certificate_sha256) FROM runs"
+    if sqlite:
+        with closing(sqlite3.connect(make_url(url).database)) as conn:
+            before = conn.execute(f"{stored} ORDER BY rowid").fetchall()
+
+    _migrate_changing_no_row(url, "6", reference)
+    assert _verdict_type(url) == "VARCHAR(16)"
+    if sqlite:
+        with closing(sqlite3.connect(make_url(url).database)) as conn:
+            assert conn.execute(f"{stored} ORDER BY rowid").fetchall() == before and len(before) == 2
+            assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    assert invoke("verify", "--checkpoint", checkpoint, "--public-key", str(keys / "certa.pub"),
+                  ledger=url).exit_code == 0
+    _downgrade(url, "0006")
+    assert _schema(url) == schema_6 and _rows(url) == rows_6 and _state(url) == SchemaState("6", "0006")
+    _alembic(url, "upgrade", "head")
+
+    with Ledger.open(url) as ledger:
+        inconclusive = run(interval_spec(small_spec, "1.02"), ledger=ledger).run_id
+        assert {row.run_id: row.verdict for row in ledger.runs()}[inconclusive] == "INCONCLUSIVE"
+        assert verify(ledger).intact
+    assert json.loads(invoke("list", "--json", ledger=url).stdout)[0]["verdict"] == "INCONCLUSIVE"
+    recorded = _rows(url)
+    if sqlite:
+        _downgrade(url, "0006")  # SQLite keeps the value in the narrower column
+        assert _verdict_type(url) == "VARCHAR(8)" and _rows(url) == recorded
+    else:
+        with pytest.raises(DataError, match=re.escape("value too long for type character varying(8)")):
+            _downgrade(url, "0006")
+        assert _state(url) == SchemaState(SCHEMA_VERSION, HEAD_REVISION) and _rows(url) == recorded
 
 
 def test_vacuum_after_a_migration_gives_the_free_pages_back_and_changes_no_row(small_spec: Path,

@@ -20,7 +20,7 @@ from certa.ledger.bundle import build_bundle
 from certa.ledger.checkpoint import open_checkpoint, sign_checkpoint
 from certa.engine.foundation.signing import generate_key_pair, load_private_key, load_public_key
 
-from tests.conftest import POSTGRES_SERVER, fresh_postgres_databases, run_concurrently
+from tests.conftest import POSTGRES_SERVER, fresh_postgres_databases, interval_spec, run_concurrently
 
 if not POSTGRES_SERVER:
     if os.environ.get("CI"):
@@ -43,6 +43,17 @@ def test_runs_verify_and_replay_on_postgresql(small_spec: Path, pg_url: str) -> 
         assert verify(ledger).intact
         assert replay(ledger, first.run_id).reproduced
         assert ledger.certificate(first.run_id)["content_sha256"] == first.content_sha256
+
+
+def test_an_inconclusive_run_is_recorded_listed_and_replayed_on_postgresql(small_spec: Path, pg_url: str) -> None:
+    """The verdict INCONCLUSIVE (12 characters) fits ``runs.verdict`` (16 since schema 7; PostgreSQL, unlike SQLite,
+    refuses a value longer than its column) and reads back as recorded."""
+    with Ledger.open(pg_url) as ledger:
+        recorded = run(interval_spec(small_spec, "1.02"), ledger=ledger)
+        assert recorded.verdict == "INCONCLUSIVE"
+        assert [(row.run_id, row.verdict) for row in ledger.runs()] == [(recorded.run_id, "INCONCLUSIVE")]
+        assert verify(ledger).intact
+        assert replay(ledger, recorded.run_id).reproduced
 
 
 def test_signed_checkpoint_and_offline_bundle_on_postgresql(small_spec: Path, pg_url: str) -> None:

@@ -23,7 +23,7 @@ from certa.engine import ProfileAbort, run
 from certa.engine.services.audit import verify
 from certa.engine.foundation.errors import LedgerError, LedgerIntegrityError
 from certa.ledger import Ledger
-from certa.ledger.schema import alembic_version, metadata
+from certa.ledger.schema import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, alembic_version, metadata
 
 from tests.conftest import fresh_postgres_databases
 
@@ -124,8 +124,8 @@ MUTATIONS = [
     Mutation("ledger_meta", "key", "key", lambda _: "head", lambda _: "head_backup", lambda _: "head"),
     Mutation("ledger_meta", "value", "key", lambda _: "head", lambda head: f"1:{head.split(':')[1]}", lambda _: "head"),
     Mutation("ledger_meta", "value", "key", lambda _: "schema_version", lambda _: "1", lambda _: "schema_version"),
-    Mutation("alembic_version", "version_num", "version_num", lambda _: "0006", lambda _: "0005",
-             lambda _: "alembic_version"),
+    Mutation("alembic_version", "version_num", "version_num", lambda _: HEAD_REVISION,
+             lambda _: REVISIONS[str(int(SCHEMA_VERSION) - 1)], lambda _: "alembic_version"),
     _node("level", lambda _: 20),
     _node("position", lambda _: 10_000),
     _node("hash", lambda _: FAKE_SHA),
@@ -285,15 +285,15 @@ def test_a_merkle_node_deleted_or_added_is_reported(recorded_ledger: tuple[Path,
     assert "no merkle_nodes table" in report.first_broken.message
 
 
-def test_a_schema_6_ledger_whose_merkle_nodes_lost_node_seq_is_reported(recorded_ledger: tuple[Path, Recorded]) -> None:
-    """The table replaced by one of schema 5's layout (its nodes still there) while the ledger says schema 6: read
-    as schema 5's, whose leaves it then lacks."""
+def test_a_ledger_whose_merkle_nodes_lost_node_seq_is_reported(recorded_ledger: tuple[Path, Recorded]) -> None:
+    """The table replaced by one of schema 5's layout (its nodes still there) while the ledger says the newest schema
+    (6 or later): read as schema 5's, whose leaves it then lacks."""
     pristine, _ = recorded_ledger
     report = _edit_and_verify(pristine, ("CREATE TABLE old_nodes AS SELECT level, position, hash FROM merkle_nodes", ()),
                               ("DROP TABLE merkle_nodes", ()), ("ALTER TABLE old_nodes RENAME TO merkle_nodes", ()))
     assert (report.problems[0].message, report.problems[0].column) == (
-        "ledger_meta value of key 'schema_version' is '6' but merkle_nodes has no column node_seq (the table was "
-        "replaced)", "merkle_nodes.node_seq")
+        f"ledger_meta value of key 'schema_version' is '{SCHEMA_VERSION}' but merkle_nodes has no column node_seq "
+        "(the table was replaced)", "merkle_nodes.node_seq")
     assert all(p.message.startswith(("merkle_nodes has no row (level 0, ", "... and ")) for p in report.problems[1:])
     assert len(report.problems) > 2
 
