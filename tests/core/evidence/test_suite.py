@@ -104,7 +104,10 @@ def test_pairing_is_per_task_and_item(suite: Path) -> None:
     assert {row["slice"]: row["items"] for row in stage["slices"]["rows"]} == TASKS
 
 
-def test_a_task_on_one_side_only_is_unmatched(tmp_path: Path) -> None:
+def test_a_task_on_one_side_only_is_unmatched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its items are unpaired: recorded in dev, refused in ci by the pairing rule (``samples_paired`` for
+    paired.metric_delta 1.2.0, ``items_paired`` before)."""
+    monkeypatch.chdir(tmp_path)
     write_side(tmp_path / "runs" / "baseline", "baseline")
     write_side(tmp_path / "runs" / "subject", "subject", {k: v for k, v in TASKS.items() if k != "tiny_gamma"})
     pairing = _pairing(write_spec(tmp_path))["pairing"]
@@ -114,7 +117,7 @@ def test_a_task_on_one_side_only_is_unmatched(tmp_path: Path) -> None:
     plan["profile"] = "ci"
     (tmp_path / "spec.yaml").write_text(json.dumps(plan))
     outcome = CliRunner().invoke(main, ["run", str(tmp_path / "spec.yaml")])
-    assert outcome.exit_code != 0 and "items_paired" in outcome.output, outcome.output
+    assert outcome.exit_code == 3 and "samples_paired" in outcome.output, outcome.output
 
 
 def test_identity_is_the_bundle_and_every_file_is_in_it(suite: Path) -> None:
@@ -138,22 +141,24 @@ def test_a_pin_other_than_the_bundle_digest_is_refused(tmp_path: Path) -> None:
         load_tables(load_plan(write_spec(tmp_path, pin="0" * 64)))
 
 
-def test_input_override_takes_a_folder(suite: Path, tmp_path: Path) -> None:
+def test_input_override_takes_a_folder(suite: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     other = tmp_path / "elsewhere"
     write_side(other, "subject", {"tiny_alpha": 6})
     tables = load_tables(load_plan(suite), input_paths={"subject": other})
     assert tables["subject"].evidence.n_items == 6 and tables["subject"].overridden  # type: ignore[union-attr]
     outcome = CliRunner().invoke(main, ["run", str(suite), "--input", f"subject={other}", "--json"])
-    assert '"paired": 6' in outcome.output, outcome.output
+    assert "the estimate covers the 6 item(s) paired" in outcome.output, outcome.output
 
 
 def test_a_replay_reads_the_ledger_not_the_folder(suite: Path, tmp_path: Path) -> None:
-    with Ledger(tmp_path / "ledger.db") as ledger:
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
         run_id = run(suite, ledger=ledger).run_id
         for side in ("baseline", "subject"):
             for file in (suite.parent / "runs" / side).iterdir():
                 file.unlink()
-        assert replay(ledger, run_id).status == "REPRODUCED"
+        result = replay(ledger, run_id)
+        assert result.outcome == "REPRODUCED", result.note
 
 
 @pytest.mark.parametrize("pattern", ["../subject/*.jsonl", "/etc/*", "a\\b"])
