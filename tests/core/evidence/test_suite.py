@@ -50,7 +50,7 @@ def write_side(folder: Path, side: str, tasks: dict[str, int] = TASKS, *, result
         means[task] = float(np.mean([_acc(side, task, doc) for doc in range(n)]))
     if results:
         document = {"results": {t: {"alias": t, "acc,none": means[t], "sample_len": n} for t, n in tasks.items()},
-                    "group_subtasks": {"tiny": sorted(tasks)},
+                    "group_subtasks": {"tiny": sorted(tasks), "all_tiny": ["tiny"]},
                     "configs": {t: {"task": t, "metric_list": [{"metric": "acc", "aggregation": "mean"}]}
                                 for t in tasks},
                     "versions": {t: 1.0 for t in tasks}, "n-samples": {t: {"original": n, "effective": n}
@@ -86,6 +86,7 @@ def test_a_folder_is_one_table_keyed_by_task_and_doc_id(suite: Path) -> None:
     assert records.slices.tolist() == records.keys["task"].tolist()  # type: ignore[union-attr]
     details = dict(records.provenance.details)
     assert details["tasks"] == "3" and details["tiny_beta.group"] == "tiny" and details["tiny_beta.task_version"] == "1.0"
+    assert details["tiny.group"] == "all_tiny"  # a group's own group, as group_subtasks states it
     assert records.provenance.tool_version == "0.4.9"
     assert len(records.provenance.sources) == len(TASKS) + 1  # every samples file and the results file
     assert list(table.columns)[:2] == ["task", "doc_id"]
@@ -191,3 +192,20 @@ def test_a_file_not_named_as_samples_is_refused(suite: Path) -> None:
     raw = folder_bundle("b", suite.parent / "runs" / "baseline", "*.json*", InputLimits())
     with pytest.raises(InputError, match="notes.jsonl not named samples_<task>_<time>.jsonl"):
         read_input("b", raw, "lm-eval-suite", options={}, limits=InputLimits())
+
+
+def test_a_linked_folder_leaving_the_folder_is_refused(suite: Path, tmp_path: Path) -> None:
+    write_side(tmp_path / "outside", "baseline", {"tiny_delta": 2})
+    folder = suite.parent / "runs" / "baseline"
+    os.symlink(tmp_path / "outside", folder / "linked")
+    with pytest.raises(InputError, match="resolves outside the folder"):
+        folder_bundle("b", folder, "linked/samples_*.jsonl", InputLimits())
+    paths = [file.path for file in bundle_files("b", folder_bundle("b", folder, "**/samples_*.jsonl", InputLimits()))]
+    assert not any(path.startswith("linked/") for path in paths)  # ** descends into no linked folder
+
+
+def test_a_bundle_naming_a_path_outside_is_refused() -> None:
+    manifest = {"files": [{"path": "../x", "sha256": hashlib.sha256(b"a").hexdigest(), "size": 1}],
+                "format": "certa-suite/1", "glob": "*"}
+    with pytest.raises(InputError, match="outside its folder"):
+        bundle_files("b", json.dumps(manifest).encode() + b"\na")
