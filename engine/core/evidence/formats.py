@@ -47,7 +47,7 @@ from certa.engine.core.evidence.lm_eval import SAMPLES_NAME, read_lm_eval_sample
 from certa.engine.core.evidence.promptfoo import read_promptfoo_jsonl
 from certa.engine.core.evidence.records import EvidenceRecords
 from certa.engine.core.evidence.sources import JsonObject
-from certa.engine.core.evidence.suite import SUITE_FORMAT, bundle_files, results_sibling, stated_groups, suite_records
+from certa.engine.core.evidence.suite import bundle_files, results_sibling, stated_groups, suite_records
 from certa.engine.core.evidence.table_mapping import TableMapping, mapped_records
 from certa.engine.core.input_limits import InputLimits
 from certa.engine.core.tables import Columns, Table, column_of_cells, column_of_numbers
@@ -97,6 +97,28 @@ def _lm_eval_suite(name: str, raw: bytes, options: Mapping[str, Any], companions
         parts.append((task, _lm_eval_samples(f"{name}/{path}", files[path], given,
                                              {"results": files[sibling]} if sibling in files else {}, limits)))
     return suite_records(name, parts, groups)
+
+
+_INSPECT_LOGS = {".eval": read_inspect_eval, ".json": read_inspect_json}
+"""An Inspect log's reader by its file's suffix: the ``.eval`` archive, or its JSON form."""
+
+
+def _inspect_suite(name: str, raw: bytes, options: Mapping[str, Any], companions: Mapping[str, bytes],
+                   limits: InputLimits) -> EvidenceRecords:
+    """A folder's Inspect logs (the bundle ``raw``: ``certa.engine.core.evidence.suite``), each read by its suffix
+    as an ``inspect-eval`` or ``inspect-json`` input named ``<name>/<path>``, its task the one the log states
+    (``eval.task``), as one table."""
+    parts = []
+    for file in bundle_files(name, raw):
+        reader = _INSPECT_LOGS.get(PurePosixPath(file.path).suffix)
+        if reader is None:
+            raise InputError(f"input '{name}': {file.path} is neither an Inspect .eval log nor its .json form; "
+                             "narrow read.glob to the logs")
+        records = reader(file.raw, slice_metadata=None, name=f"input '{name}/{file.path}'", limits=limits)
+        if records.provenance.task is None:
+            raise InputError(f"input '{name}/{file.path}': the log states no task (eval.task)")
+        parts.append((records.provenance.task, records))
+    return suite_records(name, parts, {})
 
 
 def _lm_eval_results(name: str, raw: bytes, options: Mapping[str, Any], companions: Mapping[str, bytes],
@@ -172,10 +194,11 @@ EXPORT_READERS: tuple[ExportReader, ...] = (
     ExportReader("lm-eval-samples", _lm_eval_samples, frozenset({"task", "filter", "count_unit", "results"}),
                  {"results": "lm-eval-results"}, _lm_eval_samples_parts),
     ExportReader("lm-eval-results", _lm_eval_results),
-    ExportReader(SUITE_FORMAT, _lm_eval_suite, frozenset({"glob", "filter", "count_unit"}),
+    ExportReader("lm-eval-suite", _lm_eval_suite, frozenset({"glob", "filter", "count_unit"}),
                  option_parts=_lm_eval_samples_parts),
     ExportReader("inspect-eval", _inspect_eval, frozenset({"slice"}), option_parts=_inspect_parts),
     ExportReader("inspect-json", _inspect_json, frozenset({"slice"}), option_parts=_inspect_parts),
+    ExportReader("inspect-suite", _inspect_suite, frozenset({"glob"})),
     ExportReader("promptfoo-jsonl", _promptfoo_jsonl, frozenset({"provider"})),
 )
 """The evaluator exports certa reads (module docstring), registered by ``certa.engine.core.input_formats``."""

@@ -41,17 +41,16 @@ from .lm_eval import SAMPLES_NAME
 from .records import EvidenceRecords, Provenance
 from .sources import JsonObject
 
-__all__ = ["SUITE_FORMAT", "BUNDLE_FORMAT", "DEFAULT_GLOB", "SuiteFile", "folder_bundle", "bundle_files",
+__all__ = ["SUITE_GLOBS", "BUNDLE_FORMAT", "SuiteFile", "folder_bundle", "bundle_files",
            "results_sibling", "suite_records", "stated_groups"]
 
-SUITE_FORMAT = "lm-eval-suite"
-"""The input format of a folder of lm-evaluation-harness samples files."""
 
 BUNDLE_FORMAT = "certa-suite/1"
 """The ``format`` of a suite's manifest."""
 
-DEFAULT_GLOB = "samples_*.jsonl"
-"""The files a suite reads when its input names no ``read.glob``: lm-eval's samples files at the folder's top."""
+SUITE_GLOBS = {"lm-eval-suite": "samples_*.jsonl", "inspect-suite": "*.eval"}
+"""The suite formats, each with the files it reads when its input names no ``read.glob``: lm-eval's samples files,
+Inspect's ``.eval`` logs, at the folder's top."""
 
 
 @dataclass(frozen=True)
@@ -149,15 +148,16 @@ def suite_records(name: str, parts: Sequence[tuple[str, EvidenceRecords]],
     """The records of a suite's tasks as one table: ``parts`` is each task with its samples' records, in the
     bundle's order; ``groups`` each task's group as the results files state it (``group_subtasks``).
 
-    The item key is (``task``, ``doc_id``): lm-eval numbers each task's documents from 0, so ``doc_id`` alone
-    would pair two tasks' documents. The slice is the task. The metrics (and counts) are those every task
-    logs: a metric some task lacks has no value for its items. The provenance is the harness's, with each
-    task's version, configuration digest, details and group (``<task>.<field>``) and every file read."""
+    The item key is ``task`` then the tool's key (lm-eval: ``doc_id``; Inspect: ``id``, ``epoch``, the epoch
+    still the repeat field): lm-eval numbers each task's documents from 0, so ``doc_id`` alone would pair two
+    tasks' documents. The slice is the task. The metrics (and counts) are those every task logs: a metric some
+    task lacks has no value for its items. The provenance is the tool's, with each task's version,
+    configuration digest, details and group (``<task>.<field>``) and every file read."""
     tasks = [task for task, _ in parts]
     twice = sorted({task for task in tasks if tasks.count(task) > 1})
     if twice:
-        raise InputError(f"input '{name}': task(s) {', '.join(twice)} read from several samples files (several "
-                         "runs in one folder?); narrow read.glob to one run's files")
+        raise InputError(f"input '{name}': task(s) {', '.join(twice)} read from several files (several runs in "
+                         "one folder?); narrow read.glob to one run's files")
     records = [part for _, part in parts]
     metrics = [metric for metric in records[0].metrics if all(metric in part.metrics for part in records)]
     if not metrics:
@@ -169,13 +169,16 @@ def suite_records(name: str, parts: Sequence[tuple[str, EvidenceRecords]],
         return {field: np.concatenate([of(part)[field] for part in records]) for field in of(records[0])
                 if all(field in of(part) for part in records)}
 
+    key_fields = records[0].key_fields
+    if any(part.key_fields != key_fields or part.provenance.tool != records[0].provenance.tool for part in records):
+        raise InputError(f"input '{name}': its files are not all of one tool and item key")
     sizes = [part.n_items for part in records]
     task_column = np.repeat(np.array(tasks, dtype=object), sizes)
     weights = (np.concatenate([part.weights for part in records])
                if all(part.weights is not None for part in records) else None)
     return EvidenceRecords(
-        source=f"input '{name}'", key_fields=("task", "doc_id"),
-        keys={"task": task_column, "doc_id": np.concatenate([part.keys["doc_id"] for part in records])},
+        source=f"input '{name}'", key_fields=("task", *key_fields),
+        keys={"task": task_column, **joined(lambda part: part.keys)}, repeat_field=records[0].repeat_field,
         metrics={metric: np.concatenate([part.metrics[metric] for part in records]) for metric in metrics},
         provenance=_suite_provenance(parts, groups), identity=joined(lambda part: part.identity),
         counts=joined(lambda part: part.counts), weights=weights, slices=task_column)
@@ -196,7 +199,7 @@ def _suite_provenance(parts: Sequence[tuple[str, EvidenceRecords]], groups: Mapp
                     if value is not None]
     details += [(f"{group}.group", parent) for group, parent in groups.items() if group not in dict(parts)]
     sources = list(dict.fromkeys(pair for p in stated for pair in p.sources))
-    return Provenance(tool="lm-evaluation-harness", tool_version=", ".join(versions) or None, models=tuple(models),
+    return Provenance(tool=stated[0].tool, tool_version=", ".join(versions) or None, models=tuple(models),
                       details=tuple(details), sources=tuple(sources))
 
 

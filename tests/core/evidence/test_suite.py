@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from certa.cli import main
+from certa.engine.core.evidence.inspect_log import read_inspect_eval
 from certa.engine.core.evidence.lm_eval import samples_task_hash
 from certa.engine.core.evidence.suite import bundle_files, folder_bundle
 from certa.engine.core.input_formats import read_input
@@ -181,7 +184,7 @@ def test_the_same_task_from_two_runs_is_refused(suite: Path) -> None:
     folder = suite.parent / "runs" / "baseline"
     write_side(folder / "again", "baseline", {"tiny_alpha": 6}, results=False)
     raw = folder_bundle("b", folder, "**/samples_*.jsonl", InputLimits())
-    with pytest.raises(InputError, match="tiny_alpha read from several samples files"):
+    with pytest.raises(InputError, match="tiny_alpha read from several files"):
         read_input("b", raw, "lm-eval-suite", options={"glob": "**/samples_*.jsonl"}, limits=InputLimits())
 
 
@@ -209,3 +212,33 @@ def test_a_bundle_naming_a_path_outside_is_refused() -> None:
                 "format": "certa-suite/1", "glob": "*"}
     with pytest.raises(InputError, match="outside its folder"):
         bundle_files("b", json.dumps(manifest).encode() + b"\na")
+
+
+INSPECT = Path(__file__).resolve().parents[2] / "data" / "evaluators" / "inspect"
+
+
+def write_inspect_side(folder: Path, side: str) -> None:
+    """One side's Inspect logs: the fixture's ``.eval`` (task certa_arith) and its JSON form as a second task."""
+    folder.mkdir(parents=True)
+    shutil.copy(INSPECT / f"{side}.eval", folder / f"{side}.eval")
+    log = json.loads(gzip.decompress((INSPECT / f"{side}.json.gz").read_bytes()))
+    log["eval"]["task"] = "certa_arith_again"
+    (folder / "again.json").write_text(json.dumps(log), encoding="utf-8")
+
+
+def test_a_folder_of_inspect_logs_pairs_per_task_and_sample(tmp_path: Path) -> None:
+    for side in ("baseline", "subject"):
+        write_inspect_side(tmp_path / "runs" / side, side)
+    inputs = {side: {"path": f"runs/{side}", "format": "inspect-suite", "read": {"glob": "*.*"}}
+              for side in ("baseline", "subject")}
+    spec = {"certa": 1, "name": "inspect-suite", "seed": 3, "profile": "dev", "inputs": inputs,
+            "stages": [{"id": "acc", "use": "paired.metric_delta",
+                        "with": {"baseline": "baseline", "subject": "subject", "metric": "match", "margin": 0.2}}]}
+    (tmp_path / "spec.yaml").write_text(json.dumps(spec), encoding="utf-8")
+    records = load_tables(load_plan(tmp_path / "spec.yaml"))["baseline"].evidence
+    assert records is not None and records.key_fields == ("task", "id", "epoch") and records.repeat_field == "epoch"
+    assert sorted(set(records.keys["task"].tolist())) == ["certa_arith", "certa_arith_again"]
+    assert records.n_items == 2 * read_inspect_eval(INSPECT / "baseline.eval").n_items
+    stage = _pairing(tmp_path / "spec.yaml")
+    assert stage["pairing"]["key_fields"] == ["task", "id", "epoch"] and stage["pairing"]["unmatched_baseline"] == 0
+    assert stage["pairing"]["paired"] == records.n_items
