@@ -72,7 +72,7 @@ from typing import Any
 
 import numpy as np
 
-from certa.engine.foundation.errors import InputError, StageError
+from certa.engine.foundation.errors import InputError, MissingExtraError, StageError
 from certa.engine.foundation.library_errors import error_line
 from certa.engine.foundation.extras import install_command, missing_extra
 from certa.engine.core.models.architecture import (COMPUTE_DTYPES, DTYPE_BYTES, MAX_HEADER_BYTES, TORCH_DTYPES,
@@ -143,8 +143,8 @@ def warm_model_libraries(folder: Path) -> None:
         from transformers.conversion_mapping import get_checkpoint_conversion_mapping  # transformers 5
 
         get_checkpoint_conversion_mapping(document["model_type"])
-    except (StageError, InputError, OSError, ValueError, LookupError, TypeError, ImportError, AttributeError,
-            RuntimeError):  # RuntimeError: a deep JSON's RecursionError, transformers' failed lazy import
+    except (StageError, InputError, MissingExtraError, OSError, ValueError, LookupError, TypeError, ImportError,
+            AttributeError, RuntimeError):  # RuntimeError: a deep JSON's RecursionError, transformers' failed lazy import
         return
 
 

@@ -322,6 +322,20 @@ def test_warming_skips_a_config_it_cannot_use_without_a_word(tmp_path, config):
     assert warm_model_libraries(tmp_path) is None
 
 
+def test_warming_without_the_model_libraries_does_nothing(tmp_path, monkeypatch):
+    """Without the models extra the warm-up is skipped without a word: reading a model folder (its manifest)
+    needs no torch; only loading the model reports the missing extra."""
+    from certa.engine.core.models import runtime
+    from certa.engine.foundation.errors import MissingExtraError
+
+    def missing() -> None:
+        raise MissingExtraError("evaluating a model needs the 'models' extra")
+
+    monkeypatch.setattr(runtime, "require_model_libraries", missing)
+    (tmp_path / "config.json").write_text('{"model_type": "llama"}', encoding="utf-8")
+    assert runtime.warm_model_libraries(tmp_path) is None
+
+
 def test_weights_replaced_while_the_folder_hashes_load_as_the_digest_says(tiny_models, tmp_path):
     """A weight file replaced while the folder is hashed (``meanwhile``, as the warm-up runs): whichever bytes
     were read, the manifest's digest is theirs and the model is built on them, so the weights scored are the ones
