@@ -16,7 +16,7 @@ import contextlib
 import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ from certa.engine.core.interpreter import AbortedExecution, Execution, Notify, R
 from certa.engine.core.spec import Plan, load_plan
 from certa.engine.core.tables import Table
 from certa.engine.foundation.canonical import TextNotUTF8
-from certa.engine.foundation.errors import InputError
+from certa.engine.foundation.errors import InputError, ProfileAbort
 from certa.engine.services.presentation.warnings import run_warnings
 
 if TYPE_CHECKING:
@@ -129,14 +129,32 @@ def _text_refused(run_id: str) -> Iterator[None]:
 
 
 def run_plan(plan: Plan, tables: Mapping[str, Table], *, ledger: Ledger | None = None,
-             notify: Notify | None = None) -> RunResult:
+             notify: Notify | None = None, registration_id: str | None = None) -> RunResult:
     """``run`` after the spec is validated and the inputs are loaded (``load_plan``, ``load_tables``): the
-    command line does those two first, so a bad spec or input never opens, let alone creates, a ledger."""
+    command line does those two first, so a bad spec or input never opens, let alone creates, a ledger.
+
+    With a ledger, the run matches its registration (``certa.engine.services.registrations``: the one
+    ``registration_id`` names, else the newest of the spec's name): a run whose knobs differ from it is recorded
+    as aborted in ci and release (``RegistrationDiffers``), and carries a ``registration`` warning in dev."""
+    from certa.engine.services.registrations import find_registration, registration_decision, registration_record
+
     if ledger is not None:
         ledger.require_writable()  # an old-schema ledger is refused before the work, not after it
     run_id = new_run_id()
+    registration = None if ledger is None else registration_record(
+        find_registration(ledger, plan.name, registration_id), plan)
     try:
-        execution = execute(plan, tables, ledger=ledger, notify=notify)
+        differs = registration_decision(registration, plan.profile)
+    except ProfileAbort as abort:
+        if ledger is not None:
+            record_abort(ledger, run_id, plan, tables, RunDecisions(()), reason=str(abort), rule=abort.rule,
+                         stage_id=None)
+        abort.run_id = run_id
+        raise
+    try:
+        execution = execute(plan, tables, ledger=ledger, notify=notify, registration=registration)
+        if differs is not None:
+            execution = replace(execution, decisions=execution.decisions + RunDecisions.of(None, (differs,)))
     except AbortedExecution as aborted:
         abort = aborted.abort
         if ledger is not None:
@@ -156,13 +174,14 @@ def run_plan(plan: Plan, tables: Mapping[str, Table], *, ledger: Ledger | None =
 
 def run(spec: str | Path | Mapping[str, Any], *, inputs: Mapping[str, Columns | Table] | None = None,
         ledger: Ledger | LedgerLocation | None = None, input_paths: Mapping[str, str | Path] | None = None,
-        notify: Notify | None = None) -> RunResult:
+        notify: Notify | None = None, registration_id: str | None = None) -> RunResult:
     """Validate and run ``spec`` (a path, YAML text or dict); record it when ``ledger`` is given.
 
     ``inputs`` maps input names to in-memory tables (dicts of column arrays) replacing the spec's paths;
     their SHA-256 is that of their canonical CSV bytes. ``ledger`` is an open ``ledger.Ledger``, or a location
     (a SQLite path or a database URL, opened and closed here: a run refused there leaves no new file), or None
-    to run without recording (notebooks, simulations).
+    to run without recording (notebooks, simulations). ``registration_id`` names the registration the run must
+    match (``run_plan``; default: the newest of the spec's name).
 
     Raises ``SpecError``/``InputError``/``StageError`` (nothing recorded) or ``ProfileAbort`` (the
     attempt and its reason are recorded; ``abort.run_id`` names it).
@@ -176,9 +195,9 @@ def run(spec: str | Path | Mapping[str, Any], *, inputs: Mapping[str, Columns | 
     plan = load_plan(spec)
     tables = load_tables(plan, inputs=inputs, input_paths=input_paths)
     if ledger is None or not isinstance(ledger, (str, os.PathLike)):
-        return run_plan(plan, tables, ledger=ledger, notify=notify)
+        return run_plan(plan, tables, ledger=ledger, notify=notify, registration_id=registration_id)
     with ledger_for_run(ledger) as opened:
-        return run_plan(plan, tables, ledger=opened, notify=notify)
+        return run_plan(plan, tables, ledger=opened, notify=notify, registration_id=registration_id)
 
 
 def input_location(value: str) -> Path | str:

@@ -95,10 +95,11 @@ def after_recording(recorded: str | None, *, retry: str | None = None) -> Iterat
 
 def run_spec_file(spec: Path, *, input_paths: Mapping[str, Path] | None = None, ledger: str | None = None,
                   output: Path | None = None, junit_file: Path | None = None,
-                  notify: Notify | None = None) -> RunReport:
+                  notify: Notify | None = None, registration_id: str | None = None) -> RunReport:
     """Run the spec at ``spec`` (inputs read from ``input_paths`` instead of the spec's paths), record it in
     ``ledger`` (None: not recorded), and write the certificate to ``output`` and a JUnit report to
-    ``junit_file`` when given. A refused spec or input raises its ``CertaError`` (its JUnit report written
+    ``junit_file`` when given; the run matches the registration ``registration_id`` names (else the newest of
+    its name: ``run_plan``). A refused spec or input raises its ``CertaError`` (its JUnit report written
     first); a run a profile rule stopped is a ``RunReport`` with ``abort``."""
     started, timestamp = time.monotonic(), utc_timestamp()
     name = str(spec)  # the spec's name once it loads: the JUnit report's suite and classname
@@ -120,7 +121,7 @@ def run_spec_file(spec: Path, *, input_paths: Mapping[str, Path] | None = None, 
             result = run_plan(plan, tables, notify=notify)
         else:
             with ledger_for_run(ledger) as opened:
-                result = run_plan(plan, tables, ledger=opened, notify=notify)
+                result = run_plan(plan, tables, ledger=opened, notify=notify, registration_id=registration_id)
     except ProfileAbort as abort:
         rules = failed_rules(abort.decisions)
         with after_recording(abort.run_id and f"aborted run {abort.run_id}"):

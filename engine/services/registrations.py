@@ -1,0 +1,204 @@
+"""Registrations: a run's decisions fixed in the ledger before its evidence exists (``certa register``), and the
+match of a run to one (``certa run``).
+
+A registration is one ``registration`` entry (``certa.ledger.run_record.LEDGER_KINDS``) whose ``run_id`` column is
+the registration's own id (32 hex digits, like a run id; no run has it). Its payload::
+
+    {"name", "spec_text", "spec_sha256", "knobs_hash", "knobs", "seed", "profile", "source",
+     "planned_sizes": [{"stage": ID, "knob": "n_max", "value": 400}, ...]}
+
+``knobs`` are the spec's resolved knobs (profile, every stage's type, version and filled ``with:``, the gates and
+their family: ``certa.engine.core.spec``), ``knobs_hash`` their SHA-256; the planned sample sizes are the knobs
+that fix how much evidence a stage gathers (``SIZE_KNOBS``: a sequential test's ``n_min`` and ``n_max``, a
+bootstrap's ``replicates``, a PAC report's ``test_size``), listed apart so that a reader sees them without
+reading the knobs. Registering validates the spec (its schema, its knobs, its gates' paths) and reads no input:
+the evidence need not exist yet.
+
+A run matches the newest registration of its spec's name, or the one ``certa run --registration ID`` names. Its
+certificate (content format 3) records ``registration``: the registration's id, entry seq, time, knobs hash and
+``differences``, each knob or gate whose resolved value differs (``certa.engine.foundation.jsondiff.json_diff`` of
+the two ``knobs``: a path with the registered and the run's value); or null, not registered. Input paths are not
+knobs and are not compared. "Before the evidence" is what the ledger's order proves: the registration's entry
+precedes every entry of the run (its seq is smaller), and a checkpoint signed after registering
+(``certa register --key``) proves the registration unchanged since (``certa verify --checkpoint``).
+
+A run whose knobs differ from its registration's is refused by the profiles ci and release
+(``RegistrationDiffers``: recorded as an aborted run, rule ``registration``, exit 3, as a profile rule stops a run)
+and let through by dev with a ``registration`` decision (outcome ``warn``) naming the differences.
+
+Pre-registration is the standard answer to "the analysis was chosen after the data were seen" (Nosek et al.,
+"The preregistration revolution", PNAS 115(11), 2018); the EU AI Act (Regulation (EU) 2024/1689) Annex IV(2)(g)
+asks for test reports "including with regard to pre-determined changes".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from certa.engine.core.spec import Plan
+from certa.engine.core.stages.base import Decision
+from certa.engine.foundation.errors import LedgerError, ProfileAbort
+from certa.engine.foundation.jsondiff import json_diff
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from certa.engine.services.checkpoints import SignedHead
+    from certa.ledger import Ledger
+    from certa.ledger.rows import EntryRow
+
+__all__ = ["SIZE_KNOBS", "RULE", "Registration", "planned_sizes", "registration_payload", "register",
+           "find_registration", "registration_record", "registration_decision", "RegistrationDiffers",
+           "registration_words"]
+
+SIZE_KNOBS = ("n_min", "n_max", "replicates", "test_size")
+"""Knob names that fix a planned sample size, wherever they sit in a stage's ``with:``."""
+RULE = "registration"
+"""The rule a run breaks when its knobs differ from its registration's (an abort's or a decision's ``rule``)."""
+
+
+def _sizes(value: Any, path: tuple[str, ...]) -> Iterator[tuple[str, Any]]:
+    if isinstance(value, Mapping):
+        for key, inner in value.items():
+            if key in SIZE_KNOBS and not isinstance(inner, Mapping):
+                yield ".".join((*path, key)), inner
+            else:
+                yield from _sizes(inner, (*path, key))
+
+
+def planned_sizes(plan: Plan) -> list[dict[str, Any]]:
+    """``{"stage", "knob", "value"}`` of every knob of ``SIZE_KNOBS`` in the plan's stages (a nested knob by its
+    dotted path), in stage order."""
+    return [{"stage": stage.id, "knob": knob, "value": value}
+            for stage in plan.stages for knob, value in _sizes(stage.knobs, ())]
+
+
+def registration_payload(plan: Plan) -> dict[str, Any]:
+    """The payload of ``plan``'s registration entry (module docstring)."""
+    return {"name": plan.name, "spec_text": plan.spec_text, "spec_sha256": plan.spec_sha256,
+            "knobs_hash": plan.knobs_hash, "knobs": dict(plan.knobs), "seed": str(plan.seed),
+            "profile": plan.profile, "source": plan.source, "planned_sizes": planned_sizes(plan)}
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A registration as recorded: its id, entry ``seq``, ``recorded_at`` (UTC) and payload; ``checkpoint``, the
+    checkpoint ``certa register --key`` signed over it (None: none signed then)."""
+
+    registration_id: str
+    seq: int
+    recorded_at: str
+    payload: Mapping[str, Any]
+    checkpoint: SignedHead | None = None
+
+    @classmethod
+    def of(cls, entry: EntryRow) -> Registration:
+        """The registration an entry of kind ``registration`` records."""
+        return cls(entry.run_id, entry.seq, entry.recorded_at, entry.data())
+
+    def as_json(self) -> dict[str, Any]:
+        """Id, entry, time, name, knobs hash and planned sizes."""
+        return {"ok": True, "registration_id": self.registration_id, "seq": self.seq,
+                "recorded_at": self.recorded_at, "name": self.payload.get("name"),
+                "knobs_hash": self.payload.get("knobs_hash"), "planned_sizes": self.payload.get("planned_sizes"),
+                "checkpoint": None if self.checkpoint is None else self.checkpoint.as_json()}
+
+    def text(self) -> str:
+        """Which spec, which entry, its knobs hash and the planned sample sizes."""
+        sizes = ", ".join(f"{s['stage']}.{s['knob']} = {s['value']}" for s in self.payload.get("planned_sizes", []))
+        return "\n".join([f"registered '{self.payload.get('name')}' as {self.registration_id} (entry {self.seq}, "
+                          f"{self.recorded_at})", f"knobs_hash {self.payload.get('knobs_hash')}",
+                          f"planned sample sizes: {sizes or 'none (no stage has a size knob)'}",
+                          *([] if self.checkpoint is None else
+                            [f"checkpoint {self.checkpoint.seq} signed over it -> {self.checkpoint.file}"])])
+
+
+def register(ledger: Ledger, plan: Plan, private_keys: Sequence[Ed25519PrivateKey] = (),
+             out_file: Path | None = None) -> Registration:
+    """Append ``plan``'s registration to ``ledger`` (opened for writing; no input is read); with ``private_keys``,
+    sign a checkpoint of the head it makes (``certa.engine.services.checkpoints.sign_head``, written to
+    ``out_file`` when given)."""
+    from certa.engine.services.checkpoints import sign_head
+    from certa.engine.services.run import new_run_id  # run imports this module
+
+    ledger.require_writable()
+    registration_id = new_run_id()
+    seq = ledger.record_registration(registration_id, registration_payload(plan))
+    entry = next(entry for entry in ledger.registrations() if entry.seq == seq)
+    signed = sign_head(ledger, private_keys, out_file) if private_keys else None
+    return replace(Registration.of(entry), checkpoint=signed)
+
+
+def find_registration(ledger: Ledger, name: str, registration_id: str | None = None) -> Registration | None:
+    """The registration a run of spec ``name`` matches: the one whose id is or starts with ``registration_id``
+    (a ``LedgerError`` when none or several are), else the newest of that name (None: not registered)."""
+    entries = ledger.registrations()
+    if registration_id is None:
+        for entry in entries:
+            registration = Registration.of(entry)
+            if registration.payload.get("name") == name:
+                return registration
+        return None
+    wanted = registration_id.strip().lower()
+    found = [entry for entry in entries if len(wanted) >= 4 and entry.run_id.startswith(wanted)]
+    if len(found) != 1:
+        raise LedgerError(f"{'no' if not found else 'more than one'} registration with id {registration_id!r} in "
+                          f"{ledger.location}" + ("; 'certa register SPEC' records one" if not found else
+                                                  "; give more of its digits"))
+    return Registration.of(found[0])
+
+
+def registration_record(registration: Registration | None, plan: Plan) -> dict[str, Any] | None:
+    """What a certificate records of the run's registration (None: not registered): its id, entry seq, time,
+    knobs hash and the ``differences`` of the run's knobs from the registered ones (``{"path", "registered",
+    "run"}``, empty when they are equal)."""
+    if registration is None:
+        return None
+    registered = registration.payload.get("knobs", {})
+    differences = [] if registration.payload.get("knobs_hash") == plan.knobs_hash else [
+        change.as_json(("registered", "run")) for change in json_diff(registered, dict(plan.knobs))]
+    return {"id": registration.registration_id, "seq": registration.seq, "registered_at": registration.recorded_at,
+            "knobs_hash": registration.payload.get("knobs_hash"), "differences": differences}
+
+
+def _differences_text(record: Mapping[str, Any]) -> str:
+    return "; ".join(f"{d['path']}: registered {d['registered']!r}, run {d['run']!r}" for d in record["differences"])
+
+
+class RegistrationDiffers(ProfileAbort):
+    """ci and release: the run's knobs differ from its registration's (the message lists each difference)."""
+
+    def __init__(self, record: Mapping[str, Any], profile: str) -> None:
+        super().__init__(f"the spec differs from its registration {record['id']} (entry {record['seq']}, "
+                         f"{record['registered_at']}): {_differences_text(record)}; profile {profile} refuses a run "
+                         "whose decisions changed after registration: register the new spec, or run the registered "
+                         "one", rule=RULE)
+
+
+def registration_decision(record: Mapping[str, Any] | None, profile: str) -> Decision | None:
+    """None when the run matches its registration or has none; otherwise ``RegistrationDiffers`` in ci and
+    release, and in dev the ``registration`` decision (outcome ``warn``) naming the differences."""
+    if record is None or not record["differences"]:
+        return None
+    if profile != "dev":
+        raise RegistrationDiffers(record, profile)
+    return Decision(RULE, {"registration": record["id"], "rule": RULE, "profile": profile, "outcome": "warn",
+                           "differences": record["differences"],
+                           "message": f"the spec differs from its registration {record['id']} (entry "
+                                      f"{record['seq']}): {_differences_text(record)} (profile dev lets it "
+                                      "through; ci and release refuse it)"})
+
+
+def registration_words(record: Mapping[str, Any] | None) -> str:
+    """The sentence a certificate's reader sees: registered on DATE (id, entry), before the evidence, and whether
+    its knobs differ; or not registered."""
+    if record is None:
+        return "not registered: the spec was recorded with the run, after its evidence existed"
+    head = (f"registered on {str(record['registered_at'])[:10]} (registration {record['id']}, entry {record['seq']}), "
+            "before the evidence (its entry precedes the run's in the ledger)")
+    if not record["differences"]:
+        return f"{head}; the run's knobs and gates are the registered ones"
+    return f"{head}; the run DIFFERS from it: {_differences_text(record)}"
