@@ -42,6 +42,7 @@ from certa.engine.core.spec import Plan
 from certa.engine.core.stages.base import Decision
 from certa.engine.foundation.errors import LedgerError, ProfileAbort
 from certa.engine.foundation.jsondiff import json_diff
+from certa.engine.services.presentation.registration_note import differences_text
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -51,8 +52,7 @@ if TYPE_CHECKING:
     from certa.ledger.rows import EntryRow
 
 __all__ = ["SIZE_KNOBS", "RULE", "Registration", "planned_sizes", "registration_payload", "register",
-           "find_registration", "registration_record", "registration_decision", "RegistrationDiffers",
-           "registration_words"]
+           "find_registration", "registration_record", "registration_decision", "RegistrationDiffers"]
 
 SIZE_KNOBS = ("n_min", "n_max", "replicates", "test_size")
 """Knob names that fix a planned sample size, wherever they sit in a stage's ``with:``."""
@@ -164,16 +164,12 @@ def registration_record(registration: Registration | None, plan: Plan) -> dict[s
             "knobs_hash": registration.payload.get("knobs_hash"), "differences": differences}
 
 
-def _differences_text(record: Mapping[str, Any]) -> str:
-    return "; ".join(f"{d['path']}: registered {d['registered']!r}, run {d['run']!r}" for d in record["differences"])
-
-
 class RegistrationDiffers(ProfileAbort):
     """ci and release: the run's knobs differ from its registration's (the message lists each difference)."""
 
     def __init__(self, record: Mapping[str, Any], profile: str) -> None:
         super().__init__(f"the spec differs from its registration {record['id']} (entry {record['seq']}, "
-                         f"{record['registered_at']}): {_differences_text(record)}; profile {profile} refuses a run "
+                         f"{record['registered_at']}): {differences_text(record)}; profile {profile} refuses a run "
                          "whose decisions changed after registration: register the new spec, or run the registered "
                          "one", rule=RULE)
 
@@ -188,17 +184,5 @@ def registration_decision(record: Mapping[str, Any] | None, profile: str) -> Dec
     return Decision(RULE, {"registration": record["id"], "rule": RULE, "profile": profile, "outcome": "warn",
                            "differences": record["differences"],
                            "message": f"the spec differs from its registration {record['id']} (entry "
-                                      f"{record['seq']}): {_differences_text(record)} (profile dev lets it "
+                                      f"{record['seq']}): {differences_text(record)} (profile dev lets it "
                                       "through; ci and release refuse it)"})
-
-
-def registration_words(record: Mapping[str, Any] | None) -> str:
-    """The sentence a certificate's reader sees: registered on DATE (id, entry), before the evidence, and whether
-    its knobs differ; or not registered."""
-    if record is None:
-        return "not registered: the spec was recorded with the run, after its evidence existed"
-    head = (f"registered on {str(record['registered_at'])[:10]} (registration {record['id']}, entry {record['seq']}), "
-            "before the evidence (its entry precedes the run's in the ledger)")
-    if not record["differences"]:
-        return f"{head}; the run's knobs and gates are the registered ones"
-    return f"{head}; the run DIFFERS from it: {_differences_text(record)}"

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from certa.engine.services.presentation.display_text import plain_text
+from certa.engine.services.presentation.registration_note import registration_note
 from certa.ledger.location import command_hint, masked_ledger
 
 if TYPE_CHECKING:
@@ -236,6 +237,7 @@ def run_summary_text(certificate: Mapping[str, Any]) -> str:
         f"  content_sha256 {certificate['content_sha256']}",
         f"  results_sha256 {certificate['results_sha256']}",
         f"  knobs_hash     {content['knobs_hash']}",
+        *([f"  {note}"] if (note := registration_note(content)) else []),
     ]
     for gate in content["gates"]:
         shown = gate_display(gate)
