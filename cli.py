@@ -264,17 +264,11 @@ def register(spec: Path, key_files: tuple[Path, ...], out_file: Path | None, as_
       certa register specs/paired-ratio/spec.yaml
       certa register spec.yaml --key ~/.certa/certa.key --out audit/registered.checkpoint --json
     """
-    from certa.engine.core.spec import load_plan
     from certa.engine.services.keys import private_keys
-    from certa.engine.services.registrations import register as register_spec
-    from certa.engine.services.run import ledger_for_run
+    from certa.engine.services.registrations import register_spec_file
     if (out_file is None) != (not key_files):
         raise click.UsageError("--key and --out go together: --out is where the signed checkpoint goes")
-    plan = load_plan(spec)  # validated before the ledger is opened (or created)
-    signing_keys = private_keys(key_files)
-    with ledger_for_run(ledger_url) as ledger:
-        registered = register_spec(ledger, plan, signing_keys, out_file)
-    _print(registered, as_json)
+    _print(register_spec_file(spec, ledger_url, private_keys(key_files), out_file), as_json)
     return EXIT_OK
 
 

@@ -38,11 +38,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from certa.engine.core.spec import Plan
+from certa.engine.core.spec import Plan, load_plan
 from certa.engine.core.stages.base import Decision
+from certa.engine.foundation.atomic_files import check_writable
 from certa.engine.foundation.errors import LedgerError, ProfileAbort
 from certa.engine.foundation.jsondiff import json_diff
 from certa.engine.services.presentation.registration_note import differences_text
+from certa.engine.services.run import ledger_for_run, new_run_id
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -52,7 +54,8 @@ if TYPE_CHECKING:
     from certa.ledger.rows import EntryRow
 
 __all__ = ["SIZE_KNOBS", "RULE", "Registration", "planned_sizes", "registration_payload", "register",
-           "find_registration", "registration_record", "registration_decision", "RegistrationDiffers"]
+           "register_spec_file", "find_registration", "registration_record", "registration_decision",
+           "RegistrationDiffers"]
 
 SIZE_KNOBS = ("n_min", "n_max", "replicates", "test_size")
 """Knob names that fix a planned sample size, wherever they sit in a stage's ``with:``."""
@@ -122,7 +125,6 @@ def register(ledger: Ledger, plan: Plan, private_keys: Sequence[Ed25519PrivateKe
     sign a checkpoint of the head it makes (``certa.engine.services.checkpoints.sign_head``, written to
     ``out_file`` when given)."""
     from certa.engine.services.checkpoints import sign_head
-    from certa.engine.services.run import new_run_id  # run imports this module
 
     ledger.require_writable()
     registration_id = new_run_id()
@@ -130,6 +132,18 @@ def register(ledger: Ledger, plan: Plan, private_keys: Sequence[Ed25519PrivateKe
     entry = next(entry for entry in ledger.registrations() if entry.seq == seq)
     signed = sign_head(ledger, private_keys, out_file) if private_keys else None
     return replace(Registration.of(entry), checkpoint=signed)
+
+
+def register_spec_file(spec: Path, ledger: str, private_keys: Sequence[Ed25519PrivateKey] = (),
+                       out_file: Path | None = None) -> Registration:
+    """``register`` the spec at ``spec`` in the ledger at ``ledger`` (created if needed): the spec, and that
+    ``out_file`` can be written, are checked first, so an invalid spec never opens, let alone creates, a ledger,
+    and a registration is never recorded without the checkpoint asked for."""
+    plan = load_plan(spec)
+    if out_file is not None:
+        check_writable(out_file, what="the checkpoint", new=True)
+    with ledger_for_run(ledger) as opened:
+        return register(opened, plan, private_keys, out_file)
 
 
 def find_registration(ledger: Ledger, name: str, registration_id: str | None = None) -> Registration | None:

@@ -136,7 +136,8 @@ def run_plan(plan: Plan, tables: Mapping[str, Table], *, ledger: Ledger | None =
     With a ledger, the run matches its registration (``certa.engine.services.registrations``: the one
     ``registration_id`` names, else the newest of the spec's name): a run whose knobs differ from it is recorded
     as aborted in ci and release (``RegistrationDiffers``), and carries a ``registration`` warning in dev."""
-    from certa.engine.services.registrations import find_registration, registration_decision, registration_record
+    from certa.engine.services.registrations import (  # it imports this module
+        find_registration, registration_decision, registration_record)
 
     if ledger is not None:
         ledger.require_writable()  # an old-schema ledger is refused before the work, not after it

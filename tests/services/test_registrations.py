@@ -167,3 +167,7 @@ def test_certa_register_and_run_on_the_command_line(small_spec: Path, tmp_path: 
     assert _certa("verify", "--checkpoint", str(checkpoint), "--public-key", str(keys / "certa.pub"),
                   ledger=db).exit_code == 0
     assert _certa("register", str(small_spec), "--out", str(tmp_path / "x"), ledger=db).exit_code == 2
+    again = _certa("register", str(small_spec), "--key", str(keys / "certa.key"), "--out", str(checkpoint), ledger=db)
+    assert again.exit_code != 0 and "checkpoint" in again.output  # an existing file: nothing recorded
+    with Ledger.open(db) as ledger:
+        assert len(ledger.registrations()) == 1
