@@ -862,7 +862,7 @@ def migrate(as_json: bool, ledger_url: str) -> int:
     SQLite: schema 5 copies the entries table into one without the dropped constraints (about a minute, and
     the table's size again on disk); schema 6 renumbers the stored Merkle nodes and drops their leaf rows
     (about 15 s); schema 7 widens the runs table's verdict column for INCONCLUSIVE (on SQLite a copy of that
-    table: a row a run). Running it again does nothing. Back up a shared ledger first and run this once, while no
+    table: a row a run) and admits 'certa register' entries (an index built, no entry copied). Running it again does nothing. Back up a shared ledger first and run this once, while no
     writer runs.
 
     \b
