@@ -212,9 +212,18 @@ def _parse_input_overrides(values: tuple[str, ...]) -> dict[str, Path | str]:
 @click.option("--registration", "registration_id", metavar="ID",
               help="Match the run to this registration ('certa register'; an id or its first digits) instead of "
                    "the newest registration of the spec's name.")
+@click.option("--registration-checkpoint", "registration_checkpoint", metavar="FILE",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A checkpoint signed over the registration ('certa register --key KEY --out FILE'): its signature "
+                   "is checked with --public-key and the registration's inclusion in it proven; the certificate "
+                   "then names it.")
+@click.option("--public-key", "public_key_files", multiple=True, metavar="PUB",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="An Ed25519 public key (PEM) that must have signed --registration-checkpoint; repeatable.")
 @certa_command
 def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, output: Path | None,
-                junit_file: Path | None, registration_id: str | None, as_json: bool, ledger_url: str) -> int:
+                junit_file: Path | None, registration_id: str | None, registration_checkpoint: Path | None,
+                public_key_files: tuple[Path, ...], as_json: bool, ledger_url: str) -> int:
     """Run SPEC, record it in the ledger and print the verdict, the run id and the run's warnings (on
     stderr, 'warning: ...'). An aborted run prints its run id and each failed profile rule with its value and
     requirement. The certificate says whether the spec was registered before the run ('certa register') and
@@ -233,14 +242,21 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
       certa run spec.yaml --input subject=/data/eval/subject.csv --json
       certa run spec.yaml --ledger ../ledger.db --junit reports/certa.xml
       certa run spec.yaml --registration 9b1d4e07
+      certa run spec.yaml --registration-checkpoint audit/registered.checkpoint --public-key audit/certa.pub
     """
     from certa.engine.services.presentation.terminal import run_report_diagnostics, run_report_text
     from certa.engine.services.run_report import run_spec_file
-    if no_record and registration_id:
-        raise click.UsageError("--registration needs the ledger: give it without --no-record")
+    from certa.engine.services.keys import public_keys
+    if no_record and (registration_id or registration_checkpoint):
+        raise click.UsageError("--registration and --registration-checkpoint need the ledger: give them without "
+                               "--no-record")
+    if (registration_checkpoint is None) != (not public_key_files):
+        raise click.UsageError("--registration-checkpoint and --public-key go together")
     report = run_spec_file(spec, input_paths=_parse_input_overrides(input_overrides),
                            ledger=None if no_record else ledger_url, output=output, junit_file=junit_file,
-                           notify=_progress(as_json), registration_id=registration_id)
+                           notify=_progress(as_json), registration_id=registration_id,
+                           registration_checkpoint=registration_checkpoint.read_bytes() if registration_checkpoint
+                           else None, public_keys=public_keys(public_key_files))
     _print(report, as_json, run_report_text, stderr=run_report_diagnostics(report))
     return report.exit_code
 

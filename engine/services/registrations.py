@@ -19,8 +19,10 @@ certificate (content format 3) records ``registration``: the registration's id, 
 ``differences``, each knob or gate whose resolved value differs (``certa.engine.foundation.jsondiff.json_diff`` of
 the two ``knobs``: a path with the registered and the run's value); or null, not registered. Input paths are not
 knobs and are not compared. "Before the evidence" is what the ledger's order proves: the registration's entry
-precedes every entry of the run (its seq is smaller), and a checkpoint signed after registering
-(``certa register --key``) proves the registration unchanged since (``certa verify --checkpoint``).
+precedes every entry of the run (its seq is smaller). A checkpoint signed after registering (``certa register
+--key``) and given to the run (``certa run --registration-checkpoint FILE --public-key PUB``) is checked: its
+signature, then the registration entry's inclusion in its signed Merkle root (``checkpoint_proof``); the
+certificate then records it (``registration.checkpoint``: its seq, root, time and signers).
 
 A run whose knobs differ from its registration's is refused by the profiles ci and release
 (``RegistrationDiffers``: recorded as an aborted run, rule ``registration``, exit 3, as a profile rule stops a run)
@@ -51,10 +53,11 @@ if TYPE_CHECKING:
 
     from certa.engine.services.checkpoints import SignedHead
     from certa.ledger import Ledger
+    from certa.ledger.checkpoint import Checkpoint
     from certa.ledger.rows import EntryRow
 
 __all__ = ["SIZE_KNOBS", "RULE", "Registration", "planned_sizes", "registration_payload", "register",
-           "register_spec_file", "find_registration", "registration_record", "registration_decision",
+           "register_spec_file", "find_registration", "checkpoint_proof", "registration_record", "registration_decision",
            "RegistrationDiffers"]
 
 SIZE_KNOBS = ("n_min", "n_max", "replicates", "test_size")
@@ -165,17 +168,39 @@ def find_registration(ledger: Ledger, name: str, registration_id: str | None = N
     return Registration.of(found[0])
 
 
-def registration_record(registration: Registration | None, plan: Plan) -> dict[str, Any] | None:
+def checkpoint_proof(ledger: Ledger, registration: Registration | None, checkpoint: Checkpoint) -> dict[str, Any]:
+    """What a certificate records of a signed checkpoint (its signature already verified: ``open_checkpoint``) that
+    proves the registration's entry is entry ``seq`` of the entries it covers (RFC 6962 inclusion against its
+    signed root: ``certa.ledger.bundle.entry_proof_problem``): its ``seq``, ``root_hash``, ``signed_at`` and
+    signers' ``key_ids``. A ``LedgerError`` when there is no registration or the checkpoint does not prove it."""
+    from certa.ledger.bundle import entry_proof_problem
+
+    if registration is None:
+        raise LedgerError("a registration checkpoint was given, but the run matches no registration: "
+                          "'certa register SPEC' first, or name one with --registration ID")
+    entry = next((e for e in ledger.registrations() if e.seq == registration.seq), None)
+    problem = "the registration's entry is gone" if entry is None else entry_proof_problem(ledger, entry, checkpoint)
+    if problem is not None:
+        raise LedgerError(f"checkpoint {checkpoint.seq} does not prove registration {registration.registration_id}: "
+                          f"{problem}")
+    return {"seq": checkpoint.seq, "root_hash": checkpoint.root_hash, "signed_at": checkpoint.signed_at,
+            "key_ids": list(checkpoint.key_ids)}
+
+
+def registration_record(registration: Registration | None, plan: Plan,
+                        checkpoint: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """What a certificate records of the run's registration (None: not registered): its id, entry seq, time,
     knobs hash and the ``differences`` of the run's knobs from the registered ones (``{"path", "registered",
-    "run"}``, empty when they are equal)."""
+    "run"}``, empty when they are equal); with ``checkpoint`` (``checkpoint_proof``), the signed checkpoint that
+    proves it."""
     if registration is None:
         return None
     registered = registration.payload.get("knobs", {})
     differences = [] if registration.payload.get("knobs_hash") == plan.knobs_hash else [
         change.as_json(("registered", "run")) for change in json_diff(registered, dict(plan.knobs))]
     return {"id": registration.registration_id, "seq": registration.seq, "registered_at": registration.recorded_at,
-            "knobs_hash": registration.payload.get("knobs_hash"), "differences": differences}
+            "knobs_hash": registration.payload.get("knobs_hash"), "differences": differences,
+            **({"checkpoint": dict(checkpoint)} if checkpoint is not None else {})}
 
 
 class RegistrationDiffers(ProfileAbort):

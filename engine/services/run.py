@@ -32,6 +32,7 @@ from certa.engine.services.presentation.warnings import run_warnings
 
 if TYPE_CHECKING:
     from certa.ledger import Ledger
+    from certa.ledger.checkpoint import Checkpoint
 
 __all__ = ["run", "run_plan", "RunResult", "new_run_id", "ledger_for_run", "record_execution", "record_abort",
            "input_location"]
@@ -129,21 +130,27 @@ def _text_refused(run_id: str) -> Iterator[None]:
 
 
 def run_plan(plan: Plan, tables: Mapping[str, Table], *, ledger: Ledger | None = None,
-             notify: Notify | None = None, registration_id: str | None = None) -> RunResult:
+             notify: Notify | None = None, registration_id: str | None = None,
+             registration_checkpoint: Checkpoint | None = None) -> RunResult:
     """``run`` after the spec is validated and the inputs are loaded (``load_plan``, ``load_tables``): the
     command line does those two first, so a bad spec or input never opens, let alone creates, a ledger.
 
     With a ledger, the run matches its registration (``certa.engine.services.registrations``: the one
     ``registration_id`` names, else the newest of the spec's name): a run whose knobs differ from it is recorded
-    as aborted in ci and release (``RegistrationDiffers``), and carries a ``registration`` warning in dev."""
+    as aborted in ci and release (``RegistrationDiffers``), and carries a ``registration`` warning in dev.
+    ``registration_checkpoint`` (its signature verified) must prove the registration (``checkpoint_proof``: a
+    ``LedgerError`` otherwise, nothing recorded); the certificate then names it."""
     from certa.engine.services.registrations import (  # it imports this module
-        find_registration, registration_decision, registration_record)
+        checkpoint_proof, find_registration, registration_decision, registration_record)
 
     if ledger is not None:
         ledger.require_writable()  # an old-schema ledger is refused before the work, not after it
     run_id = new_run_id()
-    registration = None if ledger is None else registration_record(
-        find_registration(ledger, plan.name, registration_id), plan)
+    registration = None
+    if ledger is not None:
+        found = find_registration(ledger, plan.name, registration_id)
+        proof = None if registration_checkpoint is None else checkpoint_proof(ledger, found, registration_checkpoint)
+        registration = registration_record(found, plan, proof)
     try:
         differs = registration_decision(registration, plan.profile)
     except ProfileAbort as abort:

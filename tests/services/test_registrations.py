@@ -166,6 +166,42 @@ def test_certa_register_and_run_on_the_command_line(small_spec: Path, tmp_path: 
     assert answer["rule"] == "registration" and "gates[0].max: registered 1.05, run 1.2" in answer["error"]["message"]
     assert _certa("verify", "--checkpoint", str(checkpoint), "--public-key", str(keys / "certa.pub"),
                   ledger=db).exit_code == 0
+
+
+def test_a_checkpoint_signed_over_the_registration_is_proven_and_named(small_spec: Path, tmp_path: Path) -> None:
+    """``certa run --registration-checkpoint FILE --public-key PUB``: the checkpoint's signature and the
+    registration's inclusion in its root are checked, and the certificate and show name it; another key's
+    signature, or a checkpoint signed before the registration, is refused and nothing is recorded."""
+    db = tmp_path / "proof.db"
+    keys, other = tmp_path / "keys", tmp_path / "other"
+    for folder in (keys, other):
+        assert CliRunner().invoke(main, ["keygen", "--out-dir", str(folder)]).exit_code == 0
+    assert _certa("run", str(small_spec), ledger=db).exit_code == 0  # a run before: entries 1..n
+    early = tmp_path / "early.checkpoint"
+    assert _certa("checkpoint", "--key", str(keys / "certa.key"), "--out", str(early), ledger=db).exit_code == 0
+    checkpoint = tmp_path / "registered.checkpoint"
+    made = _certa("register", str(small_spec), "--key", str(keys / "certa.key"), "--out", str(checkpoint), "--json",
+                  ledger=db)
+    registered = json.loads(made.stdout)
+    pub = str(keys / "certa.pub")
+    proven = _certa("run", str(small_spec), "--registration-checkpoint", str(checkpoint), "--public-key", pub,
+                    "-o", str(tmp_path / "cert.json"), ledger=db)
+    assert proven.exit_code == 0, proven.output
+    record = json.loads((tmp_path / "cert.json").read_text())["content"]["registration"]
+    assert record["id"] == registered["registration_id"] and record["differences"] == []
+    assert record["checkpoint"]["seq"] == registered["checkpoint"]["seq"] == registered["seq"]
+    assert record["checkpoint"]["root_hash"] == registered["checkpoint"]["root_hash"]
+    assert f"checkpoint {registered['seq']}, signed by key(s)" in _certa("show", "latest", ledger=db).stdout
+    with Ledger.open(db) as ledger:
+        before = len(ledger.runs())
+    wrong_key = _certa("run", str(small_spec), "--registration-checkpoint", str(checkpoint), "--public-key",
+                       str(other / "certa.pub"), ledger=db)
+    too_early = _certa("run", str(small_spec), "--registration-checkpoint", str(early), "--public-key", pub,
+                       ledger=db)
+    assert wrong_key.exit_code != 0 and too_early.exit_code == 2
+    assert f"does not prove registration {registered['registration_id']}" in too_early.output
+    with Ledger.open(db) as ledger:
+        assert len(ledger.runs()) == before
     assert _certa("register", str(small_spec), "--out", str(tmp_path / "x"), ledger=db).exit_code == 2
     again = _certa("register", str(small_spec), "--key", str(keys / "certa.key"), "--out", str(checkpoint), ledger=db)
     assert again.exit_code != 0 and "checkpoint" in again.output  # an existing file: nothing recorded

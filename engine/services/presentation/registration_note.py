@@ -15,7 +15,8 @@ def differences_text(record: Mapping[str, Any]) -> str:
 
 
 def registration_note(content: Mapping[str, Any]) -> str | None:
-    """"registered on DATE (registration ID, entry SEQ), before the evidence ..." with whether the run's knobs and
+    """"registered on DATE (registration ID, entry SEQ), before the evidence ..." (with the checkpoint that proves it,
+    when the run was given one) and whether the run's knobs and
     gates are the registered ones (each difference named); "not registered ..." when the run matched none; None for
     a certificate whose format records no registration (1 and 2)."""
     if "registration" not in content:
@@ -23,8 +24,11 @@ def registration_note(content: Mapping[str, Any]) -> str | None:
     record = content["registration"]
     if record is None:
         return "not registered: the spec was recorded with the run, after its evidence existed"
+    proof = record.get("checkpoint")
+    signed = "" if not isinstance(proof, Mapping) else (
+        f"; checkpoint {proof['seq']}, signed by key(s) {', '.join(str(k)[:16] for k in proof['key_ids'])}, includes it")
     head = (f"registered on {str(record['registered_at'])[:10]} (registration {record['id']}, entry {record['seq']}), "
-            "before the evidence (its entry precedes the run's in the ledger)")
+            f"before the evidence (its entry precedes the run's in the ledger{signed})")
     if not record["differences"]:
         return f"{head}; the run's knobs and gates are the registered ones"
     return f"{head}; the run DIFFERS from it: {differences_text(record)}"
