@@ -40,8 +40,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from certa.engine.core.interpreter import AbortedExecution, Execution, Notify, RunDecisions, execute
 from certa.engine.core.spec import Plan, load_plan
-from certa.engine.core.stages.base import Decision
+from certa.engine.core.stages.base import Decision, LedgerReader
+from certa.engine.core.tables import Table
 from certa.engine.foundation.atomic_files import check_writable
 from certa.engine.foundation.errors import LedgerError, ProfileAbort
 from certa.engine.foundation.jsondiff import json_diff
@@ -57,7 +59,7 @@ if TYPE_CHECKING:
     from certa.ledger.rows import EntryRow
 
 __all__ = ["SIZE_KNOBS", "RULE", "Registration", "planned_sizes", "registration_payload", "register",
-           "register_spec_file", "find_registration", "checkpoint_proof", "registration_record", "registration_decision",
+           "register_spec_file", "find_registration", "checkpoint_proof", "registration_record", "execute_registered", "registration_decision",
            "RegistrationDiffers"]
 
 SIZE_KNOBS = ("n_min", "n_max", "replicates", "test_size")
@@ -211,6 +213,22 @@ class RegistrationDiffers(ProfileAbort):
                          f"{record['registered_at']}): {differences_text(record)}; profile {profile} refuses a run "
                          "whose decisions changed after registration: register the new spec, or run the registered "
                          "one", rule=RULE)
+
+
+def execute_registered(plan: Plan, tables: Mapping[str, Table], registration: Mapping[str, Any] | None, *,
+                       ledger: LedgerReader | None, notify: Notify | None = None) -> Execution:
+    """``execute`` for a run whose registration record is ``registration`` (``registration_record``; None: not
+    registered), which its content records: in ci and release a run that differs from it raises
+    ``AbortedExecution`` (``RegistrationDiffers``, before any stage runs); in dev its ``registration`` decision is
+    the run's last (``registration_decision``). ``certa run`` and a ``certa batch`` worker both run this."""
+    try:
+        differs = registration_decision(registration, plan.profile)
+    except ProfileAbort as abort:
+        raise AbortedExecution(abort, RunDecisions(())) from None
+    execution = execute(plan, tables, ledger=ledger, notify=notify, registration=registration)
+    if differs is None:
+        return execution
+    return replace(execution, decisions=execution.decisions + RunDecisions.of(None, (differs,)))
 
 
 def registration_decision(record: Mapping[str, Any] | None, profile: str) -> Decision | None:

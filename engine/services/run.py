@@ -1,6 +1,6 @@
 """Run and record: the service behind ``certa run``, ``certa batch`` and the Python API ``engine.run``.
 
-    spec ──load_plan──▶ Plan ──load_tables──▶ tables ──execute (core)──▶ Execution
+    spec ──load_plan──▶ Plan ──load_tables──▶ tables ──execute_registered──▶ Execution
          ──seal──▶ certificate ──certa.ledger.run_record.completed_run──▶ Ledger.append_run   (one transaction)
 
 A profile rule that stops the run is recorded as an aborted run (``certa.ledger.run_record.aborted_run``) and
@@ -16,18 +16,18 @@ import contextlib
 import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from certa.engine.core.certificate import seal
 from certa.engine.core.endpoint_input import is_url
 from certa.engine.core.inputs import Columns, load_tables
-from certa.engine.core.interpreter import AbortedExecution, Execution, Notify, RunDecisions, StageDecision, execute
+from certa.engine.core.interpreter import AbortedExecution, Execution, Notify, RunDecisions, StageDecision
 from certa.engine.core.spec import Plan, load_plan
 from certa.engine.core.tables import Table
 from certa.engine.foundation.canonical import TextNotUTF8
-from certa.engine.foundation.errors import InputError, ProfileAbort
+from certa.engine.foundation.errors import InputError
 from certa.engine.services.presentation.warnings import run_warnings
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ def run_plan(plan: Plan, tables: Mapping[str, Table], *, ledger: Ledger | None =
     ``registration_checkpoint`` (its signature verified) must prove the registration (``checkpoint_proof``: a
     ``LedgerError`` otherwise, nothing recorded); the certificate then names it."""
     from certa.engine.services.registrations import (  # it imports this module
-        checkpoint_proof, find_registration, registration_decision, registration_record)
+        checkpoint_proof, execute_registered, find_registration, registration_record)
 
     if ledger is not None:
         ledger.require_writable()  # an old-schema ledger is refused before the work, not after it
@@ -152,17 +152,7 @@ def run_plan(plan: Plan, tables: Mapping[str, Table], *, ledger: Ledger | None =
         proof = None if registration_checkpoint is None else checkpoint_proof(ledger, found, registration_checkpoint)
         registration = registration_record(found, plan, proof)
     try:
-        differs = registration_decision(registration, plan.profile)
-    except ProfileAbort as abort:
-        if ledger is not None:
-            record_abort(ledger, run_id, plan, tables, RunDecisions(()), reason=str(abort), rule=abort.rule,
-                         stage_id=None)
-        abort.run_id = run_id
-        raise
-    try:
-        execution = execute(plan, tables, ledger=ledger, notify=notify, registration=registration)
-        if differs is not None:
-            execution = replace(execution, decisions=execution.decisions + RunDecisions.of(None, (differs,)))
+        execution = execute_registered(plan, tables, registration, ledger=ledger, notify=notify)
     except AbortedExecution as aborted:
         abort = aborted.abort
         if ledger is not None:
