@@ -25,7 +25,8 @@ signature, then the registration entry's inclusion in its signed Merkle root (``
 certificate then records it (``registration.checkpoint``: its seq, root, time and signers).
 
 A run whose knobs differ from its registration's is refused by the profiles ci and release
-(``RegistrationDiffers``: recorded as an aborted run, rule ``registration``, exit 3, as a profile rule stops a run)
+(a ``ProfileAbort`` of rule ``registration``, before any stage runs: recorded as an aborted run, exit 3, as a
+profile rule stops a run)
 and let through by dev with a ``registration`` decision (outcome ``warn``) naming the differences.
 
 Pre-registration is the standard answer to "the analysis was chosen after the data were seen" (Nosek et al.,
@@ -59,8 +60,8 @@ if TYPE_CHECKING:
     from certa.ledger.rows import EntryRow
 
 __all__ = ["SIZE_KNOBS", "RULE", "Registration", "planned_sizes", "registration_payload", "register",
-           "register_spec_file", "find_registration", "checkpoint_proof", "registration_record", "execute_registered", "registration_decision",
-           "RegistrationDiffers"]
+           "register_spec_file", "find_registration", "checkpoint_proof", "registration_record", "execute_registered",
+           "registration_decision"]
 
 SIZE_KNOBS = ("n_min", "n_max", "replicates", "test_size")
 """Knob names that fix a planned sample size, wherever they sit in a stage's ``with:``."""
@@ -205,21 +206,11 @@ def registration_record(registration: Registration | None, plan: Plan,
             **({"checkpoint": dict(checkpoint)} if checkpoint is not None else {})}
 
 
-class RegistrationDiffers(ProfileAbort):
-    """ci and release: the run's knobs differ from its registration's (the message lists each difference)."""
-
-    def __init__(self, record: Mapping[str, Any], profile: str) -> None:
-        super().__init__(f"the spec differs from its registration {record['id']} (entry {record['seq']}, "
-                         f"{record['registered_at']}): {differences_text(record)}; profile {profile} refuses a run "
-                         "whose decisions changed after registration: register the new spec, or run the registered "
-                         "one", rule=RULE)
-
-
 def execute_registered(plan: Plan, tables: Mapping[str, Table], registration: Mapping[str, Any] | None, *,
                        ledger: LedgerReader | None, notify: Notify | None = None) -> Execution:
     """``execute`` for a run whose registration record is ``registration`` (``registration_record``; None: not
     registered), which its content records: in ci and release a run that differs from it raises
-    ``AbortedExecution`` (``RegistrationDiffers``, before any stage runs); in dev its ``registration`` decision is
+    ``AbortedExecution`` (a ``ProfileAbort`` of rule ``registration``, before any stage runs); in dev its ``registration`` decision is
     the run's last (``registration_decision``). ``certa run`` and a ``certa batch`` worker both run this."""
     try:
         differs = registration_decision(registration, plan.profile)
@@ -232,12 +223,15 @@ def execute_registered(plan: Plan, tables: Mapping[str, Table], registration: Ma
 
 
 def registration_decision(record: Mapping[str, Any] | None, profile: str) -> Decision | None:
-    """None when the run matches its registration or has none; otherwise ``RegistrationDiffers`` in ci and
-    release, and in dev the ``registration`` decision (outcome ``warn``) naming the differences."""
+    """None when the run matches its registration or has none; otherwise, in ci and release, a ``ProfileAbort`` of
+    rule ``RULE`` naming each difference, and in dev the ``registration`` decision (outcome ``warn``) naming the differences."""
     if record is None or not record["differences"]:
         return None
     if profile != "dev":
-        raise RegistrationDiffers(record, profile)
+        raise ProfileAbort(f"the spec differs from its registration {record['id']} (entry {record['seq']}, "
+                           f"{record['registered_at']}): {differences_text(record)}; profile {profile} refuses a run "
+                           "whose decisions changed after registration: register the new spec, or run the "
+                           "registered one", rule=RULE)
     return Decision(RULE, {"registration": record["id"], "rule": RULE, "profile": profile, "outcome": "warn",
                            "differences": record["differences"],
                            "message": f"the spec differs from its registration {record['id']} (entry "

@@ -137,7 +137,7 @@ def run_plan(plan: Plan, tables: Mapping[str, Table], *, ledger: Ledger | None =
 
     With a ledger, the run matches its registration (``certa.engine.services.registrations``: the one
     ``registration_id`` names, else the newest of the spec's name): a run whose knobs differ from it is recorded
-    as aborted in ci and release (``RegistrationDiffers``), and carries a ``registration`` warning in dev.
+    as aborted in ci and release (a ``ProfileAbort`` of rule ``registration``), and carries a ``registration`` warning in dev.
     ``registration_checkpoint`` (its signature verified) must prove the registration (``checkpoint_proof``: a
     ``LedgerError`` otherwise, nothing recorded); the certificate then names it."""
     from certa.engine.services.registrations import (  # it imports this module

@@ -15,7 +15,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from certa.engine.services.presentation.display_text import plain_text
-from certa.engine.services.presentation.registration_note import registration_note
 from certa.ledger.location import command_hint, masked_ledger
 
 if TYPE_CHECKING:
@@ -230,6 +229,7 @@ def run_summary_text(certificate: Mapping[str, Any]) -> str:
     """A few lines for the terminal after a run: verdict, identity, gates ('certa show' has the report)."""
     from certa.engine.core.gate_family import stated_family
     from certa.engine.core.gates import gate_display, gate_outcome, inconclusive_note
+    from certa.engine.services.presentation.registration_note import registration_note
     content = certificate["content"]
     lines = [
         f"{content['spec']['name']}: {content['verdict']}",
