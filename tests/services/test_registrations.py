@@ -159,7 +159,11 @@ def test_certa_register_and_run_on_the_command_line(small_spec: Path, tmp_path: 
     assert registered["planned_sizes"] == [{"stage": "ratio", "knob": "replicates", "value": 500}]
     same = _certa("run", str(small_spec), "--json", ledger=db)
     assert same.exit_code == 3 and json.loads(same.stdout)["rule"] == "min_paired_windows"
-    refused = _certa("run", str(_edit(small_spec, "max: 1.05", "max: 1.2")), "--json", ledger=db)
+    changed = _edit(small_spec, "max: 1.05", "max: 1.2")
+    said = _certa("run", str(changed), ledger=db)
+    assert said.exit_code == 3 and "(its spec differs from its registration)" in said.stdout
+    assert "gates[0].max: registered 1.05, run 1.2" in said.stderr
+    refused = _certa("run", str(changed), "--json", ledger=db)
     assert refused.exit_code == 3
     answer = json.loads(refused.stdout)
     assert answer["rule"] == "registration" and "gates[0].max: registered 1.05, run 1.2" in answer["error"]["message"]

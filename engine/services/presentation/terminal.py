@@ -265,6 +265,9 @@ def run_report_text(report: RunReport) -> str:
     if report.abort is not None:
         if run_id is None:
             return "aborted run not recorded (--no-record)"
+        if report.abort.rule == "registration":  # refused before any stage: no decision, the reason says it all
+            return (f"recorded aborted run {run_id} in {masked_ledger(ledger or '')} (its spec differs from its "
+                    "registration)")
         return (f"recorded aborted run {run_id} in {masked_ledger(ledger or '')}; its decisions: "
                 f"{command_hint('decisions', run_id[:12], '--kind', 'profile_rule', ledger=ledger)}")
     assert report.result is not None
