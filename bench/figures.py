@@ -302,6 +302,8 @@ BENCHES: dict[str, Bench] = {
     "batch": Bench("batch.py", ("--specs", "6", "--cli-runs", "2", "--decisions", "200000", "--shards", "2",
                                 "--repeats", "1"), _batch),
     "evidence_import": Bench("evidence_import.py", ("--records", "10000", "--repeats", "2"), _evidence_import),
+    "suite_import": Bench("suite_import.py", ("--tasks", "6", "--items", "6000", "--repeats", "1"),
+                          _json_rows("suite_import.py")),
     "model_windows": Bench("model_windows.py", ("--models", "tiny", "--repeats", "1"), _json_rows("model_windows.py")),
     "model_sequential": Bench("model_sequential.py", ("--replicates", "5"), _json_rows("model_sequential.py")),
     "model_memory": Bench("model_memory.py", ("--size", "small", "--repeats", "1"), _json_rows("model_memory.py")),

@@ -13,6 +13,10 @@ Every command loads inputs through ``load_tables``; what differs is only where t
 So a format, its ``read:`` options, a companion input (lm-eval's results file) and the ``InputLimits`` apply
 alike everywhere, and a pinned SHA-256 is checked whatever the source.
 
+A suite (format ``lm-eval-suite`` or ``inspect-suite``) is a folder too: its bytes are the bundle of the files its
+``read.glob`` matches (``certa.engine.core.evidence.suite.folder_bundle``: a manifest of their paths, sizes and
+SHA-256s, then their bytes), so it has one identity, is stored as one blob and is replayed without the folder.
+
 A model folder is hashed file by file (``certa.engine.core.models.manifest.folder_manifest``). The first model input
 a stage's settings name (the model a stage will load) keeps its weight files' bytes, read into private memory as
 they were hashed (``InputSource.weights``, then ``Table.weights``): the loader builds the model on those bytes
@@ -39,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from certa.engine.core.endpoint_input import ENDPOINT_FORMAT, declaration_bytes, is_url
+from certa.engine.core.evidence.suite import SUITE_GLOBS, folder_bundle
 from certa.engine.core.input_formats import input_format, read_input
 from certa.engine.core.input_limits import InputLimits, read_input_file
 from certa.engine.core.models.manifest import MODEL_FORMAT, WEIGHTS_RULE, HeldWeights, ModelManifest, folder_manifest
@@ -98,6 +103,10 @@ def read_source(declared: InputSpec, *, path: Path | str | None = None, profile:
                          "input takes --input NAME=URL)")
     where = Path(path if path is not None else declared.path)
     fmt = declared.fmt or format_for_path(where)
+    if fmt in SUITE_GLOBS:  # a folder of exports: its bytes are the bundle of the files read.glob matches
+        return InputSource(declared.name, fmt,
+                           folder_bundle(declared.name, where, declared.read.get("glob", SUITE_GLOBS[fmt]), limits),
+                           overridden=path is not None)
     if fmt != MODEL_FORMAT:
         input_format(fmt, name=declared.name)  # an unknown format is refused before a byte is read
         return InputSource(declared.name, fmt, read_input_file(declared.name, where, fmt, limits),

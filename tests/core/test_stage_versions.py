@@ -96,12 +96,16 @@ def test_a_spec_pinned_to_1_0_0_computes_what_certa_0_1_0_certified() -> None:
     content = run(text, inputs=tables).certificate["content"]
     recorded = certificate["content"]
     assert content["knobs_hash"] == recorded["knobs_hash"]
-    assert content["stages"] == recorded["stages"] and content["gates"] == recorded["gates"]
+    assert content["stages"] == recorded["stages"]
+    # a gate of content format 3 also states its outcome (issue 34): the same PASS / FAIL as 0.1.0's passed
+    assert [{k: v for k, v in g.items() if k != "outcome"} for g in content["gates"]] == recorded["gates"]
+    assert [g["outcome"] for g in content["gates"]] == ["PASS" if g["passed"] else "FAIL" for g in recorded["gates"]]
     assert "resampling" not in content["stages"]["cmp"]["bootstrap"]  # 1.0.0 describes its bootstrap as it did
     differing = {k for k in results_of(content) if content[k] != recorded.get(k)}
     # the spec text (and so its SHA-256) differs: it spells the pins; a new run states its family (content format 2)
-    # and, for each plain input table, the columns no stage read (format 3): none here, the merge reads them all
-    assert differing == {"spec", "certa_format", "family", "inputs"} and content["family"]["claim"] == "all"
+    # and, for each plain input table, the columns no stage read, and each gate's outcome (format 3): no column
+    # unread here, the merge reads them all
+    assert differing == {"spec", "certa_format", "family", "inputs", "gates"} and content["family"]["claim"] == "all"
     assert [{k: v for k, v in i.items() if k != "unread_columns"} for i in content["inputs"]] == recorded["inputs"]
     assert [i["unread_columns"] for i in content["inputs"]] == [[], [], []]
 

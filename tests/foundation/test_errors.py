@@ -5,6 +5,7 @@ bundle errors reach the command with their own name and code."""
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from pathlib import Path
@@ -47,14 +48,18 @@ def _readme_error_table() -> dict[str, int]:
     return {row[1]: int(row[2]) for row in rows if row}
 
 
-def _parsed_sources() -> dict[Path, ast.Module]:
-    return {path: ast.parse(path.read_text(encoding="utf-8"), filename=str(path)) for path in SOURCES}
+@functools.cache
+def _class_and_raise_nodes() -> dict[Path, list[ast.AST]]:
+    """Each source's class definitions and raise statements, from one parse and one walk of it (both tests below
+    read them)."""
+    return {path: [node for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
+                   if isinstance(node, (ast.ClassDef, ast.Raise))] for path in SOURCES}
 
 
-def _raised_names(tree: ast.Module) -> set[str]:
-    """Names of the classes ``raise Name(...)`` (or ``raise module.Name(...)``) instantiates in ``tree``."""
+def _raised_names(nodes: list[ast.AST]) -> set[str]:
+    """Names of the classes ``raise Name(...)`` (or ``raise module.Name(...)``) instantiates among ``nodes``."""
     names = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
             func = node.exc.func
             names.add(func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "")
@@ -73,15 +78,15 @@ def test_every_error_is_in_the_one_tree_and_documented_with_its_exit_code() -> N
 
 def test_no_error_class_is_defined_outside_the_errors_module() -> None:
     names = {cls.__name__ for cls in (CertaError, *ERRORS)}
-    elsewhere = [f"{path.relative_to(ROOT)}:{node.lineno} {node.name}" for path, tree in _parsed_sources().items()
-                 if path != Path(errors.__file__).resolve() for node in ast.walk(tree)
+    elsewhere = [f"{path.relative_to(ROOT)}:{node.lineno} {node.name}" for path, nodes in _class_and_raise_nodes().items()
+                 if path != Path(errors.__file__).resolve() for node in nodes
                  if isinstance(node, ast.ClassDef)
                  and any(isinstance(base, ast.Name) and base.id in names for base in node.bases)]
     assert elsewhere == []
 
 
 def test_every_error_is_raised_somewhere() -> None:
-    raised = set().union(*map(_raised_names, _parsed_sources().values()))
+    raised = set().union(*map(_raised_names, _class_and_raise_nodes().values()))
     assert [cls.__name__ for cls in ERRORS if cls.__name__ not in raised] == []
 
 

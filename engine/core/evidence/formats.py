@@ -37,15 +37,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 import numpy as np
 
 from certa.engine.core.evidence.inspect_log import read_inspect_eval, read_inspect_json
-from certa.engine.core.evidence.lm_eval import read_lm_eval_samples, samples_task_hash
+from certa.engine.core.evidence.lm_eval import SAMPLES_NAME, read_lm_eval_samples, samples_task_hash
 from certa.engine.core.evidence.promptfoo import read_promptfoo_jsonl
 from certa.engine.core.evidence.records import EvidenceRecords
 from certa.engine.core.evidence.sources import JsonObject
+from certa.engine.core.evidence.suite import bundle_files, results_sibling, stated_groups, suite_records
 from certa.engine.core.evidence.table_mapping import TableMapping, mapped_records
 from certa.engine.core.input_limits import InputLimits
 from certa.engine.core.tables import Columns, Table, column_of_cells, column_of_numbers
@@ -69,6 +71,54 @@ def _lm_eval_samples(name: str, raw: bytes, options: Mapping[str, Any], companio
     if "results" in options:
         _check_results_sibling(name, raw, records, options, limits)
     return records
+
+
+def _lm_eval_suite(name: str, raw: bytes, options: Mapping[str, Any], companions: Mapping[str, bytes],
+                   limits: InputLimits) -> EvidenceRecords:
+    """A folder's samples files (the bundle ``raw``: ``certa.engine.core.evidence.suite``), each read as an
+    ``lm-eval-samples`` input named ``<name>/<path>`` with its task from its file name and, when the bundle holds
+    it, its ``results_<time>.json`` (checked against the samples as ``read.results`` is), as one table."""
+    files = {file.path: file.raw for file in bundle_files(name, raw)}
+    siblings = {path: results_sibling(path) for path in files}
+    results = {sibling for sibling in siblings.values() if sibling in files}
+    stray = sorted(path for path, sibling in siblings.items() if sibling is None and path not in results)
+    if stray:
+        raise InputError(f"input '{name}': {', '.join(stray[:3])} not named samples_<task>_<time>.jsonl (the task "
+                         "of a suite's file is taken from its name); narrow read.glob to the samples files")
+    groups = {child: parent for path in sorted(results)
+              for child, parent in stated_groups(JsonObject.document(f"{name}/{path}", files[path])).items()}
+    parts = []
+    for path, sibling in siblings.items():
+        if sibling is None:
+            continue
+        task = SAMPLES_NAME.fullmatch(PurePosixPath(path).name)["task"]  # type: ignore[index]  # a sibling: named so
+        given = {**{key: options[key] for key in ("filter", "count_unit") if key in options}, "task": task,
+                 **({"results": f"{name}/{sibling}"} if sibling in files else {})}
+        parts.append((task, _lm_eval_samples(f"{name}/{path}", files[path], given,
+                                             {"results": files[sibling]} if sibling in files else {}, limits)))
+    return suite_records(name, parts, groups)
+
+
+_INSPECT_LOGS = {".eval": read_inspect_eval, ".json": read_inspect_json}
+"""An Inspect log's reader by its file's suffix: the ``.eval`` archive, or its JSON form."""
+
+
+def _inspect_suite(name: str, raw: bytes, options: Mapping[str, Any], companions: Mapping[str, bytes],
+                   limits: InputLimits) -> EvidenceRecords:
+    """A folder's Inspect logs (the bundle ``raw``: ``certa.engine.core.evidence.suite``), each read by its suffix
+    as an ``inspect-eval`` or ``inspect-json`` input named ``<name>/<path>``, its task the one the log states
+    (``eval.task``), as one table."""
+    parts = []
+    for file in bundle_files(name, raw):
+        reader = _INSPECT_LOGS.get(PurePosixPath(file.path).suffix)
+        if reader is None:
+            raise InputError(f"input '{name}': {file.path} is neither an Inspect .eval log nor its .json form; "
+                             "narrow read.glob to the logs")
+        records = reader(file.raw, slice_metadata=None, name=f"input '{name}/{file.path}'", limits=limits)
+        if records.provenance.task is None:
+            raise InputError(f"input '{name}/{file.path}': the log states no task (eval.task)")
+        parts.append((records.provenance.task, records))
+    return suite_records(name, parts, {})
 
 
 def _lm_eval_results(name: str, raw: bytes, options: Mapping[str, Any], companions: Mapping[str, bytes],
@@ -144,8 +194,11 @@ EXPORT_READERS: tuple[ExportReader, ...] = (
     ExportReader("lm-eval-samples", _lm_eval_samples, frozenset({"task", "filter", "count_unit", "results"}),
                  {"results": "lm-eval-results"}, _lm_eval_samples_parts),
     ExportReader("lm-eval-results", _lm_eval_results),
+    ExportReader("lm-eval-suite", _lm_eval_suite, frozenset({"glob", "filter", "count_unit"}),
+                 option_parts=_lm_eval_samples_parts),
     ExportReader("inspect-eval", _inspect_eval, frozenset({"slice"}), option_parts=_inspect_parts),
     ExportReader("inspect-json", _inspect_json, frozenset({"slice"}), option_parts=_inspect_parts),
+    ExportReader("inspect-suite", _inspect_suite, frozenset({"glob"})),
     ExportReader("promptfoo-jsonl", _promptfoo_jsonl, frozenset({"provider"})),
 )
 """The evaluator exports certa reads (module docstring), registered by ``certa.engine.core.input_formats``."""

@@ -48,7 +48,7 @@ from .sources import (JsonObject, Source, field_of, json_lines, number_column, r
                       stated_text, strict_floats, typed_json_lines, value_digest)
 
 __all__ = ["ROLLING_METRICS", "IDENTITY_FIELDS", "COUNT_UNITS", "NO_TOKEN_COUNT", "LOGLIKELIHOOD_METRIC",
-           "read_lm_eval_samples", "count_column_unit", "samples_task_hash"]
+           "read_lm_eval_samples", "count_column_unit", "samples_task_hash", "SAMPLES_NAME"]
 
 ROLLING_METRICS = {"word_perplexity": "words", "byte_perplexity": "bytes", "bits_per_byte": "bytes"}
 """The harness's perplexity metrics and the count each logs beside the loglikelihood."""
@@ -74,7 +74,9 @@ _RESULTS_FIELDS = ("configs", "config", "results", "task_hashes", "versions", "l
 """The fields of a results file certa parses (the others, e.g. ``higher_is_better`` and ``samples``, are checked as
 JSON, never built)."""
 
-_SAMPLES_NAME = re.compile(r"samples_(?P<task>.+)_(?P<time>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.jsonl")
+SAMPLES_NAME = re.compile(r"samples_(?P<task>.+)_(?P<time>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.jsonl")
+"""The name lm-eval 0.4 gives a task's samples file: ``samples_<task>_<time>.jsonl`` (``<time>`` also names the
+run's ``results_<time>.json``)."""
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEX_DIGITS = b"0123456789abcdef"
 _INT64_MAX = 2**63 - 1
@@ -97,7 +99,7 @@ def read_lm_eval_samples(samples: Source, results: Source | None = None, *, task
         raise InputError(f"read.count_unit must be 'bytes' or 'words' (got {count_unit!r}){why}")
     where, raw = read_source(samples, name, limits)
     if task is None and not isinstance(samples, (bytes, bytearray, memoryview)):
-        match = _SAMPLES_NAME.fullmatch(Path(samples).name)
+        match = SAMPLES_NAME.fullmatch(Path(samples).name)
         task = match["task"] if match else None
     fields, (doc_ids, identity, metrics, counts, weights) = _read(where, raw, limits, filter_name, count_unit)
     provenance = _provenance(where, raw, (results, results_name), task, fields.filter, limits, metrics)
