@@ -209,12 +209,26 @@ def _parse_input_overrides(values: tuple[str, ...]) -> dict[str, Path | str]:
               help="Also write a JUnit XML report to this file for CI test reporters (one test case per gate, per "
                    "profile rule that aborted the run, or an error case for a refused spec or input), also when "
                    "the run fails or aborts. Example: certa run spec.yaml --junit reports/certa.xml")
+@click.option("--registration", "registration_id", metavar="ID",
+              help="Match the run to this registration ('certa register'; an id or its first digits) instead of "
+                   "the newest registration of the spec's name.")
+@click.option("--registration-checkpoint", "registration_checkpoint", metavar="FILE",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A checkpoint signed over the registration ('certa register --key KEY --out FILE'): its signature "
+                   "is checked with --public-key and the registration's inclusion in it proven; the certificate "
+                   "then names it.")
+@click.option("--public-key", "public_key_files", multiple=True, metavar="PUB",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="An Ed25519 public key (PEM) that must have signed --registration-checkpoint; repeatable.")
 @certa_command
 def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, output: Path | None,
-                junit_file: Path | None, as_json: bool, ledger_url: str) -> int:
+                junit_file: Path | None, registration_id: str | None, registration_checkpoint: Path | None,
+                public_key_files: tuple[Path, ...], as_json: bool, ledger_url: str) -> int:
     """Run SPEC, record it in the ledger and print the verdict, the run id and the run's warnings (on
     stderr, 'warning: ...'). An aborted run prints its run id and each failed profile rule with its value and
-    requirement.
+    requirement. The certificate says whether the spec was registered before the run ('certa register') and
+    how its knobs and gates differ from the registration; ci and release refuse (exit 3, recorded) a run that
+    differs, dev records it with a warning.
 
     Exit 0 PASS, 1 FAIL, 2 invalid spec or input (nothing recorded), 3 aborted by a profile rule
     (the attempt and its reason are recorded, no certificate), 4 recorded but the -o or --junit file could not
@@ -227,14 +241,51 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
       certa run specs/paired-ratio/spec.yaml
       certa run spec.yaml --input subject=/data/eval/subject.csv --json
       certa run spec.yaml --ledger ../ledger.db --junit reports/certa.xml
+      certa run spec.yaml --registration 9b1d4e07
+      certa run spec.yaml --registration-checkpoint audit/registered.checkpoint --public-key audit/certa.pub
     """
     from certa.engine.services.presentation.terminal import run_report_diagnostics, run_report_text
     from certa.engine.services.run_report import run_spec_file
+    from certa.engine.services.keys import public_keys
+    if no_record and (registration_id or registration_checkpoint):
+        raise click.UsageError("--registration and --registration-checkpoint need the ledger: give them without "
+                               "--no-record")
+    if (registration_checkpoint is None) != (not public_key_files):
+        raise click.UsageError("--registration-checkpoint and --public-key go together")
     report = run_spec_file(spec, input_paths=_parse_input_overrides(input_overrides),
                            ledger=None if no_record else ledger_url, output=output, junit_file=junit_file,
-                           notify=_progress(as_json))
+                           notify=_progress(as_json), registration_id=registration_id,
+                           registration_checkpoint=registration_checkpoint.read_bytes() if registration_checkpoint
+                           else None, public_keys=public_keys(public_key_files))
     _print(report, as_json, run_report_text, stderr=run_report_diagnostics(report))
     return report.exit_code
+
+
+@main.command()
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--key", "key_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Also sign a checkpoint of the ledger's head, the registration included, with this Ed25519 "
+                   "private key (PEM) from 'certa keygen'; repeat it to sign with several keys.")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="With --key: the new file (never overwritten) the checkpoint is written to.")
+@certa_command
+def register(spec: Path, key_files: tuple[Path, ...], out_file: Path | None, as_json: bool, ledger_url: str) -> int:
+    """Register SPEC before its evidence exists: record its text, knobs_hash, gates and planned sample sizes
+    (n_min, n_max, replicates, test_size) in the ledger. No input is read. A later 'certa run' of a spec of the
+    same name names the registration in its certificate ('registered on DATE, before the evidence'), and
+    ci and release refuse a run whose knobs or gates differ from it. Exit 0 registered, 2 invalid spec.
+
+    \b
+    Examples:
+      certa register specs/paired-ratio/spec.yaml
+      certa register spec.yaml --key ~/.certa/certa.key --out audit/registered.checkpoint --json
+    """
+    from certa.engine.services.keys import private_keys
+    from certa.engine.services.registrations import register_spec_file
+    if (out_file is None) != (not key_files):
+        raise click.UsageError("--key and --out go together: --out is where the signed checkpoint goes")
+    _print(register_spec_file(spec, ledger_url, private_keys(key_files), out_file), as_json)
+    return EXIT_OK
 
 
 @main.command()
@@ -827,7 +878,7 @@ def migrate(as_json: bool, ledger_url: str) -> int:
     SQLite: schema 5 copies the entries table into one without the dropped constraints (about a minute, and
     the table's size again on disk); schema 6 renumbers the stored Merkle nodes and drops their leaf rows
     (about 15 s); schema 7 widens the runs table's verdict column for INCONCLUSIVE (on SQLite a copy of that
-    table: a row a run). Running it again does nothing. Back up a shared ledger first and run this once, while no
+    table: a row a run) and admits 'certa register' entries (an index built, no entry copied). Running it again does nothing. Back up a shared ledger first and run this once, while no
     writer runs.
 
     \b

@@ -11,7 +11,8 @@ kind, so an auditor can check a ledger without certa's code):
     certificate  the certificate                                 a completed run
     abort        {"reason", "rule", "stage"}                     a run a profile rule stopped
 
-Later entries about the run are notes: ``replay`` and ``review``. The ``runs`` table is an index derived from
+Later entries about the run are notes: ``replay`` and ``review``. A ``registration`` (``certa register``, since schema
+7) is about no run: its own id (32 hex digits, as a run id) is its entry's ``run_id``, and it has no ``runs`` row. The ``runs`` table is an index derived from
 these payloads (``runs_row``): written with them, and checked against them by ``certa.ledger.verify``.
 
 What the record needs of a plan, a table and the decisions is declared as protocols (``RecordedPlan``,
@@ -32,7 +33,8 @@ from certa.engine.foundation.errors import LedgerIntegrityError
 
 from certa.ledger.chain import EncodedEntries, NewEntry
 
-__all__ = ["ENTRY_FORMAT", "RECORD_KINDS", "NOTE_KINDS", "BATCH_DECISION", "RecordedPlan", "RecordedTable", "DecisionGroup",
+__all__ = ["ENTRY_FORMAT", "RECORD_KINDS", "NOTE_KINDS", "LEDGER_KINDS", "RUN_KINDS",
+           "BATCH_DECISION", "RecordedPlan", "RecordedTable", "DecisionGroup",
            "RunRecord", "completed_run", "aborted_run", "runs_row", "StoredRun", "read_stored_run",
            "payload_problems"]
 
@@ -43,6 +45,11 @@ RECORD_KINDS = ("run", "input", "captured", "decision", "certificate", "abort")
 """Entry kinds written with the run, in one transaction."""
 NOTE_KINDS = ("replay", "review")
 """Entry kinds appended later about a recorded run."""
+RUN_KINDS = RECORD_KINDS + NOTE_KINDS
+"""Entry kinds about a run."""
+LEDGER_KINDS = ("registration",)
+"""Entry kinds about no run (since schema 7): a spec registered before its evidence (``certa register``), one
+entry whose ``run_id`` is the registration's own id."""
 BATCH_DECISION = "batch"
 """Kind of the decision that ties a run to its ``certa batch``: ``{"batch_id", "idempotency_key"}`` (stage None,
 the run's last decision; ``Ledger.batch_runs`` finds a batch's runs by it)."""
@@ -231,7 +238,7 @@ def payload_problems(kind: str, payload: Any) -> list[str]:
     A ledger holds up to millions of ``decision`` entries, and their schema constrains only each member's
     presence and JSON type and the sign of ``index``: a decision payload is validated once per
     ``_decision_shape`` found valid (``tests/ledger/test_run_record.py`` checks that this keeps the answer exact)."""
-    if kind not in RECORD_KINDS + NOTE_KINDS:
+    if kind not in RUN_KINDS + LEDGER_KINDS:
         return []
     shape = _decision_shape(payload) if kind == "decision" and isinstance(payload, dict) else None
     if shape is not None and shape in _VALID_DECISION_SHAPES:

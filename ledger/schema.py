@@ -54,6 +54,9 @@ entries, a bake-off's 10^6); a run's decisions are read instead as the seqs of i
 
 Schema 7 widens ``runs.verdict`` from ``VARCHAR(8)`` to ``VARCHAR(16)``: a run's verdict may be ``INCONCLUSIVE`` (12
 characters), which PostgreSQL refuses in a column of 8 (SQLite never enforces a declared length). No value changes.
+Schema 7 also admits the entry kind ``registration`` (``ck_entries_kind``): a spec registered before its evidence
+(``certa register``; ``certa.ledger.run_record.LEDGER_KINDS``), about no run, and indexes those entries
+(``ix_entries_registrations``, partial: a run finds the newest registration of its spec among a handful of rows).
 
 The schema moves only by Alembic revisions (``ledger/migrations/versions``, run by ``certa migrate``):
 revision 0001 is schema version 1 (certa 0.1.0 and 0.2.0), revision 0002 schema version 2 (the indexes
@@ -61,7 +64,7 @@ below marked "since 2"), revision 0003 schema version 3 (``merkle_nodes``, backf
 revision 0004 schema version 4 (the indexes marked "since 4"), revision 0005 schema version 5 (without the
 three indexes above), revision 0006 schema version 6 (``merkle_nodes`` keyed by ``node_seq``, without the leaves,
 and the index of a run's entries by kind without the decisions), revision 0007 schema version 7 (``runs.verdict``
-of 16 characters). A new ledger is created here directly at the
+of 16 characters, the kind ``registration``). A new ledger is created here directly at the
 newest schema and stamped with its revision in ``alembic_version`` (the table Alembic keeps, declared here so
 that creating a ledger needs no Alembic import).
 """
@@ -72,15 +75,15 @@ from sqlalchemy import (CHAR, CheckConstraint, Column, Connection, Index, Intege
                         PrimaryKeyConstraint, String, Table, Text, inspect, select, text)
 
 from certa.ledger.rows import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, SchemaState
-from certa.ledger.run_record import NOTE_KINDS, RECORD_KINDS
+from certa.ledger.run_record import LEDGER_KINDS, RUN_KINDS
 
 __all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "metadata", "entries", "blobs", "runs", "ledger_meta",
-           "merkle_nodes", "alembic_version", "ENTRY_KINDS", "BATCH_DECISIONS", "KINDS_BUT_DECISIONS",
+           "merkle_nodes", "alembic_version", "ENTRY_KINDS", "BATCH_DECISIONS", "KINDS_BUT_DECISIONS", "REGISTRATIONS",
            "read_schema_state"]
 
-ENTRY_KINDS = RECORD_KINDS + NOTE_KINDS
-KINDS_BUT_DECISIONS = f"kind IN ({', '.join(repr(kind) for kind in ENTRY_KINDS if kind != 'decision')})"
-"""The entries ``ix_entries_run_id_kind_but_decisions`` holds: every kind but ``decision``, the bulk of a ledger (a
+ENTRY_KINDS = RUN_KINDS + LEDGER_KINDS
+KINDS_BUT_DECISIONS = f"kind IN ({', '.join(repr(kind) for kind in RUN_KINDS if kind != 'decision')})"
+"""The entries ``ix_entries_run_id_kind_but_decisions`` holds: every kind of a run's but ``decision``, the bulk of a ledger (a
 bake-off records 10^6), which a run records in one transaction between its ``runs.first_seq`` and ``last_seq``.
 ``Ledger.entries`` reads a run's entries of another kind with this very condition (SQLite serves a query from a
 partial index when the query's condition contains the index's, written the same)."""
@@ -90,6 +93,10 @@ BATCH_DECISIONS = "payload LIKE '%\"kind\":\"batch\"%'"
 ``Ledger.batch_runs`` reads with this very condition (SQLite serves a query from a partial index when the
 query's condition contains the index's, written the same; no other index may compete, so the query names no
 ``kind``)."""
+
+REGISTRATIONS = "kind = 'registration'"
+"""The entries ``ix_entries_registrations`` holds (since 7), which ``Ledger.registrations`` reads with this very
+condition."""
 
 metadata = MetaData()
 
@@ -109,8 +116,8 @@ entries = Table(
     Column("payload_sha256", String(64), nullable=False),
     Column("prev_hash", String(64), nullable=False),
     Column("entry_hash", String(64), nullable=False),
-    CheckConstraint("kind IN ('run','input','captured','decision','certificate','abort','replay','review')",
-                    name="ck_entries_kind"),
+    CheckConstraint("kind IN ('run','input','captured','decision','certificate','abort','replay','review',"
+                    "'registration')", name="ck_entries_kind"),  # since 7: 'registration'
     # since 6: one run's entries of a kind but decision (before: ix_entries_run_id_kind, of every kind, since 2);
     # a run's decisions are the seqs of its record (runs.first_seq .. last_seq)
     Index("ix_entries_run_id_kind_but_decisions", "run_id", "kind", sqlite_where=text(KINDS_BUT_DECISIONS),
@@ -121,6 +128,8 @@ entries = Table(
           postgresql_where=text(KINDS_BUT_DECISIONS)).ddl_if(dialect="postgresql"),
     Index("ix_entries_batch_decisions", "seq", sqlite_where=text(BATCH_DECISIONS),
           postgresql_where=text(BATCH_DECISIONS)),  # since 4: the decisions that tie runs to batches
+    Index("ix_entries_registrations", "seq", sqlite_where=text(REGISTRATIONS),
+          postgresql_where=text(REGISTRATIONS)),  # since 7: the registrations (certa register)
 )
 
 blobs = Table(

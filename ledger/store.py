@@ -46,8 +46,8 @@ from certa.ledger.merkle import (NodeKey, completed_levels, entry_leaves, fronti
                            numbered_nodes)
 from certa.ledger.rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
                    checked_schema_version, refuse_unkeyed_runs, rows_as, run_rows)
-from certa.ledger.run_record import BATCH_DECISION
-from certa.ledger.schema import (BATCH_DECISIONS, ENTRY_KINDS, KINDS_BUT_DECISIONS, alembic_version, blobs, entries,
+from certa.ledger.run_record import BATCH_DECISION, RUN_KINDS
+from certa.ledger.schema import (BATCH_DECISIONS, KINDS_BUT_DECISIONS, REGISTRATIONS, alembic_version, blobs, entries,
                            ledger_meta, merkle_nodes, metadata, read_schema_state, runs)
 from certa.ledger.sqlite_read import connect_read_only, sqlite_ledger_state, sqlite_read_problem
 
@@ -432,6 +432,12 @@ class Ledger:
             _, last, _ = self._append(conn, full, [NewEntry(kind, payload)])
         return last
 
+    def record_registration(self, registration_id: str, payload: Mapping[str, Any]) -> int:
+        """Append one ``registration`` entry (about no run: ``registration_id`` is its ``run_id``); returns its seq."""
+        with self._write() as conn:
+            _, last, _ = self._append(conn, registration_id, [NewEntry("registration", payload)])
+        return last
+
     # ------------------------------------------------------------------------------------ reading
 
     @contextmanager
@@ -518,7 +524,7 @@ class Ledger:
         bake-off's 10^6 decisions to find its run entry). Without a run, the chain is walked (``certa site``, which
         publishes every run; no index of the kinds, which would cost every recording a page per kind at the end of
         each kind's range)."""
-        wanted = list(dict.fromkeys(kinds or (ENTRY_KINDS if run_id is not None else ())))
+        wanted = list(dict.fromkeys(kinds or (RUN_KINDS if run_id is not None else ())))
         if len(wanted) > 1:
             yield from heapq.merge(*(self._entries_of(run_id, kind, after, containing, batch) for kind in wanted),
                                    key=attrgetter("seq"))
@@ -553,6 +559,13 @@ class Ledger:
             if len(chunk) < batch:
                 return
             last = chunk[-1].seq
+
+    def registrations(self) -> list[EntryRow]:
+        """Every ``registration`` entry, newest first (``ix_entries_registrations``: a search of that partial index,
+        whose condition the query repeats as written)."""
+        query = select(*_ENTRY_COLUMNS).where(text(REGISTRATIONS)).order_by(entries.c.seq.desc())
+        with self.read_transaction() as conn:
+            return rows_as(EntryRow, conn.execute(query).fetchall())
 
     def _record_span(self, run_id: str) -> tuple[int, int] | None:
         """(first seq, last seq) of ``run_id``'s record as its ``runs`` row gives them, or None without a row."""

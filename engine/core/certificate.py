@@ -45,7 +45,8 @@ CONTENT_FORMAT = 3
 gates claim together in words (``certa.engine.core.gate_family``); 3 adds each plain input table's
 ``unread_columns``, the columns no stage read (``certa.engine.core.stages.unused_columns``), and each gate's
 ``outcome`` (PASS, FAIL or INCONCLUSIVE) with the verdict INCONCLUSIVE (``certa.engine.core.gates``: the gate forms
-``interval`` and ``decided``, which no earlier spec could state). A replay builds the format its run recorded."""
+``interval`` and ``decided``, which no earlier spec could state), and ``registration``, the registration the run
+matched or null (``certa.engine.services.registrations``). A replay builds the format its run recorded."""
 ENVIRONMENT_KEYS = ("versions",)
 """Members of ``content`` that record the computing environment, not a result."""
 

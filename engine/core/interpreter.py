@@ -113,7 +113,8 @@ class AbortedExecution(Exception):
 
 def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | None = None,
             captured: Mapping[str, Mapping[str, Table]] | None = None,
-            notify: Notify | None = None, content_format: int = CONTENT_FORMAT) -> Execution:
+            notify: Notify | None = None, content_format: int = CONTENT_FORMAT,
+            registration: Mapping[str, Any] | None = None) -> Execution:
     """Run the plan's stages and gates on loaded tables; nothing is recorded.
 
     ``content_format`` is the structure of the certificate's content to build: the newest for a run, the one a
@@ -124,6 +125,8 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
     run (the certificate's ``inputs`` stay the declared inputs; the table is listed under ``captured``).
     Raises ``AbortedExecution`` wrapping a ``ProfileAbort``, or ``SpecError`` before any stage runs when a gate
     names a key its input does not hold (``check_data_keys``).
+    ``registration`` is what format 3 records of the run's registration (``certa.engine.services.registrations``;
+    None: not registered); a replay passes the one its run recorded.
     """
     check_data_keys(plan, tables)
     read = {name: replace(table) for name, table in tables.items()}  # this run's own record of columns read
@@ -181,6 +184,7 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
                  "profile": plan.profile},
         "knobs_hash": plan.knobs_hash,
         "knobs": plan.knobs,
+        **({"registration": registration} if content_format >= 3 else {}),
         "seed": {"root": str(plan.seed), "derivation": DERIVATION, "stages": seeds},
         "inputs": [input_record(t, unread[name]) if content_format >= 3 else
                    {"name": t.name, "sha256": t.sha256, "rows": t.n_rows, "format": t.fmt, "columns": list(t.columns)}

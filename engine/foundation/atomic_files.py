@@ -41,13 +41,16 @@ def is_temporary(name: str) -> bool:
     return name.startswith(".") and name.endswith(TEMPORARY_SUFFIX)
 
 
-def check_writable(path: str | os.PathLike[str], *, what: str = "") -> None:
+def check_writable(path: str | os.PathLike[str], *, what: str = "", new: bool = False) -> None:
     """Raise ``OutputError`` unless a file could be written at ``path`` now: its folder exists and is
-    writable, and ``path`` is not a folder. Nothing is created."""
+    writable, and ``path`` is not a folder (with ``new``, nothing is there: a file written with ``overwrite=False``).
+    Nothing is created."""
     target = Path(path)
     folder = target.parent
     if target.is_dir():
         raise _failure(target, what, "it is a folder")
+    if new and target.exists():
+        raise _failure(target, what, "it exists and is never overwritten")
     if not folder.is_dir():
         raise _failure(target, what, f"no folder {folder}")
     if not os.access(folder, os.W_OK | os.X_OK):

@@ -356,7 +356,8 @@ def reexecute(ledger: Ledger, run_id: str, recorded: Mapping[str, Any], notify: 
     for record in stored.captured:
         captured.setdefault(record["stage"], {})[record["name"]] = stored_table(ledger, record, limits)
     return execute(plan, load_tables(plan, inputs=tables), ledger=ledger, captured=captured,
-                   notify=notify, content_format=_recorded_format(recorded["content"]))
+                   notify=notify, content_format=_recorded_format(recorded["content"]),
+                   registration=recorded["content"].get("registration"))
 
 
 def _recorded_overrides(content: Mapping[str, Any]) -> frozenset[str]:

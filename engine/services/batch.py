@@ -41,6 +41,7 @@ from certa.ledger.run_record import BATCH_DECISION
 
 from certa.engine.services.batch_ledger import LedgerSnapshot, idempotency_key, ledger_references, run_id_for_key
 from certa.engine.services.batch_worker import WorkerResult, compute_run
+from certa.engine.services.registrations import find_registration, registration_record
 from certa.engine.foundation.canonical import canonical_sha256, sha256_hex
 from certa.engine.foundation.errors import CertaError, LedgerError, SpecError
 from certa.engine.foundation.library_errors import error_line
@@ -514,7 +515,9 @@ def record_batch(paths: Sequence[str | Path], *, ledger: LedgerLocation, junit_f
 def _submit(client: Any, ledger: Ledger, item: BatchSpec, scattered: dict[str, Any], retries: int,
             attempt: int = 0) -> Any:
     """Submit one spec: inputs up to ``INLINE_BYTES`` inside the task, larger ones scattered once per SHA-256
-    and passed as extra arguments (their sources travel without bytes, named in ``far``)."""
+    and passed as extra arguments (their sources travel without bytes, named in ``far``), with the record of the
+    newest registration of its name (``certa.engine.services.registrations``; its run refused in ci and release,
+    marked in dev, when it differs)."""
     sources, far, extra = [], [], []
     for source in item.inputs.values():
         if len(source.raw) <= INLINE_BYTES:
@@ -525,8 +528,9 @@ def _submit(client: Any, ledger: Ledger, item: BatchSpec, scattered: dict[str, A
             sources.append(replace(source, raw=b""))
             far.append(source.name)
             extra.append(scattered[source.sha256])
-    return client.submit(compute_run, item.plan, sources, _snapshot(ledger, item.plan), tuple(far), *extra,
-                         key=f"certa-{item.key[:32]}-{attempt}", retries=retries, pure=False)
+    registration = registration_record(find_registration(ledger, item.plan.name), item.plan)
+    return client.submit(compute_run, item.plan, sources, _snapshot(ledger, item.plan), tuple(far), registration,
+                         *extra, key=f"certa-{item.key[:32]}-{attempt}", retries=retries, pure=False)
 
 
 def _run_wave(client: Any, ledger: Ledger, batch: str, specs: list[BatchSpec], wave: list[int], *, retries: int,

@@ -1,6 +1,6 @@
 """Run and record: the service behind ``certa run``, ``certa batch`` and the Python API ``engine.run``.
 
-    spec ──load_plan──▶ Plan ──load_tables──▶ tables ──execute (core)──▶ Execution
+    spec ──load_plan──▶ Plan ──load_tables──▶ tables ──execute_registered──▶ Execution
          ──seal──▶ certificate ──certa.ledger.run_record.completed_run──▶ Ledger.append_run   (one transaction)
 
 A profile rule that stops the run is recorded as an aborted run (``certa.ledger.run_record.aborted_run``) and
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from certa.engine.core.certificate import seal
 from certa.engine.core.endpoint_input import is_url
 from certa.engine.core.inputs import Columns, load_tables
-from certa.engine.core.interpreter import AbortedExecution, Execution, Notify, RunDecisions, StageDecision, execute
+from certa.engine.core.interpreter import AbortedExecution, Execution, Notify, RunDecisions, StageDecision
 from certa.engine.core.spec import Plan, load_plan
 from certa.engine.core.tables import Table
 from certa.engine.foundation.canonical import TextNotUTF8
@@ -32,6 +32,7 @@ from certa.engine.services.presentation.warnings import run_warnings
 
 if TYPE_CHECKING:
     from certa.ledger import Ledger
+    from certa.ledger.checkpoint import Checkpoint
 
 __all__ = ["run", "run_plan", "RunResult", "new_run_id", "ledger_for_run", "record_execution", "record_abort",
            "input_location"]
@@ -129,14 +130,29 @@ def _text_refused(run_id: str) -> Iterator[None]:
 
 
 def run_plan(plan: Plan, tables: Mapping[str, Table], *, ledger: Ledger | None = None,
-             notify: Notify | None = None) -> RunResult:
+             notify: Notify | None = None, registration_id: str | None = None,
+             registration_checkpoint: Checkpoint | None = None) -> RunResult:
     """``run`` after the spec is validated and the inputs are loaded (``load_plan``, ``load_tables``): the
-    command line does those two first, so a bad spec or input never opens, let alone creates, a ledger."""
+    command line does those two first, so a bad spec or input never opens, let alone creates, a ledger.
+
+    With a ledger, the run matches its registration (``certa.engine.services.registrations``: the one
+    ``registration_id`` names, else the newest of the spec's name): a run whose knobs differ from it is recorded
+    as aborted in ci and release (a ``ProfileAbort`` of rule ``registration``), and carries a ``registration`` warning in dev.
+    ``registration_checkpoint`` (its signature verified) must prove the registration (``checkpoint_proof``: a
+    ``LedgerError`` otherwise, nothing recorded); the certificate then names it."""
+    from certa.engine.services.registrations import (  # it imports this module
+        checkpoint_proof, execute_registered, find_registration, registration_record)
+
     if ledger is not None:
         ledger.require_writable()  # an old-schema ledger is refused before the work, not after it
     run_id = new_run_id()
+    registration = None
+    if ledger is not None:
+        found = find_registration(ledger, plan.name, registration_id)
+        proof = None if registration_checkpoint is None else checkpoint_proof(ledger, found, registration_checkpoint)
+        registration = registration_record(found, plan, proof)
     try:
-        execution = execute(plan, tables, ledger=ledger, notify=notify)
+        execution = execute_registered(plan, tables, registration, ledger=ledger, notify=notify)
     except AbortedExecution as aborted:
         abort = aborted.abort
         if ledger is not None:
@@ -156,13 +172,14 @@ def run_plan(plan: Plan, tables: Mapping[str, Table], *, ledger: Ledger | None =
 
 def run(spec: str | Path | Mapping[str, Any], *, inputs: Mapping[str, Columns | Table] | None = None,
         ledger: Ledger | LedgerLocation | None = None, input_paths: Mapping[str, str | Path] | None = None,
-        notify: Notify | None = None) -> RunResult:
+        notify: Notify | None = None, registration_id: str | None = None) -> RunResult:
     """Validate and run ``spec`` (a path, YAML text or dict); record it when ``ledger`` is given.
 
     ``inputs`` maps input names to in-memory tables (dicts of column arrays) replacing the spec's paths;
     their SHA-256 is that of their canonical CSV bytes. ``ledger`` is an open ``ledger.Ledger``, or a location
     (a SQLite path or a database URL, opened and closed here: a run refused there leaves no new file), or None
-    to run without recording (notebooks, simulations).
+    to run without recording (notebooks, simulations). ``registration_id`` names the registration the run must
+    match (``run_plan``; default: the newest of the spec's name).
 
     Raises ``SpecError``/``InputError``/``StageError`` (nothing recorded) or ``ProfileAbort`` (the
     attempt and its reason are recorded; ``abort.run_id`` names it).
@@ -176,9 +193,9 @@ def run(spec: str | Path | Mapping[str, Any], *, inputs: Mapping[str, Columns | 
     plan = load_plan(spec)
     tables = load_tables(plan, inputs=inputs, input_paths=input_paths)
     if ledger is None or not isinstance(ledger, (str, os.PathLike)):
-        return run_plan(plan, tables, ledger=ledger, notify=notify)
+        return run_plan(plan, tables, ledger=ledger, notify=notify, registration_id=registration_id)
     with ledger_for_run(ledger) as opened:
-        return run_plan(plan, tables, ledger=opened, notify=notify)
+        return run_plan(plan, tables, ledger=opened, notify=notify, registration_id=registration_id)
 
 
 def input_location(value: str) -> Path | str:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from certa.engine.core.gates import FAIL, INCONCLUSIVE, PASS
 from certa.engine.core.inputs import load_tables
@@ -28,7 +28,11 @@ from certa.engine.services.presentation.junit import run_suite, utc_timestamp, w
 from certa.engine.services.presentation.markdown import failed_rules
 from certa.engine.services.presentation.warnings import run_warnings
 from certa.engine.services.run import RunResult, ledger_for_run, run_plan
+from certa.ledger.checkpoint import open_checkpoint
 from certa.ledger.location import command_hint
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 __all__ = ["RunReport", "run_spec_file", "after_recording", "VERDICT_EXIT_CODES", "verdict_exit_code"]
 
@@ -95,10 +99,14 @@ def after_recording(recorded: str | None, *, retry: str | None = None) -> Iterat
 
 def run_spec_file(spec: Path, *, input_paths: Mapping[str, Path] | None = None, ledger: str | None = None,
                   output: Path | None = None, junit_file: Path | None = None,
-                  notify: Notify | None = None) -> RunReport:
+                  notify: Notify | None = None, registration_id: str | None = None,
+                  registration_checkpoint: bytes | None = None,
+                  public_keys: Sequence[Ed25519PublicKey] = ()) -> RunReport:
     """Run the spec at ``spec`` (inputs read from ``input_paths`` instead of the spec's paths), record it in
     ``ledger`` (None: not recorded), and write the certificate to ``output`` and a JUnit report to
-    ``junit_file`` when given. A refused spec or input raises its ``CertaError`` (its JUnit report written
+    ``junit_file`` when given; the run matches the registration ``registration_id`` names (else the newest of
+    its name: ``run_plan``), proven by ``registration_checkpoint`` (a checkpoint file's bytes, which each of
+    ``public_keys`` must have signed) when given. A refused spec or input raises its ``CertaError`` (its JUnit report written
     first); a run a profile rule stopped is a ``RunReport`` with ``abort``."""
     started, timestamp = time.monotonic(), utc_timestamp()
     name = str(spec)  # the spec's name once it loads: the JUnit report's suite and classname
@@ -112,6 +120,8 @@ def run_spec_file(spec: Path, *, input_paths: Mapping[str, Path] | None = None, 
         for path, what in ((output, "the certificate"), (junit_file, "the JUnit report")):
             if path is not None:  # refused before anything is recorded (or the ledger file created)
                 check_writable(path, what=what)
+        checkpoint = None if registration_checkpoint is None else open_checkpoint(registration_checkpoint,
+                                                                                  public_keys)
         plan = load_plan(spec)  # the spec and its inputs are checked before the ledger is opened (or created)
         name = plan.name
         tables = load_tables(plan, input_paths=input_paths)
@@ -120,7 +130,8 @@ def run_spec_file(spec: Path, *, input_paths: Mapping[str, Path] | None = None, 
             result = run_plan(plan, tables, notify=notify)
         else:
             with ledger_for_run(ledger) as opened:
-                result = run_plan(plan, tables, ledger=opened, notify=notify)
+                result = run_plan(plan, tables, ledger=opened, notify=notify, registration_id=registration_id,
+                                  registration_checkpoint=checkpoint)
     except ProfileAbort as abort:
         rules = failed_rules(abort.decisions)
         with after_recording(abort.run_id and f"aborted run {abort.run_id}"):

@@ -11,8 +11,9 @@ from click.testing import CliRunner
 
 from certa.cli import main
 
-COMMANDS = ["attest", "batch", "checkpoint", "cosign", "decisions", "diff", "export", "head", "keygen", "list", "migrate", "prove", "replay", "report", "review", "run", "show", "site",
-            "stages", "validate", "verify", "verify-attestation", "verify-bundle"]
+COMMANDS = ["attest", "batch", "checkpoint", "cosign", "decisions", "diff", "export", "head", "keygen", "list", "migrate",
+            "prove", "register", "replay", "report", "review", "run", "show", "site", "stages", "validate", "verify",
+            "verify-attestation", "verify-bundle"]
 NO_LEDGER = {"keygen", "stages", "validate", "verify-attestation", "verify-bundle"}
 
 

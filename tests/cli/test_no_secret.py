@@ -137,6 +137,7 @@ def _arguments(command: str, w: World, out: Path) -> list[str]:
     return {
         "validate": [str(w.spec)],
         "run": [str(w.spec), "-o", str(out / "cert.json"), "--junit", str(out / "junit.xml")],
+        "register": [str(w.spec), "--key", key, "--out", str(out / "registered.checkpoint")],
         "verify": ["--require-approval", pub],
         "replay": [w.first],
         "migrate": [],

@@ -27,7 +27,9 @@ from sqlalchemy.exc import DataError, OperationalError
 
 from certa.cli import main
 from certa.engine import LedgerError, run
+from certa.engine.core.spec import load_plan
 from certa.engine.services.audit import verify
+from certa.engine.services.registrations import register
 from certa.ledger import Ledger, merkle
 from certa.ledger.schema import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, blobs, entries, ledger_meta, merkle_nodes, runs
 from certa.ledger.schema import read_schema_state
@@ -617,19 +619,31 @@ def _verdict_type(url: str) -> str:
     return dict((name, kind) for name, kind, _ in _schema(url)["runs"]["columns"])["verdict"]
 
 
+def _kinds_check(url: str) -> str:
+    """The text of ``entries``' check ``ck_entries_kind``, spaces removed."""
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        found = {c["name"]: c["sqltext"] for c in inspect(conn).get_check_constraints("entries")}
+    engine.dispose()
+    return re.sub(r"\s|\(|\)|::[a-z ]+|ARRAY|\[|\]|=ANY", "", str(found["ck_entries_kind"]))
+
+
 def test_revision_0007_widens_the_verdict_so_that_an_inconclusive_run_is_recorded(
         database: NewDatabase, small_spec: Path, tmp_path: Path) -> None:
     """A schema 6 ledger (certa 0.9.0) migrated to 7: ``runs.verdict`` is VARCHAR(16) instead of 8 (on SQLite by
-    copying ``runs``), and the schema is exactly that of a ledger created at 7; no row of any table changes but
+    copying ``runs``), the entry kind ``registration`` is admitted (on SQLite the check rewritten in place, no row
+    copied) and indexed, and the schema is exactly that of a ledger created at 7; no row of any table changes but
     ledger_meta's schema version (on SQLite each value with its storage type and rowid); a checkpoint signed before
     still verifies; a run of verdict INCONCLUSIVE, which PostgreSQL refuses at 6, is recorded and verifies; the
-    downgrade gives schema 6's column back, which PostgreSQL refuses while a run is INCONCLUSIVE."""
+    downgrade gives schema 6's column back, which PostgreSQL refuses while a run is INCONCLUSIVE; a registration
+    is recorded and verifies, and the downgrade is then refused, the ledger left at 7."""
     url, reference = database(), database()
     Ledger.open(reference).close()
     _record_two_runs_and_a_review(url, small_spec)
     _downgrade(url, "0006")
     assert _state(url) == SchemaState("6", "0006") and _verdict_type(url) == "VARCHAR(8)"
-    schema_6, rows_6 = _schema(url), _rows(url)
+    schema_6, rows_6, kinds_6 = _schema(url), _rows(url), _kinds_check(url)
+    assert "registration" not in kinds_6 and "ix_entries_registrations" not in str(schema_6["entries"])
     sqlite = make_url(url).get_backend_name() == "sqlite"
     if not sqlite:  # what schema 7 is for: SQLite never enforces a declared length
         with pytest.raises(DataError, match=re.escape("value too long for type character varying(8)")):
@@ -645,6 +659,7 @@ def test_revision_0007_widens_the_verdict_so_that_an_inconclusive_run_is_recorde
 
     _migrate_changing_no_row(url, "6", reference)
     assert _verdict_type(url) == "VARCHAR(16)"
+    assert _kinds_check(url) == _kinds_check(reference) and "'review','registration'" in _kinds_check(url)
     if sqlite:
         with closing(sqlite3.connect(make_url(url).database)) as conn:
             assert conn.execute(f"{stored} ORDER BY rowid").fetchall() == before and len(before) == 2
@@ -653,6 +668,7 @@ def test_revision_0007_widens_the_verdict_so_that_an_inconclusive_run_is_recorde
                   ledger=url).exit_code == 0
     _downgrade(url, "0006")
     assert _schema(url) == schema_6 and _rows(url) == rows_6 and _state(url) == SchemaState("6", "0006")
+    assert _kinds_check(url) == kinds_6
     _alembic(url, "upgrade", "head")
 
     with Ledger.open(url) as ledger:
@@ -668,6 +684,14 @@ def test_revision_0007_widens_the_verdict_so_that_an_inconclusive_run_is_recorde
         with pytest.raises(DataError, match=re.escape("value too long for type character varying(8)")):
             _downgrade(url, "0006")
         assert _state(url) == SchemaState(SCHEMA_VERSION, HEAD_REVISION) and _rows(url) == recorded
+    if sqlite:
+        _alembic(url, "upgrade", "head")
+    with Ledger.open(url) as ledger:
+        registered = register(ledger, load_plan(small_spec))
+        assert [e.seq for e in ledger.registrations()] == [registered.seq] and verify(ledger).intact
+    with pytest.raises(RuntimeError, match="1 registration entry, which schema 6 cannot hold"):
+        _downgrade(url, "0006")
+    assert _state(url) == SchemaState(SCHEMA_VERSION, HEAD_REVISION) and "registration" in _kinds_check(url)
 
 
 def test_vacuum_after_a_migration_gives_the_free_pages_back_and_changes_no_row(small_spec: Path,

@@ -54,7 +54,7 @@ def sqlite_plan_problems(db: Path, statements: list[str]) -> list[str]:
     ``certa list``, the newest runs) or reads a partial index (``PARTIAL_INDEXES``); a ``SEARCH`` of entries by a
     seq range open at its end (a walk from a seq to the end of the chain); entries of a run or of a kind found by
     an index without the run or the kind (walking other runs' entries, or the run's other kinds: a bake-off's 10^6
-    decisions), unless found by a seq range closed at both ends (a run's record, ``runs.first_seq`` .. ``last_seq``:
+    decisions; a partial index of the kind holds it: ``ix_entries_registrations``), unless found by a seq range closed at both ends (a run's record, ``runs.first_seq`` .. ``last_seq``:
     its decisions, the bulk of it); a temporary B-tree (a sort or a DISTINCT of whatever the statement read)."""
     problems = []
     with sqlite3.connect(db) as conn:
@@ -62,13 +62,14 @@ def sqlite_plan_problems(db: Path, statements: list[str]) -> list[str]:
             for *_, line in conn.execute(f"EXPLAIN QUERY PLAN {statement}"):
                 found = _PLAN_TABLE.match(line)
                 table = found and found[2]
+                partial = " INDEX " in line and line.split(" INDEX ")[1].split()[0] in PARTIAL_INDEXES
                 scans = found is not None and found[1] == "SCAN" and not (
-                    " INDEX " in line and (_reads_an_end(statement) or line.split(" INDEX ")[1] in PARTIAL_INDEXES))
+                    " INDEX " in line and (_reads_an_end(statement) or partial))
                 walks = table == "entries" and line.endswith("USING INTEGER PRIMARY KEY (rowid>?)")
                 record = line.endswith("USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)")
                 others = table == "entries" and not record and (
                     ("run_id = " in statement and "run_id=?" not in line)
-                    or (_KIND_FILTER.search(statement) and "kind=?" not in line))
+                    or (_KIND_FILTER.search(statement) and "kind=?" not in line and not partial))
                 if (table in LEDGER_TABLES and (scans or walks or others)) or "TEMP B-TREE" in line:
                     problems.append(f"{line}  <-  {statement[:300]}")
     return problems

@@ -13,7 +13,7 @@ import pytest
 from certa.engine import run
 from certa.engine.services.audit import REPRODUCED, replay
 from certa.engine.services.audit import verify as verify_ledger
-from certa.engine.services.batch import EXIT_ORDER, run_batch, worst_exit_code
+from certa.engine.services.batch import ABORTED, EXIT_ORDER, run_batch, worst_exit_code
 from certa.engine.services.batch_ledger import LedgerSnapshot, idempotency_key
 from certa.engine.foundation.errors import SpecError, StageError
 from certa.engine.core.tables import columns_to_csv_bytes
@@ -384,3 +384,28 @@ def test_a_refused_batch_still_writes_its_junit_report(tmp_path: Path) -> None:
     assert result.exit_code == 2 and not (tmp_path / "ledger.db").exists()
     error = assert_valid_junit(report).find("testsuite/testcase/error")
     assert error.get("type") == "SpecError" and "--input typo" in error.get("message")
+
+
+def test_batch_runs_match_their_registrations_as_certa_run_does(tmp_path: Path, cluster_client) -> None:
+    """Registered tiny-0 (unchanged: registered), tiny-1 (a gate changed, dev: recorded with the difference and a
+    warning), tiny-2 (a knob changed, ci: refused before any stage, exit 3, rule ``registration``); tiny-3 was
+    never registered."""
+    from certa.engine.core.spec import load_plan
+    from certa.engine.services.registrations import register
+
+    same, gate, knob, unregistered = write_tiny_specs(tmp_path / "specs", 4)
+    knob.write_text(knob.read_text().replace("profile: dev", "profile: ci"))
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        ids = [register(ledger, load_plan(spec)).registration_id for spec in (same, gate, knob)]
+        gate.write_text(gate.read_text().replace("max: 1.0001", "max: 1.2"))
+        knob.write_text(knob.read_text().replace("replicates: 200", "replicates: 300"))
+        report = run_batch([tmp_path / "specs"], ledger=ledger, client=cluster_client)
+        rows = {row.name: row for row in report.rows}
+        record = {name: ledger.certificate(rows[name].run_id)["content"]["registration"]
+                  for name in ("tiny-0", "tiny-1", "tiny-3")}
+    assert record["tiny-0"]["id"] == ids[0] and record["tiny-0"]["differences"] == []
+    assert record["tiny-1"]["differences"] == [{"path": "gates[0].max", "registered": 1.0001, "run": 1.2}]
+    assert rows["tiny-1"].warnings and rows["tiny-1"].warnings[0].startswith("registration: the spec differs")
+    assert record["tiny-3"] is None
+    assert (rows["tiny-2"].exit_code, rows["tiny-2"].status) == (3, ABORTED)
+    assert "replicates: registered 200, run 300" in (rows["tiny-2"].error or "")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from certa.engine.foundation.canonical import to_jsonable
 from certa.engine.core.certificate import results_sha256
 from certa.engine.services.presentation.input_notes import endpoint_note, model_files, override_note, unread_note
+from certa.engine.services.presentation.registration_note import registration_note
 from certa.engine.services.presentation.display_text import markdown_code, markdown_strings, markdown_text, plain_text
 from certa.engine.services.presentation.explain import how_to_read
 from certa.engine.services.presentation.stages import markdown_of
@@ -148,6 +149,7 @@ def certificate_markdown(certificate: Mapping[str, Any], *, explain: bool = Fals
         f"| content_sha256 | {code(certificate['content_sha256'])} |",
         f"| results_sha256 | {code(results_sha256(content))} |",
         f"| knobs_hash | {code(content['knobs_hash'])} |",
+        *([f"| registration | {text(note)} |"] if (note := registration_note(content)) else []),
         f"| spec sha256 | {code(spec['sha256'])} |",
         f"| profile | {text(spec['profile'])} |",
         f"| seed | {text(content['seed']['root'])} |",

@@ -229,6 +229,7 @@ def run_summary_text(certificate: Mapping[str, Any]) -> str:
     """A few lines for the terminal after a run: verdict, identity, gates ('certa show' has the report)."""
     from certa.engine.core.gate_family import stated_family
     from certa.engine.core.gates import gate_display, gate_outcome, inconclusive_note
+    from certa.engine.services.presentation.registration_note import registration_note
     content = certificate["content"]
     lines = [
         f"{content['spec']['name']}: {content['verdict']}",
@@ -236,6 +237,7 @@ def run_summary_text(certificate: Mapping[str, Any]) -> str:
         f"  content_sha256 {certificate['content_sha256']}",
         f"  results_sha256 {certificate['results_sha256']}",
         f"  knobs_hash     {content['knobs_hash']}",
+        *([f"  {note}"] if (note := registration_note(content)) else []),
     ]
     for gate in content["gates"]:
         shown = gate_display(gate)
@@ -263,6 +265,9 @@ def run_report_text(report: RunReport) -> str:
     if report.abort is not None:
         if run_id is None:
             return "aborted run not recorded (--no-record)"
+        if report.abort.rule == "registration":  # refused before any stage: no decision, the reason says it all
+            return (f"recorded aborted run {run_id} in {masked_ledger(ledger or '')} (its spec differs from its "
+                    "registration)")
         return (f"recorded aborted run {run_id} in {masked_ledger(ledger or '')}; its decisions: "
                 f"{command_hint('decisions', run_id[:12], '--kind', 'profile_rule', ledger=ledger)}")
     assert report.result is not None

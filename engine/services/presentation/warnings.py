@@ -32,5 +32,6 @@ def warning_line(stage: str | None, decision: Decision) -> str | None:
     message = detail.get("message") or (
         f"{detail.get('rule', decision.kind)} = {format_value(detail.get('value'))}, required "
         f"{format_value(detail.get('required'))} (profile {detail.get('profile', '?')} lets it through)")
-    where = f"stage {stage!r}" if stage is not None else ("inputs" if "input" in detail else "gates")
+    where = f"stage {stage!r}" if stage is not None else (
+        "inputs" if "input" in detail else "registration" if "registration" in detail else "gates")
     return f"{where}: {message}"

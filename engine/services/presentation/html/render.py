@@ -18,6 +18,7 @@ import jinja2
 from markupsafe import Markup
 
 from certa.engine.services.presentation.input_notes import endpoint_note, model_files, override_note, unread_note
+from certa.engine.services.presentation.registration_note import registration_note
 from certa.engine.services.presentation.display_text import plain_text
 from certa.engine.core.gate_family import stated_family
 from certa.engine.core.gates import gate_display, gate_outcome, inconclusive_note
@@ -85,6 +86,7 @@ def identity_rows(data: ReportData) -> list[tuple[str, str]]:
     rows += [
         ("spec sha256", content["spec"]["sha256"]),
         ("knobs_hash", content["knobs_hash"]),
+        *([("registration", note)] if (note := registration_note(content)) else []),
         ("content_sha256", certificate["content_sha256"]),
         ("results_sha256", data.results_sha256 or ""),
         ("certificate format", fmt(certificate.get("certificate_format", 1))),
