@@ -82,6 +82,13 @@ def test_a_run_of_the_registered_spec_names_its_registration(small_spec: Path, l
             "before the evidence") in shown and "the run's knobs and gates are the registered ones" in shown
     assert verify(ledger).intact
     assert replay(ledger, result.run_id).outcome == "REPRODUCED"
+    # the report says it where a reviewer looks first: in the verdict box
+    from certa.engine.services.presentation.html import render_report
+    from certa.engine.services.report_data import gather_report
+
+    page = render_report(gather_report(ledger, result.run_id))
+    box = page[page.index('<section id="verdict"'):page.index("</section>", page.index('<section id="verdict"'))]
+    assert f"Decision rule: registered on {registered.recorded_at[:10]}" in box
 
 
 def test_a_run_of_an_unregistered_spec_says_not_registered(small_spec: Path, ledger: Ledger) -> None:
