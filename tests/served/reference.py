@@ -3,6 +3,7 @@ folder's own tokenizer and float32 log-softmax, computed on CPU with transformer
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +18,18 @@ TOLERANCE = 2e-5
 PROMPTS = [TEXT[i * 300: (i + 1) * 300] for i in range(6)] + [
     "Return the hello world", "Café — naïve façade, 東京 🙂 (bytes outside ASCII)"]
 """Prompts of 18 to about 230 tokens (max_model_len is 256), one with multi-byte UTF-8 characters."""
+
+
+DOCUMENTS = [TEXT[i * 700: (i + 1) * 700] for i in range(8)]
+"""Eight documents of the model's own training text, ~150-200 tokens each (model.windows' text)."""
+
+SUBSTITUTION_PROMPTS = [line.strip() for line in TEXT.splitlines() if len(line.strip()) > 40]
+"""The sequential tests' prompt population: the training text's lines of more than 40 characters."""
+
+
+def write_texts(path: Path, texts: Sequence[str]) -> None:
+    """``texts`` as a JSON Lines input, one ``{"text": ...}`` object a line."""
+    path.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts), encoding="utf-8")
 
 
 def local_token_ids(folder: Path, prompts: Sequence[str]) -> list[list[int]]:

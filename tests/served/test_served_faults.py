@@ -38,11 +38,11 @@ from certa.engine.services.stored_inputs import stored_table
 from tests.conftest import VllmServer, write_spec
 from tests.served import fault_proxy
 from tests.served.fault_proxy import COMPLETIONS, TOKENIZE, Fault, FaultProxy, Request
-from tests.served.tiny_llama import TEXT
+from tests.served.reference import DOCUMENTS, write_texts
 
 SECRET = "sk-fault-test-5f0c1e9b7a"
 TIMEOUT = 3.0
-DOCUMENTS = [TEXT[i * 700: (i + 1) * 700] for i in range(3)]
+THREE_DOCUMENTS = DOCUMENTS[:3]
 """Three documents: 26 windows of 96 tokens, so two completion requests of 16 and 10 prompts."""
 COMPLETION_REQUESTS = 2
 
@@ -53,7 +53,7 @@ def spec(vllm_server: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> P
     with ``--input served=URL``), a key in ``SERVED_KEY``, a client that gives up quickly."""
     folder = tmp_path_factory.mktemp("faults")
     shutil.copytree(vllm_server.folder, folder / "reference")
-    (folder / "text.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in DOCUMENTS), encoding="utf-8")
+    write_texts(folder / "text.jsonl", THREE_DOCUMENTS)
     endpoint = {"url": "http://127.0.0.1:9/v1", "model": vllm_server.name, "api_key_env": "SERVED_KEY",
                 "client": {"timeout": TIMEOUT, "retries": 2, "concurrency": 2}}
     windows = {"baseline": "reference", "subject": "served", "text": "text", "unit": "tokens", "seq_len": 96,

@@ -9,7 +9,6 @@ nats), DIFFERENT after 228 (mean 0.0023 nats, interval [0.00054, 0.0037]); n_max
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -23,14 +22,13 @@ from certa.engine.services.presentation.markdown import certificate_markdown
 from certa.engine.services.run import run
 from certa.ledger import Ledger
 from tests.conftest import VllmServer, write_spec
-from tests.served.tiny_llama import TEXT
+from tests.served.reference import SUBSTITUTION_PROMPTS, write_texts
 
 
 def _spec(folder: Path, server: VllmServer, url: str, *, metric: str = "delta_ce") -> Path:
     if not (folder / "reference").exists():
         shutil.copytree(server.folder, folder / "reference")
-    lines = [line.strip() for line in TEXT.splitlines() if len(line.strip()) > 40]
-    (folder / "prompts.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in lines), encoding="utf-8")
+    write_texts(folder / "prompts.jsonl", SUBSTITUTION_PROMPTS)
     return write_spec(folder, f"""\
         certa: 1
         name: served-substitution

@@ -8,7 +8,6 @@ computes the same log-probs), SAME. Against the impostor (the same name, weights
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -19,12 +18,11 @@ from certa.engine.services.presentation.markdown import certificate_markdown
 from certa.engine.services.run import run
 from certa.ledger import Ledger
 from tests.conftest import VllmServer, write_spec
-from tests.served.tiny_llama import TEXT
+from tests.served.reference import SUBSTITUTION_PROMPTS, write_texts
 
 
 def _spec(folder: Path, server: VllmServer, candidate_url: str) -> Path:
-    lines = [line.strip() for line in TEXT.splitlines() if len(line.strip()) > 40]
-    (folder / "prompts.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in lines), encoding="utf-8")
+    write_texts(folder / "prompts.jsonl", SUBSTITUTION_PROMPTS)
     # the candidate's client differs (concurrency 2), so the two inputs are two declarations even on one server
     return write_spec(folder, f"""\
         certa: 1

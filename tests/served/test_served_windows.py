@@ -23,18 +23,15 @@ from certa.engine.services.stored_inputs import stored_source, stored_table
 from certa.ledger.run_record import read_stored_run
 from certa.ledger import Ledger
 from tests.conftest import VllmServer, write_spec
-from tests.served.reference import TOLERANCE
-from tests.served.tiny_llama import TEXT
+from tests.served.reference import DOCUMENTS, TOLERANCE, write_texts
 
-DOCUMENTS = [TEXT[i * 700: (i + 1) * 700] for i in range(8)]
-"""Eight documents of the model's own training text, ~150-200 tokens each."""
 SECRET = "sk-served-test-0123456789"
 
 
 def _spec(folder: Path, server: VllmServer, url: str, *, subject: str = "served", api_key_env: str = "") -> Path:
     if not (folder / "reference").exists():
         shutil.copytree(server.folder, folder / "reference")
-    (folder / "text.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in DOCUMENTS), encoding="utf-8")
+    write_texts(folder / "text.jsonl", DOCUMENTS)
     key = f", api_key_env: {api_key_env}" if api_key_env else ""
     return write_spec(folder, f"""\
         certa: 1

@@ -6,7 +6,6 @@ server; byte windows, which need a local tokenizer, are refused."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -18,12 +17,11 @@ from certa.engine.services.presentation.markdown import certificate_markdown
 from certa.engine.services.run import run
 from certa.ledger import Ledger
 from tests.conftest import VllmServer, write_spec
-from tests.served.tiny_llama import TEXT
+from tests.served.reference import DOCUMENTS, write_texts
 
 
 def _spec(folder: Path, server: VllmServer, subject_url: str, unit: str = "tokens") -> Path:
-    documents = [TEXT[i * 700: (i + 1) * 700] for i in range(8)]
-    (folder / "text.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in documents), encoding="utf-8")
+    write_texts(folder / "text.jsonl", DOCUMENTS)
     return write_spec(folder, f"""\
         certa: 1
         name: vendor-perplexity
