@@ -472,10 +472,13 @@ def tiny_architectures(tmp_path_factory: pytest.TempPathFactory) -> Callable[...
 
 
 @pytest.fixture(scope="session")
-def example_runs(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tuple[Path, dict[str, str]]:
-    """Every runnable example spec run into one ledger, once per test session, shared by every xdist worker:
+def example_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                 worker_id: str) -> tuple[Path, dict[str, str]]:
+    """The runnable example specs run into one ledger, once per test session, shared by every xdist worker:
     (ledger path, example folder -> run id). The first worker to ask builds it under a file lock in the session's
-    shared temporary folder; the others wait and read it. Tests must only read it (copy it to change it)."""
+    shared temporary folder; the others wait and read it. The model examples are left out when the session selects
+    no test marked ``models`` (the unit tier): every worker selects the same tests, so all agree. Tests must only
+    read it (copy it to change it)."""
     import fcntl
 
     from click.testing import CliRunner
@@ -484,18 +487,29 @@ def example_runs(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tu
 
     shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
     folder, index = shared / "example-runs", shared / "example-runs" / "runs.json"
+    wanted = [name for name in RUNNABLE_EXAMPLES
+              if name not in MODEL_EXAMPLES or request.config.stash.get(_SELECTS_MODELS, True)]
     with open(shared / "example-runs.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not index.exists():
             folder.mkdir(exist_ok=True)
             runs = {}
-            for example in RUNNABLE_EXAMPLES:  # the model examples' cases are skipped without the models extra
+            for example in wanted:
                 result = CliRunner().invoke(main, ["run", str(ROOT / "specs" / example / "spec.yaml"), "--ledger",
                                                    str(folder / "ledger.db"), "--json"], catch_exceptions=False)
                 assert result.exit_code == 0, result.output
                 runs[example] = json.loads(result.stdout)["run_id"]
             index.write_text(json.dumps(runs), encoding="utf-8")
     return folder / "ledger.db", json.loads(index.read_text(encoding="utf-8"))
+
+
+_SELECTS_MODELS = pytest.StashKey[bool]()
+"""Whether the session selected a test marked ``models`` (``pytest_collection_finish``)."""
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Note whether any selected test is marked ``models`` (``example_runs`` runs the model examples only then)."""
+    session.config.stash[_SELECTS_MODELS] = any(item.get_closest_marker("models") for item in session.items)
 
 
 def config_edit(**changes: object) -> Callable[[Path], None]:
