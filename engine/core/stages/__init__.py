@@ -23,6 +23,7 @@ _STAGE_MODULES: tuple[str, ...] = (
     "sequential_diff",
     "paired_metric",
     "model_windows",
+    "suite_delta",
 )
 
 REGISTRY = StageRegistry.of(import_module(f"{__name__}.{module}").STAGES for module in _STAGE_MODULES)

@@ -72,7 +72,9 @@ from certa.engine.core.stats.paired_metric import (ClusteredTable, PairedTable, 
 from certa.engine.core.stats.pairing import canonical_order
 from certa.engine.foundation.errors import InputError, ProfileAbort, StageError
 
-__all__ = ["PROFILE_FLOORS", "RULES", "STAGE", "STAGES", "MetricDeltaRules", "Units", "run_metric_delta",
+__all__ = ["PROFILE_FLOORS", "RULES", "STAGE", "STAGES", "MetricDeltaRules", "Units", "binary_method", "check_scale",
+           "metric_values", "one_sided_alpha", "run_metric_delta", "sample_level_units", "sample_slices",
+           "units_block",
            "unused_record_parts"]
 
 PROFILE_FLOORS: dict[str, int | None] = {"dev": None, "ci": 100, "release": 200}
@@ -102,7 +104,7 @@ def _pairing(paired: PairedEvidence) -> dict[str, Any]:
     return paired.report.summary(EXAMPLES)
 
 
-def _metric_values(records: EvidenceRecords, metric: str, side: str) -> np.ndarray:
+def metric_values(records: EvidenceRecords, metric: str, side: str) -> np.ndarray:
     if metric not in records.metrics:
         renamed = LOGLIKELIHOOD_METRIC.get(metric)
         why = (f"; lm-eval's per-document '{metric}' of a loglikelihood task is the document's log-likelihood, read "
@@ -113,7 +115,7 @@ def _metric_values(records: EvidenceRecords, metric: str, side: str) -> np.ndarr
     return np.asarray(records.metrics[metric], dtype=np.float64)
 
 
-def _check_scale(values: np.ndarray, records: EvidenceRecords, side: str, knobs: Mapping[str, Any]) -> None:
+def check_scale(values: np.ndarray, records: EvidenceRecords, side: str, knobs: Mapping[str, Any]) -> None:
     """A binary metric holds only 0 and 1, a bounded one stays in its range: else an ``InputError`` naming the
     count and the first item (nothing is clipped or rounded)."""
     if knobs["scale"] == "binary":
@@ -133,14 +135,14 @@ def _check_scale(values: np.ndarray, records: EvidenceRecords, side: str, knobs:
                          f"{float(values[first])!r}){hint}")
 
 
-def _one_sided_alpha(level: float) -> float:
+def one_sided_alpha(level: float) -> float:
     """(1 − level)/2 as the decimal numbers read (0.95 gives 0.025, not 1 − 0.95's binary 0.0500000000000000444/2)."""
     return float((Decimal(1) - Decimal(repr(level))) / 2)
 
 
 def _tango_test_verdict(table: PairedTable, margin: float, level: float, method: str) -> dict[str, Any]:
     """1.0.0: Tango's score test at α = (1 − level)/2, whichever interval is printed (frozen)."""
-    alpha = _one_sided_alpha(level)
+    alpha = one_sided_alpha(level)
     test = tango_noninferiority_test(table, margin)
     return {"margin": margin, "null": f"subject worse by {margin} or more (Δ ≤ −{margin})",
             "method": "Tango score test", "alpha": alpha, "p_value": float(test.p_value),
@@ -160,7 +162,7 @@ def _interval_verdict(table: PairedTable, margin: float, level: float, method: s
     decided = interval_noninferiority(table, margin, level, method)
     p_value = {} if decided.p_value is None else {"p_value": float(decided.p_value)}
     return {"margin": margin, "null": f"subject worse by {margin} or more (Δ ≤ −{margin})",
-            "method": DECIDED_BY[method], "alpha": _one_sided_alpha(level),
+            "method": DECIDED_BY[method], "alpha": one_sided_alpha(level),
             "lower_bound": float(decided.interval.low), **p_value, "noninferior": bool(decided.noninferior)}
 
 
@@ -221,7 +223,7 @@ def _row_units(sides: Mapping[str, EvidenceRecords], paired: PairedEvidence, pai
     return Units(rules, abort, report.n_paired, "item", None)
 
 
-def _sample_units(sides: Mapping[str, EvidenceRecords], paired: PairedEvidence, pairing: Mapping[str, Any],
+def sample_level_units(sides: Mapping[str, EvidenceRecords], paired: PairedEvidence, pairing: Mapping[str, Any],
                   profile: str) -> Units:
     """1.2.0: the sample (a key without its repeat field) is the unit; its rules count samples and repeats."""
     samples = sample_units(sides["baseline"], sides["subject"], paired)
@@ -308,7 +310,7 @@ def _analysis_words(samples: SampleUnits, clustered: ClusteredTable | None, meth
     return words
 
 
-def _units_block(samples: SampleUnits, clustered: ClusteredTable | None, method: str) -> dict[str, Any]:
+def units_block(samples: SampleUnits, clustered: ClusteredTable | None, method: str) -> dict[str, Any]:
     """The ``units`` outputs: the unit of analysis in words, the samples, rows and repeats per sample."""
     return {"unit": "item" if samples.repeat_field is None else "sample", "statement": _statement(samples),
             "analysis": _analysis_words(samples, clustered, method),
@@ -347,7 +349,7 @@ RULES: tuple[MetricDeltaRules, ...] = (
                 "canonical order of their pairing keys, so a reordered export gives the same interval"),
     MetricDeltaRules(
         version="1.2.0", binary_verdict=_interval_verdict, slice_p_value_of=_slice_p_value_of,
-        item_order=_key_order, units_of=_sample_units, refuses_unused_slice_column=True,
+        item_order=_key_order, units_of=sample_level_units, refuses_unused_slice_column=True,
         changes="issue 30: repeated trials (Inspect epochs, a table's columns.repeat) are analysed at the sample "
                 "level: the interval and tests of a binary metric come from the design-effect-adjusted table of the "
                 "samples (cluster-robust variance of the per-sample mean differences, Rao-Scott effective rows, "
@@ -362,10 +364,10 @@ def _binary(subject: np.ndarray, baseline: np.ndarray, knobs: Mapping[str, Any],
             rules: MetricDeltaRules) -> dict[str, Any]:
     table: PairedTable = paired_table_from_outcomes(subject, baseline)
     level = knobs["confidence_level"]
-    method = _binary_method(knobs)
+    method = binary_method(knobs)
     ci = (tango_interval if method == "tango" else newcombe_interval)(table, level)
     exact = mcnemar_exact_test(table)
-    alpha = _one_sided_alpha(level)
+    alpha = one_sided_alpha(level)
     detectable = minimum_detectable_difference(table, alpha=2 * alpha, power=knobs["power"])
     out = {
         "difference": {"estimate": float(ci.estimate), "ci": [float(ci.low), float(ci.high)],
@@ -382,7 +384,7 @@ def _binary(subject: np.ndarray, baseline: np.ndarray, knobs: Mapping[str, Any],
     return out
 
 
-def _binary_method(knobs: Mapping[str, Any]) -> str:
+def binary_method(knobs: Mapping[str, Any]) -> str:
     method = knobs["method"] or "tango"
     if method not in BINARY_METHODS:
         raise StageError(f"method '{method}' is for bounded metrics; a binary metric takes {' or '.join(BINARY_METHODS)}")
@@ -408,11 +410,11 @@ def _clustered_binary(subject: np.ndarray, baseline: np.ndarray, samples: Sample
     """1.2.0, a binary metric with repeats: the samples' design-effect-adjusted table
     (``certa.engine.core.stats.paired_metric.clustered``); the row table is reported beside it."""
     level = knobs["confidence_level"]
-    method = _binary_method(knobs)
+    method = binary_method(knobs)
     clustered = clustered_table(sample_cell_counts(subject, baseline, samples.codes))
     ci = clustered_interval(clustered, level, method)
     test = clustered_score_test(clustered)
-    alpha = _one_sided_alpha(level)
+    alpha = one_sided_alpha(level)
     factor = float(t_factor(clustered.degrees_of_freedom, level))
     adjusted = clustered.scaled(factor)
     detectable = minimum_detectable_difference(adjusted, alpha=2 * alpha, power=knobs["power"])
@@ -474,7 +476,7 @@ def _bounded(ordered: tuple[np.ndarray, np.ndarray], arrived: tuple[np.ndarray, 
     if margin is not None:
         low = difference["ci"][0]
         out["noninferiority"] = {"margin": margin, "null": f"subject worse by {margin} or more (Δ ≤ −{margin})",
-                                 "method": "lower confidence bound above −margin", "alpha": _one_sided_alpha(level),
+                                 "method": "lower confidence bound above −margin", "alpha": one_sided_alpha(level),
                                  "lower_bound": low, "noninferior": bool(low > -margin)}
     return out
 
@@ -497,13 +499,10 @@ def _slices(paired: PairedEvidence, subject: np.ndarray, baseline: np.ndarray,
 
 
 
-def _clustered_slices(paired: PairedEvidence, subject: np.ndarray, baseline: np.ndarray, samples: SampleUnits,
-                      knobs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """1.2.0 with repeats: one slice per sample (its rows must agree), each slice's design-effect-adjusted table."""
-    labels = paired.baseline.slices
-    if labels is None or knobs["scale"] != "binary":
-        return None
-    text = np.asarray(labels).astype(str)
+def sample_slices(paired: PairedEvidence, samples: SampleUnits, knobs: Mapping[str, Any]) -> np.ndarray:
+    """The slice of each sample (the baseline's slices, which must be given), as text; an ``InputError`` naming the
+    first row whose slice is not its sample's first repeat's (a slice must be a property of the sample)."""
+    text = np.asarray(paired.baseline.slices).astype(str)
     per_sample = text[samples.first_row]
     differs = np.flatnonzero(per_sample[samples.codes] != text)
     if differs.size:
@@ -512,6 +511,15 @@ def _clustered_slices(paired: PairedEvidence, subject: np.ndarray, baseline: np.
         raise InputError(f"input '{knobs['baseline']}': the {samples.repeat_field}s of one sample lie in different "
                          f"slices ({key} is in {str(text[row])!r}, its sample's first {samples.repeat_field} in "
                          f"{str(per_sample[samples.codes[row]])!r}); a slice must be a property of the sample")
+    return per_sample
+
+
+def _clustered_slices(paired: PairedEvidence, subject: np.ndarray, baseline: np.ndarray, samples: SampleUnits,
+                      knobs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """1.2.0 with repeats: one slice per sample (its rows must agree), each slice's design-effect-adjusted table."""
+    if paired.baseline.slices is None or knobs["scale"] != "binary":
+        return None
+    per_sample = sample_slices(paired, samples, knobs)
     results = clustered_slices(sample_cell_counts(subject, baseline, samples.codes), per_sample,
                                margin=knobs["margin"], confidence_level=knobs["confidence_level"],
                                interval=knobs["method"] or "tango", adjustment=knobs["adjustment"])
@@ -552,10 +560,10 @@ def run_metric_delta(ctx: StageContext, version_rules: MetricDeltaRules = RULES[
         raise StageError(f"only {units.n} {units.noun}(s) pair between '{knobs['baseline']}' and "
                          f"'{knobs['subject']}'; a paired comparison needs at least 2")
     metric = knobs["metric"]
-    baseline = _metric_values(paired.baseline, metric, knobs["baseline"])
-    subject = _metric_values(paired.subject, metric, knobs["subject"])
-    _check_scale(baseline, paired.baseline, knobs["baseline"], knobs)
-    _check_scale(subject, paired.subject, knobs["subject"], knobs)
+    baseline = metric_values(paired.baseline, metric, knobs["baseline"])
+    subject = metric_values(paired.subject, metric, knobs["subject"])
+    check_scale(baseline, paired.baseline, knobs["baseline"], knobs)
+    check_scale(subject, paired.subject, knobs["subject"], knobs)
     samples = units.samples
     clustered: ClusteredTable | None = None
     if samples is not None and samples.has_repeats:  # 1.2.0 with repeats: the samples are the units
@@ -588,7 +596,7 @@ def run_metric_delta(ctx: StageContext, version_rules: MetricDeltaRules = RULES[
         "pairing": pairing,
         "sources": {"baseline": sides["baseline"].provenance.as_dict(),
                     "subject": sides["subject"].provenance.as_dict()},
-        **({} if samples is None else {"units": _units_block(samples, clustered, knobs["method"] or "tango")}),
+        **({} if samples is None else {"units": units_block(samples, clustered, knobs["method"] or "tango")}),
     }
     return StageOutput(outputs=outputs, decisions=tuple(decisions))
 
