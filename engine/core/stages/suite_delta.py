@@ -37,7 +37,7 @@ from certa.engine.core.stages.base import Decision, StageContext, StageOutput, S
 from certa.engine.core.stages.paired_metric import (binary_method, check_scale, metric_values, one_sided_alpha,
                                                     sample_level_units, sample_slices, units_block)
 from certa.engine.core.stages.pairing_rules import profile_rule
-from certa.engine.core.stats.paired_metric import (adjust_p_values, clustered_interval, clustered_score_test,
+from certa.engine.core.stats.paired_metric import (PairedTable, adjust_p_values, clustered_interval, clustered_score_test,
                                                    clustered_table, mcnemar_exact_test, minimum_detectable_difference,
                                                    newcombe_interval, paired_tables_by_slice, sample_cell_counts,
                                                    sample_means, t_factor, tango_interval)
@@ -105,6 +105,7 @@ def _per_task(subject: np.ndarray, baseline: np.ndarray, labels: np.ndarray, sam
         units = np.bincount(codes, minlength=names.size)
         means = [np.bincount(codes, weights=sample_means(values, samples.codes), minlength=names.size) / units
                  for values in (subject, baseline)]
+        whole = clustered_interval(clustered_table(counts), level, method)
     else:
         names, tables = paired_tables_by_slice(subject, baseline, labels)
         ci = INTERVALS[method](tables, level)
@@ -112,11 +113,14 @@ def _per_task(subject: np.ndarray, baseline: np.ndarray, labels: np.ndarray, sam
         detectable = minimum_detectable_difference(tables, alpha=2 * alpha, power=knobs["power"])
         units = np.asarray(tables.n)
         means = [np.asarray(tables.n11 + tables.n10) / units, np.asarray(tables.n11 + tables.n01) / units]
+        whole = INTERVALS[method](PairedTable(*(np.asarray(cells).sum() for cells in (
+            tables.n11, tables.n10, tables.n01, tables.n00))), level)
     return {"names": [str(n) for n in np.atleast_1d(names)], "units": np.atleast_1d(units),
             "subject_mean": np.atleast_1d(means[0]), "baseline_mean": np.atleast_1d(means[1]),
             "estimate": np.atleast_1d(ci.estimate), "low": np.atleast_1d(ci.low), "high": np.atleast_1d(ci.high),
             "method": ci.method, "p_value": np.atleast_1d(p),
-            "detectable": np.atleast_1d(detectable.difference), "attainable": np.atleast_1d(detectable.attainable)}
+            "detectable": np.atleast_1d(detectable.difference), "attainable": np.atleast_1d(detectable.attainable),
+            "whole": whole}
 
 
 def _every_task(tasks: Mapping[str, Any], margins: np.ndarray | None, knobs: Mapping[str, Any],
@@ -174,20 +178,29 @@ def _which_differ(tasks: Mapping[str, Any], knobs: Mapping[str, Any], rows: list
 
 
 def _pooled(tasks: Mapping[str, Any], knobs: Mapping[str, Any], unit: str) -> dict[str, Any]:
-    """The declared pooled difference with its MOVER interval."""
+    """The declared pooled difference: micro, the interval of the suite's pooled table; macro, MOVER over the
+    tasks' intervals (``certa.engine.core.stats.paired_metric.suite``)."""
     weights = pooled_weights(tasks["units"], knobs["pooled"])
-    pooled = pooled_difference(tasks["estimate"], tasks["low"], tasks["high"], weights)
     n = int(tasks["units"].sum())
+    if knobs["pooled"] == "micro":
+        whole = tasks["whole"]
+        estimate, low, high = float(whole.estimate), float(whole.low), float(whole.high)
+        method = (f"the {tasks['method']} interval of the suite's pooled table (all {n} {unit}s together), which "
+                  "ignores the tasks as strata and so can only be wider than needed (Cochran 1977, §5A)")
+    else:
+        pooled = pooled_difference(tasks["estimate"], tasks["low"], tasks["high"], weights)
+        estimate, low, high = float(pooled.estimate), float(pooled.low), float(pooled.high)
+        method = ("MOVER (Zou and Donner 2008): the weighted sum of the tasks' differences, each limit recovering "
+                  "the tasks' variances from their own intervals; conservative when tasks have few discordant "
+                  f"{unit}s")
     return {
         "pooling": knobs["pooled"],
         "weights": POOLING_WORDS[knobs["pooled"]].format(unit=unit, n=n, tasks=len(tasks["names"])),
-        "estimate": float(pooled.estimate), "ci": [float(pooled.low), float(pooled.high)],
-        "confidence_level": knobs["confidence_level"],
+        "estimate": estimate, "ci": [low, high], "confidence_level": knobs["confidence_level"],
         "baseline_mean": float(weights @ tasks["baseline_mean"]), "subject_mean": float(weights @ tasks["subject_mean"]),
-        "method": "MOVER (Zou and Donner 2008): the weighted sum of the tasks' differences, each limit recovering "
-                  "the tasks' variances from their own intervals",
-        "assumption": "the tasks hold distinct items, so their estimates are independent; tasks built on the same "
-                      "documents make this interval too narrow",
+        "method": method,
+        "assumption": f"the tasks hold distinct {unit}s, so their estimates are independent; tasks built on the "
+                      "same documents make this interval too narrow",
     }
 
 

@@ -23,22 +23,30 @@ conservative error).
 (Holm 1979: familywise error ≤ α under any dependence; or Benjamini–Hochberg 1995: false discovery rate ≤ α for
 independent or positively dependent p-values), and a task differs when its adjusted p-value is ≤ α.
 
-**The pooled difference** (``pooled_difference``): Δ_w = Σ_t w_t Δ_t with declared weights: ``micro``, w_t =
-n_t / N (every unit counts once: the difference of the suite's overall accuracies) or ``macro``, w_t = 1/T (every
-task counts once: the difference of the mean per-task accuracies, lm-evaluation-harness's unweighted group mean).
-Its interval is the MOVER (method of variance estimates recovery) of Zou and Donner (2008), "Construction of
-confidence limits about effect measures: a general approach", Statistics in Medicine 27, 1693–1702, for a
-linear combination of independent estimates (Newcombe 2011, "Propagating imprecision: combining confidence
-intervals from independent sources", Communications in Statistics – Theory and Methods 40, 3154–3180), with
-w_t ≥ 0:
+**The pooled difference** (``pooled_weights``, ``pooled_difference``): Δ_w = Σ_t w_t Δ_t with declared weights:
+``micro``, w_t = n_t / N (every unit counts once: the difference of the suite's overall accuracies) or ``macro``,
+w_t = 1/T (every task counts once: the difference of the mean per-task accuracies, lm-evaluation-harness's
+unweighted group mean).
+
+A micro difference is the mean difference over all N units, so its interval is the score interval of the suite's
+pooled table (the caller's: ``tango_interval`` or ``clustered_interval`` of the summed cells). Taking the units
+as one sample ignores the tasks as strata, which can only overstate the variance (Cochran 1977, Sampling
+Techniques, §5A): measured coverage 0.951–0.956 at 95 %.
+
+A macro difference's interval is the MOVER (method of variance estimates recovery) of Zou and Donner (2008),
+"Construction of confidence limits about effect measures: a general approach", Statistics in Medicine 27,
+1693–1702, for a linear combination of independent estimates (Newcombe 2011, "Propagating imprecision: combining
+confidence intervals from independent sources", Communications in Statistics – Theory and Methods 40, 3154–3180),
+with w_t ≥ 0:
 
     L = Δ̂_w − sqrt(Σ_t w_t² (Δ̂_t − l_t)²),     U = Δ̂_w + sqrt(Σ_t w_t² (u_t − Δ̂_t)²).
 
 Each term recovers the task's variance near the limit from its own score interval, so the pooled interval keeps
 the score intervals' asymmetry near the boundary and their width when a task has no discordant pair (where a Wald
-interval collapses to a point); for one task it is that task's interval exactly. It assumes the tasks' estimates
-independent: tasks built on the same documents (one question set reworded) make it too narrow (measured in
-docs/paired_metric.md).
+interval collapses to a point); for one task it is that task's interval exactly. It inherits the tasks' intervals'
+conservatism: measured coverage 0.96–0.97 for 8 to 60 tasks of 30 to 500 items, above 0.99 when tasks disagree on
+only 1–3 % of their items (docs/paired_metric.md). Both assume the tasks' estimates independent: tasks built on the
+same documents (one question set reworded) make them too narrow.
 """
 
 from __future__ import annotations
