@@ -33,10 +33,11 @@ def parquet_bytes(columns: dict[str, list]) -> bytes:
     return buffer.getvalue()
 
 
-def suite_table(raw: bytes, name: str, fmt: str = "csv", **columns: str | None) -> EvidenceRecords:
+def suite_table(raw: bytes, name: str, fmt: str = "csv", *, slice_column: str | None = None,
+                repeat_column: str | None = None) -> EvidenceRecords:
     """The records of ``raw`` as a stage reads them (``records_of_table``), with ``task`` the task column."""
-    given = {"item": "id", "slice_column": None, "task_column": "task", **columns}
-    return records_of_table(parse_table(name, raw, fmt), metrics=("acc",), **given)  # type: ignore[arg-type]
+    return records_of_table(parse_table(name, raw, fmt), item="id", metrics=("acc",), slice_column=slice_column,
+                            repeat_column=repeat_column, task_column="task")
 
 
 def test_a_task_column_keys_by_task_then_item_and_is_the_slice() -> None:
@@ -90,7 +91,8 @@ def test_a_slice_beside_a_task_is_refused_the_task_being_the_slice() -> None:
 
 
 def test_an_export_takes_no_task_column() -> None:
-    export = Table(name="B", columns={}, sha256="", fmt="inspect-json", raw=b"", evidence=read_inspect_json(json_log("baseline")))
+    export = Table(name="B", columns={}, sha256="", fmt="inspect-json", raw=b"",
+                   evidence=read_inspect_json(json_log("baseline")))
     with pytest.raises(InputError, match=r"input 'B' is a inspect-json export: its tasks are the tool's own .* "
                                          r"\(columns.task: 'task'\)"):
         records_of_table(export, item="id", metrics=("acc",), slice_column=None, task_column="task")
