@@ -106,8 +106,9 @@ def _named_tasks(parsed: Table, column: str) -> np.ndarray:
     """The task column's text, refused (``InputError`` naming the first row and the count) where a row's task is
     empty or only spaces: a missing cell (CSV, JSON Lines or a Parquet null) reads as empty."""
     tasks = parsed.text(column)
-    blank = np.flatnonzero(np.char.strip(tasks.astype(str)) == "")
-    if blank.size:
+    blanks = [task for task in set(tasks.tolist()) if not task.strip()]  # over the distinct tasks, not the rows
+    if blanks:
+        blank = np.flatnonzero(np.isin(tasks, blanks))
         raise InputError(f"input '{parsed.name}', column '{column}', row {blank[0] + 1}: the task is missing "
                          f"({blank.size} such row(s)); every row of a table with a task column names its task")
     return tasks
