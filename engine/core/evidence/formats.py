@@ -237,10 +237,12 @@ def _columns(records: EvidenceRecords) -> Columns:
 
 
 def records_of_table(table: Table, *, item: str, metrics: Sequence[str], slice_column: str | None,
-                     weight_column: str | None = None, repeat_column: str | None = None) -> EvidenceRecords:
+                     weight_column: str | None = None, repeat_column: str | None = None,
+                     task_column: str | None = None) -> EvidenceRecords:
     """The records of an input: an evaluator export's own (its items keyed by the tool's identity; ``item``
     does not apply), or a plain table's rows under the mapping ``item`` / ``metrics`` / ``slice_column`` /
-    ``repeat_column``."""
+    ``repeat_column`` / ``task_column`` (``TableMapping``: with a task column, keyed by (task, item[, repeat])
+    with the task as the slice)."""
     if table.evidence is not None:
         if slice_column is not None:
             raise InputError(f"input '{table.name}' is a {table.fmt} export: its slices come from the input's "
@@ -248,9 +250,13 @@ def records_of_table(table: Table, *, item: str, metrics: Sequence[str], slice_c
         if repeat_column is not None:
             raise InputError(f"input '{table.name}' is a {table.fmt} export: its repeats are the tool's own "
                              f"({table.evidence.repeat_field or 'none'}), not a column ({repeat_column!r})")
+        if task_column is not None:
+            raise InputError(f"input '{table.name}' is a {table.fmt} export: its tasks are the tool's own (a folder "
+                             f"of exports is read as lm-eval-suite or inspect-suite), not a column "
+                             f"(columns.task: {task_column!r})")
         return table.evidence
     if table.fmt in {reader.name for reader in EXPORT_READERS}:
         raise InputError(f"input '{table.name}' (format {table.fmt}) holds no per-item records; it is read through "
                          "the samples input that names it")
     return mapped_records(table, TableMapping(item_id=item, metrics=tuple(metrics), weight=weight_column,
-                                              slice=slice_column, repeat=repeat_column))
+                                              slice=slice_column, repeat=repeat_column, task=task_column))

@@ -1,12 +1,12 @@
 """Pairing two sides' records by the tool's own item identity, with a report of everything left unpaired.
 
 Items pair when their keys are equal (lm-eval: ``doc_id``; Inspect: (``id``, ``epoch``); promptfoo:
-(``testIdx``, ``promptIdx``); a mapped table: its id column). A pair whose identity digests differ (lm-eval's
-``doc_hash``, ``prompt_hash``, ``target_hash``; Inspect's input and target; promptfoo's variables and prompt),
-or whose slices differ, is not the same item on both sides: it is left out of the pairs and named in the
-report, as are the items of each side that have no partner. Nothing is dropped without being reported; whether
-an incomplete pairing is acceptable is a profile's decision (recorded in ``dev``, an abort in ``ci`` and
-``release``), taken upstream from ``PairingReport``.
+(``testIdx``, ``promptIdx``); a mapped table: its id column, after its task column and with its repeat column when
+mapped). A pair whose identity digests differ (lm-eval's ``doc_hash``, ``prompt_hash``, ``target_hash``; Inspect's
+input and target; promptfoo's variables and prompt), or whose slices differ, is not the same item on both sides: it
+is left out of the pairs and named in the report, as are the items of each side that have no partner. Nothing is
+dropped without being reported; whether an incomplete pairing is acceptable is a profile's decision (recorded in
+``dev``, an abort in ``ci`` and ``release``), taken upstream from ``PairingReport``.
 
 An export whose key also names the model's column (promptfoo: ``promptIdx`` numbers provider × prompt columns,
 so two providers of one evaluation never share a key) states the item's key across models
