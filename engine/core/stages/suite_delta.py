@@ -65,9 +65,8 @@ POOLING_WORDS = {
 
 def _records(ctx: StageContext, arm: str) -> EvidenceRecords:
     columns = ctx.knobs["columns"]
-    task = columns.get("task")
     return records_of_table(ctx.table(arm), item=columns["item"], metrics=(ctx.knobs["metric"],), slice_column=None,
-                            repeat_column=columns.get("repeat"), **({"task_column": task} if task else {}))
+                            repeat_column=columns.get("repeat"), task_column=columns.get("task"))
 
 
 def _margins(knobs: Mapping[str, Any], tasks: Sequence[str]) -> np.ndarray | None:
