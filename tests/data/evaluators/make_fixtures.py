@@ -66,11 +66,47 @@ def write_task_data() -> None:
     with open(HERE / "tasks" / "certa_mc.jsonl", "w", encoding="utf-8") as out:
         for _ in range(24):
             left, right = rng.randint(2, 40), rng.randint(2, 40)
-            choices = [str(left + right + offset) for offset in (0, 1, -1, 2)]
-            rng.shuffle(choices)
-            row = {"question": f"Question: what is {left} plus {right}?\nAnswer:", "choices": choices,
-                   "label": choices.index(str(left + right))}
+            total = left + right
+            row = choice_row(rng, f"what is {left} plus {right}?", total, (total + 1, total - 1, total + 2))
             out.write(json.dumps(row) + "\n")
+
+
+def choice_row(rng: random.Random, question: str, answer: int, wrong: tuple[int, ...]) -> dict[str, object]:
+    """One multiple-choice document: the question, the answer and the wrong choices in an order shuffled by
+    ``rng``, and the answer's position (``label``)."""
+    choices = [str(number) for number in (answer, *wrong)]
+    rng.shuffle(choices)
+    return {"question": f"Question: {question}\nAnswer:", "choices": choices, "label": choices.index(str(answer))}
+
+
+def suite_row(task: str, rng: random.Random) -> dict[str, object]:
+    """One document of the suite task ``task`` (``add``, ``sub``, ``mul`` or ``cmp``), four choices."""
+    if task == "cmp":
+        numbers = rng.sample(range(2, 100), 4)
+        largest = max(numbers)
+        listed = ", ".join(map(str, numbers[:3])) + f" and {numbers[3]}"
+        return choice_row(rng, f"which is the largest of {listed}?", largest,
+                          tuple(n for n in numbers if n != largest))
+    if task == "mul":
+        left, right = rng.randint(2, 12), rng.randint(2, 12)
+        product = left * right
+        return choice_row(rng, f"what is {left} times {right}?", product, (product + left, product - left, product + 1))
+    left = rng.randint(20, 80)
+    right = rng.randint(2, 40) if task == "add" else rng.randint(2, left - 2)
+    result, word = (left + right, "plus") if task == "add" else (left - right, "minus")
+    return choice_row(rng, f"what is {left} {word} {right}?", result, (result + 1, result - 1, result + 2))
+
+
+SUITE_TASKS = {"add": (120, 11), "sub": (100, 12), "mul": (80, 13), "cmp": (60, 14)}
+"""The suite's tasks (``certa_suite_<task>``): each one's number of documents and the seed of its data."""
+
+
+def write_suite_data() -> None:
+    """The data of the suite's four tasks, ``tasks/suite/certa_suite_<task>.jsonl`` (one row per document)."""
+    for task, (documents, seed) in SUITE_TASKS.items():
+        rng = random.Random(seed)
+        with open(HERE / "tasks" / "suite" / f"certa_suite_{task}.jsonl", "w", encoding="utf-8") as out:
+            out.writelines(json.dumps(suite_row(task, rng)) + "\n" for _ in range(documents))
 
 
 def build_models(folder: Path) -> tuple[Path, Path]:
@@ -142,7 +178,8 @@ def run(command: list[str], env: dict[str, str]) -> None:
     subprocess.run(command, cwd=HERE, env=env, check=True)
 
 
-LM_EVAL_RUNS = {"lm_eval": "certa_ppl,certa_mc", "lm_eval_more": "certa_ll,certa_gen"}
+LM_EVAL_RUNS = {"lm_eval": "certa_ppl,certa_mc", "lm_eval_more": "certa_ll,certa_gen",
+                "lm_eval_suite": "certa_suite"}
 """The fixture folder of each lm-eval run and its tasks."""
 
 
@@ -197,6 +234,8 @@ def main() -> None:
         parser.error("--js-tiktoken is required to make every fixture (or give --only)")
     if args.only is None:
         write_task_data()
+    if args.only in (None, "lm_eval_suite"):
+        write_suite_data()
     baseline, subject = build_models(work / "models")
     for folder in [args.only] if args.only else LM_EVAL_RUNS:
         run_lm_eval({"baseline": baseline, "subject": subject}, work, env, folder)
