@@ -7,14 +7,17 @@ Run with the evaluation-tools venv (see README.md beside this file)::
 Steps, all on the CPU and without a model or dataset hub:
 
 1. texts: a perplexity set (docstring paragraphs of ``statistics``) and a multiple-choice set (sums), written
-   as JSON Lines beside the task YAML files in ``tasks/``; the tokenizer and model train on the docstrings of
-   other standard-library modules;
+   as JSON Lines beside the task YAML files in ``tasks/``, and the four multiple-choice sets of the suite
+   (sums, differences, products, the largest of four numbers) in ``tasks/suite/``; the tokenizer and model train
+   on the docstrings of other standard-library modules;
 2. models: a byte-level BPE (``tokenizers``) and a two-layer GPT-2 (``transformers``), seed 0, 300 Adam steps;
    the "subject" is the baseline with every 2-D weight fake-quantised to 4 bits (per-tensor absmax);
 3. lm-evaluation-harness (``hf`` model on each local folder, tasks ``certa_ppl`` and ``certa_mc``,
    ``--log_samples``) into ``lm_eval/{baseline,subject}/``, and in a second run per model the tasks
    ``certa_ll`` (``loglikelihood``: per-document ``perplexity`` and ``acc``) and ``certa_gen``
-   (``generate_until`` with two filters) into ``lm_eval_more/{baseline,subject}/``;
+   (``generate_until`` with two filters) into ``lm_eval_more/{baseline,subject}/``, and in a third run per model
+   the group ``certa_suite`` (its subgroup ``certa_suite_arith``: ``certa_suite_add``, ``_sub``, ``_mul``; and
+   ``certa_suite_cmp``) into ``lm_eval_suite/{baseline,subject}/``;
 4. Inspect AI (``mockllm/model``, task ``inspect_task.py@certa_arith`` with seeds 1 and 2) into
    ``inspect/{baseline,subject}.eval`` and ``inspect log convert --to json`` into ``.json.gz`` beside them
    (the converted JSON, gzipped byte for byte to keep the repository small).
