@@ -191,6 +191,7 @@ def run_lm_eval(models: dict[str, Path], work: Path, env: dict[str, str], folder
     under ``<folder>/<side>/``."""
     for side, model in models.items():
         output = work / f"{folder}_{side}"
+        shutil.rmtree(output, ignore_errors=True)  # a previous run's files in --work would be kept beside these
         run([sys.executable, "-m", "lm_eval", "--model", "hf",
              "--model_args", f"pretrained={model},dtype=float32", "--tasks", LM_EVAL_RUNS[folder],
              "--include_path", "tasks", "--device", "cpu", "--batch_size", "4", "--seed", "0",
