@@ -242,3 +242,36 @@ def test_a_folder_of_inspect_logs_pairs_per_task_and_sample(tmp_path: Path) -> N
     stage = _pairing(tmp_path / "spec.yaml")
     assert stage["pairing"]["key_fields"] == ["task", "id", "epoch"] and stage["pairing"]["unmatched_baseline"] == 0
     assert stage["pairing"]["paired"] == records.n_items
+
+
+REAL_SUITE = Path(__file__).resolve().parents[2] / "data" / "evaluators" / "lm_eval_suite"
+
+
+def test_a_real_lm_eval_suite_pairs_every_task_and_records_its_group_tree(tmp_path: Path) -> None:
+    """The real exports of lm-eval 0.4.13 on the group ``certa_suite`` (make_fixtures.py --only lm_eval_suite):
+    every line of every samples file is a row, each task's difference is the one the raw lines give, and the
+    two-level group tree is recorded as ``group_subtasks`` states it."""
+    raw: dict[str, dict[str, list[float]]] = {}
+    for side in ("baseline", "subject"):
+        shutil.copytree(REAL_SUITE / side, tmp_path / "runs" / side)
+        for path in sorted((REAL_SUITE / side).glob("samples_*.jsonl")):
+            task = path.name.removeprefix("samples_").rsplit("_", 1)[0]
+            lines = path.read_text(encoding="utf-8").splitlines()
+            raw.setdefault(task, {})[side] = [json.loads(line)["acc"] for line in lines]
+    spec = write_spec(tmp_path)
+    records = load_tables(load_plan(spec))["baseline"].evidence
+    assert records is not None and records.n_items == sum(len(sides["baseline"]) for sides in raw.values())
+    details = dict(records.provenance.details)
+    results = json.loads(next((REAL_SUITE / "baseline").glob("results_*.json")).read_text(encoding="utf-8"))
+    stated = {child: group for group, children in results["group_subtasks"].items() for child in children}
+    assert len(set(stated.values())) == 2  # a tree of two levels, not a flat list
+    assert {name: details[f"{name}.group"] for name in stated} == stated
+    stage = _pairing(spec)
+    assert stage["pairing"]["paired"] == records.n_items
+    assert stage["pairing"]["unmatched_baseline"] == stage["pairing"]["unmatched_subject"] == 0
+    assert stage["pairing"]["identity_mismatched"] == 0
+    by_task = {row["slice"]: row for row in stage["slices"]["rows"]}
+    assert sorted(by_task) == sorted(raw) and len(raw) == 4
+    for task, sides in raw.items():
+        assert by_task[task]["items"] == len(sides["subject"])
+        assert by_task[task]["estimate"] == pytest.approx(np.mean(sides["subject"]) - np.mean(sides["baseline"]))

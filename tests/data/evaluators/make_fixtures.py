@@ -7,14 +7,17 @@ Run with the evaluation-tools venv (see README.md beside this file)::
 Steps, all on the CPU and without a model or dataset hub:
 
 1. texts: a perplexity set (docstring paragraphs of ``statistics``) and a multiple-choice set (sums), written
-   as JSON Lines beside the task YAML files in ``tasks/``; the tokenizer and model train on the docstrings of
-   other standard-library modules;
+   as JSON Lines beside the task YAML files in ``tasks/``, and the four multiple-choice sets of the suite
+   (sums, differences, products, the largest of four numbers) in ``tasks/suite/``; the tokenizer and model train
+   on the docstrings of other standard-library modules;
 2. models: a byte-level BPE (``tokenizers``) and a two-layer GPT-2 (``transformers``), seed 0, 300 Adam steps;
    the "subject" is the baseline with every 2-D weight fake-quantised to 4 bits (per-tensor absmax);
 3. lm-evaluation-harness (``hf`` model on each local folder, tasks ``certa_ppl`` and ``certa_mc``,
    ``--log_samples``) into ``lm_eval/{baseline,subject}/``, and in a second run per model the tasks
    ``certa_ll`` (``loglikelihood``: per-document ``perplexity`` and ``acc``) and ``certa_gen``
-   (``generate_until`` with two filters) into ``lm_eval_more/{baseline,subject}/``;
+   (``generate_until`` with two filters) into ``lm_eval_more/{baseline,subject}/``, and in a third run per model
+   the group ``certa_suite`` (its subgroup ``certa_suite_arith``: ``certa_suite_add``, ``_sub``, ``_mul``; and
+   ``certa_suite_cmp``) into ``lm_eval_suite/{baseline,subject}/``;
 4. Inspect AI (``mockllm/model``, task ``inspect_task.py@certa_arith`` with seeds 1 and 2) into
    ``inspect/{baseline,subject}.eval`` and ``inspect log convert --to json`` into ``.json.gz`` beside them
    (the converted JSON, gzipped byte for byte to keep the repository small).
@@ -66,11 +69,47 @@ def write_task_data() -> None:
     with open(HERE / "tasks" / "certa_mc.jsonl", "w", encoding="utf-8") as out:
         for _ in range(24):
             left, right = rng.randint(2, 40), rng.randint(2, 40)
-            choices = [str(left + right + offset) for offset in (0, 1, -1, 2)]
-            rng.shuffle(choices)
-            row = {"question": f"Question: what is {left} plus {right}?\nAnswer:", "choices": choices,
-                   "label": choices.index(str(left + right))}
+            total = left + right
+            row = choice_row(rng, f"what is {left} plus {right}?", total, (total + 1, total - 1, total + 2))
             out.write(json.dumps(row) + "\n")
+
+
+def choice_row(rng: random.Random, question: str, answer: int, wrong: tuple[int, ...]) -> dict[str, object]:
+    """One multiple-choice document: the question, the answer and the wrong choices in an order shuffled by
+    ``rng``, and the answer's position (``label``)."""
+    choices = [str(number) for number in (answer, *wrong)]
+    rng.shuffle(choices)
+    return {"question": f"Question: {question}\nAnswer:", "choices": choices, "label": choices.index(str(answer))}
+
+
+def suite_row(task: str, rng: random.Random) -> dict[str, object]:
+    """One document of the suite task ``task`` (``add``, ``sub``, ``mul`` or ``cmp``), four choices."""
+    if task == "cmp":
+        numbers = rng.sample(range(2, 100), 4)
+        largest = max(numbers)
+        listed = ", ".join(map(str, numbers[:3])) + f" and {numbers[3]}"
+        return choice_row(rng, f"which is the largest of {listed}?", largest,
+                          tuple(n for n in numbers if n != largest))
+    if task == "mul":
+        left, right = rng.randint(2, 12), rng.randint(2, 12)
+        product = left * right
+        return choice_row(rng, f"what is {left} times {right}?", product, (product + left, product - left, product + 1))
+    left = rng.randint(20, 80)
+    right = rng.randint(2, 40) if task == "add" else rng.randint(2, left - 2)
+    result, word = (left + right, "plus") if task == "add" else (left - right, "minus")
+    return choice_row(rng, f"what is {left} {word} {right}?", result, (result + 1, result - 1, result + 2))
+
+
+SUITE_TASKS = {"add": (120, 11), "sub": (100, 12), "mul": (80, 13), "cmp": (60, 14)}
+"""The suite's tasks (``certa_suite_<task>``): each one's number of documents and the seed of its data."""
+
+
+def write_suite_data() -> None:
+    """The data of the suite's four tasks, ``tasks/suite/certa_suite_<task>.jsonl`` (one row per document)."""
+    for task, (documents, seed) in SUITE_TASKS.items():
+        rng = random.Random(seed)
+        with open(HERE / "tasks" / "suite" / f"certa_suite_{task}.jsonl", "w", encoding="utf-8") as out:
+            out.writelines(json.dumps(suite_row(task, rng)) + "\n" for _ in range(documents))
 
 
 def build_models(folder: Path) -> tuple[Path, Path]:
@@ -142,7 +181,8 @@ def run(command: list[str], env: dict[str, str]) -> None:
     subprocess.run(command, cwd=HERE, env=env, check=True)
 
 
-LM_EVAL_RUNS = {"lm_eval": "certa_ppl,certa_mc", "lm_eval_more": "certa_ll,certa_gen"}
+LM_EVAL_RUNS = {"lm_eval": "certa_ppl,certa_mc", "lm_eval_more": "certa_ll,certa_gen",
+                "lm_eval_suite": "certa_suite"}
 """The fixture folder of each lm-eval run and its tasks."""
 
 
@@ -151,6 +191,7 @@ def run_lm_eval(models: dict[str, Path], work: Path, env: dict[str, str], folder
     under ``<folder>/<side>/``."""
     for side, model in models.items():
         output = work / f"{folder}_{side}"
+        shutil.rmtree(output, ignore_errors=True)  # a previous run's files in --work would be kept beside these
         run([sys.executable, "-m", "lm_eval", "--model", "hf",
              "--model_args", f"pretrained={model},dtype=float32", "--tasks", LM_EVAL_RUNS[folder],
              "--include_path", "tasks", "--device", "cpu", "--batch_size", "4", "--seed", "0",
@@ -197,6 +238,8 @@ def main() -> None:
         parser.error("--js-tiktoken is required to make every fixture (or give --only)")
     if args.only is None:
         write_task_data()
+    if args.only in (None, "lm_eval_suite"):
+        write_suite_data()
     baseline, subject = build_models(work / "models")
     for folder in [args.only] if args.only else LM_EVAL_RUNS:
         run_lm_eval({"baseline": baseline, "subject": subject}, work, env, folder)
