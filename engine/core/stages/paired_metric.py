@@ -72,10 +72,9 @@ from certa.engine.core.stats.paired_metric import (ClusteredTable, PairedTable, 
 from certa.engine.core.stats.pairing import canonical_order
 from certa.engine.foundation.errors import InputError, ProfileAbort, StageError
 
-__all__ = ["PROFILE_FLOORS", "RULES", "STAGE", "STAGES", "MetricDeltaRules", "Units", "binary_method", "check_scale",
-           "metric_values", "one_sided_alpha", "run_metric_delta", "sample_level_units", "sample_slices",
-           "units_block",
-           "unused_record_parts"]
+__all__ = ["PROFILE_FLOORS", "RULES", "STAGE", "STAGES", "MetricDeltaRules", "Units", "binary_method",
+           "checked_values", "one_sided_alpha", "run_metric_delta", "sample_level_units", "sample_slices",
+           "units_block", "unused_record_parts"]
 
 PROFILE_FLOORS: dict[str, int | None] = {"dev": None, "ci": 100, "release": 200}
 """Minimum paired items per profile (``dev``: none); from 1.2.0 paired samples, a sample with its repeats counting
@@ -104,7 +103,7 @@ def _pairing(paired: PairedEvidence) -> dict[str, Any]:
     return paired.report.summary(EXAMPLES)
 
 
-def metric_values(records: EvidenceRecords, metric: str, side: str) -> np.ndarray:
+def _metric_values(records: EvidenceRecords, metric: str, side: str) -> np.ndarray:
     if metric not in records.metrics:
         renamed = LOGLIKELIHOOD_METRIC.get(metric)
         why = (f"; lm-eval's per-document '{metric}' of a loglikelihood task is the document's log-likelihood, read "
@@ -115,7 +114,7 @@ def metric_values(records: EvidenceRecords, metric: str, side: str) -> np.ndarra
     return np.asarray(records.metrics[metric], dtype=np.float64)
 
 
-def check_scale(values: np.ndarray, records: EvidenceRecords, side: str, knobs: Mapping[str, Any]) -> None:
+def _check_scale(values: np.ndarray, records: EvidenceRecords, side: str, knobs: Mapping[str, Any]) -> None:
     """A binary metric holds only 0 and 1, a bounded one stays in its range: else an ``InputError`` naming the
     count and the first item (nothing is clipped or rounded)."""
     if knobs["scale"] == "binary":
@@ -535,6 +534,20 @@ def _clustered_slices(paired: PairedEvidence, subject: np.ndarray, baseline: np.
                      for r in results.slices]}
 
 
+def checked_values(paired: PairedEvidence, units: Units, knobs: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The paired (subject, baseline) values of the metric, each checked against its scale; a
+    ``StageError`` when fewer than 2 units pair."""
+    if units.n < 2:
+        raise StageError(f"only {units.n} {units.noun}(s) pair between '{knobs['baseline']}' and "
+                         f"'{knobs['subject']}'; a paired comparison needs at least 2")
+    metric = knobs["metric"]
+    baseline = _metric_values(paired.baseline, metric, knobs["baseline"])
+    subject = _metric_values(paired.subject, metric, knobs["subject"])
+    _check_scale(baseline, paired.baseline, knobs["baseline"], knobs)
+    _check_scale(subject, paired.subject, knobs["subject"], knobs)
+    return subject, baseline
+
+
 def run_metric_delta(ctx: StageContext, version_rules: MetricDeltaRules = RULES[-1]) -> StageOutput:
     knobs = ctx.knobs
     if knobs["scale"] == "bounded" and knobs["range"] is None:
@@ -556,14 +569,8 @@ def run_metric_delta(ctx: StageContext, version_rules: MetricDeltaRules = RULES[
     if failed:
         raise ProfileAbort(f"profile '{ctx.profile}' rule(s) failed: {', '.join(failed)}: {units.abort}",
                            rule=failed[0], decisions=tuple(decisions))
-    if units.n < 2:
-        raise StageError(f"only {units.n} {units.noun}(s) pair between '{knobs['baseline']}' and "
-                         f"'{knobs['subject']}'; a paired comparison needs at least 2")
+    subject, baseline = checked_values(paired, units, knobs)
     metric = knobs["metric"]
-    baseline = metric_values(paired.baseline, metric, knobs["baseline"])
-    subject = metric_values(paired.subject, metric, knobs["subject"])
-    check_scale(baseline, paired.baseline, knobs["baseline"], knobs)
-    check_scale(subject, paired.subject, knobs["subject"], knobs)
     samples = units.samples
     clustered: ClusteredTable | None = None
     if samples is not None and samples.has_repeats:  # 1.2.0 with repeats: the samples are the units

@@ -34,8 +34,8 @@ from certa.engine.core.evidence import EvidenceRecords, pair_records
 from certa.engine.core.evidence.formats import records_of_table
 from certa.engine.core.evidence.repeats import SampleUnits
 from certa.engine.core.stages.base import Decision, StageContext, StageOutput, StageType
-from certa.engine.core.stages.paired_metric import (binary_method, check_scale, metric_values, one_sided_alpha,
-                                                    sample_level_units, sample_slices, units_block)
+from certa.engine.core.stages.paired_metric import (binary_method, checked_values, one_sided_alpha, sample_level_units,
+                                                    sample_slices, units_block)
 from certa.engine.core.stages.pairing_rules import profile_rule
 from certa.engine.core.stats.paired_metric import (PairedTable, adjust_p_values, clustered_interval, clustered_score_test,
                                                    clustered_table, mcnemar_exact_test, minimum_detectable_difference,
@@ -106,7 +106,8 @@ def _per_task(subject: np.ndarray, baseline: np.ndarray, labels: np.ndarray, sam
                  for values in (subject, baseline)]
         whole = clustered_interval(clustered_table(counts), level, method)
     else:
-        names, tables = paired_tables_by_slice(subject, baseline, labels)
+        slice_names, tables = paired_tables_by_slice(subject, baseline, labels)
+        names = np.asarray(slice_names)
         ci = INTERVALS[method](tables, level)
         p = mcnemar_exact_test(tables).p_value
         detectable = minimum_detectable_difference(tables, alpha=2 * alpha, power=knobs["power"])
@@ -230,14 +231,8 @@ def run_suite_delta(ctx: StageContext) -> StageOutput:
     if paired.baseline.slices is None:
         raise StageError(f"input '{knobs['baseline']}' names no task per item: give a suite (format lm-eval-suite "
                          "or inspect-suite) or a per-item table with columns.task")
-    if units.n < 2:
-        raise StageError(f"only {units.n} {units.noun}(s) pair between '{knobs['baseline']}' and "
-                         f"'{knobs['subject']}'; a paired comparison needs at least 2")
+    subject, baseline = checked_values(paired, units, knobs)
     metric = knobs["metric"]
-    baseline = metric_values(paired.baseline, metric, knobs["baseline"])
-    subject = metric_values(paired.subject, metric, knobs["subject"])
-    check_scale(baseline, paired.baseline, knobs["baseline"], knobs)
-    check_scale(subject, paired.subject, knobs["subject"], knobs)
     labels = sample_slices(paired, samples, knobs) if samples.has_repeats else \
         np.asarray(paired.baseline.slices).astype(str)
     tasks = _per_task(subject, baseline, labels, samples, knobs)
