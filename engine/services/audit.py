@@ -38,6 +38,7 @@ from certa.engine.core.interpreter import AbortedExecution, Execution, Notify, e
 from certa.engine.foundation.jsondiff import FieldChange, json_diff
 from certa.engine.foundation.signing import key_id
 from certa.engine.services.presentation.display_text import plain_text
+from certa.engine.services.registrations import registration_problems
 from certa.engine.services.reviews import MissingApproval, ReviewRecord, ledger_reviews, review_problems, unapproved_runs
 from certa.engine.services.stored_inputs import stored_source, stored_table
 from certa.engine.core.spec import load_plan
@@ -85,7 +86,9 @@ def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int,
 
     With ``check_reviews`` (the default) every signed review (of ``run_id`` only, if given) is checked too
     (``certa.engine.services.reviews.check_review``): a signature that does not verify, or a signed statement that is not
-    its entry's or its run's certificate's, is a problem at that review's entry. Unsigned reviews pass.
+    its entry's or its run's certificate's, is a problem at that review's entry. Unsigned reviews pass. Every
+    registration (when no ``run_id`` is given) must state what it fixes (``registration_problems``: its knobs hash
+    and spec digest recomputed).
 
     ``workers``: processes checking entries beside this one (``certa.ledger.verify_pool``; None: one per CPU for a
     large ledger); the report does not depend on it.
@@ -103,7 +106,9 @@ def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int,
                                  expect_root=expect_root, run_id=full, progress=progress, workers=workers)
     if not check_reviews:
         return verified
-    problems = [*verified.problems, *review_problems(ledger, run_id=full, after=since.seq if since else 0)]
+    after = since.seq if since else 0
+    problems = [*verified.problems, *review_problems(ledger, run_id=full, after=after),
+                *(registration_problems(ledger, after=after) if full is None else [])]
     problems.sort(key=lambda p: (p.seq is None, p.seq or 0))
     return replace(verified, problems=tuple(problems))
 

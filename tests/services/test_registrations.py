@@ -217,3 +217,22 @@ def test_a_checkpoint_signed_over_the_registration_is_proven_and_named(small_spe
     assert again.exit_code != 0 and "checkpoint" in again.output  # an existing file: nothing recorded
     with Ledger.open(db) as ledger:
         assert len(ledger.registrations()) == 1
+
+
+def test_verify_recomputes_what_a_registration_states(small_spec: Path, ledger: Ledger) -> None:
+    """A registration written with a knobs hash or spec digest that is not its own knobs' or text's (chained
+    correctly, so the hash chain alone cannot tell) is a verify problem at its entry; an honest one is not."""
+    plan = load_plan(small_spec)
+    register(ledger, plan)
+    assert verify(ledger).intact
+    payload = registration_payload(plan)
+    forged = {**payload, "knobs": {**payload["knobs"], "gates": []}}  # the gates dropped, the hash kept
+    seq = ledger.record_registration("f" * 32, forged)
+    wrong_text = {**payload, "spec_text": payload["spec_text"] + "\n# edited"}
+    seq2 = ledger.record_registration("e" * 32, wrong_text)
+    report = verify(ledger)
+    assert not report.intact
+    assert [(p.seq, p.message) for p in report.problems] == [
+        (seq, f"registration: knobs_hash {payload['knobs_hash']!r} is not the SHA-256 of the recorded knobs"),
+        (seq2, f"registration: spec_sha256 {payload['spec_sha256']!r} is not the SHA-256 of the recorded spec text")]
+    assert verify(ledger, since=None).problems[0].where == f"entry {seq} (registration {'f' * 32})"
