@@ -236,3 +236,22 @@ def test_verify_recomputes_what_a_registration_states(small_spec: Path, ledger: 
         (seq, f"registration: knobs_hash {payload['knobs_hash']!r} is not the SHA-256 of the recorded knobs"),
         (seq2, f"registration: spec_sha256 {payload['spec_sha256']!r} is not the SHA-256 of the recorded spec text")]
     assert verify(ledger, since=None).problems[0].where == f"entry {seq} (registration {'f' * 32})"
+
+
+def test_the_suite_example_registered_then_run(tmp_path: Path) -> None:
+    """specs/lm-eval-suite/ as its README says: ``certa register``, then ``certa run`` PASSes (ci) and names the
+    registration; the same spec with another margin is refused in ci, naming the margin."""
+    example = tmp_path / "lm-eval-suite"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "specs" / "lm-eval-suite", example)
+    spec, db = example / "spec.yaml", tmp_path / "suite.db"
+    registered = json.loads(_certa("register", str(spec), "--json", ledger=db).stdout)
+    ran = _certa("run", str(spec), "--json", ledger=db)
+    assert ran.exit_code == 0, ran.output
+    answer = json.loads(ran.stdout)
+    with Ledger.open(str(db)) as opened:
+        content = opened.certificate(answer["run_id"])["content"]
+    assert content["verdict"] == "PASS" and content["registration"]["id"] == registered["registration_id"]
+    assert content["registration"]["differences"] == []
+    assert content["stages"]["suite"]["every_task"]["decision"] == "NONINFERIOR"
+    refused = _certa("run", str(_edit(spec, "margin: 0.10", "margin: 0.05")), "--json", ledger=db)
+    assert refused.exit_code == 3 and "margin: registered 0.1, run 0.05" in json.loads(refused.stdout)["error"]["message"]
