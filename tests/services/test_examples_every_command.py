@@ -2,7 +2,8 @@
 LocalCluster, ``certa replay`` and, for the examples with model inputs, ``certa replay --recompute-evidence``.
 
 An input kind one command reads, every command reads (``certa.engine.core.input_formats``): the examples cover
-CSV and JSON Lines tables, lm-eval samples with their results file, an Inspect AI log and model folders. The
+CSV and JSON Lines tables, lm-eval samples with their results file, a folder of lm-eval exports (a suite), an
+Inspect AI log and model folders. The
 batch is given the examples' folder, which also holds YAML files that are not run specs (an lm-eval task
 file, a CI workflow): they are skipped, each with its reason.
 """
@@ -69,9 +70,9 @@ def test_the_examples_cover_every_input_kind(examples: Path) -> None:
     kinds = set()
     for name in EXAMPLES:
         text = (examples / name / "spec.yaml").read_text(encoding="utf-8")
-        kinds |= {kind for kind in ("model:", "lm-eval-samples", "lm-eval-results", "inspect-eval", ".csv",
-                                    ".jsonl") if kind in text}
-    assert kinds == {"model:", "lm-eval-samples", "lm-eval-results", "inspect-eval", ".csv", ".jsonl"}
+        kinds |= {kind for kind in ("model:", "lm-eval-samples", "lm-eval-results", "lm-eval-suite", "inspect-eval",
+                                    ".csv", ".jsonl") if kind in text}
+    assert kinds == {"model:", "lm-eval-samples", "lm-eval-results", "lm-eval-suite", "inspect-eval", ".csv", ".jsonl"}
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
