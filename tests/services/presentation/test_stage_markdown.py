@@ -16,8 +16,10 @@ from certa.engine.services.presentation.stages import markdown_of
 CORE = Path(__file__).resolve().parents[3] / "engine" / "core"
 
 WITH_MARKDOWN = frozenset({"bakeoff.compare", "bakeoff.merge", "conformal.monitor", "conformal.pac_report",
-                           "model.windows", "paired.metric_delta", "paired.ppl_ratio", "sequential.diff"})
-"""The stage types whose every version had a Markdown renderer (``StageType.render_markdown``) in the core."""
+                           "model.windows", "paired.metric_delta", "paired.ppl_ratio", "sequential.diff",
+                           "paired.suite_delta"})
+"""The stage types whose every version had a Markdown renderer (``StageType.render_markdown``) in the core, and
+those born with one in the presentation layer (``paired.suite_delta``)."""
 
 
 @pytest.mark.parametrize("ref", [stage.ref for stage in REGISTRY])

@@ -24,10 +24,11 @@ def fmt(value: Any, digits: int = 6) -> str:
 
 @dataclass(frozen=True)
 class Cell:
-    """A table cell with a status: ``ok`` True (pass), False (fail), None (neutral)."""
+    """A table cell with a status: ``ok`` True (pass), False (fail), None (neutral), ``INCONCLUSIVE_STATE``
+    (amber)."""
 
     text: str
-    ok: bool | None = None
+    ok: bool | str | None = None
 
 
 @dataclass(frozen=True)
