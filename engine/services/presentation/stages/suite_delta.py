@@ -359,11 +359,11 @@ def markdown(outputs: Mapping[str, Any], version: str) -> str:
     pooled = outputs["pooled"]
     which = outputs["which_differ"]
     every = outputs["every_task"]
-    facts = [f"Pooled ({pooled['pooling']}) difference {pooled['estimate']:.6g}, {level:g}% CI "
+    statement = outputs["units"]["statement"]
+    facts = [f"{statement[0].upper()}{statement[1:]} in {outputs['tasks']} tasks",
+             f"pooled ({pooled['pooling']}) difference {pooled['estimate']:.6g}, {level:g}% CI "
              f"[{pooled['ci'][0]:.6g}, {pooled['ci'][1]:.6g}] (baseline {pooled['baseline_mean']:.6g}, subject "
              f"{pooled['subject_mean']:.6g})",
-             f"{outputs['units']['statement'][0].upper()}{outputs['units']['statement'][1:]} in {outputs['tasks']} "
-             "tasks",
              f"non-inferior on every task: {every['decision']}" if every else "no margin: no non-inferiority claim",
              f"tasks that differ ({which['adjustment']}, α = {which['alpha']:g}): "
              + (", ".join(which["differing"]) or "none")]
