@@ -25,6 +25,7 @@ from tests.browser_support import (
 )
 from tests.conftest import OFFLINE_EXAMPLES as EXAMPLES  # a served example needs its server
 from tests.paired_metric_support import lm_eval_spec, run_spec, sliced_spec
+from tests.suite_delta_support import suite_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -257,5 +258,43 @@ def test_metric_delta_report_fits_its_page_in_a_browser(metric_reports, chromium
             assert page.evaluate(_OVERFLOWS) == [], width
         page.set_viewport_size({"width": 1200, "height": 900})
         assert save_screenshot(page, tmp_path / f"report-paired-metric-{name}.png") > 20_000
+    finally:
+        page.close()
+
+
+@pytest.fixture(scope="module")
+def suite_reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The standalone reports of paired.suite_delta: three tasks (one INFERIOR), and 60 tasks with long names and
+    per-task margins (the task table folded)."""
+    folder = tmp_path_factory.mktemp("suite-browser")
+    db = folder / "ledger.db"
+    tasks = {f"mmlu_{i:02d}" + ("_a_subject_name_long_enough_to_wrap_in_its_cell" if i == 7 else ""):
+             -0.3 if i == 13 else 0.0 for i in range(60)}
+    specs = {"three": suite_spec(folder / "three"),
+             "sixty": suite_spec(folder / "sixty", effects=tasks, items=60, margin={t: 0.15 for t in tasks})}
+    reports = {}
+    for name, spec in specs.items():
+        reports[name] = folder / f"{name}.html"
+        result = CliRunner().invoke(main, ["report", run_spec(spec, db), "-o", str(reports[name]), "--ledger", str(db)])
+        assert result.exit_code == 0, result.output
+    return reports
+
+
+@pytest.mark.parametrize("name", ["three", "sixty"])
+def test_suite_delta_report_fits_its_page_in_a_browser(suite_reports, chromium, name: str, tmp_path: Path) -> None:
+    page, log = open_page(chromium, suite_reports[name])
+    try:
+        assert log.console_errors == [] and log.network_requests == []
+        badge = page.locator("section.stage .decision .badge")
+        assert badge.inner_text().startswith("INFERIOR on task ") and "badge-fail" in badge.get_attribute("class")
+        assert page.locator("section.stage .how-to-read").is_visible()
+        assert all(spread > 10 for spread in plot_pixel_spread(page))
+        assert page.locator("section.stage details.table-details").count() == (2 if name == "sixty" else 0)
+        page.evaluate("() => document.querySelectorAll('details').forEach(d => d.open = true)")  # the folded table
+        for width in (1200, 800):
+            page.set_viewport_size({"width": width, "height": 900})
+            assert page.evaluate(_OVERFLOWS) == [], width
+        page.set_viewport_size({"width": 1200, "height": 900})
+        assert save_screenshot(page, tmp_path / f"report-suite-delta-{name}.png") > 20_000
     finally:
         page.close()

@@ -756,16 +756,16 @@ def _suite_stage(db: Path, run_id: str) -> tuple[str, dict]:
     return _sections(_report(db, run_id))["suite"], content["stages"]["suite"]
 
 
-def _task_cells(row: dict, claimed: bool) -> list[str]:
-    """A task's row as the per-task table writes it (4 significant digits)."""
+def _task_cells(row: dict, claimed: bool) -> tuple[list[str], list[str]]:
+    """A task's rows as the two per-task tables write them (4 significant digits): its difference, its tests."""
     def four(value) -> str:
         return format_value(value, digits=4)
     differs = "no" if not row["differs"] else f"yes, {'worse' if row['estimate'] < 0 else 'better'}"
-    return [row["task"], str(row["units"]), four(row["baseline_mean"]), four(row["subject_mean"]),
-            four(row["estimate"]), f"[{four(row['ci'][0])}, {four(row['ci'][1])}]",
-            *([four(row["margin"]), row["decision"]] if claimed else []), four(row["p_value"]),
-            four(row["adjusted_p_value"]), differs,
-            four(row["detectable_difference"]) + ("" if row["detectable_attainable"] else " (not attainable)")]
+    return ([row["task"], str(row["units"]), four(row["baseline_mean"]), four(row["subject_mean"]),
+             four(row["estimate"]), f"[{four(row['ci'][0])}, {four(row['ci'][1])}]",
+             *([four(row["margin"]), row["decision"]] if claimed else [])],
+            [row["task"], four(row["estimate"]), four(row["p_value"]), four(row["adjusted_p_value"]), differs,
+             four(row["detectable_difference"]) + ("" if row["detectable_attainable"] else " (not attainable)")])
 
 
 def test_suite_delta_report_renders_every_part(suite_runs) -> None:
@@ -788,12 +788,13 @@ def test_suite_delta_report_renders_every_part(suite_runs) -> None:
     assert html.index('class="how-to-read"') < html.index('<figure class="plot"') < html.index("<table")
 
     tables = _tables(html)
-    per_task = ("3 tasks: Δ = subject − baseline with its 95% interval; p-values of Δ = 0, adjusted across the "
-                "tasks by Holm (familywise error rate)")
-    assert list(tables) == ["Claim: non-inferior on every task", "Which tasks differ", "Pooled difference", per_task,
-                            "Pairing of the items", *(f"Provenance: {side} (as its export states it)"
-                                                      for side in ("baseline", "subject"))]
-    assert tables[per_task] == [_task_cells(row, claimed=True) for row in outputs["rows"]]
+    per_task = (_escaped("3 tasks: Δ = subject − baseline with its 95% interval against the task's margin"),
+                "3 tasks: which differ (p-values of Δ = 0, adjusted across the tasks by Holm (familywise error rate))")
+    assert list(tables) == ["Claim: non-inferior on every task", per_task[0], "Which tasks differ", per_task[1],
+                            "Pooled difference", "Pairing of the items",
+                            *(f"Provenance: {side} (as its export states it)" for side in ("baseline", "subject"))]
+    cells = [_task_cells(row, claimed=True) for row in outputs["rows"]]
+    assert [tables[caption] for caption in per_task] == [[c[0] for c in cells], [c[1] for c in cells]]
     for row in outputs["rows"]:  # each decision in its colour
         colour = {"NONINFERIOR": "pass", "INFERIOR": "fail", "UNDECIDED": "inconclusive"}[row["decision"]]
         assert f'<span class="badge badge-{colour}">{row["decision"]}</span>' in html
@@ -821,8 +822,9 @@ def test_suite_delta_without_a_margin_makes_no_claim(suite_runs) -> None:
     assert "No non-inferiority margin was set, so no claim of non-inferiority was made." in html
     tables = _tables(html)
     assert tables["Claim: non-inferior on every task"] == [["claim", "none: no non-inferiority margin was set"]]
-    per_task = next(c for c in tables if c.startswith("3 tasks"))
-    assert tables[per_task] == [_task_cells(row, claimed=False) for row in outputs["rows"]]
+    cells = [_task_cells(row, claimed=False) for row in outputs["rows"]]
+    assert tables["3 tasks: Δ = subject − baseline with its 95% interval"] == [c[0] for c in cells]
+    assert [c[1] for c in cells] == next(rows for caption, rows in tables.items() if "which differ" in caption)
     drawn = _svg_strings(html)
     assert "pooled, macro (n = 600)" in drawn and not any("margin" in s for s in drawn)
     assert "no claim that the subject is no worse was made" in " ".join(how_to_read("paired.suite_delta", outputs))
@@ -846,7 +848,8 @@ def test_suite_delta_words_follow_each_decision(decisions, badge, state, words) 
     text = " ".join(how_to_read("paired.suite_delta", outputs))
     assert words in text and "No task is shown to differ" in section.summary  # no task differs here
     assert "Benjamini–Hochberg (false discovery rate)" in text and "A task not shown to differ is NOT shown" in text
-    (task_table,) = [t for t in section.tables if "tasks: Δ" in t.caption]
+    task_table, tests = (t for t in section.tables if t.caption.startswith(f"{len(decisions)} tasks: "))
+    assert tests.headers == ("task", "Δ", "p-value", "adjusted p-value", "differs", "detectable |Δ|")
     if decisions[0] is None:
         assert "decision" not in task_table.headers and "margin" not in task_table.headers
     else:
@@ -863,8 +866,9 @@ def test_suite_delta_folds_many_tasks_and_draws_each_margin() -> None:
     shown = stage_section("suite", "paired.suite_delta", "1.0.0", suite_outputs(["NONINFERIOR"] * 15), (), ())
     many = suite_outputs(["NONINFERIOR"] * 59 + ["INFERIOR"], margins=[0.02 + 0.001 * i for i in range(60)])
     folded = stage_section("suite", "paired.suite_delta", "1.0.0", many, (), ())
-    (table_15,), (table_60,) = ([t for t in s.tables if "tasks: Δ" in t.caption] for s in (shown, folded))
-    assert not table_15.collapsed and table_60.collapsed and len(table_60.rows) == 60
+    for section, rows in ((shown, 15), (folded, 60)):
+        tables = [t for t in section.tables if t.caption.startswith(f"{rows} tasks: ")]
+        assert len(tables) == 2 and all(t.collapsed == (rows > 15) and len(t.rows) == rows for t in tables)
     drawn = _svg_strings(folded.plots[0].svg)
     assert {f"task_{i:02d} (n = 200)" for i in range(60)} <= drawn  # the plot shows every task
     assert "−margin of each task (non-inferiority)" in drawn and "(orange ticks)" in folded.plots[0].caption

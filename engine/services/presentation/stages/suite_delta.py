@@ -37,9 +37,6 @@ POOLING = {"micro": "micro (every item counts once: the difference of the suite'
 ON_AXIS = ("pooled.ci", "pooled.estimate", "rows[")
 """The outputs whose gates share the forest plot's axis (differences)."""
 
-TEXT_COLUMNS = ("task", "interval", "decision", "differs")
-"""The per-task table's columns that may wrap (the others are numbers, which never do)."""
-
 STRADDLE = "straddle their margin|straddles its margin"
 
 LISTED = 5
@@ -191,11 +188,6 @@ def _pooled_table(outputs: Mapping[str, Any]) -> Table:
         ("unit of analysis", f"{fmt(units.get('statement'))}: {fmt(units.get('analysis'))}")])
 
 
-def _short(value: Any) -> str:
-    """A number in the per-task table: 4 significant digits (13 columns must fit the page)."""
-    return fmt(value, 4)
-
-
 def _differs_cell(row: Mapping[str, Any]) -> str:
     """``yes, worse``, ``yes, better`` or ``no``."""
     if row.get("differs") is not True:
@@ -204,31 +196,38 @@ def _differs_cell(row: Mapping[str, Any]) -> str:
     return "yes" if estimate is None or estimate == 0 else f"yes, {'worse' if estimate < 0 else 'better'}"
 
 
-def _task_table(outputs: Mapping[str, Any]) -> Table:
-    """One row per task: units, means, Δ and its interval, margin and decision (with a margin), p-values,
-    whether it differs and the smallest difference its size detects; folded beyond ``SLICE_ROWS_SHOWN`` rows."""
+def _task_tables(outputs: Mapping[str, Any]) -> tuple[Table, Table]:
+    """Two tables of one row per task, folded beyond ``SLICE_ROWS_SHOWN`` rows (together they would not fit a
+    page): the differences (units, means, Δ and its interval, and with a margin the task's margin and decision),
+    and the tests of which differ (p-values, whether it differs, the smallest difference its size detects)."""
     rows = _rows(outputs)
     claimed = bool(mapping(outputs.get("every_task")))
-    which = mapping(outputs.get("which_differ"))
-    headers = ("task", "units", "baseline mean", "subject mean", "Δ", "interval",
-               *(("margin", "decision") if claimed else ()), "p-value", "adjusted p-value", "differs",
-               "detectable |Δ|")
-    body = []
+    differences, tests = [], []
     for row in rows:
         low, high = number_pair(row.get("ci"))
-        detectable = _short(row.get("detectable_difference")) + (
-            " (not attainable)" if row.get("detectable_attainable") is False else "")
         decision = row.get("decision")
-        body.append((row.get("task"), row.get("units"), _short(row.get("baseline_mean")),
-                     _short(row.get("subject_mean")), _short(row.get("estimate")), f"[{_short(low)}, {_short(high)}]",
-                     *((_short(row.get("margin")), Cell(fmt(decision), DECISION_STATES.get(str(decision))))
-                       if claimed else ()),
-                     _short(row.get("p_value")), _short(row.get("adjusted_p_value")), _differs_cell(row), detectable))
+        differences.append((row.get("task"), row.get("units"), row.get("baseline_mean"), row.get("subject_mean"),
+                            row.get("estimate"), f"[{fmt(low, 4)}, {fmt(high, 4)}]",
+                            *((row.get("margin"), Cell(fmt(decision), DECISION_STATES.get(str(decision))))
+                              if claimed else ())))
+        tests.append((row.get("task"), row.get("estimate"), row.get("p_value"), row.get("adjusted_p_value"),
+                      _differs_cell(row), fmt(row.get("detectable_difference"), 4)
+                      + (" (not attainable)" if row.get("detectable_attainable") is False else "")))
+    folded = len(rows) > SLICE_ROWS_SHOWN
     level = percent_text(outputs.get("confidence_level"))
-    return table(f"{len(rows)} tasks: Δ = subject − baseline with its {level} interval; p-values of Δ = 0, adjusted "
-                 f"across the tasks by {adjustment_name(which.get('adjustment'))}",
-                 headers, body, numeric=tuple(i for i, h in enumerate(headers) if h not in TEXT_COLUMNS),
-                 collapsed=len(rows) > SLICE_ROWS_SHOWN)
+    headers = ("task", "units", "baseline mean", "subject mean", "Δ", f"{level} interval",
+               *(("margin", "decision") if claimed else ()))
+    first = table(f"{len(rows)} tasks: Δ = subject − baseline with its {level} interval"
+                  + (" against the task's margin" if claimed else ""), headers,
+                  [tuple(fmt(c, 4) if isinstance(c, float) else c for c in r) for r in differences],
+                  numeric=(1, 2, 3, 4, *((6,) if claimed else ())), collapsed=folded)
+    which = mapping(outputs.get("which_differ"))
+    second = table(f"{len(rows)} tasks: which differ (p-values of Δ = 0, adjusted across the tasks by "
+                   f"{adjustment_name(which.get('adjustment'))})",
+                   ("task", "Δ", "p-value", "adjusted p-value", "differs", "detectable |Δ|"),
+                   [tuple(fmt(c, 4) if isinstance(c, float) else c for c in r) for r in tests], numeric=(1, 2, 3, 5),
+                   collapsed=folded)
+    return first, second
 
 
 def _plot(stage: StageInput) -> Plot:
@@ -267,7 +266,8 @@ def section(stage: StageInput) -> StageSection:
     outputs = stage.outputs
     decision, state = _decision(outputs)
     sources = mapping(outputs.get("sources"))
-    tables = [_claim_table(outputs), _differ_table(outputs), _pooled_table(outputs), _task_table(outputs),
+    differences, tests = _task_tables(outputs)
+    tables = [_claim_table(outputs), differences, _differ_table(outputs), tests, _pooled_table(outputs),
               pairing_table(mapping(outputs.get("pairing"))),
               *(provenance_table(side, mapping(sources.get(side))) for side in SIDES if side in sources)]
     return StageSection(stage.stage_id, "", "", decision=decision, ok=gates_state(stage.gates, state),
