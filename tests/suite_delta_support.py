@@ -52,8 +52,8 @@ def suite_spec(folder: Path, *, effects: Mapping[str, float] = TASKS, items: int
                         "with": {"baseline": "baseline", "subject": "subject", "metric": "acc", "margin": margin,
                                  "pooled": pooled}}],
             "gates": [{"id": "every-task", "metric": "suite.every_task.decision", "decided": "NONINFERIOR"},
-                      {"id": "pooled-above-minus-10-points", "metric": "suite.pooled.ci",
-                       "interval": {"min": -0.1}}] if gates and margin is not None else []}
+                      {"id": "pooled-above-minus-15-points", "metric": "suite.pooled.ci",
+                       "interval": {"min": -0.15}}] if gates and margin is not None else []}
     path = folder / "spec.yaml"
     path.write_text(json.dumps(spec, indent=1), encoding="utf-8")  # JSON is YAML
     return path
