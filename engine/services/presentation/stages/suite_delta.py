@@ -38,6 +38,7 @@ ON_AXIS = ("pooled.ci", "pooled.estimate", "rows[")
 """The outputs whose gates share the forest plot's axis (differences)."""
 
 STRADDLE = "straddle their margin|straddles its margin"
+"""The UNDECIDED tasks' verb (``_tasks_word``: plural|singular)."""
 
 LISTED = 5
 """Task names listed in a sentence; the rest are counted."""
@@ -102,8 +103,8 @@ def _claim_sentence(outputs: Mapping[str, Any]) -> str:
     margins = _margins_text(outputs)
     if decision == "NONINFERIOR":
         return (f"Non-inferior on every one of the {fmt(outputs.get('tasks'))} tasks at {margins}: every task's "
-                f"interval lies above its −margin (intersection-union test, the claim wrong with probability at "
-                f"most {alpha}).")
+                f"interval lies above its −margin (intersection-union test: the chance of making this claim falsely "
+                f"is at most {alpha}).")
     undecided = _names(every.get("undecided_tasks"))
     if decision == "INFERIOR":
         inferior = _names(every.get("inferior_tasks"))
