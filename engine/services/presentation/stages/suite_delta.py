@@ -1,13 +1,13 @@
 """How ``paired.suite_delta`` reads: a benchmark suite compared task by task. The claim "non-inferior on every
 task" and its decision (NONINFERIOR green, UNDECIDED amber, INFERIOR red, as a gate's PASS, INCONCLUSIVE and
 FAIL), with its error rate and the margins, or that no claim was made without a margin; which tasks differ (the
-adjustment across tasks and the error rate it controls); the pooled micro or macro difference with its MOVER
-interval and the independence it assumes; one row per task (folded beyond ``SLICE_ROWS_SHOWN``); a forest plot of
-the tasks against their −margin; the unit of analysis, how the items paired and what each export states.
+adjustment across tasks and the error rate it controls); the pooled micro or macro difference with its interval
+(micro: the pooled table's; macro: MOVER) and the independence it assumes; one row per task (folded beyond
+``SLICE_ROWS_SHOWN``); a forest plot of the tasks against their −margin; the unit of analysis, how the items paired and what each export states.
 
 The intersection–union test is Berger (1982), "Multiparameter hypothesis testing and acceptance sampling",
 Technometrics 24(4); Holm (1979) and Benjamini and Hochberg (1995) adjust the tests of which tasks differ; the
-pooled interval is the MOVER of Zou and Donner (2008), Statistics in Medicine 27(10).
+macro pooled interval is the MOVER of Zou and Donner (2008), Statistics in Medicine 27(10).
 """
 
 from __future__ import annotations
@@ -322,7 +322,8 @@ def _differ_text(outputs: Mapping[str, Any]) -> str:
     """How to read which tasks differ."""
     which = mapping(outputs.get("which_differ"))
     return (f"Which tasks differ: each task's Δ = 0 is tested ({fmt(which.get('test'))}), and the p-values are "
-            f"adjusted across the tasks by {adjustment_name(which.get('adjustment'))}, so that {fmt(which.get('controls'))}. "
+            f"adjusted across the tasks by {adjustment_name(which.get('adjustment'))}, which controls the "
+            f"{fmt(which.get('controls'))}. "
             "A task is said to differ when its adjusted p-value is at most α; the 'differs' column says in which "
             "direction. A task not shown to differ is NOT shown to be the same: its interval says how large a "
             "difference remains possible, and the detectable |Δ| column how large a difference its size would "
