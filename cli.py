@@ -265,7 +265,8 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--key", "key_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Also sign a checkpoint of the ledger's head, the registration included, with this Ed25519 "
-                   "private key (PEM) from 'certa keygen'; repeat it to sign with several keys.")
+                   "private key (PEM) from 'certa keygen'; repeat it to sign with several keys. CERTA_KEY_PASSPHRASE "
+                   "opens an encrypted key.")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
               help="With --key: the new file (never overwritten) the checkpoint is written to.")
 @certa_command
@@ -715,16 +716,24 @@ def verify_bundle_command(bundle_file: Path, public_key_files: tuple[Path, ...],
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
               help="Where to write certa.key (private, mode 0600) and certa.pub.")
 @click.option("--name", default="certa", show_default=True, help="File name stem of the two key files.")
+@click.option("--passphrase-env", "passphrase_variable", metavar="VAR",
+              help="Encrypt the private key with the passphrase in the environment variable VAR (never on the "
+                   "command line). Commands given the key with --key open it with the passphrase in "
+                   "CERTA_KEY_PASSPHRASE.")
 @ledgerless_command
-def keygen(out_dir: Path, name: str, as_json: bool) -> int:
-    """Create an Ed25519 key pair for signing checkpoints. Existing files are never overwritten.
+def keygen(out_dir: Path, name: str, passphrase_variable: str | None, as_json: bool) -> int:
+    """Create an Ed25519 key pair for signing checkpoints, reviews and attestations. Existing files are never
+    overwritten; the private key is written with mode 0600, encrypted with --passphrase-env.
 
     \b
-    Example:
+    Examples:
       certa keygen --out-dir ~/.certa && certa checkpoint --key ~/.certa/certa.key
+      read -rs CERTA_KEY_PASSPHRASE && export CERTA_KEY_PASSPHRASE
+      certa keygen --out-dir ~/.certa --name alice --passphrase-env CERTA_KEY_PASSPHRASE
+      certa review 3f2a9c01 --by alice@example.org --decision approved --key ~/.certa/alice.key
     """
     from certa.engine.services.keys import create_key_pair
-    _print(create_key_pair(out_dir, name), as_json)
+    _print(create_key_pair(out_dir, name, passphrase_variable), as_json)
     return EXIT_OK
 
 
