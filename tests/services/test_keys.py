@@ -9,6 +9,8 @@ EncryptedPrivateKeyInfo that the passphrase, and only it, opens, and its public 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,19 @@ def test_keygen_encrypts_the_private_key_with_the_passphrase_in_the_named_variab
                                            "key_id": key_id(written), "encrypted": True}
     else:
         assert f"encrypted: commands open it with the passphrase in {PASSPHRASE_VARIABLE}" in made.stdout
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_openssl_opens_the_encrypted_key_with_the_passphrase_and_only_with_it(tmp_path: Path) -> None:
+    made = _invoke("keygen", "--out-dir", str(tmp_path), "--passphrase-env", "PASS", env={"PASS": PASSPHRASE})
+    assert made.exit_code == 0, made.output
+
+    def public_key(passphrase: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(["openssl", "pkey", "-in", str(tmp_path / "certa.key"), "-passin", "env:PASS",
+                               "-pubout"], env={"PASS": passphrase}, capture_output=True, timeout=30, check=False)
+
+    assert public_key(PASSPHRASE).stdout == (tmp_path / "certa.pub").read_bytes()
+    assert public_key("correct horse").returncode != 0
 
 
 def test_keygen_without_passphrase_writes_a_plain_key_as_before(tmp_path: Path) -> None:
