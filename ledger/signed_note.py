@@ -128,8 +128,8 @@ def _sign(text: str, name: str, private_key: Ed25519PrivateKey) -> NoteSignature
 
 
 def sign_note(text: str, signers: Sequence[tuple[str, Ed25519PrivateKey]]) -> str:
-    """The signed note of ``text`` (ending in a newline, not empty, no blank line... as the format requires) with a
-    signature line by each (key name, private key) of ``signers``, in their order."""
+    """The signed note of ``text`` (which ends in a newline and holds no blank line, so that the signature lines
+    are found after the last one) with a signature line by each (key name, private key) of ``signers``, in order."""
     _text(text)
     if not text.endswith("\n") or "\n\n" in text or not signers:
         raise SigningError("a note text ends in a newline, holds no blank line, and is signed by at least one key")

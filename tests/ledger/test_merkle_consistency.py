@@ -25,7 +25,7 @@ def test_the_rfc_6962_examples():
     # RFC 6962 §2.1.3: seven leaves d0..d6; a..f, j their leaf hashes, g h i k l interior nodes
     a, b, c, d, e, f, j = _leaves(7, seed=1)
     g, h, i = node_hash(a, b), node_hash(c, d), node_hash(e, f)
-    k, l = node_hash(g, h), node_hash(i, j)
+    k, l = node_hash(g, h), node_hash(i, j)  # noqa: E741 (the RFC's names)
     read = _reader([a, b, c, d, e, f, j])
     assert consistency_proof(3, 7, read) == [c, d, g, l]
     assert consistency_proof(4, 7, read) == [l]

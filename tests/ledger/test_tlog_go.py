@@ -22,6 +22,8 @@ from certa.ledger.merkle import entry_leaves, inclusion_path, perfect_levels, ro
 from certa.ledger.merkle_consistency import consistency_proof
 from certa.ledger.signed_note import verifier_key
 
+from tests.conftest import key_pair_files
+
 pytestmark = pytest.mark.golang
 
 GOCODE = Path("/usr/share/gocode")  # Debian's GOPATH of Go sources
@@ -61,12 +63,7 @@ def log(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     of all of them co-signed by a witness ('certa checkpoint --format tlog', 'certa cosign'); the public keys."""
     folder = tmp_path_factory.mktemp("tlog")
     db = folder / "ledger.db"
-    keys = {}
-    for name in ("log", "witness"):
-        private_pem, public_pem = generate_key_pair()
-        (folder / f"{name}.key").write_bytes(private_pem)
-        (folder / f"{name}.pub").write_bytes(public_pem)
-        keys[name] = load_public_key(public_pem)
+    keys = {name: load_public_key(key_pair_files(folder, name)[1].read_bytes()) for name in ("log", "witness")}
     checkpoint = ["checkpoint", "--key", str(folder / "log.key"), "--format", "tlog", "--origin", ORIGIN,
                   "--ledger", str(db)]
     runner = CliRunner()

@@ -12,11 +12,13 @@ import pytest
 from click.testing import CliRunner
 
 from certa.cli import main
-from certa.engine.foundation.signing import generate_key_pair, load_public_key
+from certa.engine.foundation.signing import load_public_key
 from certa.engine.services.tlog import prove_consistency
 from certa.ledger import Ledger
 from certa.ledger.merkle_consistency import verify_consistency
 from certa.ledger.tlog_checkpoint import open_tlog_checkpoint
+
+from tests.conftest import key_pair_files
 
 ORIGIN = "example.org/certa/test"
 
@@ -30,10 +32,8 @@ def _grow(db: Path, count: int) -> None:
 
 
 def _key(folder: Path, name: str) -> tuple[str, str]:
-    private_pem, public_pem = generate_key_pair()
-    (folder / f"{name}.key").write_bytes(private_pem)
-    (folder / f"{name}.pub").write_bytes(public_pem)
-    return str(folder / f"{name}.key"), str(folder / f"{name}.pub")
+    key, pub = key_pair_files(folder, name)
+    return str(key), str(pub)
 
 
 def _cli(*args: str) -> tuple[int, str]:
