@@ -63,6 +63,8 @@ def test_a_note_is_signed_cosigned_and_proven_consistent(log):
     assert code == 0 and made["tree_size"] == 11 and made["file"] is None
     log_key = load_public_key(Path(log["pub"]).read_bytes())
     assert open_tlog_checkpoint(made["note"], [log_key]).root_hash == made["root_hash"]
+    code, printed = _cli("checkpoint", "--key", log["key"], "--format", "tlog", "--origin", ORIGIN, "--ledger", db)
+    assert code == 0 and printed == made["note"]  # the note itself on standard output, byte for byte
     new = folder / "new.note"
     new.write_text(made["note"])
     witness_key, witness_pub = _key(folder, "witness")
