@@ -556,23 +556,44 @@ def head(as_json: bool, ledger_url: str) -> int:
                    "encrypted key is opened with the passphrase in the environment variable CERTA_KEY_PASSPHRASE.")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the checkpoint to this new file (never overwritten) instead of standard output.")
+@click.option("--format", "checkpoint_format", type=click.Choice(["dsse", "tlog"]), default="dsse", show_default=True,
+              help="dsse: certa's checkpoint (a DSSE envelope: head, entry hash, Merkle root, time). tlog: a C2SP "
+                   "tlog-checkpoint signed note (origin, size, Merkle root) that transparency-log tools and "
+                   "witnesses read; needs --origin.")
+@click.option("--origin", metavar="NAME",
+              help="With --format tlog: the log's name on the note's first line, e.g. example.org/certa/models.")
+@click.option("--key-name", metavar="NAME",
+              help="With --format tlog: the name on the signature line(s) (no spaces, no '+'; default: --origin).")
 @certa_command
-def checkpoint(key_files: tuple[Path, ...], out_file: Path | None, as_json: bool, ledger_url: str) -> int:
+def checkpoint(key_files: tuple[Path, ...], out_file: Path | None, checkpoint_format: str, origin: str | None,
+               key_name: str | None, as_json: bool, ledger_url: str) -> int:
     """Sign the ledger's current head (a DSSE envelope, Ed25519). Keep checkpoints outside the database;
     'certa verify --checkpoint FILE --public-key KEY' then detects a truncated or rewritten chain even if
     every hash in the database was recomputed, and '... --since-checkpoint' verifies only what follows it.
     It also says how far the last full and incremental 'certa verify' reached (on standard error when the
-    envelope goes to standard output).
+    envelope goes to standard output). With --format tlog the head is a C2SP tlog checkpoint instead: witnesses
+    add their lines with 'certa cosign', and 'certa prove --consistency OLD NEW' proves two checkpoints consistent.
 
     \b
     Examples:
       certa checkpoint --key ~/.certa/certa.key --out audit/$(date +%F).checkpoint
       certa checkpoint --key ~/.certa/certa.key --json
+      certa checkpoint --key ~/.certa/certa.key --format tlog --origin example.org/certa/models \\
+          --out audit/$(date +%F).note
     """
-    from certa.engine.services.checkpoints import sign_head
     from certa.engine.services.keys import private_keys
+    if checkpoint_format == "dsse" and (origin or key_name):
+        raise click.UsageError("--origin and --key-name go with --format tlog")
+    if checkpoint_format == "tlog" and not origin:
+        raise click.UsageError("--format tlog needs --origin (the log's name, e.g. example.org/certa/models)")
     signing_keys = private_keys(key_files)
     with _open(ledger_url) as ledger:
+        if origin:
+            from certa.engine.services.tlog import sign_head_note
+            note = sign_head_note(ledger, [(key_name or origin, key) for key in signing_keys], origin, out_file)
+            _print(note, as_json)
+            return EXIT_OK
+        from certa.engine.services.checkpoints import sign_head
         signed = sign_head(ledger, signing_keys, out_file)
     _print(signed, as_json, stderr="" if out_file else signed.verification_text())
     return EXIT_OK
@@ -587,45 +608,79 @@ def checkpoint(key_files: tuple[Path, ...], out_file: Path | None, as_json: bool
 @click.option("--public-key", "public_key_files", required=True, multiple=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="The public key of each signer the checkpoint already carries (repeatable): every existing "
-                   "signature must verify before yours is added.")
+                   "signature must verify before yours is added (a tlog checkpoint: each key given must have "
+                   "signed it; lines of other keys are kept unchecked).")
 @click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The new checkpoint file with the added signature(s) (never overwritten).")
+@click.option("--key-name", metavar="NAME",
+              help="For a tlog checkpoint (a signed note): the name on your signature line, e.g. your witness's "
+                   "name (no spaces, no '+'). Required for a note, refused for certa's own checkpoint.")
 @certa_command
 def cosign(checkpoint_file: Path, key_files: tuple[Path, ...], public_key_files: tuple[Path, ...], out_file: Path,
-           as_json: bool, ledger_url: str) -> int:
+           key_name: str | None, as_json: bool, ledger_url: str) -> int:
     """Add your signature to a checkpoint after checking its existing signatures and that this ledger has
-    exactly its head and Merkle root (a second pair of eyes: verification can then require both keys).
+    exactly its head and Merkle root (a second pair of eyes: verification can then require both keys). A tlog
+    checkpoint ('certa checkpoint --format tlog') gets a signature line, as a witness co-signs a log's note.
 
     \b
-    Example:
+    Examples:
       certa cosign audit/2026-11-22.checkpoint --public-key certa.pub --key ~/.certa/officer.key \\
           --out audit/2026-11-22.cosigned
+      certa cosign audit/2026-11-22.note --public-key certa.pub --key ~/.certa/witness.key \\
+          --key-name witness.example.org --out audit/2026-11-22.witnessed.note
     """
-    from certa.engine.services.checkpoints import cosign as cosign_checkpoint
     from certa.engine.services.keys import private_keys, public_keys
+    from certa.ledger.signed_note import is_signed_note
+    checkpoint_bytes = checkpoint_file.read_bytes()
+    note = is_signed_note(checkpoint_bytes)
+    if note != (key_name is not None):
+        raise click.UsageError("--key-name is required for a tlog checkpoint (a signed note) and refused for "
+                               "certa's own (JSON) checkpoint")
     signing_keys, signer_keys = private_keys(key_files), public_keys(public_key_files)
     with _open(ledger_url) as ledger:
-        cosigned = cosign_checkpoint(ledger, checkpoint_file.read_bytes(), signing_keys, signer_keys, out_file)
+        if key_name is not None:
+            from certa.engine.services.tlog import cosign_note
+            _print(cosign_note(ledger, checkpoint_bytes, [(key_name, key) for key in signing_keys], signer_keys,
+                               out_file), as_json)
+            return EXIT_OK
+        from certa.engine.services.checkpoints import cosign as cosign_checkpoint
+        cosigned = cosign_checkpoint(ledger, checkpoint_bytes, signing_keys, signer_keys, out_file)
     _print(cosigned, as_json)
     return EXIT_OK
 
 
 @main.command()
-@click.argument("run_id")
-@click.option("--checkpoint", "checkpoint_file", required=True,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.argument("run_id", required=False)
+@click.option("--checkpoint", "checkpoint_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A signed checkpoint of this ledger taken after the run ('certa checkpoint').")
+@click.option("--consistency", "consistency_files", nargs=2, metavar="OLD NEW",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Instead of a run: an RFC 6962 consistency proof that the ledger signed at checkpoint OLD is the "
+                   "beginning of the one signed at NEW (either format; no RUN_ID, no --checkpoint).")
 @click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the bundle to this new file (never overwritten) instead of standard output.")
+              help="Write the bundle or proof to this new file (never overwritten) instead of standard output.")
 @certa_command
-def prove(run_id: str, checkpoint_file: Path, out_file: Path | None, as_json: bool, ledger_url: str) -> int:
+def prove(run_id: str | None, checkpoint_file: Path | None, consistency_files: tuple[Path, Path] | None,
+          out_file: Path | None, as_json: bool, ledger_url: str) -> int:
     """Bundle a run's certificate with a Merkle inclusion proof against a signed checkpoint, so that anyone
-    can check it offline with 'certa verify-bundle' (no ledger needed, only the signer's public key).
+    can check it offline with 'certa verify-bundle' (no ledger needed, only the signer's public key); or, with
+    --consistency OLD NEW, prove that nothing signed at an older checkpoint was changed by a newer one.
 
     \b
-    Example:
+    Examples:
       certa prove 3f2a9c01 --checkpoint audit/2026-11-22.checkpoint -o 3f2a9c01.bundle.json
+      certa prove --consistency audit/2026-11-01.note audit/2026-11-22.note -o audit/nov.consistency.json
     """
+    if consistency_files:
+        if run_id or checkpoint_file:
+            raise click.UsageError("--consistency OLD NEW takes no RUN_ID and no --checkpoint")
+        from certa.engine.services.tlog import prove_consistency
+        old, new = consistency_files
+        with _open(ledger_url) as ledger:
+            _print(prove_consistency(ledger, old.read_bytes(), new.read_bytes(), out_file), as_json)
+        return EXIT_OK
+    if not run_id or checkpoint_file is None:
+        raise click.UsageError("give RUN_ID and --checkpoint FILE, or --consistency OLD NEW")
     from certa.engine.services.checkpoints import prove_run
     with _open(ledger_url) as ledger:
         proof = prove_run(ledger, run_id, checkpoint_file.read_bytes(), out_file)
