@@ -8,13 +8,14 @@ module here serves the stage module of ``certa.engine.core.stages`` of the same 
 ``bakeoff.compare`` and ``bakeoff.merge``) and defines::
 
     section(stage: StageInput) -> StageSection        the stage's HTML report section
+    reading(outputs) -> str                           its one-line reading (the section's summary, certa's CI summary)
     how_to_read(outputs) -> tuple[str, ...]           plain-language paragraphs (HTML and Markdown)
 
 and, optionally (``certa show`` prints a generic outputs table for a type whose module has none)::
 
     markdown(outputs, version) -> str                 the stage's Markdown, as the type at ``version`` states it
 
-``section`` and ``how_to_read`` read the stored outputs only, defensively; none of the three computes a
+``section``, ``reading`` and ``how_to_read`` read the stored outputs only, defensively; none of them computes a
 statistic. The core renders nothing. Adding a stage type's presentation is writing its module here and naming it
 in the ``StageType``: nothing here lists stage names.
 """
@@ -43,6 +44,10 @@ class StagePresentation(Protocol):
     def section(self, stage: StageInput) -> StageSection:
         """The stage's report section (``stage_id``, ``use``, ``version`` and ``how_to_read`` are filled in by
         ``certa.engine.services.presentation.html.sections.stage_section``)."""
+        ...
+
+    def reading(self, outputs: Mapping[str, Any]) -> str:
+        """The stage's result in one line, from its stored outputs (``certa run --summary``)."""
         ...
 
     def how_to_read(self, outputs: Mapping[str, Any]) -> tuple[str, ...]:

@@ -19,8 +19,8 @@ from certa.engine.services.presentation.html.view import (Cell, Plot, StageInput
                                                           mapping, table,
                                                     threshold_values)
 
-__all__ = ["section", "how_to_read", "markdown", "METHOD_NAMES", "ADJUSTMENTS", "SLICE_ROWS_SHOWN", "method_name",
-           "adjustment_name", "loss_text", "by_sample", "paired_units", "gate_lines", "assumptions_text"]
+__all__ = ["section", "reading", "how_to_read", "markdown", "METHOD_NAMES", "ADJUSTMENTS", "SLICE_ROWS_SHOWN",
+           "method_name", "adjustment_name", "loss_text", "by_sample", "paired_units", "gate_lines", "assumptions_text"]
 
 SIDES = ("baseline", "subject")
 
@@ -113,8 +113,9 @@ def _verdict_sentence(outputs: Mapping[str, Any]) -> str:
             f"more worse ({evidence}).")
 
 
-def _summary(outputs: Mapping[str, Any]) -> str:
-    """The section's opening sentence: the means, the difference with its interval, the verdict."""
+def reading(outputs: Mapping[str, Any]) -> str:
+    """The one-line reading (the report section's opening sentence, a CI summary's line): the means, the
+    difference with its interval, the verdict."""
     difference = mapping(outputs.get("difference"))
     return (f"{fmt(outputs.get('metric'))} over {paired_units(outputs)}: subject "
             f"{number_text(outputs.get('subject_mean'))}, baseline {number_text(outputs.get('baseline_mean'))}, "
@@ -296,7 +297,7 @@ def section(stage: StageInput) -> StageSection:
     tables = [_result_table(outputs), *([two_by_two] if two_by_two else []), *_test_tables(outputs),
               *([slices] if slices else []), pairing_table(mapping(outputs.get("pairing"))),
               *(provenance_table(side, mapping(sources.get(side))) for side in SIDES if side in sources)]
-    return StageSection(stage.stage_id, "", "", decision=decision, ok=ok, summary=_summary(outputs),
+    return StageSection(stage.stage_id, "", "", decision=decision, ok=ok, summary=reading(outputs),
                         facts=_facts(outputs), plots=(_plot(stage),), tables=tuple(tables))
 
 

@@ -13,7 +13,7 @@ from certa.engine.services.presentation.served_models import (claim_rows, claims
                                                                tokens_text)
 from certa.engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, fmt, mapping, table
 
-__all__ = ["section", "how_to_read", "sequential_estimand", "markdown"]
+__all__ = ["section", "reading", "how_to_read", "sequential_estimand", "markdown"]
 
 
 def _score_range(outputs: Mapping[str, Any]) -> tuple[list[tuple[str, Any]], Any]:
@@ -58,6 +58,15 @@ def _usage_rows(usage: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return [(_USAGE_NAMES.get(key, key.replace("_", " ")), usage[key]) for key in known + others]
 
 
+def reading(outputs: Mapping[str, Any]) -> str:
+    """The one-line reading (the report section's summary, a CI summary's line): the decision, when the sequence
+    stopped and why."""
+    results, sequence = mapping(outputs.get("results")), mapping(outputs.get("sequence"))
+    return (f"{results.get('decision', '?')} after {fmt(results.get('n_used'))} of "
+            f"{fmt(sequence.get('observations_available'))} observations ({fmt(sequence.get('checks'))} checks): "
+            f"{results.get('reason', '')}. {outputs.get('interpretation', '')}")
+
+
 def section(stage: StageInput) -> StageSection:
     """The report section of a ``sequential.diff`` stage."""
     outputs = stage.outputs
@@ -74,9 +83,6 @@ def section(stage: StageInput) -> StageSection:
                               upper=[c.get("upper") for c in rows], mean=[c.get("mean") for c in rows],
                               band=band, min_effect=config.get("delta_star"),
                               stop_n=sequence.get("stopping_time"), decision=decision, clip=None)
-    summary = (f"{decision} after {fmt(results.get('n_used'))} of {fmt(sequence.get('observations_available'))} "
-               f"observations ({fmt(sequence.get('checks'))} checks): {results.get('reason', '')}. "
-               f"{outputs.get('interpretation', '')}")
     range_rows, n_clipped = _score_range(outputs)
     estimand = sequential_estimand(outputs)
     facts = [f"estimand: {estimand}"]
@@ -120,7 +126,7 @@ def section(stage: StageInput) -> StageSection:
     if models:
         tables.append(_models_table(models))
     return StageSection(stage.stage_id, "", "", decision=decision,
-                        ok=decision in ("SAME", "DIFFERENT"), summary=summary, facts=tuple(facts),
+                        ok=decision in ("SAME", "DIFFERENT"), summary=reading(outputs), facts=tuple(facts),
                         plots=(Plot(svg, "The confidence sequence (shaded) at each recorded check against n, the "
                                          "running mean, the equivalence band and the minimum effect, and the "
                                          "stopping point."),),
