@@ -526,18 +526,43 @@ def list_command(limit: int, as_json: bool, ledger_url: str) -> int:
 @main.command()
 @click.argument("run_id")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="File to write the certificate JSON to.")
+              help="File to write to (replaced atomically if it exists).")
+@click.option("--format", "form", type=click.Choice(["certificate", "hf-eval-results", "cyclonedx", "in-toto"]),
+              default="certificate", show_default=True,
+              help="certificate: the certificate JSON. hf-eval-results: a Hugging Face .eval_results/*.yaml file "
+                   "(needs --hf-dataset). cyclonedx: a CycloneDX 1.6 ML-BOM whose model card carries each estimate "
+                   "with its confidence interval. in-toto: use 'certa attest'.")
+@click.option("--hf-dataset", metavar="ID", help="hf-eval-results: the Hub benchmark dataset the run measured "
+              "(e.g. cais/hle).")
+@click.option("--hf-task", metavar="ID", default="default", show_default=True,
+              help="hf-eval-results: the benchmark's task id (its eval.yaml).")
+@click.option("--source-url", metavar="URL", help="hf-eval-results: where the certificate or its bundle ('certa "
+              "prove') is published; each result's source links to it.")
 @certa_command
-def export(run_id: str, output: Path, as_json: bool, ledger_url: str) -> int:
-    """Write a run's certificate to a JSON file.
+def export(run_id: str, output: Path, form: str, hf_dataset: str | None, hf_task: str, source_url: str | None,
+           as_json: bool, ledger_url: str) -> int:
+    """Write a run's certificate to a file: the certificate JSON (the default), or the same evidence in a
+    format other tools read: Hugging Face evaluation results or a CycloneDX model card. See docs/exports.md.
 
     \b
-    Example:
+    Examples:
       certa export 3f2a9c01 -o cert.json
+      certa export 3f2a9c01 --format cyclonedx -o model-bom.cdx.json
+      certa export 3f2a9c01 --format hf-eval-results --hf-dataset Idavidrein/gpqa --hf-task gpqa_diamond \\
+          --source-url https://example.org/audit/3f2a9c01.bundle.json -o .eval_results/gpqa.yaml
     """
+    if form == "in-toto":
+        raise click.UsageError("--format in-toto: a signed in-toto Statement is written by 'certa attest RUN --key "
+                               "KEY -o FILE' (checked by 'certa verify-attestation'); export writes none")
+    if (form == "hf-eval-results") != (hf_dataset is not None):
+        raise click.UsageError("--format hf-eval-results and --hf-dataset go together: name the Hub benchmark "
+                               "dataset the run measured")
+    if form != "hf-eval-results" and (source_url is not None or hf_task != "default"):
+        raise click.UsageError("--hf-task and --source-url are for --format hf-eval-results")
     from certa.engine.services.browse import export_certificate
     with _open(ledger_url) as ledger:
-        exported = export_certificate(ledger, run_id, output)
+        exported = export_certificate(ledger, run_id, output, form=form, hf_dataset=hf_dataset or "",
+                                      hf_task=hf_task, source_url=source_url)
     _print(exported, as_json)
     return EXIT_OK
 

@@ -12,9 +12,11 @@ from certa.engine.core.stats.bakeoff.pool import BAND_NAMES
 from certa.engine.core.value_text import format_value
 from certa.engine.services.presentation.explain import finite_number, number_text
 from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.stages import Estimate
 from certa.engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, Table, fmt, mapping, table
 
-__all__ = ["section", "reading", "how_to_read", "markdown", "Lead", "bucket_lead", "lead_sentence", "p_value_text"]
+__all__ = ["section", "reading", "estimates", "how_to_read", "markdown", "Lead", "bucket_lead", "lead_sentence",
+           "p_value_text"]
 
 
 _OVERLAYS = (("tokens", "tokens"), ("lat_ms", "latency ms"), ("cost", "cost"))
@@ -203,6 +205,19 @@ def _leads_paragraph(buckets: Mapping[str, Any]) -> str | None:
     if established:
         texts.append(f"The lead is significant in {', '.join(established)}.")
     return " ".join(texts)
+
+
+def estimates(outputs: Mapping[str, Any]) -> tuple[Estimate | None, ...]:
+    """Each vendor's pooled value in each bucket (the ranking key) with its bootstrap interval (none for a
+    merge); the slice is ``bucket/vendor``."""
+    level = mapping(outputs.get("bootstrap")).get("confidence_level")
+    found: list[Estimate | None] = []
+    for name, bucket in mapping(outputs.get("buckets")).items():
+        rank_by = str(mapping(bucket).get("rank_by") or "RSI_pool_env")
+        for vendor, row in mapping(mapping(bucket).get("vendors")).items():
+            found.append(Estimate.read(rank_by, mapping(row).get(rank_by), mapping(row).get("ci_rsi"), level,
+                                       slice=f"{name}/{vendor}"))
+    return tuple(found)
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:

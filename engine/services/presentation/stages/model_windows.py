@@ -7,10 +7,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.stages import Estimate
 from certa.engine.services.presentation.served_models import claim_rows, claims_text, tokens_text
 from certa.engine.services.presentation.html.view import Plot, StageInput, StageSection, fmt, mapping, table
 
-__all__ = ["section", "reading", "how_to_read", "markdown"]
+__all__ = ["section", "reading", "estimates", "how_to_read", "markdown"]
 
 ARMS = ("baseline", "subject")
 
@@ -83,6 +84,12 @@ def _served_table(arm: str, model: Mapping[str, Any]) -> Any:
         ("transcript", transcript.get("name")), ("transcript SHA-256", transcript.get("sha256")),
         ("transcript rows (requests answered)", transcript.get("rows")),
         *((f"usage: {key.replace('_', ' ')}", value) for key, value in usage.items())])
+
+
+def estimates(outputs: Mapping[str, Any]) -> tuple[Estimate | None, ...]:
+    """Each model's mean negative log-likelihood per unit (nats; no interval: the ratio stage compares them)."""
+    nll, unit = mapping(outputs.get("nll_per_unit")), str(outputs.get("unit", "tokens"))
+    return tuple(Estimate.read(f"NLL per {unit[:-1]} ({arm})", nll.get(arm)) for arm in ARMS)
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:

@@ -13,14 +13,16 @@ from typing import Any
 from certa.engine.services.presentation.explain import (finite_number, interval_text, number_pair, number_text,
                                                         percent_text, signed_text)
 from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.stages import Estimate
 from certa.engine.services.presentation.html.evidence import (PROVENANCE_TEXT, export_facts, pairing_table,
                                                            provenance_table, unpaired_counts)
 from certa.engine.services.presentation.html.view import (Cell, Plot, StageInput, StageSection, Table, fmt, gates_state,
                                                           mapping, table,
                                                     threshold_values)
 
-__all__ = ["section", "reading", "how_to_read", "markdown", "METHOD_NAMES", "ADJUSTMENTS", "SLICE_ROWS_SHOWN",
-           "method_name", "adjustment_name", "loss_text", "by_sample", "paired_units", "gate_lines", "assumptions_text"]
+__all__ = ["section", "reading", "estimates", "how_to_read", "markdown", "METHOD_NAMES", "ADJUSTMENTS",
+           "SLICE_ROWS_SHOWN", "method_name", "adjustment_name", "loss_text", "by_sample", "paired_units", "gate_lines",
+           "assumptions_text"]
 
 SIDES = ("baseline", "subject")
 
@@ -404,6 +406,15 @@ def _slices_text(outputs: Mapping[str, Any]) -> str | None:
             f"{adjustment_name(slices.get('adjustment'))}, the intervals are not. Judge a slice by its adjusted p-value: with several "
             "slices some raw p-values are small by chance. Slices hold fewer items, so their intervals are wider than "
             "the overall one.")
+
+
+def estimates(outputs: Mapping[str, Any]) -> tuple[Estimate | None, ...]:
+    """The difference of the means (subject − baseline) with its interval, and each side's mean (no interval)."""
+    difference, metric = mapping(outputs.get("difference")), str(outputs.get("metric", "metric"))
+    return (Estimate.read(f"{metric} difference (subject - baseline)", difference.get("estimate"),
+                          difference.get("ci"), difference.get("confidence_level")),
+            Estimate.read(f"{metric} (subject)", outputs.get("subject_mean")),
+            Estimate.read(f"{metric} (baseline)", outputs.get("baseline_mean")))
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:

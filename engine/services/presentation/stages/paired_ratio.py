@@ -13,12 +13,13 @@ from typing import Any
 from certa.engine.core.stages.paired_ratio import ESTIMATE_KEYS, UNITS
 from certa.engine.services.presentation.explain import number_text, percent_text
 from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.stages import Estimate
 from certa.engine.services.presentation.html.evidence import (PROVENANCE_TEXT, SIDES, export_facts, pairing_table,
                                                            provenance_table, unpaired_counts)
 from certa.engine.services.presentation.html.view import (Cell, Plot, StageInput, StageSection, fmt, gates_state,
                                                           mapping, table, threshold_values)
 
-__all__ = ["section", "reading", "how_to_read", "markdown"]
+__all__ = ["section", "reading", "estimates", "how_to_read", "markdown"]
 
 
 def _estimate(outputs: Mapping[str, Any]) -> tuple[str, Mapping[str, Any], str | None]:
@@ -111,6 +112,13 @@ def section(stage: StageInput) -> StageSection:
     return StageSection(stage.stage_id, "", "",
                         decision=f"ratio{per} {fmt(primary.get('ratio_vs_baseline'))}", ok=ok, summary=reading(outputs),
                         plots=(Plot(svg, caption),), tables=tuple(tables), facts=export_facts(outputs))
+
+
+def estimates(outputs: Mapping[str, Any]) -> tuple[Estimate | None, ...]:
+    """The perplexity ratio (subject / baseline) with its bootstrap interval (``display_ci``)."""
+    _, primary, word = _estimate(outputs)
+    return (Estimate.read(f"perplexity ratio{f' per {word}' if word else ''} (subject / baseline)",
+                          primary.get("ratio_vs_baseline"), primary.get("display_ci"), primary.get("confidence_level")),)
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:

@@ -9,11 +9,12 @@ from typing import Any
 from certa.engine.core.stages.sequential_diff import DECLARED, KERNELS, ClipKnobs, DeclaredRange
 from certa.engine.services.presentation.explain import number_text
 from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.stages import Estimate
 from certa.engine.services.presentation.served_models import (claim_rows, claims_text, is_served, tokens_source,
                                                                tokens_text)
 from certa.engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, fmt, mapping, table
 
-__all__ = ["section", "reading", "how_to_read", "sequential_estimand", "markdown"]
+__all__ = ["section", "reading", "estimates", "how_to_read", "sequential_estimand", "markdown"]
 
 
 def _score_range(outputs: Mapping[str, Any]) -> tuple[list[tuple[str, Any]], Any]:
@@ -180,6 +181,13 @@ def sequential_estimand(outputs: Mapping[str, Any]) -> str:
     if clip.get("applies"):
         return f"mean of the scores clipped to [{number_text(clip.get('low'))}, {number_text(clip.get('high'))}]"
     return "mean score difference"
+
+
+def estimates(outputs: Mapping[str, Any]) -> tuple[Estimate | None, ...]:
+    """The estimand's value with its confidence sequence at the stop."""
+    results = mapping(outputs.get("results"))
+    return (Estimate.read(sequential_estimand(outputs), results.get("mean"), results.get("ci"),
+                          results.get("confidence_level")),)
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
