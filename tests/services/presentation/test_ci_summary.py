@@ -141,3 +141,13 @@ def test_certa_run_summary_appends_to_the_file(small_spec: Path, tmp_path: Path)
                                         "--summary", str(summary), "--report-link", "javascript:alert(1)"])
     assert refused.exit_code == 2 and "--report-link" in refused.output and not (tmp_path / "other.db").exists()
     assert summary.read_text() == text
+
+
+def test_every_stage_type_reads_in_one_line_also_from_outputs_it_does_not_know() -> None:
+    """Each registered stage type's presentation has a one-line ``reading``, which reads its outputs defensively:
+    empty outputs give a line, never an exception."""
+    from certa.engine.core.stages import REGISTRY
+    from certa.engine.services.presentation.stages import presentation_of
+    for name in sorted({stage.name for stage in REGISTRY if stage.presentation is not None}):
+        line = presentation_of(name).reading({})
+        assert isinstance(line, str) and line and "\n" not in line, name

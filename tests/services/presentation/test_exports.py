@@ -59,6 +59,12 @@ def test_each_stage_type_states_its_estimates_with_their_intervals() -> None:
                "buckets": {"easy": {"rank_by": "RSI_pool_env",
                                     "vendors": {"acme": {"RSI_pool_env": 0.7, "ci_rsi": [0.6, 0.8]}}}}}
     assert estimates_of("bakeoff.compare", bakeoff) == (Estimate("RSI_pool_env", 0.7, 0.6, 0.8, 0.95, "easy/acme"),)
+    suite = {"metric": "acc", "confidence_level": 0.9,
+             "pooled": {"pooling": "micro", "estimate": 0.01, "ci": [-0.01, 0.03], "confidence_level": 0.95},
+             "rows": [{"task": "arc", "estimate": 0.02, "ci": [0.0, 0.04]}, {"task": "mmlu", "estimate": None}]}
+    assert estimates_of("paired.suite_delta", suite) == (
+        Estimate("pooled micro acc difference (subject - baseline)", 0.01, -0.01, 0.03, 0.95),
+        Estimate("acc difference (subject - baseline)", 0.02, 0.0, 0.04, 0.9, "arc"))
     assert estimates_of("bakeoff.gate", {"summary": {"g_mean": 1.0}}) == ()  # a gate stage estimates nothing
 
 
