@@ -5,6 +5,7 @@ CycloneDX's own JSON schema and validator (cyclonedx-python-lib); the default fo
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,13 @@ from certa.engine.services.presentation.stages import Estimate, estimates_of
 def validate_cyclonedx(document: dict[str, Any]) -> str | None:
     """CycloneDX 1.6's strict JSON schema, through cyclonedx-python-lib's validator: None when valid, else the
     error."""
-    pytest.importorskip("cyclonedx")
+    try:
+        import cyclonedx  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("CI must validate CycloneDX exports: install the test extra (cyclonedx-python-lib)",
+                        pytrace=False)
+        pytest.skip("cyclonedx-python-lib is not installed")
     from cyclonedx.schema import SchemaVersion
     from cyclonedx.validation.json import JsonStrictValidator
     error = JsonStrictValidator(SchemaVersion.V1_6).validate_str(json.dumps(document))
