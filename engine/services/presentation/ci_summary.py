@@ -116,8 +116,9 @@ def run_summary(*, name: str, certificate: Mapping[str, Any] | None = None, run_
         return "\n".join([title, "", f"{HEADLINES[REFUSED]}: certa refused the spec or an input; nothing was "
                           "recorded.", "", f"> {markdown_text(error)}", ""])
     if certificate is None:
+        recorded = "the attempt is recorded" if run_id is not None else "not recorded (`--no-record`)"
         lines = [title, "", f"{HEADLINES[ABORTED]}: a profile rule stopped the run before a certificate was issued; "
-                 "the attempt is recorded.", ""]
+                 f"{recorded}.", ""]
         if abort_reason:
             lines += [f"> {markdown_text(abort_reason)}", ""]
         if failed_rules:

@@ -97,6 +97,7 @@ def test_fail_inconclusive_abort_and_refusal_are_said_in_words(certificate) -> N
                           failed_rules=[{"rule": "min_replicates", "value": 1000, "required": 3200}])
     assert aborted.startswith("### certa run: s\n\n⛔ **ABORTED**")
     assert table_rows(gfm_html(aborted), 0)[1] == ["min_replicates", "min_replicates = 1000, required 3200"]
+    assert "not recorded (`--no-record`)." in run_summary(name="s", abort_reason="stopped")
     refused = run_summary(name="s", error="spec: unknown key <b>")
     assert "⛔ **REFUSED**" in refused and "<b>" not in gfm_html(refused)
     assert "Not recorded (`--no-record`)" in run_summary(name="s", certificate=certificate)
