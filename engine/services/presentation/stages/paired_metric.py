@@ -13,14 +13,16 @@ from typing import Any
 from certa.engine.services.presentation.explain import (finite_number, interval_text, number_pair, number_text,
                                                         percent_text, signed_text)
 from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.stages import Estimate
 from certa.engine.services.presentation.html.evidence import (PROVENANCE_TEXT, export_facts, pairing_table,
                                                            provenance_table, unpaired_counts)
 from certa.engine.services.presentation.html.view import (Cell, Plot, StageInput, StageSection, Table, fmt, gates_state,
                                                           mapping, table,
                                                     threshold_values)
 
-__all__ = ["section", "how_to_read", "markdown", "METHOD_NAMES", "ADJUSTMENTS", "SLICE_ROWS_SHOWN", "method_name",
-           "adjustment_name", "loss_text", "by_sample", "paired_units", "gate_lines", "assumptions_text"]
+__all__ = ["section", "reading", "estimates", "how_to_read", "markdown", "METHOD_NAMES", "ADJUSTMENTS",
+           "SLICE_ROWS_SHOWN", "method_name", "adjustment_name", "loss_text", "by_sample", "paired_units", "gate_lines",
+           "assumptions_text"]
 
 SIDES = ("baseline", "subject")
 
@@ -113,8 +115,9 @@ def _verdict_sentence(outputs: Mapping[str, Any]) -> str:
             f"more worse ({evidence}).")
 
 
-def _summary(outputs: Mapping[str, Any]) -> str:
-    """The section's opening sentence: the means, the difference with its interval, the verdict."""
+def reading(outputs: Mapping[str, Any]) -> str:
+    """The one-line reading (the report section's opening sentence, a CI summary's line): the means, the
+    difference with its interval, the verdict."""
     difference = mapping(outputs.get("difference"))
     return (f"{fmt(outputs.get('metric'))} over {paired_units(outputs)}: subject "
             f"{number_text(outputs.get('subject_mean'))}, baseline {number_text(outputs.get('baseline_mean'))}, "
@@ -296,7 +299,7 @@ def section(stage: StageInput) -> StageSection:
     tables = [_result_table(outputs), *([two_by_two] if two_by_two else []), *_test_tables(outputs),
               *([slices] if slices else []), pairing_table(mapping(outputs.get("pairing"))),
               *(provenance_table(side, mapping(sources.get(side))) for side in SIDES if side in sources)]
-    return StageSection(stage.stage_id, "", "", decision=decision, ok=ok, summary=_summary(outputs),
+    return StageSection(stage.stage_id, "", "", decision=decision, ok=ok, summary=reading(outputs),
                         facts=_facts(outputs), plots=(_plot(stage),), tables=tuple(tables))
 
 
@@ -403,6 +406,15 @@ def _slices_text(outputs: Mapping[str, Any]) -> str | None:
             f"{adjustment_name(slices.get('adjustment'))}, the intervals are not. Judge a slice by its adjusted p-value: with several "
             "slices some raw p-values are small by chance. Slices hold fewer items, so their intervals are wider than "
             "the overall one.")
+
+
+def estimates(outputs: Mapping[str, Any]) -> tuple[Estimate | None, ...]:
+    """The difference of the means (subject − baseline) with its interval, and each side's mean (no interval)."""
+    difference, metric = mapping(outputs.get("difference")), str(outputs.get("metric", "metric"))
+    return (Estimate.read(f"{metric} difference (subject - baseline)", difference.get("estimate"),
+                          difference.get("ci"), difference.get("confidence_level")),
+            Estimate.read(f"{metric} (subject)", outputs.get("subject_mean")),
+            Estimate.read(f"{metric} (baseline)", outputs.get("baseline_mean")))
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:

@@ -22,11 +22,12 @@ from certa.engine.services.presentation.html.evidence import (PROVENANCE_TEXT, S
                                                            provenance_table)
 from certa.engine.services.presentation.html.view import (INCONCLUSIVE_STATE, Cell, Plot, StageInput, StageSection,
                                                           Table, fmt, gates_state, mapping, table)
+from certa.engine.services.presentation.stages import Estimate
 from certa.engine.services.presentation.stages.paired_metric import (SLICE_ROWS_SHOWN, adjustment_name,
                                                                      assumptions_text, by_sample, gate_lines,
                                                                      loss_text, method_name, paired_units)
 
-__all__ = ["section", "how_to_read", "markdown"]
+__all__ = ["section", "reading", "estimates", "how_to_read", "markdown"]
 
 DECISION_STATES: dict[str, bool | str] = {"NONINFERIOR": True, "UNDECIDED": INCONCLUSIVE_STATE, "INFERIOR": False}
 """A decision's badge colour: green, amber, red (a gate's PASS, INCONCLUSIVE, FAIL)."""
@@ -126,14 +127,26 @@ def _differ_sentence(outputs: Mapping[str, Any]) -> str:
     return f"T{_tasks_word(differing, 'differ|differs')[1:]} from the baseline {how}."
 
 
-def _summary(outputs: Mapping[str, Any]) -> str:
-    """The section's opening: the pooled difference, the claim's decision, which tasks differ."""
+def reading(outputs: Mapping[str, Any]) -> str:
+    """The one-line reading (the report section's opening, a CI summary's line): the pooled difference, the
+    claim's decision, which tasks differ."""
     pooled = mapping(outputs.get("pooled"))
     return (f"{fmt(outputs.get('metric'))} over {paired_units(outputs)} in {fmt(outputs.get('tasks'))} tasks: "
             f"pooled {fmt(pooled.get('pooling'))} difference {signed_text(pooled.get('estimate'))} (subject − "
             f"baseline), {percent_text(pooled.get('confidence_level'))} CI {interval_text(pooled.get('ci'))} "
             f"(subject {number_text(pooled.get('subject_mean'))}, baseline "
             f"{number_text(pooled.get('baseline_mean'))}). {_claim_sentence(outputs)} {_differ_sentence(outputs)}")
+
+
+def estimates(outputs: Mapping[str, Any]) -> tuple[Estimate | None, ...]:
+    """The pooled difference (subject − baseline) with its MOVER interval, then each task's with its interval
+    (the slice is the task)."""
+    pooled, metric = mapping(outputs.get("pooled")), str(outputs.get("metric", "metric"))
+    name = f"{metric} difference (subject - baseline)"
+    return (Estimate.read(f"pooled {pooled.get('pooling', '')} {name}".replace("  ", " "), pooled.get("estimate"),
+                          pooled.get("ci"), pooled.get("confidence_level")),
+            *(Estimate.read(name, row.get("estimate"), row.get("ci"), outputs.get("confidence_level"),
+                            slice=str(row.get("task"))) for row in _rows(outputs)))
 
 
 def _facts(outputs: Mapping[str, Any]) -> tuple[str, ...]:
@@ -272,7 +285,7 @@ def section(stage: StageInput) -> StageSection:
               pairing_table(mapping(outputs.get("pairing"))),
               *(provenance_table(side, mapping(sources.get(side))) for side in SIDES if side in sources)]
     return StageSection(stage.stage_id, "", "", decision=decision, ok=gates_state(stage.gates, state),
-                        summary=_summary(outputs), facts=_facts(outputs), plots=(_plot(stage),), tables=tuple(tables))
+                        summary=reading(outputs), facts=_facts(outputs), plots=(_plot(stage),), tables=tuple(tables))
 
 
 def _tested_text(outputs: Mapping[str, Any]) -> str:
