@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
-from certa.engine.foundation.errors import CertaError, InternalError
+from certa.engine.foundation.errors import CertaError, InternalError, SigningError
 from certa.ledger import DEFAULT_LEDGER_FILE
 
 # The command starts at once: numpy, scipy, numba, SQLAlchemy and cryptography load per command, json and the
@@ -694,9 +694,12 @@ def cosign(checkpoint_file: Path, key_files: tuple[Path, ...], public_key_files:
     from certa.ledger.signed_note import is_signed_note
     checkpoint_bytes = checkpoint_file.read_bytes()
     note = is_signed_note(checkpoint_bytes)
-    if note != (key_name is not None):
-        raise click.UsageError("--key-name is required for a tlog checkpoint (a signed note) and refused for "
-                               "certa's own (JSON) checkpoint")
+    if note and key_name is None:
+        raise SigningError(f"{checkpoint_file} is not certa's own (JSON) checkpoint; if it is a tlog checkpoint (a "
+                           "signed note), give --key-name, the name on your signature line")
+    if not note and key_name is not None:
+        raise SigningError(f"{checkpoint_file} is certa's own (JSON) checkpoint: --key-name is only for a tlog "
+                           "checkpoint (a signed note)")
     signing_keys, signer_keys = private_keys(key_files), public_keys(public_key_files)
     with _open(ledger_url) as ledger:
         if key_name is not None:

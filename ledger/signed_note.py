@@ -22,6 +22,8 @@ Errors: ``SigningError`` (exit 2) for a text that is not a signed note or a key 
 
 from __future__ import annotations
 
+import json
+
 import base64
 import binascii
 import hashlib
@@ -83,9 +85,14 @@ def verifier_key(name: str, public_key: Ed25519PublicKey) -> str:
 
 
 def is_signed_note(data: str | bytes) -> bool:
-    """Whether ``data`` looks like a signed note rather than a JSON document: it does not start with ``{``."""
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    return not text.lstrip().startswith("{")
+    """Whether ``data`` is meant as a signed note rather than a JSON document: it is not JSON (any JSON value,
+    so that a JSON file of the wrong shape is refused as a checkpoint document, not read as a note). A note's
+    first line, its origin, is never JSON."""
+    try:
+        json.loads(data)
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return True
+    return False
 
 
 def _text(data: str | bytes) -> str:
