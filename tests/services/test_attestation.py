@@ -121,6 +121,9 @@ def test_a_model_runs_attestation_names_each_model_file_so_a_weights_file_verifi
     report = verify_attestation(json.dumps(attest_certificate(certificate, [keys[0]])), [keys[1]],
                                 files={"weights": weights.read_bytes()})
     assert report.verified and report.files == (("weights", "input:subject/model.safetensors"),)
+    # the Test Result shape names the same files, and in-toto's bindings and securesystemslib read it
+    statement = _independent_statement(attest_certificate(certificate, [keys[0]], "test-result"), keys[1])
+    assert {s["name"]: s["digest"]["sha256"] for s in statement["subject"]} == subjects
 
 
 @pytest.fixture(scope="module")
