@@ -188,7 +188,7 @@ def _certificate(subject: str, key, issuer: str, issuer_key, *, authority: bool)
     from cryptography.hazmat.primitives import hashes
     from cryptography.x509.oid import NameOID
 
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     usage = dict(digital_signature=not authority, content_commitment=False, key_encipherment=False,
                  data_encipherment=False, key_agreement=False, key_cert_sign=authority, crl_sign=authority,
                  encipher_only=False, decipher_only=False)
