@@ -102,19 +102,22 @@ def test_unsigned_and_unchecked_outcomes(signed, tiny_models):
     assert _check(folder, None).status == "not_checked"
 
 
-def _spec(tmp_path: Path, profile: str, key: str | None) -> Path:
+def _spec(tmp_path: Path, profile: str, key: str | None, *, signature: str | None = None, model: str = "model",
+          use: str = "model.windows") -> Path:
+    """A spec of one model input (``model``) signed with ``key`` (key mode) or ``signature`` (its YAML)."""
     (tmp_path / "text.jsonl").write_text('{"text": "a b c"}\n')
-    signature = f", signature: {{public_key: {key}}}" if key else ""
+    signature = signature or (f"{{public_key: {key}}}" if key else None)
+    named = f", signature: {signature}" if signature else ""
     return write_spec(tmp_path, f"""\
         certa: 1
         name: signed
         seed: 1
         profile: {profile}
         inputs:
-          base: {{model: model{signature}}}
+          base: {{model: {model}{named}}}
           text: {{path: text.jsonl}}
         stages:
-          - {{id: w, use: model.windows, with: {{baseline: base, subject: base, text: text}}}}
+          - {{id: w, use: {use}, with: {{baseline: base, subject: base, text: text}}}}
         """)
 
 
@@ -346,19 +349,9 @@ def test_a_sigstore_check_uses_the_trust_config_given_and_fetches_nothing(certif
 
 
 def test_a_spec_names_a_certificate_chain_and_ci_accepts_the_verified_model(certificate_signed, tmp_path):
-    folder, root_file, _ = certificate_signed
-    (tmp_path / "text.jsonl").write_text('{"text": "a b c"}\n')
-    spec = write_spec(tmp_path, f"""\
-        certa: 1
-        name: signed
-        seed: 1
-        profile: ci
-        inputs:
-          base: {{model: certified, signature: {{certificate_chain: ["{root_file.name}"]}}}}
-          text: {{path: text.jsonl}}
-        stages:
-          - {{id: w, use: model.windows, with: {{baseline: base, subject: base, text: text}}}}
-        """)
+    _, root_file, _ = certificate_signed
+    chain = f'{{certificate_chain: ["{root_file.name}"]}}'
+    spec = _spec(tmp_path, "ci", None, signature=chain, model="certified")
     record = load_tables(load_plan(spec))["base"].signature.record()
     assert (record["status"], record["mode"], record["signer"]) == ("verified", "certificate", "CN=model signer")
     from certa.engine.foundation.errors import SpecError
@@ -368,7 +361,6 @@ def test_a_spec_names_a_certificate_chain_and_ci_accepts_the_verified_model(cert
         load_plan(write_spec(tmp_path, both))
 
 
-
 def test_a_run_records_the_certificate_check_and_an_older_stage_version_refuses_it(certificate_signed, tmp_path):
     """model.windows 1.2.0's output schema states the mode and signer; 1.0.0 and 1.1.0 (frozen) record a key
     signature only and refuse a certificate-signed model rather than drop what was checked."""
@@ -376,19 +368,9 @@ def test_a_run_records_the_certificate_check_and_an_older_stage_version_refuses_
     from certa.engine.foundation.errors import StageError
 
     _, root_file, _ = certificate_signed
-    (tmp_path / "text.jsonl").write_text('{"text": "a b c d e f g"}\n')
     for version in ("", "@1.1.0"):
-        spec = write_spec(tmp_path, f"""\
-            certa: 1
-            name: signed
-            seed: 1
-            profile: dev
-            inputs:
-              base: {{model: certified, signature: {{certificate_chain: ["{root_file.name}"]}}}}
-              text: {{path: text.jsonl}}
-            stages:
-              - {{id: w, use: model.windows{version}, with: {{baseline: base, subject: base, text: text}}}}
-            """)
+        spec = _spec(tmp_path, "dev", None, signature=f'{{certificate_chain: ["{root_file.name}"]}}',
+                     model="certified", use=f"model.windows{version}")
         if version:
             with pytest.raises(StageError, match=r"'base' \(baseline\) is signed in certificate mode; model.windows "
                                                  r"1.1.0 records key signatures only"):
