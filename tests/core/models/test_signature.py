@@ -379,3 +379,30 @@ def test_a_run_records_the_certificate_check_and_an_older_stage_version_refuses_
             record = run(spec).certificate["content"]["stages"]["w"]["models"]["subject"]["signature"]
             assert (record["status"], record["mode"], record["signer"]) == ("verified", "certificate",
                                                                             "CN=model signer")
+
+
+@pytest.mark.browser
+def test_the_report_names_who_signed_a_certificate_signed_model(certificate_signed, tmp_path):
+    """The HTML report's Models table and its reading say who signed (headless Chromium; the screenshot is
+    report.png in the test's folder)."""
+    from click.testing import CliRunner
+
+    from certa.cli import main
+    from tests.browser_support import browser, missing_browser_reason, open_page, save_screenshot
+
+    if missing_browser_reason() is not None:
+        pytest.skip(missing_browser_reason() or "")
+    _, root_file, _ = certificate_signed
+    spec = _spec(tmp_path, "dev", None, signature=f'{{certificate_chain: ["{root_file.name}"]}}', model="certified")
+    db, report = str(tmp_path / "ledger.db"), tmp_path / "report.html"
+    assert CliRunner().invoke(main, ["run", str(spec), "--ledger", db]).exit_code == 0
+    assert CliRunner().invoke(main, ["report", "latest", "-o", str(report), "--ledger", db]).exit_code == 0
+    with browser() as context:
+        page, log = open_page(context, report)
+        row = page.locator("tr", has=page.locator("th, td", has_text="signature")).first
+        row.scroll_into_view_if_needed()
+        assert log.console_errors == [] and log.network_requests == []
+        assert row.inner_text().split("\t")[1:] == ["verified (certificate CN=model signer)"] * 2
+        assert "baseline verified (certificate CN=model signer)" in page.inner_text("body")
+        page.evaluate("window.scrollTo(0, 0)")
+        save_screenshot(page, tmp_path / "report.png", max_height=4000)
