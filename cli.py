@@ -155,6 +155,36 @@ def _parse_iso_time(ctx: click.Context, param: click.Parameter, text: str | None
     return text
 
 
+def _parse_report_link(ctx: click.Context, param: click.Parameter, text: str | None) -> str | None:
+    """``--report-link``: an http(s) URL or a relative path, ``{run_id}`` standing for each run's id."""
+    if text is None:
+        return None
+    from certa.engine.services.presentation.ci_summary import REPORT_LINK_SCHEMES
+    scheme, colon, _ = text.partition(":")
+    if colon and "/" not in scheme and not text.lower().startswith(REPORT_LINK_SCHEMES):
+        raise click.BadParameter("expected an http:// or https:// URL or a relative path, e.g. "
+                                 "https://ci.example.org/reports/{run_id}.html", param_hint="--report-link")
+    return text
+
+
+_summary_options = (
+    click.option("--summary", "summary_file", type=click.Path(dir_okay=False, path_type=Path),
+                 help="Also append the verdict as GitHub-flavoured Markdown to this file (created if absent), for a "
+                      "CI job summary or a pull-request comment: the verdict in words, the gates, each stage's "
+                      "reading, the run ids and digests. Example: --summary \"$GITHUB_STEP_SUMMARY\""),
+    click.option("--report-link", metavar="URL", callback=_parse_report_link,
+                 help="With --summary: link each run to its report at this URL or relative path ({run_id} stands "
+                      "for the run's id), e.g. where a later CI step publishes 'certa report'."),
+)
+
+
+def summary_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--summary FILE`` and ``--report-link URL`` (``certa run``, ``certa batch``)."""
+    for option in reversed(_summary_options):
+        func = option(func)
+    return func
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="certa")
 def main() -> None:
@@ -220,10 +250,12 @@ def _parse_input_overrides(values: tuple[str, ...]) -> dict[str, Path | str]:
 @click.option("--public-key", "public_key_files", multiple=True, metavar="PUB",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="An Ed25519 public key (PEM) that must have signed --registration-checkpoint; repeatable.")
+@summary_options
 @certa_command
 def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, output: Path | None,
                 junit_file: Path | None, registration_id: str | None, registration_checkpoint: Path | None,
-                public_key_files: tuple[Path, ...], as_json: bool, ledger_url: str) -> int:
+                public_key_files: tuple[Path, ...], summary_file: Path | None, report_link: str | None,
+                as_json: bool, ledger_url: str) -> int:
     """Run SPEC, record it in the ledger and print the verdict, the run id and the run's warnings (on
     stderr, 'warning: ...'). An aborted run prints its run id and each failed profile rule with its value and
     requirement. The certificate says whether the spec was registered before the run ('certa register') and
@@ -231,8 +263,8 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
     differs, dev records it with a warning.
 
     Exit 0 PASS, 1 FAIL, 2 invalid spec or input (nothing recorded), 3 aborted by a profile rule
-    (the attempt and its reason are recorded, no certificate), 4 recorded but the -o or --junit file could not
-    be written, 5 a served model's endpoint failed or answered what certa cannot use (nothing recorded),
+    (the attempt and its reason are recorded, no certificate), 4 recorded but the -o, --junit or --summary file
+    could not be written, 5 a served model's endpoint failed or answered what certa cannot use (nothing recorded),
     6 INCONCLUSIVE (recorded): no gate failed, but an interval gate's interval straddles its bound or a decided
     gate's stage stopped UNDECIDED; the evidence cannot decide at the declared precision (docs/gates.md).
 
@@ -241,6 +273,7 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
       certa run specs/paired-ratio/spec.yaml
       certa run spec.yaml --input subject=/data/eval/subject.csv --json
       certa run spec.yaml --ledger ../ledger.db --junit reports/certa.xml
+      certa run spec.yaml --summary "$GITHUB_STEP_SUMMARY" --report-link 'reports/{run_id}.html'
       certa run spec.yaml --registration 9b1d4e07
       certa run spec.yaml --registration-checkpoint audit/registered.checkpoint --public-key audit/certa.pub
     """
@@ -252,11 +285,14 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
                                "--no-record")
     if (registration_checkpoint is None) != (not public_key_files):
         raise click.UsageError("--registration-checkpoint and --public-key go together")
+    if report_link is not None and summary_file is None:
+        raise click.UsageError("--report-link goes into the --summary file: give --summary FILE too")
     report = run_spec_file(spec, input_paths=_parse_input_overrides(input_overrides),
                            ledger=None if no_record else ledger_url, output=output, junit_file=junit_file,
                            notify=_progress(as_json), registration_id=registration_id,
                            registration_checkpoint=registration_checkpoint.read_bytes() if registration_checkpoint
-                           else None, public_keys=public_keys(public_key_files))
+                           else None, public_keys=public_keys(public_key_files), summary_file=summary_file,
+                           report_link=report_link)
     _print(report, as_json, run_report_text, stderr=run_report_diagnostics(report))
     return report.exit_code
 
@@ -265,7 +301,8 @@ def run_command(spec: Path, input_overrides: tuple[str, ...], no_record: bool, o
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--key", "key_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Also sign a checkpoint of the ledger's head, the registration included, with this Ed25519 "
-                   "private key (PEM) from 'certa keygen'; repeat it to sign with several keys.")
+                   "private key (PEM) from 'certa keygen'; repeat it to sign with several keys. CERTA_KEY_PASSPHRASE "
+                   "opens an encrypted key.")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
               help="With --key: the new file (never overwritten) the checkpoint is written to.")
 @certa_command
@@ -490,18 +527,43 @@ def list_command(limit: int, as_json: bool, ledger_url: str) -> int:
 @main.command()
 @click.argument("run_id")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="File to write the certificate JSON to.")
+              help="File to write to (replaced atomically if it exists).")
+@click.option("--format", "form", type=click.Choice(["certificate", "hf-eval-results", "cyclonedx", "in-toto"]),
+              default="certificate", show_default=True,
+              help="certificate: the certificate JSON. hf-eval-results: a Hugging Face .eval_results/*.yaml file "
+                   "(needs --hf-dataset). cyclonedx: a CycloneDX 1.6 ML-BOM whose model card carries each estimate "
+                   "with its confidence interval. in-toto: use 'certa attest'.")
+@click.option("--hf-dataset", metavar="ID", help="hf-eval-results: the Hub benchmark dataset the run measured "
+              "(e.g. cais/hle).")
+@click.option("--hf-task", metavar="ID", default="default", show_default=True,
+              help="hf-eval-results: the benchmark's task id (its eval.yaml).")
+@click.option("--source-url", metavar="URL", help="hf-eval-results: where the certificate or its bundle ('certa "
+              "prove') is published; each result's source links to it.")
 @certa_command
-def export(run_id: str, output: Path, as_json: bool, ledger_url: str) -> int:
-    """Write a run's certificate to a JSON file.
+def export(run_id: str, output: Path, form: str, hf_dataset: str | None, hf_task: str, source_url: str | None,
+           as_json: bool, ledger_url: str) -> int:
+    """Write a run's certificate to a file: the certificate JSON (the default), or the same evidence in a
+    format other tools read: Hugging Face evaluation results or a CycloneDX model card. See docs/exports.md.
 
     \b
-    Example:
+    Examples:
       certa export 3f2a9c01 -o cert.json
+      certa export 3f2a9c01 --format cyclonedx -o model-bom.cdx.json
+      certa export 3f2a9c01 --format hf-eval-results --hf-dataset Idavidrein/gpqa --hf-task gpqa_diamond \\
+          --source-url https://example.org/audit/3f2a9c01.bundle.json -o .eval_results/gpqa.yaml
     """
+    if form == "in-toto":
+        raise click.UsageError("--format in-toto: a signed in-toto Statement is written by 'certa attest RUN --key "
+                               "KEY -o FILE' (checked by 'certa verify-attestation'); export writes none")
+    if (form == "hf-eval-results") != (hf_dataset is not None):
+        raise click.UsageError("--format hf-eval-results and --hf-dataset go together: name the Hub benchmark "
+                               "dataset the run measured")
+    if form != "hf-eval-results" and (source_url is not None or hf_task != "default"):
+        raise click.UsageError("--hf-task and --source-url are for --format hf-eval-results")
     from certa.engine.services.browse import export_certificate
     with _open(ledger_url) as ledger:
-        exported = export_certificate(ledger, run_id, output)
+        exported = export_certificate(ledger, run_id, output, form=form, hf_dataset=hf_dataset or "",
+                                      hf_task=hf_task, source_url=source_url)
     _print(exported, as_json)
     return EXIT_OK
 
@@ -555,23 +617,44 @@ def head(as_json: bool, ledger_url: str) -> int:
                    "encrypted key is opened with the passphrase in the environment variable CERTA_KEY_PASSPHRASE.")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the checkpoint to this new file (never overwritten) instead of standard output.")
+@click.option("--format", "checkpoint_format", type=click.Choice(["dsse", "tlog"]), default="dsse", show_default=True,
+              help="dsse: certa's checkpoint (a DSSE envelope: head, entry hash, Merkle root, time). tlog: a C2SP "
+                   "tlog-checkpoint signed note (origin, size, Merkle root) that transparency-log tools and "
+                   "witnesses read; needs --origin.")
+@click.option("--origin", metavar="NAME",
+              help="With --format tlog: the log's name on the note's first line, e.g. example.org/certa/models.")
+@click.option("--key-name", metavar="NAME",
+              help="With --format tlog: the name on the signature line(s) (no spaces, no '+'; default: --origin).")
 @certa_command
-def checkpoint(key_files: tuple[Path, ...], out_file: Path | None, as_json: bool, ledger_url: str) -> int:
+def checkpoint(key_files: tuple[Path, ...], out_file: Path | None, checkpoint_format: str, origin: str | None,
+               key_name: str | None, as_json: bool, ledger_url: str) -> int:
     """Sign the ledger's current head (a DSSE envelope, Ed25519). Keep checkpoints outside the database;
     'certa verify --checkpoint FILE --public-key KEY' then detects a truncated or rewritten chain even if
     every hash in the database was recomputed, and '... --since-checkpoint' verifies only what follows it.
     It also says how far the last full and incremental 'certa verify' reached (on standard error when the
-    envelope goes to standard output).
+    envelope goes to standard output). With --format tlog the head is a C2SP tlog checkpoint instead: witnesses
+    add their lines with 'certa cosign', and 'certa prove --consistency OLD NEW' proves two checkpoints consistent.
 
     \b
     Examples:
       certa checkpoint --key ~/.certa/certa.key --out audit/$(date +%F).checkpoint
       certa checkpoint --key ~/.certa/certa.key --json
+      certa checkpoint --key ~/.certa/certa.key --format tlog --origin example.org/certa/models \\
+          --out audit/$(date +%F).note
     """
-    from certa.engine.services.checkpoints import sign_head
     from certa.engine.services.keys import private_keys
+    if checkpoint_format == "dsse" and (origin or key_name):
+        raise click.UsageError("--origin and --key-name go with --format tlog")
+    if checkpoint_format == "tlog" and not origin:
+        raise click.UsageError("--format tlog needs --origin (the log's name, e.g. example.org/certa/models)")
     signing_keys = private_keys(key_files)
     with _open(ledger_url) as ledger:
+        if origin:
+            from certa.engine.services.tlog import sign_head_note
+            note = sign_head_note(ledger, [(key_name or origin, key) for key in signing_keys], origin, out_file)
+            _print(note, as_json)
+            return EXIT_OK
+        from certa.engine.services.checkpoints import sign_head
         signed = sign_head(ledger, signing_keys, out_file)
     _print(signed, as_json, stderr="" if out_file else signed.verification_text())
     return EXIT_OK
@@ -586,45 +669,79 @@ def checkpoint(key_files: tuple[Path, ...], out_file: Path | None, as_json: bool
 @click.option("--public-key", "public_key_files", required=True, multiple=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="The public key of each signer the checkpoint already carries (repeatable): every existing "
-                   "signature must verify before yours is added.")
+                   "signature must verify before yours is added (a tlog checkpoint: each key given must have "
+                   "signed it; lines of other keys are kept unchecked).")
 @click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The new checkpoint file with the added signature(s) (never overwritten).")
+@click.option("--key-name", metavar="NAME",
+              help="For a tlog checkpoint (a signed note): the name on your signature line, e.g. your witness's "
+                   "name (no spaces, no '+'). Required for a note, refused for certa's own checkpoint.")
 @certa_command
 def cosign(checkpoint_file: Path, key_files: tuple[Path, ...], public_key_files: tuple[Path, ...], out_file: Path,
-           as_json: bool, ledger_url: str) -> int:
+           key_name: str | None, as_json: bool, ledger_url: str) -> int:
     """Add your signature to a checkpoint after checking its existing signatures and that this ledger has
-    exactly its head and Merkle root (a second pair of eyes: verification can then require both keys).
+    exactly its head and Merkle root (a second pair of eyes: verification can then require both keys). A tlog
+    checkpoint ('certa checkpoint --format tlog') gets a signature line, as a witness co-signs a log's note.
 
     \b
-    Example:
+    Examples:
       certa cosign audit/2026-11-22.checkpoint --public-key certa.pub --key ~/.certa/officer.key \\
           --out audit/2026-11-22.cosigned
+      certa cosign audit/2026-11-22.note --public-key certa.pub --key ~/.certa/witness.key \\
+          --key-name witness.example.org --out audit/2026-11-22.witnessed.note
     """
-    from certa.engine.services.checkpoints import cosign as cosign_checkpoint
     from certa.engine.services.keys import private_keys, public_keys
+    from certa.ledger.signed_note import is_signed_note
+    checkpoint_bytes = checkpoint_file.read_bytes()
+    note = is_signed_note(checkpoint_bytes)
+    if note != (key_name is not None):
+        raise click.UsageError("--key-name is required for a tlog checkpoint (a signed note) and refused for "
+                               "certa's own (JSON) checkpoint")
     signing_keys, signer_keys = private_keys(key_files), public_keys(public_key_files)
     with _open(ledger_url) as ledger:
-        cosigned = cosign_checkpoint(ledger, checkpoint_file.read_bytes(), signing_keys, signer_keys, out_file)
+        if key_name is not None:
+            from certa.engine.services.tlog import cosign_note
+            _print(cosign_note(ledger, checkpoint_bytes, [(key_name, key) for key in signing_keys], signer_keys,
+                               out_file), as_json)
+            return EXIT_OK
+        from certa.engine.services.checkpoints import cosign as cosign_checkpoint
+        cosigned = cosign_checkpoint(ledger, checkpoint_bytes, signing_keys, signer_keys, out_file)
     _print(cosigned, as_json)
     return EXIT_OK
 
 
 @main.command()
-@click.argument("run_id")
-@click.option("--checkpoint", "checkpoint_file", required=True,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.argument("run_id", required=False)
+@click.option("--checkpoint", "checkpoint_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A signed checkpoint of this ledger taken after the run ('certa checkpoint').")
+@click.option("--consistency", "consistency_files", nargs=2, metavar="OLD NEW",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Instead of a run: an RFC 6962 consistency proof that the ledger signed at checkpoint OLD is the "
+                   "beginning of the one signed at NEW (either format; no RUN_ID, no --checkpoint).")
 @click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the bundle to this new file (never overwritten) instead of standard output.")
+              help="Write the bundle or proof to this new file (never overwritten) instead of standard output.")
 @certa_command
-def prove(run_id: str, checkpoint_file: Path, out_file: Path | None, as_json: bool, ledger_url: str) -> int:
+def prove(run_id: str | None, checkpoint_file: Path | None, consistency_files: tuple[Path, Path] | None,
+          out_file: Path | None, as_json: bool, ledger_url: str) -> int:
     """Bundle a run's certificate with a Merkle inclusion proof against a signed checkpoint, so that anyone
-    can check it offline with 'certa verify-bundle' (no ledger needed, only the signer's public key).
+    can check it offline with 'certa verify-bundle' (no ledger needed, only the signer's public key); or, with
+    --consistency OLD NEW, prove that nothing signed at an older checkpoint was changed by a newer one.
 
     \b
-    Example:
+    Examples:
       certa prove 3f2a9c01 --checkpoint audit/2026-11-22.checkpoint -o 3f2a9c01.bundle.json
+      certa prove --consistency audit/2026-11-01.note audit/2026-11-22.note -o audit/nov.consistency.json
     """
+    if consistency_files:
+        if run_id or checkpoint_file:
+            raise click.UsageError("--consistency OLD NEW takes no RUN_ID and no --checkpoint")
+        from certa.engine.services.tlog import prove_consistency
+        old, new = consistency_files
+        with _open(ledger_url) as ledger:
+            _print(prove_consistency(ledger, old.read_bytes(), new.read_bytes(), out_file), as_json)
+        return EXIT_OK
+    if not run_id or checkpoint_file is None:
+        raise click.UsageError("give RUN_ID and --checkpoint FILE, or --consistency OLD NEW")
     from certa.engine.services.checkpoints import prove_run
     with _open(ledger_url) as ledger:
         proof = prove_run(ledger, run_id, checkpoint_file.read_bytes(), out_file)
@@ -724,16 +841,24 @@ def verify_bundle_command(bundle_file: Path, public_key_files: tuple[Path, ...],
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
               help="Where to write certa.key (private, mode 0600) and certa.pub.")
 @click.option("--name", default="certa", show_default=True, help="File name stem of the two key files.")
+@click.option("--passphrase-env", "passphrase_variable", metavar="VAR",
+              help="Encrypt the private key with the passphrase in the environment variable VAR (never on the "
+                   "command line). Commands given the key with --key open it with the passphrase in "
+                   "CERTA_KEY_PASSPHRASE.")
 @ledgerless_command
-def keygen(out_dir: Path, name: str, as_json: bool) -> int:
-    """Create an Ed25519 key pair for signing checkpoints. Existing files are never overwritten.
+def keygen(out_dir: Path, name: str, passphrase_variable: str | None, as_json: bool) -> int:
+    """Create an Ed25519 key pair for signing checkpoints, reviews and attestations. Existing files are never
+    overwritten; the private key is written with mode 0600, encrypted with --passphrase-env.
 
     \b
-    Example:
+    Examples:
       certa keygen --out-dir ~/.certa && certa checkpoint --key ~/.certa/certa.key
+      read -rs CERTA_KEY_PASSPHRASE && export CERTA_KEY_PASSPHRASE
+      certa keygen --out-dir ~/.certa --name alice --passphrase-env CERTA_KEY_PASSPHRASE
+      certa review 3f2a9c01 --by alice@example.org --decision approved --key ~/.certa/alice.key
     """
     from certa.engine.services.keys import create_key_pair
-    _print(create_key_pair(out_dir, name), as_json)
+    _print(create_key_pair(out_dir, name, passphrase_variable), as_json)
     return EXIT_OK
 
 
@@ -754,9 +879,11 @@ def keygen(out_dir: Path, name: str, as_json: bool) -> int:
               help="Also write a JUnit XML report for CI test reporters: one test suite per spec, one test case per "
                    "gate, per profile rule that aborted a run, or an error case for a spec certa refused. Example: "
                    "certa batch specs/ --junit reports/certa.xml")
+@summary_options
 @certa_command
 def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, batch_id: str | None, retries: int,
-                  input_overrides: tuple[str, ...], junit_file: Path | None, as_json: bool, ledger_url: str) -> int:
+                  input_overrides: tuple[str, ...], junit_file: Path | None, summary_file: Path | None,
+                  report_link: str | None, as_json: bool, ledger_url: str) -> int:
     """Run many specs on Dask workers and record each in the ledger as it completes.
 
     A folder means every *.yaml/*.yml file below it that is a run spec (a top-level certa: key), sorted;
@@ -765,7 +892,8 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
     the client read and hashed; the client seals and records (the only ledger writer). Runs already
     recorded by the same batch are skipped ("already recorded"), so re-running resumes. Exit code: the
     worst of the batch, 2 (invalid spec/input or error, not recorded) > 3 (aborted, recorded) > 1 (FAIL)
-    > 6 (INCONCLUSIVE) > 0 (PASS); 4 when runs were recorded but the --junit file could not be written (the message names them).
+    > 6 (INCONCLUSIVE) > 0 (PASS); 4 when runs were recorded but the --junit or --summary file could not be
+    written (the message names them). --summary appends one Markdown table: a row per spec and the totals.
     Each run's warnings are printed on stderr ('warning: ...') and listed in --json. See docs/batch.md.
 
     \b
@@ -775,12 +903,15 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
       certa batch shards/ merge.yaml --batch-id bakeoff-2026-11 --json
       certa batch candidates/ --input baseline=/data/eval/baseline-2026-11.csv
       certa batch specs/ --junit reports/certa.xml
+      certa batch specs/ --summary "$GITHUB_STEP_SUMMARY"
     """
     from certa.engine.services.batch import record_batch  # imports Dask only on this path
     from certa.engine.services.presentation.terminal import batch_report_diagnostics, batch_report_text
+    if report_link is not None and summary_file is None:
+        raise click.UsageError("--report-link goes into the --summary file: give --summary FILE too")
     report = record_batch(specs, ledger=ledger_url, junit_file=junit_file, scheduler=scheduler, workers=workers,
                           batch_id=batch_id, retries=retries, input_paths=_parse_input_overrides(input_overrides),
-                          notify=_progress(as_json))
+                          notify=_progress(as_json), summary_file=summary_file, report_link=report_link)
     _print(report, as_json, batch_report_text, stderr=batch_report_diagnostics(report))
     return report.exit_code
 

@@ -30,7 +30,7 @@ from operator import itemgetter
 __all__ = ["leaf_hash", "entry_leaves", "node_hash", "root_hash", "tree_levels", "inclusion_path", "path_from_levels",
            "verify_inclusion", "NodeKey", "frontier_nodes", "node_seq", "node_seq_range", "numbered_nodes",
            "completed_nodes", "perfect_nodes", "completed_levels", "perfect_levels", "path_nodes",
-           "path_and_root_from_nodes"]
+           "path_and_root_from_nodes", "range_hash"]
 
 #: (level, position) of a perfect subtree: the 2^level leaves from position·2^level.
 NodeKey = tuple[int, int]
@@ -239,7 +239,7 @@ def perfect_levels(leaves: Sequence[bytes]) -> list[list[bytes]]:
     return levels
 
 
-def _range_hash(start: int, stop: int, node: Callable[[NodeKey], bytes]) -> bytes:
+def range_hash(start: int, stop: int, node: Callable[[NodeKey], bytes]) -> bytes:
     """MTH(D[start:stop]) for a range whose left end is aligned to the largest power of two ≤ its size (every
     range RFC 6962's recursion visits is): a perfect node, or the fold of its split."""
     size = stop - start
@@ -247,7 +247,7 @@ def _range_hash(start: int, stop: int, node: Callable[[NodeKey], bytes]) -> byte
         level = size.bit_length() - 1
         return node((level, start >> level))
     k = _split(size)
-    return node_hash(_range_hash(start, start + k, node), _range_hash(start + k, stop, node))
+    return node_hash(range_hash(start, start + k, node), range_hash(start + k, stop, node))
 
 
 def _path_and_root(index: int, size: int, node: Callable[[NodeKey], bytes]) -> tuple[list[bytes], bytes]:
@@ -258,12 +258,12 @@ def _path_and_root(index: int, size: int, node: Callable[[NodeKey], bytes]) -> t
     while hi - lo > 1:  # RFC 6962 §2.1.1's descent, as ``inclusion_path``
         k = _split(hi - lo)
         if index < lo + k:
-            siblings.append(_range_hash(lo + k, hi, node))
+            siblings.append(range_hash(lo + k, hi, node))
             hi = lo + k
         else:
-            siblings.append(_range_hash(lo, lo + k, node))
+            siblings.append(range_hash(lo, lo + k, node))
             lo = lo + k
-    return siblings[::-1], _range_hash(0, size, node)
+    return siblings[::-1], range_hash(0, size, node)
 
 
 def path_nodes(index: int, size: int) -> set[NodeKey]:

@@ -387,6 +387,17 @@ def rebuild_merkle_nodes(conn) -> None:
                       for (level, position), digest in perfect_nodes(entry_leaves(hashes)).items() if level])
 
 
+def key_pair_files(folder: Path, name: str) -> tuple[Path, Path]:
+    """A new Ed25519 key pair written as ``folder/name.key`` and ``folder/name.pub`` (PEM), as 'certa keygen' writes
+    it; returns the two paths."""
+    from certa.engine.foundation.signing import generate_key_pair
+
+    private_pem, public_pem = generate_key_pair()
+    (folder / f"{name}.key").write_bytes(private_pem)
+    (folder / f"{name}.pub").write_bytes(public_pem)
+    return folder / f"{name}.key", folder / f"{name}.pub"
+
+
 def rechain(db: Path, from_seq: int) -> None:
     """Recompute payload hashes, entry hashes and the head from ``from_seq`` on, as a careful forger would."""
     from certa.ledger.chain import entry_hash

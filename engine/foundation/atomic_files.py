@@ -19,7 +19,8 @@ from pathlib import Path
 
 from certa.engine.foundation.errors import OutputError
 
-__all__ = ["TEMPORARY_SUFFIX", "check_writable", "is_temporary", "make_folders", "write_atomically"]
+__all__ = ["TEMPORARY_SUFFIX", "append_atomically", "check_writable", "is_temporary", "make_folders",
+           "write_atomically"]
 
 TEMPORARY_SUFFIX = ".certa-tmp"
 """The name of every temporary file ends so (``.NAME.RANDOM.certa-tmp``): a leftover is recognisably certa's."""
@@ -149,3 +150,19 @@ def write_atomically(path: str | os.PathLike[str], data: bytes, *, private: bool
             with contextlib.suppress(OSError):
                 temporary.unlink()
     _sync_folder(target.parent)
+
+
+def append_atomically(path: str | os.PathLike[str], data: bytes, *, what: str = "") -> None:
+    """Append ``data`` to the file at ``path`` (created when absent) atomically: its bytes are read, and the old
+    bytes followed by ``data`` written as a new file that replaces it (``write_atomically``), so a reader sees
+    either the file before or the whole of it after, never a half-appended part. A CI job summary file
+    (``$GITHUB_STEP_SUMMARY``) is appended to by each step so. Two writers appending at once may lose one's
+    part: each step of a job runs after the one before. ``what`` names the file in an ``OutputError``."""
+    target = Path(path)
+    try:
+        before = target.read_bytes()
+    except FileNotFoundError:
+        before = b""
+    except (OSError, ValueError) as error:
+        raise _failure(target, what, _reason(error) if isinstance(error, OSError) else str(error)) from None
+    write_atomically(target, before + data, what=what)

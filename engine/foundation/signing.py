@@ -11,8 +11,9 @@ bytes and never depends on how the JSON around them is formatted. Keys are Ed255
 carry several signatures, and verification can require every one of several keys.
 
 Errors are this module's own (``certa.engine.foundation.errors``): ``SigningError`` (exit 2) for a key that cannot be
-read or is not Ed25519 and for a text that is not an envelope; its subclass ``SignatureVerificationError``
-(exit 1) for an envelope that is not signed, as required, by each given key.
+read or is not Ed25519, an encrypted private key without its passphrase or with a wrong one, and a text that is not
+an envelope; its subclass ``SignatureVerificationError`` (exit 1) for an envelope that is not signed, as required, by
+each given key.
 """
 
 from __future__ import annotations
@@ -56,25 +57,49 @@ def key_id(public_key: Ed25519PublicKey) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def generate_key_pair() -> tuple[bytes, bytes]:
-    """A new Ed25519 key pair as (private key PKCS#8 PEM, public key SubjectPublicKeyInfo PEM)."""
+def generate_key_pair(passphrase: bytes | None = None) -> tuple[bytes, bytes]:
+    """A new Ed25519 key pair as (private key PKCS#8 PEM, public key SubjectPublicKeyInfo PEM). With
+    ``passphrase`` the private key is encrypted (``cryptography``'s ``BestAvailableEncryption``: a PKCS#8
+    EncryptedPrivateKeyInfo, RFC 5958, with PBES2, RFC 8018: PBKDF2-HMAC-SHA256 and AES-256-CBC); it is then as
+    strong as the passphrase."""
+    if passphrase == b"":
+        raise SigningError("an empty passphrase encrypts nothing: give a passphrase")
     private = Ed25519PrivateKey.generate()
-    private_pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                        serialization.NoEncryption())
+    encryption = (serialization.BestAvailableEncryption(passphrase) if passphrase is not None
+                  else serialization.NoEncryption())
+    private_pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
     public_pem = private.public_key().public_bytes(serialization.Encoding.PEM,
                                                    serialization.PublicFormat.SubjectPublicKeyInfo)
     return private_pem, public_pem
 
 
-def load_private_key(pem: bytes, *, passphrase: bytes | None = None) -> Ed25519PrivateKey:
-    """An Ed25519 private key from PEM (optionally encrypted with ``passphrase``)."""
+def load_private_key(pem: bytes, *, passphrase: bytes | None = None, what: str = "the signing key",
+                     passphrase_name: str = "the passphrase") -> Ed25519PrivateKey:
+    """An Ed25519 private key from PEM. An encrypted key is opened with ``passphrase``; a key that is not
+    encrypted is read without it (a passphrase set for other keys is not an error). Messages name the key as
+    ``what`` and the passphrase as ``passphrase_name`` (where it comes from), never its value: an encrypted key
+    without a passphrase, or one the passphrase does not open, is a ``SigningError``."""
     try:
-        key = serialization.load_pem_private_key(pem, password=passphrase)
-    except (ValueError, TypeError) as error:
-        raise SigningError(f"cannot read the signing key: {error}") from None
+        key = serialization.load_pem_private_key(pem, password=None)
+    except TypeError:  # cryptography: "Password was not given but private key is encrypted"
+        key = _decrypt_private_key(pem, passphrase, what, passphrase_name)
+    except ValueError as error:
+        raise SigningError(f"cannot read {what}: {error}") from None
     if not isinstance(key, Ed25519PrivateKey):
-        raise SigningError("the signing key is not an Ed25519 key (create one with 'certa keygen')")
+        raise SigningError(f"{what} is not an Ed25519 key (create one with 'certa keygen')")
     return key
+
+
+def _decrypt_private_key(pem: bytes, passphrase: bytes | None, what: str, passphrase_name: str) -> Any:
+    """The encrypted private key in ``pem`` opened with ``passphrase`` (any key type: the caller checks it)."""
+    if not passphrase:
+        raise SigningError(f"cannot read {what}: it is encrypted and {passphrase_name} is not set (set it to the "
+                           "key's passphrase)")
+    try:
+        return serialization.load_pem_private_key(pem, password=passphrase)
+    except (ValueError, TypeError):
+        raise SigningError(f"cannot read {what}: {passphrase_name} does not open the encrypted key (a wrong "
+                           "passphrase, or a damaged key file)") from None
 
 
 def load_public_key(pem: bytes) -> Ed25519PublicKey:

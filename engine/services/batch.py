@@ -50,9 +50,10 @@ from certa.engine.core.input_limits import InputLimits
 from certa.engine.core.inputs import InputSource, check_pin, read_source
 from certa.engine.core.interpreter import Execution, RunDecisions
 from certa.engine.services.presentation.warnings import run_warnings
-from certa.engine.foundation.atomic_files import check_writable
+from certa.engine.foundation.atomic_files import append_atomically, check_writable
 from certa.engine.services.run import LedgerLocation, ledger_for_run, record_abort, record_execution
 from certa.engine.services.run_report import after_recording, verdict_exit_code
+from certa.engine.services.presentation.ci_summary import batch_summary, run_summary
 from certa.engine.services.presentation.junit import JUnitSuite, run_suite, utc_timestamp, write_junit
 from certa.engine.services.presentation.markdown import failed_rules, recorded_abort
 from certa.engine.core.spec import Plan, load_plan, why_not_a_spec
@@ -485,17 +486,21 @@ def run_batch(paths: Sequence[str | Path], *, ledger: Ledger, scheduler: str | N
 
 def record_batch(paths: Sequence[str | Path], *, ledger: LedgerLocation, junit_file: Path | None = None,
                  scheduler: str | None = None, workers: int = 2, batch_id: str | None = None, retries: int = 2,
-                 input_paths: Mapping[str, Path] | None = None, notify: Notify | None = None) -> BatchReport:
+                 input_paths: Mapping[str, Path] | None = None, notify: Notify | None = None,
+                 summary_file: Path | None = None, report_link: str | None = None) -> BatchReport:
     """``certa batch`` as one call, as ``certa.engine.services.run_report.run_spec_file`` is ``certa run``:
     ``run_batch`` recording in the ledger at ``ledger`` (created if absent; a refused batch leaves no new ledger
-    file), and a JUnit report to ``junit_file`` when given (one suite per spec, ``BatchRow.junit_suite``).
+    file), and a JUnit report to ``junit_file`` when given (one suite per spec, ``BatchRow.junit_suite``); the
+    batch's Markdown summary (``certa.engine.services.presentation.ci_summary.batch_summary``, each run id linking
+    to ``report_link``) is appended to ``summary_file`` when given (``append_atomically``).
 
-    The JUnit file is checked writable before anything is recorded. A batch refused as a whole raises its
-    ``CertaError`` after writing a report of one error suite; a report that cannot be written once runs are
-    recorded is a ``RecordedOutputError`` (exit 4) naming the batch and its runs."""
+    Both files are checked writable before anything is recorded. A batch refused as a whole raises its
+    ``CertaError`` after writing a report of one error suite (the summary: its refusal); a file that cannot be
+    written once runs are recorded is a ``RecordedOutputError`` (exit 4) naming the batch and its runs."""
     timestamp = utc_timestamp()
-    if junit_file is not None:  # refused before anything is recorded
-        check_writable(junit_file, what="the JUnit report")
+    for path, what in ((junit_file, "the JUnit report"), (summary_file, "the summary")):
+        if path is not None:  # refused before anything is recorded
+            check_writable(path, what=what)
     try:
         with ledger_for_run(ledger) as opened:
             report = run_batch(paths, ledger=opened, scheduler=scheduler, workers=workers, batch_id=batch_id,
@@ -504,11 +509,18 @@ def record_batch(paths: Sequence[str | Path], *, ledger: LedgerLocation, junit_f
         if junit_file is not None:
             write_junit(junit_file, [run_suite(name="certa batch", timestamp=timestamp, error=str(error),
                                                error_type=type(error).__name__)])
+        if summary_file is not None:
+            append_atomically(summary_file, run_summary(name="certa batch", error=str(error)).encode() + b"\n",
+                              what="the summary")
         raise
-    if junit_file is not None:
-        recorded = [row.run_id for row in report.rows if row.run_id and row.status != ERROR]
-        with after_recording(f"batch {report.batch_id} (runs {', '.join(recorded)})" if recorded else None):
+    recorded = [row.run_id for row in report.rows if row.run_id and row.status != ERROR]
+    with after_recording(f"batch {report.batch_id} (runs {', '.join(recorded)})" if recorded else None):
+        if junit_file is not None:
             write_junit(junit_file, [row.junit_suite(timestamp) for row in report.rows])
+        if summary_file is not None:
+            summary = batch_summary(report.batch_id, report.rows, report.seconds, exit_code=report.exit_code,
+                                    ledger=str(ledger), link=report_link)
+            append_atomically(summary_file, summary.encode() + b"\n", what="the summary")
     return report
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from certa.ledger import Ledger
 from certa.ledger.rows import RunRow
+from certa.engine.foundation.atomic_files import write_atomically
 from certa.engine.services.documents import write_certificate
 from certa.engine.foundation.jsondiff import ArrayChange, FieldChange, flatten, json_diff, summarised
 from certa.engine.services.presentation.display_text import json_display
@@ -151,10 +152,25 @@ class ExportedCertificate:
         return f"wrote {self.path} (content_sha256 {self.content_sha256})"
 
 
-def export_certificate(ledger: Ledger, run_id: str, output: Path) -> ExportedCertificate:
-    """Write ``run_id``'s certificate to ``output`` (indented JSON, atomically)."""
+def export_certificate(ledger: Ledger, run_id: str, output: Path, *, form: str = "certificate",
+                       hf_dataset: str = "", hf_task: str = "default",
+                       source_url: str | None = None) -> ExportedCertificate:
+    """Write ``run_id``'s certificate to ``output`` atomically, in the ``form`` given: the
+    certificate itself (indented JSON), a Hugging Face ``.eval_results`` YAML file on the Hub benchmark
+    ``hf_dataset`` and its task ``hf_task``, pointing at ``source_url``
+    (``certa.engine.services.presentation.hf_eval_results``), or a CycloneDX 1.6 ML-BOM
+    (``certa.engine.services.presentation.cyclonedx_bom``)."""
     certificate = ledger.certificate(run_id)
-    write_certificate(certificate, output)
+    if form == "hf-eval-results":
+        from certa.engine.services.presentation.hf_eval_results import hf_eval_results
+        text = hf_eval_results(certificate, dataset=hf_dataset, task_id=hf_task, source_url=source_url)
+        write_atomically(output, text.encode("utf-8"), what="the evaluation results")
+    elif form == "cyclonedx":
+        from certa.engine.services.presentation.cyclonedx_bom import cyclonedx_bom
+        write_atomically(output, (json.dumps(cyclonedx_bom(certificate), indent=2, ensure_ascii=False) + "\n")
+                         .encode("utf-8"), what="the CycloneDX BOM")
+    else:
+        write_certificate(certificate, output)
     return ExportedCertificate(run_id=certificate["issued"]["run_id"], path=output,
                                content_sha256=certificate["content_sha256"])
 

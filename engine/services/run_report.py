@@ -1,6 +1,6 @@
 """``certa run`` as one call: run a spec file, record it (unless asked not to), write the certificate
-(``-o``) and a JUnit report (``--junit``) also when the run fails, aborts or is refused, and report the
-outcome with its text and JSON forms.
+(``-o``), a JUnit report (``--junit``) and a Markdown summary (``--summary``, appended) also when the run fails,
+aborts or is refused, and report the outcome with its text and JSON forms.
 
 Files are checked writable before anything is recorded (or the ledger file created), and the spec and its
 inputs before the ledger is opened. A file that cannot be written after the run was recorded is a
@@ -21,9 +21,10 @@ from certa.engine.core.gates import FAIL, INCONCLUSIVE, PASS
 from certa.engine.core.inputs import load_tables
 from certa.engine.core.interpreter import Notify, RunDecisions, check_data_keys
 from certa.engine.core.spec import load_plan
-from certa.engine.foundation.atomic_files import check_writable
+from certa.engine.foundation.atomic_files import append_atomically, check_writable
 from certa.engine.foundation.errors import CertaError, OutputError, ProfileAbort, RecordedOutputError
 from certa.engine.services.documents import write_certificate
+from certa.engine.services.presentation.ci_summary import run_summary
 from certa.engine.services.presentation.junit import run_suite, utc_timestamp, write_junit
 from certa.engine.services.presentation.markdown import failed_rules
 from certa.engine.services.presentation.warnings import run_warnings
@@ -101,23 +102,34 @@ def run_spec_file(spec: Path, *, input_paths: Mapping[str, Path] | None = None, 
                   output: Path | None = None, junit_file: Path | None = None,
                   notify: Notify | None = None, registration_id: str | None = None,
                   registration_checkpoint: bytes | None = None,
-                  public_keys: Sequence[Ed25519PublicKey] = ()) -> RunReport:
+                  public_keys: Sequence[Ed25519PublicKey] = (), summary_file: Path | None = None,
+                  report_link: str | None = None) -> RunReport:
     """Run the spec at ``spec`` (inputs read from ``input_paths`` instead of the spec's paths), record it in
     ``ledger`` (None: not recorded), and write the certificate to ``output`` and a JUnit report to
     ``junit_file`` when given; the run matches the registration ``registration_id`` names (else the newest of
     its name: ``run_plan``), proven by ``registration_checkpoint`` (a checkpoint file's bytes, which each of
-    ``public_keys`` must have signed) when given. A refused spec or input raises its ``CertaError`` (its JUnit report written
-    first); a run a profile rule stopped is a ``RunReport`` with ``abort``."""
+    ``public_keys`` must have signed) when given. ``summary_file``: the run's Markdown summary
+    (``certa.engine.services.presentation.ci_summary.run_summary``, linking to ``report_link``) is appended to it
+    (``append_atomically``: a CI job's summary file collects every step's). A refused spec or input raises its
+    ``CertaError`` (its JUnit report and summary written first); a run a profile rule stopped is a ``RunReport``
+    with ``abort``."""
     started, timestamp = time.monotonic(), utc_timestamp()
     name = str(spec)  # the spec's name once it loads: the JUnit report's suite and classname
 
-    def junit(**outcome: Any) -> None:
+    def reports(certificate: Mapping[str, Any] | None = None, **outcome: Any) -> None:
+        """The JUnit report and the summary of the run's ``outcome`` (and ``certificate``, which the summary reads)."""
         if junit_file is not None:
             write_junit(junit_file, [run_suite(name=name, timestamp=timestamp, seconds=time.monotonic() - started,
                                                spec=str(spec), **outcome)])
+        if summary_file is not None:
+            text = run_summary(name=name, run_id=outcome.get("run_id"), failed_rules=outcome.get("failed_rules", ()),
+                               abort_reason=outcome.get("abort_reason", ""), error=outcome.get("error", ""),
+                               ledger=ledger, link=report_link, certificate=certificate)
+            append_atomically(summary_file, text.encode() + b"\n", what="the summary")
 
     try:
-        for path, what in ((output, "the certificate"), (junit_file, "the JUnit report")):
+        for path, what in ((output, "the certificate"), (junit_file, "the JUnit report"),
+                           (summary_file, "the summary")):
             if path is not None:  # refused before anything is recorded (or the ledger file created)
                 check_writable(path, what=what)
         checkpoint = None if registration_checkpoint is None else open_checkpoint(registration_checkpoint,
@@ -135,11 +147,11 @@ def run_spec_file(spec: Path, *, input_paths: Mapping[str, Path] | None = None, 
     except ProfileAbort as abort:
         rules = failed_rules(abort.decisions)
         with after_recording(abort.run_id and f"aborted run {abort.run_id}"):
-            junit(run_id=abort.run_id, failed_rules=rules, abort_reason=str(abort))
+            reports(run_id=abort.run_id, failed_rules=rules, abort_reason=str(abort))
         return RunReport(result=None, abort=abort, rules=rules,
                          warnings=run_warnings(RunDecisions.of(abort.stage_id, abort.decisions)), ledger=ledger)
     except CertaError as error:
-        junit(error=str(error), error_type=type(error).__name__)
+        reports(error=str(error), error_type=type(error).__name__)
         raise
     recorded = None if ledger is None else f"run {result.run_id} ({result.verdict})"
     if output is not None:
@@ -147,6 +159,6 @@ def run_spec_file(spec: Path, *, input_paths: Mapping[str, Path] | None = None, 
         with after_recording(recorded, retry=retry):
             write_certificate(result.certificate, output)
     with after_recording(recorded):
-        junit(run_id=None if ledger is None else result.run_id, verdict=result.verdict,
-              gates=result.certificate["content"]["gates"])
+        reports(result.certificate, run_id=None if ledger is None else result.run_id, verdict=result.verdict,
+                gates=result.certificate["content"]["gates"])
     return RunReport(result=result, abort=None, rules=(), warnings=result.warnings, ledger=ledger)

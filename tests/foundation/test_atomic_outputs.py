@@ -20,7 +20,7 @@ from certa.cli import main
 from certa.engine.foundation.errors import OutputError, RecordedOutputError
 from certa.engine.services.site import MANIFEST_NAME
 from certa.ledger import Ledger
-from certa.engine.foundation.atomic_files import TEMPORARY_SUFFIX, check_writable, write_atomically
+from certa.engine.foundation.atomic_files import TEMPORARY_SUFFIX, append_atomically, check_writable, write_atomically
 
 ROOT = Path(__file__).resolve().parents[2]
 ENOSPC = os.strerror(errno.ENOSPC)
@@ -147,6 +147,8 @@ def recorded(small_spec: Path, tmp_path: Path) -> dict[str, str]:
 
 COMMANDS = {
     "export": lambda r, out: ["export", "latest", "-o", out, "--ledger", r["db"]],
+    "export --format cyclonedx": lambda r, out: ["export", "latest", "--format", "cyclonedx", "-o", out, "--ledger",
+                                                 r["db"]],
     "checkpoint": lambda r, out: ["checkpoint", "--key", r["key"], "--out", out, "--ledger", r["db"]],
     "cosign": lambda r, out: ["cosign", r["checkpoint"], "--public-key", r["pub"], "--key", r["other"], "--out", out,
                               "--ledger", r["db"]],
@@ -195,6 +197,8 @@ def test_run_refuses_an_unwritable_output_before_recording(small_spec: Path, tmp
     assert str(output) in _one_error(result, 2) and not db.exists()
     result = invoke("run", str(small_spec), "--junit", str(tmp_path / "missing-dir" / "j.xml"), "--ledger", str(db))
     assert "the JUnit report" in _one_error(result, 2) and not db.exists()
+    result = invoke("run", str(small_spec), "--summary", str(tmp_path / "missing-dir" / "s.md"), "--ledger", str(db))
+    assert "the summary" in _one_error(result, 2) and not db.exists()
 
 
 def test_run_whose_output_fails_after_recording_exits_4_and_names_the_run_and_export(
@@ -221,6 +225,20 @@ def test_a_junit_report_that_fails_after_recording_exits_4(small_spec: Path, tmp
     result = invoke("run", str(small_spec), "--junit", str(tmp_path / "j.xml"), "--ledger", str(tmp_path / "l.db"))
     assert "is recorded, but cannot write the JUnit report" in _one_error(result, 4)
     assert _leftovers(tmp_path) == [] and not (tmp_path / "j.xml").exists()
+
+
+def test_a_summary_is_appended_whole_or_not_at_all(small_spec: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``append_atomically``: the bytes before stay, the new ones follow; a failed append (a full disk after the
+    run was recorded: exit 4) leaves the file as it was, never half a summary, and no temporary file."""
+    summary = tmp_path / "summary.md"
+    append_atomically(summary, b"one\n")
+    append_atomically(summary, b"two\n")
+    assert summary.read_bytes() == b"one\ntwo\n"
+    _disk_full(monkeypatch)
+    result = invoke("run", str(small_spec), "--summary", str(summary), "--ledger", str(tmp_path / "l.db"))
+    assert "is recorded, but cannot write the summary" in _one_error(result, 4)
+    assert summary.read_bytes() == b"one\ntwo\n" and _leftovers(tmp_path) == []
 
 
 # ------------------------------------------------------------------------------------------ certa site

@@ -331,7 +331,7 @@ def test_certa_run_reads_the_runs_of_a_batch_from_its_ledger(small_spec: Path, t
             run(write_spec(tmp_path / "merge", MERGE_SPEC.format(knob="shard_batch: nightly")), ledger=ledger)
 
 
-def test_certa_batch_prints_warnings_and_writes_junit(tmp_path: Path, cluster_client) -> None:
+def test_certa_batch_prints_warnings_and_writes_junit_and_a_summary(tmp_path: Path, cluster_client) -> None:
     from click.testing import CliRunner
 
     from certa.cli import main
@@ -344,9 +344,9 @@ def test_certa_batch_prints_warnings_and_writes_junit(tmp_path: Path, cluster_cl
     aborted.write_text(aborted.read_text().replace("profile: dev", "profile: ci"))  # 40 windows < 200: abort
     (tmp_path / "specs" / "zz-bad").mkdir()
     (tmp_path / "specs" / "zz-bad" / "spec.yaml").write_text("certa: 1\nname: bad\nseed: 1\nstages: []\nbogus: 1\n")
-    report = tmp_path / "junit.xml"
+    report, summary = tmp_path / "junit.xml", tmp_path / "summary.md"
     args = ["batch", str(tmp_path / "specs"), "--scheduler", cluster_client.scheduler.address,
-            "--ledger", str(tmp_path / "ledger.db"), "--junit", str(report)]
+            "--ledger", str(tmp_path / "ledger.db"), "--junit", str(report), "--summary", str(summary)]
     text = CliRunner().invoke(main, args)
     assert text.exit_code == 2, text.output
     assert "warning: tiny-2: stage 'ratio': window_match_fraction = 0.925, required 1" in text.stderr
@@ -361,10 +361,17 @@ def test_certa_batch_prints_warnings_and_writes_junit(tmp_path: Path, cluster_cl
     assert rule.get("name") == "profile rule min_paired_windows" and rule.get("classname") == "tiny-3"
     assert rule.find("failure").get("message") == "min_paired_windows = 40, required 200"
     assert "bogus" in suites[str(tmp_path / "specs/zz-bad/spec.yaml")].find("testcase/error").get("message")
+    lines = summary.read_text().splitlines()
+    assert lines[2] == "⛔ **REFUSED**: 5 spec(s) in " + lines[2].split(" in ")[1]
+    assert lines[2].endswith(": 2 PASS, 1 FAIL, 1 ABORTED, 1 REFUSED.")
+    rows = [line for line in lines if line.startswith("| ")]
+    assert len(rows) == 1 + 5 + 1 and rows[-1].startswith("| **total** | | 4 run(s) |")
+    assert lines[-2].startswith("A run's full report: `certa report RUN -o RUN.html --ledger ")
 
     again = CliRunner().invoke(main, [*args, "--json"])  # resumed: every run already recorded, same report
     runs = json.loads(again.stdout)["runs"]
     assert runs[3]["failed_rules"][0]["rule"] == "min_paired_windows" and runs[3]["status"] == "already recorded"
+    assert summary.read_text().count("### certa batch: ") == 2 and "already recorded" in summary.read_text()
     rerun = {suite.get("name"): suite for suite in assert_valid_junit(report).findall("testsuite")}
     assert rerun["tiny-3"].find("testcase/failure").get("message") == "min_paired_windows = 40, required 200"
     assert rerun["tiny-1"].find("testcase/failure").get("type") == "GateFailed"
@@ -378,10 +385,12 @@ def test_a_refused_batch_still_writes_its_junit_report(tmp_path: Path) -> None:
     from tests.services.presentation.test_junit import assert_valid_junit
 
     write_tiny_specs(tmp_path / "specs", 1)
-    report = tmp_path / "junit.xml"
+    report, summary = tmp_path / "junit.xml", tmp_path / "summary.md"
     result = CliRunner().invoke(main, ["batch", str(tmp_path / "specs"), "--input", f"typo={tmp_path}/x.csv",
-                                       "--ledger", str(tmp_path / "ledger.db"), "--junit", str(report)])
+                                       "--ledger", str(tmp_path / "ledger.db"), "--junit", str(report),
+                                       "--summary", str(summary)])
     assert result.exit_code == 2 and not (tmp_path / "ledger.db").exists()
+    assert summary.read_text().startswith("### certa run: certa batch\n\n⛔ **REFUSED**")
     error = assert_valid_junit(report).find("testsuite/testcase/error")
     assert error.get("type") == "SpecError" and "--input typo" in error.get("message")
 

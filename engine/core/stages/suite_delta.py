@@ -185,7 +185,7 @@ def _pooled(tasks: Mapping[str, Any], knobs: Mapping[str, Any], unit: str) -> di
     if knobs["pooled"] == "micro":
         whole = tasks["whole"]
         estimate, low, high = float(whole.estimate), float(whole.low), float(whole.high)
-        method = (f"the {tasks['method']} interval of the suite's pooled table (all {n} {unit}s together), which "
+        method = (f"{tasks['method']} interval of the suite's pooled table (all {n} {unit}s together), which "
                   "ignores the tasks as strata and so can only be wider than needed (Cochran 1977, §5A)")
     else:
         pooled = pooled_difference(tasks["estimate"], tasks["low"], tasks["high"], weights)

@@ -12,14 +12,15 @@ paragraphs. The number helpers below write numbers in those texts (``certa.engin
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from certa.engine.core.stages import REGISTRY
 from certa.engine.core.value_text import format_value
 from certa.engine.services.presentation.stages import presentation_of
 
-__all__ = ["how_to_read", "EXPLAINED", "finite_number", "number_text", "percent_text"]
+__all__ = ["how_to_read", "EXPLAINED", "finite_number", "number_text", "percent_text", "signed_text", "number_pair",
+           "interval_text"]
 
 
 def finite_number(value: Any) -> float | None:
@@ -39,6 +40,25 @@ def percent_text(level: Any) -> str:
     """A confidence level as a percentage (``95%``), ``the stated`` when it is not a finite number."""
     number = finite_number(level)
     return "the stated" if number is None else f"{format_value(100 * number, digits=4)}%"
+
+
+def signed_text(value: Any) -> str:
+    """A difference in a sentence: 4 significant digits with its sign (``+0.05``, ``-0.02``)."""
+    number = finite_number(value)
+    return f"+{number_text(number)}" if number is not None and number > 0 else number_text(value)
+
+
+def number_pair(value: Any) -> tuple[Any, Any]:
+    """``value`` as (low, high) when it is a list of two (an interval, a range), else (None, None)."""
+    if isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2:
+        return value[0], value[1]
+    return None, None
+
+
+def interval_text(ci: Any) -> str:
+    """``[low, high]`` in a sentence (``[?, ?]`` when the interval is not two numbers)."""
+    low, high = number_pair(ci)
+    return f"[{number_text(low)}, {number_text(high)}]"
 
 
 EXPLAINED: frozenset[str] = frozenset(stage.name for stage in REGISTRY if stage.presentation is not None)

@@ -25,6 +25,7 @@ from tests.browser_support import (
 )
 from tests.conftest import OFFLINE_EXAMPLES as EXAMPLES  # a served example needs its server
 from tests.paired_metric_support import lm_eval_spec, run_spec, sliced_spec
+from tests.suite_delta_support import suite_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -229,13 +230,27 @@ _OVERFLOWS = """() => {
 or with content wider than itself, a plot drawing outside its view box (a cut legend or label)."""
 
 
+def _assert_fits(page, screenshot: Path) -> None:
+    """Nothing sticks out (``_OVERFLOWS``) at the screenshot's width and in a narrow window; the screenshot saved."""
+    for width in (1200, 800):
+        page.set_viewport_size({"width": width, "height": 900})
+        assert page.evaluate(_OVERFLOWS) == [], width
+    page.set_viewport_size({"width": 1200, "height": 900})
+    assert save_screenshot(page, screenshot) > 20_000
+
+
 @pytest.fixture(scope="module")
 def metric_reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The standalone reports of paired.metric_delta on the lm-eval fixtures and on the sliced CSV tables."""
     folder = tmp_path_factory.mktemp("metric-browser")
+    return _reports(folder, {"lm-eval": lm_eval_spec(folder / "lm-eval"), "sliced": sliced_spec(folder / "sliced")})
+
+
+def _reports(folder: Path, specs: dict[str, Path]) -> dict[str, Path]:
+    """Each spec run into one ledger in ``folder`` and its run's standalone report written there (name -> path)."""
     db = folder / "ledger.db"
     reports = {}
-    for name, spec in (("lm-eval", lm_eval_spec(folder / "lm-eval")), ("sliced", sliced_spec(folder / "sliced"))):
+    for name, spec in specs.items():
         reports[name] = folder / f"{name}.html"
         result = CliRunner().invoke(main, ["report", run_spec(spec, db), "-o", str(reports[name]), "--ledger", str(db)])
         assert result.exit_code == 0, result.output
@@ -252,10 +267,34 @@ def test_metric_delta_report_fits_its_page_in_a_browser(metric_reports, chromium
         assert box.is_visible() and box.inner_text().startswith("How to read this")
         assert all(spread > 10 for spread in plot_pixel_spread(page))
         assert page.locator("section.stage table.data caption").count() >= 7
-        for width in (1200, 800):  # the screenshot's width, and a narrow window
-            page.set_viewport_size({"width": width, "height": 900})
-            assert page.evaluate(_OVERFLOWS) == [], width
-        page.set_viewport_size({"width": 1200, "height": 900})
-        assert save_screenshot(page, tmp_path / f"report-paired-metric-{name}.png") > 20_000
+        _assert_fits(page, tmp_path / f"report-paired-metric-{name}.png")
+    finally:
+        page.close()
+
+
+@pytest.fixture(scope="module")
+def suite_reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The standalone reports of paired.suite_delta: three tasks (one INFERIOR), and 60 tasks with long names and
+    per-task margins (the task table folded)."""
+    folder = tmp_path_factory.mktemp("suite-browser")
+    tasks = {f"mmlu_{i:02d}" + ("_a_subject_name_long_enough_to_wrap_in_its_cell" if i == 7 else ""):
+             -0.3 if i == 13 else 0.0 for i in range(60)}
+    return _reports(folder, {"three": suite_spec(folder / "three"),
+                             "sixty": suite_spec(folder / "sixty", effects=tasks, items=60,
+                                                 margin={t: 0.15 for t in tasks})})
+
+
+@pytest.mark.parametrize("name", ["three", "sixty"])
+def test_suite_delta_report_fits_its_page_in_a_browser(suite_reports, chromium, name: str, tmp_path: Path) -> None:
+    page, log = open_page(chromium, suite_reports[name])
+    try:
+        assert log.console_errors == [] and log.network_requests == []
+        badge = page.locator("section.stage .decision .badge")
+        assert badge.inner_text().startswith("INFERIOR on task ") and "badge-fail" in badge.get_attribute("class")
+        assert page.locator("section.stage .how-to-read").is_visible()
+        assert all(spread > 10 for spread in plot_pixel_spread(page))
+        assert page.locator("section.stage details.table-details").count() == (2 if name == "sixty" else 0)
+        page.evaluate("() => document.querySelectorAll('details').forEach(d => d.open = true)")  # the folded table
+        _assert_fits(page, tmp_path / f"report-suite-delta-{name}.png")
     finally:
         page.close()

@@ -28,6 +28,7 @@ from certa.ledger import Ledger
 
 from tests.conftest import OFFLINE_EXAMPLES as EXAMPLES  # a served example needs its server
 from tests.paired_metric_support import LM_EVAL_GATE, SLICED_GATE, SLICES, lm_eval_spec, run_spec, sliced_spec
+from tests.suite_delta_support import suite_outputs, suite_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = sorted(p.parent.name for p in (ROOT / "tests" / "golden").glob("*/ledger.db"))
@@ -553,6 +554,15 @@ def _escaped(text: str) -> str:
     return str(escape(text))
 
 
+def _assert_reads_in_order(html: str, use: str, outputs: dict) -> None:
+    """A stage section opens with its "How to read this" paragraphs, then its plot, then its tables."""
+    box = re.search(r'<aside class="how-to-read"[^>]*>(.*?)</aside>', html, flags=re.S)
+    assert box is not None
+    for paragraph in how_to_read(use, outputs):
+        assert f"<p>{_escaped(paragraph)}</p>" in box.group(1)
+    assert html.index('class="how-to-read"') < html.index('<figure class="plot"') < html.index("<table")
+
+
 def _svg_strings(html: str) -> set[str]:
     """The strings a plot drew (matplotlib writes each one as an XML comment before its glyphs)."""
     return {comment.strip() for comment in re.findall(r"<!--(.*?)-->", html, flags=re.S)}
@@ -572,11 +582,7 @@ def test_metric_delta_report_renders_every_part(metric_runs) -> None:
     assert outputs["sources"]["baseline"]["task_config_sha256"] == outputs["sources"]["subject"]["task_config_sha256"]
     assert "the exports differ in" not in html
     assert re.search(r"<li>both exports state the same [^<]*task config digest \(SHA-256\)</li>", html)
-    box = re.search(r'<aside class="how-to-read"[^>]*>(.*?)</aside>', html, flags=re.S)
-    assert box is not None
-    for paragraph in how_to_read("paired.metric_delta", outputs):
-        assert f"<p>{_escaped(paragraph)}</p>" in box.group(1)
-    assert html.index('class="how-to-read"') < html.index('<figure class="plot"') < html.index("<table")
+    _assert_reads_in_order(html, "paired.metric_delta", outputs)
 
     tables = _tables(html)
     provenance = [f"Provenance: {side} (as its export states it)" for side in ("baseline", "subject")]
@@ -733,4 +739,147 @@ def test_metric_delta_words_follow_the_verdict_the_scale_and_the_pairing() -> No
                                           "noninferiority": {"margin": "?"}}])
 def test_metric_delta_section_reads_odd_outputs(outputs: dict) -> None:
     section = stage_section("acc", "paired.metric_delta", "1.0.0", outputs, (), ())
+    assert section.plots and "<svg" in section.plots[0].svg and section.tables and section.how_to_read
+
+
+# -- paired.suite_delta -------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def suite_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """Two lm-eval suites run once each into one ledger: three tasks with one much worse (margin 0.1, a gate on the
+    claim and one on the pooled interval), and the same suites without a margin."""
+    folder = tmp_path_factory.mktemp("suite")
+    db = folder / "ledger.db"
+    return db, {"margin": run_spec(suite_spec(folder / "margin"), db),
+                "none": run_spec(suite_spec(folder / "none", margin=None, pooled="macro"), db)}
+
+
+def _suite_stage(db: Path, run_id: str) -> tuple[str, dict]:
+    """(the HTML of stage ``suite``, its stored outputs)."""
+    with Ledger.open(str(db), create=False) as ledger:
+        content = ledger.certificate(run_id)["content"]
+    return _sections(_report(db, run_id))["suite"], content["stages"]["suite"]
+
+
+def _task_cells(row: dict, claimed: bool) -> tuple[list[str], list[str]]:
+    """A task's rows as the two per-task tables write them (4 significant digits): its difference, its tests."""
+    def four(value) -> str:
+        return format_value(value, digits=4)
+    differs = "no" if not row["differs"] else f"yes, {'worse' if row['estimate'] < 0 else 'better'}"
+    return ([row["task"], str(row["units"]), four(row["baseline_mean"]), four(row["subject_mean"]),
+             four(row["estimate"]), f"[{four(row['ci'][0])}, {four(row['ci'][1])}]",
+             *([four(row["margin"]), row["decision"]] if claimed else [])],
+            [row["task"], four(row["estimate"]), four(row["p_value"]), four(row["adjusted_p_value"]), differs,
+             four(row["detectable_difference"]) + ("" if row["detectable_attainable"] else " (not attainable)")])
+
+
+def test_suite_delta_report_renders_every_part(suite_runs) -> None:
+    db, runs = suite_runs
+    html, outputs = _suite_stage(db, runs["margin"])
+    every, pooled, which = outputs["every_task"], outputs["pooled"], outputs["which_differ"]
+    assert every["decision"] == "INFERIOR" and every["inferior_tasks"] == ["hellaswag"]  # the support's design
+    assert '<span class="badge badge-fail">INFERIOR on task hellaswag</span>' in html
+    assert (f"acc over {outputs['n_paired']} paired items in 3 tasks: pooled micro difference "
+            f"{format_value(pooled['estimate'], digits=4)} (subject − baseline), 95% CI "
+            f"[{format_value(pooled['ci'][0], digits=4)}, {format_value(pooled['ci'][1], digits=4)}]") in html
+    assert ("INFERIOR on task hellaswag at margin 0.1 (10 points) on every task: the whole interval lies below "
+            "−margin") in html
+    assert "Task hellaswag differs from the baseline (Holm (familywise error rate), α = 0.05)." in html
+    assert f"<li>{outputs['units']['statement']}</li>" in html and "<li>every item paired (600)</li>" in html
+    _assert_reads_in_order(html, "paired.suite_delta", outputs)
+
+    tables = _tables(html)
+    per_task = (_escaped("3 tasks: Δ = subject − baseline with its 95% interval against the task's margin"),
+                "3 tasks: which differ (p-values of Δ = 0, adjusted across the tasks by Holm (familywise error rate))")
+    assert list(tables) == ["Claim: non-inferior on every task", per_task[0], "Which tasks differ", per_task[1],
+                            "Pooled difference", "Pairing of the items",
+                            *(f"Provenance: {side} (as its export states it)" for side in ("baseline", "subject"))]
+    cells = [_task_cells(row, claimed=True) for row in outputs["rows"]]
+    assert [tables[caption] for caption in per_task] == [[c[0] for c in cells], [c[1] for c in cells]]
+    for row in outputs["rows"]:  # each decision in its colour
+        colour = {"NONINFERIOR": "pass", "INFERIOR": "fail", "UNDECIDED": "inconclusive"}[row["decision"]]
+        assert f'<span class="badge badge-{colour}">{row["decision"]}</span>' in html
+    claim = dict(map(tuple, tables["Claim: non-inferior on every task"]))
+    assert claim["decision"] == "INFERIOR" and claim["tasks INFERIOR"] == "hellaswag"
+    assert claim["error rate"] == _escaped(every["error_rate"])
+    differ = dict(map(tuple, tables["Which tasks differ"]))
+    assert differ["tasks that differ"] == ", ".join(which["differing"])
+    assert differ["note"] == _escaped(which["note"])
+    result = dict(map(tuple, tables["Pooled difference"]))
+    assert result["95% CI of the pooled difference"] == format_value(pooled["ci"], digits=6)
+    assert result["assumption"] == _escaped(pooled["assumption"])
+    drawn = _svg_strings(html)
+    assert {f"pooled, micro (n = {outputs['n_paired']})", "−margin −0.1 (non-inferiority)",
+            "gate pooled-above-minus-15-points", "95% CI, task INFERIOR", "95% CI, task NONINFERIOR"} <= drawn
+    assert {f"{row['task']} (n = {row['units']})" for row in outputs["rows"]} <= drawn
+    assert "gate every-task" not in drawn  # a gate on the decision is not on the axis
+
+
+def test_suite_delta_without_a_margin_makes_no_claim(suite_runs) -> None:
+    db, runs = suite_runs
+    html, outputs = _suite_stage(db, runs["none"])
+    assert outputs["every_task"] is None
+    assert '<span class="badge badge-neutral">pooled difference ' in html
+    assert "No non-inferiority margin was set, so no claim of non-inferiority was made." in html
+    tables = _tables(html)
+    assert tables["Claim: non-inferior on every task"] == [["claim", "none: no non-inferiority margin was set"]]
+    cells = [_task_cells(row, claimed=False) for row in outputs["rows"]]
+    assert tables["3 tasks: Δ = subject − baseline with its 95% interval"] == [c[0] for c in cells]
+    assert [c[1] for c in cells] == next(rows for caption, rows in tables.items() if "which differ" in caption)
+    drawn = _svg_strings(html)
+    assert "pooled, macro (n = 600)" in drawn and not any("margin" in s for s in drawn)
+    assert "no claim that the subject is no worse was made" in " ".join(how_to_read("paired.suite_delta", outputs))
+
+
+@pytest.mark.parametrize(("decisions", "badge", "state", "words"), [
+    (["NONINFERIOR"] * 3, "Non-inferior on every one of the 3 tasks", True,
+     "every task's interval lies above its −margin"),
+    (["NONINFERIOR", "INFERIOR", "UNDECIDED", "INFERIOR"], "INFERIOR on tasks task_01 and task_03", False,
+     "One inferior task is enough"),
+    (["NONINFERIOR", "UNDECIDED"], "UNDECIDED: task task_01 straddles its margin", "inconclusive",
+     "a gate on this decision is INCONCLUSIVE, not failed"),
+    (["UNDECIDED"] * 7, "UNDECIDED: tasks task_00, task_01, task_02, task_03, task_04 and 2 more straddle their margin",
+     "inconclusive", "More items on those tasks would decide"),
+    ([None] * 2, "pooled difference -0.01", None, "no non-inferiority margin was set"),
+])
+def test_suite_delta_words_follow_each_decision(decisions, badge, state, words) -> None:
+    outputs = suite_outputs(decisions)
+    section = stage_section("suite", "paired.suite_delta", "1.0.0", outputs, (), ())
+    assert (section.decision, section.ok) == (badge, state)
+    text = " ".join(how_to_read("paired.suite_delta", outputs))
+    assert words in text and "No task is shown to differ" in section.summary  # no task differs here
+    assert "Benjamini–Hochberg (false discovery rate)" in text and "A task not shown to differ is NOT shown" in text
+    task_table, tests = (t for t in section.tables if t.caption.startswith(f"{len(decisions)} tasks: "))
+    assert tests.headers == ("task", "Δ", "p-value", "adjusted p-value", "differs", "detectable |Δ|")
+    if decisions[0] is None:
+        assert "decision" not in task_table.headers and "margin" not in task_table.headers
+    else:
+        column = task_table.headers.index("decision")
+        assert [(c.text, c.ok) for c in (row[column] for row in task_table.rows)] == [
+            (d, {"NONINFERIOR": True, "INFERIOR": False, "UNDECIDED": "inconclusive"}[d]) for d in decisions]
+    # a gate decides the badge's colour, as for every stage
+    gated = stage_section("suite", "paired.suite_delta", "1.0.0", outputs,
+                          [{"id": "g", "metric": "suite.every_task.decision", "passed": True, "outcome": "PASS"}], ())
+    assert gated.ok is True and gated.decision == badge
+
+
+def test_suite_delta_folds_many_tasks_and_draws_each_margin() -> None:
+    shown = stage_section("suite", "paired.suite_delta", "1.0.0", suite_outputs(["NONINFERIOR"] * 15), (), ())
+    many = suite_outputs(["NONINFERIOR"] * 59 + ["INFERIOR"], margins=[0.02 + 0.001 * i for i in range(60)])
+    folded = stage_section("suite", "paired.suite_delta", "1.0.0", many, (), ())
+    for section, rows in ((shown, 15), (folded, 60)):
+        tables = [t for t in section.tables if t.caption.startswith(f"{rows} tasks: ")]
+        assert len(tables) == 2 and all(t.collapsed == (rows > 15) and len(t.rows) == rows for t in tables)
+    drawn = _svg_strings(folded.plots[0].svg)
+    assert {f"task_{i:02d} (n = 200)" for i in range(60)} <= drawn  # the plot shows every task
+    assert "−margin of each task (non-inferiority)" in drawn and "(orange ticks)" in folded.plots[0].caption
+    assert not any(s.startswith("−margin −") for s in drawn)  # no single margin line
+    assert "per-task margins from 0.02 to 0.079" in folded.summary
+
+
+@pytest.mark.parametrize("outputs", [{}, {"rows": [None, {"ci": "ab", "decision": 3}], "every_task": {"decision": "?"},
+                                          "pooled": None, "which_differ": {"differing": "x"}, "sources": {"baseline": 1},
+                                          "units": {"statement": 4}}])
+def test_suite_delta_section_reads_odd_outputs(outputs: dict) -> None:
+    section = stage_section("suite", "paired.suite_delta", "1.0.0", outputs, (), ())
     assert section.plots and "<svg" in section.plots[0].svg and section.tables and section.how_to_read

@@ -16,8 +16,10 @@ from certa.engine.services.presentation.stages import markdown_of
 CORE = Path(__file__).resolve().parents[3] / "engine" / "core"
 
 WITH_MARKDOWN = frozenset({"bakeoff.compare", "bakeoff.merge", "conformal.monitor", "conformal.pac_report",
-                           "model.windows", "paired.metric_delta", "paired.ppl_ratio", "sequential.diff"})
-"""The stage types whose every version had a Markdown renderer (``StageType.render_markdown``) in the core."""
+                           "model.windows", "paired.metric_delta", "paired.ppl_ratio", "sequential.diff",
+                           "paired.suite_delta"})
+"""The stage types whose every version had a Markdown renderer (``StageType.render_markdown``) in the core, and
+those born with one in the presentation layer (``paired.suite_delta``)."""
 
 
 @pytest.mark.parametrize("ref", [stage.ref for stage in REGISTRY])
@@ -105,6 +107,25 @@ def test_model_windows_states_a_served_arms_claims_and_transcript_apart_from_wha
     local = {**outputs, "models": {arm: outputs["models"]["baseline"] for arm in ("baseline", "subject")}}
     assert "Served model" not in markdown_of("model.windows", "1.2.0")(local)
     assert "both local models" in how_to_read(local)[0]
+
+
+def test_suite_delta_markdown_has_a_row_per_task_the_pooled_difference_and_the_claim() -> None:
+    from tests.suite_delta_support import suite_outputs
+
+    outputs = suite_outputs(["NONINFERIOR", "INFERIOR", "UNDECIDED"], margins=[0.05, 0.02, 0.1])
+    outputs["which_differ"]["differing"] = ["task_01"]
+    text = markdown_of("paired.suite_delta", "1.0.0")(outputs)
+    header, rule, *rows = text.split("\n\n")[0].split("\n")
+    assert header == ("| task | units | baseline | subject | Δ | 95% CI (tango_score) | margin | decision | adjusted p "
+                      "| differs |") and rule.count("|") == header.count("|")
+    assert rows == [f"| {row['task']} | 200 | 0.7 | 0.69 | -0.01 | [-0.04, 0.02] | {row['margin']:g} | "
+                    f"{row['decision']} | 1 | no |" for row in outputs["rows"]]
+    assert ("Unit of analysis: 600 items (no repeats) in 3 tasks; pooled (macro) difference -0.01, 95% CI [-0.02, 0] "
+            "(baseline 0.7, subject 0.69); non-inferior on every task: INFERIOR; tasks that differ "
+            "(benjamini_hochberg, α = 0.05): task_01.") in text
+    unclaimed = markdown_of("paired.suite_delta", "1.0.0")(suite_outputs([None, None]))
+    assert "| margin |" not in unclaimed and "no margin: no non-inferiority claim" in unclaimed
+    assert "(benjamini_hochberg, α = 0.05): none." in unclaimed
 
 
 def test_model_windows_names_who_signed_a_certificate_or_sigstore_signed_model() -> None:

@@ -31,11 +31,16 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["ratio_plot", "sequence_plot", "bakeoff_plot", "calm_gate_plot", "pac_bounds_plot", "monitor_plot",
-           "difference_plot", "DifferenceRow", "vendor_colours", "VENDOR_GID"]
+           "difference_plot", "DifferenceRow", "DECISION_COLOURS", "vendor_colours", "VENDOR_GID"]
 
 PASS, FAIL, INK, MUTED, ACCENT, BAND = "#1a7f37", "#cf222e", "#24292f", "#8c959f", "#0969da", "#ddf4ff"
 MARGIN = "#bc4c00"
 """The non-inferiority limit −δ (orange: not a gate threshold, which is red)."""
+UNDECIDED = "#bf8700"
+"""Amber: the report's colour of an inconclusive outcome (report.css ``--inconclusive-line``)."""
+DECISION_COLOURS = {"NONINFERIOR": PASS, "UNDECIDED": UNDECIDED, "INFERIOR": FAIL}
+"""A task's non-inferiority decision as a forest plot colours its marks (the report's PASS, INCONCLUSIVE and FAIL
+colours)."""
 PALETTE = ("#0969da", "#bc4c00", "#8250df", "#1a7f37", "#cf222e", "#6e7781")
 VENDOR_PALETTE = ("#0969da", "#bc4c00", "#8250df", "#1a7f37", "#bf3989", "#4d2d00", "#1b7c83", "#6e7781")
 """Vendor colours (blue, orange, purple, green, pink, brown, teal, grey): distinct for up to 8 vendors."""
@@ -549,33 +554,52 @@ row labels and legend, so the plot keeps its width."""
 
 def difference_plot(key: str, *, overall: DifferenceRow, slices: Sequence[DifferenceRow] = (),
                     confidence_level: float | None, margin: float | None,
-                    gate_lines: Sequence[tuple[str, float]] = (), value_label: str) -> str:
-    """paired.metric_delta: a forest plot of the paired difference subject − baseline, the overall estimate
-    with its interval (diamond, first row) and, below it, each slice's estimate with its unadjusted interval;
-    a line at 0 (no difference), a dashed line at −``margin`` (the non-inferiority limit, when a margin was
-    set) and the gate thresholds on the difference or its interval (dashed red). The legend, in three columns
-    above the plot, takes the rows it needs."""
+                    gate_lines: Sequence[tuple[str, float]] = (), value_label: str,
+                    names: tuple[str, str] = ("overall", "slice"), row_margins: Sequence[float | None] = (),
+                    decisions: Sequence[str | None] = ()) -> str:
+    """paired.metric_delta, paired.suite_delta: a forest plot of the paired difference subject − baseline, the
+    overall estimate with its interval (diamond, first row) and, below it, each slice's estimate with its
+    unadjusted interval; a line at 0 (no difference), a dashed line at −``margin`` (the non-inferiority limit,
+    when a margin was set) and the gate thresholds on the difference or its interval (dashed red). The legend,
+    in three columns above the plot, takes the rows it needs.
+
+    ``names`` words the first row and the others in the legend (``("pooled", "task")``); ``row_margins`` draws
+    each slice's own −margin as a dashed tick on its row (per-task margins: ``margin`` None); ``decisions`` colours
+    each slice's marks by its non-inferiority decision (``DECISION_COLOURS``: NONINFERIOR green, UNDECIDED amber,
+    INFERIOR red; None or another word: ink)."""
     rows = [overall, *slices]
     labels = [_short_label(name) for name, _, _ in rows]
     level = f"{100 * confidence_level:g}% CI" if _finite(confidence_level) is not None else "CI"
+    first_name, row_name = names
     body, bottom = 0.35 + 0.27 * len(rows), 0.5
     with _style():
         fig, (ax,) = _figure(body + 0.5 + bottom, left=_label_margin(labels), top=0.5, bottom=bottom)
         values: list[Any] = [0.0]
+        shown: set[str] = set()
         for row, (_, estimate, interval) in enumerate(rows):
             y = len(rows) - 1 - row
             first = row == 0
-            colour = ACCENT if first else INK
+            decision = None if first or row > len(decisions) else decisions[row - 1]
+            colour = ACCENT if first else DECISION_COLOURS.get(str(decision), INK)
+            named = decision in DECISION_COLOURS
             if interval is not None and len(interval) == 2 and all(_finite(v) is not None for v in interval):
+                label = (f"{level}, {first_name}" if first else f"{level}, {row_name} {decision}" if named
+                         else f"{level} per {row_name} (unadjusted)")
                 ax.hlines(y, interval[0], interval[1], color=colour, lw=4 if first else 2.5, alpha=0.45,
-                          label=(f"{level}, overall" if first else f"{level} per slice (unadjusted)")
-                          if row < 2 else None)
+                          label=label if (row < 2 or named) and label not in shown else None)
+                shown.add(label)
                 ax.plot(list(interval), [y, y], "|", color=colour, ms=9 if first else 7)
                 values += list(interval)
             if _finite(estimate) is not None:
-                ax.plot([estimate], [y], "D" if first else "o", color=colour, ms=7 if first else 4.5,
-                        label=("difference, overall" if first else "difference per slice") if row < 2 else None)
+                label = f"difference, {first_name}" if first else f"difference per {row_name}"
+                ax.plot([estimate], [y], "D" if first else "o", color=INK if named else colour, ms=7 if first else 4.5,
+                        label=label if row < 2 else None)
                 values.append(estimate)
+            own = None if first or row > len(row_margins) else _finite(row_margins[row - 1])
+            if own is not None:
+                ax.vlines(-own, y - 0.38, y + 0.38, color=MARGIN, lw=1.3, ls="--",
+                          label=f"−margin of each {row_name} (non-inferiority)" if row == 1 else None)
+                values.append(-own)
         if slices:
             ax.axhline(len(rows) - 1.5, color=MUTED, lw=0.6)
         ax.axvline(0.0, color=MUTED, lw=1, label="0: no difference")

@@ -24,10 +24,11 @@ def fmt(value: Any, digits: int = 6) -> str:
 
 @dataclass(frozen=True)
 class Cell:
-    """A table cell with a status: ``ok`` True (pass), False (fail), None (neutral)."""
+    """A table cell with a status: ``ok`` True (pass), False (fail), None (neutral), ``INCONCLUSIVE_STATE``
+    (amber)."""
 
     text: str
-    ok: bool | None = None
+    ok: bool | str | None = None
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ INCONCLUSIVE_STATE = "inconclusive"
 """A badge state (``StageSection.ok``) that is neither pass nor fail: amber."""
 
 
-def gates_state(gates: Sequence[Mapping[str, Any]], otherwise: bool | None) -> bool | str | None:
+def gates_state(gates: Sequence[Mapping[str, Any]], otherwise: bool | str | None) -> bool | str | None:
     """A stage's badge state from its gates' outcomes (``gate_outcome``): False if any FAILed, else
     ``INCONCLUSIVE_STATE`` if any was inconclusive, else True; ``otherwise`` for a stage without gates."""
     if not gates:

@@ -12,9 +12,11 @@ from certa.engine.core.stats.bakeoff.pool import BAND_NAMES
 from certa.engine.core.value_text import format_value
 from certa.engine.services.presentation.explain import finite_number, number_text
 from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.stages import Estimate
 from certa.engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, Table, fmt, mapping, table
 
-__all__ = ["section", "how_to_read", "markdown", "Lead", "bucket_lead", "lead_sentence", "p_value_text"]
+__all__ = ["section", "reading", "estimates", "how_to_read", "markdown", "Lead", "bucket_lead", "lead_sentence",
+           "p_value_text"]
 
 
 _OVERLAYS = (("tokens", "tokens"), ("lat_ms", "latency ms"), ("cost", "cost"))
@@ -58,6 +60,28 @@ def _p_text(p: Any, replicates: Any) -> str:
     return fmt(p) if p is None else p_value_text(p, replicates).removeprefix("= ")
 
 
+def _headline(name: str, bucket: Mapping[str, Any], replicates: Any) -> str:
+    """Who leads bucket ``name``, and how surely (``lead_sentence``) when its lead was tested."""
+    lead = bucket_lead(bucket)
+    return (lead_sentence(name, lead, replicates) if lead is not None else
+            f"{bucket.get('leader')} leads {name}." if bucket.get("leader") is not None else
+            f"No vendor leads {name} (tied at the top or nothing compared).")
+
+
+def _method_note(boot: Mapping[str, Any]) -> str:
+    """How the intervals were computed (the report section's summary)."""
+    return (f"Intervals: {fmt(boot.get('confidence_level'))} bootstrap, {fmt(boot.get('replicates'))} replicates; "
+            f"pairwise p-values Holm-adjusted within each bucket." if boot else
+            "A merge of shard sums: pooled values without bootstrap intervals, no lead tested.")
+
+
+def reading(outputs: Mapping[str, Any]) -> str:
+    """The one-line reading (a CI summary's line): who leads each bucket, then how the intervals were computed."""
+    boot = mapping(outputs.get("bootstrap"))
+    return " ".join([*(_headline(str(name), mapping(bucket), boot.get("replicates"))
+                       for name, bucket in mapping(outputs.get("buckets")).items()), _method_note(boot)])
+
+
 def section(stage: StageInput) -> StageSection:
     """The section of a ``bakeoff.compare`` or ``bakeoff.merge`` stage (a merge has no bootstrap)."""
     outputs = stage.outputs
@@ -75,10 +99,7 @@ def section(stage: StageInput) -> StageSection:
         order = [str(v) for v in bucket.get("ranking") or vendors]
         plot_rows.append((name, [(v, mapping(vendors.get(v)).get(rank_by), mapping(vendors.get(v)).get("ci_rsi"))
                                  for v in order]))
-        lead = bucket_lead(bucket)
-        headlines.append(lead_sentence(name, lead, boot.get("replicates")) if lead is not None else
-                         f"{bucket.get('leader')} leads {name}." if bucket.get("leader") is not None else
-                         f"No vendor leads {name} (tied at the top or nothing compared).")
+        headlines.append(_headline(name, bucket, boot.get("replicates")))
         tables.append(table(f"Bucket {name}: ranking by {rank_by} (leader {fmt(bucket.get('leader'))})",
                             ("rank", "vendor", "n", rank_by, "interval", "band", "band shares", "g mean", "reason"),
                             [(mapping(vendors.get(v)).get("rank"), v, mapping(vendors.get(v)).get("n"),
@@ -109,14 +130,10 @@ def section(stage: StageInput) -> StageSection:
     leads = [lead for lead in (bucket_lead(mapping(b)) for b in buckets.values()) if lead is not None]
     decision = (f"lead significant in {sum(lead.significant for lead in leads)} of {len(buckets)} buckets" if leads else
                 "leaders " + ", ".join(f"{name}: {fmt(mapping(b).get('leader'))}" for name, b in buckets.items()))
-    summary = (
-        f"Intervals: {fmt(boot.get('confidence_level'))} bootstrap, {fmt(boot.get('replicates'))} replicates; "
-        f"pairwise p-values Holm-adjusted within each bucket." if boot else
-        "A merge of shard sums: pooled values without bootstrap intervals, no lead tested.")
     caption = ("Pooled value per vendor and bucket (points, ranking order) with its bootstrap interval (bars) over "
                "the band regions; one colour per vendor throughout the report." if boot else
                "Pooled value per vendor and bucket over the band regions; one colour per vendor throughout the report.")
-    return StageSection(stage.stage_id, "", "", decision=decision, ok=None, summary=summary,
+    return StageSection(stage.stage_id, "", "", decision=decision, ok=None, summary=_method_note(boot),
                         facts=tuple(headlines), plots=(Plot(svg, caption),), tables=tuple(tables))
 
 
@@ -188,6 +205,19 @@ def _leads_paragraph(buckets: Mapping[str, Any]) -> str | None:
     if established:
         texts.append(f"The lead is significant in {', '.join(established)}.")
     return " ".join(texts)
+
+
+def estimates(outputs: Mapping[str, Any]) -> tuple[Estimate | None, ...]:
+    """Each vendor's pooled value in each bucket (the ranking key) with its bootstrap interval (none for a
+    merge); the slice is ``bucket/vendor``."""
+    level = mapping(outputs.get("bootstrap")).get("confidence_level")
+    found: list[Estimate | None] = []
+    for name, bucket in mapping(outputs.get("buckets")).items():
+        rank_by = str(mapping(bucket).get("rank_by") or "RSI_pool_env")
+        for vendor, row in mapping(mapping(bucket).get("vendors")).items():
+            found.append(Estimate.read(rank_by, mapping(row).get(rank_by), mapping(row).get("ci_rsi"), level,
+                                       slice=f"{name}/{vendor}"))
+    return tuple(found)
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:

@@ -9,7 +9,17 @@ from typing import Any
 from certa.engine.services.presentation.html import plots
 from certa.engine.services.presentation.html.view import Plot, StageInput, StageSection, fmt, mapping, table
 
-__all__ = ["section", "how_to_read"]
+__all__ = ["section", "reading", "how_to_read"]
+
+
+def reading(outputs: Mapping[str, Any]) -> str:
+    """The one-line reading (the report section's summary, a CI summary's line): the range and mean of g, the
+    rows flagged."""
+    summary_out = outputs.get("summary") or {}
+    flag = summary_out.get("flag")
+    return (f"Calm gate over {fmt(outputs.get('n_rows'))} rows: g from {fmt(summary_out.get('g_min'))} to "
+            f"{fmt(summary_out.get('g_max'))} (mean {fmt(summary_out.get('g_mean'))}), "
+            f"{fmt(summary_out.get('flagged'))} rows flagged" + (f" ({flag})." if flag else "."))
 
 
 def section(stage: StageInput) -> StageSection:
@@ -33,12 +43,8 @@ def section(stage: StageInput) -> StageSection:
               [(k, v) for k, v in params.items() if k != "weights"] +
               [(f"reference {k}", v) for k, v in (outputs.get("references") or {}).items()]),
     ]
-    flag = summary_out.get("flag")
-    summary = (f"Calm gate over {fmt(outputs.get('n_rows'))} rows: g from {fmt(summary_out.get('g_min'))} to "
-               f"{fmt(summary_out.get('g_max'))} (mean {fmt(summary_out.get('g_mean'))}), "
-               f"{fmt(summary_out.get('flagged'))} rows flagged" + (f" ({flag})." if flag else "."))
     return StageSection(stage_id, "", "", decision=f"{fmt(summary_out.get('flagged'))} flagged", ok=None,
-                        summary=summary,
+                        summary=reading(outputs),
                         plots=(Plot(svg, "The calm gate g of each decision row against its floor g_min; flagged "
                                          "rows are marked."),), tables=tuple(tables))
 

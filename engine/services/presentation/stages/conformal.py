@@ -9,15 +9,22 @@ from typing import Any
 from certa.engine.core.stages.conformal import RATE_METRICS, SCOPES
 from certa.engine.services.presentation.explain import finite_number, number_text
 from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.stages import Estimate
 from certa.engine.services.presentation.html.view import Plot, StageInput, StageSection, fmt, mapping, table, threshold_values
 
-__all__ = ["section", "how_to_read", "markdown"]
+__all__ = ["section", "reading", "estimates", "how_to_read", "markdown"]
 
 
 def _pac_scopes(outputs: Mapping[str, Any], prefix: str) -> list[str]:
     """The classes with ``prefix`` blocks, sorted, then ``marginal``."""
     classes = sorted(k[len(prefix):] for k in outputs if k.startswith(prefix) and not k.endswith("marginal"))
     return [*classes, "marginal"] if f"{prefix}marginal" in outputs else classes
+
+
+def reading(outputs: Mapping[str, Any]) -> str:
+    """The one-line reading (the report section's summary, a CI summary's line): the joint guarantee."""
+    joint = outputs.get("joint_guarantee") or {}
+    return f"Joint guarantee at level {fmt(joint.get('level'))}: {joint.get('statement', '')}"
 
 
 def section(stage: StageInput) -> StageSection:
@@ -59,12 +66,19 @@ def section(stage: StageInput) -> StageSection:
               [("level", joint.get("level")), ("risk terms", joint.get("risk_terms")),
                 ("statement", joint.get("statement")), ("assumptions", joint.get("assumptions"))]),
     ]
-    summary = f"Joint guarantee at level {fmt(joint.get('level'))}: {joint.get('statement', '')}"
     return StageSection(stage_id, "", "", decision=f"joint level {fmt(joint.get('level'))}",
-                        ok=None, summary=summary,
+                        ok=None, summary=reading(outputs),
                         plots=(Plot(svg, "Per class and marginal: each operational rate on the calibration data "
                                          "(leave-one-out, point) with its PAC bound (bar); gate thresholds dashed."),),
                         tables=tuple(tables))
+
+
+def estimates(outputs: Mapping[str, Any]) -> tuple[Estimate | None, ...]:
+    """Each operational rate per scope (a class, or marginal): its leave-one-out estimate with its PAC bounds."""
+    return tuple(Estimate.read(metric, bound.get("estimate"), [bound.get("lower"), bound.get("upper")],
+                               bound.get("level"), slice=scope)
+                 for scope in _pac_scopes(outputs, "pac_bounds_") for metric in RATE_METRICS
+                 for bound in [mapping(mapping(outputs.get(f"pac_bounds_{scope}")).get(metric))])
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:

@@ -10,7 +10,14 @@ from certa.engine.core.stages.conformal import RATE_METRICS, SCOPES
 from certa.engine.services.presentation.html import plots
 from certa.engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, fmt, table
 
-__all__ = ["section", "how_to_read", "markdown"]
+__all__ = ["section", "reading", "how_to_read", "markdown"]
+
+
+def reading(outputs: Mapping[str, Any]) -> str:
+    """The one-line reading (the report section's summary, a CI summary's line): the rates outside their bounds."""
+    return (f"{fmt(outputs.get('n_evaluated'))} rates evaluated on {fmt(outputs.get('n_test'))} production "
+            f"points: {fmt(outputs.get('n_outside'))} outside their bounds"
+            + (f" ({', '.join(map(str, outputs.get('outside') or []))})." if outputs.get("outside") else "."))
 
 
 def section(stage: StageInput) -> StageSection:
@@ -43,11 +50,8 @@ def section(stage: StageInput) -> StageSection:
               [(k, v) for k, v in (outputs.get("source") or {}).items() if k != "thresholds"]),
     ]
     all_inside = bool(outputs.get("all_inside"))
-    summary = (f"{fmt(outputs.get('n_evaluated'))} rates evaluated on {fmt(outputs.get('n_test'))} production "
-               f"points: {fmt(outputs.get('n_outside'))} outside their bounds"
-               + (f" ({', '.join(map(str, outputs.get('outside') or []))})." if outputs.get("outside") else "."))
     return StageSection(stage_id, "", "", decision="all inside" if all_inside else "OUTSIDE",
-                        ok=all_inside, summary=summary,
+                        ok=all_inside, summary=reading(outputs),
                         plots=(Plot(svg, "Each production rate (point: green inside, red outside) against the bound "
                                          "it is compared to (bar)."),), tables=tuple(tables))
 

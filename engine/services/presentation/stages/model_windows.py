@@ -7,10 +7,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.stages import Estimate
 from certa.engine.services.presentation.served_models import claim_rows, claims_text, tokens_text
 from certa.engine.services.presentation.html.view import Plot, StageInput, StageSection, fmt, mapping, table
 
-__all__ = ["section", "how_to_read", "markdown"]
+__all__ = ["section", "reading", "estimates", "how_to_read", "markdown"]
 
 ARMS = ("baseline", "subject")
 
@@ -23,6 +24,16 @@ def _special(model: Mapping[str, Any]) -> str | None:
     before, after = (" ".join(str(t) for t in special.get(k) or ()) for k in ("before", "after"))
     return ", ".join(part for part in (f"{before} before" if before else "", f"{after} after" if after else "")
                      if part) or "none"
+
+
+def reading(outputs: Mapping[str, Any]) -> str:
+    """The one-line reading (the report section's summary, a CI summary's line): the windows scored and each
+    model's NLL per unit."""
+    nll, windows, text = (mapping(outputs.get(k)) for k in ("nll_per_unit", "windows", "text"))
+    unit = str(outputs.get("unit", "tokens"))
+    return (f"Both models scored on {fmt(windows.get('count'))} windows ({fmt(windows.get('scored'))} {unit}) of "
+            f"input '{fmt(text.get('input'))}': NLL per {unit[:-1]} {fmt(nll.get('baseline'))} (baseline), "
+            f"{fmt(nll.get('subject'))} (subject).")
 
 
 def _signature(record: Any) -> str | None:
@@ -69,12 +80,9 @@ def section(stage: StageInput) -> StageSection:
               [(name, version) for name, version in mapping(runtime.get("libraries")).items()]),
         *(_served_table(arm, described[arm]) for arm in ARMS if described[arm].get("kind") == "endpoint"),
     )
-    summary = (f"Both models scored on {fmt(windows.get('count'))} windows ({fmt(windows.get('scored'))} {unit}) of "
-               f"input '{fmt(text.get('input'))}': NLL per {unit[:-1]} {fmt(nll.get('baseline'))} (baseline), "
-               f"{fmt(nll.get('subject'))} (subject).")
     svg = plots.model_nll_plot(f"{stage.stage_id}-nll", nll={arm: nll.get(arm) for arm in ARMS}, unit=unit[:-1])
     return StageSection(stage.stage_id, "", "", decision=f"{fmt(windows.get('count'))} windows", ok=None,
-                        summary=summary, tables=tables,
+                        summary=reading(outputs), tables=tables,
                         plots=(Plot(svg, f"Each model's mean log-loss per {unit[:-1]} on the same windows (lower is "
                                          "better; the paired comparison is the ratio stage's)."),))
 
@@ -87,6 +95,12 @@ def _served_table(arm: str, model: Mapping[str, Any]) -> Any:
         ("transcript", transcript.get("name")), ("transcript SHA-256", transcript.get("sha256")),
         ("transcript rows (requests answered)", transcript.get("rows")),
         *((f"usage: {key.replace('_', ' ')}", value) for key, value in usage.items())])
+
+
+def estimates(outputs: Mapping[str, Any]) -> tuple[Estimate | None, ...]:
+    """Each model's mean negative log-likelihood per unit (nats; no interval: the ratio stage compares them)."""
+    nll, unit = mapping(outputs.get("nll_per_unit")), str(outputs.get("unit", "tokens"))
+    return tuple(Estimate.read(f"NLL per {unit[:-1]} ({arm})", nll.get(arm)) for arm in ARMS)
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:

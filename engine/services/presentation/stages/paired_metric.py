@@ -10,15 +10,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from certa.engine.services.presentation.explain import finite_number, number_text, percent_text
+from certa.engine.services.presentation.explain import (finite_number, interval_text, number_pair, number_text,
+                                                        percent_text, signed_text)
 from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.stages import Estimate
 from certa.engine.services.presentation.html.evidence import (PROVENANCE_TEXT, export_facts, pairing_table,
                                                            provenance_table, unpaired_counts)
 from certa.engine.services.presentation.html.view import (Cell, Plot, StageInput, StageSection, Table, fmt, gates_state,
                                                           mapping, table,
                                                     threshold_values)
 
-__all__ = ["section", "how_to_read", "markdown"]
+__all__ = ["section", "reading", "estimates", "how_to_read", "markdown", "METHOD_NAMES", "ADJUSTMENTS",
+           "SLICE_ROWS_SHOWN", "method_name", "adjustment_name", "loss_text", "by_sample", "paired_units", "gate_lines",
+           "assumptions_text"]
 
 SIDES = ("baseline", "subject")
 
@@ -42,37 +46,17 @@ SLICE_ROWS_SHOWN = 15
 """Slice tables with more rows than this are folded (the plot shows every slice)."""
 
 
-def _method_name(difference: Mapping[str, Any]) -> str:
-    """The recorded interval method in words."""
-    method = difference.get("method")
+def method_name(method: Any) -> str:
+    """A recorded interval method (``difference.method``, ``interval_method``) in words."""
     return METHOD_NAMES.get(str(method), fmt(method))
 
 
-def _signed(value: Any) -> str:
-    """A difference in a sentence: 4 significant digits with its sign (``+0.05``, ``-0.02``)."""
-    number = finite_number(value)
-    return f"+{number_text(number)}" if number is not None and number > 0 else number_text(value)
+def adjustment_name(adjustment: Any) -> str:
+    """A recorded multiplicity adjustment (``holm``, ``benjamini_hochberg``) in words."""
+    return ADJUSTMENTS.get(str(adjustment), fmt(adjustment))
 
 
-def _pair(value: Any) -> tuple[Any, Any]:
-    """``value`` as (low, high) when it is a list of two (an interval, a range), else (None, None)."""
-    if isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2:
-        return value[0], value[1]
-    return None, None
-
-
-def _interval_text(ci: Any) -> str:
-    """``[low, high]`` in a sentence (``[?, ?]`` when the interval is not two numbers)."""
-    low, high = _pair(ci)
-    return f"[{number_text(low)}, {number_text(high)}]"
-
-
-def _adjustment_name(slices: Mapping[str, Any]) -> str:
-    """The slices' multiplicity adjustment in words."""
-    return ADJUSTMENTS.get(str(slices.get("adjustment")), fmt(slices.get("adjustment")))
-
-
-def _loss_text(margin: Any, scale: Any) -> str:
+def loss_text(margin: Any, scale: Any) -> str:
     """A loss of ``margin`` in words: percentage points for a binary metric (0.01 is 1 point), else the metric's
     own units."""
     number = finite_number(margin)
@@ -89,17 +73,17 @@ def _units(outputs: Mapping[str, Any]) -> Mapping[str, Any]:
     return mapping(outputs.get("units"))
 
 
-def _by_sample(outputs: Mapping[str, Any]) -> bool:
+def by_sample(outputs: Mapping[str, Any]) -> bool:
     """The samples, each with several repeats, are the units (1.2.0 with repeats)."""
     repeats = mapping(_units(outputs).get("repeats"))
     most = repeats.get("max")
     return _units(outputs).get("unit") == "sample" and isinstance(most, int) and most > 1
 
 
-def _paired_units(outputs: Mapping[str, Any]) -> str:
+def paired_units(outputs: Mapping[str, Any]) -> str:
     """``24 paired items``, or ``20 paired samples (10 repeats each)`` when the samples are the units."""
     statement = str(_units(outputs).get("statement", ""))
-    if _by_sample(outputs) and statement.startswith("unit of analysis: ") and " " in statement[18:]:
+    if by_sample(outputs) and statement.startswith("unit of analysis: ") and " " in statement[18:]:
         number, rest = statement.removeprefix("unit of analysis: ").split(" ", 1)
         return f"{number} paired {rest}"  # "20 paired samples (10 repeats each)"
     return f"{fmt(outputs.get('n_paired'))} paired items"
@@ -114,7 +98,7 @@ def _verdict_sentence(outputs: Mapping[str, Any]) -> str:
         return ("No non-inferiority margin was set, so there is no verdict on a loss"
                 + (f"; exact McNemar test of equal proportions: p = {number_text(test.get('p_value'))}." if test
                    else "."))
-    loss = _loss_text(ni.get("margin"), outputs.get("scale"))
+    loss = loss_text(ni.get("margin"), outputs.get("scale"))
     alpha = number_text(ni.get("alpha"))
     if "p_value" in ni:
         evidence = f"{fmt(ni.get('method'))}, one-sided p = {number_text(ni.get('p_value'))}"
@@ -131,14 +115,15 @@ def _verdict_sentence(outputs: Mapping[str, Any]) -> str:
             f"more worse ({evidence}).")
 
 
-def _summary(outputs: Mapping[str, Any]) -> str:
-    """The section's opening sentence: the means, the difference with its interval, the verdict."""
+def reading(outputs: Mapping[str, Any]) -> str:
+    """The one-line reading (the report section's opening sentence, a CI summary's line): the means, the
+    difference with its interval, the verdict."""
     difference = mapping(outputs.get("difference"))
-    return (f"{fmt(outputs.get('metric'))} over {_paired_units(outputs)}: subject "
+    return (f"{fmt(outputs.get('metric'))} over {paired_units(outputs)}: subject "
             f"{number_text(outputs.get('subject_mean'))}, baseline {number_text(outputs.get('baseline_mean'))}, "
-            f"difference {_signed(difference.get('estimate'))} (subject − baseline), "
-            f"{percent_text(difference.get('confidence_level'))} CI {_interval_text(difference.get('ci'))} "
-            f"({_method_name(difference)}). {_verdict_sentence(outputs)}")
+            f"difference {signed_text(difference.get('estimate'))} (subject − baseline), "
+            f"{percent_text(difference.get('confidence_level'))} CI {interval_text(difference.get('ci'))} "
+            f"({method_name(difference.get('method'))}). {_verdict_sentence(outputs)}")
 
 
 def _decision(outputs: Mapping[str, Any]) -> tuple[str, bool | None]:
@@ -149,7 +134,7 @@ def _decision(outputs: Mapping[str, Any]) -> tuple[str, bool | None]:
         if ni.get("noninferior") is True:
             return f"non-inferior at margin {margin}", True
         return f"NOT shown non-inferior at margin {margin}", False
-    return f"difference {_signed(mapping(outputs.get('difference')).get('estimate'))}", None
+    return f"difference {signed_text(mapping(outputs.get('difference')).get('estimate'))}", None
 
 
 def _facts(outputs: Mapping[str, Any]) -> tuple[str, ...]:
@@ -167,7 +152,7 @@ def _result_table(outputs: Mapping[str, Any]) -> Table:
     units = _units(outputs)
     counted = [("paired samples n (the unit of analysis)", outputs.get("n_paired")),
                ("paired (sample, repeat) rows", units.get("rows")),
-               ("repeats per sample", _repeats_text(mapping(units.get("repeats"))))] if _by_sample(outputs) \
+               ("repeats per sample", _repeats_text(mapping(units.get("repeats"))))] if by_sample(outputs) \
         else [("paired items n", outputs.get("n_paired"))]
     rows: list[tuple[str, Any]] = [
         ("metric", outputs.get("metric")),
@@ -177,7 +162,7 @@ def _result_table(outputs: Mapping[str, Any]) -> Table:
         ("subject mean", outputs.get("subject_mean")),
         ("difference subject − baseline (estimate)", difference.get("estimate")),
         (f"{percent_text(difference.get('confidence_level'))} CI of the difference", difference.get("ci")),
-        ("interval method", _method_name(difference)),
+        ("interval method", method_name(difference.get("method"))),
     ]
     rows += [(label, difference.get(key)) for label, key in (
         ("validity", "validity"), ("bootstrap replicates", "replicates"), ("BCa bias correction z0", "z0"),
@@ -237,7 +222,7 @@ def _test_tables(outputs: Mapping[str, Any]) -> list[Table]:
     detectable = mapping(outputs.get("detectable_difference"))
     if detectable:
         attainable = detectable.get("attainable")
-        samples = " samples" if _by_sample(outputs) else ""
+        samples = " samples" if by_sample(outputs) else ""
         tables.append(table(f"Minimum detectable difference at n = {fmt(outputs.get('n_paired'))}{samples}",
                             ("quantity", "value"), [
             ("minimum detectable |difference|", detectable.get("difference")), ("power", detectable.get("power")),
@@ -260,18 +245,19 @@ def _slice_table(outputs: Mapping[str, Any]) -> Table | None:
     if not rows:
         return None
     return table(f"{len(rows)} slices: p-values of the {fmt(slices.get('p_value_of'))}, adjusted across slices by "
-                 f"{_adjustment_name(slices)}; intervals not adjusted",
+                 f"{adjustment_name(slices.get('adjustment'))}; intervals not adjusted",
                  ("slice", "items", "difference", "CI low", "CI high", "p-value", "adjusted p-value"),
-                 [(row.get("slice"), row.get("items"), row.get("estimate"), *_pair(row.get("ci")),
+                 [(row.get("slice"), row.get("items"), row.get("estimate"), *number_pair(row.get("ci")),
                    row.get("p_value"), row.get("adjusted_p_value")) for row in rows],
                  numeric=(1, 2, 3, 4, 5, 6), collapsed=len(rows) > SLICE_ROWS_SHOWN)
 
 
-def _gate_lines(stage: StageInput) -> list[tuple[str, float]]:
-    """The thresholds of the gates on the difference or its interval (``<id>.difference.ci[...]``,
-    ``<id>.difference.estimate``): they share the plot's axis."""
-    on_axis = (f"{stage.stage_id}.difference.ci", f"{stage.stage_id}.difference.estimate")
-    return [(str(g.get("id")), v) for g in stage.gates if str(g.get("metric", "")).startswith(on_axis)
+def gate_lines(stage: StageInput, on_axis: Sequence[str] = ("difference.ci", "difference.estimate")) -> list[
+        tuple[str, float]]:
+    """The thresholds of the gates on the outputs ``on_axis`` (paths below the stage id; by default the difference
+    or its interval, ``<id>.difference.ci[...]``, ``<id>.difference.estimate``): they share the plot's axis."""
+    prefixes = tuple(f"{stage.stage_id}.{path}" for path in on_axis)
+    return [(str(g.get("id")), v) for g in stage.gates if str(g.get("metric", "")).startswith(prefixes)
             for v in threshold_values(g)]
 
 
@@ -280,12 +266,12 @@ def _plot(stage: StageInput) -> Plot:
     outputs = stage.outputs
     difference = mapping(outputs.get("difference"))
     margin = mapping(outputs.get("noninferiority")).get("margin")
-    gates = _gate_lines(stage)
+    gates = gate_lines(stage)
     slices = [(f"{fmt(row.get('slice'))} (n = {fmt(row.get('items'))})", row.get("estimate"), row.get("ci"))
               for row in _slice_rows(outputs)]
     svg = plots.difference_plot(
         f"{stage.stage_id}-difference", overall=(f"overall (n = {fmt(outputs.get('n_paired'))}"
-                                                 f"{' samples' if _by_sample(outputs) else ''})",
+                                                 f"{' samples' if by_sample(outputs) else ''})",
                                                  difference.get("estimate"), difference.get("ci")),
         slices=slices, confidence_level=difference.get("confidence_level"), margin=finite_number(margin),
         gate_lines=gates,
@@ -307,13 +293,13 @@ def section(stage: StageInput) -> StageSection:
     decision, verdict = _decision(outputs)
     ok = gates_state(stage.gates, verdict)
     two_by_two = _two_by_two(mapping(outputs.get("table")),
-                             "(sample, repeat) rows" if _by_sample(outputs) else "items")
+                             "(sample, repeat) rows" if by_sample(outputs) else "items")
     slices = _slice_table(outputs)
     sources = mapping(outputs.get("sources"))
     tables = [_result_table(outputs), *([two_by_two] if two_by_two else []), *_test_tables(outputs),
               *([slices] if slices else []), pairing_table(mapping(outputs.get("pairing"))),
               *(provenance_table(side, mapping(sources.get(side))) for side in SIDES if side in sources)]
-    return StageSection(stage.stage_id, "", "", decision=decision, ok=ok, summary=_summary(outputs),
+    return StageSection(stage.stage_id, "", "", decision=decision, ok=ok, summary=reading(outputs),
                         facts=_facts(outputs), plots=(_plot(stage),), tables=tuple(tables))
 
 
@@ -322,18 +308,18 @@ def _tested_text(outputs: Mapping[str, Any]) -> str:
     difference = mapping(outputs.get("difference"))
     pairing = mapping(outputs.get("pairing"))
     keys = ", ".join(map(str, pairing.get("key_fields") or ())) or "the item id"
-    by = "repeat by repeat" if _by_sample(outputs) else "item by item"
+    by = "repeat by repeat" if by_sample(outputs) else "item by item"
     text = (f"What was tested: every benchmark item was scored by both models, the baseline and the subject, and the "
             f"two sides were paired {by} (by {keys}). The estimand is Δ = subject − baseline: the mean "
             f"{fmt(outputs.get('metric'))} of the subject minus that of the baseline over the "
-            f"{_paired_units(outputs)}; a negative Δ means the subject is worse. The interval "
-            f"for Δ is a two-sided {percent_text(difference.get('confidence_level'))} {_method_name(difference)}.")
-    if _by_sample(outputs):
+            f"{paired_units(outputs)}; a negative Δ means the subject is worse. The interval "
+            f"for Δ is a two-sided {percent_text(difference.get('confidence_level'))} {method_name(difference.get('method'))}.")
+    if by_sample(outputs):
         units = _units(outputs)
         text += (f" {fmt(units.get('statement'))[0].upper()}{fmt(units.get('statement'))[1:]}: "
                  f"{fmt(units.get('analysis'))}. An analysis that took every (sample, repeat) row as an independent "
                  "item would count the repeats of one question as new evidence and give too narrow an interval.")
-    if outputs.get("test") and not _by_sample(outputs):
+    if outputs.get("test") and not by_sample(outputs):
         text += (" The exact McNemar test of Δ = 0 uses only the discordant items (right on one side, wrong on the "
                  "other); a large p-value does NOT show that the models are equal.")
     elif outputs.get("test"):
@@ -353,7 +339,7 @@ def _verdict_text(outputs: Mapping[str, Any]) -> str:
                 "interval, which holds the differences the data are compatible with at that level, and the gates "
                 "(if any) that compare it with thresholds. An interval containing 0 does NOT mean the models are "
                 "equal.")
-    loss = _loss_text(ni.get("margin"), outputs.get("scale"))
+    loss = loss_text(ni.get("margin"), outputs.get("scale"))
     alpha = number_text(ni.get("alpha"))
     if ni.get("noninferior") is True:
         return (f"What the verdict means: non-inferior at margin {number_text(ni.get('margin'))}: the hypothesis "
@@ -367,12 +353,12 @@ def _verdict_text(outputs: Mapping[str, Any]) -> str:
             "cannot tell the two apart (see the minimum detectable difference).")
 
 
-def _assumptions_text(outputs: Mapping[str, Any]) -> str:
+def assumptions_text(outputs: Mapping[str, Any]) -> str:
     """The assumptions: fair and independent items, the same items on both sides (and the declared range)."""
     pairing = mapping(outputs.get("pairing"))
     independent = ("the samples are a fair sample of the questions the models will face and independent of each "
                    "other (the repeats of one sample need not be), and both sides scored the same samples"
-                   if _by_sample(outputs) else
+                   if by_sample(outputs) else
                    "the items are a fair sample of the items the models will face and independent of each "
                    "other, and both sides scored the same items")
     text = (f"Assumptions: {independent}. Items were paired by their identity (the evaluator's own "
@@ -386,8 +372,8 @@ def _assumptions_text(outputs: Mapping[str, Any]) -> str:
                  "than the rest.")
     elif pairing:
         text += " Here every item paired."
-    if _pair(outputs.get("range")) != (None, None):
-        text += (f" The metric's values lie in the declared range {_interval_text(outputs.get('range'))} (values "
+    if number_pair(outputs.get("range")) != (None, None):
+        text += (f" The metric's values lie in the declared range {interval_text(outputs.get('range'))} (values "
                  "outside it are refused, never clipped): the interval relies on that bound.")
     return text
 
@@ -397,7 +383,7 @@ def _detectable_text(outputs: Mapping[str, Any]) -> str | None:
     detectable = mapping(outputs.get("detectable_difference"))
     if not detectable:
         return None
-    text = (f"Minimum detectable difference: with {_paired_units(outputs)} and the share of "
+    text = (f"Minimum detectable difference: with {paired_units(outputs)} and the share of "
             f"discordant items observed, a true |Δ| of {number_text(detectable.get('difference'))} would be found "
             f"with power {number_text(detectable.get('power'))} at two-sided α = "
             f"{number_text(detectable.get('alpha_two_sided'))}. Differences smaller than that are likely to go "
@@ -417,14 +403,23 @@ def _slices_text(outputs: Mapping[str, Any]) -> str | None:
         return None
     return (f"Slices: each of the {len(rows)} slices has its own estimate, interval and p-value (of the "
             f"{fmt(slices.get('p_value_of'))}); the p-values are adjusted across slices by "
-            f"{_adjustment_name(slices)}, the intervals are not. Judge a slice by its adjusted p-value: with several "
+            f"{adjustment_name(slices.get('adjustment'))}, the intervals are not. Judge a slice by its adjusted p-value: with several "
             "slices some raw p-values are small by chance. Slices hold fewer items, so their intervals are wider than "
             "the overall one.")
 
 
+def estimates(outputs: Mapping[str, Any]) -> tuple[Estimate | None, ...]:
+    """The difference of the means (subject − baseline) with its interval, and each side's mean (no interval)."""
+    difference, metric = mapping(outputs.get("difference")), str(outputs.get("metric", "metric"))
+    return (Estimate.read(f"{metric} difference (subject - baseline)", difference.get("estimate"),
+                          difference.get("ci"), difference.get("confidence_level")),
+            Estimate.read(f"{metric} (subject)", outputs.get("subject_mean")),
+            Estimate.read(f"{metric} (baseline)", outputs.get("baseline_mean")))
+
+
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
     """How to read a ``paired.metric_delta`` stage's outputs (``certa.engine.services.presentation.explain.how_to_read``)."""
-    texts = [_tested_text(outputs), _verdict_text(outputs), _assumptions_text(outputs), _detectable_text(outputs),
+    texts = [_tested_text(outputs), _verdict_text(outputs), assumptions_text(outputs), _detectable_text(outputs),
              _slices_text(outputs),
              PROVENANCE_TEXT]
     return tuple(text for text in texts if text)

@@ -13,12 +13,13 @@ from typing import Any
 from certa.engine.core.stages.paired_ratio import ESTIMATE_KEYS, UNITS
 from certa.engine.services.presentation.explain import number_text, percent_text
 from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.stages import Estimate
 from certa.engine.services.presentation.html.evidence import (PROVENANCE_TEXT, SIDES, export_facts, pairing_table,
                                                            provenance_table, unpaired_counts)
 from certa.engine.services.presentation.html.view import (Cell, Plot, StageInput, StageSection, fmt, gates_state,
                                                           mapping, table, threshold_values)
 
-__all__ = ["section", "how_to_read", "markdown"]
+__all__ = ["section", "reading", "estimates", "how_to_read", "markdown"]
 
 
 def _estimate(outputs: Mapping[str, Any]) -> tuple[str, Mapping[str, Any], str | None]:
@@ -31,6 +32,23 @@ def _estimate(outputs: Mapping[str, Any]) -> tuple[str, Mapping[str, Any], str |
 
 def _mismatches(stats: Mapping[str, Any], word: str | None) -> Any:
     return stats.get(f"{word or 'token'}_count_mismatches")
+
+
+def reading(outputs: Mapping[str, Any]) -> str:
+    """The one-line reading (the report section's summary, a CI summary's line): the ratio with its bootstrap
+    interval, and the preview/final drift against its band when recorded."""
+    _, primary, word = _estimate(outputs)
+    drift = mapping(outputs.get("drift"))
+    boot = mapping(mapping(mapping(mapping(outputs.get("dataset")).get("windows")).get("stats")).get("bootstrap"))
+    level = primary.get("confidence_level")
+    ci = primary.get("display_ci") or [None, None]
+    return (f"Perplexity ratio{f' per {word}' if word else ''} {fmt(primary.get('ratio_vs_baseline'))} "
+            f"(subject / baseline), {fmt(100 * level if isinstance(level, (int, float)) else None)}% "
+            f"{boot.get('method', '')} CI [{fmt(ci[0])}, {fmt(ci[1])}] from {fmt(boot.get('replicates'))} paired "
+            "bootstrap replicates"
+            + (f"; preview/final drift {fmt(drift.get('preview_final_ratio'))} "
+               f"{'inside' if drift.get('within_band') else 'OUTSIDE'} the band {fmt(drift.get('band'))}."
+               if drift else "."))
 
 
 def section(stage: StageInput) -> StageSection:
@@ -49,13 +67,6 @@ def section(stage: StageInput) -> StageSection:
                            display_ci=primary.get("display_ci"), confidence_level=level, gate_lines=ratio_gates,
                            drift_ratio=drift.get("preview_final_ratio"), drift_band=drift.get("band"), delta=delta,
                            distribution=mapping(boot.get("distribution")).get("ratio_quantiles"), per=word)
-    ci = primary.get("display_ci") or [None, None]
-    summary = (f"Perplexity ratio{per} {fmt(primary.get('ratio_vs_baseline'))} (subject / baseline), "
-               f"{fmt(100 * level if isinstance(level, (int, float)) else None)}% {boot.get('method', '')} CI "
-               f"[{fmt(ci[0])}, {fmt(ci[1])}] from {fmt(boot.get('replicates'))} paired bootstrap replicates"
-               + (f"; preview/final drift {fmt(drift.get('preview_final_ratio'))} "
-                  f"{'inside' if drift.get('within_band') else 'OUTSIDE'} the band {fmt(drift.get('band'))}."
-                  if drift else "."))
     perplexities = [(f"perplexity{per}: baseline final", primary.get("baseline_final")),
                     (f"perplexity{per}: subject final", primary.get("final"))]
     if "preview" in primary:
@@ -99,8 +110,15 @@ def section(stage: StageInput) -> StageSection:
                "thresholds (dashed); " + ("the preview/final drift against its band; " if drift else "")
                + "the per-window paired deltas.")
     return StageSection(stage.stage_id, "", "",
-                        decision=f"ratio{per} {fmt(primary.get('ratio_vs_baseline'))}", ok=ok, summary=summary,
+                        decision=f"ratio{per} {fmt(primary.get('ratio_vs_baseline'))}", ok=ok, summary=reading(outputs),
                         plots=(Plot(svg, caption),), tables=tuple(tables), facts=export_facts(outputs))
+
+
+def estimates(outputs: Mapping[str, Any]) -> tuple[Estimate | None, ...]:
+    """The perplexity ratio (subject / baseline) with its bootstrap interval (``display_ci``)."""
+    _, primary, word = _estimate(outputs)
+    return (Estimate.read(f"perplexity ratio{f' per {word}' if word else ''} (subject / baseline)",
+                          primary.get("ratio_vs_baseline"), primary.get("display_ci"), primary.get("confidence_level")),)
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:

@@ -9,11 +9,12 @@ from typing import Any
 from certa.engine.core.stages.sequential_diff import DECLARED, KERNELS, ClipKnobs, DeclaredRange
 from certa.engine.services.presentation.explain import number_text
 from certa.engine.services.presentation.html import plots
+from certa.engine.services.presentation.stages import Estimate
 from certa.engine.services.presentation.served_models import (claim_rows, claims_text, is_served, tokens_source,
                                                                tokens_text)
 from certa.engine.services.presentation.html.view import Cell, Plot, StageInput, StageSection, fmt, mapping, table
 
-__all__ = ["section", "how_to_read", "sequential_estimand", "markdown"]
+__all__ = ["section", "reading", "estimates", "how_to_read", "sequential_estimand", "markdown"]
 
 
 def _score_range(outputs: Mapping[str, Any]) -> tuple[list[tuple[str, Any]], Any]:
@@ -58,6 +59,15 @@ def _usage_rows(usage: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return [(_USAGE_NAMES.get(key, key.replace("_", " ")), usage[key]) for key in known + others]
 
 
+def reading(outputs: Mapping[str, Any]) -> str:
+    """The one-line reading (the report section's summary, a CI summary's line): the decision, when the sequence
+    stopped and why."""
+    results, sequence = mapping(outputs.get("results")), mapping(outputs.get("sequence"))
+    return (f"{results.get('decision', '?')} after {fmt(results.get('n_used'))} of "
+            f"{fmt(sequence.get('observations_available'))} observations ({fmt(sequence.get('checks'))} checks): "
+            f"{results.get('reason', '')}. {outputs.get('interpretation', '')}")
+
+
 def section(stage: StageInput) -> StageSection:
     """The report section of a ``sequential.diff`` stage."""
     outputs = stage.outputs
@@ -74,9 +84,6 @@ def section(stage: StageInput) -> StageSection:
                               upper=[c.get("upper") for c in rows], mean=[c.get("mean") for c in rows],
                               band=band, min_effect=config.get("delta_star"),
                               stop_n=sequence.get("stopping_time"), decision=decision, clip=None)
-    summary = (f"{decision} after {fmt(results.get('n_used'))} of {fmt(sequence.get('observations_available'))} "
-               f"observations ({fmt(sequence.get('checks'))} checks): {results.get('reason', '')}. "
-               f"{outputs.get('interpretation', '')}")
     range_rows, n_clipped = _score_range(outputs)
     estimand = sequential_estimand(outputs)
     facts = [f"estimand: {estimand}"]
@@ -120,7 +127,7 @@ def section(stage: StageInput) -> StageSection:
     if models:
         tables.append(_models_table(models))
     return StageSection(stage.stage_id, "", "", decision=decision,
-                        ok=decision in ("SAME", "DIFFERENT"), summary=summary, facts=tuple(facts),
+                        ok=decision in ("SAME", "DIFFERENT"), summary=reading(outputs), facts=tuple(facts),
                         plots=(Plot(svg, "The confidence sequence (shaded) at each recorded check against n, the "
                                          "running mean, the equivalence band and the minimum effect, and the "
                                          "stopping point."),),
@@ -174,6 +181,13 @@ def sequential_estimand(outputs: Mapping[str, Any]) -> str:
     if clip.get("applies"):
         return f"mean of the scores clipped to [{number_text(clip.get('low'))}, {number_text(clip.get('high'))}]"
     return "mean score difference"
+
+
+def estimates(outputs: Mapping[str, Any]) -> tuple[Estimate | None, ...]:
+    """The estimand's value with its confidence sequence at the stop."""
+    results = mapping(outputs.get("results"))
+    return (Estimate.read(sequential_estimand(outputs), results.get("mean"), results.get("ci"),
+                          results.get("confidence_level")),)
 
 
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
