@@ -48,7 +48,7 @@ from certa.engine.core.input_formats import input_format, read_input
 from certa.engine.core.input_limits import InputLimits, read_input_file
 from certa.engine.core.models.manifest import MODEL_FORMAT, WEIGHTS_RULE, HeldWeights, ModelManifest, folder_manifest
 from certa.engine.core.models.runtime import warm_model_libraries
-from certa.engine.core.models.signature import STRICT_STATUSES, SignatureCheck, check_signature
+from certa.engine.core.models.signature import STRICT_STATUSES, SignatureCheck, SignatureTrust, check_signature
 from certa.engine.core.spec import InputSpec, Plan
 from certa.engine.core.tables import Table, format_for_path, table_from_columns
 from certa.engine.foundation.errors import InputError, SpecError
@@ -114,17 +114,16 @@ def read_source(declared: InputSpec, *, path: Path | str | None = None, profile:
     manifest = folder_manifest(declared.name, where, limits, keep_weights=keep_weights,
                                meanwhile=partial(warm_model_libraries, where) if keep_weights else None)
     unused_weights_detail(declared.name, manifest, profile)  # ci and release refuse unused weight files
-    key = Path(declared.public_key) if declared.public_key else None
     return InputSource(declared.name, fmt, manifest.raw, origin=where,
-                       signature=_checked_signature(declared.name, where, manifest, key, profile),
+                       signature=_checked_signature(declared.name, where, manifest, declared.signature, profile),
                        overridden=path is not None, weights=manifest.held)
 
 
-def _checked_signature(name: str, folder: Path, manifest: ModelManifest, public_key: Path | None,
+def _checked_signature(name: str, folder: Path, manifest: ModelManifest, trust: SignatureTrust | None,
                        profile: str) -> SignatureCheck:
     """The model folder's signature check (``certa.engine.core.models.signature``); in the ci and release profiles
     an outcome other than verified or unsigned is an ``InputError``."""
-    check = check_signature(folder, manifest, public_key)
+    check = check_signature(folder, manifest, trust)
     if profile != "dev" and check.status not in STRICT_STATUSES:
         raise InputError(f"input '{name}': model signature {check.status.replace('_', ' ')}: {check.reason} "
                          f"(profile {profile} accepts only a verified signature or none)")

@@ -29,6 +29,7 @@ from certa.engine.foundation.errors import SpecError
 from certa.engine.core.gate_family import DEFAULT_FAMILY, FamilySpec
 from certa.engine.core.endpoint_input import ENDPOINT_FORMAT
 from certa.engine.core.models.manifest import MODEL_FORMAT
+from certa.engine.core.models.signature import SignatureTrust
 from certa.engine.core.metric_paths import DataKey, MetricPathError, closest, parse_metric, resolve_in_schema
 from certa.engine.core.stages import REGISTRY, StageType, UnknownStage, parse_stage_ref
 from certa.engine.core.stages.base import DeclaredTable, KnobProblem
@@ -53,8 +54,8 @@ class InputSpec:
     fmt: str | None
     read: Mapping[str, Any] = field(default_factory=dict)
     """An evaluator format's reader options (``certa.engine.core.evidence.formats``)."""
-    public_key: str | None = None
-    """A model input's ``signature.public_key``, resolved like ``path`` (``certa.engine.core.models.signature``)."""
+    signature: SignatureTrust | None = None
+    """A model input's ``signature``, its files resolved like ``path`` (``certa.engine.core.models.signature``)."""
     endpoint: Mapping[str, Any] | None = None
     """An endpoint input's declaration (``certa.engine.core.endpoint_input``; ``path`` is then its URL)."""
 
@@ -521,6 +522,23 @@ def _resolve_input_path(name: str, raw_path: str, base_dir: Path | None, source:
     return str(resolved)
 
 
+def _signature_trust(name: str, declared: Mapping[str, Any], base_dir: Path | None, source: str,
+                     node: yaml.Node | None) -> SignatureTrust:
+    """A model input's ``signature`` (one of ``public_key``, ``certificate_chain``, ``sigstore``: the schema
+    allows exactly one) with its files resolved inside the spec's folder (``_resolve_input_path``)."""
+    def resolved(raw_path: str, key: str) -> Path:
+        return Path(_resolve_input_path(name, raw_path, base_dir, source, node, key=f"signature.{key}"))
+
+    if "public_key" in declared:
+        return SignatureTrust("key", public_key=resolved(declared["public_key"], "public_key"))
+    if "certificate_chain" in declared:
+        return SignatureTrust("certificate", certificate_chain=tuple(
+            resolved(path, "certificate_chain") for path in declared["certificate_chain"]))
+    sigstore = declared["sigstore"]
+    return SignatureTrust("sigstore", identity=sigstore["identity"], issuer=sigstore["issuer"],
+                          trust_config=resolved(sigstore["trust_config"], "sigstore.trust_config"))
+
+
 def _needs(threshold: Mapping[str, Any]) -> str | None:
     """What a gate's metric must be able to hold (``certa.engine.core.metric_paths.resolve_in_schema``'s ``need``):
     an interval, a decision that can be UNDECIDED, a number (min, max, between, differs), or anything (equals)."""
@@ -705,8 +723,8 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
         if "path" in entry else
         InputSpec(name=name, path=_resolve_input_path(name, entry["model"], base_dir, source, node, key="model"),
                   sha256=entry.get("sha256"), fmt=MODEL_FORMAT,
-                  public_key=_resolve_input_path(name, entry["signature"]["public_key"], base_dir, source, node,
-                                                 key="signature.public_key") if "signature" in entry else None)
+                  signature=_signature_trust(name, entry["signature"], base_dir, source, node)
+                  if "signature" in entry else None)
         if "model" in entry else
         InputSpec(name=name, path=entry["endpoint"]["url"], sha256=None, fmt=ENDPOINT_FORMAT,
                   endpoint=dict(entry["endpoint"]))

@@ -17,6 +17,20 @@ folder each file of ``content.inputs[].files``, content format 3), so whoever ho
 ``model.safetensors`` can check that it is one the certificate is about. Verification checks every required
 signature, the statement's shape, the certificate (schema, ``content_sha256``, method identities), that
 the subjects are exactly the certificate's digests, and optionally local files against the subjects.
+
+``predicate="test-result"`` (``certa attest --predicate test-result``) signs the same subjects with in-toto's vetted
+Test Result predicate (https://github.com/in-toto/attestation, spec/predicates/test-result.md; predicate type
+``https://in-toto.io/attestation/test-result/v0.1``), which policy engines read without knowing certa::
+
+    {"result": "PASSED" | "WARNED" | "FAILED",            # the verdict PASS | INCONCLUSIVE | FAIL
+     "configuration": [{"name": "spec:<spec name>", "digest": {"sha256": <spec SHA-256>}},
+                       {"name": "certificate:<run id>", "uri": "urn:certa:run:<run id>",
+                        "digest": {"sha256": <content_sha256>}}],
+     "passedTests": [<id of each PASS gate>], "warnedTests": [<INCONCLUSIVE>], "failedTests": [<FAIL>]}
+
+It carries no certificate, only the certificate's ``content_sha256``: verifying it checks every signature, the
+statement's and predicate's shape, and local files against the subjects; the certificate itself is checked with
+``certa verify-bundle`` (or ``certa verify``) and matched by that digest.
 """
 
 from __future__ import annotations
@@ -30,8 +44,8 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from certa.engine.core.gates import FAIL, INCONCLUSIVE, OUTCOMES, PASS
 from certa.engine.foundation.signing import open_envelope, seal_envelope
-
 from certa.engine.services.audit import check_certificate
 from certa.engine.foundation.canonical import canonical_bytes
 from certa.engine.foundation.errors import AttestationError
@@ -41,28 +55,48 @@ from certa.engine.services.documents import document_text, save_document
 if TYPE_CHECKING:
     from certa.ledger import Ledger
 
-__all__ = ["STATEMENT_TYPE", "PREDICATE_TYPE", "PAYLOAD_TYPE", "AttestationReport", "RunAttestation",
+__all__ = ["STATEMENT_TYPE", "PREDICATE_TYPE", "TEST_RESULT_TYPE", "PREDICATES", "PAYLOAD_TYPE", "AttestationReport",
+           "RunAttestation", "certificate_test_result",
            "certificate_statement", "attest_certificate", "attest_run", "verify_attestation"]
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "urn:certa:predicate:certificate:1"
+TEST_RESULT_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
+PREDICATES = {"certificate": PREDICATE_TYPE, "test-result": TEST_RESULT_TYPE}
+"""The predicate shapes ``certa attest --predicate`` chooses from (default ``certificate``) -> predicate type."""
+_TEST_RESULTS = {PASS: "PASSED", INCONCLUSIVE: "WARNED", FAIL: "FAILED"}
+"""A verdict -> in-toto Test Result ``result``; the keys of a gate's outcome list (``passedTests`` ...)."""
+_TEST_LISTS = {PASS: "passedTests", INCONCLUSIVE: "warnedTests", FAIL: "failedTests"}
 
 
-def certificate_statement(certificate: Mapping[str, Any]) -> dict[str, Any]:
-    """The in-toto Statement v1 of a certificate (see module docstring)."""
+def certificate_test_result(certificate: Mapping[str, Any]) -> dict[str, Any]:
+    """in-toto's Test Result predicate of a certificate (module docstring): the verdict as ``result``, the spec and
+    the certificate's ``content_sha256`` as ``configuration``, each gate id under its outcome's list."""
+    content, run_id = certificate["content"], certificate["issued"]["run_id"]
+    configuration = [{"name": f"spec:{content['spec']['name']}", "digest": {"sha256": content["spec"]["sha256"]}},
+                     {"name": f"certificate:{run_id}", "uri": f"urn:certa:run:{run_id}",
+                      "digest": {"sha256": certificate["content_sha256"]}}]
+    tests = {_TEST_LISTS[outcome]: [g["id"] for g in content["gates"] if g["outcome"] == outcome]
+             for outcome in OUTCOMES}
+    return {"result": _TEST_RESULTS[content["verdict"]], "configuration": configuration, **tests}
+
+
+def certificate_statement(certificate: Mapping[str, Any], predicate: str = "certificate") -> dict[str, Any]:
+    """The in-toto Statement v1 of a certificate with the ``predicate`` shape of ``PREDICATES`` (module docstring)."""
     content = certificate["content"]
     subjects = [{"name": f"spec:{content['spec']['name']}", "digest": {"sha256": content["spec"]["sha256"]}}]
     subjects += [{"name": f"input:{item['name']}", "digest": {"sha256": item["sha256"]}} for item in content["inputs"]]
     subjects += [{"name": f"input:{item['name']}/{file['path']}", "digest": {"sha256": file["sha256"]}}
                  for item in content["inputs"] for file in item.get("files") or ()]  # a model's files (format 3)
-    return {"_type": STATEMENT_TYPE, "subject": subjects, "predicateType": PREDICATE_TYPE,
-            "predicate": dict(certificate)}
+    body = dict(certificate) if predicate == "certificate" else certificate_test_result(certificate)
+    return {"_type": STATEMENT_TYPE, "subject": subjects, "predicateType": PREDICATES[predicate], "predicate": body}
 
 
-def attest_certificate(certificate: Mapping[str, Any], private_keys: Sequence[Ed25519PrivateKey]) -> dict[str, Any]:
-    """The DSSE envelope of the certificate's statement, signed by each of ``private_keys``."""
-    return seal_envelope(PAYLOAD_TYPE, canonical_bytes(certificate_statement(certificate)), private_keys)
+def attest_certificate(certificate: Mapping[str, Any], private_keys: Sequence[Ed25519PrivateKey],
+                       predicate: str = "certificate") -> dict[str, Any]:
+    """The DSSE envelope of the certificate's statement (``predicate`` shape), signed by each of ``private_keys``."""
+    return seal_envelope(PAYLOAD_TYPE, canonical_bytes(certificate_statement(certificate, predicate)), private_keys)
 
 
 @dataclass(frozen=True)
@@ -88,14 +122,15 @@ class RunAttestation:
 
 
 def attest_run(ledger: Ledger, run_id: str, private_keys: Sequence[Ed25519PrivateKey],
-               out_file: Path | None = None) -> RunAttestation:
-    """Attest ``run_id``'s certificate (``attest_certificate``); write it to ``out_file`` (new) when given."""
+               out_file: Path | None = None, predicate: str = "certificate") -> RunAttestation:
+    """Attest ``run_id``'s certificate (``attest_certificate`` with the ``predicate`` shape); write it to
+    ``out_file`` (new) when given."""
     certificate = ledger.certificate(run_id)
-    envelope = attest_certificate(certificate, private_keys)
+    envelope = attest_certificate(certificate, private_keys, predicate)
     if out_file is not None:
         save_document(envelope, out_file)
-    return RunAttestation(run_id=certificate["issued"]["run_id"], statement=certificate_statement(certificate),
-                          envelope=envelope, file=out_file)
+    return RunAttestation(run_id=certificate["issued"]["run_id"],
+                          statement=certificate_statement(certificate, predicate), envelope=envelope, file=out_file)
 
 
 @dataclass(frozen=True)
@@ -111,6 +146,8 @@ class AttestationReport:
     """(file label, the subject it matched) of each local file checked."""
     key_ids: tuple[str, ...]
     problems: tuple[str, ...]
+    predicate: str = "certificate"
+    """The predicate shape (a key of ``PREDICATES``): ``test-result`` names the certificate by its digest only."""
 
     @property
     def verified(self) -> bool:
@@ -118,7 +155,8 @@ class AttestationReport:
 
     def as_json(self) -> dict[str, Any]:
         """The outcome as ``certa verify-attestation --json`` prints it."""
-        return {"ok": self.verified, "verified": self.verified, "run_id": self.run_id,
+        return {"ok": self.verified, "verified": self.verified, "predicate": self.predicate,
+                "predicate_type": PREDICATES[self.predicate], "run_id": self.run_id,
                 "content_sha256": self.content_sha256, "verdict": self.verdict, "key_ids": list(self.key_ids),
                 "subjects": [{"name": n, "sha256": d} for n, d in self.subjects],
                 "files": [{"file": f, "subject": n} for f, n in self.files], "problems": list(self.problems)}
@@ -141,27 +179,63 @@ def _subjects(found: Any) -> list[tuple[str, str]]:
     return subjects
 
 
-def verify_attestation(envelope_text: str | bytes, public_keys: Sequence[Ed25519PublicKey], *,
-                       files: Mapping[str, bytes] | None = None) -> AttestationReport:
-    """Verify an attestation (see module docstring); ``files`` maps a label to bytes that must each be one
-    of the subjects. Signature failures raise ``SignatureVerificationError``, a signed payload that is not a
-    statement of a certificate ``AttestationError`` (both exit 1); the rest is listed in ``problems``."""
-    payload, key_ids = open_envelope(envelope_text, PAYLOAD_TYPE, public_keys)
-    try:
-        statement = parse_document(payload, "the signed statement")
-    except ValueError as error:
-        raise AttestationError(f"the signed payload is not an in-toto statement ({error})") from None
-    if type(statement) is not dict or statement.get("_type") != STATEMENT_TYPE \
-            or statement.get("predicateType") != PREDICATE_TYPE or type(statement.get("predicate")) is not dict:
-        raise AttestationError(f"the signed payload is not an in-toto statement ({STATEMENT_TYPE}) of predicate "
-                               f"type {PREDICATE_TYPE} with a certificate as its predicate")
-    certificate = statement["predicate"]
-    subjects = _subjects(statement.get("subject"))
+def _certificate_checks(certificate: dict[str, Any], subjects: list[tuple[str, str]]) -> tuple[str, str, str, list[str]]:
+    """(run id, content_sha256, verdict, problems) of a ``certificate`` predicate: the certificate's own checks
+    and that ``subjects`` are exactly the digests it records."""
     problems = [f"certificate: {message}" for message in check_certificate(certificate)]
     if not problems:
         expected = [(s["name"], s["digest"]["sha256"]) for s in certificate_statement(certificate)["subject"]]
         if sorted(subjects) != sorted(expected):
             problems.append("the statement's subjects are not the spec and inputs its certificate records")
+    content = certificate.get("content") if isinstance(certificate.get("content"), dict) else {}
+    issued = certificate.get("issued") if isinstance(certificate.get("issued"), dict) else {}
+    return (str(issued.get("run_id", "")), str(certificate.get("content_sha256")), str(content.get("verdict")),
+            problems)
+
+
+_CERTIFICATE_NAME = re.compile(r"certificate:(?P<run_id>\S+)")
+
+
+def _test_result_fields(predicate: dict[str, Any]) -> tuple[str, str, str]:
+    """(run id, content_sha256, verdict) named by a Test Result predicate (module docstring); another shape raises
+    ``AttestationError``."""
+    verdicts = {result: verdict for verdict, result in _TEST_RESULTS.items()}
+    lists = [predicate.get(key, []) for key in _TEST_LISTS.values()]
+    try:
+        named = [(match["run_id"], sha) for name, sha in _subjects(predicate.get("configuration"))
+                 if (match := _CERTIFICATE_NAME.fullmatch(name))]
+    except AttestationError:
+        named = []
+    if predicate.get("result") not in verdicts or len(named) != 1 \
+            or not all(type(tests) is list and all(type(t) is str for t in tests) for tests in lists):
+        raise AttestationError(f"the statement's predicate is not a Test Result ({TEST_RESULT_TYPE}) of a certa "
+                               "certificate: result PASSED, WARNED or FAILED, one configuration entry "
+                               "certificate:<run id> with a sha256 digest, and lists of gate ids")
+    return named[0][0], named[0][1], verdicts[predicate["result"]]
+
+
+def verify_attestation(envelope_text: str | bytes, public_keys: Sequence[Ed25519PublicKey], *,
+                       files: Mapping[str, bytes] | None = None) -> AttestationReport:
+    """Verify an attestation of either predicate shape (see module docstring); ``files`` maps a label to bytes
+    that must each be one of the subjects. Signature failures raise ``SignatureVerificationError``, a signed
+    payload that is not a statement of a certificate ``AttestationError`` (both exit 1); the rest is listed in
+    ``problems``."""
+    payload, key_ids = open_envelope(envelope_text, PAYLOAD_TYPE, public_keys)
+    try:
+        statement = parse_document(payload, "the signed statement")
+    except ValueError as error:
+        raise AttestationError(f"the signed payload is not an in-toto statement ({error})") from None
+    shapes = {predicate_type: name for name, predicate_type in PREDICATES.items()}
+    if type(statement) is not dict or statement.get("_type") != STATEMENT_TYPE \
+            or statement.get("predicateType") not in shapes or type(statement.get("predicate")) is not dict:
+        raise AttestationError(f"the signed payload is not an in-toto statement ({STATEMENT_TYPE}) of predicate "
+                               f"type {' or '.join(PREDICATES.values())} with an object as its predicate")
+    predicate = shapes[statement["predicateType"]]
+    subjects = _subjects(statement.get("subject"))
+    if predicate == "certificate":
+        run_id, content_sha256, verdict, problems = _certificate_checks(statement["predicate"], subjects)
+    else:
+        (run_id, content_sha256, verdict), problems = _test_result_fields(statement["predicate"]), []
     digests = {sha: name for name, sha in subjects}
     matched = []
     for label, data in (files or {}).items():
@@ -170,8 +244,5 @@ def verify_attestation(envelope_text: str | bytes, public_keys: Sequence[Ed25519
             matched.append((label, digests[sha]))
         else:
             problems.append(f"{label} (sha256 {sha[:16]}…) is none of the attested subjects")
-    content = certificate.get("content") if isinstance(certificate.get("content"), dict) else {}
-    issued = certificate.get("issued") if isinstance(certificate.get("issued"), dict) else {}
-    return AttestationReport(run_id=str(issued.get("run_id", "")), content_sha256=str(certificate.get("content_sha256")),
-                             verdict=str(content.get("verdict")), subjects=tuple(subjects), files=tuple(matched),
-                             key_ids=key_ids, problems=tuple(problems))
+    return AttestationReport(run_id=run_id, content_sha256=content_sha256, verdict=verdict, subjects=tuple(subjects),
+                             files=tuple(matched), key_ids=key_ids, problems=tuple(problems), predicate=predicate)

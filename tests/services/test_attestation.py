@@ -12,12 +12,14 @@ from click.testing import CliRunner
 
 from certa.cli import main
 from certa.engine import run
-from certa.engine.services.attestation import (PAYLOAD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, attest_certificate,
-                                certificate_statement, verify_attestation)
+from certa.engine.services.attestation import (PAYLOAD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, TEST_RESULT_TYPE,
+                                               attest_certificate, certificate_statement, certificate_test_result,
+                                               verify_attestation)
 from certa.engine.foundation.canonical import canonical_bytes, canonical_sha256
 from certa.engine.core.certificate import results_sha256
 from certa.engine.foundation.errors import AttestationError, SignatureVerificationError
-from certa.engine.foundation.signing import generate_key_pair, load_private_key, load_public_key, seal_envelope
+from certa.engine.foundation.signing import (generate_key_pair, key_id, load_private_key, load_public_key,
+                                            seal_envelope)
 
 
 @pytest.fixture(scope="module")
@@ -119,3 +121,112 @@ def test_a_model_runs_attestation_names_each_model_file_so_a_weights_file_verifi
     report = verify_attestation(json.dumps(attest_certificate(certificate, [keys[0]])), [keys[1]],
                                 files={"weights": weights.read_bytes()})
     assert report.verified and report.files == (("weights", "input:subject/model.safetensors"),)
+    # the Test Result shape names the same files, and in-toto's bindings and securesystemslib read it
+    statement = _independent_statement(attest_certificate(certificate, [keys[0]], "test-result"), keys[1])
+    assert {s["name"]: s["digest"]["sha256"] for s in statement["subject"]} == subjects
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory):
+    """A PASS certificate of the small spec (one gate, no-regression)."""
+    from tests.conftest import small_spec_folder
+    return run(small_spec_folder(tmp_path_factory.mktemp("attested"))).certificate
+
+
+def _independent_statement(envelope: dict, public) -> dict:
+    """The statement of ``envelope`` as securesystemslib's DSSE verifier and in-toto's own Statement bindings read
+    it: neither is certa's code."""
+    from google.protobuf import json_format
+    from in_toto_attestation.v1 import statement_pb2
+    from in_toto_attestation.v1.statement import Statement
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.signer import SSlibKey
+
+    read = Envelope.from_dict(json.loads(json.dumps(envelope)))  # from_dict edits the dict it reads
+    assert list(read.verify([SSlibKey.from_crypto(public, keyid=key_id(public))], 1)) == [key_id(public)]
+    statement = json.loads(read.payload)
+    Statement.copy_from_pb(json_format.ParseDict(statement, statement_pb2.Statement())).validate()
+    return statement
+
+
+def test_a_test_result_attestation_is_read_by_in_toto_and_securesystemslib(certificate, keys):
+    """Why: certa's predicate type was private; a policy engine read nothing it knew. in-toto's Test Result
+    predicate, checked by in-toto's own protobuf bindings (unknown fields refused) and securesystemslib's DSSE."""
+    from google.protobuf import json_format
+    from in_toto_attestation.predicates.test_result.v0.test_result_pb2 import TestResult
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.exceptions import VerificationError
+    from securesystemslib.signer import SSlibKey
+
+    private, public = keys
+    envelope = attest_certificate(certificate, [private], "test-result")
+    statement = _independent_statement(envelope, public)
+    assert statement["predicateType"] == TEST_RESULT_TYPE == "https://in-toto.io/attestation/test-result/v0.1"
+    assert statement["subject"] == certificate_statement(certificate)["subject"]
+    result = json_format.ParseDict(statement["predicate"], TestResult())
+    run_id = certificate["issued"]["run_id"]
+    assert (result.result, list(result.passed_tests), list(result.warned_tests), list(result.failed_tests)) == (
+        "PASSED", ["no-regression"], [], [])
+    assert [(c.name, c.uri, dict(c.digest)) for c in result.configuration] == [
+        ("spec:small-paired", "", {"sha256": certificate["content"]["spec"]["sha256"]}),
+        (f"certificate:{run_id}", f"urn:certa:run:{run_id}", {"sha256": certificate["content_sha256"]})]
+    other = load_public_key(generate_key_pair()[1])
+    with pytest.raises(VerificationError):
+        Envelope.from_dict(json.loads(json.dumps(envelope))).verify([SSlibKey.from_crypto(other, keyid=key_id(other))], 1)
+    # the certificate predicate is an in-toto Statement v1 too
+    assert _independent_statement(attest_certificate(certificate, [private]), public)["predicate"] == certificate
+
+
+@pytest.mark.parametrize(("outcomes", "result"), [(("PASS", "INCONCLUSIVE"), "WARNED"),
+                                                   (("FAIL", "INCONCLUSIVE"), "FAILED"), (("PASS", "PASS"), "PASSED")])
+def test_the_test_result_maps_the_verdict_and_lists_each_gate_under_its_outcome(certificate, outcomes, result):
+    edited = json.loads(json.dumps(certificate))
+    gate = edited["content"]["gates"][0]
+    edited["content"]["gates"] = [{**gate, "id": f"g{i}", "outcome": o} for i, o in enumerate(outcomes)]
+    edited["content"]["verdict"] = {"WARNED": "INCONCLUSIVE", "FAILED": "FAIL", "PASSED": "PASS"}[result]
+    predicate = certificate_test_result(edited)
+    assert predicate["result"] == result
+    assert {key: predicate[key] for key in ("passedTests", "warnedTests", "failedTests")} == {
+        key: [f"g{i}" for i, o in enumerate(outcomes) if o == outcome]
+        for key, outcome in (("passedTests", "PASS"), ("warnedTests", "INCONCLUSIVE"), ("failedTests", "FAIL"))}
+
+
+def test_certa_verifies_a_test_result_attestation_and_refuses_another_predicate(certificate, keys):
+    private, public = keys
+    text = json.dumps(attest_certificate(certificate, [private], "test-result"))
+    spec_bytes = json.dumps(certificate["content"]["spec"]).encode()  # not the spec file: refused by digest
+    assert "none of the attested subjects" in verify_attestation(text, [public], files={"s": spec_bytes}).problems[0]
+    report = verify_attestation(text, [public])
+    assert (report.verified, report.verdict, report.run_id, report.content_sha256) == (
+        True, "PASS", certificate["issued"]["run_id"], certificate["content_sha256"])
+    assert report.as_json()["predicate_type"] == TEST_RESULT_TYPE
+    statement = certificate_statement(certificate, "test-result")
+    for broken in ({"result": "MAYBE"}, {"configuration": []}, {"failedTests": "g1"}):
+        forged = json.dumps(seal_envelope(PAYLOAD_TYPE, canonical_bytes(
+            {**statement, "predicate": {**statement["predicate"], **broken}}), [private]))
+        with pytest.raises(AttestationError, match="not a Test Result"):
+            verify_attestation(forged, [public])
+    other_type = json.dumps(seal_envelope(PAYLOAD_TYPE, canonical_bytes(
+        {**statement, "predicateType": "https://slsa.dev/provenance/v1"}), [private]))
+    with pytest.raises(AttestationError, match="not an in-toto statement"):
+        verify_attestation(other_type, [public])
+
+
+def test_cli_attest_test_result_and_its_verification_says_the_certificate_is_only_named(small_spec: Path,
+                                                                                         tmp_path: Path):
+    runner = CliRunner()
+    db = str(tmp_path / "l.db")
+    made = json.loads(runner.invoke(main, ["keygen", "--out-dir", str(tmp_path / "k"), "--json"]).stdout)
+    assert runner.invoke(main, ["run", str(small_spec), "--ledger", db]).exit_code == 0
+    out = tmp_path / "run.test-result.json"
+    signed = runner.invoke(main, ["attest", "latest", "--key", made["private_key"], "--predicate", "test-result",
+                                  "-o", str(out), "--ledger", db])
+    assert signed.exit_code == 0, signed.output
+    checked = runner.invoke(main, ["verify-attestation", str(out), "--public-key", made["public_key"], "--file",
+                                   str(small_spec)])
+    assert checked.exit_code == 0 and checked.output.startswith("VERIFIED: certificate ")
+    assert "names the certificate by this digest but does not carry it" in checked.output
+    assert "is spec:small-paired" in checked.output
+    refused = runner.invoke(main, ["attest", "latest", "--key", made["private_key"], "--predicate", "eval",
+                                   "--ledger", db])
+    assert refused.exit_code == 2 and "Traceback" not in refused.output

@@ -91,6 +91,10 @@ class WindowsVersion:
     changes: str
     served: bool = False
     """Whether a model may be a served one (module docstring, 1.2.0)."""
+    signature_modes: bool = False
+    """Whether a model may be signed in certificate or Sigstore mode, whose record states the mode and signer
+    (``certa.engine.core.models.signature``; 1.2.0's output schema since issue 35; earlier versions record key
+    signatures only, and refuse the others rather than drop what was checked)."""
 
 
 VERSIONS = (
@@ -101,7 +105,7 @@ VERSIONS = (
                            "token, and the document's first token is scored after it; GPT-2's windows are "
                            "unchanged); knob dtype (float32, bfloat16, float16: the models' compute dtype, default "
                            "float32); the outputs state each model's special tokens"),
-    WindowsVersion("1.2.0", special_tokens=True, served=True,
+    WindowsVersion("1.2.0", special_tokens=True, served=True, signature_modes=True,
                    changes="issue 33: either model may be a served model (an endpoint input) scored against the "
                            "other, a local reference whose tokenizer the server must reproduce; the served arm's "
                            "transcript is captured and a replay recomputes its NLL sums from it; the outputs state "
@@ -134,6 +138,10 @@ def _evaluated(ctx: StageContext, version: WindowsVersion) -> dict[str, Table]:
     if served and not version.served:
         raise StageError(f"'{knobs[served[0]]}' ({served[0]}) is a served model; model.windows {version.version} "
                          "scores model folders only: use model.windows 1.2.0 or later")
+    modes = [(arm, dict(check.trusted)["mode"]) for arm in ARMS if (check := ctx.table(arm).signature) and check.trusted]
+    if modes and not version.signature_modes:
+        raise StageError(f"'{knobs[modes[0][0]]}' ({modes[0][0]}) is signed in {modes[0][1]} mode; model.windows "
+                         f"{version.version} records key signatures only: use model.windows 1.2.0 or later")
     if len(served) == len(ARMS) and knobs["unit"] == "bytes":
         raise InputError(f"'{knobs['baseline']}' and '{knobs['subject']}' are both served models, compared on the "
                          "tokens of the baseline's server: unit bytes needs a local tokenizer to cut byte pieces (use "

@@ -126,3 +126,23 @@ def test_suite_delta_markdown_has_a_row_per_task_the_pooled_difference_and_the_c
     unclaimed = markdown_of("paired.suite_delta", "1.0.0")(suite_outputs([None, None]))
     assert "| margin |" not in unclaimed and "no margin: no non-inferiority claim" in unclaimed
     assert "(benjamini_hochberg, α = 0.05): none." in unclaimed
+
+
+def test_model_windows_names_who_signed_a_certificate_or_sigstore_signed_model() -> None:
+    """Issue 35: a certificate or Sigstore check records its signer; the Markdown and the reading say who signed, a
+    key check reads as before (the HTML report's Models table: tests/core/models/test_signature.py, in Chromium)."""
+    from certa.engine.services.presentation.stages.model_windows import how_to_read
+
+    outputs = _windows_outputs()
+    local = outputs["models"]["baseline"]
+    certificate = {"status": "verified", "mode": "certificate", "signer": "CN=model signer", "chain_sha256": ["0" * 64]}
+    sigstore = {"status": "failed", "mode": "sigstore", "signer": "release@example.org",
+                "issuer": "https://accounts.example.org", "trust_config_sha256": "1" * 64, "reason": "no log entry"}
+    signed = {**outputs, "models": {"baseline": {**local, "signature": certificate},
+                                    "subject": {**local, "signature": sigstore}}}
+    text = markdown_of("model.windows", "1.2.0")(signed)
+    assert "| verified (certificate CN=model signer) |" in text
+    assert "| failed (Sigstore release@example.org, issuer https://accounts.example.org) |" in text
+    assert "Signatures: baseline verified (certificate CN=model signer), subject failed (Sigstore" in \
+        how_to_read(signed)[2]
+    assert how_to_read(outputs)[2].startswith("Signatures: baseline unsigned, ")  # a record without mode: as before

@@ -36,6 +36,17 @@ def reading(outputs: Mapping[str, Any]) -> str:
             f"{fmt(nll.get('subject'))} (subject).")
 
 
+def _signature(record: Any) -> str | None:
+    """A signature check as read: its status, and for a certificate or Sigstore check who signed
+    (``verified (certificate CN=model signer)``, ``verified (Sigstore release@example.org, issuer ...)``)."""
+    record = mapping(record)
+    status, mode = record.get("status"), record.get("mode")
+    if status is None or mode is None:
+        return status
+    issuer = f", issuer {record['issuer']}" if record.get("issuer") else ""
+    return f"{status} ({'Sigstore' if mode == 'sigstore' else mode} {record.get('signer')}{issuer})"
+
+
 def section(stage: StageInput) -> StageSection:
     """The report section of a ``model.windows`` stage."""
     outputs = stage.outputs
@@ -49,7 +60,7 @@ def section(stage: StageInput) -> StageSection:
     rows = [*([("kind", *(described[arm].get("kind") for arm in ARMS))]
               if any("kind" in described[arm] for arm in ARMS) else []),
             *((label, *(described[arm].get(key) for arm in ARMS)) for label, key in fields),
-            ("signature", *(mapping(described[arm].get("signature")).get("status") for arm in ARMS)),
+            ("signature", *(_signature(described[arm].get("signature")) for arm in ARMS)),
             *([("special tokens", *(_special(described[arm]) for arm in ARMS))]
               if any(_special(described[arm]) is not None for arm in ARMS) else []),
             (f"NLL per {unit[:-1]} (nats)", *(nll.get(arm) for arm in ARMS))]
@@ -95,8 +106,7 @@ def estimates(outputs: Mapping[str, Any]) -> tuple[Estimate | None, ...]:
 def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
     """How to read a ``model.windows`` stage's outputs (``certa.engine.services.presentation.explain.how_to_read``)."""
     unit = outputs.get("unit")
-    signatures = {arm: mapping(mapping(mapping(outputs.get("models")).get(arm)).get("signature")).get("status")
-                  for arm in ARMS}
+    signatures = {arm: _signature(mapping(mapping(outputs.get("models")).get(arm)).get("signature")) for arm in ARMS}
     models = mapping(outputs.get("models"))
     special = [text for text in (_special(mapping(models.get(arm))) for arm in ARMS) if text not in (None, "none")]
     first = ("after the special tokens its tokenizer puts before it (" + "; ".join(dict.fromkeys(special)) + "), "
@@ -123,8 +133,9 @@ def how_to_read(outputs: Mapping[str, Any]) -> tuple[str, ...]:
         "a replay recomputes the statistics without the models; 'certa replay --recompute-evidence' re-runs the "
         "models to check the tables themselves.",
         "Signatures: " + ", ".join(f"{arm} {status}" for arm, status in signatures.items()) + " (verified: the "
-        "model-signing signature verified with the spec's public key and signs exactly the files certa hashed; "
-        "unsigned: the folder carries no signature).",
+        "model-signing signature verified, offline, with what the spec names (a public key, a certificate chain or "
+        "a Sigstore identity and trust root) and signs exactly the files certa hashed; unsigned: the folder carries "
+        "no signature).",
         "Assumptions: determinism holds on one machine at one thread count; another CPU or library version may move "
         "the last bits of the sums.",
     )
@@ -136,7 +147,7 @@ def markdown(outputs: Mapping[str, Any], version: str) -> str:
     lines = ["| model | manifest | type | parameters | tokenizer | signature | NLL per " + outputs["unit"][:-1] + " |",
              "|---|---|---|---|---|---|---|"]
     for arm, model in outputs["models"].items():
-        parameters, signature = model["parameters"], mapping(model["signature"]).get("status")
+        parameters, signature = model["parameters"], _signature(model["signature"])
         lines.append(f"| {arm} ({model['input']}) | {model['manifest_sha256'][:12]} | "
                      f"{model['model_type'] or model.get('kind')} | "
                      f"{'not stated' if parameters is None else f'{parameters:,}'} | "
