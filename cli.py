@@ -836,7 +836,7 @@ def verify_bundle_command(bundle_file: Path, public_key_files: tuple[Path, ...],
     from certa.engine.services.presentation.terminal import bundle_report_text
     from certa.engine.services.keys import public_keys
     verification = verify_bundle_file(bundle_file, public_keys(public_key_files))
-    _print(verification, as_json, lambda verified: bundle_report_text(verified.report))
+    _print(verification, as_json, bundle_report_text)
     return EXIT_OK if verification.verified else EXIT_FAIL
 
 

@@ -1,17 +1,24 @@
 """Certificate bundles: one certificate with what proves it was recorded in a signed ledger, checkable
 offline — no database, no certa ledger access, only the bundle and the signer's public key.
 
-A bundle (JSON, ``certa_bundle: 1``) holds:
+A bundle (JSON, ``certa_bundle: 2``; format 1, written by certa 0.9.0 and earlier, has no ``reviews``) holds:
 
 * ``certificate``: the certificate exactly as recorded (its ledger entry's payload);
 * ``entry``: that entry's other fields (seq, run_id, kind, recorded_at, payload_sha256, prev_hash);
 * ``inclusion``: the RFC 6962 audit path of the entry's leaf in the Merkle tree of entries 1..tree_size;
-* ``checkpoint``: the signed checkpoint (DSSE envelope) whose root that tree must have.
+* ``checkpoint``: the signed checkpoint (DSSE envelope) whose root that tree must have;
+* ``reviews`` (format 2): each ``review`` entry of the run at or before the checkpoint's head, in chain order, as
+  ``{"entry", "payload", "inclusion"}``: its fields, its payload (a signed review carries its DSSE envelope and
+  its signers' public keys, ``certa.engine.services.reviews``) and its own audit path to the same root.
 
 ``check_bundle`` recomputes: the checkpoint signature; the certificate's own checks (schema,
 ``content_sha256``: passed in by the engine); payload_sha256 = SHA-256(JCS(certificate)); the entry hash
-from its fields (``certa.ledger.chain``); the leaf hash; and the path up to the signed root. Any edit to the
-certificate, the entry or the path, or a checkpoint from another ledger or key, fails one of these.
+from its fields (``certa.ledger.chain``); the leaf hash; and the path up to the signed root (RFC 6962, section
+2.1.1). Each review entry goes through the same recomputation, and must be a ``review`` entry of the
+certificate's run; the entries proven so are returned for the engine to check the reviews themselves (their
+signatures, and that each signs this certificate). Any edit to the certificate, a review, an entry or a path,
+or a checkpoint from another ledger or key, fails one of these. What a bundle cannot show is a review left
+out of it: only the ledger lists every review of a run.
 """
 
 from __future__ import annotations
@@ -36,10 +43,13 @@ from certa.ledger.merkle import (entry_leaves, leaf_hash, path_and_root_from_nod
                      tree_levels, verify_inclusion)
 from certa.ledger.store import EntryRow, Ledger
 
-__all__ = ["BUNDLE_FORMAT", "BundleReport", "build_bundle", "check_bundle", "entry_proof_problem",
+__all__ = ["BUNDLE_FORMAT", "BUNDLE_FORMATS", "BundleReport", "build_bundle", "check_bundle", "entry_proof_problem",
            "ledger_leaves_matching", "ledger_root", "ledger_root_matching"]
 
-BUNDLE_FORMAT = 1
+BUNDLE_FORMAT = 2
+"""The format ``build_bundle`` writes (2: with the run's reviews)."""
+BUNDLE_FORMATS = (1, 2)
+"""The formats ``check_bundle`` reads: 1 (no reviews) verifies as it always did."""
 _ENTRY_FIELDS = ("seq", "run_id", "kind", "recorded_at", "payload_sha256", "prev_hash")
 
 
@@ -58,15 +68,17 @@ def _levels_matching(ledger: Ledger, claimed: Checkpoint) -> list[list[bytes]]:
     return levels
 
 
-def _path_matching(ledger: Ledger, claimed: Checkpoint, index: int | None) -> list[bytes]:
-    """The audit path of leaf ``index`` (none for None) in the tree of entries 1..claimed.seq, after checking
-    that this ledger has the checkpoint's head entry and root; errors as ``ledger_leaves_matching``.
+def _paths_matching(ledger: Ledger, claimed: Checkpoint, indices: Sequence[int]) -> list[list[bytes]]:
+    """The audit path of each leaf in ``indices`` in the tree of entries 1..claimed.seq, after checking that this
+    ledger has the checkpoint's head entry and root (also with no ``indices``); errors as
+    ``ledger_leaves_matching``.
 
     From ``merkle_nodes`` where the ledger has it: the head's entry hash and at most about 2·log2(seq) nodes
-    (``merkle.path_nodes``), read in two statements; else from every entry (``_levels_matching``)."""
+    per leaf (``merkle.path_nodes``), read in two statements each; else from every entry, hashed once
+    (``_levels_matching``)."""
     if not ledger.has_merkle_nodes:
         levels = _levels_matching(ledger, claimed)
-        return path_from_levels(index, levels) if index is not None else []
+        return [path_from_levels(index, levels) for index in indices]
     seq = claimed.seq
     if not seq:
         return []
@@ -74,11 +86,11 @@ def _path_matching(ledger: Ledger, claimed: Checkpoint, index: int | None) -> li
     if head_hash is None:
         raise LedgerError(f"the checkpoint's head is entry {seq} but this ledger has {ledger.entry_count()} entries "
                           "(another ledger, or entries were removed: run 'certa verify --checkpoint')")
-    path, root = _stored_path_and_root(ledger, seq - 1 if index is None else index, seq)
-    if head_hash != claimed.entry_hash or root.hex() != claimed.root_hash:
+    found = [_stored_path_and_root(ledger, index, seq) for index in (indices or [seq - 1])]
+    if head_hash != claimed.entry_hash or any(root.hex() != claimed.root_hash for _, root in found):
         raise LedgerIntegrityError(f"this ledger's entries 1..{seq} do not match the checkpoint (another ledger, the "
                                    "chain was rewritten, or merkle_nodes was edited: run 'certa verify --checkpoint')")
-    return path if index is not None else []
+    return [path for path, _ in found] if indices else []
 
 
 def _stored_path_and_root(ledger: Ledger, leaf: int, seq: int) -> tuple[list[bytes], bytes]:
@@ -144,51 +156,68 @@ def ledger_leaves_matching(ledger: Ledger, claimed: Checkpoint) -> list[bytes]:
 def ledger_root_matching(ledger: Ledger, claimed: Checkpoint) -> None:
     """Check that this ledger has the checkpoint's head entry and Merkle root, reading O(log n) rows (the
     root from ``merkle_nodes``; from every entry on a ledger without it). Errors as ``ledger_leaves_matching``."""
-    _path_matching(ledger, claimed, None)
+    _paths_matching(ledger, claimed, ())
 
 
 def build_bundle(ledger: Ledger, run_id: str, envelope_text: str | bytes) -> dict[str, Any]:
-    """The bundle of ``run_id``'s certificate against the checkpoint ``envelope_text``.
+    """The bundle of ``run_id``'s certificate and reviews against the checkpoint ``envelope_text``.
 
     The checkpoint must describe this ledger (``ledger_leaves_matching``) and the certificate must have
-    been recorded at or before its head. The root and the audit path come from ``merkle_nodes`` (O(log n)
-    rows; ``merkle.path_and_root_from_nodes``), or on a ledger without it from the whole tree hashed once
-    (``merkle.tree_levels``); the root is checked against the checkpoint, and the path against the
-    certificate's entry and that root.
+    been recorded at or before its head; so are the reviews the bundle carries (those recorded after the head
+    are left out: a newer checkpoint proves them). The root and the audit paths come from ``merkle_nodes``
+    (O(log n) rows each; ``merkle.path_and_root_from_nodes``), or on a ledger without it from the whole tree
+    hashed once (``merkle.tree_levels``); the root is checked against the checkpoint, and each path against its
+    entry and that root.
     """
     claimed = read_checkpoint_unverified(envelope_text)
     full = ledger.resolve_run_id(run_id)
     recorded = list(ledger.entries(run_id=full, kinds=["certificate"]))
     entry = recorded[-1] if recorded else None
-    index = entry.seq - 1 if entry is not None and entry.seq <= claimed.seq else None
-    path = _path_matching(ledger, claimed, index)
+    proven = [entry] if entry is not None and entry.seq <= claimed.seq else []
+    reviews = [review for review in ledger.entries(run_id=full, kinds=["review"]) if review.seq <= claimed.seq]
+    paths = _paths_matching(ledger, claimed, [e.seq - 1 for e in proven + reviews] if proven else [])
     if entry is None:
         raise LedgerError(f"run {full} has no certificate (status: {ledger.run(full).status})")
-    if index is None:
+    if not proven:
         raise LedgerError(f"run {full}'s certificate is entry {entry.seq}, after the checkpoint's head "
                           f"{claimed.seq}: sign a newer checkpoint ('certa checkpoint') and prove against it")
+    return {
+        "certa_bundle": BUNDLE_FORMAT,
+        "certificate": entry.data(),
+        **_proven_entry(entry, paths[0], claimed),
+        "checkpoint": json.loads(envelope_text),
+        "reviews": [{**_proven_entry(review, path, claimed), "payload": review.data()}
+                    for review, path in zip(reviews, paths[1:], strict=True)],
+    }
+
+
+def _proven_entry(entry: EntryRow, path: list[bytes], claimed: Checkpoint) -> dict[str, Any]:
+    """``{"entry", "inclusion"}`` of an entry at or before the checkpoint's head, once ``path`` (read from the
+    ledger, so untrusted) leads from its leaf to the checkpoint's root."""
+    index = entry.seq - 1
     if not verify_inclusion(index, claimed.seq, leaf_hash(bytes.fromhex(entry.entry_hash)), path,
                             bytes.fromhex(claimed.root_hash)):
         raise LedgerIntegrityError(f"the audit path of entry {entry.seq} read from merkle_nodes does not lead to the "
                                    "checkpoint's root (merkle_nodes was edited: run 'certa verify')")
-    return {
-        "certa_bundle": BUNDLE_FORMAT,
-        "certificate": entry.data(),
-        "entry": {name: getattr(entry, name) for name in _ENTRY_FIELDS},
-        "inclusion": {"leaf_index": index, "tree_size": claimed.seq, "path": [node.hex() for node in path]},
-        "checkpoint": json.loads(envelope_text),
-    }
+    return {"entry": {name: getattr(entry, name) for name in _ENTRY_FIELDS},
+            "inclusion": {"leaf_index": index, "tree_size": claimed.seq, "path": [node.hex() for node in path]}}
 
 
 @dataclass(frozen=True)
 class BundleReport:
-    """Outcome of ``check_bundle``: ``verified`` when ``problems`` is empty."""
+    """Outcome of ``check_bundle``: ``verified`` when ``problems`` is empty. ``reviews``: the review entries the
+    bundle carries that are proven included in the signed ledger as reviews of this run, in chain order, their
+    payload as recorded (canonical JSON); ``format`` is the bundle's (1 carries no reviews)."""
 
     run_id: str
     content_sha256: str
     seq: int
     checkpoint: Checkpoint
     problems: tuple[str, ...]
+    format: int = BUNDLE_FORMAT
+    reviews: tuple[EntryRow, ...] = ()
+    recorded_at: str = ""
+    """When the certificate's entry was recorded (UTC, as in the ledger)."""
 
     @property
     def verified(self) -> bool:
@@ -199,6 +228,12 @@ _SHA256 = re.compile("[0-9a-f]{64}")
 _RUN_ID = re.compile("[0-9a-f]{32}")
 _INTEGERS = (("certa_bundle",), ("entry", "seq"), ("inclusion", "leaf_index"), ("inclusion", "tree_size"))
 """The bundle's integer members: JSON Schema's ``integer`` also admits ``14.0``, which certa never writes."""
+
+
+def _proven_parts(bundle: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(where, part) of the certificate's part (the bundle itself) and each review's: what carries an
+    ``entry`` and an ``inclusion``."""
+    return [("", bundle), *((f"reviews/{i}/", review) for i, review in enumerate(bundle.get("reviews", [])))]
 
 
 def _shape_problem(bundle: Any) -> str | None:
@@ -213,54 +248,75 @@ def _shape_problem(bundle: Any) -> str | None:
                     key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         return f"{'/'.join(map(str, errors[0].absolute_path)) or '(top)'}: {errors[0].message}"
-    for path in _INTEGERS:
-        value = bundle
-        for name in path:
-            value = value[name]
-        if type(value) is not int:
-            return f"{'/'.join(path)}: {value!r} is not an integer"
-    digests = [("entry/run_id", bundle["entry"]["run_id"], _RUN_ID),
-               *((f"entry/{name}", bundle["entry"][name], _SHA256) for name in ("payload_sha256", "prev_hash")),
-               *((f"inclusion/path/{i}", node, _SHA256) for i, node in enumerate(bundle["inclusion"]["path"]))]
-    for where, value, pattern in digests:
-        if not pattern.fullmatch(value):  # the schema's pattern admits a final newline ($)
-            return f"{where}: {value[:80]!r} is not {pattern.pattern}"
+    for where, part in _proven_parts(bundle):
+        for path in _INTEGERS[1:] if where else _INTEGERS:
+            value: Any = part
+            for name in path:
+                value = value[name]
+            if type(value) is not int:
+                return f"{where}{'/'.join(path)}: {value!r} is not an integer"
+        digests = [(f"{where}entry/run_id", part["entry"]["run_id"], _RUN_ID),
+                   *((f"{where}entry/{name}", part["entry"][name], _SHA256) for name in ("payload_sha256", "prev_hash")),
+                   *((f"{where}inclusion/path/{i}", node, _SHA256) for i, node in enumerate(part["inclusion"]["path"]))]
+        for at, value, pattern in digests:
+            if not pattern.fullmatch(value):  # the schema's pattern admits a final newline ($)
+                return f"{at}: {value[:80]!r} is not {pattern.pattern}"
     return None
+
+
+def _entry_problems(payload: Any, part: Mapping[str, Any], checkpoint: Checkpoint, *, kind: str, run_id: str,
+                    named: str) -> tuple[list[str], EntryRow | None]:
+    """(problems, the entry rebuilt) of one proven part of a bundle: its ``payload`` must give the entry's
+    payload_sha256, the entry must be a ``kind`` entry of ``run_id``, and its fields' hash with the audit path
+    must recompute the checkpoint's signed root. ``named`` names the payload in the messages ("the
+    certificate"); the entry is None when it is not proven."""
+    fields = {name: part["entry"][name] for name in _ENTRY_FIELDS}
+    index, size = part["inclusion"]["leaf_index"], part["inclusion"]["tree_size"]
+    problems = []
+    try:
+        text, payload_sha = encode_payload(payload)
+    except ValueError as error:  # e.g. an integer beyond 2^53, which RFC 8785 cannot encode
+        text, payload_sha = "", f"(not canonical JSON: {error})"
+    if payload_sha != fields["payload_sha256"]:
+        problems.append(f"{named} is not the one recorded in the entry (its canonical SHA-256 differs)")
+    if fields["kind"] != kind or fields["run_id"] != run_id:
+        problems.append(f"the entry is a {fields['kind']!r} entry of run {fields['run_id']}, not "
+                        f"{'the certificate' if kind == 'certificate' else 'a ' + kind} of run {run_id}")
+    if size != checkpoint.seq or index != fields["seq"] - 1:
+        problems.append(f"the proof is for leaf {index} of {size} entries, not entry {fields['seq']} under the "
+                        f"checkpoint's {checkpoint.seq}")
+    recomputed = entry_hash(**fields)
+    path = [bytes.fromhex(node) for node in part["inclusion"]["path"]]
+    if not verify_inclusion(fields["seq"] - 1, checkpoint.seq, leaf_hash(bytes.fromhex(recomputed)), path,
+                            bytes.fromhex(checkpoint.root_hash)):
+        problems.append("the inclusion proof does not lead to the signed Merkle root: this entry is not part of "
+                        "the signed ledger")
+    return problems, None if problems else EntryRow(**fields, payload=text, entry_hash=recomputed)
 
 
 def check_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519PublicKey], *,
                  check_certificate: Callable[[Mapping[str, Any]], list[str]]) -> BundleReport:
     """Verify a bundle offline (see module docstring). A checkpoint that is not signed by every one of
     ``public_keys`` raises ``SignatureVerificationError``; everything else found wrong is listed in ``problems``; a
-    ``bundle`` of another shape (``bundle.schema.json``, integers that are JSON integers) raises ``BundleError``."""
+    ``bundle`` of another shape (``bundle.schema.json``, integers that are JSON integers) raises ``BundleError``.
+    A review entry that is not proven (each reason is a problem naming its entry) is not in ``reviews``."""
     wrong = _shape_problem(bundle)
     if wrong:
-        raise BundleError(f"not a certa bundle (format {BUNDLE_FORMAT}): {wrong}")
-    certificate, entry, inclusion = bundle["certificate"], bundle["entry"], bundle["inclusion"]
-    fields = {name: entry[name] for name in _ENTRY_FIELDS}
-    index, size = inclusion["leaf_index"], inclusion["tree_size"]
-    path = [bytes.fromhex(node) for node in inclusion["path"]]
-    envelope = json.dumps(bundle["checkpoint"])
+        raise BundleError(f"not a certa bundle (format {' or '.join(map(str, BUNDLE_FORMATS))}): {wrong}")
+    certificate = bundle["certificate"]
     issued = certificate.get("issued")
     run_id = str(issued.get("run_id", "")) if isinstance(issued, Mapping) else ""
     content_sha = str(certificate.get("content_sha256", ""))
-    checkpoint = open_checkpoint(envelope, public_keys)
+    checkpoint = open_checkpoint(json.dumps(bundle["checkpoint"]), public_keys)
     problems = [f"certificate: {message}" for message in check_certificate(certificate)]
-    try:
-        _, payload_sha = encode_payload(certificate)
-    except ValueError as error:  # e.g. an integer beyond 2^53, which RFC 8785 cannot encode
-        payload_sha = f"(not canonical JSON: {error})"
-    if payload_sha != fields["payload_sha256"]:
-        problems.append("the certificate is not the one recorded in the entry (its canonical SHA-256 differs)")
-    if fields["kind"] != "certificate" or fields["run_id"] != run_id:
-        problems.append(f"the entry is a {fields['kind']!r} entry of run {fields['run_id']}, not the certificate "
-                        f"of run {run_id}")
-    if size != checkpoint.seq or index != fields["seq"] - 1:
-        problems.append(f"the proof is for leaf {index} of {size} entries, not entry {fields['seq']} under the "
-                        f"checkpoint's {checkpoint.seq}")
-    leaf = leaf_hash(bytes.fromhex(entry_hash(**fields)))
-    if not verify_inclusion(fields["seq"] - 1, checkpoint.seq, leaf, path, bytes.fromhex(checkpoint.root_hash)):
-        problems.append("the inclusion proof does not lead to the signed Merkle root: this entry is not part of "
-                        "the signed ledger")
-    return BundleReport(run_id=run_id, content_sha256=content_sha, seq=int(fields["seq"]), checkpoint=checkpoint,
-                        problems=tuple(problems))
+    problems += _entry_problems(certificate, bundle, checkpoint, kind="certificate", run_id=run_id,
+                                named="the certificate")[0]
+    reviews = []
+    for review in bundle.get("reviews", []):
+        wrong_review, entry = _entry_problems(review["payload"], review, checkpoint, kind="review", run_id=run_id,
+                                              named="the review")
+        problems += [f"review entry {review['entry']['seq']}: {message}" for message in wrong_review]
+        reviews += [entry] if entry is not None else []
+    return BundleReport(run_id=run_id, content_sha256=content_sha, seq=int(bundle["entry"]["seq"]),
+                        checkpoint=checkpoint, problems=tuple(problems), format=bundle["certa_bundle"],
+                        reviews=tuple(reviews), recorded_at=str(bundle["entry"]["recorded_at"]))

@@ -39,13 +39,14 @@ from certa.engine.foundation.jsondiff import FieldChange, json_diff
 from certa.engine.foundation.signing import key_id
 from certa.engine.services.presentation.display_text import plain_text
 from certa.engine.services.registrations import registration_problems
-from certa.engine.services.reviews import MissingApproval, ReviewRecord, ledger_reviews, review_problems, unapproved_runs
+from certa.engine.services.reviews import (MissingApproval, ReviewRecord, checked_reviews, ledger_reviews, review_json,
+                                          review_problems, unapproved_runs)
 from certa.engine.services.stored_inputs import stored_source, stored_table
 from certa.engine.core.spec import load_plan
 from certa.engine.core.stages import REGISTRY
 from certa.engine.core.tables import Table
 
-__all__ = ["check_certificate", "verify", "audit_ledger", "LedgerAudit", "verify_bundle", "verify_bundle_file",
+__all__ = ["check_certificate", "verify", "audit_ledger", "LedgerAudit", "verify_bundle", "verify_bundle_file", "read_bundle",
            "BundleVerification", "reexecute", "replay",
            "replay_all", "replay_runs", "replayable_runs", "ReplayResult", "Replays", "REPRODUCED", "DIVERGED",
            "CANNOT_REPLAY", "REPLAY_SIDES"]
@@ -166,11 +167,7 @@ class LedgerAudit:
                 "head": f"{report.head[0]}:{report.head[1]}",
                 "problems": [{"where": p.where, "message": p.message, "seq": p.seq, "run_id": p.run_id,
                               "column": p.column} for p in report.problems],
-                "reviews": [{"seq": r.seq, "run_id": rid, "recorded_at": r.recorded_at, "reviewer": r.reviewer,
-                             "decision": r.decision, "note": r.note, "signed": r.signed,
-                             "signature_valid": r.signature_valid, "key_ids": list(r.key_ids),
-                             "signed_at": r.signed_at, "out_of_order": r.out_of_order, "problem": r.problem}
-                            for rid, r in self.reviews],
+                "reviews": [{**review_json(r), "run_id": rid} for rid, r in self.reviews],
                 "approval": None if not self.required_key_ids else {
                     "approved": self.approved, "required_key_ids": list(self.required_key_ids),
                     "runs_checked": self.runs_checked, "read_from": self.approvals_read_from,
@@ -229,39 +226,70 @@ def _record(ledger: Ledger, report: VerifyReport) -> str:
     return f"recorded in the ledger ({done.key} = entry {done.seq})"
 
 
-def verify_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519PublicKey]) -> BundleReport:
+def verify_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519PublicKey]) -> BundleVerification:
     """Verify a certificate bundle offline (``certa.ledger.bundle``), with the engine's certificate checks; the
-    checkpoint must be signed by every one of ``public_keys``."""
-    return check_bundle(bundle, public_keys, check_certificate=check_certificate)
+    checkpoint must be signed by every one of ``public_keys``. Each review the bundle proves included is then
+    checked as ``certa verify`` checks a review (``certa.engine.services.reviews.checked_reviews``: its signatures
+    against its embedded keys, and that its signed statement names this certificate); one that fails is a
+    problem, as it is for ``certa verify``."""
+    report = check_bundle(bundle, public_keys, check_certificate=check_certificate)
+    reviews = checked_reviews(report.reviews, bundle["certificate"])
+    problems = [f"review entry {r.seq}: {r.problem}" for r in reviews if r.problem is not None]
+    return BundleVerification(report=replace(report, problems=report.problems + tuple(problems)),
+                              certificate=bundle["certificate"], reviews=tuple(reviews))
 
 
 @dataclass(frozen=True)
 class BundleVerification:
-    """``verify_bundle``'s report on a bundle file, with its JSON and text forms (``certa verify-bundle``)."""
+    """``verify_bundle``'s outcome, with its JSON and text forms (``certa verify-bundle``): the ledger-level
+    ``report`` (its problems include the reviews'), the ``certificate`` it carries and its ``reviews`` as the
+    same checked records the ledger path gives (``certa.engine.services.reviews.ReviewRecord``: ``reviews_of``),
+    each proven included in the signed ledger. A format-1 bundle carries no reviews."""
 
     report: BundleReport
+    certificate: Mapping[str, Any]
+    reviews: tuple[ReviewRecord, ...] = ()
 
     @property
     def verified(self) -> bool:
         return self.report.verified
 
+    @property
+    def problems(self) -> tuple[str, ...]:
+        return self.report.problems
+
+    @property
+    def run_id(self) -> str:
+        return self.report.run_id
+
+    @property
+    def seq(self) -> int:
+        return self.report.seq
+
     def as_json(self) -> dict[str, Any]:
-        """The outcome, the certificate, its entry and the checkpoint it is proven against."""
+        """The outcome, the certificate, its entry and the checkpoint it is proven against, then (format 2) each
+        review with its signature status ("reviews": null for a format-1 bundle, which carries none)."""
         report, checkpoint = self.report, self.report.checkpoint
         return {"ok": report.verified, "verified": report.verified, "run_id": report.run_id,
                 "content_sha256": report.content_sha256, "entry_seq": report.seq,
                 "checkpoint": {"seq": checkpoint.seq, "root_hash": checkpoint.root_hash,
                                "signed_at": checkpoint.signed_at, "key_ids": list(checkpoint.key_ids)},
-                "problems": list(report.problems)}
+                "problems": list(report.problems), "format": report.format,
+                "reviews": None if report.format == 1 else [review_json(r) for r in self.reviews]}
 
 
 def verify_bundle_file(path: Path, public_keys: Sequence[Ed25519PublicKey]) -> BundleVerification:
     """``verify_bundle`` the bundle in the file at ``path``; ``BundleError`` if it is not JSON."""
+    return verify_bundle(read_bundle(path), public_keys)
+
+
+def read_bundle(path: Path) -> Any:
+    """The JSON document in the bundle file at ``path`` (its shape is ``check_bundle``'s to check); ``BundleError``
+    if it is not JSON."""
     try:
-        bundle = parse_document(path.read_bytes(), "the bundle")
+        return parse_document(path.read_bytes(), "the bundle")
     except ValueError as error:
         raise BundleError(f"{path} is not JSON: {error}") from None
-    return BundleVerification(report=verify_bundle(bundle, public_keys))
 
 
 @dataclass(frozen=True)

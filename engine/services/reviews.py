@@ -46,7 +46,7 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from certa.ledger import Ledger, Problem
+from certa.ledger import EntryRow, Ledger, Problem
 from certa.ledger.bundle import entry_proof_problem
 from certa.ledger.checkpoint import Checkpoint
 from certa.engine.foundation.signing import envelope_payload_unverified, key_id, open_envelope, seal_envelope
@@ -58,7 +58,7 @@ from certa.engine.foundation.json_read import parse_document
 
 __all__ = ["PAYLOAD_TYPE", "DECISIONS", "ReviewCheck", "ReviewRecord", "RecordedReview", "MissingApproval",
            "certificate_digests", "record_review",
-           "review_payload", "check_review", "reviews_of", "ledger_reviews", "review_problems", "approval_by",
+           "review_payload", "check_review", "checked_reviews", "review_json", "reviews_of", "ledger_reviews", "review_problems", "approval_by",
            "unapproved_runs"]
 
 PAYLOAD_TYPE = "application/vnd.certa.review+json; version=1"
@@ -253,6 +253,14 @@ class ReviewRecord:
     out_of_order: int | None = None
 
 
+def review_json(record: ReviewRecord) -> dict[str, Any]:
+    """One checked review as ``certa verify --json`` and ``certa verify-bundle --json`` list it."""
+    return {"seq": record.seq, "recorded_at": record.recorded_at, "reviewer": record.reviewer,
+            "decision": record.decision, "note": record.note, "signed": record.signed,
+            "signature_valid": record.signature_valid, "key_ids": list(record.key_ids), "signed_at": record.signed_at,
+            "out_of_order": record.out_of_order, "problem": record.problem}
+
+
 def _run_certificate(ledger: Ledger, run_id: str) -> Mapping[str, Any] | None:
     try:
         certificate = ledger.certificate(run_id)
@@ -328,11 +336,18 @@ def _checked_records(entries: Iterable[Any], certificate_of: Any) -> Iterable[tu
                                   signed_at=check.signed_at)
 
 
+def checked_reviews(entries: Iterable[EntryRow], certificate: Mapping[str, Any] | None) -> list[ReviewRecord]:
+    """The ``ReviewRecord`` of each review entry of one run (in chain order), checked against the run's stored
+    ``certificate`` (None: it has none) and placed in its signing order: what a report shows of the run's
+    reviews, whether the entries come from a ledger or from a bundle (``certa.ledger.bundle.check_bundle`` proves
+    them included first)."""
+    return [record for _, record in _records(entries, lambda _: certificate)]
+
+
 def reviews_of(ledger: Ledger, run_id: str) -> list[ReviewRecord]:
     """Every review of a run (``run_id`` may be a unique prefix or ``latest``), oldest first, each checked."""
     full = ledger.resolve_run_id(run_id)
-    certificate = _run_certificate(ledger, full)
-    return [record for _, record in _records(ledger.entries(run_id=full, kinds=["review"]), lambda _: certificate)]
+    return checked_reviews(ledger.entries(run_id=full, kinds=["review"]), _run_certificate(ledger, full))
 
 
 def ledger_reviews(ledger: Ledger, *, run_id: str | None = None, after: int = 0) -> list[tuple[str, ReviewRecord]]:
@@ -458,7 +473,7 @@ def _unapproved_in_chain(ledger: Ledger, wanted: Sequence[str], run_id: str | No
         for review in ledger.entries(run_id=entry.run_id, kinds=["review"]):
             why = entry_proof_problem(ledger, review, checkpoint) if review.seq <= checkpoint.seq else None
             (unproven if why else proven).append(why or review)
-        records = [record for _, record in _records(proven, lambda _: certificate)]
+        records = checked_reviews(proven, certificate)
         left_out = f" ({len(unproven)} review entr{'y' if len(unproven) == 1 else 'ies'} before the checkpoint left " \
                    f"out, not proven by it: {unproven[0]})" if unproven else ""
         gaps += [MissingApproval(entry.run_id, name, kid, reason + left_out, unproven[0] if unproven else None)

@@ -19,16 +19,16 @@ from certa.ledger.location import command_hint, masked_ledger
 
 if TYPE_CHECKING:
     from certa.engine.services.attestation import AttestationReport
-    from certa.engine.services.audit import LedgerAudit, ReplayResult, Replays
+    from certa.engine.services.audit import BundleVerification, LedgerAudit, ReplayResult, Replays
     from certa.engine.services.batch import BatchReport
     from certa.engine.services.browse import DecisionListing, RunDiff, RunView
     from certa.engine.services.run_list import RunList
     from certa.engine.services.run_report import RunReport
     from certa.engine.services.specs import StageCatalog
-    from certa.ledger.bundle import BundleReport
+    from certa.engine.services.reviews import ReviewRecord
 
 __all__ = ["ledger_audit_text", "replay_text", "replays_text", "key_ids_text", "run_list_text", "stage_catalog_text",
-           "attestation_report_text", "bundle_report_text", "run_view_text", "decision_listing_text", "run_diff_text",
+           "attestation_report_text", "bundle_report_text", "review_status_text", "run_view_text", "decision_listing_text", "run_diff_text",
            "warning_lines", "run_report_diagnostics", "run_report_text", "run_summary_text",
            "batch_report_text", "batch_report_diagnostics"]
 
@@ -73,13 +73,8 @@ def ledger_audit_text(audit: LedgerAudit) -> str:
                      f"{'all verify' if not failing else f'{failing} do not verify'}; "
                      f"{len(audit.reviews) - len(signed)} unsigned)"
                      f"{f'; the newest {SHOWN_PROBLEMS}:' if len(audit.reviews) > SHOWN_PROBLEMS else ''}")
-        for rid, r in audit.reviews[-SHOWN_PROBLEMS:]:
-            status = ("unsigned" if not r.signed else
-                      f"signed by {key_ids_text(r.key_ids)}: "
-                      + ("verifies" if r.signature_valid else "DOES NOT VERIFY")
-                      + (f", but recorded after entry {r.out_of_order}, which one of its keys signed later"
-                         if r.out_of_order is not None else ""))
-            lines.append(plain_text(f"  entry {r.seq}: {r.reviewer} {r.decision} run {rid} ({status})"))
+        lines += [plain_text(f"  entry {r.seq}: {r.reviewer} {r.decision} run {rid} ({review_status_text(r)})")
+                  for rid, r in audit.reviews[-SHOWN_PROBLEMS:]]
     if audit.required_key_ids:
         if audit.approved:
             lines.append(f"approved: {audit.runs_checked} PASS run(s), each approved by all "
@@ -88,6 +83,15 @@ def ledger_audit_text(audit: LedgerAudit) -> str:
                   for gap in audit.missing]
         lines.append(f"  approvals read from {audit.approvals_read_from}")
     return "\n".join(lines)
+
+
+def review_status_text(record: ReviewRecord) -> str:
+    """"unsigned", or the signers and whether the review verifies (and is in its signing order)."""
+    if not record.signed:
+        return "unsigned"
+    return (f"signed by {key_ids_text(record.key_ids)}: " + ("verifies" if record.signature_valid else "DOES NOT VERIFY")
+            + (f", but recorded after entry {record.out_of_order}, which one of its keys signed later"
+               if record.out_of_order is not None else ""))
 
 
 def replay_text(result: ReplayResult) -> str:
@@ -163,14 +167,27 @@ def attestation_report_text(report: AttestationReport) -> str:
                       *(f"  {label} is {subject}" for label, subject in report.files)])
 
 
-def bundle_report_text(report: BundleReport) -> str:
+def bundle_report_text(verification: BundleVerification) -> str:
     """``certa verify-bundle``: VERIFIED (the certificate is entry N of the ledger whose first M entries the
-    checkpoint's keys signed) or NOT VERIFIED."""
+    checkpoint's keys signed) or NOT VERIFIED; then, for a bundle that carries reviews (format 2), each review
+    in words and what the bundle cannot show."""
+    report = verification.report
     if not report.verified:
         return _not_verified_text(report.problems)
-    return (f"VERIFIED: certificate {report.content_sha256} of run {report.run_id} is entry {report.seq} of the "
-            f"ledger whose first {report.checkpoint.seq} entries key(s) {key_ids_text(report.checkpoint.key_ids)} "
-            f"signed at {report.checkpoint.signed_at}")
+    lines = [f"VERIFIED: certificate {report.content_sha256} of run {report.run_id} is entry {report.seq} of the "
+             f"ledger whose first {report.checkpoint.seq} entries key(s) {key_ids_text(report.checkpoint.key_ids)} "
+             f"signed at {report.checkpoint.signed_at}"]
+    if report.format == 1:
+        return lines[0]
+    reviews = verification.reviews
+    lines.append(f"reviews: {len(reviews)}, each proven included in the same signed ledger as a review of this run"
+                 if reviews else f"reviews: none recorded at or before entry {report.checkpoint.seq}")
+    lines += [plain_text(f"  entry {r.seq} ({r.recorded_at}): {r.decision}, reviewer named '{r.reviewer}' "
+                         f"({review_status_text(r)}){f': {r.note}' if r.note else ''}") for r in reviews]
+    lines.append("  not checked: that the bundle carries every review of the run (one left out shows only in the "
+                 "ledger); who holds the signing keys (a key id is not a person: compare it with keys you obtained "
+                 "separately)")
+    return "\n".join(lines)
 
 
 def run_view_text(view: RunView) -> str:
