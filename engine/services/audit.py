@@ -146,6 +146,36 @@ class LedgerAudit:
                 "included in its signed root, those after it verified here. A review entry removed before the "
                 "checkpoint is found only by a full verification")
 
+    def checkpoint_checks(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(what was checked, what was not) about the signed checkpoint verified against, in words (both empty
+        without one). Its signatures always verified (``audit_ledger`` raises otherwise); its head and root are
+        said to match when the ledger verified intact. What an incremental verification left out is
+        ``report.scope.not_checked``, beside these."""
+        signed, report = self.checkpoint, self.report
+        if signed is None:
+            return (), ()
+        held = "matches this ledger" if report.intact else "checked against this ledger (see the problems)"
+        checked = [f"the signature of each given key on it, signed at {signed.signed_at}: key id(s) "
+                   f"{', '.join(signed.key_ids)}",
+                   f"its head: entry {signed.seq}, entry hash {signed.entry_hash}: {held}",
+                   f"its RFC 6962 Merkle root of entries 1..{signed.seq} (tree size {signed.seq}), {signed.root_hash}: "
+                   f"{held}"]
+        head = report.head[0]
+        if report.scope is None:
+            checked.append(f"every entry 1..{head} verified in full, the {max(head - signed.seq, 0)} after the "
+                           "checkpoint included")
+        else:
+            checked.append(f"entries {report.scope.first}..{report.scope.last}, after the checkpoint, verified; the "
+                           f"entries 1..{signed.seq} before it only through its signed root")
+        not_checked = ["who holds the signing key(s): a key id names a key, not a person or a role (compare it with "
+                       "a public key obtained from its holder by other means)"]
+        if head > signed.seq:
+            after = f"entry {head} is" if head == signed.seq + 1 else f"entries {signed.seq + 1}..{head} are"
+            not_checked.append(f"{after} after the checkpoint, under no signature: "
+                               "whoever can write the database could have rewritten them consistently (sign a newer "
+                               "checkpoint to cover them)")
+        return tuple(checked), tuple(not_checked)
+
     @property
     def ok(self) -> bool:
         """Intact and approved: ``certa verify`` exits 0."""
@@ -157,10 +187,12 @@ class LedgerAudit:
         scope = report.scope.as_json() if report.scope is not None else {
             "mode": "full", "vouched_by_checkpoint": 0, "verified_from": 1, "verified_through": report.head[0],
             "not_checked": []}
+        checked, not_checked = self.checkpoint_checks()
         checkpoint = None if self.checkpoint is None else {
             "seq": self.checkpoint.seq, "entry_hash": self.checkpoint.entry_hash,
             "root_hash": self.checkpoint.root_hash, "signed_at": self.checkpoint.signed_at,
-            "key_ids": list(self.checkpoint.key_ids)}
+            "key_ids": list(self.checkpoint.key_ids), "tree_size": self.checkpoint.seq,
+            "checked": list(checked), "not_checked": list(not_checked)}
         return {"ok": self.ok, "intact": report.intact, "entries_checked": report.entries_checked,
                 "scope": scope, "checkpoint": checkpoint, "recorded": self.recorded,
                 "certificates_checked": report.certificates_checked, "blobs_checked": report.blobs_checked,

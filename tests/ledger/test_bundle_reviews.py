@@ -169,3 +169,31 @@ def test_verify_bundle_says_each_review_in_words_and_what_it_cannot_show(reviewe
     assert "approved, reviewer named 'alice@example.org' (signed by " in lines[2] and "verifies): ok" in lines[2]
     assert "comment, reviewer named 'bob' (unsigned): read it" in lines[3]
     assert lines[4].startswith("  not checked: that the bundle carries every review of the run")
+
+
+def test_verify_checkpoint_says_what_it_checked_and_what_it_did_not(small_spec: Path, tmp_path: Path, keys):
+    from certa.engine.services.audit import audit_ledger
+    from certa.engine.services.presentation.terminal import ledger_audit_text
+    (signer, signer_public), _ = keys
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        run_id = run(small_spec, ledger=ledger).run_id
+        envelope = _signed_head(ledger, signer)
+        signed_seq = ledger.head()[0]
+        record_review(ledger, run_id, reviewer="bob", decision="comment", note="", private_keys=[])
+        for incremental in (False, True):
+            audit = audit_ledger(ledger, checkpoint=envelope.encode(), checkpoint_keys=[signer_public],
+                                 since_checkpoint=incremental)
+            printed = ledger_audit_text(audit)
+            assert audit.ok and printed.splitlines()[1] == "checkpoint:"
+            assert f"  checked: the signature of each given key on it, signed at {audit.checkpoint.signed_at}: key id(s) " \
+                   f"{key_id(signer_public)}" in printed
+            assert f"  checked: its head: entry {signed_seq}, entry hash {audit.checkpoint.entry_hash}: matches this " \
+                   "ledger" in printed
+            assert f"(tree size {signed_seq}), {audit.checkpoint.root_hash}: matches this ledger" in printed
+            assert "  not checked: who holds the signing key(s)" in printed
+            assert f"  not checked: entry {signed_seq + 1} is after the checkpoint, under no signature" in printed
+            assert ("only through its signed root" in printed) is incremental
+            checkpoint = audit.as_json()["checkpoint"]
+            assert checkpoint["tree_size"] == signed_seq and len(checkpoint["checked"]) == 4
+            assert checkpoint["not_checked"] == list(audit.checkpoint_checks()[1])
+        assert audit_ledger(ledger).checkpoint_checks() == ((), ())

@@ -58,6 +58,11 @@ def ledger_audit_text(audit: LedgerAudit) -> str:
         lines += [plain_text(f"  also: {p.where}: {p.message}") for p in report.problems[1:SHOWN_PROBLEMS]]
         if len(report.problems) > SHOWN_PROBLEMS:
             lines.append(f"  ... and {len(report.problems) - SHOWN_PROBLEMS} more")
+    checked, not_checked = audit.checkpoint_checks()
+    if checked:
+        lines.append("checkpoint:")
+        lines += [f"  checked: {what}" for what in checked]
+        lines += [f"  not checked: {what}" for what in not_checked]
     if scope is not None and audit.checkpoint is not None:
         signed = audit.checkpoint
         lines.append(f"incremental: entries 1..{scope.vouched} vouched for by the checkpoint signed by "
