@@ -457,16 +457,32 @@ def replay(run_id: str | None, replay_every: bool, since: str | None, name_patte
 @click.argument("run_id")
 @click.option("--explain", is_flag=True, help="Open each stage's section with plain-language paragraphs: what was "
               "tested, what the verdict means and does not mean, the assumptions. Example: certa show latest --explain")
+@click.option("--public-key", "public_key_files", multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="With a bundle file: verify it first, as 'certa verify-bundle' does, with this Ed25519 public key "
+                   "(PEM) that must have signed its checkpoint; repeatable.")
 @certa_command
-def show(run_id: str, explain: bool, as_json: bool, ledger_url: str) -> int:
+def show(run_id: str, explain: bool, public_key_files: tuple[Path, ...], as_json: bool, ledger_url: str) -> int:
     """Show a run's certificate as a Markdown report (--json prints the whole certificate). For an aborted
-    run: the reason and each profile rule that stopped it, with its value and requirement.
+    run: the reason and each profile rule that stopped it, with its value and requirement. RUN_ID may be a
+    bundle file ('certa prove'): its certificate is shown without a ledger, under a note saying whether it was
+    verified (with --public-key) and with which keys; exit 1 if it does not verify.
 
     \b
     Examples:
       certa show 3f2a9c01
       certa show latest --explain
+      certa show 3f2a9c01.bundle.json --public-key audit/certa.pub
     """
+    if Path(run_id).is_file():
+        from certa.engine.services.browse import open_bundle
+        from certa.engine.services.keys import public_keys
+        from certa.engine.services.presentation.terminal import bundle_view_text
+        bundle = open_bundle(Path(run_id), public_keys(public_key_files), explain=explain)
+        _print(bundle, as_json, bundle_view_text)
+        return EXIT_OK if bundle.verification is None or bundle.verified else EXIT_FAIL
+    if public_key_files:
+        raise click.UsageError(f"--public-key verifies a bundle file, and there is no file {run_id!r}")
     from certa.engine.services.browse import show_run
     from certa.engine.services.presentation.terminal import run_view_text
     with _open(ledger_url) as ledger:
@@ -924,18 +940,40 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="HTML file to write (one self-contained page: inline CSS and SVG plots, nothing fetched).")
 @click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists (by default it is never overwritten).")
+@click.option("--public-key", "public_key_files", multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="With a bundle file: verify it first, as 'certa verify-bundle' does, with this Ed25519 public key "
+                   "(PEM) that must have signed its checkpoint; repeatable.")
 @certa_command
-def report(run_id: str, output: Path, force: bool, as_json: bool, ledger_url: str) -> int:
+def report(run_id: str, output: Path, force: bool, public_key_files: tuple[Path, ...], as_json: bool,
+           ledger_url: str) -> int:
     """Write a run's report as one self-contained HTML page for reviewers: the verdict, the gates, each
     stage's decision plotted with its numbers, identity and hashes, the verification status (chain and
     newest replay, as of now) and every review. The same ledger gives the same bytes; it prints to PDF.
+    RUN_ID may be a bundle file ('certa prove'): its certificate is reported without a ledger, the page saying
+    whether it was verified (with --public-key) and with which keys; nothing is written if it does not verify
+    (exit 1).
 
     \b
-    Example:
+    Examples:
       certa report 3f2a9c01 -o run.html
+      certa report 3f2a9c01.bundle.json --public-key audit/certa.pub -o run.html
     """
     from certa.engine.foundation.extras import require_extra
     require_extra("report", "certa report")  # matplotlib and Jinja2: only for this command
+    if Path(run_id).is_file():
+        from certa.engine.services.browse import open_bundle
+        from certa.engine.services.keys import public_keys
+        from certa.engine.services.reports import write_bundle_report
+        bundle = open_bundle(Path(run_id), public_keys(public_key_files))
+        if bundle.verification is not None and not bundle.verified:
+            from certa.engine.services.presentation.terminal import bundle_report_text
+            _print(bundle.verification, as_json, bundle_report_text)
+            return EXIT_FAIL
+        _print(write_bundle_report(bundle, output, force=force), as_json)
+        return EXIT_OK
+    if public_key_files:
+        raise click.UsageError(f"--public-key verifies a bundle file, and there is no file {run_id!r}")
     from certa.engine.services.reports import write_report
     with _open(ledger_url) as ledger:
         written = write_report(ledger, run_id, output, force=force)

@@ -43,8 +43,8 @@ from certa.ledger.merkle import (entry_leaves, leaf_hash, path_and_root_from_nod
                      tree_levels, verify_inclusion)
 from certa.ledger.store import EntryRow, Ledger
 
-__all__ = ["BUNDLE_FORMAT", "BUNDLE_FORMATS", "BundleReport", "build_bundle", "check_bundle", "entry_proof_problem",
-           "ledger_leaves_matching", "ledger_root", "ledger_root_matching"]
+__all__ = ["BUNDLE_FORMAT", "BUNDLE_FORMATS", "BundleReport", "build_bundle", "check_bundle", "check_bundle_shape",
+           "entry_proof_problem", "ledger_leaves_matching", "ledger_root", "ledger_root_matching"]
 
 BUNDLE_FORMAT = 2
 """The format ``build_bundle`` writes (2: with the run's reviews)."""
@@ -216,8 +216,6 @@ class BundleReport:
     problems: tuple[str, ...]
     format: int = BUNDLE_FORMAT
     reviews: tuple[EntryRow, ...] = ()
-    recorded_at: str = ""
-    """When the certificate's entry was recorded (UTC, as in the ledger)."""
 
     @property
     def verified(self) -> bool:
@@ -234,6 +232,14 @@ def _proven_parts(bundle: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any
     """(where, part) of the certificate's part (the bundle itself) and each review's: what carries an
     ``entry`` and an ``inclusion``."""
     return [("", bundle), *((f"reviews/{i}/", review) for i, review in enumerate(bundle.get("reviews", [])))]
+
+
+def check_bundle_shape(bundle: Any) -> None:
+    """Raise ``BundleError`` (naming where) unless ``bundle`` is shaped as a certa bundle: ``bundle.schema.json``,
+    integers that are JSON integers and digests that are lower-case hex. Nothing is verified."""
+    wrong = _shape_problem(bundle)
+    if wrong:
+        raise BundleError(f"not a certa bundle (format {' or '.join(map(str, BUNDLE_FORMATS))}): {wrong}")
 
 
 def _shape_problem(bundle: Any) -> str | None:
@@ -300,9 +306,7 @@ def check_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519PublicK
     ``public_keys`` raises ``SignatureVerificationError``; everything else found wrong is listed in ``problems``; a
     ``bundle`` of another shape (``bundle.schema.json``, integers that are JSON integers) raises ``BundleError``.
     A review entry that is not proven (each reason is a problem naming its entry) is not in ``reviews``."""
-    wrong = _shape_problem(bundle)
-    if wrong:
-        raise BundleError(f"not a certa bundle (format {' or '.join(map(str, BUNDLE_FORMATS))}): {wrong}")
+    check_bundle_shape(bundle)
     certificate = bundle["certificate"]
     issued = certificate.get("issued")
     run_id = str(issued.get("run_id", "")) if isinstance(issued, Mapping) else ""
@@ -319,4 +323,4 @@ def check_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519PublicK
         reviews += [entry] if entry is not None else []
     return BundleReport(run_id=run_id, content_sha256=content_sha, seq=int(bundle["entry"]["seq"]),
                         checkpoint=checkpoint, problems=tuple(problems), format=bundle["certa_bundle"],
-                        reviews=tuple(reviews), recorded_at=str(bundle["entry"]["recorded_at"]))
+                        reviews=tuple(reviews))

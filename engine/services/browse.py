@@ -1,25 +1,31 @@
 """Reading recorded runs for people: one run's report (``certa show``), its decisions page by page (``certa
 decisions``), two runs compared (``certa diff``), a certificate written out (``certa export``) and the chain
-head (``certa head``). Nothing here writes to the ledger."""
+head (``certa head``); and a bundle's certificate without a ledger (``certa show BUNDLE_FILE``,
+``open_bundle``). Nothing here writes to the ledger."""
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 from certa.ledger import Ledger
+from certa.ledger.bundle import check_bundle_shape
 from certa.ledger.rows import RunRow
 from certa.engine.foundation.atomic_files import write_atomically
+from certa.engine.services.audit import BundleVerification, read_bundle, verify_bundle
 from certa.engine.services.documents import write_certificate
 from certa.engine.foundation.jsondiff import ArrayChange, FieldChange, flatten, json_diff, summarised
 from certa.engine.services.presentation.display_text import json_display
 from certa.engine.services.presentation.markdown import recorded_abort, recorded_decisions, recorded_warnings
 
-__all__ = ["RunView", "show_run", "DecisionListing", "list_decisions", "RunDiff", "diff_runs", "ExportedCertificate",
+__all__ = ["RunView", "show_run", "BundleView", "open_bundle", "DecisionListing", "list_decisions", "RunDiff",
+           "diff_runs", "ExportedCertificate",
            "export_certificate", "LedgerHead", "ledger_head", "DIFF_SIDES"]
 
 DIFF_SIDES = ("a", "b")
@@ -57,6 +63,45 @@ def show_run(ledger: Ledger, run_id: str, *, explain: bool = False, ledger_name:
                        ledger=ledger_name)
     return RunView(row=row, certificate=ledger.certificate(row.run_id), warnings=recorded_warnings(ledger, row.run_id),
                    abort=None, rules=(), explain=explain, ledger=ledger_name)
+
+
+@dataclass(frozen=True)
+class BundleView:
+    """A bundle's certificate as ``certa show`` and ``certa report`` render it without a ledger. ``verification``
+    is ``certa.engine.services.audit.verify_bundle``'s outcome when public keys were given, None when none was
+    (then only the bundle's shape was checked, and its reviews are not shown: none is proven)."""
+
+    file: Path
+    certificate: Mapping[str, Any]
+    recorded_at: str
+    """When the certificate's entry was recorded (the bundle's ``entry.recorded_at``, unverified without keys)."""
+    verification: BundleVerification | None
+    explain: bool = False
+
+    @property
+    def verified(self) -> bool:
+        """Verified with the keys given (False when none was given)."""
+        return self.verification is not None and self.verification.verified
+
+    def as_json(self) -> dict[str, Any]:
+        """The certificate, with where it came from and what was verified (``verify-bundle --json``'s outcome, or
+        null when no key was given)."""
+        checked = self.verification
+        return {"ok": checked is None or checked.verified, "certificate": self.certificate,
+                "source": {"bundle": str(self.file), "verified": self.verified,
+                           "verification": None if checked is None else checked.as_json()}}
+
+
+def open_bundle(path: Path, public_keys: Sequence[Ed25519PublicKey], *, explain: bool = False) -> BundleView:
+    """The bundle in the file at ``path``, verified (``verify_bundle``) when ``public_keys`` are given, else only
+    shape-checked. ``BundleError`` if it is not a bundle; ``SignatureVerificationError`` if its checkpoint is not
+    signed by every key given; a bundle that fails a check is returned with its problems (``verified`` false)."""
+    bundle = read_bundle(path)
+    verification = verify_bundle(bundle, public_keys) if public_keys else None
+    if verification is None:
+        check_bundle_shape(bundle)
+    return BundleView(file=path, certificate=bundle["certificate"], recorded_at=str(bundle["entry"]["recorded_at"]),
+                      verification=verification, explain=explain)
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Gather everything one run's HTML report shows, from the ledger, into a frozen ``ReportData``.
+"""Gather everything one run's HTML report shows, from the ledger (or from a bundle file: ``bundle_report_data``),
+into a frozen ``ReportData``.
 
 This is the only part of ``certa.engine.services.presentation.html`` that reads a ledger; ``render_report`` is a pure function of the
 gathered data. Nothing is recomputed: stage outputs come from the stored certificate, the sequential
@@ -18,10 +19,12 @@ from certa.ledger import EntryRow, Ledger
 from certa.engine.services.audit import verify
 from certa.engine.core.certificate import results_sha256
 from certa.engine.services.presentation.markdown import recorded_warnings
-from certa.engine.services.presentation.html.report_model import ReplayStatus, ReportData, Verification
+from certa.engine.services.browse import BundleView
+from certa.engine.services.presentation.bundle_note import bundle_source_lines
+from certa.engine.services.presentation.html.report_model import BundleSource, ReplayStatus, ReportData, Verification
 from certa.engine.services.reviews import reviews_of
 
-__all__ = ["ReplayStatus", "ReportData", "Verification", "gather_report", "replay_status", "sequential_checks",
+__all__ = ["ReplayStatus", "ReportData", "Verification", "gather_report", "bundle_report_data", "replay_status", "sequential_checks",
            "sequential_checks_of", "SECTION_DECISIONS"]
 
 
@@ -95,4 +98,25 @@ def gather_report(ledger: Ledger, run_id: str, *, verification: Verification | N
         replay=_newest_replay(ledger, full),
         reviews=tuple(reviews_of(ledger, full)),
         warnings=recorded_warnings(ledger, full),
+    )
+
+
+def bundle_report_data(view: BundleView) -> ReportData:
+    """What the report of a bundle's certificate shows, without a ledger (``certa report BUNDLE_FILE``): the
+    certificate and, when ``view`` was verified, the reviews it proves; the checkpoint's head stands for the
+    ledger's. A bundle carries no decisions, warnings or replays, so none is shown. ``view`` is verified, or was
+    opened with no key (the page then says NOT VERIFIED)."""
+    certificate, checked = view.certificate, view.verification
+    content = certificate["content"]
+    checkpoint = checked.report.checkpoint if checked is not None else None
+    return ReportData(
+        run_id=str(certificate["issued"]["run_id"]), name=str(content["spec"]["name"]), status="completed",
+        verdict=str(content["verdict"]), profile=str(content["spec"].get("profile", "")), recorded_at=view.recorded_at,
+        certificate=certificate, results_sha256=certificate.get("results_sha256") or results_sha256(content),
+        abort=None, checks={},
+        verification=Verification(intact=view.verified, entries_checked=0,
+                                  head_seq=checkpoint.seq if checkpoint else 0,
+                                  head_hash=checkpoint.entry_hash if checkpoint else ""),
+        replay=None, reviews=checked.reviews if checked is not None else (),
+        bundle=BundleSource(file=str(view.file), verified=view.verified, lines=tuple(bundle_source_lines(view))),
     )

@@ -17,10 +17,11 @@ from certa.engine.core.interpreter import throttled_progress
 from certa.engine.foundation.atomic_files import write_atomically
 from certa.engine.foundation.errors import OutputError
 from certa.engine.services.presentation.html import render_report
-from certa.engine.services.report_data import gather_report
+from certa.engine.services.browse import BundleView
+from certa.engine.services.report_data import ReportData, bundle_report_data, gather_report
 from certa.engine.services.site import SiteResult, build_site
 
-__all__ = ["WrittenReport", "write_report", "WrittenSite", "write_site"]
+__all__ = ["WrittenReport", "write_report", "write_bundle_report", "WrittenSite", "write_site"]
 
 
 @dataclass(frozen=True)
@@ -46,9 +47,23 @@ class WrittenReport:
 def write_report(ledger: Ledger, run_id: str, output: Path, *, force: bool = False) -> WrittenReport:
     """Write ``run_id``'s report page to ``output`` (atomically); ``OutputError`` if it exists, unless
     ``force``."""
+    _refuse_to_overwrite(output, force)
+    return _write_report(gather_report(ledger, run_id), output, force)
+
+
+def write_bundle_report(bundle: BundleView, output: Path, *, force: bool = False) -> WrittenReport:
+    """Write the report page of a bundle's certificate (``bundle_report_data``: no ledger) to ``output``, as
+    ``write_report`` does; ``bundle`` was verified, or opened with no key (the page says NOT VERIFIED)."""
+    _refuse_to_overwrite(output, force)
+    return _write_report(bundle_report_data(bundle), output, force)
+
+
+def _refuse_to_overwrite(output: Path, force: bool) -> None:
     if output.exists() and not force:
         raise OutputError(f"{output} exists; pass --force to overwrite it")
-    data = gather_report(ledger, run_id)
+
+
+def _write_report(data: ReportData, output: Path, force: bool) -> WrittenReport:
     body = render_report(data).encode("utf-8")
     write_atomically(output, body, overwrite=force, what="the report")
     return WrittenReport(file=output, sha256=hashlib.sha256(body).hexdigest(), run_id=data.run_id, name=data.name,

@@ -21,14 +21,14 @@ if TYPE_CHECKING:
     from certa.engine.services.attestation import AttestationReport
     from certa.engine.services.audit import BundleVerification, LedgerAudit, ReplayResult, Replays
     from certa.engine.services.batch import BatchReport
-    from certa.engine.services.browse import DecisionListing, RunDiff, RunView
+    from certa.engine.services.browse import BundleView, DecisionListing, RunDiff, RunView
     from certa.engine.services.run_list import RunList
     from certa.engine.services.run_report import RunReport
     from certa.engine.services.specs import StageCatalog
     from certa.engine.services.reviews import ReviewRecord
 
 __all__ = ["ledger_audit_text", "replay_text", "replays_text", "key_ids_text", "run_list_text", "stage_catalog_text",
-           "attestation_report_text", "bundle_report_text", "review_status_text", "run_view_text", "decision_listing_text", "run_diff_text",
+           "attestation_report_text", "bundle_report_text", "bundle_view_text", "review_status_text", "run_view_text", "decision_listing_text", "run_diff_text",
            "warning_lines", "run_report_diagnostics", "run_report_text", "run_summary_text",
            "batch_report_text", "batch_report_diagnostics"]
 
@@ -193,6 +193,21 @@ def bundle_report_text(verification: BundleVerification) -> str:
                  "ledger); who holds the signing keys (a key id is not a person: compare it with keys you obtained "
                  "separately)")
     return "\n".join(lines)
+
+
+def bundle_view_text(view: BundleView) -> str:
+    """``certa show BUNDLE_FILE``: the note of where the certificate came from and what was verified (a Markdown
+    quote), then the certificate's Markdown as ``certa show RUN`` prints it; NOT VERIFIED and each problem when
+    the bundle failed a check with the keys given."""
+    if view.verification is not None and not view.verification.verified:
+        return bundle_report_text(view.verification)
+    from certa.engine.services.presentation.bundle_note import bundle_source_lines
+    from certa.engine.services.presentation.display_text import markdown_text
+    from certa.engine.services.presentation.markdown import certificate_markdown
+    reviews = [f"review entry {r.seq}: {r.decision}, reviewer named '{r.reviewer}' ({review_status_text(r)})"
+               for r in view.verification.reviews] if view.verification is not None else []
+    note = "\n>\n".join(f"> {markdown_text(line)}" for line in [*bundle_source_lines(view), *reviews])
+    return f"{note}\n\n{certificate_markdown(view.certificate, explain=view.explain)}"
 
 
 def run_view_text(view: RunView) -> str:

@@ -161,6 +161,51 @@ def _visible_names(page) -> list[str]:
                                                               ".map(r => r.dataset.name)")
 
 
+def test_a_bundle_reports_without_a_ledger_saying_what_was_verified(chromium, tmp_path: Path) -> None:
+    """``certa report BUNDLE_FILE``: the same page as from the ledger (verdict, plots), a source note under the
+    verdict naming the bundle and the keys that verified it, the bundle's reviews, and NOT VERIFIED in red when
+    no key was given."""
+    db, runner = str(tmp_path / "ledger.db"), CliRunner()
+    ran = runner.invoke(main, ["run", str(ROOT / "specs" / "paired-ratio" / "spec.yaml"), "--ledger", db, "--json"])
+    run_id = json.loads(ran.stdout)["run_id"]
+    assert runner.invoke(main, ["review", run_id, "--by", "auditor@example.org", "--decision", "approved",
+                                "--ledger", db]).exit_code == 0
+    assert runner.invoke(main, ["keygen", "--out-dir", str(tmp_path), "--json"]).exit_code == 0
+    checkpoint, bundle = tmp_path / "head.checkpoint", tmp_path / "run.bundle.json"
+    for args in (["checkpoint", "--key", str(tmp_path / "certa.key"), "--out", str(checkpoint)],
+                 ["prove", run_id, "--checkpoint", str(checkpoint), "-o", str(bundle)]):
+        assert runner.invoke(main, [*args, "--ledger", db]).exit_code == 0
+    pages = {"verified": tmp_path / "verified.html", "unverified": tmp_path / "unverified.html"}
+    for name, keys in (("verified", ["--public-key", str(tmp_path / "certa.pub")]), ("unverified", [])):
+        result = runner.invoke(main, ["report", str(bundle), *keys, "-o", str(pages[name])])
+        assert result.exit_code == 0, result.output
+    page, log = open_page(chromium, pages["verified"])
+    try:
+        assert log.console_errors == [] and log.network_requests == []
+        assert page.locator("#verdict .verdict-word").inner_text() == "PASS"
+        assert page.locator("#verdict .status-line").inner_text().startswith("Bundle: verified")
+        note = page.locator("#bundle-source")
+        assert note.is_visible() and f"Rendered from the bundle {bundle}, not from a ledger." in note.inner_text()
+        assert "Verified with key(s) " in note.inner_text() and "Who holds the keys is not checked" in note.inner_text()
+        assert page.locator("#reviews td", has_text="auditor@example.org").count() == 1
+        assert all(spread > 10 for spread in plot_pixel_spread(page))
+        save_screenshot(page, tmp_path / "report-from-bundle.png", max_height=1100)
+    finally:
+        page.close()
+    page, log = open_page(chromium, pages["unverified"])
+    try:
+        note = page.locator("#bundle-source.bundle-unverified")
+        assert note.is_visible() and "NOT VERIFIED: no public key was given" in note.inner_text()
+        assert page.locator("#verdict .status-line").inner_text().startswith("Bundle: NOT VERIFIED")
+        assert page.locator("#reviews").inner_text().count("Not shown: the bundle was not verified") == 1
+        red = note.evaluate("e => getComputedStyle(e).borderLeftColor")
+        assert red == "rgb(207, 34, 46)", red  # --fail
+        save_screenshot(page, tmp_path / "report-from-unverified-bundle.png", max_height=700)
+    finally:
+        page.close()
+    print(f"screenshots in {tmp_path}")
+
+
 def test_index_filters_and_sorts_without_a_server(built, chromium) -> None:
     page, log = open_page(chromium, built["site"] / "index.html")
     try:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from certa.engine.services.reviews import ReviewRecord
 
-__all__ = ["ReplayStatus", "ReportData", "Verification"]
+__all__ = ["BundleSource", "ReplayStatus", "ReportData", "Verification"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,16 @@ class ReplayStatus:
 
 
 @dataclass(frozen=True)
+class BundleSource:
+    """The report was rendered from the bundle ``file``, not from a ledger: ``verified`` with the keys given,
+    ``lines`` saying so in sentences (``certa.engine.services.presentation.bundle_note``)."""
+
+    file: str
+    verified: bool
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ReportData:
     """One run, as its report shows it. ``certificate`` is None for an aborted run (``abort`` says why).
     ``checks`` maps a stage id to the details of its recorded ``sequential_check`` and ``scorer_usage`` decisions,
@@ -59,3 +69,6 @@ class ReportData:
     reviews: tuple[ReviewRecord, ...] = field(default=())
     warnings: tuple[str, ...] = field(default=())
     """What the run warned about when it ran (``certa.engine.services.presentation.markdown.recorded_warnings``): shown under the verdict."""
+    bundle: BundleSource | None = None
+    """Set when rendered from a bundle (``certa report BUNDLE_FILE``): ``verification`` then holds the checkpoint's
+    head, and nothing was read from a ledger."""
