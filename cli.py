@@ -964,12 +964,12 @@ def report(run_id: str, output: Path, force: bool, public_key_files: tuple[Path,
     if Path(run_id).is_file():
         from certa.engine.services.browse import open_bundle
         from certa.engine.services.keys import public_keys
-        from certa.engine.services.reports import write_bundle_report
         bundle = open_bundle(Path(run_id), public_keys(public_key_files))
         if bundle.verification is not None and not bundle.verified:
             from certa.engine.services.presentation.terminal import bundle_report_text
             _print(bundle.verification, as_json, bundle_report_text)
             return EXIT_FAIL
+        from certa.engine.services.reports import write_bundle_report
         _print(write_bundle_report(bundle, output, force=force), as_json)
         return EXIT_OK
     if public_key_files:

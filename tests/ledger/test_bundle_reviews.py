@@ -197,3 +197,42 @@ def test_verify_checkpoint_says_what_it_checked_and_what_it_did_not(small_spec: 
             assert checkpoint["tree_size"] == signed_seq and len(checkpoint["checked"]) == 4
             assert checkpoint["not_checked"] == list(audit.checkpoint_checks()[1])
         assert audit_ledger(ledger).checkpoint_checks() == ((), ())
+
+
+def _pem(public) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+    return public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def test_show_renders_a_bundle_without_a_ledger_and_says_what_was_verified(reviewed, keys, tmp_path: Path):
+    ledger, first, envelope = reviewed
+    (_, signer_public), (_, reviewer_public) = keys
+    bundle = build_bundle(ledger, first, envelope)
+    bundle["reviews"] = bundle["reviews"][:1]  # alice's signed approval
+    path, signer, other = tmp_path / "b.json", tmp_path / "signer.pub", tmp_path / "other.pub"
+    path.write_text(json.dumps(bundle))
+    signer.write_bytes(_pem(signer_public))
+    other.write_bytes(_pem(reviewer_public))
+    runner = CliRunner()
+    plain = runner.invoke(main, ["show", str(path), "--ledger", str(tmp_path / "none.db")])
+    assert plain.exit_code == 0 and not (tmp_path / "none.db").exists()  # no ledger read, none created
+    assert plain.output.startswith(f"> Rendered from the bundle {path}, not from a ledger.\n>\n> NOT VERIFIED: no public "
+                                   "key was given")
+    assert "alice" not in plain.output  # an unproven review is not shown
+    markdown = runner.invoke(main, ["show", first, "--ledger", str(ledger.url)]).output
+    verified = runner.invoke(main, ["show", str(path), "--public-key", str(signer)])
+    assert verified.exit_code == 0 and verified.output.endswith(markdown)  # the same Markdown as from the ledger
+    assert f"> Verified with key(s) {key_id(signer_public)}: the checkpoint they signed at " in verified.output
+    assert f"> review entry {bundle['reviews'][0]['entry']['seq']}: approved, reviewer named 'alice@example.org' " \
+           f"(signed by {key_id(reviewer_public)[:16]}…: verifies)" in verified.output
+    as_json = json.loads(runner.invoke(main, ["show", str(path), "--public-key", str(signer), "--json"]).output)
+    assert as_json["certificate"] == bundle["certificate"] and as_json["source"]["verified"] is True
+    assert runner.invoke(main, ["show", str(path), "--public-key", str(other)]).exit_code == 1  # not its signer
+    bundle["reviews"][0]["payload"]["note"] = "edited"
+    path.write_text(json.dumps(bundle))
+    refused = runner.invoke(main, ["show", str(path), "--public-key", str(signer)])
+    assert refused.exit_code == 1 and refused.output.startswith("NOT VERIFIED: review entry ")
+    report = runner.invoke(main, ["report", str(path), "--public-key", str(signer), "-o", str(tmp_path / "r.html")])
+    assert report.exit_code == 1 and not (tmp_path / "r.html").exists()
+    misused = runner.invoke(main, ["show", first, "--public-key", str(signer), "--ledger", str(ledger.url)])
+    assert misused.exit_code == 2 and "--public-key verifies a bundle file" in misused.output
