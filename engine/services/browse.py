@@ -10,19 +10,20 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from typing import TYPE_CHECKING, Any
 
 from certa.ledger import Ledger
-from certa.ledger.bundle import check_bundle_shape
 from certa.ledger.rows import RunRow
 from certa.engine.foundation.atomic_files import write_atomically
-from certa.engine.services.audit import BundleVerification, read_bundle, verify_bundle
 from certa.engine.services.documents import write_certificate
 from certa.engine.foundation.jsondiff import ArrayChange, FieldChange, flatten, json_diff, summarised
 from certa.engine.services.presentation.display_text import json_display
 from certa.engine.services.presentation.markdown import recorded_abort, recorded_decisions, recorded_warnings
+
+if TYPE_CHECKING:  # 'certa show RUN' loads no signing, schema or stage module (tests/cli/test_startup.py)
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from certa.engine.services.audit import BundleVerification
 
 __all__ = ["RunView", "show_run", "BundleView", "open_bundle", "DecisionListing", "list_decisions", "RunDiff",
            "diff_runs", "ExportedCertificate",
@@ -96,6 +97,8 @@ def open_bundle(path: Path, public_keys: Sequence[Ed25519PublicKey], *, explain:
     """The bundle in the file at ``path``, verified (``verify_bundle``) when ``public_keys`` are given, else only
     shape-checked. ``BundleError`` if it is not a bundle; ``SignatureVerificationError`` if its checkpoint is not
     signed by every key given; a bundle that fails a check is returned with its problems (``verified`` false)."""
+    from certa.engine.services.audit import read_bundle, verify_bundle
+    from certa.ledger.bundle import check_bundle_shape
     bundle = read_bundle(path)
     verification = verify_bundle(bundle, public_keys) if public_keys else None
     if verification is None:
