@@ -27,21 +27,26 @@ __all__ = ["WrittenReport", "write_report", "write_bundle_report", "WrittenSite"
 @dataclass(frozen=True)
 class WrittenReport:
     """The report page of run ``run_id`` (spec ``name``, ``verdict``) written to ``file``; ``sha256`` of its
-    bytes."""
+    bytes. ``bundle``: the page was rendered from that bundle's certificate (None: from a ledger), and
+    ``bundle_verified`` says whether it was verified."""
 
     file: Path
     sha256: str
     run_id: str
     name: str
     verdict: str
+    bundle: str | None = None
+    bundle_verified: bool = False
 
     def as_json(self) -> dict[str, Any]:
-        """The file, its digest and the run."""
-        return {"ok": True, "file": str(self.file), "sha256": self.sha256, "run_id": self.run_id}
+        """The file, its digest and the run (and, from a bundle, the bundle and whether it was verified)."""
+        source = {} if self.bundle is None else {"bundle": self.bundle, "bundle_verified": self.bundle_verified}
+        return {"ok": True, "file": str(self.file), "sha256": self.sha256, "run_id": self.run_id, **source}
 
     def text(self) -> str:
-        """The file, the run's name and verdict, the digest."""
-        return f"wrote {self.file} ({self.name}: {self.verdict}; sha256 {self.sha256})"
+        """The file, the run's name and verdict, the digest (and, from a bundle, NOT VERIFIED when it was not)."""
+        unverified = "; from a bundle NOT VERIFIED" if self.bundle is not None and not self.bundle_verified else ""
+        return f"wrote {self.file} ({self.name}: {self.verdict}; sha256 {self.sha256}{unverified})"
 
 
 def write_report(ledger: Ledger, run_id: str, output: Path, *, force: bool = False) -> WrittenReport:
@@ -66,8 +71,10 @@ def _refuse_to_overwrite(output: Path, force: bool) -> None:
 def _write_report(data: ReportData, output: Path, force: bool) -> WrittenReport:
     body = render_report(data).encode("utf-8")
     write_atomically(output, body, overwrite=force, what="the report")
+    source = data.bundle
     return WrittenReport(file=output, sha256=hashlib.sha256(body).hexdigest(), run_id=data.run_id, name=data.name,
-                         verdict=data.verdict)
+                         verdict=data.verdict, bundle=source.file if source else None,
+                         bundle_verified=bool(source and source.verified))
 
 
 @dataclass(frozen=True)

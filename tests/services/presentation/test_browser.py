@@ -177,8 +177,10 @@ def test_a_bundle_reports_without_a_ledger_saying_what_was_verified(chromium, tm
         assert runner.invoke(main, [*args, "--ledger", db]).exit_code == 0
     pages = {"verified": tmp_path / "verified.html", "unverified": tmp_path / "unverified.html"}
     for name, keys in (("verified", ["--public-key", str(tmp_path / "certa.pub")]), ("unverified", [])):
-        result = runner.invoke(main, ["report", str(bundle), *keys, "-o", str(pages[name])])
+        result = runner.invoke(main, ["report", str(bundle), *keys, "-o", str(pages[name]), "--json"])
         assert result.exit_code == 0, result.output
+        written = json.loads(result.output)
+        assert (written["bundle"], written["bundle_verified"]) == (str(bundle), name == "verified")
     page, log = open_page(chromium, pages["verified"])
     try:
         assert log.console_errors == [] and log.network_requests == []
