@@ -227,7 +227,8 @@ def verify_attestation(envelope_text: str | bytes, public_keys: Sequence[Ed25519
         raise AttestationError(f"the signed payload is not an in-toto statement ({error})") from None
     shapes = {predicate_type: name for name, predicate_type in PREDICATES.items()}
     if type(statement) is not dict or statement.get("_type") != STATEMENT_TYPE \
-            or statement.get("predicateType") not in shapes or type(statement.get("predicate")) is not dict:
+            or type(statement.get("predicateType")) is not str or statement["predicateType"] not in shapes \
+            or type(statement.get("predicate")) is not dict:
         raise AttestationError(f"the signed payload is not an in-toto statement ({STATEMENT_TYPE}) of predicate "
                                f"type {' or '.join(PREDICATES.values())} with an object as its predicate")
     predicate = shapes[statement["predicateType"]]
