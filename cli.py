@@ -26,6 +26,7 @@ from certa.ledger import DEFAULT_LEDGER_FILE
 # The command starts at once: numpy, scipy, numba, SQLAlchemy and cryptography load per command, json and the
 # display helpers when first used (``certa list`` pays only for what it needs: bench/ledger_reads.py).
 if TYPE_CHECKING:
+    from certa.engine.core.trust_policy import TrustPolicy
     from certa.ledger import Ledger
 
 EXIT_OK, EXIT_FAIL = 0, 1
@@ -101,6 +102,22 @@ def ledgerless_command(func: Callable[..., int | None]) -> Callable[..., None]:
         _exit_with_code(func, *args, as_json=as_json, **kwargs)
 
     return wrapper
+
+
+def _policy_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--policy FILE``: the trust policy approvals are evaluated against (``what`` it does in this command)."""
+    return click.option("--policy", "policy_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                        help="A trust policy (YAML: keys -> people and roles, which roles must approve which runs; "
+                             "see docs/reviews.md). " + what + " Without it, approval is 'not checked' and no "
+                             "review's claimed name is shown as an approval.")
+
+
+def _policy(policy_file: Path | None) -> TrustPolicy | None:
+    """The trust policy in ``policy_file`` (None: none given)."""
+    if policy_file is None:
+        return None
+    from certa.engine.core.trust_policy import load_policy
+    return load_policy(policy_file)
 
 
 def _open(ledger_url: str, *, write: bool = False) -> Ledger:
@@ -349,17 +366,20 @@ def register(spec: Path, key_files: tuple[Path, ...], out_file: Path | None, as_
               help="An Ed25519 public key (PEM): every completed PASS run (or RUN_ID only) must have a valid "
                    "'approved' review signed by it, not followed by a 'rejected' one by the same key, its "
                    "reviews recorded in the order they were signed; repeat it to require several approvers.")
+@_policy_option("Every completed PASS run (or RUN_ID only) must be APPROVED under it; each run's approval is listed.")
 @click.option("--workers", type=click.IntRange(min=0), default=None, metavar="N",
               help="Processes checking entries beside the one reading the ledger (default: one per CPU for 50,000 "
                    "entries or more, none below; 0: none). The report is the same whatever their number.")
 @certa_command
 def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_file: Path | None,
            public_key_files: tuple[Path, ...], since_checkpoint: bool, record: bool,
-           approval_key_files: tuple[Path, ...], workers: int | None, as_json: bool, ledger_url: str) -> int:
+           approval_key_files: tuple[Path, ...], policy_file: Path | None, workers: int | None, as_json: bool,
+           ledger_url: str) -> int:
     """Re-check the ledger: hash chain, certificates, stored inputs, method identities, signed reviews.
 
     Exit 0 intact, 1 tampered (the first broken entry is named, or the checkpoint signature fails) or, with
-    --require-approval, a PASS run lacks an approval signed by a required key (the runs are named).
+    --require-approval, a PASS run lacks an approval signed by a required key (the runs are named), or, with
+    --policy, a PASS run is NOT APPROVED under the trust policy (what is missing is named).
 
     \b
     Examples:
@@ -369,6 +389,8 @@ def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_f
       certa verify --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub
       certa verify --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub --since-checkpoint --record
       certa verify --require-approval audit/alice.pub
+      certa verify --policy audit/approvers.yaml
+      certa verify 3f2a9c01 --policy audit/approvers.yaml --json
       certa verify --workers 0
     """
     from certa.engine.services.audit import audit_ledger
@@ -385,7 +407,8 @@ def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_f
         audit = audit_ledger(ledger, run_id=run_id, expect_head=expect_head,
                              checkpoint=checkpoint_file.read_bytes() if checkpoint_file else None,
                              checkpoint_keys=checkpoint_keys, approvers=approvers, notify=_progress(as_json),
-                             since_checkpoint=since_checkpoint, record=record, workers=workers)
+                             since_checkpoint=since_checkpoint, record=record, workers=workers,
+                             policy=_policy(policy_file))
     _print(audit, as_json, ledger_audit_text)
     return EXIT_OK if audit.ok else EXIT_FAIL
 
@@ -457,20 +480,24 @@ def replay(run_id: str | None, replay_every: bool, since: str | None, name_patte
 @click.argument("run_id")
 @click.option("--explain", is_flag=True, help="Open each stage's section with plain-language paragraphs: what was "
               "tested, what the verdict means and does not mean, the assumptions. Example: certa show latest --explain")
+@_policy_option("The report's Approval section says APPROVED (by whom, in which role) or NOT APPROVED (what is "
+                "missing) under it.")
 @certa_command
-def show(run_id: str, explain: bool, as_json: bool, ledger_url: str) -> int:
-    """Show a run's certificate as a Markdown report (--json prints the whole certificate). For an aborted
-    run: the reason and each profile rule that stopped it, with its value and requirement.
+def show(run_id: str, explain: bool, policy_file: Path | None, as_json: bool, ledger_url: str) -> int:
+    """Show a run's certificate as a Markdown report, ending with its reviews and approval (--json prints the
+    whole certificate). For an aborted run: the reason and each profile rule that stopped it, with its value
+    and requirement.
 
     \b
     Examples:
       certa show 3f2a9c01
       certa show latest --explain
+      certa show latest --policy audit/approvers.yaml
     """
     from certa.engine.services.browse import show_run
     from certa.engine.services.presentation.terminal import run_view_text
     with _open(ledger_url) as ledger:
-        view = show_run(ledger, run_id, explain=explain, ledger_name=ledger_url)
+        view = show_run(ledger, run_id, explain=explain, ledger_name=ledger_url, policy=_policy(policy_file))
     _print(view, as_json, run_view_text)
     return EXIT_OK
 

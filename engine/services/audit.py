@@ -39,9 +39,12 @@ from certa.engine.foundation.jsondiff import FieldChange, json_diff
 from certa.engine.foundation.signing import key_id
 from certa.engine.services.presentation.display_text import plain_text
 from certa.engine.services.registrations import registration_problems
-from certa.engine.services.reviews import MissingApproval, ReviewRecord, ledger_reviews, review_problems, unapproved_runs
+from certa.engine.services.reviews import (MissingApproval, ReviewRecord, ledger_reviews, policy_approvals,
+                                           review_problems, unapproved_runs)
 from certa.engine.services.stored_inputs import stored_source, stored_table
 from certa.engine.core.spec import load_plan
+from certa.engine.core.approvals import ApprovalDecision
+from certa.engine.core.trust_policy import TrustPolicy
 from certa.engine.core.stages import REGISTRY
 from certa.engine.core.tables import Table
 
@@ -129,11 +132,16 @@ class LedgerAudit:
     recorded: str = ""
     """Whether the verification was recorded in the ledger (``certa.ledger.verify_record``), or why not; "" when not
     asked."""
+    policy: TrustPolicy | None = None
+    """The trust policy approvals were evaluated against (``--policy``; None: none given)."""
+    decisions: tuple[ApprovalDecision, ...] = ()
+    """With ``policy``: the approval of every completed PASS run checked (``policy_approvals``)."""
 
     @property
     def approved(self) -> bool:
-        """Every required approval is there (true when none is required)."""
-        return not self.missing
+        """Every required approval is there, and every run checked against the policy is APPROVED (true when
+        nothing is required)."""
+        return not self.missing and all(d.approved for d in self.decisions)
 
     @property
     def approvals_read_from(self) -> str:
@@ -171,6 +179,9 @@ class LedgerAudit:
                              "signature_valid": r.signature_valid, "key_ids": list(r.key_ids),
                              "signed_at": r.signed_at, "out_of_order": r.out_of_order, "problem": r.problem}
                             for rid, r in self.reviews],
+                "policy": None if self.policy is None else {
+                    "file": self.policy.source, "sha256": self.policy.sha256, "approved": self.approved,
+                    "runs_checked": len(self.decisions), "runs": [d.as_json() for d in self.decisions]},
                 "approval": None if not self.required_key_ids else {
                     "approved": self.approved, "required_key_ids": list(self.required_key_ids),
                     "runs_checked": self.runs_checked, "read_from": self.approvals_read_from,
@@ -181,7 +192,8 @@ class LedgerAudit:
 def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int, str] | None = None,
                  checkpoint: bytes | None = None, checkpoint_keys: Sequence[Ed25519PublicKey] = (),
                  approvers: Sequence[Ed25519PublicKey] = (), notify: Notify | None = None,
-                 since_checkpoint: bool = False, record: bool = False, workers: int | None = None) -> LedgerAudit:
+                 since_checkpoint: bool = False, record: bool = False, workers: int | None = None,
+                 policy: TrustPolicy | None = None) -> LedgerAudit:
     """``verify`` the ledger (or one run), list its reviews, and check that every completed PASS run has an
     approval signed by each of ``approvers`` (``certa.engine.services.reviews.unapproved_runs``).
 
@@ -193,9 +205,15 @@ def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tupl
     ledger verified intact, record how far this verification reached (``certa.ledger.verify_record``) in its own
     transaction, through a connection opened for writing; a ledger that cannot be written (read-only media, a
     role without write access, an older schema) records nothing and ``LedgerAudit.recorded`` says why.
+
+    ``policy``: evaluate every completed PASS run's approval against it (``policy_approvals``, read from the runs
+    index: a full verification only, ``LedgerError`` with ``since_checkpoint``).
     """
     if since_checkpoint and checkpoint is None:
         raise LedgerError("an incremental verification needs a signed checkpoint (--checkpoint FILE --public-key KEY)")
+    if since_checkpoint and policy is not None:
+        raise LedgerError("--policy reads the runs index, which an incremental verification does not check: "
+                          "verify with --policy without --since-checkpoint")
     root, signed = None, None
     if checkpoint is not None:
         signed = open_checkpoint(checkpoint, list(checkpoint_keys))
@@ -210,9 +228,11 @@ def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tupl
     if unproven:  # entries before the checkpoint the approval check read, and that its signed root does not prove
         report = replace(report, problems=report.problems + tuple(
             Problem(f"run {rid}", f"not proven by the checkpoint: {why}", run_id=rid) for rid, why in unproven))
+    decisions = tuple(policy_approvals(ledger, policy, run_id=full)) if policy is not None else ()
     recorded = _record(ledger, report) if record else ""
     return LedgerAudit(report=report, reviews=tuple(reviews), required_key_ids=tuple(key_id(k) for k in approvers),
-                       runs_checked=runs_checked, missing=tuple(missing), checkpoint=signed, recorded=recorded)
+                       runs_checked=runs_checked, missing=tuple(missing), checkpoint=signed, recorded=recorded,
+                       policy=policy, decisions=decisions)
 
 
 def _record(ledger: Ledger, report: VerifyReport) -> str:

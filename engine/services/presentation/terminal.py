@@ -46,7 +46,10 @@ def key_ids_text(key_ids: tuple[str, ...] | list[str]) -> str:
 
 def ledger_audit_text(audit: LedgerAudit) -> str:
     """``certa verify``: intact (with counts and head) or TAMPERED (the first problem, then up to 19 more),
-    the reviews with their signature status, and the approval result when keys were required."""
+    the reviews with their signature status and signer (``certa.engine.core.approvals.review_signer``: a claimed
+    name is never shown as who signed), the approval result when keys were required, and each PASS run's
+    approval under the trust policy when one was given."""
+    from certa.engine.core.approvals import review_signer
     report = audit.report
     scope = report.scope
     if report.intact:
@@ -79,7 +82,8 @@ def ledger_audit_text(audit: LedgerAudit) -> str:
                       + ("verifies" if r.signature_valid else "DOES NOT VERIFY")
                       + (f", but recorded after entry {r.out_of_order}, which one of its keys signed later"
                          if r.out_of_order is not None else ""))
-            lines.append(plain_text(f"  entry {r.seq}: {r.reviewer} {r.decision} run {rid} ({status})"))
+            signer = review_signer(r, audit.policy).text
+            lines.append(plain_text(f"  entry {r.seq}: {r.decision} run {rid} ({status}); signer: {signer}"))
     if audit.required_key_ids:
         if audit.approved:
             lines.append(f"approved: {audit.runs_checked} PASS run(s), each approved by all "
@@ -87,6 +91,11 @@ def ledger_audit_text(audit: LedgerAudit) -> str:
         lines += [plain_text(f"NOT APPROVED: run {gap.run_id} ({gap.name}) by key {gap.key_id[:16]}…: {gap.reason}")
                   for gap in audit.missing]
         lines.append(f"  approvals read from {audit.approvals_read_from}")
+    if audit.policy is not None:
+        approved = sum(d.approved for d in audit.decisions)
+        lines.append(f"policy {audit.policy.source} (sha256 {audit.policy.sha256[:16]}…): {approved} of "
+                     f"{len(audit.decisions)} PASS run(s) APPROVED")
+        lines += [plain_text(f"  run {d.run_id}: {d.text()}") for d in audit.decisions]
     return "\n".join(lines)
 
 
@@ -174,11 +183,14 @@ def bundle_report_text(report: BundleReport) -> str:
 
 
 def run_view_text(view: RunView) -> str:
-    """``certa show``: a completed run's certificate as a Markdown report, or an aborted run's reason, each
-    failed rule and where to read its decisions."""
+    """``certa show``: a completed run's certificate as a Markdown report with its approval section, or an
+    aborted run's reason, each failed rule and where to read its decisions."""
+    from certa.engine.services.presentation.approval_text import approval_markdown
     from certa.engine.services.presentation.markdown import certificate_markdown, rule_text
     if view.certificate is not None:
-        return certificate_markdown(view.certificate, explain=view.explain, warnings=view.warnings)
+        approval = [] if view.approval is None else ["", *approval_markdown(view.approval, view.reviews, view.policy)]
+        return "\n".join([certificate_markdown(view.certificate, explain=view.explain, warnings=view.warnings),
+                          *approval])
     row, abort = view.row, view.abort or {}
     return "\n".join([plain_text(f"{row.name}: ABORTED (profile {row.profile}) run {row.run_id}"),
                       f"  {plain_text(abort['reason'])}", *(f"  failed: {rule_text(rule)}" for rule in view.rules),
