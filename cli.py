@@ -951,21 +951,25 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="HTML file to write (one self-contained page: inline CSS and SVG plots, nothing fetched).")
 @click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists (by default it is never overwritten).")
+@_policy_option("The verdict box says APPROVED (by whom, in which role) or NOT APPROVED (what is missing) under it, "
+                "and the reviews table names each signer from it.")
 @certa_command
-def report(run_id: str, output: Path, force: bool, as_json: bool, ledger_url: str) -> int:
+def report(run_id: str, output: Path, force: bool, policy_file: Path | None, as_json: bool, ledger_url: str) -> int:
     """Write a run's report as one self-contained HTML page for reviewers: the verdict, the gates, each
     stage's decision plotted with its numbers, identity and hashes, the verification status (chain and
-    newest replay, as of now) and every review. The same ledger gives the same bytes; it prints to PDF.
+    newest replay, as of now), the approval under the trust policy and every review. The same ledger (and
+    policy) gives the same bytes; it prints to PDF.
 
     \b
-    Example:
+    Examples:
       certa report 3f2a9c01 -o run.html
+      certa report 3f2a9c01 -o run.html --policy audit/approvers.yaml
     """
     from certa.engine.foundation.extras import require_extra
     require_extra("report", "certa report")  # matplotlib and Jinja2: only for this command
     from certa.engine.services.reports import write_report
     with _open(ledger_url) as ledger:
-        written = write_report(ledger, run_id, output, force=force)
+        written = write_report(ledger, run_id, output, force=force, policy=_policy(policy_file))
     _print(written, as_json)
     return EXIT_OK
 
@@ -982,17 +986,20 @@ def report(run_id: str, output: Path, force: bool, as_json: bool, ledger_url: st
               help="An Ed25519 public key (PEM) that must have signed each --checkpoint; repeatable.")
 @click.option("--jobs", type=click.IntRange(min=1), default=os.cpu_count() or 1, show_default="CPU count",
               help="Processes rendering run pages (the plots dominate the time).")
+@_policy_option("The index's approval column and each run page say APPROVED (by whom, in which role) or NOT "
+                "APPROVED (what is missing) under it.")
 @certa_command
 def site(out_dir: Path, checkpoint_files: tuple[Path, ...], public_key_files: tuple[Path, ...], jobs: int,
-         as_json: bool, ledger_url: str) -> int:
+         policy_file: Path | None, as_json: bool, ledger_url: str) -> int:
     """Write a static site of the whole ledger that opens from file:// with no server: an index of runs
     (sortable, filterable), each run's report, the changes between consecutive runs of a spec, and the
     chain head with each signed checkpoint. The ledger is verified once; a re-run rewrites only the pages
     whose inputs changed (DIR/.certa-site.json) and never touches files certa did not write.
 
     \b
-    Example:
+    Examples:
       certa site -o audit-site --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub
+      certa site -o audit-site --policy audit/approvers.yaml
     """
     from certa.engine.foundation.extras import require_extra
     require_extra("report", "certa site")  # matplotlib and Jinja2: only for this command
@@ -1001,7 +1008,7 @@ def site(out_dir: Path, checkpoint_files: tuple[Path, ...], public_key_files: tu
     keys = public_keys(public_key_files)
     with _open(ledger_url) as ledger:
         written = write_site(ledger, out_dir, checkpoints=checkpoint_files, public_keys=keys, jobs=jobs,
-                             notify=_progress(quiet=False))
+                             notify=_progress(quiet=False), policy=_policy(policy_file))
     _print(written, as_json)
     return EXIT_OK
 

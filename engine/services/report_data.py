@@ -19,7 +19,9 @@ from certa.engine.services.audit import verify
 from certa.engine.core.certificate import results_sha256
 from certa.engine.services.presentation.markdown import recorded_warnings
 from certa.engine.services.presentation.html.report_model import ReplayStatus, ReportData, Verification
-from certa.engine.services.reviews import reviews_of
+from certa.engine.services.reviews import reviews_of, run_approval
+from certa.engine.core.approvals import review_signer
+from certa.engine.core.trust_policy import TrustPolicy
 
 __all__ = ["ReplayStatus", "ReportData", "Verification", "gather_report", "replay_status", "sequential_checks",
            "sequential_checks_of", "SECTION_DECISIONS"]
@@ -72,8 +74,10 @@ def sequential_checks_of(decisions: Iterable[EntryRow]) -> dict[str, dict[str, t
     return {run: {stage: tuple(details) for stage, details in stages.items()} for run, stages in checks.items()}
 
 
-def gather_report(ledger: Ledger, run_id: str, *, verification: Verification | None = None) -> ReportData:
-    """Everything the report of ``run_id`` (a unique prefix or ``latest`` works too) shows.
+def gather_report(ledger: Ledger, run_id: str, *, verification: Verification | None = None,
+                  policy: TrustPolicy | None = None) -> ReportData:
+    """Everything the report of ``run_id`` (a unique prefix or ``latest`` works too) shows; its approval is
+    evaluated against ``policy`` (None: not checked, ``certa.engine.services.reviews.run_approval``).
 
     ``verification``: a status the caller already has (``certa site`` verifies the whole ledger once and
     maps its problems to runs) instead of ``verify(ledger, run_id=RUN)`` here, which reads the whole chain."""
@@ -82,6 +86,7 @@ def gather_report(ledger: Ledger, run_id: str, *, verification: Verification | N
     certificate: Mapping[str, Any] | None = None
     abort = None
     digest = None
+    reviews = tuple(reviews_of(ledger, full))
     if row.status == "aborted":
         abort = next((e.data() for e in ledger.entries(run_id=full, kinds=["abort"])), {})
     else:
@@ -93,6 +98,8 @@ def gather_report(ledger: Ledger, run_id: str, *, verification: Verification | N
         checks=sequential_checks(ledger, full),
         verification=verification if verification is not None else _verification(ledger, full),
         replay=_newest_replay(ledger, full),
-        reviews=tuple(reviews_of(ledger, full)),
+        reviews=reviews,
         warnings=recorded_warnings(ledger, full),
+        approval=run_approval(ledger, full, policy, reviews) if certificate is not None else None,
+        signers=tuple(review_signer(r, policy) for r in reviews),
     )

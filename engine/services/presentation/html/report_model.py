@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from certa.engine.core.approvals import ApprovalDecision, SignerView
     from certa.engine.services.reviews import ReviewRecord
 
 __all__ = ["ReplayStatus", "ReportData", "Verification"]
@@ -59,3 +60,8 @@ class ReportData:
     reviews: tuple[ReviewRecord, ...] = field(default=())
     warnings: tuple[str, ...] = field(default=())
     """What the run warned about when it ran (``certa.engine.services.presentation.markdown.recorded_warnings``): shown under the verdict."""
+    approval: ApprovalDecision | None = None
+    """A completed run's approval under the trust policy (``certa.engine.core.approvals.evaluate_approval``; NOT
+    CHECKED without one): the verdict box shows it; None for an aborted run."""
+    signers: tuple[SignerView, ...] = field(default=())
+    """Who signed each of ``reviews`` (``certa.engine.core.approvals.review_signer``), in the same order."""
