@@ -91,7 +91,8 @@ def test_unchanged_rerun_writes_nothing_and_a_review_rewrites_only_its_pages(led
     changed = {p.relative_to(out).as_posix() for p in out.rglob("*.html") if p.stat().st_mtime_ns != stamps[p]}
     assert changed == {f"runs/{runs[0]}.html", "index.html", "chain.html"}
     assert third["pages_written"] == 3
-    assert "approved by ann" in (out / "runs" / f"{runs[0]}.html").read_text()
+    page = (out / "runs" / f"{runs[0]}.html").read_text()
+    assert "unsigned, claims to be &#39;ann&#39;" in page and "approved by ann" not in page
     manifest = json.loads((out / MANIFEST_NAME).read_text())
     assert set(manifest["pages"]) == {str(p.relative_to(out).as_posix()) for p in out.rglob("*") if p.is_file()
                                       and p.name != MANIFEST_NAME}
