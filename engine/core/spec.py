@@ -214,6 +214,8 @@ def _parse_yaml_reference(text: str, source: str) -> tuple[Any, yaml.Node | None
         _check_events(text, source)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except SpecError as error:  # a duplicate key: PyYAML's mark names the text "<unicode string>", not the file
+        raise SpecError(error.detail, file=source, line=error.line, column=error.column) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         raise SpecError(f"not valid YAML: {exc.problem}", file=source,
