@@ -20,14 +20,9 @@ from tests.conftest import small_spec_folder
 POLICY = """\
 certa_policy: 1
 people:
-  - name: Alice Example
-    email: alice@example.org
-    roles: [model-risk]
-    keys:
-      - public_key: keys/alice.pub
+  - {name: Alice Example, email: alice@example.org, roles: [model-risk], keys: [{public_key: keys/alice.pub}]}
 rules:
-  - specs: "*"
-    require: {model-risk: 1}
+  - require: {model-risk: 1}
 """
 
 

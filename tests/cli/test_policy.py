@@ -88,7 +88,7 @@ def test_a_broken_policy_is_exit_2_with_file_line_and_field(case: PolicyCase, tm
     broken.write_text(case.policy.read_text().replace("roles: [model-risk]", "roles: model-risk"), encoding="utf-8")
     result = _certa(case, "verify", "--policy", str(broken))
     assert result.exit_code == 2
-    assert f"error: {broken}:5:12: people[0].roles: expected array (got str 'model-risk')" in result.output
+    assert f"error: {broken}:3:60: people[0].roles: expected array (got str 'model-risk')" in result.output
     assert "Traceback" not in result.output
     as_json = json.loads(_certa(case, "show", "latest", "--policy", str(broken), "--json").stdout)
     assert as_json["error"]["type"] == "SpecError" and as_json["error"]["exit_code"] == 2
