@@ -108,7 +108,7 @@ def _policy_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., An
     """``--policy FILE``: the trust policy approvals are evaluated against (``what`` it does in this command)."""
     return click.option("--policy", "policy_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                         help="A trust policy (YAML: keys -> people and roles, which roles must approve which runs; "
-                             "see docs/reviews.md). " + what + " Without it, approval is 'not checked' and no "
+                             "see docs/ledger.md, 'Who may approve'). " + what + " Without it, approval is 'not checked' and no "
                              "review's claimed name is shown as an approval.")
 
 
