@@ -26,7 +26,6 @@ from certa.ledger import DEFAULT_LEDGER_FILE
 # The command starts at once: numpy, scipy, numba, SQLAlchemy and cryptography load per command, json and the
 # display helpers when first used (``certa list`` pays only for what it needs: bench/ledger_reads.py).
 if TYPE_CHECKING:
-    from certa.engine.core.trust_policy import TrustPolicy
     from certa.ledger import Ledger
 
 EXIT_OK, EXIT_FAIL = 0, 1
@@ -110,14 +109,6 @@ def _policy_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., An
                         help="A trust policy (YAML: keys -> people and roles, which roles must approve which runs; "
                              "see docs/ledger.md, 'Who may approve'). " + what + " Without it, approval is 'not checked' and no "
                              "review's claimed name is shown as an approval.")
-
-
-def _policy(policy_file: Path | None) -> TrustPolicy | None:
-    """The trust policy in ``policy_file`` (None: none given)."""
-    if policy_file is None:
-        return None
-    from certa.engine.core.trust_policy import load_policy
-    return load_policy(policy_file)
 
 
 def _open(ledger_url: str, *, write: bool = False) -> Ledger:
@@ -395,6 +386,7 @@ def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_f
     """
     from certa.engine.services.audit import audit_ledger
     from certa.engine.services.presentation.terminal import ledger_audit_text
+    from certa.engine.services.reviews import read_policy
     from certa.engine.services.keys import public_keys
     if expect_head and checkpoint_file:
         raise click.UsageError("give either --expect-head or --checkpoint, not both")
@@ -408,7 +400,7 @@ def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_f
                              checkpoint=checkpoint_file.read_bytes() if checkpoint_file else None,
                              checkpoint_keys=checkpoint_keys, approvers=approvers, notify=_progress(as_json),
                              since_checkpoint=since_checkpoint, record=record, workers=workers,
-                             policy=_policy(policy_file))
+                             policy=read_policy(policy_file))
     _print(audit, as_json, ledger_audit_text)
     return EXIT_OK if audit.ok else EXIT_FAIL
 
@@ -496,8 +488,9 @@ def show(run_id: str, explain: bool, policy_file: Path | None, as_json: bool, le
     """
     from certa.engine.services.browse import show_run
     from certa.engine.services.presentation.terminal import run_view_text
+    from certa.engine.services.reviews import read_policy
     with _open(ledger_url) as ledger:
-        view = show_run(ledger, run_id, explain=explain, ledger_name=ledger_url, policy=_policy(policy_file))
+        view = show_run(ledger, run_id, explain=explain, ledger_name=ledger_url, policy=read_policy(policy_file))
     _print(view, as_json, run_view_text)
     return EXIT_OK
 
@@ -968,8 +961,9 @@ def report(run_id: str, output: Path, force: bool, policy_file: Path | None, as_
     from certa.engine.foundation.extras import require_extra
     require_extra("report", "certa report")  # matplotlib and Jinja2: only for this command
     from certa.engine.services.reports import write_report
+    from certa.engine.services.reviews import read_policy
     with _open(ledger_url) as ledger:
-        written = write_report(ledger, run_id, output, force=force, policy=_policy(policy_file))
+        written = write_report(ledger, run_id, output, force=force, policy=read_policy(policy_file))
     _print(written, as_json)
     return EXIT_OK
 
@@ -1004,11 +998,12 @@ def site(out_dir: Path, checkpoint_files: tuple[Path, ...], public_key_files: tu
     from certa.engine.foundation.extras import require_extra
     require_extra("report", "certa site")  # matplotlib and Jinja2: only for this command
     from certa.engine.services.reports import write_site
+    from certa.engine.services.reviews import read_policy
     from certa.engine.services.keys import public_keys
     keys = public_keys(public_key_files)
     with _open(ledger_url) as ledger:
         written = write_site(ledger, out_dir, checkpoints=checkpoint_files, public_keys=keys, jobs=jobs,
-                             notify=_progress(quiet=False), policy=_policy(policy_file))
+                             notify=_progress(quiet=False), policy=read_policy(policy_file))
     _print(written, as_json)
     return EXIT_OK
 

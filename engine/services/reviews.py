@@ -41,6 +41,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, UTC
+from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
@@ -53,7 +54,7 @@ from certa.engine.foundation.signing import envelope_payload_unverified, key_id,
 
 from certa.engine.foundation.canonical import canonical_bytes
 from certa.engine.core.approvals import ApprovalDecision, RunFacts, approval_by, evaluate_approval, key_gap
-from certa.engine.core.trust_policy import TrustPolicy
+from certa.engine.core.trust_policy import TrustPolicy, load_policy
 from certa.engine.core.certificate import results_sha256
 from certa.engine.foundation.errors import CertaError, LedgerError
 from certa.engine.foundation.json_read import parse_document
@@ -61,7 +62,7 @@ from certa.engine.foundation.json_read import parse_document
 __all__ = ["PAYLOAD_TYPE", "DECISIONS", "ReviewCheck", "ReviewRecord", "RecordedReview", "MissingApproval",
            "certificate_digests", "record_review",
            "review_payload", "check_review", "reviews_of", "ledger_reviews", "review_problems", "approval_by",
-           "unapproved_runs", "run_approval", "policy_approvals"]
+           "unapproved_runs", "read_policy", "run_approval", "policy_approvals"]
 
 PAYLOAD_TYPE = "application/vnd.certa.review+json; version=1"
 DECISIONS = ("approved", "rejected", "comment")
@@ -435,6 +436,12 @@ def _unapproved_in_chain(ledger: Ledger, wanted: Sequence[str], run_id: str | No
         gaps += [MissingApproval(entry.run_id, name, kid, reason + left_out, unproven[0] if unproven else None)
                  for kid, reason in _gaps(records, wanted)]
     return checked, gaps
+
+
+def read_policy(policy_file: Path | None) -> TrustPolicy | None:
+    """The trust policy a command is given (``--policy FILE``: ``certa.engine.core.trust_policy.load_policy``;
+    ``SpecError`` naming the file, line and key when it is not one), None when none is given."""
+    return None if policy_file is None else load_policy(policy_file)
 
 
 def run_approval(ledger: Ledger, run_id: str, policy: TrustPolicy | None,
