@@ -218,6 +218,10 @@ class SignerView:
     kind: str
     text: str
 
+    def as_json(self) -> dict[str, str]:
+        """``{"kind", "text"}``."""
+        return {"kind": self.kind, "text": self.text}
+
 
 def review_signer(record: CheckedReview, policy: TrustPolicy | None) -> SignerView:
     """Who signed ``record``, in words, under ``policy`` (None: not checked against one)."""

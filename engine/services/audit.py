@@ -43,7 +43,7 @@ from certa.engine.services.reviews import (MissingApproval, ReviewRecord, ledger
                                            review_problems, unapproved_runs)
 from certa.engine.services.stored_inputs import stored_source, stored_table
 from certa.engine.core.spec import load_plan
-from certa.engine.core.approvals import ApprovalDecision
+from certa.engine.core.approvals import ApprovalDecision, review_signer
 from certa.engine.core.trust_policy import TrustPolicy
 from certa.engine.core.stages import REGISTRY
 from certa.engine.core.tables import Table
@@ -177,7 +177,8 @@ class LedgerAudit:
                 "reviews": [{"seq": r.seq, "run_id": rid, "recorded_at": r.recorded_at, "reviewer": r.reviewer,
                              "decision": r.decision, "note": r.note, "signed": r.signed,
                              "signature_valid": r.signature_valid, "key_ids": list(r.key_ids),
-                             "signed_at": r.signed_at, "out_of_order": r.out_of_order, "problem": r.problem}
+                             "signed_at": r.signed_at, "out_of_order": r.out_of_order, "problem": r.problem,
+                             "signer": review_signer(r, self.policy).as_json()}
                             for rid, r in self.reviews],
                 "policy": None if self.policy is None else {
                     "file": self.policy.source, "sha256": self.policy.sha256, "approved": self.approved,

@@ -142,7 +142,7 @@ def renderer_version() -> str:
 
 
 RENDERED_ENGINE_MODULES = ("certa.engine.services.site", "certa.engine.services.report_data", "certa.engine.services.presentation.explain",
-                           "certa.engine.core.gates", "certa.engine.core.value_text", *presentation_modules())
+                           "certa.engine.core.approvals", "certa.engine.core.gates", "certa.engine.core.value_text", *presentation_modules())
 """Modules outside ``certa.engine.services.presentation.html`` whose text a page prints: this builder and the report's data
 (``certa.engine.services.report_data``), the "How to read this" paragraphs
 (``certa.engine.services.presentation.explain`` and each stage type's presentation module, which also builds its

@@ -51,6 +51,7 @@ def test_verify_json_carries_each_runs_approval_and_the_policy_digest(case: Poli
                                                   "roles": ["model-risk"], "key_id": case.alice,
                                                   "entry": by_run[case.approved]["approvers"][0]["entry"]}]
     assert by_run[case.unapproved]["unknown_keys"] == [case.mallory]
+    assert sorted(r["signer"]["kind"] for r in out["reviews"]) == ["known", "unknown", "unknown"]
     assert json.loads(_certa(case, "verify", "--json").stdout)["policy"] is None
 
 
@@ -92,3 +93,16 @@ def test_a_broken_policy_is_exit_2_with_file_line_and_field(case: PolicyCase, tm
     assert "Traceback" not in result.output
     as_json = json.loads(_certa(case, "show", "latest", "--policy", str(broken), "--json").stdout)
     assert as_json["error"]["type"] == "SpecError" and as_json["error"]["exit_code"] == 2
+
+
+@pytest.mark.slow  # builds a site three times (about 3 s)
+def test_site_pages_follow_the_policy_they_were_built_with(case: PolicyCase, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    runs = [_certa(case, "site", "-o", str(site), "--jobs", "1", "--json", *extra)
+            for extra in ([], ["--policy", str(case.policy)], ["--policy", str(case.policy)])]
+    assert [r.exit_code for r in runs] == [0, 0, 0], runs[0].output
+    plain, checked, again = (json.loads(r.stdout) for r in runs)
+    assert checked["pages_written"] == 3  # both run pages and the index; chain, diff and stylesheet unchanged
+    assert again["pages_written"] == 0 and again["pages_unchanged"] == plain["pages_written"]
+    index = (site / "index.html").read_text()
+    assert ">APPROVED</span>" in index and ">NOT APPROVED</span>" in index

@@ -204,15 +204,16 @@ def test_a_checkpoint_this_ledger_does_not_match_is_named_on_the_chain_page(ledg
 
 def test_renderer_version_covers_the_engine_modules_a_page_prints(monkeypatch: pytest.MonkeyPatch) -> None:
     """The "How to read this" texts (engine/services/presentation/explain.py), the stages' presentation modules,
-    the gates' displayed numbers (engine/core/gates.py) and the value formatter (engine/core/value_text.py) are
-    part of a page: a change to them must rebuild every page, as a change to engine/services/presentation/html
+    the gates' displayed numbers (engine/core/gates.py), the approval's words (engine/core/approvals.py) and the
+    value formatter (engine/core/value_text.py) are part of a page: a change to them must rebuild every page, as a change to engine/services/presentation/html
     does."""
     from certa.engine.services import site
     from certa.engine.services.presentation.stages import presentation_modules
 
     assert site.RENDERED_ENGINE_MODULES == ("certa.engine.services.site", "certa.engine.services.report_data",
-                                            "certa.engine.services.presentation.explain", "certa.engine.core.gates",
-                                            "certa.engine.core.value_text", *presentation_modules())
+                                            "certa.engine.services.presentation.explain", "certa.engine.core.approvals",
+                                            "certa.engine.core.gates", "certa.engine.core.value_text",
+                                            *presentation_modules())
     site.renderer_version.cache_clear()
     with_modules = site.renderer_version()
     monkeypatch.setattr(site, "RENDERED_ENGINE_MODULES", ())
