@@ -229,7 +229,11 @@ def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tupl
     if unproven:  # entries before the checkpoint the approval check read, and that its signed root does not prove
         report = replace(report, problems=report.problems + tuple(
             Problem(f"run {rid}", f"not proven by the checkpoint: {why}", run_id=rid) for rid, why in unproven))
-    decisions = tuple(policy_approvals(ledger, policy, run_id=full)) if policy is not None else ()
+    decisions: tuple[ApprovalDecision, ...] = ()
+    if policy is not None:  # completed PASS runs, oldest first, from the runs index this verification checked
+        rows = [ledger.run(full)] if full is not None else list(reversed(ledger.runs()))
+        approvals = policy_approvals([r for r in rows if r.verdict == "PASS"], reviews, policy)
+        decisions = tuple(approvals.values())
     recorded = _record(ledger, report) if record else ""
     return LedgerAudit(report=report, reviews=tuple(reviews), required_key_ids=tuple(key_id(k) for k in approvers),
                        runs_checked=runs_checked, missing=tuple(missing), checkpoint=signed, recorded=recorded,

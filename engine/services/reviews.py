@@ -48,6 +48,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from certa.ledger import Ledger, Problem
+from certa.ledger.rows import RunRow
 from certa.ledger.bundle import entry_proof_problem
 from certa.ledger.checkpoint import Checkpoint
 from certa.engine.foundation.signing import envelope_payload_unverified, key_id, open_envelope, seal_envelope
@@ -462,9 +463,14 @@ def run_approval(ledger: Ledger, run_id: str, policy: TrustPolicy | None,
     return evaluate_approval(policy, facts, reviews_of(ledger, run_id) if records is None else records)
 
 
-def policy_approvals(ledger: Ledger, policy: TrustPolicy, *, run_id: str | None = None) -> list[ApprovalDecision]:
-    """``run_approval`` of every completed PASS run (only the full ``run_id`` if given), oldest first, from the
-    runs index (which a full ``verify`` checks against the chain)."""
-    rows = [ledger.run(run_id)] if run_id is not None else list(reversed(ledger.runs()))
-    return [run_approval(ledger, row.run_id, policy) for row in rows
-            if row.status == "completed" and row.verdict == "PASS"]
+def policy_approvals(rows: Iterable[RunRow], reviews: Iterable[tuple[str, ReviewRecord]],
+                     policy: TrustPolicy | None) -> dict[str, ApprovalDecision]:
+    """Run id -> the approval under ``policy`` (``evaluate_approval``; NOT CHECKED without one) of each completed
+    run of ``rows`` (runs index rows: spec name and profile), from ``reviews`` ((run id, checked review) in chain
+    order, as ``ledger_reviews`` gives them): one pass, no read per run (``certa verify``, ``certa site``)."""
+    by_run: dict[str, list[ReviewRecord]] = {}
+    for rid, record in reviews:
+        by_run.setdefault(rid, []).append(record)
+    return {row.run_id: evaluate_approval(policy, RunFacts(run_id=row.run_id, name=row.name, profile=row.profile),
+                                          by_run.get(row.run_id, []))
+            for row in rows if row.status == "completed"}

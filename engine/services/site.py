@@ -64,8 +64,8 @@ from certa.engine.services.presentation.warnings import WARNING_MARK
 from certa.engine.services.presentation.markdown import array_change_text, warnings_of
 from certa.engine.core.value_text import format_value
 from certa.engine.services.presentation.stages import presentation_modules
-from certa.engine.services.reviews import ReviewRecord, ledger_reviews
-from certa.engine.core.approvals import NOT_CHECKED, ApprovalDecision, RunFacts, evaluate_approval, review_signer
+from certa.engine.services.reviews import ReviewRecord, ledger_reviews, policy_approvals
+from certa.engine.core.approvals import NOT_CHECKED, ApprovalDecision, review_signer
 from certa.engine.core.trust_policy import TrustPolicy
 from certa.engine.services.report_data import ReportData, Verification, replay_status, sequential_checks_of
 from certa.engine.services.presentation.html.render import Link, render_report, stylesheet, template_environment
@@ -298,14 +298,6 @@ def _diff_path(run_a: str, run_b: str) -> str:
     return f"diffs/{run_a[:12]}-{run_b[:12]}.html"
 
 
-def _approvals(rows: Sequence[RunRow], reviews: Mapping[str, list[ReviewRecord]],
-               policy: TrustPolicy | None) -> dict[str, ApprovalDecision]:
-    """Each completed run's approval under ``policy`` (``evaluate_approval``; NOT CHECKED without one)."""
-    return {row.run_id: evaluate_approval(policy, RunFacts(run_id=row.run_id, name=row.name, profile=row.profile),
-                                          reviews.get(row.run_id, []))
-            for row in rows if row.status == "completed"}
-
-
 def _approval_cell(approval: ApprovalDecision | None) -> dict[str, Any]:
     """The index's approval cell: the headline, what it rests on, and its badge (green APPROVED, red NOT
     APPROVED, grey not checked; none for an aborted run)."""
@@ -440,6 +432,7 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
 
     report = _verify_once(ledger, notify)
     rows = ledger.runs()  # newest first
+    verified_reviews = report.reviews
     reviews: dict[str, list[ReviewRecord]] = {}
     for run_id, record in report.reviews:
         reviews.setdefault(run_id, []).append(record)
@@ -473,7 +466,7 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
                  "b": [after.run_id, after.certificate_sha256]})))
 
     statuses = [_checkpoint_status(Path(p), ledger, report, public_keys) for p in checkpoints]
-    approvals = _approvals(rows, reviews, policy)
+    approvals = policy_approvals(rows, verified_reviews, policy)
     index_rows = _index_rows(rows, reviews, replays, verifications, diff_of, approvals)
     chain = {"head_seq": report.head[0], "head_hash": report.head[1], "entries": report.entries_checked,
              "certificates": report.certificates_checked, "blobs": report.blobs_checked, "intact": report.intact,
