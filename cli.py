@@ -103,6 +103,21 @@ def ledgerless_command(func: Callable[..., int | None]) -> Callable[..., None]:
     return wrapper
 
 
+def _no_policy_for_bundle(policy_file: Path | None) -> None:
+    """``--policy`` with a bundle file: its approval is decided by ``certa verify-bundle --policy``."""
+    if policy_file is not None:
+        raise click.UsageError("a bundle's approval under a policy is decided by 'certa verify-bundle BUNDLE "
+                               "--public-key PUB --policy FILE'")
+
+
+def _policy_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--policy FILE``: the trust policy approvals are evaluated against (``what`` it does in this command)."""
+    return click.option("--policy", "policy_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                        help="A trust policy (YAML: keys -> people and roles, which roles must approve which runs; "
+                             "see docs/ledger.md, 'Who may approve'). " + what + " Without it, approval is 'not checked' and no "
+                             "review's claimed name is shown as an approval.")
+
+
 def _open(ledger_url: str, *, write: bool = False) -> Ledger:
     """An existing ledger, opened read-only (it may sit on read-only media) unless the command ``write``s to it."""
     from certa.ledger import Ledger
@@ -349,17 +364,20 @@ def register(spec: Path, key_files: tuple[Path, ...], out_file: Path | None, as_
               help="An Ed25519 public key (PEM): every completed PASS run (or RUN_ID only) must have a valid "
                    "'approved' review signed by it, not followed by a 'rejected' one by the same key, its "
                    "reviews recorded in the order they were signed; repeat it to require several approvers.")
+@_policy_option("Every completed PASS run (or RUN_ID only) must be APPROVED under it; each run's approval is listed.")
 @click.option("--workers", type=click.IntRange(min=0), default=None, metavar="N",
               help="Processes checking entries beside the one reading the ledger (default: one per CPU for 50,000 "
                    "entries or more, none below; 0: none). The report is the same whatever their number.")
 @certa_command
 def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_file: Path | None,
            public_key_files: tuple[Path, ...], since_checkpoint: bool, record: bool,
-           approval_key_files: tuple[Path, ...], workers: int | None, as_json: bool, ledger_url: str) -> int:
+           approval_key_files: tuple[Path, ...], policy_file: Path | None, workers: int | None, as_json: bool,
+           ledger_url: str) -> int:
     """Re-check the ledger: hash chain, certificates, stored inputs, method identities, signed reviews.
 
     Exit 0 intact, 1 tampered (the first broken entry is named, or the checkpoint signature fails) or, with
-    --require-approval, a PASS run lacks an approval signed by a required key (the runs are named).
+    --require-approval, a PASS run lacks an approval signed by a required key (the runs are named), or, with
+    --policy, a PASS run is NOT APPROVED under the trust policy (what is missing is named).
 
     \b
     Examples:
@@ -369,10 +387,13 @@ def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_f
       certa verify --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub
       certa verify --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub --since-checkpoint --record
       certa verify --require-approval audit/alice.pub
+      certa verify --policy audit/approvers.yaml
+      certa verify 3f2a9c01 --policy audit/approvers.yaml --json
       certa verify --workers 0
     """
     from certa.engine.services.audit import audit_ledger
     from certa.engine.services.presentation.terminal import ledger_audit_text
+    from certa.engine.services.reviews import read_policy
     from certa.engine.services.keys import public_keys
     if expect_head and checkpoint_file:
         raise click.UsageError("give either --expect-head or --checkpoint, not both")
@@ -385,7 +406,8 @@ def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_f
         audit = audit_ledger(ledger, run_id=run_id, expect_head=expect_head,
                              checkpoint=checkpoint_file.read_bytes() if checkpoint_file else None,
                              checkpoint_keys=checkpoint_keys, approvers=approvers, notify=_progress(as_json),
-                             since_checkpoint=since_checkpoint, record=record, workers=workers)
+                             since_checkpoint=since_checkpoint, record=record, workers=workers,
+                             policy=read_policy(policy_file))
     _print(audit, as_json, ledger_audit_text)
     return EXIT_OK if audit.ok else EXIT_FAIL
 
@@ -461,20 +483,26 @@ def replay(run_id: str | None, replay_every: bool, since: str | None, name_patte
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="With a bundle file: verify it first, as 'certa verify-bundle' does, with this Ed25519 public key "
                    "(PEM) that must have signed its checkpoint; repeatable.")
+@_policy_option("The report's Approval section says APPROVED (by whom, in which role) or NOT APPROVED (what is "
+                "missing) under it.")
 @certa_command
-def show(run_id: str, explain: bool, public_key_files: tuple[Path, ...], as_json: bool, ledger_url: str) -> int:
-    """Show a run's certificate as a Markdown report (--json prints the whole certificate). For an aborted
-    run: the reason and each profile rule that stopped it, with its value and requirement. RUN_ID may be a
-    bundle file ('certa prove'): its certificate is shown without a ledger, under a note saying whether it was
-    verified (with --public-key) and with which keys; exit 1 if it does not verify.
+def show(run_id: str, explain: bool, public_key_files: tuple[Path, ...], policy_file: Path | None, as_json: bool,
+         ledger_url: str) -> int:
+    """Show a run's certificate as a Markdown report, ending with its reviews and approval (--json prints the
+    whole certificate). For an aborted run: the reason and each profile rule that stopped it, with its value
+    and requirement. RUN_ID may be a bundle file ('certa prove'): its certificate is shown without a ledger, under
+    a note saying whether it was verified (with --public-key) and with which keys; exit 1 if it does not verify
+    (a bundle's approval under a policy: 'certa verify-bundle --policy').
 
     \b
     Examples:
       certa show 3f2a9c01
       certa show latest --explain
+      certa show latest --policy audit/approvers.yaml
       certa show 3f2a9c01.bundle.json --public-key audit/certa.pub
     """
     if Path(run_id).is_file():
+        _no_policy_for_bundle(policy_file)
         from certa.engine.services.browse import open_bundle
         from certa.engine.services.keys import public_keys
         from certa.engine.services.presentation.terminal import bundle_view_text
@@ -485,8 +513,9 @@ def show(run_id: str, explain: bool, public_key_files: tuple[Path, ...], as_json
         raise click.UsageError(f"--public-key verifies a bundle file, and there is no file {run_id!r}")
     from certa.engine.services.browse import show_run
     from certa.engine.services.presentation.terminal import run_view_text
+    from certa.engine.services.reviews import read_policy
     with _open(ledger_url) as ledger:
-        view = show_run(ledger, run_id, explain=explain, ledger_name=ledger_url)
+        view = show_run(ledger, run_id, explain=explain, ledger_name=ledger_url, policy=read_policy(policy_file))
     _print(view, as_json, run_view_text)
     return EXIT_OK
 
@@ -837,23 +866,34 @@ def verify_attestation_command(attestation_file: Path, public_key_files: tuple[P
 @click.option("--public-key", "public_key_files", required=True, multiple=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="An Ed25519 public key (PEM) that must have signed the bundle's checkpoint; repeatable.")
+@_policy_option("The run's approval is decided from the reviews the bundle proves (a format-2 bundle), and the "
+                "command exits 1 when it is NOT APPROVED.")
 @ledgerless_command
-def verify_bundle_command(bundle_file: Path, public_key_files: tuple[Path, ...], as_json: bool) -> int:
+def verify_bundle_command(bundle_file: Path, public_key_files: tuple[Path, ...], policy_file: Path | None,
+                          as_json: bool) -> int:
     """Check a certificate bundle offline: the checkpoint signature, the certificate's own hash and schema,
-    and the Merkle path from its ledger entry to the signed root. Needs no ledger.
+    the Merkle path from its ledger entry to the signed root, and each review it carries. Needs no ledger.
+    With --policy, the run's approval is decided from the bundle's reviews.
 
-    Exit 0 verified, 1 not (each failed check is named), 2 not a bundle or key.
+    Exit 0 verified (and, with --policy, approved), 1 not (each failed check is named, or what the approval
+    lacks), 2 not a bundle, key or policy.
 
     \b
-    Example:
+    Examples:
       certa verify-bundle 3f2a9c01.bundle.json --public-key audit/certa.pub
+      certa verify-bundle 3f2a9c01.bundle.json --public-key audit/certa.pub --policy audit/approvers.yaml
     """
-    from certa.engine.services.audit import verify_bundle_file
+    from certa.engine.services.audit import bundle_approval, verify_bundle_file
     from certa.engine.services.presentation.terminal import bundle_report_text
     from certa.engine.services.keys import public_keys
+    from certa.engine.services.reviews import read_policy
+    policy = read_policy(policy_file)
     verification = verify_bundle_file(bundle_file, public_keys(public_key_files))
+    if verification.verified and policy is not None:
+        verification = bundle_approval(verification, policy)
     _print(verification, as_json, bundle_report_text)
-    return EXIT_OK if verification.verified else EXIT_FAIL
+    approved = verification.approval is None or verification.approval.approved
+    return EXIT_OK if verification.verified and approved else EXIT_FAIL
 
 
 @main.command()
@@ -944,24 +984,28 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="With a bundle file: verify it first, as 'certa verify-bundle' does, with this Ed25519 public key "
                    "(PEM) that must have signed its checkpoint; repeatable.")
+@_policy_option("The verdict box says APPROVED (by whom, in which role) or NOT APPROVED (what is missing) under it, "
+                "and the reviews table names each signer from it.")
 @certa_command
-def report(run_id: str, output: Path, force: bool, public_key_files: tuple[Path, ...], as_json: bool,
-           ledger_url: str) -> int:
+def report(run_id: str, output: Path, force: bool, public_key_files: tuple[Path, ...], policy_file: Path | None,
+           as_json: bool, ledger_url: str) -> int:
     """Write a run's report as one self-contained HTML page for reviewers: the verdict, the gates, each
     stage's decision plotted with its numbers, identity and hashes, the verification status (chain and
-    newest replay, as of now) and every review. The same ledger gives the same bytes; it prints to PDF.
-    RUN_ID may be a bundle file ('certa prove'): its certificate is reported without a ledger, the page saying
-    whether it was verified (with --public-key) and with which keys; nothing is written if it does not verify
-    (exit 1).
+    newest replay, as of now), the approval under the trust policy and every review. The same ledger (and
+    policy) gives the same bytes; it prints to PDF. RUN_ID may be a bundle file ('certa prove'): its certificate
+    is reported without a ledger, the page saying whether it was verified (with --public-key) and with which keys;
+    nothing is written if it does not verify (exit 1).
 
     \b
     Examples:
       certa report 3f2a9c01 -o run.html
+      certa report 3f2a9c01 -o run.html --policy audit/approvers.yaml
       certa report 3f2a9c01.bundle.json --public-key audit/certa.pub -o run.html
     """
     from certa.engine.foundation.extras import require_extra
     require_extra("report", "certa report")  # matplotlib and Jinja2: only for this command
     if Path(run_id).is_file():
+        _no_policy_for_bundle(policy_file)
         from certa.engine.services.browse import open_bundle
         from certa.engine.services.keys import public_keys
         bundle = open_bundle(Path(run_id), public_keys(public_key_files))
@@ -975,8 +1019,9 @@ def report(run_id: str, output: Path, force: bool, public_key_files: tuple[Path,
     if public_key_files:
         raise click.UsageError(f"--public-key verifies a bundle file, and there is no file {run_id!r}")
     from certa.engine.services.reports import write_report
+    from certa.engine.services.reviews import read_policy
     with _open(ledger_url) as ledger:
-        written = write_report(ledger, run_id, output, force=force)
+        written = write_report(ledger, run_id, output, force=force, policy=read_policy(policy_file))
     _print(written, as_json)
     return EXIT_OK
 
@@ -993,26 +1038,30 @@ def report(run_id: str, output: Path, force: bool, public_key_files: tuple[Path,
               help="An Ed25519 public key (PEM) that must have signed each --checkpoint; repeatable.")
 @click.option("--jobs", type=click.IntRange(min=1), default=os.cpu_count() or 1, show_default="CPU count",
               help="Processes rendering run pages (the plots dominate the time).")
+@_policy_option("The index's approval column and each run page say APPROVED (by whom, in which role) or NOT "
+                "APPROVED (what is missing) under it.")
 @certa_command
 def site(out_dir: Path, checkpoint_files: tuple[Path, ...], public_key_files: tuple[Path, ...], jobs: int,
-         as_json: bool, ledger_url: str) -> int:
+         policy_file: Path | None, as_json: bool, ledger_url: str) -> int:
     """Write a static site of the whole ledger that opens from file:// with no server: an index of runs
     (sortable, filterable), each run's report, the changes between consecutive runs of a spec, and the
     chain head with each signed checkpoint. The ledger is verified once; a re-run rewrites only the pages
     whose inputs changed (DIR/.certa-site.json) and never touches files certa did not write.
 
     \b
-    Example:
+    Examples:
       certa site -o audit-site --checkpoint audit/2026-11-22.checkpoint --public-key audit/certa.pub
+      certa site -o audit-site --policy audit/approvers.yaml
     """
     from certa.engine.foundation.extras import require_extra
     require_extra("report", "certa site")  # matplotlib and Jinja2: only for this command
     from certa.engine.services.reports import write_site
+    from certa.engine.services.reviews import read_policy
     from certa.engine.services.keys import public_keys
     keys = public_keys(public_key_files)
     with _open(ledger_url) as ledger:
         written = write_site(ledger, out_dir, checkpoints=checkpoint_files, public_keys=keys, jobs=jobs,
-                             notify=_progress(quiet=False))
+                             notify=_progress(quiet=False), policy=read_policy(policy_file))
     _print(written, as_json)
     return EXIT_OK
 

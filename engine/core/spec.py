@@ -35,7 +35,7 @@ from certa.engine.core.stages import REGISTRY, StageType, UnknownStage, parse_st
 from certa.engine.core.stages.base import DeclaredTable, KnobProblem
 
 __all__ = ["InputSpec", "StagePlan", "GateSpec", "Plan", "load_plan", "spec_schema", "why_not_a_spec", "SPEC_FORMAT",
-           "knob_strings"]
+           "knob_strings", "read_yaml_document"]
 
 SPEC_FORMAT = 1
 
@@ -214,6 +214,8 @@ def _parse_yaml_reference(text: str, source: str) -> tuple[Any, yaml.Node | None
         _check_events(text, source)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except SpecError as error:  # a duplicate key: PyYAML's mark names the text "<unicode string>", not the file
+        raise SpecError(error.detail, file=source, line=error.line, column=error.column) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         raise SpecError(f"not valid YAML: {exc.problem}", file=source,
@@ -326,6 +328,15 @@ def _validate(instance: Any, schema: Mapping[str, Any], *, node: yaml.Node | Non
     column = target.start_mark.column + 1 if target is not None else None
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     raise SpecError(message + more, file=source, line=line, column=column, path=_format_path(full_path))
+
+
+def read_yaml_document(raw: bytes, source: str, schema: Mapping[str, Any]) -> Any:
+    """The data of a YAML document other than a spec (a trust policy, say) read exactly as a spec is: UTF-8,
+    at most ``MAX_SPEC_BYTES``, no anchors, aliases or duplicate keys (``yaml.safe_load`` semantics), and valid
+    against ``schema``; otherwise ``SpecError`` naming ``source``, the line, the column and the key path."""
+    data, node = _parse_yaml(_decode(raw, source), source)
+    _validate(data, schema, node=node, source=source, prefix=[])
+    return data
 
 
 def fill_defaults(instance: Any, schema: Mapping[str, Any]) -> Any:

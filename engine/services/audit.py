@@ -39,10 +39,13 @@ from certa.engine.foundation.jsondiff import FieldChange, json_diff
 from certa.engine.foundation.signing import key_id
 from certa.engine.services.presentation.display_text import plain_text
 from certa.engine.services.registrations import registration_problems
-from certa.engine.services.reviews import (MissingApproval, ReviewRecord, checked_reviews, ledger_reviews, review_json,
-                                          review_problems, unapproved_runs)
+from certa.engine.services.reviews import (MissingApproval, ReviewRecord, certificate_digests, checked_reviews,
+                                           ledger_reviews, policy_approvals, review_json, review_problems,
+                                           unapproved_runs)
 from certa.engine.services.stored_inputs import stored_source, stored_table
 from certa.engine.core.spec import load_plan
+from certa.engine.core.approvals import ApprovalDecision, RunFacts, evaluate_approval, review_signer
+from certa.engine.core.trust_policy import TrustPolicy
 from certa.engine.core.stages import REGISTRY
 from certa.engine.core.tables import Table
 
@@ -130,11 +133,16 @@ class LedgerAudit:
     recorded: str = ""
     """Whether the verification was recorded in the ledger (``certa.ledger.verify_record``), or why not; "" when not
     asked."""
+    policy: TrustPolicy | None = None
+    """The trust policy approvals were evaluated against (``--policy``; None: none given)."""
+    decisions: tuple[ApprovalDecision, ...] = ()
+    """With ``policy``: the approval of every completed PASS run checked (``policy_approvals``)."""
 
     @property
     def approved(self) -> bool:
-        """Every required approval is there (true when none is required)."""
-        return not self.missing
+        """Every required approval is there, and every run checked against the policy is APPROVED (true when
+        nothing is required)."""
+        return not self.missing and all(d.approved for d in self.decisions)
 
     @property
     def approvals_read_from(self) -> str:
@@ -199,7 +207,11 @@ class LedgerAudit:
                 "head": f"{report.head[0]}:{report.head[1]}",
                 "problems": [{"where": p.where, "message": p.message, "seq": p.seq, "run_id": p.run_id,
                               "column": p.column} for p in report.problems],
-                "reviews": [{**review_json(r), "run_id": rid} for rid, r in self.reviews],
+                "reviews": [{**review_json(r), "run_id": rid, "signer": review_signer(r, self.policy).as_json()}
+                            for rid, r in self.reviews],
+                "policy": None if self.policy is None else {
+                    "file": self.policy.source, "sha256": self.policy.sha256, "approved": self.approved,
+                    "runs_checked": len(self.decisions), "runs": [d.as_json() for d in self.decisions]},
                 "approval": None if not self.required_key_ids else {
                     "approved": self.approved, "required_key_ids": list(self.required_key_ids),
                     "runs_checked": self.runs_checked, "read_from": self.approvals_read_from,
@@ -210,7 +222,8 @@ class LedgerAudit:
 def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int, str] | None = None,
                  checkpoint: bytes | None = None, checkpoint_keys: Sequence[Ed25519PublicKey] = (),
                  approvers: Sequence[Ed25519PublicKey] = (), notify: Notify | None = None,
-                 since_checkpoint: bool = False, record: bool = False, workers: int | None = None) -> LedgerAudit:
+                 since_checkpoint: bool = False, record: bool = False, workers: int | None = None,
+                 policy: TrustPolicy | None = None) -> LedgerAudit:
     """``verify`` the ledger (or one run), list its reviews, and check that every completed PASS run has an
     approval signed by each of ``approvers`` (``certa.engine.services.reviews.unapproved_runs``).
 
@@ -222,9 +235,15 @@ def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tupl
     ledger verified intact, record how far this verification reached (``certa.ledger.verify_record``) in its own
     transaction, through a connection opened for writing; a ledger that cannot be written (read-only media, a
     role without write access, an older schema) records nothing and ``LedgerAudit.recorded`` says why.
+
+    ``policy``: evaluate every completed PASS run's approval against it (``policy_approvals``, read from the runs
+    index: a full verification only, ``LedgerError`` with ``since_checkpoint``).
     """
     if since_checkpoint and checkpoint is None:
         raise LedgerError("an incremental verification needs a signed checkpoint (--checkpoint FILE --public-key KEY)")
+    if since_checkpoint and policy is not None:
+        raise LedgerError("--policy reads the runs index, which an incremental verification does not check: "
+                          "verify with --policy without --since-checkpoint")
     root, signed = None, None
     if checkpoint is not None:
         signed = open_checkpoint(checkpoint, list(checkpoint_keys))
@@ -239,9 +258,15 @@ def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tupl
     if unproven:  # entries before the checkpoint the approval check read, and that its signed root does not prove
         report = replace(report, problems=report.problems + tuple(
             Problem(f"run {rid}", f"not proven by the checkpoint: {why}", run_id=rid) for rid, why in unproven))
+    decisions: tuple[ApprovalDecision, ...] = ()
+    if policy is not None:  # completed PASS runs, oldest first, from the runs index this verification checked
+        rows = [ledger.run(full)] if full is not None else list(reversed(ledger.runs()))
+        approvals = policy_approvals([r for r in rows if r.verdict == "PASS"], reviews, policy)
+        decisions = tuple(approvals.values())
     recorded = _record(ledger, report) if record else ""
     return LedgerAudit(report=report, reviews=tuple(reviews), required_key_ids=tuple(key_id(k) for k in approvers),
-                       runs_checked=runs_checked, missing=tuple(missing), checkpoint=signed, recorded=recorded)
+                       runs_checked=runs_checked, missing=tuple(missing), checkpoint=signed, recorded=recorded,
+                       policy=policy, decisions=decisions)
 
 
 def _record(ledger: Ledger, report: VerifyReport) -> str:
@@ -281,6 +306,8 @@ class BundleVerification:
     report: BundleReport
     certificate: Mapping[str, Any]
     reviews: tuple[ReviewRecord, ...] = ()
+    approval: ApprovalDecision | None = None
+    """The approval under a trust policy (``bundle_approval``; ``certa verify-bundle --policy``), None: not asked."""
 
     @property
     def verified(self) -> bool:
@@ -307,7 +334,23 @@ class BundleVerification:
                 "checkpoint": {"seq": checkpoint.seq, "root_hash": checkpoint.root_hash,
                                "signed_at": checkpoint.signed_at, "key_ids": list(checkpoint.key_ids)},
                 "problems": list(report.problems), "format": report.format,
-                "reviews": None if report.format == 1 else [review_json(r) for r in self.reviews]}
+                "reviews": None if report.format == 1 else [review_json(r) for r in self.reviews],
+                **({} if self.approval is None else {"approval": self.approval.as_json()})}
+
+
+def bundle_approval(verification: BundleVerification, policy: TrustPolicy) -> BundleVerification:
+    """``verification`` (verified, of a bundle that carries reviews: format 2) with its run's approval under
+    ``policy`` (``certa.engine.core.approvals.evaluate_approval`` on the bundle's proven reviews, the run's spec
+    name and profile read from its certificate); ``BundleError`` for a format-1 bundle, which carries no review."""
+    if verification.report.format == 1:
+        raise BundleError("this bundle (format 1) carries no reviews, so its approval cannot be decided from it: "
+                          "make a new bundle ('certa prove'), which carries the run's reviews")
+    certificate = verification.certificate
+    spec = certificate["content"]["spec"]
+    digests = certificate_digests(certificate)
+    facts = RunFacts(run_id=digests["run_id"], name=str(spec["name"]), profile=str(spec.get("profile", "")),
+                     content_sha256=digests["content_sha256"], results_sha256=digests["results_sha256"])
+    return replace(verification, approval=evaluate_approval(policy, facts, verification.reviews))
 
 
 def verify_bundle_file(path: Path, public_keys: Sequence[Ed25519PublicKey]) -> BundleVerification:

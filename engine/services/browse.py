@@ -19,6 +19,9 @@ from certa.engine.services.documents import write_certificate
 from certa.engine.foundation.jsondiff import ArrayChange, FieldChange, flatten, json_diff, summarised
 from certa.engine.services.presentation.display_text import json_display
 from certa.engine.services.presentation.markdown import recorded_abort, recorded_decisions, recorded_warnings
+from certa.engine.services.reviews import ReviewRecord, reviews_of, run_approval
+from certa.engine.core.approvals import ApprovalDecision
+from certa.engine.core.trust_policy import TrustPolicy
 
 if TYPE_CHECKING:  # 'certa show RUN' loads no signing, schema or stage module (tests/cli/test_startup.py)
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -46,6 +49,10 @@ class RunView:
     rules: tuple[dict[str, Any], ...]
     explain: bool
     ledger: str
+    reviews: tuple[ReviewRecord, ...] = ()
+    policy: TrustPolicy | None = None
+    approval: ApprovalDecision | None = None
+    """A completed run's approval under ``policy`` (``certa.engine.services.reviews.run_approval``)."""
 
     def as_json(self) -> Mapping[str, Any]:
         """The whole certificate, or an aborted run's reason and failed rules."""
@@ -54,16 +61,20 @@ class RunView:
         return {"run_id": self.row.run_id, "status": "aborted", "abort": self.abort, "failed_rules": list(self.rules)}
 
 
-def show_run(ledger: Ledger, run_id: str, *, explain: bool = False, ledger_name: str) -> RunView:
-    """``run_id``'s certificate and warnings, or (an aborted run) the reason and the rules that stopped it;
-    ``ledger_name`` is the ledger as the user gave it (for the command the text suggests)."""
+def show_run(ledger: Ledger, run_id: str, *, explain: bool = False, ledger_name: str,
+             policy: TrustPolicy | None = None) -> RunView:
+    """``run_id``'s certificate, warnings, reviews and approval under ``policy`` (None: not checked), or (an
+    aborted run) the reason and the rules that stopped it; ``ledger_name`` is the ledger as the user gave it
+    (for the command the text suggests)."""
     row = ledger.run(run_id)
     if row.status == "aborted":
         abort, rules = recorded_abort(ledger, row.run_id)
         return RunView(row=row, certificate=None, warnings=(), abort=abort, rules=rules, explain=explain,
                        ledger=ledger_name)
+    reviews = tuple(reviews_of(ledger, row.run_id))
     return RunView(row=row, certificate=ledger.certificate(row.run_id), warnings=recorded_warnings(ledger, row.run_id),
-                   abort=None, rules=(), explain=explain, ledger=ledger_name)
+                   abort=None, rules=(), explain=explain, ledger=ledger_name, reviews=reviews, policy=policy,
+                   approval=run_approval(ledger, row.run_id, policy, reviews))
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,9 @@ from certa.engine.services.presentation.markdown import recorded_warnings
 from certa.engine.services.browse import BundleView
 from certa.engine.services.presentation.bundle_note import bundle_source_lines
 from certa.engine.services.presentation.html.report_model import BundleSource, ReplayStatus, ReportData, Verification
-from certa.engine.services.reviews import reviews_of
+from certa.engine.services.reviews import reviews_of, run_approval
+from certa.engine.core.approvals import review_signer
+from certa.engine.core.trust_policy import TrustPolicy
 
 __all__ = ["ReplayStatus", "ReportData", "Verification", "gather_report", "bundle_report_data", "replay_status", "sequential_checks",
            "sequential_checks_of", "SECTION_DECISIONS"]
@@ -75,8 +77,10 @@ def sequential_checks_of(decisions: Iterable[EntryRow]) -> dict[str, dict[str, t
     return {run: {stage: tuple(details) for stage, details in stages.items()} for run, stages in checks.items()}
 
 
-def gather_report(ledger: Ledger, run_id: str, *, verification: Verification | None = None) -> ReportData:
-    """Everything the report of ``run_id`` (a unique prefix or ``latest`` works too) shows.
+def gather_report(ledger: Ledger, run_id: str, *, verification: Verification | None = None,
+                  policy: TrustPolicy | None = None) -> ReportData:
+    """Everything the report of ``run_id`` (a unique prefix or ``latest`` works too) shows; its approval is
+    evaluated against ``policy`` (None: not checked, ``certa.engine.services.reviews.run_approval``).
 
     ``verification``: a status the caller already has (``certa site`` verifies the whole ledger once and
     maps its problems to runs) instead of ``verify(ledger, run_id=RUN)`` here, which reads the whole chain."""
@@ -85,6 +89,7 @@ def gather_report(ledger: Ledger, run_id: str, *, verification: Verification | N
     certificate: Mapping[str, Any] | None = None
     abort = None
     digest = None
+    reviews = tuple(reviews_of(ledger, full))
     if row.status == "aborted":
         abort = next((e.data() for e in ledger.entries(run_id=full, kinds=["abort"])), {})
     else:
@@ -96,8 +101,10 @@ def gather_report(ledger: Ledger, run_id: str, *, verification: Verification | N
         checks=sequential_checks(ledger, full),
         verification=verification if verification is not None else _verification(ledger, full),
         replay=_newest_replay(ledger, full),
-        reviews=tuple(reviews_of(ledger, full)),
+        reviews=reviews,
         warnings=recorded_warnings(ledger, full),
+        approval=run_approval(ledger, full, policy, reviews) if certificate is not None else None,
+        signers=tuple(review_signer(r, policy) for r in reviews),
     )
 
 
@@ -109,6 +116,7 @@ def bundle_report_data(view: BundleView) -> ReportData:
     certificate, checked = view.certificate, view.verification
     content = certificate["content"]
     checkpoint = checked.report.checkpoint if checked is not None else None
+    reviews = tuple(checked.reviews) if checked is not None else ()
     return ReportData(
         run_id=str(certificate["issued"]["run_id"]), name=str(content["spec"]["name"]), status="completed",
         verdict=str(content["verdict"]), profile=str(content["spec"].get("profile", "")), recorded_at=view.recorded_at,
@@ -117,6 +125,6 @@ def bundle_report_data(view: BundleView) -> ReportData:
         verification=Verification(intact=view.verified, entries_checked=0,
                                   head_seq=checkpoint.seq if checkpoint else 0,
                                   head_hash=checkpoint.entry_hash if checkpoint else ""),
-        replay=None, reviews=checked.reviews if checked is not None else (),
+        replay=None, reviews=reviews, signers=tuple(review_signer(r, None) for r in reviews),
         bundle=BundleSource(file=str(view.file), verified=view.verified, lines=tuple(bundle_source_lines(view))),
     )

@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from certa.ledger import Ledger
 from certa.engine.core.interpreter import throttled_progress
+from certa.engine.core.trust_policy import TrustPolicy
 from certa.engine.foundation.atomic_files import write_atomically
 from certa.engine.foundation.errors import OutputError
 from certa.engine.services.presentation.html import render_report
@@ -49,11 +50,12 @@ class WrittenReport:
         return f"wrote {self.file} ({self.name}: {self.verdict}; sha256 {self.sha256}{unverified})"
 
 
-def write_report(ledger: Ledger, run_id: str, output: Path, *, force: bool = False) -> WrittenReport:
-    """Write ``run_id``'s report page to ``output`` (atomically); ``OutputError`` if it exists, unless
-    ``force``."""
+def write_report(ledger: Ledger, run_id: str, output: Path, *, force: bool = False,
+                 policy: TrustPolicy | None = None) -> WrittenReport:
+    """Write ``run_id``'s report page to ``output`` (atomically), its approval evaluated against ``policy``
+    (None: not checked); ``OutputError`` if it exists, unless ``force``."""
     _refuse_to_overwrite(output, force)
-    return _write_report(gather_report(ledger, run_id), output, force)
+    return _write_report(gather_report(ledger, run_id, policy=policy), output, force)
 
 
 def write_bundle_report(bundle: BundleView, output: Path, *, force: bool = False) -> WrittenReport:
@@ -98,9 +100,9 @@ class WrittenSite:
 
 def write_site(ledger: Ledger, out_dir: Path, *, checkpoints: Sequence[Path] = (),
                public_keys: Sequence[Ed25519PublicKey] = (), jobs: int = 1,
-               notify: Callable[[str], None] | None = None) -> WrittenSite:
-    """``build_site`` of ``ledger`` in ``out_dir``; ``notify`` gets the progress lines (verify's, then the
-    pages', about once a second)."""
+               notify: Callable[[str], None] | None = None, policy: TrustPolicy | None = None) -> WrittenSite:
+    """``build_site`` of ``ledger`` in ``out_dir``, approvals evaluated against ``policy``; ``notify`` gets the
+    progress lines (verify's, then the pages', about once a second)."""
     report_pages = throttled_progress(notify, "site: ") if notify is not None else None
 
     def progress(done: int, total: int) -> None:
@@ -108,4 +110,4 @@ def write_site(ledger: Ledger, out_dir: Path, *, checkpoints: Sequence[Path] = (
             report_pages(done, total, "pages")
 
     return WrittenSite(site=build_site(ledger, out_dir, checkpoints=checkpoints, public_keys=public_keys, jobs=jobs,
-                                       progress=progress, notify=notify))
+                                       progress=progress, notify=notify, policy=policy))

@@ -41,25 +41,29 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, UTC
+from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from certa.ledger import EntryRow, Ledger, Problem
+from certa.ledger.rows import RunRow
 from certa.ledger.bundle import entry_proof_problem
 from certa.ledger.checkpoint import Checkpoint
 from certa.engine.foundation.signing import envelope_payload_unverified, key_id, open_envelope, seal_envelope
 
 from certa.engine.foundation.canonical import canonical_bytes
+from certa.engine.core.approvals import ApprovalDecision, RunFacts, approval_by, evaluate_approval, key_gap
+from certa.engine.core.trust_policy import TrustPolicy, load_policy
 from certa.engine.core.certificate import results_sha256
 from certa.engine.foundation.errors import CertaError, LedgerError
 from certa.engine.foundation.json_read import parse_document
 
 __all__ = ["PAYLOAD_TYPE", "DECISIONS", "ReviewCheck", "ReviewRecord", "RecordedReview", "MissingApproval",
            "certificate_digests", "record_review",
-           "review_payload", "check_review", "checked_reviews", "review_json", "reviews_of", "ledger_reviews", "review_problems", "approval_by",
-           "unapproved_runs"]
+           "review_payload", "check_review", "checked_reviews", "review_json", "reviews_of", "ledger_reviews",
+           "review_problems", "approval_by", "unapproved_runs", "read_policy", "run_approval", "policy_approvals"]
 
 PAYLOAD_TYPE = "application/vnd.certa.review+json; version=1"
 DECISIONS = ("approved", "rejected", "comment")
@@ -378,21 +382,6 @@ def review_problems(ledger: Ledger, *, run_id: str | None = None, after: int = 0
             for entry, record in _all_records(ledger, run_id, after) if record.problem is not None]
 
 
-def approval_by(records: Sequence[ReviewRecord], trusted_key_id: str) -> ReviewRecord | None:
-    """The review that approves a run for ``trusted_key_id``: the newest valid signed review by that key
-    whose decision is ``approved`` or ``rejected`` is the key's decision (comments do not count); it is
-    returned if it approves, else None. When any valid review signed by that key is recorded out of its
-    signing order (``ReviewRecord.out_of_order``: reviews reordered or copied), the chain order cannot tell
-    its decision, and the key approves nothing."""
-    mine = [r for r in records if r.signature_valid and trusted_key_id in r.key_ids]
-    if any(r.out_of_order is not None for r in mine):
-        return None
-    decisions = [r for r in mine if r.decision in ("approved", "rejected")]
-    if decisions and decisions[-1].decision == "approved":
-        return decisions[-1]
-    return None
-
-
 @dataclass(frozen=True)
 class MissingApproval:
     """A completed PASS run with no standing approval signed by ``key_id``."""
@@ -428,23 +417,7 @@ def unapproved_runs(ledger: Ledger, trusted_keys: Sequence[Ed25519PublicKey], *,
 
 def _gaps(records: Sequence[ReviewRecord], wanted: Sequence[str]) -> list[tuple[str, str]]:
     """(key id, reason) for each of ``wanted`` without a standing approval among ``records``."""
-    found = []
-    for kid in wanted:
-        if approval_by(records, kid) is not None:
-            continue
-        mine = [r for r in records if kid in r.key_ids and r.decision in ("approved", "rejected")]
-        disordered = [r for r in records if r.signature_valid and kid in r.key_ids and r.out_of_order is not None]
-        if disordered:
-            reason = (f"its reviews are recorded out of signing order (entry {disordered[0].seq} after entry "
-                      f"{disordered[0].out_of_order}, which one of its keys signed later)")
-        elif any(r.signature_valid for r in mine):
-            reason = "its newest signed decision by this key is 'rejected'"
-        elif mine:
-            reason = "the reviews signed by this key do not verify"
-        else:
-            reason = "no review signed by this key"
-        found.append((kid, reason))
-    return found
+    return [(kid, reason) for kid in wanted if (reason := key_gap(records, kid)) is not None]
 
 
 def _unapproved_in_chain(ledger: Ledger, wanted: Sequence[str], run_id: str | None,
@@ -479,3 +452,40 @@ def _unapproved_in_chain(ledger: Ledger, wanted: Sequence[str], run_id: str | No
         gaps += [MissingApproval(entry.run_id, name, kid, reason + left_out, unproven[0] if unproven else None)
                  for kid, reason in _gaps(records, wanted)]
     return checked, gaps
+
+
+def read_policy(policy_file: Path | None) -> TrustPolicy | None:
+    """The trust policy a command is given (``--policy FILE``: ``certa.engine.core.trust_policy.load_policy``;
+    ``SpecError`` naming the file, line and key when it is not one), None when none is given."""
+    return None if policy_file is None else load_policy(policy_file)
+
+
+def run_approval(ledger: Ledger, run_id: str, policy: TrustPolicy | None,
+                 records: Sequence[ReviewRecord] | None = None) -> ApprovalDecision:
+    """The approval of ``run_id`` (a full id) under ``policy`` (``certa.engine.core.approvals.evaluate_approval``):
+    its spec name and profile from the runs index, its certificate digests, and its checked reviews
+    (``records``, else ``reviews_of``)."""
+    row = ledger.run(run_id)
+    certificate = _run_certificate(ledger, run_id)
+    digests: Mapping[str, str] = {}
+    if certificate is not None:
+        try:
+            digests = certificate_digests(certificate)
+        except (KeyError, TypeError, ValueError):  # a malformed certificate: 'verify' names it
+            digests = {}
+    facts = RunFacts(run_id=row.run_id, name=row.name, profile=row.profile,
+                     content_sha256=digests.get("content_sha256"), results_sha256=digests.get("results_sha256"))
+    return evaluate_approval(policy, facts, reviews_of(ledger, run_id) if records is None else records)
+
+
+def policy_approvals(rows: Iterable[RunRow], reviews: Iterable[tuple[str, ReviewRecord]],
+                     policy: TrustPolicy | None) -> dict[str, ApprovalDecision]:
+    """Run id -> the approval under ``policy`` (``evaluate_approval``; NOT CHECKED without one) of each completed
+    run of ``rows`` (runs index rows: spec name and profile), from ``reviews`` ((run id, checked review) in chain
+    order, as ``ledger_reviews`` gives them): one pass, no read per run (``certa verify``, ``certa site``)."""
+    by_run: dict[str, list[ReviewRecord]] = {}
+    for rid, record in reviews:
+        by_run.setdefault(rid, []).append(record)
+    return {row.run_id: evaluate_approval(policy, RunFacts(run_id=row.run_id, name=row.name, profile=row.profile),
+                                          by_run.get(row.run_id, []))
+            for row in rows if row.status == "completed"}

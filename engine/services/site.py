@@ -2,7 +2,8 @@
 
 Pages (all relative links, one shared stylesheet ``certa.css``, no network reference)::
 
-    index.html               every run: time, name, verdict, profile, reviews, newest replay, chain status;
+    index.html               every run: time, name, verdict, profile, approval under the trust policy
+                             (``--policy``; "not checked" without one), newest replay, chain status;
                              sortable and filterable by a small inline script (engine/services/presentation/html/site_index.js)
     runs/RUN_ID.html         the run's report (``render_report`` with links back to the index)
     diffs/A_RUN-B_RUN.html   the changed certificate fields between consecutive runs of one spec name
@@ -16,7 +17,8 @@ every run; certificate and review problems only their own run), and each run pag
 ``gather_report(..., verification=...)``.
 
 **Incremental rebuilds.** ``DIR/.certa-site.json`` maps each page to the SHA-256 of its inputs (the run's
-index row and certificate digest, its review and replay entry seqs, its verification status, the renderer's
+index row and certificate digest, its review and replay entry seqs, the trust policy's SHA-256, its
+verification status, the renderer's
 version: a digest of this package's templates, CSS, script and code) and of the bytes written. A page is
 rendered again only when its inputs changed, and written atomically (``certa.engine.foundation.atomic_files``). A
 run page shows the ledger head of the build that wrote it: "intact as of head N" stays true as the chain
@@ -62,7 +64,9 @@ from certa.engine.services.presentation.warnings import WARNING_MARK
 from certa.engine.services.presentation.markdown import array_change_text, warnings_of
 from certa.engine.core.value_text import format_value
 from certa.engine.services.presentation.stages import presentation_modules
-from certa.engine.services.reviews import ReviewRecord, ledger_reviews
+from certa.engine.services.reviews import ReviewRecord, ledger_reviews, policy_approvals
+from certa.engine.core.approvals import NOT_CHECKED, ApprovalDecision, review_signer
+from certa.engine.core.trust_policy import TrustPolicy
 from certa.engine.services.report_data import ReportData, Verification, replay_status, sequential_checks_of
 from certa.engine.services.presentation.html.render import Link, render_report, stylesheet, template_environment
 
@@ -138,7 +142,7 @@ def renderer_version() -> str:
 
 
 RENDERED_ENGINE_MODULES = ("certa.engine.services.site", "certa.engine.services.report_data", "certa.engine.services.presentation.explain",
-                           "certa.engine.core.gates", "certa.engine.core.value_text", *presentation_modules())
+                           "certa.engine.core.approvals", "certa.engine.core.gates", "certa.engine.core.value_text", *presentation_modules())
 """Modules outside ``certa.engine.services.presentation.html`` whose text a page prints: this builder and the report's data
 (``certa.engine.services.report_data``), the "How to read this" paragraphs
 (``certa.engine.services.presentation.explain`` and each stage type's presentation module, which also builds its
@@ -203,8 +207,10 @@ def _certificates(ledger: Ledger, run_ids: set[str]) -> dict[str, Mapping[str, A
 
 def _report_data(ledger: Ledger, row: RunRow, certificate: Mapping[str, Any] | None,
                  checks: Mapping[str, tuple[Mapping[str, Any], ...]], verification: Verification,
-                 replay: EntryRow | None, reviews: Sequence[ReviewRecord], warnings: tuple[str, ...]) -> ReportData:
-    """What ``gather_report(ledger, run, verification=...)`` returns, from reads done once for the whole site."""
+                 replay: EntryRow | None, reviews: Sequence[ReviewRecord], warnings: tuple[str, ...],
+                 policy: TrustPolicy | None, approval: ApprovalDecision | None) -> ReportData:
+    """What ``gather_report(ledger, run, verification=..., policy=...)`` returns, from reads done once for the
+    whole site (``approval``: the run's, from ``_approvals``)."""
     abort = None
     if row.status == "aborted" or certificate is None:
         abort = next((e.data() for e in ledger.entries(run_id=row.run_id, kinds=["abort"])), {})
@@ -214,7 +220,8 @@ def _report_data(ledger: Ledger, row: RunRow, certificate: Mapping[str, Any] | N
                       profile=row.profile, recorded_at=row.recorded_at, certificate=certificate, results_sha256=digest,
                       abort=abort, checks=checks, verification=verification,
                       replay=replay_status(replay) if replay is not None else None, reviews=tuple(reviews),
-                      warnings=warnings)
+                      warnings=warnings, approval=approval if certificate is not None else None,
+                      signers=tuple(review_signer(r, policy) for r in reviews))
 
 
 def _stored_root(ledger: Ledger, seq: int) -> str:
@@ -291,14 +298,18 @@ def _diff_path(run_a: str, run_b: str) -> str:
     return f"diffs/{run_a[:12]}-{run_b[:12]}.html"
 
 
-def _review_text(record: ReviewRecord) -> str:
-    signed = "" if not record.signed else (" (signed)" if record.signature_valid else " (BAD SIGNATURE)")
-    return f"{record.decision} by {record.reviewer}{signed}"
+def _approval_cell(approval: ApprovalDecision | None) -> dict[str, Any]:
+    """The index's approval cell: the headline, what it rests on, and its badge (green APPROVED, red NOT
+    APPROVED, grey not checked; none for an aborted run)."""
+    if approval is None:
+        return {"text": "", "detail": "", "ok": None, "status": ""}
+    return {"text": approval.headline(), "detail": approval.detail(), "status": approval.status,
+            "ok": None if approval.status == NOT_CHECKED else approval.approved}
 
 
 def _index_rows(rows: Sequence[RunRow], reviews: Mapping[str, list[ReviewRecord]],
                 replays: Mapping[str, EntryRow], verifications: Mapping[str, Verification],
-                diffs: Mapping[str, str]) -> list[dict[str, Any]]:
+                diffs: Mapping[str, str], approvals: Mapping[str, ApprovalDecision]) -> list[dict[str, Any]]:
     out = []
     for row in rows:
         replay = replays.get(row.run_id)
@@ -306,10 +317,8 @@ def _index_rows(rows: Sequence[RunRow], reviews: Mapping[str, list[ReviewRecord]
         out.append({
             "run_id": row.run_id, "href": _run_path(row.run_id), "recorded_at": row.recorded_at, "name": row.name,
             "verdict": row.verdict or row.status.upper(), "profile": row.profile, "seq": row.first_seq,
-            "reviews": [{"text": _review_text(r), "decision": r.decision,
-                         "ok": None if r.decision == "comment" else (r.decision == "approved"
-                                                                     and r.signature_valid is not False)}
-                        for r in reviews.get(row.run_id, [])],
+            "reviews": len(reviews.get(row.run_id, [])),
+            "approval": _approval_cell(approvals.get(row.run_id)),
             "replay": replay_status(replay).outcome if replay else "", "intact": verification.intact,
             "problems": len(verification.problems), "diff_href": diffs.get(row.run_id, ""),
         })
@@ -405,8 +414,12 @@ def _written_by_certa(out_dir: Path, path: str, manifest: Mapping[str, Mapping[s
 
 def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: Sequence[Path] = (),
                public_keys: Sequence[Ed25519PublicKey] = (), jobs: int = 1,
-               progress: Progress | None = None, notify: Callable[[str], None] | None = None) -> SiteResult:
+               progress: Progress | None = None, notify: Callable[[str], None] | None = None,
+               policy: TrustPolicy | None = None) -> SiteResult:
     """Build or update the static site of ``ledger`` in ``out_dir`` (see module docstring).
+
+    ``policy``: the trust policy every completed run's approval is evaluated against (None: not checked); its
+    SHA-256 is part of each page's inputs, so another policy rewrites the pages.
 
     ``checkpoints``: signed checkpoint files to show on the chain page (checked with ``public_keys`` if
     given). ``jobs``: processes rendering run pages (matplotlib plots dominate; 1 renders in this process).
@@ -419,6 +432,7 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
 
     report = _verify_once(ledger, notify)
     rows = ledger.runs()  # newest first
+    verified_reviews = report.reviews
     reviews: dict[str, list[ReviewRecord]] = {}
     for run_id, record in report.reviews:
         reviews.setdefault(run_id, []).append(record)
@@ -433,6 +447,7 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
                                                                      row.profile, row.recorded_at,
                                                                      row.certificate_sha256, row.first_seq, row.last_seq],
                           "reviews": [r.seq for r in reviews.get(row.run_id, [])],
+                          "policy": policy.sha256 if policy is not None else None,
                           "replay": replays[row.run_id].seq if row.run_id in replays else None,
                           "verification": [verification.intact, list(verification.problems)]})
         run_pages.append(_RunPage(_run_path(row.run_id), row.run_id, verification, inputs))
@@ -451,7 +466,8 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
                  "b": [after.run_id, after.certificate_sha256]})))
 
     statuses = [_checkpoint_status(Path(p), ledger, report, public_keys) for p in checkpoints]
-    index_rows = _index_rows(rows, reviews, replays, verifications, diff_of)
+    approvals = policy_approvals(rows, verified_reviews, policy)
+    index_rows = _index_rows(rows, reviews, replays, verifications, diff_of, approvals)
     chain = {"head_seq": report.head[0], "head_hash": report.head[1], "entries": report.entries_checked,
              "certificates": report.certificates_checked, "blobs": report.blobs_checked, "intact": report.intact,
              "problems": [f"{p.where}: {p.message}" for p in report.problems], "runs": len(rows),
@@ -527,7 +543,8 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
         rows_by_id = {row.run_id: row for row in rows}
         work = [(page.path, _report_data(ledger, rows_by_id[page.run_id], certificates.get(page.run_id),
                                          checks.get(page.run_id, {}), page.verification, replays.get(page.run_id),
-                                         reviews.get(page.run_id, []), warnings.get(page.run_id, ())))
+                                         reviews.get(page.run_id, []), warnings.get(page.run_id, ()), policy,
+                                         approvals.get(page.run_id)))
                 for page in stale_runs]
         batches = _chunks(work, 8)
         names = {row.run_id: row for row in rows}

@@ -199,7 +199,8 @@ def test_unsigned_reviews_still_work_and_are_shown_unsigned(two_runs):
         assert verify(ledger).intact
     assert [(r.signed, r.signature_valid, r.key_id, r.problem) for r in records] == [(False, None, None, None)] * 2
     verified = _certa("verify", ledger=db)
-    assert verified.exit_code == 0 and "2 unsigned" in verified.output and "bob approved" in verified.output
+    assert verified.exit_code == 0 and "2 unsigned" in verified.output
+    assert f"approved run {first} (unsigned); signer: unsigned, claims to be 'bob'" in verified.output
 
 
 def test_cli_signs_a_review_and_verify_reports_it(two_runs, tmp_path):
@@ -347,8 +348,9 @@ def test_swapping_an_approval_and_a_later_rejection_is_detected_and_approves_not
     pub.write_bytes(alice[1].public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     text = _certa("verify", first, "--require-approval", str(pub), ledger=db)
     assert text.exit_code == 1 and "TAMPERED" in text.output and f"NOT APPROVED: run {first}" in text.output
-    assert (f"entry {rejected}: alice approved run {first} (signed by {key_id(alice[1])[:16]}…: verifies, but "
-            f"recorded after entry {approved}, which one of its keys signed later)") in text.output
+    assert (f"entry {rejected}: approved run {first} (signed by {key_id(alice[1])[:16]}…: verifies, but "
+            f"recorded after entry {approved}, which one of its keys signed later); signer: signed by key "
+            f"{key_id(alice[1])[:8]}…, claims to be 'alice'") in text.output
     out = json.loads(_certa("verify", first, "--require-approval", str(pub), "--json", ledger=db).stdout)
     assert [r["out_of_order"] for r in out["reviews"]] == [None, approved] and out["ok"] is False
 

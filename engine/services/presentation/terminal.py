@@ -46,7 +46,10 @@ def key_ids_text(key_ids: tuple[str, ...] | list[str]) -> str:
 
 def ledger_audit_text(audit: LedgerAudit) -> str:
     """``certa verify``: intact (with counts and head) or TAMPERED (the first problem, then up to 19 more),
-    the reviews with their signature status, and the approval result when keys were required."""
+    the reviews with their signature status and signer (``certa.engine.core.approvals.review_signer``: a claimed
+    name is never shown as who signed), the approval result when keys were required, and each PASS run's
+    approval under the trust policy when one was given."""
+    from certa.engine.core.approvals import review_signer
     report = audit.report
     scope = report.scope
     if report.intact:
@@ -78,7 +81,8 @@ def ledger_audit_text(audit: LedgerAudit) -> str:
                      f"{'all verify' if not failing else f'{failing} do not verify'}; "
                      f"{len(audit.reviews) - len(signed)} unsigned)"
                      f"{f'; the newest {SHOWN_PROBLEMS}:' if len(audit.reviews) > SHOWN_PROBLEMS else ''}")
-        lines += [plain_text(f"  entry {r.seq}: {r.reviewer} {r.decision} run {rid} ({review_status_text(r)})")
+        lines += [plain_text(f"  entry {r.seq}: {r.decision} run {rid} ({review_status_text(r)}); signer: "
+                             f"{review_signer(r, audit.policy).text}")
                   for rid, r in audit.reviews[-SHOWN_PROBLEMS:]]
     if audit.required_key_ids:
         if audit.approved:
@@ -87,6 +91,11 @@ def ledger_audit_text(audit: LedgerAudit) -> str:
         lines += [plain_text(f"NOT APPROVED: run {gap.run_id} ({gap.name}) by key {gap.key_id[:16]}…: {gap.reason}")
                   for gap in audit.missing]
         lines.append(f"  approvals read from {audit.approvals_read_from}")
+    if audit.policy is not None:
+        approved = sum(d.approved for d in audit.decisions)
+        lines.append(f"policy {audit.policy.source} (sha256 {audit.policy.sha256[:16]}…): {approved} of "
+                     f"{len(audit.decisions)} PASS run(s) APPROVED")
+        lines += [plain_text(f"  run {d.run_id}: {d.text()}") for d in audit.decisions]
     return "\n".join(lines)
 
 
@@ -191,7 +200,11 @@ def bundle_report_text(verification: BundleVerification) -> str:
                          f"({review_status_text(r)}){f': {r.note}' if r.note else ''}") for r in reviews]
     lines.append("  not checked: that the bundle carries every review of the run (one left out shows only in the "
                  "ledger); who holds the signing keys (a key id is not a person: compare it with keys you obtained "
-                 "separately)")
+                 "separately)" if verification.approval is None else
+                 "  not checked: that the bundle carries every review of the run (one left out shows only in the "
+                 "ledger)")
+    if verification.approval is not None:
+        lines.append(plain_text(f"approval under the policy: {verification.approval.text()}"))
     return "\n".join(lines)
 
 
@@ -211,11 +224,14 @@ def bundle_view_text(view: BundleView) -> str:
 
 
 def run_view_text(view: RunView) -> str:
-    """``certa show``: a completed run's certificate as a Markdown report, or an aborted run's reason, each
-    failed rule and where to read its decisions."""
+    """``certa show``: a completed run's certificate as a Markdown report with its approval section, or an
+    aborted run's reason, each failed rule and where to read its decisions."""
+    from certa.engine.services.presentation.approval_text import approval_markdown
     from certa.engine.services.presentation.markdown import certificate_markdown, rule_text
     if view.certificate is not None:
-        return certificate_markdown(view.certificate, explain=view.explain, warnings=view.warnings)
+        approval = [] if view.approval is None else ["", *approval_markdown(view.approval, view.reviews, view.policy)]
+        return "\n".join([certificate_markdown(view.certificate, explain=view.explain, warnings=view.warnings),
+                          *approval])
     row, abort = view.row, view.abort or {}
     return "\n".join([plain_text(f"{row.name}: ABORTED (profile {row.profile}) run {row.run_id}"),
                       f"  {plain_text(abort['reason'])}", *(f"  failed: {rule_text(rule)}" for rule in view.rules),

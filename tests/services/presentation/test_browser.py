@@ -156,6 +156,73 @@ def test_an_inconclusive_run_is_amber_in_the_report_and_the_site(chromium, tmp_p
         page.close()
 
 
+def test_an_unknown_key_is_never_shown_as_an_approval_in_the_report_or_the_site(chromium, tmp_path: Path) -> None:
+    """The unauthorised-key case (tests/policy_support.py): mallory approves both runs with a key the policy does
+    not list, alice approves the first with hers. Under the policy the first run is APPROVED (green, by alice as
+    the policy names her) and the second NOT APPROVED (red); mallory's reviews read "unknown key", never her
+    claimed name. Without a policy both read "approval not checked" in grey. Screenshots in tmp_path."""
+    from tests.policy_support import policy_case
+
+    case = policy_case(tmp_path / "case")
+    green, red, grey_bg = "rgb(26, 127, 55)", "rgb(207, 34, 46)", "rgb(234, 238, 242)"
+    pages = {}
+    for name, extra in (("policy", ["--policy", str(case.policy)]), ("none", [])):
+        pages[name] = tmp_path / f"report-{name}.html"
+        result = CliRunner().invoke(main, ["report", case.unapproved, "-o", str(pages[name]), "--ledger", str(case.db),
+                                           *extra])
+        assert result.exit_code == 0, result.output
+        result = CliRunner().invoke(main, ["site", "-o", str(tmp_path / f"site-{name}"), "--ledger", str(case.db),
+                                           "--jobs", "1", *extra])
+        assert result.exit_code == 0, result.output
+    page, log = open_page(chromium, pages["policy"])
+    try:
+        assert log.console_errors == [] and log.network_requests == []
+        badge = page.locator("#verdict .approval-line .badge")
+        assert badge.inner_text() == "NOT APPROVED"
+        assert badge.evaluate("e => getComputedStyle(e).color") == red
+        signer = page.locator("#reviews td.signer")
+        assert signer.inner_text() == f"unknown key {case.mallory[:8]}…"
+        assert signer.evaluate("e => getComputedStyle(e).color") == red
+        assert "alice@example.org (signed)" not in page.inner_text("body")
+        save_screenshot(page, tmp_path / "report-unknown-key.png", max_height=600)
+        page.locator("#reviews").screenshot(path=str(tmp_path / "report-unknown-key-reviews.png"))
+    finally:
+        page.close()
+    page, _ = open_page(chromium, pages["none"])
+    try:
+        badge = page.locator("#verdict .approval-line .badge")
+        assert badge.inner_text() == "approval not checked (no policy)"
+        assert badge.evaluate("e => getComputedStyle(e).backgroundColor") == grey_bg
+        assert page.locator("#reviews td.signer").inner_text() == \
+            f"signed by key {case.mallory[:8]}…, claims to be 'alice@example.org' — not checked against a policy"
+        page.locator("#verdict").screenshot(path=str(tmp_path / "report-no-policy-verdict.png"))
+        page.locator("#reviews").screenshot(path=str(tmp_path / "report-no-policy-reviews.png"))
+    finally:
+        page.close()
+    page, log = open_page(chromium, tmp_path / "site-policy" / "index.html")
+    try:
+        assert log.console_errors == [] and log.network_requests == []
+        cells = page.eval_on_selector_all("#runs-table tbody tr", "rows => rows.map(r => [r.querySelector("
+                                          "'.name-cell .mono').textContent, r.querySelector('.approval-cell .badge')"
+                                          ".textContent, getComputedStyle(r.querySelector('.approval-cell .badge')).color, "
+                                          "r.querySelector('.approval-cell').innerText])")
+        by_run = {run: (word, colour, text) for run, word, colour, text in cells}
+        assert by_run[case.approved[:12]][:2] == ("APPROVED", green)
+        assert "by Alice Example <alice@example.org> (model-risk)" in by_run[case.approved[:12]][2]
+        assert by_run[case.unapproved[:12]][:2] == ("NOT APPROVED", red)
+        assert "mallory" not in page.inner_text("body")
+        save_screenshot(page, tmp_path / "site-unknown-key.png", max_height=900)
+    finally:
+        page.close()
+    page, _ = open_page(chromium, tmp_path / "site-none" / "index.html")
+    try:
+        words = page.eval_on_selector_all(".approval-cell .badge", "bs => bs.map(b => b.textContent)")
+        assert words == ["approval not checked (no policy)"] * 2
+        assert "approved by" not in page.inner_text("body").lower()
+    finally:
+        page.close()
+
+
 def _visible_names(page) -> list[str]:
     return page.eval_on_selector_all("#runs-table tbody tr", "rows => rows.filter(r => !r.hidden && r.offsetParent !== null)"
                                                               ".map(r => r.dataset.name)")

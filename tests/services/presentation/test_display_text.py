@@ -142,7 +142,7 @@ def test_markdown_report_escapes_stage_output_strings(hostile_runs) -> None:
 def test_verify_list_and_diff_show_plain_names(hostile_runs) -> None:
     db, first, second = hostile_runs
     verified = _certa("verify", "--ledger", str(db))
-    assert "mallory <i>x</i> comment" in verified  # the terminal is not Markdown: only the controls go
+    assert "claims to be 'mallory <i>x</i>'" in verified  # the terminal is not Markdown: only the controls go
     diffed = _certa("diff", first, second, "--only-changed", "--ledger", str(db))
     assert "spec.description" in diffed and "worse" in diffed
     _certa("decisions", first, "--ledger", str(db))

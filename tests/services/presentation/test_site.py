@@ -91,7 +91,8 @@ def test_unchanged_rerun_writes_nothing_and_a_review_rewrites_only_its_pages(led
     changed = {p.relative_to(out).as_posix() for p in out.rglob("*.html") if p.stat().st_mtime_ns != stamps[p]}
     assert changed == {f"runs/{runs[0]}.html", "index.html", "chain.html"}
     assert third["pages_written"] == 3
-    assert "approved by ann" in (out / "runs" / f"{runs[0]}.html").read_text()
+    page = (out / "runs" / f"{runs[0]}.html").read_text()
+    assert "unsigned, claims to be &#39;ann&#39;" in page and "approved by ann" not in page
     manifest = json.loads((out / MANIFEST_NAME).read_text())
     assert set(manifest["pages"]) == {str(p.relative_to(out).as_posix()) for p in out.rglob("*") if p.is_file()
                                       and p.name != MANIFEST_NAME}
@@ -203,15 +204,16 @@ def test_a_checkpoint_this_ledger_does_not_match_is_named_on_the_chain_page(ledg
 
 def test_renderer_version_covers_the_engine_modules_a_page_prints(monkeypatch: pytest.MonkeyPatch) -> None:
     """The "How to read this" texts (engine/services/presentation/explain.py), the stages' presentation modules,
-    the gates' displayed numbers (engine/core/gates.py) and the value formatter (engine/core/value_text.py) are
-    part of a page: a change to them must rebuild every page, as a change to engine/services/presentation/html
+    the gates' displayed numbers (engine/core/gates.py), the approval's words (engine/core/approvals.py) and the
+    value formatter (engine/core/value_text.py) are part of a page: a change to them must rebuild every page, as a change to engine/services/presentation/html
     does."""
     from certa.engine.services import site
     from certa.engine.services.presentation.stages import presentation_modules
 
     assert site.RENDERED_ENGINE_MODULES == ("certa.engine.services.site", "certa.engine.services.report_data",
-                                            "certa.engine.services.presentation.explain", "certa.engine.core.gates",
-                                            "certa.engine.core.value_text", *presentation_modules())
+                                            "certa.engine.services.presentation.explain", "certa.engine.core.approvals",
+                                            "certa.engine.core.gates", "certa.engine.core.value_text",
+                                            *presentation_modules())
     site.renderer_version.cache_clear()
     with_modules = site.renderer_version()
     monkeypatch.setattr(site, "RENDERED_ENGINE_MODULES", ())

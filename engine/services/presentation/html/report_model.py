@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from certa.engine.core.approvals import ApprovalDecision, SignerView
     from certa.engine.services.reviews import ReviewRecord
 
 __all__ = ["BundleSource", "ReplayStatus", "ReportData", "Verification"]
@@ -72,3 +73,8 @@ class ReportData:
     bundle: BundleSource | None = None
     """Set when rendered from a bundle (``certa report BUNDLE_FILE``): ``verification`` then holds the checkpoint's
     head, and nothing was read from a ledger."""
+    approval: ApprovalDecision | None = None
+    """A completed run's approval under the trust policy (``certa.engine.core.approvals.evaluate_approval``; NOT
+    CHECKED without one): the verdict box shows it; None for an aborted run."""
+    signers: tuple[SignerView, ...] = field(default=())
+    """Who signed each of ``reviews`` (``certa.engine.core.approvals.review_signer``), in the same order."""

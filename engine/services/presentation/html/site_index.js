@@ -8,13 +8,13 @@
   if (!table || !filter) { return; }
   var body = table.tBodies[0];
   var rows = Array.prototype.slice.call(body.rows);
-  var numeric = { time: true, reviews: true, chain: true };
+  var numeric = { time: true, chain: true };
 
   function applyFilter() {
     var query = filter.value.trim().toLowerCase();
     var terms = query.split(/\s+/).filter(Boolean);
     /* a query that is exactly a spec name keeps that spec's runs only (not names it is a prefix of);
-       otherwise a row is shown when every term occurs in its name, verdict, profile, run id, replay or reviews */
+       otherwise a row is shown when every term occurs in its name, verdict, profile, run id, replay or approval */
     var exact = rows.some(function (row) { return row.getAttribute("data-name").toLowerCase() === query; });
     var visible = 0;
     rows.forEach(function (row) {

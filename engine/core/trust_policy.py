@@ -1,0 +1,141 @@
+"""A trust policy: who may approve which runs (``--policy FILE`` on ``certa verify``, ``show``, ``report``, ``site``).
+
+A signed review proves only that *some* key signed it; the name it carries is whatever its signer typed. A
+policy says which keys belong to which people, in which roles, and which roles must approve which runs::
+
+    certa_policy: 1
+    people:
+      - name: Alice Example
+        email: alice@example.org
+        roles: [model-risk]
+        keys:
+          - public_key: keys/alice.pub      # a PEM file, relative to the policy file
+      - name: Bob Example
+        email: bob@example.org
+        roles: [compliance, model-risk]
+        keys:
+          - key_id: 9f86d081884c7d65...    # or the key id (SHA-256 of the raw key)
+    rules:
+      - specs: "vendor-*"                  # spec names (shell pattern; default "*")
+        profiles: [release]                # default: every profile
+        require: {model-risk: 1, compliance: 1}
+
+The file is read as a spec is (``certa.engine.core.spec.read_yaml_document``: ``yaml.safe_load`` semantics, no
+aliases, no duplicate keys) and validated against ``schemas/trust-policy.schema.json``; an error names the
+file, line, column and key path. A key id may belong to one person only. ``TrustPolicy.sha256`` is the
+SHA-256 of the file's bytes, shown beside every approval decision made with it. The evaluation is
+``certa.engine.core.approvals.evaluate_approval``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from certa.schemas import read_schema
+
+from certa.engine.foundation.canonical import sha256_hex
+from certa.engine.foundation.errors import SigningError, SpecError
+from certa.engine.foundation.signing import key_id, load_public_key
+from certa.engine.core.spec import read_yaml_document
+
+__all__ = ["POLICY_SCHEMA", "Person", "Rule", "TrustPolicy", "load_policy", "parse_policy"]
+
+POLICY_SCHEMA = "trust-policy.schema.json"
+
+
+@dataclass(frozen=True)
+class Person:
+    """Someone the policy trusts to approve: a name and e-mail (from the policy, never from a review), roles."""
+
+    name: str
+    email: str
+    roles: tuple[str, ...]
+
+    def label(self) -> str:
+        """``Name <e-mail>``."""
+        return f"{self.name} <{self.email}>"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Runs of specs matching ``specs`` (fnmatch, case-sensitive) in ``profiles`` (None: any) need, for each
+    role, approvals by that many distinct people holding it (``require``)."""
+
+    specs: str
+    profiles: tuple[str, ...] | None
+    require: tuple[tuple[str, int], ...]
+
+    def covers(self, name: str, profile: str) -> bool:
+        """Whether a run of spec ``name`` under ``profile`` falls under this rule."""
+        return fnmatch.fnmatchcase(name, self.specs) and (self.profiles is None or profile in self.profiles)
+
+    def text(self) -> str:
+        """The rule's scope in words: ``specs 'vendor-*', profile release``."""
+        profiles = f", profile {' or '.join(self.profiles)}" if self.profiles else ""
+        return f"specs '{self.specs}'{profiles}"
+
+
+@dataclass(frozen=True)
+class TrustPolicy:
+    """A loaded trust policy: key id -> person, the rules, the file it came from and its bytes' SHA-256."""
+
+    source: str
+    sha256: str
+    people: Mapping[str, Person]
+    rules: tuple[Rule, ...]
+
+    def rules_for(self, name: str, profile: str) -> tuple[Rule, ...]:
+        """The rules that apply to a run of spec ``name`` under ``profile``."""
+        return tuple(rule for rule in self.rules if rule.covers(name, profile))
+
+
+def _key_ids(keys: list[Mapping[str, str]], base: Path | None, source: str, where: str) -> list[str]:
+    found = []
+    for j, entry in enumerate(keys):
+        if "key_id" in entry:
+            found.append(entry["key_id"])
+            continue
+        path = Path(entry["public_key"])
+        path = path if path.is_absolute() or base is None else base / path
+        try:
+            found.append(key_id(load_public_key(path.read_bytes())))
+        except OSError as error:
+            raise SpecError(f"cannot read the public key file {path}: {error.strerror}", file=source,
+                            path=f"{where}.keys[{j}].public_key") from None
+        except SigningError as error:
+            raise SpecError(f"{path}: {error}", file=source, path=f"{where}.keys[{j}].public_key") from None
+    return found
+
+
+def parse_policy(raw: bytes, source: str, *, base_dir: Path | None = None) -> TrustPolicy:
+    """The trust policy in ``raw`` (the bytes of a policy file named ``source``; ``public_key`` files relative to
+    ``base_dir``). ``SpecError`` (file, line, key path) when it is not a valid policy, when a key file cannot be
+    read or is not an Ed25519 public key, or when one key is listed for two people."""
+    data: Any = read_yaml_document(raw, source, read_schema(POLICY_SCHEMA))
+    people: dict[str, Person] = {}
+    for i, entry in enumerate(data["people"]):
+        person = Person(name=entry["name"], email=entry["email"], roles=tuple(entry["roles"]))
+        for kid in _key_ids(entry["keys"], base_dir, source, f"people[{i}]"):
+            other = people.get(kid)
+            if other is not None and other != person:
+                raise SpecError(f"key {kid[:16]}… is listed for {other.label()} too: a key belongs to one person",
+                                file=source, path=f"people[{i}].keys")
+            people[kid] = person
+    rules = tuple(Rule(specs=rule.get("specs", "*"),
+                       profiles=tuple(rule["profiles"]) if "profiles" in rule else None,
+                       require=tuple(sorted(rule["require"].items())))
+                  for rule in data["rules"])
+    return TrustPolicy(source=source, sha256=sha256_hex(raw), people=people, rules=rules)
+
+
+def load_policy(path: Path) -> TrustPolicy:
+    """The trust policy in the file ``path`` (see ``parse_policy``); ``SpecError`` if it cannot be read."""
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise SpecError(f"cannot read the trust policy: {error.strerror}", file=str(path)) from None
+    return parse_policy(raw, str(path), base_dir=path.resolve().parent)

@@ -1,0 +1,62 @@
+"""The unauthorised-key case, shared by the CLI and browser tests of trust policies: two PASS runs of the small
+spec, each approved by mallory with a key no policy lists (on the first run under her own name, on the second
+claiming to be alice), the first one also approved by alice with her real key; and a policy in which alice (model-risk) must approve every run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from certa.engine import run
+from certa.engine.foundation.signing import key_id
+from certa.engine.services.reviews import review_payload
+from certa.ledger import Ledger
+
+from tests.conftest import small_spec_folder
+
+POLICY = """\
+certa_policy: 1
+people:
+  - {name: Alice Example, email: alice@example.org, roles: [model-risk], keys: [{public_key: keys/alice.pub}]}
+rules:
+  - require: {model-risk: 1}
+"""
+
+
+@dataclass(frozen=True)
+class PolicyCase:
+    """The ledger, its two runs (``approved``: alice's real approval; ``unapproved``: mallory's only), the
+    policy file and the two signers' key ids."""
+
+    db: Path
+    approved: str
+    unapproved: str
+    policy: Path
+    alice: str
+    mallory: str
+
+
+def policy_case(folder: Path) -> PolicyCase:
+    """Build the case in ``folder`` (see the module docstring)."""
+    alice, mallory = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
+    (folder / "keys").mkdir(parents=True)
+    (folder / "keys" / "alice.pub").write_bytes(alice.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    policy = folder / "approvers.yaml"
+    policy.write_text(POLICY, encoding="utf-8")
+    spec = small_spec_folder(folder / "spec")
+    db = folder / "ledger.db"
+    with Ledger.open(db) as ledger:
+        approved, unapproved = run(spec, ledger=ledger).run_id, run(spec, ledger=ledger).run_id
+        for run_id, claim in ((approved, "mallory@example.org"), (unapproved, "alice@example.org")):
+            ledger.record_note(run_id, "review", review_payload(
+                reviewer=claim, decision="approved", note="looks good to me",
+                certificate=ledger.certificate(run_id), private_keys=[mallory]))
+        ledger.record_note(approved, "review", review_payload(
+            reviewer="alice@example.org", decision="approved", note="matches the model card",
+            certificate=ledger.certificate(approved), private_keys=[alice]))
+    return PolicyCase(db=db, approved=approved, unapproved=unapproved, policy=policy,
+                      alice=key_id(alice.public_key()), mallory=key_id(mallory.public_key()))
