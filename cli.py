@@ -357,8 +357,9 @@ def register(spec: Path, key_files: tuple[Path, ...], out_file: Path | None, as_
                    "stored nodes), then only the entries after it (and the runs and blobs they record).")
 @click.option("--record", is_flag=True,
               help="Once the ledger verifies intact, record how far this verification reached in the ledger's "
-                   "metadata (never in the chain), shown by 'certa checkpoint' and the site's chain page; a ledger "
-                   "that cannot be written records nothing and says why.")
+                   "metadata (never in the chain), shown by 'certa checkpoint' and the site's chain page, and with "
+                   "--policy the trust policy as a ledger entry (its text and the keys it trusted; once per policy); "
+                   "a ledger that cannot be written records nothing and says why.")
 @click.option("--require-approval", "approval_key_files", multiple=True, metavar="PUBKEY",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="An Ed25519 public key (PEM): every completed PASS run (or RUN_ID only) must have a valid "

@@ -47,9 +47,10 @@ NOTE_KINDS = ("replay", "review")
 """Entry kinds appended later about a recorded run."""
 RUN_KINDS = RECORD_KINDS + NOTE_KINDS
 """Entry kinds about a run."""
-LEDGER_KINDS = ("registration",)
-"""Entry kinds about no run (since schema 7): a spec registered before its evidence (``certa register``), one
-entry whose ``run_id`` is the registration's own id."""
+LEDGER_KINDS = ("registration", "policy")
+"""Entry kinds about no run (since schema 7), each one entry whose ``run_id`` is its own id: a spec registered
+before its evidence (``certa register``), and a trust policy approvals were evaluated against (``certa verify
+--policy FILE --record``; its id the first 32 hex digits of the policy's SHA-256)."""
 BATCH_DECISION = "batch"
 """Kind of the decision that ties a run to its ``certa batch``: ``{"batch_id", "idempotency_key"}`` (stage None,
 the run's last decision; ``Ledger.batch_runs`` finds a batch's runs by it)."""

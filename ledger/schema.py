@@ -54,9 +54,11 @@ entries, a bake-off's 10^6); a run's decisions are read instead as the seqs of i
 
 Schema 7 widens ``runs.verdict`` from ``VARCHAR(8)`` to ``VARCHAR(16)``: a run's verdict may be ``INCONCLUSIVE`` (12
 characters), which PostgreSQL refuses in a column of 8 (SQLite never enforces a declared length). No value changes.
-Schema 7 also admits the entry kind ``registration`` (``ck_entries_kind``): a spec registered before its evidence
+Schema 7 also admits the entry kinds ``registration`` (``ck_entries_kind``): a spec registered before its evidence
 (``certa register``; ``certa.ledger.run_record.LEDGER_KINDS``), about no run, and indexes those entries
-(``ix_entries_registrations``, partial: a run finds the newest registration of its spec among a handful of rows).
+and ``policy``, a trust policy approvals were evaluated against (``certa verify --policy FILE --record``); the
+partial index ``ix_entries_about_no_run`` holds those entries (a run finds the newest registration of its spec, a
+verification a policy recorded already, among a handful of rows).
 
 The schema moves only by Alembic revisions (``ledger/migrations/versions``, run by ``certa migrate``):
 revision 0001 is schema version 1 (certa 0.1.0 and 0.2.0), revision 0002 schema version 2 (the indexes
@@ -78,7 +80,7 @@ from certa.ledger.rows import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, SchemaSt
 from certa.ledger.run_record import LEDGER_KINDS, RUN_KINDS
 
 __all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "metadata", "entries", "blobs", "runs", "ledger_meta",
-           "merkle_nodes", "alembic_version", "ENTRY_KINDS", "BATCH_DECISIONS", "KINDS_BUT_DECISIONS", "REGISTRATIONS",
+           "merkle_nodes", "alembic_version", "ENTRY_KINDS", "BATCH_DECISIONS", "KINDS_BUT_DECISIONS", "ABOUT_NO_RUN",
            "read_schema_state"]
 
 ENTRY_KINDS = RUN_KINDS + LEDGER_KINDS
@@ -94,9 +96,9 @@ BATCH_DECISIONS = "payload LIKE '%\"kind\":\"batch\"%'"
 query's condition contains the index's, written the same; no other index may compete, so the query names no
 ``kind``)."""
 
-REGISTRATIONS = "kind = 'registration'"
-"""The entries ``ix_entries_registrations`` holds (since 7), which ``Ledger.registrations`` reads with this very
-condition."""
+ABOUT_NO_RUN = "kind IN ('registration', 'policy')"
+"""The entries ``ix_entries_about_no_run`` holds (since 7), which ``Ledger.registrations`` and ``Ledger.policies``
+read with this very condition (and their kind)."""
 
 metadata = MetaData()
 
@@ -117,7 +119,7 @@ entries = Table(
     Column("prev_hash", String(64), nullable=False),
     Column("entry_hash", String(64), nullable=False),
     CheckConstraint("kind IN ('run','input','captured','decision','certificate','abort','replay','review',"
-                    "'registration')", name="ck_entries_kind"),  # since 7: 'registration'
+                    "'registration','policy')", name="ck_entries_kind"),  # since 7: 'registration', 'policy'
     # since 6: one run's entries of a kind but decision (before: ix_entries_run_id_kind, of every kind, since 2);
     # a run's decisions are the seqs of its record (runs.first_seq .. last_seq)
     Index("ix_entries_run_id_kind_but_decisions", "run_id", "kind", sqlite_where=text(KINDS_BUT_DECISIONS),
@@ -128,8 +130,8 @@ entries = Table(
           postgresql_where=text(KINDS_BUT_DECISIONS)).ddl_if(dialect="postgresql"),
     Index("ix_entries_batch_decisions", "seq", sqlite_where=text(BATCH_DECISIONS),
           postgresql_where=text(BATCH_DECISIONS)),  # since 4: the decisions that tie runs to batches
-    Index("ix_entries_registrations", "seq", sqlite_where=text(REGISTRATIONS),
-          postgresql_where=text(REGISTRATIONS)),  # since 7: the registrations (certa register)
+    Index("ix_entries_about_no_run", "seq", sqlite_where=text(ABOUT_NO_RUN),
+          postgresql_where=text(ABOUT_NO_RUN)),  # since 7: the registrations and policies
 )
 
 blobs = Table(

@@ -47,7 +47,7 @@ from certa.ledger.merkle import (NodeKey, completed_levels, entry_leaves, fronti
 from certa.ledger.rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
                    checked_schema_version, refuse_unkeyed_runs, rows_as, run_rows)
 from certa.ledger.run_record import BATCH_DECISION, RUN_KINDS
-from certa.ledger.schema import (BATCH_DECISIONS, KINDS_BUT_DECISIONS, REGISTRATIONS, alembic_version, blobs, entries,
+from certa.ledger.schema import (BATCH_DECISIONS, KINDS_BUT_DECISIONS, ABOUT_NO_RUN, alembic_version, blobs, entries,
                            ledger_meta, merkle_nodes, metadata, read_schema_state, runs)
 from certa.ledger.sqlite_read import connect_read_only, sqlite_ledger_state, sqlite_read_problem
 
@@ -434,8 +434,15 @@ class Ledger:
 
     def record_registration(self, registration_id: str, payload: Mapping[str, Any]) -> int:
         """Append one ``registration`` entry (about no run: ``registration_id`` is its ``run_id``); returns its seq."""
+        return self._record_about_no_run("registration", registration_id, payload)
+
+    def record_policy(self, policy_id: str, payload: Mapping[str, Any]) -> int:
+        """Append one ``policy`` entry (about no run: ``policy_id`` is its ``run_id``); returns its seq."""
+        return self._record_about_no_run("policy", policy_id, payload)
+
+    def _record_about_no_run(self, kind: str, entry_id: str, payload: Mapping[str, Any]) -> int:
         with self._write() as conn:
-            _, last, _ = self._append(conn, registration_id, [NewEntry("registration", payload)])
+            _, last, _ = self._append(conn, entry_id, [NewEntry(kind, payload)])
         return last
 
     # ------------------------------------------------------------------------------------ reading
@@ -561,11 +568,20 @@ class Ledger:
             last = chunk[-1].seq
 
     def registrations(self) -> list[EntryRow]:
-        """Every ``registration`` entry, newest first (``ix_entries_registrations``: a search of that partial index,
+        """Every ``registration`` entry, newest first (``ix_entries_about_no_run``: a search of that partial index,
         whose condition the query repeats as written)."""
-        query = select(*_ENTRY_COLUMNS).where(text(REGISTRATIONS)).order_by(entries.c.seq.desc())
+        return self._about_no_run("registration")
+
+    def policies(self, policy_id: str) -> list[EntryRow]:
+        """The ``policy`` entries of ``policy_id`` (``certa.engine.services.policy_record``), newest first."""
+        return self._about_no_run("policy", policy_id)
+
+    def _about_no_run(self, kind: str, entry_id: str | None = None) -> list[EntryRow]:
+        query = select(*_ENTRY_COLUMNS).where(text(ABOUT_NO_RUN)).where(entries.c.kind == kind)
+        if entry_id is not None:
+            query = query.where(entries.c.run_id == entry_id)
         with self.read_transaction() as conn:
-            return rows_as(EntryRow, conn.execute(query).fetchall())
+            return rows_as(EntryRow, conn.execute(query.order_by(entries.c.seq.desc())).fetchall())
 
     def _record_span(self, run_id: str) -> tuple[int, int] | None:
         """(first seq, last seq) of ``run_id``'s record as its ``runs`` row gives them, or None without a row."""

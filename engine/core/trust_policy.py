@@ -87,6 +87,8 @@ class TrustPolicy:
     sha256: str
     people: Mapping[str, Person]
     rules: tuple[Rule, ...]
+    text: str = ""
+    """The file's text, as read (what a ledger's ``policy`` entry records beside the key ids it resolved to)."""
 
     def rules_for(self, name: str, profile: str) -> tuple[Rule, ...]:
         """The rules that apply to a run of spec ``name`` under ``profile``."""
@@ -129,7 +131,8 @@ def parse_policy(raw: bytes, source: str, *, base_dir: Path | None = None) -> Tr
                        profiles=tuple(rule["profiles"]) if "profiles" in rule else None,
                        require=tuple(sorted(rule["require"].items())))
                   for rule in data["rules"])
-    return TrustPolicy(source=source, sha256=sha256_hex(raw), people=people, rules=rules)
+    return TrustPolicy(source=source, sha256=sha256_hex(raw), people=people, rules=rules,
+                       text=raw.decode("utf-8", "replace"))
 
 
 def load_policy(path: Path) -> TrustPolicy:

@@ -38,6 +38,7 @@ from certa.engine.core.interpreter import AbortedExecution, Execution, Notify, e
 from certa.engine.foundation.jsondiff import FieldChange, json_diff
 from certa.engine.foundation.signing import key_id
 from certa.engine.services.presentation.display_text import plain_text
+from certa.engine.services.policy_record import record_policy
 from certa.engine.services.registrations import registration_problems
 from certa.engine.services.reviews import (MissingApproval, ReviewRecord, certificate_digests, checked_reviews,
                                            ledger_reviews, policy_approvals, review_json, review_problems,
@@ -233,8 +234,10 @@ def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tupl
 
     ``since_checkpoint``: check only what follows the checkpoint (``verify(since=...)``). ``record``: once the
     ledger verified intact, record how far this verification reached (``certa.ledger.verify_record``) in its own
-    transaction, through a connection opened for writing; a ledger that cannot be written (read-only media, a
-    role without write access, an older schema) records nothing and ``LedgerAudit.recorded`` says why.
+    transaction, through a connection opened for writing, and with a ``policy`` that policy as a ``policy`` entry
+    (``certa.engine.services.policy_record.record_policy``: once per policy); a ledger that cannot be written
+    (read-only media, a role without write access, an older schema) records nothing and ``LedgerAudit.recorded``
+    says why.
 
     ``policy``: evaluate every completed PASS run's approval against it (``policy_approvals``, read from the runs
     index: a full verification only, ``LedgerError`` with ``since_checkpoint``).
@@ -263,14 +266,16 @@ def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tupl
         rows = [ledger.run(full)] if full is not None else list(reversed(ledger.runs()))
         approvals = policy_approvals([r for r in rows if r.verdict == "PASS"], reviews, policy)
         decisions = tuple(approvals.values())
-    recorded = _record(ledger, report) if record else ""
+    recorded = _record(ledger, report, policy) if record else ""
     return LedgerAudit(report=report, reviews=tuple(reviews), required_key_ids=tuple(key_id(k) for k in approvers),
                        runs_checked=runs_checked, missing=tuple(missing), checkpoint=signed, recorded=recorded,
                        policy=policy, decisions=decisions)
 
 
-def _record(ledger: Ledger, report: VerifyReport) -> str:
-    """Record an intact verification of ``ledger`` (``certa.ledger.verify_record``); what happened, in words."""
+def _record(ledger: Ledger, report: VerifyReport, policy: TrustPolicy | None) -> str:
+    """Record an intact verification of ``ledger`` (``certa.ledger.verify_record``) and the trust policy its
+    approvals were evaluated against (``certa.engine.services.policy_record``: an entry, unless that policy is
+    recorded already); what happened, in words."""
     if not report.intact:
         return "not recorded (the ledger does not verify)"
     scope = report.scope
@@ -278,9 +283,10 @@ def _record(ledger: Ledger, report: VerifyReport) -> str:
         with Ledger.open(ledger.url, create=False) as writable:
             done = record_verification(writable, full=scope is None, seq=report.head[0], entry_hash=report.head[1],
                                        first=1 if scope is None else scope.first)
+            kept = None if policy is None else record_policy(writable, policy)
     except LedgerError as error:
         return f"not recorded: {error}"
-    return f"recorded in the ledger ({done.key} = entry {done.seq})"
+    return f"recorded in the ledger ({done.key} = entry {done.seq})" + ("" if kept is None else f"; {kept.text()}")
 
 
 def verify_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519PublicKey]) -> BundleVerification:

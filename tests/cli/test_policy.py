@@ -139,3 +139,27 @@ def test_verify_bundle_decides_approval_from_the_reviews_the_bundle_proves(case:
     refused = CliRunner().invoke(main, ["verify-bundle", str(old / "format1.bundle.json"), "--public-key",
                                         str(old / "fixture.pub"), "--policy", str(case.policy)])
     assert refused.exit_code == 2 and "format 1" in refused.output
+
+
+def test_verify_record_keeps_the_policy_in_the_ledger_once(case: PolicyCase, tmp_path: Path) -> None:
+    """``verify --policy --record``: the policy's text and the key ids it resolved to become one ``policy`` entry
+    (valid against the entries' schema); a second verification finds it; the chain still verifies."""
+    import shutil
+
+    from certa.ledger import Ledger
+    from certa.ledger.run_record import payload_problems
+    db = tmp_path / "ledger.db"
+    shutil.copy(case.db, db)
+    first = CliRunner().invoke(main, ["verify", "--policy", str(case.policy), "--record", "--ledger", str(db)])
+    assert "; policy " in first.stdout and "recorded as entry" in first.stdout, first.output
+    again = CliRunner().invoke(main, ["verify", "--policy", str(case.policy), "--record", "--ledger", str(db)])
+    assert "already recorded in entry" in again.stdout, again.output
+    digest = hashlib.sha256(case.policy.read_bytes()).hexdigest()
+    with Ledger.open(str(db)) as ledger:
+        (entry,) = ledger.policies(digest[:32])
+        payload = entry.data()
+    assert payload_problems("policy", payload) == []
+    assert payload["sha256"] == digest and payload["text"] == case.policy.read_text()
+    assert payload["keys"] == [{"key_id": case.alice, "person": "Alice Example <alice@example.org>",
+                                "roles": ["model-risk"]}]
+    assert CliRunner().invoke(main, ["verify", "--ledger", str(db)]).exit_code == 0

@@ -54,7 +54,7 @@ def sqlite_plan_problems(db: Path, statements: list[str]) -> list[str]:
     ``certa list``, the newest runs) or reads a partial index (``PARTIAL_INDEXES``); a ``SEARCH`` of entries by a
     seq range open at its end (a walk from a seq to the end of the chain); entries of a run or of a kind found by
     an index without the run or the kind (walking other runs' entries, or the run's other kinds: a bake-off's 10^6
-    decisions; a partial index of the kind holds it: ``ix_entries_registrations``), unless found by a seq range closed at both ends (a run's record, ``runs.first_seq`` .. ``last_seq``:
+    decisions; a partial index of the kinds holds it: ``ix_entries_about_no_run``), unless found by a seq range closed at both ends (a run's record, ``runs.first_seq`` .. ``last_seq``:
     its decisions, the bulk of it); a temporary B-tree (a sort or a DISTINCT of whatever the statement read)."""
     problems = []
     with sqlite3.connect(db) as conn:

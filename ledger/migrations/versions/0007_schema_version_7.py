@@ -11,14 +11,15 @@ of one created at 7; in the migration's one transaction (a crash leaves the ledg
 a run: 10^5 runs take 0.7-0.8 s. The downgrade narrows the column again: PostgreSQL refuses it while a run's
 verdict is ``INCONCLUSIVE`` (and the migration changes nothing), SQLite keeps such a value.
 
-Schema 7 also admits the entry kind ``registration`` (``certa register``: a spec registered before its evidence)
-in ``entries``' check ``ck_entries_kind``, and builds the partial index ``ix_entries_registrations`` (``entries(seq)``
+Schema 7 also admits the entry kinds ``registration`` (``certa register``: a spec registered before its evidence)
+and ``policy`` (a trust policy approvals were evaluated against: ``certa verify --policy --record``)
+in ``entries``' check ``ck_entries_kind``, and builds the partial index ``ix_entries_about_no_run`` (``entries(seq)``
 of those entries; a read of the whole table, no row written). A check that admits one kind more refuses no stored
 row, so on SQLite, which cannot alter a constraint in place, the table's declaration in ``sqlite_schema`` is
 rewritten where it stands (SQLite's own procedure for a change that leaves every stored row valid: "Making Other
 Kinds Of Table Schema Changes", https://www.sqlite.org/lang_altertable.html, with ``PRAGMA writable_schema`` and the
 schema cookie advanced): no row of ``entries`` is copied. On PostgreSQL the check is dropped and added again. The
-downgrade refuses while a registration is recorded (schema 6 cannot hold it) and changes nothing then.
+downgrade refuses while a registration or a policy is recorded (schema 6 cannot hold them) and changes nothing then.
 Everything is written out here (not imported from ``certa.ledger.schema``) so that this revision stays as released.
 
 Revision ID: 0007
@@ -39,8 +40,10 @@ COLUMNS = ("run_id, name, status, verdict, profile, seed, knobs_hash, spec_sha25
            "first_seq, last_seq")
 INDEXES = {"ix_runs_name": "name", "ix_runs_recorded_at": "recorded_at", "ix_runs_first_seq": "first_seq"}
 KINDS_6 = "kind IN ('run','input','captured','decision','certificate','abort','replay','review')"
-KINDS_7 = "kind IN ('run','input','captured','decision','certificate','abort','replay','review','registration')"
-REGISTRATIONS = "kind = 'registration'"
+KINDS_7 = ("kind IN ('run','input','captured','decision','certificate','abort','replay','review','registration',"
+           "'policy')")
+ABOUT_NO_RUN = "kind IN ('registration', 'policy')"
+ABOUT_NO_RUN_INDEX = "ix_entries_about_no_run"
 
 ledger_meta = sa.table("ledger_meta", sa.column("key", sa.String), sa.column("value", sa.Text))
 
@@ -107,17 +110,17 @@ def _entry_kinds(before: str, after: str) -> None:
 def upgrade() -> None:
     _resize_verdict(8, 16)
     _entry_kinds(KINDS_6, KINDS_7)
-    op.create_index("ix_entries_registrations", "entries", ["seq"], sqlite_where=sa.text(REGISTRATIONS),
-                    postgresql_where=sa.text(REGISTRATIONS))
+    op.create_index(ABOUT_NO_RUN_INDEX, "entries", ["seq"], sqlite_where=sa.text(ABOUT_NO_RUN),
+                    postgresql_where=sa.text(ABOUT_NO_RUN))
     _set_schema_version("7")
 
 
 def downgrade() -> None:
-    registered = op.get_bind().exec_driver_sql(f"SELECT COUNT(*) FROM entries WHERE {REGISTRATIONS}").scalar()
+    registered = op.get_bind().exec_driver_sql(f"SELECT COUNT(*) FROM entries WHERE {ABOUT_NO_RUN}").scalar()
     if registered:
-        raise RuntimeError(f"the ledger holds {registered} registration entr{'y' if registered == 1 else 'ies'}, "
+        raise RuntimeError(f"the ledger holds {registered} registration or policy entr{'y' if registered == 1 else 'ies'}, "
                            "which schema 6 cannot hold: it stays at schema 7")
-    op.drop_index("ix_entries_registrations", table_name="entries")
+    op.drop_index(ABOUT_NO_RUN_INDEX, table_name="entries")
     _entry_kinds(KINDS_7, KINDS_6)
     _resize_verdict(16, 8)
     _set_schema_version("6")
