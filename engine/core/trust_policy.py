@@ -39,7 +39,6 @@ from certa.schemas import read_schema
 
 from certa.engine.foundation.canonical import sha256_hex
 from certa.engine.foundation.errors import SigningError, SpecError
-from certa.engine.foundation.signing import key_id, load_public_key
 from certa.engine.core.spec import read_yaml_document
 
 __all__ = ["POLICY_SCHEMA", "Person", "Rule", "TrustPolicy", "load_policy", "parse_policy"]
@@ -96,6 +95,7 @@ class TrustPolicy:
 
 
 def _key_ids(keys: list[Mapping[str, str]], base: Path | None, source: str, where: str) -> list[str]:
+    from certa.engine.foundation.signing import key_id, load_public_key  # cryptography: only to read a key file
     found = []
     for j, entry in enumerate(keys):
         if "key_id" in entry:

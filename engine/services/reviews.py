@@ -42,22 +42,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, UTC
 from pathlib import Path
-from typing import Any
-
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from typing import TYPE_CHECKING, Any
 
 from certa.ledger import EntryRow, Ledger, Problem
 from certa.ledger.rows import RunRow
-from certa.ledger.bundle import entry_proof_problem
-from certa.ledger.checkpoint import Checkpoint
-from certa.engine.foundation.signing import envelope_payload_unverified, key_id, open_envelope, seal_envelope
 
 from certa.engine.foundation.canonical import canonical_bytes
 from certa.engine.core.approvals import ApprovalDecision, RunFacts, approval_by, evaluate_approval, key_gap
 from certa.engine.core.trust_policy import TrustPolicy, load_policy
 from certa.engine.core.certificate import results_sha256
 from certa.engine.foundation.errors import CertaError, LedgerError
+
+if TYPE_CHECKING:  # cryptography loads when a review is signed or a signature checked, not to read a ledger
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+    from certa.ledger.checkpoint import Checkpoint
 from certa.engine.foundation.json_read import parse_document
 
 __all__ = ["PAYLOAD_TYPE", "DECISIONS", "ReviewCheck", "ReviewRecord", "RecordedReview", "MissingApproval",
@@ -77,6 +76,7 @@ def certificate_digests(certificate: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _raw_public_key(public_key: Ed25519PublicKey) -> str:
+    from cryptography.hazmat.primitives import serialization
     raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return base64.b64encode(raw).decode("ascii")
 
@@ -85,6 +85,7 @@ def review_payload(*, reviewer: str, decision: str, note: str, certificate: Mapp
                    private_keys: Sequence[Ed25519PrivateKey] = (), signed_at: datetime | None = None) -> dict[str, Any]:
     """The payload of a review entry (see module docstring), signed by each of ``private_keys`` (none:
     unsigned). ``certificate`` is the run's stored certificate (None for an aborted run: unsigned only)."""
+    from certa.engine.foundation.signing import key_id, seal_envelope
     if decision not in DECISIONS:
         raise CertaError(f"'decision' must be one of {', '.join(DECISIONS)} (got {decision!r})")
     payload: dict[str, Any] = {"reviewer": reviewer, "decision": decision, "note": note}
@@ -161,6 +162,9 @@ class ReviewCheck:
 
 def _signatures(envelope: Any, public_keys: Any) -> tuple[tuple[str, ...], bytes | None, list[str]]:
     """(key ids named, the verified payload or None, problems) of a review envelope."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from certa.engine.foundation.signing import key_id, open_envelope
     if not isinstance(envelope, Mapping) or not isinstance(envelope.get("signatures"), list):
         return (), None, ["the signature is not a DSSE envelope"]
     ids = tuple(str(s.get("keyid")) for s in envelope["signatures"] if isinstance(s, Mapping))
@@ -204,6 +208,7 @@ def check_review(payload: Mapping[str, Any], certificate: Mapping[str, Any] | No
     if "signature" not in payload:
         return ReviewCheck(signed=False, signatures_valid=None, statement_matches=None, key_ids=(), signed_at=None,
                            problems=tuple(problems))
+    from certa.engine.foundation.signing import envelope_payload_unverified
     ids, verified, signature_problems = _signatures(payload.get("signature"), payload.get("public_keys"))
     problems += signature_problems
     body: Any = None
@@ -405,6 +410,7 @@ def unapproved_runs(ledger: Ledger, trusted_keys: Sequence[Ed25519PublicKey], *,
     checkpoint that is read (a certificate, a review) must be proven included in its signed root
     (``certa.ledger.bundle.entry_proof_problem``): an unproven certificate is a gap naming why, an unproven
     review is left out and named in the run's gap."""
+    from certa.engine.foundation.signing import key_id
     wanted = [key_id(k) for k in trusted_keys]
     if checkpoint is not None:
         return _unapproved_in_chain(ledger, wanted, run_id, checkpoint)
@@ -423,6 +429,7 @@ def _gaps(records: Sequence[ReviewRecord], wanted: Sequence[str]) -> list[tuple[
 def _unapproved_in_chain(ledger: Ledger, wanted: Sequence[str], run_id: str | None,
                          checkpoint: Checkpoint) -> tuple[int, list[MissingApproval]]:
     """``unapproved_runs`` from the chain's certificate entries, each entry at or before ``checkpoint`` proven."""
+    from certa.ledger.bundle import entry_proof_problem  # cryptography: only with a checkpoint
     full = ledger.resolve_run_id(run_id) if run_id is not None else None
     checked, gaps = 0, []
     for entry in ledger.entries(run_id=full, kinds=["certificate"]):
