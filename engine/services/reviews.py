@@ -71,8 +71,11 @@ DECISIONS = ("approved", "rejected", "comment")
 def certificate_digests(certificate: Mapping[str, Any]) -> dict[str, str]:
     """``{"run_id", "content_sha256", "results_sha256"}`` of a stored certificate (``results_sha256``
     computed from its content, so format-1 certificates have one too)."""
+    content = certificate["content"]
+    if not isinstance(content, Mapping):
+        raise ValueError("the certificate's content is not an object")
     return {"run_id": str(certificate["issued"]["run_id"]), "content_sha256": str(certificate["content_sha256"]),
-            "results_sha256": results_sha256(certificate["content"])}
+            "results_sha256": results_sha256(content)}
 
 
 def _raw_public_key(public_key: Ed25519PublicKey) -> str:
