@@ -110,6 +110,13 @@ def _no_policy_for_bundle(policy_file: Path | None) -> None:
                                "--public-key PUB --policy FILE'")
 
 
+_bundle_key_option = click.option(
+    "--public-key", "public_key_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="With a bundle file: verify it first, as 'certa verify-bundle' does, with this Ed25519 public key (PEM) that "
+         "must have signed its checkpoint; repeatable.")
+"""``--public-key`` of ``show`` and ``report``, which render a bundle file as well as a run."""
+
+
 def _policy_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """``--policy FILE``: the trust policy approvals are evaluated against (``what`` it does in this command)."""
     return click.option("--policy", "policy_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -480,10 +487,7 @@ def replay(run_id: str | None, replay_every: bool, since: str | None, name_patte
 @click.argument("run_id")
 @click.option("--explain", is_flag=True, help="Open each stage's section with plain-language paragraphs: what was "
               "tested, what the verdict means and does not mean, the assumptions. Example: certa show latest --explain")
-@click.option("--public-key", "public_key_files", multiple=True,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="With a bundle file: verify it first, as 'certa verify-bundle' does, with this Ed25519 public key "
-                   "(PEM) that must have signed its checkpoint; repeatable.")
+@_bundle_key_option
 @_policy_option("The report's Approval section says APPROVED (by whom, in which role) or NOT APPROVED (what is "
                 "missing) under it.")
 @certa_command
@@ -981,10 +985,7 @@ def batch_command(specs: tuple[Path, ...], scheduler: str | None, workers: int, 
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="HTML file to write (one self-contained page: inline CSS and SVG plots, nothing fetched).")
 @click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists (by default it is never overwritten).")
-@click.option("--public-key", "public_key_files", multiple=True,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="With a bundle file: verify it first, as 'certa verify-bundle' does, with this Ed25519 public key "
-                   "(PEM) that must have signed its checkpoint; repeatable.")
+@_bundle_key_option
 @_policy_option("The verdict box says APPROVED (by whom, in which role) or NOT APPROVED (what is missing) under it, "
                 "and the reviews table names each signer from it.")
 @certa_command
