@@ -1,14 +1,15 @@
 """JSON text read back as certa wrote it: RFC 8785's number model, with no heavy import (``certa.ledger.rows`` reads
-payloads with it at ``certa list``)."""
+payloads with it at ``certa list``); and JSON from elsewhere (a server's answers) as ``json.loads`` reads it, faster."""
 
 from __future__ import annotations
 
+import functools
 import json
 from itertools import accumulate
 from typing import Any
 
 __all__ = ["MAX_SAFE_INTEGER", "MAX_DOCUMENT_DEPTH", "MAX_DOCUMENT_BYTES", "parse_json", "parse_document",
-           "check_document_depth"]
+           "check_document_depth", "json_value"]
 
 MAX_SAFE_INTEGER = 2**53 - 1
 """The largest integer every IEEE double below it represents exactly: RFC 8785 (I-JSON) integers stay within it."""
@@ -31,6 +32,27 @@ def parse_json(text: str | bytes) -> Any:
         return _DECODE_JSON(text.decode("utf-8") if isinstance(text, (bytes, bytearray)) else text)
     except RecursionError:
         raise ValueError("JSON nested too deeply to read") from None
+
+
+def json_value(text: str) -> Any:
+    """``json.loads(text)``: the same value, or the same exception, in a third to a half of the time for a server's
+    answer (msgspec's C decoder). msgspec decodes what it can; whatever it refuses, ``json.loads`` decides, so the
+    result is ``json.loads``'s: both keep the last of duplicate keys and read integers of any size as ``int``, and
+    msgspec's float parser is correctly rounded as ``float`` is (same double, the sign of ``-0.0`` kept); msgspec
+    refuses the texts where the two could differ (``NaN``, ``Infinity``, a number beyond the double range, a lone
+    surrogate escape), which ``json.loads`` then reads as it always did. Tested on those cases and on mutated
+    answers (``tests/foundation/test_json_read.py``)."""
+    try:
+        return _msgspec_decode()(text)
+    except (ValueError, RecursionError):  # msgspec.DecodeError is a ValueError
+        return json.loads(text)
+
+
+@functools.cache
+def _msgspec_decode() -> Any:
+    import msgspec  # imported on first use: a server's first answer, never at ``certa list``
+
+    return msgspec.json.Decoder().decode
 
 
 MAX_DOCUMENT_DEPTH = 75

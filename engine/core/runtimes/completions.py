@@ -30,13 +30,13 @@ collects what a server says about itself; these are claims, not proof of the wei
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from certa.engine.foundation.errors import EndpointError
+from certa.engine.foundation.json_read import json_value
 
 __all__ = ["PROMPTS_PER_REQUEST", "NO_PROMPT_LOGPROBS", "prompt_logprobs_request", "read_prompt_logprobs",
            "generation_request", "read_generated", "server_claims"]
@@ -138,7 +138,7 @@ def server_claims(models_response: str, version_response: str | None, completion
 
 def _object(text: str, what: str) -> dict[str, Any]:
     try:
-        value = json.loads(text)
+        value = json_value(text)
     except ValueError:
         raise EndpointError(f"{what}: the answer is not JSON") from None
     if not isinstance(value, dict):

@@ -57,6 +57,7 @@ from certa.engine.core.runtimes.http_client import ClientSettings, EndpointClien
 from certa.engine.core.runtimes.transcript_cache import TranscriptCache
 from certa.engine.core.tables import Table, table_from_columns
 from certa.engine.foundation.errors import EndpointError, InputError
+from certa.engine.foundation.json_read import json_value
 
 if TYPE_CHECKING:
     from certa.engine.core.runtimes.tgi import OpenTgiRuntime
@@ -252,7 +253,7 @@ class OpenEndpointRuntime(OpenServedRuntime):
         for i, exchange in enumerate(self._post_many("/../tokenize", bodies)):
             self._keep(f"text:{i}", exchange)
             try:
-                served.append([int(t) for t in json.loads(exchange.response)["tokens"]])
+                served.append([int(t) for t in json_value(exchange.response)["tokens"]])
             except (ValueError, KeyError, TypeError):
                 raise EndpointError(f"input '{self.runtime.name}': the server's /tokenize answer holds no token list "
                                     f"(text {i + 1})") from None
@@ -440,7 +441,7 @@ def transcript_generations(endpoint: Table, transcript: Table) -> list[tuple[np.
 def _listed_models(text: str) -> dict[str, Mapping[str, Any]]:
     """The ``/models`` answer's entries by ``id``."""
     try:
-        data = json.loads(text)["data"]
+        data = json_value(text)["data"]
         return {str(entry["id"]): entry for entry in data if isinstance(entry, dict) and "id" in entry}
     except (ValueError, KeyError, TypeError):
         raise EndpointError("GET /models: the answer has no 'data' list of models") from None

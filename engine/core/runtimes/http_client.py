@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 
 from certa.engine.foundation.canonical import canonical_bytes, sha256_hex
 from certa.engine.foundation.errors import EndpointError, InputError
+from certa.engine.foundation.json_read import json_value
 
 __all__ = ["RETRIED_STATUSES", "ClientSettings", "Exchange", "Reply", "Transport", "HTTPTransport",
            "RecordedTransport", "EndpointClient", "request_key"]
@@ -489,7 +490,7 @@ def _checked_body(where: str, reply: Reply, limit: int) -> tuple[str, Any]:
                             f"{reply.headers.get('content-length', 'an unknown length')}); it begins {_preview(reply.body)}")
     try:
         text = reply.body.decode("utf-8")
-        value = json.loads(text)
+        value = json_value(text)
     except (ValueError, UnicodeDecodeError):
         raise EndpointError(f"{where}: the response is not UTF-8 JSON; it begins {_preview(reply.body)}") from None
     if not isinstance(value, dict):

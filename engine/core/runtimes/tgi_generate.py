@@ -33,13 +33,13 @@ answer checks that the server's tokenizer did the same.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from certa.engine.foundation.errors import EndpointError, InputError
+from certa.engine.foundation.json_read import json_value
 
 __all__ = ["GENERATE", "INFO", "INFO_CLAIMS", "NO_PREFILL", "generate_request", "sent_text", "retokenized",
            "first_difference", "read_prefill", "info_model", "info_positions", "info_claims"]
@@ -101,7 +101,7 @@ def read_prefill(response_text: str, meant: Sequence[int], name: str) -> np.ndar
     for id (an ``InputError`` at the first differing position, naming ``name``), and a finite ``logprob`` <= 0 for
     every entry after the first (an ``EndpointError`` naming the field)."""
     try:
-        answer = json.loads(response_text)
+        answer = json_value(response_text)
     except ValueError:
         raise EndpointError(f"{name}: the /generate answer is not JSON") from None
     details = answer.get("details") if isinstance(answer, dict) else None
@@ -153,7 +153,7 @@ def info_claims(info_text: str) -> dict[str, Any]:
 
 def _info(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text)
+        value = json_value(text)
     except ValueError:
         value = None
     if not isinstance(value, dict):
