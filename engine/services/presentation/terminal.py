@@ -174,7 +174,7 @@ def attestation_report_text(report: AttestationReport) -> str:
     a Test Result or eval-result, that the certificate is named by digest, not checked) or NOT VERIFIED."""
     if not report.verified:
         return _not_verified_text(report.problems)
-    named_only = [f"  a {report.predicate} attestation names the certificate by this digest but does not carry it: "
+    named_only = [f"  this {report.predicate} attestation names the certificate by this digest but does not carry it: "
                   "check the certificate itself with 'certa verify-bundle'"] if report.predicate != "certificate" else []
     return "\n".join([f"VERIFIED: certificate {report.content_sha256} of run {report.run_id} ({report.verdict}), "
                       f"signed by {key_ids_text(report.key_ids)}", *named_only,
