@@ -6,7 +6,7 @@ Gruszka), ``spec/predicates/eval-result.md`` at version v0.1, predicate type
 ``{metric, comparator, threshold, passed}`` over ``sampleSize`` samples, which is what certa's gates are. certa
 fills it from a certificate (and the run's newest replay in the ledger)::
 
-    {"evaluator": {"id": "urn:certa:evaluator:<user>@<host>"},          # issued.user, issued.host
+    {"evaluator": {"id": "urn:certa:evaluator:<user>@<host>"},    # issued.user, issued.host (percent-encoded)
      "evaluatedAt": <issued.time_utc>,
      "suite": {"name": <spec name>, "version": "sha256:<spec SHA-256>"},
      "claims": [{"metric": <gate metric>, "comparator": ">=" | "<=", "threshold": <decimal string>,
@@ -53,6 +53,7 @@ import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from certa.engine.core.gates import OUTCOMES, PASS, gate_outcome
 from certa.engine.foundation.errors import AttestationError
@@ -158,7 +159,8 @@ def certificate_eval_result(certificate: Mapping[str, Any], replay: EntryRow | N
     reproduced = replay is not None and replay.data().get("outcome") == REPRODUCED
     evidence = [{**certificate_reference(certificate), "mediaType": "application/json"},
                 *([] if replay is None else [_replay_evidence(replay)])]
-    return {"evaluator": {"id": f"urn:certa:evaluator:{issued['user']}@{issued['host']}"},
+    evaluator = f"urn:certa:evaluator:{quote(str(issued['user']), safe='')}@{quote(str(issued['host']), safe='')}"
+    return {"evaluator": {"id": evaluator},
             "evaluatedAt": str(issued["time_utc"]),
             "suite": {"name": str(content["spec"]["name"]), "version": f"sha256:{content['spec']['sha256']}"},
             "claims": claims, "sampleSize": int(dataset_item["rows"]),
