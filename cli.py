@@ -810,28 +810,40 @@ def prove(run_id: str | None, checkpoint_file: Path | None, consistency_files: t
                    "an encrypted key.")
 @click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the attestation to this new file (never overwritten) instead of standard output.")
-@click.option("--predicate", type=click.Choice(["certificate", "test-result"]), default="certificate",
-              show_default=True,
-              help="The predicate: the whole certificate (certa's own type), or in-toto's Test Result "
+@click.option("--predicate", type=click.Choice(["certificate", "test-result", "eval-result"]),
+              default="certificate", show_default=True,
+              help="The predicate: the whole certificate (certa's own type); in-toto's Test Result "
                    "(https://in-toto.io/attestation/test-result/v0.1: the verdict as PASSED/WARNED/FAILED, each gate "
-                   "by its outcome, the certificate by its digest).")
+                   "by its outcome, the certificate by its digest); or the proposed, unmerged eval-result "
+                   "(https://in-toto.io/attestation/eval-result/v0.1: each gate bound as a claim metric, comparator, "
+                   "threshold, passed; the sample size; the replay status).")
+@click.option("--model", "model_input", metavar="INPUT",
+              help="eval-result: the input that is the evaluated model [default: subject].")
+@click.option("--dataset", "dataset_input", metavar="INPUT",
+              help="eval-result: the input holding the evaluated samples [default: the one data input beside a "
+                   "model folder, else the model input itself].")
 @certa_command
-def attest(run_id: str, key_files: tuple[Path, ...], out_file: Path | None, predicate: str, as_json: bool,
-           ledger_url: str) -> int:
+def attest(run_id: str, key_files: tuple[Path, ...], out_file: Path | None, predicate: str,
+           model_input: str | None, dataset_input: str | None, as_json: bool, ledger_url: str) -> int:
     """Sign a run's certificate as an in-toto Statement v1 (DSSE envelope): its subjects are the SHA-256 of
     the spec, of every input and of each file of a model folder (input:NAME/PATH); its predicate the
-    certificate, or in-toto's Test Result with --predicate test-result. Check it with 'certa verify-attestation'.
+    certificate, in-toto's Test Result with --predicate test-result, or the proposed eval-result with
+    --predicate eval-result. Check it with 'certa verify-attestation'.
 
     \b
     Examples:
       certa attest 3f2a9c01 --key ~/.certa/certa.key -o 3f2a9c01.intoto.json
       certa attest 3f2a9c01 --key ~/.certa/certa.key --predicate test-result -o 3f2a9c01.test-result.json
+      certa attest 3f2a9c01 --key ~/.certa/certa.key --predicate eval-result --dataset text -o 3f2a9c01.eval.json
     """
     from certa.engine.services.attestation import attest_run
     from certa.engine.services.keys import private_keys
+    if predicate != "eval-result" and (model_input or dataset_input):
+        raise click.UsageError("--model and --dataset name the inputs of an eval-result: give --predicate eval-result")
     signing_keys = private_keys(key_files)
     with _open(ledger_url) as ledger:
-        attestation = attest_run(ledger, run_id, signing_keys, out_file, predicate)
+        attestation = attest_run(ledger, run_id, signing_keys, out_file, predicate, model=model_input,
+                                 dataset=dataset_input)
     _print(attestation, as_json)
     return EXIT_OK
 
@@ -848,8 +860,9 @@ def verify_attestation_command(attestation_file: Path, public_key_files: tuple[P
                                data_files: tuple[Path, ...], as_json: bool) -> int:
     """Check an in-toto attestation of a certificate offline: every signature, the certificate's schema,
     hash and method identities, that the subjects are the digests it records, and that each --file is one
-    of them. A Test Result attestation carries no certificate: its signatures, shape and files are checked,
-    and it names the certificate by its digest (check that with 'certa verify-bundle'). Needs no ledger.
+    of them. A Test Result or eval-result attestation carries no certificate: its signatures, shape and files
+    are checked, and it names the certificate by its digest (check that with 'certa verify-bundle'). Needs no
+    ledger.
 
     Exit 0 verified, 1 not (each failed check is named), 2 not an attestation or key.
 

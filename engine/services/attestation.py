@@ -31,6 +31,10 @@ Test Result predicate (https://github.com/in-toto/attestation, spec/predicates/t
 It carries no certificate, only the certificate's ``content_sha256``: verifying it checks every signature, the
 statement's and predicate's shape, and local files against the subjects; the certificate itself is checked with
 ``certa verify-bundle`` (or ``certa verify``) and matched by that digest.
+
+``predicate="eval-result"`` (``certa attest --predicate eval-result``) signs the same subjects with the proposed,
+unmerged in-toto eval-result predicate (``certa.engine.services.eval_result``: the gates as threshold claims, the
+sample size, the model and dataset inputs, the replay status); it too names the certificate by its digest only.
 """
 
 from __future__ import annotations
@@ -46,14 +50,16 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from certa.engine.core.gates import FAIL, INCONCLUSIVE, OUTCOMES, PASS
 from certa.engine.foundation.signing import open_envelope, seal_envelope
-from certa.engine.services.audit import check_certificate
+from certa.engine.services.audit import check_certificate, newest_replay
 from certa.engine.foundation.canonical import canonical_bytes
 from certa.engine.foundation.errors import AttestationError
 from certa.engine.foundation.json_read import parse_document
 from certa.engine.services.documents import document_text, save_document
+from certa.engine.services.eval_result import (EVAL_RESULT_TYPE, certificate_eval_result, certificate_reference,
+                                               eval_result_fields, named_certificate)
 
 if TYPE_CHECKING:
-    from certa.ledger import Ledger
+    from certa.ledger import EntryRow, Ledger
 
 __all__ = ["STATEMENT_TYPE", "PREDICATE_TYPE", "TEST_RESULT_TYPE", "PREDICATES", "PAYLOAD_TYPE", "AttestationReport",
            "RunAttestation", "certificate_test_result",
@@ -63,7 +69,7 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "urn:certa:predicate:certificate:1"
 TEST_RESULT_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
-PREDICATES = {"certificate": PREDICATE_TYPE, "test-result": TEST_RESULT_TYPE}
+PREDICATES = {"certificate": PREDICATE_TYPE, "test-result": TEST_RESULT_TYPE, "eval-result": EVAL_RESULT_TYPE}
 """The predicate shapes ``certa attest --predicate`` chooses from (default ``certificate``) -> predicate type."""
 _TEST_RESULTS = {PASS: "PASSED", INCONCLUSIVE: "WARNED", FAIL: "FAILED"}
 """A verdict -> in-toto Test Result ``result``; the keys of a gate's outcome list (``passedTests`` ...)."""
@@ -73,30 +79,36 @@ _TEST_LISTS = {PASS: "passedTests", INCONCLUSIVE: "warnedTests", FAIL: "failedTe
 def certificate_test_result(certificate: Mapping[str, Any]) -> dict[str, Any]:
     """in-toto's Test Result predicate of a certificate (module docstring): the verdict as ``result``, the spec and
     the certificate's ``content_sha256`` as ``configuration``, each gate id under its outcome's list."""
-    content, run_id = certificate["content"], certificate["issued"]["run_id"]
+    content = certificate["content"]
     configuration = [{"name": f"spec:{content['spec']['name']}", "digest": {"sha256": content["spec"]["sha256"]}},
-                     {"name": f"certificate:{run_id}", "uri": f"urn:certa:run:{run_id}",
-                      "digest": {"sha256": certificate["content_sha256"]}}]
+                     certificate_reference(certificate)]
     tests = {_TEST_LISTS[outcome]: [g["id"] for g in content["gates"] if g["outcome"] == outcome]
              for outcome in OUTCOMES}
     return {"result": _TEST_RESULTS[content["verdict"]], "configuration": configuration, **tests}
 
 
-def certificate_statement(certificate: Mapping[str, Any], predicate: str = "certificate") -> dict[str, Any]:
-    """The in-toto Statement v1 of a certificate with the ``predicate`` shape of ``PREDICATES`` (module docstring)."""
+def certificate_statement(certificate: Mapping[str, Any], predicate: str = "certificate", *,
+                          replay: EntryRow | None = None, model: str | None = None,
+                          dataset: str | None = None) -> dict[str, Any]:
+    """The in-toto Statement v1 of a certificate with the ``predicate`` shape of ``PREDICATES`` (module docstring);
+    ``replay``, ``model`` and ``dataset`` fill an eval-result (``certificate_eval_result``)."""
     content = certificate["content"]
     subjects = [{"name": f"spec:{content['spec']['name']}", "digest": {"sha256": content["spec"]["sha256"]}}]
     subjects += [{"name": f"input:{item['name']}", "digest": {"sha256": item["sha256"]}} for item in content["inputs"]]
     subjects += [{"name": f"input:{item['name']}/{file['path']}", "digest": {"sha256": file["sha256"]}}
                  for item in content["inputs"] for file in item.get("files") or ()]  # a model's files (format 3)
-    body = dict(certificate) if predicate == "certificate" else certificate_test_result(certificate)
+    body = dict(certificate) if predicate == "certificate" else certificate_test_result(certificate) \
+        if predicate == "test-result" else certificate_eval_result(certificate, replay, model=model, dataset=dataset)
     return {"_type": STATEMENT_TYPE, "subject": subjects, "predicateType": PREDICATES[predicate], "predicate": body}
 
 
 def attest_certificate(certificate: Mapping[str, Any], private_keys: Sequence[Ed25519PrivateKey],
-                       predicate: str = "certificate") -> dict[str, Any]:
-    """The DSSE envelope of the certificate's statement (``predicate`` shape), signed by each of ``private_keys``."""
-    return seal_envelope(PAYLOAD_TYPE, canonical_bytes(certificate_statement(certificate, predicate)), private_keys)
+                       predicate: str = "certificate", *, replay: EntryRow | None = None, model: str | None = None,
+                       dataset: str | None = None) -> dict[str, Any]:
+    """The DSSE envelope of the certificate's statement (``predicate`` shape; ``certificate_statement``), signed
+    by each of ``private_keys``."""
+    statement = certificate_statement(certificate, predicate, replay=replay, model=model, dataset=dataset)
+    return seal_envelope(PAYLOAD_TYPE, canonical_bytes(statement), private_keys)
 
 
 @dataclass(frozen=True)
@@ -122,15 +134,18 @@ class RunAttestation:
 
 
 def attest_run(ledger: Ledger, run_id: str, private_keys: Sequence[Ed25519PrivateKey],
-               out_file: Path | None = None, predicate: str = "certificate") -> RunAttestation:
-    """Attest ``run_id``'s certificate (``attest_certificate`` with the ``predicate`` shape); write it to
-    ``out_file`` (new) when given."""
+               out_file: Path | None = None, predicate: str = "certificate", *, model: str | None = None,
+               dataset: str | None = None) -> RunAttestation:
+    """Attest ``run_id``'s certificate (``attest_certificate`` with the ``predicate`` shape; an eval-result reads
+    the run's newest replay from ``ledger``); write it to ``out_file`` (new) when given."""
     certificate = ledger.certificate(run_id)
-    envelope = attest_certificate(certificate, private_keys, predicate)
+    full = certificate["issued"]["run_id"]
+    replay = newest_replay(ledger, full) if predicate == "eval-result" else None
+    statement = certificate_statement(certificate, predicate, replay=replay, model=model, dataset=dataset)
+    envelope = seal_envelope(PAYLOAD_TYPE, canonical_bytes(statement), private_keys)
     if out_file is not None:
         save_document(envelope, out_file)
-    return RunAttestation(run_id=certificate["issued"]["run_id"],
-                          statement=certificate_statement(certificate, predicate), envelope=envelope, file=out_file)
+    return RunAttestation(run_id=full, statement=statement, envelope=envelope, file=out_file)
 
 
 @dataclass(frozen=True)
@@ -147,7 +162,8 @@ class AttestationReport:
     key_ids: tuple[str, ...]
     problems: tuple[str, ...]
     predicate: str = "certificate"
-    """The predicate shape (a key of ``PREDICATES``): ``test-result`` names the certificate by its digest only."""
+    """The predicate shape (a key of ``PREDICATES``): ``test-result`` and ``eval-result`` name the certificate by
+    its digest only."""
 
     @property
     def verified(self) -> bool:
@@ -179,6 +195,14 @@ def _subjects(found: Any) -> list[tuple[str, str]]:
     return subjects
 
 
+def _descriptors(found: Any) -> list[tuple[str, str]]:
+    """(name, sha256) of a predicate's list of descriptors (``_subjects``'s shape); ``[]`` for another shape."""
+    try:
+        return _subjects(found)
+    except AttestationError:
+        return []
+
+
 def _certificate_checks(certificate: dict[str, Any], subjects: list[tuple[str, str]]) -> tuple[str, str, str, list[str]]:
     """(run id, content_sha256, verdict, problems) of a ``certificate`` predicate: the certificate's own checks
     and that ``subjects`` are exactly the digests it records."""
@@ -193,25 +217,18 @@ def _certificate_checks(certificate: dict[str, Any], subjects: list[tuple[str, s
             problems)
 
 
-_CERTIFICATE_NAME = re.compile(r"certificate:(?P<run_id>\S+)")
-
-
 def _test_result_fields(predicate: dict[str, Any]) -> tuple[str, str, str]:
     """(run id, content_sha256, verdict) named by a Test Result predicate (module docstring); another shape raises
     ``AttestationError``."""
     verdicts = {result: verdict for verdict, result in _TEST_RESULTS.items()}
     lists = [predicate.get(key, []) for key in _TEST_LISTS.values()]
-    try:
-        named = [(match["run_id"], sha) for name, sha in _subjects(predicate.get("configuration"))
-                 if (match := _CERTIFICATE_NAME.fullmatch(name))]
-    except AttestationError:
-        named = []
-    if predicate.get("result") not in verdicts or len(named) != 1 \
+    named = named_certificate(_descriptors(predicate.get("configuration")))
+    if predicate.get("result") not in verdicts or named is None \
             or not all(type(tests) is list and all(type(t) is str for t in tests) for tests in lists):
         raise AttestationError(f"the statement's predicate is not a Test Result ({TEST_RESULT_TYPE}) of a certa "
                                "certificate: result PASSED, WARNED or FAILED, one configuration entry "
                                "certificate:<run id> with a sha256 digest, and lists of gate ids")
-    return named[0][0], named[0][1], verdicts[predicate["result"]]
+    return named[0], named[1], verdicts[predicate["result"]]
 
 
 def verify_attestation(envelope_text: str | bytes, public_keys: Sequence[Ed25519PublicKey], *,
@@ -235,8 +252,11 @@ def verify_attestation(envelope_text: str | bytes, public_keys: Sequence[Ed25519
     subjects = _subjects(statement.get("subject"))
     if predicate == "certificate":
         run_id, content_sha256, verdict, problems = _certificate_checks(statement["predicate"], subjects)
-    else:
+    elif predicate == "test-result":
         (run_id, content_sha256, verdict), problems = _test_result_fields(statement["predicate"]), []
+    else:
+        evidence = _descriptors(statement["predicate"].get("evidence"))
+        (run_id, content_sha256, verdict), problems = eval_result_fields(statement["predicate"], evidence), []
     digests = {sha: name for name, sha in subjects}
     matched = []
     for label, data in (files or {}).items():

@@ -20,7 +20,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from certa.ledger import Ledger, Problem, VerifyReport, verify_ledger
+from certa.ledger import EntryRow, Ledger, Problem, VerifyReport, verify_ledger
 from certa.ledger.checkpoint import Checkpoint, open_checkpoint
 from certa.ledger.verify import verify_since
 from certa.ledger.verify_record import record_verification
@@ -52,7 +52,7 @@ from certa.engine.core.tables import Table
 
 __all__ = ["check_certificate", "verify", "audit_ledger", "LedgerAudit", "verify_bundle", "verify_bundle_file", "read_bundle",
            "BundleVerification", "reexecute", "replay",
-           "replay_all", "replay_runs", "replayable_runs", "ReplayResult", "Replays", "REPRODUCED", "DIVERGED",
+           "replay_all", "replay_runs", "replayable_runs", "newest_replay", "ReplayResult", "Replays", "REPRODUCED", "DIVERGED",
            "CANNOT_REPLAY", "REPLAY_SIDES"]
 
 REPRODUCED, DIVERGED, CANNOT_REPLAY = "REPRODUCED", "DIVERGED", "CANNOT REPLAY"
@@ -543,6 +543,14 @@ def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None, record:
     return ReplayResult(run_id=full, name=row.name, outcome=outcome, recorded_sha256=recorded_results,
                         replayed_sha256=replayed_sha, changes=changes, environment=environment, note=note,
                         entry_seq=seq)
+
+
+def newest_replay(ledger: Ledger, run_id: str) -> EntryRow | None:
+    """The run's newest ``replay`` entry (what ``replay`` recorded), None when it was never replayed."""
+    newest = None
+    for entry in ledger.entries(run_id=run_id, kinds=["replay"]):
+        newest = entry
+    return newest
 
 
 def _environment_text(environment: Sequence[FieldChange]) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from certa.ledger import EntryRow, Ledger
 
-from certa.engine.services.audit import verify
+from certa.engine.services.audit import newest_replay, verify
 from certa.engine.core.certificate import results_sha256
 from certa.engine.services.presentation.markdown import recorded_warnings
 from certa.engine.services.browse import BundleView
@@ -34,13 +34,6 @@ def _verification(ledger: Ledger, run_id: str) -> Verification:
     report = verify(ledger, run_id=run_id)
     return Verification(intact=report.intact, entries_checked=report.entries_checked, head_seq=report.head[0],
                         head_hash=report.head[1], problems=tuple(f"{p.where}: {p.message}" for p in report.problems))
-
-
-def _newest_replay(ledger: Ledger, run_id: str) -> ReplayStatus | None:
-    newest = None
-    for entry in ledger.entries(run_id=run_id, kinds=["replay"]):
-        newest = entry
-    return None if newest is None else replay_status(newest)
 
 
 def replay_status(newest: EntryRow) -> ReplayStatus:
@@ -100,7 +93,7 @@ def gather_report(ledger: Ledger, run_id: str, *, verification: Verification | N
         recorded_at=row.recorded_at, certificate=certificate, results_sha256=digest, abort=abort,
         checks=sequential_checks(ledger, full),
         verification=verification if verification is not None else _verification(ledger, full),
-        replay=_newest_replay(ledger, full),
+        replay=None if (newest := newest_replay(ledger, full)) is None else replay_status(newest),
         reviews=reviews,
         warnings=recorded_warnings(ledger, full),
         approval=run_approval(ledger, full, policy, reviews) if certificate is not None else None,

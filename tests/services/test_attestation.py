@@ -15,6 +15,7 @@ from certa.engine import run
 from certa.engine.services.attestation import (PAYLOAD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, TEST_RESULT_TYPE,
                                                attest_certificate, certificate_statement, certificate_test_result,
                                                verify_attestation)
+from certa.engine.services.eval_result import EVAL_RESULT_TYPE, certificate_eval_result
 from certa.engine.foundation.canonical import canonical_bytes, canonical_sha256
 from certa.engine.core.certificate import results_sha256
 from certa.engine.foundation.errors import AttestationError, SignatureVerificationError
@@ -124,6 +125,12 @@ def test_a_model_runs_attestation_names_each_model_file_so_a_weights_file_verifi
     # the Test Result shape names the same files, and in-toto's bindings and securesystemslib read it
     statement = _independent_statement(attest_certificate(certificate, [keys[0]], "test-result"), keys[1])
     assert {s["name"]: s["digest"]["sha256"] for s in statement["subject"]} == subjects
+    # the eval-result's model is the subject model folder, its dataset the one data input beside it (text)
+    inputs = {item["name"]: item for item in certificate["content"]["inputs"]}
+    predicate = _independent_statement(attest_certificate(certificate, [keys[0]], "eval-result"), keys[1])["predicate"]
+    assert (predicate["model"], predicate["dataset"], predicate["sampleSize"]) == (
+        {"name": "input:subject", "digest": {"sha256": inputs["subject"]["sha256"]}},
+        {"name": "input:text", "digest": {"sha256": inputs["text"]["sha256"]}}, inputs["text"]["rows"])
 
 
 @pytest.fixture(scope="module")
@@ -230,3 +237,172 @@ def test_cli_attest_test_result_and_its_verification_says_the_certificate_is_onl
     refused = runner.invoke(main, ["attest", "latest", "--key", made["private_key"], "--predicate", "eval",
                                    "--ledger", db])
     assert refused.exit_code == 2 and "Traceback" not in refused.output
+
+
+_EVAL_RESULT_SCHEMA = {
+    "$comment": "the predicate's required fields as the eval-result proposal states them (in-toto/attestation "
+                "pull request #575, spec/predicates/eval-result.md v0.1), written from its text for this test",
+    "type": "object",
+    "required": ["evaluator", "evaluatedAt", "suite", "claims", "sampleSize", "assuranceLevel", "subjectProfile"],
+    "properties": {
+        "evaluator": {"type": "object", "required": ["id"], "properties": {"id": {"type": "string", "format": "uri"}}},
+        "evaluatedAt": {"type": "string", "format": "date-time"},
+        "suite": {"type": "object", "required": ["name", "version"],
+                  "properties": {"name": {"type": "string"}, "version": {"type": "string"}}},
+        "claims": {"type": "array", "minItems": 1, "items": {
+            "type": "object", "required": ["metric", "comparator", "threshold", "passed"],
+            "properties": {"metric": {"type": "string"}, "comparator": {"enum": [">=", ">", "<=", "<"]},
+                           "threshold": {"type": "string", "pattern": "^-?[0-9]+(\\.[0-9]+)?$"},
+                           "passed": {"type": "boolean"}}}},
+        "sampleSize": {"type": "integer", "minimum": 0},
+        "assuranceLevel": {"enum": ["self_attested", "third_party", "reproduced", "enclave_attested"]},
+        "subjectProfile": {"enum": ["receipt", "public-model", "release-gate"]},
+        "harness": {"type": "object", "required": ["name", "version"]},
+        "evidence": {"type": "array", "items": {"type": "object", "required": ["digest"]}},
+    },
+    # exactly one of commitments.model and model, and of commitments.dataset and dataset
+    "allOf": [{"oneOf": [{"required": [key]}, {"required": ["commitments"],
+                                                "properties": {"commitments": {"required": [key]}}}]}
+              for key in ("model", "dataset")],
+}
+
+
+def _three_gates(certificate: dict) -> dict:
+    """The certificate with a PASS (max), a FAIL (min), an INCONCLUSIVE (interval, two bounds) and an equals gate;
+    the verdict FAIL."""
+    edited = json.loads(json.dumps(certificate))
+    metric = edited["content"]["gates"][0]["metric"]
+    edited["content"]["gates"] = [
+        {"id": "ratio-max", "metric": metric, "value": 1.0296, "threshold": {"max": 1.05}, "passed": True,
+         "reason": "1.0296 <= 1.05", "outcome": "PASS"},
+        {"id": "tiny-min", "metric": "ratio.token_perplexity.ci[0]", "value": 0.0000043,
+         "threshold": {"min": 0.00001}, "passed": False, "reason": "4.3e-06 < 1e-05", "outcome": "FAIL"},
+        {"id": "equivalence", "metric": "ratio.token_perplexity.display_ci", "value": [0.98, 1.03],
+         "threshold": {"interval": {"min": 0.99, "max": 1.01}}, "passed": False, "reason": "straddles",
+         "outcome": "INCONCLUSIVE"},
+        {"id": "basis", "metric": "ratio.token_perplexity.unit", "value": "tokens", "threshold": {"equals": "tokens"},
+         "passed": True, "reason": "'tokens' == 'tokens'", "outcome": "PASS"}]
+    edited["content"]["verdict"] = "FAIL"
+    return edited
+
+
+def test_an_eval_result_attestation_is_read_by_in_toto_securesystemslib_and_the_proposal_schema(certificate, keys):
+    """Why: the issue asks for the proposed eval-result predicate (claims metric, comparator, threshold, passed:
+    certa's gates). Hand-checked: a PASS, a FAIL and an INCONCLUSIVE gate become these claims; the envelope is
+    checked by securesystemslib, the statement and every descriptor by in-toto's bindings, the predicate by a JSON
+    schema of the proposal's fields (jsonschema)."""
+    import jsonschema
+    from google.protobuf import json_format
+    from in_toto_attestation.v1 import resource_descriptor_pb2
+    from in_toto_attestation.v1.resource_descriptor import ResourceDescriptor
+
+    private, public = keys
+    edited = _three_gates(certificate)
+    statement = _independent_statement(attest_certificate(edited, [private], "eval-result"), public)
+    assert statement["predicateType"] == EVAL_RESULT_TYPE == "https://in-toto.io/attestation/eval-result/v0.1"
+    assert statement["subject"] == certificate_statement(certificate)["subject"]
+    predicate = statement["predicate"]
+    jsonschema.validate(predicate, _EVAL_RESULT_SCHEMA, format_checker=jsonschema.FormatChecker())
+    metric = certificate["content"]["gates"][0]["metric"]
+    assert predicate["claims"] == [
+        {"metric": metric, "comparator": "<=", "threshold": "1.05", "passed": True, "gate": "ratio-max",
+         "outcome": "PASS"},
+        {"metric": "ratio.token_perplexity.ci[0]", "comparator": ">=", "threshold": "0.00001", "passed": False,
+         "gate": "tiny-min", "outcome": "FAIL"},
+        {"metric": "ratio.token_perplexity.display_ci", "comparator": ">=", "threshold": "0.99", "passed": False,
+         "gate": "equivalence", "outcome": "INCONCLUSIVE"},
+        {"metric": "ratio.token_perplexity.display_ci", "comparator": "<=", "threshold": "1.01", "passed": False,
+         "gate": "equivalence", "outcome": "INCONCLUSIVE"}]
+    assert (predicate["verdict"], predicate["gates"]) == (
+        "FAIL", {"ratio-max": "PASS", "tiny-min": "FAIL", "equivalence": "INCONCLUSIVE", "basis": "PASS"})
+    subject_sha = {item["name"]: item["sha256"] for item in certificate["content"]["inputs"]}["subject"]
+    assert predicate["model"] == predicate["dataset"] == {"name": "input:subject", "digest": {"sha256": subject_sha}}
+    assert (predicate["sampleSize"], predicate["inputRows"]) == (60, {"baseline": 60, "subject": 60})
+    assert (predicate["assuranceLevel"], predicate["subjectProfile"]) == ("self_attested", "public-model")
+    run_id = certificate["issued"]["run_id"]
+    assert predicate["evidence"] == [{"name": f"certificate:{run_id}", "uri": f"urn:certa:run:{run_id}",
+                                      "digest": {"sha256": certificate["content_sha256"]},
+                                      "mediaType": "application/json"}]
+    assert predicate["suite"] == {"name": "small-paired",
+                                  "version": f"sha256:{certificate['content']['spec']['sha256']}"}
+    assert predicate["evaluatedAt"] == certificate["issued"]["time_utc"]
+    for descriptor in (predicate["model"], predicate["dataset"], *predicate["evidence"]):
+        ResourceDescriptor.copy_from_pb(json_format.ParseDict(descriptor, resource_descriptor_pb2.ResourceDescriptor())
+                                        ).validate()
+    # certa reads it back: the verdict and the certificate it names by digest
+    report = verify_attestation(json.dumps(attest_certificate(edited, [private], "eval-result")), [public])
+    assert (report.verified, report.predicate, report.verdict, report.run_id, report.content_sha256) == (
+        True, "eval-result", "FAIL", run_id, certificate["content_sha256"])
+
+
+def test_an_eval_result_needs_a_bounded_gate_and_inputs_it_can_name(certificate):
+    edited = json.loads(json.dumps(certificate))
+    edited["content"]["gates"] = [_three_gates(certificate)["content"]["gates"][-1]]  # equals only: no claim form
+    with pytest.raises(AttestationError, match="no gate of this certificate has a numeric bound"):
+        certificate_eval_result(edited)
+    with pytest.raises(AttestationError, match=r"no input 'model' with a digest \(inputs: baseline, subject\)"):
+        certificate_eval_result(certificate, model="model")
+    named = certificate_eval_result(certificate, model="baseline", dataset="subject")
+    assert (named["model"]["name"], named["dataset"]["name"]) == ("input:baseline", "input:subject")
+
+
+def test_certa_refuses_an_eval_result_of_another_shape(certificate, keys):
+    private, public = keys
+    statement = certificate_statement(certificate, "eval-result")
+    for broken in ({"claims": []}, {"claims": [{"metric": "m", "comparator": "==", "threshold": "1", "passed": True}]},
+                   {"claims": [{"metric": "m", "comparator": ">=", "threshold": 1.05, "passed": True}]},
+                   {"sampleSize": "60"}, {"model": {"name": "m"}}, {"evidence": []}, {"verdict": "MAYBE"}):
+        forged = json.dumps(seal_envelope(PAYLOAD_TYPE, canonical_bytes(
+            {**statement, "predicate": {**statement["predicate"], **broken}}), [private]))
+        with pytest.raises(AttestationError, match="not an eval-result"):
+            verify_attestation(forged, [public])
+
+
+@pytest.mark.parametrize(("outcome", "level"), [("REPRODUCED", "reproduced"), ("DIVERGED", "self_attested"),
+                                                ("CANNOT REPLAY", "self_attested")])
+def test_the_newest_replay_sets_the_assurance_level_and_is_evidence(certificate, outcome, level):
+    from certa.ledger import EntryRow
+
+    replay = EntryRow(seq=9, run_id=certificate["issued"]["run_id"], kind="replay", recorded_at="2026-11-29T10:00:00Z",
+                      payload=json.dumps({"outcome": outcome}), payload_sha256="", prev_hash="", entry_hash="ab" * 32)
+    predicate = certificate_eval_result(certificate, replay)
+    assert predicate["assuranceLevel"] == level
+    assert predicate["evidence"][1] == {"name": "replay:9", "uri": "urn:certa:ledger-entry:9",
+                                        "digest": {"sha256": "ab" * 32},
+                                        "annotations": {"outcome": outcome, "recordedAt": "2026-11-29T10:00:00Z"}}
+    never = certificate_eval_result(certificate)
+    assert never["assuranceLevel"] == "self_attested" and len(never["evidence"]) == 1
+
+
+@pytest.mark.slow
+def test_cli_attest_eval_result_says_reproduced_after_a_replay(small_spec: Path, tmp_path: Path):
+    """Why: the predicate carries the replay status: a replay that REPRODUCED the results makes the assurance
+    level ``reproduced`` and is named as evidence by its ledger entry hash (slow: it re-executes the run)."""
+    from certa.ledger import Ledger
+
+    runner = CliRunner()
+    db = str(tmp_path / "l.db")
+    made = json.loads(runner.invoke(main, ["keygen", "--out-dir", str(tmp_path / "k"), "--json"]).stdout)
+    assert runner.invoke(main, ["run", str(small_spec), "--ledger", db]).exit_code == 0
+    before = runner.invoke(main, ["attest", "latest", "--key", made["private_key"], "--predicate", "eval-result",
+                                  "--json", "--ledger", db])
+    assert before.exit_code == 0, before.output
+    statement = json.loads(base64.b64decode(json.loads(before.stdout)["envelope"]["payload"]))
+    assert statement["predicate"]["assuranceLevel"] == "self_attested" and len(statement["predicate"]["evidence"]) == 1
+    assert runner.invoke(main, ["replay", "latest", "--ledger", db]).exit_code == 0
+    out = tmp_path / "run.eval-result.json"
+    after = runner.invoke(main, ["attest", "latest", "--key", made["private_key"], "--predicate", "eval-result",
+                                 "-o", str(out), "--ledger", db])
+    assert after.exit_code == 0, after.output
+    predicate = json.loads(base64.b64decode(json.loads(out.read_text())["payload"]))["predicate"]
+    with Ledger.open(db, create=False) as ledger:
+        replay = [e for e in ledger.entries(kinds=["replay"])][-1]
+    assert predicate["assuranceLevel"] == "reproduced"
+    assert predicate["evidence"][1] == {"name": f"replay:{replay.seq}", "uri": f"urn:certa:ledger-entry:{replay.seq}",
+                                        "digest": {"sha256": replay.entry_hash},
+                                        "annotations": {"outcome": "REPRODUCED", "recordedAt": replay.recorded_at}}
+    checked = runner.invoke(main, ["verify-attestation", str(out), "--public-key", made["public_key"]])
+    assert checked.exit_code == 0 and "this eval-result attestation names the certificate by this digest" in checked.output
+    wrong = runner.invoke(main, ["attest", "latest", "--key", made["private_key"], "--model", "subject",
+                                 "--ledger", db])
+    assert wrong.exit_code == 2 and "give --predicate eval-result" in wrong.output

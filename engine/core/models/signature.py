@@ -48,8 +48,13 @@ named), ``not_checked`` (a ``model.sig`` but nothing named), ``failed`` (with th
 ``model.sig`` and of the verifying public key's DER SubjectPublicKeyInfo (the key's, or the signing
 certificate's). A certificate or Sigstore check records what it trusted: ``mode``, ``signer`` (the signing
 certificate's subject, RFC 4514; for Sigstore the identity required), ``issuer`` (Sigstore), ``chain_sha256``
-(SHA-256 of each trusted certificate's DER, in the order of the files) or ``trust_config_sha256``. A key check
-records no ``mode`` (its record is as before the modes). ``certa.engine.core.inputs.load_tables`` refuses
+(SHA-256 of each trusted certificate's DER, in the order of the files; for Sigstore each certificate of the trust
+configuration's certificate authorities) and, for Sigstore, ``trust_config_sha256``; a verified Sigstore check also
+records the transparency-log entry it accepted (``log_entry``: Rekor's log id, index and integrated time) and what
+was checked (``checked``: ``SIGSTORE_CHECKS``: the chain to the trusted root at the log's time, the signed
+certificate timestamp, the identity and issuer, the inclusion proof and signed checkpoint, the signed entry
+timestamp, the envelope's signature and its match with the log entry). A key check records no ``mode`` (its
+record is as before the modes). ``certa.engine.core.inputs.load_tables`` refuses
 ``failed`` and ``not_checked`` in the ci and release profiles; a dev run records them. The library is imported
 only when a folder holds ``model.sig`` and the spec names what signed it.
 """
@@ -69,7 +74,7 @@ from typing import Any
 from certa.engine.foundation.extras import require_extra
 from certa.engine.core.models.manifest import SIGNATURE_FILE, ModelManifest
 
-__all__ = ["MODES", "SignatureTrust", "SignatureCheck", "check_signature", "STRICT_STATUSES"]
+__all__ = ["MODES", "SignatureTrust", "SignatureCheck", "check_signature", "STRICT_STATUSES", "SIGSTORE_CHECKS"]
 
 STRICT_STATUSES = frozenset({"verified", "unsigned"})
 """Outcomes the ci and release profiles accept."""
@@ -170,8 +175,43 @@ def _trusted(trust: SignatureTrust, certificate_der: bytes | None) -> tuple[str 
         return key_sha256, (("mode", "certificate"), ("signer", certificate.subject.rfc4514_string()),
                             ("chain_sha256", _certificate_sha256s(trust.certificate_chain)))
     assert trust.trust_config is not None
+    config = trust.trust_config.read_bytes()
     return key_sha256, (("mode", "sigstore"), ("signer", trust.identity), ("issuer", trust.issuer),
-                        ("trust_config_sha256", hashlib.sha256(trust.trust_config.read_bytes()).hexdigest()))
+                        ("trust_config_sha256", hashlib.sha256(config).hexdigest()),
+                        ("chain_sha256", _authority_sha256s(config)))
+
+
+def _authority_sha256s(config: bytes) -> list[str]:
+    """SHA-256 of the DER of each certificate of each certificate authority (Fulcio) in a Sigstore
+    ClientTrustConfig's ``trustedRoot``, in file order (``ValueError`` when the file is not one)."""
+    try:
+        authorities = json.loads(config)["trustedRoot"]["certificateAuthorities"]
+        return [hashlib.sha256(base64.b64decode(c["rawBytes"], validate=True)).hexdigest()
+                for authority in authorities for c in authority["certChain"]["certificates"]]
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"not a Sigstore trust configuration with certificate authorities ({exc!r})") from None
+
+
+SIGSTORE_CHECKS = ("signing certificate chains to a certificate authority of the trust configuration, at the "
+                   "transparency log's integrated time",
+                   "signed certificate timestamp by a CT log key of the trust configuration",
+                   "signing certificate's identity (subjectAltName) and OIDC issuer are the ones required",
+                   "log entry's inclusion proof reaches a checkpoint signed by a Rekor key of the trust configuration",
+                   "log entry's signed entry timestamp (inclusion promise) by that Rekor key",
+                   "DSSE envelope signed by the certificate's key, and the log entry names that payload and signature")
+"""What sigstore-python's ``Verifier.verify_dsse`` established when a Sigstore-mode signature verifies (recorded as
+``checked``)."""
+
+
+def _log_entry(bundle: bytes) -> dict[str, Any]:
+    """The bundle's transparency-log entry as a verified check records it: Rekor's ``log_id`` (hex), ``log_index``
+    and ``integrated_time`` (UTC, ISO 8601)."""
+    import datetime
+
+    entry = json.loads(bundle)["verificationMaterial"]["tlogEntries"][0]
+    integrated = datetime.datetime.fromtimestamp(int(entry["integratedTime"]), datetime.UTC)
+    return {"log_id": base64.b64decode(entry["logId"]["keyId"]).hex(), "log_index": int(entry["logIndex"]),
+            "integrated_time": integrated.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def _verifier(trust: SignatureTrust) -> Any:
@@ -277,4 +317,6 @@ def check_signature(folder: Path, manifest: ModelManifest, trust: SignatureTrust
                               trusted)
     if problems:
         return SignatureCheck("failed", key_sha256, signature_sha256, differ, trusted)
+    if trust.mode == "sigstore":  # verify_dsse accepted exactly one log entry
+        trusted += (("log_entry", _log_entry(bundle)), ("checked", list(SIGSTORE_CHECKS)))
     return SignatureCheck("verified", key_sha256, signature_sha256, trusted=trusted)

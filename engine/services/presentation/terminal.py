@@ -171,11 +171,11 @@ def _not_verified_text(problems: tuple[str, ...]) -> str:
 
 def attestation_report_text(report: AttestationReport) -> str:
     """``certa verify-attestation``: VERIFIED (certificate, run, verdict, signers, then each file's subject; for
-    a Test Result, that the certificate is named by digest, not checked) or NOT VERIFIED."""
+    a Test Result or eval-result, that the certificate is named by digest, not checked) or NOT VERIFIED."""
     if not report.verified:
         return _not_verified_text(report.problems)
-    named_only = ["  a test-result attestation names the certificate by this digest but does not carry it: check "
-                  "the certificate itself with 'certa verify-bundle'"] if report.predicate == "test-result" else []
+    named_only = [f"  this {report.predicate} attestation names the certificate by this digest but does not carry it: "
+                  "check the certificate itself with 'certa verify-bundle'"] if report.predicate != "certificate" else []
     return "\n".join([f"VERIFIED: certificate {report.content_sha256} of run {report.run_id} ({report.verdict}), "
                       f"signed by {key_ids_text(report.key_ids)}", *named_only,
                       *(f"  {label} is {subject}" for label, subject in report.files)])

@@ -314,8 +314,7 @@ def _sigstore_trust_config(folder: Path, root) -> Path:
 def test_a_sigstore_check_uses_the_trust_config_given_and_fetches_nothing(certificate_signed, tmp_path, monkeypatch):
     """A Sigstore bundle (a certificate, no key hint) checked with a trust configuration file: sigstore-python's
     verifier runs with the network cut and refuses a bundle without a transparency-log entry in its own words;
-    the record names the identity, issuer and trust file. (A bundle that verifies needs a Fulcio certificate, a
-    signed certificate timestamp and a Rekor inclusion proof: not made here.)"""
+    the record names the identity, issuer and trust file. (A bundle that verifies: the next tests.)"""
     import hashlib
     import json
     import socket
@@ -346,6 +345,118 @@ def test_a_sigstore_check_uses_the_trust_config_given_and_fetches_nothing(certif
     assert _check(folder, SignatureTrust("certificate", certificate_chain=(root_file,))).reason.startswith(
         "model.sig was signed in sigstore mode but the spec names a certificate signer; name what signed it: "
         "signature: {sigstore: {identity: ..., issuer: ..., trust_config: FILE.json}}")
+
+
+IDENTITY, ISSUER = "release@example.org", "https://accounts.example.org"
+
+
+@pytest.fixture
+def sigstore_signed(tiny_models, tmp_path):
+    """A model signed with a Sigstore bundle made here (tests/sigstore_support.py): (folder, the parties, the trust
+    configuration file, the signing certificate's PEM file)."""
+    from tests.sigstore_support import SigstoreParties, sign_with_sigstore
+
+    parties = SigstoreParties.make()
+    folder = Path(shutil.copytree(tiny_models["baseline"], tmp_path / "sigstored"))
+    leaf_file = sign_with_sigstore(folder, tmp_path, parties, IDENTITY, ISSUER)
+    return folder, parties, parties.trust_config(tmp_path / "sigstore_trust.json"), leaf_file
+
+
+def _cut_network(monkeypatch) -> None:
+    import socket
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("a signature check opened a connection")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+
+
+def test_a_sigstore_bundle_verifies_offline_and_the_record_says_what_was_checked(sigstore_signed, monkeypatch):
+    """Why: Sigstore mode was only ever refused offline. A bundle with a Fulcio-style certificate (an embedded
+    SCT), a Rekor entry with its signed entry timestamp and inclusion proof, all made here, verifies against the
+    trust configuration file with the network cut; the record states the chain's root, the log entry and the
+    checks."""
+    import datetime
+    import hashlib
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    from certa.engine.core.models.signature import SIGSTORE_CHECKS
+
+    folder, parties, trust_file, leaf_file = sigstore_signed
+    _cut_network(monkeypatch)
+    check = _check(folder, SignatureTrust("sigstore", identity=IDENTITY, issuer=ISSUER, trust_config=trust_file))
+    assert check.status == "verified", check.reason
+    spki = serialization.PublicFormat.SubjectPublicKeyInfo
+    leaf_key = x509.load_pem_x509_certificate(leaf_file.read_bytes()).public_key().public_bytes(
+        serialization.Encoding.DER, spki)
+    rekor_key = parties.rekor_key.public_key().public_bytes(serialization.Encoding.DER, spki)
+    assert check.record() == {
+        "status": "verified", "public_key_sha256": hashlib.sha256(leaf_key).hexdigest(),
+        "signature_sha256": hashlib.sha256((folder / "model.sig").read_bytes()).hexdigest(),
+        "mode": "sigstore", "signer": IDENTITY, "issuer": ISSUER,
+        "trust_config_sha256": hashlib.sha256(trust_file.read_bytes()).hexdigest(),
+        "chain_sha256": [hashlib.sha256(parties.root.public_bytes(serialization.Encoding.DER)).hexdigest()],
+        "log_entry": {"log_id": hashlib.sha256(rekor_key).hexdigest(), "log_index": 1,
+                      "integrated_time": parties.now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")},
+        "checked": list(SIGSTORE_CHECKS)}
+
+
+def _tampered_promise(folder: Path) -> None:
+    import base64
+    import json
+
+    bundle = json.loads((folder / "model.sig").read_text())
+    promise = bundle["verificationMaterial"]["tlogEntries"][0]["inclusionPromise"]
+    promise["signedEntryTimestamp"] = base64.b64encode(b"\x30\x06\x02\x01\x01\x02\x01\x01").decode()
+    (folder / "model.sig").write_text(json.dumps(bundle))
+
+
+@pytest.mark.parametrize(("case", "reason"), [
+    ("identity", "Certificate's SANs do not match someone@example.org"),
+    ("issuer", "Certificate's OIDCIssuer does not match"),
+    ("root", "failed to build timestamp certificate chain"),
+    ("ct_log", "failed to verify SCT on signing certificate"),
+    ("rekor", "invalid log entry: checkpoint: invalid signature"),
+    ("promise", "invalid log entry: SET: invalid inclusion promise"),
+])
+def test_a_sigstore_bundle_fails_on_each_thing_it_does_not_match(sigstore_signed, tmp_path, monkeypatch, case, reason):
+    """Each check the record names can fail: another identity or issuer, a trust configuration with another
+    Fulcio root, CT log key or Rekor key, a signed entry timestamp that is not the log's."""
+    import dataclasses
+
+    from tests.sigstore_support import SigstoreParties
+
+    folder, parties, trust_file, _ = sigstore_signed
+    other = SigstoreParties.make()
+    swapped = {"root": dict(root=other.root, root_key=other.root_key), "ct_log": dict(ct_key=other.ct_key),
+               "rekor": dict(rekor_key=other.rekor_key)}
+    if case in swapped:
+        trust_file = dataclasses.replace(parties, **swapped[case]).trust_config(tmp_path / f"{case}.json")
+    if case == "promise":
+        _tampered_promise(folder)
+    _cut_network(monkeypatch)
+    trust = SignatureTrust("sigstore", identity="someone@example.org" if case == "identity" else IDENTITY,
+                           issuer="https://other.example.org" if case == "issuer" else ISSUER, trust_config=trust_file)
+    check = _check(folder, trust)
+    assert check.status == "failed" and check.reason.startswith("the signature does not verify: ")
+    assert reason in check.reason
+    assert "log_entry" not in check.record() and "checked" not in check.record()
+
+
+def test_a_ci_run_naming_the_sigstore_identity_certifies_the_model_and_records_the_check(sigstore_signed, tmp_path):
+    """The ci profile accepts the verified model; the certificate (model.windows 1.2.0, its output schema checked)
+    carries the record."""
+    from certa.engine import run
+
+    _, _, trust_file, _ = sigstore_signed
+    signature = f'{{sigstore: {{identity: "{IDENTITY}", issuer: "{ISSUER}", trust_config: {trust_file.name}}}}}'
+    certificate = run(_spec(tmp_path, "ci", None, signature=signature, model="sigstored")).certificate
+    record = certificate["content"]["stages"]["w"]["models"]["subject"]["signature"]
+    assert (record["status"], record["mode"], record["signer"], record["log_entry"]["log_index"]) == (
+        "verified", "sigstore", IDENTITY, 1)
 
 
 def test_a_spec_names_a_certificate_chain_and_ci_accepts_the_verified_model(certificate_signed, tmp_path):
