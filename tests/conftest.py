@@ -106,6 +106,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                                                         "torch==2.13.0 'certa[models]' (.ci/run installs them)"))
 
 
+@pytest.fixture(autouse=True)
+def _no_model_library_warm_up(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside the tests marked ``models``, reading a model folder does not import torch and transformers while it
+    hashes (``certa.engine.core.inputs.warm_model_libraries``, a speed-up of loading: 5-10 s the first time in a test
+    process, paid by the unit tier for nothing, as those tests load no model). The warm-up's own tests are marked
+    ``models``; no number depends on it."""
+    if request.node.get_closest_marker("models") is None:
+        from certa.engine.core import inputs
+
+        monkeypatch.setattr(inputs, "warm_model_libraries", lambda folder: None)
+
+
 def require_postgres(what: str) -> str:
     """The test server's URL; without one the test is skipped, or fails under CI, which must run ``what``."""
     if not POSTGRES_SERVER:

@@ -303,6 +303,7 @@ def test_warming_imports_the_module_of_the_architecture_config_json_names(tiny_a
     assert done.stdout.split() == ["False", "True"], done.stderr[-2000:]
 
 
+@pytest.mark.models  # the warm-up imports torch and transformers first (5-10 s): not in the unit tier
 @pytest.mark.parametrize("config", [None, "fifo", b"not json", b"[1]", b'{"model_type": "no-such-model"}',
                                     b'{"model_type": ["llama"]}', b"[" * 100_000],
                          ids=["absent", "fifo", "not-json", "not-an-object", "unknown-type", "type-not-text",
