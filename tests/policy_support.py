@@ -26,6 +26,18 @@ rules:
 """
 
 
+EXPIRED = "2001-01-01T00:00:00Z"
+"""When alice's key expired in ``expired_policy``: before any review of the case was recorded."""
+
+
+def expired_policy(case: PolicyCase) -> Path:
+    """The case's policy with alice's key valid until ``EXPIRED`` only, written beside it."""
+    path = case.policy.with_name("approvers-expired.yaml")
+    path.write_text(case.policy.read_text(encoding="utf-8").replace(
+        "{public_key: keys/alice.pub}", f"{{public_key: keys/alice.pub, not_after: {EXPIRED}}}"), encoding="utf-8")
+    return path
+
+
 @dataclass(frozen=True)
 class PolicyCase:
     """The ledger, its two runs (``approved``: alice's real approval; ``unapproved``: mallory's only), the

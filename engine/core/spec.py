@@ -330,11 +330,30 @@ def _validate(instance: Any, schema: Mapping[str, Any], *, node: yaml.Node | Non
     raise SpecError(message + more, file=source, line=line, column=column, path=_format_path(full_path))
 
 
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+
+
+def _timestamps_as_text(data: Any, node: yaml.Node | None) -> Any:
+    """``data`` with every YAML timestamp (an unquoted ``2026-01-01T00:00:00Z``, which ``yaml.safe_load`` makes a
+    ``datetime``) replaced by its text as written: a document's times are validated and read as RFC 3339 text."""
+    if isinstance(node, yaml.ScalarNode):
+        return node.value if node.tag == _TIMESTAMP_TAG else data
+    if isinstance(node, yaml.MappingNode) and isinstance(data, dict):
+        values = {key_node.value: value_node for key_node, value_node in node.value
+                  if isinstance(key_node, yaml.ScalarNode)}
+        return {key: _timestamps_as_text(value, values.get(str(key))) for key, value in data.items()}
+    if isinstance(node, yaml.SequenceNode) and isinstance(data, list):
+        return [_timestamps_as_text(value, item) for value, item in zip(data, node.value, strict=True)]
+    return data
+
+
 def read_yaml_document(raw: bytes, source: str, schema: Mapping[str, Any]) -> Any:
     """The data of a YAML document other than a spec (a trust policy, say) read exactly as a spec is: UTF-8,
     at most ``MAX_SPEC_BYTES``, no anchors, aliases or duplicate keys (``yaml.safe_load`` semantics), and valid
-    against ``schema``; otherwise ``SpecError`` naming ``source``, the line, the column and the key path."""
+    against ``schema``; otherwise ``SpecError`` naming ``source``, the line, the column and the key path. A
+    timestamp is read as the text it is written as (``_timestamps_as_text``), quoted or not."""
     data, node = _parse_yaml(_decode(raw, source), source)
+    data = _timestamps_as_text(data, node)
     _validate(data, schema, node=node, source=source, prefix=[])
     return data
 

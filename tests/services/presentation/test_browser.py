@@ -223,6 +223,37 @@ def test_an_unknown_key_is_never_shown_as_an_approval_in_the_report_or_the_site(
         page.close()
 
 
+def test_a_review_signed_after_its_key_expired_is_red_and_says_so(chromium, tmp_path: Path) -> None:
+    """Alice's real approval of the first run, under a policy whose entry for her key expired before the review was
+    recorded: the verdict box says NOT APPROVED (red) and names the expiry, the reviews table reads "key expired on
+    DATE" in red, never her name as an approver. Screenshots in tmp_path."""
+    from tests.policy_support import EXPIRED, expired_policy, policy_case
+
+    case = policy_case(tmp_path / "case")
+    red = "rgb(207, 34, 46)"
+    page_file = tmp_path / "report-expired.html"
+    result = CliRunner().invoke(main, ["report", case.approved, "-o", str(page_file), "--ledger", str(case.db),
+                                       "--policy", str(expired_policy(case))])
+    assert result.exit_code == 0, result.output
+    page, log = open_page(chromium, page_file)
+    try:
+        assert log.console_errors == [] and log.network_requests == []
+        badge = page.locator("#verdict .approval-line .badge")
+        assert badge.inner_text() == "NOT APPROVED"
+        assert badge.evaluate("e => getComputedStyle(e).color") == red
+        assert f"key expired on {EXPIRED}" in page.inner_text("#verdict")
+        signers = page.locator("#reviews td.signer-expired")
+        assert signers.count() == 1
+        assert signers.inner_text() == (f"key expired on {EXPIRED} ({case.alice[:8]}…, listed for Alice Example "
+                                         "<alice@example.org>): counts for no approval")
+        assert signers.evaluate("e => getComputedStyle(e).color") == red
+        assert "APPROVED by" not in page.inner_text("body")
+        save_screenshot(page, tmp_path / "report-expired-key.png", max_height=600)
+        page.locator("#reviews").screenshot(path=str(tmp_path / "report-expired-key-reviews.png"))
+    finally:
+        page.close()
+
+
 def _visible_names(page) -> list[str]:
     return page.eval_on_selector_all("#runs-table tbody tr", "rows => rows.filter(r => !r.hidden && r.offsetParent !== null)"
                                                               ".map(r => r.dataset.name)")
