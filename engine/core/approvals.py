@@ -135,7 +135,9 @@ class Approver:
 class ApprovalDecision:
     """A run's approval under a policy: ``status`` APPROVED, NOT APPROVED or NOT CHECKED (no policy);
     ``approvers`` from the policy; ``missing``: what is missing, in words; ``unknown_keys``: ids of keys that
-    validly signed a review of the run and that the policy does not know (never named by their claim)."""
+    validly signed a review of the run and that the policy does not know (never named by their claim);
+    ``basis``: which policy decided, in words, when it is not simply the one the command was given (the one the
+    run's spec names, or a given one that differs from it; ``certa.engine.services.policy_record.RunPolicy``)."""
 
     status: str
     run_id: str
@@ -143,6 +145,7 @@ class ApprovalDecision:
     missing: tuple[str, ...] = ()
     unknown_keys: tuple[str, ...] = ()
     policy_sha256: str | None = None
+    basis: str = ""
 
     @property
     def approved(self) -> bool:
@@ -153,24 +156,27 @@ class ApprovalDecision:
         return "approval not checked (no policy)" if self.status == NOT_CHECKED else self.status
 
     def detail(self) -> str:
-        """By whom in which role, or what is missing; unknown keys named by id ("" when not checked)."""
+        """By whom in which role, or what is missing; unknown keys named by id; then ``basis`` (only it when not
+        checked)."""
         if self.status == NOT_CHECKED:
-            return ""
+            return self.basis
         body = (f"by {'; '.join(a.text() for a in self.approvers)}" if self.approved
                 else "; ".join(self.missing))
         unknown = (f"; not counted: review(s) signed by unknown key {', '.join(map(short_key, self.unknown_keys))}"
                    if self.unknown_keys else "")
-        return body + unknown
+        return body + unknown + (f"; {self.basis}" if self.basis else "")
 
     def text(self) -> str:
         """The decision in one line: the headline, then ``detail``."""
-        return self.headline() if self.status == NOT_CHECKED else f"{self.status} {self.detail()}"
+        if self.status == NOT_CHECKED:
+            return f"{self.headline()}: {self.basis}" if self.basis else self.headline()
+        return f"{self.status} {self.detail()}"
 
     def as_json(self) -> dict[str, Any]:
         """Status, approvers, what is missing, unknown keys and the policy's SHA-256."""
         return {"status": self.status, "approved": self.approved, "run_id": self.run_id,
                 "approvers": [a.as_json() for a in self.approvers], "missing": list(self.missing),
-                "unknown_keys": list(self.unknown_keys), "policy_sha256": self.policy_sha256}
+                "unknown_keys": list(self.unknown_keys), "policy_sha256": self.policy_sha256, "basis": self.basis}
 
 
 def _in_period(records: Sequence[_R], policy: TrustPolicy, kid: str) -> list[_R]:

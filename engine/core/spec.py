@@ -35,7 +35,7 @@ from certa.engine.core.stages import REGISTRY, StageType, UnknownStage, parse_st
 from certa.engine.core.stages.base import DeclaredTable, KnobProblem
 
 __all__ = ["InputSpec", "StagePlan", "GateSpec", "Plan", "load_plan", "spec_schema", "why_not_a_spec", "SPEC_FORMAT",
-           "knob_strings", "read_yaml_document"]
+           "knob_strings", "read_yaml_document", "PolicyPin", "approval_pin"]
 
 SPEC_FORMAT = 1
 
@@ -87,6 +87,18 @@ class GateSpec:
 
 
 @dataclass(frozen=True)
+class PolicyPin:
+    """The spec's ``approval``: the trust policy that decides who may approve its runs, as written (``policy``),
+    resolved inside the spec's folder (``path``) and pinned by the SHA-256 of its bytes. The spec holds the pin;
+    reading the file is ``certa.engine.services.policy_record.pinned_policy``'s (a replay never reads it)."""
+
+    policy: str
+    path: str | None
+    """None when read back from a recorded spec's text (``approval_pin``): a recorded run's policy is the ledger's."""
+    sha256: str
+
+
+@dataclass(frozen=True)
 class Plan:
     """A validated, resolved run spec."""
 
@@ -104,6 +116,9 @@ class Plan:
     spec_sha256: str
     source: str
     base_dir: Path | None
+    approval: PolicyPin | None = None
+    """The trust policy the spec names (``approval:``), None when it names none. Not a knob: no number depends on
+    it, and the spec's SHA-256 (``spec_sha256``, in the certificate) covers it."""
 
 
 # --------------------------------------------------------------------------------------------- YAML
@@ -358,6 +373,18 @@ def read_yaml_document(raw: bytes, source: str, schema: Mapping[str, Any]) -> An
     return data
 
 
+def approval_pin(spec_text: str, source: str) -> PolicyPin | None:
+    """The ``approval`` a recorded spec's text names (``path`` None: nothing is resolved or read), None when it
+    names none; ``SpecError`` when the text is not YAML or its ``approval`` is not valid. Reads only that key: the
+    spec was validated in full when it ran."""
+    data, node = _parse_yaml(spec_text, source)
+    if not isinstance(data, dict) or "approval" not in data:
+        return None
+    _validate(data["approval"], read_schema("spec.schema.json")["properties"]["approval"], node=node, source=source,
+              prefix=["approval"])
+    return PolicyPin(policy=data["approval"]["policy"], path=None, sha256=data["approval"]["sha256"])
+
+
 def fill_defaults(instance: Any, schema: Mapping[str, Any]) -> Any:
     """A copy of ``instance`` with every ``default`` of ``schema``'s ``properties`` filled in, recursively.
 
@@ -533,23 +560,31 @@ def knob_strings(value: Any) -> list[str]:
     return []
 
 
-def _resolve_input_path(name: str, raw_path: str, base_dir: Path | None, source: str,
-                        node: yaml.Node | None, *, key: str) -> str:
-    target = _node_at(node, ["inputs", name, *key.split(".")])
+def _resolve_spec_path(raw_path: str, base_dir: Path | None, source: str, node: yaml.Node | None,
+                       keys: list[str], *, instead: str) -> str:
+    """``raw_path`` (the spec's value at ``keys``) resolved in the spec's folder; ``SpecError`` naming its line
+    when it is absolute or leaves the folder (``instead``: what the user can do instead, in words)."""
+    target = _node_at(node, keys)
     where = dict(file=source, line=target.start_mark.line + 1 if target else None,
-                 column=target.start_mark.column + 1 if target else None, path=f"inputs.{name}.{key}")
+                 column=target.start_mark.column + 1 if target else None, path=".".join(keys))
     if Path(raw_path).is_absolute():
-        raise SpecError("absolute paths are not allowed in a spec (a spec reads only inside its folder); "
-                        "give an absolute path on the command line instead: --input NAME=PATH", **where)
+        raise SpecError(f"absolute paths are not allowed in a spec (a spec reads only inside its folder); {instead}",
+                        **where)
     root = (base_dir or Path.cwd()).resolve()
     try:
         resolved = (root / raw_path).resolve()
     except (ValueError, OSError) as exc:  # an embedded NUL byte, a path the system cannot resolve
         raise SpecError(f"invalid path {raw_path!r}: {exc}", **where) from None
     if not resolved.is_relative_to(root):
-        raise SpecError(f"path '{raw_path}' leaves the spec's folder {root}; move the file under it "
-                        "or pass it on the command line with --input NAME=PATH", **where)
+        raise SpecError(f"path '{raw_path}' leaves the spec's folder {root}; move the file under it, or {instead}",
+                        **where)
     return str(resolved)
+
+
+def _resolve_input_path(name: str, raw_path: str, base_dir: Path | None, source: str,
+                        node: yaml.Node | None, *, key: str) -> str:
+    return _resolve_spec_path(raw_path, base_dir, source, node, ["inputs", name, *key.split(".")],
+                              instead="give the path on the command line: --input NAME=PATH")
 
 
 def _signature_trust(name: str, declared: Mapping[str, Any], base_dir: Path | None, source: str,
@@ -845,4 +880,8 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
         inputs=inputs, stages=tuple(stages), gates=tuple(gates), family=family, knobs=knobs,
         knobs_hash=canonical_sha256(knobs), spec_text=raw.decode("utf-8"), spec_sha256=sha256_hex(raw),
         source=source, base_dir=base_dir,
+        approval=None if "approval" not in data else PolicyPin(
+            policy=data["approval"]["policy"], sha256=data["approval"]["sha256"],
+            path=_resolve_spec_path(data["approval"]["policy"], base_dir, source, node, ["approval", "policy"],
+                                    instead="give the policy on the command line: --policy FILE")),
     )

@@ -131,6 +131,9 @@ class TrustPolicy:
     """The file's text, as read (what a ledger's ``policy`` entry records beside the key ids it resolved to)."""
     periods: Mapping[str, KeyPeriod] = field(default_factory=dict)
     """Key id -> its validity period, for the keys the policy gives one."""
+    key_files: Mapping[str, str] = field(default_factory=dict)
+    """Each ``public_key`` file as the policy writes it -> the key id it resolved to (its digest does not cover the
+    key files, so a ledger's ``policy`` entry records these beside its text)."""
 
     def key_problem(self, kid: str, recorded_at: str) -> str | None:
         """Why a review recorded at ``recorded_at`` does not count for key ``kid`` (``KeyPeriod.problem``), None
@@ -155,12 +158,19 @@ def _period(entry: Mapping[str, str], source: str, where: str) -> KeyPeriod:
     return period
 
 
-def _key_ids(keys: list[Mapping[str, str]], base: Path | None, source: str, where: str) -> list[str]:
+def _key_ids(keys: list[Mapping[str, str]], base: Path | None, source: str, where: str,
+             key_files: Mapping[str, str] | None) -> list[str]:
     from certa.engine.foundation.signing import key_id, load_public_key  # cryptography: only to read a key file
     found = []
     for j, entry in enumerate(keys):
         if "key_id" in entry:
             found.append(entry["key_id"])
+            continue
+        if key_files is not None:
+            if entry["public_key"] not in key_files:
+                raise SpecError(f"the key file {entry['public_key']} was not recorded with the policy",
+                                file=source, path=f"{where}.keys[{j}].public_key")
+            found.append(key_files[entry["public_key"]])
             continue
         path = Path(entry["public_key"])
         path = path if path.is_absolute() or base is None else base / path
@@ -174,17 +184,22 @@ def _key_ids(keys: list[Mapping[str, str]], base: Path | None, source: str, wher
     return found
 
 
-def parse_policy(raw: bytes, source: str, *, base_dir: Path | None = None) -> TrustPolicy:
+def parse_policy(raw: bytes, source: str, *, base_dir: Path | None = None,
+                 key_files: Mapping[str, str] | None = None) -> TrustPolicy:
     """The trust policy in ``raw`` (the bytes of a policy file named ``source``; ``public_key`` files relative to
-    ``base_dir``). ``SpecError`` (file, line, key path) when it is not a valid policy, when a key file cannot be
-    read or is not an Ed25519 public key, or when one key is listed for two people."""
+    ``base_dir``, or, for a policy recorded in a ledger, resolved through ``key_files``, file as written -> key
+    id, reading no file). ``SpecError`` (file, line, key path) when it is not a valid policy, when a key file
+    cannot be read or is not an Ed25519 public key, or when one key is listed for two people."""
     data: Any = read_yaml_document(raw, source, read_schema(POLICY_SCHEMA))
     people: dict[str, Person] = {}
     periods: dict[str, KeyPeriod] = {}
+    files: dict[str, str] = {}
     for i, entry in enumerate(data["people"]):
         person = Person(name=entry["name"], email=entry["email"], roles=tuple(entry["roles"]))
-        kids = _key_ids(entry["keys"], base_dir, source, f"people[{i}]")
+        kids = _key_ids(entry["keys"], base_dir, source, f"people[{i}]", key_files)
         for j, (kid, key) in enumerate(zip(kids, entry["keys"], strict=True)):
+            if "public_key" in key:
+                files[key["public_key"]] = kid
             other = people.get(kid)
             if other is not None and other != person:
                 raise SpecError(f"key {kid[:16]}… is listed for {other.label()} too: a key belongs to one person",
@@ -201,7 +216,7 @@ def parse_policy(raw: bytes, source: str, *, base_dir: Path | None = None) -> Tr
                        require=tuple(sorted(rule["require"].items())))
                   for rule in data["rules"])
     return TrustPolicy(source=source, sha256=sha256_hex(raw), people=people, rules=rules,
-                       text=raw.decode("utf-8", "replace"), periods=periods)
+                       text=raw.decode("utf-8", "replace"), periods=periods, key_files=files)
 
 
 def load_policy(path: Path) -> TrustPolicy:

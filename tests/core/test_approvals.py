@@ -162,7 +162,7 @@ def test_json_names_the_policy_digest_and_the_approvers() -> None:
     assert out == {"status": "APPROVED", "approved": True, "run_id": "r" * 32, "missing": [],
                    "approvers": [{"name": "Alice Example", "email": "alice@example.org", "roles": ["model-risk"],
                                   "key_id": ALICE, "entry": 9}],
-                   "unknown_keys": [MALLORY], "policy_sha256": policy.sha256}
+                   "unknown_keys": [MALLORY], "policy_sha256": policy.sha256, "basis": ""}
 
 
 def test_a_policy_reads_pem_keys_relative_to_its_file(tmp_path: Path) -> None:
