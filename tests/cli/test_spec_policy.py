@@ -7,6 +7,7 @@ without reading it (tests/policy_support.py builds the case)."""
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import shutil
 from pathlib import Path
@@ -134,3 +135,17 @@ def test_a_replay_reproduces_without_reading_the_policy(built, tmp_path: Path) -
         shutil.move(moved, case.policy)
     assert result.exit_code == 0, result.output
     assert "REPRODUCED" in result.output
+
+
+@pytest.mark.slow  # renders a report and a site (about 3 s)
+def test_report_and_site_decide_under_the_specs_policy_without_one_given(built, tmp_path: Path) -> None:
+    case, _, outputs = built
+    basis = _basis(case, outputs[0]["policy"]["entry_seq"])
+    page = tmp_path / "run.html"
+    assert _certa(case, "report", case.unapproved, "-o", str(page)).exit_code == 0
+    text = page.read_text()
+    assert '<span class="badge badge-fail">NOT APPROVED</span>' in text and basis in html.unescape(text)
+    site = tmp_path / "site"
+    assert _certa(case, "site", "-o", str(site), "--jobs", "1").exit_code == 0
+    index = (site / "index.html").read_text()
+    assert ">APPROVED</span>" in index and ">NOT APPROVED</span>" in index and "approval not checked" not in index
