@@ -33,7 +33,7 @@ from certa.engine.core.trust_policy import TrustPolicy, load_policy, parse_polic
 
 if TYPE_CHECKING:
     from certa.ledger import Ledger
-    from certa.ledger.rows import RunRow
+    from certa.ledger.rows import EntryRow, RunRow
 
 __all__ = ["RecordedPolicy", "RunPolicy", "policy_id", "policy_payload", "record_policy", "pinned_policy",
            "recorded_policy", "run_policies"]
@@ -90,23 +90,48 @@ def pinned_policy(plan: Plan) -> TrustPolicy | None:
     return policy
 
 
-def recorded_policy(ledger: Ledger, sha256: str) -> tuple[TrustPolicy, int] | None:
-    """The policy of SHA-256 ``sha256`` as the ledger's newest ``policy`` entry of it recorded it (its text, its key
-    files resolved to the recorded key ids: no file is read), and that entry's seq; None when no entry of it can
-    rebuild it (none recorded, or one recorded before key files were)."""
-    for entry in ledger.policies(sha256[:32]):
+def _rebuilt(entry: EntryRow, sha256: str) -> TrustPolicy | None:
+    """The policy of SHA-256 ``sha256`` rebuilt from ``entry`` alone, None when it cannot be (not that policy, an
+    unreadable payload, which 'verify' names, or one recorded before key files were)."""
+    try:
         payload = entry.data()
         if not isinstance(payload, dict) or payload.get("sha256") != sha256:
-            continue
-        try:
-            policy = parse_policy(str(payload["text"]).encode("utf-8"),
-                                  f"{payload['source']} as recorded in ledger entry {entry.seq}",
-                                  key_files=payload.get("key_files", {}))
-        except (SpecError, KeyError, TypeError):
-            continue
-        if policy.sha256 == sha256:
-            return policy, entry.seq
-    return None
+            return None
+        policy = parse_policy(str(payload["text"]).encode("utf-8"),
+                              f"{payload['source']} as recorded in ledger entry {entry.seq}",
+                              key_files=payload.get("key_files", {}))
+    except (SpecError, KeyError, TypeError, ValueError):
+        return None
+    return policy if policy.sha256 == sha256 else None
+
+
+class _RecordedPolicies:
+    """A ledger's ``policy`` entries, read once per policy and rebuilt once per entry (``recorded_policy``)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self._entries: dict[str, list[EntryRow]] = {}
+        self._rebuilt: dict[int, TrustPolicy | None] = {}
+
+    def find(self, sha256: str, through: int | None) -> tuple[TrustPolicy, int] | None:
+        if sha256 not in self._entries:
+            self._entries[sha256] = self._ledger.policies(sha256[:32])
+        for entry in self._entries[sha256]:  # newest first
+            if through is not None and entry.seq > through:
+                continue
+            if entry.seq not in self._rebuilt:
+                self._rebuilt[entry.seq] = _rebuilt(entry, sha256)
+            policy = self._rebuilt[entry.seq]
+            if policy is not None:
+                return policy, entry.seq
+        return None
+
+
+def recorded_policy(ledger: Ledger, sha256: str, *, through: int | None = None) -> tuple[TrustPolicy, int] | None:
+    """The policy of SHA-256 ``sha256`` as the ledger's newest ``policy`` entry of it (at or before entry ``through``,
+    when given) recorded it (its text, its key files resolved to the recorded key ids: no file is read), and that
+    entry's seq; None when no entry of it can rebuild it (none recorded, or one recorded before key files were)."""
+    return _RecordedPolicies(ledger).find(sha256, through)
 
 
 @dataclass(frozen=True)
@@ -122,7 +147,7 @@ def _short(sha256: str) -> str:
     return f"sha256 {sha256[:16]}…"
 
 
-def _decide(ledger: Ledger, pin: PolicyPin | None, given: TrustPolicy | None) -> RunPolicy:
+def _decide(recorded: _RecordedPolicies, pin: PolicyPin | None, given: TrustPolicy | None, through: int) -> RunPolicy:
     if given is not None:
         if pin is None or pin.sha256 == given.sha256:
             return RunPolicy(given)
@@ -130,7 +155,7 @@ def _decide(ledger: Ledger, pin: PolicyPin | None, given: TrustPolicy | None) ->
                                 f"policy the run's spec names, {pin.policy} ({_short(pin.sha256)})")
     if pin is None:
         return RunPolicy(None)
-    found = recorded_policy(ledger, pin.sha256)
+    found = recorded.find(pin.sha256, through)
     if found is None:
         return RunPolicy(None, f"the run's spec names the policy {pin.policy} ({_short(pin.sha256)}), which the "
                                "ledger does not hold: give it with --policy FILE")
@@ -141,17 +166,20 @@ def _decide(ledger: Ledger, pin: PolicyPin | None, given: TrustPolicy | None) ->
 
 def run_policies(ledger: Ledger, rows: Iterable[RunRow], given: TrustPolicy | None) -> dict[str, RunPolicy]:
     """Run id -> the policy deciding its approval (module docstring) for each of ``rows``: the run entry's spec
-    text read, and the policy it names rebuilt, once per distinct spec (``spec_sha256``)."""
-    by_spec: dict[str, RunPolicy] = {}
-    decided: dict[str, RunPolicy] = {}
+    text read once per distinct spec (``spec_sha256``). The policy a spec names is the one recorded with the run: the
+    newest entry of it at or before the entry after the run's record (``certa run`` appends it there, or finds it
+    recorded before), so a policy recorded again later, its key files resolving to other keys, does not change an
+    earlier run's decision."""
+    pins: dict[str, PolicyPin | None] = {}
+    recorded = _RecordedPolicies(ledger)
+    runs: dict[str, RunPolicy] = {}
     for row in rows:
-        if row.spec_sha256 not in by_spec:
+        if row.spec_sha256 not in pins:
             run_entry = next(ledger.entries(run_id=row.run_id, kinds=["run"]), None)
             try:
-                pin = None if run_entry is None else approval_pin(str(run_entry.data()["spec_text"]),
-                                                                  f"run {row.run_id}'s spec")
-            except (SpecError, KeyError, TypeError):  # an unreadable run entry: 'verify' names it
-                pin = None
-            by_spec[row.spec_sha256] = _decide(ledger, pin, given)
-        decided[row.run_id] = by_spec[row.spec_sha256]
-    return decided
+                pins[row.spec_sha256] = None if run_entry is None else approval_pin(
+                    str(run_entry.data()["spec_text"]), f"run {row.run_id}'s spec")
+            except (SpecError, KeyError, TypeError, ValueError):  # an unreadable run entry: 'verify' names it
+                pins[row.spec_sha256] = None
+        runs[row.run_id] = _decide(recorded, pins[row.spec_sha256], given, row.last_seq + 1)
+    return runs

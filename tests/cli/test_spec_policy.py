@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from certa.cli import main
 from certa.engine.core.inputs import load_tables
@@ -149,3 +151,19 @@ def test_report_and_site_decide_under_the_specs_policy_without_one_given(built, 
     assert _certa(case, "site", "-o", str(site), "--jobs", "1").exit_code == 0
     index = (site / "index.html").read_text()
     assert ">APPROVED</span>" in index and ">NOT APPROVED</span>" in index and "approval not checked" not in index
+
+
+def test_a_policy_recorded_again_later_with_other_keys_does_not_change_an_earlier_runs_decision(
+        built, tmp_path: Path) -> None:
+    case, spec, outputs = built
+    folder, db = tmp_path / "spec", tmp_path / "ledger.db"
+    shutil.copytree(spec.parent, folder)
+    shutil.copy(case.db, db)
+    (folder / "keys" / "alice.pub").write_bytes(Ed25519PrivateKey.generate().public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))  # the key file replaced
+    recorded = CliRunner().invoke(main, ["verify", "--policy", str(folder / "approvers.yaml"), "--record", "--json",
+                                         "--ledger", str(db)])
+    assert "policy" in json.loads(recorded.stdout)["recorded"] and "recorded as entry" in recorded.stdout
+    shown = CliRunner().invoke(main, ["show", case.approved, "--ledger", str(db)]).stdout
+    assert "**APPROVED** by Alice Example" in shown
+    assert f"recorded in ledger entry {outputs[0]['policy']['entry_seq']})" in shown
