@@ -89,15 +89,22 @@ def policy_case(folder: Path) -> PolicyCase:
                       alice=key_id(alice.public_key()), mallory=key_id(mallory.public_key()))
 
 
+def spec_naming_policy(folder: Path, alice: Ed25519PrivateKey) -> tuple[Path, Path]:
+    """The small spec in ``folder`` with ``POLICY`` beside it (alice's key in ``keys/``), named and pinned by its
+    ``approval:``; returns the spec's and the policy's paths."""
+    spec = small_spec_folder(folder)
+    policy = _write_policy(folder, alice)
+    digest = hashlib.sha256(policy.read_bytes()).hexdigest()
+    spec.write_text(spec.read_text(encoding="utf-8") + f"approval: {{policy: approvers.yaml, sha256: {digest}}}\n",
+                    encoding="utf-8")
+    return spec, policy
+
+
 def spec_policy_case(folder: Path) -> tuple[PolicyCase, Path, list[dict]]:
     """The case with the policy in the spec's folder, named and pinned by the spec (``approval:``), and both runs
     made by ``certa run --json``: the case, the spec, and the two runs' JSON outputs."""
     alice, mallory = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
-    spec = small_spec_folder(folder / "spec")
-    policy = _write_policy(spec.parent, alice)
-    digest = hashlib.sha256(policy.read_bytes()).hexdigest()
-    spec.write_text(spec.read_text(encoding="utf-8") + f"approval: {{policy: approvers.yaml, sha256: {digest}}}\n",
-                    encoding="utf-8")
+    spec, policy = spec_naming_policy(folder / "spec", alice)
     db = folder / "ledger.db"
     outputs = []
     for _ in range(2):
