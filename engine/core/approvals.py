@@ -15,7 +15,11 @@ and its checked reviews:
 * a run no rule covers is NOT APPROVED (the policy does not say who may approve it);
 * the approvers are named from the policy (name, e-mail, role), never from the review; a valid review signed
   by a key the policy does not list is reported as ``unknown key <id>`` and counts for nothing; unsigned
-  reviews and reviews whose signature does not verify count for nothing.
+  reviews and reviews whose signature does not verify count for nothing;
+* a key with a validity period (``certa.engine.core.trust_policy.KeyPeriod``) counts only the reviews the ledger
+  recorded inside it (``recorded_at``, the entry's time, which the hash chain fixes; never a time the reviewer
+  states): the others are shown as ``key expired on DATE`` (or ``key not valid before DATE``) and count for
+  nothing, neither approval nor rejection.
 
 This is the four-eyes / separation-of-duties control of change-approval policies (e.g. NIST SP 800-53 rev. 5
 CM-3 and AC-5), with signatures as the evidence of who approved (as in Sigstore's policy-controller or
@@ -41,6 +45,8 @@ class CheckedReview(Protocol):
 
     @property
     def seq(self) -> int: ...
+    @property
+    def recorded_at(self) -> str: ...
     @property
     def reviewer(self) -> str: ...
     @property
@@ -129,7 +135,9 @@ class Approver:
 class ApprovalDecision:
     """A run's approval under a policy: ``status`` APPROVED, NOT APPROVED or NOT CHECKED (no policy);
     ``approvers`` from the policy; ``missing``: what is missing, in words; ``unknown_keys``: ids of keys that
-    validly signed a review of the run and that the policy does not know (never named by their claim)."""
+    validly signed a review of the run and that the policy does not know (never named by their claim);
+    ``basis``: which policy decided, in words, when it is not simply the one the command was given (the one the
+    run's spec names, or a given one that differs from it; ``certa.engine.services.policy_record.RunPolicy``)."""
 
     status: str
     run_id: str
@@ -137,6 +145,7 @@ class ApprovalDecision:
     missing: tuple[str, ...] = ()
     unknown_keys: tuple[str, ...] = ()
     policy_sha256: str | None = None
+    basis: str = ""
 
     @property
     def approved(self) -> bool:
@@ -147,29 +156,51 @@ class ApprovalDecision:
         return "approval not checked (no policy)" if self.status == NOT_CHECKED else self.status
 
     def detail(self) -> str:
-        """By whom in which role, or what is missing; unknown keys named by id ("" when not checked)."""
+        """By whom in which role, or what is missing; unknown keys named by id; then ``basis`` (only it when not
+        checked)."""
         if self.status == NOT_CHECKED:
-            return ""
+            return self.basis
         body = (f"by {'; '.join(a.text() for a in self.approvers)}" if self.approved
                 else "; ".join(self.missing))
         unknown = (f"; not counted: review(s) signed by unknown key {', '.join(map(short_key, self.unknown_keys))}"
                    if self.unknown_keys else "")
-        return body + unknown
+        return body + unknown + (f"; {self.basis}" if self.basis else "")
 
     def text(self) -> str:
         """The decision in one line: the headline, then ``detail``."""
-        return self.headline() if self.status == NOT_CHECKED else f"{self.status} {self.detail()}"
+        if self.status == NOT_CHECKED:
+            return f"{self.headline()}: {self.basis}" if self.basis else self.headline()
+        return f"{self.status} {self.detail()}"
 
     def as_json(self) -> dict[str, Any]:
         """Status, approvers, what is missing, unknown keys and the policy's SHA-256."""
         return {"status": self.status, "approved": self.approved, "run_id": self.run_id,
                 "approvers": [a.as_json() for a in self.approvers], "missing": list(self.missing),
-                "unknown_keys": list(self.unknown_keys), "policy_sha256": self.policy_sha256}
+                "unknown_keys": list(self.unknown_keys), "policy_sha256": self.policy_sha256, "basis": self.basis}
+
+
+def _in_period(records: Sequence[_R], policy: TrustPolicy, kid: str) -> list[_R]:
+    """The reviews of ``records`` that count for ``kid`` under its validity period (all those not signed by it)."""
+    return [r for r in records if kid not in r.key_ids or policy.key_problem(kid, r.recorded_at) is None]
+
+
+def _policy_key_gap(records: Sequence[CheckedReview], policy: TrustPolicy, kid: str) -> str | None:
+    """``key_gap`` of ``kid`` among the reviews inside its period; when it signed none there, its reviews outside
+    it: ``key expired on DATE (review entry N recorded at T)``."""
+    reason = key_gap(_in_period(records, policy, kid), kid)
+    if reason != "no review signed by this key":
+        return reason
+    outside = [(r, problem) for r in records if r.signature_valid and kid in r.key_ids
+               and (problem := policy.key_problem(kid, r.recorded_at)) is not None]
+    if not outside:
+        return reason
+    record, problem = outside[-1]
+    return f"{problem} (review entry {record.seq} recorded at {record.recorded_at})"
 
 
 def _person_gap(records: Sequence[CheckedReview], policy: TrustPolicy, person: Person) -> str:
     kids = [kid for kid, p in policy.people.items() if p == person]
-    reasons = sorted({reason for kid in kids if (reason := key_gap(records, kid)) is not None})
+    reasons = sorted({reason for kid in kids if (reason := _policy_key_gap(records, policy, kid)) is not None})
     return f"{person.label()}: {'; '.join(reasons).replace('this key', 'their key')}"
 
 
@@ -182,7 +213,7 @@ def evaluate_approval(policy: TrustPolicy | None, facts: RunFacts,
                                   if kid not in policy.people))
     approving: dict[Person, tuple[str, int]] = {}
     for kid, person in policy.people.items():
-        record = approval_by(records, kid)
+        record = approval_by(_in_period(records, policy, kid), kid)
         if record is not None and person not in approving:
             approving[person] = (kid, record.seq)
     rules = policy.rules_for(facts.name, facts.profile)
@@ -211,9 +242,10 @@ def evaluate_approval(policy: TrustPolicy | None, facts: RunFacts,
 
 @dataclass(frozen=True)
 class SignerView:
-    """Who signed one review, as a page shows it: ``kind`` is ``known`` (a person of the policy), ``unknown``
-    (a key the policy does not list), ``unchecked`` (signed, no policy given), ``unsigned`` or ``invalid``
-    (the signature does not verify); ``text`` says it in words, never presenting a claimed name as who signed."""
+    """Who signed one review, as a page shows it: ``kind`` is ``known`` (a person of the policy), ``expired`` (a
+    key of the policy, the review recorded outside its validity period: after it or before it), ``unknown`` (a
+    key the policy does not list), ``unchecked`` (signed, no policy given), ``unsigned`` or ``invalid`` (the
+    signature does not verify); ``text`` says it in words, never presenting a claimed name as who signed."""
 
     kind: str
     text: str
@@ -233,8 +265,13 @@ def review_signer(record: CheckedReview, policy: TrustPolicy | None) -> SignerVi
     keys = ", ".join(short_key(kid) for kid in record.key_ids)
     if policy is None:
         return SignerView("unchecked", f"signed by key {keys}, {claim} — not checked against a policy")
-    known = [policy.people[kid] for kid in record.key_ids if kid in policy.people]
-    if not known:
+    listed = [kid for kid in record.key_ids if kid in policy.people]
+    if not listed:
         return SignerView("unknown", f"unknown key {keys}")
+    known = [policy.people[kid] for kid in listed if policy.key_problem(kid, record.recorded_at) is None]
+    if not known:
+        outside = "; ".join(f"{policy.key_problem(kid, record.recorded_at)} ({short_key(kid)}, listed for "
+                            f"{policy.people[kid].label()})" for kid in listed)
+        return SignerView("expired", f"{outside}: counts for no approval")
     people = "; ".join(dict.fromkeys(f"{p.label()} ({', '.join(p.roles)})" for p in known))
     return SignerView("known", people)

@@ -35,7 +35,7 @@ from certa.engine.core.stages import REGISTRY, StageType, UnknownStage, parse_st
 from certa.engine.core.stages.base import DeclaredTable, KnobProblem
 
 __all__ = ["InputSpec", "StagePlan", "GateSpec", "Plan", "load_plan", "spec_schema", "why_not_a_spec", "SPEC_FORMAT",
-           "knob_strings", "read_yaml_document"]
+           "knob_strings", "read_yaml_document", "PolicyPin", "approval_pin"]
 
 SPEC_FORMAT = 1
 
@@ -87,6 +87,18 @@ class GateSpec:
 
 
 @dataclass(frozen=True)
+class PolicyPin:
+    """The spec's ``approval``: the trust policy that decides who may approve its runs, as written (``policy``),
+    resolved inside the spec's folder (``path``) and pinned by the SHA-256 of its bytes. The spec holds the pin;
+    reading the file is ``certa.engine.services.policy_record.pinned_policy``'s (a replay never reads it)."""
+
+    policy: str
+    path: str | None
+    """None when read back from a recorded spec's text (``approval_pin``): a recorded run's policy is the ledger's."""
+    sha256: str
+
+
+@dataclass(frozen=True)
 class Plan:
     """A validated, resolved run spec."""
 
@@ -104,6 +116,9 @@ class Plan:
     spec_sha256: str
     source: str
     base_dir: Path | None
+    approval: PolicyPin | None = None
+    """The trust policy the spec names (``approval:``), None when it names none. Not a knob: no number depends on
+    it, and the spec's SHA-256 (``spec_sha256``, in the certificate) covers it."""
 
 
 # --------------------------------------------------------------------------------------------- YAML
@@ -330,13 +345,44 @@ def _validate(instance: Any, schema: Mapping[str, Any], *, node: yaml.Node | Non
     raise SpecError(message + more, file=source, line=line, column=column, path=_format_path(full_path))
 
 
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+
+
+def _timestamps_as_text(data: Any, node: yaml.Node | None) -> Any:
+    """``data`` with every YAML timestamp (an unquoted ``2026-01-01T00:00:00Z``, which ``yaml.safe_load`` makes a
+    ``datetime``) replaced by its text as written: a document's times are validated and read as RFC 3339 text."""
+    if isinstance(node, yaml.ScalarNode):
+        return node.value if node.tag == _TIMESTAMP_TAG else data
+    if isinstance(node, yaml.MappingNode) and isinstance(data, dict):
+        values = {key_node.value: value_node for key_node, value_node in node.value
+                  if isinstance(key_node, yaml.ScalarNode)}
+        return {key: _timestamps_as_text(value, values.get(str(key))) for key, value in data.items()}
+    if isinstance(node, yaml.SequenceNode) and isinstance(data, list):
+        return [_timestamps_as_text(value, item) for value, item in zip(data, node.value, strict=True)]
+    return data
+
+
 def read_yaml_document(raw: bytes, source: str, schema: Mapping[str, Any]) -> Any:
     """The data of a YAML document other than a spec (a trust policy, say) read exactly as a spec is: UTF-8,
     at most ``MAX_SPEC_BYTES``, no anchors, aliases or duplicate keys (``yaml.safe_load`` semantics), and valid
-    against ``schema``; otherwise ``SpecError`` naming ``source``, the line, the column and the key path."""
+    against ``schema``; otherwise ``SpecError`` naming ``source``, the line, the column and the key path. A
+    timestamp is read as the text it is written as (``_timestamps_as_text``), quoted or not."""
     data, node = _parse_yaml(_decode(raw, source), source)
+    data = _timestamps_as_text(data, node)
     _validate(data, schema, node=node, source=source, prefix=[])
     return data
+
+
+def approval_pin(spec_text: str, source: str) -> PolicyPin | None:
+    """The ``approval`` a recorded spec's text names (``path`` None: nothing is resolved or read), None when it
+    names none; ``SpecError`` when the text is not YAML or its ``approval`` is not valid. Reads only that key: the
+    spec was validated in full when it ran."""
+    data, node = _parse_yaml(spec_text, source)
+    if not isinstance(data, dict) or "approval" not in data:
+        return None
+    _validate(data["approval"], read_schema("spec.schema.json")["properties"]["approval"], node=node, source=source,
+              prefix=["approval"])
+    return PolicyPin(policy=data["approval"]["policy"], path=None, sha256=data["approval"]["sha256"])
 
 
 def fill_defaults(instance: Any, schema: Mapping[str, Any]) -> Any:
@@ -514,23 +560,31 @@ def knob_strings(value: Any) -> list[str]:
     return []
 
 
-def _resolve_input_path(name: str, raw_path: str, base_dir: Path | None, source: str,
-                        node: yaml.Node | None, *, key: str) -> str:
-    target = _node_at(node, ["inputs", name, *key.split(".")])
+def _resolve_spec_path(raw_path: str, base_dir: Path | None, source: str, node: yaml.Node | None,
+                       keys: list[str], *, instead: str) -> str:
+    """``raw_path`` (the spec's value at ``keys``) resolved in the spec's folder; ``SpecError`` naming its line
+    when it is absolute or leaves the folder (``instead``: what the user can do instead, in words)."""
+    target = _node_at(node, keys)
     where = dict(file=source, line=target.start_mark.line + 1 if target else None,
-                 column=target.start_mark.column + 1 if target else None, path=f"inputs.{name}.{key}")
+                 column=target.start_mark.column + 1 if target else None, path=".".join(keys))
     if Path(raw_path).is_absolute():
-        raise SpecError("absolute paths are not allowed in a spec (a spec reads only inside its folder); "
-                        "give an absolute path on the command line instead: --input NAME=PATH", **where)
+        raise SpecError(f"absolute paths are not allowed in a spec (a spec reads only inside its folder); {instead}",
+                        **where)
     root = (base_dir or Path.cwd()).resolve()
     try:
         resolved = (root / raw_path).resolve()
     except (ValueError, OSError) as exc:  # an embedded NUL byte, a path the system cannot resolve
         raise SpecError(f"invalid path {raw_path!r}: {exc}", **where) from None
     if not resolved.is_relative_to(root):
-        raise SpecError(f"path '{raw_path}' leaves the spec's folder {root}; move the file under it "
-                        "or pass it on the command line with --input NAME=PATH", **where)
+        raise SpecError(f"path '{raw_path}' leaves the spec's folder {root}; move the file under it, or {instead}",
+                        **where)
     return str(resolved)
+
+
+def _resolve_input_path(name: str, raw_path: str, base_dir: Path | None, source: str,
+                        node: yaml.Node | None, *, key: str) -> str:
+    return _resolve_spec_path(raw_path, base_dir, source, node, ["inputs", name, *key.split(".")],
+                              instead="give the path on the command line: --input NAME=PATH")
 
 
 def _signature_trust(name: str, declared: Mapping[str, Any], base_dir: Path | None, source: str,
@@ -826,4 +880,8 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
         inputs=inputs, stages=tuple(stages), gates=tuple(gates), family=family, knobs=knobs,
         knobs_hash=canonical_sha256(knobs), spec_text=raw.decode("utf-8"), spec_sha256=sha256_hex(raw),
         source=source, base_dir=base_dir,
+        approval=None if "approval" not in data else PolicyPin(
+            policy=data["approval"]["policy"], sha256=data["approval"]["sha256"],
+            path=_resolve_spec_path(data["approval"]["policy"], base_dir, source, node, ["approval", "policy"],
+                                    instead="give the policy on the command line: --policy FILE")),
     )

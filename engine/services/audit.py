@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from certa.engine.core.interpreter import AbortedExecution, Execution, Notify, e
 from certa.engine.foundation.jsondiff import FieldChange, json_diff
 from certa.engine.foundation.signing import key_id
 from certa.engine.services.presentation.display_text import plain_text
-from certa.engine.services.policy_record import record_policy
+from certa.engine.services.policy_record import RunPolicy, record_policy, run_policies
 from certa.engine.services.registrations import registration_problems
 from certa.engine.services.reviews import (MissingApproval, ReviewRecord, certificate_digests, checked_reviews,
                                            ledger_reviews, policy_approvals, review_json, review_problems,
@@ -137,7 +137,15 @@ class LedgerAudit:
     policy: TrustPolicy | None = None
     """The trust policy approvals were evaluated against (``--policy``; None: none given)."""
     decisions: tuple[ApprovalDecision, ...] = ()
-    """With ``policy``: the approval of every completed PASS run checked (``policy_approvals``)."""
+    """The approval of every completed PASS run checked under ``policy``, or, without one, of those whose spec names
+    a policy (``policy_approvals``; ``run_policies``)."""
+    policies: Mapping[str, RunPolicy] = field(default_factory=dict)
+    """Run id -> the policy deciding its approval (``certa.engine.services.policy_record.run_policies``)."""
+
+    def signer_policy(self, run_id: str) -> TrustPolicy | None:
+        """The policy a review of ``run_id`` is shown under (``review_signer``)."""
+        decides = self.policies.get(run_id)
+        return self.policy if decides is None else decides.policy
 
     @property
     def approved(self) -> bool:
@@ -208,10 +216,11 @@ class LedgerAudit:
                 "head": f"{report.head[0]}:{report.head[1]}",
                 "problems": [{"where": p.where, "message": p.message, "seq": p.seq, "run_id": p.run_id,
                               "column": p.column} for p in report.problems],
-                "reviews": [{**review_json(r), "run_id": rid, "signer": review_signer(r, self.policy).as_json()}
+                "reviews": [{**review_json(r), "run_id": rid, "signer": review_signer(r, self.signer_policy(rid)).as_json()}
                             for rid, r in self.reviews],
-                "policy": None if self.policy is None else {
-                    "file": self.policy.source, "sha256": self.policy.sha256, "approved": self.approved,
+                "policy": None if self.policy is None and not self.decisions else {
+                    "file": None if self.policy is None else self.policy.source,
+                    "sha256": None if self.policy is None else self.policy.sha256, "approved": self.approved,
                     "runs_checked": len(self.decisions), "runs": [d.as_json() for d in self.decisions]},
                 "approval": None if not self.required_key_ids else {
                     "approved": self.approved, "required_key_ids": list(self.required_key_ids),
@@ -240,7 +249,10 @@ def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tupl
     says why.
 
     ``policy``: evaluate every completed PASS run's approval against it (``policy_approvals``, read from the runs
-    index: a full verification only, ``LedgerError`` with ``since_checkpoint``).
+    index: a full verification only, ``LedgerError`` with ``since_checkpoint``). Without one, a full verification
+    evaluates the PASS runs whose spec names a policy under that policy, as the ledger recorded it
+    (``certa.engine.services.policy_record.run_policies``; NOT CHECKED, and so not approved, when the ledger does
+    not hold it).
     """
     if since_checkpoint and checkpoint is None:
         raise LedgerError("an incremental verification needs a signed checkpoint (--checkpoint FILE --public-key KEY)")
@@ -262,14 +274,17 @@ def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tupl
         report = replace(report, problems=report.problems + tuple(
             Problem(f"run {rid}", f"not proven by the checkpoint: {why}", run_id=rid) for rid, why in unproven))
     decisions: tuple[ApprovalDecision, ...] = ()
-    if policy is not None:  # completed PASS runs, oldest first, from the runs index this verification checked
+    policies: dict[str, RunPolicy] = {}
+    if not since_checkpoint:  # completed PASS runs, oldest first, from the runs index this verification checked
         rows = [ledger.run(full)] if full is not None else list(reversed(ledger.runs()))
-        approvals = policy_approvals([r for r in rows if r.verdict == "PASS"], reviews, policy)
-        decisions = tuple(approvals.values())
+        policies = run_policies(ledger, rows, policy)
+        passed = [r for r in rows if r.verdict == "PASS"
+                  if policy is not None or policies[r.run_id].policy is not None or policies[r.run_id].basis]
+        decisions = tuple(policy_approvals(passed, reviews, policies).values())
     recorded = _record(ledger, report, policy) if record else ""
     return LedgerAudit(report=report, reviews=tuple(reviews), required_key_ids=tuple(key_id(k) for k in approvers),
                        runs_checked=runs_checked, missing=tuple(missing), checkpoint=signed, recorded=recorded,
-                       policy=policy, decisions=decisions)
+                       policy=policy, decisions=decisions, policies=policies)
 
 
 def _record(ledger: Ledger, report: VerifyReport, policy: TrustPolicy | None) -> str:

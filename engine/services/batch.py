@@ -52,6 +52,7 @@ from certa.engine.core.interpreter import Execution, RunDecisions
 from certa.engine.services.presentation.warnings import run_warnings
 from certa.engine.foundation.atomic_files import append_atomically, check_writable
 from certa.engine.services.run import LedgerLocation, ledger_for_run, record_abort, record_execution
+from certa.engine.services.policy_record import pinned_policy, record_policy
 from certa.engine.services.run_report import after_recording, verdict_exit_code
 from certa.engine.services.presentation.ci_summary import batch_summary, run_summary
 from certa.engine.services.presentation.junit import JUnitSuite, run_suite, utc_timestamp, write_junit
@@ -59,6 +60,7 @@ from certa.engine.services.presentation.markdown import failed_rules, recorded_a
 from certa.engine.core.spec import Plan, load_plan, why_not_a_spec
 from certa.engine.core.stages import Decision
 from certa.engine.core.stages.base import DecisionColumns
+from certa.engine.core.trust_policy import TrustPolicy
 
 if TYPE_CHECKING:
     from certa.ledger import Ledger
@@ -129,6 +131,8 @@ class BatchSpec:
     inputs: Mapping[str, InputSource] = field(default_factory=dict)
     key: str | None = None
     error: CertaError | None = None
+    policy: TrustPolicy | None = None
+    """The trust policy the spec names (``pinned_policy``), recorded with its run."""
 
     @property
     def run_id(self) -> str | None:
@@ -259,6 +263,7 @@ def prepare_batch(paths: Sequence[Path], *, batch_id: str | None = None,
         item = BatchSpec(path=path)
         try:
             item.plan = load_plan(path)
+            item.policy = pinned_policy(item.plan)
             item.inputs = read_inputs(item.plan, input_paths)
         except CertaError as error:
             item.plan, item.error = None, error
@@ -341,6 +346,8 @@ def _record(ledger: Ledger, batch_id: str, item: BatchSpec, result: WorkerResult
         execution = Execution(plan=plan, tables=tables, content=result.content, decisions=decisions,
                               captured=result.captured)
         certificate = record_execution(ledger, run_id, execution)
+        if item.policy is not None:
+            record_policy(ledger, item.policy)
     except LedgerError as error:
         try:
             return _row_for_recorded(item, ledger)  # another client recorded this key first

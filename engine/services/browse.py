@@ -19,6 +19,7 @@ from certa.engine.services.documents import write_certificate
 from certa.engine.foundation.jsondiff import ArrayChange, FieldChange, flatten, json_diff, summarised
 from certa.engine.services.presentation.display_text import json_display
 from certa.engine.services.presentation.markdown import recorded_abort, recorded_decisions, recorded_warnings
+from certa.engine.services.policy_record import run_policies
 from certa.engine.services.reviews import ReviewRecord, reviews_of, run_approval
 from certa.engine.core.approvals import ApprovalDecision
 from certa.engine.core.trust_policy import TrustPolicy
@@ -63,8 +64,9 @@ class RunView:
 
 def show_run(ledger: Ledger, run_id: str, *, explain: bool = False, ledger_name: str,
              policy: TrustPolicy | None = None) -> RunView:
-    """``run_id``'s certificate, warnings, reviews and approval under ``policy`` (None: not checked), or (an
-    aborted run) the reason and the rules that stopped it; ``ledger_name`` is the ledger as the user gave it
+    """``run_id``'s certificate, warnings, reviews and approval under ``policy`` (None: the policy the run's spec
+    names, as the ledger recorded it, else not checked; ``certa.engine.services.policy_record.run_policies``), or
+    (an aborted run) the reason and the rules that stopped it; ``ledger_name`` is the ledger as the user gave it
     (for the command the text suggests)."""
     row = ledger.run(run_id)
     if row.status == "aborted":
@@ -72,9 +74,10 @@ def show_run(ledger: Ledger, run_id: str, *, explain: bool = False, ledger_name:
         return RunView(row=row, certificate=None, warnings=(), abort=abort, rules=rules, explain=explain,
                        ledger=ledger_name)
     reviews = tuple(reviews_of(ledger, row.run_id))
+    decides = run_policies(ledger, [row], policy)[row.run_id]
     return RunView(row=row, certificate=ledger.certificate(row.run_id), warnings=recorded_warnings(ledger, row.run_id),
-                   abort=None, rules=(), explain=explain, ledger=ledger_name, reviews=reviews, policy=policy,
-                   approval=run_approval(ledger, row.run_id, policy, reviews))
+                   abort=None, rules=(), explain=explain, ledger=ledger_name, reviews=reviews, policy=decides.policy,
+                   approval=run_approval(ledger, row.run_id, decides, reviews))
 
 
 @dataclass(frozen=True)

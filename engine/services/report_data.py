@@ -22,6 +22,7 @@ from certa.engine.services.presentation.markdown import recorded_warnings
 from certa.engine.services.browse import BundleView
 from certa.engine.services.presentation.bundle_note import bundle_source_lines
 from certa.engine.services.presentation.html.report_model import BundleSource, ReplayStatus, ReportData, Verification
+from certa.engine.services.policy_record import run_policies
 from certa.engine.services.reviews import reviews_of, run_approval
 from certa.engine.core.approvals import review_signer
 from certa.engine.core.trust_policy import TrustPolicy
@@ -73,7 +74,8 @@ def sequential_checks_of(decisions: Iterable[EntryRow]) -> dict[str, dict[str, t
 def gather_report(ledger: Ledger, run_id: str, *, verification: Verification | None = None,
                   policy: TrustPolicy | None = None) -> ReportData:
     """Everything the report of ``run_id`` (a unique prefix or ``latest`` works too) shows; its approval is
-    evaluated against ``policy`` (None: not checked, ``certa.engine.services.reviews.run_approval``).
+    evaluated against ``policy`` (None: the one the run's spec names, as recorded, else not checked;
+    ``certa.engine.services.policy_record.run_policies``, ``certa.engine.services.reviews.run_approval``).
 
     ``verification``: a status the caller already has (``certa site`` verifies the whole ledger once and
     maps its problems to runs) instead of ``verify(ledger, run_id=RUN)`` here, which reads the whole chain."""
@@ -83,6 +85,7 @@ def gather_report(ledger: Ledger, run_id: str, *, verification: Verification | N
     abort = None
     digest = None
     reviews = tuple(reviews_of(ledger, full))
+    decides = run_policies(ledger, [row], policy)[full]
     if row.status == "aborted":
         abort = next((e.data() for e in ledger.entries(run_id=full, kinds=["abort"])), {})
     else:
@@ -96,8 +99,8 @@ def gather_report(ledger: Ledger, run_id: str, *, verification: Verification | N
         replay=None if (newest := newest_replay(ledger, full)) is None else replay_status(newest),
         reviews=reviews,
         warnings=recorded_warnings(ledger, full),
-        approval=run_approval(ledger, full, policy, reviews) if certificate is not None else None,
-        signers=tuple(review_signer(r, policy) for r in reviews),
+        approval=run_approval(ledger, full, decides, reviews) if certificate is not None else None,
+        signers=tuple(review_signer(r, decides.policy) for r in reviews),
     )
 
 

@@ -52,6 +52,7 @@ from certa.engine.core.approvals import ApprovalDecision, RunFacts, approval_by,
 from certa.engine.core.trust_policy import TrustPolicy, load_policy
 from certa.engine.core.certificate import results_sha256
 from certa.engine.foundation.errors import CertaError, LedgerError
+from certa.engine.services.policy_record import RunPolicy
 
 if TYPE_CHECKING:  # cryptography loads when a review is signed or a signature checked, not to read a ledger
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -470,11 +471,11 @@ def read_policy(policy_file: Path | None) -> TrustPolicy | None:
     return None if policy_file is None else load_policy(policy_file)
 
 
-def run_approval(ledger: Ledger, run_id: str, policy: TrustPolicy | None,
+def run_approval(ledger: Ledger, run_id: str, policy: RunPolicy,
                  records: Sequence[ReviewRecord] | None = None) -> ApprovalDecision:
-    """The approval of ``run_id`` (a full id) under ``policy`` (``certa.engine.core.approvals.evaluate_approval``):
-    its spec name and profile from the runs index, its certificate digests, and its checked reviews
-    (``records``, else ``reviews_of``)."""
+    """The approval of ``run_id`` (a full id) under ``policy`` (``certa.engine.core.approvals.evaluate_approval``;
+    ``certa.engine.services.policy_record.run_policies`` says which policy and why): its spec name and profile from
+    the runs index, its certificate digests, and its checked reviews (``records``, else ``reviews_of``)."""
     row = ledger.run(run_id)
     certificate = _run_certificate(ledger, run_id)
     digests: Mapping[str, str] = {}
@@ -485,17 +486,21 @@ def run_approval(ledger: Ledger, run_id: str, policy: TrustPolicy | None,
             digests = {}
     facts = RunFacts(run_id=row.run_id, name=row.name, profile=row.profile,
                      content_sha256=digests.get("content_sha256"), results_sha256=digests.get("results_sha256"))
-    return evaluate_approval(policy, facts, reviews_of(ledger, run_id) if records is None else records)
+    decision = evaluate_approval(policy.policy, facts, reviews_of(ledger, run_id) if records is None else records)
+    return replace(decision, basis=policy.basis)
 
 
 def policy_approvals(rows: Iterable[RunRow], reviews: Iterable[tuple[str, ReviewRecord]],
-                     policy: TrustPolicy | None) -> dict[str, ApprovalDecision]:
-    """Run id -> the approval under ``policy`` (``evaluate_approval``; NOT CHECKED without one) of each completed
-    run of ``rows`` (runs index rows: spec name and profile), from ``reviews`` ((run id, checked review) in chain
-    order, as ``ledger_reviews`` gives them): one pass, no read per run (``certa verify``, ``certa site``)."""
+                     policies: Mapping[str, RunPolicy]) -> dict[str, ApprovalDecision]:
+    """Run id -> the approval under its policy (``policies``, from ``run_policies``; ``evaluate_approval``, NOT
+    CHECKED without one) of each completed run of ``rows`` (runs index rows: spec name and profile), from
+    ``reviews`` ((run id, checked review) in chain order, as ``ledger_reviews`` gives them): one pass, no read per
+    run (``certa verify``, ``certa site``)."""
     by_run: dict[str, list[ReviewRecord]] = {}
     for rid, record in reviews:
         by_run.setdefault(rid, []).append(record)
-    return {row.run_id: evaluate_approval(policy, RunFacts(run_id=row.run_id, name=row.name, profile=row.profile),
-                                          by_run.get(row.run_id, []))
+    unchecked = RunPolicy(None)
+    return {row.run_id: replace(evaluate_approval(
+        policies.get(row.run_id, unchecked).policy, RunFacts(run_id=row.run_id, name=row.name, profile=row.profile),
+        by_run.get(row.run_id, [])), basis=policies.get(row.run_id, unchecked).basis)
             for row in rows if row.status == "completed"}

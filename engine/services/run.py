@@ -5,7 +5,9 @@
 
 A profile rule that stops the run is recorded as an aborted run (``certa.ledger.run_record.aborted_run``) and
 re-raised as ``ProfileAbort`` naming it. Sealing and recording are written once, here (``record_execution``,
-``record_abort``), for ``run`` and ``batch`` alike. A run that records nothing leaves nothing behind: a SQLite
+``record_abort``), for ``run`` and ``batch`` alike. A spec that names its trust policy (``approval:``) has it read
+and its SHA-256 checked before the work (``certa.engine.services.policy_record.pinned_policy``), and recorded after
+a completed run (``record_policy``: once per policy and keys). A run that records nothing leaves nothing behind: a SQLite
 ledger file that ``ledger_for_run`` created for it is removed again (the Python API keeps this promise as the
 command line does).
 """
@@ -29,6 +31,7 @@ from certa.engine.core.tables import Table
 from certa.engine.foundation.canonical import TextNotUTF8
 from certa.engine.foundation.errors import InputError
 from certa.engine.services.presentation.warnings import run_warnings
+from certa.engine.services.policy_record import RecordedPolicy, pinned_policy, record_policy
 
 if TYPE_CHECKING:
     from certa.ledger import Ledger
@@ -51,6 +54,8 @@ class RunResult:
     decisions: Sequence[StageDecision] = field(repr=False, default=())
     warnings: tuple[str, ...] = ()
     """One line per decision whose outcome is ``warn`` (``run_warnings``): what ``certa run`` prints."""
+    policy: RecordedPolicy | None = None
+    """The trust policy the spec names, as recorded with the run (None: it names none, or nothing was recorded)."""
 
     @property
     def content_sha256(self) -> str:
@@ -145,6 +150,7 @@ def run_plan(plan: Plan, tables: Mapping[str, Table], *, ledger: Ledger | None =
 
     if ledger is not None:
         ledger.require_writable()  # an old-schema ledger is refused before the work, not after it
+    policy = pinned_policy(plan)  # a policy that differs from its pin is refused before the work
     run_id = new_run_id()
     registration = None
     if ledger is not None:
@@ -166,8 +172,9 @@ def run_plan(plan: Plan, tables: Mapping[str, Table], *, ledger: Ledger | None =
         if notify:
             notify(f"recording run {run_id}: {len(execution.decisions)} decision(s), {len(tables)} input(s)")
         certificate = record_execution(ledger, run_id, execution)
+    recorded = None if ledger is None or policy is None else record_policy(ledger, policy)
     return RunResult(run_id=run_id, verdict=execution.verdict, certificate=certificate,
-                     decisions=execution.decisions, warnings=run_warnings(execution.decisions))
+                     decisions=execution.decisions, warnings=run_warnings(execution.decisions), policy=recorded)
 
 
 def run(spec: str | Path | Mapping[str, Any], *, inputs: Mapping[str, Columns | Table] | None = None,

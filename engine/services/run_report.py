@@ -82,7 +82,8 @@ class RunReport:
         assert self.result is not None
         return {"ok": True, "run_id": self.run_id, "verdict": self.result.verdict,
                 "certificate_sha256": self.result.content_sha256, "results_sha256": self.result.results_sha256,
-                "knobs_hash": self.result.knobs_hash, "warnings": list(self.warnings)}
+                "knobs_hash": self.result.knobs_hash, "warnings": list(self.warnings),
+                "policy": None if self.result.policy is None else self.result.policy.as_json()}
 
 
 @contextlib.contextmanager

@@ -64,6 +64,7 @@ from certa.engine.services.presentation.warnings import WARNING_MARK
 from certa.engine.services.presentation.markdown import array_change_text, warnings_of
 from certa.engine.core.value_text import format_value
 from certa.engine.services.presentation.stages import presentation_modules
+from certa.engine.services.policy_record import RunPolicy, run_policies
 from certa.engine.services.reviews import ReviewRecord, ledger_reviews, policy_approvals
 from certa.engine.core.approvals import NOT_CHECKED, ApprovalDecision, review_signer
 from certa.engine.core.trust_policy import TrustPolicy
@@ -407,6 +408,11 @@ def _is_current(out_dir: Path, path: str, inputs: str, manifest: Mapping[str, Ma
         return False
 
 
+def _policy_input(decides: RunPolicy) -> list[str | None]:
+    """What a run page's approval depends on: the deciding policy's SHA-256 and the words saying which it is."""
+    return [None if decides.policy is None else decides.policy.sha256, decides.basis]
+
+
 def _written_by_certa(out_dir: Path, path: str, manifest: Mapping[str, Mapping[str, Any]]) -> bool:
     """True if ``path`` is absent, or certa wrote it (it is in the manifest, perhaps as pending)."""
     return path in manifest or not (out_dir / path).exists()
@@ -439,6 +445,7 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
     report = report.verified
     replays = _newest_replays(ledger)
     verifications = {row.run_id: _run_verification(report, row.run_id) for row in rows}
+    policies = run_policies(ledger, rows, policy)
 
     run_pages = []
     for row in rows:
@@ -447,7 +454,7 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
                                                                      row.profile, row.recorded_at,
                                                                      row.certificate_sha256, row.first_seq, row.last_seq],
                           "reviews": [r.seq for r in reviews.get(row.run_id, [])],
-                          "policy": policy.sha256 if policy is not None else None,
+                          "policy": _policy_input(policies[row.run_id]),
                           "replay": replays[row.run_id].seq if row.run_id in replays else None,
                           "verification": [verification.intact, list(verification.problems)]})
         run_pages.append(_RunPage(_run_path(row.run_id), row.run_id, verification, inputs))
@@ -466,7 +473,7 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
                  "b": [after.run_id, after.certificate_sha256]})))
 
     statuses = [_checkpoint_status(Path(p), ledger, report, public_keys) for p in checkpoints]
-    approvals = policy_approvals(rows, verified_reviews, policy)
+    approvals = policy_approvals(rows, verified_reviews, policies)
     index_rows = _index_rows(rows, reviews, replays, verifications, diff_of, approvals)
     chain = {"head_seq": report.head[0], "head_hash": report.head[1], "entries": report.entries_checked,
              "certificates": report.certificates_checked, "blobs": report.blobs_checked, "intact": report.intact,
@@ -543,7 +550,8 @@ def build_site(ledger: Ledger, out_dir: str | os.PathLike[str], *, checkpoints: 
         rows_by_id = {row.run_id: row for row in rows}
         work = [(page.path, _report_data(ledger, rows_by_id[page.run_id], certificates.get(page.run_id),
                                          checks.get(page.run_id, {}), page.verification, replays.get(page.run_id),
-                                         reviews.get(page.run_id, []), warnings.get(page.run_id, ()), policy,
+                                         reviews.get(page.run_id, []), warnings.get(page.run_id, ()),
+                                         policies[page.run_id].policy,
                                          approvals.get(page.run_id)))
                 for page in stale_runs]
         batches = _chunks(work, 8)

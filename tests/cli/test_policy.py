@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from certa.cli import main
 
-from tests.policy_support import PolicyCase, policy_case
+from tests.policy_support import EXPIRED, PolicyCase, expired_policy, policy_case
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +67,20 @@ def test_show_says_approved_not_approved_or_not_checked(case: PolicyCase) -> Non
     assert "_approval not checked (no policy)_" in unchecked
     assert f"signed by key {case.mallory[:8]}…, claims to be 'alice@example.org' — not checked against a policy" in \
         unchecked
+
+
+def test_a_review_recorded_after_the_key_expired_is_shown_as_such_never_as_an_approval(case: PolicyCase) -> None:
+    expired = expired_policy(case)
+    shown = _certa(case, "show", case.approved, "--policy", str(expired))
+    assert shown.exit_code == 0, shown.output
+    assert f"**NOT APPROVED** role model-risk needs 1 approval(s) by distinct people, has 0 (specs '*') (Alice Example " \
+           f"&lt;alice@example.org>: key expired on {EXPIRED} (review entry" in shown.stdout
+    assert f"signer: key expired on {EXPIRED} ({case.alice[:8]}…, listed for Alice Example &lt;alice@example.org>): " \
+           "counts for no approval: matches the model card" in shown.stdout
+    assert "**APPROVED**" not in shown.stdout
+    verified = _certa(case, "verify", case.approved, "--policy", str(expired), "--json")
+    assert verified.exit_code == 1
+    assert sorted(r["signer"]["kind"] for r in json.loads(verified.stdout)["reviews"]) == ["expired", "unknown"]
 
 
 @pytest.mark.slow  # renders two report pages with their plots (about 2 s)

@@ -52,6 +52,7 @@ class Review:
     decision: str
     key_ids: tuple[str, ...] = ()
     reviewer: str = "someone"
+    recorded_at: str = "2026-06-01T12:00:00.000000Z"
     signed: bool = True
     signature_valid: bool | None = True
     out_of_order: int | None = None
@@ -161,7 +162,7 @@ def test_json_names_the_policy_digest_and_the_approvers() -> None:
     assert out == {"status": "APPROVED", "approved": True, "run_id": "r" * 32, "missing": [],
                    "approvers": [{"name": "Alice Example", "email": "alice@example.org", "roles": ["model-risk"],
                                   "key_id": ALICE, "entry": 9}],
-                   "unknown_keys": [MALLORY], "policy_sha256": policy.sha256}
+                   "unknown_keys": [MALLORY], "policy_sha256": policy.sha256, "basis": ""}
 
 
 def test_a_policy_reads_pem_keys_relative_to_its_file(tmp_path: Path) -> None:
@@ -196,3 +197,59 @@ def test_one_key_for_two_people_and_an_unreadable_key_file_are_refused(tmp_path:
     with pytest.raises(SpecError, match=r"people\[0\]\.keys\[0\]\.public_key: cannot read the public key file"):
         parse_policy(b"certa_policy: 1\npeople:\n  - {name: A, email: a@b.c, roles: [x], keys: [{public_key: no.pub}]}"
                      b"\nrules: [{require: {x: 1}}]\n", "p.yaml", base_dir=tmp_path)
+
+
+# Alice's key until the end of June 2026 (+02:00: 21:59:59Z), Carol's spare key from July 2026 (unquoted: a YAML
+# timestamp, read as its text)
+PERIODS = POLICY.replace(f"keys: [{{key_id: {ALICE}}}]",
+                         f"keys: [{{key_id: {ALICE}, not_after: '2026-06-30T23:59:59+02:00'}}]").replace(
+    f"{{key_id: {CAROL_SPARE}}}", f"{{key_id: {CAROL_SPARE}, not_before: 2026-07-01T00:00:00Z}}")
+
+
+def test_a_review_counts_only_if_the_ledger_recorded_it_inside_the_keys_period() -> None:
+    policy = parse_policy(PERIODS.encode(), "approvers.yaml")
+    assert policy.periods[ALICE].text() == "until 2026-06-30T23:59:59+02:00"
+    assert policy.periods[CAROL_SPARE].not_before == "2026-07-01T00:00:00Z" and CAROL not in policy.periods
+    inside = Review(4, "approved", (ALICE,), recorded_at="2026-06-30T21:59:59.000000Z")  # the last second, included
+    assert evaluate_approval(policy, _facts(), [inside]).status == APPROVED
+    late = Review(5, "approved", (ALICE,), reviewer="Alice Example", recorded_at="2026-06-30T22:00:00.000001Z")
+    decision = evaluate_approval(policy, _facts(), [late])
+    assert decision.status == NOT_APPROVED and decision.approvers == () and decision.unknown_keys == ()
+    assert ("Alice Example <alice@example.org>: key expired on 2026-06-30T23:59:59+02:00 (review entry 5 recorded "
+            "at 2026-06-30T22:00:00.000001Z)") in decision.missing[0]
+    signer = review_signer(late, policy)
+    assert (signer.kind, signer.text) == ("expired", "key expired on 2026-06-30T23:59:59+02:00 (aaaaaaaa…, listed "
+                                                     "for Alice Example <alice@example.org>): counts for no approval")
+    early = Review(6, "approved", (CAROL_SPARE,), recorded_at="2026-06-30T23:59:59.999999Z")
+    assert evaluate_approval(policy, _facts(), [early]).status == NOT_APPROVED
+    assert review_signer(early, policy).text.startswith("key not valid before 2026-07-01T00:00:00Z (eeeeeeee…")
+    assert evaluate_approval(policy, _facts(), [Review(7, "approved", (CAROL_SPARE,),
+                                                       recorded_at="2026-07-01T00:00:00.000000Z")]).status == APPROVED
+
+
+def test_a_rejection_outside_the_period_does_not_withdraw_an_approval_inside_it() -> None:
+    policy = parse_policy(PERIODS.encode(), "approvers.yaml")
+    reviews = [Review(1, "approved", (ALICE,)), Review(2, "rejected", (ALICE,), recorded_at="2027-01-01T00:00:00Z")]
+    decision = evaluate_approval(policy, _facts(), reviews)
+    assert decision.status == APPROVED and [a.seq for a in decision.approvers] == [1]
+    assert [review_signer(r, policy).kind for r in reviews] == ["known", "expired"]
+
+
+@pytest.mark.parametrize(("key", "message"), [
+    ("not_after: '2026-13-01T00:00:00Z'", r"people\[0\]\.keys\[0\]: not an RFC 3339 date-time"),
+    ("not_after: '2026-01-01T00:00:00'", r"people\[0\]\.keys\[0\]\.not_after: .* does not match"),
+    ("not_after: 2026-01-01", r"people\[0\]\.keys\[0\]\.not_after: .* does not match"),
+    ("not_before: 2026-02-01T00:00:00Z, not_after: 2026-01-01T00:00:00Z",
+     r"people\[0\]\.keys\[0\]: not_before 2026-02-01T00:00:00Z is after not_after 2026-01-01T00:00:00Z"),
+])
+def test_a_key_period_must_be_rfc_3339_times_in_order(key: str, message: str) -> None:
+    text = POLICY.replace(f"keys: [{{key_id: {ALICE}}}]", f"keys: [{{key_id: {ALICE}, {key}}}]")
+    with pytest.raises(SpecError, match=message):
+        parse_policy(text.encode(), "approvers.yaml")
+
+
+def test_one_key_listed_twice_with_two_periods_is_refused() -> None:
+    text = POLICY.replace(f"keys: [{{key_id: {ALICE}}}]",
+                          f"keys: [{{key_id: {ALICE}}}, {{key_id: {ALICE}, not_after: 2026-01-01T00:00:00Z}}]")
+    with pytest.raises(SpecError, match=r"people\[0\]\.keys\[1\]: key aaaaaaaaaaaaaaaa… is listed twice"):
+        parse_policy(text.encode(), "approvers.yaml")

@@ -3,7 +3,9 @@ a killed client resumes without duplicates, and a sharded bake-off merged from t
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -186,6 +188,27 @@ stages:
 def _pool_view(out):
     return {(b, v): (x["U"], x["W"], x["U_env"], x["RSI_pool"], x["RSI_pool_env"], x["band_counts"])
             for b, e in out["buckets"].items() for v, x in e["vendors"].items()}
+
+
+def test_a_batch_records_the_policy_a_spec_names_once_and_refuses_a_wrong_pin(tmp_path: Path, cluster_client) -> None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from tests.policy_support import spec_naming_policy
+
+    spec, policy = spec_naming_policy(tmp_path / "specs" / "named", Ed25519PrivateKey.generate())
+    twin = spec.with_name("twin.yaml")
+    twin.write_text(spec.read_text().replace("seed: 7", "seed: 8"))
+    wrong = tmp_path / "specs" / "wrong"
+    shutil.copytree(spec.parent, wrong, ignore=shutil.ignore_patterns("*.yaml"))
+    shutil.copy(policy, wrong)
+    digest = hashlib.sha256(policy.read_bytes()).hexdigest()
+    (wrong / "spec.yaml").write_text(spec.read_text().replace(digest, "f" * 64))
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        report = run_batch([tmp_path / "specs"], ledger=ledger, client=cluster_client)
+        rows = {Path(row.spec).parent.name + "/" + Path(row.spec).name: row for row in report.rows}
+        assert [rows[name].verdict for name in ("named/spec.yaml", "named/twin.yaml")] == ["PASS", "PASS"]
+        assert rows["wrong/spec.yaml"].status == "error"
+        assert "approval.sha256: the trust policy approvers.yaml has SHA-256" in rows["wrong/spec.yaml"].error
+        assert len(ledger.policies(digest[:32])) == 1
 
 
 def test_sharded_bakeoff_merged_from_the_batch_equals_one_run(tmp_path: Path, cluster_client) -> None:

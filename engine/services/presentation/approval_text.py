@@ -24,7 +24,8 @@ def approval_markdown(decision: ApprovalDecision, reviews: Sequence[ReviewRecord
     policy's file and SHA-256, then one line per review: entry, decision, signer and note."""
     text = markdown_text
     if decision.status == NOT_CHECKED:
-        lines = ["## Approval", "", f"_{decision.headline()}_: give `--policy FILE` to check who may approve.", ""]
+        why = text(decision.basis) if decision.basis else "give `--policy FILE` to check who may approve"
+        lines = ["## Approval", "", f"_{decision.headline()}_: {why}.", ""]
     else:
         word = "**APPROVED**" if decision.status == APPROVED else "**NOT APPROVED**"
         lines = ["## Approval", "", f"{word} {text(decision.detail())}", ""]

@@ -82,7 +82,7 @@ def ledger_audit_text(audit: LedgerAudit) -> str:
                      f"{len(audit.reviews) - len(signed)} unsigned)"
                      f"{f'; the newest {SHOWN_PROBLEMS}:' if len(audit.reviews) > SHOWN_PROBLEMS else ''}")
         lines += [plain_text(f"  entry {r.seq}: {r.decision} run {rid} ({review_status_text(r)}); signer: "
-                             f"{review_signer(r, audit.policy).text}")
+                             f"{review_signer(r, audit.signer_policy(rid)).text}")
                   for rid, r in audit.reviews[-SHOWN_PROBLEMS:]]
     if audit.required_key_ids:
         if audit.approved:
@@ -91,10 +91,11 @@ def ledger_audit_text(audit: LedgerAudit) -> str:
         lines += [plain_text(f"NOT APPROVED: run {gap.run_id} ({gap.name}) by key {gap.key_id[:16]}…: {gap.reason}")
                   for gap in audit.missing]
         lines.append(f"  approvals read from {audit.approvals_read_from}")
-    if audit.policy is not None:
+    if audit.policy is not None or audit.decisions:
         approved = sum(d.approved for d in audit.decisions)
-        lines.append(f"policy {audit.policy.source} (sha256 {audit.policy.sha256[:16]}…): {approved} of "
-                     f"{len(audit.decisions)} PASS run(s) APPROVED")
+        under = (f"policy {audit.policy.source} (sha256 {audit.policy.sha256[:16]}…)" if audit.policy is not None
+                 else "the policies the runs' specs name")
+        lines.append(plain_text(f"{under}: {approved} of {len(audit.decisions)} PASS run(s) APPROVED"))
         lines += [plain_text(f"  run {d.run_id}: {d.text()}") for d in audit.decisions]
     return "\n".join(lines)
 
@@ -329,8 +330,10 @@ def run_report_text(report: RunReport) -> str:
     summary = run_summary_text(report.result.certificate)
     if run_id is None:
         return summary
+    policy = report.result.policy
+    approval = "" if policy is None else f"\napproval policy named by the spec: {policy.text()}"
     return (f"{summary}\nrecorded run {run_id} in {masked_ledger(ledger or '')}; the full report: "
-            f"{command_hint('show', run_id[:12], ledger=ledger)}")
+            f"{command_hint('show', run_id[:12], ledger=ledger)}{approval}")
 
 
 def batch_report_text(report: BatchReport) -> str:

@@ -156,6 +156,16 @@ def test_an_inconclusive_run_is_amber_in_the_report_and_the_site(chromium, tmp_p
         page.close()
 
 
+def _red_signer_shown(page, selector: str, text: str, shots: Path) -> None:
+    """The report's one review row matching ``selector`` reads ``text`` in red; screenshots of the page and the
+    reviews table saved as ``shots``.png and ``shots``-reviews.png."""
+    signer = page.locator(selector)
+    assert signer.count() == 1 and signer.inner_text() == text
+    assert signer.evaluate("e => getComputedStyle(e).color") == "rgb(207, 34, 46)"
+    save_screenshot(page, shots.with_name(f"{shots.name}.png"), max_height=600)
+    page.locator("#reviews").screenshot(path=str(shots.with_name(f"{shots.name}-reviews.png")))
+
+
 def test_an_unknown_key_is_never_shown_as_an_approval_in_the_report_or_the_site(chromium, tmp_path: Path) -> None:
     """The unauthorised-key case (tests/policy_support.py): mallory approves both runs with a key the policy does
     not list, alice approves the first with hers. Under the policy the first run is APPROVED (green, by alice as
@@ -180,12 +190,8 @@ def test_an_unknown_key_is_never_shown_as_an_approval_in_the_report_or_the_site(
         badge = page.locator("#verdict .approval-line .badge")
         assert badge.inner_text() == "NOT APPROVED"
         assert badge.evaluate("e => getComputedStyle(e).color") == red
-        signer = page.locator("#reviews td.signer")
-        assert signer.inner_text() == f"unknown key {case.mallory[:8]}…"
-        assert signer.evaluate("e => getComputedStyle(e).color") == red
         assert "alice@example.org (signed)" not in page.inner_text("body")
-        save_screenshot(page, tmp_path / "report-unknown-key.png", max_height=600)
-        page.locator("#reviews").screenshot(path=str(tmp_path / "report-unknown-key-reviews.png"))
+        _red_signer_shown(page, "#reviews td.signer", f"unknown key {case.mallory[:8]}…", tmp_path / "report-unknown-key")
     finally:
         page.close()
     page, _ = open_page(chromium, pages["none"])
@@ -219,6 +225,32 @@ def test_an_unknown_key_is_never_shown_as_an_approval_in_the_report_or_the_site(
         words = page.eval_on_selector_all(".approval-cell .badge", "bs => bs.map(b => b.textContent)")
         assert words == ["approval not checked (no policy)"] * 2
         assert "approved by" not in page.inner_text("body").lower()
+    finally:
+        page.close()
+
+
+def test_a_review_signed_after_its_key_expired_is_red_and_says_so(chromium, tmp_path: Path) -> None:
+    """Alice's real approval of the first run, under a policy whose entry for her key expired before the review was
+    recorded: the verdict box says NOT APPROVED (red) and names the expiry, the reviews table reads "key expired on
+    DATE" in red, never her name as an approver. Screenshots in tmp_path."""
+    from tests.policy_support import EXPIRED, expired_policy, policy_case
+
+    case = policy_case(tmp_path / "case")
+    red = "rgb(207, 34, 46)"
+    page_file = tmp_path / "report-expired.html"
+    result = CliRunner().invoke(main, ["report", case.approved, "-o", str(page_file), "--ledger", str(case.db),
+                                       "--policy", str(expired_policy(case))])
+    assert result.exit_code == 0, result.output
+    page, log = open_page(chromium, page_file)
+    try:
+        assert log.console_errors == [] and log.network_requests == []
+        badge = page.locator("#verdict .approval-line .badge")
+        assert badge.inner_text() == "NOT APPROVED"
+        assert badge.evaluate("e => getComputedStyle(e).color") == red
+        assert f"key expired on {EXPIRED}" in page.inner_text("#verdict")
+        assert "APPROVED by" not in page.inner_text("body")
+        _red_signer_shown(page, "#reviews td.signer-expired", f"key expired on {EXPIRED} ({case.alice[:8]}…, listed for "
+                          "Alice Example <alice@example.org>): counts for no approval", tmp_path / "report-expired-key")
     finally:
         page.close()
 
