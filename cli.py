@@ -385,7 +385,9 @@ def verify(run_id: str | None, expect_head: tuple[int, str] | None, checkpoint_f
 
     Exit 0 intact, 1 tampered (the first broken entry is named, or the checkpoint signature fails) or, with
     --require-approval, a PASS run lacks an approval signed by a required key (the runs are named), or, with
-    --policy, a PASS run is NOT APPROVED under the trust policy (what is missing is named).
+    --policy, a PASS run is NOT APPROVED under the trust policy (what is missing is named), or, without --policy,
+    a PASS run whose spec names a trust policy (approval: in the spec) is NOT APPROVED under the policy recorded
+    with it.
 
     \b
     Examples:
