@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -83,16 +83,19 @@ def digest(text: str) -> str:
 def lm_eval_lines(task: str, n: int, seed: int = 0) -> bytes:
     """``n`` records shaped as the fixture's first record of ``task``, with doc ids 0..n-1; for a multiple-choice
     task, ``acc`` and ``acc_norm`` drawn per document (70 % correct) from ``seed``."""
+    return b"".join(lm_eval_records(task, n, seed))
+
+
+def lm_eval_records(task: str, n: int, seed: int = 0) -> Iterator[bytes]:
+    """The lines of ``lm_eval_lines``, one at a time."""
     (path,) = (FIXTURES / "lm_eval" / "baseline").glob(f"samples_{task}_*.jsonl")
     template = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
     correct = np.random.default_rng(seed).random((n, 2)) < 0.7
-    lines = []
     for doc_id in range(n):
         template.update(doc_id=doc_id, doc_hash=digest(f"d{doc_id}"), prompt_hash=digest(f"p{doc_id}"))
         if "acc" in template:
             template.update(acc=float(correct[doc_id, 0]), acc_norm=float(correct[doc_id, 1]))
-        lines.append(json.dumps(template, ensure_ascii=False))
-    return ("\n".join(lines) + "\n").encode()
+        yield json.dumps(template, ensure_ascii=False).encode() + b"\n"
 
 
 def inspect_samples(n: int) -> tuple[dict, list[dict]]:
@@ -104,13 +107,14 @@ def inspect_samples(n: int) -> tuple[dict, list[dict]]:
     return log, [{**template, "id": f"s{i}", "epoch": 1} for i in range(n)]
 
 
-def promptfoo_lines(n: int) -> bytes:
-    """``n`` results of one provider as ``promptfoo eval --output results.jsonl`` writes them (about 1.2 KB each)."""
+def promptfoo_lines(n: int) -> Iterator[bytes]:
+    """``n`` results of one provider as ``promptfoo eval --output results.jsonl`` writes them (about 1.2 KB each),
+    one line at a time."""
     chosen = promptfoo_provider("openai:gpt-4o-mini", "small")
-    return b"".join(json.dumps(result_line(provider_=chosen, template="Answer the question: {{question}}", label=None,
-                                           question=f"What is {i} + 1?", answer=str(i + 1), passed=i % 3 > 0,
-                                           test_idx=i, prompt_idx=0), separators=(",", ":")).encode() + b"\n"
-                    for i in range(n))
+    for i in range(n):
+        yield json.dumps(result_line(provider_=chosen, template="Answer the question: {{question}}", label=None,
+                                     question=f"What is {i} + 1?", answer=str(i + 1), passed=i % 3 > 0, test_idx=i,
+                                     prompt_idx=0), separators=(",", ":")).encode() + b"\n"
 
 
 SCALE_FORMATS = {"lm-eval": "samples_certa_mc.jsonl", "Inspect .eval": "log.eval", "Inspect JSON": "log.json",
@@ -127,18 +131,17 @@ def write_scale_exports(n: int, folder: Path, only: str) -> dict[str, Path]:
         path = paths[label] = folder / f"{n}_{file_name}"
         if path.exists():
             continue
-        if label == "lm-eval":
-            data = lm_eval_lines("certa_mc", n)
-        elif label == "promptfoo":
-            data = promptfoo_lines(n)
+        if label in ("lm-eval", "promptfoo"):
+            with path.open("wb") as file:  # line by line: a 2x10^6-record export is never held
+                file.writelines(lm_eval_records("certa_mc", n) if label == "lm-eval" else promptfoo_lines(n))
+            continue
+        log, samples = inspect_samples(n)
+        if label == "Inspect JSON":
+            data = json.dumps({**log, "samples": samples}).encode()
         else:
-            log, samples = inspect_samples(n)
-            if label == "Inspect JSON":
-                data = json.dumps({**log, "samples": samples}).encode()
-            else:
-                data = zstd_zip({"header.json": json.dumps(log).encode(),
-                                 **{f"samples/{s['id']}_epoch_1.json": json.dumps(s).encode() for s in samples}})
-            del samples
+            data = zstd_zip({"header.json": json.dumps(log).encode(),
+                             **{f"samples/{s['id']}_epoch_1.json": json.dumps(s).encode() for s in samples}})
+        del samples
         path.write_bytes(data)
         del data
     return paths
