@@ -95,9 +95,8 @@ class _Results(NamedTuple):
 
     def rows(self, kept: list[int]) -> _Results:
         """The results at ``kept``."""
-        return self._replace(lines=[self.lines[i] for i in kept], **{
-            field: [getattr(self, field)[i] for i in kept]
-            for field in self._fields if field not in ("distinct", "lines", "digested")})
+        columns = [[column[i] for i in kept] for column in self[1:-1]]
+        return _Results._make([self.distinct, *columns, self.digested])
 
 
 _ABSENT: Any = object()
@@ -118,9 +117,10 @@ def _checked_results(where: str, raw: bytes, limits: InputLimits) -> _Results:
         raise InputError(f"{where}: no results")
     providers = [_provider(record, f"{where}, line {line}") for record, line in zip(records, lines)]
     prompts = [record.get("prompt", _ABSENT) for record in records]
-    return _Results(sorted(set(providers), key=_sort_key), lines, providers,
-                    *([record.get(field, _ABSENT) for record in records]
-                      for field in ("testIdx", "promptIdx", "score", "success")),
+    stated = {field: [record.get(field, _ABSENT) for record in records]
+              for field in ("testIdx", "promptIdx", "score", "success")}
+    return _Results(sorted(set(providers), key=_sort_key), lines, providers, stated["testIdx"], stated["promptIdx"],
+                    stated["score"], stated["success"],
                     [record.get("namedScores") for record in records], list(map(_variables, records)),
                     [prompt["raw"] if type(prompt) is dict and type(prompt.get("raw")) is str else _Unread(prompt)
                      for prompt in prompts],
