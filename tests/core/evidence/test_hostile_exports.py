@@ -16,6 +16,7 @@ from certa.engine.core.evidence import (TableMapping, read_inspect_eval, read_in
 from certa.engine.foundation.errors import InputError
 from certa.engine.core import input_limits as input_limits_module
 from certa.engine.core.evidence import inspect_log as inspect_log_module
+from certa.engine.core.input_formats import read_input
 from certa.engine.core.input_limits import InputLimits
 from tests.core.evidence.zstd_zip import zstd_zip
 
@@ -422,6 +423,7 @@ def test_text_bytes_bounds_only_the_reference_reader() -> None:
     export = jsonl(*(rolling_line(i) for i in range(20)))
     limits = InputLimits(text_bytes=len(export) - 1)
     assert read_lm_eval_samples(export, limits=limits).n_items == 20
+    assert read_input("s", export, "lm-eval-samples", limits=limits).evidence.n_items == 20  # type: ignore[union-attr]
     declined = jsonl(*(rolling_line(i, doc={"text": "\ud800"}) for i in range(20)))
     assert read_lm_eval_samples(declined, limits=InputLimits()).n_items == 20
     raises(r"the size in bytes of JSON Lines read record by record through json .* over the limit text_bytes",
