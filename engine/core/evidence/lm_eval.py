@@ -45,7 +45,8 @@ from certa.engine.core.input_limits import InputLimits
 
 from .records import EvidenceRecords, Provenance, require_unique_keys, rows_repeat
 from .sources import (Declined, JsonObject, LineLabels, Source, field_of, json_lines, number_column, read_source,
-                      sha256_hex, stated_text, strict_floats, typed_json_lines, typed_line_blocks, value_digest)
+                      joined_numbers, sha256_hex, stated_text, strict_floats, typed_json_lines, typed_line_blocks,
+                      value_digest)
 
 __all__ = ["ROLLING_METRICS", "IDENTITY_FIELDS", "COUNT_UNITS", "NO_TOKEN_COUNT", "LOGLIKELIHOOD_METRIC",
            "read_lm_eval_samples", "count_column_unit", "samples_task_hash", "SAMPLES_NAME"]
@@ -253,18 +254,19 @@ def _typed_fields(raw: bytes, limits: InputLimits, filter_name: str | None) -> _
         if "filtered_resps" in records[0].__struct_fields__:
             getters["texts"] = attrgetter("filtered_resps.text" if rolling_task else "filtered_resps.pair.text")
         columns: dict[str, list[Any]] = {field: [] for field in (*getters, "metrics")}
-        lines: list[int] = []
+        numbered: list[Sequence[int]] = []
         while True:
             for field, getter in getters.items():
                 columns[field].extend(map(getter, records))
             columns["metrics"].extend(map(list(names).__eq__, map(attrgetter("metrics"), records)))
-            lines.extend(numbers)
+            numbered.append(numbers)
             records, numbers = next(blocks, (None, None))
             if records is None:
                 break
     except (Declined, StopIteration):
         return None
     filters = columns.pop("filter")
+    lines = joined_numbers(numbered)
     present = set(filters)
     chosen = next(iter(present)) if filter_name is None else filter_name
     if (len(present) > 1 and filter_name is None) or chosen not in present:
@@ -278,7 +280,7 @@ def _typed_fields(raw: bytes, limits: InputLimits, filter_name: str | None) -> _
     values = {metric: columns[f"m{index}"] for index, metric in enumerate(names) if metric not in ROLLING_METRICS}
     pairs = {metric: (columns[f"m{index}.loglik"], columns[f"m{index}.count"])
              for index, metric in enumerate(names) if metric in ROLLING_METRICS}
-    return _Fields(chosen, LineLabels(range(1, len(lines) + 1) if lines[-1] == len(lines) else lines), columns["doc_id"], {field: columns[field] for field in IDENTITY_FIELDS},
+    return _Fields(chosen, LineLabels(lines), columns["doc_id"], {field: columns[field] for field in IDENTITY_FIELDS},
                    names, values, pairs, columns.get("texts", []))
 
 

@@ -34,8 +34,8 @@ from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
 
 from .records import EvidenceRecords, Provenance, require_unique_keys, rows_repeat
-from .sources import (Declined, LineLabels, Source, field_of, json_lines, number_column, number_of, read_source,
-                      sha256_hex, typed_line_blocks, value_digests)
+from .sources import (Declined, LineLabels, Source, field_of, joined_numbers, json_lines, number_column, number_of,
+                      read_source, sha256_hex, typed_line_blocks, value_digests)
 
 __all__ = ["read_promptfoo_jsonl"]
 
@@ -181,6 +181,7 @@ def _typed_results(raw: bytes, limits: InputLimits, provider: str | Mapping[str,
         return texts.setdefault(value, value) if type(value) is str else value
 
     read = _Results([], [], [], [], [], [], [], [], [], [], [], [], digested=True)
+    blocks: list[Sequence[int]] = []
     try:
         for records, lines in typed_line_blocks(raw, limits, lambda first: _RESULT_DECODER):
             keys = [distinct.setdefault(key, key) for key in
@@ -189,7 +190,7 @@ def _typed_results(raw: bytes, limits: InputLimits, provider: str | Mapping[str,
             if provider is not None:
                 kept = [index for index, key in enumerate(keys) if _names(key, provider)]
                 records, lines, keys = [records[i] for i in kept], [lines[i] for i in kept], [keys[i] for i in kept]
-            read.lines.extend(lines)  # type: ignore[attr-defined]  # a list here
+            blocks.append(lines)
             read.providers.extend(keys)
             for field, column in (("testIdx", read.test_idx), ("promptIdx", read.prompt_idx),
                                   ("score", read.scores), ("success", read.success)):
@@ -201,7 +202,7 @@ def _typed_results(raw: bytes, limits: InputLimits, provider: str | Mapping[str,
             read.eval_ids.extend(map(once, map(attrgetter("evalId"), records)))
     except (Declined, InputError):
         return None
-    return read._replace(distinct=sorted(distinct, key=_sort_key))
+    return read._replace(distinct=sorted(distinct, key=_sort_key), lines=joined_numbers(blocks))
 
 
 def _digested_variables(records: list[_Result]) -> list[str]:

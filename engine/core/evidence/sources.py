@@ -47,7 +47,7 @@ from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits, read_input_file
 from certa.engine.foundation.json_read import check_document_depth
 
-__all__ = ["Source", "EXPORT", "read_source", "json_lines", "typed_json_lines", "typed_line_blocks", "Declined",
+__all__ = ["Source", "EXPORT", "read_source", "json_lines", "typed_json_lines", "typed_line_blocks", "Declined", "joined_numbers",
            "json_document", "JsonObject", "require_utf8",
            "strict_floats", "field_of", "number_of", "finite_number", "number_column", "value_digest", "value_digests",
            "LineLabels", "stated_text", "sha256_hex"]
@@ -123,14 +123,25 @@ def typed_json_lines(raw: bytes, limits: InputLimits,
     struct type) that ``decoder_for`` makes for the first such line, and their 1-based line numbers (a ``range``
     where no line is blank); ``None`` where ``json_lines`` must decide (``typed_line_blocks``)."""
     records: list[Any] = []
-    numbers: list[int] = []
+    numbers: list[Sequence[int]] = []
     try:
         for block, lines in typed_line_blocks(raw, limits, decoder_for):
             records += block
-            numbers += lines
+            numbers.append(lines)
     except Declined:
         return None
-    return records, range(1, len(records) + 1) if numbers[-1] == len(records) else numbers
+    return records, joined_numbers(numbers)
+
+
+def joined_numbers(blocks: Sequence[Sequence[int]]) -> Sequence[int]:
+    """The line numbers of several blocks' records (``typed_line_blocks``) as one sequence: a ``range`` where they
+    are 1, 2, 3, ... (no blank line before a record: no list of a number a record)."""
+    expected = 1
+    for numbers in blocks:
+        if type(numbers) is not range or (len(numbers) and (numbers.start != expected or numbers.step != 1)):
+            return [number for numbers in blocks for number in numbers]
+        expected += len(numbers)
+    return range(1, expected)
 
 
 def typed_line_blocks(raw: bytes, limits: InputLimits, decoder_for: Callable[[bytes], msgspec.json.Decoder | None]
