@@ -14,7 +14,7 @@ of each stage; ``cell_bytes`` (16 MiB) is far beyond any real cell. An evaluator
 of its ``.eval`` members, an lm-eval results file) is held as its bytes and only the fields read are parsed, at
 most ``cell_bytes`` of them a record, which cost up to about 32 times their size (``docs/evidence.md``, "Memory").
 An evaluator's export is bounded by ``bytes``, from its size before it is read: its readers keep only the
-columns they read (about 1.2 to 2 times the file at 2·10^5 records, ``bench/evidence_import.py --scale``); a
+columns they read (JSON Lines: a peak of 1.5 to 2.1 times the file, ``bench/evidence_import.py --scale``); a
 ``.eval`` member by ``text_bytes`` and its samples' total by ``bytes``, from the archive's directory before any
 member is decompressed; JSON Lines that only the reference reader (``json``, every record as Python objects)
 reads by ``text_bytes``.
