@@ -241,8 +241,7 @@ def _columns(where: str, results: _Results, provider: str | Mapping[str, str] | 
     if rows_repeat((test_idx, prompt_idx)):
         require_unique_keys(where, ("testIdx", "promptIdx"), list(zip(test_idx.tolist(), prompt_idx.tolist())), lines)
     named = _named_columns(results.named, at)
-    _typed(results.scores, "score", (int, float), at)
-    score = number_column(results.scores, lambda i: f"{at(i)}: field 'score'")
+    score = _scores(results.scores, at)
     _typed(results.success, "success", (bool,), at)
     metrics = {"score": score, "success": np.array(results.success, dtype=np.float64), **named}
     absent = next((index for index, value in enumerate(results.variables) if value is _ABSENT), None)
@@ -265,16 +264,32 @@ def _typed(values: list[Any], field: str, kinds: tuple[type, ...], at: Callable[
     """Refuse the first of ``values`` (field ``field`` of each result) that is absent or of none of ``kinds``."""
     if not set(map(type, values)) <= set(kinds):
         bad = next(index for index, value in enumerate(values) if type(value) not in kinds)
-        field_of({} if values[bad] is _ABSENT else {field: values[bad]}, field, kinds, at(bad))
+        _typed_value(values[bad], field, kinds, at(bad))
+
+
+def _typed_value(value: Any, field: str, kinds: tuple[type, ...], where: str) -> None:
+    field_of({} if value is _ABSENT else {field: value}, field, kinds, where)
 
 
 def _indexes(values: list[Any], field: str, at: Callable[[int], str]) -> np.ndarray:
-    """``testIdx`` or ``promptIdx`` of each result as int64: each an integer ≥ 0 and < 2^63."""
-    _typed(values, field, (int,), at)
-    if min(values) < 0 or max(values) >= 2**63:
-        bad = next(index for index, value in enumerate(values) if not 0 <= value < 2**63)
-        raise InputError(f"{at(bad)}: field '{field}' must be ≥ 0 and < 2^63 (got {values[bad]})")
+    """``testIdx`` or ``promptIdx`` of each result as int64: each an integer ≥ 0 and < 2^63 (the first bad value
+    in the file's order refused)."""
+    if set(map(type, values)) != {int} or min(values) < 0 or max(values) >= 2**63:
+        for index, value in enumerate(values):
+            _typed_value(value, field, (int,), at(index))
+            if not 0 <= value < 2**63:
+                raise InputError(f"{at(index)}: field '{field}' must be ≥ 0 and < 2^63 (got {value})")
     return np.array(values, dtype=np.int64)
+
+
+def _scores(values: list[Any], at: Callable[[int], str]) -> np.ndarray:
+    """``score`` of each result as float64: each a finite number, not a boolean (the first bad value in the file's
+    order refused)."""
+    if not set(map(type, values)) <= {int, float}:
+        for index, value in enumerate(values):
+            _typed_value(value, "score", (int, float), at(index))
+            number_of(value, f"{at(index)}: field 'score'")
+    return number_column(values, lambda i: f"{at(i)}: field 'score'")
 
 
 def _named_columns(stated: list[Any], at: Callable[[int], str]) -> dict[str, np.ndarray]:
