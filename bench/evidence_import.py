@@ -1,6 +1,7 @@
 """Speed of importing evaluator exports (certa.engine.core.evidence) against plain ``json.loads`` of the same records.
 
 Usage: PYTHONPATH=. python bench/evidence_import.py [--records 100000] [--repeats 5]
+       PYTHONPATH=. python bench/evidence_import.py --scale [--records 200000] [--repeats 3] [--dir DIR]
 
 Each export holds --records records, made by repeating a record of the real fixtures in
 ``tests/data/evaluators/`` under new item keys (and new digests), so records have the size and shape the tools
@@ -15,6 +16,16 @@ End to end (issue 19: < 2 s): two lm-eval multiple-choice exports of --records d
 a subject whose answers differ on some documents) read, paired (``pair_records``) and certified as the stage
 ``paired.metric_delta`` certifies a binary metric: the 2×2 table, Tango's interval, the exact McNemar test,
 the minimum detectable difference and Tango's non-inferiority test at a margin of 0.01.
+
+At scale (``--scale``, issue 36): each export of --records records is written to a file in --dir (lm-eval
+multiple choice, Inspect ``.eval`` and JSON form, promptfoo results shaped as ``promptfoo eval --output`` writes
+them: ``tests/core/evidence/promptfoo_export.py``, about 1.2 KB a line), and read from its path in a fresh
+process, as ``certa run`` reads an input: the reader, and beside it a floor, the least a streaming Python reader
+pays: orjson of each line as the file is read in blocks (JSON Lines), of each member after zstd decompression
+(``.eval``), of the document (JSON form). Each process reports its CPU seconds (``time.process_time``) and wall
+seconds of the work, best of --repeats, and its peak RSS (``VmHWM``) against the input's size; the RSS after
+the imports, before the work, is shown beside it (the interpreter and libraries: about 100 MB). Goals: CPU
+<= 2x the floor, peak RSS <= 1.5x the input.
 """
 
 from __future__ import annotations
@@ -25,10 +36,12 @@ import hashlib
 import io
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +59,8 @@ from certa.engine.core.input_formats import read_input  # noqa: E402
 from certa.engine.core.input_limits import InputLimits  # noqa: E402
 from certa.engine.core.stats.paired_metric import (mcnemar_exact_test, minimum_detectable_difference,  # noqa: E402
                                              paired_table_from_outcomes, tango_interval, tango_noninferiority_test)
+from tests.core.evidence.promptfoo_export import provider as promptfoo_provider  # noqa: E402
+from tests.core.evidence.promptfoo_export import result_line  # noqa: E402
 from tests.core.evidence.zstd_zip import zstd_zip  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "data" / "evaluators"
@@ -68,16 +83,19 @@ def digest(text: str) -> str:
 def lm_eval_lines(task: str, n: int, seed: int = 0) -> bytes:
     """``n`` records shaped as the fixture's first record of ``task``, with doc ids 0..n-1; for a multiple-choice
     task, ``acc`` and ``acc_norm`` drawn per document (70 % correct) from ``seed``."""
+    return b"".join(lm_eval_records(task, n, seed))
+
+
+def lm_eval_records(task: str, n: int, seed: int = 0) -> Iterator[bytes]:
+    """The lines of ``lm_eval_lines``, one at a time."""
     (path,) = (FIXTURES / "lm_eval" / "baseline").glob(f"samples_{task}_*.jsonl")
     template = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
     correct = np.random.default_rng(seed).random((n, 2)) < 0.7
-    lines = []
     for doc_id in range(n):
         template.update(doc_id=doc_id, doc_hash=digest(f"d{doc_id}"), prompt_hash=digest(f"p{doc_id}"))
         if "acc" in template:
             template.update(acc=float(correct[doc_id, 0]), acc_norm=float(correct[doc_id, 1]))
-        lines.append(json.dumps(template, ensure_ascii=False))
-    return ("\n".join(lines) + "\n").encode()
+        yield json.dumps(template, ensure_ascii=False).encode() + b"\n"
 
 
 def inspect_samples(n: int) -> tuple[dict, list[dict]]:
@@ -89,13 +107,135 @@ def inspect_samples(n: int) -> tuple[dict, list[dict]]:
     return log, [{**template, "id": f"s{i}", "epoch": 1} for i in range(n)]
 
 
+def promptfoo_lines(n: int) -> Iterator[bytes]:
+    """``n`` results of one provider as ``promptfoo eval --output results.jsonl`` writes them (about 1.2 KB each),
+    one line at a time."""
+    chosen = promptfoo_provider("openai:gpt-4o-mini", "small")
+    for i in range(n):
+        yield json.dumps(result_line(provider_=chosen, template="Answer the question: {{question}}", label=None,
+                                     question=f"What is {i} + 1?", answer=str(i + 1), passed=i % 3 > 0, test_idx=i,
+                                     prompt_idx=0), separators=(",", ":")).encode() + b"\n"
+
+
+SCALE_FORMATS = {"lm-eval": "samples_certa_mc.jsonl", "Inspect .eval": "log.eval", "Inspect JSON": "log.json",
+                 "promptfoo": "results.jsonl"}
+"""The exports measured at scale and their file names."""
+
+
+def write_scale_exports(n: int, folder: Path, only: str) -> dict[str, Path]:
+    """The exports of ``--scale`` written to ``folder`` (one at a time: never two in memory)."""
+    paths = {}
+    for label, file_name in SCALE_FORMATS.items():
+        if only not in label:
+            continue
+        path = paths[label] = folder / f"{n}_{file_name}"
+        if path.exists():
+            continue
+        if label in ("lm-eval", "promptfoo"):
+            with path.open("wb") as file:  # line by line: a 2x10^6-record export is never held
+                file.writelines(lm_eval_records("certa_mc", n) if label == "lm-eval" else promptfoo_lines(n))
+            continue
+        log, samples = inspect_samples(n)
+        if label == "Inspect JSON":
+            data = json.dumps({**log, "samples": samples}).encode()
+        else:
+            data = zstd_zip({"header.json": json.dumps(log).encode(),
+                             **{f"samples/{s['id']}_epoch_1.json": json.dumps(s).encode() for s in samples}})
+        del samples
+        path.write_bytes(data)
+        del data
+    return paths
+
+
+def read_export(label: str, path: Path) -> None:
+    """The reader of ``label`` on the file ``path``, within limits that admit it (the limits are not measured)."""
+    limits = InputLimits(bytes=1 << 40, text_bytes=1 << 40)
+    if label == "lm-eval":
+        read_lm_eval_samples(path, limits=limits)
+    elif label == "Inspect .eval":
+        read_inspect_eval(path, limits=limits)
+    elif label == "Inspect JSON":
+        read_inspect_json(path, limits=limits)
+    else:
+        read_promptfoo_jsonl(path, limits=limits)
+
+
+def floor_export(label: str, path: Path) -> None:
+    """The floor of ``label``: orjson of what the file holds, streamed where the format allows (module docstring)."""
+    import orjson
+
+    if label == "Inspect JSON":
+        orjson.loads(path.read_bytes())
+    elif label == "Inspect .eval":
+        raw = path.read_bytes()
+        archive, dctx = zipfile.ZipFile(io.BytesIO(raw)), zstandard.ZstdDecompressor()
+        for info in archive.infolist():
+            start = info.header_offset + 30 + len(info.filename.encode())
+            orjson.loads(dctx.decompress(raw[start:start + info.compress_size], max_output_size=info.file_size))
+    else:
+        with path.open("rb") as file:
+            rest = b""
+            while block := file.read(1 << 24):
+                lines = (rest + block).split(b"\n")
+                rest = lines.pop()
+                for line in lines:
+                    orjson.loads(line)
+            if rest.strip():
+                orjson.loads(rest)
+
+
+def measured_child(kind: str, label: str, path: str) -> None:
+    """In a fresh process: the work's CPU and wall seconds, and the RSS before it and at the peak, as JSON."""
+    with open("/proc/self/statm") as statm:
+        before = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    work = read_export if kind == "reader" else floor_export
+    cpu, wall = time.process_time(), time.perf_counter()
+    work(label, Path(path))
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    with open("/proc/self/status") as status:  # VmHWM: this process's own peak (ru_maxrss keeps the parent's)
+        peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+    print(json.dumps({"cpu": cpu, "wall": wall, "before": before, "peak": peak}))
+
+
+def scale(n: int, repeats: int, folder: Path, only: str) -> None:
+    """The ``--scale`` table (module docstring)."""
+    paths = write_scale_exports(n, folder, only)
+    print(f"{n:,} records per export, best of {repeats} fresh processes; {os.cpu_count()} cores, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'export':14} {'MB':>7} {'reader CPU s':>12} {'wall s':>7} {'floor CPU s':>11} {'wall s':>7} {'ratio':>6} "
+          f"{'peak MB':>8} {'(imports)':>9} {'peak/input':>10} {'floor peak MB':>13}")
+    for label, path in paths.items():
+        runs = {kind: [json.loads(subprocess.run([sys.executable, __file__, "--child", kind, label, str(path)],
+                                                 check=True, capture_output=True, text=True).stdout)
+                       for _ in range(repeats)] for kind in ("reader", "floor")}
+        best = {kind: min(results, key=lambda r: r["cpu"]) for kind, results in runs.items()}
+        peak = min(r["peak"] for r in runs["reader"])
+        size = path.stat().st_size
+        print(f"{label:14} {size / 1e6:7.1f} {best['reader']['cpu']:12.2f} {best['reader']['wall']:7.2f} "
+              f"{best['floor']['cpu']:11.2f} {best['floor']['wall']:7.2f} "
+              f"{best['reader']['cpu'] / best['floor']['cpu']:6.2f} {peak / 1e6:8.0f} "
+              f"{best['reader']['before'] / 1e6:9.0f} {peak / size:10.2f} "
+              f"{min(r['peak'] for r in runs['floor']) / 1e6:13.0f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--only", default="", help="only the exports whose label holds this text (no end to end)")
+    parser.add_argument("--scale", action="store_true", help="CPU and peak RSS of each reader in a fresh process")
+    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "certa-evidence-bench",
+                        help="where --scale writes its exports (kept for the next run)")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        measured_child(*args.child)
+        return
     n, repeats = args.records, args.repeats
+    if args.scale:
+        args.dir.mkdir(parents=True, exist_ok=True)
+        scale(n, repeats, args.dir, args.only)
+        return
     print(f"{n:,} records per export, best and median of {repeats}; {os.cpu_count()} cores, load average "
           f"{os.getloadavg()[0]:.2f}")
 

@@ -13,6 +13,11 @@ its decoded size in memory (``parquet_bytes``: 4 GiB). ``rows`` (10^8) and ``col
 of each stage; ``cell_bytes`` (16 MiB) is far beyond any real cell. An evaluator's document (an Inspect log or one
 of its ``.eval`` members, an lm-eval results file) is held as its bytes and only the fields read are parsed, at
 most ``cell_bytes`` of them a record, which cost up to about 32 times their size (``docs/evidence.md``, "Memory").
+An evaluator's export is bounded by ``bytes``, from its size before it is read: its readers keep only the
+columns they read (JSON Lines: a peak of 1.5 to 2.1 times the file, ``bench/evidence_import.py --scale``); a
+``.eval`` member by ``text_bytes`` and its samples' total by ``bytes``, from the archive's directory before any
+member is decompressed; JSON Lines that only the reference reader (``json``, every record as Python objects)
+reads by ``text_bytes``.
 
 Raise a limit with the environment variable ``CERTA_INPUT_LIMITS`` (``certa run``, ``certa batch``, the
 Python API), e.g. ``CERTA_INPUT_LIMITS="bytes=8GiB,rows=400000000"``, or from Python by passing an
@@ -48,9 +53,11 @@ class InputLimits:
     """Limits on one input table (each a maximum, inclusive)."""
 
     bytes: int = 2 << 30
-    """Bytes of an input file (any format)."""
+    """Bytes of an input file (any format), and the declared total of an Inspect ``.eval`` log's samples (which
+    are decompressed one at a time)."""
     text_bytes: int = 512 << 20
-    """Bytes of a table parsed cell by cell in Python: JSON Lines, and CSV outside Arrow's proven subset."""
+    """Bytes of a table parsed cell by cell in Python: JSON Lines, and CSV outside Arrow's proven subset; of an
+    Inspect ``.eval`` member; of an evaluator's JSON Lines export read by the reference reader (``json``)."""
     rows: int = 10**8
     """Data rows (records) of a table."""
     columns: int = 10**4

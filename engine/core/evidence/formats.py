@@ -184,7 +184,7 @@ class ExportReader:
              limits: InputLimits) -> Table:
         """The input ``name``: the export ``raw`` read with ``options`` (``companions``: the bytes of the
         inputs the options name, by option); the table's columns show its records."""
-        limits.check_size(name, "jsonl", len(raw))
+        limits.check_size(name, self.name, len(raw))  # bytes: the readers bound the rest (sources.EXPORT)
         records = self.records(name, raw, options, companions, limits)
         columns = Columns({}) if records is None else _columns(records)
         return Table(name=name, columns=columns, sha256=sha256_hex(raw), fmt=self.name, raw=raw, evidence=records)

@@ -12,7 +12,9 @@ is read as a ``JsonObject``: checked whole as UTF-8 and JSON, its fields kept as
 fields certa reads parsed (``_SAMPLE_FIELDS``, ``_LOG_FIELDS``), at most ``cell_bytes`` of JSON text a sample (or
 header), checked before any is parsed. A member is decompressed into one buffer as it streams, refused at the
 byte that passes its declared size (itself within ``text_bytes``), and released once its sample is read: reading
-costs the archive, one member and the fields read (``bench/hostile_inputs.py``).
+costs the archive, one member and the fields read (``bench/hostile_inputs.py``). Every member's declared size
+(within ``text_bytes``) and the samples' total (within ``bytes``: they are never held together) are checked from
+the archive's directory before any member is decompressed.
 
 Item key (sample ``id``, ``epoch``), the epoch being the repeat field (``EvidenceRecords.repeat_field``: the
 epochs of one sample are repeated trials of it, not independent items); identity the SHA-256 of the canonical
@@ -96,13 +98,17 @@ def read_inspect_eval(log: Source, *, slice_metadata: str | None = None, name: s
     by_name = {member.filename: member for member in members}
     if "header.json" not in by_name:
         raise InputError(f"{where}: member 'header.json' is missing; is it an Inspect .eval log (format 2)?")
-    unpack = _MemberReader(where, raw, archive, limits)
-    header = _log_fields(JsonObject.document(f"{where}, member header.json", unpack(by_name["header.json"])),
-                         limits)
     every_member = [member for member in members if _SAMPLE_MEMBER.fullmatch(member.filename)]
     limits.check(where, "rows", len(every_member), "the number of samples")
-    limits.check(where, "text_bytes", sum(member.file_size for member in every_member),
+    # from the archive's directory, before any member is decompressed: the samples are decompressed one at a
+    # time (each within text_bytes), so their total bounds the work, as a file's size does (bytes)
+    limits.check(where, "bytes", sum(member.file_size for member in every_member),
                  "the declared size in bytes of the samples")
+    unpack = _MemberReader(where, raw, archive, limits)
+    for member in (by_name["header.json"], *every_member):
+        unpack.check_declared(member)
+    header = _log_fields(JsonObject.document(f"{where}, member header.json", unpack(by_name["header.json"])),
+                         limits)
     # a sample logged again (a retry) is a second member of the same name: Inspect reads the last, and so does certa,
     # saying how many it superseded (provenance detail superseded_members)
     sample_members = list({member.filename: member for member in every_member}.values())
@@ -169,9 +175,14 @@ class _MemberReader:
         self.where, self.raw, self.archive, self.limits = where, raw, archive, limits
         self.zstd = zstandard.ZstdDecompressor()
 
+    def check_declared(self, member: zipfile.ZipInfo) -> None:
+        """The member's declared size within ``text_bytes`` (from the archive's directory)."""
+        self.limits.check(f"{self.where}, member {member.filename}", "text_bytes", member.file_size,
+                          "the member's declared size in bytes")
+
     def __call__(self, member: zipfile.ZipInfo) -> bytearray:
         at = f"{self.where}, member {member.filename}"
-        self.limits.check(at, "text_bytes", member.file_size, "the member's declared size in bytes")
+        self.check_declared(member)
         if member.compress_type != _ZSTD:
             try:
                 with self.archive.open(member) as stream:  # zipfile stops at the declared size, checks the CRC

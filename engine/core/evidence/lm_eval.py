@@ -32,7 +32,7 @@ import contextlib
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -43,9 +43,10 @@ import numpy as np
 from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
 
-from .records import EvidenceRecords, Provenance, require_unique_keys
-from .sources import (JsonObject, Source, field_of, json_lines, number_column, read_source, sha256_hex,
-                      stated_text, strict_floats, typed_json_lines, value_digest)
+from .records import EvidenceRecords, Provenance, require_unique_keys, rows_repeat
+from .sources import (Declined, JsonObject, LineLabels, Source, field_of, json_lines, number_column, read_source,
+                      joined_numbers, sha256_hex, stated_text, strict_floats, typed_json_lines, typed_line_blocks,
+                      value_digest)
 
 __all__ = ["ROLLING_METRICS", "IDENTITY_FIELDS", "COUNT_UNITS", "NO_TOKEN_COUNT", "LOGLIKELIHOOD_METRIC",
            "read_lm_eval_samples", "count_column_unit", "samples_task_hash", "SAMPLES_NAME"]
@@ -128,7 +129,7 @@ class _Fields(NamedTuple):
     give it (its value not yet checked)."""
 
     filter: str
-    located: list[str]
+    located: Sequence[str]
     doc_ids: list[int]
     identity: dict[str, list[str]]
     names: tuple[str, ...]
@@ -148,7 +149,7 @@ def _checked_fields(where: str, raw: bytes, limits: InputLimits, filter_name: st
     if not records:
         raise InputError(f"{where}: no records; is it the samples file of a run with --log_samples?")
     chosen, records, lines = _one_filter(where, records, lines, filter_name)
-    located = [f"line {line}" for line in lines]
+    located = LineLabels(lines)
     doc_ids = [field_of(record, "doc_id", (int,), f"{where}, {at}") for record, at in zip(records, located)]
     identity = {field: [field_of(record, field, (str,), f"{where}, {at}") for record, at in zip(records, located)]
                 for field in IDENTITY_FIELDS}
@@ -232,14 +233,40 @@ def _decoder_for(first: bytes) -> msgspec.json.Decoder | None:
 
 
 def _typed_fields(raw: bytes, limits: InputLimits, filter_name: str | None) -> _Fields | None:
-    """The fast path: the fields read, decoded by msgspec into typed structs (``sources.typed_json_lines``);
-    ``None`` where ``_checked_fields`` must read the file."""
-    decoded = typed_json_lines(raw, limits, _decoder_for)
-    if decoded is None:
+    """The fast path: the fields read, decoded by msgspec into typed structs a block of lines at a time
+    (``sources.typed_line_blocks``), of which only the values read are kept (each record's ``metrics`` as
+    whether it lists the first record's); ``None`` where ``_checked_fields`` must read the file."""
+    blocks = typed_line_blocks(raw, limits, _decoder_for)
+    texts: dict[str, str] = {}
+    try:
+        records, numbers = next(blocks)
+        names = tuple(records[0].metrics)
+        rolling_task = bool(set(names) & set(ROLLING_METRICS))
+        getters: dict[str, Callable[[Any], Any]] = {"filter": lambda record: texts.setdefault(record.filter, record.filter),  # a few texts, once each
+                   "doc_id": attrgetter("doc_id"),
+                   **{field: attrgetter(field) for field in IDENTITY_FIELDS}}
+        for index, metric in enumerate(names):
+            if metric in ROLLING_METRICS:
+                getters |= {f"m{index}.loglik": attrgetter(f"m{index}.loglik"),
+                            f"m{index}.count": attrgetter(f"m{index}.count")}
+            else:
+                getters[f"m{index}"] = attrgetter(f"m{index}")
+        if "filtered_resps" in records[0].__struct_fields__:
+            getters["texts"] = attrgetter("filtered_resps.text" if rolling_task else "filtered_resps.pair.text")
+        columns: dict[str, list[Any]] = {field: [] for field in (*getters, "metrics")}
+        numbered: list[Sequence[int]] = []
+        while True:
+            for field, getter in getters.items():
+                columns[field].extend(map(getter, records))
+            columns["metrics"].extend(map(list(names).__eq__, map(attrgetter("metrics"), records)))
+            numbered.append(numbers)
+            records, numbers = next(blocks, (None, None))
+            if records is None:
+                break
+    except (Declined, StopIteration):
         return None
-    records, lines = decoded
-    columns = {field: list(map(attrgetter(field), records)) for field in records[0].__struct_fields__}
     filters = columns.pop("filter")
+    lines = joined_numbers(numbered)
     present = set(filters)
     chosen = next(iter(present)) if filter_name is None else filter_name
     if (len(present) > 1 and filter_name is None) or chosen not in present:
@@ -248,17 +275,13 @@ def _typed_fields(raw: bytes, limits: InputLimits, filter_name: str | None) -> _
         kept = [index for index, value in enumerate(filters) if value == chosen]
         lines = [lines[i] for i in kept]
         columns = {field: [column[i] for i in kept] for field, column in columns.items()}
-    names = tuple(records[0].metrics)
-    if columns["metrics"].count(list(names)) != len(lines):
+    if not all(columns["metrics"]):
         return None
     values = {metric: columns[f"m{index}"] for index, metric in enumerate(names) if metric not in ROLLING_METRICS}
-    pairs = {metric: (list(map(attrgetter("loglik"), columns[f"m{index}"])),
-                      list(map(attrgetter("count"), columns[f"m{index}"])))
+    pairs = {metric: (columns[f"m{index}.loglik"], columns[f"m{index}.count"])
              for index, metric in enumerate(names) if metric in ROLLING_METRICS}
-    rolling_task = bool(set(names) & set(ROLLING_METRICS))
-    texts = list(map(attrgetter("text" if rolling_task else "pair.text"), columns.get("filtered_resps", ())))
-    return _Fields(chosen, [f"line {line}" for line in lines], columns["doc_id"],
-                   {field: columns[field] for field in IDENTITY_FIELDS}, names, values, pairs, texts)
+    return _Fields(chosen, LineLabels(lines), columns["doc_id"], {field: columns[field] for field in IDENTITY_FIELDS},
+                   names, values, pairs, columns.get("texts", []))
 
 
 def _one_filter(where: str, records: list[dict[str, Any]], lines: list[int],
@@ -283,7 +306,7 @@ def _columns(where: str, fields: _Fields, count_unit: str) -> _Columns:
     the first bad value is an ``InputError`` naming its line and field."""
     located = fields.located
     doc_ids = _doc_ids(where, fields.doc_ids, located)
-    if len(set(fields.doc_ids)) < len(fields.doc_ids):
+    if rows_repeat((doc_ids,)):
         require_unique_keys(where, ("doc_id",), [(doc_id,) for doc_id in fields.doc_ids], located)
     identity = {field: _hex_digests(where, field, values, located) for field, values in fields.identity.items()}
     # a lambda with a default-bound name, whose type mypy cannot infer
@@ -328,7 +351,7 @@ def _loglikelihoods_named(where: str, fields: _Fields, metrics: dict[str, np.nda
     return {LOGLIKELIHOOD_METRIC.get(name, name): values for name, values in metrics.items()}
 
 
-def _log_probabilities(loglik: np.ndarray, where: str, located: list[str]) -> np.ndarray:
+def _log_probabilities(loglik: np.ndarray, where: str, located: Sequence[str]) -> np.ndarray:
     """``loglik``, each a log-probability: at most 0 (a probability at most 1). A positive one is no model's
     (lm-eval sums log-softmax outputs) and would read as a perplexity below 1: refused, naming the record."""
     above = np.flatnonzero(loglik > 0)
@@ -340,7 +363,7 @@ def _log_probabilities(loglik: np.ndarray, where: str, located: list[str]) -> np
     return loglik
 
 
-def _doc_ids(where: str, values: list[int], located: list[str]) -> np.ndarray:
+def _doc_ids(where: str, values: list[int], located: Sequence[str]) -> np.ndarray:
     """The doc ids as int64: each ≥ 0 and within int64."""
     if min(values) < 0 or max(values) > _INT64_MAX:
         bad = next(index for index, value in enumerate(values) if not 0 <= value <= _INT64_MAX)
@@ -348,7 +371,7 @@ def _doc_ids(where: str, values: list[int], located: list[str]) -> np.ndarray:
     return np.array(values, dtype=np.int64)
 
 
-def _hex_digests(where: str, field: str, values: list[str], located: list[str]) -> np.ndarray:
+def _hex_digests(where: str, field: str, values: list[str], located: Sequence[str]) -> np.ndarray:
     """The values of an identity field, each a hex SHA-256 (64 lower-case hex digits)."""
     # surrogatepass: a lone surrogate (a JSON escape) is a non-hex byte here, so the value is named below
     if set(map(len, values)) != {64} or "".join(values).encode("utf-8", "surrogatepass").translate(None, _HEX_DIGITS):
@@ -358,7 +381,7 @@ def _hex_digests(where: str, field: str, values: list[str], located: list[str]) 
     return np.array(values, dtype=object)
 
 
-def _metric_names(where: str, listed: list[list[Any]], located: list[str]) -> tuple[str, ...]:
+def _metric_names(where: str, listed: list[list[Any]], located: Sequence[str]) -> tuple[str, ...]:
     """The metric names every record lists (``metrics``), which must be the same list on every line."""
     names = listed[0]
     if not names or not all(type(metric) is str for metric in names):

@@ -4,8 +4,9 @@ Every failure is an ``InputError`` whose message starts with the export's name a
 names the field: a hostile file (a device, a multi-gigabyte file, text nested a thousand levels deep,
 ``NaN``, a number spelt as text that is not one) is refused, never a traceback.
 
-Limits are ``certa.engine.core.input_limits.InputLimits`` (``CERTA_INPUT_LIMITS`` raises them): ``bytes`` and
-``text_bytes`` for a file or ZIP member, ``rows`` for records, ``cell_bytes`` for one JSON line. JSON nested
+Limits are ``certa.engine.core.input_limits.InputLimits`` (``CERTA_INPUT_LIMITS`` raises them): ``bytes`` for an
+export (checked from a file's size before it is read), ``text_bytes`` for a ZIP member and for JSON Lines read
+through ``json`` (``json_lines``), ``rows`` for records, ``cell_bytes`` for one JSON line. JSON nested
 beyond the decoder's recursion limit is refused; a value that is hashed (and so walked) is bounded by
 ``certa.engine.foundation.json_read.MAX_DOCUMENT_DEPTH``.
 
@@ -34,21 +35,22 @@ import functools
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, overload
 
 import msgspec
 import numpy as np
 
-from certa.engine.foundation.canonical import canonical_sha256, sha256_hex
+from certa.engine.foundation.canonical import RecordColumns, canonical_records, canonical_sha256, sha256_hex
 from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits, read_input_file
 from certa.engine.foundation.json_read import check_document_depth
 
-__all__ = ["Source", "read_source", "json_lines", "typed_json_lines", "json_document", "JsonObject", "require_utf8",
-           "strict_floats", "field_of", "number_of", "finite_number", "number_column", "value_digest", "stated_text",
-           "sha256_hex"]
+__all__ = ["Source", "EXPORT", "read_source", "json_lines", "typed_json_lines", "typed_line_blocks", "Declined", "joined_numbers",
+           "json_document", "JsonObject", "require_utf8",
+           "strict_floats", "field_of", "number_of", "finite_number", "number_column", "value_digest", "value_digests",
+           "LineLabels", "stated_text", "sha256_hex"]
 
 Source = bytes | str | Path
 """An export given as its bytes, or as the path of a regular file."""
@@ -56,25 +58,34 @@ Source = bytes | str | Path
 _PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
+EXPORT = "export"
+"""The format ``InputLimits.check_size`` is told for an evaluator's export: not a text format, so its size is
+bounded by ``bytes`` (its records are decoded a block of lines, or a member, at a time, and only the fields read
+are kept); what the reference path builds as Python objects is bounded by ``text_bytes`` (``json_lines``)."""
+
+
 def read_source(source: Source, name: str | None, limits: InputLimits) -> tuple[str, bytes]:
     """(the name messages use, the bytes) of an export: a path is read as a regular file within ``limits``
-    (text formats: ``text_bytes``); bytes are checked against the same limits. ``name`` defaults to the
-    file's name, or ``<bytes>``."""
+    (``bytes``, checked from its size before it is read); bytes are checked against the same limit. ``name``
+    defaults to the file's name, or ``<bytes>``."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         label = name or "<bytes>"
         raw = bytes(source)
-        limits.check_size(label, "jsonl", len(raw))
+        limits.check_size(label, EXPORT, len(raw))
         return label, raw
     path = Path(source)
     label = name or path.name
-    return label, read_input_file(label, path, "jsonl", limits)
+    return label, read_input_file(label, path, EXPORT, limits)
 
 
 def json_lines(where: str, raw: bytes, limits: InputLimits) -> tuple[list[dict[str, Any]], list[int]]:
     """The JSON objects of JSON Lines text, one per non-blank line, and their 1-based line numbers.
 
     Each line is bounded (``cell_bytes``) and parsed as ``json_document`` parses a document; the record count
-    is bounded by ``rows``."""
+    is bounded by ``rows``, and the text by ``text_bytes``, checked first: every record is built as Python
+    objects, about 12 bytes for each byte of text."""
+    limits.check(where, "text_bytes", len(raw), "the size in bytes of JSON Lines read record by record through "
+                 "json (the reference reader, which an export the fast reader declines needs)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -102,35 +113,112 @@ def json_lines(where: str, raw: bytes, limits: InputLimits) -> tuple[list[dict[s
     return records, [number for number, _ in numbered]
 
 
-def typed_json_lines(raw: bytes, limits: InputLimits,
-                     decoder_for: Callable[[bytes], msgspec.json.Decoder | None]) -> tuple[list[Any], list[int]] | None:
-    """The records of JSON Lines text as msgspec decodes them, one per non-blank line, by the decoder (of a
-    struct type) that ``decoder_for`` makes for the first such line, and their 1-based line numbers; ``None``
-    where ``json_lines`` must decide: no record, text that is not UTF-8 (msgspec does not check the strings it
-    skips), more records than ``rows``, a line over ``cell_bytes``, no decoder for the first line, a line
-    msgspec refuses (not JSON, a field of another type, nesting beyond the recursion limit).
+class Declined(Exception):
+    """The fast path (``typed_line_blocks``) does not take the export: the reference path must read it."""
 
-    Whatever it returns ``json_lines`` reads too, as the same values: both refuse ``NaN`` and ``Infinity``,
+
+def typed_json_lines(raw: bytes, limits: InputLimits,
+                     decoder_for: Callable[[bytes], msgspec.json.Decoder | None]) -> tuple[list[Any], Sequence[int]] | None:
+    """The records of JSON Lines text as msgspec decodes them, one per non-blank line, by the decoder (of a
+    struct type) that ``decoder_for`` makes for the first such line, and their 1-based line numbers (a ``range``
+    where no line is blank); ``None`` where ``json_lines`` must decide (``typed_line_blocks``)."""
+    records: list[Any] = []
+    numbers: list[Sequence[int]] = []
+    try:
+        for block, lines in typed_line_blocks(raw, limits, decoder_for):
+            records += block
+            numbers.append(lines)
+    except Declined:
+        return None
+    return records, joined_numbers(numbers)
+
+
+def joined_numbers(blocks: Sequence[Sequence[int]]) -> Sequence[int]:
+    """The line numbers of several blocks' records (``typed_line_blocks``) as one sequence: a ``range`` where they
+    are 1, 2, 3, ... (no blank line before a record: no list of a number a record)."""
+    expected = 1
+    for numbers in blocks:
+        if type(numbers) is not range or (len(numbers) and (numbers.start != expected or numbers.step != 1)):
+            return [number for numbers in blocks for number in numbers]
+        expected += len(numbers)
+    return range(1, expected)
+
+
+def typed_line_blocks(raw: bytes, limits: InputLimits, decoder_for: Callable[[bytes], msgspec.json.Decoder | None]
+                      ) -> Iterator[tuple[list[Any], Sequence[int]]]:
+    """The records of JSON Lines text as msgspec decodes them, one per non-blank line, by the decoder (of a
+    struct type) that ``decoder_for`` makes for the first such line, with their 1-based line numbers, a block of
+    lines at a time, so that a reader keeps only what it takes of each record; ``Declined`` (raised at any point)
+    where ``json_lines`` must decide: no record, text that is not UTF-8 (msgspec does not check the strings it
+    skips), more records than ``rows``, a line over ``cell_bytes``, no decoder for the first line, a line msgspec
+    refuses (not JSON, a field of another type, nesting beyond the recursion limit).
+
+    The text is taken ``LINES_BLOCK`` bytes at a time, cut after a newline (which no UTF-8 character holds), and
+    only that block is split into lines: the lines never cost a second copy of the file.
+
+    Whatever it gives ``json_lines`` reads too, as the same values: both refuse ``NaN`` and ``Infinity``,
     both keep the last of duplicate keys, numbers are parsed to the same floats (msgspec's parser is correctly
     rounded, as ``float`` is). A line blank to ``bytes.strip`` is blank to ``str.strip``; a line blank only to
     the latter (a no-break space) is refused by msgspec, so it leads to ``json_lines`` as well."""
-    if not raw.isascii():
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    lines = raw.split(b"\n")
-    numbered = [number for number, line in enumerate(lines, start=1) if line.strip()]
-    if not numbered or len(numbered) > limits.rows or max(map(len, lines)) > limits.cell_bytes:
-        return None
-    decoder = decoder_for(lines[numbered[0] - 1])
-    if decoder is None:
-        return None
-    decode = decoder.decode
-    try:
-        return [decode(lines[number - 1]) for number in numbered], numbered
-    except (msgspec.DecodeError, RecursionError):  # msgspec.ValidationError is a DecodeError
-        return None
+    decode: Callable[[bytes], Any] | None = None
+    line = count = 0  # the lines before the block, the records in them
+    for block, final in _line_blocks(raw):
+        if not block.isascii():
+            try:
+                block.decode("utf-8")
+            except UnicodeDecodeError:
+                raise Declined from None
+        lines = block.split(b"\n")
+        if not final:
+            lines.pop()  # the empty text after the block's last newline: the next block's first line
+        if max(map(len, lines)) > limits.cell_bytes:
+            raise Declined
+        records: list[Any] = []
+        blank: list[int] = []
+        for number, text in enumerate(lines, start=line + 1):
+            try:
+                if decode is None:
+                    if not text.strip():
+                        raise msgspec.DecodeError
+                    decoder = decoder_for(text)
+                    if decoder is None:
+                        raise Declined
+                    decode = decoder.decode
+                records.append(decode(text))
+            except (msgspec.DecodeError, RecursionError):  # msgspec.ValidationError is a DecodeError
+                if text.strip():
+                    raise Declined from None
+                blank.append(number)
+        count += len(records)
+        if count > limits.rows:
+            raise Declined
+        if not blank or blank[0] > line + len(records):  # blank lines only after the block's last record
+            numbers: Sequence[int] = range(line + 1, line + len(records) + 1)
+        else:
+            skipped = set(blank)
+            numbers = [number for number in range(line + 1, line + len(lines) + 1) if number not in skipped]
+        line += len(lines)
+        if records:
+            yield records, numbers
+    if not count:
+        raise Declined
+
+
+LINES_BLOCK = 1 << 23
+"""Bytes of JSON Lines text split into lines at a time (``typed_json_lines``)."""
+
+
+def _line_blocks(raw: bytes) -> Iterator[tuple[bytes, bool]]:
+    """(block, whether it is the last) of ``raw``: about ``LINES_BLOCK`` bytes each, each but the last ending
+    with a newline (a line longer than a block is one block)."""
+    start = 0
+    while start < len(raw):
+        end = raw.find(b"\n", start + LINES_BLOCK - 1) + 1
+        if end == 0 or end >= len(raw):
+            yield raw[start:], True
+            return
+        yield raw[start:end], False
+        start = end
 
 
 def json_document(where: str, raw: bytes) -> dict[str, Any]:
@@ -388,6 +476,44 @@ def value_digest(value: Any, where: str) -> str:
         return canonical_sha256(value)
     except ValueError as error:
         raise InputError(f"{where}: {error}") from None
+
+
+def value_digests(values: Sequence[Any], where: Callable[[int], str]) -> list[str]:
+    """``[value_digest(value, where(i)) for i, value in enumerate(values)]``, of many items' values (their
+    inputs or variables), written column by column where every value is an object of the same keys whose values
+    are all text (``canonical.canonical_records``: the same RFC 8785 bytes, ``tests/foundation``), one by one
+    otherwise; a value that cannot be hashed is named by ``value_digest``."""
+    if values and type(values[0]) is dict and set(map(type, values)) == {dict}:
+        keys = values[0].keys()
+        if all(map(keys.__eq__, map(dict.keys, values))):
+            columns = {key: [value[key] for value in values] for key in keys}
+            if all(set(map(type, column)) == {str} for column in columns.values()):
+                with contextlib.suppress(ValueError):  # text that is not UTF-8: named below, value by value
+                    return [sha256_hex(text.encode("utf-8"))
+                            for text in canonical_records(RecordColumns(columns))]
+    return [value_digest(value, where(index)) for index, value in enumerate(values)]
+
+
+class LineLabels(Sequence[str]):
+    """``line <n>`` of each record's line number, made when it is taken (a message names one; a list of them
+    would cost a string a record)."""
+
+    def __init__(self, numbers: Sequence[int]) -> None:
+        self.numbers = numbers
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return LineLabels(self.numbers[index])
+        return f"line {self.numbers[index]}"
 
 
 def stated_text(value: Any) -> str | None:

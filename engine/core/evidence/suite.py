@@ -39,7 +39,7 @@ from certa.engine.foundation.errors import InputError
 
 from .lm_eval import SAMPLES_NAME
 from .records import EvidenceRecords, Provenance
-from .sources import JsonObject
+from .sources import EXPORT, JsonObject
 
 __all__ = ["SUITE_GLOBS", "BUNDLE_FORMAT", "SuiteFile", "folder_bundle", "bundle_files",
            "results_sibling", "suite_records", "stated_groups"]
@@ -103,9 +103,11 @@ def folder_bundle(name: str, folder: Path, pattern: str, limits: InputLimits) ->
         raise InputError(f"input '{name}': no file under {folder} matches read.glob {pattern!r}")
     beside = {sibling for path in matched if (sibling := results_sibling(path)) is not None}
     paths = sorted(matched | {path for path in beside if (root / path).exists() or (root / path).is_symlink()})
-    files = [SuiteFile(path, read_input_file(name, root / _inside(name, root, root / path), "jsonl", limits))
-             for path in paths]
-    limits.check_size(name, "jsonl", sum(len(file.raw) for file in files))
+    located = [root / _inside(name, root, root / path) for path in paths]
+    # the files' sizes before any is read (a file that grows meanwhile is refused by read_input_file)
+    limits.check_size(name, EXPORT, sum(os.stat(path).st_size for path in located if os.path.isfile(path)))
+    files = [SuiteFile(path, read_input_file(name, file, EXPORT, limits)) for path, file in zip(paths, located)]
+    limits.check_size(name, EXPORT, sum(len(file.raw) for file in files))
     manifest = {"format": BUNDLE_FORMAT, "glob": pattern,
                 "files": [{"path": f.path, "size": len(f.raw), "sha256": sha256_hex(f.raw)} for f in files]}
     return b"".join([canonical_bytes(manifest), b"\n", *(file.raw for file in files)])

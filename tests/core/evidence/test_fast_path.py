@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
-from certa.engine.core.evidence import EvidenceRecords, lm_eval, read_lm_eval_samples
+from certa.engine.core.evidence import EvidenceRecords, lm_eval, read_lm_eval_samples, sources
 from certa.engine.core.evidence.sources import typed_json_lines
 from certa.engine.core.input_limits import InputLimits
 from certa.engine.foundation.errors import InputError
@@ -230,3 +230,25 @@ def test_an_array_longer_than_its_struct_is_refused_by_both_paths(field: str, va
     fast, reference, _ = both_paths(raw, monkeypatch)
     assert isinstance(reference, str) and reference.startswith("InputError")
     assert_same_outcome(fast, reference)
+
+
+@pytest.mark.parametrize("block", [1, 50, 333, 1 << 23])
+def test_lines_are_numbered_alike_whatever_the_block_they_are_split_in(block: int,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of ``block`` bytes (``sources.LINES_BLOCK``) cut after a newline: a line longer than a block is one
+    block, blank lines (before, between and after records, and at a block's edge) are skipped, and every record keeps
+    its line number."""
+    monkeypatch.setattr(sources, "LINES_BLOCK", block)
+    records = [json.dumps({"i": i, "pad": "x" * (i * 37 % 200)}) for i in range(40)]
+    text = "\n \n" + "\n".join(record + ("\n\t" if i % 7 == 3 else "") for i, record in enumerate(records)) + "\n\n"
+    raw = text.encode()
+    typed = typed_json_lines(raw, InputLimits(), lambda first: msgspec.json.Decoder(dict))
+    reference = sources.json_lines("x", raw, InputLimits())
+    assert typed is not None and typed[0] == reference[0] and list(typed[1]) == reference[1]
+    without_blanks = ("\n".join(records) + "\n").encode()
+    typed = typed_json_lines(without_blanks, InputLimits(), lambda first: msgspec.json.Decoder(dict))
+    assert typed is not None and typed[1] == range(1, 41)
+    fixture = FIXTURES[0].read_bytes()
+    fast, reference_records, taken = both_paths(b"\n" + fixture.replace(b"\n", b"\n\n", 3), monkeypatch)
+    assert taken
+    assert_same_outcome(fast, reference_records)

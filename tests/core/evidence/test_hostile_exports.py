@@ -4,6 +4,7 @@ field, never a traceback; nothing is dropped silently."""
 from __future__ import annotations
 
 import json
+import os
 import zipfile
 from io import BytesIO
 from pathlib import Path
@@ -13,6 +14,9 @@ import pytest
 from certa.engine.core.evidence import (TableMapping, read_inspect_eval, read_inspect_json, read_lm_eval_samples,
                                   read_mapped_table, read_promptfoo_jsonl)
 from certa.engine.foundation.errors import InputError
+from certa.engine.core import input_limits as input_limits_module
+from certa.engine.core.evidence import inspect_log as inspect_log_module
+from certa.engine.core.input_formats import read_input
 from certa.engine.core.input_limits import InputLimits
 from tests.core.evidence.zstd_zip import zstd_zip
 
@@ -203,13 +207,15 @@ def test_damaged_eval_archives_name_the_member() -> None:
            eval_archive(sample, payloads={member: b"\x28\xb5\x2f\xfd garbage"}), name="x.eval")
     raises(rf"member {member}: decompresses to more than its declared 10 bytes", read_inspect_eval,
            eval_archive(sample, declared_sizes={member: 10}), name="x.eval")
-    raises(r"x\.eval: the declared size in bytes of the samples is 4,294,967,295, over the limit text_bytes",
+    raises(r"x\.eval: the declared size in bytes of the samples is 4,294,967,295, over the limit bytes",
            read_inspect_eval, eval_archive(sample, declared_sizes={member: 0xFFFF_FFFF}), name="x.eval")
     raises(r"member header\.json: the member's declared size in bytes is 4,294,967,295, over the limit text_bytes",
            read_inspect_eval, eval_archive(sample, declared_sizes={"header.json": 0xFFFF_FFFF}), name="x.eval")
     bomb = zstd_zip({"header.json": b"{}", member: b" " * 50_000_000})
-    raises(r"the declared size in bytes of the samples is 50,000,000, over the limit text_bytes=1,000,000",
+    raises(rf"member {member}: the member's declared size in bytes is 50,000,000, over the limit text_bytes=1,000,000",
            read_inspect_eval, bomb, name="x.eval", limits=InputLimits(text_bytes=1_000_000))
+    raises(r"the declared size in bytes of the samples is 50,000,000, over the limit bytes=40,000,000",
+           read_inspect_eval, bomb, name="x.eval", limits=InputLimits(bytes=40_000_000))
     raises(rf"member {member}: not a JSON document", read_inspect_eval,
            zstd_zip({"header.json": b"{}", member: b"{"}), name="x.eval")
     raises(rf"member {member}: not a JSON document \(Infinity is not a JSON number", read_inspect_eval,
@@ -376,3 +382,49 @@ def test_a_re_logged_inspect_sample_is_read_as_inspect_reads_it_and_said() -> No
     assert ("superseded_members", "1") in records.provenance.details
     plain = read_inspect_eval(eval_archive(inspect_sample("x"), inspect_sample("y")), name="log.eval")
     assert all(key != "superseded_members" for key, _ in plain.provenance.details)
+
+
+@pytest.mark.parametrize("limit", ["bytes", "text_bytes"])
+def test_an_eval_log_is_refused_from_its_directory_before_any_member_is_decompressed(
+        limit: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    padded = [{**inspect_sample(f"s{i}"), "metadata": {"pad": " " * size}} for i, size in ((1, 40_000), (2, 70_000),
+                                                                                           (3, 40_000))]
+    sizes = [len(json.dumps(sample).encode()) for sample in padded]
+    archive = eval_archive(*padded)
+    decompressed: list[int] = []
+    gathered = inspect_log_module._gathered
+    monkeypatch.setattr(inspect_log_module, "_gathered", lambda *args: decompressed.append(1) or gathered(*args))
+    assert read_inspect_eval(archive, name="x.eval").n_items == 3 and len(decompressed) == 4  # the header too
+    decompressed.clear()
+    if limit == "bytes":  # the samples' total (never held together) is bounded as a file is
+        refused = f"x.eval: the declared size in bytes of the samples is {sum(sizes):,}, over the limit bytes=100,000"
+    else:  # each member, held whole while it is read
+        refused = (f"x.eval, member samples/s2_epoch_1.json: the member's declared size in bytes is {sizes[1]:,}, "
+                   "over the limit text_bytes=60,000")
+    message = raises("over the limit", read_inspect_eval, archive, name="x.eval",
+                     limits=InputLimits(**{limit: 100_000 if limit == "bytes" else 60_000}))
+    assert message.startswith(refused)
+    assert decompressed == []
+
+
+def test_an_export_over_bytes_is_refused_before_it_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "samples_t_2026-01-01T00-00-00.jsonl"
+    path.write_bytes(jsonl(*(rolling_line(i) for i in range(20))))
+    opened: list[str] = []
+    monkeypatch.setattr(input_limits_module.os, "open", lambda *args: opened.append(args[0]) or os.open(*args))
+    raises(r"the file size in bytes is [0-9,]+, over the limit bytes=1,000", read_lm_eval_samples, path,
+           limits=InputLimits(bytes=1_000))
+    assert opened == []
+
+
+def test_text_bytes_bounds_only_the_reference_reader() -> None:
+    """An export the fast reader reads is bounded by ``bytes``; one it declines (a lone surrogate escape in a field
+    certa does not read: only json reads it) is read through json, whose objects ``text_bytes`` bounds."""
+    export = jsonl(*(rolling_line(i) for i in range(20)))
+    limits = InputLimits(text_bytes=len(export) - 1)
+    assert read_lm_eval_samples(export, limits=limits).n_items == 20
+    assert read_input("s", export, "lm-eval-samples", limits=limits).evidence.n_items == 20  # type: ignore[union-attr]
+    declined = jsonl(*(rolling_line(i, doc={"text": "\ud800"}) for i in range(20)))
+    assert read_lm_eval_samples(declined, limits=InputLimits()).n_items == 20
+    raises(r"the size in bytes of JSON Lines read record by record through json .* over the limit text_bytes",
+           read_lm_eval_samples, declined, limits=InputLimits(text_bytes=len(declined) - 1))
