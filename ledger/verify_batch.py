@@ -48,11 +48,12 @@ one ``bytes.translate``)."""
 _SEPARATOR = "\x1e"
 """Joins a batch's payloads for one search: a control character, which JSON text holds nowhere (RFC 8259
 section 7: not inside a string unescaped; outside strings only space, tab, line feed and carriage return)."""
-_VALUE_STARTS = str.maketrans("123456789:,[- \t\n\r", "000000000" + _SEPARATOR * 8)
+_VALUE_STARTS = bytes.maketrans(b"123456789:,[- \t\n\r", b"000000000" + _SEPARATOR.encode("ascii") * 8)
 """Every digit made ``0``, and every character a JSON number token may follow (RFC 8259 section 2: a value
 follows ``:``, ``[``, ``,`` or the text's start, after optional whitespace; a number may begin with ``-``) made
-``_SEPARATOR``."""
-_LONG_INTEGER = _SEPARATOR + "0" * 16
+``_SEPARATOR``: a table of bytes, for UTF-8 text (``str.translate`` looks up every character of a text that is not
+all ASCII in a dict; ``bytes.translate`` indexes a table, and no byte of a multi-byte UTF-8 sequence is ASCII)."""
+_LONG_INTEGER = (_SEPARATOR + "0" * 16).encode("ascii")
 """Where an integer token of 16 digits or more may begin (a number has no leading zeros: its first digit begins the
 run), in a text marked by ``_VALUE_STARTS``."""
 _MAX_SHAPES = 4096
@@ -133,13 +134,12 @@ class BatchChecker:
 
     def check_payload(self, summary: BatchSummary, seq: int, run_id: str, kind: str, recorded_at: str, payload: str,
                       fast: bool = False) -> None:
-        """The payload checks of one well-typed entry, into ``summary``. ``fast``: the payload has no run of 16
-        digits, so that every integer in it is within ±(2**53 − 1) (RFC 8785's number model) and msgspec's
-        decoder (``_DECODE_JSON``), when it reads the text, reads it as ``parse_json`` would, with no Python call
-        per integer (a run or certificate payload of kilobytes holds hundreds). A text it refuses (not JSON, a
-        constant such as ``NaN``, nesting too deep) goes through ``parse_json`` itself, for its answer and its
-        ``ValueError``. Any other text goes
-        through ``parse_json`` itself, for its answer and its ``ValueError``.
+        """The payload checks of one well-typed entry, into ``summary``. ``fast``: no integer token of 16 digits
+        or more may stand in the payload (``_slow_payloads``), so that every integer in it is within ±(2**53 − 1)
+        (RFC 8785's number model) and msgspec's decoder (``_DECODE_JSON``), when it reads the text, reads it as
+        ``parse_json`` would, with no Python call per integer (a run or certificate payload of kilobytes holds
+        hundreds). A text it refuses (not JSON, a constant such as ``NaN``, nesting too deep), and any payload
+        not ``fast``, goes through ``parse_json`` itself, for its answer and its ``ValueError``.
 
         A decision's schema answer is remembered by its members, their types and the sign and integrality of
         ``index`` (all the decision schema constrains: a finer partition than ``payload_problems``' own, so the
@@ -228,16 +228,17 @@ def _slow_payloads(payloads: Sequence[str]) -> set[int]:
     those where an integer token of 16 digits or more may stand, a run of 16 ASCII digits right after a
     character a number may follow (``_LONG_INTEGER``; a float's 16-digit fraction or exponent, as certificates
     hold by the hundred, is not one). Found in all of them joined by ``_SEPARATOR`` (which no JSON text holds,
-    so a run of digits never spans two payloads) and marked (``_VALUE_STARTS``): one ``str.find`` per match."""
+    so a run of digits never spans two payloads) and marked (``_VALUE_STARTS``), as UTF-8 bytes: one ``bytes.find`` per match."""
     slow: set[int] = set()
-    joined = _SEPARATOR.join(payloads)
-    if joined.count(_SEPARATOR) != len(payloads) - 1:  # a payload holds one: not JSON, parse_json says why
+    encoded = [payload.encode("utf-8") for payload in payloads]  # text that is not UTF-8 fails the chain checks
+    joined = _SEPARATOR.encode("ascii").join(encoded)
+    if joined.count(_SEPARATOR.encode("ascii")) != len(payloads) - 1:  # a payload holds one: parse_json says why
         return set(range(len(payloads)))
-    marked = _SEPARATOR + joined.translate(_VALUE_STARTS)  # joined's character i is marked's i + 1
+    marked = _SEPARATOR.encode("ascii") + joined.translate(_VALUE_STARTS)  # joined's byte i is marked's i + 1
     found = marked.find(_LONG_INTEGER)
     if found >= 0:
-        ends = list(itertools.accumulate(len(payload) + 1 for payload in payloads))
-        while found >= 0:  # the run's first digit is joined's character ``found``
+        ends = list(itertools.accumulate(len(payload) + 1 for payload in encoded))
+        while found >= 0:  # the run's first digit is joined's byte ``found``
             index = bisect.bisect_right(ends, found)
             slow.add(index)
             found = marked.find(_LONG_INTEGER, ends[index])  # from the separator before the next payload
