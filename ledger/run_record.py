@@ -37,7 +37,7 @@ from certa.ledger.chain import EncodedEntries, NewEntry
 __all__ = ["ENTRY_FORMAT", "RECORD_KINDS", "NOTE_KINDS", "LEDGER_KINDS", "RUN_KINDS",
            "BATCH_DECISION", "RecordedPlan", "RecordedTable", "DecisionGroup",
            "RunRecord", "completed_run", "aborted_run", "runs_row", "StoredRun", "read_stored_run",
-           "payload_problems"]
+           "payload_problems", "RUN_FIELDS"]
 
 ENTRY_FORMAT = 1
 """Version of the entry payloads' layout (``schemas/ledger-entries.schema.json``); a change is a new format."""
@@ -141,6 +141,10 @@ def _opening(run_id: str, plan: RecordedPlan, tables: Mapping[str, RecordedTable
     return [NewEntry("run", _run_payload(run_id, plan)),
             *(NewEntry("input", _table_payload(t)) for t in tables.values()),
             *_decision_entries(decisions)]
+
+
+RUN_FIELDS = ("run_id", "name", "profile", "seed", "knobs_hash", "spec_sha256")
+"""The members of a run entry that ``runs_row`` reads (``certa.ledger.verify`` keeps only these of each run)."""
 
 
 def runs_row(run: Mapping[str, Any], *, certificate: Mapping[str, Any] | None) -> dict[str, Any]:

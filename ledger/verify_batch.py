@@ -31,10 +31,10 @@ from certa.engine.foundation.json_read import parse_json
 
 from certa.ledger import merkle
 from certa.ledger.chain import header_template
-from certa.ledger.run_record import RECORD_KINDS, payload_problems, runs_row
+from certa.ledger.run_record import RECORD_KINDS, RUN_FIELDS, payload_problems, runs_row
 
 __all__ = ["Problem", "BatchChecker", "BatchSummary", "RunPart", "CheckCertificate", "ENTRY_TEMPLATE", "TEMPLATE_QUOTES",
-           "MAX_SAFE_INT", "entry_problem"]
+           "MAX_SAFE_INT", "entry_problem", "expected_runs_row"]
 
 CheckCertificate = Callable[[Mapping[str, Any]], list[str]]
 
@@ -85,17 +85,31 @@ def entry_problem(seq: Any, kind: Any, run_id: Any, message: str) -> Problem:
     return Problem(f"entry {seq} ({kind}, run {run_id})", message, seq, run_id)
 
 
-def _slim_certificate(data: Mapping[str, Any]) -> dict[str, Any]:
-    """What ``runs_row`` reads of a certificate (its content's verdict and its ``content_sha256``)."""
+def _slim_certificate(data: Mapping[str, Any]) -> tuple[bool, Any, Any]:
+    """What ``runs_row`` reads of a certificate, as a tuple (a few hundred bytes less per run than dicts, kept for
+    every run until the ``runs`` table is read): whether its content is an object, its content's verdict (or the
+    content itself when it is not an object), its ``content_sha256``."""
     content = data.get("content")
-    return {"content": {"verdict": content.get("verdict")} if isinstance(content, Mapping) else content,
-            "content_sha256": data.get("content_sha256")}
+    if isinstance(content, Mapping):
+        return True, content.get("verdict"), data.get("content_sha256")
+    return False, content, data.get("content_sha256")
+
+
+def expected_runs_row(run: tuple[Any, ...], certificate: tuple[bool, Any, Any] | None) -> dict[str, Any]:
+    """``runs_row`` of a run entry's ``RUN_FIELDS`` (in that order) and of its certificate's slim form
+    (``_slim_certificate``; None: no certificate), as ``certa.ledger.verify`` keeps them."""
+    slim = None
+    if certificate is not None:
+        is_object, verdict, digest = certificate
+        slim = {"content": {"verdict": verdict} if is_object else verdict, "content_sha256": digest}
+    return runs_row(dict(zip(RUN_FIELDS, run)), certificate=slim)
 
 
 RunPart = list[Any]
 """What a batch says of one run, in chain order: [first seq, its recorded_at, last seq of a record kind (None:
-none), ``runs_row`` of its run entry (None: none read), its last certificate's slim form (None: none), the first
-seq of a record entry other than the run entry after ``records_after`` before any run entry (None: none)]."""
+none), its run entry's ``RUN_FIELDS`` as a tuple (None: none read), its last certificate's slim form
+(``_slim_certificate``; None: none), the first seq of a record entry other than the run entry after
+``records_after`` before any run entry (None: none)]."""
 
 
 @dataclass
@@ -189,7 +203,7 @@ class BatchChecker:
         if kind in ("input", "captured"):
             summary.referenced.add(str(data.get("sha256", "")))
         elif kind == "run":
-            part[3] = runs_row(data, certificate=None)
+            part[3] = tuple(map(data.get, RUN_FIELDS))
         elif kind == "certificate":
             part[4] = _slim_certificate(data)
             if self.check_certificate is not None and (self.run_id is None or run_id == self.run_id):
