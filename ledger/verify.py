@@ -275,7 +275,7 @@ def _run_problems(walk: _ChainWalk, rows: Iterable[Mapping[str, Any]], keyed: bo
                 found.setdefault(rid, []).append(
                     Problem(f"run {rid}", f"runs index edited: {key} is {stored!r}, the chain says {value!r}",
                             run_id=rid, column=f"runs.{key}"))
-    problems = []
+    problems: list[Problem] = []
     for rid, span in spans.items():
         if span[3] is _COMPARED:
             problems += found.pop(rid, ())

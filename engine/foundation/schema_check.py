@@ -155,8 +155,8 @@ def compile_schema(schema: Any, root: Any = None) -> Callable[[Any], bool]:
                           instance, list)
                           or fits(len(instance), bound))
     if "anyOf" in schema:
-        scalars = [_scalar_values(sub, root) for sub in schema["anyOf"]]
-        if all(scalars):  # e.g. a number or the strings NaN, Infinity, -Infinity: one set lookup per value
+        scalars = [found for found in map(lambda sub: _scalar_values(sub, root), schema["anyOf"]) if found]
+        if len(scalars) == len(schema["anyOf"]):  # e.g. a number or NaN, Infinity, -Infinity: one set lookup
             types = frozenset(t for found in scalars for t in found[0])
             words = frozenset(w for found in scalars for w in found[1])
             checks.append(lambda instance: type(instance) in types or (type(instance) is str and instance in words))
