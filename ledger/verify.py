@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,11 +56,10 @@ from certa.engine.foundation.errors import LedgerError
 from certa.ledger.chain import GENESIS, entry_hash
 from certa.ledger.merkle import frontier_nodes
 from certa.ledger.rows import ENTRY_FIELDS, rows_as
-from certa.ledger.run_record import runs_row
 from certa.ledger.schema import REVISIONS, SCHEMA_VERSION, runs
 from certa.ledger.store import EntryRow, Ledger
 from certa.ledger.verify_batch import (ENTRY_TEMPLATE, MAX_SAFE_INT, TEMPLATE_QUOTES, BatchChecker, BatchSummary,
-                                 CheckCertificate, Problem, entry_problem)
+                                       CheckCertificate, Problem, entry_problem, expected_runs_row)
 from certa.ledger.verify_merkle import MerkleCheck, leaves_of
 from certa.ledger.verify_pool import BatchPool, default_workers
 from certa.ledger.verify_read import BlobRow, EntryBatch, KeyCheck, Tables, read_snapshot, stored_type
@@ -69,6 +68,8 @@ from certa.ledger.verify_record import VERIFIED_KEYS, record_problem
 __all__ = ["Problem", "VerifyReport", "VerifyScope", "verify_ledger", "verify_since"]
 
 _META_KEYS = ("schema_version", "head")
+_MAX_SHARED = 4096
+"""Distinct strings ``_ChainWalk`` keeps one copy of (a spec's fields repeated by its runs)."""
 
 
 @dataclass(frozen=True)
@@ -135,8 +136,8 @@ def _mistyped_columns(entry: EntryRow) -> list[str]:
 class _ChainWalk:
     """Takes the checked batches in chain order (``certa.ledger.verify_pool``): checks each one's links to the chain
     before it, or the whole batch entry by entry when they or its own chain checks fail, and keeps what the
-    run/blob/Merkle checks need: per run [first seq, last record seq, recorded_at, ``runs_row`` of its run
-    entry, its certificate's slim form]."""
+    run/blob/Merkle checks need: per run [first seq, last record seq, recorded_at, its run entry's ``RUN_FIELDS``,
+    its certificate's slim form] (``certa.ledger.verify_batch.RunPart``)."""
 
     def __init__(self, *, checker: BatchChecker, expect_seq: int | None, start: int = 0, prev: str = GENESIS,
                  merkle: MerkleCheck | None = None) -> None:
@@ -147,6 +148,7 @@ class _ChainWalk:
         self.prev = prev
         self.certificates = 0
         self.run_spans: dict[Any, list[Any]] = {}
+        self.shared: dict[str, str] = {}  # one copy of a spec's name, seed, profile and digests for all its runs
         self.referenced: set[str] = set()
         self.hash_at_expected_seq: str | None = None
         self.expected_leaf: int | None = None
@@ -177,7 +179,7 @@ class _ChainWalk:
         self.problems += summary.problems
         self.referenced |= summary.referenced
         self.certificates += summary.certificates
-        spans = self.run_spans
+        spans, shared = self.run_spans, self.shared
         for rid, (first, recorded_at, last_record, run, certificate, orphan) in summary.runs.items():
             span = spans.get(rid)
             if span is None:
@@ -186,8 +188,10 @@ class _ChainWalk:
                 self.orphan_records.setdefault(rid, orphan)
             if last_record is not None:
                 span[1] = last_record
-            if run is not None:
-                span[3] = run
+            if run is not None:  # the run id as the span's key, the spec's fields shared with other runs of it
+                span[3] = (rid if run[0] == rid else run[0],
+                           *(shared.setdefault(value, value) if type(value) is str and len(shared) < _MAX_SHARED
+                             else shared.get(value, value) if type(value) is str else value for value in run[1:]))
             if certificate is not None:
                 span[4] = certificate
 
@@ -235,30 +239,50 @@ class _ChainWalk:
         return digest
 
 
-def _run_problems(walk: _ChainWalk, indexed: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
-    """Every ``runs`` column of every run against the run's entries; rows without a run, runs without a row."""
-    problems = []
-    for rid, (first, last, recorded_at, run, certificate) in walk.run_spans.items():
+_COMPARED = ("compared",)
+"""A span's run fields once its ``runs`` row was compared (``_run_problems``): the fields are no longer needed."""
+
+
+def _run_problems(walk: _ChainWalk, rows: Iterable[Mapping[str, Any]], keyed: bool) -> list[Problem]:
+    """Every ``runs`` column of every run against the run's entries; rows without a run, runs without a row: in the
+    order of the runs in the chain, then the rows without a run in the table's order.
+
+    The rows stream by (``certa.ledger.verify_read.Tables.runs``), each compared with its run's span, whose run
+    fields are then dropped (``_COMPARED``): no run's row is held beyond its check. ``keyed``: the table has its
+    primary key on ``run_id``; otherwise (a problem of its own) a run id may have several rows, of which the last
+    is compared, as an index would keep one."""
+    if not keyed:
+        rows = {row["run_id"]: row for row in rows}.values()
+    spans = walk.run_spans
+    found: dict[Any, list[Problem]] = {}
+    unknown = []
+    for row in rows:
+        rid = row.get("run_id")
+        span = spans.get(rid)
+        if span is None:
+            unknown.append(Problem(f"run {rid}", f"run is in the runs index but has no entries in the chain (runs "
+                                                 f"row with run_id {rid!r})", run_id=rid, column="runs.run_id"))
+            continue
+        first, last, recorded_at, run, certificate = span
         if run is None:
             continue  # no readable run entry: already a problem at that entry (or, incremental: before it)
-        row = indexed.get(rid)
-        if row is None:
-            problems.append(Problem(f"run {rid}", f"run is in the chain but missing from the runs index (no runs row "
-                                                  f"with run_id {rid!r})", run_id=rid, column="runs.run_id"))
-            continue
-        expected = {**runs_row(run, certificate=certificate), "run_id": rid, "recorded_at": recorded_at,
+        span[3] = _COMPARED
+        expected = {**expected_runs_row(run, certificate), "run_id": rid, "recorded_at": recorded_at,
                     "first_seq": first, "last_seq": last}
         for key in runs.c.keys():
-            found = row.get(key)
-            value = expected.get(key)
-            if found != value:
-                problems.append(Problem(f"run {rid}", f"runs index edited: {key} is {found!r}, the chain says {value!r}",
-                                        run_id=rid, column=f"runs.{key}"))
-    for rid in indexed:
-        if rid not in walk.run_spans:
-            problems.append(Problem(f"run {rid}", f"run is in the runs index but has no entries in the chain (runs "
-                                                  f"row with run_id {rid!r})", run_id=rid, column="runs.run_id"))
-    return problems
+            value, stored = expected.get(key), row.get(key)
+            if stored != value:
+                found.setdefault(rid, []).append(
+                    Problem(f"run {rid}", f"runs index edited: {key} is {stored!r}, the chain says {value!r}",
+                            run_id=rid, column=f"runs.{key}"))
+    problems: list[Problem] = []
+    for rid, span in spans.items():
+        if span[3] is _COMPARED:
+            problems += found.pop(rid, ())
+        elif span[3] is not None:
+            problems.append(Problem(f"run {rid}", f"run is in the chain but missing from the runs index (no runs row "
+                                                  f"with run_id {rid!r})", run_id=rid, column="runs.run_id"))
+    return problems + unknown
 
 
 def _key_problems(checks: tuple[KeyCheck, ...]) -> list[Problem]:
@@ -446,15 +470,17 @@ class _Start:
 
 def _walk(ledger: Ledger, start: _Start, *, check_certificate: CheckCertificate | None, run_id: str | None,
           expect_seq: int | None, progress: Callable[[int, int], None] | None,
-          incremental: bool, workers: int | None) -> tuple[_ChainWalk, Tables]:
+          incremental: bool, workers: int | None) -> tuple[_ChainWalk, Tables, list[Problem]]:
     """Stream the entries after ``start`` through a ``_ChainWalk`` (their batches checked by ``workers``
     processes, ``certa.ledger.verify_pool``; None: ``default_workers``), then read the tables it needs (incremental:
-    the runs rows of runs beginning after ``expect_seq``, the blobs named after it)."""
+    the runs rows of runs beginning after ``expect_seq``, the blobs named after it), checking the ``runs`` rows as
+    they stream from the snapshot (``_run_problems``, returned beside the walk and the tables)."""
     records_after = expect_seq if incremental else None
     total = _head_seq_hint(ledger)
     if workers is None:
         workers = default_workers(total - start.seq)
     tables: Tables | None = None
+    run_problems: list[Problem] = []
     with BatchPool(check_certificate=check_certificate, run_id=run_id, records_after=records_after,
                    workers=workers) as pool:
         walk = _ChainWalk(checker=pool.local, expect_seq=expect_seq, start=start.seq, prev=start.prev,
@@ -474,17 +500,19 @@ def _walk(ledger: Ledger, start: _Start, *, check_certificate: CheckCertificate 
         for item in read_snapshot(ledger, after=start.seq, tables=wanted):
             if isinstance(item, Tables):
                 tables = item
+                keyed = all(check.declared == check.expected for check in item.keys if check.table == runs.name)
+                run_problems = _run_problems(walk, item.runs, keyed)
             elif isinstance(item, EntryBatch):
                 take(pool.submit(item))
             else:  # ENTRIES_READ: every batch checked before the tables are chosen
                 take(pool.drain())
     if tables is None:  # read_snapshot ends with the tables, or raises
         raise LedgerError(f"cannot read ledger {ledger.location}: its tables were not read")
-    return walk, tables
+    return walk, tables, run_problems
 
 
 def _report(walk: _ChainWalk, tables: Tables, *, expect_head: tuple[int, str] | None, expect_root: str | None,
-            run_id: str | None, scope: VerifyScope | None, extra: list[Problem],
+            run_id: str | None, scope: VerifyScope | None, extra: list[Problem], run_problems: list[Problem],
             entry_hash_at: Callable[[int], str | None] | None = None) -> VerifyReport:
     problems = [*extra, *walk.problems]
     expected_seq, prev = walk.seq, walk.prev
@@ -503,7 +531,7 @@ def _report(walk: _ChainWalk, tables: Tables, *, expect_head: tuple[int, str] | 
             problems.append(Problem("expected head", f"the Merkle root of entries 1..{seq} differs from the signed "
                                                      "root (the chain was rewritten)", seq))
     problems.extend(_blob_problems(walk, tables.blobs))
-    problems.extend(_run_problems(walk, tables.runs))
+    problems.extend(run_problems)
     problems.extend(_merkle_problems(walk, tables))
     if run_id is not None and run_id not in walk.run_spans and scope is None:
         problems.append(Problem(f"run {run_id}", "no entries for this run in the chain", run_id=run_id))
@@ -529,11 +557,11 @@ def verify_ledger(ledger: Ledger, *, check_certificate: CheckCertificate | None 
     the report is the same whatever their number.
     """
     with _cyclic_collector_paused():
-        walk, tables = _walk(ledger, _Start(), check_certificate=check_certificate, run_id=run_id,
+        walk, tables, run_problems = _walk(ledger, _Start(), check_certificate=check_certificate, run_id=run_id,
                              expect_seq=expect_head[0] if expect_head else None, progress=progress, incremental=False,
                              workers=workers)
         return _report(walk, tables, expect_head=expect_head, expect_root=expect_root, run_id=run_id, scope=None,
-                       extra=[], entry_hash_at=ledger.entry_hash_at)
+                       extra=[], run_problems=run_problems, entry_hash_at=ledger.entry_hash_at)
 
 
 NOT_CHECKED_INCREMENTAL = ("entries before the checkpoint (vouched for by its signature, its entry and its Merkle "
@@ -575,7 +603,7 @@ def verify_since(ledger: Ledger, seq: int, entry_hash_at_seq: str, root_hash: st
     if before and not prev:
         extra.append(Problem("checkpoint", f"the ledger has no entry {before}: entries were removed", before))
     with _cyclic_collector_paused():
-        walk, tables = _walk(ledger, _Start(before, prev, frontier), check_certificate=check_certificate,
+        walk, tables, run_problems = _walk(ledger, _Start(before, prev, frontier), check_certificate=check_certificate,
                              run_id=run_id, expect_seq=seq or None, progress=progress, incremental=True,
                              workers=workers)
         extra += [Problem(f"run {rid}", f"run {rid} has entries of its record after the checkpoint (from entry "
@@ -585,6 +613,6 @@ def verify_since(ledger: Ledger, seq: int, entry_hash_at_seq: str, root_hash: st
         scope = VerifyScope(full=False, vouched=seq, first=seq + 1, last=walk.seq, not_checked=NOT_CHECKED_INCREMENTAL)
         if seq == 0:
             return _report(walk, tables, expect_head=None, expect_root=None, run_id=run_id, scope=scope, extra=extra,
-                           entry_hash_at=ledger.entry_hash_at)
+                           run_problems=run_problems, entry_hash_at=ledger.entry_hash_at)
         return _report(walk, tables, expect_head=(seq, entry_hash_at_seq), expect_root=root_hash, run_id=run_id,
-                       scope=scope, extra=extra, entry_hash_at=ledger.entry_hash_at)
+                       scope=scope, extra=extra, run_problems=run_problems, entry_hash_at=ledger.entry_hash_at)

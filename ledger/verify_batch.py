@@ -20,20 +20,21 @@ from __future__ import annotations
 import bisect
 import hashlib
 import itertools
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from certa.engine.foundation.json_read import parse_json
 
 from certa.ledger import merkle
 from certa.ledger.chain import header_template
-from certa.ledger.run_record import RECORD_KINDS, payload_problems, runs_row
+from certa.ledger.run_record import RECORD_KINDS, RUN_FIELDS, payload_problems, runs_row
 
 __all__ = ["Problem", "BatchChecker", "BatchSummary", "RunPart", "CheckCertificate", "ENTRY_TEMPLATE", "TEMPLATE_QUOTES",
-           "MAX_SAFE_INT", "entry_problem"]
+           "MAX_SAFE_INT", "entry_problem", "expected_runs_row"]
 
 CheckCertificate = Callable[[Mapping[str, Any]], list[str]]
 
@@ -41,25 +42,30 @@ MAX_SAFE_INT = 2**53 - 1
 ENTRY_TEMPLATE = header_template('"%s"', '"%s"', '"%s"')  # fields: kind, payload, prev, time, run id, seq
 TEMPLATE_QUOTES = ENTRY_TEMPLATE.count('"')
 
-_SHORT = 1024
 _PRINTABLE_ASCII = bytes(range(0x20, 0x7F))
 """Deleted from an ASCII text, they leave its control characters (``str.isprintable`` of ASCII, ten times as fast:
 one ``bytes.translate``)."""
-_DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
-_DIGIT_RUN = "0" * 16
 _SEPARATOR = "\x1e"
 """Joins a batch's payloads for one search: a control character, which JSON text holds nowhere (RFC 8259
 section 7: not inside a string unescaped; outside strings only space, tab, line feed and carriage return)."""
+_VALUE_STARTS = bytes.maketrans(b"123456789:,[- \t\n\r", b"000000000" + _SEPARATOR.encode("ascii") * 8)
+"""Every digit made ``0``, and every character a JSON number token may follow (RFC 8259 section 2: a value
+follows ``:``, ``[``, ``,`` or the text's start, after optional whitespace; a number may begin with ``-``) made
+``_SEPARATOR``: a table of bytes, for UTF-8 text (``str.translate`` looks up every character of a text that is not
+all ASCII in a dict; ``bytes.translate`` indexes a table, and no byte of a multi-byte UTF-8 sequence is ASCII)."""
+_LONG_INTEGER = (_SEPARATOR + "0" * 16).encode("ascii")
+"""Where an integer token of 16 digits or more may begin (a number has no leading zeros: its first digit begins the
+run), in a text marked by ``_VALUE_STARTS``."""
 _MAX_SHAPES = 4096
 _RECORD_KINDS = frozenset(RECORD_KINDS)
 _UNREAD = object()
 
 
-def _no_constant(token: str) -> Any:
-    raise ValueError(f"{token} is not a JSON number")
-
-
-_SCAN_JSON = json.JSONDecoder(parse_constant=_no_constant).scan_once  # type: ignore[attr-defined]  # C scanner
+_DECODE_JSON = msgspec.json.Decoder().decode
+"""msgspec's JSON decoder (https://jcristharif.com/msgspec/), two to three times as fast as the standard library's C
+scanner on certa's payloads. Where it reads a text at all it reads it as ``json`` does (the same values, key order
+and last duplicate kept; floats correctly rounded, as ``float()``); it refuses more (an escaped lone surrogate, a
+float beyond the double range, trailing data), and those texts go to ``parse_json``."""
 
 
 @dataclass(frozen=True)
@@ -79,17 +85,31 @@ def entry_problem(seq: Any, kind: Any, run_id: Any, message: str) -> Problem:
     return Problem(f"entry {seq} ({kind}, run {run_id})", message, seq, run_id)
 
 
-def _slim_certificate(data: Mapping[str, Any]) -> dict[str, Any]:
-    """What ``runs_row`` reads of a certificate (its content's verdict and its ``content_sha256``)."""
+def _slim_certificate(data: Mapping[str, Any]) -> tuple[bool, Any, Any]:
+    """What ``runs_row`` reads of a certificate, as a tuple (a few hundred bytes less per run than dicts, kept for
+    every run until the ``runs`` table is read): whether its content is an object, its content's verdict (or the
+    content itself when it is not an object), its ``content_sha256``."""
     content = data.get("content")
-    return {"content": {"verdict": content.get("verdict")} if isinstance(content, Mapping) else content,
-            "content_sha256": data.get("content_sha256")}
+    if isinstance(content, Mapping):
+        return True, content.get("verdict"), data.get("content_sha256")
+    return False, content, data.get("content_sha256")
+
+
+def expected_runs_row(run: tuple[Any, ...], certificate: tuple[bool, Any, Any] | None) -> dict[str, Any]:
+    """``runs_row`` of a run entry's ``RUN_FIELDS`` (in that order) and of its certificate's slim form
+    (``_slim_certificate``; None: no certificate), as ``certa.ledger.verify`` keeps them."""
+    slim = None
+    if certificate is not None:
+        is_object, verdict, digest = certificate
+        slim = {"content": {"verdict": verdict} if is_object else verdict, "content_sha256": digest}
+    return runs_row(dict(zip(RUN_FIELDS, run)), certificate=slim)
 
 
 RunPart = list[Any]
 """What a batch says of one run, in chain order: [first seq, its recorded_at, last seq of a record kind (None:
-none), ``runs_row`` of its run entry (None: none read), its last certificate's slim form (None: none), the first
-seq of a record entry other than the run entry after ``records_after`` before any run entry (None: none)]."""
+none), its run entry's ``RUN_FIELDS`` as a tuple (None: none read), its last certificate's slim form
+(``_slim_certificate``; None: none), the first seq of a record entry other than the run entry after
+``records_after`` before any run entry (None: none)]."""
 
 
 @dataclass
@@ -128,11 +148,12 @@ class BatchChecker:
 
     def check_payload(self, summary: BatchSummary, seq: int, run_id: str, kind: str, recorded_at: str, payload: str,
                       fast: bool = False) -> None:
-        """The payload checks of one well-typed entry, into ``summary``. ``fast``: the payload is short and
-        without a run of 16 digits, so the decoder's C scanner alone reads it as ``parse_json`` would, when it
-        reads the whole text (no whitespace around it): every integer is then within ±(2**53 − 1) (RFC 8785's
-        number model), and no Python call is made per call of ``decode`` or per integer. Any other text goes
-        through ``parse_json`` itself, for its answer and its ``ValueError``.
+        """The payload checks of one well-typed entry, into ``summary``. ``fast``: no integer token of 16 digits
+        or more may stand in the payload (``_slow_payloads``), so that every integer in it is within ±(2**53 − 1)
+        (RFC 8785's number model) and msgspec's decoder (``_DECODE_JSON``), when it reads the text, reads it as
+        ``parse_json`` would, with no Python call per integer (a run or certificate payload of kilobytes holds
+        hundreds). A text it refuses (not JSON, a constant such as ``NaN``, nesting too deep), and any payload
+        not ``fast``, goes through ``parse_json`` itself, for its answer and its ``ValueError``.
 
         A decision's schema answer is remembered by its members, their types and the sign and integrality of
         ``index`` (all the decision schema constrains: a finer partition than ``payload_problems``' own, so the
@@ -148,10 +169,8 @@ class BatchChecker:
         data: Any = _UNREAD
         if fast:
             try:
-                data, end = _SCAN_JSON(payload, 0)
-                if end != len(payload):
-                    data = _UNREAD
-            except (StopIteration, ValueError, RecursionError):
+                data = _DECODE_JSON(payload)
+            except (ValueError, RecursionError):  # msgspec.DecodeError is a ValueError
                 pass
         if data is _UNREAD:
             try:
@@ -184,7 +203,7 @@ class BatchChecker:
         if kind in ("input", "captured"):
             summary.referenced.add(str(data.get("sha256", "")))
         elif kind == "run":
-            part[3] = runs_row(data, certificate=None)
+            part[3] = tuple(map(data.get, RUN_FIELDS))
         elif kind == "certificate":
             part[4] = _slim_certificate(data)
             if self.check_certificate is not None and (self.run_id is None or run_id == self.run_id):
@@ -220,19 +239,21 @@ def _chain_holds(columns: Sequence[tuple[Any, ...]]) -> bool:
 
 def _slow_payloads(payloads: Sequence[str]) -> set[int]:
     """The indexes of the payloads ``BatchChecker.check_payload`` must parse with ``parse_json`` (not ``fast``):
-    long ones and those with a run of 16 ASCII digits, found in all of them joined by ``_SEPARATOR`` (which no
-    JSON text holds, so a run of digits never spans two payloads) with every digit made ``0``: one ``str.find``
-    of 16 zeros per match."""
-    slow = {i for i, payload in enumerate(payloads) if len(payload) >= _SHORT}
-    joined = _SEPARATOR.join(payloads)
-    if joined.count(_SEPARATOR) != len(payloads) - 1:  # a payload holds one: not JSON, parse_json says why
+    those where an integer token of 16 digits or more may stand, a run of 16 ASCII digits right after a
+    character a number may follow (``_LONG_INTEGER``; a float's 16-digit fraction or exponent, as certificates
+    hold by the hundred, is not one). Found in all of them joined by ``_SEPARATOR`` (which no JSON text holds,
+    so a run of digits never spans two payloads) and marked (``_VALUE_STARTS``), as UTF-8 bytes: one ``bytes.find`` per match."""
+    slow: set[int] = set()
+    encoded = [payload.encode("utf-8") for payload in payloads]  # text that is not UTF-8 fails the chain checks
+    joined = _SEPARATOR.encode("ascii").join(encoded)
+    if joined.count(_SEPARATOR.encode("ascii")) != len(payloads) - 1:  # a payload holds one: parse_json says why
         return set(range(len(payloads)))
-    marked = joined.translate(_DIGITS_AS_ZERO)
-    found = marked.find(_DIGIT_RUN)
+    marked = _SEPARATOR.encode("ascii") + joined.translate(_VALUE_STARTS)  # joined's byte i is marked's i + 1
+    found = marked.find(_LONG_INTEGER)
     if found >= 0:
-        ends = list(itertools.accumulate(len(payload) + 1 for payload in payloads))
-        while found >= 0:
+        ends = list(itertools.accumulate(len(payload) + 1 for payload in encoded))
+        while found >= 0:  # the run's first digit is joined's byte ``found``
             index = bisect.bisect_right(ends, found)
             slow.add(index)
-            found = marked.find(_DIGIT_RUN, ends[index])
+            found = marked.find(_LONG_INTEGER, ends[index])  # from the separator before the next payload
     return slow

@@ -118,7 +118,10 @@ class BlobRow:
 class Tables:
     """The tables derived from the chain, read after the entries in the same snapshot."""
 
-    runs: dict[Any, dict[str, Any]]
+    runs: Iterator[dict[str, Any]]
+    """The ``runs`` rows (those the filter asked for) as dicts by column name, streamed from the snapshot: read once,
+    before asking ``read_snapshot`` for its next item (which ends the snapshot), so that no run's row is held
+    beyond its check."""
     blobs: list[BlobRow]
     meta: dict[Any, Any]
     revisions: list[Any] | None
@@ -260,11 +263,16 @@ def _key_checks(conn: Connection, has_nodes: bool, schema_6_nodes: bool) -> tupl
     return tuple(checks)
 
 
+def _run_rows(conn: Connection, query: Any) -> Iterator[dict[str, Any]]:
+    """The rows of ``query`` on ``runs`` as dicts by column name, fetched in chunks when first asked for."""
+    names = list(runs.c.keys())
+    for row in conn.execute(query.execution_options(yield_per=1024)):
+        yield dict(zip(names, row))
+
+
 def _tables(conn: Connection, leaves: tuple[int, int], run_filter: Any | None, blob_filter: list[str] | None,
             has_nodes: bool, schema_6_nodes: bool, nodes_read: int) -> Tables:
-    names = list(runs.c.keys())
     query = select(*runs.c) if run_filter is None else select(*runs.c).where(run_filter)
-    run_rows = {row[0]: dict(zip(names, row)) for row in conn.execute(query)}
     blob_query = select(blobs.c.sha256, blobs.c.size, blobs.c.content)
     blob_rows = []
     for chunk in ([None] if blob_filter is None else [blob_filter[i:i + 500] for i in range(0, len(blob_filter), 500)]):
@@ -304,7 +312,7 @@ def _tables(conn: Connection, leaves: tuple[int, int], run_filter: Any | None, b
         revisions = list(conn.execute(select(alembic_version.c.version_num)).scalars())
     version = str(meta.get("schema_version", ""))
     missing_node_seq = has_nodes and not schema_6_nodes and version.isdigit() and int(version) >= 6
-    return Tables(run_rows, blob_rows, meta, revisions, node_count, outside, outside_count, missing_node_seq,
+    return Tables(_run_rows(conn, query), blob_rows, meta, revisions, node_count, outside, outside_count, missing_node_seq,
                   _key_checks(conn, has_nodes and not missing_node_seq, schema_6_nodes))
 
 
@@ -326,5 +334,4 @@ def read_snapshot(ledger: Ledger, *, after: int = 0, tables: Callable[[], tuple[
         yield ENTRIES_READ
         run_filter, blob_filter = tables()
         with _text_read_tolerantly(conn):  # small tables: an edited cell is named, never a failed read
-            found = _tables(conn, (after, leaf), run_filter, blob_filter, has_nodes, schema_6_nodes, nodes_read)
-        yield found
+            yield _tables(conn, (after, leaf), run_filter, blob_filter, has_nodes, schema_6_nodes, nodes_read)

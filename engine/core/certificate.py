@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import getpass
 import platform
-import re
 import socket
 import sys
 from collections.abc import Callable, Mapping
@@ -34,6 +33,7 @@ from certa.schemas import load_schema, read_schema, schema_exists
 from certa.engine.foundation.canonical import (TextNotUTF8, canonical_sha256, canonical_sha256_pair, first_text_not_utf8,
                                               to_jsonable)
 from certa.engine.foundation.errors import CertaError, InputError
+from certa.engine.foundation.schema_check import compile_schema
 
 __all__ = ["CERTIFICATE_FORMAT", "CONTENT_FORMAT", "ENVIRONMENT_KEYS", "computing_platform", "library_versions",
            "results_of", "results_sha256", "seal", "validate_certificate", "certificate_problems", "output_problems"]
@@ -117,177 +117,6 @@ def _who() -> tuple[str, str]:
 
 # ----------------------------------------------------------------------- schema checks, compiled once
 
-_ANNOTATIONS = frozenset({"$id", "$schema", "$comment", "$defs", "title", "description", "default", "examples",
-                          "format"})
-"""Keywords that never fail an instance here (``format`` only annotates: no format checker is configured)."""
-
-
-def _json_equal_scalar(instance: Any, value: Any) -> bool:
-    """``jsonschema``'s equality against a scalar ``value``: booleans equal only themselves, 1 == 1.0."""
-    if isinstance(value, bool) or isinstance(instance, bool):
-        return instance is value
-    if isinstance(value, str) or isinstance(instance, str):
-        return instance == value
-    if isinstance(instance, (list, dict)):
-        return False
-    return bool(instance == value)
-
-
-def _is_type(instance: Any, name: str) -> bool:
-    """Draft 2020-12's types as ``jsonschema`` checks them (an integral float is an integer)."""
-    if name == "object":
-        return isinstance(instance, dict)
-    if name == "array":
-        return isinstance(instance, list)
-    if name == "string":
-        return isinstance(instance, str)
-    if name == "boolean":
-        return isinstance(instance, bool)
-    if name == "null":
-        return instance is None
-    if isinstance(instance, bool):
-        return False
-    if name == "integer":
-        return isinstance(instance, int) or (isinstance(instance, float) and instance.is_integer())
-    if name == "number":
-        return isinstance(instance, (int, float))
-    raise NotImplementedError(name)
-
-
-_PYTHON_TYPES: dict[str, tuple[type, ...]] = {"object": (dict,), "array": (list,), "string": (str,), "boolean": (bool,),
-                                              "null": (type(None),), "number": (int, float)}
-"""Draft 2020-12's types other than integer as the Python types of parsed JSON (``bool`` is not a number)."""
-
-
-def _scalar_values(schema: Any, root: Any) -> tuple[frozenset[type], frozenset[str]] | None:
-    """(the exact Python types, the strings) a schema made only of a type other than integer, or of an enum of
-    strings, accepts (``$ref`` followed); None for any other schema."""
-    while isinstance(schema, Mapping) and "$ref" in schema and set(schema) - _ANNOTATIONS == {"$ref"} \
-            and str(schema["$ref"]).startswith("#/"):
-        target: Any = root
-        for part in schema["$ref"][2:].split("/"):
-            target = target.get(part) if isinstance(target, Mapping) else None
-        schema = target
-    if not isinstance(schema, Mapping):
-        return None
-    keywords = set(schema) - _ANNOTATIONS
-    if keywords == {"type"}:
-        names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        if all(name in _PYTHON_TYPES for name in names):
-            return frozenset(t for name in names for t in _PYTHON_TYPES[name]), frozenset()
-    if keywords == {"enum"} and schema["enum"] and all(isinstance(v, str) for v in schema["enum"]):
-        return frozenset(), frozenset(schema["enum"])
-    return None
-
-
-def _compile(schema: Any, root: Any = None) -> Callable[[Any], bool]:
-    """An exact ``is_valid`` for the JSON Schema keywords the certificate and output schemas use (type, enum,
-    const of scalars, pattern, minimum, required, properties, additionalProperties, items, prefixItems, minItems,
-    maxItems, anyOf, not, if/then/else, and ``$ref`` to a place in ``root``, the document: the schema itself by
-    default); ``NotImplementedError`` for any other keyword, so that a schema change never silently weakens a
-    check. Keywords ``x-...`` and ``$defs`` only annotate."""
-    root = schema if root is None else root
-    if schema is True:
-        return lambda instance: True
-    if schema is False:
-        return lambda instance: False
-    if not isinstance(schema, Mapping):
-        raise NotImplementedError(repr(schema))
-    if "$ref" in schema:
-        if len(set(schema) - _ANNOTATIONS - {"$ref"}) or not str(schema["$ref"]).startswith("#/"):
-            raise NotImplementedError(f"$ref {schema['$ref']!r} beside other keywords or to another document")
-        target: Any = root
-        for part in schema["$ref"][2:].split("/"):
-            if not isinstance(target, Mapping) or part not in target:
-                raise NotImplementedError(f"$ref {schema['$ref']!r} names nothing")
-            target = target[part]
-        return _compile(target, root)
-    checks: list[Callable[[Any], bool]] = []
-    unknown = {k for k in set(schema) - _ANNOTATIONS - {
-        "type", "enum", "const", "pattern", "minimum", "required", "properties", "additionalProperties", "items",
-        "prefixItems", "minItems", "maxItems", "anyOf", "not", "if", "then", "else"} if not k.startswith("x-")}
-    if unknown:
-        raise NotImplementedError(", ".join(sorted(unknown)))
-    if "type" in schema:
-        names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        for name in names:
-            _is_type(None, name)  # an unknown type name raises now, not while checking
-        if "integer" not in names:  # the types as exact Python types (JSON values are never subclasses)
-            exact = frozenset(t for name in names for t in _PYTHON_TYPES[name])
-            checks.append(lambda instance: type(instance) in exact)
-        elif len(names) == 1:
-            checks.append(lambda instance: _is_type(instance, "integer"))
-        else:
-            checks.append(lambda instance: any(_is_type(instance, name) for name in names))
-    for keyword in ("enum", "const"):
-        if keyword in schema:
-            allowed = list(schema["enum"]) if keyword == "enum" else [schema["const"]]
-            if any(isinstance(value, (list, dict)) for value in allowed):
-                raise NotImplementedError(f"{keyword} of a container")
-            if all(isinstance(value, str) for value in allowed):
-                words = frozenset(allowed)
-                checks.append(lambda instance: type(instance) is str and instance in words)
-            else:
-                checks.append(lambda instance, allowed=allowed: any(  # type: ignore[misc]  # a default-bound lambda
-                    _json_equal_scalar(instance, v) for v in allowed))
-    if "pattern" in schema:
-        search = re.compile(schema["pattern"]).search
-        checks.append(lambda instance: not isinstance(instance, str) or search(instance) is not None)
-    if "minimum" in schema:
-        low = schema["minimum"]
-        checks.append(lambda instance: not _is_type(instance, "number") or instance >= low)
-    if "required" in schema:
-        required = list(schema["required"])
-        checks.append(lambda instance: not isinstance(instance, dict) or all(k in instance for k in required))
-    properties = {key: _compile(sub, root) for key, sub in schema.get("properties", {}).items()}
-    if properties:
-        def check_properties(instance: Any) -> bool:
-            return not isinstance(instance, dict) or all(
-                check(instance[key]) for key, check in properties.items() if key in instance)
-        checks.append(check_properties)
-    if "additionalProperties" in schema:
-        extra = _compile(schema["additionalProperties"], root)
-        declared = frozenset(schema.get("properties", {}))
-        checks.append(lambda instance: not isinstance(instance, dict) or all(
-            extra(value) for key, value in instance.items() if key not in declared))
-    prefix = [_compile(sub, root) for sub in schema.get("prefixItems", [])]
-    if prefix:
-        checks.append(lambda instance: not isinstance(instance, list) or all(
-            check(item) for check, item in zip(prefix, instance)))
-    if "items" in schema:
-        item, skip = _compile(schema["items"], root), len(prefix)
-        checks.append(lambda instance: not isinstance(instance, list) or all(
-            map(item, instance[skip:] if skip else instance)))
-    for keyword, fits in (("minItems", lambda size, bound: size >= bound),
-                          ("maxItems", lambda size, bound: size <= bound)):
-        if keyword in schema:
-            checks.append(lambda instance, fits=fits, bound=schema[keyword]: not isinstance(  # type: ignore[misc]
-                          instance, list)
-                          or fits(len(instance), bound))
-    if "anyOf" in schema:
-        scalars = [_scalar_values(sub, root) for sub in schema["anyOf"]]
-        if all(scalars):  # e.g. a number or the strings NaN, Infinity, -Infinity: one set lookup per value
-            types = frozenset(t for found in scalars for t in found[0])
-            words = frozenset(w for found in scalars for w in found[1])
-            checks.append(lambda instance: type(instance) in types or (type(instance) is str and instance in words))
-        else:
-            alternatives = [_compile(sub, root) for sub in schema["anyOf"]]
-            checks.append(lambda instance: any(check(instance) for check in alternatives))
-    if "not" in schema:
-        negated = _compile(schema["not"], root)
-        checks.append(lambda instance: not negated(instance))
-    if "if" in schema:
-        condition = _compile(schema["if"], root)
-        then = _compile(schema.get("then", True), root)
-        otherwise = _compile(schema.get("else", True), root)
-        checks.append(lambda instance: then(instance) if condition(instance) else otherwise(instance))
-    if len(checks) == 1:
-        return checks[0]
-    if len(checks) == 2:
-        first, second = checks
-        return lambda instance: first(instance) and second(instance)
-    return lambda instance: all(check(instance) for check in checks)
-
 
 _CHECKERS: list[tuple[Draft202012Validator, Callable[[Any], bool] | None]] = []
 
@@ -296,12 +125,12 @@ def _certificate_checker() -> tuple[Draft202012Validator, Callable[[Any], bool] 
     """The certificate schema's ``jsonschema`` validator and its compiled ``is_valid``, built once.
 
     The compiled check (about 20 times faster) decides sound certificates; ``jsonschema`` writes the messages
-    for the others. Without a compiled check (a keyword ``_compile`` does not know) ``jsonschema`` does all.
+    for the others. Without a compiled check (a keyword ``compile_schema`` does not know) ``jsonschema`` does all.
     """
     if not _CHECKERS:
         schema = load_schema("certificate.schema.json")
         try:
-            fast: Callable[[Any], bool] | None = _compile(schema)
+            fast: Callable[[Any], bool] | None = compile_schema(schema)
         except NotImplementedError:
             fast = None
         _CHECKERS.append((Draft202012Validator(schema), fast))
@@ -337,7 +166,7 @@ def _output_checker(schema_file: str) -> tuple[frozenset[str], Draft202012Valida
     if not schema_exists(schema_file):
         return frozenset(), None, lambda outputs: False
     schema = read_schema(schema_file)
-    return frozenset(schema["x-certa-stage"]["versions"]), Draft202012Validator(schema), _compile(schema)
+    return frozenset(schema["x-certa-stage"]["versions"]), Draft202012Validator(schema), compile_schema(schema)
 
 
 def output_problems(content: Mapping[str, Any]) -> list[str]:

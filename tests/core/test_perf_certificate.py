@@ -1,5 +1,5 @@
-"""The compiled certificate schema check (``certa.engine.core.certificate._compile``) agrees with ``jsonschema`` exactly,
-and ``certificate_problems`` reports what it reported before (messages come from ``jsonschema``)."""
+"""The compiled certificate schema check (``certa.engine.foundation.schema_check.compile_schema``) agrees with
+``jsonschema`` exactly, and ``certificate_problems`` reports what it reported before (messages come from ``jsonschema``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from certa.engine.core.certificate import _certificate_checker, _compile, certificate_problems
+from certa.engine.core.certificate import _certificate_checker, certificate_problems
+from certa.engine.foundation.schema_check import compile_schema
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
@@ -114,7 +115,7 @@ def test_a_number_pinned_by_const_or_enum_against_every_kind_of_value(value: obj
                                     {"enum": [[1]]}, {"type": "thing"}])
 def test_unknown_keywords_are_not_compiled(schema) -> None:
     with pytest.raises(NotImplementedError):
-        _compile(schema)
+        compile_schema(schema)
 
 
 def test_local_refs_any_of_and_fixed_length_arrays_compile_as_jsonschema_checks_them() -> None:
@@ -123,6 +124,6 @@ def test_local_refs_any_of_and_fixed_length_arrays_compile_as_jsonschema_checks_
     schema = {"$defs": {"real": {"anyOf": [{"type": "number"}, {"enum": ["NaN", "Infinity", "-Infinity"]}]}},
               "type": "array", "prefixItems": [{"$ref": "#/$defs/real"}, {"type": "string"}], "items": False,
               "minItems": 1, "maxItems": 2, "x-certa-note": "annotations never fail"}
-    check = _compile(schema)
+    check = compile_schema(schema)
     for instance in ([1.5], [1, "a"], ["NaN", "b"], [], [1, 2], ["nan"], [True], [1, "a", 3], "x", [1.0, "a"]):
         assert check(instance) is Draft202012Validator(schema).is_valid(instance), instance

@@ -245,6 +245,24 @@ def test_a_runs_row_deleted_or_added_is_reported(recorded_ledger: tuple[Path, Re
     assert "in the runs index but has no entries in the chain" in report.first_broken.message
 
 
+def test_runs_problems_come_in_the_chains_order_whatever_the_tables_row_order(
+        recorded_ledger: tuple[Path, Recorded]) -> None:
+    """The runs rows stream in the table's order and are checked one by one; the problems still come run by run in
+    chain order, as when every row was read first: the completed run's row moved to the table's end (deleted and
+    inserted again), both runs' rows edited."""
+    pristine, recorded = recorded_ledger
+    columns = "run_id, name, status, verdict, profile, seed, knobs_hash, spec_sha256, certificate_sha256, " \
+              "recorded_at, first_seq, last_seq"
+    report = _edit_and_verify(pristine,
+                              ("CREATE TEMP TABLE moved AS SELECT * FROM runs WHERE run_id = ?", (recorded.completed,)),
+                              ("DELETE FROM runs WHERE run_id = ?", (recorded.completed,)),
+                              (f"INSERT INTO runs ({columns}) SELECT {columns} FROM moved", ()),
+                              ("UPDATE runs SET name = 'edited', seed = '0'", ()))
+    assert [(p.run_id, p.column) for p in report.problems if (p.column or "").startswith("runs.")] == [
+        (recorded.completed, "runs.name"), (recorded.completed, "runs.seed"),
+        (recorded.aborted, "runs.name"), (recorded.aborted, "runs.seed")]
+
+
 def test_an_unreferenced_or_deleted_blob_is_reported(recorded_ledger: tuple[Path, Recorded]) -> None:
     pristine, recorded = recorded_ledger
     extra = b"window_id,tokens\nw0,1\n"
