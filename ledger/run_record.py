@@ -223,7 +223,7 @@ def read_stored_run(ledger: EntrySource, run_id: str) -> StoredRun:
 
 @cache
 def _validator(kind: str) -> Any:
-    from jsonschema import Draft202012Validator  # loads on first use: certa --help never imports it
+    from certa.engine.foundation.schema_validator import Draft202012Validator  # loads on first use: not at --help
 
     from certa.schemas import read_schema
 
