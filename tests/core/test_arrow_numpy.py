@@ -25,7 +25,8 @@ def _arrays() -> list[pa.Array | pa.ChunkedArray]:
     return [ints, ints.slice(3, 6), floats.slice(1, 7), pa.array([1, 2, 3], type=pa.int32()).slice(1),
             pa.array([1.5, 2.5], type=pa.float32()), bools, bools.slice(5, 6),
             pa.chunked_array([ints.slice(1, 4), ints.slice(6)]), pa.chunked_array([], type=pa.float64()),
-            pa.chunked_array([bools.slice(2, 3), bools.slice(9)])]
+            pa.chunked_array([bools.slice(2, 3), bools.slice(9)]), pa.array([], type=pa.int64()), bools.slice(4, 0),
+            pa.chunked_array([ints.slice(2, 0), ints.slice(0, 2)])]
 
 
 @pytest.mark.parametrize("array", _arrays())

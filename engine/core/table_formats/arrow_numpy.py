@@ -30,9 +30,11 @@ def _bits(buffer: pa.Buffer, offset: int, length: int) -> np.ndarray:
 
 
 def _chunk_values(chunk: pa.Array) -> np.ndarray:
+    dtype = np.dtype(chunk.type.to_pandas_dtype())  # a numpy dtype for a fixed-width type (no pandas import)
+    if not len(chunk):  # its values buffer may be absent
+        return np.empty(0, dtype=dtype)
     if pa.types.is_boolean(chunk.type):
         return _bits(chunk.buffers()[1], chunk.offset, len(chunk))
-    dtype = np.dtype(chunk.type.to_pandas_dtype())  # a numpy dtype for a fixed-width type (no pandas import)
     return np.frombuffer(chunk.buffers()[1], dtype=dtype, count=len(chunk), offset=chunk.offset * dtype.itemsize)
 
 
