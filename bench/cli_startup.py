@@ -22,7 +22,8 @@ tiny spec of ``bench/ledger.py``, as ``verify_scale.py`` appends them), and ``li
 
 The runs (``--run-repeats`` each, into a fresh ledger each time, ``--no-runs`` skips them): ``paired-ratio`` (a
 bootstrap: Numba loads), ``conformal-pac`` (no bootstrap: no Numba) and, when torch and transformers are
-installed, ``model-perplexity`` (two tiny GPT-2 models scored by ``model.windows``).
+installed, ``model-perplexity`` (two tiny GPT-2 models scored by ``model.windows``) beside the plain Hugging Face
+loop doing that work (``_HF_LOOP``; goal: the run's peak RSS within 1.2× the loop's).
 
 Measurement: one untimed run of each case first (files in the page cache, bytecode compiled), then fresh
 processes; each process's CPU time and peak RSS are its ``os.wait4`` resource usage (``ru_maxrss``: Linux
@@ -56,6 +57,7 @@ from wheel_venv import install_wheel, plain_env  # noqa: E402  (bench/wheel_venv
 CERTA = "import sys; from certa.cli import main; sys.exit(main())"  # what the ``certa`` entry point runs
 GOAL_S = 0.2
 REFERENCE = "python -c 'import numpy, scipy'"
+HF_LOOP = "HF loop, model-perplexity's work (from_pretrained)"
 
 _PREPARE = r"""
 import importlib.util, json, shutil, sys
@@ -77,6 +79,33 @@ with Ledger.open(db) as ledger:
     recorder.record(ledger)
     print(json.dumps({"checkpoint": signed, "added": ledger.head()[0] - signed}))
 """
+
+
+_HF_LOOP = r"""
+import json, sys
+from pathlib import Path
+import tokenizers, torch, transformers
+example = Path(sys.argv[1])
+torch.set_num_threads(1)
+tokenizer = tokenizers.Tokenizer.from_file(str(example / "models" / "baseline" / "tokenizer.json"))
+documents = [json.loads(line)["text"] for line in (example / "data" / "text.jsonl").read_text().splitlines()]
+for arm in ("baseline", "subject"):
+    model = transformers.AutoModelForCausalLM.from_pretrained(example / "models" / arm).eval()
+    total = 0.0
+    for ids in (tokenizer.encode(text).ids for text in documents):
+        for begin in range(0, max(len(ids) - 32, 1), 32):
+            window = torch.tensor([ids[begin:begin + 64]])
+            labels = window.clone()
+            labels[:, :32 if begin else 0] = -100
+            if window.shape[1] > 1 and (labels != -100).sum() > 1:
+                with torch.no_grad():
+                    total += float(model(input_ids=window, labels=labels).loss)
+    print(arm, total)
+    del model
+"""
+"""The plain Hugging Face perplexity loop a user writes for the model example's work: ``from_pretrained`` of each
+model, its documents in windows of 64 tokens, stride 32 (the spec's ``seq_len`` and ``stride``), one window per
+forward pass, ``labels`` masking each window's context: the reference of ``certa run model-perplexity``'s RSS."""
 
 
 def _child_env(tmp: Path) -> dict[str, str]:
@@ -141,9 +170,12 @@ def _run_cases(certa: list[str], work: Path) -> dict[str, tuple[list[str], Path]
     specs = {"paired-ratio": "a bootstrap: Numba", "conformal-pac": "no bootstrap"}
     if all(importlib.util.find_spec(name) for name in ("torch", "transformers")):
         specs["model-perplexity"] = "two tiny GPT-2 models"
-    return {f"certa run {name} ({what})": ([*certa, "run", str(ROOT / "specs" / name / "spec.yaml"), "--ledger",
-                                            str(work / f"{name}.db")], work / f"{name}.db")
-            for name, what in specs.items()}
+    cases = {f"certa run {name} ({what})": ([*certa, "run", str(ROOT / "specs" / name / "spec.yaml"), "--ledger",
+                                             str(work / f"{name}.db")], work / f"{name}.db")
+             for name, what in specs.items()}
+    if "model-perplexity" in specs:
+        cases[HF_LOOP] = ([sys.executable, "-c", _HF_LOOP, str(ROOT / "specs" / "model-perplexity")], work / "none")
+    return cases
 
 
 def _goal(name: str) -> bool:
@@ -167,6 +199,14 @@ def _rows(results: dict[str, dict[str, float]]) -> list[list[str]]:
     reference = results[REFERENCE]
     rows = [[f"`{REFERENCE}`, fresh process (the floor of a numerical command)",
              f"{reference['median_s']:.3f} s, {reference['cpu_s']:.2f} s CPU, {reference['peak_mib']:.0f} MiB", ""]]
+    model_run = next((got for name, got in results.items() if name.startswith("certa run model-perplexity")), None)
+    if model_run is not None and HF_LOOP in results:
+        hf = results[HF_LOOP]
+        rows.append(["peak RSS of `certa run model-perplexity` against the plain Hugging Face loop doing its work "
+                     "(`from_pretrained`, the same documents and windows), fresh processes",
+                     f"**{model_run['peak_mib'] / hf['peak_mib']:.2f}×** ({model_run['peak_mib']:.0f} vs "
+                     f"{hf['peak_mib']:.0f} MiB; {model_run['median_s']:.2f} s vs {hf['median_s']:.2f} s)",
+                     f"≤ 1.2×: {met(model_run['peak_mib'] <= 1.2 * hf['peak_mib'])}"])
     for name, got in results.items():
         if name.startswith("certa"):
             ratio = got["best_s"] / reference["best_s"]
