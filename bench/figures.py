@@ -161,19 +161,6 @@ def _tables(out: str | dict) -> list[Row]:
              _cell(record, "{} s"), ""]]
 
 
-def _cli_startup(out: str | dict) -> list[Row]:
-    text = str(out)
-
-    def median(name: str) -> str | None:
-        return _num(text, re.escape(name) + r"\s+([\d.]+)\s+[\d.]+")
-
-    validate, show = median("certa validate"), median("certa show latest")
-    return [["`certa --help` (median of fresh processes)", _cell(median("certa --help"), "**{} s**"), "< 0.2 s"],
-            ["`certa list` on a small ledger (median)", _cell(median("certa list (1 run)"), "**{} s**"), "< 0.2 s"],
-            ["`certa validate` / `certa show` (median, fresh process)",
-             "not measured" if None in (validate, show) else f"{validate} s / {show} s", ""]]
-
-
 def _ms_line(text: str, label: str) -> str | None:
     """The best time (ms) of a ``line(...)`` of bench/ledger.py whose label starts with ``label``."""
     return _num(text, re.escape(label) + r"[^\n]*?best\s+([\d.]+) ms")
@@ -293,7 +280,7 @@ BENCHES: dict[str, Bench] = {
                                     "--repeats", "2", "--ref-repeats", "1", "--ref-replicates", "4"), _bakeoff),
     "tables": Bench("tables.py", ("--rows", "100000", "--decisions", "100000", "--repeats", "2",
                                   "--record-repeats", "1"), _tables),
-    "cli_startup": Bench("cli_startup.py", ("--repeats", "3"), _cli_startup),
+    "cli_startup": Bench("cli_startup.py", ("--repeats", "3", "--run-repeats", "1"), _json_rows("cli_startup.py")),
     "ledger": Bench("ledger.py", ("--runs", "500", "--small", "20", "--repeat", "2"), _ledger),
     "ledger_reads": Bench("ledger_reads.py", ("--list-runs", "100,1000", "--entries", "1000,10000", "--repeat", "2",
                                               "--record-runs", "10"), _json_rows("ledger_reads.py")),

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from jsonschema import Draft202012Validator
 
 from certa.engine.foundation.canonical import sha256_hex
 from certa.engine.foundation.errors import BundleError, LedgerError, LedgerIntegrityError
 from certa.engine.foundation.json_read import check_document_depth
+from certa.engine.foundation.schema_validator import Draft202012Validator
 from certa.schemas import load_schema
 
 from certa.ledger.chain import encode_payload, entry_hash

@@ -234,7 +234,7 @@ def _kind_schema(kind: str) -> dict[str, Any]:
 
 @cache
 def _validator(kind: str) -> Any:
-    from jsonschema import Draft202012Validator  # loads on first use: certa --help never imports it
+    from certa.engine.foundation.schema_validator import Draft202012Validator  # loads on first use: not at --help
 
     return Draft202012Validator(_kind_schema(kind))
 

@@ -26,7 +26,6 @@ from importlib import metadata
 from typing import Any
 
 import numpy as np
-from jsonschema import Draft202012Validator
 
 from certa.schemas import load_schema, read_schema, schema_exists
 
@@ -34,6 +33,7 @@ from certa.engine.foundation.canonical import (TextNotUTF8, canonical_sha256, ca
                                               to_jsonable)
 from certa.engine.foundation.errors import CertaError, InputError
 from certa.engine.foundation.schema_check import compile_schema
+from certa.engine.foundation.schema_validator import Draft202012Validator
 
 __all__ = ["CERTIFICATE_FORMAT", "CONTENT_FORMAT", "ENVIRONMENT_KEYS", "computing_platform", "library_versions",
            "results_of", "results_sha256", "seal", "validate_certificate", "certificate_problems", "output_problems"]

@@ -19,13 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
 
 from certa.schemas import load_schema, read_schema, schema_exists
 
 from certa.engine.foundation.canonical import canonical_bytes, canonical_sha256, sha256_hex
 from certa.engine.foundation.errors import SpecError
+from certa.engine.foundation.schema_validator import Draft202012Validator, ValidationError
 from certa.engine.core.gate_family import DEFAULT_FAMILY, FamilySpec
 from certa.engine.core.endpoint_input import ENDPOINT_FORMAT
 from certa.engine.core.models.manifest import MODEL_FORMAT

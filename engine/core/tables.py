@@ -85,7 +85,9 @@ class _Column:
         if self._cells is None:
             arrow = self._text_arrow()
             if arrow is not None:
-                self._cells = arrow.to_numpy(zero_copy_only=False)
+                from certa.engine.core.table_formats.arrow_numpy import texts_of
+
+                self._cells = texts_of(arrow)
             elif self._numbers is not None:
                 values, nulls, arr = self._numbers
                 as_text = repr if self._kind == "float" else str
@@ -123,13 +125,15 @@ class _Column:
             import pyarrow as pa
             import pyarrow.compute as pc
 
+            from certa.engine.core.table_formats.arrow_numpy import values_of
+
             arrow = text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
             encoded = pc.dictionary_encode(arrow)
             found = encoded.dictionary.to_pylist()
             labels = tuple(sorted(found))
             position = {label: i for i, label in enumerate(labels)}
             rank = np.array([position[label] for label in found], dtype=np.intp)
-            return labels, rank[encoded.indices.to_numpy(zero_copy_only=False)]
+            return labels, rank[values_of(encoded.indices)]
         return factorize_cells(self.cells())
 
     def float64(self) -> tuple[np.ndarray, int | None]:
@@ -138,14 +142,13 @@ class _Column:
             return self._numbers[0].copy(), None
         if self._length == 0:
             return np.empty(0, dtype=np.float64), None
-        import pyarrow as pa
-
+        from certa.engine.core.table_formats.arrow_numpy import text_array
         from certa.engine.core.table_formats.decimal import cast_float64, strings_to_float64
         if self._strip:  # a cell the cast accepts has no whitespace to strip
             quick = cast_float64(self._arrow)
             if quick is not None:
                 return quick
-        arrow = self._text_arrow() if self._arrow is not None else pa.array(self._cells, type=pa.string())
+        arrow = self._text_arrow() if self._arrow is not None else text_array(self._cells)
         return strings_to_float64(arrow)
 
 

@@ -114,3 +114,14 @@ def test_show_loads_the_ledger_and_no_kernel_library(small_spec: Path, tmp_path:
     loaded = _modules_after("show", "latest", "--ledger", str(tmp_path / "l.db"))
     assert "sqlalchemy" in loaded  # it did read the ledger
     assert not loaded & {"scipy", "numba", "cryptography", "matplotlib", "jinja2", "pyarrow", "dask", "alembic"}
+
+
+@pytest.mark.slow  # three example runs in fresh interpreters: about 10 s
+def test_numba_loads_only_in_a_run_whose_stages_compile(tmp_path: Path) -> None:
+    """A statistics example that does not bootstrap (conformal-pac: SSBC's binomial tail; lm-eval-accuracy: Tango's
+    interval) never imports numba; paired-ratio's bootstrap does, at its kernel's first call (the check works)."""
+    ran = {spec: _modules_after("run", f"specs/{spec}/spec.yaml", "--ledger", str(tmp_path / f"{spec}.db"))
+           for spec in ("conformal-pac", "lm-eval-accuracy", "paired-ratio")}
+    assert all("certa" in modules and "sqlalchemy" in modules for modules in ran.values())  # each ran and recorded
+    assert "numba" not in ran["conformal-pac"] | ran["lm-eval-accuracy"]
+    assert "numba" in ran["paired-ratio"]

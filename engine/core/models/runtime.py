@@ -51,8 +51,8 @@ before transformers is imported. torch, transformers, safetensors and tokenizers
 install. ``warm_model_libraries`` does those imports ahead (and the architecture's module), while the folder of
 the model a run loads is hashed.
 
-Determinism (``deterministic_torch``): a fixed number of intra-op threads, ``torch.use_deterministic_algorithms``,
-evaluation mode and no autograd: on one machine the same inputs give bit-identical logits.
+Determinism (``deterministic_torch``): a fixed number of intra-op threads, deterministic kernels (the flag
+``torch.use_deterministic_algorithms`` sets), evaluation mode and no autograd: on one machine the same inputs give bit-identical logits.
 """
 
 from __future__ import annotations
@@ -149,10 +149,18 @@ def warm_model_libraries(folder: Path) -> None:
 
 
 def deterministic_torch(threads: int) -> None:
-    """Fix torch's intra-op threads to ``threads`` and ask for deterministic kernels."""
+    """Fix torch's intra-op threads to ``threads`` and ask for deterministic kernels: an operation that has only
+    a nondeterministic kernel raises instead of running.
+
+    ``torch.set_deterministic_debug_mode("error")`` sets the one flag of ATen that
+    ``torch.use_deterministic_algorithms(True)`` sets (``torch._C._set_deterministic_algorithms(True,
+    warn_only=False)``: torch 2.13's ``torch/__init__.py``), without the other thing that call does: importing
+    ``torch._inductor.config`` to set TorchInductor's own ``deterministic`` option, which only code compiled by
+    ``torch.compile`` reads (certa compiles nothing) and whose import loads 828 modules (about 1 s of CPU) when
+    nothing imported ``torch._dynamo`` before."""
     torch = require_model_libraries()["torch"]
     torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True)
+    torch.set_deterministic_debug_mode("error")
 
 
 def model_forward(model: Any, **inputs: Any) -> Any:

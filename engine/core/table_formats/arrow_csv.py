@@ -52,6 +52,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from certa.engine.core.table_formats.arrow_memory import arrow_owned_copy
+from certa.engine.core.table_formats.arrow_numpy import nulls_of, values_of
 
 PY_WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
                  "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
@@ -126,16 +127,15 @@ def _typed_values(column: pa.ChunkedArray, hex_possible: bool) -> np.ndarray | N
     kind = column.type
     if not (pa.types.is_float64(kind) or (pa.types.is_int64(kind) and not hex_possible)):
         return None
-    nulls = column.is_null().to_numpy(zero_copy_only=False) if column.null_count else None
+    nulls = nulls_of(column)
     if pa.types.is_int64(kind):
-        ints = pc.fill_null(column, 0).to_numpy(zero_copy_only=False)
+        ints = values_of(column)
         if ((ints == 0) if nulls is None else (ints == 0) & ~nulls).any():
             return None
         values = ints.astype(np.float64)
     else:
-        values = pc.fill_null(column, 0.0).to_numpy(zero_copy_only=False) if nulls is not None else \
-            column.to_numpy(zero_copy_only=False)
-        if not np.isfinite(values).all():
+        values = values_of(column)
+        if not (np.isfinite(values) if nulls is None else np.isfinite(values) | nulls).all():
             return None
         values = values.copy() if not values.flags.writeable else values
     if nulls is not None:

@@ -33,6 +33,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from certa.engine.core.table_formats.arrow_numpy import array_of, text_scalar, values_of
+
 PLAIN_DECIMAL = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
 
 
@@ -91,7 +93,7 @@ def _cast_ranges(cells: pa.Array | pa.ChunkedArray) -> np.ndarray:
         row = bounds[i]
         part = cells.slice(row, bounds[i + 1] - row)
         for chunk in part.chunks if isinstance(part, pa.ChunkedArray) else [part]:  # one copy, chunk by chunk
-            values[row:row + len(chunk)] = pc.cast(chunk, pa.float64()).to_numpy(zero_copy_only=False)
+            values[row:row + len(chunk)] = values_of(pc.cast(chunk, pa.float64()))
             row += len(chunk)
 
     if parts == 1:
@@ -107,14 +109,14 @@ def cast_float64(cells: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int | N
     be unstripped: a cell the cast accepts (the non-finite ones, converted again by Python, included) holds no
     whitespace, so it is its own stripped text."""
     any_empty = pc.min(pc.binary_length(cells)).as_py() == 0
-    empty = pc.equal(pc.binary_length(cells), 0) if any_empty else None
+    empty = pc.invert(pc.cast(pc.binary_length(cells), pa.bool_())) if any_empty else None  # length 0
     try:
-        values = _cast_ranges(pc.if_else(empty, "0", cells) if any_empty else cells)
+        values = _cast_ranges(pc.if_else(empty, text_scalar("0", cells.type), cells) if any_empty else cells)
     except pa.ArrowInvalid:
         return None
     if not any_empty and np.isfinite(values).all():
         return values, None
-    missing = empty.to_numpy(zero_copy_only=False) if any_empty else np.zeros(len(values), dtype=bool)
+    missing = values_of(empty) if any_empty else np.zeros(len(values), dtype=bool)
     values[missing] = float("nan")
     other = np.flatnonzero(~np.isfinite(values) & ~missing)
     if other.size:
@@ -125,7 +127,7 @@ def cast_float64(cells: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int | N
 def _python_rows(cells: pa.Array | pa.ChunkedArray, values: np.ndarray, rows: np.ndarray
                  ) -> tuple[np.ndarray, int | None]:
     """``values`` with ``rows`` converted by Python's ``float()`` of the cells, or the first bad row."""
-    subset = cells.take(pa.array(rows)).to_pylist()
+    subset = cells.take(array_of(rows)).to_pylist()
     try:
         values[rows] = _python_float64(subset)
     except ValueError:
@@ -151,7 +153,7 @@ def strings_to_float64(cells: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, i
     try:
         values = _cast(cells, fast)
     except pa.ArrowInvalid:  # a cell like '1.2.3' or '-': cast only the grammar's cells
-        fast &= pc.match_substring_regex(cells, PLAIN_DECIMAL).to_numpy(zero_copy_only=False)
+        fast &= values_of(pc.match_substring_regex(cells, PLAIN_DECIMAL))
         values = _cast(cells, fast)
     values[empty] = float("nan")
     other = np.flatnonzero(~(fast | empty))
@@ -161,5 +163,5 @@ def strings_to_float64(cells: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, i
 
 
 def _cast(cells: pa.Array, fast: np.ndarray) -> np.ndarray:
-    source = cells if fast.all() else pc.if_else(pa.array(fast), cells, "0")
-    return pc.cast(source, pa.float64()).to_numpy(zero_copy_only=False).copy()
+    source = cells if fast.all() else pc.if_else(array_of(fast), cells, text_scalar("0", cells.type))
+    return values_of(pc.cast(source, pa.float64())).copy()

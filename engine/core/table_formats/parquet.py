@@ -39,18 +39,18 @@ import pyarrow.types as pat
 from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
 from certa.engine.core.table_formats.arrow_memory import arrow_owned_copy
+from certa.engine.core.table_formats.arrow_numpy import nulls_of, values_of
 
 SUPPORTED = "float64/float32, an integer type, bool, string, or a dictionary of these"
 
 
 def _numbers(name: str, column: str, arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """``(float64 values, null mask)`` of a float or integer column."""
-    nulls = arr.is_null().to_numpy(zero_copy_only=False)
-    filled = arr.fill_null(0) if arr.null_count else arr
-    values = filled.to_numpy(zero_copy_only=False).astype(np.float64)  # exact widening / correctly rounded
-    if nulls.any():
-        values = values.copy()
-        values[nulls] = float("nan")
+    nulls = nulls_of(arr)
+    values = values_of(arr).astype(np.float64)  # a copy: exact widening / correctly rounded
+    if nulls is None:
+        return values, np.zeros(len(arr), dtype=bool)
+    values[nulls] = float("nan")
     return values, nulls
 
 

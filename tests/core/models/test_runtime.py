@@ -303,6 +303,23 @@ def test_warming_imports_the_module_of_the_architecture_config_json_names(tiny_a
     assert done.stdout.split() == ["False", "True"], done.stderr[-2000:]
 
 
+@pytest.mark.models
+def test_deterministic_torch_sets_the_flag_without_importing_inductor():
+    """In a fresh interpreter: deterministic_torch sets what torch.use_deterministic_algorithms(True) sets in ATen
+    (deterministic kernels, errors rather than warnings) and imports no module of torch._inductor (that call would:
+    828 modules; a model run may still import them through transformers' model code, as from_pretrained does)."""
+    import subprocess
+    import sys
+
+    check = ("import sys, torch; from certa.engine.core.models.runtime import deterministic_torch; "
+             "before = torch.are_deterministic_algorithms_enabled(); deterministic_torch(1); "
+             "print(before, torch.are_deterministic_algorithms_enabled(), "
+             "torch.is_deterministic_algorithms_warn_only_enabled(), torch.get_num_threads(), "
+             "any(m.split('.')[:2] == ['torch', '_inductor'] for m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=300)
+    assert done.stdout.split() == ["False", "True", "False", "1", "False"], done.stderr[-2000:]
+
+
 @pytest.mark.models  # the warm-up imports torch and transformers first (5-10 s): not in the unit tier
 @pytest.mark.parametrize("config", [None, "fifo", b"not json", b"[1]", b'{"model_type": "no-such-model"}',
                                     b'{"model_type": ["llama"]}', b"[" * 100_000],
