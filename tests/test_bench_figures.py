@@ -144,26 +144,30 @@ def _through_figures(figures, name: str, rows: list) -> list:
 
 def test_verify_scale_json_rows_carry_its_figures(figures, bench_module):
     verify_scale = bench_module("verify_scale")
-    figures_of = {"workers": 2, "cpu_workers": 9.5, "worker_peak_mib": 61.0}
-    full = [{"ok": True, "size": 100_000, "entries": 100_000, "seconds": 1.9, "cpu": 2.5, "peak_mib": 120.2,
-             "family_pss_mib": 131.6, "family_rss_mib": 241.0, **figures_of},
-            {"ok": True, "size": 1_000_000, "entries": 1_000_000, "seconds": 18.54, "cpu": 16.61, "peak_mib": 122.4,
-             "family_pss_mib": 136.2, "family_rss_mib": 244.9, **figures_of},
-            {"ok": True, "size": 10_000_000, "entries": 9_990_004, "seconds": 190.0, "cpu": 180.0, "peak_mib": 125.0,
-             "family_pss_mib": 140.0, "family_rss_mib": 250.0, **figures_of}]
+    figures_of = {"workers": 2, "cpu_workers": 9.5, "worker_peak_mib": 61.0, "shape": "certificates"}
+
+    def measured(size, entries, seconds, pss, sha256_wall):
+        return {"ok": True, "size": size, "entries": entries, "seconds": seconds, "cpu": seconds - 2.0,
+                "family_pss_mib": pss, "file_mib": entries / 800, "sha256": {"wall": sha256_wall},
+                "ratio": seconds / sha256_wall, **figures_of}
+
+    full = [measured(100_000, 100_000, 4.0, 131.6, 0.37), measured(1_000_000, 1_000_000, 41.5, 212.4, 3.74),
+            measured(10_000_000, 9_990_004, 400.0, 240.0, 37.0),
+            {**measured(1_000_000, 990_392, 8.5, 139.0, 1.09), "shape": "decisions"}]
     since = {"ok": True, "seconds": 0.051, "peak_mib": 77.0, "checkpoint": 1_000_000, "added": 1000}
     rows = verify_scale.json_rows(full, since)
-    verify, incremental = _through_figures(figures, "verify_scale", rows)
-    assert verify[0].startswith("`verify` of 10⁶ entries")
-    assert verify[1] == ("**18.5 s** wall with 2 worker processes (CPU: 16.6 s the reading process, imports "
-                         "included, + 9.5 s the workers); memory of all the processes together **136 MiB** Pss at "
-                         "its peak (from 10⁵ entries: 132 MiB; 9,990,004: 140 MiB) (Rss 245 MiB, counting pages the "
-                         "forked workers share once per process; the reading process alone 122 MiB); intact: True")
-    assert verify[2] == "≤ 10 s: **not met**; ≤ 200 MB: met"
+    certificates, decisions, incremental = _through_figures(figures, "verify_scale", rows)
+    assert certificates[0].startswith("`verify` of 10⁶ entries, certificates shape (ordinary runs only")
+    assert certificates[1] == ("**41.5 s** wall with 2 worker processes = **11.1×** `sha256sum` of the file (3.74 s); "
+                               "CPU 49.0 s (imports included); memory of all the processes together **212 MiB** Pss "
+                               "at its peak (from 10⁵ entries: 132 MiB; 9,990,004: 240 MiB); intact: True")
+    assert certificates[2] == "≤ 3× `sha256sum`: **not met**; ≤ 200 MiB flat: **not met**"
+    assert decisions[0].startswith("`verify` of 990,392 entries, decisions shape (1000 ordinary runs")
+    assert decisions[2] == "≤ 3× `sha256sum`: **not met**; ≤ 200 MiB flat: met"
     assert incremental[0] == "`verify --since-checkpoint` of 10³ entries after a checkpoint of 10⁶"
     assert incremental[1].startswith("**0.05 s** after imports") and incremental[2] == "< 1 s: met"
-    full[1].update(seconds=9.0, family_pss_mib=200.0)           # 200 MiB = 209.7 MB
-    assert verify_scale.json_rows(full, since)[0][2] == "≤ 10 s: met; ≤ 200 MB: **not met**"
+    full[3].update(seconds=3.0, ratio=2.75)
+    assert verify_scale.json_rows(full, since)[1][2] == "≤ 3× `sha256sum`: met; ≤ 200 MiB flat: met"
 
 
 def test_ledger_reads_json_rows_carry_its_figures(figures, bench_module):
