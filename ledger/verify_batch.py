@@ -170,7 +170,7 @@ class BatchChecker:
         if fast:
             try:
                 data = _DECODE_JSON(payload)
-            except (ValueError, RecursionError):  # msgspec.DecodeError is a ValueError
+            except (msgspec.DecodeError, ValueError, RecursionError):  # DecodeError is a ValueError from msgspec 0.19
                 pass
         if data is _UNREAD:
             try:

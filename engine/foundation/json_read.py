@@ -42,17 +42,20 @@ def json_value(text: str) -> Any:
     refuses the texts where the two could differ (``NaN``, ``Infinity``, a number beyond the double range, a lone
     surrogate escape), which ``json.loads`` then reads as it always did. Tested on those cases and on mutated
     answers (``tests/foundation/test_json_read.py``)."""
+    decode, refused = _msgspec_decoder()
     try:
-        return _msgspec_decode()(text)
-    except (ValueError, RecursionError):  # msgspec.DecodeError is a ValueError
+        return decode(text)
+    except refused:
         return json.loads(text)
 
 
 @functools.cache
-def _msgspec_decode() -> Any:
+def _msgspec_decoder() -> tuple[Any, tuple[type[BaseException], ...]]:
+    """msgspec's decode and what it raises on a text it does not read (``DecodeError``, a ``ValueError`` only from
+    msgspec 0.19; ``RecursionError`` beyond its depth)."""
     import msgspec  # imported on first use: a server's first answer, never at ``certa list``
 
-    return msgspec.json.Decoder().decode
+    return msgspec.json.Decoder().decode, (msgspec.DecodeError, ValueError, RecursionError)
 
 
 MAX_DOCUMENT_DEPTH = 75
