@@ -29,8 +29,23 @@ def _bits(buffer: pa.Buffer, offset: int, length: int) -> np.ndarray:
     return np.unpackbits(raw, count=offset % 8 + length, bitorder="little")[offset % 8:].astype(bool)
 
 
+_NUMPY_DTYPES = {kind: np.dtype(code) for kind, code in (
+    (pa.bool_(), "?"), (pa.int8(), "i1"), (pa.int16(), "i2"), (pa.int32(), "i4"), (pa.int64(), "i8"),
+    (pa.uint8(), "u1"), (pa.uint16(), "u2"), (pa.uint32(), "u4"), (pa.uint64(), "u8"), (pa.float16(), "f2"),
+    (pa.float32(), "f4"), (pa.float64(), "f8"))}
+"""The numpy dtype of each boolean and fixed-width numeric Arrow type (``DataType.to_pandas_dtype`` imports pandas
+before pyarrow 17, and fails without it)."""
+
+
+def _numpy_dtype(kind: pa.DataType) -> np.dtype:
+    try:
+        return _NUMPY_DTYPES[kind]
+    except KeyError:
+        raise TypeError(f"no numpy dtype for the Arrow type {kind} (boolean and fixed-width numbers only)") from None
+
+
 def _chunk_values(chunk: pa.Array) -> np.ndarray:
-    dtype = np.dtype(chunk.type.to_pandas_dtype())  # a numpy dtype for a fixed-width type (no pandas import)
+    dtype = _numpy_dtype(chunk.type)
     if not len(chunk):  # its values buffer may be absent
         return np.empty(0, dtype=dtype)
     if pa.types.is_boolean(chunk.type):
@@ -46,7 +61,7 @@ def values_of(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if len(chunks) == 1:
         return _chunk_values(chunks[0])
     if not chunks:
-        return np.empty(0, dtype=np.dtype(array.type.to_pandas_dtype()))
+        return np.empty(0, dtype=_numpy_dtype(array.type))
     return np.concatenate([_chunk_values(chunk) for chunk in chunks])
 
 
