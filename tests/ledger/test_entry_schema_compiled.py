@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import random
 import sqlite3
+from importlib import metadata
 from pathlib import Path
 
 import jsonschema
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -132,6 +134,12 @@ def test_many_mutated_payloads_of_every_kind_get_jsonschemas_answer_and_messages
     _check_mutations(400, seed=3636)
 
 
+_ADDITIONAL_UNDER_REF_EVALUATED = jsonschema.Draft202012Validator(
+    {"$defs": {"t": {"additionalProperties": {"type": "string"}}}, "$ref": "#/$defs/t", "unevaluatedProperties": False}
+).is_valid({"a": "x"})
+"""Whether this jsonschema reads JSON Schema 2020-12 as written on that point (its lowest allowed version does not)."""
+
+
 @pytest.mark.parametrize("schema", [
     {"oneOf": [{"type": "string"}, {"type": "null"}, {"enum": ["a", None]}]},
     {"$defs": {"t": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}},
@@ -141,6 +149,10 @@ def test_many_mutated_payloads_of_every_kind_get_jsonschemas_answer_and_messages
     {"type": "object", "properties": {"a": True}, "unevaluatedProperties": {"type": "integer"}},
 ])
 def test_one_of_and_unevaluated_properties_compile_as_jsonschema_checks_them(schema: dict) -> None:
+    if "$ref" in schema and "additionalProperties" in schema["$defs"]["t"] and not _ADDITIONAL_UNDER_REF_EVALUATED:
+        pytest.skip(f"jsonschema {metadata.version('jsonschema')} does not count the members additionalProperties "
+                    "evaluates under $ref as evaluated (JSON Schema 2020-12, 11.3: they are; newer jsonschema "
+                    "agrees, and so does the compiled check)")
     check = compile_schema(schema)
     for instance in (None, "a", "b", 1, [], {}, {"a": 1}, {"a": 1.0}, {"a": "x"}, {"a": 1, "b": "y"},
                      {"a": 1, "c": 2}, {"a": 1, "b": 2}, {"c": "z"}, {"c": 1}):
@@ -173,7 +185,7 @@ def _assert_read_alike(texts: list[str]) -> None:
             continue
         try:
             fast = verify_batch._DECODE_JSON(text)
-        except ValueError:
+        except (msgspec.DecodeError, ValueError):  # DecodeError is a ValueError from msgspec 0.19
             continue
         assert json.dumps(fast) == json.dumps(parse_json(text)), text
 
