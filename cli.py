@@ -521,7 +521,8 @@ def show(run_id: str, explain: bool, public_key_files: tuple[Path, ...], policy_
     from certa.engine.services.browse import show_run
     from certa.engine.services.presentation.terminal import run_view_text
     from certa.engine.services.reviews import read_policy
-    with _open(ledger_url) as ledger:
+    from certa.ledger.sqlite_reader import reading  # a SQLite file without SQLAlchemy
+    with reading(ledger_url) as ledger:
         view = show_run(ledger, run_id, explain=explain, ledger_name=ledger_url, policy=read_policy(policy_file))
     _print(view, as_json, run_view_text)
     return EXIT_OK

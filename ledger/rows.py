@@ -4,13 +4,16 @@ with the SQLAlchemy store (``certa.ledger.store``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple, TypeVar
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from certa.engine.foundation.errors import LedgerError, LedgerIntegrityError
+from certa.ledger.location import command_hint
 
 __all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "EntryRow", "RunRow", "SchemaState", "ENTRY_FIELDS",
-           "RUN_FIELDS", "rows_as", "run_rows", "checked_schema_version", "refuse_unkeyed_runs"]
+           "RUN_FIELDS", "rows_as", "run_rows", "checked_schema_version", "refuse_unkeyed_runs", "LATEST",
+           "run_id_prefix", "found_run_id", "checked_span", "RunReads"]
 
 SCHEMA_VERSION = "7"
 #: The Alembic revision that brings a ledger to each schema version; the newest is the head.
@@ -18,6 +21,9 @@ REVISIONS = {"1": "0001", "2": "0002", "3": "0003", "4": "0004", "5": "0005", "6
 HEAD_REVISION = REVISIONS[SCHEMA_VERSION]
 
 _Row = TypeVar("_Row", "EntryRow", "RunRow")
+_RUN_ID_PREFIX = re.compile(r"[0-9a-f]{4,32}")
+LATEST = "latest"
+"""The run id that names the newest run."""
 
 
 class EntryRow(NamedTuple):
@@ -116,3 +122,56 @@ def checked_schema_version(state: SchemaState, location: str) -> str:
         raise LedgerError(f"ledger schema version {version or '(none)'} is not supported by this certa "
                           f"(expects {SCHEMA_VERSION}); use a matching certa version")
     return version
+
+
+def run_id_prefix(given: str) -> str:
+    """``given`` (a run id, a unique prefix of one, or ``latest``), stripped and lowercased, to be searched;
+    ``LedgerError`` when it is none of them (4 to 32 hex digits, matched literally)."""
+    prefix = given.strip().lower()
+    if prefix != LATEST and not _RUN_ID_PREFIX.fullmatch(prefix):
+        raise LedgerError(f"{given.strip()!r} is not a run id: a run id is 32 hex digits (0-9, a-f); give at least the "
+                          "first 4 of them, or 'latest'")
+    return prefix
+
+
+def found_run_id(prefix: str, found: Sequence[str], location: str) -> str:
+    """The one run id ``found`` for ``prefix`` (``run_id_prefix``; for ``latest``, the newest run), or a
+    ``LedgerError`` saying that none is recorded or that the prefix is ambiguous (two found)."""
+    if not found:
+        if prefix == LATEST:
+            raise LedgerError(f"no runs recorded in {location} yet")
+        raise LedgerError(f"no run with id {prefix!r} in {location}; '{command_hint('list', ledger=location)}' shows "
+                          "the runs")
+    if len(found) > 1:
+        raise LedgerError(f"run id prefix {prefix!r} is ambiguous; give more characters")
+    return found[0]
+
+
+def checked_span(run_id: str, span: Sequence[Any] | None, location: str) -> tuple[int, int] | None:
+    """(first seq, last seq) of ``run_id``'s record from its ``runs`` row's ``span`` (None without a row);
+    ``LedgerIntegrityError`` when they are not seqs (the row was edited)."""
+    if span is None:
+        return None
+    if not all(type(seq) is int for seq in span):
+        raise LedgerIntegrityError(f"the runs row of run {run_id} has first_seq {span[0]!r} and last_seq {span[1]!r}, "
+                                   f"not seqs (it was edited): run '{command_hint('verify', ledger=location)}'")
+    return span[0], span[1]
+
+
+class RunReads(Protocol):
+    """What showing a run reads of a ledger: ``certa.ledger.store.Ledger``, or on a SQLite file
+    ``certa.ledger.sqlite_reader.SqliteReader`` (no database library)."""
+
+    @property
+    def location(self) -> str: ...
+
+    def resolve_run_id(self, prefix: str) -> str: ...
+
+    def run(self, run_id: str) -> RunRow: ...
+
+    def entries(self, *, run_id: str, kinds: Sequence[str], after: int = 0,
+                containing: str | None = None) -> Iterator[EntryRow]: ...
+
+    def certificate(self, run_id: str) -> dict[str, Any]: ...
+
+    def policies(self, policy_id: str) -> list[EntryRow]: ...

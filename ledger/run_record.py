@@ -35,7 +35,7 @@ from certa.engine.foundation.schema_check import compile_schema
 from certa.ledger.chain import EncodedEntries, NewEntry
 
 __all__ = ["ENTRY_FORMAT", "RECORD_KINDS", "NOTE_KINDS", "LEDGER_KINDS", "RUN_KINDS",
-           "BATCH_DECISION", "RecordedPlan", "RecordedTable", "DecisionGroup",
+           "BATCH_DECISION", "KINDS_BUT_DECISIONS", "ABOUT_NO_RUN", "RecordedPlan", "RecordedTable", "DecisionGroup",
            "RunRecord", "completed_run", "aborted_run", "runs_row", "StoredRun", "read_stored_run",
            "payload_problems", "RUN_FIELDS"]
 
@@ -55,6 +55,16 @@ before its evidence (``certa register``), and a trust policy approvals were eval
 BATCH_DECISION = "batch"
 """Kind of the decision that ties a run to its ``certa batch``: ``{"batch_id", "idempotency_key"}`` (stage None,
 the run's last decision; ``Ledger.batch_runs`` finds a batch's runs by it)."""
+KINDS_BUT_DECISIONS = f"kind IN ({', '.join(repr(kind) for kind in RUN_KINDS if kind != 'decision')})"
+"""The entries ``ix_entries_run_id_kind_but_decisions`` (``certa.ledger.schema``) holds: every kind of a run's but
+``decision``, the bulk of a ledger (a bake-off records 10^6), which a run records in one transaction between its
+``runs.first_seq`` and ``last_seq``. ``Ledger.entries`` and ``certa.ledger.sqlite_reader`` read a run's entries of
+another kind with this very condition (SQLite serves a query from a partial index when the query's condition
+contains the index's, written the same). No database library here: the plain ``sqlite3`` reader shares it."""
+
+ABOUT_NO_RUN = "kind IN ('registration', 'policy')"
+"""The entries ``ix_entries_about_no_run`` holds (since 7), which ``Ledger.registrations`` and ``Ledger.policies``
+(and ``certa.ledger.sqlite_reader``) read with this very condition (and their kind)."""
 
 
 class RecordedPlan(Protocol):

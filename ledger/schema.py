@@ -77,28 +77,19 @@ from sqlalchemy import (CHAR, CheckConstraint, Column, Connection, Index, Intege
                         PrimaryKeyConstraint, String, Table, Text, inspect, select, text)
 
 from certa.ledger.rows import HEAD_REVISION, REVISIONS, SCHEMA_VERSION, SchemaState
-from certa.ledger.run_record import LEDGER_KINDS, RUN_KINDS
+from certa.ledger.run_record import ABOUT_NO_RUN, KINDS_BUT_DECISIONS, LEDGER_KINDS, RUN_KINDS
 
 __all__ = ["SCHEMA_VERSION", "REVISIONS", "HEAD_REVISION", "metadata", "entries", "blobs", "runs", "ledger_meta",
            "merkle_nodes", "alembic_version", "ENTRY_KINDS", "BATCH_DECISIONS", "KINDS_BUT_DECISIONS", "ABOUT_NO_RUN",
            "read_schema_state"]
 
 ENTRY_KINDS = RUN_KINDS + LEDGER_KINDS
-KINDS_BUT_DECISIONS = f"kind IN ({', '.join(repr(kind) for kind in RUN_KINDS if kind != 'decision')})"
-"""The entries ``ix_entries_run_id_kind_but_decisions`` holds: every kind of a run's but ``decision``, the bulk of a ledger (a
-bake-off records 10^6), which a run records in one transaction between its ``runs.first_seq`` and ``last_seq``.
-``Ledger.entries`` reads a run's entries of another kind with this very condition (SQLite serves a query from a
-partial index when the query's condition contains the index's, written the same)."""
 BATCH_DECISIONS = "payload LIKE '%\"kind\":\"batch\"%'"
 """The entries ``ix_entries_batch_decisions`` holds: those whose canonical payload text has the member
 ``"kind":"batch"``, the batch decisions (``run_record.BATCH_DECISION``; hardly any other entry), which
 ``Ledger.batch_runs`` reads with this very condition (SQLite serves a query from a partial index when the
 query's condition contains the index's, written the same; no other index may compete, so the query names no
 ``kind``)."""
-
-ABOUT_NO_RUN = "kind IN ('registration', 'policy')"
-"""The entries ``ix_entries_about_no_run`` holds (since 7), which ``Ledger.registrations`` and ``Ledger.policies``
-read with this very condition (and their kind)."""
 
 metadata = MetaData()
 

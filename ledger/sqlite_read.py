@@ -23,7 +23,8 @@ from certa.engine.foundation.errors import LedgerError
 from certa.ledger.location import refuse_foreign_database, sqlite_read_only_uri
 from certa.ledger.rows import RUN_FIELDS, RunRow, SchemaState, checked_schema_version, refuse_unkeyed_runs, run_rows
 
-__all__ = ["connect_read_only", "sqlite_read_problem", "sqlite_ledger_state", "newest_runs"]
+__all__ = ["connect_read_only", "sqlite_read_problem", "edited_text_hint", "read_only_snapshot", "schema_state",
+           "refuse_unkeyed_runs_in", "sqlite_ledger_state", "newest_runs"]
 
 _BUSY_TIMEOUT_SECONDS = 30.0  # as certa.ledger.store's busy_timeout: wait for a writer's commit, do not fail
 _NEWEST_RUNS = f"SELECT {', '.join(RUN_FIELDS)} FROM runs ORDER BY first_seq DESC LIMIT ?"
@@ -45,15 +46,23 @@ def sqlite_read_problem(path: Path, error: BaseException) -> str:
     """``error`` reading the ledger file ``path`` read-only, on one line, with what to do when it is the one
     case read-only media cannot serve: a WAL database whose ``-wal`` file (commits not yet in the file) is
     beside it but whose ``-shm`` file is not, and cannot be created there."""
-    message = " ".join(str(error).split())
+    message = edited_text_hint(" ".join(str(error).split()))
     if Path(f"{path}-wal").exists() and not Path(f"{path}-shm").exists():
         message += (f" ({path.name}-wal holds commits that SQLite reads only with a {path.name}-shm file it cannot "
                     "create here: copy the ledger with its -wal file to a writable folder and read the copy)")
     return message
 
 
+def edited_text_hint(message: str) -> str:
+    """A database's one-line ``message`` with what it means when SQLite could not decode a text cell: SQLite
+    stores any bytes as TEXT, so only an edit outside certa makes one that is not UTF-8."""
+    if message.startswith("Could not decode to UTF-8"):
+        message += " (a text cell was edited outside certa: 'certa verify' names it)"
+    return message
+
+
 @contextmanager
-def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
+def read_only_snapshot(path: Path) -> Iterator[sqlite3.Connection]:
     """A read-only connection to the ledger file ``path``, in one read transaction; sqlite3's errors become
     ``LedgerError``s that name the file."""
     try:
@@ -65,7 +74,7 @@ def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
         raise LedgerError(f"cannot read ledger {path}: {sqlite_read_problem(path, exc)}") from None
 
 
-def _schema_state(conn: sqlite3.Connection, location: str) -> SchemaState:
+def schema_state(conn: sqlite3.Connection, location: str) -> SchemaState:
     """The ledger schema state of the file; a file holding tables but no ledger is refused."""
     tables = {name for (name,) in conn.execute(_TABLES)}
     version = revision = None
@@ -80,12 +89,18 @@ def _schema_state(conn: sqlite3.Connection, location: str) -> SchemaState:
     return SchemaState(version, revision)
 
 
+def refuse_unkeyed_runs_in(conn: sqlite3.Connection, location: str) -> None:
+    """``rows.refuse_unkeyed_runs`` from the file's catalogue (the ``runs`` table's primary-key columns, in order)."""
+    refuse_unkeyed_runs([row[1] for row in sorted(conn.execute("PRAGMA table_info(runs)"), key=lambda r: r[5])
+                         if row[5]], location)
+
+
 def sqlite_ledger_state(path: Path) -> SchemaState:
     """The ledger schema state of the existing SQLite file ``path``, read without changing it (not even its
     journal mode): ``certa.ledger.store`` asks before it opens a file for writing, so that another program's
     database is refused (``LedgerError``) as it was found. An empty file has no schema version."""
-    with _read_only(path) as conn:
-        return _schema_state(conn, str(path))
+    with read_only_snapshot(path) as conn:
+        return schema_state(conn, str(path))
 
 
 def newest_runs(path: Path, limit: int) -> list[RunRow]:
@@ -95,11 +110,10 @@ def newest_runs(path: Path, limit: int) -> list[RunRow]:
     device such as /dev/null, a FIFO) is no ledger."""
     if path.exists() and not path.is_file():
         raise LedgerError(f"no ledger at {path}: it is not a regular file")
-    with _read_only(path) as conn:
-        state = _schema_state(conn, str(path))
+    with read_only_snapshot(path) as conn:
+        state = schema_state(conn, str(path))
         if state.schema_version is None:
             return []
         checked_schema_version(state, str(path))
-        refuse_unkeyed_runs([row[1] for row in sorted(conn.execute("PRAGMA table_info(runs)"), key=lambda r: r[5])
-                             if row[5]], str(path))
+        refuse_unkeyed_runs_in(conn, str(path))
         return run_rows(conn.execute(_NEWEST_RUNS, (limit,)).fetchall(), str(path))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import heapq
 import os
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, UTC
@@ -45,11 +44,12 @@ from certa.ledger.location import (command_hint, ledger_argument, masked_ledger,
 from certa.ledger.merkle import (NodeKey, completed_levels, entry_leaves, frontier_nodes, leaf_hash, node_seq,
                            numbered_nodes)
 from certa.ledger.rows import (ENTRY_FIELDS, HEAD_REVISION, RUN_FIELDS, SCHEMA_VERSION, EntryRow, RunRow, SchemaState,
-                   checked_schema_version, refuse_unkeyed_runs, rows_as, run_rows)
+                   checked_schema_version, refuse_unkeyed_runs, rows_as, run_rows, LATEST, run_id_prefix,
+                   found_run_id, checked_span)
 from certa.ledger.run_record import BATCH_DECISION, RUN_KINDS
 from certa.ledger.schema import (BATCH_DECISIONS, KINDS_BUT_DECISIONS, ABOUT_NO_RUN, alembic_version, blobs, entries,
                            ledger_meta, merkle_nodes, metadata, read_schema_state, runs)
-from certa.ledger.sqlite_read import connect_read_only, sqlite_ledger_state, sqlite_read_problem
+from certa.ledger.sqlite_read import connect_read_only, edited_text_hint, sqlite_ledger_state, sqlite_read_problem
 
 if TYPE_CHECKING:
     from certa.ledger.migrate import Migration
@@ -60,7 +60,6 @@ __all__ = ["Ledger", "EntryRow", "RunRow", "SchemaState", "resolve_ledger_url",
 
 _ENTRY_COLUMNS = [entries.c[name] for name in ENTRY_FIELDS]
 _RUN_COLUMNS = [runs.c[name] for name in RUN_FIELDS]
-_RUN_ID_PREFIX = re.compile(r"[0-9a-f]{4,32}")
 _URL_FORM = "a file path, or DIALECT[+DRIVER]://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
 
 
@@ -89,10 +88,7 @@ def database_message(error: SQLAlchemyError) -> str:
     """The database's own message, on one line: SQLAlchemy adds the statement, its parameters (which may be
     whole payloads) and a link on further lines; an error line a user reads should not carry them."""
     original = getattr(error, "orig", None)
-    message = " ".join(str(original if original is not None else error).split()) or type(error).__name__
-    if message.startswith("Could not decode to UTF-8"):  # SQLite stores any bytes as TEXT: only an edit makes these
-        message += " (a text cell was edited outside certa: 'certa verify' names it)"
-    return message
+    return edited_text_hint(" ".join(str(original if original is not None else error).split()) or type(error).__name__)
 
 
 def _ledger_state(conn: Connection, location: str) -> SchemaState:
@@ -461,16 +457,9 @@ class Ledger:
     def resolve_run_id(self, prefix: str) -> str:
         """The full run id for a unique prefix (4 to 32 hex digits, matched literally), or ``latest`` for the
         newest run."""
-        given = prefix.strip()
-        prefix = given.lower()
-        if prefix == "latest":
-            newest = self.runs(limit=1)
-            if not newest:
-                raise LedgerError(f"no runs recorded in {self.location} yet")
-            return newest[0].run_id
-        if not _RUN_ID_PREFIX.fullmatch(prefix):
-            raise LedgerError(f"{given!r} is not a run id: a run id is 32 hex digits (0-9, a-f); give at least the "
-                              "first 4 of them, or 'latest'")
+        prefix = run_id_prefix(prefix)
+        if prefix == LATEST:
+            return found_run_id(prefix, [row.run_id for row in self.runs(limit=1)], self.location)
         # A range of the primary key (LIKE 'prefix%' is answered by reading every run id: SQLite does not search an
         # index for LIKE with ESCAPE, PostgreSQL not for LIKE under a non-C collation). Run ids are lowercase hex, so
         # every id that starts with the prefix sorts in [prefix, prefix + "g"); the LIKE keeps the match literal.
@@ -479,12 +468,7 @@ class Ledger:
         with self.read_transaction() as conn:
             self._refuse_unkeyed_runs(conn)
             found = list(conn.execute(select(runs.c.run_id).where(*where).limit(2)).scalars())
-        if not found:
-            raise LedgerError(f"no run with id {prefix!r} in {self.location}; "
-                              f"'{command_hint('list', ledger=self.location)}' shows the runs")
-        if len(found) > 1:
-            raise LedgerError(f"run id prefix {prefix!r} is ambiguous; give more characters")
-        return found[0]
+        return found_run_id(prefix, found, self.location)
 
     def run(self, run_id: str) -> RunRow:
         """The index row of a run (``run_id`` may be a unique prefix)."""
@@ -587,12 +571,7 @@ class Ledger:
         """(first seq, last seq) of ``run_id``'s record as its ``runs`` row gives them, or None without a row."""
         with self.read_transaction() as conn:
             row = conn.execute(select(runs.c.first_seq, runs.c.last_seq).where(runs.c.run_id == run_id)).first()
-        if row is None:
-            return None
-        if not all(type(seq) is int for seq in row):
-            raise LedgerIntegrityError(f"the runs row of run {run_id} has first_seq {row[0]!r} and last_seq {row[1]!r}, "
-                                       f"not seqs (it was edited): run '{command_hint('verify', ledger=self.location)}'")
-        return row[0], row[1]
+        return checked_span(run_id, row, self.location)
 
     def head(self) -> tuple[int, str]:
         """(seq, entry_hash) of the last entry as recorded in the head row."""

@@ -23,9 +23,7 @@ import sys
 from collections.abc import Callable, Mapping
 from datetime import datetime, UTC
 from importlib import metadata
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from certa.schemas import load_schema, read_schema, schema_exists
 
@@ -33,7 +31,9 @@ from certa.engine.foundation.canonical import (TextNotUTF8, canonical_sha256, ca
                                               to_jsonable)
 from certa.engine.foundation.errors import CertaError, InputError
 from certa.engine.foundation.schema_check import compile_schema
-from certa.engine.foundation.schema_validator import Draft202012Validator
+
+if TYPE_CHECKING:  # numpy and jsonschema load when a certificate is sealed or checked, not to show one
+    from certa.engine.foundation.schema_validator import Draft202012Validator
 
 __all__ = ["CERTIFICATE_FORMAT", "CONTENT_FORMAT", "ENVIRONMENT_KEYS", "computing_platform", "library_versions",
            "results_of", "results_sha256", "seal", "validate_certificate", "certificate_problems", "output_problems"]
@@ -71,6 +71,7 @@ def _installed_version(distribution: str) -> str:
 def library_versions() -> dict[str, str]:
     """Versions that can change a certificate's numbers: certa, Python, numpy, scipy, numba (it compiles
     the bake-off kernels)."""
+    import numpy as np  # a run has loaded it; showing a certificate does not
     return {
         "certa": _installed_version("certa"),
         "python": platform.python_version(),
@@ -88,6 +89,7 @@ def computing_platform() -> dict[str, Any]:
     those may differ in the last bit between CPU families; this records which machine computed a
     certificate, outside its hash.
     """
+    import numpy as np
     simd = np.show_config(mode="dicts").get("SIMD Extensions", {})
     found = {"system": platform.system(), "machine": platform.machine(),
              "numpy_simd": [str(x) for x in [*simd.get("baseline", []), *simd.get("found", [])]]}
@@ -128,6 +130,7 @@ def _certificate_checker() -> tuple[Draft202012Validator, Callable[[Any], bool] 
     for the others. Without a compiled check (a keyword ``compile_schema`` does not know) ``jsonschema`` does all.
     """
     if not _CHECKERS:
+        from certa.engine.foundation.schema_validator import Draft202012Validator
         schema = load_schema("certificate.schema.json")
         try:
             fast: Callable[[Any], bool] | None = compile_schema(schema)
@@ -165,6 +168,7 @@ def _output_checker(schema_file: str) -> tuple[frozenset[str], Draft202012Valida
     (messages) and its compiled check (speed), built once."""
     if not schema_exists(schema_file):
         return frozenset(), None, lambda outputs: False
+    from certa.engine.foundation.schema_validator import Draft202012Validator
     schema = read_schema(schema_file)
     return frozenset(schema["x-certa-stage"]["versions"]), Draft202012Validator(schema), compile_schema(schema)
 

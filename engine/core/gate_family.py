@@ -29,18 +29,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from certa.engine.core.gates import GateResult, lookup_metric
-from certa.engine.core.stats.multiplicity import bonferroni_adjust, holm_adjust
 
-__all__ = ["CLAIMS", "CORRECTIONS", "DEFAULT_FAMILY", "FamilySpec", "FamilyOutcome", "evaluate_family",
+if TYPE_CHECKING:  # numpy loads where a corrected family is decided, not where a recorded one is stated
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["CLAIMS", "DEFAULT_FAMILY", "FamilySpec", "FamilyOutcome", "evaluate_family",
            "family_statement", "stated_family"]
 
 CLAIMS = ("all", "any-differs", "which-differ")
-CORRECTIONS = {"holm": holm_adjust, "bonferroni": bonferroni_adjust}
 CORRECTION_WORDS = {"holm": "Holm's step-down adjustment (Holm 1979)",
                     "bonferroni": "Bonferroni's adjustment (m × p)"}
 
@@ -111,6 +111,12 @@ def _p_value(stages: Mapping[str, Any], metric: str) -> tuple[float | None, str 
     return float(value), None
 
 
+def _adjusted(correction: str, raw: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The p-values ``raw`` adjusted by ``correction`` (``CORRECTION_WORDS``' names)."""
+    from certa.engine.core.stats.multiplicity import bonferroni_adjust, holm_adjust
+    return {"holm": holm_adjust, "bonferroni": bonferroni_adjust}[correction](raw)
+
+
 def evaluate_family(family: FamilySpec, gates: Sequence[Any], stages: Mapping[str, Any]) -> FamilyOutcome:
     """The family's record and, for a corrected family, each member gate (a gate with ``differs`` in its
     threshold) decided on its p-value adjusted across the members (module docstring)."""
@@ -119,9 +125,10 @@ def evaluate_family(family: FamilySpec, gates: Sequence[Any], stages: Mapping[st
                               "statement": family_statement(family, len(gates), len(members))}
     if not family.corrected:
         return FamilyOutcome(record, {})
+    import numpy as np
     found = [_p_value(stages, g.metric) for g in members]
     raw = np.array([1.0 if p is None else p for p, _ in found], dtype=np.float64)
-    adjusted = CORRECTIONS[str(family.correction)](raw) if members else raw
+    adjusted = _adjusted(str(family.correction), raw) if members else raw
     alpha = float(family.alpha)  # type: ignore[arg-type]
     results: dict[str, GateResult] = {}
     rows = []

@@ -35,12 +35,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
-
 from certa.engine.core.metric_paths import format_steps, parse_metric
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy loads where an array of intervals is decided, not where a recorded gate is shown
+    import numpy as np
+    import numpy.typing as npt
+
     from certa.engine.core.spec import GateSpec
 
 __all__ = ["PASS", "FAIL", "INCONCLUSIVE", "OUTCOMES", "UNDECIDED", "GateResult", "lookup_metric", "evaluate_gate",
@@ -146,6 +146,7 @@ def interval_outcomes(lower: npt.ArrayLike, upper: npt.ArrayLike, low: float | N
     ``[lower, upper]``, elementwise: FAIL where the interval lies wholly beyond a bound (upper < low, or
     lower > high), PASS where it lies wholly within (lower >= low and upper <= high), INCONCLUSIVE elsewhere (it
     straddles a bound). A pure function of arrays, so that a simulation decides 10^4 intervals at once."""
+    import numpy as np
     lower, upper = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
     beyond = np.zeros(np.broadcast(lower, upper).shape, dtype=bool)
     within = np.ones_like(beyond)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -24,14 +24,15 @@ from certa.schemas import load_schema, read_schema, schema_exists
 
 from certa.engine.foundation.canonical import canonical_bytes, canonical_sha256, sha256_hex
 from certa.engine.foundation.errors import SpecError
-from certa.engine.foundation.schema_validator import Draft202012Validator, ValidationError
 from certa.engine.core.gate_family import DEFAULT_FAMILY, FamilySpec
-from certa.engine.core.endpoint_input import ENDPOINT_FORMAT
 from certa.engine.core.models.manifest import MODEL_FORMAT
 from certa.engine.core.models.signature import SignatureTrust
 from certa.engine.core.metric_paths import DataKey, MetricPathError, closest, parse_metric, resolve_in_schema
-from certa.engine.core.stages import REGISTRY, StageType, UnknownStage, parse_stage_ref
-from certa.engine.core.stages.base import DeclaredTable, KnobProblem
+from certa.engine.core.stages.base import DeclaredTable, KnobProblem, StageType
+from certa.engine.core.stages.registry import StageRegistry, UnknownStage, parse_stage_ref
+
+if TYPE_CHECKING:  # jsonschema loads to validate a spec, not to read a recorded one's approval pin ('certa show')
+    from certa.engine.foundation.schema_validator import ValidationError
 
 __all__ = ["InputSpec", "StagePlan", "GateSpec", "Plan", "load_plan", "spec_schema", "why_not_a_spec", "SPEC_FORMAT",
            "knob_strings", "read_yaml_document", "PolicyPin", "approval_pin"]
@@ -328,8 +329,15 @@ def _describe(error: ValidationError) -> tuple[str, list[Any], bool]:
     return message, path, False
 
 
+def _registry() -> StageRegistry:
+    """The stage registry, built (every stage module imported) when a spec's stages are first resolved."""
+    from certa.engine.core.stages import REGISTRY
+    return REGISTRY
+
+
 def _validate(instance: Any, schema: Mapping[str, Any], *, node: yaml.Node | None, source: str,
               prefix: list[Any]) -> None:
+    from certa.engine.foundation.schema_validator import Draft202012Validator
     validator = Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(instance), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if not errors:
@@ -518,7 +526,7 @@ def read_option_use_problems(inputs: Mapping[str, InputSpec],
     used: dict[str, set[str]] = {}
     reasons: dict[tuple[str, str], list[str]] = {}
     for stage in stages:
-        stage_type = REGISTRY.get(stage.use, stage.version)
+        stage_type = _registry().get(stage.use, stage.version)
         named = {knob: stage.knobs.get(knob) for knob in stage_type.input_knobs}
         read = {knob: name for knob, name in named.items() if isinstance(name, str) and name in parts_of}
         lists = [(knob, name) for knob, names in named.items() if isinstance(names, list)
@@ -686,7 +694,7 @@ def _produced_tables(stages: list[Mapping[str, Any]], inputs: Mapping[str, Input
     for i, stage in enumerate(stages):
         name, pinned = parse_stage_ref(stage["use"])
         try:
-            stage_type = REGISTRY.newest(name) if pinned is None else REGISTRY.get(name, pinned)
+            stage_type = _registry().newest(name) if pinned is None else _registry().get(name, pinned)
         except UnknownStage:
             continue
         for table in stage_type.produces:
@@ -781,6 +789,7 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
         line, column = position(path, at_key=at_key)
         return SpecError(message, file=source, line=line, column=column, path=_format_path(path))
 
+    from certa.engine.core.endpoint_input import ENDPOINT_FORMAT  # numpy: a plan is loaded to run, not to be shown
     inputs = {
         name: InputSpec(name=name, path=_resolve_input_path(name, entry["path"], base_dir, source, node, key="path"),
                         sha256=entry.get("sha256"), fmt=entry.get("format"), read=dict(entry.get("read") or {}))
@@ -807,7 +816,7 @@ def load_plan(spec: str | Path | Mapping[str, Any], *, stage_versions: Mapping[s
         name, pinned = parse_stage_ref(stage["use"])
         version = (stage_versions or {}).get(stage["id"], pinned)
         try:
-            stage_type = REGISTRY.newest(name) if version is None else REGISTRY.get(name, version)
+            stage_type = _registry().newest(name) if version is None else _registry().get(name, version)
         except UnknownStage as error:  # the spec's file, line and key path added to the registry's message
             raise fail(error.detail, ["stages", i, "use"]) from None
         knob_schema = load_schema(stage_type.schema_file)

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from certa.ledger import Ledger
 from certa.ledger.rows import RunRow
 from certa.engine.foundation.atomic_files import write_atomically
 from certa.engine.services.documents import write_certificate
@@ -26,6 +25,9 @@ from certa.engine.core.trust_policy import TrustPolicy
 
 if TYPE_CHECKING:  # 'certa show RUN' loads no signing, schema or stage module (tests/cli/test_startup.py)
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from certa.ledger import Ledger
+    from certa.ledger.rows import RunReads
 
     from certa.engine.services.audit import BundleVerification
 
@@ -62,7 +64,7 @@ class RunView:
         return {"run_id": self.row.run_id, "status": "aborted", "abort": self.abort, "failed_rules": list(self.rules)}
 
 
-def show_run(ledger: Ledger, run_id: str, *, explain: bool = False, ledger_name: str,
+def show_run(ledger: RunReads, run_id: str, *, explain: bool = False, ledger_name: str,
              policy: TrustPolicy | None = None) -> RunView:
     """``run_id``'s certificate, warnings, reviews and approval under ``policy`` (None: the policy the run's spec
     names, as the ledger recorded it, else not checked; ``certa.engine.services.policy_record.run_policies``), or

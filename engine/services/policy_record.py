@@ -33,6 +33,7 @@ from certa.engine.core.trust_policy import TrustPolicy, load_policy, parse_polic
 
 if TYPE_CHECKING:
     from certa.ledger import Ledger
+    from certa.ledger.rows import RunReads
     from certa.ledger.rows import EntryRow, RunRow
 
 __all__ = ["RecordedPolicy", "RunPolicy", "policy_id", "policy_payload", "record_policy", "pinned_policy",
@@ -108,7 +109,7 @@ def _rebuilt(entry: EntryRow, sha256: str) -> TrustPolicy | None:
 class _RecordedPolicies:
     """A ledger's ``policy`` entries, read once per policy and rebuilt once per entry (``recorded_policy``)."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: RunReads) -> None:
         self._ledger = ledger
         self._entries: dict[str, list[EntryRow]] = {}
         self._rebuilt: dict[int, TrustPolicy | None] = {}
@@ -127,7 +128,7 @@ class _RecordedPolicies:
         return None
 
 
-def recorded_policy(ledger: Ledger, sha256: str, *, through: int | None = None) -> tuple[TrustPolicy, int] | None:
+def recorded_policy(ledger: RunReads, sha256: str, *, through: int | None = None) -> tuple[TrustPolicy, int] | None:
     """The policy of SHA-256 ``sha256`` as the ledger's newest ``policy`` entry of it (at or before entry ``through``,
     when given) recorded it (its text, its key files resolved to the recorded key ids: no file is read), and that
     entry's seq; None when no entry of it can rebuild it (none recorded, or one recorded before key files were)."""
@@ -164,7 +165,7 @@ def _decide(recorded: _RecordedPolicies, pin: PolicyPin | None, given: TrustPoli
                              f"in ledger entry {seq})")
 
 
-def run_policies(ledger: Ledger, rows: Iterable[RunRow], given: TrustPolicy | None) -> dict[str, RunPolicy]:
+def run_policies(ledger: RunReads, rows: Iterable[RunRow], given: TrustPolicy | None) -> dict[str, RunPolicy]:
     """Run id -> the policy deciding its approval (module docstring) for each of ``rows``: the run entry's spec
     text read once per distinct spec (``spec_sha256``). The policy a spec names is the one recorded with the run: the
     newest entry of it at or before the entry after the run's record (``certa run`` appends it there, or finds it

@@ -44,8 +44,7 @@ from datetime import datetime, UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from certa.ledger import EntryRow, Ledger, Problem
-from certa.ledger.rows import RunRow
+from certa.ledger.rows import EntryRow, RunRow
 
 from certa.engine.foundation.canonical import canonical_bytes
 from certa.engine.core.approvals import ApprovalDecision, RunFacts, approval_by, evaluate_approval, key_gap
@@ -55,6 +54,8 @@ from certa.engine.foundation.errors import CertaError, LedgerError
 from certa.engine.services.policy_record import RunPolicy
 
 if TYPE_CHECKING:  # cryptography loads when a review is signed or a signature checked, not to read a ledger
+    from certa.ledger import Ledger, Problem
+    from certa.ledger.rows import RunReads
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
     from certa.ledger.checkpoint import Checkpoint
@@ -274,7 +275,7 @@ def review_json(record: ReviewRecord) -> dict[str, Any]:
             "out_of_order": record.out_of_order, "problem": record.problem}
 
 
-def _run_certificate(ledger: Ledger, run_id: str) -> Mapping[str, Any] | None:
+def _run_certificate(ledger: RunReads, run_id: str) -> Mapping[str, Any] | None:
     try:
         certificate = ledger.certificate(run_id)
     except (LedgerError, ValueError):  # none (aborted), or an unreadable entry 'verify' reports by itself
@@ -357,7 +358,7 @@ def checked_reviews(entries: Iterable[EntryRow], certificate: Mapping[str, Any] 
     return [record for _, record in _records(entries, lambda _: certificate)]
 
 
-def reviews_of(ledger: Ledger, run_id: str) -> list[ReviewRecord]:
+def reviews_of(ledger: RunReads, run_id: str) -> list[ReviewRecord]:
     """Every review of a run (``run_id`` may be a unique prefix or ``latest``), oldest first, each checked."""
     full = ledger.resolve_run_id(run_id)
     return checked_reviews(ledger.entries(run_id=full, kinds=["review"]), _run_certificate(ledger, full))
@@ -386,6 +387,7 @@ def review_problems(ledger: Ledger, *, run_id: str | None = None, after: int = 0
     that is recorded out of its signing order (``ReviewRecord.out_of_order``, the message names both
     entries). Unsigned reviews are not problems. ``after``: only the reviews after that entry (an incremental
     verification)."""
+    from certa.ledger import Problem  # certa.ledger.verify_batch: only 'certa verify' asks
     return [Problem(f"entry {entry.seq} (review, run {entry.run_id})", f"review: {record.problem}", entry.seq,
                     entry.run_id)
             for entry, record in _all_records(ledger, run_id, after) if record.problem is not None]
@@ -471,7 +473,7 @@ def read_policy(policy_file: Path | None) -> TrustPolicy | None:
     return None if policy_file is None else load_policy(policy_file)
 
 
-def run_approval(ledger: Ledger, run_id: str, policy: RunPolicy,
+def run_approval(ledger: RunReads, run_id: str, policy: RunPolicy,
                  records: Sequence[ReviewRecord] | None = None) -> ApprovalDecision:
     """The approval of ``run_id`` (a full id) under ``policy`` (``certa.engine.core.approvals.evaluate_approval``;
     ``certa.engine.services.policy_record.run_policies`` says which policy and why): its spec name and profile from

@@ -15,8 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from certa.cli import main
-from certa.engine import run
-from certa.engine.foundation.errors import LedgerError, ProfileAbort
+from certa.engine.foundation.errors import LedgerError
 from certa.ledger import Ledger
 from certa.ledger.rows import SCHEMA_VERSION
 from certa.ledger.sqlite_read import newest_runs
@@ -26,21 +25,6 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-@pytest.fixture
-def three_runs(small_spec: Path, tmp_path: Path) -> Path:
-    """A ledger file with two completed runs and one a profile rule aborted (no verdict)."""
-    aborting = small_spec.with_name("aborting.yaml")  # 60 windows are too few for the release profile
-    aborting.write_text(small_spec.read_text(encoding="utf-8").replace("profile: dev", "profile: release"),
-                        encoding="utf-8")
-    path = tmp_path / "three.db"
-    with Ledger.open(path) as ledger:
-        run(small_spec, ledger=ledger)
-        with pytest.raises(ProfileAbort):  # recorded, then raised
-            run(aborting, ledger=ledger)
-        run(small_spec, ledger=ledger)
-    return path
 
 
 @pytest.mark.parametrize("limit", [1, 2, 3, 50])

@@ -63,14 +63,15 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from certa.engine.foundation.canonical import canonical_bytes, sha256_hex
 from certa.engine.foundation.json_read import parse_document
 from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
+
+if TYPE_CHECKING:  # numpy loads when a manifest becomes a table, not when a spec names a model format
+    import numpy as np
 
 __all__ = ["MODEL_FORMAT", "MANIFEST_FORMAT", "MANIFEST_FORMATS", "SIGNATURE_FILE", "PICKLE_SUFFIXES",
            "WEIGHTS_FILE", "WEIGHTS_INDEX", "WEIGHTS_RULE", "HASH_THREADS", "HeldWeights", "ModelFile", "ModelManifest",
@@ -135,6 +136,7 @@ class ModelManifest:
 
     def columns(self) -> dict[str, np.ndarray]:
         """The manifest as table columns ``path``, ``sha256`` (text) and ``size`` (number)."""
+        import numpy as np
         return {"path": np.array([f.path for f in self.files], dtype=object),
                 "sha256": np.array([f.sha256 for f in self.files], dtype=object),
                 "size": np.array([float(f.size) for f in self.files], dtype=np.float64)}

@@ -43,12 +43,14 @@ import bisect
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, overload
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from certa.engine.foundation.canonical import RecordColumns
-from certa.engine.core.tables import Table
+
+if TYPE_CHECKING:  # no numpy to name a stage type or read a recorded decision ('certa show')
+    import numpy as np
+
+    from certa.engine.core.tables import Table
 
 __all__ = ["Decision", "DecisionColumns", "DecisionParts", "Concatenated", "decision_parts", "StageOutput",
            "StageContext", "StageType", "LedgerReader", "LedgerReferences", "Progress", "DeclaredTable", "KnobProblem"]
@@ -114,6 +116,7 @@ class DecisionColumns(Sequence[Decision]):
         return DecisionColumns, (self.kind, self.columns, self.constants)
 
     def _decisions(self, start: int, stop: int) -> list[Decision]:
+        import numpy as np  # loaded: the columns were made by a stage
         names = list(self.columns)
         cells = [column[start:stop].tolist() if isinstance(column, np.ndarray) else list(column[start:stop])
                  for column in self.columns.values()]

@@ -63,6 +63,7 @@ from certa.engine.core.tables import Table
 from certa.engine.core.stages.base import DeclaredTable, Decision, KnobProblem, StageContext, StageOutput, StageType
 from certa.engine.core.stages.model_windows import produced_unit, window_unit
 from certa.engine.core.stages.pairing_rules import failed_rules_text, items_paired_rule
+from certa.engine.core.stages.ratio_names import ESTIMATE_KEYS, UNITS
 from certa.engine.core.stages.unused_columns import unused_column_decisions
 
 __all__ = ["KERNELS", "PROFILE_FLOORS", "STAGE", "STAGES", "UNITS", "DataClaims", "PairedRatioKernels",
@@ -72,8 +73,6 @@ PROFILE_FLOORS: dict[str, tuple[int, int] | None] = {"dev": None, "ci": (200, 12
 """(minimum paired windows, minimum bootstrap replicates) per profile."""
 
 PHASES = ("preview", "final")
-UNITS = {"tokens": "token", "bytes": "byte", "words": "word"}
-"""The units a window can be counted in (knob ``unit``), each with the word that names its outputs."""
 NOT_CHECKED = "not checked (no start/end offsets)"
 EXAMPLES = 5
 """Unpaired keys listed per kind in the outputs' ``pairing`` block (all are counted), as paired.metric_delta lists."""
@@ -588,9 +587,6 @@ def estimate_key(kernels: PairedRatioKernels, unit: str) -> str:
     """The output that holds the ratio: ``<token|byte|word>_perplexity`` (1.4.0), ``primary_metric`` before."""
     return f"{UNITS[unit]}_perplexity" if kernels.named_by_unit else "primary_metric"
 
-
-ESTIMATE_KEYS = ("primary_metric", *(f"{word}_perplexity" for word in UNITS.values()))
-"""Every name the ratio has had: ``primary_metric`` (1.0.0–1.3.0) and one per unit (1.4.0)."""
 
 _UNIT_NAMED = {f"{word}_{suffix}": unit for unit, word in UNITS.items() for suffix in ("perplexity",
                                                                                        "count_mismatches")}

@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from certa.engine.core.stages import REGISTRY
+from certa.engine.core.stages.catalogue import CATALOGUE
 from certa.engine.core.value_text import format_value
 from certa.engine.services.presentation.stages import presentation_of
 
@@ -61,7 +61,7 @@ def interval_text(ci: Any) -> str:
     return f"[{number_text(low)}, {number_text(high)}]"
 
 
-EXPLAINED: frozenset[str] = frozenset(stage.name for stage in REGISTRY if stage.presentation is not None)
+EXPLAINED: frozenset[str] = frozenset(name for name, shown in CATALOGUE.items() if shown.presentation is not None)
 """The stage types ``how_to_read`` has texts for: those that name a presentation module."""
 
 

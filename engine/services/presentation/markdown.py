@@ -31,7 +31,7 @@ from certa.engine.core.stages import Decision
 from certa.engine.core.value_text import format_value
 
 if TYPE_CHECKING:
-    from certa.ledger import EntryRow, Ledger
+    from certa.ledger.rows import EntryRow, RunReads
 
 __all__ = ["certificate_markdown", "failed_rules", "rule_text", "recorded_warnings", "warnings_of",
            "recorded_decisions", "recorded_abort", "decision_line", "change_text", "array_change_text"]
@@ -54,7 +54,7 @@ def rule_text(rule: Mapping[str, Any]) -> str:
     return plain_text(f"{rule['rule']} = {format_value(rule['value'])}, required {format_value(rule['required'])}")
 
 
-def recorded_decisions(ledger: Ledger, run_id: str, *, kind: str | None = None,
+def recorded_decisions(ledger: RunReads, run_id: str, *, kind: str | None = None,
                        after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
     """A recorded run's decisions in order, streamed from the ledger (a run may hold 10^6 per-row decisions):
     ``(seq, {"stage", "index", "kind", "detail"})``, only those of ``kind`` when given (filtered by the
@@ -66,7 +66,7 @@ def recorded_decisions(ledger: Ledger, run_id: str, *, kind: str | None = None,
             yield entry.seq, payload
 
 
-def recorded_warnings(ledger: Ledger, run_id: str) -> tuple[str, ...]:
+def recorded_warnings(ledger: RunReads, run_id: str) -> tuple[str, ...]:
     """The warnings a recorded run printed when it ran, read back from its decisions (``warnings_of``): the
     database filters the entries' text first, so a run with 10^6 per-row decisions is not read whole."""
     from certa.engine.services.presentation.warnings import WARNING_MARK
@@ -86,7 +86,7 @@ def warnings_of(entries: Iterable[EntryRow]) -> dict[str, tuple[str, ...]]:
     return {run_id: tuple(lines) for run_id, lines in found.items()}
 
 
-def recorded_abort(ledger: Ledger, run_id: str) -> tuple[dict[str, Any], tuple[dict[str, Any], ...]]:
+def recorded_abort(ledger: RunReads, run_id: str) -> tuple[dict[str, Any], tuple[dict[str, Any], ...]]:
     """An aborted run's ``abort`` entry (reason, rule, stage) and the profile rules that stopped it
     (``failed_rules`` of its recorded decisions)."""
     abort = next(e.data() for e in ledger.entries(run_id=run_id, kinds=["abort"]))

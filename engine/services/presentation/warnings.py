@@ -3,9 +3,13 @@ and the HTML report list them again from the ledger."""
 
 from __future__ import annotations
 
-from certa.engine.core.interpreter import RunDecisions
+from typing import TYPE_CHECKING
+
 from certa.engine.core.stages.base import Decision, DecisionColumns
 from certa.engine.core.value_text import format_value
+
+if TYPE_CHECKING:  # the interpreter (every stage module) is not needed to list recorded warnings ('certa show')
+    from certa.engine.core.interpreter import RunDecisions
 
 __all__ = ["run_warnings", "warning_line", "WARNING_MARK"]
 

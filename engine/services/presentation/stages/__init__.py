@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from certa.engine.core.stages import REGISTRY, parse_stage_ref
+from certa.engine.core.stages.catalogue import CATALOGUE, shown_version
+from certa.engine.core.stages.registry import parse_stage_ref
 
 if TYPE_CHECKING:  # the view model lives in the HTML package, which only the report commands import
     from certa.engine.services.presentation.html.view import StageInput, StageSection
@@ -59,8 +60,8 @@ class StagePresentation(Protocol):
 
 
 def presentation_modules() -> tuple[str, ...]:
-    """The presentation modules the registered stage types name, sorted (the text a report prints)."""
-    return tuple(sorted({stage.presentation for stage in REGISTRY if stage.presentation is not None}))
+    """The presentation modules the stage types name (``certa.engine.core.stages.catalogue``), sorted (the text a report prints)."""
+    return tuple(sorted({shown.presentation for shown in CATALOGUE.values() if shown.presentation is not None}))
 
 
 @functools.cache
@@ -68,8 +69,8 @@ def presentation_of(use: str) -> StagePresentation | None:
     """The presentation module of stage type ``use`` (``name`` or ``name@version``: every version of a type shares
     the newest version's presentation, which reads older outputs defensively); None for a type this certa does
     not have or one without a presentation."""
-    versions = REGISTRY.versions(parse_stage_ref(use)[0])
-    module = versions[-1].presentation if versions else None
+    shown = shown_version(parse_stage_ref(use)[0])
+    module = shown.presentation if shown is not None else None
     return None if module is None else cast(StagePresentation, import_module(module))
 
 
@@ -77,8 +78,8 @@ def markdown_of(use: str, version: str) -> Callable[[Mapping[str, Any]], str] | 
     """The Markdown renderer of stage type ``use`` at ``version`` (its presentation module's ``markdown``, with the
     version given), which ``certa show`` prints each stage's outputs with; None for a type or version this certa
     does not have, or one whose presentation has no Markdown (``certa show`` then lists the outputs)."""
-    stage = REGISTRY.find(use, version)
-    module = None if stage is None or stage.presentation is None else import_module(stage.presentation)
+    shown = shown_version(use, version)
+    module = None if shown is None or shown.presentation is None else import_module(shown.presentation)
     render: MarkdownRenderer | None = getattr(module, "markdown", None)
     return None if render is None else functools.partial(render, version=version)
 

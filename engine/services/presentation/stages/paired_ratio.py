@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from certa.engine.core.stages.paired_ratio import ESTIMATE_KEYS, UNITS
+from certa.engine.core.stages.ratio_names import ESTIMATE_KEYS, UNITS
 from certa.engine.services.presentation.explain import number_text, percent_text
 from certa.engine.services.presentation.html import plots
 from certa.engine.services.presentation.stages import Estimate
