@@ -250,7 +250,8 @@ def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tupl
 
     ``policy``: evaluate every completed PASS run's approval against it (``policy_approvals``, read from the runs
     index: a full verification only, ``LedgerError`` with ``since_checkpoint``). Without one, a full verification
-    evaluates the PASS runs whose spec names a policy under that policy, as the ledger recorded it
+    that finds the ledger intact evaluates the PASS runs whose spec names a policy under that policy, as the ledger
+    recorded it
     (``certa.engine.services.policy_record.run_policies``; NOT CHECKED, and so not approved, when the ledger does
     not hold it).
     """
@@ -275,7 +276,9 @@ def audit_ledger(ledger: Ledger, *, run_id: str | None = None, expect_head: tupl
             Problem(f"run {rid}", f"not proven by the checkpoint: {why}", run_id=rid) for rid, why in unproven))
     decisions: tuple[ApprovalDecision, ...] = ()
     policies: dict[str, RunPolicy] = {}
-    if not since_checkpoint:  # completed PASS runs, oldest first, from the runs index this verification checked
+    # completed PASS runs, oldest first, from the runs index this verification checked; without --policy only when
+    # it checked out: approval is moot on a ledger that does not verify, and a damaged runs index cannot be read
+    if not since_checkpoint and (policy is not None or report.intact):
         rows = [ledger.run(full)] if full is not None else list(reversed(ledger.runs()))
         policies = run_policies(ledger, rows, policy)
         passed = [r for r in rows if r.verdict == "PASS"
