@@ -46,7 +46,8 @@ What is listed: every regular file under the folder, recursively, except paths w
 Files are hashed in 1 MiB blocks (memory bounded whatever the weights' size), ``HASH_THREADS`` files at a time; the
 folder is read within the input limits (``InputLimits.model_bytes``, checked on the files' sizes before any is
 read). With ``keep_weights`` (the model a run will load: ``certa.engine.core.inputs``) the weight files are instead
-read into private memory and hashed there (``read_hashed``), and those bytes are held for the loader
+mapped under a read lease where one can be had (``certa.engine.core.models.lease``), else read into private
+memory, and hashed there (``read_hashed``), and those bytes are held for the loader
 (``ModelManifest.held``, ``HeldWeights``), which then builds the model on them: the weights are read and hashed
 once, and what is evaluated is what was hashed. While the files hash, the calling thread may do other work
 (``meanwhile``: for the model it keeps, ``certa.engine.core.inputs`` imports the model libraries there).
