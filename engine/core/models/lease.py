@@ -49,7 +49,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 
-__all__ = ["LEASE_FILE_SYSTEMS", "FileLease", "leased_map", "leases_possible", "mount_type"]
+__all__ = ["LEASE_FILE_SYSTEMS", "FileLease", "leased_map", "leases_possible", "mount_type", "unmap_resident"]
 
 LEASE_FILE_SYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs"})
 """Local file systems whose every writer opens the inode for writing (so breaks a read lease)."""
@@ -151,3 +151,14 @@ def leased_map(fd: int, size: int) -> tuple[mmap.mmap, FileLease] | None:
         pass
     os.close(own)  # the lease, if taken, ends with it
     return None
+
+
+def unmap_resident(mapped: mmap.mmap, start: int = 0, length: int | None = None) -> None:
+    """Let go of the pages of the leased map ``mapped`` (from ``leased_map``; never private memory, whose bytes
+    would be lost) that hold bytes ``start`` to ``start + length`` (None: to its end), once hashed or checked
+    (``madvise(MADV_DONTNEED)``, from the page holding ``start``): they stay in the page cache, and touching them
+    again maps the file's bytes again, unchanged while the lease is held. So the process holds only the weights a
+    forward pass touches (most rows of an input embedding never are), not every byte it hashed."""
+    end = len(mapped) if length is None else start + length
+    start -= start % mmap.PAGESIZE
+    mapped.madvise(mmap.MADV_DONTNEED, start, end - start)

@@ -81,7 +81,7 @@ from certa.engine.core.models.architecture import (COMPUTE_DTYPES, DTYPE_BYTES, 
                                                    TensorHeader, TensorPlan, build_architecture, check_buffers,
                                                    check_dtype, check_limits, config_document, match_tensors,
                                                    materialise, weight_headers)
-from certa.engine.core.models.lease import FileLease, leases_possible
+from certa.engine.core.models.lease import FileLease, leases_possible, unmap_resident
 from certa.engine.core.models.manifest import (HASH_THREADS, MODEL_FORMAT, WEIGHTS_FILE, WEIGHTS_INDEX, HeldWeights,
                                                Kept, ModelFile, index_shards, read_hashed, read_manifest)
 from certa.engine.core.models.tokenizer import SpecialTokens, read_tokenizer
@@ -408,6 +408,8 @@ class PreparedModel(_Described):
                     raise InputError(f"input '{name}': tensor {stored} in {relative} holds {count} NaN or infinite "
                                      "value(s); a model's weights are finite numbers")
                 values[stored] = tensor
+            if kept.lease is not None:  # checked: pages the model never touches need not stay resident
+                unmap_resident(buffer)
             del buffer  # the tensors keep what they view
             wanted = dtypes.result()
             return ({plan.names[stored]: tensor.to(wanted[plan.names[stored]]) for stored, tensor in values.items()},

@@ -18,7 +18,8 @@ from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_formats import read_input
 from certa.engine.core.input_limits import InputLimits
 from certa.engine.core.models import lease as lease_module
-from certa.engine.core.models.lease import LEASE_FILE_SYSTEMS, leased_map, leases_possible, mount_type
+from certa.engine.core.models.lease import (LEASE_FILE_SYSTEMS, leased_map, leases_possible, mount_type,
+                                           unmap_resident)
 from certa.engine.core.models.manifest import folder_manifest
 
 MOUNTINFO = """\
@@ -68,6 +69,8 @@ def test_a_leased_map_is_the_files_bytes_until_a_writer_opens_it(tmp_path):
     with open(path, "rb", buffering=0) as file:
         mapped, held = leased_map(file.fileno(), path.stat().st_size)
     assert mapped[:] == path.read_bytes() and held.held()
+    unmap_resident(mapped, 5_000)  # from the page holding byte 5,000: mapped again from the file when read
+    assert mapped[:] == path.read_bytes()
     with pytest.raises(BlockingIOError) as raised:  # the writer is told to wait; the lease is breaking
         os.open(path, os.O_WRONLY | os.O_NONBLOCK)
     assert raised.value.errno == errno.EWOULDBLOCK and not held.held()
