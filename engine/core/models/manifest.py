@@ -75,8 +75,8 @@ from certa.engine.core.input_limits import InputLimits
 from certa.engine.core.models.lease import FileLease, leased_map, leases_possible, unmap_resident
 
 __all__ = ["MODEL_FORMAT", "MANIFEST_FORMAT", "MANIFEST_FORMATS", "SIGNATURE_FILE", "PICKLE_SUFFIXES",
-           "WEIGHTS_FILE", "WEIGHTS_INDEX", "WEIGHTS_RULE", "HASH_THREADS", "HeldWeights", "Kept", "ModelFile", "ModelManifest",
-           "folder_manifest", "read_manifest", "read_hashed", "index_shards"]
+           "WEIGHTS_FILE", "WEIGHTS_INDEX", "WEIGHTS_RULE", "HASH_THREADS", "HeldWeights", "Kept", "ModelFile",
+           "ModelManifest", "folder_manifest", "read_manifest", "read_hashed", "index_shards"]
 
 MODEL_FORMAT = "hf-model"
 """The ``format`` of a model input in the certificate and the ledger (its bytes are the manifest)."""

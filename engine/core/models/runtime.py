@@ -24,8 +24,8 @@ before it loads either), ``PreparedModel.load`` reads the weights and builds the
    special tokens its post-processor adds (``certa.engine.core.models.tokenizer``);
 5. ``load``: each weight file's bytes are in private anonymous memory (``mmap.MAP_PRIVATE``: nothing outside this
    process can change them), or, where a read lease can be had (``certa.engine.core.models.lease``: Linux, a local
-   file system, the main thread), a copy-on-write map of the file under that lease, which ``LoadedModel.leases``
-   keeps and ``LoadedModel.check_unchanged`` checks once scoring is done; either kept from when the input's folder was hashed
+   file system, the main thread), a copy-on-write map of the file under that lease (``LoadedModel.leases``, checked
+   by ``LoadedModel.check_unchanged`` once scoring is done); either kept from when the input's folder was hashed
    (``Table.weights``, ``certa.engine.core.models.manifest.HeldWeights``: read and hashed once in the run) or read
    now, hashed block by block as they arrive (``read_hashed``) and compared with the manifest's SHA-256; their
    header must be the one checked in step 2. Each tensor is a view of those bytes where its header puts it
