@@ -155,7 +155,7 @@ def leased_map(fd: int, size: int) -> tuple[mmap.mmap, FileLease] | None:
 
 def unmap_resident(mapped: mmap.mmap, start: int = 0, length: int | None = None) -> None:
     """Let go of the pages of the leased map ``mapped`` (from ``leased_map``; never private memory, whose bytes
-    would be lost) that hold bytes ``start`` to ``start + length`` (None: to its end), once hashed or checked
+    would be lost) that hold bytes ``start`` to ``start + length`` (None: to its end), once hashed and checked
     (``madvise(MADV_DONTNEED)``, from the page holding ``start``): they stay in the page cache, and touching them
     again maps the file's bytes again, unchanged while the lease is held. So the process holds only the weights a
     forward pass touches (most rows of an input embedding never are), not every byte it hashed."""
