@@ -23,7 +23,8 @@ clock; the files are read once before, so every side finds them in the page cach
 2. the same work done the usual way: ``from_pretrained(folder, dtype=...)`` for each model, the Hugging Face
    perplexity loop over the same windows (``labels`` masked, ``loss x targets``), the model deleted before the
    next: peak RSS and wall time, the reference of 1.;
-3. loading alone, best of ``--repeats`` processes: certa (the folder read as ``certa run`` reads the model a
+3. loading alone, best of ``--repeats`` processes (wall clock, and the CPU seconds of all the process's threads,
+   ``time.process_time``, of the same run): certa (the folder read as ``certa run`` reads the model a
    stage names, ``read_source(keep_weights=True)``: hashed, its weights' bytes kept, the model libraries imported
    while it hashes; then ``load_causal_lm``) against ``from_pretrained`` (goal: certa <= 1.2x), and the RSS each
    adds to its imports. Both sides import torch and transformers before the clock starts; the modules of the
@@ -174,7 +175,7 @@ def _child_certa_load(folder: Path, dtype: str) -> dict[str, float]:
 
     deterministic_torch(THREADS)
     imports = _rss_mb()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     # what certa run does with the model a stage names (an older certa has no keep_weights: figures before it)
     kept = "keep_weights" in inspect.signature(read_source).parameters
     source = read_source(InputSpec(folder.name, str(folder), None, MODEL_FORMAT), profile="dev", limits=InputLimits(),
@@ -183,10 +184,10 @@ def _child_certa_load(folder: Path, dtype: str) -> dict[str, float]:
     table = replace(read_input(folder.name, source.raw, MODEL_FORMAT, limits=InputLimits()), origin=folder,
                     **({"weights": source.weights} if kept else {}))
     loaded = load_causal_lm(table, dtype=dtype)
-    done = time.perf_counter()
+    done, cpu = time.perf_counter(), time.process_time() - cpu
     assert loaded.parameters > 0
-    return {"manifest_s": hashed - start, "load_s": done - hashed, "total_s": done - start, "imports_mb": imports,
-            "forward_s": _first_forward(loaded.model)}
+    return {"manifest_s": hashed - start, "load_s": done - hashed, "total_s": done - start, "cpu_s": cpu,
+            "imports_mb": imports, "forward_s": _first_forward(loaded.model)}
 
 
 def _first_forward(model: Any) -> float:
@@ -206,11 +207,11 @@ def _child_hf_load(folder: Path, dtype: str) -> dict[str, float]:
     torch.set_num_threads(THREADS)
     transformers.logging.set_verbosity_error()
     imports = _rss_mb()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype))
-    done = time.perf_counter()
+    done, cpu = time.perf_counter(), time.process_time() - cpu
     assert sum(p.numel() for p in model.parameters()) > 0
-    return {"total_s": done - start, "imports_mb": imports, "forward_s": _first_forward(model.eval())}
+    return {"total_s": done - start, "cpu_s": cpu, "imports_mb": imports, "forward_s": _first_forward(model.eval())}
 
 
 def _child_reference(folder: Path, dtype: str) -> dict[str, float]:
@@ -361,15 +362,16 @@ def _run(root: Path, args: argparse.Namespace) -> dict[str, Any]:
                 if kind not in best or measured[2]["total_s"] < best[kind][2]["total_s"]:
                     best[kind] = measured
         (_, certa_peak, certa), (_, hf_peak, hf) = best["certa-load"], best["hf-load"]
-        figures[f"load_{dtype}"] = {"certa_s": certa["total_s"], "certa_manifest_s": certa["manifest_s"],
+        figures[f"load_{dtype}"] = {"certa_s": certa["total_s"], "certa_cpu_s": certa["cpu_s"], "hf_cpu_s": hf["cpu_s"],
+                                    "certa_manifest_s": certa["manifest_s"],
                                     "certa_load_s": certa["load_s"], "certa_rss_mb": certa_peak,
                                     "certa_imports_mb": certa["imports_mb"], "certa_forward_s": certa["forward_s"],
                                     "hf_s": hf["total_s"], "hf_rss_mb": hf_peak, "hf_imports_mb": hf["imports_mb"],
                                     "hf_forward_s": hf["forward_s"]}
-        print(f"loading one model ({dtype}, best of {args.repeats} processes): certa {certa['total_s']:.2f} s "
-              f"(reading the input {certa['manifest_s']:.2f} s + load_causal_lm {certa['load_s']:.2f} s), peak RSS "
+        print(f"loading one model ({dtype}, best of {args.repeats} processes): certa {certa['total_s']:.2f} s, "
+              f"CPU {certa['cpu_s']:.2f} s (reading the input {certa['manifest_s']:.2f} s + load_causal_lm {certa['load_s']:.2f} s), peak RSS "
               f"{certa_peak:,.0f} MB ({certa_peak - certa['imports_mb']:,.0f} MB over its imports) | from_pretrained "
-              f"{hf['total_s']:.2f} s, peak RSS {hf_peak:,.0f} MB ({hf_peak - hf['imports_mb']:,.0f} MB over its "
+              f"{hf['total_s']:.2f} s, CPU {hf['cpu_s']:.2f} s, peak RSS {hf_peak:,.0f} MB ({hf_peak - hf['imports_mb']:,.0f} MB over its "
               f"imports) | ratio {certa['total_s'] / hf['total_s']:.2f}x (goal <= {LOAD_GOAL}x); with the first "
               f"forward pass (128 tokens) {certa['total_s'] + certa['forward_s']:.2f} s vs "
               f"{hf['total_s'] + hf['forward_s']:.2f} s, ratio "

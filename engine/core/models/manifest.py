@@ -46,7 +46,8 @@ What is listed: every regular file under the folder, recursively, except paths w
 Files are hashed in 1 MiB blocks (memory bounded whatever the weights' size), ``HASH_THREADS`` files at a time; the
 folder is read within the input limits (``InputLimits.model_bytes``, checked on the files' sizes before any is
 read). With ``keep_weights`` (the model a run will load: ``certa.engine.core.inputs``) the weight files are instead
-read into private memory and hashed there (``read_hashed``), and those bytes are held for the loader
+mapped under a read lease where one can be had (``certa.engine.core.models.lease``), else read into private
+memory, and hashed there (``read_hashed``), and those bytes are held for the loader
 (``ModelManifest.held``, ``HeldWeights``), which then builds the model on them: the weights are read and hashed
 once, and what is evaluated is what was hashed. While the files hash, the calling thread may do other work
 (``meanwhile``: for the model it keeps, ``certa.engine.core.inputs`` imports the model libraries there).
@@ -69,13 +70,14 @@ from certa.engine.foundation.canonical import canonical_bytes, sha256_hex
 from certa.engine.foundation.json_read import parse_document
 from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
+from certa.engine.core.models.lease import FileLease, leased_map, leases_possible
 
 if TYPE_CHECKING:  # numpy loads when a manifest becomes a table, not when a spec names a model format
     import numpy as np
 
 __all__ = ["MODEL_FORMAT", "MANIFEST_FORMAT", "MANIFEST_FORMATS", "SIGNATURE_FILE", "PICKLE_SUFFIXES",
-           "WEIGHTS_FILE", "WEIGHTS_INDEX", "WEIGHTS_RULE", "HASH_THREADS", "HeldWeights", "ModelFile", "ModelManifest",
-           "folder_manifest", "read_manifest", "read_hashed", "index_shards"]
+           "WEIGHTS_FILE", "WEIGHTS_INDEX", "WEIGHTS_RULE", "HASH_THREADS", "HeldWeights", "Kept", "ModelFile",
+           "ModelManifest", "folder_manifest", "read_manifest", "read_hashed", "index_shards"]
 
 MODEL_FORMAT = "hf-model"
 """The ``format`` of a model input in the certificate and the ledger (its bytes are the manifest)."""
@@ -203,15 +205,30 @@ def _declared_weights(name: str, folder: Path, files: list[ModelFile], index_pat
     return tuple(shards)
 
 
-def read_hashed(opened: Any, size: int, *, keep: bool) -> tuple[Any, int, bytes, mmap.mmap | None]:
-    """``(sha256, count, extra, buffer)``: the SHA-256 (a ``hashlib`` object) of the first ``size`` bytes of the
-    unbuffered file ``opened``, how many there were (fewer only if the file is shorter), up to one byte found after
-    them (empty unless the file is longer) and, with ``keep``, those bytes in private anonymous memory
+def read_hashed(opened: Any, size: int, *, keep: bool,
+                lease: bool = False) -> tuple[Any, int, bytes, mmap.mmap | None, FileLease | None]:
+    """``(sha256, count, extra, buffer, lease)``: the SHA-256 (a ``hashlib`` object) of the first ``size`` bytes of
+    the unbuffered file ``opened``, how many there were (fewer only if the file is shorter), up to one byte found
+    after them (empty unless the file is longer) and, with ``keep``, those bytes in private anonymous memory
     (``mmap.MAP_PRIVATE``, length at least 1): each block is read there, then hashed from there, so the bytes kept
     are the bytes hashed and nothing outside this process can change them (a file-backed map could). Without
     ``keep`` the file streams through one 1 MiB block. (Transparent huge pages for the kept memory were tried:
-    slower on a shared machine, where the kernel compacts memory to find them.)"""
+    slower on a shared machine, where the kernel compacts memory to find them.)
+
+    With ``keep`` and ``lease`` (``certa.engine.core.models.lease.leases_possible()``, asked in the calling
+    thread), the file is first offered to ``leased_map``: where it takes a read lease and maps the file
+    copy-on-write, the bytes kept are that map, hashed from there (no copy), and the lease is returned, to be
+    checked once the bytes are scored (``FileLease.held``); else (None) they are read as above. (Letting go of
+    each block's pages once hashed lowers the peak only while no model is loaded, and the loader's checks then
+    map them all again: 0.2 s more CPU for a 1.9 GB checkpoint; the loader lets go of them once, after its
+    checks.)"""
     digest = hashlib.sha256()
+    leased = leased_map(opened.fileno(), size) if keep and lease else None
+    if leased is not None:
+        with memoryview(leased[0]) as view:
+            for start in range(0, size, _KEPT_BLOCK):
+                digest.update(view[start: start + _KEPT_BLOCK])
+        return digest, size, b"", *leased
     buffer: mmap.mmap | bytearray = bytearray(_BLOCK)
     if keep:
         buffer = mmap.mmap(-1, max(size, 1), flags=mmap.MAP_PRIVATE)
@@ -227,10 +244,11 @@ def read_hashed(opened: Any, size: int, *, keep: bool) -> tuple[Any, int, bytes,
             digest.update(part[:count])
             done += count
     extra = opened.read(1) if done == size else b""
-    return digest, done, extra, buffer if isinstance(buffer, mmap.mmap) else None
+    return digest, done, extra, buffer if isinstance(buffer, mmap.mmap) else None, None
 
 
-def _hash_file(name: str, path: Path, relative: str, expected: int, keep: bool) -> tuple[ModelFile, mmap.mmap | None]:
+def _hash_file(name: str, path: Path, relative: str, expected: int, keep: bool,
+               lease: bool) -> tuple[ModelFile, Kept | None]:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
     except OSError as exc:
@@ -238,42 +256,54 @@ def _hash_file(name: str, path: Path, relative: str, expected: int, keep: bool) 
     with open(fd, "rb", buffering=0) as file:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise InputError(f"input '{name}': model file {relative} is not a regular file")
-        digest, size, extra, buffer = read_hashed(file, expected, keep=keep)
+        digest, size, extra, buffer, held = read_hashed(file, expected, keep=keep, lease=lease)
     if extra:
         raise InputError(f"input '{name}': model file {relative} grew while it was read (its size was "
                          f"{expected:,} bytes); copy the model to a folder that nothing writes to")
-    return ModelFile(path=relative, sha256=digest.hexdigest(), size=size), buffer
+    file_entry = ModelFile(path=relative, sha256=digest.hexdigest(), size=size)
+    return file_entry, (None if buffer is None else Kept(file_entry.sha256, buffer, held))
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A weight file's bytes as ``read_hashed`` kept them: their SHA-256, the buffer, and the read lease that
+    keeps them the file's when the buffer is a map of the file (None: private memory)."""
+
+    sha256: str
+    buffer: mmap.mmap
+    lease: FileLease | None = None
 
 
 class HeldWeights:
-    """A model's weight files as ``folder_manifest(keep_weights=True)`` read them: path -> (SHA-256, the bytes in
-    private memory). The loader ``take``s each once, so the weights are read and hashed once in a run; whatever is
-    not taken is freed with this object. Never copied into a pickle (a batch worker reads the folder itself)."""
+    """A model's weight files as ``folder_manifest(keep_weights=True)`` read them: path -> ``Kept`` (the bytes in
+    private memory, or mapped under a read lease). The loader ``take``s each once, so the weights are read and
+    hashed once in a run; whatever is not taken is freed with this object. Never copied into a pickle (a batch
+    worker reads the folder itself)."""
 
-    def __init__(self, buffers: Mapping[str, tuple[str, mmap.mmap]] | None = None) -> None:
-        self._buffers = dict(buffers or {})
+    def __init__(self, kept: Mapping[str, Kept] | None = None) -> None:
+        self._kept = dict(kept or {})
 
     def __bool__(self) -> bool:
-        return bool(self._buffers)
+        return bool(self._kept)
 
     def __reduce__(self) -> tuple[Any, tuple[()]]:
         return HeldWeights, ()
 
-    def peek(self, path: str, sha256: str) -> mmap.mmap | None:
+    def peek(self, path: str, sha256: str) -> Kept | None:
         """The held bytes of ``path`` if they are the bytes of digest ``sha256``, else None; still held."""
-        held = self._buffers.get(path)
-        return held[1] if held is not None and held[0] == sha256 else None
+        held = self._kept.get(path)
+        return held if held is not None and held.sha256 == sha256 else None
 
-    def take(self, path: str, sha256: str) -> mmap.mmap | None:
-        """``peek``, and no longer held: the caller owns the bytes."""
-        buffer = self.peek(path, sha256)
-        if buffer is not None:
-            del self._buffers[path]
-        return buffer
+    def take(self, path: str, sha256: str) -> Kept | None:
+        """``peek``, and no longer held: the caller owns the bytes (and their lease)."""
+        held = self.peek(path, sha256)
+        if held is not None:
+            del self._kept[path]
+        return held
 
     def release(self) -> None:
         """Hold nothing (the bytes are freed unless a caller took them)."""
-        self._buffers.clear()
+        self._kept.clear()
 
 
 def _index_shards_guess(path: Path) -> set[str]:
@@ -349,25 +379,26 @@ def folder_manifest(name: str, folder: Path, limits: InputLimits, *,
     keep = (({WEIGHTS_FILE} if WEIGHTS_FILE in relatives else _index_shards_guess(root / WEIGHTS_INDEX))
             if keep_weights else set())
     files: list[ModelFile] = []
-    buffers: dict[str, tuple[str, mmap.mmap]] = {}
+    kept: dict[str, Kept] = {}
+    lease = bool(keep) and leases_possible()
     with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
-        hashed = [pool.submit(_hash_file, name, path, relative, size, relative in keep)
+        hashed = [pool.submit(_hash_file, name, path, relative, size, relative in keep, lease)
                   for (relative, path), size in zip(found, sizes)]
         try:
             if meanwhile is not None:
                 meanwhile()
             for i, future in enumerate(hashed, start=1):
-                file, buffer = future.result()
+                file, kept_file = future.result()
                 files.append(file)
-                if buffer is not None:
-                    buffers[file.path] = (file.sha256, buffer)
+                if kept_file is not None:
+                    kept[file.path] = kept_file
                 if progress:
                     progress(i, len(found), f"hashing {file.path}")
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
     manifest = _manifest(files, _declared_weights(name, folder, files, root / WEIGHTS_INDEX))
-    held = HeldWeights({path: buffers[path] for path in manifest.weights if path in buffers})
+    held = HeldWeights({path: kept[path] for path in manifest.weights if path in kept})
     return replace(manifest, held=held) if held else manifest
 
 

@@ -23,7 +23,9 @@ before it loads either), ``PreparedModel.load`` reads the weights and builds the
 4. the tokenizer is ``tokenizers.Tokenizer`` built from ``tokenizer.json``'s bytes (None without one), with the
    special tokens its post-processor adds (``certa.engine.core.models.tokenizer``);
 5. ``load``: each weight file's bytes are in private anonymous memory (``mmap.MAP_PRIVATE``: nothing outside this
-   process can change them, as it could a file-backed map), either kept from when the input's folder was hashed
+   process can change them), or, where a read lease can be had (``certa.engine.core.models.lease``: Linux, a local
+   file system, the main thread), a copy-on-write map of the file under that lease (``LoadedModel.leases``, checked
+   by ``LoadedModel.check_unchanged`` once scoring is done); either kept from when the input's folder was hashed
    (``Table.weights``, ``certa.engine.core.models.manifest.HeldWeights``: read and hashed once in the run) or read
    now, hashed block by block as they arrive (``read_hashed``) and compared with the manifest's SHA-256; their
    header must be the one checked in step 2. Each tensor is a view of those bytes where its header puts it
@@ -79,8 +81,9 @@ from certa.engine.core.models.architecture import (COMPUTE_DTYPES, DTYPE_BYTES, 
                                                    TensorHeader, TensorPlan, build_architecture, check_buffers,
                                                    check_dtype, check_limits, config_document, match_tensors,
                                                    materialise, weight_headers)
+from certa.engine.core.models.lease import FileLease, leases_possible, unmap_resident
 from certa.engine.core.models.manifest import (HASH_THREADS, MODEL_FORMAT, WEIGHTS_FILE, WEIGHTS_INDEX, HeldWeights,
-                                               ModelFile, index_shards, read_hashed, read_manifest)
+                                               Kept, ModelFile, index_shards, read_hashed, read_manifest)
 from certa.engine.core.models.tokenizer import SpecialTokens, read_tokenizer
 from certa.engine.core.tables import Table
 
@@ -222,6 +225,19 @@ class LoadedModel(_Described):
     (a ``tokenizers.Tokenizer`` or None), and the digests that identify them."""
 
     model: Any
+    leases: Mapping[str, FileLease] = field(default_factory=dict, repr=False)
+    """The read leases of the weight files whose bytes the model's tensors are a map of (path -> lease;
+    ``certa.engine.core.models.lease``), held as long as this object."""
+
+    def check_unchanged(self) -> None:
+        """An ``InputError`` naming the first weight file whose read lease was broken (a process opened it for
+        writing, or truncated it, while the model was loaded): the bytes scored may not be the bytes hashed, so
+        the run is refused. Called once scoring is done, before the certificate is built
+        (``certa.engine.core.runtimes.hf.OpenHfRuntime.close``); nothing to check for bytes copied."""
+        broken = [relative for relative, held in sorted(self.leases.items()) if not held.held()]
+        if broken:
+            raise InputError(f"input '{self.name}': model file {broken[0]} was opened for writing while certa scored "
+                             "it; copy the model to a folder nothing writes to")
 
 
 def _open_regular(name: str, path: Path, relative: str) -> Any:
@@ -269,18 +285,19 @@ def _read_exactly(opened: Any, size: int) -> bytes:
     return b"".join(parts)
 
 
-def _verified_buffer(name: str, folder: Path, file: ModelFile, relative: str) -> mmap.mmap:
-    """The bytes of the weight file ``relative`` in private anonymous memory (``read_hashed``: hashed as they are
-    read), checked against the manifest's digest: the buffer the tensors are built on."""
+def _verified_buffer(name: str, folder: Path, file: ModelFile, relative: str, *, lease: bool = False) -> Kept:
+    """The bytes of the weight file ``relative`` in private anonymous memory, or with ``lease`` mapped under a read
+    lease where one can be had (``read_hashed``: hashed as they are read), checked against the manifest's digest:
+    the buffer the tensors are built on."""
     try:
         with _open_regular(name, folder / relative, relative) as opened:
-            digest, _, extra, buffer = read_hashed(opened, file.size, keep=True)
+            digest, _, extra, buffer, held = read_hashed(opened, file.size, keep=True, lease=lease)
     except OSError as exc:
         raise InputError(f"input '{name}': cannot read model file {folder / relative}: {exc.strerror}") from None
     digest.update(extra)  # a file that grew hashes differently
     if digest.hexdigest() != file.sha256:
         raise _changed(name, relative, digest.hexdigest(), file)
-    return buffer
+    return Kept(file.sha256, buffer, held)
 
 
 def _head(read: Any, size: int) -> bytes:
@@ -298,9 +315,9 @@ def _weight_head(name: str, folder: Path, file: ModelFile | None, relative: str,
     from the file (checked later against the bytes the loader hashes)."""
     if file is None:
         raise InputError(f"input '{name}': the model manifest lists no {relative}")
-    buffer = held.peek(relative, file.sha256) if held is not None else None
-    if buffer is not None:
-        position = 0
+    kept = held.peek(relative, file.sha256) if held is not None else None
+    if kept is not None:
+        buffer, position = kept.buffer, 0
 
         def read(count: int) -> bytes:
             nonlocal position
@@ -375,12 +392,12 @@ class PreparedModel(_Described):
         for stored in sorted(plan.names):
             by_file[self.tensors[stored].file].append((stored, self.tensors[stored]))
 
-        def shard(relative: str) -> dict[str, Any]:
+        def shard(relative: str) -> tuple[dict[str, Any], FileLease | None]:
             file = self.files[relative]
-            buffer = self.held.take(relative, file.sha256) if self.held is not None else None
-            if buffer is None:
-                buffer = _verified_buffer(name, self.folder, file, relative)
-            head = self.heads[relative]
+            kept = self.held.take(relative, file.sha256) if self.held is not None else None
+            if kept is None:
+                kept = _verified_buffer(name, self.folder, file, relative, lease=lease)
+            buffer, head = kept.buffer, self.heads[relative]
             if buffer[: len(head)] != head:
                 raise InputError(f"input '{name}': model file {relative}'s header is not the one read before its "
                                  "bytes were hashed: the folder changed during the run")
@@ -391,18 +408,26 @@ class PreparedModel(_Described):
                     raise InputError(f"input '{name}': tensor {stored} in {relative} holds {count} NaN or infinite "
                                      "value(s); a model's weights are finite numbers")
                 values[stored] = tensor
+            if kept.lease is not None:  # checked: pages the model never touches need not stay resident
+                unmap_resident(buffer)
             del buffer  # the tensors keep what they view
             wanted = dtypes.result()
-            return {plan.names[stored]: tensor.to(wanted[plan.names[stored]]) for stored, tensor in values.items()}
+            return ({plan.names[stored]: tensor.to(wanted[plan.names[stored]]) for stored, tensor in values.items()},
+                    kept.lease)
 
+        lease = leases_possible()
         state: dict[str, Any] = {}
+        leases: dict[str, FileLease] = {}
         with ThreadPoolExecutor(max_workers=max(1, min(HASH_THREADS, len(self.weights)))) as pool:
             shards = [pool.submit(shard, relative) for relative in self.weights]
             try:
                 model = materialise(name, self.skeleton, transformers, torch, self.dtype)
                 dtypes.set_result({key: value.dtype for key, value in model.state_dict().items()})
-                for future in shards:
-                    state.update(future.result())
+                for relative, future in zip(self.weights, shards):
+                    values, held = future.result()
+                    state.update(values)
+                    if held is not None:
+                        leases[relative] = held
             except BaseException as exc:
                 if not dtypes.done():
                     dtypes.set_exception(exc)
@@ -421,7 +446,7 @@ class PreparedModel(_Described):
         model.eval()
         described = {f.name: getattr(self, f.name) for f in fields(_Described)}
         return LoadedModel(**{**described, "parameters": int(sum(p.numel() for p in model.parameters()))},
-                           model=model)
+                           model=model, leases=leases)
 
 
 def prepare_causal_lm(table: Table, *, device: str = "cpu", dtype: str = "float32") -> PreparedModel:
@@ -460,7 +485,7 @@ def prepare_causal_lm(table: Table, *, device: str = "cpu", dtype: str = "float3
     except InputError:
         for relative in manifest.weights:  # a header read from a file changed since the manifest: say that
             if held is None or held.peek(relative, listed[relative].sha256) is None:
-                _verified_buffer(name, folder, listed[relative], relative).close()
+                _verified_buffer(name, folder, listed[relative], relative).buffer.close()
         raise
     tokenizer, special, tokenizer_sha256 = None, None, manifest.digest_of("tokenizer.json")
     if tokenizer_sha256 is not None:

@@ -5,7 +5,10 @@ is ``prepare_causal_lm`` (the folder's files checked against the input's manifes
 ``meta`` and matched with the weights' headers, the tokenizer read; ``deterministic_torch``: ``threads`` intra-op
 threads, deterministic kernels), opening is ``PreparedModel.load`` (the weights read, or taken from memory when
 they were kept as the folder was hashed: ``resident``), and ``close`` drops the model so that its memory is
-returned before the next one is loaded.
+returned before the next one is loaded. ``close`` is where every stage that scores a local model finishes with it
+(``model.windows``' block, the ``hf_models`` scorer's ``close``, the same stages re-run by ``replay
+--recompute-evidence``), so it first refuses the run if a weight file scored where it lies (under a read lease:
+``certa.engine.core.models.lease``) was opened for writing while the model was loaded.
 
 Scores, in nats (float64 from the model's float32 log-softmax; docs/models.md, "Numerics"):
 
@@ -93,12 +96,19 @@ class OpenHfRuntime:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
-        self.close()
+        self.close(check=error is None)
 
-    def close(self) -> None:
-        """Drop the model, and collect it now: its weights' memory is returned before another model is loaded."""
-        self.loaded = None
-        gc.collect()
+    def close(self, *, check: bool = True) -> None:
+        """Drop the model, and collect it now: its weights' memory is returned before another model is loaded.
+        Scoring is done, so first (with ``check``; not when an error already stops the run) an ``InputError`` if
+        a weight file scored where it lies was opened for writing meanwhile (``LoadedModel.check_unchanged``)."""
+        loaded, self.loaded = self.loaded, None
+        try:
+            if check and loaded is not None:
+                loaded.check_unchanged()
+        finally:
+            del loaded
+            gc.collect()
 
     def _model(self) -> LoadedModel:
         if self.loaded is None:

@@ -316,13 +316,16 @@ def _sized_folder(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("keep", [False, True])
-def test_files_hashed_at_once_give_the_manifest_of_one_file_at_a_time(tmp_path, monkeypatch, keep):
+@pytest.mark.parametrize("keep, lease", [(False, False), (True, False), (True, True)])
+def test_files_hashed_at_once_give_the_manifest_of_one_file_at_a_time(tmp_path, monkeypatch, keep, lease):
     """HASH_THREADS files are read and hashed at once, in blocks: the manifest is the one of one file at a time,
-    each digest is hashlib's of the whole file, and the bytes kept are the file's."""
+    each digest is hashlib's of the whole file, and the bytes kept are the file's (copied, or mapped under a read
+    lease where one can be had)."""
     from certa.engine.core.models import manifest as module
 
     folder = _sized_folder(tmp_path)
+    if not lease:
+        monkeypatch.setattr(module, "leases_possible", lambda: False)
     monkeypatch.setattr(module, "_BLOCK", 1_000)  # several blocks a file, in both modes
     monkeypatch.setattr(module, "_KEPT_BLOCK", 3_000)
     monkeypatch.setattr(module, "HASH_THREADS", 1)
@@ -335,7 +338,8 @@ def test_files_hashed_at_once_give_the_manifest_of_one_file_at_a_time(tmp_path, 
         assert file.sha256 == hashlib.sha256(raw).hexdigest() and file.size == len(raw)
     assert together.weights == tuple(sorted(path.name for path in folder.glob("*.safetensors")))
     for path in together.weights if keep else ():
-        assert bytes(together.held.peek(path, together.digest_of(path))[:]) == (folder / path).read_bytes()
+        kept = together.held.peek(path, together.digest_of(path))
+        assert bytes(kept.buffer[:]) == (folder / path).read_bytes() and (kept.lease is not None) <= lease
     assert (together.held is None) is not keep
 
 

@@ -172,9 +172,15 @@ def test_weights_in_the_compute_dtype_are_the_bytes_read_not_a_copy(tiny_archite
         assert not table.weights  # taken: the loader owns the bytes, freed with the model
 
 
-def test_the_held_weights_are_the_bytes_hashed_whatever_the_file_becomes(tiny_models, tmp_path):
-    """The weights kept when the folder was hashed are what is loaded: the file replaced afterwards changes
-    nothing (the bytes scored are the bytes the certificate names)."""
+def test_the_held_weights_are_the_bytes_hashed_whatever_the_file_becomes(tiny_models, tmp_path, monkeypatch):
+    """The weights kept in private memory when the folder was hashed are what is loaded: the file rewritten
+    afterwards changes nothing (the bytes scored are the bytes the certificate names). Where they are a map of
+    the file under a read lease instead, the writer breaks the lease and the run is refused
+    (tests/core/models/test_lease.py)."""
+    from certa.engine.core.models import manifest, runtime
+
+    for module in (manifest, runtime):
+        monkeypatch.setattr(module, "leases_possible", lambda: False)
     folder = _copy(tiny_models, tmp_path)
     table = _held_table(folder)
     shutil.copyfile(tiny_models["subject"] / "model.safetensors", folder / "model.safetensors")
