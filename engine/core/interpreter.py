@@ -16,10 +16,11 @@ from typing import Any
 from certa.engine.foundation.canonical import RecordColumns, to_jsonable
 from certa.engine.core.certificate import CONTENT_FORMAT, library_versions
 from certa.engine.core.gate_family import evaluate_family
-from certa.engine.foundation.errors import ProfileAbort, SpecError, StageError
+from certa.engine.foundation.errors import InputError, ProfileAbort, SpecError, StageError
 from certa.engine.core.gates import evaluate_gate, run_verdict
 from certa.engine.core.inputs import UNUSED_WEIGHTS, unused_weights_detail
 from certa.engine.core.endpoint_input import ENDPOINT_FORMAT, read_declaration
+from certa.engine.core.models.lease import broken_leases
 from certa.engine.core.models.manifest import MODEL_FORMAT, read_manifest
 from certa.engine.core.metric_paths import KeyColumn, closest, format_steps, key_column, key_values, parse_metric
 from certa.engine.core.seeds import DERIVATION, stage_generator, stage_seed_record
@@ -198,6 +199,10 @@ def execute(plan: Plan, tables: Mapping[str, Table], *, ledger: LedgerReader | N
     if captured_out:
         content["captured"] = [{"stage": sid, "name": name, "sha256": t.sha256, "rows": t.n_rows}
                                for sid, group in captured_out.items() for name, t in group.items()]
+    broken = broken_leases()
+    if broken:  # a stage's model files scored where they lie, opened for writing meanwhile (models.lease)
+        raise InputError(f"model file(s) {', '.join(broken[:3])} were opened for writing while certa scored them; "
+                         "nothing is recorded: copy the model to a folder nothing writes to")
     return Execution(plan=plan, tables=tables, content=to_jsonable(content), decisions=decisions,
                      captured=captured_out)
 

@@ -49,7 +49,8 @@ import threading
 import weakref
 from dataclasses import dataclass
 
-__all__ = ["LEASE_FILE_SYSTEMS", "FileLease", "leased_map", "leases_possible", "mount_type", "unmap_resident"]
+__all__ = ["LEASE_FILE_SYSTEMS", "FileLease", "leased_map", "leases_possible", "mount_type", "unmap_resident",
+           "broken_leases"]
 
 LEASE_FILE_SYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs"})
 """Local file systems whose every writer opens the inode for writing (so breaks a read lease)."""
@@ -108,8 +109,12 @@ class FileLease:
 
     fd: int
 
+    path: str = ""
+    """The weight file's path when it was leased (for the refusal's message)."""
+
     def __post_init__(self) -> None:
         weakref.finalize(self, os.close, self.fd)
+        _LIVE.add(self)
 
     def held(self) -> bool:
         """Whether the lease is still the read lease taken: False once any process opened the file for writing or
@@ -118,6 +123,17 @@ class FileLease:
             return fcntl.fcntl(self.fd, fcntl.F_GETLEASE) == fcntl.F_RDLCK
         except OSError:
             return False
+
+
+_LIVE: weakref.WeakSet[FileLease] = weakref.WeakSet()
+"""Every lease this process holds (one leaves with its model)."""
+
+
+def broken_leases() -> list[str]:
+    """The paths of the weight files whose lease, still held by a live model, was broken: the run-wide check
+    ``certa.engine.core.interpreter.execute`` makes before a run's results leave it, whatever stage loaded the
+    model and whether or not it closed it (``OpenHfRuntime.close`` checks its own model's as it drops it)."""
+    return sorted(lease.path for lease in list(_LIVE) if not lease.held())
 
 
 def _lease_file_system(fd: int, device: int) -> bool:
@@ -146,7 +162,7 @@ def leased_map(fd: int, size: int) -> tuple[mmap.mmap, FileLease] | None:
         status, given = os.fstat(own), os.fstat(fd)
         if (stat.S_ISREG(status.st_mode) and status.st_size == size
                 and (status.st_dev, status.st_ino) == (given.st_dev, given.st_ino)):
-            return mmap.mmap(own, size, flags=mmap.MAP_PRIVATE), FileLease(own)
+            return mmap.mmap(own, size, flags=mmap.MAP_PRIVATE), FileLease(own, os.readlink(f"/proc/self/fd/{fd}"))
     except OSError:
         pass
     os.close(own)  # the lease, if taken, ends with it

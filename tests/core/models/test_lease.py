@@ -5,6 +5,7 @@ writing before scoring ends."""
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import signal
 import threading
@@ -74,6 +75,24 @@ def test_a_leased_map_is_the_files_bytes_until_a_writer_opens_it(tmp_path):
     with pytest.raises(BlockingIOError) as raised:  # the writer is told to wait; the lease is breaking
         os.open(path, os.O_WRONLY | os.O_NONBLOCK)
     assert raised.value.errno == errno.EWOULDBLOCK and not held.held()
+
+
+def test_a_broken_lease_still_held_by_a_live_model_is_named_by_the_run_wide_check(tmp_path):
+    """``execute``'s check before a run's results leave it: a lease broken while its holder lives is named, whatever
+    stage held it and whether it closed its model; a lease let go (its holder freed) is no longer asked."""
+    from certa.engine.core.models.lease import broken_leases
+
+    path = _leasable(tmp_path)
+    with open(path, "rb", buffering=0) as file:
+        mapped, held = leased_map(file.fileno(), path.stat().st_size)
+    assert str(path) not in broken_leases()
+    with pytest.raises(BlockingIOError):
+        os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    assert str(path) in broken_leases()
+    mapped.close()
+    del held
+    gc.collect()
+    assert str(path) not in broken_leases()
 
 
 def test_a_file_open_for_writing_or_of_another_size_is_not_leased(tmp_path):
