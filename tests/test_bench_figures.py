@@ -91,10 +91,10 @@ def test_a_figure_the_bench_no_longer_prints_is_not_measured(figures):
 
 def test_a_failed_bench_says_so_and_json_rows_are_taken_verbatim(figures):
     (row,) = figures.rows_of("ledger", _result(LEDGER, code=2))
-    assert row[1] == "not measured: the bench failed (exit 2: Boom: bad)"
+    assert row == ["`bench/ledger.py` (ledger)", "not measured: the bench failed (exit 2: Boom: bad)", ""]
     rows = [["`certa verify`, 10⁵ entries", "**3.1 s**", "< 5 s"]]
     out = "progress line\n" + json.dumps({"rows": rows, "other": 1}) + "\n"
-    assert figures.rows_of("ledger", _result(out, json_mode=True)) == rows
+    assert figures.rows_of("tables", _result(out, json_mode=True)) == rows
 
 
 def test_paired_bootstrap_rows_come_from_its_json(figures):
@@ -161,9 +161,10 @@ def test_verify_scale_json_rows_carry_its_figures(figures, bench_module):
     assert certificates[1] == ("**41.5 s** wall with 2 worker processes = **11.1×** `sha256sum` of the file (3.74 s); "
                                "CPU 49.0 s (imports included); memory of all the processes together **212 MiB** Pss "
                                "at its peak (from 10⁵ entries: 132 MiB; 9,990,004: 240 MiB); intact: True")
-    assert certificates[2] == "≤ 3× `sha256sum`: **not met**; ≤ 200 MiB flat: **not met**"
+    assert certificates[2] == ("≤ 3× `sha256sum`: **not met** (11.1×: 3.70× the bound); ≤ 200 MiB flat: **not met** "
+                               "(212 MiB: 1.06× the bound)")
     assert decisions[0].startswith("`verify` of 990,392 entries, decisions shape (1000 ordinary runs")
-    assert decisions[2] == "≤ 3× `sha256sum`: **not met**; ≤ 200 MiB flat: met"
+    assert decisions[2] == "≤ 3× `sha256sum`: **not met** (7.8×: 2.60× the bound); ≤ 200 MiB flat: met"
     assert incremental[0] == "`verify --since-checkpoint` of 10³ entries after a checkpoint of 10⁶"
     assert incremental[1].startswith("**0.05 s** after imports") and incremental[2] == "< 1 s: met"
     full[3].update(seconds=3.0, ratio=2.75)
@@ -179,11 +180,14 @@ def test_ledger_reads_json_rows_carry_its_figures(figures, bench_module):
     listing, flat, reads, record = _through_figures(figures, "ledger_reads",
                                                     bench_module("ledger_reads").json_rows(report))
     assert listing[0].startswith("`certa list` (50 newest runs) on 10⁵ runs")
+    assert listing[0].endswith("[aborted runs of one decision, 5 entries each]")  # the ledger's shape, by figures.py
+    flat[0], reads[0], record[0] = (cell.split(" [")[0] for cell in (flat[0], reads[0], record[0]))
     assert listing[1] == "**45.1 ms** (in process 5.00 ms)" and listing[2] == "< 60 ms: met"
     assert flat == ["`certa list` on 10⁵ runs against 10³ runs", "in process **×1.10** (`certa list` ×1.05)",
                     "≤ ×1.25 in process: met"]
     assert reads[0] == "one run's reads (show, replay --no-record) on 10⁶ entries against 10⁴"
-    assert reads[1] == "at most **×1.31** (replay --no-record)" and reads[2] == "≤ ×1.25 each: **not met**"
+    assert reads[1] == "at most **×1.31** (replay --no-record)"
+    assert reads[2] == "≤ ×1.25 each: **not met** (×1.31: 1.05× the bound)"
     assert record[0] == "recording runs into a ledger of 1,000,017 entries against an empty one"
     assert record[1] == ("**×0.958** the rate over 1500 runs on each, one on each in turn (115.0 vs 120.0 runs/s; "
                          "median runs ×0.940)") and record[2] == "≥ ×0.9: met"
