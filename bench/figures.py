@@ -441,7 +441,7 @@ def run_bench(name: str, bench: Bench, fast: bool, work: Path, served: dict[str,
     return {"name": name, "started": started, "argv": [Path(a).name if a == str(script) else a for a in argv[1:]],
             "json": json_mode, "code": done.returncode, "stdout": done.stdout, "stderr": done.stderr[-2000:],
             "seconds": time.perf_counter() - start, "load_before": before, "load_after": _load(),
-            "served": bool(served) if bench.served else None}
+            "served": bool(served) if bench.served else None, "fast": fast}
 
 
 def annotate(rows: list[Row], notes: tuple[tuple[str, str], ...]) -> list[Row]:
@@ -641,6 +641,8 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
     rows = [row for name in names for row in rows_of(name, results[name])]
     ran = {n: r for n, r in results.items() if not r.get("missing")}
+    if args.write_readme and any(r.get("fast") for r in ran.values()):
+        parser.error(f"--write-readme: {args.source} holds a --fast run's outputs")
     starts = [datetime.datetime.fromisoformat(r["started"]) for r in ran.values() if "started" in r]
     ended = None if args.source else datetime.datetime.now(datetime.UTC)
     if args.source and starts:

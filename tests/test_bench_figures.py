@@ -244,3 +244,113 @@ def test_json_benches_without_json_rows_say_so(figures):
     for name in ("verify_scale", "ledger_reads", "model_windows", "model_sequential"):
         (row,) = figures.rows_of(name, _result("no json here\n", json_mode=True))
         assert row == [f"`bench/{name}.py`", "not measured (the bench printed no JSON rows)", ""]
+
+
+SCALE = """\
+2,000,000 records per export, best of 1 fresh processes; 2 cores, load average 2.00 1.50 1.00
+export              MB reader CPU s  wall s floor CPU s  wall s  ratio  peak MB (imports) peak/input floor peak MB
+lm-eval         2230.1        27.40   28.01       12.50   12.90   2.19     3702        75       1.66            90
+promptfoo       2320.4        27.90   28.50       12.40   12.80   2.25     3434        75       1.48            88
+"""
+
+
+def test_evidence_scale_rows_name_the_exports_and_what_each_misses(figures):
+    (row,) = figures.rows_of("evidence_scale", _result(SCALE))
+    assert row[0].startswith("evaluator exports of 2,000,000 records read from a file in a fresh process")
+    assert "(`bench/evidence_import.py --scale`, best of 1)" in row[0]
+    assert row[1].startswith("lm-eval (2230 MB): **2.19×** the floor (27.4 s vs 12.5 s CPU), **1.66×** the file "
+                             "(3,702 MB); promptfoo (2320 MB)")
+    assert row[2] == "≤ 2× CPU: **not met** (lm-eval 2.19×, promptfoo 2.25×); ≤ 1.5× RSS: **not met** (lm-eval 1.66×)"
+    (lm_eval,) = figures.rows_of("evidence_scale_lm_eval", _result(SCALE.replace("2.19 ", "1.90 ")))
+    assert "[the Inspect formats at 2·10⁶ are left out" in lm_eval[0]  # a size below the goal's, said in the row
+    assert lm_eval[2].startswith("≤ 2× CPU: **not met** (promptfoo 2.25×)")
+    (missing,) = figures.rows_of("evidence_scale", _result("Traceback-free but empty\n"))
+    assert missing[1].startswith("not measured")
+
+
+def test_a_missed_goal_says_by_how_much_where_the_row_does_not(figures):
+    assert figures.shortfall("**0.503 s** (0.47 s CPU)", "< 0.2 s: **not met**") == \
+        "< 0.2 s: **not met** (0.503 s: 2.51× the bound)"
+    assert figures.shortfall("**80.0×** the seed", "≥ 100×: **not met**") == \
+        "≥ 100×: **not met** (80.0×: 0.80× the bound)"
+    assert figures.shortfall("in process **×1.31**", "≤ ×1.25 in process: **not met**") == \
+        "≤ ×1.25 in process: **not met** (×1.31: 1.05× the bound)"
+    kept = "≤ 1.2×: **not met** (1.25× for the windows alone)"
+    assert figures.shortfall("**1.24×**", kept) == kept
+    # the first figure of the unit meets the bound: the clause misses on another figure, not guessed at
+    assert figures.shortfall("**139 MiB** Pss", "≤ 200 MiB flat: **not met**") == "≤ 200 MiB flat: **not met**"
+    assert figures.shortfall("**3.1 s**", "< 5 s: met") == "< 5 s: met"
+
+
+def test_shape_notes_and_no_server_rows(figures):
+    rows = [["`certa list (990,392 entries)` (median)", "**0.05 s**", "< 0.2 s: met"],
+            ["`certa list (1 run)` (median)", "**0.05 s**", "< 0.2 s: met"], ["`--help`", "0.04 s", ""]]
+    big, small, other = figures.annotate(rows, figures.BENCHES["cli_startup"].notes)
+    assert big[0].endswith("[the decisions-shape ledger of `bench/verify_scale.py` above, copied: 10³ ordinary runs, "
+                           "then per-decision runs of 10⁴ decisions]")
+    assert small[0].endswith("[a ledger of one `paired-ratio` run]") and other == rows[2]
+    served = [["client vs loop", "**1.03×**", "≤ 1.10×: met"],
+              ["the same against the vLLM test server", "not measured (no server: `bash .ci/vllm`)", ""]]
+    out = "x\n" + json.dumps({"rows": served}) + "\n"
+    fake, real = figures.rows_of("served_client", {**_result(out, json_mode=True), "served": False})
+    assert fake == served[0] and real[1] == "not measured (no vLLM server)"
+    assert figures.rows_of("served_client", {**_result(out, json_mode=True), "served": True})[1] == served[1]
+
+
+README = """# certa
+
+## Benchmarks
+
+Prose.
+
+<!-- figures: begin (written by bench/figures.py --write-readme) -->
+old table
+<!-- figures: end -->
+
+## Layout
+"""
+
+
+def test_write_readme_replaces_only_the_table_atomically_and_idempotently(figures, tmp_path, monkeypatch):
+    readme = tmp_path / "README.md"
+    readme.write_text(README, encoding="utf-8")
+    block = "Measured 2026-11-30 01:00–01:30 UTC ...\n\n| what | measured | goal |\n|---|---|---|\n| a | b | c |"
+    assert figures.write_readme(readme, block) is True
+    text = readme.read_text(encoding="utf-8")
+    assert text == README.replace("old table", block)
+    assert figures.write_readme(readme, block) is False and readme.read_text(encoding="utf-8") == text
+    assert [p.name for p in tmp_path.iterdir()] == ["README.md"]  # no temporary file left
+
+    def crash(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(figures.os, "replace", crash)
+    with pytest.raises(OSError):
+        figures.write_readme(readme, "another table")
+    assert readme.read_text(encoding="utf-8") == text and [p.name for p in tmp_path.iterdir()] == ["README.md"]
+    for broken in (README.replace(figures.END, ""), README + figures.BEGIN,
+                   README.replace(figures.BEGIN, "@").replace(figures.END, figures.BEGIN).replace("@", figures.END)):
+        with pytest.raises(ValueError, match="markers"):
+            figures.replace_between_markers(broken, block)
+
+
+def _readme_block(figures) -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return text.split(figures.BEGIN)[1].split(figures.END)[0]
+
+
+def test_every_bench_the_readme_table_names_is_run_by_figures(figures):
+    """The README's table (between its markers) names only benches bench/figures.py runs, and each of those
+    exists and accepts the arguments figures.py gives it (its argparse options, read from its source)."""
+    import re
+
+    scripts = {bench.script for bench in figures.BENCHES.values()}
+    named = set(re.findall(r"bench/(\w+\.py)", _readme_block(figures))) - {"figures.py"}  # the runner itself
+    assert named and named <= scripts, named - scripts
+    table = [line for line in _readme_block(figures).splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(table) > 40  # the whole table lies between the markers
+    for name, bench in figures.BENCHES.items():
+        source = (ROOT / "bench" / bench.script).read_text(encoding="utf-8")
+        options = set(re.findall(r"add_argument\(\s*\"(--[\w-]+)\"", source))
+        given = {arg for arg in bench.args + bench.fast if arg.startswith("--")}
+        assert given <= options, (name, given - options)
