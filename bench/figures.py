@@ -1,22 +1,35 @@
-"""Run the benches one after another and print the README's benchmark table (Markdown) from their figures.
+"""Run the benches one after another and write the README's benchmark table (Markdown) from their figures.
 
 Every row of the table in README.md ("## Benchmarks") comes from one run of this script, so the table and the
 figures the README's method sections quote are measured together, on the same machine, under the same load
-(printed above the table: the load average before and after each bench, and the date).
+(written above the table: the date, each bench's command, its seconds and the load average before and after it).
 
-    PYTHONPATH=. python3 bench/figures.py                        # every bench at the README's sizes (minutes)
+    PYTHONPATH=. python3 bench/figures.py --workdir ~/.cache/certa/figures --vllm ~/.cache/certa/figures/serve \
+        --save runs/ --write-readme                    # the README's run: every bench at the README's sizes
+    PYTHONPATH=. python3 bench/figures.py --from runs/ --write-readme   # render a saved run again; runs nothing
     PYTHONPATH=. python3 bench/figures.py --fast                 # small sizes: checks the plumbing, not figures
     PYTHONPATH=. python3 bench/figures.py --only paired_bootstrap,cli_startup
-    PYTHONPATH=. python3 bench/figures.py --save out/ ; PYTHONPATH=. python3 bench/figures.py --from out/
     PYTHONPATH=. python3 bench/figures.py --json                 # the rows and the run's conditions as JSON
+
+Sizes. Each bench runs with the arguments ``BENCHES`` spells out (not the bench's defaults): the sizes the issues'
+goals name where the run allows (ledgers of 10⁶ entries in three shapes, exports of 2·10⁶ records, two ~1B
+models), fewer repeats where a figure is a best of several; a row says where its size is below the goal's.
+Ledgers, exports and models are built in ``--workdir`` (default: a temporary folder) and reused when a later run
+names the same folder. Progress (each bench's name, its seconds and the run's elapsed minutes) goes to stderr.
+
+Served benches. ``--vllm DIR`` starts the two vLLM test servers (``bash .ci/vllm start DIR``: reused when they
+already answer from DIR; stopped after the run when it started them); without it, ``CERTA_TEST_VLLM_*`` set in the
+environment name running servers. With neither, the served rows say "not measured (no vLLM server)".
 
 How a bench's figures are read. A bench whose ``--help`` offers ``--json`` is run with it, and the last line
 of its standard output must be one JSON object; if that object has ``"rows"``, a list of
-``[what, measured, goal]`` Markdown cells, those rows are the bench's rows verbatim (the interface a bench
-adopts to own its rows); ``bench/paired_bootstrap.py --json`` is read by its keys below. Otherwise the bench's
-printed lines are parsed by the few regular expressions below; a figure the expressions cannot find, or a
-bench that fails or is missing, gives a row that says so instead of a number (never a stale figure).
-Benches run sequentially in fresh processes (``sys.executable``, this checkout first on ``PYTHONPATH``).
+``[what, measured, goal]`` Markdown cells, those rows are the bench's rows (the interface a bench adopts to own
+its rows), with the shape notes of ``BENCHES`` added and a missed goal's shortfall (``shortfall``);
+``bench/paired_bootstrap.py --json`` is read by its keys below. Otherwise the bench's printed lines are parsed by
+the few regular expressions below; a figure the expressions cannot find, or a bench that fails or is missing,
+gives a row that says so instead of a number (never a stale figure). Benches run sequentially in fresh processes
+(``sys.executable``, this checkout first on ``PYTHONPATH``). ``--write-readme`` replaces what lies between the
+README's markers (``BEGIN``, ``END``) atomically; a run that changes nothing leaves the file as it is.
 """
 
 from __future__ import annotations
@@ -314,8 +327,8 @@ def _evidence_scale(out: str | dict) -> list[Row]:
             f"(`bench/evidence_import.py --scale`, best of {head.group(2) if head else '?'})")
     if not lines:
         return [[what, "not measured (no such figure in the bench's output)", ""]]
-    measured = "; ".join(f"{label} ({float(mb):.0f} MB): **{float(ratio):.2f}×** the floor ({float(cpu):.1f} s vs "
-                         f"{float(floor):.1f} s CPU), **{float(rss):.2f}×** the file ({int(peak):,} MB)"
+    measured = "; ".join(f"{label} ({float(mb):.0f} MB): **{float(ratio):.2f}×** the floor ({float(cpu):.2f} s vs "
+                         f"{float(floor):.2f} s CPU), **{float(rss):.2f}×** the file ({int(peak):,} MB)"
                          for label, mb, cpu, floor, ratio, peak, rss in lines)
     goals = []
     for name, goal, column in (("CPU", 2.0, 4), ("RSS", 1.5, 6)):
@@ -492,8 +505,10 @@ def rows_of(name: str, result: dict) -> list[Row]:
     bench = BENCHES[name]
     if result["code"] != 0:
         last = (result["stderr"].strip().splitlines() or ["no message"])[-1]
-        return [[f"`bench/{bench.script}` ({name})", f"not measured: the bench failed (exit {result['code']}: "
-                 f"{last[:160]})", ""]]
+        absent = re.search(r"No module named '([\w.]+)'", result["stderr"])
+        why = f"needs `{absent.group(1)}`, not installed" if absent else last[:160]
+        return [[f"`bench/{bench.script}` ({name})", f"not measured: the bench failed (exit {result['code']}: {why})",
+                 ""]]
     out: str | dict = result["stdout"]
     rows: list[Row] | None = None
     if result["json"]:

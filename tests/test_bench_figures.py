@@ -258,7 +258,7 @@ def test_evidence_scale_rows_name_the_exports_and_what_each_misses(figures):
     (row,) = figures.rows_of("evidence_scale", _result(SCALE))
     assert row[0].startswith("evaluator exports of 2,000,000 records read from a file in a fresh process")
     assert "(`bench/evidence_import.py --scale`, best of 1)" in row[0]
-    assert row[1].startswith("lm-eval (2230 MB): **2.19×** the floor (27.4 s vs 12.5 s CPU), **1.66×** the file "
+    assert row[1].startswith("lm-eval (2230 MB): **2.19×** the floor (27.40 s vs 12.50 s CPU), **1.66×** the file "
                              "(3,702 MB); promptfoo (2320 MB)")
     assert row[2] == "≤ 2× CPU: **not met** (lm-eval 2.19×, promptfoo 2.25×); ≤ 1.5× RSS: **not met** (lm-eval 1.66×)"
     (lm_eval,) = figures.rows_of("evidence_scale_lm_eval", _result(SCALE.replace("2.19 ", "1.90 ")))
