@@ -130,11 +130,11 @@ def _paired_bootstrap(out: str | dict) -> list[Row]:
         rows.append([f"`paired.ppl_ratio` 1.1.0 through `engine.run`, {size}, `uniform`",
                      f"{stage['min_seconds']:.3f} s: **{_fmt(uniform['best'])}×** `scipy.stats.bootstrap` BCa "
                      f"`batch=500` ({scipy['min_seconds']:.2f} s); {_fmt(uniform['cpu'])}× in CPU time (two threads)",
-                     "≥ 25×"])
+                     _judged("≥ 25×", uniform["best"] >= 25)])
     weighted = summary["speedups"].get("stage-1.1.0-token_weighted")
     if weighted:
         rows.append(["the same, `token_weighted`", f"**{_fmt(weighted['best'])}×** ({_fmt(weighted['cpu'])}× in CPU "
-                     "time)", "≥ 10×"])
+                     "time)", _judged("≥ 10×", weighted["best"] >= 10)])
     frozen = summary["speedups"].get("stage-1.0.0-uniform")
     if frozen:
         rows.append(["the same, 1.0.0 (frozen, kept for replay: numpy PCG64 index blocks), `uniform`",
@@ -544,7 +544,8 @@ def header(started: datetime.datetime, ended: datetime.datetime | None, ran: dic
         served = {True: ", vLLM test servers running", False: ", no vLLM server"}.get(r.get("served"), "")
         lines.append(f"- `bench/{' '.join(r['argv'])}`: {r['seconds']:.0f} s, load {r['load_before']} → "
                      f"{r['load_after']}{served}" + ("" if r["code"] == 0 else f", exit {r['code']}"))
-    lines += [f"- `bench/{BENCHES[name].script}` ({name}): not present in this checkout (no rows)" for name in missing]
+    lines += [f"- `bench/{BENCHES[name].script}` ({name}): no output (not in this checkout, or not in the saved run)"
+              for name in missing]
     return "\n".join(lines)
 
 
@@ -632,8 +633,8 @@ def main() -> None:
     started = datetime.datetime.now(datetime.UTC)
     results = {}
     work = args.workdir or Path(tempfile.mkdtemp(prefix="certa-figures-"))
-    served, ran_vllm = ({}, False) if args.source or not any(BENCHES[n].served for n in names) else \
-        served_env(args.vllm)
+    served: dict[str, str] | None = None  # started before the first served bench: idle servers take memory
+    ran_vllm = False
     clock = time.perf_counter()
     try:
         for i, name in enumerate(names, 1):
@@ -641,6 +642,8 @@ def main() -> None:
                 path = args.source / f"{name}.json"
                 results[name] = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"missing": True}
                 continue
+            if BENCHES[name].served and served is None:
+                served, ran_vllm = served_env(args.vllm)
             print(f"[{i}/{len(names)}] {name}: bench/{BENCHES[name].script} "
                   f"{' '.join(argv_of(BENCHES[name], args.fast, work))} ...", file=sys.stderr, flush=True)
             results[name] = run_bench(name, BENCHES[name], args.fast, work, served)
