@@ -354,3 +354,26 @@ def test_every_bench_the_readme_table_names_is_run_by_figures(figures):
         options = set(re.findall(r"add_argument\(\s*\"(--[\w-]+)\"", source))
         given = {arg for arg in bench.args + bench.fast if arg.startswith("--")}
         assert given <= options, (name, given - options)
+
+
+def test_served_benches_get_the_servers_variables_or_say_there_is_none(figures, monkeypatch, tmp_path):
+    for name in figures.SERVED_ENV:
+        monkeypatch.delenv(name, raising=False)
+    assert figures.served_env(None) == ({}, False)
+    calls = []
+
+    def vllm(argv, **kwargs):
+        calls.append(argv)
+        out = ("vllm: already running; reusing it (0 s)\nexport CERTA_TEST_VLLM_URL=http://127.0.0.1:1/v1\n"
+               "export CERTA_TEST_VLLM_NAME=tiny-llama\n")
+        return figures.subprocess.CompletedProcess(argv, 0, out, "")
+
+    monkeypatch.setattr(figures.subprocess, "run", vllm)
+    env, started = figures.served_env(tmp_path)
+    assert calls[0][-2:] == ["start", str(tmp_path)] and not started  # reused: this run does not stop them
+    assert env == {"CERTA_TEST_VLLM_URL": "http://127.0.0.1:1/v1", "CERTA_TEST_VLLM_NAME": "tiny-llama"}
+    monkeypatch.setattr(figures.subprocess, "run",
+                        lambda argv, **kwargs: figures.subprocess.CompletedProcess(argv, 1, "vllm: failed\n", ""))
+    assert figures.served_env(tmp_path) == ({}, False)
+    monkeypatch.setenv("CERTA_TEST_VLLM_URL", "http://127.0.0.1:2/v1")
+    assert figures.served_env(tmp_path) == ({"CERTA_TEST_VLLM_URL": "http://127.0.0.1:2/v1"}, False)
