@@ -659,8 +659,11 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
     rows = [row for name in names for row in rows_of(name, results[name])]
     ran = {n: r for n, r in results.items() if not r.get("missing")}
-    if args.write_readme and any(r.get("fast") for r in ran.values()):
-        parser.error(f"--write-readme: {args.source} holds a --fast run's outputs")
+    if args.write_readme and any(r.get("fast") is not False for r in ran.values()):
+        parser.error(f"--write-readme: {args.source} holds outputs of a --fast run (or of an older figures.py)")
+    unsaved = [n for n in names if n not in ran and (ROOT / "bench" / BENCHES[n].script).exists()]
+    if args.write_readme and unsaved:
+        parser.error(f"--write-readme: no output of {', '.join(unsaved)} in {args.source}: the table would lack rows")
     starts = [datetime.datetime.fromisoformat(r["started"]) for r in ran.values() if "started" in r]
     ended = None if args.source else datetime.datetime.now(datetime.UTC)
     if args.source and starts:
