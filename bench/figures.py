@@ -68,6 +68,8 @@ class Bench:
     first cell holds the text ("" for every row) where the bench's own cell does not name it."""
     served: bool = False
     """Measures the vLLM test servers (``SERVED_ENV``): without them, its rows say ``NO_SERVER``."""
+    needs: str = ""
+    """A file another bench builds in the work folder (``{work}/...``): without it the bench is not run."""
 
 
 def _num(text: str, pattern: str, group: int = 1) -> str | None:
@@ -352,7 +354,7 @@ BENCHES: dict[str, Bench] = {
     "cli_startup": Bench("cli_startup.py", ("--repeats", "7", "--run-repeats", "2", "--big-ledger",
                                             "{work}/verify/verify-1000000.db"),
                          ("--repeats", "3", "--run-repeats", "1", "--big-ledger", "{work}/verify/verify-30000.db"),
-                         _json_rows("cli_startup.py"),
+                         _json_rows("cli_startup.py"), needs="{work}/verify/verify-1000000.db",
                          notes=(("entries", "the decisions-shape ledger of `bench/verify_scale.py` above, copied: "
                                             "10³ ordinary runs, then per-decision runs of 10⁴ decisions"),
                                 ("(1 run)", "a ledger of one `paired-ratio` run"))),
@@ -446,9 +448,14 @@ def run_bench(name: str, bench: Bench, fast: bool, work: Path, served: dict[str,
     if not script.exists():
         return {"name": name, "missing": True}
     env = _env(served if bench.served else None)
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    needed = Path(bench.needs.replace("{work}", str(work))) if bench.needs and not fast else None
+    if needed is not None and not needed.exists():
+        return {"name": name, "started": started, "argv": [bench.script, *argv_of(bench, fast, work)], "json": False,
+                "code": 2, "stdout": "", "stderr": f"needs {needed} (not built: run verify_scale in the same --workdir)",
+                "seconds": 0.0, "load_before": _load(), "load_after": _load(), "served": None, "fast": fast}
     json_mode = _offers_json(script, env)
     argv = [sys.executable, str(script), *argv_of(bench, fast, work), *(["--json"] if json_mode else [])]
-    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     before, start = _load(), time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
     return {"name": name, "started": started, "argv": [Path(a).name if a == str(script) else a for a in argv[1:]],

@@ -377,3 +377,10 @@ def test_served_benches_get_the_servers_variables_or_say_there_is_none(figures, 
     assert figures.served_env(tmp_path) == ({}, False)
     monkeypatch.setenv("CERTA_TEST_VLLM_URL", "http://127.0.0.1:2/v1")
     assert figures.served_env(tmp_path) == ({"CERTA_TEST_VLLM_URL": "http://127.0.0.1:2/v1"}, False)
+
+
+def test_a_bench_whose_ledger_was_not_built_is_not_run(figures, tmp_path):
+    result = figures.run_bench("cli_startup", figures.BENCHES["cli_startup"], False, tmp_path)
+    assert result["code"] == 2 and result["seconds"] == 0.0
+    (row,) = figures.rows_of("cli_startup", result)
+    assert row[1].startswith(f"not measured: the bench failed (exit 2: needs {tmp_path}/verify/verify-1000000.db")
