@@ -91,10 +91,10 @@ def test_a_figure_the_bench_no_longer_prints_is_not_measured(figures):
 
 def test_a_failed_bench_says_so_and_json_rows_are_taken_verbatim(figures):
     (row,) = figures.rows_of("ledger", _result(LEDGER, code=2))
-    assert row[1] == "not measured: the bench failed (exit 2: Boom: bad)"
+    assert row == ["`bench/ledger.py` (ledger)", "not measured: the bench failed (exit 2: Boom: bad)", ""]
     rows = [["`certa verify`, 10⁵ entries", "**3.1 s**", "< 5 s"]]
     out = "progress line\n" + json.dumps({"rows": rows, "other": 1}) + "\n"
-    assert figures.rows_of("ledger", _result(out, json_mode=True)) == rows
+    assert figures.rows_of("tables", _result(out, json_mode=True)) == rows
 
 
 def test_paired_bootstrap_rows_come_from_its_json(figures):
@@ -161,9 +161,10 @@ def test_verify_scale_json_rows_carry_its_figures(figures, bench_module):
     assert certificates[1] == ("**41.5 s** wall with 2 worker processes = **11.1×** `sha256sum` of the file (3.74 s); "
                                "CPU 49.0 s (imports included); memory of all the processes together **212 MiB** Pss "
                                "at its peak (from 10⁵ entries: 132 MiB; 9,990,004: 240 MiB); intact: True")
-    assert certificates[2] == "≤ 3× `sha256sum`: **not met**; ≤ 200 MiB flat: **not met**"
+    assert certificates[2] == ("≤ 3× `sha256sum`: **not met** (11.1×: 3.70× the bound); ≤ 200 MiB flat: **not met** "
+                               "(212 MiB: 1.06× the bound)")
     assert decisions[0].startswith("`verify` of 990,392 entries, decisions shape (1000 ordinary runs")
-    assert decisions[2] == "≤ 3× `sha256sum`: **not met**; ≤ 200 MiB flat: met"
+    assert decisions[2] == "≤ 3× `sha256sum`: **not met** (7.8×: 2.60× the bound); ≤ 200 MiB flat: met"
     assert incremental[0] == "`verify --since-checkpoint` of 10³ entries after a checkpoint of 10⁶"
     assert incremental[1].startswith("**0.05 s** after imports") and incremental[2] == "< 1 s: met"
     full[3].update(seconds=3.0, ratio=2.75)
@@ -179,11 +180,14 @@ def test_ledger_reads_json_rows_carry_its_figures(figures, bench_module):
     listing, flat, reads, record = _through_figures(figures, "ledger_reads",
                                                     bench_module("ledger_reads").json_rows(report))
     assert listing[0].startswith("`certa list` (50 newest runs) on 10⁵ runs")
+    assert listing[0].endswith("[aborted runs of one decision, 5 entries each]")  # the ledger's shape, by figures.py
+    flat[0], reads[0], record[0] = (cell.split(" [")[0] for cell in (flat[0], reads[0], record[0]))
     assert listing[1] == "**45.1 ms** (in process 5.00 ms)" and listing[2] == "< 60 ms: met"
     assert flat == ["`certa list` on 10⁵ runs against 10³ runs", "in process **×1.10** (`certa list` ×1.05)",
                     "≤ ×1.25 in process: met"]
     assert reads[0] == "one run's reads (show, replay --no-record) on 10⁶ entries against 10⁴"
-    assert reads[1] == "at most **×1.31** (replay --no-record)" and reads[2] == "≤ ×1.25 each: **not met**"
+    assert reads[1] == "at most **×1.31** (replay --no-record)"
+    assert reads[2] == "≤ ×1.25 each: **not met** (×1.31: 1.05× the bound)"
     assert record[0] == "recording runs into a ledger of 1,000,017 entries against an empty one"
     assert record[1] == ("**×0.958** the rate over 1500 runs on each, one on each in turn (115.0 vs 120.0 runs/s; "
                          "median runs ×0.940)") and record[2] == "≥ ×0.9: met"
@@ -240,3 +244,143 @@ def test_json_benches_without_json_rows_say_so(figures):
     for name in ("verify_scale", "ledger_reads", "model_windows", "model_sequential"):
         (row,) = figures.rows_of(name, _result("no json here\n", json_mode=True))
         assert row == [f"`bench/{name}.py`", "not measured (the bench printed no JSON rows)", ""]
+
+
+SCALE = """\
+2,000,000 records per export, best of 1 fresh processes; 2 cores, load average 2.00 1.50 1.00
+export              MB reader CPU s  wall s floor CPU s  wall s  ratio  peak MB (imports) peak/input floor peak MB
+lm-eval         2230.1        27.40   28.01       12.50   12.90   2.19     3702        75       1.66            90
+promptfoo       2320.4        27.90   28.50       12.40   12.80   2.25     3434        75       1.48            88
+"""
+
+
+def test_evidence_scale_rows_name_the_exports_and_what_each_misses(figures):
+    (row,) = figures.rows_of("evidence_scale", _result(SCALE))
+    assert row[0].startswith("evaluator exports of 2,000,000 records read from a file in a fresh process")
+    assert "(`bench/evidence_import.py --scale`, best of 1)" in row[0]
+    assert row[1].startswith("lm-eval (2230 MB): **2.19×** the floor (27.40 s vs 12.50 s CPU), **1.66×** the file "
+                             "(3,702 MB); promptfoo (2320 MB)")
+    assert row[2] == "≤ 2× CPU: **not met** (lm-eval 2.19×, promptfoo 2.25×); ≤ 1.5× RSS: **not met** (lm-eval 1.66×)"
+    (lm_eval,) = figures.rows_of("evidence_scale_lm_eval", _result(SCALE.replace("2.19 ", "1.90 ")))
+    assert "[the Inspect formats at 2·10⁶ are left out" in lm_eval[0]  # a size below the goal's, said in the row
+    assert lm_eval[2].startswith("≤ 2× CPU: **not met** (promptfoo 2.25×)")
+    (missing,) = figures.rows_of("evidence_scale", _result("Traceback-free but empty\n"))
+    assert missing[1].startswith("not measured")
+
+
+def test_a_missed_goal_says_by_how_much_where_the_row_does_not(figures):
+    assert figures.shortfall("**0.503 s** (0.47 s CPU)", "< 0.2 s: **not met**") == \
+        "< 0.2 s: **not met** (0.503 s: 2.51× the bound)"
+    assert figures.shortfall("**80.0×** the seed", "≥ 100×: **not met**") == \
+        "≥ 100×: **not met** (80.0×: 0.80× the bound)"
+    assert figures.shortfall("in process **×1.31**", "≤ ×1.25 in process: **not met**") == \
+        "≤ ×1.25 in process: **not met** (×1.31: 1.05× the bound)"
+    kept = "≤ 1.2×: **not met** (1.25× for the windows alone)"
+    assert figures.shortfall("**1.24×**", kept) == kept
+    # the first figure of the unit meets the bound: the clause misses on another figure, not guessed at
+    assert figures.shortfall("**139 MiB** Pss", "≤ 200 MiB flat: **not met**") == "≤ 200 MiB flat: **not met**"
+    assert figures.shortfall("**3.1 s**", "< 5 s: met") == "< 5 s: met"
+
+
+def test_shape_notes_and_no_server_rows(figures):
+    rows = [["`certa list (990,392 entries)` (median)", "**0.05 s**", "< 0.2 s: met"],
+            ["`certa list (1 run)` (median)", "**0.05 s**", "< 0.2 s: met"], ["`--help`", "0.04 s", ""]]
+    big, small, other = figures.annotate(rows, figures.BENCHES["cli_startup"].notes)
+    assert big[0].endswith("[the decisions-shape ledger of `bench/verify_scale.py` above, copied: 10³ ordinary runs, "
+                           "then per-decision runs of 10⁴ decisions]")
+    assert small[0].endswith("[a ledger of one `paired-ratio` run]") and other == rows[2]
+    served = [["client vs loop", "**1.03×**", "≤ 1.10×: met"],
+              ["the same against the vLLM test server", "not measured (no server: `bash .ci/vllm`)", ""]]
+    out = "x\n" + json.dumps({"rows": served}) + "\n"
+    fake, real = figures.rows_of("served_client", {**_result(out, json_mode=True), "served": False})
+    assert fake == served[0] and real[1] == "not measured (no vLLM server)"
+    assert figures.rows_of("served_client", {**_result(out, json_mode=True), "served": True})[1] == served[1]
+
+
+README = """# certa
+
+## Benchmarks
+
+Prose.
+
+<!-- figures: begin (written by bench/figures.py --write-readme) -->
+old table
+<!-- figures: end -->
+
+## Layout
+"""
+
+
+def test_write_readme_replaces_only_the_table_atomically_and_idempotently(figures, tmp_path, monkeypatch):
+    readme = tmp_path / "README.md"
+    readme.write_text(README, encoding="utf-8")
+    block = "Measured 2026-11-30 01:00–01:30 UTC ...\n\n| what | measured | goal |\n|---|---|---|\n| a | b | c |"
+    assert figures.write_readme(readme, block) is True
+    text = readme.read_text(encoding="utf-8")
+    assert text == README.replace("old table", block)
+    assert figures.write_readme(readme, block) is False and readme.read_text(encoding="utf-8") == text
+    assert [p.name for p in tmp_path.iterdir()] == ["README.md"]  # no temporary file left
+
+    def crash(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(figures.os, "replace", crash)
+    with pytest.raises(OSError):
+        figures.write_readme(readme, "another table")
+    assert readme.read_text(encoding="utf-8") == text and [p.name for p in tmp_path.iterdir()] == ["README.md"]
+    for broken in (README.replace(figures.END, ""), README + figures.BEGIN,
+                   README.replace(figures.BEGIN, "@").replace(figures.END, figures.BEGIN).replace("@", figures.END)):
+        with pytest.raises(ValueError, match="markers"):
+            figures.replace_between_markers(broken, block)
+
+
+def _readme_block(figures) -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return text.split(figures.BEGIN)[1].split(figures.END)[0]
+
+
+def test_every_bench_the_readme_table_names_is_run_by_figures(figures):
+    """The README's table (between its markers) names only benches bench/figures.py runs, and each of those
+    exists and accepts the arguments figures.py gives it (its argparse options, read from its source)."""
+    import re
+
+    scripts = {bench.script for bench in figures.BENCHES.values()}
+    named = set(re.findall(r"bench/(\w+\.py)", _readme_block(figures))) - {"figures.py"}  # the runner itself
+    assert named and named <= scripts, named - scripts
+    table = [line for line in _readme_block(figures).splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(table) > 40  # the whole table lies between the markers
+    for name, bench in figures.BENCHES.items():
+        source = (ROOT / "bench" / bench.script).read_text(encoding="utf-8")
+        options = set(re.findall(r"add_argument\(\s*\"(--[\w-]+)\"", source))
+        given = {arg for arg in bench.args + bench.fast if arg.startswith("--")}
+        assert given <= options, (name, given - options)
+
+
+def test_served_benches_get_the_servers_variables_or_say_there_is_none(figures, monkeypatch, tmp_path):
+    for name in figures.SERVED_ENV:
+        monkeypatch.delenv(name, raising=False)
+    assert figures.served_env(None) == ({}, False)
+    calls = []
+
+    def vllm(argv, **kwargs):
+        calls.append(argv)
+        out = ("vllm: already running; reusing it (0 s)\nexport CERTA_TEST_VLLM_URL=http://127.0.0.1:1/v1\n"
+               "export CERTA_TEST_VLLM_NAME=tiny-llama\n")
+        return figures.subprocess.CompletedProcess(argv, 0, out, "")
+
+    monkeypatch.setattr(figures.subprocess, "run", vllm)
+    env, started = figures.served_env(tmp_path)
+    assert calls[0][-2:] == ["start", str(tmp_path)] and not started  # reused: this run does not stop them
+    assert env == {"CERTA_TEST_VLLM_URL": "http://127.0.0.1:1/v1", "CERTA_TEST_VLLM_NAME": "tiny-llama"}
+    monkeypatch.setattr(figures.subprocess, "run",
+                        lambda argv, **kwargs: figures.subprocess.CompletedProcess(argv, 1, "vllm: failed\n", ""))
+    assert figures.served_env(tmp_path) == ({}, False)
+    monkeypatch.setenv("CERTA_TEST_VLLM_URL", "http://127.0.0.1:2/v1")
+    assert figures.served_env(tmp_path) == ({"CERTA_TEST_VLLM_URL": "http://127.0.0.1:2/v1"}, False)
+
+
+def test_a_bench_whose_ledger_was_not_built_is_not_run(figures, tmp_path):
+    result = figures.run_bench("cli_startup", figures.BENCHES["cli_startup"], False, tmp_path)
+    assert result["code"] == 2 and result["seconds"] == 0.0
+    (row,) = figures.rows_of("cli_startup", result)
+    assert row[1].startswith(f"not measured: the bench failed (exit 2: needs {tmp_path}/verify/verify-1000000.db")
