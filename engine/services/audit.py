@@ -29,6 +29,7 @@ from certa.ledger.location import command_hint
 from certa.engine.core.certificate import (CONTENT_FORMAT, ENVIRONMENT_KEYS, certificate_problems, computing_platform,
                                            library_versions, results_of, results_sha256)
 from certa.engine.core.progress import Notify, throttled_progress
+from certa.engine.core.stages.catalogue import AUDITS, shown_version
 from certa.engine.foundation.errors import BundleError, CertaError, LedgerError, LedgerIntegrityError
 from certa.engine.foundation.json_read import parse_document
 from certa.engine.foundation.jsondiff import FieldChange, json_diff
@@ -57,9 +58,9 @@ REPLAY_SIDES = ("recorded", "replayed")
 
 
 def check_certificate(certificate: Mapping[str, Any]) -> list[str]:
-    """Problems with one stored certificate: schema, hash, and each stage type's method identities."""
-    from certa.engine.core.stages import REGISTRY  # the stage modules load at the first certificate checked
-
+    """Problems with one stored certificate: schema, hash, and each stage type's method identities (those of
+    ``certa.engine.core.stages.catalogue.AUDITS`` without importing the stage modules; the others' from
+    ``REGISTRY``, built when a certificate first needs it)."""
     problems = certificate_problems(certificate)
     if problems:  # the method checks below read the structure the schema guarantees
         return problems
@@ -68,15 +69,25 @@ def check_certificate(certificate: Mapping[str, Any]) -> list[str]:
                   for s in content["knobs"].get("stages", []) if isinstance(s, Mapping)}
     for stage_id, outputs in content["stages"].items():
         use, version = stage_uses.get(stage_id, ("?", "?"))
-        stage_type = REGISTRY.find(use, version)
-        if stage_type is None:
+        known, audit_checks = _audit_checks(use, version)
+        if not known:
             problems.append(f"stage '{stage_id}' uses {use}@{version}, a stage type or version this certa does not have")
-        elif stage_type.audit_checks is not None:
+        elif audit_checks is not None:
             try:
-                problems.extend(f"stage '{stage_id}': {p}" for p in stage_type.audit_checks(outputs))
+                problems.extend(f"stage '{stage_id}': {p}" for p in audit_checks(outputs))
             except (AttributeError, KeyError, TypeError, ValueError, IndexError) as error:
                 problems.append(f"stage '{stage_id}': outputs are malformed ({type(error).__name__}: {error})")
     return problems
+
+
+def _audit_checks(use: str, version: str) -> tuple[bool, Callable[[Mapping[str, Any]], list[str]] | None]:
+    """Whether this certa has stage type ``use`` at ``version``, and its method-identity check (None: it has none)."""
+    if use in AUDITS and shown_version(use, version) is not None:
+        return True, AUDITS[use]
+    from certa.engine.core.stages import REGISTRY  # every stage module: built when a certificate first needs it
+
+    stage_type = REGISTRY.find(use, version)
+    return stage_type is not None, None if stage_type is None else stage_type.audit_checks
 
 
 def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int, str] | None = None,
