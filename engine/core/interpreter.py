@@ -7,8 +7,7 @@ stream, and evaluates the gates. Nothing here seals or records: that is the run 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,14 +25,13 @@ from certa.engine.core.metric_paths import KeyColumn, closest, format_steps, key
 from certa.engine.core.seeds import DERIVATION, stage_generator, stage_seed_record
 from certa.engine.core.spec import Plan, knob_strings
 from certa.engine.core.stages import REGISTRY, Decision, StageContext
-from certa.engine.core.stages.base import Concatenated, DecisionColumns, LedgerReader, Progress, decision_parts
+from certa.engine.core.stages.base import Concatenated, DecisionColumns, LedgerReader, decision_parts
 from certa.engine.core.stages.unused_columns import unread_column_decisions, unread_columns
 from certa.engine.core.tables import Table
+from certa.engine.core.progress import Notify, throttled_progress
 
 __all__ = ["execute", "Execution", "StageDecision", "StageDecisions", "RunDecisions",
            "AbortedExecution", "check_data_keys", "input_decisions", "throttled_progress", "Notify"]
-
-Notify = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -263,17 +261,3 @@ def check_data_keys(plan: Plan, tables: Mapping[str, Table]) -> None:
                                 + (f"; did you mean '{hint}'?" if hint else ""),
                                 file=plan.source, line=gate.line, column=gate.column, path=f"gates[{i}].metric")
             within.append((where, data_key.key))
-
-
-def throttled_progress(notify: Notify, prefix: str, every_seconds: float = 1.0) -> Progress:
-    """A ``progress(done, total, label)`` that notifies "{prefix}{label} {done}/{total}" at most once every
-    ``every_seconds``, and at the end."""
-    last = [0.0]
-
-    def progress(done: int, total: int, label: str) -> None:
-        now = time.monotonic()
-        if done >= total or now - last[0] >= every_seconds:
-            last[0] = now
-            notify(f"{prefix}{label} {done}/{total}")
-
-    return progress

@@ -43,7 +43,6 @@ from certa.schemas import read_schema
 
 from certa.engine.foundation.canonical import sha256_hex
 from certa.engine.foundation.errors import SigningError, SpecError
-from certa.engine.core.spec import read_yaml_document
 
 __all__ = ["POLICY_SCHEMA", "KeyPeriod", "Person", "Rule", "TrustPolicy", "load_policy", "parse_policy",
            "rfc3339_time"]
@@ -190,6 +189,8 @@ def parse_policy(raw: bytes, source: str, *, base_dir: Path | None = None,
     ``base_dir``, or, for a policy recorded in a ledger, resolved through ``key_files``, file as written -> key
     id, reading no file). ``SpecError`` (file, line, key path) when it is not a valid policy, when a key file
     cannot be read or is not an Ed25519 public key, or when one key is listed for two people."""
+    from certa.engine.core.spec import read_yaml_document  # YAML and the spec's reader: when a policy is read
+
     data: Any = read_yaml_document(raw, source, read_schema(POLICY_SCHEMA))
     people: dict[str, Person] = {}
     periods: dict[str, KeyPeriod] = {}

@@ -16,7 +16,7 @@ import fnmatch
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -24,31 +24,28 @@ from certa.ledger import EntryRow, Ledger, Problem, VerifyReport, verify_ledger
 from certa.ledger.checkpoint import Checkpoint, open_checkpoint
 from certa.ledger.verify import verify_since
 from certa.ledger.verify_record import record_verification
-from certa.ledger.run_record import read_stored_run
-from certa.ledger.bundle import BundleReport, check_bundle
 from certa.ledger.location import command_hint
 
-from certa.engine.core.certificate import (CONTENT_FORMAT, ENVIRONMENT_KEYS, certificate_problems, computing_platform, library_versions, results_of,
-                          results_sha256)
+from certa.engine.core.certificate import (CONTENT_FORMAT, ENVIRONMENT_KEYS, certificate_problems, computing_platform,
+                                           library_versions, results_of, results_sha256)
+from certa.engine.core.progress import Notify, throttled_progress
+from certa.engine.core.stages.catalogue import AUDITS, shown_version
 from certa.engine.foundation.errors import BundleError, CertaError, LedgerError, LedgerIntegrityError
 from certa.engine.foundation.json_read import parse_document
-from certa.engine.core.input_limits import InputLimits
-from certa.engine.core.inputs import load_tables
-from certa.engine.core.interpreter import AbortedExecution, Execution, Notify, execute, throttled_progress
 from certa.engine.foundation.jsondiff import FieldChange, json_diff
 from certa.engine.foundation.signing import key_id
 from certa.engine.services.presentation.display_text import plain_text
 from certa.engine.services.policy_record import RunPolicy, record_policy, run_policies
-from certa.engine.services.registrations import registration_problems
+from certa.engine.services.registration_check import registration_problems
 from certa.engine.services.reviews import (MissingApproval, ReviewRecord, certificate_digests, checked_reviews,
                                            ledger_reviews, policy_approvals, review_json, review_problems,
                                            unapproved_runs)
-from certa.engine.services.stored_inputs import stored_source, stored_table
-from certa.engine.core.spec import load_plan
 from certa.engine.core.approvals import ApprovalDecision, RunFacts, evaluate_approval, review_signer
 from certa.engine.core.trust_policy import TrustPolicy
-from certa.engine.core.stages import REGISTRY
-from certa.engine.core.tables import Table
+
+if TYPE_CHECKING:  # replay's and bundles' modules load where they are used: verifying a ledger needs none of them
+    from certa.engine.core.interpreter import Execution
+    from certa.ledger.bundle import BundleReport
 
 __all__ = ["check_certificate", "verify", "audit_ledger", "LedgerAudit", "verify_bundle", "verify_bundle_file", "read_bundle",
            "BundleVerification", "reexecute", "replay",
@@ -61,7 +58,9 @@ REPLAY_SIDES = ("recorded", "replayed")
 
 
 def check_certificate(certificate: Mapping[str, Any]) -> list[str]:
-    """Problems with one stored certificate: schema, hash, and each stage type's method identities."""
+    """Problems with one stored certificate: schema, hash, and each stage type's method identities (those of
+    ``certa.engine.core.stages.catalogue.AUDITS`` without importing the stage modules; the others' from
+    ``REGISTRY``, built when a certificate first needs it)."""
     problems = certificate_problems(certificate)
     if problems:  # the method checks below read the structure the schema guarantees
         return problems
@@ -70,15 +69,25 @@ def check_certificate(certificate: Mapping[str, Any]) -> list[str]:
                   for s in content["knobs"].get("stages", []) if isinstance(s, Mapping)}
     for stage_id, outputs in content["stages"].items():
         use, version = stage_uses.get(stage_id, ("?", "?"))
-        stage_type = REGISTRY.find(use, version)
-        if stage_type is None:
+        known, audit_checks = _audit_checks(use, version)
+        if not known:
             problems.append(f"stage '{stage_id}' uses {use}@{version}, a stage type or version this certa does not have")
-        elif stage_type.audit_checks is not None:
+        elif audit_checks is not None:
             try:
-                problems.extend(f"stage '{stage_id}': {p}" for p in stage_type.audit_checks(outputs))
+                problems.extend(f"stage '{stage_id}': {p}" for p in audit_checks(outputs))
             except (AttributeError, KeyError, TypeError, ValueError, IndexError) as error:
                 problems.append(f"stage '{stage_id}': outputs are malformed ({type(error).__name__}: {error})")
     return problems
+
+
+def _audit_checks(use: str, version: str) -> tuple[bool, Callable[[Mapping[str, Any]], list[str]] | None]:
+    """Whether this certa has stage type ``use`` at ``version``, and its method-identity check (None: it has none)."""
+    if use in AUDITS and shown_version(use, version) is not None:
+        return True, AUDITS[use]
+    from certa.engine.core.stages import REGISTRY  # every stage module: built when a certificate first needs it
+
+    stage_type = REGISTRY.find(use, version)
+    return stage_type is not None, None if stage_type is None else stage_type.audit_checks
 
 
 def verify(ledger: Ledger, *, run_id: str | None = None, expect_head: tuple[int, str] | None = None,
@@ -313,6 +322,8 @@ def verify_bundle(bundle: Mapping[str, Any], public_keys: Sequence[Ed25519Public
     checked as ``certa verify`` checks a review (``certa.engine.services.reviews.checked_reviews``: its signatures
     against its embedded keys, and that its signed statement names this certificate); one that fails is a
     problem, as it is for ``certa verify``."""
+    from certa.ledger.bundle import check_bundle
+
     report = check_bundle(bundle, public_keys, check_certificate=check_certificate)
     reviews = checked_reviews(report.reviews, bundle["certificate"])
     problems = [f"review entry {r.seq}: {r.problem}" for r in reviews if r.problem is not None]
@@ -472,6 +483,14 @@ def reexecute(ledger: Ledger, run_id: str, recorded: Mapping[str, Any], notify: 
 
     Raises ``CertaError`` (the run cannot be replayed: the reason is the message) or ``AbortedExecution``.
     """
+    from certa.engine.core.input_limits import InputLimits
+    from certa.engine.core.inputs import load_tables
+    from certa.engine.core.interpreter import execute
+    from certa.engine.core.spec import load_plan
+    from certa.engine.core.tables import Table
+    from certa.engine.services.stored_inputs import stored_source, stored_table
+    from certa.ledger.run_record import read_stored_run
+
     stored = read_stored_run(ledger, run_id)
     try:
         versions = _recorded_versions(recorded["content"])
@@ -519,6 +538,8 @@ def replay(ledger: Ledger, run_id: str, *, notify: Notify | None = None, record:
     CANNOT REPLAY, with the reason; that is recorded too. ``LedgerError`` only if the run is unknown or
     has no certificate.
     """
+    from certa.engine.core.interpreter import AbortedExecution
+
     full = ledger.resolve_run_id(run_id)
     if record:
         ledger.require_writable()  # the replay is recorded: an old-schema ledger needs 'certa migrate' first

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from certa.engine.foundation.errors import SpecError
-from certa.engine.core.spec import Plan, PolicyPin, approval_pin
 from certa.engine.core.trust_policy import TrustPolicy, load_policy, parse_policy
 
 if TYPE_CHECKING:
+    from certa.engine.core.spec import Plan, PolicyPin
     from certa.ledger import Ledger
     from certa.ledger.rows import RunReads
     from certa.ledger.rows import EntryRow, RunRow
@@ -171,6 +171,8 @@ def run_policies(ledger: RunReads, rows: Iterable[RunRow], given: TrustPolicy | 
     newest entry of it at or before the entry after the run's record (``certa run`` appends it there, or finds it
     recorded before), so a policy recorded again later, its key files resolving to other keys, does not change an
     earlier run's decision."""
+    from certa.engine.core.spec import approval_pin  # the spec's reader: when a run's spec is read
+
     pins: dict[str, PolicyPin | None] = {}
     recorded = _RecordedPolicies(ledger)
     runs: dict[str, RunPolicy] = {}

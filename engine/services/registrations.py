@@ -46,7 +46,6 @@ from certa.engine.core.spec import Plan, load_plan
 from certa.engine.core.stages.base import Decision, LedgerReader
 from certa.engine.core.tables import Table
 from certa.engine.foundation.atomic_files import check_writable
-from certa.engine.foundation.canonical import canonical_sha256, sha256_hex
 from certa.engine.foundation.errors import LedgerError, ProfileAbort
 from certa.engine.foundation.jsondiff import json_diff
 from certa.engine.services.presentation.registration_note import differences_text
@@ -56,13 +55,13 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from certa.engine.services.checkpoints import SignedHead
-    from certa.ledger import Ledger, Problem
+    from certa.ledger import Ledger
     from certa.ledger.checkpoint import Checkpoint
     from certa.ledger.rows import EntryRow
 
 __all__ = ["SIZE_KNOBS", "RULE", "Registration", "planned_sizes", "registration_payload", "register",
            "register_spec_file", "find_registration", "checkpoint_proof", "registration_record", "execute_registered",
-           "registration_decision", "registration_problems"]
+           "registration_decision"]
 
 SIZE_KNOBS = ("n_min", "n_max", "replicates", "test_size")
 """Knob names that fix a planned sample size, wherever they sit in a stage's ``with:``."""
@@ -238,26 +237,3 @@ def registration_decision(record: Mapping[str, Any] | None, profile: str) -> Dec
                            "message": f"the spec differs from its registration {record['id']} (entry "
                                       f"{record['seq']}): {differences_text(record)} (profile dev lets it "
                                       "through; ci and release refuse it)"})
-
-
-def registration_problems(ledger: Ledger, *, after: int = 0) -> list[Problem]:
-    """A ``Problem`` for every registration entry (after entry ``after``) that does not state what it fixes: its
-    ``knobs_hash`` is not the SHA-256 of its recorded ``knobs`` (RFC 8785), or its ``spec_sha256`` not that of its
-    ``spec_text``. The hash chain proves an entry unchanged since it was written; this proves that what was written
-    agrees with itself (``certa verify``), as a run's certificate digests are recomputed."""
-    from certa.ledger import Problem  # the ledger's report type; imported here as the ledger itself is
-
-    problems = []
-    for entry in ledger.registrations():
-        if entry.seq <= after:
-            continue
-        payload = entry.data()
-        found = []
-        knobs, text = payload.get("knobs"), payload.get("spec_text")
-        if not isinstance(knobs, Mapping) or canonical_sha256(knobs) != payload.get("knobs_hash"):
-            found.append(f"knobs_hash {payload.get('knobs_hash')!r} is not the SHA-256 of the recorded knobs")
-        if not isinstance(text, str) or sha256_hex(text.encode("utf-8")) != payload.get("spec_sha256"):
-            found.append(f"spec_sha256 {payload.get('spec_sha256')!r} is not the SHA-256 of the recorded spec text")
-        problems += [Problem(f"entry {entry.seq} (registration {entry.run_id})", f"registration: {message}", entry.seq,
-                             entry.run_id) for message in found]
-    return sorted(problems, key=lambda p: p.seq or 0)

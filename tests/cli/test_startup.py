@@ -131,3 +131,27 @@ def test_numba_loads_only_in_a_run_whose_stages_compile(tmp_path: Path) -> None:
     assert all("certa" in modules and "sqlalchemy" in modules for modules in ran.values())  # each ran and recorded
     assert "numba" not in ran["conformal-pac"] | ran["lm-eval-accuracy"]
     assert "numba" in ran["paired-ratio"]
+
+
+@pytest.mark.slow  # a run and a verification in a fresh interpreter: about 2 s
+def test_incremental_verify_loads_no_numpy_no_stage_module_no_replay(small_spec: Path, tmp_path: Path) -> None:
+    """``certa verify --since-checkpoint`` checks a paired-ratio run recorded after the checkpoint (its certificate's
+    method identities included: ``catalogue.AUDITS``) without numpy, the stage registry or what replaying needs."""
+    from certa.engine import run
+    from certa.engine.foundation.signing import generate_key_pair, load_private_key
+    from certa.engine.services.checkpoints import sign_head
+    from certa.ledger import Ledger
+
+    private_pem, public_pem = generate_key_pair()
+    (tmp_path / "k.pub").write_bytes(public_pem)
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        run(small_spec, ledger=ledger)
+        sign_head(ledger, [load_private_key(private_pem)], tmp_path / "c.checkpoint")
+        run(small_spec, ledger=ledger)
+    imported = _modules_imported_by("verify", "--ledger", str(tmp_path / "l.db"), "--checkpoint",
+                                    str(tmp_path / "c.checkpoint"), "--public-key", str(tmp_path / "k.pub"),
+                                    "--since-checkpoint")
+    assert "certa.engine.core.stages.ratio_audit" in imported  # it did check the certificate's identities
+    assert not {m.split(".")[0] for m in imported} & {"numpy", "scipy", "numba", "pyarrow", "yaml"}
+    assert not imported & {"certa.engine.core.stages.paired_ratio", "certa.engine.core.interpreter",
+                           "certa.engine.core.spec", "certa.engine.core.inputs", "certa.ledger.bundle"}

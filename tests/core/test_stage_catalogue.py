@@ -4,7 +4,7 @@ stage modules) lists every registered type with its versions and presentation mo
 from __future__ import annotations
 
 from certa.engine.core.stages import REGISTRY
-from certa.engine.core.stages.catalogue import CATALOGUE, Shown, shown_version
+from certa.engine.core.stages.catalogue import AUDITS, CATALOGUE, Shown, shown_version
 
 
 def test_the_catalogue_is_the_registry() -> None:
@@ -23,3 +23,9 @@ def test_a_type_or_version_this_certa_lacks_is_not_shown() -> None:
     assert shown_version("paired.ppl_ratio") == CATALOGUE["paired.ppl_ratio"]
     assert shown_version("paired.ppl_ratio", "9.0.0") is None
     assert shown_version("no.such_type") is None
+
+
+def test_the_audit_checks_outside_the_stage_modules_are_the_registered_ones() -> None:
+    # certa verify takes these instead of building the registry: each must be every version's own check
+    for name, check in AUDITS.items():
+        assert [stage.audit_checks for stage in REGISTRY.versions(name)] == [check] * len(CATALOGUE[name].versions)

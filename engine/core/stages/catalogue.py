@@ -9,9 +9,12 @@ tests/core/test_stage_catalogue.py fails, printing the expected entry, until a n
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
-__all__ = ["Shown", "CATALOGUE", "shown_version"]
+from certa.engine.core.stages.ratio_audit import audit_paired_ratio
+
+__all__ = ["Shown", "CATALOGUE", "AUDITS", "shown_version"]
 
 
 class Shown(NamedTuple):
@@ -37,6 +40,13 @@ CATALOGUE: dict[str, Shown] = {
     "sequential.diff": Shown(f"{_PRESENTATION}.sequential_diff", ("1.0.0", "1.1.0", "2.0.0", "3.0.0", "3.1.0")),
 }
 """Stage type name -> how it is shown (``Shown``)."""
+
+AUDITS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
+    "paired.ppl_ratio": audit_paired_ratio,
+}
+"""Stage type name -> its method-identity check (``StageType.audit_checks``, the same function for every version of
+the type), for the types whose check lives outside their stage module: ``certa verify`` checks their certificates
+without building ``REGISTRY`` (which imports every stage module); the others' checks are read from it."""
 
 
 def shown_version(name: str, version: str | None = None) -> Shown | None:

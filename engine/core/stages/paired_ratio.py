@@ -63,7 +63,8 @@ from certa.engine.core.tables import Table
 from certa.engine.core.stages.base import DeclaredTable, Decision, KnobProblem, StageContext, StageOutput, StageType
 from certa.engine.core.stages.model_windows import produced_unit, window_unit
 from certa.engine.core.stages.pairing_rules import failed_rules_text, items_paired_rule
-from certa.engine.core.stages.ratio_names import ESTIMATE_KEYS, UNITS
+from certa.engine.core.stages.ratio_audit import audit_paired_ratio
+from certa.engine.core.stages.ratio_names import UNITS
 from certa.engine.core.stages.unused_columns import unused_column_decisions
 
 __all__ = ["KERNELS", "PROFILE_FLOORS", "STAGE", "STAGES", "UNITS", "DataClaims", "PairedRatioKernels",
@@ -729,24 +730,6 @@ def _check_produced_units(ctx: StageContext, unit: str) -> None:
                              f"tokenizers decided), but this stage certifies a ratio per {UNITS[unit]} (unit: {unit}); "
                              f"set unit: {picked} and name the gates' outputs per {UNITS[picked]}, or fix the unit "
                              "on that stage")
-
-
-def audit_paired_ratio(outputs: Mapping[str, Any]) -> list[str]:
-    """Identities ``certa verify`` re-checks: display_ci == exp(ci) and ratio == exp(log_ratio), exactly (on the
-    ratio's output, ``primary_metric`` or ``<unit>_perplexity``)."""
-    problems = []
-    key = next((k for k in ESTIMATE_KEYS if k in outputs), "primary_metric")
-    pm = outputs.get(key, {})
-    try:
-        if pm["display_ci"] != [math.exp(pm["ci"][0]), math.exp(pm["ci"][1])]:
-            problems.append(f"{key}.display_ci != exp({key}.ci)")
-        if pm["ratio_vs_baseline"] != math.exp(pm["log_ratio"]):
-            problems.append(f"{key}.ratio_vs_baseline != exp({key}.log_ratio)")
-        if not pm["ci"][0] <= pm["ci"][1]:
-            problems.append(f"{key}.ci is not ordered (low > high)")
-    except (KeyError, TypeError, IndexError, OverflowError):
-        problems.append(f"{key} is missing ci, display_ci, log_ratio or ratio_vs_baseline")
-    return problems
 
 
 def ratio_stage(kernels: PairedRatioKernels) -> StageType:

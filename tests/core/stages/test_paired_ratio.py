@@ -9,7 +9,7 @@ import pytest
 
 from certa.engine import ProfileAbort, StageError, run
 from certa.engine.core.seeds import stage_generator
-from certa.engine.core.stages.paired_ratio import audit_paired_ratio
+from certa.engine.core.stages.ratio_audit import audit_paired_ratio
 from certa.engine.core.stats.pairing import overlap_fraction, pair_windows
 
 from tests.conftest import window_columns

@@ -18,7 +18,8 @@ from certa.engine import InputError, SpecError, run
 from certa.engine.core.seeds import stage_generator
 from certa.engine.core.spec import load_plan
 from certa.engine.core.stages.base import StageContext
-from certa.engine.core.stages.paired_ratio import KERNELS, STAGES, audit_paired_ratio, run_paired_ratio
+from certa.engine.core.stages.paired_ratio import KERNELS, STAGES, run_paired_ratio
+from certa.engine.core.stages.ratio_audit import audit_paired_ratio
 from certa.engine.core.tables import table_from_columns
 from certa.engine.foundation.jsondiff import materiality
 from certa.engine.services.presentation.explain import how_to_read
