@@ -28,14 +28,16 @@ and scores 0 (a list, a text it cannot read), certa refuses the log instead.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import re
 import struct
 import zipfile
 import zlib
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from array import array
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 import zstandard
@@ -112,11 +114,15 @@ def read_inspect_eval(log: Source, *, slice_metadata: str | None = None, name: s
     # a sample logged again (a retry) is a second member of the same name: Inspect reads the last, and so does certa,
     # saying how many it superseded (provenance detail superseded_members)
     sample_members = list({member.filename: member for member in every_member}.values())
-    located = [f"member {member.filename}" for member in sample_members]
-    rows = [_sample_row(_sample_fields(JsonObject.document(f"{where}, {at}", unpack(member)), slice_metadata, limits),
-                        f"{where}, {at}", slice_metadata)
-            for member, at in zip(sample_members, located)]  # one member's bytes alive at a time
-    return _records(where, raw, header, rows, located, superseded=len(every_member) - len(sample_members))
+    superseded = len(every_member) - len(sample_members)
+    del every_member, by_name, members
+    located = _MemberLabels(sample_members)
+    columns = _SampleColumns(where)
+    for index, member in enumerate(sample_members):  # one member's bytes alive at a time
+        at = f"{where}, {located[index]}"
+        columns.add(_sample_row(_sample_fields(JsonObject.document(at, unpack(member)), slice_metadata, limits), at,
+                                slice_metadata), located, index)
+    return _records(where, raw, header, columns, located, superseded=superseded)
 
 
 def read_inspect_json(log: Source, *, slice_metadata: str | None = None, name: str | None = None,
@@ -133,10 +139,12 @@ def read_inspect_json(log: Source, *, slice_metadata: str | None = None, name: s
         field_of({"samples": document.value("samples")} if "samples" in document else {}, "samples", (list,), where)
         raise AssertionError("field_of refuses what is not a list")
     limits.check(where, "rows", len(samples), "the number of samples")
-    located = [f"samples[{index}]" for index in range(len(samples))]
-    rows = [_sample_row(_sample_fields(sample, slice_metadata, limits), f"{where}, {at}", slice_metadata)
-            for sample, at in zip(samples, located)]
-    return _records(where, raw, stated, rows, located)
+    located = _ItemLabels(len(samples))
+    columns = _SampleColumns(where)
+    for index, sample in enumerate(samples):
+        columns.add(_sample_row(_sample_fields(sample, slice_metadata, limits), f"{where}, {located[index]}",
+                                slice_metadata), located, index)
+    return _records(where, raw, stated, columns, located)
 
 
 def _log_fields(log: JsonObject, limits: InputLimits) -> dict[str, Any]:
@@ -180,7 +188,7 @@ class _MemberReader:
         self.limits.check(f"{self.where}, member {member.filename}", "text_bytes", member.file_size,
                           "the member's declared size in bytes")
 
-    def __call__(self, member: zipfile.ZipInfo) -> bytearray:
+    def __call__(self, member: zipfile.ZipInfo) -> bytes | bytearray:
         at = f"{self.where}, member {member.filename}"
         self.check_declared(member)
         if member.compress_type != _ZSTD:
@@ -195,9 +203,11 @@ class _MemberReader:
                              "is damaged")
         return data
 
-    def _zstd_member(self, at: str, member: zipfile.ZipInfo) -> bytearray:
+    def _zstd_member(self, at: str, member: zipfile.ZipInfo) -> bytes | bytearray:
         """The member's compressed bytes (after its local header) decompressed, never past its declared size
-        (a frame's own content size is not trusted)."""
+        (a frame's own content size is not trusted): one frame whose header states the declared size, and after which
+        no byte follows, as Inspect writes a member, is decompressed in one call into a buffer of that size (zstd
+        checks the content has the size its header states); any other member is streamed a block at a time."""
         start = member.header_offset
         fixed = self.raw[start:start + _LOCAL_HEADER.size]
         if len(fixed) < _LOCAL_HEADER.size or fixed[:4] != b"PK\x03\x04":
@@ -208,6 +218,9 @@ class _MemberReader:
         if len(compressed) != member.compress_size:
             raise InputError(f"{at}: the archive ends inside the member")
         try:
+            with contextlib.suppress(zstandard.ZstdError):  # the stream below decides every refusal
+                if member.file_size and zstandard.frame_content_size(compressed) == member.file_size:
+                    return self.zstd.decompress(compressed, max_output_size=member.file_size, allow_extra_data=False)
             return _gathered(at, member.file_size,
                              self.zstd.stream_reader(compressed, read_across_frames=True).read)
         except zstandard.ZstdError as error:
@@ -253,34 +266,123 @@ def _sample_row(sample: dict[str, Any] | None, where: str, slice_metadata: str |
                       None if slice_metadata is None else _slice(sample, slice_metadata, where))
 
 
-def _records(where: str, raw: bytes, log: dict[str, Any], rows: list[_SampleRow],
-             located: list[str], *, superseded: int = 0) -> EvidenceRecords:
-    """The records of the samples' rows, with provenance from the log's ``eval`` and ``plan``."""
-    if not rows:
+class _SampleColumns:
+    """What certa keeps of the samples read, a column each, filled one sample at a time (no object a sample
+    outlives its reading): ids, epochs (int64), input and target digests, slices, and each metric's values (float64)
+    under the first sample's scorer names; the first sample whose names differ is remembered, to be refused after
+    the keys are checked (as they were checked first when every row was held)."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.ids: list[int | str] = []
+        self.epochs = array("q")
+        self.input_sha256: list[str] = []
+        self.target_sha256: list[str] = []
+        self.slices: list[str | None] = []
+        self.names: list[str] = []
+        self.metrics: dict[str, array[float]] = {}
+        self.mismatch: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def add(self, row: _SampleRow, located: Sequence[str], index: int) -> None:
+        """Append one sample's row (``located[index]`` names it in a refusal)."""
+        if not self.ids:
+            self.names = sorted(row.scores)
+            self.metrics = {name: array("d") for name in self.names}
+        self.ids.append(row.id)
+        self.epochs.append(row.epoch)
+        self.input_sha256.append(row.input_sha256)
+        self.target_sha256.append(row.target_sha256)
+        self.slices.append(row.slice)
+        if self.mismatch is None:
+            if len(row.scores) == len(self.names) and all(name in row.scores for name in self.names):
+                for name, values in self.metrics.items():
+                    values.append(row.scores[name])
+            else:
+                self.mismatch = (f"{self.where}, {located[index]}: scores {sorted(row.scores)}, not {self.names} as "
+                                 "on the first sample")
+
+    def keys_repeat(self) -> bool:
+        """Whether an item key (id, epoch) occurs twice: a set of the ids where every epoch is the same (no tuple a
+        sample), of (id, epoch) pairs otherwise."""
+        if min(self.epochs) == max(self.epochs):
+            return len(set(self.ids)) != len(self.ids)
+        return len(set(zip(self.ids, self.epochs))) != len(self.ids)
+
+
+class _MemberLabels(Sequence[str]):
+    """``member <name>`` of each sample member, made when a message takes one (a list would cost a string a
+    sample)."""
+
+    def __init__(self, members: Sequence[zipfile.ZipInfo]) -> None:
+        self.members = members
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return _MemberLabels(self.members[index])
+        return f"member {self.members[index].filename}"
+
+
+class _ItemLabels(Sequence[str]):
+    """``samples[<i>]`` of each of ``count`` samples of a JSON log, made when a message takes one."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.count))]
+        return f"samples[{range(self.count)[index]}]"
+
+
+def _records(where: str, raw: bytes, log: dict[str, Any], columns: _SampleColumns,
+             located: Sequence[str], *, superseded: int = 0) -> EvidenceRecords:
+    """The records of the samples' columns, with provenance from the log's ``eval`` and ``plan``."""
+    count = len(columns)
+    if not count:
         raise InputError(f"{where}: the log holds no samples; run the evaluation without --no-log-samples")
     results = log.get("results") if type(log.get("results")) is dict else {}
     declared = results.get("completed_samples")
-    if type(declared) is int and declared != len(rows):
+    if type(declared) is int and declared != count:
         raise InputError(f"{where}: the log's results say {declared} samples were completed (results."
-                         f"completed_samples), but it holds {len(rows)}; every sample is read or the log refused")
+                         f"completed_samples), but it holds {count}; every sample is read or the log refused")
     total = results.get("total_samples")
-    if log.get("status") == "success" and type(total) is int and total != len(rows):
+    if log.get("status") == "success" and type(total) is int and total != count:
         raise InputError(f"{where}: the log's results say the evaluation succeeded over {total} samples (results."
-                         f"total_samples, status success), but it holds {len(rows)}; every sample is read or the "
+                         f"total_samples, status success), but it holds {count}; every sample is read or the "
                          "log refused")
-    require_unique_keys(where, ("id", "epoch"), [(row.id, row.epoch) for row in rows], located)
-    names = sorted(rows[0].scores)
-    for row, at in zip(rows, located):
-        if sorted(row.scores) != names:
-            raise InputError(f"{where}, {at}: scores {sorted(row.scores)}, not {names} as on the first sample")
-    metrics = {metric: np.array([row.scores[metric] for row in rows], dtype=np.float64) for metric in names}
-    identity = {"input_sha256": np.array([row.input_sha256 for row in rows], dtype=object),
-                "target_sha256": np.array([row.target_sha256 for row in rows], dtype=object)}
-    slices = None if rows[0].slice is None else np.array([row.slice for row in rows], dtype=object)
-    ids = np.empty(len(rows), dtype=object)
-    ids[:] = [row.id for row in rows]
+    if columns.keys_repeat():
+        require_unique_keys(where, ("id", "epoch"), list(zip(columns.ids, columns.epochs)), located)
+    if columns.mismatch is not None:
+        raise InputError(columns.mismatch)
+    metrics = {metric: np.frombuffer(values, dtype=np.float64) for metric, values in columns.metrics.items()}
+    identity = {"input_sha256": np.array(columns.input_sha256, dtype=object),
+                "target_sha256": np.array(columns.target_sha256, dtype=object)}
+    slices = None if columns.slices[0] is None else np.array(columns.slices, dtype=object)
+    ids = np.empty(count, dtype=object)
+    ids[:] = columns.ids
     return EvidenceRecords(source=where, key_fields=("id", "epoch"),
-                           keys={"id": ids, "epoch": np.array([row.epoch for row in rows], dtype=np.int64)},
+                           keys={"id": ids, "epoch": np.frombuffer(columns.epochs, dtype=np.int64)},
                            metrics=metrics, provenance=_provenance(where, raw, log, superseded), identity=identity,
                            slices=slices, repeat_field="epoch")
 
