@@ -47,6 +47,7 @@ from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
 
 from .records import EvidenceRecords, Provenance, require_unique_keys
+from .zip_directory import Member, central_directory
 from .sources import (JsonObject, Source, field_of, finite_number, read_source, sha256_hex, stated_text,
                       value_digest)
 
@@ -66,6 +67,8 @@ _SAMPLE_FIELDS = ("id", "epoch", "input", "target", "scores")
 has no scores; the others are checked as JSON, never built."""
 _LOG_FIELDS = ("eval", "plan", "results", "status")
 """The fields of a log's header (``header.json``, or the JSON form's top level) certa parses."""
+_Member = Member | zipfile.ZipInfo
+"""A member as the archive's directory states it: read by ``central_directory``, or by ``zipfile``."""
 _BLOCK = 1 << 20
 """Bytes decompressed at a time."""
 
@@ -92,11 +95,14 @@ def read_inspect_eval(log: Source, *, slice_metadata: str | None = None, name: s
     each sample's ``metadata`` whose value becomes the item's slice."""
     limits = limits or InputLimits.from_env()
     where, raw = read_source(log, name, limits)
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(raw))
-        members = archive.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
-        raise InputError(f"{where}: not an Inspect .eval archive (a ZIP file; {error})") from None
+    members: list[_Member] | None = central_directory(raw)
+    archive = None
+    if members is None:  # not the plain layout Inspect writes: zipfile reads (or refuses) the archive
+        try:
+            archive = zipfile.ZipFile(io.BytesIO(raw))
+            members = list(archive.infolist())
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
+            raise InputError(f"{where}: not an Inspect .eval archive (a ZIP file; {error})") from None
     by_name = {member.filename: member for member in members}
     if "header.json" not in by_name:
         raise InputError(f"{where}: member 'header.json' is missing; is it an Inspect .eval log (format 2)?")
@@ -179,19 +185,20 @@ class _MemberReader:
     """Members' bytes of one archive, decompressed within each one's declared size (and ``text_bytes``) and
     CRC-checked; one zstd decompression context serves every member."""
 
-    def __init__(self, where: str, raw: bytes, archive: zipfile.ZipFile, limits: InputLimits) -> None:
+    def __init__(self, where: str, raw: bytes, archive: zipfile.ZipFile | None, limits: InputLimits) -> None:
         self.where, self.raw, self.archive, self.limits = where, raw, archive, limits
         self.zstd = zstandard.ZstdDecompressor()
 
-    def check_declared(self, member: zipfile.ZipInfo) -> None:
+    def check_declared(self, member: _Member) -> None:
         """The member's declared size within ``text_bytes`` (from the archive's directory)."""
         self.limits.check(f"{self.where}, member {member.filename}", "text_bytes", member.file_size,
                           "the member's declared size in bytes")
 
-    def __call__(self, member: zipfile.ZipInfo) -> bytes | bytearray:
+    def __call__(self, member: _Member) -> bytes | bytearray:
         at = f"{self.where}, member {member.filename}"
         self.check_declared(member)
         if member.compress_type != _ZSTD:
+            assert isinstance(member, zipfile.ZipInfo) and self.archive is not None  # central_directory: zstd only
             try:
                 with self.archive.open(member) as stream:  # zipfile stops at the declared size, checks the CRC
                     return _gathered(at, member.file_size, stream.read)
@@ -203,7 +210,7 @@ class _MemberReader:
                              "is damaged")
         return data
 
-    def _zstd_member(self, at: str, member: zipfile.ZipInfo) -> bytes | bytearray:
+    def _zstd_member(self, at: str, member: _Member) -> bytes | bytearray:
         """The member's compressed bytes (after its local header) decompressed, never past its declared size
         (a frame's own content size is not trusted): one frame whose header states the declared size, and after which
         no byte follows, as Inspect writes a member, is decompressed in one call into a buffer of that size (zstd
@@ -316,7 +323,7 @@ class _MemberLabels(Sequence[str]):
     """``member <name>`` of each sample member, made when a message takes one (a list would cost a string a
     sample)."""
 
-    def __init__(self, members: Sequence[zipfile.ZipInfo]) -> None:
+    def __init__(self, members: Sequence[_Member]) -> None:
         self.members = members
 
     def __len__(self) -> int:
