@@ -47,7 +47,7 @@ from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
 
 from .records import EvidenceRecords, Provenance, require_unique_keys
-from .zip_directory import Member, central_directory
+from .zip_directory import Directory, Member, central_directory
 from .sources import (JsonObject, Source, field_of, finite_number, read_source, sha256_hex, stated_text,
                       value_digest)
 
@@ -95,39 +95,39 @@ def read_inspect_eval(log: Source, *, slice_metadata: str | None = None, name: s
     each sample's ``metadata`` whose value becomes the item's slice."""
     limits = limits or InputLimits.from_env()
     where, raw = read_source(log, name, limits)
-    members: list[_Member] | None = central_directory(raw)
+    members: Sequence[_Member] | None = central_directory(raw)
     archive = None
     if members is None:  # not the plain layout Inspect writes: zipfile reads (or refuses) the archive
         try:
             archive = zipfile.ZipFile(io.BytesIO(raw))
-            members = list(archive.infolist())
+            members = archive.infolist()
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
             raise InputError(f"{where}: not an Inspect .eval archive (a ZIP file; {error})") from None
-    by_name = {member.filename: member for member in members}
-    if "header.json" not in by_name:
+    names = members.names if isinstance(members, Directory) else [member.filename for member in members]
+    header_at = max((index for index, name in enumerate(names) if name == "header.json"), default=None)  # the last
+    if header_at is None:
         raise InputError(f"{where}: member 'header.json' is missing; is it an Inspect .eval log (format 2)?")
-    every_member = [member for member in members if _SAMPLE_MEMBER.fullmatch(member.filename)]
-    limits.check(where, "rows", len(every_member), "the number of samples")
+    every_sample = [index for index, name in enumerate(names) if _SAMPLE_MEMBER.fullmatch(name)]
+    limits.check(where, "rows", len(every_sample), "the number of samples")
     # from the archive's directory, before any member is decompressed: the samples are decompressed one at a
     # time (each within text_bytes), so their total bounds the work, as a file's size does (bytes)
-    limits.check(where, "bytes", sum(member.file_size for member in every_member),
+    limits.check(where, "bytes", sum(members[index].file_size for index in every_sample),
                  "the declared size in bytes of the samples")
     unpack = _MemberReader(where, raw, archive, limits)
-    for member in (by_name["header.json"], *every_member):
-        unpack.check_declared(member)
-    header = _log_fields(JsonObject.document(f"{where}, member header.json", unpack(by_name["header.json"])),
-                         limits)
+    for index in (header_at, *every_sample):
+        unpack.check_declared(members[index])
+    header = _log_fields(JsonObject.document(f"{where}, member header.json", unpack(members[header_at])), limits)
     # a sample logged again (a retry) is a second member of the same name: Inspect reads the last, and so does certa,
     # saying how many it superseded (provenance detail superseded_members)
-    sample_members = list({member.filename: member for member in every_member}.values())
-    superseded = len(every_member) - len(sample_members)
-    del every_member, by_name, members
-    located = _MemberLabels(sample_members)
+    chosen = array("q", {names[index]: index for index in every_sample}.values())
+    superseded = len(every_sample) - len(chosen)
+    del every_sample
+    located = _MemberLabels(names, chosen)
     columns = _SampleColumns(where)
-    for index, member in enumerate(sample_members):  # one member's bytes alive at a time
-        at = f"{where}, {located[index]}"
-        columns.add(_sample_row(_sample_fields(JsonObject.document(at, unpack(member)), slice_metadata, limits), at,
-                                slice_metadata), located, index)
+    for at_index, index in enumerate(chosen):  # one member's bytes alive at a time
+        at = f"{where}, {located[at_index]}"
+        columns.add(_sample_row(_sample_fields(JsonObject.document(at, unpack(members[index])), slice_metadata,
+                                               limits), at, slice_metadata), located, at_index)
     return _records(where, raw, header, columns, located, superseded=superseded)
 
 
@@ -320,14 +320,14 @@ class _SampleColumns:
 
 
 class _MemberLabels(Sequence[str]):
-    """``member <name>`` of each sample member, made when a message takes one (a list would cost a string a
-    sample)."""
+    """``member <name>`` of each sample member read (``names[chosen[i]]``), made when a message takes one (a list
+    would cost a string a sample)."""
 
-    def __init__(self, members: Sequence[_Member]) -> None:
-        self.members = members
+    def __init__(self, names: Sequence[str], chosen: Sequence[int]) -> None:
+        self.names, self.chosen = names, chosen
 
     def __len__(self) -> int:
-        return len(self.members)
+        return len(self.chosen)
 
     @overload
     def __getitem__(self, index: int) -> str: ...
@@ -337,8 +337,8 @@ class _MemberLabels(Sequence[str]):
 
     def __getitem__(self, index: int | slice) -> str | Sequence[str]:
         if isinstance(index, slice):
-            return _MemberLabels(self.members[index])
-        return f"member {self.members[index].filename}"
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return f"member {self.names[self.chosen[index]]}"
 
 
 class _ItemLabels(Sequence[str]):
