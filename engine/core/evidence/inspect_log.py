@@ -14,7 +14,10 @@ header), checked before any is parsed. A member is decompressed into one buffer 
 byte that passes its declared size (itself within ``text_bytes``), and released once its sample is read: reading
 costs the archive, one member and the fields read (``bench/hostile_inputs.py``). Every member's declared size
 (within ``text_bytes``) and the samples' total (within ``bytes``: they are never held together) are checked from
-the archive's directory before any member is decompressed.
+the archive's directory before any member is decompressed. The directory is read as columns by
+``zip_directory.central_directory`` where the archive has the layout Inspect writes (by ``zipfile`` otherwise), and
+what is kept of each sample goes into columns as it is read (``_SampleColumns``): of a log of 2·10⁵ samples
+without transcripts the reader holds the file, about 0.12 KB of directory and 0.4 KB of columns a sample.
 
 Item key (sample ``id``, ``epoch``), the epoch being the repeat field (``EvidenceRecords.repeat_field``: the
 epochs of one sample are repeated trials of it, not independent items); identity the SHA-256 of the canonical
