@@ -40,7 +40,7 @@ import zipfile
 import zlib
 from array import array
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple
 
 import numpy as np
 import zstandard
@@ -51,7 +51,7 @@ from certa.engine.core.input_limits import InputLimits
 
 from .records import EvidenceRecords, Provenance, require_unique_keys
 from .zip_directory import Directory, Member, central_directory
-from .sources import (JsonObject, Source, field_of, finite_number, read_source, sha256_hex, stated_text,
+from .sources import (JsonObject, Labels, Source, field_of, finite_number, read_source, sha256_hex, stated_text,
                       value_digest)
 
 __all__ = ["LETTER_VALUES", "score_value", "read_inspect_eval", "read_inspect_json"]
@@ -125,7 +125,7 @@ def read_inspect_eval(log: Source, *, slice_metadata: str | None = None, name: s
     chosen = array("q", {names[index]: index for index in every_sample}.values())
     superseded = len(every_sample) - len(chosen)
     del every_sample
-    located = _MemberLabels(names, chosen)
+    located = Labels("member {}", [names[index] for index in chosen])
     columns = _SampleColumns(where)
     for at_index, index in enumerate(chosen):  # one member's bytes alive at a time
         at = f"{where}, {located[at_index]}"
@@ -148,7 +148,7 @@ def read_inspect_json(log: Source, *, slice_metadata: str | None = None, name: s
         field_of({"samples": document.value("samples")} if "samples" in document else {}, "samples", (list,), where)
         raise AssertionError("field_of refuses what is not a list")
     limits.check(where, "rows", len(samples), "the number of samples")
-    located = _ItemLabels(len(samples))
+    located = Labels("samples[{}]", range(len(samples)))
     columns = _SampleColumns(where)
     for index, sample in enumerate(samples):
         columns.add(_sample_row(_sample_fields(sample, slice_metadata, limits), f"{where}, {located[index]}",
@@ -320,49 +320,6 @@ class _SampleColumns:
         if min(self.epochs) == max(self.epochs):
             return len(set(self.ids)) != len(self.ids)
         return len(set(zip(self.ids, self.epochs))) != len(self.ids)
-
-
-class _MemberLabels(Sequence[str]):
-    """``member <name>`` of each sample member read (``names[chosen[i]]``), made when a message takes one (a list
-    would cost a string a sample)."""
-
-    def __init__(self, names: Sequence[str], chosen: Sequence[int]) -> None:
-        self.names, self.chosen = names, chosen
-
-    def __len__(self) -> int:
-        return len(self.chosen)
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        return f"member {self.names[self.chosen[index]]}"
-
-
-class _ItemLabels(Sequence[str]):
-    """``samples[<i>]`` of each of ``count`` samples of a JSON log, made when a message takes one."""
-
-    def __init__(self, count: int) -> None:
-        self.count = count
-
-    def __len__(self) -> int:
-        return self.count
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self.count))]
-        return f"samples[{range(self.count)[index]}]"
 
 
 def _records(where: str, raw: bytes, log: dict[str, Any], columns: _SampleColumns,
