@@ -50,7 +50,7 @@ from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
 
 from .records import EvidenceRecords, Provenance, require_unique_keys
-from .zip_directory import Directory, Member, central_directory
+from .zip_directory import Member, central_directory
 from .sources import (JsonObject, Labels, Source, field_of, finite_number, read_source, sha256_hex, stated_text,
                       value_digest)
 
@@ -98,15 +98,18 @@ def read_inspect_eval(log: Source, *, slice_metadata: str | None = None, name: s
     each sample's ``metadata`` whose value becomes the item's slice."""
     limits = limits or InputLimits.from_env()
     where, raw = read_source(log, name, limits)
-    members: Sequence[_Member] | None = central_directory(raw)
+    directory = central_directory(raw)
     archive = None
-    if members is None:  # not the plain layout Inspect writes: zipfile reads (or refuses) the archive
+    if directory is None:  # not the plain layout Inspect writes: zipfile reads (or refuses) the archive
         try:
             archive = zipfile.ZipFile(io.BytesIO(raw))
-            members = archive.infolist()
+            infos = archive.infolist()
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
             raise InputError(f"{where}: not an Inspect .eval archive (a ZIP file; {error})") from None
-    names = members.names if isinstance(members, Directory) else [member.filename for member in members]
+        names = [info.filename for info in infos]
+        member_at: Callable[[int], _Member] = infos.__getitem__
+    else:
+        names, member_at = directory.names, directory.member
     header_at = max((index for index, name in enumerate(names) if name == "header.json"), default=None)  # the last
     if header_at is None:
         raise InputError(f"{where}: member 'header.json' is missing; is it an Inspect .eval log (format 2)?")
@@ -114,12 +117,12 @@ def read_inspect_eval(log: Source, *, slice_metadata: str | None = None, name: s
     limits.check(where, "rows", len(every_sample), "the number of samples")
     # from the archive's directory, before any member is decompressed: the samples are decompressed one at a
     # time (each within text_bytes), so their total bounds the work, as a file's size does (bytes)
-    limits.check(where, "bytes", sum(members[index].file_size for index in every_sample),
+    limits.check(where, "bytes", sum(member_at(index).file_size for index in every_sample),
                  "the declared size in bytes of the samples")
     unpack = _MemberReader(where, raw, archive, limits)
     for index in (header_at, *every_sample):
-        unpack.check_declared(members[index])
-    header = _log_fields(JsonObject.document(f"{where}, member header.json", unpack(members[header_at])), limits)
+        unpack.check_declared(member_at(index))
+    header = _log_fields(JsonObject.document(f"{where}, member header.json", unpack(member_at(header_at))), limits)
     # a sample logged again (a retry) is a second member of the same name: Inspect reads the last, and so does certa,
     # saying how many it superseded (provenance detail superseded_members)
     chosen = array("q", {names[index]: index for index in every_sample}.values())
@@ -129,7 +132,7 @@ def read_inspect_eval(log: Source, *, slice_metadata: str | None = None, name: s
     columns = _SampleColumns(where)
     for at_index, index in enumerate(chosen):  # one member's bytes alive at a time
         at = f"{where}, {located[at_index]}"
-        columns.add(_sample_row(_sample_fields(JsonObject.document(at, unpack(members[index])), slice_metadata,
+        columns.add(_sample_row(_sample_fields(JsonObject.document(at, unpack(member_at(index))), slice_metadata,
                                                limits), at, slice_metadata), located, at_index)
     return _records(where, raw, header, columns, located, superseded=superseded)
 
