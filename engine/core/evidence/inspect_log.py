@@ -14,7 +14,10 @@ header), checked before any is parsed. A member is decompressed into one buffer 
 byte that passes its declared size (itself within ``text_bytes``), and released once its sample is read: reading
 costs the archive, one member and the fields read (``bench/hostile_inputs.py``). Every member's declared size
 (within ``text_bytes``) and the samples' total (within ``bytes``: they are never held together) are checked from
-the archive's directory before any member is decompressed.
+the archive's directory before any member is decompressed. The directory is read as columns by
+``zip_directory.central_directory`` where the archive has the layout Inspect writes (by ``zipfile`` otherwise), and
+what is kept of each sample goes into columns as it is read (``_SampleColumns``): of a log of 2·10⁵ samples
+without transcripts the reader holds the file, about 0.12 KB of directory and 0.4 KB of columns a sample.
 
 Item key (sample ``id``, ``epoch``), the epoch being the repeat field (``EvidenceRecords.repeat_field``: the
 epochs of one sample are repeated trials of it, not independent items); identity the SHA-256 of the canonical
@@ -28,13 +31,15 @@ and scores 0 (a list, a text it cannot read), certa refuses the log instead.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import re
 import struct
 import zipfile
 import zlib
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -45,7 +50,8 @@ from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
 
 from .records import EvidenceRecords, Provenance, require_unique_keys
-from .sources import (JsonObject, Source, field_of, finite_number, read_source, sha256_hex, stated_text,
+from .zip_directory import Member, central_directory
+from .sources import (JsonObject, Labels, Source, field_of, finite_number, read_source, sha256_hex, stated_text,
                       value_digest)
 
 __all__ = ["LETTER_VALUES", "score_value", "read_inspect_eval", "read_inspect_json"]
@@ -64,6 +70,8 @@ _SAMPLE_FIELDS = ("id", "epoch", "input", "target", "scores")
 has no scores; the others are checked as JSON, never built."""
 _LOG_FIELDS = ("eval", "plan", "results", "status")
 """The fields of a log's header (``header.json``, or the JSON form's top level) certa parses."""
+_Member = Member | zipfile.ZipInfo
+"""A member as the archive's directory states it: read by ``central_directory``, or by ``zipfile``."""
 _BLOCK = 1 << 20
 """Bytes decompressed at a time."""
 
@@ -90,33 +98,43 @@ def read_inspect_eval(log: Source, *, slice_metadata: str | None = None, name: s
     each sample's ``metadata`` whose value becomes the item's slice."""
     limits = limits or InputLimits.from_env()
     where, raw = read_source(log, name, limits)
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(raw))
-        members = archive.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
-        raise InputError(f"{where}: not an Inspect .eval archive (a ZIP file; {error})") from None
-    by_name = {member.filename: member for member in members}
-    if "header.json" not in by_name:
+    directory = central_directory(raw)
+    archive = None
+    if directory is None:  # not the plain layout Inspect writes: zipfile reads (or refuses) the archive
+        try:
+            archive = zipfile.ZipFile(io.BytesIO(raw))
+            infos = archive.infolist()
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
+            raise InputError(f"{where}: not an Inspect .eval archive (a ZIP file; {error})") from None
+        names = [info.filename for info in infos]
+        member_at: Callable[[int], _Member] = infos.__getitem__
+    else:
+        names, member_at = directory.names, directory.member
+    header_at = max((index for index, name in enumerate(names) if name == "header.json"), default=None)  # the last
+    if header_at is None:
         raise InputError(f"{where}: member 'header.json' is missing; is it an Inspect .eval log (format 2)?")
-    every_member = [member for member in members if _SAMPLE_MEMBER.fullmatch(member.filename)]
-    limits.check(where, "rows", len(every_member), "the number of samples")
+    every_sample = [index for index, name in enumerate(names) if _SAMPLE_MEMBER.fullmatch(name)]
+    limits.check(where, "rows", len(every_sample), "the number of samples")
     # from the archive's directory, before any member is decompressed: the samples are decompressed one at a
     # time (each within text_bytes), so their total bounds the work, as a file's size does (bytes)
-    limits.check(where, "bytes", sum(member.file_size for member in every_member),
+    limits.check(where, "bytes", sum(member_at(index).file_size for index in every_sample),
                  "the declared size in bytes of the samples")
     unpack = _MemberReader(where, raw, archive, limits)
-    for member in (by_name["header.json"], *every_member):
-        unpack.check_declared(member)
-    header = _log_fields(JsonObject.document(f"{where}, member header.json", unpack(by_name["header.json"])),
-                         limits)
+    for index in (header_at, *every_sample):
+        unpack.check_declared(member_at(index))
+    header = _log_fields(JsonObject.document(f"{where}, member header.json", unpack(member_at(header_at))), limits)
     # a sample logged again (a retry) is a second member of the same name: Inspect reads the last, and so does certa,
     # saying how many it superseded (provenance detail superseded_members)
-    sample_members = list({member.filename: member for member in every_member}.values())
-    located = [f"member {member.filename}" for member in sample_members]
-    rows = [_sample_row(_sample_fields(JsonObject.document(f"{where}, {at}", unpack(member)), slice_metadata, limits),
-                        f"{where}, {at}", slice_metadata)
-            for member, at in zip(sample_members, located)]  # one member's bytes alive at a time
-    return _records(where, raw, header, rows, located, superseded=len(every_member) - len(sample_members))
+    chosen = array("q", {names[index]: index for index in every_sample}.values())
+    superseded = len(every_sample) - len(chosen)
+    del every_sample
+    located = Labels("member {}", [names[index] for index in chosen])
+    columns = _SampleColumns(where)
+    for at_index, index in enumerate(chosen):  # one member's bytes alive at a time
+        at = f"{where}, {located[at_index]}"
+        columns.add(_sample_row(_sample_fields(JsonObject.document(at, unpack(member_at(index))), slice_metadata,
+                                               limits), at, slice_metadata), located, at_index)
+    return _records(where, raw, header, columns, located, superseded=superseded)
 
 
 def read_inspect_json(log: Source, *, slice_metadata: str | None = None, name: str | None = None,
@@ -133,10 +151,12 @@ def read_inspect_json(log: Source, *, slice_metadata: str | None = None, name: s
         field_of({"samples": document.value("samples")} if "samples" in document else {}, "samples", (list,), where)
         raise AssertionError("field_of refuses what is not a list")
     limits.check(where, "rows", len(samples), "the number of samples")
-    located = [f"samples[{index}]" for index in range(len(samples))]
-    rows = [_sample_row(_sample_fields(sample, slice_metadata, limits), f"{where}, {at}", slice_metadata)
-            for sample, at in zip(samples, located)]
-    return _records(where, raw, stated, rows, located)
+    located = Labels("samples[{}]", range(len(samples)))
+    columns = _SampleColumns(where)
+    for index, sample in enumerate(samples):
+        columns.add(_sample_row(_sample_fields(sample, slice_metadata, limits), f"{where}, {located[index]}",
+                                slice_metadata), located, index)
+    return _records(where, raw, stated, columns, located)
 
 
 def _log_fields(log: JsonObject, limits: InputLimits) -> dict[str, Any]:
@@ -171,19 +191,20 @@ class _MemberReader:
     """Members' bytes of one archive, decompressed within each one's declared size (and ``text_bytes``) and
     CRC-checked; one zstd decompression context serves every member."""
 
-    def __init__(self, where: str, raw: bytes, archive: zipfile.ZipFile, limits: InputLimits) -> None:
+    def __init__(self, where: str, raw: bytes, archive: zipfile.ZipFile | None, limits: InputLimits) -> None:
         self.where, self.raw, self.archive, self.limits = where, raw, archive, limits
         self.zstd = zstandard.ZstdDecompressor()
 
-    def check_declared(self, member: zipfile.ZipInfo) -> None:
+    def check_declared(self, member: _Member) -> None:
         """The member's declared size within ``text_bytes`` (from the archive's directory)."""
         self.limits.check(f"{self.where}, member {member.filename}", "text_bytes", member.file_size,
                           "the member's declared size in bytes")
 
-    def __call__(self, member: zipfile.ZipInfo) -> bytearray:
+    def __call__(self, member: _Member) -> bytes | bytearray:
         at = f"{self.where}, member {member.filename}"
         self.check_declared(member)
         if member.compress_type != _ZSTD:
+            assert isinstance(member, zipfile.ZipInfo) and self.archive is not None  # central_directory: zstd only
             try:
                 with self.archive.open(member) as stream:  # zipfile stops at the declared size, checks the CRC
                     return _gathered(at, member.file_size, stream.read)
@@ -195,9 +216,11 @@ class _MemberReader:
                              "is damaged")
         return data
 
-    def _zstd_member(self, at: str, member: zipfile.ZipInfo) -> bytearray:
+    def _zstd_member(self, at: str, member: _Member) -> bytes | bytearray:
         """The member's compressed bytes (after its local header) decompressed, never past its declared size
-        (a frame's own content size is not trusted)."""
+        (a frame's own content size is not trusted): one frame whose header states the declared size, and after which
+        no byte follows, as Inspect writes a member, is decompressed in one call into a buffer of that size (zstd
+        checks the content has the size its header states); any other member is streamed a block at a time."""
         start = member.header_offset
         fixed = self.raw[start:start + _LOCAL_HEADER.size]
         if len(fixed) < _LOCAL_HEADER.size or fixed[:4] != b"PK\x03\x04":
@@ -208,6 +231,9 @@ class _MemberReader:
         if len(compressed) != member.compress_size:
             raise InputError(f"{at}: the archive ends inside the member")
         try:
+            with contextlib.suppress(zstandard.ZstdError):  # the stream below decides every refusal
+                if member.file_size and zstandard.frame_content_size(compressed) == member.file_size:
+                    return self.zstd.decompress(compressed, max_output_size=member.file_size, allow_extra_data=False)
             return _gathered(at, member.file_size,
                              self.zstd.stream_reader(compressed, read_across_frames=True).read)
         except zstandard.ZstdError as error:
@@ -253,34 +279,80 @@ def _sample_row(sample: dict[str, Any] | None, where: str, slice_metadata: str |
                       None if slice_metadata is None else _slice(sample, slice_metadata, where))
 
 
-def _records(where: str, raw: bytes, log: dict[str, Any], rows: list[_SampleRow],
-             located: list[str], *, superseded: int = 0) -> EvidenceRecords:
-    """The records of the samples' rows, with provenance from the log's ``eval`` and ``plan``."""
-    if not rows:
+class _SampleColumns:
+    """What certa keeps of the samples read, a column each, filled one sample at a time (no object a sample
+    outlives its reading): ids, epochs (int64), input and target digests, slices, and each metric's values (float64)
+    under the first sample's scorer names; the first sample whose names differ is remembered, to be refused after
+    the keys are checked (as they were checked first when every row was held)."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.ids: list[int | str] = []
+        self.epochs = array("q")
+        self.input_sha256: list[str] = []
+        self.target_sha256: list[str] = []
+        self.slices: list[str | None] = []
+        self.names: list[str] = []
+        self.metrics: dict[str, array[float]] = {}
+        self.mismatch: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def add(self, row: _SampleRow, located: Sequence[str], index: int) -> None:
+        """Append one sample's row (``located[index]`` names it in a refusal)."""
+        if not self.ids:
+            self.names = sorted(row.scores)
+            self.metrics = {name: array("d") for name in self.names}
+        self.ids.append(row.id)
+        self.epochs.append(row.epoch)
+        self.input_sha256.append(row.input_sha256)
+        self.target_sha256.append(row.target_sha256)
+        self.slices.append(row.slice)
+        if self.mismatch is None:
+            if len(row.scores) == len(self.names) and all(name in row.scores for name in self.names):
+                for name, values in self.metrics.items():
+                    values.append(row.scores[name])
+            else:
+                self.mismatch = (f"{self.where}, {located[index]}: scores {sorted(row.scores)}, not {self.names} as "
+                                 "on the first sample")
+
+    def keys_repeat(self) -> bool:
+        """Whether an item key (id, epoch) occurs twice: a set of the ids where every epoch is the same (no tuple a
+        sample), of (id, epoch) pairs otherwise."""
+        if min(self.epochs) == max(self.epochs):
+            return len(set(self.ids)) != len(self.ids)
+        return len(set(zip(self.ids, self.epochs))) != len(self.ids)
+
+
+def _records(where: str, raw: bytes, log: dict[str, Any], columns: _SampleColumns,
+             located: Sequence[str], *, superseded: int = 0) -> EvidenceRecords:
+    """The records of the samples' columns, with provenance from the log's ``eval`` and ``plan``."""
+    count = len(columns)
+    if not count:
         raise InputError(f"{where}: the log holds no samples; run the evaluation without --no-log-samples")
     results = log.get("results") if type(log.get("results")) is dict else {}
     declared = results.get("completed_samples")
-    if type(declared) is int and declared != len(rows):
+    if type(declared) is int and declared != count:
         raise InputError(f"{where}: the log's results say {declared} samples were completed (results."
-                         f"completed_samples), but it holds {len(rows)}; every sample is read or the log refused")
+                         f"completed_samples), but it holds {count}; every sample is read or the log refused")
     total = results.get("total_samples")
-    if log.get("status") == "success" and type(total) is int and total != len(rows):
+    if log.get("status") == "success" and type(total) is int and total != count:
         raise InputError(f"{where}: the log's results say the evaluation succeeded over {total} samples (results."
-                         f"total_samples, status success), but it holds {len(rows)}; every sample is read or the "
+                         f"total_samples, status success), but it holds {count}; every sample is read or the "
                          "log refused")
-    require_unique_keys(where, ("id", "epoch"), [(row.id, row.epoch) for row in rows], located)
-    names = sorted(rows[0].scores)
-    for row, at in zip(rows, located):
-        if sorted(row.scores) != names:
-            raise InputError(f"{where}, {at}: scores {sorted(row.scores)}, not {names} as on the first sample")
-    metrics = {metric: np.array([row.scores[metric] for row in rows], dtype=np.float64) for metric in names}
-    identity = {"input_sha256": np.array([row.input_sha256 for row in rows], dtype=object),
-                "target_sha256": np.array([row.target_sha256 for row in rows], dtype=object)}
-    slices = None if rows[0].slice is None else np.array([row.slice for row in rows], dtype=object)
-    ids = np.empty(len(rows), dtype=object)
-    ids[:] = [row.id for row in rows]
+    if columns.keys_repeat():
+        require_unique_keys(where, ("id", "epoch"), list(zip(columns.ids, columns.epochs)), located)
+    if columns.mismatch is not None:
+        raise InputError(columns.mismatch)
+    metrics = {metric: np.frombuffer(values, dtype=np.float64) for metric, values in columns.metrics.items()}
+    identity = {"input_sha256": np.array(columns.input_sha256, dtype=object),
+                "target_sha256": np.array(columns.target_sha256, dtype=object)}
+    slices = None if columns.slices[0] is None else np.array(columns.slices, dtype=object)
+    ids = np.empty(count, dtype=object)
+    ids[:] = columns.ids
     return EvidenceRecords(source=where, key_fields=("id", "epoch"),
-                           keys={"id": ids, "epoch": np.array([row.epoch for row in rows], dtype=np.int64)},
+                           keys={"id": ids, "epoch": np.frombuffer(columns.epochs, dtype=np.int64)},
                            metrics=metrics, provenance=_provenance(where, raw, log, superseded), identity=identity,
                            slices=slices, repeat_field="epoch")
 

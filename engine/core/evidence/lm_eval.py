@@ -44,7 +44,7 @@ from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
 
 from .records import EvidenceRecords, Provenance, require_unique_keys, rows_repeat
-from .sources import (Declined, JsonObject, LineLabels, Source, field_of, json_lines, number_column, read_source,
+from .sources import (Declined, JsonObject, Labels, Source, field_of, json_lines, number_column, read_source,
                       joined_numbers, sha256_hex, stated_text, strict_floats, typed_json_lines, typed_line_blocks,
                       value_digest)
 
@@ -149,7 +149,7 @@ def _checked_fields(where: str, raw: bytes, limits: InputLimits, filter_name: st
     if not records:
         raise InputError(f"{where}: no records; is it the samples file of a run with --log_samples?")
     chosen, records, lines = _one_filter(where, records, lines, filter_name)
-    located = LineLabels(lines)
+    located = Labels("line {}", lines)
     doc_ids = [field_of(record, "doc_id", (int,), f"{where}, {at}") for record, at in zip(records, located)]
     identity = {field: [field_of(record, field, (str,), f"{where}, {at}") for record, at in zip(records, located)]
                 for field in IDENTITY_FIELDS}
@@ -280,7 +280,7 @@ def _typed_fields(raw: bytes, limits: InputLimits, filter_name: str | None) -> _
     values = {metric: columns[f"m{index}"] for index, metric in enumerate(names) if metric not in ROLLING_METRICS}
     pairs = {metric: (columns[f"m{index}.loglik"], columns[f"m{index}.count"])
              for index, metric in enumerate(names) if metric in ROLLING_METRICS}
-    return _Fields(chosen, LineLabels(lines), columns["doc_id"], {field: columns[field] for field in IDENTITY_FIELDS},
+    return _Fields(chosen, Labels("line {}", lines), columns["doc_id"], {field: columns[field] for field in IDENTITY_FIELDS},
                    names, values, pairs, columns.get("texts", []))
 
 

@@ -34,7 +34,7 @@ from certa.engine.foundation.errors import InputError
 from certa.engine.core.input_limits import InputLimits
 
 from .records import EvidenceRecords, Provenance, require_unique_keys, rows_repeat
-from .sources import (Declined, LineLabels, Source, field_of, joined_numbers, json_lines, number_column, number_of,
+from .sources import (Declined, Labels, Source, field_of, joined_numbers, json_lines, number_column, number_of,
                       read_source, sha256_hex, typed_line_blocks, value_digests)
 
 __all__ = ["read_promptfoo_jsonl"]
@@ -231,7 +231,7 @@ def _columns(where: str, results: _Results, provider: str | Mapping[str, str] | 
     kept = [index for index, value in enumerate(results.providers) if value == chosen]
     if len(kept) < len(results.providers):
         results = results.rows(kept)
-    lines = LineLabels(results.lines)
+    lines = Labels("line {}", results.lines)
 
     def at(index: int) -> str:
         return f"{where}, {lines[index]}"

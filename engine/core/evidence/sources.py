@@ -50,7 +50,7 @@ from certa.engine.foundation.json_read import check_document_depth
 __all__ = ["Source", "EXPORT", "read_source", "json_lines", "typed_json_lines", "typed_line_blocks", "Declined", "joined_numbers",
            "json_document", "JsonObject", "require_utf8",
            "strict_floats", "field_of", "number_of", "finite_number", "number_column", "value_digest", "value_digests",
-           "LineLabels", "stated_text", "sha256_hex"]
+           "Labels", "stated_text", "sha256_hex"]
 
 Source = bytes | str | Path
 """An export given as its bytes, or as the path of a regular file."""
@@ -494,15 +494,16 @@ def value_digests(values: Sequence[Any], where: Callable[[int], str]) -> list[st
     return [value_digest(value, where(index)) for index, value in enumerate(values)]
 
 
-class LineLabels(Sequence[str]):
-    """``line <n>`` of each record's line number, made when it is taken (a message names one; a list of them
-    would cost a string a record)."""
+class Labels(Sequence[str]):
+    """``template`` filled with each of ``values`` (``Labels("line {}", numbers)``: ``line <n>`` of each record's
+    line number; ``member {}`` of an archive's member names), made when it is taken: a message names one, where a
+    list of them would cost a string a record."""
 
-    def __init__(self, numbers: Sequence[int]) -> None:
-        self.numbers = numbers
+    def __init__(self, template: str, values: Sequence[object]) -> None:
+        self.template, self.values = template, values
 
     def __len__(self) -> int:
-        return len(self.numbers)
+        return len(self.values)
 
     @overload
     def __getitem__(self, index: int) -> str: ...
@@ -512,8 +513,8 @@ class LineLabels(Sequence[str]):
 
     def __getitem__(self, index: int | slice) -> str | Sequence[str]:
         if isinstance(index, slice):
-            return LineLabels(self.numbers[index])
-        return f"line {self.numbers[index]}"
+            return Labels(self.template, self.values[index])
+        return self.template.format(self.values[index])
 
 
 def stated_text(value: Any) -> str | None:

@@ -392,8 +392,9 @@ def test_an_eval_log_is_refused_from_its_directory_before_any_member_is_decompre
     sizes = [len(json.dumps(sample).encode()) for sample in padded]
     archive = eval_archive(*padded)
     decompressed: list[int] = []
-    gathered = inspect_log_module._gathered
-    monkeypatch.setattr(inspect_log_module, "_gathered", lambda *args: decompressed.append(1) or gathered(*args))
+    unpack = inspect_log_module._MemberReader._zstd_member  # every member's decompression, in one call or streamed
+    monkeypatch.setattr(inspect_log_module._MemberReader, "_zstd_member",
+                        lambda *args: decompressed.append(1) or unpack(*args))
     assert read_inspect_eval(archive, name="x.eval").n_items == 3 and len(decompressed) == 4  # the header too
     decompressed.clear()
     if limit == "bytes":  # the samples' total (never held together) is bounded as a file is
