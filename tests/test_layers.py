@@ -5,11 +5,12 @@ other; no module uses another certa module's private names."""
 from __future__ import annotations
 
 import ast
-import functools
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.source_nodes import source_nodes
 
 ROOT = Path(__file__).resolve().parent.parent
 CERTA = ("certa",)
@@ -42,15 +43,9 @@ def test_the_import_contracts_hold(capsys: pytest.CaptureFixture[str]) -> None:
     assert "broken" not in report.split("Contracts:")[-1].lower().replace("0 broken", ""), report
 
 
-@functools.cache
-def _nodes(path: Path) -> tuple[ast.AST, ...]:
-    """Every node of ``path``'s syntax tree, from one parse and one walk (the checks below each read them)."""
-    return tuple(ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
-
-
 def _imports(path: Path) -> list[tuple[int, str]]:
     found = []
-    for node in _nodes(path):
+    for node in source_nodes(path):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -72,7 +67,7 @@ def _private_uses(path: Path) -> list[str]:
     """Private names of another certa module: imported (``from certa.engine.x import _y``), or read as an attribute
     of something that is not ``self``/``cls``, an instance the same class method built with ``cls(...)``, or an
     object imported from outside certa (a third-party library's internals are its own business)."""
-    nodes = _nodes(path)
+    nodes = source_nodes(path)
     foreign = {alias.asname or alias.name.split(".")[0] for node in nodes
                if isinstance(node, (ast.Import, ast.ImportFrom)) and not _certa(getattr(node, "module", None) or (
                    node.names[0].name if isinstance(node, ast.Import) else None))

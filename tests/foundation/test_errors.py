@@ -23,6 +23,7 @@ from certa.engine.foundation.signing import generate_key_pair, load_private_key,
 from certa.engine.services.attestation import PAYLOAD_TYPE
 
 from tests.conftest import ROOT
+from tests.source_nodes import source_nodes
 
 SOURCES = (*sorted((ROOT / "engine").rglob("*.py")), *sorted((ROOT / "ledger").rglob("*.py")), ROOT / "cli.py",
            ROOT / "__init__.py", ROOT / "__main__.py")
@@ -52,8 +53,8 @@ def _readme_error_table() -> dict[str, int]:
 def _class_and_raise_nodes() -> dict[Path, list[ast.AST]]:
     """Each source's class definitions and raise statements, from one parse and one walk of it (both tests below
     read them)."""
-    return {path: [node for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
-                   if isinstance(node, (ast.ClassDef, ast.Raise))] for path in SOURCES}
+    return {path: [node for node in source_nodes(path) if isinstance(node, (ast.ClassDef, ast.Raise))]
+            for path in SOURCES}
 
 
 def _raised_names(nodes: list[ast.AST]) -> set[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -29,12 +30,21 @@ def _run(db: Path, spec: Path = EXAMPLE) -> str:
     return json.loads(result.stdout)["run_id"]
 
 
-@pytest.fixture()
-def ledger_of_three(tmp_path: Path) -> tuple[Path, list[str]]:
-    """Two runs of the paired-ratio example (a diff pair) and one sequential run."""
-    db = tmp_path / "ledger.db"
+@pytest.fixture(scope="module")
+def three_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """Two runs of the paired-ratio example (a diff pair) and one sequential run, run once for the module into a
+    folder of their own; tests read copies (``ledger_of_three``)."""
+    db = tmp_path_factory.mktemp("three-runs") / "ledger.db"
     runs = [_run(db), _run(db), _run(db, ROOT / "specs" / "sequential-diff" / "spec.yaml")]
     return db, runs
+
+
+@pytest.fixture()
+def ledger_of_three(three_runs: tuple[Path, list[str]], tmp_path: Path) -> tuple[Path, list[str]]:
+    """A copy of ``three_runs``' ledger folder in this test's folder (the test may add runs, reviews or tamper)."""
+    db, runs = three_runs
+    shutil.copytree(db.parent, tmp_path / "ledger")
+    return tmp_path / "ledger" / db.name, runs
 
 
 def _site(db: Path, out: Path, *extra: str) -> dict:

@@ -13,6 +13,8 @@ from certa.engine.core.stages import REGISTRY
 from certa.engine.services.presentation.markdown import certificate_markdown
 from certa.engine.services.presentation.stages import markdown_of
 
+from tests.source_nodes import source_nodes
+
 CORE = Path(__file__).resolve().parents[3] / "engine" / "core"
 
 WITH_MARKDOWN = frozenset({"bakeoff.compare", "bakeoff.merge", "conformal.monitor", "conformal.pac_report",
@@ -56,7 +58,7 @@ def test_the_core_renders_nothing() -> None:
     ``StageType`` has no Markdown field."""
     found = []
     for path in sorted(CORE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in source_nodes(path):
             where = f"{path.relative_to(CORE)}:{getattr(node, 'lineno', '?')}"
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.lstrip("_").startswith("render"):
                 found.append(f"{where} defines {node.name}")
