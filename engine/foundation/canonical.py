@@ -140,17 +140,17 @@ def _safe_integers(values: Sequence[Any]) -> bool:
 _encode_json = json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")).encode
 _encode_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
 """The C string encoder behind ``_encode_json`` (``ensure_ascii=False``)."""
-_FLOAT_TOKEN = re.compile(r"-?\d+(?:\.\d+)?e[+-]?\d+|(?:(?<=[:,\[])|^)-?(?:\d+\.0|0\.000000\d*)(?=[,\]}]|$)")
-"""A float ``repr`` or msgspec writes otherwise than RFC 8785: with an exponent (``1e-05``, ``1.5e+22``, msgspec's
-``1e16``, ``5e-6``), integral (``2.0``, ``-0.0``: RFC 8785 writes ``2``, ``0``) or a decimal below 1e-6 (RFC 8785
-writes ``1e-7``); the latter two only where a JSON value stands (after ``:``, ``,``, ``[`` or at the start, before
-``,``, ``]``, ``}`` or at the end), as both write values without spaces."""
+_FLOAT_TOKEN = re.compile(r"-?\d+(?:\.\d+)?e[+-]\d+|(?:(?<=[:,\[])|^)-?\d+\.0(?=[,\]}]|$)")
+"""A float ``repr`` writes otherwise than RFC 8785: with an exponent (``1e-05``, ``1.5e+22``), or integral below 1e16
+(``2.0``, ``-0.0``: RFC 8785 writes ``2``, ``0``); the latter only where a JSON value stands (after ``:``, ``,``,
+``[`` or at the start, before ``,``, ``]``, ``}`` or at the end), as ``_encode_json`` writes values without spaces."""
 _EXPONENT_END = re.compile(rb"e[-+]?\d+(?:[,\]}]|$)")
 _INTEGRAL_END = re.compile(rb"\.0(?:[,\]}]|$)")
 """An exponent, an integral float's end where msgspec's text may hold one (``_may_hold_float_forms``; each begins
 with a literal, which the regular expression engine scans for quickly; msgspec writes a lower-case ``e``)."""
-_HIGH_UTF8 = re.compile(rb"[\xee-\xf4]")
-"""The UTF-8 lead bytes of characters from U+E000 (``_HIGH_CHARACTER`` in UTF-8 text)."""
+_BELOW_HIGH_UTF8 = bytes(range(0xEE)) + bytes(range(0xF5, 0x100))
+"""Deleted from UTF-8 text, they leave the lead bytes of its characters from U+E000 (``_HIGH_CHARACTER``; one
+``bytes.translate``)."""
 _EXPONENT_HINT = re.compile(r"\de[+-]\d")
 _INTEGRAL_HINT = re.compile(r"\.0(?:[,\]}]|$)")
 """Where ``_FLOAT_TOKEN``'s integral form may end (a literal first: the regex engine scans for it quickly)."""
@@ -168,7 +168,8 @@ def _fix_float_tokens(text: str) -> str:
     in RFC 8785's form."""
     parts = _STRING_TOKEN.split(text)  # even indices: between strings; odd: string tokens, left as they are
     for i in range(0, len(parts), 2):
-        parts[i] = _FLOAT_TOKEN.sub(_rfc8785_float, parts[i])
+        if _EXPONENT_HINT.search(parts[i]) or _INTEGRAL_HINT.search(parts[i]):
+            parts[i] = _FLOAT_TOKEN.sub(_rfc8785_float, parts[i])
     return "".join(parts)
 
 
@@ -181,44 +182,43 @@ def _msgspec_encoders() -> tuple[Callable[[Any], bytes], Callable[[Any], bytes]]
     return msgspec.json.Encoder(order="sorted").encode, msgspec.msgpack.Encoder().encode
 
 
-def _canonical_pair_of_plain(value: dict[str, Any], part: dict[str, Any]) -> tuple[bytes, bytes]:
+def _canonical_pair_of_plain(value: dict[str, Any], part: dict[str, Any]) -> tuple[bytes, bytes] | None:
     """The canonical bytes of the plain JSON object ``value`` and of ``part``, ``value`` without some members
-    (``canonical_sha256_pair``'s ``plain``), as ``_canonical_of_encodable`` writes them, written by msgspec's C
-    encoder (https://jcristharif.com/msgspec/), six to ten times as fast: the standard library's encoder calls
-    ``float.__repr__`` per float, msgspec formats them itself.
+    (``canonical_sha256_pair``'s ``plain``), written by msgspec's C encoder (https://jcristharif.com/msgspec/) when
+    its text is RFC 8785's as it stands; None otherwise (the ``json`` path decides). Two to ten times as fast on
+    a stored certificate: the standard library's encoder calls ``float.__repr__`` per float, msgspec formats them
+    itself.
 
     msgspec writes what RFC 8785 writes (section 3.2.2) for keys sorted by code point, ``null``, ``true``,
     ``false``, integers and strings (the same escapes as ``json``'s encoder without ASCII escaping: ``\\"``,
     ``\\\\``, ``\\b\\f\\n\\r\\t``, other control characters as ``\\u00xx``, nothing else escaped); a float by the
     shortest digits that read back to it, closest to it (as ``repr`` and ECMAScript's Number::toString, which
-    RFC 8785 cites, choose them), laid out as ECMAScript does where it writes a plain decimal with a fraction; the
-    other layouts (an exponent: ``1e16``, ``5e-6``; an integral ``2.0``, ``-0.0``; a decimal below 1e-6) are
-    rewritten by ``_fix_float_tokens``, as on the ``json`` path. Where the two may differ the values go to that
-    path, which decides as before: a non-finite float (msgspec writes ``null``; found in its MessagePack form, where
-    a double with every exponent bit set begins ``cb 7f f`` or ``cb ff f``: any ``cb 7f`` or ``cb ff`` sends it
-    there), a character at or above U+E000 (key order), text that is not UTF-8, a value msgspec refuses. Each
-    member of ``part`` is written as in ``value``, so what holds of ``value``'s text holds of ``part``'s: it is
-    encoded without the checks. ``tests/foundation/test_perf_canonical.py`` checks the bytes against
-    ``rfc8785.dumps``."""
+    RFC 8785 cites, choose them), laid out as ECMAScript does where it writes a plain decimal with a fraction.
+    None where they may differ: another layout (an exponent: ``1e16``, ``5e-6``; an integral ``2.0``, ``-0.0``;
+    a decimal below 1e-6: ``_may_hold_float_forms``), a non-finite float (msgspec writes ``null``; found in its
+    MessagePack form, where a double with every exponent bit set begins ``cb 7f f`` or ``cb ff f``: any ``cb 7f``
+    or ``cb ff`` counts), a character at or above U+E000 (key order), text that is not UTF-8, a value msgspec
+    refuses. Each member of ``part`` is written as in ``value``, so what holds of ``value``'s text holds of
+    ``part``'s. ``tests/foundation/test_perf_canonical.py`` checks the bytes against ``rfc8785.dumps``."""
     encode_json, encode_msgpack = _msgspec_encoders()
     try:
         text = encode_json(value)
+        if _may_hold_float_forms(text) or (not text.isascii() and text.translate(None, _BELOW_HIGH_UTF8)):
+            return None
         packed = encode_msgpack(value)
     except (TypeError, ValueError, OverflowError, RecursionError):  # a lone surrogate's UnicodeEncodeError too
-        return _canonical_of_encodable(value, value), _canonical_of_encodable(part, part)
-    if b"\xcb\x7f" in packed or b"\xcb\xff" in packed or (not text.isascii() and _HIGH_UTF8.search(text)):
-        return _canonical_of_encodable(value, value), _canonical_of_encodable(part, part)
-    if _may_hold_float_forms(text):
-        return (_fix_float_tokens(text.decode("utf-8")).encode("utf-8"),
-                _fix_float_tokens(encode_json(part).decode("utf-8")).encode("utf-8"))
+        return None
+    if b"\xcb\x7f" in packed or b"\xcb\xff" in packed:
+        return None
     return text, encode_json(part)
 
 
 def _may_hold_float_forms(text: bytes) -> bool:
-    """Whether msgspec's JSON ``text`` may hold a ``_FLOAT_TOKEN`` (``_canonical_pair_of_plain``): a number token ends at
-    ``,``, ``]``, ``}`` or the text's end, so an exponent is an ``e`` and digits before one of those, an integral
-    token ``.0`` before one of those, and a decimal below 1e-6 holds ``0.000000``. The same bytes in a string (rare:
-    a hex digest's ``e`` is followed by a quote before any ``,``) only send the text to the precise rewrite."""
+    """Whether msgspec's JSON ``text`` may hold a float in a layout other than RFC 8785's
+    (``_canonical_pair_of_plain``): a number token ends at ``,``, ``]``, ``}`` or the text's end, so an exponent is
+    an ``e`` and digits before one of those, an integral token ``.0`` before one of those, and a decimal below 1e-6
+    holds ``0.000000``. The same bytes in a string (rare: a hex digest's ``e`` is followed by a quote before any
+    ``,``) only send the text to the ``json`` path."""
     return (_EXPONENT_END.search(text) is not None or _INTEGRAL_END.search(text) is not None
             or b"0.000000" in text)
 
@@ -284,16 +284,18 @@ def canonical_sha256_pair(value: Mapping[str, Any], without: tuple[str, ...], *,
     With a key outside ASCII (whose UTF-16 order may differ from Python's) both are encoded whole instead.
 
     ``plain``: ``value`` holds JSON values only (dicts with string keys, lists, strings, bools, None, ints
-    within ±(2**53 − 1) and finite floats), as ``parse_json`` and ``to_jsonable`` return them; both documents are
-    then encoded whole by msgspec (``_canonical_pair_of_plain``).
+    within ±(2**53 − 1) and finite floats), as ``parse_json`` and ``to_jsonable`` return them: both documents are
+    encoded whole by msgspec where its text is RFC 8785's (``_canonical_pair_of_plain``); elsewhere the walk that
+    prepares other values (``_encodable``) is skipped, and integral floats are rewritten in the encoded text
+    instead (``_fix_float_tokens``).
     """
     prepared = value if plain else _encodable(value)
     if type(prepared) is not dict:
         raise TypeError(f"expected a JSON object (got {type(value).__name__})")
-    if plain:
-        whole, part = _canonical_pair_of_plain(prepared, {key: item for key, item in prepared.items()
-                                                          if key not in without})
-        return sha256_hex(whole), sha256_hex(part)
+    fast = _canonical_pair_of_plain(prepared, {key: item for key, item in prepared.items() if key not in without}) \
+        if plain else None
+    if fast is not None:
+        return sha256_hex(fast[0]), sha256_hex(fast[1])
     if not all(key.isascii() for key in prepared):
         prepared_part = {key: item for key, item in prepared.items() if key not in without}
         rest = {key: item for key, item in value.items() if key not in without}
