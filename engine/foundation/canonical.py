@@ -18,6 +18,9 @@ integer value, which is ``to_jsonable``'s ``int()`` of it unless the subclass re
 cannot prove identical (a key with a character at or above U+E000, where UTF-16 and code-point order may
 differ; text that is not valid UTF-8) goes through ``rfc8785.dumps`` unchanged. ``tests/foundation/test_perf_canonical.py``
 checks the bytes against ``rfc8785.dumps`` on generated JSON.
+A stored certificate's digests (``canonical_sha256_pair`` of plain JSON, as ``verify`` reads it) are written by
+msgspec's C encoder instead wherever its text is RFC 8785's as it stands (``_canonical_pair_of_plain``): two to
+three times as fast again, with no ``repr`` per float.
 
 ``canonical_records`` writes many objects with the same keys (a stage's per-decision ledger rows) column by
 column: each column's tokens at once (numpy masks pick the floats whose form differs from ``repr``), then one
