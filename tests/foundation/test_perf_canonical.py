@@ -154,3 +154,96 @@ def test_a_list_that_begins_with_an_integer_equals_rfc8785_whatever_follows(tail
     integer, written as it is; any other item sends it down the general path."""
     for value in ([1, *tail], (1, *tail), {"prompt": [[1, *tail], [1]]}):
         assert fast(value) == reference(value)
+
+
+def plain_pair(value, without):
+    """``canonical_sha256_pair(value, without, plain=True)`` (msgspec's encoder) or the exception type it raises."""
+    from certa.engine.foundation.canonical import canonical_sha256_pair
+
+    try:
+        return canonical_sha256_pair(value, tuple(without), plain=True)
+    except rfc8785.CanonicalizationError:
+        return rfc8785.CanonicalizationError
+    except Exception as error:  # noqa: BLE001
+        return type(error)
+
+
+def reference_pair(value, without):
+    """SHA-256 of ``rfc8785.dumps`` of ``value`` and of ``value`` without ``without``; for a value the reference
+    refuses, what the ``json`` path raises (``ValueError`` for a non-finite float: ``certificate_problems`` then
+    encodes it the general way) or the reference's error (``UnicodeEncodeError`` for a key that is not UTF-8)."""
+    import hashlib
+
+    part = {key: item for key, item in value.items() if key not in without}
+    try:
+        return hashlib.sha256(rfc8785.dumps(value)).hexdigest(), hashlib.sha256(rfc8785.dumps(part)).hexdigest()
+    except rfc8785.FloatDomainError:
+        return ValueError
+    except rfc8785.CanonicalizationError:
+        return rfc8785.CanonicalizationError
+    except UnicodeEncodeError:
+        return UnicodeEncodeError
+
+
+ADVERSARIAL_TEXTS = ["1.0", "-0", "-0.0", "0.0", "1E2", "1e+2", "1E-2", "0.1e1", "100e-2", "1e21", "1e+21", "1E21",
+                     "9.999999999999999e20", "1e16", "1e-6", "1e-7", "0.0000001", "0.000001", "5e-324", "4.9e-324",
+                     "1.7976931348623157e308", "2.0e0", "123456789012345678", "9007199254740993", "1e400", "-1e400",
+                     '"\\u00e9"', '"\\u0041"', '"\\/"', '"\\u001f\\u007f"', '"\\ud83d\\ude00"', '"\\ud800"',
+                     '"\\uE000"', '{"b":1,"a":2,"a":3}', '{"\\u00e9":1,"e":[1.50,2.500e1]}', '[1.0,{"x":-0.0}]',
+                     '{"\\ue000":1,"\\ud83d\\ude00":2}', '"a\\"1e+21,"', '"x.0,"', '[true,false,null,1e5]']
+"""JSON texts a tampered payload may hold: numbers in forms RFC 8785 does not write (``1.0``, ``1E2``, ``-0``,
+``100e-2``), at its layout's edges (1e-6, 1e21), beyond the double range, escapes of every kind, duplicate keys,
+keys out of order and above U+E000, number-like text in strings."""
+
+
+@pytest.mark.parametrize("text", ADVERSARIAL_TEXTS)
+def test_the_plain_digest_pair_of_any_payload_text_equals_rfc8785(text) -> None:
+    """Read by either of verify's decoders (``parse_json``; msgspec's where it reads the text at all and verify lets
+    it: no integer token of 16 digits or more), a value's digests through msgspec's encoder are the reference's (or
+    its failure the ``json`` path's)."""
+    import re
+
+    import msgspec
+
+    from certa.engine.foundation.canonical import parse_json
+
+    values = [parse_json(text)]
+    try:
+        values += [] if re.search(r"\d{16}", text) else [msgspec.json.decode(text)]
+    except (msgspec.DecodeError, ValueError):
+        pass
+    for value in values:
+        for document, without in (({"v": value, "w": [value, {"x": value}]}, ["w"]), ({"v": value}, ["x"])):
+            assert plain_pair(document, without) == reference_pair(document, without)
+
+
+@pytest.mark.parametrize("value", EDGE_FLOATS + [-x for x in EDGE_FLOATS] + EDGE_INTS[:3] + EDGE_TEXT
+                         + [math.nan, math.inf, -math.inf, 1.5e-6, 9.5e15, 5e-6], ids=repr)
+def test_the_plain_digest_pair_of_edge_scalars_equals_rfc8785(value) -> None:
+    for document in ({"a": value, "versions": [value]}, {"a": {"b": [value, True, "e5,"]}, "c": value}):
+        assert plain_pair(document, ["versions"]) == reference_pair(document, ["versions"])
+
+
+@pytest.mark.slow
+@settings(derandomize=True, max_examples=300, deadline=None)
+@given(st.dictionaries(keys, json_values, max_size=8), st.lists(keys, max_size=3),
+       st.lists(st.floats(allow_nan=False, allow_infinity=False) | st.floats(min_value=-1e-3, max_value=1e-3)
+                | st.floats(min_value=1e15, max_value=1e23), max_size=20))
+def test_the_plain_digest_pair_equals_rfc8785(value, without, floats) -> None:
+    """Generated JSON (tuples as the lists they read back as) and floats of every range."""
+    plain = json_roundtrip({**value, "floats": floats})
+    expected, got = reference_pair(plain, without), plain_pair(plain, without)
+    if isinstance(expected, type):  # refused (of two faults, which is named first may differ): refused too
+        assert isinstance(got, type) and issubclass(got, ValueError)
+    else:
+        assert got == expected
+
+
+def json_roundtrip(value):
+    """``value`` as plain JSON (``canonical_sha256_pair``'s ``plain``): tuples as lists, an integer beyond
+    ±(2**53 − 1) as ``to_jsonable`` maps it (a string)."""
+    if isinstance(value, dict):
+        return {key: json_roundtrip(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_roundtrip(item) for item in value]
+    return to_jsonable(value) if type(value) is int else value
