@@ -32,7 +32,9 @@ before it loads either), ``PreparedModel.load`` reads the weights and builds the
    (``torch.frombuffer`` at ``TensorHeader.begin``; a copy only when its bytes are not aligned for its dtype or the
    machine is big-endian: safetensors is little-endian), checked finite (``aminmax``, which propagates NaN: one
    pass, nothing allocated) and converted to the dtype of the parameter it becomes, which is no copy when the
-   stored dtype is the compute dtype. Two files (``HASH_THREADS``) are read, hashed and checked at a time while
+   stored dtype is the compute dtype (for the bytes kept when the folder was hashed, the finiteness counts were
+   taken then, in the hashing threads, while the model libraries were imported: ``examine_weights``, so the
+   loader reads no weight again). Two files (``HASH_THREADS``) are read, hashed and checked at a time while
    the model is built again to be loaded (``materialise``): its parameters on ``meta`` and its computed buffers
    (rotary frequencies, causal masks) computed by the architecture's constructor, as ``from_pretrained`` computes
    them, in the compute ``dtype`` (``float32``, the default, ``bfloat16`` or ``float16``). Tied parameters are given
