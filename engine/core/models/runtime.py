@@ -90,7 +90,8 @@ from certa.engine.core.models.tokenizer import SpecialTokens, read_tokenizer
 from certa.engine.core.tables import Table
 
 __all__ = ["LoadedModel", "PreparedModel", "load_causal_lm", "prepare_causal_lm", "deterministic_torch",
-           "model_libraries", "require_model_libraries", "warm_model_libraries", "examine_weights", "model_forward"]
+           "model_libraries", "require_model_libraries", "warm_model_libraries", "examine_weights", "model_forward",
+           "return_freed_memory"]
 
 _LIBRARIES = ("torch", "transformers", "safetensors", "tokenizers")
 _CONFIG_PEEK_BYTES = 1 << 20
@@ -151,6 +152,23 @@ def warm_model_libraries(folder: Path) -> None:
     except (StageError, InputError, MissingExtraError, OSError, ValueError, LookupError, TypeError, ImportError,
             AttributeError, RuntimeError):  # RuntimeError: a deep JSON's RecursionError, transformers' failed lazy import
         return
+
+
+def return_freed_memory() -> None:
+    """Give back to the system the memory models freed once they are scored: collect the reference cycles that
+    still hold their objects (a module refers to its parent's hooks and configuration) and, where the C library
+    has it (glibc), ``malloc_trim(0)``: glibc's arenas keep freed blocks for the process to reuse, so what a
+    later stage allocates (Numba and LLVM for a bootstrap) would otherwise be added to them at the run's peak.
+    Nothing computed depends on it."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to trim
+        return
+    trim(0)
 
 
 def deterministic_torch(threads: int) -> None:
