@@ -47,7 +47,7 @@ from certa.engine.core.evidence.suite import SUITE_GLOBS, folder_bundle
 from certa.engine.core.input_formats import input_format, read_input
 from certa.engine.core.input_limits import InputLimits, read_input_file
 from certa.engine.core.models.manifest import MODEL_FORMAT, WEIGHTS_RULE, HeldWeights, ModelManifest, folder_manifest
-from certa.engine.core.models.runtime import warm_model_libraries
+from certa.engine.core.models.runtime import examine_weights, warm_model_libraries
 from certa.engine.core.models.signature import STRICT_STATUSES, SignatureCheck, SignatureTrust, check_signature
 from certa.engine.core.spec import InputSpec, Plan
 from certa.engine.core.tables import Table, format_for_path, table_from_columns
@@ -112,7 +112,8 @@ def read_source(declared: InputSpec, *, path: Path | str | None = None, profile:
         return InputSource(declared.name, fmt, read_input_file(declared.name, where, fmt, limits),
                            overridden=path is not None)
     manifest = folder_manifest(declared.name, where, limits, keep_weights=keep_weights,
-                               meanwhile=partial(warm_model_libraries, where) if keep_weights else None)
+                               meanwhile=partial(warm_model_libraries, where) if keep_weights else None,
+                               examine=examine_weights if keep_weights else None)
     unused_weights_detail(declared.name, manifest, profile)  # ci and release refuse unused weight files
     return InputSource(declared.name, fmt, manifest.raw, origin=where,
                        signature=_checked_signature(declared.name, where, manifest, declared.signature, profile),

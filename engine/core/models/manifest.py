@@ -247,8 +247,8 @@ def read_hashed(opened: Any, size: int, *, keep: bool,
     return digest, done, extra, buffer if isinstance(buffer, mmap.mmap) else None, None
 
 
-def _hash_file(name: str, path: Path, relative: str, expected: int, keep: bool,
-               lease: bool) -> tuple[ModelFile, Kept | None]:
+def _hash_file(name: str, path: Path, relative: str, expected: int, keep: bool, lease: bool,
+               examine: Callable[[ModelFile, Kept], object] | None = None) -> tuple[ModelFile, Kept | None]:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
     except OSError as exc:
@@ -261,7 +261,10 @@ def _hash_file(name: str, path: Path, relative: str, expected: int, keep: bool,
         raise InputError(f"input '{name}': model file {relative} grew while it was read (its size was "
                          f"{expected:,} bytes); copy the model to a folder that nothing writes to")
     file_entry = ModelFile(path=relative, sha256=digest.hexdigest(), size=size)
-    return file_entry, (None if buffer is None else Kept(file_entry.sha256, buffer, held))
+    if buffer is None:
+        return file_entry, None
+    kept = Kept(file_entry.sha256, buffer, held)
+    return file_entry, (kept if examine is None else replace(kept, examined=examine(file_entry, kept)))
 
 
 @dataclass(frozen=True)
@@ -272,6 +275,8 @@ class Kept:
     sha256: str
     buffer: mmap.mmap
     lease: FileLease | None = None
+    examined: object = None
+    """What ``folder_manifest(examine=...)`` found in these bytes once they were hashed (None: not examined)."""
 
 
 class HeldWeights:
@@ -318,14 +323,17 @@ def _index_shards_guess(path: Path) -> set[str]:
 
 def folder_manifest(name: str, folder: Path, limits: InputLimits, *,
                     progress: Callable[[int, int, str], None] | None = None,
-                    keep_weights: bool = False, meanwhile: Callable[[], object] | None = None) -> ModelManifest:
+                    keep_weights: bool = False, meanwhile: Callable[[], object] | None = None,
+                    examine: Callable[[ModelFile, Kept], object] | None = None) -> ModelManifest:
     """The manifest of the model folder ``folder`` (module docstring), or an ``InputError`` naming the
     file that makes it unusable (pickle-based weights, a link leaving the folder, a missing config or
     safetensors file, a size over ``limits.model_bytes``). With ``keep_weights`` the weight files are read into
     private memory as they are hashed and held for the loader (``ModelManifest.held``). ``meanwhile`` is called
     in this thread once the files are being hashed (the hashing threads release the GIL while they read and
     hash): work its caller would do next, done alongside; what it raises is raised once the hashing has
-    stopped."""
+    stopped. ``examine`` is called in the hashing thread with each kept weight file (its entry and its bytes)
+    once hashed, and what it returns is kept with the bytes (``Kept.examined``): the loader's checks of the
+    bytes' values, done while ``meanwhile`` runs; it must not raise (an exception it raises ends the hashing)."""
     try:
         root = folder.resolve(strict=True)
     except (OSError, ValueError) as exc:
@@ -382,7 +390,7 @@ def folder_manifest(name: str, folder: Path, limits: InputLimits, *,
     kept: dict[str, Kept] = {}
     lease = bool(keep) and leases_possible()
     with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
-        hashed = [pool.submit(_hash_file, name, path, relative, size, relative in keep, lease)
+        hashed = [pool.submit(_hash_file, name, path, relative, size, relative in keep, lease, examine)
                   for (relative, path), size in zip(found, sizes)]
         try:
             if meanwhile is not None:

@@ -32,7 +32,9 @@ before it loads either), ``PreparedModel.load`` reads the weights and builds the
    (``torch.frombuffer`` at ``TensorHeader.begin``; a copy only when its bytes are not aligned for its dtype or the
    machine is big-endian: safetensors is little-endian), checked finite (``aminmax``, which propagates NaN: one
    pass, nothing allocated) and converted to the dtype of the parameter it becomes, which is no copy when the
-   stored dtype is the compute dtype. Two files (``HASH_THREADS``) are read, hashed and checked at a time while
+   stored dtype is the compute dtype (for the bytes kept when the folder was hashed, the finiteness counts were
+   taken then, in the hashing threads, while the model libraries were imported: ``examine_weights``, so the
+   loader reads no weight again). Two files (``HASH_THREADS``) are read, hashed and checked at a time while
    the model is built again to be loaded (``materialise``): its parameters on ``meta`` and its computed buffers
    (rotary frequencies, causal masks) computed by the architecture's constructor, as ``from_pretrained`` computes
    them, in the compute ``dtype`` (``float32``, the default, ``bfloat16`` or ``float16``). Tied parameters are given
@@ -80,7 +82,7 @@ from certa.engine.foundation.extras import install_command, missing_extra
 from certa.engine.core.models.architecture import (COMPUTE_DTYPES, DTYPE_BYTES, MAX_HEADER_BYTES, TORCH_DTYPES,
                                                    TensorHeader, TensorPlan, build_architecture, check_buffers,
                                                    check_dtype, check_limits, config_document, match_tensors,
-                                                   materialise, weight_headers)
+                                                   materialise, read_header, weight_headers)
 from certa.engine.core.models.lease import FileLease, leases_possible, unmap_resident
 from certa.engine.core.models.manifest import (HASH_THREADS, MODEL_FORMAT, WEIGHTS_FILE, WEIGHTS_INDEX, HeldWeights,
                                                Kept, ModelFile, index_shards, read_hashed, read_manifest)
@@ -88,7 +90,8 @@ from certa.engine.core.models.tokenizer import SpecialTokens, read_tokenizer
 from certa.engine.core.tables import Table
 
 __all__ = ["LoadedModel", "PreparedModel", "load_causal_lm", "prepare_causal_lm", "deterministic_torch",
-           "model_libraries", "require_model_libraries", "warm_model_libraries", "model_forward"]
+           "model_libraries", "require_model_libraries", "warm_model_libraries", "examine_weights", "model_forward",
+           "return_freed_memory"]
 
 _LIBRARIES = ("torch", "transformers", "safetensors", "tokenizers")
 _CONFIG_PEEK_BYTES = 1 << 20
@@ -149,6 +152,23 @@ def warm_model_libraries(folder: Path) -> None:
     except (StageError, InputError, MissingExtraError, OSError, ValueError, LookupError, TypeError, ImportError,
             AttributeError, RuntimeError):  # RuntimeError: a deep JSON's RecursionError, transformers' failed lazy import
         return
+
+
+def return_freed_memory() -> None:
+    """Give back to the system the memory models freed once they are scored: collect the reference cycles that
+    still hold their objects (a module refers to its parent's hooks and configuration) and, where the C library
+    has it (glibc), ``malloc_trim(0)``: glibc's arenas keep freed blocks for the process to reuse, so what a
+    later stage allocates (Numba and LLVM for a bootstrap) would otherwise be added to them at the run's peak.
+    Nothing computed depends on it."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to trim
+        return
+    trim(0)
 
 
 def deterministic_torch(threads: int) -> None:
@@ -310,6 +330,46 @@ def _head(read: Any, size: int) -> bytes:
     return head
 
 
+def _buffer_head(buffer: mmap.mmap, size: int) -> bytes:
+    """The head (``_head``) of a weight file of ``size`` bytes held in ``buffer``."""
+    position = 0
+
+    def read(count: int) -> bytes:
+        nonlocal position
+        part = buffer[position: min(position + count, size)]
+        position += len(part)
+        return part
+
+    return _head(read, size)
+
+
+def examine_weights(file: ModelFile, kept: Kept) -> dict[str, int] | None:
+    """The loader's finiteness check of a weight file's bytes, done where they are hashed: ``folder_manifest``
+    calls it (``examine``) in a hashing thread with each kept weight file once hashed, while the calling thread
+    imports the model libraries (``warm_model_libraries``). For each floating-point tensor of the header the bytes
+    hold (``read_header``), how many of its values are NaN or infinite (``_non_finite``, on the tensor
+    ``_stored_tensor`` makes: the one the loader builds); then, for bytes mapped under a read lease, their pages
+    are let go of (``unmap_resident``). ``PreparedModel.load`` takes these counts for the same bytes, so it reads
+    no weight again, and refuses a non-finite tensor as before, at the same point. None when torch cannot be
+    imported or the header cannot be read: the loader then checks itself (and reports the header's problem when
+    the model is prepared). Nothing here is scored, and the bytes are the ones hashed whatever the examination
+    finds."""
+    try:
+        import torch
+
+        tensors = read_header("", file.path, _buffer_head(kept.buffer, file.size), size=file.size)
+        counts: dict[str, int] = {}
+        for stored, header in tensors.items():
+            tensor = _stored_tensor(torch, kept.buffer, header)
+            if tensor.is_floating_point():
+                counts[stored] = _non_finite(torch, tensor)
+    except (ImportError, InputError, RuntimeError, ValueError, TypeError):  # the loader checks and reports
+        return None
+    if kept.lease is not None:  # checked: pages the model never touches need not stay resident
+        unmap_resident(kept.buffer)
+    return counts
+
+
 def _weight_head(name: str, folder: Path, file: ModelFile | None, relative: str, held: HeldWeights | None) -> bytes:
     """The head (``_head``) of the weight file ``relative``: from its bytes held since it was hashed, else read
     from the file (checked later against the bytes the loader hashes)."""
@@ -317,15 +377,7 @@ def _weight_head(name: str, folder: Path, file: ModelFile | None, relative: str,
         raise InputError(f"input '{name}': the model manifest lists no {relative}")
     kept = held.peek(relative, file.sha256) if held is not None else None
     if kept is not None:
-        buffer, position = kept.buffer, 0
-
-        def read(count: int) -> bytes:
-            nonlocal position
-            part = buffer[position: min(position + count, file.size)]
-            position += len(part)
-            return part
-
-        return _head(read, file.size)
+        return _buffer_head(kept.buffer, file.size)
     try:
         with _open_regular(name, folder / relative, relative) as opened:
             head = _head(lambda count: _read_exactly(opened, count), file.size)
@@ -401,10 +453,14 @@ class PreparedModel(_Described):
             if buffer[: len(head)] != head:
                 raise InputError(f"input '{name}': model file {relative}'s header is not the one read before its "
                                  "bytes were hashed: the folder changed during the run")
+            examined = kept.examined if isinstance(kept.examined, dict) else {}  # examine_weights' counts
             values = {}
             for stored, header in by_file[relative]:
                 tensor = _stored_tensor(torch, buffer, header)
-                if tensor.is_floating_point() and (count := _non_finite(torch, tensor)):
+                count = 0
+                if tensor.is_floating_point():
+                    count = examined[stored] if stored in examined else _non_finite(torch, tensor)
+                if count:
                     raise InputError(f"input '{name}': tensor {stored} in {relative} holds {count} NaN or infinite "
                                      "value(s); a model's weights are finite numbers")
                 values[stored] = tensor

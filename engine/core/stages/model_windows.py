@@ -349,7 +349,13 @@ def _served_outputs(ctx: StageContext, tables: Mapping[str, Table], arm: str, ro
 
 def run_model_windows(ctx: StageContext, version: WindowsVersion = VERSIONS[-1]) -> StageOutput:
     """Score both models on the text's windows, or read the recorded tables back in a replay."""
-    tables = _recorded(ctx, ctx.captured, version) if ctx.captured is not None else _evaluated(ctx, version)
+    if ctx.captured is not None:
+        tables = _recorded(ctx, ctx.captured, version)
+    else:
+        from certa.engine.core.models.runtime import return_freed_memory
+
+        tables = _evaluated(ctx, version)
+        return_freed_memory()  # the models are closed: the stages after this one do not add their peak to them
     return StageOutput(outputs=_outputs(ctx, tables, version), captured=tables)
 
 

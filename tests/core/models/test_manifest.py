@@ -360,6 +360,27 @@ def test_meanwhile_runs_while_the_files_hash_and_what_it_raises_is_raised(tmp_pa
         folder_manifest("m", folder, InputLimits(), keep_weights=True, meanwhile=refuse)
 
 
+def test_examine_sees_each_kept_weight_file_once_hashed_in_a_hashing_thread(tmp_path):
+    """``examine`` is called in a hashing thread with each kept weight file's entry and the bytes hashed, and what
+    it returns is kept with them (``Kept.examined``); a file not kept is not examined."""
+    import threading
+
+    folder = _sized_folder(tmp_path)
+    seen: dict[str, tuple[int, bytes]] = {}
+
+    def examine(file, kept):
+        seen[file.path] = (threading.get_ident(), bytes(kept.buffer[: file.size]))
+        return file.sha256
+
+    manifest = folder_manifest("m", folder, InputLimits(), keep_weights=True, examine=examine)
+    assert sorted(seen) == sorted(manifest.weights) and manifest.raw == folder_manifest("m", folder, InputLimits()).raw
+    for path in manifest.weights:
+        assert manifest.held.peek(path, manifest.digest_of(path)).examined == manifest.digest_of(path)
+        assert seen[path][0] != threading.get_ident() and seen[path][1] == (folder / path).read_bytes()
+    seen.clear()
+    assert folder_manifest("m", folder, InputLimits(), examine=examine).held is None and not seen
+
+
 def test_the_model_a_run_loads_has_its_libraries_imported_while_it_hashes(tmp_path, monkeypatch):
     """load_tables: the model whose weights are kept (the first a stage names) warms the model libraries during
     its hashing; a second model, and a model no stage names, do not."""

@@ -246,6 +246,68 @@ def test_a_non_finite_weight_in_half_precision_is_refused(tiny_architectures, tm
         load_causal_lm(_table(folder), dtype=dtype)
 
 
+def _examined_table(folder: Path):
+    """The model input as ``certa run`` reads the first model a stage names: its weights kept as hashed and
+    examined in the hashing threads (``examine_weights``)."""
+    from certa.engine.core.models.runtime import examine_weights
+
+    manifest = folder_manifest("m", folder, InputLimits(), keep_weights=True, examine=examine_weights)
+    return replace(read_input("m", manifest.raw, "hf-model", limits=InputLimits()), origin=folder,
+                   weights=manifest.held), manifest
+
+
+@pytest.mark.parametrize("dtype, value", [("bfloat16", float("inf")), ("float16", float("nan"))])
+def test_a_non_finite_weight_found_as_it_is_hashed_is_refused_when_loaded(tiny_architectures, tmp_path, dtype,
+                                                                        value):
+    """examine_weights counts the non-finite values of every floating-point tensor of the bytes hashed; the
+    loader refuses the tensor with the message it gives when it checks itself."""
+    import safetensors.torch as st
+
+    folder = Path(shutil.copytree(tiny_architectures("llama", weights_dtype=dtype), tmp_path / "m"))
+    state = _state(folder)
+    key = "model.layers.1.mlp.down_proj.weight"
+    state[key].view(-1)[7] = value
+    state[key].view(-1)[8] = value
+    st.save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    table, manifest = _examined_table(folder)
+    examined = manifest.held.peek("model.safetensors", manifest.digest_of("model.safetensors")).examined
+    assert examined[key] == 2 and sum(examined.values()) == 2 and set(examined) == set(state)
+    with pytest.raises(InputError, match=f"tensor {key} in model.safetensors holds 2 NaN or infinite value"):
+        load_causal_lm(table, dtype=dtype)
+
+
+def test_weights_examined_as_they_were_hashed_are_not_checked_again(tiny_architectures, monkeypatch):
+    """The loader takes examine_weights' counts for the same bytes and reads no weight to check it again; the
+    model is the one loaded without them."""
+    from certa.engine.core.models import runtime
+
+    folder = tiny_architectures("llama", weights_dtype="bfloat16")
+    table, _ = _examined_table(folder)
+    with monkeypatch.context() as patched:
+        patched.setattr(runtime, "_non_finite", lambda torch, values: pytest.fail("checked again"))
+        loaded = load_causal_lm(table, dtype="bfloat16").model.state_dict()
+    reference = load_causal_lm(_table(folder), dtype="bfloat16").model.state_dict()
+    assert loaded.keys() == reference.keys() and all(loaded[k].equal(v) for k, v in reference.items())
+
+
+def test_weights_whose_header_cannot_be_read_are_left_to_the_loader(tiny_models, tmp_path):
+    """A header examine_weights cannot read is not examined (None): the loader reports it when it prepares."""
+    from certa.engine.core.models.manifest import Kept, ModelFile
+    from certa.engine.core.models.runtime import examine_weights
+
+    folder = _copy(tiny_models, tmp_path)
+    _edit(folder / "model.safetensors", b'"__metadata__"', b'"__metadata_\\"')
+    raw = (folder / "model.safetensors").read_bytes()
+    import mmap
+
+    buffer = mmap.mmap(-1, len(raw))
+    buffer[:] = raw
+    assert examine_weights(ModelFile("model.safetensors", "0" * 64, len(raw)), Kept("0" * 64, buffer)) is None
+    table, _ = _examined_table(folder)
+    with pytest.raises(InputError, match="model.safetensors is not a valid safetensors file"):
+        load_causal_lm(table)
+
+
 def test_held_weights_never_travel_in_a_pickle(tiny_models):
     """A batch worker gets a model input's InputSource in a pickle: the bytes read by the client stay there."""
     import pickle
