@@ -350,6 +350,11 @@ def build_architecture(name: str, document: Mapping[str, Any], transformers: Any
     return config, _construct(name, config, transformers, torch, torch.float32, torch.device("meta"))
 
 
+LOADED_PARAMETER_FLAG = "_is_hf_initialized"
+"""The attribute transformers (5.x) sets on a parameter ``from_pretrained`` loaded, which its weight initialisation
+skips (transformers' own flag, not certa's; transformers 4.x reads it on modules only and ignores it here)."""
+
+
 @contextmanager
 def _parameters_on_meta(torch: Any) -> Iterator[None]:
     """While open, every parameter a module registers is replaced by an empty one on the ``meta`` device
@@ -380,7 +385,7 @@ def _parameters_on_meta(torch: Any) -> Iterator[None]:
         if param is not None and param.device.type != "meta":
             param = torch.nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
         if param is not None:
-            param._is_hf_initialized = True
+            setattr(param, LOADED_PARAMETER_FLAG, True)
         original(module, name, param)
 
     torch.nn.Module.register_parameter = register
