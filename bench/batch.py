@@ -74,6 +74,9 @@ stages:
     with: {{shard_batch: {batch}}}
 """
 
+CERTA = [str(Path(sys.executable).with_name("certa"))]
+"""The `certa` command of the interpreter running this bench (its venv's script, whatever PATH says)."""
+
 
 def write_paired_specs(root: Path, count: int, windows: int, replicates: int) -> list[Path]:
     paths = []
@@ -112,7 +115,7 @@ def bench_specs(args, work: Path) -> None:
     def cli_runs() -> None:
         db = work / f"cli-{time.monotonic_ns()}.db"
         for spec in specs[:args.cli_runs]:
-            subprocess.run(["certa", "run", str(spec), "--ledger", str(db), "--json"], check=False,
+            subprocess.run([*CERTA, "run", str(spec), "--ledger", str(db), "--json"], check=False,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     if args.cli_runs:

@@ -8,7 +8,7 @@ equal power.
 The question is issue 33's: is the endpoint serving the model we certified? Both servers serve the name
 ``tiny-llama``: one the reference folder's weights, the impostor a copy perturbed by 5 %. Each run is the spec of
 ``tests/served/test_served_sequential.py`` (profile release, betting confidence sequence, alpha 0.05, range
-[-0.03, 0.03], min_effect 0.0005, equivalence_band 0.001, batches of 16, n_max 400), timed end to end (loading the
+[-0.03, 0.03] for the reference weights, [-0.08, 0.08] for the impostor (``IMPOSTOR_BOUND``), min_effect 0.0005, equivalence_band 0.001, batches of 16, n_max 400), timed end to end (loading the
 reference, the queries, the statistics, writing nothing). "To n_max" is the same stage with its stopping rules
 unable to fire (min_effect and the band beyond the range), so it scores all n_max prompts.
 
@@ -40,6 +40,10 @@ from figures import count  # noqa: E402
 N_MAX = 400
 ALPHA = 0.05
 MIN_EFFECT = 0.0005
+IMPOSTOR_BOUND = 0.08
+"""The range declared for the impostor's scores: a 5 %-perturbed model's per-prompt delta-CE left [-0.03, 0.03]
+(-0.0344 within 32 draws) on one machine's build of the tiny model, and profile release refuses such scores; the
+reference weights' scores are float32 noise, and keep the tighter range."""
 
 
 def _folder(work: Path, reference: Path) -> Path:
@@ -52,7 +56,7 @@ def _folder(work: Path, reference: Path) -> Path:
     return work
 
 
-def _spec(work: Path, url: str, *, stop: bool) -> Path:
+def _spec(work: Path, url: str, *, stop: bool, bound: float = 0.03) -> Path:
     rules = (f"min_effect: {MIN_EFFECT}\n      equivalence_band: 0.001" if stop else
              "min_effect: 0.05\n      equivalence_band: null")
     spec = work / ("spec.yaml" if stop else "spec-n-max.yaml")
@@ -77,7 +81,7 @@ def _spec(work: Path, url: str, *, stop: bool) -> Path:
               n_max: {N_MAX}
               method: betting
               alpha: {ALPHA}
-              range: [-0.03, 0.03]
+              range: [-{bound}, {bound}]
         """) + f"      {rules}\n")
     return spec
 
@@ -101,7 +105,7 @@ def _scores(work: Path, url: str) -> list[float]:
     from certa.ledger.run_record import read_stored_run
 
     with Ledger.open(work / "ledger.db") as ledger:
-        result = run(_spec(work, url, stop=False), ledger=ledger)
+        result = run(_spec(work, url, stop=False, bound=IMPOSTOR_BOUND), ledger=ledger)
         record = next(r for r in read_stored_run(ledger, result.run_id).captured if r["name"] == CAPTURED_SCORES)
         return stored_table(ledger, record).numeric("score").tolist()
 
@@ -126,9 +130,10 @@ def main() -> None:
         work = _folder(Path(scratch), Path(folder))
         figures = {}
         for name, where in (("reference", url), ("impostor", impostor)):
-            _timed(_spec(work, where, stop=True))  # warm: the model libraries imported, the server's caches
-            results, seconds = _timed(_spec(work, where, stop=True))
-            full, full_seconds = _timed(_spec(work, where, stop=False))
+            bound = IMPOSTOR_BOUND if name == "impostor" else 0.03
+            _timed(_spec(work, where, stop=True, bound=bound))  # warm: the model libraries imported, the server's caches
+            results, seconds = _timed(_spec(work, where, stop=True, bound=bound))
+            full, full_seconds = _timed(_spec(work, where, stop=False, bound=bound))
             figures[name] = {"decision": results["decision"], "n_used": results["n_used"], "seconds": seconds,
                              "n_max_seconds": full_seconds, "n_max_decision": full["decision"]}
             print(f"{name}: {results['decision']} after {results['n_used']} of {N_MAX} prompts in {seconds:.1f} s; "

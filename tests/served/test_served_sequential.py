@@ -25,7 +25,7 @@ from tests.conftest import VllmServer, write_spec
 from tests.served.reference import SUBSTITUTION_PROMPTS, write_texts
 
 
-def _spec(folder: Path, server: VllmServer, url: str, *, metric: str = "delta_ce") -> Path:
+def _spec(folder: Path, server: VllmServer, url: str, *, metric: str = "delta_ce", bound: float = 0.03) -> Path:
     if not (folder / "reference").exists():
         shutil.copytree(server.folder, folder / "reference")
     write_texts(folder / "prompts.jsonl", SUBSTITUTION_PROMPTS)
@@ -50,7 +50,7 @@ def _spec(folder: Path, server: VllmServer, url: str, *, metric: str = "delta_ce
               n_max: 400
               method: betting
               alpha: 0.05
-              range: [-0.03, 0.03]
+              range: [-{bound}, {bound}]
               min_effect: 0.0005
               equivalence_band: 0.001
         """)
@@ -77,7 +77,11 @@ def test_the_endpoint_of_the_reference_weights_is_the_same_model(vllm_server: Vl
 
 
 def test_the_impostor_under_the_same_name_is_a_different_model(vllm_server: VllmServer, tmp_path: Path) -> None:
-    diff = run(_spec(tmp_path, vllm_server, vllm_server.impostor_url)).certificate["content"]["stages"]["diff"]
+    """The impostor's scores are declared within [-0.08, 0.08]: a 5 %-perturbed model's per-prompt delta-CE left
+    [-0.03, 0.03] on one machine's build of the tiny model (-0.0344 within 32 draws, which profile release refuses);
+    measured there: DIFFERENT after 244 prompts, mean 0.0034, 95 % interval [0.00064, 0.0056]."""
+    url = vllm_server.impostor_url
+    diff = run(_spec(tmp_path, vllm_server, url, bound=0.08)).certificate["content"]["stages"]["diff"]
     assert diff["results"]["decision"] == "DIFFERENT" and diff["results"]["ci"][0] > 0.0005
     assert diff["source"]["models"]["candidate"]["claims"]["served_name"] == vllm_server.name
 
@@ -174,11 +178,12 @@ def test_recompute_evidence_queries_the_server_again_and_reports_each_table(vllm
                                                                              tmp_path: Path) -> None:
     """``--recompute-evidence`` of a served ``sequential.diff`` run: the server queried again and the reference re-run,
     the scores and the reference's log-probs compared row by row, the transcript listed apart; with the impostor at
-    the recorded input's name, the scores do not reproduce."""
+    the recorded input's name, the scores do not reproduce (the range declared wide enough for the impostor's
+    scores: see the impostor test)."""
     from certa.engine.services.evidence_recompute import recompute_evidence
 
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        result = run(_spec(tmp_path, vllm_server, vllm_server.url), ledger=ledger)
+        result = run(_spec(tmp_path, vllm_server, vllm_server.url, bound=0.08), ledger=ledger)
         evidence = recompute_evidence(ledger, result.run_id, folders={"reference": tmp_path / "reference"})
         tables = {t.name: t for t in evidence.tables}
         assert evidence.reproduced, evidence.text()

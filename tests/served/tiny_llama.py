@@ -19,6 +19,12 @@ Self-contained (torch, transformers, tokenizers and safetensors only, no certa),
 with the server's own venv:
 
     python tests/served/tiny_llama.py FOLDER [--seed N] [--steps N] [--perturb SCALE]
+    python tests/served/tiny_llama.py FOLDER --from SOURCE --perturb SCALE   # a perturbed copy of SOURCE
+
+The test servers (``.ci/vllm``) serve the committed model of the served examples
+(``specs/served-perplexity/models/reference``, built by ``build`` on the machine that wrote it) and a perturbed copy
+of it: training is bit-identical on one machine only (another CPU's kernels round differently), and the examples'
+certificates pin that model's digests.
 """
 
 from __future__ import annotations
@@ -93,15 +99,40 @@ def build(folder: Path, *, seed: int = 0, steps: int = 120, vocab_size: int = 30
     return folder
 
 
+def perturbed_copy(source: Path, folder: Path, *, seed: int = 0, perturb: float = 0.05) -> Path:
+    """Write into ``folder`` the model of ``source`` (a folder ``build`` wrote, read from its safetensors) with its
+    weight matrices perturbed as ``build`` perturbs them, and the same tokenizer and configuration files: the
+    impostor of a committed model folder, whatever machine trained it (training is bit-identical only on one
+    machine)."""
+    import torch
+    import transformers
+
+    model = transformers.LlamaForCausalLM.from_pretrained(source, dtype=torch.float32)
+    noise = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() >= 2:
+                parameter.mul_(1 + perturb * torch.randn(parameter.shape, generator=noise))
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder, safe_serialization=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(source / name, folder / name)
+    return folder
+
+
 def main() -> None:
-    """Command line: build the model into the folder given."""
+    """Command line: build the model into the folder given (``--from SOURCE``: a perturbed copy of SOURCE)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=120)
     parser.add_argument("--perturb", type=float, default=0.0)
+    parser.add_argument("--from", dest="source", type=Path, default=None)
     args = parser.parse_args()
-    build(args.folder, seed=args.seed, steps=args.steps, perturb=args.perturb)
+    if args.source is not None:
+        perturbed_copy(args.source, args.folder, seed=args.seed, perturb=args.perturb)
+    else:
+        build(args.folder, seed=args.seed, steps=args.steps, perturb=args.perturb)
     print(args.folder)
 
 
