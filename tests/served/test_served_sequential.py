@@ -77,11 +77,12 @@ def test_the_endpoint_of_the_reference_weights_is_the_same_model(vllm_server: Vl
 
 
 def test_the_impostor_under_the_same_name_is_a_different_model(vllm_server: VllmServer, tmp_path: Path) -> None:
-    """The impostor's scores are declared within [-0.08, 0.08]: a 5 %-perturbed model's per-prompt delta-CE left
-    [-0.03, 0.03] on one machine's build of the tiny model (-0.0344 within 32 draws, which profile release refuses);
-    measured there: DIFFERENT after 244 prompts, mean 0.0034, 95 % interval [0.00064, 0.0056]."""
+    """The impostor's scores are declared within [-0.05, 0.05]: a model trained on another machine and perturbed
+    gave per-prompt delta-CE beyond [-0.03, 0.03] (-0.0344 within 32 draws, which profile release refuses), so the
+    range leaves room; the committed model's impostor: DIFFERENT after 242 prompts, mean 0.0025, 95 % interval
+    [0.0006, 0.0040] (measured 2026-11-29; [-0.08, 0.08] would leave it UNDECIDED at n_max 400)."""
     url = vllm_server.impostor_url
-    diff = run(_spec(tmp_path, vllm_server, url, bound=0.08)).certificate["content"]["stages"]["diff"]
+    diff = run(_spec(tmp_path, vllm_server, url, bound=0.05)).certificate["content"]["stages"]["diff"]
     assert diff["results"]["decision"] == "DIFFERENT" and diff["results"]["ci"][0] > 0.0005
     assert diff["source"]["models"]["candidate"]["claims"]["served_name"] == vllm_server.name
 
@@ -183,7 +184,7 @@ def test_recompute_evidence_queries_the_server_again_and_reports_each_table(vllm
     from certa.engine.services.evidence_recompute import recompute_evidence
 
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        result = run(_spec(tmp_path, vllm_server, vllm_server.url, bound=0.08), ledger=ledger)
+        result = run(_spec(tmp_path, vllm_server, vllm_server.url, bound=0.05), ledger=ledger)
         evidence = recompute_evidence(ledger, result.run_id, folders={"reference": tmp_path / "reference"})
         tables = {t.name: t for t in evidence.tables}
         assert evidence.reproduced, evidence.text()
