@@ -177,12 +177,17 @@ def _fix_float_tokens(text: str) -> str:
 
 
 @functools.cache
-def _msgspec_encoders() -> tuple[Callable[[Any], bytes], Callable[[Any], bytes]]:
+def _msgspec_encoders() -> tuple[Callable[[Any], bytes], Callable[[Any], bytes]] | None:
     """msgspec's JSON encoder with every object's keys sorted, and its MessagePack encoder (imported on first use:
-    ledger readers such as ``certa list`` never hash content)."""
+    ledger readers such as ``certa list`` never hash content); None where msgspec cannot sort keys (``order``
+    is newer than msgspec 0.18, the lowest version certa allows: the ``json`` path writes every digest there)."""
     import msgspec
 
-    return msgspec.json.Encoder(order="sorted").encode, msgspec.msgpack.Encoder().encode
+    try:
+        sorted_json = msgspec.json.Encoder(order="sorted")
+    except TypeError:
+        return None
+    return sorted_json.encode, msgspec.msgpack.Encoder().encode
 
 
 def _canonical_pair_of_plain(value: dict[str, Any], part: dict[str, Any]) -> tuple[bytes, bytes] | None:
@@ -203,7 +208,10 @@ def _canonical_pair_of_plain(value: dict[str, Any], part: dict[str, Any]) -> tup
     or ``cb ff`` counts), a character at or above U+E000 (key order), text that is not UTF-8, a value msgspec
     refuses. Each member of ``part`` is written as in ``value``, so what holds of ``value``'s text holds of
     ``part``'s. ``tests/foundation/test_perf_canonical.py`` checks the bytes against ``rfc8785.dumps``."""
-    encode_json, encode_msgpack = _msgspec_encoders()
+    encoders = _msgspec_encoders()
+    if encoders is None:
+        return None
+    encode_json, encode_msgpack = encoders
     try:
         text = encode_json(value)
         if _may_hold_float_forms(text) or (not text.isascii() and text.translate(None, _BELOW_HIGH_UTF8)):
