@@ -84,11 +84,7 @@ def build(folder: Path, *, seed: int = 0, steps: int = 120, vocab_size: int = 30
         optimiser.step()
     model.eval()
     if perturb:
-        noise = torch.Generator().manual_seed(seed + 1)
-        with torch.no_grad():
-            for parameter in model.parameters():
-                if parameter.dim() >= 2:
-                    parameter.mul_(1 + perturb * torch.randn(parameter.shape, generator=noise))
+        _perturb(torch, model, seed=seed, scale=perturb)
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save(str(folder / "tokenizer.json"))
@@ -97,6 +93,16 @@ def build(folder: Path, *, seed: int = 0, steps: int = 120, vocab_size: int = 30
          "model_max_length": max_positions, "add_bos_token": False, "add_eos_token": False}, indent=2) + "\n",
         encoding="utf-8")
     return folder
+
+
+def _perturb(torch: object, model: object, *, seed: int, scale: float) -> None:
+    """Every weight matrix of ``model`` (a parameter of two or more dimensions) multiplied in place by
+    (1 + scale·ε), ε ~ N(0, 1) drawn from ``torch.Generator().manual_seed(seed + 1)``."""
+    noise = torch.Generator().manual_seed(seed + 1)  # type: ignore[attr-defined]
+    with torch.no_grad():  # type: ignore[attr-defined]
+        for parameter in model.parameters():  # type: ignore[attr-defined]
+            if parameter.dim() >= 2:
+                parameter.mul_(1 + scale * torch.randn(parameter.shape, generator=noise))  # type: ignore[attr-defined]
 
 
 def perturbed_copy(source: Path, folder: Path, *, seed: int = 0, perturb: float = 0.05) -> Path:
@@ -108,11 +114,7 @@ def perturbed_copy(source: Path, folder: Path, *, seed: int = 0, perturb: float 
     import transformers
 
     model = transformers.LlamaForCausalLM.from_pretrained(source, dtype=torch.float32)
-    noise = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            if parameter.dim() >= 2:
-                parameter.mul_(1 + perturb * torch.randn(parameter.shape, generator=noise))
+    _perturb(torch, model, seed=seed, scale=perturb)
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder, safe_serialization=True)
     for name in ("tokenizer.json", "tokenizer_config.json"):
