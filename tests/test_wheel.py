@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import site
 import subprocess
 import sys
 import zipfile
@@ -154,10 +155,20 @@ def _files_under(folder: Path) -> list[str]:
 @pytest.fixture(scope="session")
 def installed_wheel(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A venv holding the wheel (its dependencies seen from this interpreter's site-packages), and the venv's
-    ``certa`` package folder."""
+    ``certa`` package folder.
+
+    ``venv --system-site-packages`` would not do: made from a venv's interpreter (CI's), the new venv's "system" is
+    the base Python's site-packages, not that venv's, and a fresh machine's base Python lacks certa's
+    dependencies. So the venv is plain and a ``.pth`` file lists this interpreter's site-packages folders (after the
+    venv's own, so the wheel's ``certa`` comes first; a listed folder's own ``.pth`` files, such as an editable
+    install's finder, are not run)."""
     venv = tmp_path_factory.mktemp("wheel-venv") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
+    seen = [folder for folder in (*site.getsitepackages(), site.getusersitepackages()) if Path(folder).is_dir()]
+    venv_site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    (Path(venv_site) / "certa-test-dependencies.pth").write_text("".join(f"{folder}\n" for folder in seen))
     installed = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
                                capture_output=True, text=True, timeout=300)
     assert installed.returncode == 0, installed.stderr
