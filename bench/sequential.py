@@ -14,10 +14,11 @@ Run: ``cd /work/main && PYTHONPATH=. python3 bench/sequential.py [throughput|ver
    b. samples to the seed's DIFFERENT criterion (relative half-width <= rel_margin_target) per method:
       the seed's fixed-n EB rule against the anytime sequences (goal: betting >= 3x fewer).
 3. Versions: the cost of ``sequential.diff`` 1.1.0 (exp/log/log1p by libm in compiled loops,
-   ``certa.engine.core.stats.kernels.libm.LIBM``) against 1.0.0 (numpy's CPU-dispatched ufuncs) for ``betting`` on the same
-   10^6 stream: the whole stage path, the hedged e-process alone (``hedged_log_evalue``) and the CS alone,
-   each timed alternately (best of 7) so that both versions see the same machine load. The compiled loops
-   are compiled (or loaded from Numba's cache) before timing.
+   ``certa.engine.core.stats.kernels.libm.LIBM``) and of 3.2.0 (from basic operations alone, ``PORTABLE``) against
+   1.0.0 (numpy's CPU-dispatched ufuncs) for ``betting`` on the same 10^6 stream: the whole stage path, the hedged
+   e-process alone (``hedged_log_evalue``) and the CS alone, each timed alternately (best of 7) so that every
+   version sees the same machine load. The compiled loops are compiled (or loaded from Numba's cache) before
+   timing.
 """
 
 from __future__ import annotations
@@ -191,12 +192,14 @@ def version_cost() -> None:
         "CS (betting_cs)": lambda e: confidence_sequence(x, "betting", k["alpha"], 0.0, 0.2,
                                                          CSSettings(t_opt=float(n)), elementary=e),
     }
-    versions = {kernels.version: kernels.elementary for kernels in KERNELS if kernels.version in ("1.0.0", "1.1.0")}
+    versions = {kernels.version: kernels.elementary for kernels in KERNELS
+                if kernels.version in ("1.0.0", "1.1.0", "3.2.0")}
     for elementary in versions.values():
         analyse(x[:1000], k, elementary=elementary)            # compile or load the compiled loops
     print(f"\n3. sequential.diff versions, method betting, one stream of {n:,} observations "
           "(best of 7, versions timed alternately)")
-    print(f"   {'part':<32} " + " ".join(f"{v + ' obs/s':>16}" for v in versions) + "   1.1.0 / 1.0.0 time")
+    print(f"   {'part':<32} " + " ".join(f"{v + ' obs/s':>16}" for v in versions)
+          + "   time 1.1.0 / 1.0.0, 3.2.0 / 1.0.0")
     for label, work in parts.items():
         times: dict[str, list[float]] = {v: [] for v in versions}
         for _ in range(7):
@@ -206,7 +209,7 @@ def version_cost() -> None:
                 times[version].append(time.perf_counter() - start)
         best = {v: min(t) for v, t in times.items()}
         print(f"   {label:<32} " + " ".join(f"{n / best[v]:16,.0f}" for v in versions)
-              + f"   {best['1.1.0'] / best['1.0.0']:.2f}x")
+              + f"   {best['1.1.0'] / best['1.0.0']:.2f}x, {best['3.2.0'] / best['1.0.0']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -47,6 +47,11 @@ A factory that declares a keyword parameter ``tables`` is also given ``tables=``
 by input name, for a scorer that reads a further declared input its options name (``hf_models`` reads its
 prompt set from ``options.prompts``). A factory without the parameter is called as before.
 
+A factory that declares a keyword parameter ``elementary`` is given ``elementary=``: the exp, log, log1p and
+logaddexp (``certa.engine.core.stats.kernels.libm.ElementaryFunctions``) of the ``sequential.diff`` version that
+runs it, when that version names them (3.2.0 on: ``PORTABLE``, the same bits on every machine), for a scorer whose
+metric needs them (``sym_kl``'s probabilities); otherwise it is not given one and keeps its own choice, as before.
+
 ``reference`` and ``candidate`` are the input tables the spec names (``certa.engine.core.tables.Table``), so a
 scorer reads nothing outside the paths the spec declares. The scores it returns are recorded by the
 stage (``StageOutput.captured``) and a replay recomputes every decision from them without calling it.
@@ -66,6 +71,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from certa.engine.foundation.errors import StageError
+from certa.engine.core.stats.kernels.libm import ElementaryFunctions
 from certa.engine.core.tables import Table
 
 __all__ = ["ENTRY_POINT_GROUP", "Scorer", "ScorerFactory", "available_scorers", "declared_identity",
@@ -99,19 +105,19 @@ def available_scorers() -> tuple[str, ...]:
     return tuple(sorted(_registered()))
 
 
-def _takes_tables(factory: Callable[..., Any]) -> bool:
-    """True when ``factory`` declares a ``tables`` parameter (module docstring)."""
+def _declares(factory: Callable[..., Any], parameter: str) -> bool:
+    """True when ``factory`` declares the keyword ``parameter`` (module docstring)."""
     try:
-        return "tables" in inspect.signature(factory).parameters
+        return parameter in inspect.signature(factory).parameters
     except (TypeError, ValueError):  # a callable without an inspectable signature declares nothing
         return False
 
 
 def load_scorer(name: str, *, metric: str | None = None, options: Mapping[str, Any] | None = None,
-                tables: Mapping[str, Table] | None = None) -> Scorer:
+                tables: Mapping[str, Table] | None = None, elementary: ElementaryFunctions | None = None) -> Scorer:
     """Build the scorer registered as ``name``; a ``StageError`` lists the registered names if unknown.
     ``tables`` (the run's input tables by name) is passed on to a factory that declares a ``tables``
-    parameter."""
+    parameter, and ``elementary`` (unless None) to one that declares ``elementary`` (module docstring)."""
     registered = _registered()
     if name in registered:
         factory = registered[name].load()
@@ -121,7 +127,9 @@ def load_scorer(name: str, *, metric: str | None = None, options: Mapping[str, A
         raise StageError(f"scorer '{name}' is not registered in the '{ENTRY_POINT_GROUP}' entry-point group"
                          + (f"; did you mean '{hint[0]}'?" if hint else f" (registered: {', '.join(known) or 'none'})")
                          + "; install the package that provides it")
-    extra = {"tables": dict(tables or {})} if _takes_tables(factory) else {}
+    extra: dict[str, Any] = {"tables": dict(tables or {})} if _declares(factory, "tables") else {}
+    if elementary is not None and _declares(factory, "elementary"):
+        extra["elementary"] = elementary
     scorer = factory(metric=metric, options=dict(options or {}), **extra)
     if not (callable(getattr(scorer, "score", None)) and callable(getattr(scorer, "prompts", None))):
         raise StageError(f"scorer '{name}' does not provide score(reference, candidate, prompt, K) and "

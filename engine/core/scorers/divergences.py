@@ -29,10 +29,12 @@ K' terms) is an unbiased estimate of that KL per generated token. One draw's val
 mean identical (a single sample), so the metric declares no support and no identity.
 All arithmetic is float64; the sum over the vocabulary is numpy's pairwise sum along the last axis, so a row's
 value does not depend on the other rows of the array. ``exp`` is a parameter: numpy's ``np.exp`` picks its kernel
-by CPU at run time (its last bits depend on the machine's SIMD features), so ``hf_models`` passes libm's
-(``certa.engine.core.stats.kernels.libm.LIBM.exp``: the same bits on every x86-64 machine, checked by
-``tests/core/test_simd_independence.py``); ``logprob_tables`` keeps numpy's, as in certa 0.7.0, so that its
-scores do not move.
+by CPU at run time (its last bits depend on the machine's SIMD features), and the C library's ``exp`` picks a
+variant per CPU family (glibc: an FMA build or an SSE2 build). From ``sequential.diff`` 3.2.0 both scorers are
+given the version's portable functions (``certa.engine.core.stats.kernels.libm.PORTABLE``: IEEE 754 basic
+operations only, the same bits on every machine, checked by ``tests/core/test_simd_independence.py``); before it
+``hf_models`` used libm's ``exp`` and ``logprob_tables`` numpy's (and scipy's ``logsumexp``), and still does
+for a run pinned to those versions, so their scores do not move.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["ZERO_MEANS_IDENTICAL", "abs_delta_lp_positions", "delta_ce_positions", "generated_kl_positions", "sym_kl_positions", "prompt_means"]
+__all__ = ["ZERO_MEANS_IDENTICAL", "abs_delta_lp_positions", "delta_ce_positions", "generated_kl_positions",
+           "log_normalised", "sym_kl_positions", "prompt_means"]
 
 ZERO_MEANS_IDENTICAL: dict[str, bool] = {"delta_ce": False, "sym_kl": True, "generated_kl": False,
                                          "abs_delta_lp": False}
@@ -74,6 +77,15 @@ def sym_kl_positions(log_p: np.ndarray, log_q: np.ndarray,
     log_p = np.asarray(log_p, dtype=np.float64)
     log_q = np.asarray(log_q, dtype=np.float64)
     return np.sum((exp(log_p) - exp(log_q)) * (log_p - log_q), axis=-1)
+
+
+def log_normalised(log_p: np.ndarray, exp: Callable[[np.ndarray], np.ndarray],
+                   log: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """ln p(v) - ln sum_w p(w) over the last axis (float64), as ln p(v) - (m + ln sum_w e^(ln p(w) - m)) with m the
+    row's largest log-prob, so no term overflows (the log-sum-exp; the sum numpy's pairwise sum)."""
+    log_p = np.asarray(log_p, dtype=np.float64)
+    top = np.max(log_p, axis=-1, keepdims=True)
+    return log_p - (top + log(np.sum(exp(log_p - top), axis=-1, keepdims=True)))
 
 
 def prompt_means(group: np.ndarray, values: np.ndarray, prompts: int) -> np.ndarray:

@@ -82,7 +82,7 @@ from certa.engine.core.runtimes import BorrowsTokenizer, DistributionRuntime, Op
 from certa.engine.core.runtimes.endpoint import TRANSCRIPT, transcript_generations, transcript_logprobs
 from certa.engine.core.scorers.divergences import (ZERO_MEANS_IDENTICAL, abs_delta_lp_positions, delta_ce_positions,
                                                    generated_kl_positions, prompt_means, sym_kl_positions)
-from certa.engine.core.stats.kernels.libm import LIBM
+from certa.engine.core.stats.kernels.libm import LIBM, ElementaryFunctions
 from certa.engine.core.tables import Table, table_from_columns
 
 __all__ = ["HfModelsScorer", "METRICS", "RuntimePair", "open_pair"]
@@ -166,8 +166,10 @@ class HfModelsScorer:
     """The built-in live scorer (module docstring); ``HfModelsScorer(metric=..., options=..., tables=...)``."""
 
     def __init__(self, *, metric: str | None = None, options: Mapping[str, Any] | None = None,
-                 tables: Mapping[str, Table] | None = None) -> None:
+                 tables: Mapping[str, Table] | None = None, elementary: ElementaryFunctions | None = None) -> None:
         self.metric = metric or "delta_ce"
+        self.exp = (elementary or LIBM).exp
+        """sym_kl's exp: the stage version's (3.2.0 on: portable), else libm's as before (``divergences``)."""
         if self.metric not in METRICS:
             raise StageError(f"{_NAME}: metric must be one of {', '.join(METRICS)} (got {self.metric!r})")
         options = dict(options or {})
@@ -364,7 +366,7 @@ class HfModelsScorer:
         if self.metric in NEEDS_DISTRIBUTIONS:
             values = sym_kl_positions(np.concatenate(cast(DistributionRuntime, ref).next_token_logprobs(fed)),
                                       np.concatenate(cast(DistributionRuntime, cand).next_token_logprobs(fed)),
-                                      exp=LIBM.exp)
+                                      exp=self.exp)
         else:
             positions = abs_delta_lp_positions if self.metric == "abs_delta_lp" else delta_ce_positions
             values = positions(np.concatenate(self._token_logprobs(pair, 0, fed)),

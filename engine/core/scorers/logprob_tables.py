@@ -5,7 +5,8 @@ Each table (reference model, candidate model) has one row per teacher-forced pos
 
 * ``logprob``: the log-probability the model gives the teacher-forced token (metric ``delta_ce``), and/or
 * ``logp_<token>`` columns: the model's next-token log-distribution over a shared vocabulary (metric
-  ``sym_kl``; re-normalised over the listed tokens).
+  ``sym_kl``; re-normalised over the listed tokens: by scipy's ``logsumexp`` before ``sequential.diff`` 3.2.0, by
+  ``divergences.log_normalised`` with the version's portable exp and log from 3.2.0 on).
 
 Both tables must hold exactly the same (prompt_id, position) pairs. For a prompt, with its first K
 positions (by position) i = 1..K' (K' = min(K, positions available)):
@@ -35,9 +36,10 @@ from typing import Any
 import numpy as np
 
 from certa.engine.foundation.errors import InputError, StageError
-from certa.engine.core.scorers.divergences import (ZERO_MEANS_IDENTICAL, delta_ce_positions, prompt_means,
-                                                   sym_kl_positions)
+from certa.engine.core.scorers.divergences import (ZERO_MEANS_IDENTICAL, delta_ce_positions, log_normalised,
+                                                   prompt_means, sym_kl_positions)
 from certa.engine.core.stats.kernels.lazy_scipy import special
+from certa.engine.core.stats.kernels.libm import ElementaryFunctions
 from certa.engine.core.tables import Table
 
 __all__ = ["LogprobTablesScorer", "METRICS", "SUPPORT"]
@@ -77,8 +79,11 @@ def _sorted_keys(table: Table, prompt_col: str, position_col: str) -> tuple[np.n
 class LogprobTablesScorer:
     """The built-in scorer (module docstring); create with ``LogprobTablesScorer(metric=..., options=...)``."""
 
-    def __init__(self, *, metric: str | None = None, options: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, *, metric: str | None = None, options: Mapping[str, Any] | None = None,
+                 elementary: ElementaryFunctions | None = None) -> None:
         self.metric = metric or "delta_ce"
+        self.elementary = elementary
+        """sym_kl's exp and log: the stage version's (3.2.0 on: portable), else numpy's and scipy's as before."""
         if self.metric not in METRICS:
             raise StageError(f"scorer 'logprob_tables': metric must be one of {', '.join(METRICS)} "
                              f"(got {self.metric!r})")
@@ -123,9 +128,12 @@ class LogprobTablesScorer:
                              f"'{reference.name}' and '{candidate.name}' (got {ref_cols[:5]} and {cand_cols[:5]})")
         log_p = np.column_stack([reference.numeric(c) for c in ref_cols])[ref_order]
         log_q = np.column_stack([candidate.numeric(c) for c in cand_cols])[cand_order]
-        log_p = log_p - special.logsumexp(log_p, axis=1, keepdims=True)
-        log_q = log_q - special.logsumexp(log_q, axis=1, keepdims=True)
-        return sym_kl_positions(log_p, log_q)
+        if self.elementary is None:
+            log_p = log_p - special.logsumexp(log_p, axis=1, keepdims=True)
+            log_q = log_q - special.logsumexp(log_q, axis=1, keepdims=True)
+            return sym_kl_positions(log_p, log_q)
+        exp, log = self.elementary.exp, self.elementary.log
+        return sym_kl_positions(log_normalised(log_p, exp, log), log_normalised(log_q, exp, log), exp=exp)
 
     def support(self) -> tuple[float, float] | None:
         """The metric's declared finite support: None (``SUPPORT``; both metrics are unbounded)."""

@@ -37,7 +37,7 @@ CATALOGUE: dict[str, Shown] = {
     "paired.metric_delta": Shown(f"{_PRESENTATION}.paired_metric", ("1.0.0", "1.1.0", "1.2.0")),
     "paired.ppl_ratio": Shown(f"{_PRESENTATION}.paired_ratio", ("1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0")),
     "paired.suite_delta": Shown(f"{_PRESENTATION}.suite_delta", ("1.0.0",)),
-    "sequential.diff": Shown(f"{_PRESENTATION}.sequential_diff", ("1.0.0", "1.1.0", "2.0.0", "3.0.0", "3.1.0")),
+    "sequential.diff": Shown(f"{_PRESENTATION}.sequential_diff", ("1.0.0", "1.1.0", "2.0.0", "3.0.0", "3.1.0", "3.2.0")),
 }
 """Stage type name -> how it is shown (``Shown``)."""
 

@@ -36,7 +36,10 @@ and states which models a scorer ran (``source.models``: its ``describe()``, a s
 server's claims, captured as ``scorer_models`` for a replay) and keeps what their runtimes captured (a served
 model's transcript, as ``scorer_<role>_<name>``); its replay derives the scores again from that evidence
 (``certa.engine.core.scorers.rederived_scores``: a served model's recorded answers and a local model's captured
-log-probs) and refuses recorded scores that are not those, bit for bit, before it recomputes anything.
+log-probs) and refuses recorded scores that are not those, bit for bit, before it recomputes anything. 3.2.0
+computes what 3.1.0 computes with exp, log, log1p and logaddexp from IEEE 754 basic operations alone
+(``certa.engine.core.stats.kernels.portable``), in its statistics and in its scorers' sym_kl, so its numbers are
+the same bits on every machine, whatever the C library (libm's variants differ by CPU family and by library).
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ from certa.engine.core.scorers import (Scorer, declared_identity, declared_suppo
 from certa.engine.core.stats.confseq.methods import BOUNDED_METHODS, VALIDITY, CSSettings, PValuePath, confidence_sequence, null_p_value
 from certa.engine.core.stats.confseq.common import (ConfidenceSequence, GridValues, exact_grid_values, float_grid_values,
                                     prefix_mean)
-from certa.engine.core.stats.kernels.libm import LIBM, NUMPY_UFUNCS, ElementaryFunctions
+from certa.engine.core.stats.kernels.libm import LIBM, NUMPY_UFUNCS, PORTABLE, ElementaryFunctions
 from certa.engine.core.stats.confseq.decision import (DECISION_OF, OUTCOMES, DecisionRules, RuleStates, Stop, all_zero_path,
                                          first_stop, no_zero_path, rule_states, zero_share_upper_bound)
 from certa.engine.core.tables import Table, table_from_columns
@@ -625,6 +628,9 @@ class SequentialKernels:
     order: OrderRule = FileOrder()
     describes_models: bool = False
     """Whether a scorer run states its models' identities and keeps their evidence (3.1.0 on)."""
+    scorer_elementary: ElementaryFunctions | None = None
+    """The functions given to a scorer that declares ``elementary`` (3.2.0 on: ``elementary``, portable); None: the
+    scorer's own (``certa.engine.core.scorers`` module docstring)."""
 
 
 KERNELS: tuple[SequentialKernels, ...] = (
@@ -661,6 +667,15 @@ KERNELS: tuple[SequentialKernels, ...] = (
         changes="issue 33: 3.0.0's numbers; a scorer run states the models its scorer ran (source.models: a local "
                 "folder's manifest digest, a served model's declaration digest and its server's claims) and keeps "
                 "their runtimes' evidence (a served model's transcript) as captured tables"),
+    SequentialKernels(
+        version="3.2.0", elementary=PORTABLE, range_rule=DeclaredRange(), grid_values=exact_grid_values,
+        confidence_level=exact_confidence_level, method_parameters=exact_parameters,
+        identity=IdentityFact(), order=SeededPermutation(), describes_models=True, scorer_elementary=PORTABLE,
+        changes="exp, log, log1p and logaddexp from IEEE 754 basic operations alone (within 1 ulp), in the "
+                "confidence sequences, p-values, e-values and stopping decisions and in the scorers' sym_kl (its "
+                "probabilities and, for logprob_tables, the re-normalisation): the same bits on every machine, "
+                "where the C library's variants (glibc's FMA and SSE2 builds, another C library) may differ in the "
+                "last bit; p-values, e-values, bounds and sym_kl scores may move in the last bits"),
 )
 """Every version, oldest first; the last is what an unpinned spec runs."""
 
@@ -830,7 +845,8 @@ def _replayed_support(captured: Table | None) -> tuple[float, float] | None:
     return float(captured.numeric("low")[0]), float(captured.numeric("high")[0])
 
 
-def _check_evidence(ctx: StageContext, obs: Observations, captured: Mapping[str, Table]) -> None:
+def _check_evidence(ctx: StageContext, obs: Observations, captured: Mapping[str, Table],
+                    kernels: SequentialKernels) -> None:
     """A replay's check that the recorded scores follow from the evidence the run captured (3.1.0: a served model's
     transcript; ``rederived_scores``): an ``InputError`` naming the first draw whose score differs, bit for bit."""
     evidence = {name[len(EVIDENCE_PREFIX):]: table for name, table in captured.items()
@@ -838,7 +854,8 @@ def _check_evidence(ctx: StageContext, obs: Observations, captured: Mapping[str,
     if not evidence:
         return
     spec = ctx.knobs["scorer"]
-    scorer = load_scorer(spec["name"], metric=spec.get("metric"), options=spec.get("options"), tables=ctx.tables)
+    scorer = load_scorer(spec["name"], metric=spec.get("metric"), options=spec.get("options"), tables=ctx.tables,
+                         elementary=kernels.scorer_elementary)
     derived = rederived_scores(scorer, ctx.table("reference"), ctx.table("candidate"), evidence)
     if derived is None:
         return
@@ -1076,9 +1093,10 @@ def _scorer_run(ctx: StageContext, kernels: SequentialKernels) -> Observed:
         zero_means_identical = kernels.identity.replayed(recorded)
         if kernels.describes_models:
             models = {name: t for name, t in recorded.items() if name == CAPTURED_MODELS or name.startswith(EVIDENCE_PREFIX)}
-            _check_evidence(ctx, obs, models)
+            _check_evidence(ctx, obs, models, kernels)
     else:
-        scorer = load_scorer(spec["name"], metric=spec.get("metric"), options=spec.get("options"), tables=ctx.tables)
+        scorer = load_scorer(spec["name"], metric=spec.get("metric"), options=spec.get("options"), tables=ctx.tables,
+                             elementary=kernels.scorer_elementary)
         score_range = rule.resolve(knobs, None, lambda: declared_support(scorer))
         zero_means_identical = kernels.identity.declared(scorer)
         obs, table = _scorer_observations(ctx, knobs, scorer, score_range.bounds,

@@ -25,6 +25,7 @@ from certa.engine.core.stages.base import StageContext
 from certa.engine.core.stages.sequential_diff import (CAPTURED_IDENTITY, CAPTURED_SCORES, KERNELS,
                                                       audit_sequential_diff, analyse_scores)
 from certa.engine.core.tables import table_from_columns
+from certa.engine.core.stats.kernels.libm import LIBM, PORTABLE
 from certa.engine.foundation.canonical import to_jsonable
 
 from tests.conftest import AccuracyDifference
@@ -44,12 +45,14 @@ def _table(values, **extra) -> dict:
     return {"s": table_from_columns("s", {"score": np.asarray(values, dtype=float), **extra})}
 
 
-def test_the_newest_version_is_3_1_0_which_computes_as_3_0_0() -> None:
-    assert REGISTRY["sequential.diff"].version == "3.1.0" == KERNELS[-1].version
-    newest, previous = KERNELS[-1], KERNELS[-2]
-    assert previous.version == "3.0.0" and newest.describes_models and not previous.describes_models
-    assert [type(getattr(k, field)) for k in (newest, previous) for field in ("range_rule", "identity", "order")] == \
-        [type(getattr(previous, field)) for field in ("range_rule", "identity", "order")] * 2
+def test_3_1_0_computes_as_3_0_0_and_the_newest_3_2_0_as_3_1_0_with_portable_functions() -> None:
+    assert REGISTRY["sequential.diff"].version == "3.2.0" == KERNELS[-1].version
+    newest, v31, v30 = KERNELS[-1], KERNELS[-2], KERNELS[-3]
+    assert (v31.version, v30.version) == ("3.1.0", "3.0.0")
+    assert newest.describes_models and v31.describes_models and not v30.describes_models
+    assert v31.elementary is v30.elementary is LIBM and newest.elementary is newest.scorer_elementary is PORTABLE
+    assert [type(getattr(k, field)) for k in (newest, v31, v30) for field in ("range_rule", "identity", "order")] == \
+        [type(getattr(v30, field)) for field in ("range_rule", "identity", "order")] * 3
 
 
 # --------------------------------------------------------------------------- item 2: IDENTICAL is a fact

@@ -21,7 +21,7 @@ from certa.engine.core.stages import REGISTRY
 from certa.engine.core.stages.sequential_diff import KERNELS, analyse_scores
 from certa.engine.core.stats.kernels import libm
 from certa.engine.core.stats.confseq.methods import CSSettings, confidence_sequence, null_p_value
-from certa.engine.core.stats.kernels.libm import LIBM, NUMPY_UFUNCS
+from certa.engine.core.stats.kernels.libm import LIBM, NUMPY_UFUNCS, PORTABLE
 
 UNARY = {"exp": math.exp, "log": math.log, "log1p": math.log1p}
 
@@ -191,14 +191,16 @@ def test_logaddexp_out_and_broadcasting() -> None:
 # ---------------------------------------------------------------------------------------------- versions
 
 
-def test_the_stage_registers_1_0_0_on_numpy_and_1_1_0_to_3_1_0_on_libm() -> None:
-    assert [(k.version, k.elementary) for k in KERNELS] == [("1.0.0", NUMPY_UFUNCS), ("1.1.0", LIBM), ("2.0.0", LIBM),
-                                                            ("3.0.0", LIBM), ("3.1.0", LIBM)]
+def test_the_stage_registers_1_0_0_on_numpy_1_1_0_to_3_1_0_on_libm_and_3_2_0_on_portable_functions() -> None:
+    assert [(k.version, k.elementary, k.scorer_elementary) for k in KERNELS] == [
+        ("1.0.0", NUMPY_UFUNCS, None), ("1.1.0", LIBM, None), ("2.0.0", LIBM, None), ("3.0.0", LIBM, None),
+        ("3.1.0", LIBM, None), ("3.2.0", PORTABLE, PORTABLE)]
     assert NUMPY_UFUNCS.exp is np.exp and NUMPY_UFUNCS.log is np.log and NUMPY_UFUNCS.log1p is np.log1p
     assert NUMPY_UFUNCS.logaddexp is np.logaddexp
     stages = REGISTRY.versions("sequential.diff")
-    assert [s.version for s in stages] == ["1.0.0", "1.1.0", "2.0.0", "3.0.0", "3.1.0"]
-    assert REGISTRY["sequential.diff"].version == "3.1.0"
+    assert [s.version for s in stages] == ["1.0.0", "1.1.0", "2.0.0", "3.0.0", "3.1.0", "3.2.0"]
+    assert REGISTRY["sequential.diff"].version == "3.2.0"
+    assert "basic operations" in stages[-1].changes
     assert stages[0].changes == "first version (certa 0.1.0)"
     assert "libm" in stages[1].changes and "SIMD" in stages[1].changes
 

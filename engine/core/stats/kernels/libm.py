@@ -1,4 +1,5 @@
-"""The elementary functions a stage version computes with: numpy's ufuncs, or libm in compiled loops.
+"""The elementary functions a stage version computes with: numpy's ufuncs, libm in compiled loops, or portable
+loops from IEEE 754 basic operations alone (``PORTABLE``).
 
 numpy evaluates ``exp``, ``log`` and ``log1p`` of float64 arrays with kernels it picks by CPU at run time
 (AVX-512F variants on a machine that has it, libm's loops otherwise), and these round differently in the
@@ -29,8 +30,14 @@ different versions never see each other's choice).
     it does (both arguments negative, the result near 0) the absolute error stays within 2 ulp of
     max(|x|, |y|, ln 2), as with numpy's formula (pinned against mpmath in ``tests/core/stats/test_sequential_libm.py``).
 
-The limit: libm itself is not correctly rounded, so another C library, or glibc's variants for another
-CPU family, may still round a result differently in the last bit. The certificate's ``issued.platform``
+``PORTABLE``
+    ``certa.engine.core.stats.kernels.portable``'s loops (exp, and ln / ln(1 + x) in one loop), within 1 ulp, the
+    same bits on every IEEE 754 machine whatever its CPU features or C library; for scalars the same loop on one
+    element; ``logaddexp`` by the formula above from them, in numpy array operations (basic operations only).
+
+The limit of ``LIBM``: libm itself is not correctly rounded, so another C library, or glibc's variants for
+another CPU family (an FMA build and an SSE2 build of ``exp``), may still round a result differently in the last
+bit; ``PORTABLE`` has no such limit. The certificate's ``issued.platform``
 records the machine. Numba compiles ``math.exp``/``math.log`` to LLVM intrinsics that call libm; with
 Intel's SVML installed (package ``icc_rt``) Numba lets LLVM vectorise such loops into SVML calls, which
 would not be libm: ``compiled_with_svml()`` tells, and then the arrays go through ``math.*`` one element
@@ -47,8 +54,9 @@ from typing import Any
 import numpy as np
 
 from certa.engine.core.stats.kernels.compiled import kernel
+from certa.engine.core.stats.kernels.portable import exp_loop, logarithm_loop
 
-__all__ = ["ElementaryFunctions", "NUMPY_UFUNCS", "LIBM", "exp", "log", "log1p", "logaddexp",
+__all__ = ["ElementaryFunctions", "NUMPY_UFUNCS", "LIBM", "PORTABLE", "exp", "log", "log1p", "logaddexp",
            "compiled_with_svml"]
 
 _LN2 = 0.6931471805599453            # ln 2 rounded to float64 (numpy's NPY_LOGE2)
@@ -141,6 +149,7 @@ def _logaddexp_loop(a, b, out):  # pragma: no cover - compiled
 
 
 _EXP, _LOG, _LOG1P, _LOGADDEXP = (kernel(f) for f in (_exp_loop, _log_loop, _log1p_loop, _logaddexp_loop))
+_PORTABLE_EXP, _PORTABLE_LOGARITHM = kernel(exp_loop), kernel(logarithm_loop)
 
 
 def compiled_with_svml() -> bool:
@@ -155,8 +164,9 @@ _SCALAR_OF: dict[Any, Callable[..., float]] = {_EXP: _exp_scalar, _LOG: _log_sca
 _svml: bool | None = None
 
 
-def _fill(loop: Any, result: np.ndarray, *args: np.ndarray) -> np.ndarray:
-    """``loop`` over the flattened C-contiguous ``args`` (float64, shaped like ``result``) into ``result``."""
+def _fill(loop: Any, result: np.ndarray, *args: np.ndarray, extra: tuple[Any, ...] = ()) -> np.ndarray:
+    """``loop`` over the flattened C-contiguous ``args`` (float64, shaped like ``result``) into ``result``
+    (``loop(*args, out, *extra)``)."""
     global _svml
     target = result if result.flags.c_contiguous else np.empty(result.shape)
     # an argument that is ``target`` itself is read in place (element i before out[i] is written); one that
@@ -167,10 +177,10 @@ def _fill(loop: Any, result: np.ndarray, *args: np.ndarray) -> np.ndarray:
     n = out.size
     if _svml is None:
         _svml = compiled_with_svml()
-    if _svml:                                                 # the loops would not call libm: math.* per element
+    if _svml and loop in _SCALAR_OF:                          # the loops would not call libm: math.* per element
         out[...] = np.fromiter(map(_SCALAR_OF[loop], *(a.tolist() for a in flat)), dtype=np.float64, count=n)
     else:
-        loop(*flat, out)
+        loop(*flat, out, *extra)
     if target is not result:
         result[...] = target
     return result
@@ -223,4 +233,51 @@ NUMPY_UFUNCS = ElementaryFunctions(name="numpy ufuncs", exp=np.exp, log=np.log, 
 """numpy's ufuncs (CPU-dispatched at run time): ``sequential.diff`` 1.0.0."""
 
 LIBM = ElementaryFunctions(name="libm", exp=exp, log=log, log1p=log1p, logaddexp=logaddexp)
-"""The C library's scalar functions, in compiled loops for arrays: ``sequential.diff`` 1.1.0."""
+"""The C library's scalar functions, in compiled loops for arrays: ``sequential.diff`` 1.1.0 to 3.1.0."""
+
+
+# --------------------------------------------------------------------------- portable: basic operations only
+
+
+def _portable(loop: Any, x: Any, out: np.ndarray | None, *extra: Any) -> Any:
+    """``loop`` over ``x`` (any shape; a float for a scalar and no ``out``)."""
+    x = np.asarray(x, dtype=np.float64)
+    result = _fill(loop, _output(out, x.shape), np.broadcast_to(x, x.shape if out is None else out.shape),
+                   extra=extra)
+    return float(result) if out is None and result.ndim == 0 else result
+
+
+def portable_exp(x: Any, out: np.ndarray | None = None) -> Any:
+    """e^x from basic operations (``certa.engine.core.stats.kernels.portable``), elementwise."""
+    return _portable(_PORTABLE_EXP, x, out)
+
+
+def portable_log(x: Any, out: np.ndarray | None = None) -> Any:
+    """ln x from basic operations, elementwise (-inf at ±0, nan below 0)."""
+    return _portable(_PORTABLE_LOGARITHM, x, out, False)
+
+
+def portable_log1p(x: Any, out: np.ndarray | None = None) -> Any:
+    """ln(1 + x) from basic operations, elementwise (-inf at -1, nan below -1; -0 stays -0)."""
+    return _portable(_PORTABLE_LOGARITHM, x, out, True)
+
+
+def portable_logaddexp(x: Any, y: Any, out: np.ndarray | None = None) -> Any:
+    """ln(e^x + e^y) by the formula of ``logaddexp`` (module docstring) from ``portable_exp`` and
+    ``portable_log1p``: max(x, y) + ln(1 + e^-|x - y|), x + ln 2 where x == y, nan where either is nan."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        d = x - y                                             # nan for a nan or for two equal infinities
+        larger = np.where(d > 0.0, x, y)
+        tail = portable_log1p(portable_exp(-np.abs(d)))
+        combined = np.where(x == y, x + _LN2, larger + tail)
+    if out is None:
+        return float(combined) if combined.ndim == 0 else combined
+    out[...] = combined
+    return out
+
+
+PORTABLE = ElementaryFunctions(name="portable", exp=portable_exp, log=portable_log, log1p=portable_log1p,
+                               logaddexp=portable_logaddexp)
+"""The functions of ``certa.engine.core.stats.kernels.portable``: the same bits on every IEEE 754 machine, whatever
+its CPU features or C library (``sequential.diff`` 3.2.0 on)."""
