@@ -94,8 +94,21 @@ REFUSED: dict[str, tuple[Callable[[], bytes], str]] = {
 }
 
 
+@pytest.fixture(scope="module")
+def genuine_seconds(tmp_path_factory: pytest.TempPathFactory) -> float:
+    """The CPU seconds of the same command on the genuine fixture (read in full, verdict computed) on this machine,
+    now: start-up and imports included, as in a refusal's figure, so a slower or loaded machine moves both."""
+    _, measured = measured_run(tmp_path_factory.mktemp("genuine"), ROOT / "specs" / "inspect-accuracy" / "data" /
+                               "subject.eval")
+    assert measured["code"] == 0, measured
+    return float(measured["seconds"])
+
+
 @pytest.mark.parametrize("case", list(REFUSED))
-def test_an_eval_bomb_is_refused_in_bounded_memory_and_time(case: str, tmp_path: Path) -> None:
+def test_an_eval_bomb_is_refused_in_bounded_memory_and_time(case: str, tmp_path: Path,
+                                                            genuine_seconds: float) -> None:
+    """Refused within 300 MiB, and within one CPU second more than the genuine fixture's whole run costs (the
+    64 MiB member is inflated once, in bounded pieces: 0.7-1.2 s against the fixture's 0.84 s on a 2.1 GHz core)."""
     build, message = REFUSED[case]
     (tmp_path / "bomb.eval").write_bytes(raw := build())
     assert len(raw) < 1 << 20  # small on disk
@@ -105,7 +118,7 @@ def test_an_eval_bomb_is_refused_in_bounded_memory_and_time(case: str, tmp_path:
     assert len(lines) == 1, result.stderr
     assert re.search(message, lines[0]), lines[0]
     assert measured["peak_mb"] < PEAK_MB, measured
-    assert measured["seconds"] < 1.5, measured  # CPU seconds; the bench's goal is 1 s for the whole command, idle
+    assert measured["seconds"] < genuine_seconds + 1.0, (measured, genuine_seconds)  # CPU seconds, not wall
 
 
 @pytest.mark.parametrize("form", ["inspect-eval", "inspect-json"])
