@@ -22,7 +22,6 @@ import socket
 import sys
 from collections.abc import Callable, Mapping
 from datetime import datetime, UTC
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from certa.schemas import load_schema, read_schema, schema_exists
@@ -64,7 +63,10 @@ def results_sha256(content: Mapping[str, Any]) -> str:
 @functools.cache
 def _installed_version(distribution: str) -> str:
     """An installed distribution's version, read once a process (``importlib.metadata`` parses its
-    metadata file on every call: about 2 ms, a tenth of a small run)."""
+    metadata file on every call: about 2 ms, a tenth of a small run). Imported here: ``importlib.metadata`` (with
+    ``email``) costs about 14 ms, which showing a certificate does not need."""
+    from importlib import metadata
+
     return metadata.version(distribution)
 
 

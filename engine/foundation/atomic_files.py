@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 from pathlib import Path
 
@@ -69,7 +68,7 @@ def make_folders(path: str | os.PathLike[str]) -> None:
 def _create_temporary(target: Path, mode: int) -> tuple[Path, int]:
     """A new temporary file next to ``target``, opened for writing and created with ``mode``."""
     for _ in range(16):
-        temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}{TEMPORARY_SUFFIX}")
+        temporary = target.with_name(f".{target.name}.{os.urandom(4).hex()}{TEMPORARY_SUFFIX}")
         try:
             return temporary, os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
                                       mode)

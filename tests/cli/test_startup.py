@@ -108,7 +108,8 @@ def test_validate_loads_no_kernel_library_no_crypto_no_plotting() -> None:
 def test_show_of_a_sqlite_file_loads_no_database_library_no_numpy_no_stage_module(small_spec: Path,
                                                                                     tmp_path: Path) -> None:
     """``certa show`` reads a SQLite file through ``sqlite3`` (``certa.ledger.sqlite_reader``) and prints a
-    paired-ratio run's report without SQLAlchemy, numpy, jsonschema or the stage registry (its catalogue)."""
+    paired-ratio run's report without SQLAlchemy, numpy, jsonschema or the stage registry (its catalogue), and,
+    its spec pinning no policy, without YAML or the spec reader (``policy_record.spec_approval_pin``)."""
     from certa.engine import run
     from certa.ledger import Ledger
 
@@ -117,9 +118,9 @@ def test_show_of_a_sqlite_file_loads_no_database_library_no_numpy_no_stage_modul
     imported = _modules_imported_by("show", "latest", "--explain", "--ledger", str(tmp_path / "l.db"))
     assert "sqlite3" in imported and "certa.ledger.sqlite_reader" in imported  # it did read the ledger
     assert "certa.engine.services.presentation.stages.paired_ratio" in imported  # and printed the stage
-    assert not {m.split(".")[0] for m in imported} & set(HEAVY) - {"yaml", "rfc8785"}  # yaml: the approval pin
+    assert not {m.split(".")[0] for m in imported} & set(HEAVY) - {"rfc8785"}
     assert not imported & {"certa.engine.core.stages.paired_ratio", "certa.engine.core.interpreter",
-                           "certa.ledger.store"}
+                           "certa.ledger.store", "certa.engine.core.spec", "importlib.metadata"}  # no approval pin
 
 
 @pytest.mark.slow  # three example runs in fresh interpreters: about 10 s
