@@ -263,19 +263,18 @@ def payload_problems(kind: str, payload: Any) -> list[str]:
     A ledger holds up to millions of ``decision`` entries, and their schema constrains only each member's
     presence and JSON type and the sign of ``index``: a decision payload is validated once per
     ``_decision_shape`` found valid (``tests/ledger/test_run_record.py`` checks that this keeps the answer exact).
-    Every other kind's payload is decided by its schema compiled once (``_compiled``), as exact and tens of times
-    faster than ``jsonschema``, which is asked only for the messages of a payload that fails."""
+    Every payload validated is decided by its kind's schema compiled once (``_compiled``), as exact and tens of
+    times faster than ``jsonschema``, which is imported and asked only for the messages of a payload that fails."""
     if kind not in RUN_KINDS + LEDGER_KINDS:
         return []
     shape = _decision_shape(payload) if kind == "decision" and isinstance(payload, dict) else None
     if shape is not None and shape in _VALID_DECISION_SHAPES:
         return []
-    if shape is None and _compiled(kind)(payload):
+    if _compiled(kind)(payload):
+        if shape is not None and len(_VALID_DECISION_SHAPES) < 4096:
+            _VALID_DECISION_SHAPES.add(shape)
         return []
-    problems = _problems(kind, payload)
-    if shape is not None and not problems and len(_VALID_DECISION_SHAPES) < 4096:
-        _VALID_DECISION_SHAPES.add(shape)
-    return problems
+    return _problems(kind, payload)
 
 
 _VALID_DECISION_SHAPES: set[tuple[Any, ...]] = set()

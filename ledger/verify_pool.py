@@ -18,7 +18,6 @@ the calling process.
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import os
 import pickle
@@ -61,6 +60,8 @@ def _die_with_parent(parent: int) -> None:
     nothing. A parent (pid ``parent``) that died before the call is caught by the pid check after it."""
     if not sys.platform.startswith("linux"):
         return
+    import ctypes  # imported by the parent before it forks the workers (BatchPool): about 30 ms it pays only then
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL, 0, 0, 0)
@@ -104,6 +105,8 @@ class BatchPool:
         self.bound = IN_FLIGHT_PER_WORKER * workers
         self.executor: ProcessPoolExecutor | None = None
         if workers > 0:
+            import ctypes  # noqa: F401  (for _die_with_parent in each worker: imported once, before the fork)
+
             self.executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
                                                 initializer=_start_worker,
                                                 initargs=(check_certificate, run_id, records_after, os.getpid()))

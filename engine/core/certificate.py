@@ -122,24 +122,23 @@ def _who() -> tuple[str, str]:
 # ----------------------------------------------------------------------- schema checks, compiled once
 
 
-_CHECKERS: list[tuple[Draft202012Validator, Callable[[Any], bool] | None]] = []
+@functools.cache
+def _certificate_check() -> Callable[[Any], bool] | None:
+    """The certificate schema's compiled ``is_valid`` (about 20 times faster than ``jsonschema``), built once; None
+    when the schema uses a keyword ``compile_schema`` does not know (then ``jsonschema`` decides all)."""
+    try:
+        return compile_schema(load_schema("certificate.schema.json"))
+    except NotImplementedError:
+        return None
 
 
-def _certificate_checker() -> tuple[Draft202012Validator, Callable[[Any], bool] | None]:
-    """The certificate schema's ``jsonschema`` validator and its compiled ``is_valid``, built once.
-
-    The compiled check (about 20 times faster) decides sound certificates; ``jsonschema`` writes the messages
-    for the others. Without a compiled check (a keyword ``compile_schema`` does not know) ``jsonschema`` does all.
-    """
-    if not _CHECKERS:
-        from certa.engine.foundation.schema_validator import Draft202012Validator
-        schema = load_schema("certificate.schema.json")
-        try:
-            fast: Callable[[Any], bool] | None = compile_schema(schema)
-        except NotImplementedError:
-            fast = None
-        _CHECKERS.append((Draft202012Validator(schema), fast))
-    return _CHECKERS[0]
+@functools.cache
+def _certificate_validator() -> Draft202012Validator:
+    """The certificate schema's ``jsonschema`` validator, built once and only for a certificate the compiled check
+    refuses (it writes the messages): importing ``jsonschema`` costs about 50 ms that checking sound certificates,
+    as an incremental ``verify`` does, need not pay."""
+    from certa.engine.foundation.schema_validator import Draft202012Validator
+    return Draft202012Validator(load_schema("certificate.schema.json"))
 
 
 def certificate_problems(certificate: Mapping[str, Any]) -> list[str]:
@@ -148,9 +147,10 @@ def certificate_problems(certificate: Mapping[str, Any]) -> list[str]:
     ``certificate`` is JSON as ``certa.engine.foundation.canonical.parse_json`` reads it (from a ledger, a bundle, an attestation)
     or as ``seal`` builds it, so its digests are computed on plain JSON values (``canonical_sha256_pair``'s
     ``plain``); any other value falls back to the general encoding."""
-    validator, fast = _certificate_checker()
+    fast = _certificate_check()
     problems = [] if fast is not None and fast(certificate) else [
-        f"schema: {'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in validator.iter_errors(certificate)]
+        f"schema: {'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
+        for e in _certificate_validator().iter_errors(certificate)]
     if isinstance(certificate.get("content"), Mapping):
         try:
             actual, results = canonical_sha256_pair(certificate["content"], ENVIRONMENT_KEYS, plain=True)
