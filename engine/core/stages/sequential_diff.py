@@ -629,7 +629,7 @@ class SequentialKernels:
     describes_models: bool = False
     """Whether a scorer run states its models' identities and keeps their evidence (3.1.0 on)."""
     scorer_elementary: ElementaryFunctions | None = None
-    """The functions given to a scorer that declares ``elementary`` (3.2.0 on: ``elementary``, portable); None: the
+    """The functions given to a scorer that declares ``elementary`` (3.2.0 on: ``PORTABLE``); None: the
     scorer's own (``certa.engine.core.scorers`` module docstring)."""
 
 
