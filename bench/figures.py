@@ -542,14 +542,15 @@ def markdown(rows: list[Row]) -> str:
 
 def header(started: datetime.datetime, ended: datetime.datetime | None, ran: dict[str, dict], command: str,
            missing: list[str]) -> str:
-    """The lines above the table: when, where and how it was measured, and each bench's command, duration and the
-    load average around it."""
+    """The lines above the table: when, where and how it was measured, and each bench's command, start (UTC), duration
+    and the load average around it."""
     span = f"{started:%Y-%m-%d %H:%M}" + ("" if ended is None else f"–{ended:%H:%M}")
-    lines = [f"Measured {span} UTC on {os.cpu_count()} CPUs by `{command}`; each bench, its seconds and the "
+    lines = [f"Measured {span} UTC on {os.cpu_count()} CPUs by `{command}`; each bench, its start, its seconds and the "
              "one-, five- and fifteen-minute load averages before and after it:", ""]
     for r in ran.values():
         served = {True: ", vLLM test servers running", False: ", no vLLM server"}.get(r.get("served"), "")
-        lines.append(f"- `bench/{' '.join(r['argv'])}`: {r['seconds']:.0f} s, load {r['load_before']} → "
+        at = f"{datetime.datetime.fromisoformat(r['started']):%H:%M}, " if "started" in r else ""
+        lines.append(f"- `bench/{' '.join(r['argv'])}`: {at}{r['seconds']:.0f} s, load {r['load_before']} → "
                      f"{r['load_after']}{served}" + ("" if r["code"] == 0 else f", exit {r['code']}"))
     lines += [f"- `bench/{BENCHES[name].script}` ({name}): no output (not in this checkout, or not in the saved run)"
               for name in missing]
@@ -673,8 +674,10 @@ def main() -> None:
         parser.error(f"--write-readme: no output of {', '.join(unsaved)} in {args.source}: the table would lack rows")
     starts = [datetime.datetime.fromisoformat(r["started"]) for r in ran.values() if "started" in r]
     ended = None if args.source else datetime.datetime.now(datetime.UTC)
-    if args.source and starts:
+    if args.source and starts:  # a saved run (a bench may have been run again into it): its first start, last end
         started = min(starts)
+        ended = max(datetime.datetime.fromisoformat(r["started"]) + datetime.timedelta(seconds=r["seconds"])
+                    for r in ran.values() if "started" in r)
     if args.json:
         print(json.dumps({"started": started.isoformat(timespec="seconds"), "fast": args.fast, "cpus": os.cpu_count(),
                           "benches": {n: {k: r[k] for k in ("argv", "code", "seconds", "load_before", "load_after")}
